@@ -1,0 +1,154 @@
+/**
+ * Real PostgreSQL and Redis for tests and benchmarks, from Debian's packages, started on loopback in a
+ * temporary directory and stopped afterwards. Used by `npm test` and `npm run bench` when
+ * DATABASE_URL / REDIS_URL are not given.
+ */
+import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { chownSync, existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir, userInfo } from 'node:os';
+import { join } from 'node:path';
+
+export interface Infra {
+  env: Record<string, string>;
+  stop(): Promise<void>;
+}
+
+const log = (message: string) => process.stderr.write(`[infra] ${message}\n`);
+
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as { port: number };
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+let aptUpdated = false;
+function aptInstall(...packages: string[]): void {
+  if (userInfo().uid !== 0) throw new Error(`install ${packages.join(' ')} (needs root) or set DATABASE_URL/REDIS_URL`);
+  const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
+  if (!aptUpdated) {
+    log('apt-get update');
+    execFileSync('apt-get', ['update', '-qq'], { stdio: 'inherit', env });
+    aptUpdated = true;
+  }
+  log(`apt-get install ${packages.join(' ')}`);
+  execFileSync('apt-get', ['install', '-y', '-qq', '--no-install-recommends', ...packages], { stdio: 'inherit', env });
+}
+
+function postgresBin(): string | undefined {
+  const root = '/usr/lib/postgresql';
+  if (!existsSync(root)) return undefined;
+  const versions = readdirSync(root).filter((v) => existsSync(join(root, v, 'bin', 'initdb'))).sort((a, b) => Number(b) - Number(a));
+  return versions[0] ? join(root, versions[0], 'bin') : undefined;
+}
+
+/** PostgreSQL refuses to run as root: as root, run it as the `postgres` user the package creates. */
+function asDbUser(command: string, args: string[]): [string, string[]] {
+  return userInfo().uid === 0 ? ['runuser', ['-u', 'postgres', '--', command, ...args]] : [command, args];
+}
+
+async function startPostgres(): Promise<{ url: string; stop(): Promise<void> }> {
+  let bin = postgresBin();
+  if (!bin) {
+    aptInstall('postgresql', 'postgresql-contrib');
+    bin = postgresBin();
+    if (!bin) throw new Error('PostgreSQL did not install');
+  }
+  const dir = mkdtempSync(join(tmpdir(), 'tempora-pg-'));
+  if (userInfo().uid === 0) {
+    const uid = Number(execFileSync('id', ['-u', 'postgres']).toString().trim());
+    const gid = Number(execFileSync('id', ['-g', 'postgres']).toString().trim());
+    chownSync(dir, uid, gid);
+  }
+  const data = join(dir, 'data');
+  const port = await freePort();
+  const run = (command: string, args: string[]) => {
+    const [cmd, argv] = asDbUser(join(bin!, command), args);
+    const result = spawnSync(cmd, argv, { encoding: 'utf8' });
+    if (result.status !== 0) throw new Error(`${command} failed: ${result.stderr || result.stdout}`);
+  };
+  run('initdb', ['-D', data, '-U', 'postgres', '--auth=trust', '-E', 'UTF8', '--locale=C.UTF-8']);
+  const options = [
+    `-p ${port}`, `-k ${dir}`, '-c listen_addresses=127.0.0.1', '-c fsync=off', '-c synchronous_commit=off',
+    '-c full_page_writes=off', '-c max_connections=400', '-c shared_buffers=256MB',
+  ].join(' ');
+  run('pg_ctl', ['-D', data, '-o', options, '-l', join(dir, 'postgres.log'), '-w', 'start']);
+  log(`postgresql on 127.0.0.1:${port} (${dir})`);
+  return {
+    url: `postgres://postgres@127.0.0.1:${port}/postgres`,
+    async stop() {
+      try {
+        run('pg_ctl', ['-D', data, '-m', 'fast', '-w', 'stop']);
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
+    },
+  };
+}
+
+async function startRedis(): Promise<{ url: string; stop(): Promise<void> }> {
+  const which = spawnSync('sh', ['-c', 'command -v redis-server'], { encoding: 'utf8' });
+  if (which.status !== 0) aptInstall('redis-server');
+  const dir = mkdtempSync(join(tmpdir(), 'tempora-redis-'));
+  const port = await freePort();
+  const child: ChildProcess = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  await new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error('redis-server did not start')), 15_000);
+    child.stdout!.on('data', (chunk: Buffer) => {
+      if (chunk.toString().includes('Ready to accept connections')) {
+        clearTimeout(timer);
+        resolve();
+      }
+    });
+    child.once('exit', (code) => reject(new Error(`redis-server exited with ${code}`)));
+  });
+  child.stdout!.resume();
+  log(`redis on 127.0.0.1:${port}`);
+  return {
+    url: `redis://127.0.0.1:${port}`,
+    async stop() {
+      if (child.exitCode === null) {
+        const exited = new Promise((resolve) => child.once('exit', resolve));
+        child.kill('SIGTERM');
+        await exited;
+      }
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** Starts what the environment does not already provide. */
+export async function startInfra(env: NodeJS.ProcessEnv = process.env): Promise<Infra> {
+  const stops: Array<() => Promise<void>> = [];
+  const provided: Record<string, string> = {};
+  try {
+    if (env.DATABASE_URL) provided.DATABASE_URL = env.DATABASE_URL;
+    else {
+      const pg = await startPostgres();
+      stops.push(pg.stop);
+      provided.DATABASE_URL = pg.url;
+    }
+    if (env.REDIS_URL) provided.REDIS_URL = env.REDIS_URL;
+    else {
+      const redis = await startRedis();
+      stops.push(redis.stop);
+      provided.REDIS_URL = redis.url;
+    }
+  } catch (error) {
+    for (const stop of stops.reverse()) await stop().catch(() => {});
+    throw error;
+  }
+  return {
+    env: provided,
+    async stop() {
+      for (const stop of stops.reverse()) await stop().catch((error: unknown) => log(`stop failed: ${String(error)}`));
+    },
+  };
+}

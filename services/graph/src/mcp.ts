@@ -1,0 +1,193 @@
+import type { Context } from 'koa';
+import type Router from '@koa/router';
+import { z } from 'zod';
+import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
+import type { Principal } from '@tempora/kit/auth';
+import type { Principals } from '@tempora/kit/routes';
+import { CAUSAL_TYPES, PATH_DEFAULT_TYPES } from './domain/edge-types.ts';
+import { MomentInput, momentPath } from './domain/moment.ts';
+import { MomentNotFound, type GraphService } from './graph-service.ts';
+import { GenerateResultSchema, MomentDetailSchema, MomentSchema, PathSchema, StatsSchema, TraverseSchema } from './schemas.ts';
+import { edgeView, momentView } from './views.ts';
+import { GenerateBody } from './routes/writes.ts';
+import { cappedInt, edgeTypes, text, year } from './routes/params.ts';
+import { depth, direction } from './routes/traversal.ts';
+
+export const MCP_LIMITS = { traverseLimit: { fallback: 50, cap: 200 }, pathHops: { fallback: 6, cap: 10 }, searchLimit: { fallback: 10, cap: 50 } } as const;
+
+const inputs = {
+  graph_search: z.object({
+    query: text.optional().meta({ description: 'keywords (full text over name, description, figures, tags)' }),
+    year_from: year.optional(),
+    year_to: year.optional(),
+    entity: text.optional().meta({ description: 'a historical figure' }),
+    country: text.optional(),
+    region: text.optional(),
+    city: text.optional(),
+    limit: cappedInt(MCP_LIMITS.searchLimit.fallback, MCP_LIMITS.searchLimit.cap),
+  }),
+  graph_moment: z.object({ path: momentPath }),
+  graph_neighbors: z.object({ path: momentPath, direction, edge_types: edgeTypes(CAUSAL_TYPES) }),
+  traverse_moments: z.object({
+    path: momentPath,
+    direction,
+    depth,
+    edge_types: edgeTypes(CAUSAL_TYPES),
+    limit: cappedInt(MCP_LIMITS.traverseLimit.fallback, MCP_LIMITS.traverseLimit.cap),
+  }),
+  find_path: z.object({
+    from_path: momentPath,
+    to_path: momentPath,
+    max_hops: cappedInt(MCP_LIMITS.pathHops.fallback, MCP_LIMITS.pathHops.cap),
+  }),
+  gen_render: GenerateBody,
+};
+
+const SUGGESTIONS: Record<string, string> = {
+  graph_search: 'Give keywords in `query`, years as integers (negative for BCE), and a limit from 1 to 50.',
+  graph_moment: 'Pass `path` as /year/month/day/HHMM/country/region/city/slug, e.g. /1969/july/20/2017/united-states/florida/cape-canaveral/apollo-11-moon-landing; graph_search finds paths.',
+  graph_neighbors: 'Pass a canonical `path`; direction is past, future or both.',
+  traverse_moments: 'Pass a canonical `path`, direction past|future|both, depth 1-4, limit up to 200, and edge_types from causes,caused_by,precedes,follows,influences,contemporaneous,same_location,thematic,same_era,same_conflict,same_figure,challenges.',
+  find_path: 'Pass canonical `from_path` and `to_path` (graph_search finds them) and max_hops from 1 to 10.',
+  gen_render: 'Pass a canonical `path` and an `event_name`; this tool needs a writer token (Authorization: Bearer) or X-Service-Key.',
+};
+
+/**
+ * Declared input schemas carry the full JSON Schema (types, ranges, defaults), but the SDK is given a
+ * lenient validator for each field, so a bad argument reaches the tool, which answers `{error, suggestion}`
+ * instead of the transport failing the call.
+ */
+function lenient(schema: z.ZodObject): Record<string, z.ZodType> {
+  return Object.fromEntries(
+    Object.entries(schema.shape).map(([key, field]) => {
+      const { $schema: _, ...json } = z.toJSONSchema(field as z.ZodType, { io: 'input', unrepresentable: 'any' }) as Record<string, unknown>;
+      const loose = z.any().meta(json);
+      return [key, (field as z.ZodType).safeParse(undefined).success ? loose.optional() : loose];
+    }),
+  );
+}
+
+/** Output schemas admit the error shape too: `{error, suggestion}` is a result, not a failure. */
+const orError = (schema: z.ZodObject) => schema.partial().extend({ error: z.string().optional(), suggestion: z.string().optional() });
+
+type ToolResult = { content: Array<{ type: 'text'; text: string }>; structuredContent: Record<string, unknown>; isError?: boolean };
+const ok = (value: object): ToolResult => ({ content: [{ type: 'text', text: JSON.stringify(value) }], structuredContent: value as Record<string, unknown> });
+const failure = (tool: string, error: string): ToolResult => {
+  const value = { error, suggestion: SUGGESTIONS[tool] ?? '' };
+  return { content: [{ type: 'text', text: JSON.stringify(value) }], structuredContent: value, isError: true };
+};
+
+export function buildMcpServer(graph: GraphService, version: string, principal: Principal | undefined): McpServer {
+  const server = new McpServer({ name: 'tempora-graph', version }, { capabilities: { tools: {} } });
+
+  const tool = <S extends z.ZodObject>(
+    name: string,
+    description: string,
+    input: S,
+    output: z.ZodObject,
+    run: (args: z.output<S>) => Promise<object>,
+    readOnly = true,
+  ) => {
+    server.registerTool(
+      name,
+      { description, inputSchema: lenient(input), outputSchema: orError(output).shape, annotations: { readOnlyHint: readOnly, openWorldHint: false } },
+      async (args: unknown) => {
+        const parsed = input.safeParse(args ?? {});
+        if (!parsed.success) {
+          return failure(name, parsed.error.issues.map((issue) => `${issue.path.join('.') || 'arguments'}: ${issue.message}`).join('; '));
+        }
+        try {
+          return ok(await run(parsed.data));
+        } catch (error) {
+          if (error instanceof MomentNotFound || error instanceof ToolError) return failure(name, error.message);
+          throw error;
+        }
+      },
+    );
+  };
+
+  tool('graph_stats', 'Graph statistics: counts of moments and edges by layer, edge type and source, date range.', z.object({}), StatsSchema, () => graph.stats());
+
+  tool('graph_search', 'Search moments by keyword, date range, figure and place.', inputs.graph_search, z.object({ items: z.array(MomentSchema), total: z.number().int() }), async (args) => {
+    const page = await graph.repository.listMoments({
+      q: args.query,
+      yearFrom: args.year_from,
+      yearTo: args.year_to,
+      entity: args.entity,
+      country: args.country,
+      region: args.region,
+      city: args.city,
+      sort: args.query ? 'relevance' : 'year',
+      limit: args.limit,
+      offset: 0,
+    });
+    return { items: page.items.map(momentView), total: page.total };
+  });
+
+  tool('graph_moment', 'One moment by canonical path, with its edges.', inputs.graph_moment, MomentDetailSchema, async (args) => {
+    const row = await graph.repository.momentByPath(args.path, false);
+    if (!row) throw new MomentNotFound(args.path);
+    const edges = await graph.repository.edgesOf(row.id);
+    return { ...momentView(row), visibility: row.visibility, edges: edges.map(edgeView), edge_count: edges.length };
+  });
+
+  tool('graph_neighbors', 'Causally connected moments one hop away.', inputs.graph_neighbors, TraverseSchema, (args) =>
+    graph.traverse(args.path, { direction: args.direction, depth: 1, types: args.edge_types, limit: MCP_LIMITS.traverseLimit.cap, minWeight: 0 }),
+  );
+
+  tool('traverse_moments', `Walk the graph N hops from a moment (depth 1-4, limit default ${MCP_LIMITS.traverseLimit.fallback}, capped at ${MCP_LIMITS.traverseLimit.cap}).`, inputs.traverse_moments, TraverseSchema, (args) =>
+    graph.traverse(args.path, { direction: args.direction, depth: args.depth, types: args.edge_types, limit: args.limit, minWeight: 0 }),
+  );
+
+  tool('find_path', 'Shortest chain of edges between two moments; found is false when none exists within max_hops.', inputs.find_path, PathSchema, (args) =>
+    graph.path(args.from_path, args.to_path, { maxHops: args.max_hops, types: [...PATH_DEFAULT_TYPES] }),
+  );
+
+  tool(
+    'gen_render',
+    'Render a new moment: records it at layer 0 and queues a render job (needs a writer token or service key).',
+    inputs.gen_render,
+    GenerateResultSchema,
+    async (args) => {
+      if (!principal) throw new ToolError('gen_render requires a writer token or a service key');
+      const result = await graph.queueRender(MomentInput.parse({ path: args.path, event_name: args.event_name, layer: 0, source_type: 'generate' }), {
+        requestedBy: principal.id,
+        request: { query: args.query ?? args.event_name, preset: args.preset, generate_image: args.generate_image },
+      });
+      const job = result.job;
+      return {
+        job: { ...job, created_at: new Date(job.created_at).toISOString(), updated_at: new Date(job.updated_at).toISOString() },
+        moment: { path: args.path, layer: result.layer, created: result.created },
+      };
+    },
+    false,
+  );
+  return server;
+}
+
+/** An expected failure of a tool call, answered as `{error, suggestion}`. */
+class ToolError extends Error {}
+
+/** Stateless Streamable HTTP: a fresh server and transport per request, so any replica can answer any call. */
+export function mountMcp(router: Router, graph: GraphService, version: string): void {
+  router.all('/mcp', async (ctx: Context) => {
+    if (ctx.method !== 'POST') {
+      ctx.status = 405;
+      ctx.set('Allow', 'POST');
+      ctx.body = { jsonrpc: '2.0', error: { code: -32000, message: 'Method not allowed: this MCP server is stateless; POST JSON-RPC requests.' }, id: null };
+      return;
+    }
+    const principals = ctx.state.principals as Principals;
+    const principal = principals.get('WriterToken') ?? principals.get('ServiceKey');
+    const server = buildMcpServer(graph, version, principal);
+    const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
+    ctx.respond = false;
+    ctx.res.on('close', () => {
+      void transport.close();
+      void server.close();
+    });
+    await server.connect(transport);
+    await transport.handleRequest(ctx.req, ctx.res, (ctx.request as { body?: unknown }).body);
+  });
+}

@@ -1,0 +1,94 @@
+import type { Knex, Migration } from '@tempora/kit/database';
+
+export const migrations: Migration[] = [
+  {
+    name: '001_moments_and_edges',
+    async up(knex: Knex) {
+      await knex.raw('create extension if not exists pg_trgm');
+      await knex.schema.createTable('moments', (table) => {
+        table.bigIncrements('id');
+        table.text('path').notNullable().unique();
+        table.text('event_name').notNullable();
+        table.text('description').notNullable().defaultTo('');
+        table.integer('year').notNullable();
+        table.smallint('month_num').notNullable();
+        table.smallint('day').notNullable();
+        table.string('time', 4).notNullable();
+        table.text('country').notNullable();
+        table.text('region').notNullable();
+        table.text('city').notNullable();
+        table.text('slug').notNullable();
+        table.text('era').notNullable();
+        table.text('type').notNullable().defaultTo('event');
+        table.smallint('layer').notNullable().defaultTo(0);
+        table.text('status').notNullable().defaultTo('active');
+        table.text('visibility').notNullable().defaultTo('public');
+        table.specificType('figures', 'text[]').notNullable().defaultTo('{}');
+        // Lower-cased figures: the GIN index behind the case-insensitive `entity` filter.
+        table.specificType('entity_keys', 'text[]').notNullable().defaultTo('{}');
+        table.specificType('tags', 'text[]').notNullable().defaultTo('{}');
+        table.double('latitude');
+        table.double('longitude');
+        table.double('confidence').notNullable().defaultTo(0.5);
+        table.text('image_url');
+        table.text('source_type').notNullable().defaultTo('manual');
+        table.specificType('search', 'tsvector').notNullable();
+        table.timestamp('created_at', { useTz: true }).notNullable().defaultTo(knex.fn.now());
+        table.timestamp('updated_at', { useTz: true }).notNullable().defaultTo(knex.fn.now());
+      });
+      await knex.raw(`alter table moments add constraint moments_layer_check check (layer in (0, 1, 2))`);
+      await knex.raw(`alter table moments add constraint moments_visibility_check check (visibility in ('public', 'private'))`);
+      await knex.raw('create index moments_search_idx on moments using gin (search)');
+      await knex.raw('create index moments_name_trgm_idx on moments using gin (event_name gin_trgm_ops)');
+      await knex.raw('create index moments_entity_keys_idx on moments using gin (entity_keys)');
+      await knex.raw('create index moments_tags_idx on moments using gin (tags)');
+      await knex.raw('create index moments_year_idx on moments (year)');
+      await knex.raw('create index moments_place_idx on moments (country, region, city)');
+      await knex.raw('create index moments_calendar_idx on moments (month_num, day)');
+      await knex.raw('create index moments_layer_idx on moments (layer)');
+
+      await knex.schema.createTable('edges', (table) => {
+        table.bigIncrements('id');
+        table.bigInteger('source_id').notNullable().references('moments.id').onDelete('CASCADE');
+        table.bigInteger('target_id').notNullable().references('moments.id').onDelete('CASCADE');
+        table.text('type').notNullable();
+        table.double('weight').notNullable();
+        table.text('theme').notNullable().defaultTo('');
+        table.text('description').notNullable().defaultTo('');
+        // seed, auto (auto-linking), ingest or expander: auto edges are derived and recomputed.
+        table.text('origin').notNullable().defaultTo('manual');
+        table.timestamp('created_at', { useTz: true }).notNullable().defaultTo(knex.fn.now());
+        table.unique(['source_id', 'target_id', 'type']);
+      });
+      await knex.raw('alter table edges add constraint edges_no_self check (source_id <> target_id)');
+      await knex.raw('create index edges_target_idx on edges (target_id)');
+      await knex.raw('create index edges_auto_idx on edges (type, source_id) where origin = \'auto\'');
+      await knex.raw('create index edges_auto_target_idx on edges (type, target_id) where origin = \'auto\'');
+
+      await knex.schema.createTable('render_jobs', (table) => {
+        table.uuid('id').primary();
+        table.bigInteger('moment_id').notNullable().references('moments.id').onDelete('CASCADE');
+        table.text('status').notNullable().defaultTo('queued');
+        table.text('requested_by').notNullable();
+        table.jsonb('request').notNullable();
+        table.integer('attempts').notNullable().defaultTo(0);
+        table.text('error');
+        table.timestamp('created_at', { useTz: true }).notNullable().defaultTo(knex.fn.now());
+        table.timestamp('updated_at', { useTz: true }).notNullable().defaultTo(knex.fn.now());
+      });
+      await knex.raw(`alter table render_jobs add constraint render_jobs_status_check check (status in ('queued', 'running', 'succeeded', 'failed'))`);
+      await knex.raw('create index render_jobs_status_idx on render_jobs (status, created_at)');
+
+      await knex.schema.createTable('graph_meta', (table) => {
+        table.text('key').primary();
+        table.text('value').notNullable();
+      });
+    },
+    async down(knex: Knex) {
+      await knex.schema.dropTable('graph_meta');
+      await knex.schema.dropTable('render_jobs');
+      await knex.schema.dropTable('edges');
+      await knex.schema.dropTable('moments');
+    },
+  },
+];

@@ -1,0 +1,469 @@
+import { randomUUID } from 'node:crypto';
+import type { Knex } from '@tempora/kit/database';
+import { EDGE_TYPES, IN, OUT, typeCode, typeOf, type EdgeType } from './domain/edge-types.ts';
+import type { NeighborSource, Step, StoredEdge } from './domain/graph-search.ts';
+import type { IndexBuilder, IndexedEdge } from './domain/adjacency-index.ts';
+import { adjacentYears, momentColumns, storedOrder, type MomentInput } from './domain/moment.ts';
+
+export interface MomentRow {
+  id: number;
+  path: string;
+  event_name: string;
+  description: string;
+  year: number;
+  month_num: number;
+  day: number;
+  time: string;
+  country: string;
+  region: string;
+  city: string;
+  slug: string;
+  era: string;
+  type: string;
+  layer: number;
+  status: string;
+  visibility: string;
+  figures: string[];
+  tags: string[];
+  latitude: number | null;
+  longitude: number | null;
+  confidence: number;
+  image_url: string | null;
+  source_type: string;
+  created_at: Date;
+  updated_at: Date;
+}
+
+export interface EdgeRow {
+  id: number;
+  source: string;
+  target: string;
+  source_id: number;
+  target_id: number;
+  type: EdgeType;
+  weight: number;
+  theme: string;
+  description: string;
+  origin: string;
+}
+
+export interface RenderJobRow {
+  id: string;
+  moment_id: number;
+  path: string;
+  status: string;
+  requested_by: string;
+  request: Record<string, unknown>;
+  attempts: number;
+  error: string | null;
+  created_at: Date;
+  updated_at: Date;
+}
+
+export const SORTS = {
+  year: [['year', 'asc'], ['month_num', 'asc'], ['day', 'asc'], ['id', 'asc']],
+  '-year': [['year', 'desc'], ['month_num', 'desc'], ['day', 'desc'], ['id', 'desc']],
+  name: [['event_name', 'asc'], ['id', 'asc']],
+  '-name': [['event_name', 'desc'], ['id', 'desc']],
+  updated: [['updated_at', 'asc'], ['id', 'asc']],
+  '-updated': [['updated_at', 'desc'], ['id', 'desc']],
+  confidence: [['confidence', 'asc'], ['id', 'asc']],
+  '-confidence': [['confidence', 'desc'], ['id', 'asc']],
+} as const;
+export type SortKey = keyof typeof SORTS | 'relevance';
+
+export interface MomentFilters {
+  q?: string | undefined;
+  yearFrom?: number | undefined;
+  yearTo?: number | undefined;
+  entity?: string | undefined;
+  country?: string | undefined;
+  region?: string | undefined;
+  city?: string | undefined;
+  tags?: string[] | undefined;
+  type?: string | undefined;
+  layerMin?: number | undefined;
+  sort: SortKey;
+  limit: number;
+  offset: number;
+}
+
+const normaliseMoment = (row: MomentRow): MomentRow => ({ ...row, id: Number(row.id), confidence: Number(row.confidence) });
+const normaliseEdge = (row: EdgeRow): EdgeRow => ({ ...row, id: Number(row.id), source_id: Number(row.source_id), target_id: Number(row.target_id), weight: Number(row.weight) });
+
+const SEARCH_DOCUMENT = `to_tsvector('english', ? || ' ' || ? || ' ' || ? || ' ' || ?)`;
+
+export interface AutoLinkSettings {
+  maxPerType: number;
+}
+
+/** Every SQL statement of the graph service. Nothing else in the service talks to PostgreSQL. */
+export class GraphRepository {
+  readonly knex: Knex;
+
+  constructor(knex: Knex) {
+    this.knex = knex;
+  }
+
+  // ---- writes ----
+
+  /**
+   * Upserts moments by path and their curated edges, then re-derives their automatic links, all in one
+   * transaction. Returns the ids whose adjacency changed (the moments and their neighbours).
+   */
+  async writeMoments(inputs: readonly MomentInput[], autoLink: AutoLinkSettings): Promise<{ ids: number[]; created: number }> {
+    return this.knex.transaction(async (trx) => {
+      const ids: number[] = [];
+      const idByPath = new Map<string, number>();
+      let created = 0;
+      for (const input of inputs) {
+        const columns = momentColumns(input);
+        const searchText = [columns.event_name, columns.description, columns.figures.join(' '), columns.tags.join(' ')];
+        const [row] = (await trx('moments')
+          .insert({ ...columns, search: trx.raw(SEARCH_DOCUMENT, searchText) })
+          .onConflict('path')
+          .merge({ ...columns, search: trx.raw(SEARCH_DOCUMENT, searchText), updated_at: trx.fn.now() })
+          .returning(['id', trx.raw('(xmax = 0) as inserted')])) as Array<{ id: string | number; inserted: boolean }>;
+        const id = Number(row!.id);
+        if (row!.inserted) created += 1;
+        ids.push(id);
+        idByPath.set(columns.path, id);
+      }
+      const touched = new Set(ids);
+      for (const [index, input] of inputs.entries()) {
+        const sourceId = ids[index]!;
+        for (const edge of input.edges) {
+          const targetId = idByPath.get(edge.target) ?? (await this.idOf(edge.target, trx));
+          if (targetId === undefined) throw new MissingTargetError(index, edge.target);
+          if (targetId === sourceId) continue;
+          const [source, target] = storedOrder(sourceId, targetId, edge.type);
+          await trx('edges')
+            .insert({ source_id: source, target_id: target, type: edge.type, weight: edge.weight, theme: edge.theme, description: edge.description, origin: input.source_type === 'seed' ? 'seed' : 'ingest' })
+            .onConflict(['source_id', 'target_id', 'type'])
+            .merge(['weight', 'theme', 'description']);
+          touched.add(targetId);
+        }
+      }
+      for (const id of ids) {
+        for (const neighbor of await this.relink(trx, id, autoLink.maxPerType)) touched.add(neighbor);
+      }
+      return { ids: [...touched], created };
+    });
+  }
+
+  async idOf(path: string, trx: Knex = this.knex): Promise<number | undefined> {
+    const row = await trx('moments').where({ path }).first('id');
+    return row ? Number(row.id) : undefined;
+  }
+
+  /**
+   * Replaces a moment's automatic links: contemporaneous (year ±1, 0.5), same_location (same country,
+   * region and city, 0.5) and thematic (shared tags, 0.3). Each type is bounded at `max` automatic edges
+   * per moment on both ends, most relevant first, so the edge count grows linearly with the moments.
+   * Returns the neighbours whose adjacency changed.
+   */
+  private async relink(trx: Knex.Transaction, id: number, max: number): Promise<number[]> {
+    const removed = (await trx('edges')
+      .where({ origin: 'auto' })
+      .andWhere((q) => q.where('source_id', id).orWhere('target_id', id))
+      .del()
+      .returning(['source_id', 'target_id'])) as Array<{ source_id: string; target_id: string }>;
+    const moment = (await trx('moments').where({ id }).first()) as MomentRow | undefined;
+    const neighbors = new Set(removed.flatMap((edge) => [Number(edge.source_id), Number(edge.target_id)]));
+    if (!moment || moment.visibility !== 'public' || max <= 0) return [...neighbors].filter((n) => n !== id);
+
+    const [before, after] = adjacentYears(moment.year);
+    const rules: Array<{ type: EdgeType; weight: number; where: Knex.Raw; order: Knex.Raw }> = [
+      {
+        type: 'contemporaneous',
+        weight: 0.5,
+        where: trx.raw('m.year between ? and ?', [before, after]),
+        order: trx.raw('(m.country = ?) desc, cardinality(array(select unnest(m.tags) intersect select unnest(?::text[]))) desc, abs(m.year - ?), m.confidence desc, m.id', [moment.country, moment.tags, moment.year]),
+      },
+      {
+        type: 'same_location',
+        weight: 0.5,
+        where: trx.raw('m.country = ? and m.region = ? and m.city = ?', [moment.country, moment.region, moment.city]),
+        order: trx.raw('abs(m.year - ?), m.id', [moment.year]),
+      },
+      {
+        type: 'thematic',
+        weight: 0.3,
+        where: trx.raw('m.tags && ?::text[]', [moment.tags]),
+        order: trx.raw('cardinality(array(select unnest(m.tags) intersect select unnest(?::text[]))) desc, abs(m.year - ?), m.id', [moment.tags, moment.year]),
+      },
+    ];
+    for (const rule of rules) {
+      if (rule.type === 'thematic' && moment.tags.length === 0) continue;
+      const { rows } = (await trx.raw(
+        `insert into edges (source_id, target_id, type, weight, origin)
+         select least(?::bigint, c.id), greatest(?::bigint, c.id), ?, ?, 'auto' from (
+           select m.id from moments m
+           where ${rule.where.toQuery()} and m.id <> ? and m.visibility = 'public'
+             and (select count(*) from edges e where e.origin = 'auto' and e.type = ? and (e.source_id = m.id or e.target_id = m.id)) < ?
+           order by ${rule.order.toQuery()}
+           limit ?
+         ) c
+         on conflict (source_id, target_id, type) do nothing
+         returning source_id, target_id`,
+        [id, id, rule.type, rule.weight, id, rule.type, max, max],
+      )) as { rows: Array<{ source_id: string; target_id: string }> };
+      for (const edge of rows) neighbors.add(Number(edge.source_id) === id ? Number(edge.target_id) : Number(edge.source_id));
+    }
+    neighbors.delete(id);
+    return [...neighbors];
+  }
+
+  // ---- single moments ----
+
+  async momentByPath(path: string, includePrivate: boolean): Promise<MomentRow | undefined> {
+    const query = this.knex('moments').where({ path });
+    if (!includePrivate) query.andWhere({ visibility: 'public' });
+    const row = (await query.first()) as MomentRow | undefined;
+    return row && normaliseMoment(row);
+  }
+
+  async momentsByIds(ids: readonly number[]): Promise<Map<number, MomentRow>> {
+    if (ids.length === 0) return new Map();
+    const rows = (await this.knex('moments').whereIn('id', ids as number[])) as MomentRow[];
+    return new Map(rows.map((row) => [Number(row.id), normaliseMoment(row)]));
+  }
+
+  /** Every edge touching a moment, both directions, with the paths of both ends; private neighbours left out. */
+  async edgesOf(id: number, options: { curatedOnly?: boolean; outgoingOnly?: boolean } = {}): Promise<EdgeRow[]> {
+    const query = this.knex('edges as e')
+      .join('moments as s', 's.id', 'e.source_id')
+      .join('moments as t', 't.id', 'e.target_id')
+      .where((q) => (options.outgoingOnly ? q.where('e.source_id', id) : q.where('e.source_id', id).orWhere('e.target_id', id)))
+      .andWhere('s.visibility', 'public')
+      .andWhere('t.visibility', 'public')
+      .select('e.id', 'e.source_id', 'e.target_id', 's.path as source', 't.path as target', 'e.type', 'e.weight', 'e.theme', 'e.description', 'e.origin')
+      .orderBy([{ column: 'e.weight', order: 'desc' }, { column: 'e.id', order: 'asc' }]);
+    if (options.curatedOnly) query.andWhereNot('e.origin', 'auto');
+    return ((await query) as EdgeRow[]).map(normaliseEdge);
+  }
+
+  /** Theme and description of edges met by a traversal, keyed `source:target:type`. */
+  async edgeDetails(edges: readonly StoredEdge[]): Promise<Map<string, { theme: string; description: string }>> {
+    if (edges.length === 0) return new Map();
+    const { rows } = (await this.knex.raw(
+      `select e.source_id, e.target_id, e.type, e.theme, e.description from edges e
+       join unnest(?::bigint[], ?::bigint[], ?::text[]) as k(s, t, ty) on e.source_id = k.s and e.target_id = k.t and e.type = k.ty`,
+      [edges.map((e) => e.source), edges.map((e) => e.target), edges.map((e) => typeOf(e.type))],
+    )) as { rows: Array<{ source_id: string; target_id: string; type: EdgeType; theme: string; description: string }> };
+    return new Map(rows.map((row) => [`${row.source_id}:${row.target_id}:${typeCode(row.type)}`, { theme: row.theme, description: row.description }]));
+  }
+
+  // ---- lists ----
+
+  private filtered(filters: Omit<MomentFilters, 'sort' | 'limit' | 'offset'>): Knex.QueryBuilder {
+    const query = this.knex('moments as m').where('m.visibility', 'public');
+    const text = filters.q;
+    if (text) {
+      query.andWhere((q) =>
+        q.whereRaw(`m.search @@ websearch_to_tsquery('english', ?)`, [text]).orWhereRaw('m.event_name % ?', [text]).orWhereRaw('m.event_name ilike ?', [`%${escapeLike(text)}%`]),
+      );
+    }
+    if (filters.yearFrom !== undefined) query.andWhere('m.year', '>=', filters.yearFrom);
+    if (filters.yearTo !== undefined) query.andWhere('m.year', '<=', filters.yearTo);
+    if (filters.entity) query.andWhereRaw('m.entity_keys @> ?::text[]', [[filters.entity.toLowerCase()]]);
+    if (filters.country) query.andWhere('m.country', filters.country);
+    if (filters.region) query.andWhere('m.region', filters.region);
+    if (filters.city) query.andWhere('m.city', filters.city);
+    if (filters.tags?.length) query.andWhereRaw('m.tags @> ?::text[]', [filters.tags]);
+    if (filters.type) query.andWhere('m.type', filters.type);
+    if (filters.layerMin !== undefined) query.andWhere('m.layer', '>=', filters.layerMin);
+    return query;
+  }
+
+  async listMoments(filters: MomentFilters): Promise<{ items: Array<MomentRow & { score?: number }>; total: number }> {
+    const base = this.filtered(filters);
+    const [{ count }] = (await base.clone().count<{ count: string }[]>({ count: '*' })) as [{ count: string }];
+    const query = base.clone().select('m.*');
+    if (filters.sort === 'relevance' && filters.q) {
+      query
+        .select(this.knex.raw(`ts_rank(m.search, websearch_to_tsquery('english', ?)) + similarity(m.event_name, ?) as score`, [filters.q, filters.q]))
+        .orderBy([{ column: 'score', order: 'desc' }, { column: 'm.id', order: 'asc' }]);
+    } else {
+      const sort = filters.sort === 'relevance' ? 'year' : filters.sort;
+      query.orderBy(SORTS[sort].map(([column, order]): { column: string; order: 'asc' | 'desc' } => ({ column: `m.${column}`, order })));
+    }
+    const rows = (await query.limit(filters.limit).offset(filters.offset)) as Array<MomentRow & { score?: number }>;
+    return {
+      items: rows.map((row) => ({ ...normaliseMoment(row), ...(row.score !== undefined ? { score: Number(row.score) } : {}) })),
+      total: Number(count),
+    };
+  }
+
+  async today(monthNum: number, day: number, limit: number, offset: number): Promise<{ items: MomentRow[]; total: number }> {
+    const base = this.knex('moments').where({ visibility: 'public', month_num: monthNum, day });
+    const [{ count }] = (await base.clone().count<{ count: string }[]>({ count: '*' })) as [{ count: string }];
+    const rows = (await base.clone().orderBy([{ column: 'year' }, { column: 'time' }, { column: 'id' }]).limit(limit).offset(offset)) as MomentRow[];
+    return { items: rows.map(normaliseMoment), total: Number(count) };
+  }
+
+  /** A uniformly chosen id range probe: O(log n) where `order by random()` would sort the whole table. */
+  async random(layerMin: number): Promise<MomentRow | undefined> {
+    const bounds = (await this.knex('moments').where({ visibility: 'public' }).andWhere('layer', '>=', layerMin).first(this.knex.raw('min(id) as lo, max(id) as hi'))) as { lo: string | null; hi: string | null };
+    if (bounds.lo === null || bounds.hi === null) return undefined;
+    const pick = Number(bounds.lo) + Math.floor(Math.random() * (Number(bounds.hi) - Number(bounds.lo) + 1));
+    const row = (await this.knex('moments').where({ visibility: 'public' }).andWhere('layer', '>=', layerMin).andWhere('id', '>=', pick).orderBy('id').first()) as MomentRow | undefined;
+    return row && normaliseMoment(row);
+  }
+
+  /** Next-segment counts under a path prefix of `depth` segments. */
+  async browse(prefix: readonly string[]): Promise<Array<{ segment: string; count: number; year: number }>> {
+    const depth = prefix.length;
+    const query = this.knex('moments').where({ visibility: 'public' });
+    prefix.forEach((segment, index) => query.andWhereRaw(`split_part(path, '/', ?) = ?`, [index + 2, segment]));
+    const rows = (await query
+      .select(this.knex.raw(`split_part(path, '/', ?) as segment`, [depth + 2]))
+      .min({ year: 'year' })
+      .min({ month: 'month_num' })
+      .count({ count: '*' })
+      .groupByRaw('1')) as Array<{ segment: string; count: string; year: number; month: number }>;
+    const numeric = depth === 0 || depth === 2 || depth === 3;
+    const ordered = rows.sort((a, b) =>
+      depth === 1 ? a.month - b.month : numeric ? Number(a.segment) - Number(b.segment) : a.segment.localeCompare(b.segment),
+    );
+    return ordered.map((row) => ({ segment: row.segment, count: Number(row.count), year: Number(row.year) }));
+  }
+
+  async stats() {
+    const knex = this.knex;
+    const [totals] = (await knex('moments')
+      .where({ visibility: 'public' })
+      .select(
+        knex.raw('count(*) as total_nodes'),
+        knex.raw('min(year) as min_year'),
+        knex.raw('max(year) as max_year'),
+        knex.raw('avg(confidence) as avg_confidence'),
+        knex.raw('max(updated_at) as last_updated'),
+        knex.raw(`count(*) filter (where image_url is not null) as nodes_with_images`),
+      )) as Array<Record<string, string | null | Date>>;
+    const layers = (await knex('moments').where({ visibility: 'public' }).select('layer').count({ count: '*' }).groupBy('layer')) as Array<{ layer: number; count: string }>;
+    const sources = (await knex('moments').where({ visibility: 'public' }).select('source_type').count({ count: '*' }).groupBy('source_type')) as Array<{ source_type: string; count: string }>;
+    const edgeTypes = (await knex('edges as e')
+      .join('moments as s', 's.id', 'e.source_id')
+      .join('moments as t', 't.id', 'e.target_id')
+      .where({ 's.visibility': 'public', 't.visibility': 'public' })
+      .select('e.type')
+      .count({ count: '*' })
+      .groupBy('e.type')) as Array<{ type: string; count: string }>;
+    return {
+      totals: totals!,
+      layers: layers.map((row) => ({ layer: Number(row.layer), count: Number(row.count) })),
+      sources: sources.map((row) => ({ source: row.source_type, count: Number(row.count) })),
+      edgeTypes: edgeTypes.map((row) => ({ type: row.type, count: Number(row.count) })),
+    };
+  }
+
+  // ---- adjacency ----
+
+  /** Streams every edge into `builder` in id order, a page at a time. */
+  async loadEdges(builder: IndexBuilder, pageSize = 50_000): Promise<{ hidden: number[]; maxNode: number }> {
+    const hidden = ((await this.knex('moments').where({ visibility: 'private' }).select('id')) as Array<{ id: string }>).map((row) => Number(row.id));
+    const [{ max }] = (await this.knex('moments').max({ max: 'id' })) as [{ max: string | null }];
+    let after = 0;
+    for (;;) {
+      const { rows } = (await this.knex.raw('select id, source_id, target_id, type, weight from edges where id > ? order by id limit ?', [after, pageSize])) as {
+        rows: Array<{ id: string; source_id: string; target_id: string; type: EdgeType; weight: number }>;
+      };
+      for (const row of rows) builder.add({ source: Number(row.source_id), target: Number(row.target_id), type: typeCode(row.type), weight: Number(row.weight) });
+      if (rows.length < pageSize) break;
+      after = Number(rows[rows.length - 1]!.id);
+    }
+    return { hidden, maxNode: Number(max ?? 0) };
+  }
+
+  /** Current visibility and every edge of `ids`, to refresh the adjacency index after a write. */
+  async adjacencyOf(ids: readonly number[]): Promise<{ moments: Array<{ id: number; hidden: boolean }>; edges: IndexedEdge[] }> {
+    if (ids.length === 0) return { moments: [], edges: [] };
+    const moments = ((await this.knex('moments').whereIn('id', ids as number[]).select('id', 'visibility')) as Array<{ id: string; visibility: string }>).map((row) => ({
+      id: Number(row.id),
+      hidden: row.visibility !== 'public',
+    }));
+    const present = new Set(moments.map((moment) => moment.id));
+    const missing = ids.filter((id) => !present.has(id)).map((id) => ({ id, hidden: true }));
+    const rows = (await this.knex('edges')
+      .whereIn('source_id', ids as number[])
+      .orWhereIn('target_id', ids as number[])
+      .select('id', 'source_id', 'target_id', 'type', 'weight')) as Array<{ id: string; source_id: string; target_id: string; type: EdgeType; weight: number }>;
+    return {
+      moments: [...moments, ...missing],
+      edges: rows.map((row) => ({ id: Number(row.id), source: Number(row.source_id), target: Number(row.target_id), type: typeCode(row.type), weight: Number(row.weight) })),
+    };
+  }
+
+  /** The same neighbour expansion as the in-memory index, answered by SQL (used while the index loads). */
+  readonly sqlNeighbors: NeighborSource = {
+    expand: async (frontier, plan, minWeight) => {
+      const outTypes = EDGE_TYPES.filter((_, code) => (plan[code]! & OUT) !== 0);
+      const inTypes = EDGE_TYPES.filter((_, code) => (plan[code]! & IN) !== 0);
+      const nodes = [...frontier];
+      const { rows } = (await this.knex.raw(
+        `select e.source_id as "from", e.target_id as "to", e.type, e.weight, true as outgoing
+           from edges e join moments m on m.id = e.target_id
+          where e.source_id = any(?::bigint[]) and e.type = any(?::text[]) and e.weight >= ? and m.visibility = 'public'
+         union all
+         select e.target_id as "from", e.source_id as "to", e.type, e.weight, false as outgoing
+           from edges e join moments m on m.id = e.source_id
+          where e.target_id = any(?::bigint[]) and e.type = any(?::text[]) and e.weight >= ? and m.visibility = 'public'`,
+        [nodes, outTypes, minWeight, nodes, inTypes, minWeight],
+      )) as { rows: Array<{ from: string; to: string; type: EdgeType; weight: number; outgoing: boolean }> };
+      return rows.map((row): Step => ({ from: Number(row.from), to: Number(row.to), type: typeCode(row.type), weight: Math.fround(Number(row.weight)), outgoing: row.outgoing }));
+    },
+  };
+
+  async meta(key: string): Promise<string | undefined> {
+    const row = (await this.knex('graph_meta').where({ key }).first('value')) as { value: string } | undefined;
+    return row?.value;
+  }
+
+  async setMeta(key: string, value: string): Promise<void> {
+    await this.knex('graph_meta').insert({ key, value }).onConflict('key').merge();
+  }
+
+  // ---- render jobs ----
+
+  /**
+   * Records the moment at layer 0 when it is new (auto-linked like any insert) and a durable render job
+   * for it, in one transaction. Returns the ids whose adjacency changed.
+   */
+  async queueRender(input: MomentInput, job: { requestedBy: string; request: Record<string, unknown> }, autoLink: AutoLinkSettings): Promise<{ job: RenderJobRow; created: boolean; layer: number; touched: number[] }> {
+    return this.knex.transaction(async (trx) => {
+      const columns = momentColumns(input);
+      const inserted = (await trx('moments')
+        .insert({ ...columns, search: trx.raw(SEARCH_DOCUMENT, [columns.event_name, '', '', '']) })
+        .onConflict('path')
+        .ignore()
+        .returning('id')) as Array<{ id: string }>;
+      const moment = (await trx('moments').where({ path: input.path }).first('id', 'layer')) as { id: string; layer: number };
+      const momentId = Number(moment.id);
+      const touched = inserted.length > 0 ? [momentId, ...(await this.relink(trx, momentId, autoLink.maxPerType))] : [];
+      const [row] = (await trx('render_jobs')
+        .insert({ id: randomUUID(), moment_id: momentId, requested_by: job.requestedBy, request: JSON.stringify(job.request) })
+        .returning('*')) as RenderJobRow[];
+      return { job: { ...row!, moment_id: momentId, path: input.path }, created: inserted.length > 0, layer: Number(moment.layer), touched };
+    });
+  }
+
+  async renderJob(id: string): Promise<RenderJobRow | undefined> {
+    const row = (await this.knex('render_jobs as j').join('moments as m', 'm.id', 'j.moment_id').where('j.id', id).first('j.*', 'm.path')) as RenderJobRow | undefined;
+    return row && { ...row, moment_id: Number(row.moment_id) };
+  }
+}
+
+export class MissingTargetError extends Error {
+  readonly index: number;
+  readonly target: string;
+  constructor(index: number, target: string) {
+    super(`edge target ${target} does not exist`);
+    this.index = index;
+    this.target = target;
+  }
+}
+
+function escapeLike(value: string): string {
+  return value.replace(/[\\%_]/g, (c) => `\\${c}`);
+}

@@ -1,0 +1,93 @@
+import { z } from 'zod';
+import { defineRoute, type RouteDefinition } from '@tempora/kit/routes';
+import { notFound } from '@tempora/kit/errors';
+import { momentPath } from '../domain/moment.ts';
+import { MomentDetailSchema, MomentListSchema, StatsSchema, TdfRecordSchema, listEnvelope } from '../schemas.ts';
+import { SORTS } from '../repository.ts';
+import { momentTdf, momentView, edgeView } from '../views.ts';
+import type { MomentRow } from '../repository.ts';
+import { isTrusted, type GraphRouteDeps } from './context.ts';
+import { cappedInt, format, graphAliases, offset, text, year, yearRange } from './params.ts';
+
+export const SORT_VALUES = ['relevance', ...Object.keys(SORTS)] as [string, ...string[]];
+
+export const ListQuery = z
+  .object({
+    limit: cappedInt(20, 100),
+    offset,
+    q: text.optional().meta({ description: 'full-text search over name, description, figures and tags (web-search syntax), with typo-tolerant name matching' }),
+    year_from: year.optional(),
+    year_to: year.optional(),
+    entity: text.optional().meta({ description: 'a historical figure, matched case-insensitively' }),
+    sort: z.enum(SORT_VALUES).optional().meta({ description: 'relevance (default with q), year (default without q), -year, name, -name, updated, -updated, confidence, -confidence' }),
+    format,
+  })
+  .superRefine(yearRange);
+
+/** Renders rows as moments or, with `format=tdf`, as TDF records (curated edges looked up per row). */
+export async function renderMoments(deps: GraphRouteDeps, rows: MomentRow[], as: 'json' | 'tdf') {
+  if (as === 'json') return rows.map(momentView);
+  return Promise.all(rows.map(async (row) => momentTdf(row, await deps.graph.repository.edgesOf(row.id, { curatedOnly: true, outgoingOnly: true }), deps.version)));
+}
+
+export function momentRoutes(deps: GraphRouteDeps): RouteDefinition[] {
+  const repository = deps.graph.repository;
+  return [
+    defineRoute({
+      method: 'get',
+      path: '/api/v1/stats',
+      aliases: graphAliases('/api/v1/stats'),
+      operationId: 'getStats',
+      summary: 'Graph statistics',
+      tags: ['public'],
+      responses: { 200: { description: 'Counts over public moments and their edges', schema: StatsSchema } },
+      handler: () => deps.graph.stats(),
+    }),
+    defineRoute({
+      method: 'get',
+      path: '/api/v1/moments',
+      aliases: graphAliases('/api/v1/moments'),
+      operationId: 'listMoments',
+      summary: 'List moments',
+      description: 'Public moments, filtered and paginated. `format=tdf` returns TDF records in the same envelope.',
+      tags: ['public'],
+      query: ListQuery,
+      responses: { 200: { description: 'A page of moments', schema: z.union([MomentListSchema, listEnvelope(TdfRecordSchema, 'TdfList')]) } },
+      handler: async (_ctx, { query }) => {
+        const page = await repository.listMoments({
+          q: query.q,
+          yearFrom: query.year_from,
+          yearTo: query.year_to,
+          entity: query.entity,
+          sort: (query.sort ?? (query.q ? 'relevance' : 'year')) as keyof typeof SORTS | 'relevance',
+          limit: query.limit,
+          offset: query.offset,
+        });
+        return { items: await renderMoments(deps, page.items, query.format), total: page.total, limit: query.limit, offset: query.offset };
+      },
+    }),
+    defineRoute({
+      method: 'get',
+      path: '/api/v1/moments/{path}',
+      wildcard: 'path',
+      aliases: graphAliases('/api/v1/moments/{path}'),
+      operationId: 'getMoment',
+      summary: 'One moment with its edges',
+      description: 'The path is the canonical path without its leading slash. Private moments are visible only to service-key and writer callers.',
+      tags: ['public'],
+      params: z.object({ path: momentPath }),
+      query: z.object({ format }),
+      responses: {
+        200: { description: 'The moment and every edge touching it (stored direction)', schema: z.union([MomentDetailSchema, TdfRecordSchema]) },
+        404: { description: 'No such moment' },
+      },
+      handler: async (ctx, { params, query }) => {
+        const row = await repository.momentByPath(params.path, isTrusted(ctx));
+        if (!row) throw notFound(`no moment at ${params.path}`);
+        if (query.format === 'tdf') return momentTdf(row, await repository.edgesOf(row.id, { curatedOnly: true, outgoingOnly: true }), deps.version);
+        const edges = await repository.edgesOf(row.id);
+        return { ...momentView(row), visibility: row.visibility, edges: edges.map(edgeView), edge_count: edges.length };
+      },
+    }),
+  ];
+}

@@ -1,0 +1,109 @@
+import type Koa from 'koa';
+import { adminKeyAuth, serviceKeyAuth, writerTokenAuth } from '@tempora/kit/auth';
+import { createApp } from '@tempora/kit/app';
+import { openDatabase } from '@tempora/kit/database';
+import { createLogger, type Logger } from '@tempora/kit/logger';
+import { Metrics } from '@tempora/kit/metrics';
+import { RateLimiter, type RateWindow } from '@tempora/kit/rate-limit';
+import { connectRedis } from '@tempora/kit/redis';
+import { Gauge } from 'prom-client';
+import { PostgresChangeFeed, localChangeFeed } from './change-feed.ts';
+import type { GraphConfig } from './config.ts';
+import { GraphService } from './graph-service.ts';
+import { mountMcp } from './mcp.ts';
+import { migrations } from './migrations.ts';
+import { GraphRepository } from './repository.ts';
+import { discoveryRoutes } from './routes/discovery.ts';
+import { momentRoutes } from './routes/moments.ts';
+import { traversalRoutes } from './routes/traversal.ts';
+import { writeRoutes } from './routes/writes.ts';
+import { seedGraph } from './seed.ts';
+import { VERSION } from './version.ts';
+
+export { VERSION };
+
+
+export interface GraphInstance {
+  app: Koa;
+  graph: GraphService;
+  openapi: object;
+  logger: Logger;
+  drain(): void;
+  close(): Promise<void>;
+}
+
+const READ_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
+
+/** Public 60/min per IP; authenticated reads 300/min and writes 30/min per credential. */
+export function graphRateWindows(config: GraphConfig) {
+  return (ctx: Koa.Context): RateWindow[] => {
+    const principal = ctx.state.principal as { id: string } | undefined;
+    if (!principal) return [{ name: 'public', points: config.RATE_LIMIT_PUBLIC_PER_MINUTE, durationSeconds: 60, key: `ip:${ctx.ip}` }];
+    return READ_METHODS.has(ctx.method)
+      ? [{ name: 'read', points: config.RATE_LIMIT_READ_PER_MINUTE, durationSeconds: 60, key: principal.id }]
+      : [{ name: 'write', points: config.RATE_LIMIT_WRITE_PER_MINUTE, durationSeconds: 60, key: principal.id }];
+  };
+}
+
+export async function createGraphService(config: GraphConfig, logger = createLogger('graph', config.LOG_LEVEL)): Promise<GraphInstance> {
+  const database = await openDatabase({ service: 'graph', url: config.DATABASE_URL, dataDir: config.TEMPORA_DATA_DIR, migrations, logger });
+  const redis = await connectRedis(config.REDIS_URL, logger);
+  const repository = new GraphRepository(database.knex);
+  const feed = database.shared ? new PostgresChangeFeed(database.knex, logger) : localChangeFeed;
+  const graph = new GraphService(repository, feed, { autoLinkMaxPerType: config.AUTOLINK_MAX_PER_TYPE, rebuildRatio: config.INDEX_REBUILD_RATIO }, logger);
+  if (config.GRAPH_SEED) {
+    const seeded = await seedGraph(graph);
+    if (seeded.written) logger.info({ moments: seeded.moments }, 'graph seeded');
+  }
+  await graph.start();
+
+  const metrics = new Metrics('graph');
+  new Gauge({
+    name: 'graph_index_edges',
+    help: 'Edges held by the in-memory adjacency index (0 while it loads)',
+    registers: [metrics.registry],
+    collect() {
+      this.set(graph.indexStats.edges);
+    },
+  });
+  new Gauge({
+    name: 'graph_index_memory_bytes',
+    help: 'Bytes held by the in-memory adjacency index',
+    registers: [metrics.registry],
+    collect() {
+      this.set(graph.indexStats.memoryBytes);
+    },
+  });
+
+  const deps = { graph, version: VERSION };
+  const { app, openapi, drain } = createApp({
+    name: 'graph',
+    version: VERSION,
+    title: 'Tempora graph service',
+    description: 'The public temporal causal graph of historical moments: reads, traversal, shortest paths, TDF ingest and export. Also an MCP server at /mcp/.',
+    config,
+    logger,
+    metrics,
+    authenticators: [serviceKeyAuth(config.SERVICE_KEY), writerTokenAuth(config.WRITER_TOKENS), adminKeyAuth(config.ADMIN_KEY)],
+    rateLimit: { limiter: new RateLimiter({ redis, prefix: `${config.REDIS_KEY_PREFIX}:graph` }), windows: graphRateWindows(config) },
+    routes: [...momentRoutes(deps), ...discoveryRoutes(deps), ...traversalRoutes(deps), ...writeRoutes(deps)],
+    extend: (router) => mountMcp(router, graph, VERSION),
+    health: async () => {
+      const db = await database.ping();
+      return { status: db ? 'ok' : 'degraded', database: db, redis: redis ? redis.isReady : null, index: graph.indexStats.loaded ? 'loaded' : 'loading' };
+    },
+  });
+
+  return {
+    app,
+    graph,
+    openapi,
+    logger,
+    drain,
+    close: async () => {
+      await feed.close();
+      await redis?.quit().catch(() => {});
+      await database.close();
+    },
+  };
+}

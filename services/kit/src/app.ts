@@ -1,0 +1,89 @@
+import Koa from 'koa';
+import Router from '@koa/router';
+import { bodyParser } from '@koa/bodyparser';
+import type { Authenticator } from './auth.ts';
+import type { BaseConfig, ServiceName } from './config.ts';
+import { corsForDomain } from './cors.ts';
+import { problemMiddleware } from './errors.ts';
+import type { Logger } from './logger.ts';
+import type { Metrics } from './metrics.ts';
+import { buildOpenApi, docsRouter } from './openapi.ts';
+import type { RateLimiter, WindowResolver } from './rate-limit.ts';
+import { requestId } from './request-id.ts';
+import { identify, mountRoutes, type RouteDefinition } from './routes.ts';
+
+export interface HealthReport {
+  status: 'ok' | 'degraded';
+  [field: string]: unknown;
+}
+
+export interface ServiceDefinition {
+  name: ServiceName;
+  version: string;
+  title: string;
+  description: string;
+  config: Pick<BaseConfig, 'TEMPORA_DOMAIN' | 'BODY_LIMIT'>;
+  logger: Logger;
+  metrics: Metrics;
+  authenticators: Authenticator[];
+  rateLimit?: { limiter: RateLimiter; windows: WindowResolver };
+  routes: RouteDefinition[];
+  /** Extra health fields; `status: degraded` answers 503 so orchestrators stop routing here. */
+  health(): Promise<HealthReport>;
+  /** Routes outside the OpenAPI document (e.g. MCP), mounted behind identification and rate limits. */
+  extend?(router: Router): void;
+}
+
+export interface ServiceApp {
+  app: Koa;
+  openapi: object;
+  /** Called when shutdown begins: /health answers 503 so load balancers stop sending traffic. */
+  drain(): void;
+}
+
+export function createApp(definition: ServiceDefinition): ServiceApp {
+  const app = new Koa({ proxy: true });
+  let draining = false;
+  const openapi = buildOpenApi({ title: definition.title, version: definition.version, description: definition.description }, definition.routes);
+
+  const operations = new Router();
+  operations.get('/health', async (ctx) => {
+    if (draining) {
+      ctx.status = 503;
+      ctx.body = { status: 'draining', service: definition.name, version: definition.version };
+      return;
+    }
+    const report = await definition.health();
+    ctx.status = report.status === 'ok' ? 200 : 503;
+    ctx.body = { ...report, service: definition.name, version: definition.version };
+  });
+  operations.get('/metrics', async (ctx) => {
+    ctx.type = definition.metrics.registry.contentType;
+    ctx.body = await definition.metrics.registry.metrics();
+  });
+  const docs = docsRouter(openapi, definition.title);
+
+  const api = new Router();
+  definition.extend?.(api);
+  mountRoutes(api, definition.routes, definition.authenticators);
+
+  app.use(requestId);
+  app.use(definition.metrics.middleware());
+  app.use(problemMiddleware(definition.logger));
+  app.use(corsForDomain(definition.config.TEMPORA_DOMAIN));
+  app.use(operations.routes());
+  app.use(docs.routes());
+  app.use(identify(definition.authenticators));
+  if (definition.rateLimit) app.use(definition.rateLimit.limiter.middleware(definition.rateLimit.windows));
+  app.use(bodyParser({ enableTypes: ['json'], jsonLimit: definition.config.BODY_LIMIT, jsonStrict: true }));
+  app.use(api.routes());
+  app.use(api.allowedMethods());
+
+  return {
+    app,
+    openapi,
+    drain: () => {
+      draining = true;
+    },
+  };
+}

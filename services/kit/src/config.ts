@@ -1,0 +1,64 @@
+import { z } from 'zod';
+
+/** Raised when the environment does not satisfy a service's schema; `main` prints it and exits 1. */
+export class ConfigError extends Error {
+  override name = 'ConfigError';
+}
+
+export const csv = z
+  .string()
+  .optional()
+  .transform((value) => (value ?? '').split(',').map((part) => part.trim()).filter(Boolean));
+
+const optionalString = z
+  .string()
+  .optional()
+  .transform((value) => (value && value.trim() !== '' ? value.trim() : undefined));
+
+export const DEFAULT_PORTS = {
+  gateway: 8080,
+  generation: 8081,
+  graph: 8082,
+  simulation: 8083,
+  conductor: 8084,
+  billing: 8085,
+} as const;
+export type ServiceName = keyof typeof DEFAULT_PORTS;
+
+const peerUrl = (service: ServiceName) =>
+  z.url().default(`http://127.0.0.1:${DEFAULT_PORTS[service]}`);
+
+/** The variables every service shares (conventions.md, "Environment"). */
+export function baseConfigSchema(service: ServiceName) {
+  return z.object({
+    PORT: z.coerce.number().int().min(0).max(65535).default(DEFAULT_PORTS[service]),
+    HOST: z.string().default('0.0.0.0'),
+    DATABASE_URL: optionalString.pipe(z.url().optional()),
+    TEMPORA_DATA_DIR: z.string().default('./.tempora'),
+    REDIS_URL: optionalString.pipe(z.url().optional()),
+    /** Namespaces every Redis key, so environments can share one Redis. */
+    REDIS_KEY_PREFIX: z.string().regex(/^[A-Za-z0-9:_-]+$/).default('tempora'),
+    SERVICE_KEY: csv,
+    ADMIN_KEY: optionalString,
+    LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+    TEMPORA_DOMAIN: optionalString,
+    BODY_LIMIT: z.string().regex(/^\d+(b|kb|mb)$/i, 'a size such as 1mb or 512kb').default('1mb'),
+    SHUTDOWN_GRACE_MS: z.coerce.number().int().min(0).default(10_000),
+    GATEWAY_URL: peerUrl('gateway'),
+    GENERATION_URL: peerUrl('generation'),
+    GRAPH_URL: peerUrl('graph'),
+    SIMULATION_URL: peerUrl('simulation'),
+    CONDUCTOR_URL: peerUrl('conductor'),
+    BILLING_URL: peerUrl('billing'),
+  });
+}
+
+/** Parses `env` with `schema`; every problem is named by its variable so the operator can fix them all at once. */
+export function loadConfig<S extends z.ZodType>(schema: S, env: NodeJS.ProcessEnv = process.env): z.output<S> {
+  const result = schema.safeParse(env);
+  if (result.success) return result.data;
+  const lines = result.error.issues.map((issue) => `  ${issue.path.join('.') || '(environment)'}: ${issue.message}`);
+  throw new ConfigError(`invalid environment:\n${lines.join('\n')}`);
+}
+
+export type BaseConfig = z.output<ReturnType<typeof baseConfigSchema>>;

@@ -1,0 +1,76 @@
+import { mkdirSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import knexFactory, { type Knex } from 'knex';
+import ClientPgLite from 'knex-pglite';
+import { PGlite } from '@electric-sql/pglite';
+import { pg_trgm } from '@electric-sql/pglite/contrib/pg_trgm';
+import type { Logger } from './logger.ts';
+
+export type { Knex };
+
+/** A migration in code: knex's own migrator runs it, tracked in the service's own table. */
+export interface Migration {
+  name: string;
+  up(knex: Knex): Promise<void>;
+  down(knex: Knex): Promise<void>;
+}
+
+export interface DatabaseOptions {
+  service: string;
+  url: string | undefined;
+  dataDir: string;
+  migrations: Migration[];
+  logger: Logger;
+  pool?: { min: number; max: number };
+}
+
+export interface Database {
+  knex: Knex;
+  /** True for real PostgreSQL; false for the embedded PGlite fallback (one connection, no LISTEN across processes). */
+  shared: boolean;
+  ping(): Promise<boolean>;
+  close(): Promise<void>;
+}
+
+/**
+ * Opens PostgreSQL at DATABASE_URL, or an embedded PGlite under TEMPORA_DATA_DIR/<service> when it is unset,
+ * and brings the schema up to date. Each service tracks its migrations in `<service>_migrations`, so several
+ * services can share one database in development without stepping on each other.
+ */
+export async function openDatabase(options: DatabaseOptions): Promise<Database> {
+  const shared = Boolean(options.url);
+  const knex = shared
+    ? knexFactory({ client: 'pg', connection: options.url, pool: options.pool ?? { min: 0, max: 10 } })
+    : embedded(join(resolve(options.dataDir), options.service));
+
+  const migrationSource: Knex.MigrationSource<Migration> = {
+    getMigrations: async () => options.migrations,
+    getMigrationName: (migration) => migration.name,
+    getMigration: async (migration) => migration,
+  };
+  const [, applied] = (await knex.migrate.latest({ migrationSource, tableName: `${options.service}_migrations` })) as [number, string[]];
+  if (applied.length > 0) options.logger.info({ applied }, 'database migrated');
+
+  return {
+    knex,
+    shared,
+    async ping() {
+      try {
+        await knex.raw('select 1');
+        return true;
+      } catch {
+        return false;
+      }
+    },
+    close: () => knex.destroy(),
+  };
+}
+
+function embedded(directory: string): Knex {
+  mkdirSync(directory, { recursive: true });
+  return knexFactory({
+    client: ClientPgLite as unknown as typeof knexFactory.Client,
+    dialect: 'postgres',
+    connection: () => ({ pglite: new PGlite(directory, { extensions: { pg_trgm } }) }) as object,
+  } as Knex.Config);
+}

@@ -1,0 +1,126 @@
+import type { Context, Next } from 'koa';
+import type { Logger } from './logger.ts';
+
+export interface ProblemFieldError {
+  path: string;
+  message: string;
+}
+
+const TITLES: Record<number, string> = {
+  400: 'Bad Request',
+  401: 'Unauthorized',
+  402: 'Payment Required',
+  403: 'Forbidden',
+  404: 'Not Found',
+  405: 'Method Not Allowed',
+  409: 'Conflict',
+  413: 'Content Too Large',
+  415: 'Unsupported Media Type',
+  422: 'Unprocessable Content',
+  429: 'Too Many Requests',
+  500: 'Internal Server Error',
+  502: 'Bad Gateway',
+  503: 'Service Unavailable',
+  504: 'Gateway Timeout',
+};
+
+export const PROBLEM_CONTENT_TYPE = 'application/problem+json';
+
+/** An RFC 9457 problem: thrown anywhere, rendered by `problemMiddleware`. */
+export class Problem extends Error {
+  readonly status: number;
+  readonly title: string;
+  readonly type: string;
+  readonly errors: ProblemFieldError[] | undefined;
+  readonly headers: Record<string, string>;
+  readonly extensions: Record<string, unknown>;
+
+  constructor(
+    status: number,
+    detail: string,
+    options: {
+      title?: string;
+      type?: string;
+      errors?: ProblemFieldError[];
+      headers?: Record<string, string>;
+      extensions?: Record<string, unknown>;
+    } = {},
+  ) {
+    super(detail);
+    this.status = status;
+    this.title = options.title ?? TITLES[status] ?? 'Error';
+    this.type = options.type ?? `https://tempora.dev/problems/${slugOf(this.title)}`;
+    this.errors = options.errors;
+    this.headers = options.headers ?? {};
+    this.extensions = options.extensions ?? {};
+  }
+
+  toJSON(instance?: string): Record<string, unknown> {
+    return {
+      type: this.type,
+      title: this.title,
+      status: this.status,
+      detail: this.message,
+      ...(instance ? { instance } : {}),
+      ...(this.errors ? { errors: this.errors } : {}),
+      ...this.extensions,
+    };
+  }
+}
+
+function slugOf(title: string): string {
+  return title.toLowerCase().replace(/[^a-z0-9]+/g, '-').replace(/^-|-$/g, '');
+}
+
+export const badRequest = (detail: string) => new Problem(400, detail);
+export const unauthorized = (detail: string, scheme: string) =>
+  new Problem(401, detail, { headers: { 'WWW-Authenticate': scheme } });
+export const forbidden = (detail: string) => new Problem(403, detail);
+export const notFound = (detail: string) => new Problem(404, detail);
+export const conflict = (detail: string) => new Problem(409, detail);
+export const unprocessable = (detail: string, errors: ProblemFieldError[]) =>
+  new Problem(422, detail, { title: 'Validation failed', type: 'https://tempora.dev/problems/validation', errors });
+
+/** Maps errors raised by Koa's own middleware (body parser, http-errors) onto problems. */
+function toProblem(error: unknown): Problem | undefined {
+  if (error instanceof Problem) return error;
+  const candidate = error as { status?: unknown; statusCode?: unknown; expose?: unknown; message?: unknown; type?: unknown };
+  const status = typeof candidate.status === 'number' ? candidate.status : typeof candidate.statusCode === 'number' ? candidate.statusCode : undefined;
+  if (status === undefined || status < 400 || status >= 500) return undefined;
+  if (status === 413 || candidate.type === 'entity.too.large') return new Problem(413, 'request body exceeds the size limit');
+  if (candidate.type === 'entity.parse.failed' || (status === 400 && /json/i.test(String(candidate.message)))) {
+    return badRequest('request body is not valid JSON');
+  }
+  return new Problem(status, candidate.expose === false ? (TITLES[status] ?? 'Error') : String(candidate.message ?? TITLES[status]));
+}
+
+export function writeProblem(ctx: Context, problem: Problem): void {
+  ctx.status = problem.status;
+  for (const [name, value] of Object.entries(problem.headers)) ctx.set(name, value);
+  ctx.type = PROBLEM_CONTENT_TYPE;
+  ctx.body = problem.toJSON(ctx.path);
+}
+
+/** Outermost error boundary: every failure leaves as problem+json, never with a stack trace. */
+export function problemMiddleware(logger: Logger) {
+  return async function problems(ctx: Context, next: Next): Promise<void> {
+    try {
+      await next();
+      // A handler that wrote to the raw response itself (MCP, proxies) has answered already.
+      if (ctx.respond === false) return;
+      if (ctx.status === 404 && ctx.body === undefined) {
+        writeProblem(ctx, notFound(`no route for ${ctx.method} ${ctx.path}`));
+      } else if (ctx.status === 405 && (ctx.body === undefined || typeof ctx.body === 'string')) {
+        writeProblem(ctx, new Problem(405, `${ctx.method} is not allowed on ${ctx.path}`, { headers: { Allow: String(ctx.response.get('Allow')) } }));
+      }
+    } catch (error) {
+      const problem = toProblem(error);
+      if (problem) {
+        writeProblem(ctx, problem);
+        return;
+      }
+      logger.error({ err: error, requestId: ctx.state.requestId, path: ctx.path }, 'unhandled error');
+      writeProblem(ctx, new Problem(500, 'an unexpected error occurred; quote the X-Request-ID when reporting it'));
+    }
+  };
+}

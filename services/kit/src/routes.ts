@@ -1,0 +1,136 @@
+import type { Context, Middleware } from 'koa';
+import type Router from '@koa/router';
+import { z } from 'zod';
+import { Problem, unauthorized, unprocessable, type ProblemFieldError } from './errors.ts';
+import type { Authenticator, Principal } from './auth.ts';
+
+export type HttpMethod = 'get' | 'post' | 'put' | 'patch' | 'delete';
+type AnyObject = z.ZodObject<z.ZodRawShape>;
+
+export interface ResponseSpec {
+  description: string;
+  schema?: z.ZodType;
+  /** Defaults to application/json. */
+  contentType?: string;
+}
+
+export interface RouteInput<Q extends AnyObject, P extends AnyObject, B extends z.ZodType> {
+  query: z.output<Q>;
+  params: z.output<P>;
+  body: z.output<B>;
+}
+
+/**
+ * One HTTP operation: the zod schemas that validate its input are the ones the OpenAPI document is
+ * generated from, so the documentation cannot drift from what the service accepts.
+ */
+export interface RouteDefinition<Q extends AnyObject = AnyObject, P extends AnyObject = AnyObject, B extends z.ZodType = z.ZodType> {
+  method: HttpMethod;
+  /** OpenAPI path template, e.g. `/api/v1/moments/{path}`. */
+  path: string;
+  /** A path parameter that may contain slashes (it must be the template's last segment). */
+  wildcard?: string;
+  /** Further templates answering the same operation (documented once, under `path`). */
+  aliases?: string[];
+  operationId: string;
+  summary: string;
+  description?: string;
+  tags: string[];
+  /** Security schemes of which any one admits the request; none means public. */
+  security?: string[];
+  query?: Q;
+  params?: P;
+  body?: B;
+  /** A body the handler validates itself (e.g. to report errors per batch item); documented only. */
+  documentedBody?: z.ZodType;
+  responses: Record<number, ResponseSpec>;
+  /** Returns the response body (or sets ctx.body itself and returns undefined). */
+  handler(ctx: Context, input: RouteInput<Q, P, B>): unknown;
+}
+
+export function defineRoute<Q extends AnyObject = AnyObject, P extends AnyObject = AnyObject, B extends z.ZodType = z.ZodUnknown>(
+  route: RouteDefinition<Q, P, B>,
+): RouteDefinition {
+  return route as unknown as RouteDefinition;
+}
+
+/** `{name}` becomes `:name`, and the wildcard parameter `*name`, in the router's syntax. */
+export function toRouterPath(template: string, wildcard?: string): string {
+  return template.replace(/\{(\w+)\}/g, (_, name: string) => (name === wildcard ? `*${name}` : `:${name}`));
+}
+
+export function zodIssues(error: z.ZodError, prefix: string): ProblemFieldError[] {
+  return error.issues.map((issue) => ({
+    path: [prefix, ...issue.path.map(String)].filter(Boolean).join('.'),
+    message: issue.message,
+  }));
+}
+
+function parsePart<S extends z.ZodType>(schema: S | undefined, value: unknown, part: string, errors: ProblemFieldError[]): unknown {
+  if (!schema) return value;
+  const result = schema.safeParse(value);
+  if (result.success) return result.data;
+  errors.push(...zodIssues(result.error, part));
+  return undefined;
+}
+
+/** Principals of every valid credential the request carried, by security scheme. */
+export type Principals = Map<string, Principal>;
+
+/** Resolves every credential presented; a present but invalid one is refused with 401 whatever the route. */
+export function identify(authenticators: Authenticator[]): Middleware {
+  return async (ctx, next) => {
+    const principals: Principals = new Map();
+    for (const authenticator of authenticators) {
+      const principal = authenticator.authenticate(ctx);
+      if (principal) principals.set(authenticator.scheme, principal);
+    }
+    ctx.state.principals = principals;
+    ctx.state.principal = principals.values().next().value;
+    await next();
+  };
+}
+
+function authorize(route: RouteDefinition, authenticators: Authenticator[]): Middleware {
+  const schemes = route.security ?? [];
+  const challenges = authenticators.filter((a) => schemes.includes(a.scheme)).map((a) => a.challenge);
+  return async (ctx, next) => {
+    const principals = ctx.state.principals as Principals | undefined;
+    const granted = schemes.find((scheme) => principals?.has(scheme));
+    if (!granted) {
+      if (principals && principals.size > 0) {
+        throw new Problem(403, `this operation needs one of: ${schemes.join(', ')}`);
+      }
+      const error = unauthorized(`this operation needs one of: ${schemes.join(', ')}`, challenges.join(', ') || 'ApiKey');
+      throw error;
+    }
+    ctx.state.principal = principals?.get(granted);
+    await next();
+  };
+}
+
+function validateAndHandle(route: RouteDefinition): Middleware {
+  return async (ctx) => {
+    const errors: ProblemFieldError[] = [];
+    const query = parsePart(route.query, ctx.query, 'query', errors);
+    const params = parsePart(route.params, ctx.params, 'params', errors);
+    if ((route.body || route.documentedBody) && ctx.request.type && !ctx.is('json')) {
+      throw new Problem(415, `send the body as application/json, not ${ctx.request.type}`);
+    }
+    const body = parsePart(route.body, (ctx.request as { body?: unknown }).body, 'body', errors);
+    if (errors.length > 0) throw unprocessable(`the request is invalid: ${errors.map((e) => `${e.path}: ${e.message}`).join('; ')}`, errors);
+    const result = await route.handler(ctx, { query, params, body } as RouteInput<AnyObject, AnyObject, z.ZodType>);
+    if (result !== undefined) ctx.body = result;
+  };
+}
+
+export function mountRoutes(router: Router, routes: RouteDefinition[], authenticators: Authenticator[]): void {
+  for (const route of routes) {
+    const chain: Middleware[] = [];
+    if (route.security?.length) chain.push(authorize(route, authenticators));
+    chain.push(validateAndHandle(route));
+    for (const template of [route.path, ...(route.aliases ?? [])]) {
+      router.register(toRouterPath(template, route.wildcard), [route.method.toUpperCase()], chain as never, { name: route.operationId });
+    }
+  }
+}

@@ -1,0 +1,87 @@
+import type { Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type Koa from 'koa';
+import type { Logger } from './logger.ts';
+
+export interface RunningServer {
+  server: Server;
+  url: string;
+  /** Stops accepting, waits for in-flight requests up to the grace period, then runs the close hooks. */
+  close(): Promise<void>;
+}
+
+export interface ServeOptions {
+  port: number;
+  host: string;
+  logger: Logger;
+  graceMs: number;
+  onDrain?: () => void;
+  /** Run after the last request finished, in order (databases, Redis, tracing). */
+  onClose?: Array<() => Promise<unknown>>;
+}
+
+export async function serve(app: Koa, options: ServeOptions): Promise<RunningServer> {
+  let inFlight = 0;
+  let idle: (() => void) | undefined;
+  const server = app.listen(options.port, options.host);
+  server.on('request', (_request, response) => {
+    inFlight += 1;
+    response.on('close', () => {
+      inFlight -= 1;
+      if (inFlight === 0) idle?.();
+    });
+  });
+  // Long-lived keep-alive sockets behind a load balancer must outlive its idle timeout.
+  server.keepAliveTimeout = 65_000;
+  await new Promise<void>((resolve, reject) => {
+    server.once('listening', resolve);
+    server.once('error', reject);
+  });
+  const address = server.address() as AddressInfo;
+  const host = options.host === '0.0.0.0' || options.host === '::' ? '127.0.0.1' : options.host;
+  const url = `http://${host}:${address.port}`;
+
+  let closing: Promise<void> | undefined;
+  const close = () => {
+    closing ??= (async () => {
+      options.onDrain?.();
+      const stopped = new Promise<void>((resolve) => server.close(() => resolve()));
+      server.closeIdleConnections();
+      if (inFlight > 0) {
+        options.logger.info({ inFlight }, 'draining in-flight requests');
+        await Promise.race([
+          new Promise<void>((resolve) => {
+            idle = resolve;
+          }),
+          new Promise<void>((resolve) => setTimeout(resolve, options.graceMs).unref()),
+        ]);
+      }
+      server.closeAllConnections();
+      await stopped;
+      for (const hook of options.onClose ?? []) {
+        await hook().catch((error: unknown) => options.logger.warn({ err: error }, 'close hook failed'));
+      }
+    })();
+    return closing;
+  };
+  return { server, url, close };
+}
+
+/** SIGTERM and SIGINT begin a graceful shutdown; a second signal exits at once. */
+export function closeOnSignals(close: () => Promise<void>, logger: Logger): void {
+  let received = false;
+  const onSignal = (signal: NodeJS.Signals) => {
+    if (received) process.exit(1);
+    received = true;
+    logger.info({ signal }, 'shutting down');
+    close().then(
+      () => process.exit(0),
+      (error: unknown) => {
+        logger.error({ err: error }, 'shutdown failed');
+        process.exit(1);
+      },
+    );
+  };
+  process.on('SIGTERM', onSignal);
+  process.on('SIGINT', onSignal);
+}

@@ -1,0 +1,35 @@
+import { createHash } from 'node:crypto';
+import canonicalize from 'canonicalize';
+
+/**
+ * The Temporal Data Format envelope shared by the graph and generation services.
+ * `tdf_hash` is SHA-256 (lowercase hex) of the payload serialised with the JSON Canonicalization
+ * Scheme (RFC 8785): keys sorted by UTF-16 code units, no insignificant whitespace, numbers in
+ * ECMAScript shortest form, strings with the minimal escapes. Any implementation of RFC 8785 reproduces it.
+ */
+export interface TdfRecord<P = Record<string, unknown>> {
+  id: string;
+  version: string;
+  source: string;
+  timestamp: string;
+  provenance: Record<string, unknown>;
+  payload: P;
+  entity_ids: string[];
+  tdf_hash: string;
+}
+
+export const TDF_VERSION = '1.0';
+
+export function canonicalJson(value: unknown): string {
+  const text = canonicalize(value);
+  if (text === undefined) throw new TypeError('value cannot be canonicalised as JSON');
+  return text;
+}
+
+export function tdfHash(payload: unknown): string {
+  return createHash('sha256').update(canonicalJson(payload), 'utf8').digest('hex');
+}
+
+export function toTdf<P extends Record<string, unknown>>(fields: Omit<TdfRecord<P>, 'tdf_hash' | 'version'>): TdfRecord<P> {
+  return { ...fields, version: TDF_VERSION, tdf_hash: tdfHash(fields.payload) };
+}

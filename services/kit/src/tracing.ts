@@ -1,0 +1,48 @@
+import { register } from 'node:module';
+import { NodeSDK } from '@opentelemetry/sdk-node';
+import { HttpInstrumentation } from '@opentelemetry/instrumentation-http';
+import { KoaInstrumentation } from '@opentelemetry/instrumentation-koa';
+import { PgInstrumentation } from '@opentelemetry/instrumentation-pg';
+import { RedisInstrumentation } from '@opentelemetry/instrumentation-redis';
+import { resourceFromAttributes } from '@opentelemetry/resources';
+import { ATTR_SERVICE_NAME, ATTR_SERVICE_VERSION } from '@opentelemetry/semantic-conventions';
+
+export interface Tracing {
+  /** True when spans leave the process (an OTLP endpoint or exporter is configured). */
+  exporting: boolean;
+  shutdown(): Promise<void>;
+}
+
+/** Modules loaded through ESM `import` that the instrumentations patch; everything else is left alone. */
+const HOOKED_MODULES = ['koa', '@koa/router', 'pg', 'redis', '@redis/client'];
+
+/**
+ * Starts OpenTelemetry before the service's own modules load (call it first in `main`, then import the
+ * service dynamically). Configured only by the standard OTEL_* variables: with no exporter configured,
+ * spans are still created, so `traceparent` propagates, but they are exported nowhere.
+ */
+export function startTracing(service: string, version: string, env: NodeJS.ProcessEnv = process.env): Tracing {
+  if (env.OTEL_SDK_DISABLED === 'true') return { exporting: false, shutdown: async () => {} };
+  // Node's ESM loader bypasses require hooks, so the instrumentations need import-in-the-middle's loader.
+  register('@opentelemetry/instrumentation/hook.mjs', import.meta.url, { data: { include: HOOKED_MODULES } });
+
+  const exporting = Boolean(
+    env.OTEL_EXPORTER_OTLP_ENDPOINT || env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT || (env.OTEL_TRACES_EXPORTER && env.OTEL_TRACES_EXPORTER !== 'none'),
+  );
+  const sdk = new NodeSDK({
+    resource: resourceFromAttributes({
+      [ATTR_SERVICE_NAME]: env.OTEL_SERVICE_NAME ?? `tempora-${service}`,
+      [ATTR_SERVICE_VERSION]: version,
+    }),
+    // An empty processor list keeps the SDK (and context propagation) on without an exporter.
+    ...(exporting ? {} : { spanProcessors: [] }),
+    instrumentations: [
+      new HttpInstrumentation({ ignoreIncomingRequestHook: (request) => request.url === '/health' || request.url === '/metrics' }),
+      new KoaInstrumentation(),
+      new PgInstrumentation(),
+      new RedisInstrumentation(),
+    ],
+  });
+  sdk.start();
+  return { exporting, shutdown: () => sdk.shutdown() };
+}
