@@ -144,9 +144,12 @@ export class ControlPlane {
     await this.#waitReady();
   }
 
-  /** Stops the API server; etcd keeps the state, so startApiserver brings the same cluster back. */
-  async stopApiserver(): Promise<void> {
-    await stopProcess(this.#apiserver);
+  /**
+   * Kills the API server as a crash would (a graceful stop waits for open watches to drain); etcd keeps
+   * the state, so startApiserver brings the same cluster back.
+   */
+  async killApiserver(): Promise<void> {
+    await stopProcess(this.#apiserver, 'SIGKILL');
     this.#apiserver = undefined;
   }
 
@@ -232,10 +235,10 @@ export class ControlPlane {
   }
 }
 
-async function stopProcess(child: ChildProcess | undefined): Promise<void> {
+async function stopProcess(child: ChildProcess | undefined, signal: NodeJS.Signals = 'SIGTERM'): Promise<void> {
   if (!child || child.exitCode !== null || child.signalCode !== null) return;
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-  child.kill('SIGTERM');
+  child.kill(signal);
   const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
   await exited;
   clearTimeout(timer);
