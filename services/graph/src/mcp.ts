@@ -58,14 +58,16 @@ const SUGGESTIONS: Record<string, string> = {
  * lenient validator for each field, so a bad argument reaches the tool, which answers `{error, suggestion}`
  * instead of the transport failing the call.
  */
-function lenient(schema: z.ZodObject): Record<string, z.ZodType> {
-  return Object.fromEntries(
+function lenient(schema: z.ZodObject): z.ZodObject {
+  const required: string[] = [];
+  const shape = Object.fromEntries(
     Object.entries(schema.shape).map(([key, field]) => {
       const { $schema: _, ...json } = z.toJSONSchema(field as z.ZodType, { io: 'input', unrepresentable: 'any' }) as Record<string, unknown>;
-      const loose = z.any().meta(json);
-      return [key, (field as z.ZodType).safeParse(undefined).success ? loose.optional() : loose];
+      if (!(field as z.ZodType).safeParse(undefined).success) required.push(key);
+      return [key, z.any().optional().meta(json)];
     }),
   );
+  return z.object(shape).meta({ required });
 }
 
 /** Output schemas admit the error shape too: `{error, suggestion}` is a result, not a failure. */

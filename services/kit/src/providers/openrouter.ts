@@ -1,0 +1,115 @@
+import { callProvider, type ProviderHttpSettings } from './http.ts';
+import {
+  NATIVE_ONLY_PARAMS,
+  ProviderError,
+  estimateTokens,
+  type ImageProvider,
+  type ImageRequest,
+  type ImageResult,
+  type TextProvider,
+  type TextRequest,
+  type TextResult,
+} from './types.ts';
+
+/**
+ * The aggregator: OpenRouter's OpenAI-compatible `POST {base}/chat/completions`. Any OpenAI-compatible
+ * server (vLLM, llama.cpp, Ollama) works with `baseUrl` pointed at it; the key is then optional.
+ */
+export interface OpenRouterOptions extends ProviderHttpSettings {
+  apiKey?: string;
+  /** Default https://openrouter.ai/api/v1 */
+  baseUrl?: string;
+  /** Sent as HTTP-Referer / X-Title (OpenRouter's app attribution). */
+  referer?: string;
+  title?: string;
+}
+
+interface ChatResponse {
+  choices?: Array<{
+    message?: { content?: string | null | Array<{ type?: string; text?: string }>; images?: Array<{ image_url?: { url?: string } }> };
+    finish_reason?: string;
+  }>;
+  usage?: { prompt_tokens?: number; completion_tokens?: number; total_tokens?: number; completion_tokens_details?: { reasoning_tokens?: number } };
+  error?: { message?: string; code?: number };
+}
+
+export class OpenRouterProvider implements TextProvider, ImageProvider {
+  readonly kind = 'aggregator' as const;
+  private readonly options: OpenRouterOptions;
+
+  constructor(options: OpenRouterOptions) {
+    this.options = options;
+  }
+
+  private async chat(body: Record<string, unknown>, signal: AbortSignal | undefined): Promise<ChatResponse> {
+    const headers: Record<string, string> = {};
+    if (this.options.apiKey) headers.authorization = `Bearer ${this.options.apiKey}`;
+    if (this.options.referer) headers['http-referer'] = this.options.referer;
+    if (this.options.title) headers['x-title'] = this.options.title;
+    const reply = await callProvider<ChatResponse>({
+      provider: 'aggregator',
+      url: `${(this.options.baseUrl ?? 'https://openrouter.ai/api/v1').replace(/\/$/, '')}/chat/completions`,
+      headers,
+      json: body,
+      timeoutMs: this.options.timeoutMs,
+      retries: this.options.retries,
+      backoffMs: this.options.backoffMs,
+      maxBackoffMs: this.options.maxBackoffMs,
+      signal,
+    });
+    if (!reply.body || typeof reply.body !== 'object') throw new ProviderError('aggregator', 'malformed', 'the aggregator sent an unexpected reply');
+    // OpenRouter reports some upstream failures as 200 with an error object.
+    if (reply.body.error) throw new ProviderError('aggregator', 'http', `the aggregator reported: ${reply.body.error.message ?? 'an error'}`, { status: reply.body.error.code });
+    return reply.body;
+  }
+
+  async generateText(request: TextRequest): Promise<TextResult> {
+    const params = request.params ?? {};
+    const body: Record<string, unknown> = {
+      model: request.model,
+      messages: [
+        ...(request.system ? [{ role: 'system', content: request.system }] : []),
+        { role: 'user', content: request.prompt },
+      ],
+    };
+    for (const name of ['temperature', 'max_tokens', 'top_p', 'top_k', 'frequency_penalty', 'presence_penalty', 'repetition_penalty'] as const) {
+      if (params[name] !== undefined) body[name] = params[name];
+    }
+    if (params.stop?.length) body.stop = params.stop;
+    if (request.json) body.response_format = { type: 'json_object' };
+    const reply = await this.chat(body, request.signal);
+    const message = reply.choices?.[0]?.message;
+    if (!message) throw new ProviderError('aggregator', 'malformed', 'the aggregator returned no choices');
+    const text = typeof message.content === 'string' ? message.content : Array.isArray(message.content) ? message.content.map((part) => part.text ?? '').join('') : '';
+    const input = reply.usage?.prompt_tokens ?? estimateTokens(request.system + request.prompt);
+    const output = reply.usage?.completion_tokens ?? estimateTokens(text);
+    return {
+      text,
+      provider: 'aggregator',
+      model: request.model,
+      usage: { input_tokens: input, output_tokens: output, thinking_tokens: reply.usage?.completion_tokens_details?.reasoning_tokens ?? 0, total_tokens: reply.usage?.total_tokens ?? input + output },
+      dropped_params: NATIVE_ONLY_PARAMS.filter((name) => params[name] !== undefined),
+    };
+  }
+
+  /** Image models through chat completions with `modalities: ["image", "text"]`; images come back as data URLs. */
+  async generateImage(request: ImageRequest): Promise<ImageResult> {
+    const reply = await this.chat(
+      {
+        model: request.model,
+        messages: [{ role: 'user', content: request.negative_prompt ? `${request.prompt}\nAvoid: ${request.negative_prompt}` : request.prompt }],
+        modalities: ['image', 'text'],
+        ...(request.aspect_ratio ? { image_config: { aspect_ratio: request.aspect_ratio } } : {}),
+      },
+      request.signal,
+    );
+    const url = reply.choices?.[0]?.message?.images?.[0]?.image_url?.url;
+    if (!url) throw new ProviderError('aggregator', 'malformed', 'the aggregator returned no image');
+    const input = reply.usage?.prompt_tokens ?? estimateTokens(request.prompt);
+    const output = reply.usage?.completion_tokens ?? 0;
+    const usage = { input_tokens: input, output_tokens: output, thinking_tokens: 0, total_tokens: input + output };
+    const match = /^data:([^;,]+);base64,(.*)$/s.exec(url);
+    if (match) return { provider: 'aggregator', model: request.model, data: Buffer.from(match[2] as string, 'base64'), mime_type: match[1] as string, usage };
+    return { provider: 'aggregator', model: request.model, url, mime_type: 'image/png', usage };
+  }
+}

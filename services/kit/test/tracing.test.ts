@@ -1,0 +1,81 @@
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { createServer, type Server } from 'node:http';
+import { fileURLToPath } from 'node:url';
+import { freePort } from '../../../scripts/infra.ts';
+import { createDatabase, dropDatabase } from '../../../test/support/database.ts';
+
+const graphMain = fileURLToPath(new URL('../../graph/src/main.ts', import.meta.url));
+
+interface OtlpSpan {
+  traceId: string;
+  name: string;
+}
+
+describe('kit tracing', function () {
+  this.timeout(90_000);
+  let collector: Server;
+  const spans: OtlpSpan[] = [];
+  let database: string;
+
+  before(async () => {
+    collector = createServer((request, response) => {
+      let body = '';
+      request.on('data', (chunk) => (body += chunk));
+      request.on('end', () => {
+        if (request.url === '/v1/traces') {
+          const payload = JSON.parse(body) as { resourceSpans: Array<{ scopeSpans: Array<{ spans: OtlpSpan[] }> }> };
+          for (const resource of payload.resourceSpans) for (const scope of resource.scopeSpans) spans.push(...scope.spans);
+        }
+        response.writeHead(200, { 'content-type': 'application/json' }).end('{}');
+      });
+    });
+    await new Promise<void>((resolve) => collector.listen(0, '127.0.0.1', resolve));
+    database = await createDatabase('tracing');
+  });
+  after(async () => {
+    collector?.close();
+    if (database) await dropDatabase(database);
+  });
+
+  it('exports HTTP, Koa and PostgreSQL spans over OTLP, continuing the caller\'s trace', async () => {
+    const port = await freePort();
+    const { port: collectorPort } = collector.address() as { port: number };
+    const child = spawn(process.execPath, [graphMain], {
+      env: {
+        ...process.env,
+        PORT: String(port),
+        HOST: '127.0.0.1',
+        DATABASE_URL: database,
+        GRAPH_SEED: 'false',
+        LOG_LEVEL: 'silent',
+        OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${collectorPort}`,
+        OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json',
+        OTEL_BSP_SCHEDULE_DELAY: '100',
+      },
+      stdio: 'inherit',
+    });
+    try {
+      const traceId = '4bf92f3577b34da6a3ce929d0e0e4736';
+      let status = 0;
+      for (let attempt = 0; attempt < 200 && status !== 200; attempt += 1) {
+        status = await fetch(`http://127.0.0.1:${port}/api/v1/stats`, { headers: { traceparent: `00-${traceId}-00f067aa0ba902b7-01` } }).then((r) => r.status, () => 0);
+        if (status !== 200) await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+      assert.equal(status, 200);
+      const deadline = Date.now() + 10_000;
+      const ours = () => spans.filter((span) => span.traceId === traceId);
+      while (Date.now() < deadline && !(ours().some((s) => /pg|select/i.test(s.name)) && ours().some((s) => /koa|router|middleware/i.test(s.name)))) {
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+      const names = ours().map((span) => span.name);
+      assert.ok(names.some((name) => /^GET/.test(name)), `an HTTP server span in ${names.join(', ')}`);
+      assert.ok(names.some((name) => /koa|router|middleware/i.test(name)), `a Koa span in ${names.join(', ')}`);
+      assert.ok(names.some((name) => /pg|select/i.test(name)), `a PostgreSQL span in ${names.join(', ')}`);
+    } finally {
+      const exited = new Promise((resolve) => child.once('exit', resolve));
+      child.kill('SIGTERM');
+      assert.equal(await exited, 0, 'SIGTERM shuts down cleanly');
+    }
+  });
+});
