@@ -32,6 +32,10 @@ export const migrations: Migration[] = [
         table.double('confidence').notNullable().defaultTo(0.5);
         table.text('image_url');
         table.text('source_type').notNullable().defaultTo('manual');
+        // Automatic links per type this moment already has: the bound of auto-linking, kept without counting.
+        table.smallint('auto_contemporaneous').notNullable().defaultTo(0);
+        table.smallint('auto_same_location').notNullable().defaultTo(0);
+        table.smallint('auto_thematic').notNullable().defaultTo(0);
         table.specificType('search', 'tsvector').notNullable();
         table.timestamp('created_at', { useTz: true }).notNullable().defaultTo(knex.fn.now());
         table.timestamp('updated_at', { useTz: true }).notNullable().defaultTo(knex.fn.now());

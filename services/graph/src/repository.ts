@@ -93,6 +93,13 @@ const normaliseEdge = (row: EdgeRow): EdgeRow => ({ ...row, id: Number(row.id), 
 
 const SEARCH_DOCUMENT = `to_tsvector('english', ? || ' ' || ? || ' ' || ? || ' ' || ?)`;
 
+type AutoLinkType = 'contemporaneous' | 'same_location' | 'thematic';
+const AUTO_DEGREE: Record<AutoLinkType, string> = {
+  contemporaneous: 'auto_contemporaneous',
+  same_location: 'auto_same_location',
+  thematic: 'auto_thematic',
+};
+
 export interface AutoLinkSettings {
   maxPerType: number;
 }
@@ -113,9 +120,8 @@ export class GraphRepository {
    */
   async writeMoments(inputs: readonly MomentInput[], autoLink: AutoLinkSettings): Promise<{ ids: number[]; created: number }> {
     return this.knex.transaction(async (trx) => {
-      const ids: number[] = [];
+      const written: Array<{ id: number; inserted: boolean }> = [];
       const idByPath = new Map<string, number>();
-      let created = 0;
       for (const input of inputs) {
         const columns = momentColumns(input);
         const searchText = [columns.event_name, columns.description, columns.figures.join(' '), columns.tags.join(' ')];
@@ -124,30 +130,27 @@ export class GraphRepository {
           .onConflict('path')
           .merge({ ...columns, search: trx.raw(SEARCH_DOCUMENT, searchText), updated_at: trx.fn.now() })
           .returning(['id', trx.raw('(xmax = 0) as inserted')])) as Array<{ id: string | number; inserted: boolean }>;
-        const id = Number(row!.id);
-        if (row!.inserted) created += 1;
-        ids.push(id);
-        idByPath.set(columns.path, id);
+        written.push({ id: Number(row!.id), inserted: row!.inserted });
+        idByPath.set(columns.path, Number(row!.id));
       }
-      const touched = new Set(ids);
+      const touched = new Set(written.map((moment) => moment.id));
       for (const [index, input] of inputs.entries()) {
-        const sourceId = ids[index]!;
+        const sourceId = written[index]!.id;
+        const rows = [];
         for (const edge of input.edges) {
           const targetId = idByPath.get(edge.target) ?? (await this.idOf(edge.target, trx));
           if (targetId === undefined) throw new MissingTargetError(index, edge.target);
           if (targetId === sourceId) continue;
           const [source, target] = storedOrder(sourceId, targetId, edge.type);
-          await trx('edges')
-            .insert({ source_id: source, target_id: target, type: edge.type, weight: edge.weight, theme: edge.theme, description: edge.description, origin: input.source_type === 'seed' ? 'seed' : 'ingest' })
-            .onConflict(['source_id', 'target_id', 'type'])
-            .merge(['weight', 'theme', 'description']);
+          rows.push({ source_id: source, target_id: target, type: edge.type, weight: edge.weight, theme: edge.theme, description: edge.description, origin: input.source_type === 'seed' ? 'seed' : 'ingest' });
           touched.add(targetId);
         }
+        if (rows.length > 0) await trx('edges').insert(rows).onConflict(['source_id', 'target_id', 'type']).merge(['weight', 'theme', 'description']);
       }
-      for (const id of ids) {
-        for (const neighbor of await this.relink(trx, id, autoLink.maxPerType)) touched.add(neighbor);
+      for (const moment of written) {
+        for (const neighbor of await this.relink(trx, moment.id, moment.inserted, autoLink.maxPerType)) touched.add(neighbor);
       }
-      return { ids: [...touched], created };
+      return { ids: [...touched], created: written.filter((moment) => moment.inserted).length };
     });
   }
 
@@ -160,20 +163,29 @@ export class GraphRepository {
    * Replaces a moment's automatic links: contemporaneous (year ±1, 0.5), same_location (same country,
    * region and city, 0.5) and thematic (shared tags, 0.3). Each type is bounded at `max` automatic edges
    * per moment on both ends, most relevant first, so the edge count grows linearly with the moments.
+   * Each moment keeps its automatic degree per type in a column, so the bound costs no count per candidate.
    * Returns the neighbours whose adjacency changed.
    */
-  private async relink(trx: Knex.Transaction, id: number, max: number): Promise<number[]> {
-    const removed = (await trx('edges')
-      .where({ origin: 'auto' })
-      .andWhere((q) => q.where('source_id', id).orWhere('target_id', id))
-      .del()
-      .returning(['source_id', 'target_id'])) as Array<{ source_id: string; target_id: string }>;
+  private async relink(trx: Knex.Transaction, id: number, isNew: boolean, max: number): Promise<number[]> {
+    const neighbors = new Set<number>();
+    if (!isNew) {
+      const removed = (await trx('edges')
+        .where({ origin: 'auto' })
+        .andWhere((q) => q.where('source_id', id).orWhere('target_id', id))
+        .del()
+        .returning(['source_id', 'target_id', 'type'])) as Array<{ source_id: string; target_id: string; type: AutoLinkType }>;
+      for (const edge of removed) {
+        const other = Number(edge.source_id) === id ? Number(edge.target_id) : Number(edge.source_id);
+        neighbors.add(other);
+        await trx('moments').where({ id: other }).decrement(AUTO_DEGREE[edge.type], 1);
+      }
+      await trx('moments').where({ id }).update({ auto_contemporaneous: 0, auto_same_location: 0, auto_thematic: 0 });
+    }
     const moment = (await trx('moments').where({ id }).first()) as MomentRow | undefined;
-    const neighbors = new Set(removed.flatMap((edge) => [Number(edge.source_id), Number(edge.target_id)]));
-    if (!moment || moment.visibility !== 'public' || max <= 0) return [...neighbors].filter((n) => n !== id);
+    if (!moment || moment.visibility !== 'public' || max <= 0) return [...neighbors];
 
     const [before, after] = adjacentYears(moment.year);
-    const rules: Array<{ type: EdgeType; weight: number; where: Knex.Raw; order: Knex.Raw }> = [
+    const rules: Array<{ type: AutoLinkType; weight: number; where: Knex.Raw; order: Knex.Raw }> = [
       {
         type: 'contemporaneous',
         weight: 0.5,
@@ -195,20 +207,26 @@ export class GraphRepository {
     ];
     for (const rule of rules) {
       if (rule.type === 'thematic' && moment.tags.length === 0) continue;
+      const degree = AUTO_DEGREE[rule.type];
+      const room = max - Number((moment as unknown as Record<string, number>)[degree] ?? 0);
+      if (room <= 0) continue;
       const { rows } = (await trx.raw(
         `insert into edges (source_id, target_id, type, weight, origin)
          select least(?::bigint, c.id), greatest(?::bigint, c.id), ?, ?, 'auto' from (
            select m.id from moments m
-           where ${rule.where.toQuery()} and m.id <> ? and m.visibility = 'public'
-             and (select count(*) from edges e where e.origin = 'auto' and e.type = ? and (e.source_id = m.id or e.target_id = m.id)) < ?
+           where ${rule.where.toQuery()} and m.id <> ? and m.visibility = 'public' and m.${degree} < ?
            order by ${rule.order.toQuery()}
            limit ?
          ) c
          on conflict (source_id, target_id, type) do nothing
-         returning source_id, target_id`,
-        [id, id, rule.type, rule.weight, id, rule.type, max, max],
-      )) as { rows: Array<{ source_id: string; target_id: string }> };
-      for (const edge of rows) neighbors.add(Number(edge.source_id) === id ? Number(edge.target_id) : Number(edge.source_id));
+         returning case when source_id = ? then target_id else source_id end as other`,
+        [id, id, rule.type, rule.weight, id, max, room, id],
+      )) as { rows: Array<{ other: string }> };
+      if (rows.length === 0) continue;
+      const others = rows.map((row) => Number(row.other));
+      await trx('moments').whereIn('id', others).increment(degree, 1);
+      await trx('moments').where({ id }).increment(degree, others.length);
+      for (const other of others) neighbors.add(other);
     }
     neighbors.delete(id);
     return [...neighbors];
@@ -440,7 +458,7 @@ export class GraphRepository {
         .returning('id')) as Array<{ id: string }>;
       const moment = (await trx('moments').where({ path: input.path }).first('id', 'layer')) as { id: string; layer: number };
       const momentId = Number(moment.id);
-      const touched = inserted.length > 0 ? [momentId, ...(await this.relink(trx, momentId, autoLink.maxPerType))] : [];
+      const touched = inserted.length > 0 ? [momentId, ...(await this.relink(trx, momentId, true, autoLink.maxPerType))] : [];
       const [row] = (await trx('render_jobs')
         .insert({ id: randomUUID(), moment_id: momentId, requested_by: job.requestedBy, request: JSON.stringify(job.request) })
         .returning('*')) as RenderJobRow[];

@@ -43,6 +43,9 @@ describe('graph seed data set', function () {
       const stats = (await h.get('/api/v1/stats')).body;
       assert.equal(stats.total_nodes, seed.length);
       assert.equal(stats.source_type_counts.seed, seed.length);
+      for (const type of ['contemporaneous', 'same_location', 'thematic']) {
+        assert.ok(stats.edge_type_counts[type] <= (seed.length * 8) / 2, `${type}: at most 8 automatic links per moment`);
+      }
       const again = await startGraph({ GRAPH_SEED: 'true' }, h.databaseUrl);
       try {
         assert.deepEqual((await again.get('/api/v1/stats')).body.total_edges, stats.total_edges);
