@@ -4,10 +4,11 @@ import { VERSION } from './version.ts';
 // Tracing must patch http, koa, pg and redis before any of them load: everything else is imported after.
 const tracing = startTracing('graph', VERSION);
 const { loadConfig, ConfigError } = await import('@tempora/kit/config');
-const { serve, closeOnSignals } = await import('@tempora/kit/server');
+const { serve, closeOnSignals, exitOnSignalsUntilServing } = await import('@tempora/kit/server');
 const { GraphConfigSchema } = await import('./config.ts');
 const { createGraphService } = await import('./service.ts');
 
+const serving = exitOnSignalsUntilServing();
 try {
   const config = loadConfig(GraphConfigSchema);
   const service = await createGraphService(config);
@@ -20,6 +21,7 @@ try {
     onClose: [service.close, tracing.shutdown],
   });
   service.logger.info({ url: running.url }, 'graph service listening');
+  serving();
   closeOnSignals(running.close, service.logger);
 } catch (error) {
   if (error instanceof ConfigError) {

@@ -70,6 +70,9 @@ function embedded(directory: string): Knex {
   mkdirSync(directory, { recursive: true });
   return knexFactory({
     client: ClientPgLite as unknown as typeof knexFactory.Client,
+    // A first start creates the cluster in WebAssembly, and its single connection is held by long
+    // transactions such as the seed: waiting for it must not time out as fast as a pooled server's.
+    acquireConnectionTimeout: 600_000,
     dialect: 'postgres',
     connection: () => ({ pglite: new PGlite(directory, { extensions: { pg_trgm } }) }) as object,
   } as Knex.Config);

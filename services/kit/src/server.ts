@@ -67,6 +67,17 @@ export async function serve(app: Koa, options: ServeOptions): Promise<RunningSer
   return { server, url, close };
 }
 
+/** Until the server listens there is nothing to drain: a signal exits at once. Returns the disposer. */
+export function exitOnSignalsUntilServing(): () => void {
+  const exit = (signal: NodeJS.Signals) => process.exit(signal === 'SIGINT' ? 130 : 143);
+  process.once('SIGTERM', exit);
+  process.once('SIGINT', exit);
+  return () => {
+    process.off('SIGTERM', exit);
+    process.off('SIGINT', exit);
+  };
+}
+
 /** SIGTERM and SIGINT begin a graceful shutdown; a second signal exits at once. */
 export function closeOnSignals(close: () => Promise<void>, logger: Logger): void {
   let received = false;
