@@ -93,6 +93,13 @@ const normaliseEdge = (row: EdgeRow): EdgeRow => ({ ...row, id: Number(row.id), 
 
 const SEARCH_DOCUMENT = `to_tsvector('english', ? || ' ' || ? || ' ' || ? || ' ' || ?)`;
 
+/** What a moment row is read as: everything but the search document and the bookkeeping columns. */
+const MOMENT_COLUMNS = [
+  'id', 'path', 'event_name', 'description', 'year', 'month_num', 'day', 'time', 'country', 'region', 'city', 'slug', 'era', 'type',
+  'layer', 'status', 'visibility', 'figures', 'tags', 'latitude', 'longitude', 'confidence', 'image_url', 'source_type', 'created_at', 'updated_at',
+];
+const prefixed = (alias: string) => MOMENT_COLUMNS.map((column) => `${alias}.${column}`);
+
 type AutoLinkType = 'contemporaneous' | 'same_location' | 'thematic';
 const AUTO_DEGREE: Record<AutoLinkType, string> = {
   contemporaneous: 'auto_contemporaneous',
@@ -237,13 +244,13 @@ export class GraphRepository {
   async momentByPath(path: string, includePrivate: boolean): Promise<MomentRow | undefined> {
     const query = this.knex('moments').where({ path });
     if (!includePrivate) query.andWhere({ visibility: 'public' });
-    const row = (await query.first()) as MomentRow | undefined;
+    const row = (await query.first(MOMENT_COLUMNS)) as MomentRow | undefined;
     return row && normaliseMoment(row);
   }
 
   async momentsByIds(ids: readonly number[]): Promise<Map<number, MomentRow>> {
     if (ids.length === 0) return new Map();
-    const rows = (await this.knex('moments').whereIn('id', ids as number[])) as MomentRow[];
+    const rows = (await this.knex('moments').select(MOMENT_COLUMNS).whereRaw('id = any(?::bigint[])', [ids as number[]])) as MomentRow[];
     return new Map(rows.map((row) => [Number(row.id), normaliseMoment(row)]));
   }
 
@@ -297,7 +304,7 @@ export class GraphRepository {
   async listMoments(filters: MomentFilters): Promise<{ items: Array<MomentRow & { score?: number }>; total: number }> {
     const base = this.filtered(filters);
     const [{ count }] = (await base.clone().count<{ count: string }[]>({ count: '*' })) as [{ count: string }];
-    const query = base.clone().select('m.*');
+    const query = base.clone().select(prefixed('m'));
     if (filters.sort === 'relevance' && filters.q) {
       query
         .select(this.knex.raw(`ts_rank(m.search, websearch_to_tsquery('english', ?)) + similarity(m.event_name, ?) as score`, [filters.q, filters.q]))
@@ -316,7 +323,7 @@ export class GraphRepository {
   async today(monthNum: number, day: number, limit: number, offset: number): Promise<{ items: MomentRow[]; total: number }> {
     const base = this.knex('moments').where({ visibility: 'public', month_num: monthNum, day });
     const [{ count }] = (await base.clone().count<{ count: string }[]>({ count: '*' })) as [{ count: string }];
-    const rows = (await base.clone().orderBy([{ column: 'year' }, { column: 'time' }, { column: 'id' }]).limit(limit).offset(offset)) as MomentRow[];
+    const rows = (await base.clone().select(MOMENT_COLUMNS).orderBy([{ column: 'year' }, { column: 'time' }, { column: 'id' }]).limit(limit).offset(offset)) as MomentRow[];
     return { items: rows.map(normaliseMoment), total: Number(count) };
   }
 
@@ -325,7 +332,7 @@ export class GraphRepository {
     const bounds = (await this.knex('moments').where({ visibility: 'public' }).andWhere('layer', '>=', layerMin).first(this.knex.raw('min(id) as lo, max(id) as hi'))) as { lo: string | null; hi: string | null };
     if (bounds.lo === null || bounds.hi === null) return undefined;
     const pick = Number(bounds.lo) + Math.floor(Math.random() * (Number(bounds.hi) - Number(bounds.lo) + 1));
-    const row = (await this.knex('moments').where({ visibility: 'public' }).andWhere('layer', '>=', layerMin).andWhere('id', '>=', pick).orderBy('id').first()) as MomentRow | undefined;
+    const row = (await this.knex('moments').where({ visibility: 'public' }).andWhere('layer', '>=', layerMin).andWhere('id', '>=', pick).orderBy('id').first(MOMENT_COLUMNS)) as MomentRow | undefined;
     return row && normaliseMoment(row);
   }
 

@@ -1,0 +1,186 @@
+/**
+ * `npm run bench`: the graph service's traverse and path at scale, through HTTP, beside a recursive-CTE
+ * baseline on the same database and igraph (Python, from PyPI) on the same edges.
+ *
+ *   BENCH_MOMENTS (default 1,000,000), BENCH_EDGES_PER_MOMENT (default 10), BENCH_SAMPLES (default 300)
+ *
+ * Uses DATABASE_URL / REDIS_URL when set, otherwise starts PostgreSQL and Redis like `npm test`.
+ */
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import pg from 'pg';
+import { openDatabase } from '@tempora/kit/database';
+import { createLogger } from '@tempora/kit/logger';
+import { migrations } from '../../services/graph/src/migrations.ts';
+import { freePort, startInfra } from '../../scripts/infra.ts';
+import { createDatabase } from '../../test/support/database.ts';
+import { generateGraph } from './generate.ts';
+
+const MOMENTS = Number(process.env.BENCH_MOMENTS ?? 1_000_000);
+const PER_MOMENT = Number(process.env.BENCH_EDGES_PER_MOMENT ?? 10);
+const SAMPLES = Number(process.env.BENCH_SAMPLES ?? 300);
+const CTE_SAMPLES = 20;
+const SERVICE_KEY = 'bench-service-key';
+const here = fileURLToPath(new URL('.', import.meta.url));
+
+const percentile = (values: number[], p: number) => {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? Number.NaN;
+};
+const ms = (value: number) => (Number.isFinite(value) ? value.toFixed(2) : 'n/a');
+const step = (message: string) => process.stderr.write(`[bench] ${message}\n`);
+
+const infra = await startInfra();
+Object.assign(process.env, infra.env);
+const work = mkdtempSync(join(tmpdir(), 'tempora-bench-'));
+let service: ReturnType<typeof spawn> | undefined;
+try {
+  const databaseUrl = await createDatabase('bench');
+  const logger = createLogger('bench', 'warn');
+  const database = await openDatabase({ service: 'graph', url: databaseUrl, dataDir: work, migrations, logger, pool: { min: 1, max: 4 } });
+  let started = performance.now();
+  step(`generating ${MOMENTS.toLocaleString()} moments and ${(MOMENTS * PER_MOMENT).toLocaleString()} edges`);
+  await generateGraph(database.knex, MOMENTS, PER_MOMENT);
+  const loadSeconds = (performance.now() - started) / 1000;
+  const edgeCount = Number((await database.knex('edges').count({ c: '*' }))[0]!.c);
+
+  const sample = async (n: number) =>
+    ((await database.knex.raw('select id, path from moments order by hashint4(id::int) limit ?', [n])) as { rows: Array<{ id: string; path: string }> }).rows;
+  const anchors = await sample(SAMPLES);
+  const pairs = anchors.map((anchor, index) => [anchor, anchors[(index * 7 + 3) % anchors.length]!] as const);
+
+  step('starting the graph service and loading its index');
+  const port = await freePort();
+  started = performance.now();
+  service = spawn(process.execPath, [join(here, '../../services/graph/src/main.ts')], {
+    env: { ...process.env, DATABASE_URL: databaseUrl, PORT: String(port), HOST: '127.0.0.1', SERVICE_KEY, GRAPH_SEED: 'false', LOG_LEVEL: 'warn', OTEL_SDK_DISABLED: 'true', RATE_LIMIT_READ_PER_MINUTE: '100000000' },
+    stdio: ['ignore', 'inherit', 'inherit'],
+  });
+  const base = `http://127.0.0.1:${port}`;
+  for (;;) {
+    const health = await fetch(`${base}/health`).then((r) => r.json() as Promise<{ index?: string }>, () => undefined);
+    if (health?.index === 'loaded') break;
+    await new Promise((resolve) => setTimeout(resolve, 500));
+  }
+  const indexSeconds = (performance.now() - started) / 1000;
+  const metrics = await (await fetch(`${base}/metrics`)).text();
+  const indexBytes = Number(/graph_index_memory_bytes\{[^}]*\} (\d+)/.exec(metrics)?.[1] ?? 0);
+  const rssBytes = Number(/process_resident_memory_bytes\{[^}]*\} (\d+)/.exec(metrics)?.[1] ?? 0);
+
+  const timeHttp = async (urls: string[]) => {
+    const times: number[] = [];
+    for (const url of urls.slice(0, 20)) await fetch(`${base}${url}`, { headers: { 'X-Service-Key': SERVICE_KEY } }).then((r) => r.arrayBuffer());
+    for (const url of urls) {
+      const t = performance.now();
+      const response = await fetch(`${base}${url}`, { headers: { 'X-Service-Key': SERVICE_KEY } });
+      await response.arrayBuffer();
+      if (response.status !== 200) throw new Error(`${url}: ${response.status}`);
+      times.push(performance.now() - t);
+    }
+    return times;
+  };
+  const found = async (urls: string[]) => {
+    let hits = 0;
+    for (const url of urls.slice(0, 50)) hits += ((await (await fetch(`${base}${url}`, { headers: { 'X-Service-Key': SERVICE_KEY } })).json()) as { found: boolean }).found ? 1 : 0;
+    return hits / Math.min(50, urls.length);
+  };
+
+  step('timing HTTP traverse and path');
+  const http = {
+    traverse2: await timeHttp(anchors.map((a) => `/api/v1/graph/traverse${a.path}?depth=2`)),
+    traverse4: await timeHttp(anchors.map((a) => `/api/v1/graph/traverse${a.path}?depth=4`)),
+    path6: await timeHttp(pairs.map(([a, b]) => `/api/v1/graph/path?from=${a.path}&to=${b.path}&max_hops=6`)),
+    path10: await timeHttp(pairs.map(([a, b]) => `/api/v1/graph/path?from=${a.path}&to=${b.path}&max_hops=10`)),
+  };
+  const foundShare = await found(pairs.map(([a, b]) => `/api/v1/graph/path?from=${a.path}&to=${b.path}&max_hops=6`));
+
+  step('timing the recursive-CTE baseline');
+  const client = new pg.Client({ connectionString: databaseUrl });
+  await client.connect();
+  await client.query(`set statement_timeout = '20s'`);
+  const causal = `('causes','caused_by','precedes','follows','influences')`;
+  // The same traversal as the service: the direction table for direction=both over the causal types is
+  // "either direction", BFS levels from the anchor, the first 100 moments by level.
+  const traverseCte = (depth: number) => `
+    with recursive walk(id, hop) as (
+      select $1::bigint, 0
+      union
+      select case when e.source_id = w.id then e.target_id else e.source_id end, w.hop + 1
+      from walk w join edges e on (e.source_id = w.id or e.target_id = w.id) and e.type in ${causal}
+      where w.hop < ${depth}
+    )
+    select id, min(hop) as hop from walk group by id order by hop limit 100`;
+  const pathCte = (maxHops: number) => `
+    with recursive walk(id, hop, trail) as (
+      select $1::bigint, 0, array[$1::bigint]
+      union all
+      select n.id, w.hop + 1, w.trail || n.id
+      from walk w
+      join lateral (select case when e.source_id = w.id then e.target_id else e.source_id end as id
+                    from edges e where (e.source_id = w.id or e.target_id = w.id) and e.type <> 'challenges') n on true
+      where w.hop < ${maxHops} and not n.id = any(w.trail) and not exists (select 1 from walk x where x.id = $2::bigint)
+    )
+    select trail from walk where id = $2::bigint order by hop limit 1`;
+  const timeSql = async (sql: string, params: Array<Array<string | number>>) => {
+    const times: number[] = [];
+    let timeouts = 0;
+    for (const args of params) {
+      const t = performance.now();
+      try {
+        await client.query(sql, args);
+        times.push(performance.now() - t);
+      } catch {
+        timeouts += 1;
+        times.push(Number.POSITIVE_INFINITY);
+      }
+    }
+    return { times, timeouts };
+  };
+  const cteAnchors = anchors.slice(0, CTE_SAMPLES).map((a) => [a.id]);
+  const ctePairs = pairs.slice(0, 5).map(([a, b]) => [a.id, b.id]);
+  const cte = {
+    traverse2: await timeSql(traverseCte(2), cteAnchors),
+    traverse4: await timeSql(traverseCte(4), cteAnchors.slice(0, 5)),
+    path6: await timeSql(pathCte(6), ctePairs),
+  };
+  await client.end();
+
+  step('exporting edges for igraph');
+  const edgesFile = join(work, 'edges.csv');
+  const queriesFile = join(work, 'queries.json');
+  execFileSync('psql', [databaseUrl, '-qc', `\\copy (select source_id, target_id, type from edges) to '${edgesFile}' csv`]);
+  writeFileSync(queriesFile, JSON.stringify({ anchors: anchors.map((a) => Number(a.id)), pairs: pairs.map(([a, b]) => [Number(a.id), Number(b.id)]) }));
+  let igraph: Record<string, number[]> | undefined;
+  try {
+    if (spawnSync('python3', ['-c', 'import igraph']).status !== 0) execFileSync('python3', ['-m', 'pip', 'install', '-q', 'igraph'], { stdio: 'inherit' });
+    igraph = JSON.parse(execFileSync('python3', [join(here, 'igraph_peer.py'), edgesFile, queriesFile], { encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 })) as Record<string, number[]>;
+  } catch (error) {
+    step(`igraph unavailable (pip install igraph): ${(error as Error).message.split('\n')[0]}`);
+  }
+
+  const row = (name: string, ours: number[], cteTimes?: { times: number[]; timeouts: number }, peer?: number[]) => {
+    const p50 = percentile(ours, 50);
+    const cte50 = cteTimes ? percentile(cteTimes.times, 50) : Number.NaN;
+    const peer50 = peer ? percentile(peer, 50) : Number.NaN;
+    return `| ${name} | ${ms(p50)} | ${ms(percentile(ours, 99))} | ${cteTimes ? `${ms(cte50)}${cteTimes.timeouts ? ` (${cteTimes.timeouts}/${cteTimes.times.length} over 20 s)` : ''}` : 'n/a'} | ${Number.isFinite(cte50) ? `${(cte50 / p50).toFixed(0)}×` : cteTimes ? '> 1000×' : 'n/a'} | ${ms(peer50)} | ${Number.isFinite(peer50) ? `${(p50 / peer50).toFixed(1)}×` : 'n/a'} |`;
+  };
+  const report = [
+    `Graph: ${MOMENTS.toLocaleString()} moments, ${edgeCount.toLocaleString()} edges (generated in ${loadSeconds.toFixed(0)} s); index loaded in ${indexSeconds.toFixed(1)} s,`,
+    `index memory ${(indexBytes / 1048576).toFixed(0)} MiB, service RSS ${(rssBytes / 1048576).toFixed(0)} MiB; ${SAMPLES} samples per HTTP row; paths found within 6 hops: ${(foundShare * 100).toFixed(0)}%.`,
+    '',
+    '| query | HTTP p50 ms | HTTP p99 ms | recursive CTE p50 ms | CTE / HTTP | igraph p50 ms | HTTP / igraph |',
+    '|---|---|---|---|---|---|---|',
+    row('traverse depth 2 (limit 100)', http.traverse2, cte.traverse2, igraph?.traverse2),
+    row('traverse depth 4 (limit 100)', http.traverse4, cte.traverse4, igraph?.traverse4),
+    row('path max_hops 6', http.path6, cte.path6, igraph?.path),
+    row('path max_hops 10', http.path10, undefined, igraph?.path),
+  ].join('\n');
+  console.log(`\n${report}\n`);
+  await database.close();
+} finally {
+  service?.kill('SIGTERM');
+  await infra.stop();
+}
