@@ -6,9 +6,8 @@ import { MOMENT_TYPES } from '../domain/moment.ts';
 import { BrowseSchema, MomentSchema, SearchResultSchema, TdfRecordSchema, MomentListSchema, listEnvelope } from '../schemas.ts';
 import { momentView } from '../views.ts';
 import type { GraphRouteDeps } from './context.ts';
-import { ListQuery, renderMoments } from './moments.ts';
+import { ListQuery, listFilters, renderMoments } from './moments.ts';
 import { cappedInt, format, graphAliases, offset } from './params.ts';
-import type { SORTS } from '../repository.ts';
 
 const SERVICE = ['ServiceKey'];
 const slug = z.string().regex(/^[a-z0-9]+(?:-[a-z0-9]+)*$/, 'a lowercase slug');
@@ -107,19 +106,13 @@ export function discoveryRoutes(deps: GraphRouteDeps): RouteDefinition[] {
       responses: { 200: { description: 'Ranked moments (score present when q is given)', schema: z.union([SearchResultSchema, listEnvelope(TdfRecordSchema, 'TdfSearchResult')]) } },
       handler: async (_ctx, { query }) => {
         const page = await repository.listMoments({
-          q: query.q,
-          yearFrom: query.year_from,
-          yearTo: query.year_to,
-          entity: query.entity,
+          ...listFilters(query),
           country: query.country,
           region: query.region,
           city: query.city,
           tags: query.tags,
           type: query.type,
           layerMin: query.layer_min,
-          sort: (query.sort ?? (query.q ? 'relevance' : 'year')) as keyof typeof SORTS | 'relevance',
-          limit: query.limit,
-          offset: query.offset,
         });
         const items = query.format === 'tdf' ? await renderMoments(deps, page.items, 'tdf') : page.items.map((row) => ({ ...momentView(row), score: row.score ?? 0 }));
         return { items, total: page.total, limit: query.limit, offset: query.offset };

@@ -5,7 +5,7 @@ import { momentPath } from '../domain/moment.ts';
 import { MomentDetailSchema, MomentListSchema, StatsSchema, TdfRecordSchema, listEnvelope } from '../schemas.ts';
 import { SORTS } from '../repository.ts';
 import { momentTdf, momentView, edgeView } from '../views.ts';
-import type { MomentRow } from '../repository.ts';
+import type { MomentFilters, MomentRow, SortKey } from '../repository.ts';
 import { isTrusted, type GraphRouteDeps } from './context.ts';
 import { cappedInt, format, graphAliases, offset, text, year, yearRange } from './params.ts';
 
@@ -23,6 +23,19 @@ export const ListQuery = z
     format,
   })
   .superRefine(yearRange);
+
+/** The repository filters a list query asks for; `/search` adds its own on top. */
+export function listFilters(query: z.output<typeof ListQuery>): MomentFilters {
+  return {
+    q: query.q,
+    yearFrom: query.year_from,
+    yearTo: query.year_to,
+    entity: query.entity,
+    sort: (query.sort ?? (query.q ? 'relevance' : 'year')) as SortKey,
+    limit: query.limit,
+    offset: query.offset,
+  };
+}
 
 /** Renders rows as moments or, with `format=tdf`, as TDF records (curated edges looked up per row). */
 export async function renderMoments(deps: GraphRouteDeps, rows: MomentRow[], as: 'json' | 'tdf') {
@@ -54,15 +67,7 @@ export function momentRoutes(deps: GraphRouteDeps): RouteDefinition[] {
       query: ListQuery,
       responses: { 200: { description: 'A page of moments', schema: z.union([MomentListSchema, listEnvelope(TdfRecordSchema, 'TdfList')]) } },
       handler: async (_ctx, { query }) => {
-        const page = await repository.listMoments({
-          q: query.q,
-          yearFrom: query.year_from,
-          yearTo: query.year_to,
-          entity: query.entity,
-          sort: (query.sort ?? (query.q ? 'relevance' : 'year')) as keyof typeof SORTS | 'relevance',
-          limit: query.limit,
-          offset: query.offset,
-        });
+        const page = await repository.listMoments(listFilters(query));
         return { items: await renderMoments(deps, page.items, query.format), total: page.total, limit: query.limit, offset: query.offset };
       },
     }),

@@ -1,0 +1,45 @@
+import type { z } from 'zod';
+import { startTracing } from './tracing.ts';
+import type { ServiceName } from './config.ts';
+import type { ServiceApp } from './app.ts';
+import type { Logger } from './logger.ts';
+
+/** What a service's entry point hands to `runService`, loaded only once tracing is on. */
+export interface ServiceModule<S extends z.ZodType> {
+  configSchema: S;
+  create(config: z.output<S>): Promise<Pick<ServiceApp, 'app' | 'drain'> & { logger: Logger; close(): Promise<void> }>;
+}
+
+/**
+ * The whole life of a service process: tracing first (it must patch http, koa, pg and redis before they
+ * load, so the service's modules are imported after it), configuration from the environment (exit 1 with
+ * every problem named), listening, and a graceful shutdown on SIGTERM or SIGINT.
+ */
+export async function runService<S extends z.ZodType>(name: ServiceName, version: string, load: () => Promise<ServiceModule<S>>): Promise<void> {
+  const tracing = startTracing(name, version);
+  const { loadConfig, ConfigError } = await import('./config.ts');
+  const { serve, closeOnSignals, exitOnSignalsUntilServing } = await import('./server.ts');
+  const serving = exitOnSignalsUntilServing();
+  try {
+    const module = await load();
+    const config = loadConfig(module.configSchema) as z.output<S> & { PORT: number; HOST: string; SHUTDOWN_GRACE_MS: number };
+    const service = await module.create(config);
+    const running = await serve(service.app, {
+      port: config.PORT,
+      host: config.HOST,
+      logger: service.logger,
+      graceMs: config.SHUTDOWN_GRACE_MS,
+      onDrain: service.drain,
+      onClose: [service.close, tracing.shutdown],
+    });
+    service.logger.info({ url: running.url, version }, `${name} service listening`);
+    serving();
+    closeOnSignals(running.close, service.logger);
+  } catch (error) {
+    if (error instanceof ConfigError) {
+      console.error(`${name}: ${error.message}`);
+      process.exit(1);
+    }
+    throw error;
+  }
+}
