@@ -4,7 +4,7 @@ import type { ChangeFeed } from './change-feed.ts';
 import type { Direction, EdgeType } from './domain/edge-types.ts';
 import { shortestPath, traverse, type NeighborSource, type StoredEdge } from './domain/graph-search.ts';
 import type { MomentInput } from './domain/moment.ts';
-import type { GraphRepository, MomentRow } from './repository.ts';
+import { NODE_COLUMNS, type GraphRepository, type MomentRow } from './repository.ts';
 import { nodeView, storedEdgeView } from './views.ts';
 
 export interface GraphStats {
@@ -175,7 +175,7 @@ export class GraphService {
     const anchor = await this.anchor(path);
     const result = await traverse(this.neighbors, anchor.id, options);
     const ids = [...result.hops.keys()];
-    const [moments, details] = await Promise.all([this.repository.momentsByIds(ids), this.repository.edgeDetails(result.edges)]);
+    const [moments, details] = await Promise.all([this.repository.momentsByIds(ids, NODE_COLUMNS), this.repository.edgeDetails(result.edges)]);
     const nodes = ids.flatMap((id) => {
       const row = moments.get(id);
       return row ? [nodeView(row, result.hops.get(id) ?? 0)] : [];
@@ -200,7 +200,7 @@ export class GraphService {
     const result = await shortestPath(this.neighbors, start.id, end.id, options);
     const base = { from: start.path, to: end.path, max_hops: options.maxHops, edge_types: options.types };
     if (!result.found) return { found: false, ...base, hops: 0, nodes: [], edges: [] };
-    const [moments, details] = await Promise.all([this.repository.momentsByIds(result.nodes), this.repository.edgeDetails(result.edges)]);
+    const [moments, details] = await Promise.all([this.repository.momentsByIds(result.nodes, NODE_COLUMNS), this.repository.edgeDetails(result.edges)]);
     return {
       found: true,
       ...base,

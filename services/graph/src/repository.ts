@@ -98,6 +98,10 @@ const MOMENT_COLUMNS = [
   'id', 'path', 'event_name', 'description', 'year', 'month_num', 'day', 'time', 'country', 'region', 'city', 'slug', 'era', 'type',
   'layer', 'status', 'visibility', 'figures', 'tags', 'latitude', 'longitude', 'confidence', 'image_url', 'source_type', 'created_at', 'updated_at',
 ];
+/** The columns a traversal or path node shows. */
+export const NODE_COLUMNS = [
+  'id', 'path', 'event_name', 'year', 'month_num', 'day', 'era', 'type', 'layer', 'country', 'region', 'city', 'latitude', 'longitude', 'confidence', 'status',
+];
 const prefixed = (alias: string) => MOMENT_COLUMNS.map((column) => `${alias}.${column}`);
 
 type AutoLinkType = 'contemporaneous' | 'same_location' | 'thematic';
@@ -248,9 +252,10 @@ export class GraphRepository {
     return row && normaliseMoment(row);
   }
 
-  async momentsByIds(ids: readonly number[]): Promise<Map<number, MomentRow>> {
+  /** Moments by id; `columns` narrows the read to what the caller renders (traversal nodes need few). */
+  async momentsByIds(ids: readonly number[], columns: readonly string[] = MOMENT_COLUMNS): Promise<Map<number, MomentRow>> {
     if (ids.length === 0) return new Map();
-    const rows = (await this.knex('moments').select(MOMENT_COLUMNS).whereRaw('id = any(?::bigint[])', [ids as number[]])) as MomentRow[];
+    const rows = (await this.knex('moments').select(columns as string[]).whereRaw('id = any(?::bigint[])', [ids as number[]])) as MomentRow[];
     return new Map(rows.map((row) => [Number(row.id), normaliseMoment(row)]));
   }
 
@@ -385,18 +390,22 @@ export class GraphRepository {
 
   // ---- adjacency ----
 
-  /** Streams every edge into `builder` in id order, a page at a time. */
-  async loadEdges(builder: IndexBuilder, pageSize = 50_000): Promise<{ hidden: number[]; maxNode: number }> {
+  /**
+   * Streams every edge into `builder` in id order, a page at a time, as arrays of plain numbers: the type
+   * is turned into its code by PostgreSQL and ids cast to int4, so no row object or string is made per edge.
+   */
+  async loadEdges(builder: IndexBuilder, pageSize = 200_000): Promise<{ hidden: number[]; maxNode: number }> {
     const hidden = ((await this.knex('moments').where({ visibility: 'private' }).select('id')) as Array<{ id: string }>).map((row) => Number(row.id));
     const [{ max }] = (await this.knex('moments').max({ max: 'id' })) as [{ max: string | null }];
+    const typeArray = `array[${EDGE_TYPES.map((type) => `'${type}'`).join(',')}]::text[]`;
     let after = 0;
     for (;;) {
-      const { rows } = (await this.knex.raw('select id, source_id, target_id, type, weight from edges where id > ? order by id limit ?', [after, pageSize])) as {
-        rows: Array<{ id: string; source_id: string; target_id: string; type: EdgeType; weight: number }>;
-      };
-      for (const row of rows) builder.add({ source: Number(row.source_id), target: Number(row.target_id), type: typeCode(row.type), weight: Number(row.weight) });
+      const { rows } = (await this.knex
+        .raw(`select id::int8::float8, source_id::int4, target_id::int4, array_position(${typeArray}, type) - 1, weight from edges where id > ? order by id limit ?`, [after, pageSize])
+        .options({ rowMode: 'array' })) as { rows: Array<[number, number, number, number, number]> };
+      for (const [, source, target, type, weight] of rows) builder.add({ source, target, type, weight });
       if (rows.length < pageSize) break;
-      after = Number(rows[rows.length - 1]!.id);
+      after = rows[rows.length - 1]![0];
     }
     return { hidden, maxNode: Number(max ?? 0) };
   }
