@@ -38,6 +38,17 @@ describe('graph rate limits', function () {
     assert.equal((await h.post('/ingest/tdf', record('/1800/may/1/1200/x/y/z/three'), writer)).status, 429);
   });
 
+  it('counts refused credentials against the caller\'s IP, so keys cannot be guessed without limit', async () => {
+    const other = await startGraph({ RATE_LIMIT_PUBLIC_PER_MINUTE: '3' });
+    try {
+      const statuses: number[] = [];
+      for (let i = 0; i < 4; i += 1) statuses.push((await other.get('/browse', { 'X-Service-Key': `guess-${i}` })).status);
+      assert.deepEqual(statuses, [401, 401, 401, 429]);
+    } finally {
+      await other.stop();
+    }
+  });
+
   it('never limits /health and /metrics', async () => {
     for (let i = 0; i < 10; i += 1) assert.equal((await h.get('/health')).status, 200);
     assert.equal((await h.get('/metrics')).status, 200);

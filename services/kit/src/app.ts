@@ -10,7 +10,7 @@ import type { Metrics } from './metrics.ts';
 import { buildOpenApi, docsRouter } from './openapi.ts';
 import type { RateLimiter, WindowResolver } from './rate-limit.ts';
 import { requestId } from './request-id.ts';
-import { identify, mountRoutes, type RouteDefinition } from './routes.ts';
+import { identify, mountRoutes, refuseInvalidCredentials, type RouteDefinition } from './routes.ts';
 
 export interface HealthReport {
   status: 'ok' | 'degraded';
@@ -75,6 +75,7 @@ export function createApp(definition: ServiceDefinition): ServiceApp {
   app.use(docs.routes());
   app.use(identify(definition.authenticators));
   if (definition.rateLimit) app.use(definition.rateLimit.limiter.middleware(definition.rateLimit.windows));
+  app.use(refuseInvalidCredentials);
   app.use(bodyParser({ enableTypes: ['json'], jsonLimit: definition.config.BODY_LIMIT, jsonStrict: true }));
   app.use(api.routes());
   app.use(api.allowedMethods());

@@ -77,19 +77,31 @@ function parsePart<S extends z.ZodType>(schema: S | undefined, value: unknown, p
 /** Principals of every valid credential the request carried, by security scheme. */
 export type Principals = Map<string, Principal>;
 
-/** Resolves every credential presented; a present but invalid one is refused with 401 whatever the route. */
+/**
+ * Resolves every credential presented. A present but invalid one is refused with 401 whatever the route,
+ * but only by `refuseInvalidCredentials`, after rate limiting, so guessing keys costs the guesser's IP quota.
+ */
 export function identify(authenticators: Authenticator[]): Middleware {
   return async (ctx, next) => {
     const principals: Principals = new Map();
     for (const authenticator of authenticators) {
-      const principal = authenticator.authenticate(ctx);
-      if (principal) principals.set(authenticator.scheme, principal);
+      try {
+        const principal = authenticator.authenticate(ctx);
+        if (principal) principals.set(authenticator.scheme, principal);
+      } catch (error) {
+        ctx.state.credentialProblem ??= error;
+      }
     }
     ctx.state.principals = principals;
-    ctx.state.principal = principals.values().next().value;
+    ctx.state.principal = ctx.state.credentialProblem ? undefined : principals.values().next().value;
     await next();
   };
 }
+
+export const refuseInvalidCredentials: Middleware = async (ctx, next) => {
+  if (ctx.state.credentialProblem) throw ctx.state.credentialProblem;
+  await next();
+};
 
 function authorize(route: RouteDefinition, authenticators: Authenticator[]): Middleware {
   const schemes = route.security ?? [];
