@@ -18,6 +18,10 @@ import { migrations } from '../../services/graph/src/migrations.ts';
 import { freePort, startInfra } from '../../scripts/infra.ts';
 import { createDatabase } from '../../test/support/database.ts';
 import { generateGraph } from './generate.ts';
+import { GraphRepository } from '../../services/graph/src/repository.ts';
+import { IndexBuilder } from '../../services/graph/src/domain/adjacency-index.ts';
+import { shortestPath, traverse } from '../../services/graph/src/domain/graph-search.ts';
+import { CAUSAL_TYPES, PATH_DEFAULT_TYPES } from '../../services/graph/src/domain/edge-types.ts';
 
 const MOMENTS = Number(process.env.BENCH_MOMENTS ?? 1_000_000);
 const PER_MOMENT = Number(process.env.BENCH_EDGES_PER_MOMENT ?? 10);
@@ -97,6 +101,28 @@ try {
   };
   const foundShare = await found(pairs.map(([a, b]) => `/api/v1/graph/path?from=${a.path}&to=${b.path}&max_hops=6`));
 
+  step('timing the same algorithms in-process over an index built here (no HTTP, no node details)');
+  const repository = new GraphRepository(database.knex);
+  const builder = new IndexBuilder();
+  const { hidden, maxNode } = await repository.loadEdges(builder);
+  const index = builder.freeze(hidden, maxNode);
+  const timeLocal = async (run: (index: number) => Promise<unknown>) => {
+    const times: number[] = [];
+    for (let i = 0; i < anchors.length; i += 1) {
+      const t = performance.now();
+      await run(i);
+      times.push(performance.now() - t);
+    }
+    return times;
+  };
+  const idOf = (value: { id: string }) => Number(value.id);
+  const local = {
+    traverse2: await timeLocal((i) => traverse(index, idOf(anchors[i]!), { direction: 'both', depth: 2, types: CAUSAL_TYPES, limit: 100, minWeight: 0 })),
+    traverse4: await timeLocal((i) => traverse(index, idOf(anchors[i]!), { direction: 'both', depth: 4, types: CAUSAL_TYPES, limit: 100, minWeight: 0 })),
+    path6: await timeLocal((i) => shortestPath(index, idOf(pairs[i]![0]), idOf(pairs[i]![1]), { maxHops: 6, types: PATH_DEFAULT_TYPES })),
+    path10: await timeLocal((i) => shortestPath(index, idOf(pairs[i]![0]), idOf(pairs[i]![1]), { maxHops: 10, types: PATH_DEFAULT_TYPES })),
+  };
+
   step('timing the recursive-CTE baseline');
   const client = new pg.Client({ connectionString: databaseUrl });
   await client.connect();
@@ -161,22 +187,25 @@ try {
     step(`igraph unavailable (pip install igraph): ${(error as Error).message.split('\n')[0]}`);
   }
 
-  const row = (name: string, ours: number[], cteTimes?: { times: number[]; timeouts: number }, peer?: number[]) => {
+  const row = (name: string, ours: number[], inProcess: number[], cteTimes?: { times: number[]; timeouts: number }, peer?: number[]) => {
     const p50 = percentile(ours, 50);
+    const local50 = percentile(inProcess, 50);
     const cte50 = cteTimes ? percentile(cteTimes.times, 50) : Number.NaN;
     const peer50 = peer ? percentile(peer, 50) : Number.NaN;
-    return `| ${name} | ${ms(p50)} | ${ms(percentile(ours, 99))} | ${cteTimes ? `${ms(cte50)}${cteTimes.timeouts ? ` (${cteTimes.timeouts}/${cteTimes.times.length} over 20 s)` : ''}` : 'n/a'} | ${Number.isFinite(cte50) ? `${(cte50 / p50).toFixed(0)}×` : cteTimes ? '> 1000×' : 'n/a'} | ${ms(peer50)} | ${Number.isFinite(peer50) ? `${(p50 / peer50).toFixed(1)}×` : 'n/a'} |`;
+    const cteCell = cteTimes ? `${ms(cte50)}${cteTimes.timeouts ? ` (${cteTimes.timeouts}/${cteTimes.times.length} over 20 s)` : ''}` : 'not run';
+    const ratio = Number.isFinite(cte50) ? `${(cte50 / p50).toFixed(0)}×` : cteTimes ? '> 20 s' : 'n/a';
+    return `| ${name} | ${ms(p50)} | ${ms(percentile(ours, 99))} | ${cteCell} | ${ratio} | ${ms(local50)} | ${ms(peer50)} | ${Number.isFinite(peer50) ? `${(local50 / peer50).toFixed(1)}×` : 'n/a'} |`;
   };
   const report = [
     `Graph: ${MOMENTS.toLocaleString()} moments, ${edgeCount.toLocaleString()} edges (generated in ${loadSeconds.toFixed(0)} s); index loaded in ${indexSeconds.toFixed(1)} s,`,
-    `index memory ${(indexBytes / 1048576).toFixed(0)} MiB, service RSS ${(rssBytes / 1048576).toFixed(0)} MiB; ${SAMPLES} samples per HTTP row; paths found within 6 hops: ${(foundShare * 100).toFixed(0)}%.`,
+    `index memory ${(indexBytes / 1048576).toFixed(0)} MiB (${(indexBytes / Math.max(1, edgeCount)).toFixed(1)} bytes per edge), service RSS ${(rssBytes / 1048576).toFixed(0)} MiB; ${SAMPLES} samples per HTTP row; paths found within 6 hops: ${(foundShare * 100).toFixed(0)}%.`,
     '',
-    '| query | HTTP p50 ms | HTTP p99 ms | recursive CTE p50 ms | CTE / HTTP | igraph p50 ms | HTTP / igraph |',
-    '|---|---|---|---|---|---|---|',
-    row('traverse depth 2 (limit 100)', http.traverse2, cte.traverse2, igraph?.traverse2),
-    row('traverse depth 4 (limit 100)', http.traverse4, cte.traverse4, igraph?.traverse4),
-    row('path max_hops 6', http.path6, cte.path6, igraph?.path),
-    row('path max_hops 10', http.path10, undefined, igraph?.path),
+    '| query | HTTP p50 ms | HTTP p99 ms | recursive CTE p50 ms | CTE / HTTP | index in-process p50 ms | igraph p50 ms | index / igraph |',
+    '|---|---|---|---|---|---|---|---|',
+    row('traverse depth 2 (limit 100)', http.traverse2, local.traverse2, cte.traverse2, igraph?.traverse2),
+    row('traverse depth 4 (limit 100)', http.traverse4, local.traverse4, cte.traverse4, igraph?.traverse4),
+    row('path max_hops 6', http.path6, local.path6, cte.path6, igraph?.path),
+    row('path max_hops 10', http.path10, local.path10, undefined, igraph?.path),
   ].join('\n');
   console.log(`\n${report}\n`);
   await database.close();
