@@ -1,5 +1,5 @@
 import type Koa from 'koa';
-import { adminKeyAuth, serviceKeyAuth, writerTokenAuth } from '@tempora/kit/auth';
+import { adminKeyAuth, serviceKeyAuth, writerTokenAuth, type Principal } from '@tempora/kit/auth';
 import { createApp } from '@tempora/kit/app';
 import { openDatabase } from '@tempora/kit/database';
 import { createLogger, type Logger } from '@tempora/kit/logger';
@@ -34,14 +34,19 @@ export interface GraphInstance {
 
 const READ_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
 
-/** Public 60/min per IP; authenticated reads 300/min and writes 30/min per credential. */
+/**
+ * Public 60/min per IP; authenticated reads 300/min and writes 30/min per credential. A service calling on
+ * behalf of a user (the gateway, with X-User-ID) is counted per user, so users do not share one budget.
+ */
 export function graphRateWindows(config: GraphConfig) {
   return (ctx: Koa.Context): RateWindow[] => {
-    const principal = ctx.state.principal as { id: string } | undefined;
+    const principal = ctx.state.principal as Principal | undefined;
     if (!principal) return [{ name: 'public', points: config.RATE_LIMIT_PUBLIC_PER_MINUTE, durationSeconds: 60, key: `ip:${ctx.ip}` }];
+    const user = principal.kind === 'service' ? ctx.get('X-User-ID') : '';
+    const key = user ? `user:${user.slice(0, 128)}` : principal.id;
     return READ_METHODS.has(ctx.method)
-      ? [{ name: 'read', points: config.RATE_LIMIT_READ_PER_MINUTE, durationSeconds: 60, key: principal.id }]
-      : [{ name: 'write', points: config.RATE_LIMIT_WRITE_PER_MINUTE, durationSeconds: 60, key: principal.id }];
+      ? [{ name: 'read', points: config.RATE_LIMIT_READ_PER_MINUTE, durationSeconds: 60, key }]
+      : [{ name: 'write', points: config.RATE_LIMIT_WRITE_PER_MINUTE, durationSeconds: 60, key }];
   };
 }
 

@@ -150,6 +150,7 @@ describe('graph service HTTP API', function () {
       assert.equal((await h.post('/ingest/tdf', record(secret, [{ target: ANCHOR, type: 'causes' }], { visibility: 'private' }), writer)).status, 200);
       assert.equal((await h.get(`/api/v1/moments/${noSlash(secret)}`)).status, 404);
       assert.equal((await h.get(`/api/v1/moments/${noSlash(secret)}`, serviceKey)).status, 200);
+      assert.equal((await h.get(`/api/v1/moments/${noSlash(secret)}`, { ...serviceKey, 'X-User-ID': 'someone' })).status, 404, 'a user proxied by the gateway is not trusted');
       assert.equal((await h.get('/api/v1/moments?q=secret')).body.total, 0);
       const anchor = (await h.get(`/api/v1/moments/${noSlash(ANCHOR)}`)).body;
       assert.ok(!anchor.edges.some((edge: { source: string }) => edge.source === secret));

@@ -49,6 +49,24 @@ describe('graph rate limits', function () {
     }
   });
 
+  it('counts a service calling on behalf of users (the gateway) per user', async () => {
+    const asUser = (user: string) => ({ ...serviceKey, 'X-User-ID': user });
+    for (let i = 0; i < 5; i += 1) assert.equal((await h.get('/api/v1/stats', asUser('alice'))).status, 200);
+    assert.equal((await h.get('/api/v1/stats', asUser('alice'))).status, 429);
+    assert.equal((await h.get('/api/v1/stats', asUser('bob'))).status, 200);
+  });
+
+  it('ignores X-Forwarded-For unless proxies are trusted, so a client cannot pick a fresh address', async () => {
+    const direct = await startGraph({ RATE_LIMIT_PUBLIC_PER_MINUTE: '2', TRUSTED_PROXY_HOPS: '0' });
+    try {
+      const statuses: number[] = [];
+      for (let i = 0; i < 3; i += 1) statuses.push((await direct.get('/api/v1/stats', { 'X-Forwarded-For': `10.0.0.${i}` })).status);
+      assert.deepEqual(statuses, [200, 200, 429]);
+    } finally {
+      await direct.stop();
+    }
+  });
+
   it('never limits /health and /metrics', async () => {
     for (let i = 0; i < 10; i += 1) assert.equal((await h.get('/health')).status, 200);
     assert.equal((await h.get('/metrics')).status, 200);

@@ -22,7 +22,7 @@ export interface ServiceDefinition {
   version: string;
   title: string;
   description: string;
-  config: Pick<BaseConfig, 'TEMPORA_DOMAIN' | 'BODY_LIMIT'>;
+  config: Pick<BaseConfig, 'TEMPORA_DOMAIN' | 'BODY_LIMIT' | 'TRUSTED_PROXY_HOPS'>;
   logger: Logger;
   metrics: Metrics;
   authenticators: Authenticator[];
@@ -42,7 +42,8 @@ export interface ServiceApp {
 }
 
 export function createApp(definition: ServiceDefinition): ServiceApp {
-  const app = new Koa({ proxy: true });
+  const hops = definition.config.TRUSTED_PROXY_HOPS;
+  const app = new Koa({ proxy: hops > 0, maxIpsCount: hops });
   let draining = false;
   const openapi = buildOpenApi({ title: definition.title, version: definition.version, description: definition.description }, definition.routes);
 

@@ -44,6 +44,11 @@ export function baseConfigSchema(service: ServiceName) {
     TEMPORA_DOMAIN: optionalString,
     BODY_LIMIT: z.string().regex(/^\d+(b|kb|mb)$/i, 'a size such as 1mb or 512kb').default('1mb'),
     SHUTDOWN_GRACE_MS: z.coerce.number().int().min(0).default(10_000),
+    /**
+     * Proxies in front of the service whose X-Forwarded-For entries are trusted (an ingress is 1). The
+     * client address is the entry that many hops from the right, so a client cannot choose its own.
+     */
+    TRUSTED_PROXY_HOPS: z.coerce.number().int().min(0).max(10).default(1),
     GATEWAY_URL: peerUrl('gateway'),
     GENERATION_URL: peerUrl('generation'),
     GRAPH_URL: peerUrl('graph'),

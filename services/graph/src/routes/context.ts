@@ -7,8 +7,12 @@ export interface GraphRouteDeps {
   version: string;
 }
 
-/** Service-key and writer callers are trusted internal callers: they may read private moments. */
+/**
+ * Service-key and writer callers are trusted internal callers: they may read private moments. A service
+ * call on behalf of a user (the gateway forwarding with X-User-ID) is that user's request, not the service's.
+ */
 export const isTrusted = (ctx: Context): boolean => {
   const principal = ctx.state.principal as Principal | undefined;
-  return principal?.kind === 'service' || principal?.kind === 'writer';
+  if (principal?.kind === 'writer') return true;
+  return principal?.kind === 'service' && !ctx.get('X-User-ID');
 };
