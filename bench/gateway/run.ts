@@ -1,0 +1,196 @@
+/**
+ * The gateway's proxy overhead: authenticated (Bearer JWT, resolved against PostgreSQL), rate-limited
+ * (Redis, two windows) and proxied GETs to a trivial backend, beside the same backend called directly, a
+ * bare Node proxy (the fast-gateway stand-in) and nginx proxy_pass (Debian's nginx, one worker), under
+ * autocannon on loopback; then the added p50 latency, measured sequentially.
+ *
+ *   node bench/gateway/run.ts   BENCH_DURATION (s per round, default 5), BENCH_ROUNDS (default 3), BENCH_CONNECTIONS (default 50)
+ *
+ * Uses DATABASE_URL / REDIS_URL when set, otherwise starts PostgreSQL and Redis like `npm test`.
+ */
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { cpus, loadavg, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import autocannon from 'autocannon';
+import { request } from 'undici';
+import { freePort, startInfra } from '../../scripts/infra.ts';
+import { createDatabase } from '../../test/support/database.ts';
+
+const DURATION = Number(process.env.BENCH_DURATION ?? 5);
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
+const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 50);
+const LATENCY_SAMPLES = Number(process.env.BENCH_LATENCY_SAMPLES ?? 3000);
+const here = fileURLToPath(new URL('.', import.meta.url));
+const step = (message: string) => process.stderr.write(`[bench] ${message}\n`);
+const children: ChildProcess[] = [];
+
+function start(script: string, env: Record<string, string>): Promise<ChildProcess> {
+  const child = spawn(process.execPath, [script], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'inherit'] });
+  children.push(child);
+  return new Promise((resolve, reject) => {
+    child.stdout!.on('data', (chunk: Buffer) => {
+      if (String(chunk).includes('ready')) resolve(child);
+    });
+    child.once('exit', (code) => reject(new Error(`${script} exited with ${code}`)));
+  });
+}
+
+async function waitFor(url: string, headers: Record<string, string> = {}): Promise<void> {
+  for (let i = 0; i < 600; i += 1) {
+    try {
+      const response = await request(url, { headers });
+      await response.body.text();
+      if (response.statusCode === 200) return;
+    } catch {
+      // not yet
+    }
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  throw new Error(`${url} never answered 200`);
+}
+
+interface Figures {
+  name: string;
+  rps: number;
+  p50: number;
+  p99: number;
+  errors: number;
+  non2xx: number;
+}
+
+async function load(name: string, url: string, headers: Record<string, string> = {}): Promise<Figures> {
+  step(`${name}: warm-up, then ${DURATION} s with ${CONNECTIONS} connections`);
+  await autocannon({ url, headers, connections: CONNECTIONS, duration: 1 });
+  const result = await autocannon({ url, headers, connections: CONNECTIONS, duration: DURATION });
+  return { name, rps: result.requests.average, p50: result.latency.p50, p99: result.latency.p99, errors: result.errors, non2xx: result.non2xx };
+}
+
+/** Sequential requests on one keep-alive connection: the latency a single request sees. */
+async function sequentialP50(url: string, headers: Record<string, string> = {}): Promise<number> {
+  const samples: number[] = [];
+  for (let i = 0; i < LATENCY_SAMPLES; i += 1) {
+    const started = performance.now();
+    const response = await request(url, { headers });
+    await response.body.text();
+    if (i >= 200) samples.push(performance.now() - started);
+  }
+  samples.sort((a, b) => a - b);
+  return samples[Math.floor(samples.length / 2)]!;
+}
+
+const loadBefore = loadavg().map((value) => value.toFixed(1)).join(' / ');
+const infra = await startInfra();
+Object.assign(process.env, infra.env);
+const work = mkdtempSync(join(tmpdir(), 'tempora-gateway-bench-'));
+let nginx: ChildProcess | undefined;
+try {
+  const backendPort = await freePort();
+  await start(join(here, 'backend.ts'), { PORT: String(backendPort) });
+  const backend = `http://127.0.0.1:${backendPort}`;
+
+  const gatewayPort = await freePort();
+  const database = await createDatabase('gateway_bench');
+  const gateway = spawn(process.execPath, [join(here, '../../services/gateway/src/main.ts')], {
+    env: {
+      ...process.env,
+      DATABASE_URL: database,
+      PORT: String(gatewayPort),
+      HOST: '127.0.0.1',
+      TEMPORA_DATA_DIR: work,
+      ADMIN_KEY: 'bench-admin-key',
+      SERVICE_KEY: 'bench-service-key',
+      GENERATION_URL: backend,
+      // Limits are checked on every request but set out of reach, so the figures measure the work, not 429s.
+      RATE_LIMIT_MULTIPLIER: '100000',
+      LOG_LEVEL: 'warn',
+      OTEL_SDK_DISABLED: 'true',
+    },
+    stdio: ['ignore', 'inherit', 'inherit'],
+  });
+  children.push(gateway);
+  const gatewayUrl = `http://127.0.0.1:${gatewayPort}`;
+  await waitFor(`${gatewayUrl}/health`);
+  const signIn = await request(`${gatewayUrl}/api/v1/auth/dev/token`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'x-admin-key': 'bench-admin-key' },
+    body: JSON.stringify({ external_id: 'bench', tier: 'enterprise' }),
+  });
+  const { access_token: token } = (await signIn.body.json()) as { access_token: string };
+  const auth = { authorization: `Bearer ${token}` };
+  await waitFor(`${gatewayUrl}/api/v1/bench`, auth);
+
+  const proxyPort = await freePort();
+  await start(join(here, 'node-proxy.ts'), { PORT: String(proxyPort), TARGET: backend });
+
+  let nginxUrl: string | undefined;
+  const nginxBin = ['/usr/sbin/nginx', '/usr/bin/nginx'].find((path) => existsSync(path));
+  if (nginxBin) {
+    const nginxPort = await freePort();
+    const conf = join(work, 'nginx.conf');
+    writeFileSync(
+      conf,
+      `worker_processes 1;
+daemon off;
+pid ${join(work, 'nginx.pid')};
+error_log ${join(work, 'nginx-error.log')} warn;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  client_body_temp_path ${work}/body; proxy_temp_path ${work}/proxy; fastcgi_temp_path ${work}/fastcgi; uwsgi_temp_path ${work}/uwsgi; scgi_temp_path ${work}/scgi;
+  upstream backend { server 127.0.0.1:${backendPort}; keepalive 64; }
+  server {
+    listen 127.0.0.1:${nginxPort};
+    location / { proxy_pass http://backend; proxy_http_version 1.1; proxy_set_header Connection ""; }
+  }
+}
+`,
+    );
+    nginx = spawn(nginxBin, ['-c', conf, '-p', work], { stdio: 'inherit' });
+    nginxUrl = `http://127.0.0.1:${nginxPort}`;
+    await waitFor(`${nginxUrl}/api/v1/bench`);
+  } else {
+    step('nginx is not installed (apt-get install nginx-light): skipped');
+  }
+
+  // Rounds interleave the targets, so a burst of load from elsewhere on the machine does not land on one
+  // target only; each target's figures are the median round (by requests/s).
+  const targets: Array<[string, string, Record<string, string>]> = [
+    ['backend, direct', `${backend}/api/v1/bench`, {}],
+    ['gateway (JWT + user lookup + rate limit + proxy)', `${gatewayUrl}/api/v1/bench`, auth],
+    ['bare Node proxy (fast-gateway stand-in)', `http://127.0.0.1:${proxyPort}/api/v1/bench`, {}],
+    ...(nginxUrl ? [['nginx proxy_pass (1 worker)', `${nginxUrl}/api/v1/bench`, {}] as [string, string, Record<string, string>]] : []),
+  ];
+  const rounds = new Map<string, Figures[]>();
+  for (let round = 0; round < ROUNDS; round += 1) {
+    for (const [name, url, headers] of targets) rounds.set(name, [...(rounds.get(name) ?? []), await load(`${name}`, url, headers)]);
+  }
+  const results: Figures[] = targets.map(([name]) => {
+    const sorted = [...rounds.get(name)!].sort((a, b) => a.rps - b.rps);
+    return sorted[Math.floor(sorted.length / 2)]!;
+  });
+
+  step(`sequential latency, ${LATENCY_SAMPLES} requests each`);
+  const directP50 = await sequentialP50(`${backend}/api/v1/bench`);
+  const gatewayP50 = await sequentialP50(`${gatewayUrl}/api/v1/bench`, auth);
+
+  const byName = (prefix: string) => results.find((r) => r.name.startsWith(prefix));
+  const gatewayRps = byName('gateway')!.rps;
+  const lines = [
+    `| target | requests/s | p50 ms | p99 ms | errors | non-2xx |`,
+    `|---|---|---|---|---|---|`,
+    ...results.map((r) => `| ${r.name} | ${Math.round(r.rps).toLocaleString('en-US')} | ${r.p50} | ${r.p99} | ${r.errors} | ${r.non2xx} |`),
+    '',
+    `gateway / bare Node proxy: ${(gatewayRps / byName('bare Node')!.rps).toFixed(2)}× (target ≥ 1.0×)`,
+    ...(byName('nginx') ? [`gateway / nginx: ${((100 * gatewayRps) / byName('nginx')!.rps).toFixed(0)}% (target ≥ 35%)`] : []),
+    `added p50 latency (sequential, one connection): ${(gatewayP50 - directP50).toFixed(3)} ms (gateway ${gatewayP50.toFixed(3)} ms, direct ${directP50.toFixed(3)} ms; target ≤ 1 ms)`,
+    `(median of ${ROUNDS} interleaved rounds of ${DURATION} s per target, ${CONNECTIONS} connections, autocannon in the bench process, ${cpus().length} CPUs shared by every process; load average before the run ${loadBefore})`,
+  ];
+  process.stdout.write(`${lines.join('\n')}\n`);
+} finally {
+  nginx?.kill('SIGTERM');
+  for (const child of children) child.kill('SIGTERM');
+  await infra.stop();
+  spawnSync('true');
+}

@@ -1,0 +1,212 @@
+import type { Context, Middleware, Next } from 'koa';
+import koaJwt from 'koa-jwt';
+import { adminKeyAuth, serviceKeyAuth, type Authenticator, type Principal } from '@tempora/kit/auth';
+import { Problem, unauthorized } from '@tempora/kit/errors';
+import type { KeyStore } from './domain/keys.ts';
+import { API_KEY_PREFIX, sha256 } from './domain/secrets.ts';
+import { BEARER_CHALLENGE, type AccessClaims } from './domain/tokens.ts';
+import type { GatewayRepository, Tier, UserRow } from './repository.ts';
+
+/** Security scheme names (the OpenAPI document's, shared with the kit's route authorizer). */
+export const BEARER = 'BearerJWT';
+export const API_KEY = 'ApiKey';
+export const SERVICE = 'ServiceKey';
+export const ADMIN = 'AdminKey';
+export const API_KEY_CHALLENGE = 'ApiKey header="X-API-Key"';
+
+/** A signed-in end user, by access token or API key. */
+export interface UserPrincipal extends Principal {
+  kind: 'user';
+  userId: string;
+  tier: Tier;
+  via: 'jwt' | 'api_key';
+  user: UserRow;
+  /** API keys: the key's id and scopes. */
+  apiKeyId?: string;
+  scopes?: string[];
+  /** Access tokens: for revocation at logout. */
+  token?: { jti: string; exp: number };
+}
+
+/**
+ * Short-lived memory of credential lookups (user row and revocation per access token, key row per API key),
+ * so a busy client does not cost a database round trip per request. Every change made through this
+ * replica (logout, deletion, tier, key revocation) clears it at once; other replicas see the change within
+ * `ttlMs` (AUTH_CACHE_MS, default 1 s; 0 disables).
+ */
+export class AuthCache {
+  private readonly entries = new Map<string, { at: number; value: unknown }>();
+  private readonly ttlMs: number;
+  constructor(ttlMs: number) {
+    this.ttlMs = ttlMs;
+  }
+  async get<T>(key: string, load: () => Promise<T>): Promise<T> {
+    if (this.ttlMs <= 0) return load();
+    const now = Date.now();
+    const hit = this.entries.get(key);
+    if (hit && now - hit.at < this.ttlMs) return hit.value as T;
+    const value = await load();
+    if (this.entries.size >= 50_000) this.entries.clear();
+    this.entries.set(key, { at: now, value });
+    return value;
+  }
+  clear(): void {
+    this.entries.clear();
+  }
+}
+
+export interface AuthDeps {
+  cache: AuthCache;
+  keys: KeyStore;
+  repository: GatewayRepository;
+  issuer: string;
+  audience: string;
+  serviceKeys: readonly string[];
+  adminKey: string | undefined;
+}
+
+/** Why jsonwebtoken refused a token, in words a client can act on. */
+function explain(error: unknown): string {
+  const e = error as { name?: string; message?: string };
+  if (e.name === 'TokenExpiredError') return 'the access token has expired; refresh it';
+  if (e.message === 'Secret not provided') return 'the access token was not signed by a key this gateway publishes';
+  if (e.message === 'invalid algorithm') return 'the access token uses an algorithm other than ES256';
+  if (e.name === 'JsonWebTokenError' && /audience|issuer/.test(e.message ?? '')) return `the access token is not for this gateway (${e.message})`;
+  return 'the access token is not valid';
+}
+
+const bearerRefused = (detail: string) => unauthorized(detail, `${BEARER_CHALLENGE}, error="invalid_token"`);
+
+/**
+ * Resolves every credential a request carries, asynchronously (the kit's `identify` is synchronous; access
+ * tokens need koa-jwt and the user's row, API keys a database lookup). A credential that is present but
+ * invalid is remembered in `ctx.state.authError` and refused by `rejectInvalidCredentials` after the rate
+ * limiter has counted the request, so refused requests still carry rate-limit headers and still count.
+ */
+export function authenticate(deps: AuthDeps): Middleware {
+  const verifyJwt = koaJwt({
+    secret: (async (header: { kid?: string }) => deps.keys.publicKey(header.kid)) as never,
+    algorithms: ['ES256'],
+    issuer: deps.issuer,
+    audience: deps.audience,
+    passthrough: true,
+    key: 'jwt',
+    clockTolerance: 5,
+  } as koaJwt.Options);
+  const keyed: Authenticator[] = [serviceKeyAuth(deps.serviceKeys), adminKeyAuth(deps.adminKey)];
+  // last_used_at is written at most once a minute per key: remembered here so a busy key costs no write.
+  const touched = new Map<string, number>();
+  const touch = (id: string) => {
+    const now = Date.now();
+    if ((touched.get(id) ?? 0) > now - 60_000) return;
+    touched.set(id, now);
+    if (touched.size > 10_000) touched.clear();
+    void deps.repository.touchApiKey(id).catch(() => undefined);
+  };
+
+  return async function authenticateRequest(ctx: Context, next: Next) {
+    const principals = new Map<string, Principal>();
+    ctx.state.principals = principals;
+    try {
+      for (const authenticator of keyed) {
+        const principal = authenticator.authenticate(ctx);
+        if (principal) principals.set(authenticator.scheme, principal);
+      }
+      const authorization = ctx.get('Authorization');
+      // A refresh authenticates by its refresh token: the expired access token clients often still send is ignored.
+      if (authorization && ctx.path !== '/api/v1/auth/refresh') await bearer(ctx, authorization, principals);
+      const apiKey = ctx.get('X-API-Key');
+      if (apiKey) await apiKeyPrincipal(ctx, apiKey, principals);
+    } catch (error) {
+      if (!(error instanceof Problem)) throw error;
+      ctx.state.authError = error;
+      principals.clear();
+    }
+    ctx.state.principal = principals.get(BEARER) ?? principals.get(API_KEY) ?? principals.values().next().value;
+    const user = (principals.get(BEARER) ?? principals.get(API_KEY)) as UserPrincipal | undefined;
+    ctx.state.user = user?.userId ? user : undefined;
+    await next();
+  };
+
+  async function bearer(ctx: Context, authorization: string, principals: Map<string, Principal>) {
+    if (!/^Bearer\s+\S+$/i.test(authorization.trim())) throw bearerRefused('Authorization must be "Bearer <access token>"');
+    const token = authorization.trim().split(/\s+/)[1]!;
+    // koa-jwt verifies each distinct token; a token seen within the cache period is not re-verified
+    // (refusals are never remembered).
+    const claims = await deps.cache.get(`sig:${token}`, async () => {
+      ctx.state.jwt = undefined;
+      ctx.state.jwtOriginalError = undefined;
+      await verifyJwt(ctx, async () => {});
+      if (ctx.state.jwtOriginalError) throw bearerRefused(explain(ctx.state.jwtOriginalError));
+      return ctx.state.jwt as AccessClaims | undefined;
+    });
+    if (!claims || typeof claims.sub !== 'string' || typeof claims.jti !== 'string') throw bearerRefused('the access token lacks sub or jti');
+    if (claims.scope === 'service' && claims.sub.startsWith('service:')) {
+      principals.set(SERVICE, { kind: 'service', id: claims.sub });
+      return;
+    }
+    const found = await deps.cache.get(`jwt:${claims.sub}:${claims.jti}`, () => deps.repository.userForToken(claims.sub, claims.jti));
+    if (!found) {
+      // Deleting an account is idempotent: a still-valid token of a deleted account may delete it again.
+      if (ctx.method === 'DELETE' && ctx.path === '/api/v1/auth/me') {
+        ctx.state.deletedUserId = claims.sub;
+        principals.set(BEARER, { kind: 'user', id: `deleted:${claims.sub}` });
+        return;
+      }
+      throw bearerRefused('the account of this access token no longer exists');
+    }
+    if (found.revoked) throw bearerRefused('the access token has been revoked (signed out)');
+    const validAfter = found.user.tokens_valid_after?.getTime();
+    if (validAfter !== undefined && claims.iat * 1000 < validAfter - 999) throw bearerRefused('the access token was issued before a sign-out of every session');
+    const principal: UserPrincipal = {
+      kind: 'user',
+      id: `user:${found.user.id}`,
+      userId: found.user.id,
+      tier: found.user.tier,
+      via: 'jwt',
+      user: found.user,
+      token: { jti: claims.jti, exp: claims.exp },
+    };
+    principals.set(BEARER, principal);
+  }
+
+  async function apiKeyPrincipal(_ctx: Context, presented: string, principals: Map<string, Principal>) {
+    const refused = () => unauthorized('the X-API-Key header does not hold a valid API key', API_KEY_CHALLENGE);
+    if (!presented.startsWith(API_KEY_PREFIX) || presented.length > 200) throw refused();
+    const hash = sha256(presented);
+    const found = await deps.cache.get(`key:${hash}`, () => deps.repository.apiKeyByHash(hash));
+    if (!found) throw refused();
+    touch(found.key.id);
+    const principal: UserPrincipal = {
+      kind: 'user',
+      id: `apikey:${found.key.id}`,
+      userId: found.user.id,
+      tier: found.user.tier,
+      via: 'api_key',
+      user: found.user,
+      apiKeyId: found.key.id,
+      scopes: found.key.scopes,
+    };
+    principals.set(API_KEY, principal);
+  }
+}
+
+/** Refuses a request whose credential was present but invalid (after it was counted by the rate limiter). */
+export const rejectInvalidCredentials: Middleware = async (ctx, next) => {
+  if (ctx.state.authError) throw ctx.state.authError as Problem;
+  await next();
+};
+
+/** API-key scopes: `read` admits GET and HEAD, `write` every other method. */
+export const API_KEY_SCOPES = ['read', 'write'] as const;
+export function scopeFor(method: string): 'read' | 'write' {
+  return method === 'GET' || method === 'HEAD' ? 'read' : 'write';
+}
+
+/** 403 when an API key lacks the scope the method needs. */
+export function requireScope(ctx: Context): void {
+  const user = ctx.state.user as UserPrincipal | undefined;
+  if (user?.via !== 'api_key') return;
+  const needed = scopeFor(ctx.method);
+  if (!user.scopes?.includes(needed)) throw new Problem(403, `this API key lacks the "${needed}" scope that ${ctx.method} requests need`);
+}

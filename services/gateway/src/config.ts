@@ -1,0 +1,76 @@
+import { z } from 'zod';
+import { baseConfigSchema, csv } from '@tempora/kit/config';
+
+const optional = z
+  .string()
+  .optional()
+  .transform((value) => (value && value.trim() !== '' ? value.trim() : undefined));
+const positiveInt = (fallback: number) => z.coerce.number().int().min(1).default(fallback);
+const nonNegativeInt = (fallback: number) => z.coerce.number().int().min(0).default(fallback);
+const bool = (fallback: boolean) =>
+  z
+    .enum(['true', 'false'])
+    .default(fallback ? 'true' : 'false')
+    .transform((value) => value === 'true');
+
+export const GatewayConfigSchema = baseConfigSchema('gateway').extend({
+  /** `iss` of every token the gateway signs; other services check it. */
+  JWT_ISSUER: z.string().min(1).default('tempora-gateway'),
+  /** `aud` of access tokens. */
+  JWT_AUDIENCE: z.string().min(1).default('tempora'),
+  /** ES256 signing key as a PKCS#8 PEM or a private JWK (JSON). Unset: generated and kept in TEMPORA_DATA_DIR/gateway-keys/signing-keys.json. */
+  JWT_PRIVATE_KEY: optional,
+  /** Public keys (a JWK Set as JSON) still published after an operator rotated JWT_PRIVATE_KEY. */
+  JWT_PREVIOUS_KEYS: optional,
+  /** Generated keys are replaced after this many days; the old one stays published until its tokens expire. */
+  JWT_ROTATION_DAYS: z.coerce.number().min(0.0001).default(30),
+  ACCESS_TOKEN_TTL_SECONDS: positiveInt(900),
+  REFRESH_TOKEN_TTL_DAYS: positiveInt(30),
+  /** A rotated refresh token presented again within this window gets a sibling pair instead of revoking the family. */
+  REFRESH_REUSE_GRACE_SECONDS: nonNegativeInt(10),
+  SERVICE_TOKEN_MAX_TTL_SECONDS: positiveInt(86_400),
+  /** How long a replica may reuse a credential lookup (user row, revocation, API key); 0: look up every request. */
+  AUTH_CACHE_MS: nonNegativeInt(1_000),
+
+  APPLE_CLIENT_ID: csv,
+  APPLE_ISSUER: z.string().default('https://appleid.apple.com'),
+  APPLE_JWKS_URL: z.url().default('https://appleid.apple.com/auth/keys'),
+  GOOGLE_CLIENT_ID: csv,
+  GOOGLE_ISSUER: csv.transform((list) => (list.length ? list : ['https://accounts.google.com', 'accounts.google.com'])),
+  GOOGLE_JWKS_URL: z.url().default('https://www.googleapis.com/oauth2/v3/certs'),
+  GITHUB_CLIENT_ID: optional,
+  GITHUB_CLIENT_SECRET: optional,
+  GITHUB_TOKEN_URL: z.url().default('https://github.com/login/oauth/access_token'),
+  GITHUB_API_URL: z.url().default('https://api.github.com'),
+  /** Time-out of every call to an identity provider. */
+  IDP_TIMEOUT_MS: positiveInt(10_000),
+
+  DEMO_ENABLED: bool(true),
+  DEMO_SIGNINS_PER_HOUR: positiveInt(5),
+  SIGNUP_CREDITS: nonNegativeInt(50),
+  DEMO_CREDITS: nonNegativeInt(20),
+
+  /**
+   * Proxies in front of the gateway (the ingress): the client address is read from that many entries from
+   * the right of X-Forwarded-For, so a client cannot choose its own address for per-IP limits. 0: use the
+   * socket's peer address and ignore X-Forwarded-For.
+   */
+  TRUSTED_PROXY_HOPS: z.coerce.number().int().min(0).max(10).default(1),
+  /** Multiplies every tier and per-IP limit (load tests, staging); 1 in production. */
+  RATE_LIMIT_MULTIPLIER: z.coerce.number().min(0.001).default(1),
+  RATE_LIMIT_ANONYMOUS_PER_MINUTE: positiveInt(60),
+  RATE_LIMIT_SERVICE_PER_MINUTE: positiveInt(6000),
+
+  /** Time allowed for an upstream to answer with headers (the synchronous generation call blocks for a whole render). */
+  UPSTREAM_TIMEOUT_MS: positiveInt(120_000),
+  /** Longest silence allowed inside a streamed upstream body (SSE keeps long streams alive with events). */
+  UPSTREAM_BODY_TIMEOUT_MS: positiveInt(300_000),
+  UPSTREAM_CONNECT_TIMEOUT_MS: positiveInt(5_000),
+  /** X-Service-Key the gateway presents to each upstream; unset: the first SERVICE_KEY. */
+  GENERATION_SERVICE_KEY: optional,
+  GRAPH_SERVICE_KEY: optional,
+  BILLING_SERVICE_KEY: optional,
+  SIMULATION_SERVICE_KEY: optional,
+  CONDUCTOR_SERVICE_KEY: optional,
+});
+export type GatewayConfig = z.output<typeof GatewayConfigSchema>;

@@ -1,0 +1,37 @@
+import type { RateWindow } from '@tempora/kit/rate-limit';
+import type { Tier } from '../repository.ts';
+
+/** The gateway tiers (spec "Rate limits, by gateway tier"): both windows apply to every request. */
+export const TIER_LIMITS: Record<Tier, { perMinute: number; perDay: number }> = {
+  free: { perMinute: 10, perDay: 100 },
+  pro: { perMinute: 60, perDay: 1_000 },
+  enterprise: { perMinute: 300, perDay: 10_000 },
+};
+
+export interface LimitSettings {
+  multiplier: number;
+  anonymousPerMinute: number;
+  servicePerMinute: number;
+}
+
+const scaled = (points: number, multiplier: number) => Math.max(1, Math.round(points * multiplier));
+
+/** The windows for a user or API key of `tier`, keyed by `subject` (user:<id> or apikey:<id>). */
+export function tierWindows(tier: Tier, subject: string, settings: LimitSettings): RateWindow[] {
+  const limits = TIER_LIMITS[tier];
+  return [
+    { name: 'tier-minute', points: scaled(limits.perMinute, settings.multiplier), durationSeconds: 60, key: subject },
+    { name: 'tier-day', points: scaled(limits.perDay, settings.multiplier), durationSeconds: 86_400, key: subject },
+  ];
+}
+
+export const anonymousWindows = (ip: string, settings: LimitSettings): RateWindow[] => [
+  { name: 'anonymous', points: scaled(settings.anonymousPerMinute, settings.multiplier), durationSeconds: 60, key: `ip:${ip}` },
+];
+
+export const serviceWindows = (principalId: string, settings: LimitSettings): RateWindow[] => [
+  { name: 'service', points: scaled(settings.servicePerMinute, settings.multiplier), durationSeconds: 60, key: principalId },
+];
+
+/** Demo sign-ins per IP per hour, on top of the anonymous window. */
+export const demoWindow = (ip: string, perHour: number): RateWindow => ({ name: 'demo-signin', points: perHour, durationSeconds: 3_600, key: `ip:${ip}` });

@@ -1,0 +1,26 @@
+import { Counter, Histogram } from 'prom-client';
+import type { Metrics } from '@tempora/kit/metrics';
+
+/** The gateway's own series, beside the kit's request histogram (requests by route and status). */
+export class GatewayMetrics {
+  readonly upstreamDuration: Histogram<'upstream' | 'status'>;
+  readonly rateLimited: Counter<'window'>;
+  readonly creditsCharged: Counter<'operation'>;
+  readonly creditsRefunded: Counter<'operation'>;
+  readonly signIns: Counter<'provider' | 'outcome'>;
+
+  constructor(metrics: Metrics) {
+    const registers = [metrics.registry];
+    this.upstreamDuration = new Histogram({
+      name: 'gateway_upstream_duration_seconds',
+      help: 'Time until an upstream answered with headers, by upstream and status (error: no answer)',
+      labelNames: ['upstream', 'status'],
+      buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120],
+      registers,
+    });
+    this.rateLimited = new Counter({ name: 'gateway_rate_limit_rejections_total', help: 'Requests refused with 429, by kind of window', labelNames: ['window'], registers });
+    this.creditsCharged = new Counter({ name: 'gateway_credits_charged_total', help: 'Credits charged for proxied operations', labelNames: ['operation'], registers });
+    this.creditsRefunded = new Counter({ name: 'gateway_credits_refunded_total', help: 'Credits refunded after an upstream failure', labelNames: ['operation'], registers });
+    this.signIns = new Counter({ name: 'gateway_sign_ins_total', help: 'Sign-in attempts by provider and outcome', labelNames: ['provider', 'outcome'], registers });
+  }
+}

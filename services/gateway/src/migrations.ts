@@ -1,0 +1,98 @@
+import type { Knex, Migration } from '@tempora/kit/database';
+
+export const migrations: Migration[] = [
+  {
+    name: '001_users_tokens_keys_credits',
+    async up(knex: Knex) {
+      await knex.schema.createTable('users', (table) => {
+        table.uuid('id').primary();
+        table.text('email');
+        table.text('name');
+        table.text('tier').notNullable().defaultTo('free');
+        table.boolean('is_demo').notNullable().defaultTo(false);
+        table.bigInteger('balance').notNullable().defaultTo(0);
+        // Access tokens issued before this instant are refused (logout everywhere).
+        table.timestamp('tokens_valid_after', { useTz: true });
+        table.timestamp('created_at', { useTz: true }).notNullable().defaultTo(knex.fn.now());
+        table.timestamp('updated_at', { useTz: true }).notNullable().defaultTo(knex.fn.now());
+      });
+      await knex.raw(`alter table users add constraint users_tier_check check (tier in ('free', 'pro', 'enterprise'))`);
+      await knex.raw('alter table users add constraint users_balance_non_negative check (balance >= 0)');
+
+      await knex.schema.createTable('identities', (table) => {
+        table.text('provider').notNullable();
+        table.text('subject').notNullable();
+        table.uuid('user_id').notNullable().references('users.id').onDelete('CASCADE');
+        table.text('email');
+        table.timestamp('created_at', { useTz: true }).notNullable().defaultTo(knex.fn.now());
+        table.primary(['provider', 'subject']);
+        table.index(['user_id']);
+      });
+
+      await knex.schema.createTable('refresh_tokens', (table) => {
+        table.uuid('id').primary();
+        table.uuid('family_id').notNullable();
+        table.uuid('user_id').notNullable().references('users.id').onDelete('CASCADE');
+        table.text('token_hash').notNullable().unique();
+        table.timestamp('created_at', { useTz: true }).notNullable().defaultTo(knex.fn.now());
+        table.timestamp('expires_at', { useTz: true }).notNullable();
+        table.timestamp('rotated_at', { useTz: true });
+        table.timestamp('revoked_at', { useTz: true });
+        table.text('revoked_reason');
+        table.index(['family_id']);
+        table.index(['user_id']);
+      });
+
+      await knex.schema.createTable('revoked_access_tokens', (table) => {
+        table.text('jti').primary();
+        table.timestamp('expires_at', { useTz: true }).notNullable();
+      });
+
+      await knex.schema.createTable('api_keys', (table) => {
+        table.uuid('id').primary();
+        table.uuid('user_id').notNullable().references('users.id').onDelete('CASCADE');
+        table.text('name').notNullable();
+        table.text('prefix').notNullable();
+        table.text('key_hash').notNullable().unique();
+        table.specificType('scopes', 'text[]').notNullable();
+        table.timestamp('created_at', { useTz: true }).notNullable().defaultTo(knex.fn.now());
+        table.timestamp('last_used_at', { useTz: true });
+        table.timestamp('revoked_at', { useTz: true });
+        table.index(['user_id']);
+      });
+
+      await knex.schema.createTable('credit_ledger', (table) => {
+        table.bigIncrements('id');
+        table.uuid('user_id').notNullable().references('users.id').onDelete('CASCADE');
+        table.bigInteger('amount').notNullable();
+        table.bigInteger('balance_after').notNullable();
+        table.text('kind').notNullable();
+        table.text('operation');
+        table.text('idempotency_key').notNullable();
+        table.bigInteger('refund_of');
+        table.jsonb('metadata').notNullable().defaultTo('{}');
+        table.timestamp('created_at', { useTz: true }).notNullable().defaultTo(knex.fn.now());
+        table.unique(['user_id', 'idempotency_key']);
+        table.index(['user_id', 'id']);
+      });
+      await knex.raw(`alter table credit_ledger add constraint credit_ledger_kind_check check (kind in ('signup_grant', 'grant', 'charge', 'refund'))`);
+      await knex.raw('alter table credit_ledger add constraint credit_ledger_balance_check check (balance_after >= 0)');
+      await knex.raw('create unique index credit_ledger_one_refund on credit_ledger (refund_of) where refund_of is not null');
+      // Append-only: rows are never updated, and deleted only with their account (the transaction opts in).
+      await knex.raw(`
+        create function credit_ledger_append_only() returns trigger language plpgsql as $$
+        begin
+          if tg_op = 'DELETE' and current_setting('tempora.deleting_account', true) = 'on' then
+            return old;
+          end if;
+          raise exception 'credit_ledger is append-only (% refused)', tg_op;
+        end $$`);
+      await knex.raw(`create trigger credit_ledger_append_only before update or delete on credit_ledger for each row execute function credit_ledger_append_only()`);
+    },
+    async down(knex: Knex) {
+      await knex.schema.dropTableIfExists('credit_ledger');
+      await knex.raw('drop function if exists credit_ledger_append_only');
+      for (const table of ['api_keys', 'revoked_access_tokens', 'refresh_tokens', 'identities', 'users']) await knex.schema.dropTableIfExists(table);
+    },
+  },
+];

@@ -1,0 +1,256 @@
+import { randomBytes, randomUUID } from 'node:crypto';
+import { EventEmitter } from 'node:events';
+import type { IncomingHttpHeaders } from 'node:http';
+import type { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import type { Context } from 'koa';
+import { Agent, errors as undiciErrors, request } from 'undici';
+import { context as otelContext, propagation } from '@opentelemetry/api';
+import { Problem } from '@tempora/kit/errors';
+import type { Logger } from '@tempora/kit/logger';
+import type { UserPrincipal } from './auth.ts';
+import { isChargeable, priceOf, type PricedOperation } from './domain/costs.ts';
+import type { GatewayMetrics } from './metrics.ts';
+import { InsufficientCredits, type GatewayRepository } from './repository.ts';
+
+export const UPSTREAMS = ['generation', 'graph', 'billing', 'simulation', 'conductor'] as const;
+export type UpstreamName = (typeof UPSTREAMS)[number];
+
+const NATIVE_PREFIXES = ['/api/v1/auth', '/api/v1/users', '/api/v1/credits'];
+const under = (path: string, prefix: string) => path === prefix || path.startsWith(`${prefix}/`);
+
+/** The routing table: undefined outside /api/v1/, `native` for the gateway's own paths, else the upstream. */
+export function routeOf(path: string): UpstreamName | 'native' | undefined {
+  if (!path.startsWith('/api/v1/')) return undefined;
+  if (NATIVE_PREFIXES.some((prefix) => under(path, prefix))) return 'native';
+  if (under(path, '/api/v1/graph')) return 'graph';
+  if (under(path, '/api/v1/billing')) return 'billing';
+  if (under(path, '/api/v1/simulate') || under(path, '/api/v1/simulations')) return 'simulation';
+  if (under(path, '/api/v1/conductor')) return 'conductor';
+  return 'generation';
+}
+
+/** RFC 9110 §7.6.1 hop-by-hop fields, plus the legacy ones proxies still see. */
+const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-authenticate', 'proxy-authorization', 'te', 'trailer', 'trailers', 'transfer-encoding', 'upgrade', 'proxy-connection']);
+/** Request fields that never leave the gateway: credentials, identity claims only the gateway may assert, and fields it sets itself. */
+const STRIPPED_REQUEST = new Set(['host', 'authorization', 'cookie', 'x-api-key', 'x-admin-key', 'x-service-key', 'x-user-id', 'x-user-tier', 'x-request-id', 'traceparent', 'tracestate', 'expect', 'x-forwarded-for', 'x-forwarded-host', 'x-forwarded-proto']);
+/** Response fields the gateway owns: its rate-limit state, its CORS policy, its request id. */
+const STRIPPED_RESPONSE = /^(x-ratelimit-|access-control-|x-request-id$|x-credits-|x-balance-after$|retry-after$)/i;
+
+function connectionTokens(headers: IncomingHttpHeaders | Record<string, string | string[] | undefined>): Set<string> {
+  const value = headers.connection;
+  const list = Array.isArray(value) ? value.join(',') : (value ?? '');
+  return new Set(list.split(',').map((token) => token.trim().toLowerCase()).filter(Boolean));
+}
+
+const TRACEPARENT = /^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$/;
+
+/** W3C trace context for the upstream call: OpenTelemetry's when tracing runs, else continued from the caller's. */
+export function outgoingTraceContext(ctx: Context): Record<string, string> {
+  const carrier: Record<string, string> = {};
+  propagation.inject(otelContext.active(), carrier);
+  if (carrier.traceparent) return carrier;
+  const incoming = TRACEPARENT.exec(ctx.get('traceparent'));
+  const traceId = incoming && !/^0+$/.test(incoming[1]!) ? incoming[1]! : randomBytes(16).toString('hex');
+  const traceparent = `00-${traceId}-${randomBytes(8).toString('hex')}-${incoming?.[3] ?? '01'}`;
+  const tracestate = incoming ? ctx.get('tracestate') : '';
+  return tracestate ? { traceparent, tracestate } : { traceparent };
+}
+
+export interface UpstreamTarget {
+  url: string;
+  serviceKey: string | undefined;
+}
+
+export interface ProxySettings {
+  upstreams: Record<UpstreamName, UpstreamTarget>;
+  timeoutMs: number;
+  bodyTimeoutMs: number;
+  connectTimeoutMs: number;
+  bodyLimitBytes: number;
+}
+
+async function readLimited(stream: Readable, limit: number): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of stream) {
+    size += (chunk as Buffer).length;
+    if (size > limit) throw new Problem(413, 'request body exceeds the size limit');
+    chunks.push(chunk as Buffer);
+  }
+  return Buffer.concat(chunks);
+}
+
+const hasBody = (ctx: Context) => ctx.method !== 'GET' && ctx.method !== 'HEAD' && (Boolean(ctx.get('transfer-encoding')) || Number(ctx.get('content-length') || 0) > 0);
+
+/**
+ * Forwards requests to the backend services with undici, streaming bodies both ways. Chargeable calls are
+ * priced from their (small, JSON) body, charged before forwarding and refunded when the upstream fails.
+ */
+export class Proxy {
+  private readonly settings: ProxySettings;
+  private readonly agent: Agent;
+  private readonly repository: GatewayRepository;
+  private readonly metrics: GatewayMetrics;
+  private readonly logger: Logger;
+
+  constructor(settings: ProxySettings, repository: GatewayRepository, metrics: GatewayMetrics, logger: Logger) {
+    this.settings = settings;
+    this.repository = repository;
+    this.metrics = metrics;
+    this.logger = logger;
+    this.agent = new Agent({
+      connect: { timeout: settings.connectTimeoutMs },
+      headersTimeout: settings.timeoutMs,
+      bodyTimeout: settings.bodyTimeoutMs,
+      keepAliveTimeout: 30_000,
+      connections: 256,
+      pipelining: 1,
+    });
+  }
+
+  close(): Promise<void> {
+    return this.agent.close();
+  }
+
+  private requestHeaders(ctx: Context, upstream: UpstreamName, user: UserPrincipal | undefined): Record<string, string | string[]> {
+    const incoming = ctx.req.headers;
+    const dropped = connectionTokens(incoming);
+    const headers: Record<string, string | string[]> = {};
+    for (const [name, value] of Object.entries(incoming)) {
+      if (value === undefined || HOP_BY_HOP.has(name) || STRIPPED_REQUEST.has(name) || dropped.has(name)) continue;
+      headers[name] = value;
+    }
+    const previous = ctx.get('x-forwarded-for');
+    const peer = ctx.req.socket.remoteAddress ?? '';
+    headers['x-forwarded-for'] = previous ? `${previous}, ${peer}` : peer;
+    headers['x-forwarded-proto'] = ctx.protocol;
+    if (ctx.host) headers['x-forwarded-host'] = ctx.host;
+    headers['x-request-id'] = String(ctx.state.requestId);
+    Object.assign(headers, outgoingTraceContext(ctx));
+    if (user) {
+      headers['x-user-id'] = user.userId;
+      headers['x-user-tier'] = user.tier;
+      const key = this.settings.upstreams[upstream].serviceKey;
+      if (key) headers['x-service-key'] = key;
+    }
+    return headers;
+  }
+
+  private async refund(user: UserPrincipal, charge: { key: string; price: PricedOperation }, reason: string): Promise<number | undefined> {
+    try {
+      const outcome = await this.repository.refund(user.userId, charge.key, reason);
+      if (outcome && !outcome.replayed) this.metrics.creditsRefunded.inc({ operation: charge.price.operation }, charge.price.amount);
+      return outcome?.balance;
+    } catch (error) {
+      this.logger.error({ err: error, user: user.userId, charge: charge.key }, 'refund failed');
+      return undefined;
+    }
+  }
+
+  /** Proxies the current request to `upstream` at `path` (with its query string). */
+  async forward(ctx: Context, upstream: UpstreamName, path: string, user: UserPrincipal | undefined): Promise<void> {
+    const target = this.settings.upstreams[upstream];
+    const url = `${target.url.replace(/\/$/, '')}${path}${ctx.querystring ? `?${ctx.querystring}` : ''}`;
+    let body: Buffer | Readable | undefined = hasBody(ctx) ? ctx.req : undefined;
+    let charge: { key: string; price: PricedOperation } | undefined;
+    let balance = user ? Number(user.user.balance) : undefined;
+
+    if (user && isChargeable(ctx.method, path)) {
+      const raw = body ? await readLimited(ctx.req, this.settings.bodyLimitBytes) : Buffer.alloc(0);
+      body = raw.length > 0 ? raw : undefined;
+      let parsed: unknown;
+      try {
+        parsed = raw.length > 0 ? JSON.parse(raw.toString('utf8')) : {};
+      } catch {
+        parsed = {};
+      }
+      const price = priceOf(ctx.method, path, parsed)!;
+      const key = `proxy:${randomUUID()}`;
+      try {
+        const outcome = await this.repository.charge(user.userId, price.amount, key, price.operation, { path, request_id: ctx.state.requestId });
+        balance = outcome.balance;
+      } catch (error) {
+        if (error instanceof InsufficientCredits) {
+          throw new Problem(402, `${price.operation} costs ${error.required} credits; the balance is ${error.available}`, {
+            title: 'Insufficient credits',
+            type: 'https://tempora.dev/problems/insufficient-credits',
+            extensions: { required: error.required, available: error.available, operation: price.operation },
+            headers: { 'X-Credits-Charged': '0', 'X-Balance-After': String(error.available) },
+          });
+        }
+        throw error;
+      }
+      charge = { key, price };
+      this.metrics.creditsCharged.inc({ operation: price.operation }, price.amount);
+    }
+
+    const headers = this.requestHeaders(ctx, upstream, user);
+    if (Buffer.isBuffer(body)) headers['content-length'] = String(body.length);
+    const started = performance.now();
+    let response: Awaited<ReturnType<typeof request>>;
+    // A client that goes away before the answer cancels the upstream call (and is refunded: nothing was delivered).
+    // undici accepts an EventEmitter as the signal: cheaper than an AbortController per request.
+    const abort = Object.assign(new EventEmitter(), { aborted: false });
+    const onClientGone = () => {
+      if (ctx.res.writableFinished) return;
+      abort.aborted = true;
+      abort.emit('abort');
+    };
+    ctx.res.once('close', onClientGone);
+    try {
+      response = await request(url, { method: ctx.method as 'GET', headers, body, dispatcher: this.agent, signal: abort });
+    } catch (error) {
+      ctx.res.off('close', onClientGone);
+      this.metrics.upstreamDuration.observe({ upstream, status: 'error' }, (performance.now() - started) / 1000);
+      const refunded = charge && user ? await this.refund(user, charge, abort.aborted ? 'client went away' : 'upstream unavailable') : undefined;
+      const timedOut = error instanceof undiciErrors.HeadersTimeoutError || error instanceof undiciErrors.BodyTimeoutError;
+      const creditHeaders: Record<string, string> = user ? { 'X-Credits-Charged': '0', 'X-Balance-After': String(refunded ?? balance) } : {};
+      if (timedOut) throw new Problem(504, `the ${upstream} service did not answer within ${Math.round(this.settings.timeoutMs / 1000)} s`, { headers: creditHeaders });
+      if (abort.aborted) {
+        this.logger.debug({ upstream }, 'client went away before the upstream answered');
+        throw new Problem(499 as number, 'the client closed the request');
+      }
+      this.logger.warn({ err: error, upstream }, 'upstream unreachable');
+      throw new Problem(502, `the ${upstream} service could not be reached`, { headers: creditHeaders });
+    }
+    ctx.res.off('close', onClientGone);
+    this.metrics.upstreamDuration.observe({ upstream, status: String(response.statusCode) }, (performance.now() - started) / 1000);
+
+    let charged = charge?.price.amount ?? 0;
+    if (charge && user && (response.statusCode < 200 || response.statusCode >= 300)) {
+      const refunded = await this.refund(user, charge, `upstream answered ${response.statusCode}`);
+      if (refunded !== undefined) {
+        charged = 0;
+        balance = refunded;
+      }
+    }
+
+    const res = ctx.res;
+    ctx.respond = false;
+    (ctx as Context & { _matchedRoute?: string })._matchedRoute = `proxy:${upstream}`;
+    const dropped = connectionTokens(response.headers);
+    for (const [name, value] of Object.entries(response.headers)) {
+      if (value === undefined || HOP_BY_HOP.has(name) || dropped.has(name) || STRIPPED_RESPONSE.test(name)) continue;
+      res.setHeader(name, value);
+    }
+    if (user) {
+      res.setHeader('X-Credits-Charged', String(charged));
+      if (balance !== undefined) res.setHeader('X-Balance-After', String(balance));
+    }
+    res.writeHead(response.statusCode);
+    res.flushHeaders();
+
+    let upstreamFailed = false;
+    response.body.once('error', () => {
+      upstreamFailed = true;
+    });
+    try {
+      await pipeline(response.body, res);
+    } catch (error) {
+      if (upstreamFailed && charge && user && charged > 0) await this.refund(user, charge, 'upstream stream failed');
+      this.logger.debug({ err: error, upstream }, 'proxied stream ended early');
+      res.destroy();
+    }
+  }
+}

@@ -1,0 +1,256 @@
+import type { Context } from 'koa';
+import { z } from 'zod';
+import { defineRoute, type RouteDefinition } from '@tempora/kit/routes';
+import { Problem, notFound } from '@tempora/kit/errors';
+import { ADMIN, BEARER, API_KEY } from '../auth.ts';
+import { demoWindow } from '../domain/limits.ts';
+import type { ExternalIdentity } from '../domain/providers.ts';
+import { TIERS, type UserRow } from '../repository.ts';
+import { JwksSchema, SignInSchema, TokenPairSchema, UserSchema } from '../schemas.ts';
+import { userView } from '../views.ts';
+import { currentUser, type GatewayRouteDeps } from './context.ts';
+
+const token = z.string().min(10).max(10_000);
+const AppleBody = z.object({
+  identity_token: token.meta({ description: 'the identity token Sign in with Apple returned to the app' }),
+  nonce: z.string().min(1).max(512).optional().meta({ description: 'the raw nonce the app sent (its SHA-256 or itself must equal the token\'s nonce claim)' }),
+  name: z.string().max(200).optional().meta({ description: 'the name Apple gave the app at the first sign-in (it is not in the token)' }),
+});
+const GoogleBody = z.object({ id_token: token, nonce: z.string().min(1).max(512).optional() });
+const GitHubBody = z.object({
+  code: z.string().min(1).max(512),
+  redirect_uri: z.url().optional(),
+  code_verifier: z.string().min(43).max(128).optional().meta({ description: 'PKCE verifier, when the authorization request carried a challenge' }),
+});
+const RefreshBody = z.object({ refresh_token: z.string().min(1).max(512) });
+const LogoutBody = z
+  .object({ refresh_token: z.string().min(1).max(512).optional().meta({ description: 'the session to end; omit to end every session of the account' }) })
+  .default({});
+const DevTokenBody = z.object({
+  user_id: z.uuid().optional().meta({ description: 'an existing user; otherwise the user with external_id is found or created' }),
+  external_id: z.string().min(1).max(256).default('dev-user'),
+  email: z.email().optional(),
+  name: z.string().max(200).optional(),
+  tier: z.enum(TIERS).optional().meta({ description: 'sets the user\'s tier' }),
+});
+const ServiceTokenBody = z.object({
+  service: z.string().regex(/^[a-z][a-z0-9-]{1,62}$/).meta({ description: 'the calling service, e.g. conductor' }),
+  ttl_seconds: z.coerce.number().int().min(60).optional(),
+});
+const ServiceTokenSchema = z.object({ access_token: z.string(), token_type: z.literal('Bearer'), expires_in: z.number().int(), subject: z.string() }).meta({ id: 'ServiceToken' });
+
+const signInResponses = {
+  200: { description: 'Signed in: a token pair for an existing account', schema: SignInSchema },
+  201: { description: 'Signed up: a new account (with its signup grant) and a token pair', schema: SignInSchema },
+  502: { description: 'The identity provider could not be reached' },
+  503: { description: 'This provider is not configured' },
+};
+
+export function authRoutes(deps: GatewayRouteDeps): RouteDefinition[] {
+  const { repository, tokens, config, metrics } = deps;
+
+  async function complete(ctx: Context, identity: ExternalIdentity, extraName?: string) {
+    const { user, created } = await repository.findOrCreateByIdentity({
+      provider: identity.provider,
+      subject: identity.subject,
+      email: identity.email,
+      name: identity.name ?? extraName ?? null,
+      signupCredits: config.SIGNUP_CREDITS,
+    });
+    metrics.signIns.inc({ provider: identity.provider, outcome: created ? 'signup' : 'signin' });
+    return respond(ctx, user, created);
+  }
+
+  async function respond(ctx: Context, user: UserRow, created: boolean) {
+    const pair = await tokens.signIn(user);
+    ctx.status = created ? 201 : 200;
+    ctx.set('Cache-Control', 'no-store');
+    return { ...pair, user: userView(user, await repository.identitiesOf(user.id)), new_user: created };
+  }
+
+  const refusalCounted = async <T>(provider: string, work: () => Promise<T>): Promise<T> => {
+    try {
+      return await work();
+    } catch (error) {
+      metrics.signIns.inc({ provider, outcome: error instanceof Problem && error.status === 401 ? 'refused' : 'error' });
+      throw error;
+    }
+  };
+
+  return [
+    defineRoute({
+      method: 'get',
+      path: '/.well-known/jwks.json',
+      operationId: 'getJwks',
+      summary: 'The public keys that verify gateway access tokens',
+      description: 'ES256 keys. During a rotation the previous key stays listed until every token it signed has expired.',
+      tags: ['auth'],
+      responses: { 200: { description: 'A JWK Set', schema: JwksSchema } },
+      handler: (ctx) => {
+        ctx.set('Cache-Control', 'public, max-age=300');
+        return deps.keys.jwks();
+      },
+    }),
+    defineRoute({
+      method: 'post',
+      path: '/api/v1/auth/apple',
+      operationId: 'signInWithApple',
+      summary: 'Sign in with Apple',
+      tags: ['auth'],
+      body: AppleBody,
+      responses: signInResponses,
+      handler: (ctx, { body }) => refusalCounted('apple', async () => complete(ctx, await deps.apple.verify(body.identity_token, body.nonce), body.name)),
+    }),
+    defineRoute({
+      method: 'post',
+      path: '/api/v1/auth/google',
+      operationId: 'signInWithGoogle',
+      summary: 'Sign in with Google',
+      tags: ['auth'],
+      body: GoogleBody,
+      responses: signInResponses,
+      handler: (ctx, { body }) => refusalCounted('google', async () => complete(ctx, await deps.google.verify(body.id_token, body.nonce))),
+    }),
+    defineRoute({
+      method: 'post',
+      path: '/api/v1/auth/github',
+      operationId: 'signInWithGitHub',
+      summary: 'Sign in with GitHub',
+      description: 'Exchanges the OAuth authorization code at GitHub and identifies the user through its user API.',
+      tags: ['auth'],
+      body: GitHubBody,
+      responses: signInResponses,
+      handler: (ctx, { body }) => refusalCounted('github', async () => complete(ctx, await deps.github.verify(body.code, body.redirect_uri, body.code_verifier))),
+    }),
+    defineRoute({
+      method: 'post',
+      path: '/api/v1/auth/demo',
+      operationId: 'signInDemo',
+      summary: 'Demo sign-in (store review)',
+      description: `Creates a fresh demo account with ${config.DEMO_CREDITS} credits and signs it in. Limited to ${config.DEMO_SIGNINS_PER_HOUR} per IP address per hour.`,
+      tags: ['auth'],
+      responses: { 201: { description: 'A new demo account and its token pair', schema: SignInSchema }, 403: { description: 'Demo sign-in is disabled' } },
+      handler: async (ctx) => {
+        if (!config.DEMO_ENABLED) throw new Problem(403, 'demo sign-in is disabled on this gateway');
+        const state = await deps.limiter.consume([demoWindow(ctx.ip, config.DEMO_SIGNINS_PER_HOUR)]);
+        if (state.limited) {
+          deps.metrics.rateLimited.inc({ window: 'demo-signin' });
+          throw new Problem(429, `at most ${config.DEMO_SIGNINS_PER_HOUR} demo sign-ins per hour from one address; retry in ${state.resetSeconds} s`, {
+            headers: { 'Retry-After': String(state.resetSeconds) },
+          });
+        }
+        const { user } = await repository.findOrCreateByIdentity({ provider: 'demo', subject: crypto.randomUUID(), name: 'Demo user', isDemo: true, signupCredits: config.DEMO_CREDITS });
+        metrics.signIns.inc({ provider: 'demo', outcome: 'signup' });
+        return respond(ctx, user, true);
+      },
+    }),
+    defineRoute({
+      method: 'post',
+      path: '/api/v1/auth/refresh',
+      operationId: 'refreshTokens',
+      summary: 'Exchange a refresh token for a new token pair',
+      description: 'The refresh token is single-use: presenting one that was already exchanged (after a short grace window) revokes every token of its sign-in.',
+      tags: ['auth'],
+      body: RefreshBody,
+      responses: { 200: { description: 'A new token pair', schema: TokenPairSchema }, 401: { description: 'Unknown, expired, revoked or reused refresh token' } },
+      handler: async (ctx, { body }) => {
+        ctx.set('Cache-Control', 'no-store');
+        return tokens.refresh(body.refresh_token);
+      },
+    }),
+    defineRoute({
+      method: 'post',
+      path: '/api/v1/auth/logout',
+      operationId: 'logout',
+      summary: 'Sign out',
+      description: 'Revokes the given refresh token\'s session, or every session when none is given, and the access token presented.',
+      tags: ['auth'],
+      security: [BEARER],
+      body: LogoutBody,
+      responses: { 204: { description: 'Signed out' } },
+      handler: async (ctx, { body }) => {
+        const user = currentUser(ctx);
+        await tokens.logout(user.userId, body.refresh_token, user.token);
+        deps.authCache.clear();
+        ctx.status = 204;
+        return undefined;
+      },
+    }),
+    defineRoute({
+      method: 'get',
+      path: '/api/v1/auth/me',
+      operationId: 'getMe',
+      summary: 'The signed-in user',
+      tags: ['auth'],
+      security: [BEARER, API_KEY],
+      responses: { 200: { description: 'The profile', schema: UserSchema } },
+      handler: async (ctx) => {
+        const user = currentUser(ctx);
+        return userView(user.user, await repository.identitiesOf(user.userId));
+      },
+    }),
+    defineRoute({
+      method: 'delete',
+      path: '/api/v1/auth/me',
+      operationId: 'deleteMe',
+      summary: 'Delete the account and all its data',
+      description:
+        'Deletes the user\'s scenes in the generation service first, then every gateway row (identities, sessions, API keys, ledger). Idempotent: a still-valid access token of a deleted account gets 204 again.',
+      tags: ['auth'],
+      security: [BEARER],
+      responses: { 204: { description: 'Deleted (or already deleted)' }, 502: { description: 'The generation service could not delete the scenes; nothing was deleted' } },
+      handler: async (ctx) => {
+        const userId = (ctx.state.deletedUserId as string | undefined) ?? currentUser(ctx).userId;
+        await deps.generation.deleteScenesOf(userId, String(ctx.state.requestId));
+        await repository.deleteUser(userId);
+        deps.authCache.clear();
+        ctx.status = 204;
+        return undefined;
+      },
+    }),
+    defineRoute({
+      method: 'post',
+      path: '/api/v1/auth/dev/token',
+      operationId: 'issueDevToken',
+      summary: 'Issue a token pair for a development user',
+      tags: ['admin'],
+      security: [ADMIN],
+      body: DevTokenBody,
+      responses: { 200: { description: 'A token pair for an existing user', schema: SignInSchema }, 201: { description: 'A new development user and its token pair', schema: SignInSchema } },
+      handler: async (ctx, { body }) => {
+        let user: UserRow | undefined;
+        let created = false;
+        if (body.user_id) {
+          user = await repository.findUser(body.user_id);
+          if (!user) throw notFound(`no user ${body.user_id}`);
+        } else {
+          ({ user, created } = await repository.findOrCreateByIdentity({ provider: 'dev', subject: body.external_id, email: body.email, name: body.name, signupCredits: config.SIGNUP_CREDITS }));
+        }
+        if (body.tier && body.tier !== user.tier) {
+          await repository.setTier(user.id, body.tier);
+          deps.authCache.clear();
+          user = { ...user, tier: body.tier };
+        }
+        return respond(ctx, user, created);
+      },
+    }),
+    defineRoute({
+      method: 'post',
+      path: '/api/v1/auth/service-token',
+      operationId: 'issueServiceToken',
+      summary: 'Issue a service token',
+      description: 'An ES256 JWT (subject `service:<name>`, scope `service`) that the gateway accepts wherever it accepts X-Service-Key, and that other services can verify against the JWKS without sharing a key.',
+      tags: ['admin'],
+      security: [ADMIN],
+      body: ServiceTokenBody,
+      responses: { 201: { description: 'The token', schema: ServiceTokenSchema } },
+      handler: async (ctx, { body }) => {
+        const ttl = Math.min(body.ttl_seconds ?? 3600, config.SERVICE_TOKEN_MAX_TTL_SECONDS);
+        const issued = await tokens.serviceToken(body.service, ttl);
+        ctx.status = 201;
+        ctx.set('Cache-Control', 'no-store');
+        return { access_token: issued.token, token_type: 'Bearer' as const, expires_in: ttl, subject: `service:${body.service}` };
+      },
+    }),
+  ];
+}

@@ -1,0 +1,35 @@
+import type { Context } from 'koa';
+import { Problem } from '@tempora/kit/errors';
+import type { AuthCache, UserPrincipal } from '../auth.ts';
+import type { GatewayConfig } from '../config.ts';
+import type { KeyStore } from '../domain/keys.ts';
+import type { GitHubSignIn, OidcVerifier } from '../domain/providers.ts';
+import type { TokenService } from '../domain/tokens.ts';
+import type { GenerationClient } from '../generation-client.ts';
+import type { WindowLimiter } from '../limiter.ts';
+import type { GatewayMetrics } from '../metrics.ts';
+import type { Proxy } from '../proxy.ts';
+import type { GatewayRepository } from '../repository.ts';
+
+export interface GatewayRouteDeps {
+  /** Cleared after every change to who may authenticate as what. */
+  authCache: AuthCache;
+  config: GatewayConfig;
+  repository: GatewayRepository;
+  tokens: TokenService;
+  keys: KeyStore;
+  apple: OidcVerifier;
+  google: OidcVerifier;
+  github: GitHubSignIn;
+  limiter: WindowLimiter;
+  metrics: GatewayMetrics;
+  generation: GenerationClient;
+  proxy: Proxy;
+}
+
+/** The signed-in user (the route's security guarantees one). */
+export function currentUser(ctx: Context): UserPrincipal {
+  const user = ctx.state.user as UserPrincipal | undefined;
+  if (!user) throw new Problem(403, 'this operation needs a signed-in user');
+  return user;
+}

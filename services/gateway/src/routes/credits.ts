@@ -1,0 +1,146 @@
+import { z } from 'zod';
+import { defineRoute, type RouteDefinition } from '@tempora/kit/routes';
+import { Problem, conflict, notFound } from '@tempora/kit/errors';
+import { ADMIN, API_KEY, BEARER, SERVICE } from '../auth.ts';
+import { costTable } from '../domain/costs.ts';
+import { IdempotencyConflict, InsufficientCredits, UnknownUser, type LedgerOutcome } from '../repository.ts';
+import { LedgerEntrySchema, Page, listEnvelope } from '../schemas.ts';
+import { ledgerView } from '../views.ts';
+import { currentUser, type GatewayRouteDeps } from './context.ts';
+
+const idempotencyKey = z.string().trim().min(1).max(200).meta({ description: 'a retry with the same key and the same amount changes nothing and returns the original entry' });
+const GrantBody = z.object({
+  user_id: z.uuid(),
+  amount: z.number().int().min(1).max(10_000_000),
+  reason: z.string().trim().min(1).max(500),
+  idempotency_key: idempotencyKey,
+});
+const ChargeBody = z.object({
+  user_id: z.uuid(),
+  amount: z.number().int().min(1).max(10_000_000),
+  operation: z.string().trim().min(1).max(100),
+  idempotency_key: idempotencyKey,
+});
+const RefundBody = z.object({ user_id: z.uuid(), idempotency_key: idempotencyKey.meta({ description: 'the key of the charge to refund' }), reason: z.string().max(500).default('refund') });
+const LedgerOutcomeSchema = z.object({ entry: LedgerEntrySchema, balance: z.number().int(), replayed: z.boolean() }).meta({ id: 'LedgerOutcome' });
+const BalanceSchema = z.object({ user_id: z.string(), balance: z.number().int(), currency: z.literal('credits') }).meta({ id: 'Balance' });
+
+const outcomeView = (outcome: LedgerOutcome) => ({ entry: ledgerView(outcome.entry), balance: outcome.balance, replayed: outcome.replayed });
+
+async function ledgerCall(work: () => Promise<LedgerOutcome>, userId: string): Promise<LedgerOutcome> {
+  try {
+    return await work();
+  } catch (error) {
+    if (error instanceof UnknownUser) throw notFound(`no user ${userId}`);
+    if (error instanceof IdempotencyConflict) throw conflict(error.message);
+    if (error instanceof InsufficientCredits) {
+      throw new Problem(402, error.message, { title: 'Insufficient credits', type: 'https://tempora.dev/problems/insufficient-credits', extensions: { required: error.required, available: error.available } });
+    }
+    throw error;
+  }
+}
+
+export function creditRoutes(deps: GatewayRouteDeps): RouteDefinition[] {
+  const { repository, metrics } = deps;
+  return [
+    defineRoute({
+      method: 'get',
+      path: '/api/v1/credits/balance',
+      operationId: 'getBalance',
+      summary: 'Credit balance',
+      tags: ['credits'],
+      security: [BEARER, API_KEY],
+      responses: { 200: { description: 'The balance', schema: BalanceSchema } },
+      handler: async (ctx) => {
+        const { userId } = currentUser(ctx);
+        return { user_id: userId, balance: (await repository.balance(userId)) ?? 0, currency: 'credits' as const };
+      },
+    }),
+    defineRoute({
+      method: 'get',
+      path: '/api/v1/credits/history',
+      operationId: 'getCreditHistory',
+      summary: 'Credit transactions, newest first',
+      tags: ['credits'],
+      security: [BEARER, API_KEY],
+      query: Page,
+      responses: { 200: { description: 'A page of ledger entries', schema: listEnvelope(LedgerEntrySchema, 'LedgerPage') } },
+      handler: async (ctx, { query }) => {
+        const { userId } = currentUser(ctx);
+        const page = await repository.history(userId, query.limit, query.offset);
+        return { items: page.items.map(ledgerView), total: page.total, limit: query.limit, offset: query.offset };
+      },
+    }),
+    defineRoute({
+      method: 'get',
+      path: '/api/v1/credits/costs',
+      operationId: 'getCosts',
+      summary: 'What every chargeable operation costs',
+      tags: ['credits'],
+      responses: { 200: { description: 'The price list' } },
+      handler: (ctx) => {
+        ctx.set('Cache-Control', 'public, max-age=300');
+        return costTable(deps.config.SIGNUP_CREDITS, deps.config.DEMO_CREDITS);
+      },
+    }),
+    defineRoute({
+      method: 'post',
+      path: '/api/v1/credits/admin/grant',
+      operationId: 'grantCredits',
+      summary: 'Grant credits to a user (admin)',
+      tags: ['admin'],
+      security: [ADMIN],
+      body: GrantBody,
+      responses: {
+        200: { description: 'Replayed: the key was used before, nothing changed', schema: LedgerOutcomeSchema },
+        201: { description: 'Granted', schema: LedgerOutcomeSchema },
+        404: { description: 'No such user' },
+        409: { description: 'The idempotency key was used for a different grant' },
+      },
+      handler: async (ctx, { body }) => {
+        const outcome = await ledgerCall(() => repository.grant(body.user_id, body.amount, `grant:${body.idempotency_key}`, 'admin.grant', { reason: body.reason }), body.user_id);
+        ctx.status = outcome.replayed ? 200 : 201;
+        return outcomeView(outcome);
+      },
+    }),
+    defineRoute({
+      method: 'post',
+      path: '/api/v1/credits/charge',
+      operationId: 'chargeCredits',
+      summary: 'Charge a user for an operation run by another service (service key)',
+      description: 'For services that spend credits on a user\'s behalf outside the proxy (the conductor\'s tool calls). Never overdraws: 402 when short.',
+      tags: ['service'],
+      security: [SERVICE],
+      body: ChargeBody,
+      responses: {
+        200: { description: 'Replayed', schema: LedgerOutcomeSchema },
+        201: { description: 'Charged', schema: LedgerOutcomeSchema },
+        402: { description: 'Insufficient credits (required and available in the problem)' },
+        404: { description: 'No such user' },
+        409: { description: 'The idempotency key was used for a different charge' },
+      },
+      handler: async (ctx, { body }) => {
+        const outcome = await ledgerCall(() => repository.charge(body.user_id, body.amount, `service:${body.idempotency_key}`, body.operation), body.user_id);
+        if (!outcome.replayed) metrics.creditsCharged.inc({ operation: body.operation }, body.amount);
+        ctx.status = outcome.replayed ? 200 : 201;
+        return outcomeView(outcome);
+      },
+    }),
+    defineRoute({
+      method: 'post',
+      path: '/api/v1/credits/refund',
+      operationId: 'refundCredits',
+      summary: 'Refund a charge made with /credits/charge (service key)',
+      tags: ['service'],
+      security: [SERVICE],
+      body: RefundBody,
+      responses: { 200: { description: 'Refunded (or refunded before)', schema: LedgerOutcomeSchema }, 404: { description: 'No such charge' } },
+      handler: async (_ctx, { body }) => {
+        const outcome = await repository.refund(body.user_id, `service:${body.idempotency_key}`, body.reason);
+        if (!outcome) throw notFound(`no charge with idempotency key ${body.idempotency_key} for user ${body.user_id}`);
+        if (!outcome.replayed) metrics.creditsRefunded.inc({ operation: outcome.entry.operation ?? 'unknown' }, Number(outcome.entry.amount));
+        return outcomeView(outcome);
+      },
+    }),
+  ];
+}

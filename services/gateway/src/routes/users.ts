@@ -1,0 +1,170 @@
+import { randomUUID } from 'node:crypto';
+import { z } from 'zod';
+import { defineRoute, type RouteDefinition } from '@tempora/kit/routes';
+import { Problem, notFound } from '@tempora/kit/errors';
+import { ADMIN, API_KEY, API_KEY_SCOPES, BEARER, SERVICE } from '../auth.ts';
+import { TIERS } from '../repository.ts';
+import { API_KEY_PREFIX, API_KEY_VISIBLE, opaqueSecret, sha256 } from '../domain/secrets.ts';
+import { ApiKeySchema, Page, UserSchema, listEnvelope } from '../schemas.ts';
+import { apiKeyView, identityView, ledgerView, sessionView, userView } from '../views.ts';
+import { currentUser, type GatewayRouteDeps } from './context.ts';
+
+export const MAX_ACTIVE_API_KEYS = 20;
+
+const ResolveBody = z.object({
+  external_id: z.string().trim().min(1).max(256),
+  provider: z.string().regex(/^[a-z][a-z0-9_-]{0,31}$/).default('external').meta({ description: 'namespace of external_id; apple, google and github are the sign-in providers\' own' }),
+  email: z.email().optional(),
+  name: z.string().max(200).optional(),
+});
+const ResolveSchema = z.object({ user: UserSchema, created: z.boolean() }).meta({ id: 'ResolvedUser' });
+const CreateKeyBody = z.object({
+  name: z.string().trim().min(1).max(100),
+  scopes: z.array(z.enum(API_KEY_SCOPES)).min(1).default(['read', 'write']).transform((scopes) => [...new Set(scopes)]),
+});
+const CreatedKeySchema = ApiKeySchema.extend({ key: z.string().meta({ description: 'the key itself: shown only in this response' }) }).meta({ id: 'CreatedApiKey' });
+
+export function userRoutes(deps: GatewayRouteDeps): RouteDefinition[] {
+  const { repository } = deps;
+  return [
+    defineRoute({
+      method: 'post',
+      path: '/api/v1/users/resolve',
+      operationId: 'resolveUser',
+      summary: 'Find or create a user by external ID',
+      description: 'Safe under concurrent calls: the same external ID always resolves to one user. A created user receives the signup grant.',
+      tags: ['users'],
+      security: [SERVICE],
+      body: ResolveBody,
+      responses: { 200: { description: 'The existing user', schema: ResolveSchema }, 201: { description: 'A new user', schema: ResolveSchema } },
+      handler: async (ctx, { body }) => {
+        const { user, created } = await repository.findOrCreateByIdentity({ provider: body.provider, subject: body.external_id, email: body.email, name: body.name, signupCredits: deps.config.SIGNUP_CREDITS });
+        ctx.status = created ? 201 : 200;
+        return { user: userView(user, await repository.identitiesOf(user.id)), created };
+      },
+    }),
+    defineRoute({
+      method: 'put',
+      path: '/api/v1/users/{user_id}/tier',
+      operationId: 'setUserTier',
+      summary: 'Set a user\'s tier (billing, admin)',
+      description: 'Rate limits follow the new tier at once; access tokens carry it from their next refresh.',
+      tags: ['users'],
+      security: [SERVICE, ADMIN],
+      params: z.object({ user_id: z.uuid() }),
+      body: z.object({ tier: z.enum(TIERS) }),
+      responses: { 200: { description: 'The updated user', schema: UserSchema }, 404: { description: 'No such user' } },
+      handler: async (_ctx, { params, body }) => {
+        const user = await repository.findUser(params.user_id);
+        if (!user) throw notFound(`no user ${params.user_id}`);
+        await repository.setTier(user.id, body.tier);
+        deps.authCache.clear();
+        return userView({ ...user, tier: body.tier }, await repository.identitiesOf(user.id));
+      },
+    }),
+    defineRoute({
+      method: 'get',
+      path: '/api/v1/users/me/timepoints',
+      operationId: 'listMyTimepoints',
+      summary: 'The user\'s generated scenes (from the generation service)',
+      description: 'Proxied to the generation service\'s GET /api/v1/users/me/timepoints with X-User-ID; query parameters pass through.',
+      tags: ['users'],
+      security: [BEARER, API_KEY],
+      responses: { 200: { description: 'Whatever the generation service answers' }, 502: { description: 'Generation unreachable' }, 504: { description: 'Generation timed out' } },
+      handler: async (ctx) => {
+        await deps.proxy.forward(ctx, 'generation', '/api/v1/users/me/timepoints', currentUser(ctx));
+        return undefined;
+      },
+    }),
+    defineRoute({
+      method: 'get',
+      path: '/api/v1/users/me/export',
+      operationId: 'exportMyData',
+      summary: 'Every piece of the user\'s data as one JSON document',
+      tags: ['users'],
+      security: [BEARER],
+      responses: { 200: { description: 'The export (Content-Disposition: attachment)' } },
+      handler: async (ctx) => {
+        const { userId } = currentUser(ctx);
+        const user = await repository.findUser(userId);
+        if (!user) throw notFound('the account no longer exists');
+        const [identities, sessions, keys, ledger, scenes] = await Promise.all([
+          repository.identitiesOf(userId),
+          repository.sessionsOf(userId),
+          repository.apiKeysOf(userId),
+          repository.history(userId, 1_000_000, 0),
+          deps.generation.scenesOf(userId, String(ctx.state.requestId)),
+        ]);
+        ctx.set('Content-Disposition', `attachment; filename="tempora-export-${userId}.json"`);
+        ctx.set('Cache-Control', 'no-store');
+        return {
+          format: 'tempora-user-export',
+          version: 1,
+          exported_at: new Date().toISOString(),
+          user: userView(user, identities),
+          identities: identities.map(identityView),
+          sessions: sessions.map(sessionView),
+          api_keys: keys.map(apiKeyView),
+          credits: { balance: Number(user.balance), ledger: ledger.items.map(ledgerView).reverse() },
+          timepoints: scenes.scenes,
+          ...(scenes.error ? { timepoints_error: scenes.error } : {}),
+        };
+      },
+    }),
+    defineRoute({
+      method: 'post',
+      path: '/api/v1/users/me/api-keys',
+      operationId: 'createApiKey',
+      summary: 'Create an API key',
+      description: `The key is returned once, in this response; the gateway keeps only its SHA-256. At most ${MAX_ACTIVE_API_KEYS} active keys per user. Needs a Bearer token: an API key cannot mint keys.`,
+      tags: ['api-keys'],
+      security: [BEARER],
+      body: CreateKeyBody,
+      responses: { 201: { description: 'The new key', schema: CreatedKeySchema }, 409: { description: 'Too many active keys' } },
+      handler: async (ctx, { body }) => {
+        const { userId } = currentUser(ctx);
+        if ((await repository.countActiveApiKeys(userId)) >= MAX_ACTIVE_API_KEYS) throw new Problem(409, `at most ${MAX_ACTIVE_API_KEYS} active API keys; revoke one first`);
+        const key = opaqueSecret(API_KEY_PREFIX);
+        const row = await repository.createApiKey({ id: randomUUID(), user_id: userId, name: body.name, prefix: key.slice(0, API_KEY_VISIBLE), key_hash: sha256(key), scopes: body.scopes });
+        ctx.status = 201;
+        ctx.set('Cache-Control', 'no-store');
+        ctx.set('Location', `/api/v1/users/me/api-keys/${row.id}`);
+        return { ...apiKeyView(row), key };
+      },
+    }),
+    defineRoute({
+      method: 'get',
+      path: '/api/v1/users/me/api-keys',
+      operationId: 'listApiKeys',
+      summary: 'The user\'s active API keys (without the keys themselves)',
+      tags: ['api-keys'],
+      security: [BEARER, API_KEY],
+      query: Page,
+      responses: { 200: { description: 'A page of keys', schema: listEnvelope(ApiKeySchema, 'ApiKeyList') } },
+      handler: async (ctx, { query }) => {
+        const { userId } = currentUser(ctx);
+        const page = await repository.listApiKeys(userId, query.limit, query.offset);
+        return { items: page.items.map(apiKeyView), total: page.total, limit: query.limit, offset: query.offset };
+      },
+    }),
+    defineRoute({
+      method: 'delete',
+      path: '/api/v1/users/me/api-keys/{id}',
+      operationId: 'revokeApiKey',
+      summary: 'Revoke an API key',
+      description: 'An API key may revoke itself (a leaked key can be killed with the key alone), but no other key.',
+      tags: ['api-keys'],
+      security: [BEARER, API_KEY],
+      params: z.object({ id: z.uuid() }),
+      responses: { 204: { description: 'Revoked' }, 404: { description: 'No such active key of this user' } },
+      handler: async (ctx, { params }) => {
+        const user = currentUser(ctx);
+        if (user.via === 'api_key' && user.apiKeyId !== params.id) throw new Problem(403, 'an API key can revoke only itself; use a Bearer token to revoke other keys');
+        if (!(await repository.revokeApiKey(user.userId, params.id))) throw notFound(`no active API key ${params.id}`);
+        deps.authCache.clear();
+        ctx.status = 204;
+        return undefined;
+      },
+    }),
+  ];
+}

@@ -1,0 +1,61 @@
+import { z } from 'zod';
+
+export const UserSchema = z
+  .object({
+    id: z.string(),
+    email: z.string().nullable(),
+    name: z.string().nullable(),
+    tier: z.enum(['free', 'pro', 'enterprise']),
+    is_demo: z.boolean(),
+    balance: z.number().int(),
+    providers: z.array(z.string()),
+    created_at: z.string(),
+  })
+  .meta({ id: 'User' });
+
+export const TokenPairSchema = z
+  .object({
+    access_token: z.string(),
+    refresh_token: z.string(),
+    token_type: z.literal('Bearer'),
+    expires_in: z.number().int(),
+    refresh_expires_in: z.number().int(),
+  })
+  .meta({ id: 'TokenPair' });
+
+export const SignInSchema = TokenPairSchema.extend({ user: UserSchema, new_user: z.boolean() }).meta({ id: 'SignIn' });
+
+export const LedgerEntrySchema = z
+  .object({
+    id: z.string(),
+    amount: z.number().int(),
+    balance_after: z.number().int(),
+    kind: z.enum(['signup_grant', 'grant', 'charge', 'refund']),
+    operation: z.string().nullable(),
+    idempotency_key: z.string(),
+    refund_of: z.string().nullable(),
+    created_at: z.string(),
+  })
+  .meta({ id: 'LedgerEntry' });
+
+export const ApiKeySchema = z
+  .object({
+    id: z.string(),
+    name: z.string(),
+    prefix: z.string(),
+    scopes: z.array(z.string()),
+    created_at: z.string(),
+    last_used_at: z.string().nullable(),
+    revoked_at: z.string().nullable(),
+  })
+  .meta({ id: 'ApiKey' });
+
+export const listEnvelope = <T extends z.ZodType>(item: T, id: string) =>
+  z.object({ items: z.array(item), total: z.number().int(), limit: z.number().int(), offset: z.number().int() }).meta({ id });
+
+export const Page = z.object({
+  limit: z.coerce.number().int().min(1).max(100).default(20),
+  offset: z.coerce.number().int().min(0).max(1_000_000).default(0),
+});
+
+export const JwksSchema = z.object({ keys: z.array(z.object({ kty: z.string(), crv: z.string(), x: z.string(), y: z.string(), kid: z.string(), alg: z.string(), use: z.string() })) }).meta({ id: 'JWKS' });

@@ -1,0 +1,215 @@
+import { join, resolve } from 'node:path';
+import Koa, { type Context, type Next } from 'koa';
+import Router from '@koa/router';
+import { bodyParser } from '@koa/bodyparser';
+import { corsForDomain } from '@tempora/kit/cors';
+import { openDatabase } from '@tempora/kit/database';
+import { Problem, problemMiddleware, unauthorized } from '@tempora/kit/errors';
+import { createLogger, type Logger } from '@tempora/kit/logger';
+import { Metrics } from '@tempora/kit/metrics';
+import { buildOpenApi, docsRouter } from '@tempora/kit/openapi';
+import type { RateWindow } from '@tempora/kit/rate-limit';
+import { connectRedis } from '@tempora/kit/redis';
+import { requestId } from '@tempora/kit/request-id';
+import { mountRoutes } from '@tempora/kit/routes';
+import type { Principal } from '@tempora/kit/auth';
+import { API_KEY_CHALLENGE, AuthCache, authenticate, rejectInvalidCredentials, requireScope, type UserPrincipal } from './auth.ts';
+import type { GatewayConfig } from './config.ts';
+import { KeyStore } from './domain/keys.ts';
+import { anonymousWindows, serviceWindows, tierWindows, type LimitSettings } from './domain/limits.ts';
+import { GitHubSignIn, OidcVerifier } from './domain/providers.ts';
+import { BEARER_CHALLENGE, TokenService } from './domain/tokens.ts';
+import { GenerationClient } from './generation-client.ts';
+import { WindowLimiter } from './limiter.ts';
+import { GatewayMetrics } from './metrics.ts';
+import { migrations } from './migrations.ts';
+import { Proxy, routeOf, type UpstreamName } from './proxy.ts';
+import { GatewayRepository } from './repository.ts';
+import { authRoutes } from './routes/auth.ts';
+import type { GatewayRouteDeps } from './routes/context.ts';
+import { creditRoutes } from './routes/credits.ts';
+import { userRoutes } from './routes/users.ts';
+import { VERSION } from './version.ts';
+
+export { VERSION };
+
+export interface GatewayInstance {
+  app: Koa;
+  openapi: object;
+  logger: Logger;
+  deps: GatewayRouteDeps;
+  drain(): void;
+  close(): Promise<void>;
+}
+
+export function parseSize(size: string): number {
+  const match = /^(\d+)(b|kb|mb)$/i.exec(size);
+  if (!match) return 1_048_576;
+  const unit = match[2]!.toLowerCase();
+  return Number(match[1]) * (unit === 'mb' ? 1_048_576 : unit === 'kb' ? 1024 : 1);
+}
+
+/** Which windows a request counts against: its user's tier, its service, or its address. */
+export function gatewayWindows(settings: LimitSettings) {
+  return (ctx: Context): RateWindow[] => {
+    const user = ctx.state.user as UserPrincipal | undefined;
+    if (user) return tierWindows(user.tier, user.id, settings);
+    const principal = (ctx.state.principals as Map<string, Principal> | undefined)?.values().next().value;
+    if (principal) return serviceWindows(principal.id, settings);
+    return anonymousWindows(ctx.ip, settings);
+  };
+}
+
+export async function createGatewayService(config: GatewayConfig, logger = createLogger('gateway', config.LOG_LEVEL)): Promise<GatewayInstance> {
+  const database = await openDatabase({ service: 'gateway', url: config.DATABASE_URL, dataDir: config.TEMPORA_DATA_DIR, migrations, logger, pool: { min: 0, max: 20 } });
+  const redis = await connectRedis(config.REDIS_URL, logger);
+  const repository = new GatewayRepository(database.knex);
+  const keys = new KeyStore({
+    configuredKey: config.JWT_PRIVATE_KEY,
+    previousKeys: config.JWT_PREVIOUS_KEYS,
+    // Beside, not inside, the embedded database's own directory (TEMPORA_DATA_DIR/gateway).
+    file: join(resolve(config.TEMPORA_DATA_DIR), 'gateway-keys', 'signing-keys.json'),
+    rotationMs: config.JWT_ROTATION_DAYS * 86_400_000,
+    retainMs: Math.max(config.ACCESS_TOKEN_TTL_SECONDS, config.SERVICE_TOKEN_MAX_TTL_SECONDS) * 1000 + 60_000,
+  });
+  const tokens = new TokenService(keys, repository, {
+    issuer: config.JWT_ISSUER,
+    audience: config.JWT_AUDIENCE,
+    accessTtlSeconds: config.ACCESS_TOKEN_TTL_SECONDS,
+    refreshTtlDays: config.REFRESH_TOKEN_TTL_DAYS,
+    reuseGraceSeconds: config.REFRESH_REUSE_GRACE_SECONDS,
+  });
+  const metrics = new Metrics('gateway');
+  const gatewayMetrics = new GatewayMetrics(metrics);
+  const limiter = new WindowLimiter({ redis, prefix: `${config.REDIS_KEY_PREFIX}:gateway`, logger });
+  const defaultKey = config.SERVICE_KEY[0];
+  const upstreamKey = (own: string | undefined) => own ?? defaultKey;
+  const proxy = new Proxy(
+    {
+      upstreams: {
+        generation: { url: config.GENERATION_URL, serviceKey: upstreamKey(config.GENERATION_SERVICE_KEY) },
+        graph: { url: config.GRAPH_URL, serviceKey: upstreamKey(config.GRAPH_SERVICE_KEY) },
+        billing: { url: config.BILLING_URL, serviceKey: upstreamKey(config.BILLING_SERVICE_KEY) },
+        simulation: { url: config.SIMULATION_URL, serviceKey: upstreamKey(config.SIMULATION_SERVICE_KEY) },
+        conductor: { url: config.CONDUCTOR_URL, serviceKey: upstreamKey(config.CONDUCTOR_SERVICE_KEY) },
+      },
+      timeoutMs: config.UPSTREAM_TIMEOUT_MS,
+      bodyTimeoutMs: config.UPSTREAM_BODY_TIMEOUT_MS,
+      connectTimeoutMs: config.UPSTREAM_CONNECT_TIMEOUT_MS,
+      bodyLimitBytes: parseSize(config.BODY_LIMIT),
+    },
+    repository,
+    gatewayMetrics,
+    logger,
+  );
+  const authCache = new AuthCache(config.AUTH_CACHE_MS);
+  const deps: GatewayRouteDeps = {
+    authCache,
+    config,
+    repository,
+    tokens,
+    keys,
+    apple: new OidcVerifier({ name: 'apple', issuers: [config.APPLE_ISSUER], jwksUrl: config.APPLE_JWKS_URL, audiences: config.APPLE_CLIENT_ID, timeoutMs: config.IDP_TIMEOUT_MS }),
+    google: new OidcVerifier({ name: 'google', issuers: config.GOOGLE_ISSUER, jwksUrl: config.GOOGLE_JWKS_URL, audiences: config.GOOGLE_CLIENT_ID, timeoutMs: config.IDP_TIMEOUT_MS }),
+    github: new GitHubSignIn({ clientId: config.GITHUB_CLIENT_ID, clientSecret: config.GITHUB_CLIENT_SECRET, tokenUrl: config.GITHUB_TOKEN_URL, apiUrl: config.GITHUB_API_URL, timeoutMs: config.IDP_TIMEOUT_MS }),
+    limiter,
+    metrics: gatewayMetrics,
+    generation: new GenerationClient(config.GENERATION_URL, upstreamKey(config.GENERATION_SERVICE_KEY), config.UPSTREAM_TIMEOUT_MS),
+    proxy,
+  };
+  const routes = [...authRoutes(deps), ...userRoutes(deps), ...creditRoutes(deps)];
+  const openapi = buildOpenApi(
+    {
+      title: 'Tempora gateway',
+      version: VERSION,
+      description:
+        'The single entry point: sign-in, tokens, API keys, credits, rate limits. Every other /api/v1/ path is proxied: /api/v1/graph/* to the graph service, /api/v1/billing/* to billing, /api/v1/simulate to simulation, /api/v1/conductor/* to the conductor, everything else to the generation service.',
+    },
+    routes,
+  );
+
+  let draining = false;
+  const operations = new Router();
+  operations.get('/health', async (ctx) => {
+    if (draining) {
+      ctx.status = 503;
+      ctx.body = { status: 'draining', service: 'gateway', version: VERSION };
+      return;
+    }
+    const db = await database.ping();
+    ctx.status = db ? 200 : 503;
+    ctx.body = { status: db ? 'ok' : 'degraded', service: 'gateway', version: VERSION, database: db, redis: redis ? redis.isReady : null };
+  });
+  operations.get('/metrics', async (ctx) => {
+    ctx.type = metrics.registry.contentType;
+    ctx.body = await metrics.registry.metrics();
+  });
+
+  const limits: LimitSettings = { multiplier: config.RATE_LIMIT_MULTIPLIER, anonymousPerMinute: config.RATE_LIMIT_ANONYMOUS_PER_MINUTE, servicePerMinute: config.RATE_LIMIT_SERVICE_PER_MINUTE };
+  const windows = gatewayWindows(limits);
+  const rateLimit = async (ctx: Context, next: Next) => {
+    const counted = windows(ctx);
+    const state = await limiter.consume(counted);
+    const headers = { 'X-RateLimit-Limit': String(state.limit), 'X-RateLimit-Remaining': String(state.remaining), 'X-RateLimit-Reset': String(state.resetSeconds) };
+    ctx.set(headers);
+    if (state.limited) {
+      gatewayMetrics.rateLimited.inc({ window: counted[0]?.name === 'tier-minute' ? `tier-${(ctx.state.user as UserPrincipal).tier}` : (counted[0]?.name ?? 'unknown') });
+      throw new Problem(429, `rate limit of ${state.limit} requests exceeded; retry in ${state.resetSeconds} s`, { headers: { ...headers, 'Retry-After': String(state.resetSeconds) } });
+    }
+    await next();
+  };
+
+  const proxied = async (ctx: Context, next: Next) => {
+    const route = routeOf(ctx.path);
+    if (route === undefined || route === 'native') return next();
+    const user = ctx.state.user as UserPrincipal | undefined;
+    const principals = ctx.state.principals as Map<string, Principal>;
+    if (!user) {
+      const anonymousRead = route === 'graph' && (ctx.method === 'GET' || ctx.method === 'HEAD') && principals.size === 0;
+      if (!anonymousRead) {
+        if (principals.size > 0) throw new Problem(403, 'proxied routes need a user credential (Bearer token or X-API-Key); services call the backends at their direct addresses');
+        throw unauthorized('this route needs a Bearer access token or an X-API-Key', `${BEARER_CHALLENGE}, ${API_KEY_CHALLENGE}`);
+      }
+    }
+    await proxy.forward(ctx, route as UpstreamName, ctx.path, user);
+  };
+
+  const api = new Router();
+  mountRoutes(api, routes, []);
+
+  const app = new Koa({ proxy: config.TRUSTED_PROXY_HOPS > 0, maxIpsCount: config.TRUSTED_PROXY_HOPS });
+  app.use(requestId);
+  app.use(metrics.middleware());
+  app.use(problemMiddleware(logger));
+  app.use(corsForDomain(config.TEMPORA_DOMAIN));
+  // The operational and documentation routes live outside /api/: API requests skip their routers.
+  const outsideApi = (middleware: Koa.Middleware): Koa.Middleware => (ctx, next) => (ctx.path.startsWith('/api/') ? next() : middleware(ctx, next));
+  app.use(outsideApi(operations.routes() as Koa.Middleware));
+  app.use(outsideApi(docsRouter(openapi, 'Tempora gateway').routes() as Koa.Middleware));
+  app.use(authenticate({ cache: authCache, keys, repository, issuer: config.JWT_ISSUER, audience: config.JWT_AUDIENCE, serviceKeys: config.SERVICE_KEY, adminKey: config.ADMIN_KEY }));
+  app.use(rateLimit);
+  app.use(rejectInvalidCredentials);
+  app.use(async (ctx, next) => {
+    requireScope(ctx);
+    await next();
+  });
+  app.use(proxied);
+  app.use(bodyParser({ enableTypes: ['json'], jsonLimit: config.BODY_LIMIT, jsonStrict: true }));
+  app.use(api.routes());
+  app.use(api.allowedMethods());
+
+  return {
+    app,
+    openapi,
+    logger,
+    deps,
+    drain: () => {
+      draining = true;
+    },
+    close: async () => {
+      await proxy.close().catch(() => undefined);
+      await redis?.quit().catch(() => undefined);
+      await database.close();
+    },
+  };
+}

@@ -1,0 +1,384 @@
+import assert from 'node:assert/strict';
+import { createHash, createHmac, createPublicKey } from 'node:crypto';
+import { SignJWT, generateKeyPair } from 'jose';
+import { admin, bearer, service, startGateway, type GatewayHarness } from './harness.ts';
+
+const b64 = (value: object) => Buffer.from(JSON.stringify(value)).toString('base64url');
+
+describe('gateway: sign-in and tokens', function () {
+  this.timeout(30_000);
+  let gw: GatewayHarness;
+  before(async () => {
+    gw = await startGateway();
+  });
+  after(async () => {
+    await gw?.stop();
+  });
+
+  describe('Sign in with Apple', () => {
+    it('creates the account with its signup grant (201), then signs the same account in (200)', async () => {
+      const token = await gw.apple.sign({ sub: 'apple-001', email: 'ada@example.com', email_verified: 'true' });
+      const first = await gw.call('POST', '/api/v1/auth/apple', { body: { identity_token: token, name: 'Ada' } });
+      assert.equal(first.status, 201, JSON.stringify(first.body));
+      assert.equal(first.body.new_user, true);
+      assert.equal(first.body.token_type, 'Bearer');
+      assert.equal(first.body.expires_in, 900);
+      assert.match(first.body.refresh_token, /^tmr_/);
+      assert.equal(first.body.user.email, 'ada@example.com');
+      assert.equal(first.body.user.name, 'Ada');
+      assert.equal(first.body.user.balance, 50);
+      assert.deepEqual(first.body.user.providers, ['apple']);
+      const again = await gw.call('POST', '/api/v1/auth/apple', { body: { identity_token: await gw.apple.sign({ sub: 'apple-001' }) } });
+      assert.equal(again.status, 200);
+      assert.equal(again.body.user.id, first.body.user.id);
+      assert.equal(again.body.user.balance, 50, 'the signup grant is given once');
+    });
+
+    it('issues ES256 access tokens with sub, iat, exp (15 minutes), jti and tier', async () => {
+      const reply = await gw.call('POST', '/api/v1/auth/apple', { body: { identity_token: await gw.apple.sign({ sub: 'apple-claims' }) } });
+      const [header, payload] = reply.body.access_token.split('.').slice(0, 2).map((part: string) => JSON.parse(Buffer.from(part, 'base64url').toString()));
+      assert.equal(header.alg, 'ES256');
+      assert.ok(header.kid);
+      assert.equal(payload.sub, reply.body.user.id);
+      assert.equal(payload.exp - payload.iat, 900);
+      assert.ok(payload.jti);
+      assert.equal(payload.tier, 'free');
+    });
+
+    for (const [name, sign, status] of [
+      ['a token for another audience', (gw: GatewayHarness) => gw.apple.sign({ sub: 'x' }, { audience: 'com.other.app' }), 401],
+      ['a token from another issuer', (gw: GatewayHarness) => gw.apple.sign({ sub: 'x' }, { issuer: 'https://evil.example' }), 401],
+      ['an expired token', (gw: GatewayHarness) => gw.apple.sign({ sub: 'x' }, { expiresIn: -120 }), 401],
+      ['a token signed by a key Apple does not publish', (gw: GatewayHarness) => gw.apple.sign({ sub: 'x' }, { key: 'rogue' }), 401],
+      ['a malformed token', async () => 'not.a.jwt-at-all', 401],
+    ] as const) {
+      it(`refuses ${name}`, async () => {
+        const reply = await gw.call('POST', '/api/v1/auth/apple', { body: { identity_token: await sign(gw) } });
+        assert.equal(reply.status, status, JSON.stringify(reply.body));
+        assert.equal(reply.headers.get('content-type'), 'application/problem+json');
+        assert.match(reply.headers.get('www-authenticate') ?? '', /Bearer/);
+      });
+    }
+
+    it('checks the nonce when one is given: raw or SHA-256 in the token, refused when different', async () => {
+      const raw = 'nonce-value-123';
+      const hashed = createHash('sha256').update(raw).digest('hex');
+      const ok1 = await gw.call('POST', '/api/v1/auth/apple', { body: { identity_token: await gw.apple.sign({ sub: 'apple-nonce', nonce: hashed }), nonce: raw } });
+      assert.equal(ok1.status, 201);
+      const ok2 = await gw.call('POST', '/api/v1/auth/apple', { body: { identity_token: await gw.apple.sign({ sub: 'apple-nonce', nonce: raw }), nonce: raw } });
+      assert.equal(ok2.status, 200);
+      const bad = await gw.call('POST', '/api/v1/auth/apple', { body: { identity_token: await gw.apple.sign({ sub: 'apple-nonce', nonce: hashed }), nonce: 'other' } });
+      assert.equal(bad.status, 401);
+      assert.match(bad.body.detail, /nonce/);
+      const missing = await gw.call('POST', '/api/v1/auth/apple', { body: { identity_token: await gw.apple.sign({ sub: 'apple-nonce' }), nonce: raw } });
+      assert.equal(missing.status, 401);
+    });
+
+    it('answers 422 without identity_token', async () => {
+      const reply = await gw.call('POST', '/api/v1/auth/apple', { body: {} });
+      assert.equal(reply.status, 422);
+      assert.equal(reply.body.errors[0].path, 'body.identity_token');
+    });
+  });
+
+  describe('Sign in with Google', () => {
+    it('signs in with a valid ID token and keeps the email only when verified', async () => {
+      const verified = await gw.call('POST', '/api/v1/auth/google', { body: { id_token: await gw.google.sign({ sub: 'g-1', email: 'g@example.com', email_verified: true }) } });
+      assert.equal(verified.status, 201);
+      assert.equal(verified.body.user.email, 'g@example.com');
+      const unverified = await gw.call('POST', '/api/v1/auth/google', { body: { id_token: await gw.google.sign({ sub: 'g-2', email: 'h@example.com', email_verified: false }) } });
+      assert.equal(unverified.status, 201);
+      assert.equal(unverified.body.user.email, null);
+    });
+    it('accepts Google\'s short issuer form and refuses a wrong audience and an Apple token', async () => {
+      const short = await gw.call('POST', '/api/v1/auth/google', { body: { id_token: await gw.google.sign({ sub: 'g-3' }, { issuer: 'accounts.google.com' }) } });
+      assert.equal(short.status, 201);
+      const audience = await gw.call('POST', '/api/v1/auth/google', { body: { id_token: await gw.google.sign({ sub: 'g-3' }, { audience: 'someone-else' }) } });
+      assert.equal(audience.status, 401);
+      const apple = await gw.call('POST', '/api/v1/auth/google', { body: { id_token: await gw.apple.sign({ sub: 'g-3' }) } });
+      assert.equal(apple.status, 401);
+    });
+  });
+
+  describe('Sign in with GitHub', () => {
+    it('exchanges the code and identifies the user through the user API', async () => {
+      const code = gw.github.issueCode({ id: 4242, login: 'octo', name: 'Octo Cat', email: 'octo@example.com' });
+      const reply = await gw.call('POST', '/api/v1/auth/github', { body: { code } });
+      assert.equal(reply.status, 201, JSON.stringify(reply.body));
+      assert.equal(reply.body.user.name, 'Octo Cat');
+      assert.deepEqual(reply.body.user.providers, ['github']);
+      const again = await gw.call('POST', '/api/v1/auth/github', { body: { code: gw.github.issueCode({ id: 4242, login: 'octo' }) } });
+      assert.equal(again.status, 200);
+      assert.equal(again.body.user.id, reply.body.user.id);
+    });
+    it('refuses a code GitHub rejects with HTTP 200 and an error field', async () => {
+      const reply = await gw.call('POST', '/api/v1/auth/github', { body: { code: 'used-or-invented' } });
+      assert.equal(reply.status, 401);
+      assert.match(reply.body.detail, /bad_verification_code/);
+    });
+    it('refuses when the user API does not accept the token, and answers 502 when GitHub is down', async () => {
+      gw.github.userApiStatus = 401;
+      const refused = await gw.call('POST', '/api/v1/auth/github', { body: { code: gw.github.issueCode({ id: 1, login: 'a' }) } });
+      assert.equal(refused.status, 401);
+      gw.github.userApiStatus = 503;
+      const down = await gw.call('POST', '/api/v1/auth/github', { body: { code: gw.github.issueCode({ id: 1, login: 'a' }) } });
+      assert.equal(down.status, 502);
+      gw.github.userApiStatus = 200;
+    });
+  });
+
+  describe('provider availability', () => {
+    it('answers 502 when a provider\'s keys cannot be fetched and 503 for a provider that is not configured', async () => {
+      const harness = await startGateway({ APPLE_JWKS_URL: 'http://127.0.0.1:9/keys', GOOGLE_CLIENT_ID: '', GITHUB_CLIENT_ID: '' });
+      try {
+        const apple = await harness.call('POST', '/api/v1/auth/apple', { body: { identity_token: await harness.apple.sign({ sub: 'a' }) } });
+        assert.equal(apple.status, 502);
+        const google = await harness.call('POST', '/api/v1/auth/google', { body: { id_token: await harness.google.sign({ sub: 'g' }) } });
+        assert.equal(google.status, 503);
+        const github = await harness.call('POST', '/api/v1/auth/github', { body: { code: 'x' } });
+        assert.equal(github.status, 503);
+      } finally {
+        await harness.stop();
+      }
+    });
+  });
+
+  describe('demo sign-in', () => {
+    it('creates a fresh demo account with the demo grant each time', async () => {
+      const a = await gw.call('POST', '/api/v1/auth/demo');
+      const b = await gw.call('POST', '/api/v1/auth/demo');
+      assert.equal(a.status, 201);
+      assert.equal(a.body.user.is_demo, true);
+      assert.equal(a.body.user.balance, 20);
+      assert.notEqual(a.body.user.id, b.body.user.id);
+    });
+  });
+
+  describe('access-token verification', () => {
+    let valid: string;
+    let publicPem: string;
+    before(async () => {
+      valid = (await gw.user()).access;
+      const jwks = await gw.call('GET', '/.well-known/jwks.json');
+      publicPem = createPublicKey({ key: jwks.body.keys[0], format: 'jwk' }).export({ type: 'spki', format: 'pem' }).toString();
+    });
+    const me = (token: string) => gw.call('GET', '/api/v1/auth/me', { headers: bearer(token) });
+    const claimsOf = (token: string) => JSON.parse(Buffer.from(token.split('.')[1]!, 'base64url').toString());
+
+    it('accepts a valid token', async () => {
+      assert.equal((await me(valid)).status, 200);
+    });
+    it('refuses alg none', async () => {
+      const forged = `${b64({ alg: 'none', typ: 'JWT' })}.${b64(claimsOf(valid))}.`;
+      const reply = await me(forged);
+      assert.equal(reply.status, 401);
+      assert.match(reply.headers.get('www-authenticate') ?? '', /invalid_token/);
+    });
+    it('refuses HS256 signed with the public key as the HMAC secret', async () => {
+      const header = JSON.parse(Buffer.from(valid.split('.')[0]!, 'base64url').toString());
+      const input = `${b64({ ...header, alg: 'HS256' })}.${b64(claimsOf(valid))}`;
+      const forged = `${input}.${createHmac('sha256', publicPem).update(input).digest('base64url')}`;
+      assert.equal((await me(forged)).status, 401);
+    });
+    it('refuses an expired token, a token from another key, a tampered payload and a non-Bearer scheme', async () => {
+      const { kid, ...rest } = { kid: JSON.parse(Buffer.from(valid.split('.')[0]!, 'base64url').toString()).kid };
+      void rest;
+      const other = await generateKeyPair('ES256');
+      const claims = claimsOf(valid);
+      const now = Math.floor(Date.now() / 1000);
+      const expired = await new SignJWT({ ...claims, iat: now - 2000, exp: now - 1000 }).setProtectedHeader({ alg: 'ES256', kid }).sign(other.privateKey);
+      assert.equal((await me(expired)).status, 401);
+      const wrongKey = await new SignJWT(claims).setProtectedHeader({ alg: 'ES256', kid }).sign(other.privateKey);
+      assert.equal((await me(wrongKey)).status, 401);
+      const [h, , s] = valid.split('.');
+      const tampered = `${h}.${b64({ ...claims, tier: 'enterprise' })}.${s}`;
+      assert.equal((await me(tampered)).status, 401);
+      assert.equal((await gw.call('GET', '/api/v1/auth/me', { headers: { Authorization: 'Basic abc' } })).status, 401);
+    });
+    it('refuses an expired token signed by the gateway itself, saying why', async () => {
+      const tokens = gw.instance.deps.tokens;
+      const issued = await tokens.sign({ tier: 'free' }, claimsOf(valid).sub, -60);
+      const reply = await me(issued.token);
+      assert.equal(reply.status, 401);
+      assert.match(reply.body.detail, /expired/);
+    });
+  });
+
+  describe('refresh tokens', () => {
+    it('rotates: the new pair works and its refresh token rotates in turn', async () => {
+      const user = await gw.user();
+      const rotated = await gw.call('POST', '/api/v1/auth/refresh', { body: { refresh_token: user.refresh } });
+      assert.equal(rotated.status, 200);
+      assert.notEqual(rotated.body.refresh_token, user.refresh);
+      assert.equal((await gw.call('GET', '/api/v1/auth/me', { headers: bearer(rotated.body.access_token) })).status, 200);
+      const next = await gw.call('POST', '/api/v1/auth/refresh', { body: { refresh_token: rotated.body.refresh_token } });
+      assert.equal(next.status, 200);
+    });
+    it('treats reuse of a rotated token as theft: the whole family is revoked', async () => {
+      const harness = await startGateway({ REFRESH_REUSE_GRACE_SECONDS: '0' });
+      try {
+        const user = await harness.user();
+        const rotated = await harness.call('POST', '/api/v1/auth/refresh', { body: { refresh_token: user.refresh } });
+        assert.equal(rotated.status, 200);
+        await new Promise((resolve) => setTimeout(resolve, 20));
+        const replay = await harness.call('POST', '/api/v1/auth/refresh', { body: { refresh_token: user.refresh } });
+        assert.equal(replay.status, 401);
+        assert.match(replay.body.detail, /already used/);
+        const descendant = await harness.call('POST', '/api/v1/auth/refresh', { body: { refresh_token: rotated.body.refresh_token } });
+        assert.equal(descendant.status, 401, 'the legitimate descendant is revoked too');
+        assert.match(descendant.body.detail, /revoked/);
+      } finally {
+        await harness.stop();
+      }
+    });
+    it('gives concurrent refreshes of one token within the grace window each a working pair', async () => {
+      const user = await gw.user();
+      const replies = await Promise.all([1, 2, 3].map(() => gw.call('POST', '/api/v1/auth/refresh', { body: { refresh_token: user.refresh } })));
+      assert.deepEqual(replies.map((r) => r.status), [200, 200, 200]);
+      for (const reply of replies) assert.equal((await gw.call('POST', '/api/v1/auth/refresh', { body: { refresh_token: reply.body.refresh_token } })).status, 200);
+    });
+    it('refuses an expired refresh token', async () => {
+      const user = await gw.user();
+      await gw.instance.deps.repository.knex('refresh_tokens').where({ user_id: user.userId }).update({ expires_at: new Date(Date.now() - 1000) });
+      const reply = await gw.call('POST', '/api/v1/auth/refresh', { body: { refresh_token: user.refresh } });
+      assert.equal(reply.status, 401);
+      assert.match(reply.body.detail, /expired/);
+      assert.match(reply.headers.get('www-authenticate') ?? '', /invalid_grant/);
+    });
+    it('refuses unknown refresh tokens and ignores a stale access token sent along', async () => {
+      const reply = await gw.call('POST', '/api/v1/auth/refresh', { body: { refresh_token: 'tmr_nope' }, headers: bearer('garbage') });
+      assert.equal(reply.status, 401);
+      assert.match(reply.body.detail, /not valid/);
+    });
+  });
+
+  describe('logout', () => {
+    it('revokes the session and the access token presented', async () => {
+      const user = await gw.user();
+      const out = await gw.call('POST', '/api/v1/auth/logout', { headers: user.headers, body: { refresh_token: user.refresh } });
+      assert.equal(out.status, 204);
+      assert.equal((await gw.call('POST', '/api/v1/auth/refresh', { body: { refresh_token: user.refresh } })).status, 401);
+      assert.equal((await gw.call('GET', '/api/v1/auth/me', { headers: user.headers })).status, 401);
+    });
+    it('without a refresh token ends every session of the account', async () => {
+      const first = await gw.user({ externalId: 'multi-session' });
+      const second = await gw.user({ externalId: 'multi-session' });
+      assert.equal((await gw.call('POST', '/api/v1/auth/logout', { headers: first.headers })).status, 204);
+      assert.equal((await gw.call('POST', '/api/v1/auth/refresh', { body: { refresh_token: second.refresh } })).status, 401);
+      await new Promise((resolve) => setTimeout(resolve, 1100));
+      const fresh = await gw.user({ externalId: 'multi-session' });
+      assert.equal((await gw.call('GET', '/api/v1/auth/me', { headers: fresh.headers })).status, 200, 'a later sign-in works');
+    });
+  });
+
+  describe('profile and account deletion', () => {
+    it('GET /auth/me returns the profile', async () => {
+      const user = await gw.user({ tier: 'pro' });
+      const reply = await gw.call('GET', '/api/v1/auth/me', { headers: user.headers });
+      assert.equal(reply.status, 200);
+      assert.equal(reply.body.id, user.userId);
+      assert.equal(reply.body.tier, 'pro');
+      assert.deepEqual(reply.body.providers, ['dev']);
+    });
+    it('DELETE /auth/me deletes the scenes through the generation service, then everything here; again: 204', async () => {
+      const generation = gw.upstreams.generation;
+      generation.reset();
+      generation.on('DELETE /api/v1/users/*', (_req, res) => {
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end(JSON.stringify({ deleted: 3 }));
+      });
+      const user = await gw.user();
+      await gw.call('POST', '/api/v1/users/me/api-keys', { headers: user.headers, body: { name: 'k' } });
+      const first = await gw.call('DELETE', '/api/v1/auth/me', { headers: user.headers });
+      assert.equal(first.status, 204);
+      const call = generation.requests.find((r) => r.method === 'DELETE');
+      assert.equal(call?.url, `/api/v1/users/${user.userId}/timepoints`);
+      assert.equal(call?.headers['x-service-key'], 'upstream-service-key-0123456789');
+      assert.equal((await gw.call('DELETE', '/api/v1/auth/me', { headers: user.headers })).status, 204, 'idempotent');
+      assert.equal((await gw.call('GET', '/api/v1/auth/me', { headers: user.headers })).status, 401);
+      assert.equal((await gw.call('POST', '/api/v1/auth/refresh', { body: { refresh_token: user.refresh } })).status, 401);
+      const knex = gw.instance.deps.repository.knex;
+      for (const table of ['users', 'identities', 'refresh_tokens', 'api_keys', 'credit_ledger']) {
+        const column = table === 'users' ? 'id' : 'user_id';
+        const [row] = await knex(table).where(column, user.userId).count<{ count: string }[]>('* as count');
+        assert.equal(Number(row!.count), 0, `${table} emptied`);
+      }
+    });
+    it('treats a 404 from the generation route as nothing to delete, and keeps the account when generation fails', async () => {
+      const generation = gw.upstreams.generation;
+      generation.reset();
+      generation.on('DELETE /api/v1/users/*', (_req, res) => {
+        res.writeHead(404).end();
+      });
+      const gone = await gw.user();
+      assert.equal((await gw.call('DELETE', '/api/v1/auth/me', { headers: gone.headers })).status, 204);
+      generation.on('DELETE /api/v1/users/*', (_req, res) => {
+        res.writeHead(500).end();
+      });
+      const kept = await gw.user();
+      const failed = await gw.call('DELETE', '/api/v1/auth/me', { headers: kept.headers });
+      assert.equal(failed.status, 502);
+      assert.equal((await gw.call('GET', '/api/v1/auth/me', { headers: kept.headers })).status, 200, 'nothing deleted');
+      generation.reset();
+    });
+  });
+
+  describe('admin and service tokens', () => {
+    it('dev token needs the admin key and can set the tier', async () => {
+      assert.equal((await gw.call('POST', '/api/v1/auth/dev/token', { body: {} })).status, 401);
+      assert.equal((await gw.call('POST', '/api/v1/auth/dev/token', { body: {}, headers: { 'X-Admin-Key': 'wrong' } })).status, 401);
+      const reply = await gw.call('POST', '/api/v1/auth/dev/token', { headers: admin, body: { external_id: 'ent', tier: 'enterprise' } });
+      assert.equal(reply.status, 201);
+      assert.equal(reply.body.user.tier, 'enterprise');
+    });
+    it('a service token works where the service key does, and other services can verify it', async () => {
+      const issued = await gw.call('POST', '/api/v1/auth/service-token', { headers: admin, body: { service: 'conductor', ttl_seconds: 600 } });
+      assert.equal(issued.status, 201);
+      assert.equal(issued.body.subject, 'service:conductor');
+      const resolved = await gw.call('POST', '/api/v1/users/resolve', { headers: bearer(issued.body.access_token), body: { external_id: 'via-token' } });
+      assert.equal(resolved.status, 201);
+      assert.equal((await gw.call('GET', '/api/v1/credits/balance', { headers: bearer(issued.body.access_token) })).status, 403, 'not a user');
+      const { createAccessTokenVerifier } = await import('@tempora/kit/jwt');
+      const verify = createAccessTokenVerifier({ jwksUrl: `${gw.url}/.well-known/jwks.json` });
+      assert.equal((await verify(issued.body.access_token)).scope, 'service');
+      const user = await gw.user();
+      assert.equal((await verify(user.access)).sub, user.userId);
+      await assert.rejects(verify(`${b64({ alg: 'none' })}.${b64({ sub: 'x' })}.`), /not valid|algorithm/);
+    });
+  });
+
+  describe('users/resolve', () => {
+    it('is safe under concurrent calls: one external id, one user', async () => {
+      const replies = await Promise.all(Array.from({ length: 20 }, () => gw.call('POST', '/api/v1/users/resolve', { headers: service, body: { external_id: 'race-1', email: 'race@example.com' } })));
+      const ids = new Set(replies.map((r) => r.body.user.id));
+      assert.equal(ids.size, 1);
+      assert.equal(replies.filter((r) => r.status === 201).length, 1);
+      assert.equal(replies.filter((r) => r.status === 200).length, 19);
+      const balance = await gw.instance.deps.repository.balance([...ids][0]!);
+      assert.equal(balance, 50, 'one signup grant');
+    });
+  });
+
+  describe('JWKS and key rotation', () => {
+    it('publishes the signing key, persists a generated key, and keeps the old key until its tokens expire', async () => {
+      const before = await gw.call('GET', '/.well-known/jwks.json');
+      assert.equal(before.status, 200);
+      assert.equal(before.body.keys.length, 1);
+      assert.equal(before.body.keys[0].alg, 'ES256');
+      assert.equal(before.body.keys[0].d, undefined, 'no private part');
+      const oldUser = await gw.user();
+      const newKid = gw.instance.deps.keys.rotate();
+      const after = await gw.call('GET', '/.well-known/jwks.json');
+      assert.deepEqual(after.body.keys.map((k: { kid: string }) => k.kid).sort(), [before.body.keys[0].kid, newKid].sort());
+      assert.equal((await gw.call('GET', '/api/v1/auth/me', { headers: oldUser.headers })).status, 200, 'old token still verifies');
+      const newUser = await gw.user();
+      assert.equal(JSON.parse(Buffer.from(newUser.access.split('.')[0]!, 'base64url').toString()).kid, newKid);
+      const { KeyStore } = await import('../src/domain/keys.ts');
+      let now = Date.now();
+      const reopened = new KeyStore({ file: `${gw.dataDir}/gateway-keys/signing-keys.json`, rotationMs: 1e12, retainMs: 1000, now: () => now });
+      assert.equal(reopened.signingKey().kid, newKid, 'the generated key survives a restart');
+      now += 5000;
+      assert.deepEqual(reopened.jwks().keys.map((k) => k.kid), [newKid], 'retired key dropped after its tokens expired');
+    });
+  });
+});

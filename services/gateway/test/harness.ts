@@ -1,0 +1,122 @@
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { loadConfig } from '@tempora/kit/config';
+import { createLogger } from '@tempora/kit/logger';
+import { serve, type RunningServer } from '@tempora/kit/server';
+import { GatewayConfigSchema } from '../src/config.ts';
+import { createGatewayService, type GatewayInstance } from '../src/service.ts';
+import { createDatabase, dropDatabase } from '../../../test/support/database.ts';
+import { request, type Reply } from '../../../test/support/http.ts';
+import { startGitHub, startOidcProvider, type GitHubProvider, type OidcProvider } from './idp.ts';
+import { startUpstream, type Upstream } from './upstream.ts';
+
+export const SERVICE_KEY = 'gw-service-key-0123456789';
+export const ADMIN_KEY = 'gw-admin-key-0123456789';
+export const UPSTREAM_KEY = 'upstream-service-key-0123456789';
+export const APPLE_CLIENT = 'dev.tempora.app';
+export const GOOGLE_CLIENT = 'tempora-web.apps.googleusercontent.com';
+export const DOMAIN = 'tempora.test';
+export const admin = { 'X-Admin-Key': ADMIN_KEY };
+export const service = { 'X-Service-Key': SERVICE_KEY };
+export const bearer = (token: string) => ({ Authorization: `Bearer ${token}` });
+
+export interface SignedIn {
+  userId: string;
+  access: string;
+  refresh: string;
+  headers: Record<string, string>;
+}
+
+export interface GatewayHarness {
+  url: string;
+  instance: GatewayInstance;
+  server: RunningServer;
+  apple: OidcProvider;
+  google: OidcProvider;
+  github: GitHubProvider;
+  upstreams: Record<'generation' | 'graph' | 'billing' | 'simulation' | 'conductor', Upstream>;
+  dataDir: string;
+  call<T = any>(method: string, path: string, init?: { headers?: Record<string, string>; body?: unknown; raw?: string }): Promise<Reply<T>>;
+  /** A user through the admin dev-token route (each call with a new external id is a new user). */
+  user(options?: { tier?: 'free' | 'pro' | 'enterprise'; externalId?: string }): Promise<SignedIn>;
+  grant(userId: string, amount: number): Promise<void>;
+  stop(): Promise<void>;
+}
+
+export async function startGateway(env: Record<string, string> = {}): Promise<GatewayHarness> {
+  const [apple, google, github, generation, graph, billing, simulation, conductor] = await Promise.all([
+    startOidcProvider('https://appleid.apple.com', APPLE_CLIENT),
+    startOidcProvider('https://accounts.google.com', GOOGLE_CLIENT),
+    startGitHub(),
+    startUpstream('generation'),
+    startUpstream('graph'),
+    startUpstream('billing'),
+    startUpstream('simulation'),
+    startUpstream('conductor'),
+  ]);
+  const database = await createDatabase('gateway');
+  const dataDir = mkdtempSync(join(tmpdir(), 'gateway-test-'));
+  const config = loadConfig(GatewayConfigSchema, {
+    DATABASE_URL: database,
+    REDIS_URL: process.env.REDIS_URL,
+    REDIS_KEY_PREFIX: `test-${randomBytes(4).toString('hex')}`,
+    TEMPORA_DATA_DIR: dataDir,
+    TEMPORA_DOMAIN: DOMAIN,
+    SERVICE_KEY: SERVICE_KEY,
+    ADMIN_KEY: ADMIN_KEY,
+    GENERATION_SERVICE_KEY: UPSTREAM_KEY,
+    GRAPH_SERVICE_KEY: UPSTREAM_KEY,
+    LOG_LEVEL: 'silent',
+    APPLE_CLIENT_ID: APPLE_CLIENT,
+    APPLE_JWKS_URL: apple.jwksUrl,
+    GOOGLE_CLIENT_ID: GOOGLE_CLIENT,
+    GOOGLE_JWKS_URL: google.jwksUrl,
+    GITHUB_CLIENT_ID: github.clientId,
+    GITHUB_CLIENT_SECRET: github.clientSecret,
+    GITHUB_TOKEN_URL: github.tokenUrl,
+    GITHUB_API_URL: github.apiUrl,
+    GENERATION_URL: generation.url,
+    GRAPH_URL: graph.url,
+    BILLING_URL: billing.url,
+    SIMULATION_URL: simulation.url,
+    CONDUCTOR_URL: conductor.url,
+    RATE_LIMIT_MULTIPLIER: '1000',
+    DEMO_SIGNINS_PER_HOUR: '1000',
+    UPSTREAM_TIMEOUT_MS: '1500',
+    ...env,
+  });
+  const instance = await createGatewayService(config, createLogger('gateway', 'silent'));
+  const server = await serve(instance.app, { port: 0, host: '127.0.0.1', logger: instance.logger, graceMs: 500, onDrain: instance.drain, onClose: [instance.close] });
+  const call = <T = any>(method: string, path: string, init: { headers?: Record<string, string>; body?: unknown; raw?: string } = {}) =>
+    request<T>(server.url, path, { method, ...init });
+  let users = 0;
+  return {
+    url: server.url,
+    instance,
+    server,
+    apple,
+    google,
+    github,
+    upstreams: { generation, graph, billing, simulation, conductor },
+    dataDir,
+    call,
+    async user(options = {}) {
+      const externalId = options.externalId ?? `user-${(users += 1)}-${randomBytes(4).toString('hex')}`;
+      const reply = await call('POST', '/api/v1/auth/dev/token', { headers: admin, body: { external_id: externalId, ...(options.tier ? { tier: options.tier } : {}) } });
+      if (reply.status >= 300) throw new Error(`dev token: ${reply.status} ${JSON.stringify(reply.body)}`);
+      return { userId: reply.body.user.id, access: reply.body.access_token, refresh: reply.body.refresh_token, headers: bearer(reply.body.access_token) };
+    },
+    async grant(userId, amount) {
+      const reply = await call('POST', '/api/v1/credits/admin/grant', { headers: admin, body: { user_id: userId, amount, reason: 'test', idempotency_key: randomBytes(8).toString('hex') } });
+      if (reply.status !== 201) throw new Error(`grant: ${reply.status} ${JSON.stringify(reply.body)}`);
+    },
+    async stop() {
+      await server.close();
+      await Promise.all([apple.close(), google.close(), github.close(), generation.close(), graph.close(), billing.close(), simulation.close(), conductor.close()]);
+      await dropDatabase(database);
+      rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
+}

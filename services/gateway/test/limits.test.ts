@@ -1,0 +1,96 @@
+import assert from 'node:assert/strict';
+import { startGateway, type GatewayHarness } from './harness.ts';
+
+describe('gateway: rate limits', function () {
+  this.timeout(60_000);
+  let gw: GatewayHarness;
+  before(async () => {
+    gw = await startGateway({ RATE_LIMIT_MULTIPLIER: '1', DEMO_SIGNINS_PER_HOUR: '2' });
+  });
+  after(async () => {
+    await gw?.stop();
+  });
+
+  const headersOf = (reply: { headers: Headers }) => ({
+    limit: Number(reply.headers.get('x-ratelimit-limit')),
+    remaining: Number(reply.headers.get('x-ratelimit-remaining')),
+    reset: Number(reply.headers.get('x-ratelimit-reset')),
+  });
+
+  it('Free: 10 per minute, then 429 with Retry-After in whole seconds; headers on every response', async () => {
+    const user = await gw.user({ tier: 'free' });
+    const seen: number[] = [];
+    for (let i = 0; i < 10; i += 1) {
+      const reply = await gw.call('GET', '/api/v1/credits/balance', { headers: user.headers });
+      assert.equal(reply.status, 200);
+      const state = headersOf(reply);
+      assert.equal(state.limit, 10, 'the minute window is the tightest');
+      assert.ok(state.reset >= 1 && state.reset <= 60);
+      seen.push(state.remaining);
+    }
+    assert.deepEqual(seen, [9, 8, 7, 6, 5, 4, 3, 2, 1, 0]);
+    const limited = await gw.call('GET', '/api/v1/credits/balance', { headers: user.headers });
+    assert.equal(limited.status, 429);
+    assert.equal(limited.headers.get('content-type'), 'application/problem+json');
+    assert.match(limited.headers.get('retry-after') ?? '', /^\d+$/);
+    assert.ok(Number(limited.headers.get('retry-after')) >= 1 && Number(limited.headers.get('retry-after')) <= 60);
+    assert.equal(headersOf(limited).remaining, 0);
+    const metrics = await gw.call('GET', '/metrics');
+    assert.match(metrics.body, /gateway_rate_limit_rejections_total\{window="tier-free"[^}]*\} [1-9]/);
+  });
+
+  it('Pro: 60 per minute; Enterprise: 300 per minute (headers name the tightest window)', async () => {
+    const pro = await gw.user({ tier: 'pro' });
+    const enterprise = await gw.user({ tier: 'enterprise' });
+    assert.equal(headersOf(await gw.call('GET', '/api/v1/auth/me', { headers: pro.headers })).limit, 60);
+    assert.equal(headersOf(await gw.call('GET', '/api/v1/auth/me', { headers: enterprise.headers })).limit, 300);
+    const upgraded = await gw.user({ tier: 'free' });
+    assert.equal((await gw.call('PUT', `/api/v1/users/${upgraded.userId}/tier`, { headers: { 'X-Service-Key': 'gw-service-key-0123456789' }, body: { tier: 'enterprise' } })).status, 200);
+    assert.equal(headersOf(await gw.call('GET', '/api/v1/auth/me', { headers: upgraded.headers })).limit, 300, 'a new tier applies at once');
+    const replies = await Promise.all(Array.from({ length: 61 }, () => gw.call('GET', '/api/v1/credits/costs', { headers: pro.headers })));
+    assert.equal(replies.filter((r) => r.status === 429).length, 2, 'the /auth/me call and 59 of these fit in 60');
+  });
+
+  it('counts the day window too: it becomes the tightest when fewer requests are left in the day', async () => {
+    const user = await gw.user({ tier: 'free' });
+    const limiter = gw.instance.deps.limiter;
+    const { tierWindows } = await import('../src/domain/limits.ts');
+    const windows = tierWindows('free', `user:${user.userId}`, { multiplier: 1, anonymousPerMinute: 60, servicePerMinute: 6000 });
+    // Spend 95 of the day's 100 directly in the day window.
+    for (let i = 0; i < 95; i += 1) await limiter.consume([windows[1]!]);
+    const reply = await gw.call('GET', '/api/v1/auth/me', { headers: user.headers });
+    assert.equal(reply.status, 200);
+    assert.deepEqual([headersOf(reply).limit, headersOf(reply).remaining], [100, 4]);
+    assert.ok(headersOf(reply).reset > 60);
+  });
+
+  it('limits each API key on its own, and anonymous callers per IP', async () => {
+    const user = await gw.user({ tier: 'free' });
+    const key = (await gw.call('POST', '/api/v1/users/me/api-keys', { headers: user.headers, body: { name: 'limits' } })).body.key as string;
+    const byKey = await gw.call('GET', '/api/v1/credits/balance', { headers: { 'X-API-Key': key } });
+    assert.equal(byKey.status, 200);
+    assert.deepEqual([headersOf(byKey).limit, headersOf(byKey).remaining], [10, 9], 'a fresh counter for the key');
+    const anonymous = await gw.call('GET', '/api/v1/credits/costs');
+    assert.equal(headersOf(anonymous).limit, 60);
+    const invalid = await gw.call('GET', '/api/v1/credits/costs', { headers: { Authorization: 'Bearer nope' } });
+    assert.equal(invalid.status, 401);
+    assert.equal(headersOf(invalid).limit, 60, 'refused credentials are counted per IP and still get the headers');
+    assert.equal(headersOf(invalid).remaining, headersOf(anonymous).remaining - 1);
+  });
+
+  it('takes the client address from the trusted proxy\'s entry of X-Forwarded-For, not from the client\'s', async () => {
+    const first = await gw.call('GET', '/api/v1/credits/costs', { headers: { 'X-Forwarded-For': '10.0.0.1, 203.0.113.7' } });
+    const second = await gw.call('GET', '/api/v1/credits/costs', { headers: { 'X-Forwarded-For': '10.9.9.9, 203.0.113.7' } });
+    assert.equal(headersOf(second).remaining, headersOf(first).remaining - 1, 'a spoofed leftmost entry does not buy a fresh budget');
+    const other = await gw.call('GET', '/api/v1/credits/costs', { headers: { 'X-Forwarded-For': '203.0.113.8' } });
+    assert.equal(headersOf(other).remaining, 59, 'another client behind the proxy has its own budget');
+  });
+
+  it('limits demo sign-ins per IP', async () => {
+    assert.equal((await gw.call('POST', '/api/v1/auth/demo')).status, 201);
+    assert.equal((await gw.call('POST', '/api/v1/auth/demo')).status, 201);
+    const third = await gw.call('POST', '/api/v1/auth/demo');
+    assert.equal(third.status, 429);
+    assert.ok(Number(third.headers.get('retry-after')) > 60);
+  });
+});
