@@ -80,7 +80,7 @@ const bearerRefused = (detail: string) => unauthorized(detail, `${BEARER_CHALLEN
 /**
  * Resolves every credential a request carries, asynchronously (the kit's `identify` is synchronous; access
  * tokens need koa-jwt and the user's row, API keys a database lookup). A credential that is present but
- * invalid is remembered in `ctx.state.authError` and refused by `rejectInvalidCredentials` after the rate
+ * invalid is remembered in `ctx.state.credentialProblem` and refused by the kit's `refuseInvalidCredentials` after the rate
  * limiter has counted the request, so refused requests still carry rate-limit headers and still count.
  */
 export function authenticate(deps: AuthDeps): Middleware {
@@ -119,7 +119,7 @@ export function authenticate(deps: AuthDeps): Middleware {
       if (apiKey) await apiKeyPrincipal(ctx, apiKey, principals);
     } catch (error) {
       if (!(error instanceof Problem)) throw error;
-      ctx.state.authError = error;
+      ctx.state.credentialProblem = error;
       principals.clear();
     }
     ctx.state.principal = principals.get(BEARER) ?? principals.get(API_KEY) ?? principals.values().next().value;
@@ -190,12 +190,6 @@ export function authenticate(deps: AuthDeps): Middleware {
     principals.set(API_KEY, principal);
   }
 }
-
-/** Refuses a request whose credential was present but invalid (after it was counted by the rate limiter). */
-export const rejectInvalidCredentials: Middleware = async (ctx, next) => {
-  if (ctx.state.authError) throw ctx.state.authError as Problem;
-  await next();
-};
 
 /** API-key scopes: `read` admits GET and HEAD, `write` every other method. */
 export const API_KEY_SCOPES = ['read', 'write'] as const;

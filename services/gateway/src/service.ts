@@ -1,26 +1,21 @@
 import { join, resolve } from 'node:path';
-import Koa, { type Context, type Next } from 'koa';
-import Router from '@koa/router';
-import { bodyParser } from '@koa/bodyparser';
-import { corsForDomain } from '@tempora/kit/cors';
+import type Koa from 'koa';
+import type { Context, Next } from 'koa';
+import { createApp } from '@tempora/kit/app';
 import { openDatabase } from '@tempora/kit/database';
-import { Problem, problemMiddleware, unauthorized } from '@tempora/kit/errors';
+import { Problem, unauthorized } from '@tempora/kit/errors';
 import { createLogger, type Logger } from '@tempora/kit/logger';
 import { Metrics } from '@tempora/kit/metrics';
-import { buildOpenApi, docsRouter } from '@tempora/kit/openapi';
-import type { RateWindow } from '@tempora/kit/rate-limit';
+import { RateLimiter, type RateWindow } from '@tempora/kit/rate-limit';
 import { connectRedis } from '@tempora/kit/redis';
-import { requestId } from '@tempora/kit/request-id';
-import { mountRoutes } from '@tempora/kit/routes';
 import type { Principal } from '@tempora/kit/auth';
-import { API_KEY_CHALLENGE, AuthCache, authenticate, rejectInvalidCredentials, requireScope, type UserPrincipal } from './auth.ts';
+import { API_KEY_CHALLENGE, AuthCache, authenticate, requireScope, type UserPrincipal } from './auth.ts';
 import type { GatewayConfig } from './config.ts';
 import { KeyStore } from './domain/keys.ts';
 import { anonymousWindows, serviceWindows, tierWindows, type LimitSettings } from './domain/limits.ts';
 import { GitHubSignIn, OidcVerifier } from './domain/providers.ts';
 import { BEARER_CHALLENGE, TokenService } from './domain/tokens.ts';
 import { GenerationClient } from './generation-client.ts';
-import { WindowLimiter } from './limiter.ts';
 import { GatewayMetrics } from './metrics.ts';
 import { migrations } from './migrations.ts';
 import { Proxy, routeOf, type UpstreamName } from './proxy.ts';
@@ -81,7 +76,7 @@ export async function createGatewayService(config: GatewayConfig, logger = creat
   });
   const metrics = new Metrics('gateway');
   const gatewayMetrics = new GatewayMetrics(metrics);
-  const limiter = new WindowLimiter({ redis, prefix: `${config.REDIS_KEY_PREFIX}:gateway`, logger });
+  const limiter = new RateLimiter({ redis, prefix: `${config.REDIS_KEY_PREFIX}:gateway` });
   const defaultKey = config.SERVICE_KEY[0];
   const upstreamKey = (own: string | undefined) => own ?? defaultKey;
   const proxy = new Proxy(
@@ -117,47 +112,7 @@ export async function createGatewayService(config: GatewayConfig, logger = creat
     generation: new GenerationClient(config.GENERATION_URL, upstreamKey(config.GENERATION_SERVICE_KEY), config.UPSTREAM_TIMEOUT_MS),
     proxy,
   };
-  const routes = [...authRoutes(deps), ...userRoutes(deps), ...creditRoutes(deps)];
-  const openapi = buildOpenApi(
-    {
-      title: 'Tempora gateway',
-      version: VERSION,
-      description:
-        'The single entry point: sign-in, tokens, API keys, credits, rate limits. Every other /api/v1/ path is proxied: /api/v1/graph/* to the graph service, /api/v1/billing/* to billing, /api/v1/simulate to simulation, /api/v1/conductor/* to the conductor, everything else to the generation service.',
-    },
-    routes,
-  );
-
-  let draining = false;
-  const operations = new Router();
-  operations.get('/health', async (ctx) => {
-    if (draining) {
-      ctx.status = 503;
-      ctx.body = { status: 'draining', service: 'gateway', version: VERSION };
-      return;
-    }
-    const db = await database.ping();
-    ctx.status = db ? 200 : 503;
-    ctx.body = { status: db ? 'ok' : 'degraded', service: 'gateway', version: VERSION, database: db, redis: redis ? redis.isReady : null };
-  });
-  operations.get('/metrics', async (ctx) => {
-    ctx.type = metrics.registry.contentType;
-    ctx.body = await metrics.registry.metrics();
-  });
-
   const limits: LimitSettings = { multiplier: config.RATE_LIMIT_MULTIPLIER, anonymousPerMinute: config.RATE_LIMIT_ANONYMOUS_PER_MINUTE, servicePerMinute: config.RATE_LIMIT_SERVICE_PER_MINUTE };
-  const windows = gatewayWindows(limits);
-  const rateLimit = async (ctx: Context, next: Next) => {
-    const counted = windows(ctx);
-    const state = await limiter.consume(counted);
-    const headers = { 'X-RateLimit-Limit': String(state.limit), 'X-RateLimit-Remaining': String(state.remaining), 'X-RateLimit-Reset': String(state.resetSeconds) };
-    ctx.set(headers);
-    if (state.limited) {
-      gatewayMetrics.rateLimited.inc({ window: counted[0]?.name === 'tier-minute' ? `tier-${(ctx.state.user as UserPrincipal).tier}` : (counted[0]?.name ?? 'unknown') });
-      throw new Problem(429, `rate limit of ${state.limit} requests exceeded; retry in ${state.resetSeconds} s`, { headers: { ...headers, 'Retry-After': String(state.resetSeconds) } });
-    }
-    await next();
-  };
 
   const proxied = async (ctx: Context, next: Next) => {
     const route = routeOf(ctx.path);
@@ -174,38 +129,43 @@ export async function createGatewayService(config: GatewayConfig, logger = creat
     await proxy.forward(ctx, route as UpstreamName, ctx.path, user);
   };
 
-  const api = new Router();
-  mountRoutes(api, routes, []);
-
-  const app = new Koa({ proxy: config.TRUSTED_PROXY_HOPS > 0, maxIpsCount: config.TRUSTED_PROXY_HOPS });
-  app.use(requestId);
-  app.use(metrics.middleware());
-  app.use(problemMiddleware(logger));
-  app.use(corsForDomain(config.TEMPORA_DOMAIN));
-  // The operational and documentation routes live outside /api/: API requests skip their routers.
-  const outsideApi = (middleware: Koa.Middleware): Koa.Middleware => (ctx, next) => (ctx.path.startsWith('/api/') ? next() : middleware(ctx, next));
-  app.use(outsideApi(operations.routes() as Koa.Middleware));
-  app.use(outsideApi(docsRouter(openapi, 'Tempora gateway').routes() as Koa.Middleware));
-  app.use(authenticate({ cache: authCache, keys, repository, issuer: config.JWT_ISSUER, audience: config.JWT_AUDIENCE, serviceKeys: config.SERVICE_KEY, adminKey: config.ADMIN_KEY }));
-  app.use(rateLimit);
-  app.use(rejectInvalidCredentials);
-  app.use(async (ctx, next) => {
-    requireScope(ctx);
-    await next();
+  const { app, openapi, drain } = createApp({
+    name: 'gateway',
+    version: VERSION,
+    title: 'Tempora gateway',
+    description:
+      'The single entry point: sign-in, tokens, API keys, credits, rate limits. Every other /api/v1/ path is proxied: /api/v1/graph/* to the graph service, /api/v1/billing/* to billing, /api/v1/simulate to simulation, /api/v1/conductor/* to the conductor, everything else to the generation service.',
+    config,
+    logger,
+    metrics,
+    authenticators: [],
+    identify: authenticate({ cache: authCache, keys, repository, issuer: config.JWT_ISSUER, audience: config.JWT_AUDIENCE, serviceKeys: config.SERVICE_KEY, adminKey: config.ADMIN_KEY }),
+    rateLimit: {
+      limiter,
+      windows: gatewayWindows(limits),
+      onLimited: (ctx, windows) =>
+        gatewayMetrics.rateLimited.inc({ window: windows[0]?.name === 'tier-minute' ? `tier-${(ctx.state.user as UserPrincipal).tier}` : (windows[0]?.name ?? 'unknown') }),
+    },
+    beforeBody: [
+      async (ctx, next) => {
+        requireScope(ctx);
+        await next();
+      },
+      proxied,
+    ],
+    routes: [...authRoutes(deps), ...userRoutes(deps), ...creditRoutes(deps)],
+    health: async () => {
+      const db = await database.ping();
+      return { status: db ? 'ok' : 'degraded', database: db, redis: redis ? redis.isReady : null };
+    },
   });
-  app.use(proxied);
-  app.use(bodyParser({ enableTypes: ['json'], jsonLimit: config.BODY_LIMIT, jsonStrict: true }));
-  app.use(api.routes());
-  app.use(api.allowedMethods());
 
   return {
     app,
     openapi,
     logger,
     deps,
-    drain: () => {
-      draining = true;
-    },
+    drain,
     close: async () => {
       await proxy.close().catch(() => undefined);
       await redis?.quit().catch(() => undefined);

@@ -8,7 +8,7 @@ import { problemMiddleware } from './errors.ts';
 import type { Logger } from './logger.ts';
 import type { Metrics } from './metrics.ts';
 import { buildOpenApi, docsRouter } from './openapi.ts';
-import type { RateLimiter, WindowResolver } from './rate-limit.ts';
+import type { RateLimiter, RateWindow, WindowResolver } from './rate-limit.ts';
 import { requestId } from './request-id.ts';
 import { identify, mountRoutes, refuseInvalidCredentials, type RouteDefinition } from './routes.ts';
 
@@ -26,7 +26,15 @@ export interface ServiceDefinition {
   logger: Logger;
   metrics: Metrics;
   authenticators: Authenticator[];
-  rateLimit?: { limiter: RateLimiter; windows: WindowResolver };
+  /**
+   * Replaces identification by `authenticators` when it needs I/O (the gateway's access tokens and API
+   * keys). Like `identify`, it sets `ctx.state.principals` and `principal`, and leaves a refused credential
+   * in `ctx.state.credentialProblem` for after rate limiting.
+   */
+  identify?: Koa.Middleware;
+  rateLimit?: { limiter: RateLimiter; windows: WindowResolver; onLimited?: (ctx: Koa.Context, windows: RateWindow[]) => void };
+  /** Run after credentials are checked and before the body is parsed: whatever must stream the raw body (a proxy). */
+  beforeBody?: Koa.Middleware[];
   routes: RouteDefinition[];
   /** Extra health fields; `status: degraded` answers 503 so orchestrators stop routing here. */
   health(): Promise<HealthReport>;
@@ -72,11 +80,14 @@ export function createApp(definition: ServiceDefinition): ServiceApp {
   app.use(definition.metrics.middleware());
   app.use(problemMiddleware(definition.logger));
   app.use(corsForDomain(definition.config.TEMPORA_DOMAIN));
-  app.use(operations.routes());
-  app.use(docs.routes());
-  app.use(identify(definition.authenticators));
-  if (definition.rateLimit) app.use(definition.rateLimit.limiter.middleware(definition.rateLimit.windows));
+  // The operational and documentation routes live outside /api/, so API requests skip their routers.
+  const outsideApi = (middleware: Koa.Middleware): Koa.Middleware => (ctx, next) => (ctx.path.startsWith('/api/') ? next() : middleware(ctx, next));
+  app.use(outsideApi(operations.routes() as Koa.Middleware));
+  app.use(outsideApi(docs.routes() as Koa.Middleware));
+  app.use(definition.identify ?? identify(definition.authenticators));
+  if (definition.rateLimit) app.use(definition.rateLimit.limiter.middleware(definition.rateLimit.windows, definition.rateLimit.onLimited));
   app.use(refuseInvalidCredentials);
+  for (const middleware of definition.beforeBody ?? []) app.use(middleware);
   app.use(bodyParser({ enableTypes: ['json'], jsonLimit: definition.config.BODY_LIMIT, jsonStrict: true }));
   app.use(api.routes());
   app.use(api.allowedMethods());

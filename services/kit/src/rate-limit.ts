@@ -68,7 +68,8 @@ export class RateLimiter {
     };
   }
 
-  middleware(resolve: WindowResolver) {
+  /** `onLimited` observes each refusal (e.g. to count it by window in a metric). */
+  middleware(resolve: WindowResolver, onLimited?: (ctx: Context, windows: RateWindow[]) => void) {
     return async (ctx: Context, next: Next): Promise<void> => {
       const windows = resolve(ctx);
       if (windows.length === 0) return next();
@@ -80,6 +81,7 @@ export class RateLimiter {
       };
       ctx.set(headers);
       if (state.limited) {
+        onLimited?.(ctx, windows);
         throw new Problem(429, `rate limit of ${state.limit} requests exceeded; retry in ${state.resetSeconds} s`, {
           headers: { ...headers, 'Retry-After': String(state.resetSeconds) },
         });

@@ -6,7 +6,7 @@ import type { KeyStore } from '../domain/keys.ts';
 import type { GitHubSignIn, OidcVerifier } from '../domain/providers.ts';
 import type { TokenService } from '../domain/tokens.ts';
 import type { GenerationClient } from '../generation-client.ts';
-import type { WindowLimiter } from '../limiter.ts';
+import type { RateLimiter } from '@tempora/kit/rate-limit';
 import type { GatewayMetrics } from '../metrics.ts';
 import type { Proxy } from '../proxy.ts';
 import type { GatewayRepository } from '../repository.ts';
@@ -21,7 +21,7 @@ export interface GatewayRouteDeps {
   apple: OidcVerifier;
   google: OidcVerifier;
   github: GitHubSignIn;
-  limiter: WindowLimiter;
+  limiter: RateLimiter;
   metrics: GatewayMetrics;
   generation: GenerationClient;
   proxy: Proxy;

@@ -1,10 +1,10 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { connectRedis } from '@tempora/kit/redis';
-import { createLogger } from '@tempora/kit/logger';
-import { WindowLimiter } from '../src/limiter.ts';
+import { connectRedis } from '../src/redis.ts';
+import { createLogger } from '../src/logger.ts';
+import { RateLimiter } from '../src/rate-limit.ts';
 
-describe('gateway: window limiter', () => {
+describe('kit rate limiter', () => {
   const windows = (key: string) => [
     { name: 'minute', points: 3, durationSeconds: 60, key },
     { name: 'day', points: 5, durationSeconds: 86_400, key },
@@ -13,14 +13,15 @@ describe('gateway: window limiter', () => {
   it('counts every window in Redis and reports the tightest', async () => {
     const redis = await connectRedis(process.env.REDIS_URL, createLogger('t', 'silent'));
     try {
-      const limiter = new WindowLimiter({ redis, prefix: `test-${randomBytes(4).toString('hex')}` });
+      const prefix = `test-${randomBytes(4).toString('hex')}`;
+      const limiter = new RateLimiter({ redis, prefix });
       const states = [];
       for (let i = 0; i < 4; i += 1) states.push(await limiter.consume(windows('u1')));
       assert.deepEqual(states.map((s) => [s.limit, s.remaining, s.limited]), [[3, 2, false], [3, 1, false], [3, 0, false], [3, 0, true]]);
       assert.ok(states[3]!.resetSeconds >= 59 && states[3]!.resetSeconds <= 60);
       const other = await limiter.consume(windows('u2'));
       assert.equal(other.remaining, 2, 'keys are counted apart');
-      const shared = new WindowLimiter({ redis, prefix: (limiter as unknown as { prefix: string }).prefix });
+      const shared = new RateLimiter({ redis, prefix: prefix });
       assert.equal((await shared.consume(windows('u2'))).remaining, 1, 'another replica sees the same counts');
     } finally {
       await redis?.quit();
@@ -28,13 +29,13 @@ describe('gateway: window limiter', () => {
   });
 
   it('falls back to memory when Redis is absent or gone', async () => {
-    const memory = new WindowLimiter({ redis: undefined, prefix: 'm' });
+    const memory = new RateLimiter({ redis: undefined, prefix: 'm' });
     const results = [];
     for (let i = 0; i < 4; i += 1) results.push((await memory.consume(windows('x'))).limited);
     assert.deepEqual(results, [false, false, false, true]);
     const redis = await connectRedis(process.env.REDIS_URL, createLogger('t', 'silent'));
     await redis!.quit();
-    const gone = new WindowLimiter({ redis, prefix: 'g' });
+    const gone = new RateLimiter({ redis, prefix: 'g' });
     assert.equal((await gone.consume(windows('y'))).remaining, 2);
   });
 });
