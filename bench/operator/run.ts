@@ -1,0 +1,134 @@
+// Operator benchmark on the real control plane: 1,000 custom resources of mixed kinds applied at once.
+// Prints time to all Ready, writes per reconcile, writes per minute at steady state and the operator's
+// RSS. The operator runs as its own process (node operator/src/main.ts), as in a cluster.
+//   node bench/operator/run.ts [--count 1000] [--steady-seconds 60]
+import { spawn } from 'node:child_process';
+import { dirname, join } from 'node:path';
+import { parseArgs } from 'node:util';
+import { fileURLToPath } from 'node:url';
+import { freePort } from '../../test/k8s/control-plane.ts';
+import { applyAs, startCluster, waitFor } from '../../operator/test/cluster.ts';
+import { agentPool, gateway, graphWorker, simulationBudget } from '../../operator/test/fixtures.ts';
+import type { KubeObject } from '../../operator/src/kube/object.ts';
+import * as R from '../../operator/src/kube/resources.ts';
+
+const { values } = parseArgs({ options: { count: { type: 'string', default: '1000' }, 'steady-seconds': { type: 'string', default: '60' } } });
+const count = Number(values.count);
+const steadySeconds = Number(values['steady-seconds']);
+const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
+
+/** One Gateway in ten (each owns 25 children); the rest split evenly between the three other kinds. */
+function resources(n: number): KubeObject[] {
+  const out: KubeObject[] = [];
+  for (let i = 0; i < n; i++) {
+    const k = i % 10;
+    if (k === 0) out.push(gateway(`gw-${i}`));
+    else if (k <= 3) out.push(graphWorker(`wk-${i}`, i % 2 ? 'renderer' : 'daily', { gatewayRef: 'gw-0' }));
+    else if (k <= 6) out.push(agentPool(`ap-${i}`));
+    else out.push(simulationBudget(`sb-${i}`));
+  }
+  return out;
+}
+
+const PLURAL: Record<string, R.ResourceType> = { Gateway: R.Gateway, GraphWorker: R.GraphWorker, AgentPool: R.AgentPool, SimulationBudget: R.SimulationBudget };
+
+async function scrape(port: number): Promise<Map<string, number>> {
+  const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+  const sums = new Map<string, number>();
+  for (const line of text.split('\n')) {
+    if (!line || line.startsWith('#')) continue;
+    const m = /^([a-z_]+)(\{[^}]*\})? ([0-9.e+-]+)$/.exec(line);
+    if (!m) continue;
+    const [, name, labels = '', value] = m;
+    if (name === 'tempora_operator_api_writes_total' && labels.includes('resource="leases"')) continue;
+    sums.set(name!, (sums.get(name!) ?? 0) + Number(value));
+  }
+  return sums;
+}
+
+const cluster = await startCluster();
+const port = await freePort();
+const operator = spawn(process.execPath, [join(ROOT, 'operator', 'src', 'main.ts')], {
+  env: { ...process.env, KUBECONFIG: cluster.operatorKubeconfig, OPERATOR_PORT: String(port), LEADER_ELECTION_NAMESPACE: 'tempora-system', POD_NAME: 'bench', LOG_LEVEL: 'error', RESYNC_SECONDS: '0' },
+  stdio: ['ignore', 'inherit', 'inherit'],
+});
+process.once('exit', () => operator.kill('SIGKILL'));
+for (const signal of ['SIGINT', 'SIGTERM'] as const) process.once(signal, () => process.exit(130));
+try {
+  await waitFor('operator ready', async () => (await fetch(`http://127.0.0.1:${port}/readyz`)).ok, 30_000, 200);
+  await waitFor('operator leading', async () => (await scrape(port)).get('leader_election_master_status') === 1, 30_000, 200);
+  const objs = resources(count);
+  const started = performance.now();
+  const queue = [...objs];
+  await Promise.all(
+    Array.from({ length: 32 }, async () => {
+      for (let o = queue.shift(); o; o = queue.shift()) await applyAs(cluster.admin, o);
+    }),
+  );
+  const applied = performance.now();
+  const ready = async () => {
+    let n = 0;
+    for (const r of Object.values(PLURAL)) {
+      const list = await cluster.admin.list(r, {}, 'default');
+      n += list.items.filter((o) => {
+        const c = ((o.status?.conditions ?? []) as { type: string; status: string; observedGeneration?: number }[]).find((x) => x.type === 'Ready');
+        return c?.status === 'True' && c.observedGeneration === o.metadata.generation;
+      }).length;
+    }
+    return n;
+  };
+  let lastReport = 0;
+  await waitFor(
+    `${count} Ready`,
+    async () => {
+      const n = await ready();
+      if (process.env.BENCH_VERBOSE && performance.now() - lastReport > 2000) {
+        lastReport = performance.now();
+        const m = await scrape(port);
+        console.error(`${((lastReport - started) / 1000).toFixed(1)}s ready=${n} reconciles=${m.get('controller_runtime_reconcile_total')} errors=${m.get('controller_runtime_reconcile_errors_total')} depth=${m.get('workqueue_depth')} writes=${m.get('tempora_operator_api_writes_total')}`);
+      }
+      return n === count;
+    },
+    600_000,
+    500,
+  );
+  const allReady = performance.now();
+  const atReady = await scrape(port);
+  // After Ready, kube-controller-manager still creates Pods for a while and status follows their counts;
+  // steady state starts once the operator has written nothing for 5 s (at most 60 s after Ready).
+  const writesNow = async () => (await scrape(port)).get('tempora_operator_api_writes_total') ?? 0;
+  let previous = await writesNow();
+  const settleDeadline = performance.now() + 60_000;
+  for (let quiet = 0; quiet < 5 && performance.now() < settleDeadline; ) {
+    await new Promise((r) => setTimeout(r, 1000));
+    const w = await writesNow();
+    quiet = w === previous ? quiet + 1 : 0;
+    previous = w;
+  }
+  const settled = await scrape(port);
+  await new Promise((r) => setTimeout(r, steadySeconds * 1000));
+  const steady = await scrape(port);
+  const writes = atReady.get('tempora_operator_api_writes_total') ?? 0;
+  const reconciles = atReady.get('controller_runtime_reconcile_total') ?? 0;
+  const settledWrites = settled.get('tempora_operator_api_writes_total') ?? 0;
+  const steadyWrites = (steady.get('tempora_operator_api_writes_total') ?? 0) - settledWrites;
+  const figures = {
+    customResources: count,
+    applySeconds: +((applied - started) / 1000).toFixed(1),
+    timeToAllReadySeconds: +((allReady - started) / 1000).toFixed(1),
+    reconciles,
+    reconcileErrors: atReady.get('controller_runtime_reconcile_errors_total') ?? 0,
+    writes,
+    writesPerReconcile: +(writes / reconciles).toFixed(2),
+    writesWhileSettling: settledWrites - writes,
+    steadyStateWritesPerMinute: +((steadyWrites * 60) / steadySeconds).toFixed(1),
+    operatorRssMB: +((steady.get('process_resident_memory_bytes') ?? 0) / 2 ** 20).toFixed(0),
+    operatorHeapUsedMB: +((steady.get('nodejs_heap_size_used_bytes') ?? 0) / 2 ** 20).toFixed(0),
+    targets: { timeToAllReadySeconds: 30, steadyStateWritesPerMinute: 0, operatorRssMB: 150 },
+  };
+  console.log(JSON.stringify(figures, null, 2));
+} finally {
+  operator.kill('SIGTERM');
+  await new Promise((r) => operator.once('exit', r));
+  await cluster.cp.stop();
+}

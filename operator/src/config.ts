@@ -1,0 +1,58 @@
+// The operator's environment, validated at start-up: an invalid value stops it with a clear message.
+import { hostname } from 'node:os';
+import { z } from 'zod';
+
+const bool = z.enum(['true', 'false']).transform((v) => v === 'true');
+
+const EnvSchema = z.object({
+  KUBECONFIG: z.string().min(1).optional(),
+  OPERATOR_PORT: z.coerce.number().int().min(0).max(65535).default(8090),
+  /** Watch one namespace only; unset watches all (the chart's ClusterRole). */
+  WATCH_NAMESPACE: z.string().min(1).optional(),
+  LEADER_ELECTION: bool.default(true),
+  LEADER_ELECTION_NAMESPACE: z.string().min(1).default('tempora-system'),
+  LEADER_ELECTION_ID: z.string().min(1).default('tempora-operator'),
+  /** The Lease holder identity; the chart sets it to the pod name. */
+  POD_NAME: z.string().min(1).default(`${hostname()}-${process.pid}`),
+  WORKERS_PER_CONTROLLER: z.coerce.number().int().min(1).max(64).default(4),
+  RESYNC_SECONDS: z.coerce.number().int().min(0).default(600),
+  LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+});
+
+export interface OperatorConfig {
+  kubeconfig: string | undefined;
+  port: number;
+  watchNamespace: string | undefined;
+  leaderElection: boolean;
+  leaderElectionNamespace: string;
+  leaderElectionId: string;
+  identity: string;
+  workers: number;
+  resyncMs: number;
+  logLevel: string;
+}
+
+export function loadConfig(env: NodeJS.ProcessEnv): OperatorConfig {
+  const parsed = EnvSchema.safeParse(env);
+  if (!parsed.success) {
+    const problems = parsed.error.issues.map((i) => `  ${i.path.join('.')}: ${i.message}`).join('\n');
+    throw new ConfigError(`invalid operator environment:\n${problems}`);
+  }
+  const e = parsed.data;
+  return {
+    kubeconfig: e.KUBECONFIG,
+    port: e.OPERATOR_PORT,
+    watchNamespace: e.WATCH_NAMESPACE,
+    leaderElection: e.LEADER_ELECTION,
+    leaderElectionNamespace: e.LEADER_ELECTION_NAMESPACE,
+    leaderElectionId: e.LEADER_ELECTION_ID,
+    identity: e.POD_NAME,
+    workers: e.WORKERS_PER_CONTROLLER,
+    resyncMs: e.RESYNC_SECONDS * 1000,
+    logLevel: e.LOG_LEVEL,
+  };
+}
+
+export class ConfigError extends Error {
+  override name = 'ConfigError';
+}

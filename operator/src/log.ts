@@ -1,0 +1,5 @@
+import { pino, type Logger } from 'pino';
+
+export function createLogger(level: string, base: Record<string, unknown> = {}): Logger {
+  return pino({ level, base: { component: 'tempora-operator', ...base } });
+}

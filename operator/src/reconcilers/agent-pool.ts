@@ -1,0 +1,105 @@
+// AgentPool: the generation service's agent workers as a Deployment scaled by an autoscaling/v2
+// HorizontalPodAutoscaler. The HPA owns the Deployment's replicas, so the operator never sets them.
+import type { KubeObject } from '../kube/object.ts';
+import * as R from '../kube/resources.ts';
+import { applyChildren } from './apply-children.ts';
+import { childLabels, type DesiredChild, type ReconcileContext, type Reconciler } from './context.ts';
+import { updateStatus } from './status.ts';
+import { peerUrls } from './platform-services.ts';
+import { readiness } from './readiness.ts';
+import { configMap, deployment, envFromSecretKey, obj, type ImageSpec, type Resources, type SecretKeyRef } from './workload.ts';
+
+/** The external metric a metrics adapter serves from the generation service's queue. */
+export const QUEUE_DEPTH_METRIC = 'tempora_generation_queue_depth';
+/** Where the worker serves /health and /metrics. */
+const WORKER_PORT = 8091;
+
+export interface AgentPoolSpec {
+  gatewayRef: string;
+  image: ImageSpec;
+  minReplicas: number;
+  maxReplicas: number;
+  cpuTargetPercent: number;
+  queueDepthTarget: number;
+  concurrency: number;
+  models: {
+    presets: { name: string; provider: string; model: string; temperature?: number; maxTokens?: number }[];
+    policy: { default: string; fallback?: string[]; allowed?: string[] };
+  };
+  providerSecrets?: string[];
+  resources?: Resources;
+  redis: SecretKeyRef;
+}
+
+export function desiredAgentPoolChildren(pool: KubeObject, withQueueMetric: boolean): DesiredChild[] {
+  const spec = pool.spec as unknown as AgentPoolSpec;
+  const name = pool.metadata.name;
+  const component = 'generation-agents';
+  const config = {
+    AGENT_POOL: 'redis',
+    AGENT_POOL_CONCURRENCY: String(spec.concurrency),
+    MODEL_PRESETS: JSON.stringify(spec.models.presets),
+    MODEL_POLICY: JSON.stringify(spec.models.policy),
+    ...peerUrls(spec.gatewayRef, pool.metadata.namespace ?? 'default', ['generation', 'billing']),
+  };
+  const envFrom: Record<string, unknown>[] = [
+    { configMapRef: { name } },
+    ...(spec.providerSecrets ?? []).map((s) => ({ secretRef: { name: s } })),
+  ];
+  const metrics: Record<string, unknown>[] = [
+    { type: 'Resource', resource: { name: 'cpu', target: { type: 'Utilization', averageUtilization: spec.cpuTargetPercent } } },
+  ];
+  if (withQueueMetric) {
+    metrics.push({
+      type: 'External',
+      external: {
+        metric: { name: QUEUE_DEPTH_METRIC, selector: { matchLabels: { pool: name } } },
+        target: { type: 'AverageValue', averageValue: String(spec.queueDepthTarget) },
+      },
+    });
+  }
+  return [
+    configMap(pool, name, component, config),
+    deployment({
+      owner: pool,
+      name,
+      component,
+      image: spec.image,
+      imageName: 'generation',
+      // The generation image's agent pool worker (services/generation/src/worker.ts).
+      command: ['node', 'src/worker.ts'],
+      port: WORKER_PORT,
+      portEnv: 'WORKER_PORT',
+      replicas: undefined,
+      env: envFromSecretKey('REDIS_URL', spec.redis),
+      envFrom,
+      resources: spec.resources,
+      config,
+    }),
+    {
+      resource: R.HorizontalPodAutoscaler,
+      object: obj(name, childLabels(pool, component), {
+        scaleTargetRef: { apiVersion: 'apps/v1', kind: 'Deployment', name },
+        minReplicas: spec.minReplicas,
+        maxReplicas: spec.maxReplicas,
+        metrics,
+      }),
+    },
+  ];
+}
+
+export const agentPoolReconciler: Reconciler = {
+  resource: R.AgentPool,
+  async reconcile(pool: KubeObject, ctx: ReconcileContext) {
+    const applied = await applyChildren(pool, desiredAgentPoolChildren(pool, await ctx.features.externalMetrics()), ctx);
+    const { conditions } = readiness(applied);
+    const dep = applied.live.get(`deployments/${pool.metadata.name}`);
+    const hpa = applied.live.get(`horizontalpodautoscalers/${pool.metadata.name}`);
+    const fields = {
+      replicas: (dep?.status as { replicas?: number } | undefined)?.replicas ?? 0,
+      desiredReplicas: (hpa?.status as { desiredReplicas?: number } | undefined)?.desiredReplicas ?? 0,
+    };
+    await updateStatus(pool, R.AgentPool, { conditions, fields }, ctx);
+    if (applied.errors.length > 0) throw new Error(applied.errors.join('; '));
+  },
+};

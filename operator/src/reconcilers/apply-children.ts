@@ -1,0 +1,72 @@
+// Applying children under the operator's field manager, only when they drifted, and pruning the ones
+// an owner no longer wants.
+import { needsApply, withSpecHash } from '../kube/drift.ts';
+import type { KubeObject } from '../kube/object.ts';
+import { apiVersionOf } from '../kube/resources.ts';
+import { MANAGED_BY, MANAGED_BY_LABEL, ownerReference, type DesiredChild, type ReconcileContext } from './context.ts';
+
+/** The object as the operator applies it: owner reference, managed-by label and spec hash added. */
+function finalize(owner: KubeObject, child: DesiredChild): KubeObject {
+  const meta = child.object.metadata;
+  return withSpecHash({
+    ...child.object,
+    apiVersion: apiVersionOf(child.resource),
+    kind: child.resource.kind,
+    metadata: {
+      ...meta,
+      namespace: owner.metadata.namespace,
+      labels: { ...meta.labels, [MANAGED_BY_LABEL]: MANAGED_BY },
+      ownerReferences: [ownerReference(owner)],
+    },
+  });
+}
+
+export interface AppliedChildren {
+  /** The live state of each desired child after this pass, keyed `<plural>/<name>`. */
+  live: Map<string, KubeObject>;
+  errors: string[];
+}
+
+export async function applyChildren(owner: KubeObject, desired: DesiredChild[], ctx: ReconcileContext): Promise<AppliedChildren> {
+  const result: AppliedChildren = { live: new Map(), errors: [] };
+  const wanted = new Set<string>();
+  await Promise.all(
+    desired.map(async (child) => {
+      const obj = finalize(owner, child);
+      const key = `${child.resource.plural}/${obj.metadata.name}`;
+      wanted.add(key);
+      try {
+        // A child type without an informer (a ServiceMonitor whose CRD appeared after start-up) is read.
+        const informer = ctx.children.get(child.resource.plural);
+        const cached = informer
+          ? informer.get(obj.metadata.namespace, obj.metadata.name)
+          : await ctx.client.getOrUndefined(child.resource, obj.metadata.namespace ?? '', obj.metadata.name);
+        if (cached && !needsApply(obj, cached)) {
+          result.live.set(key, cached);
+          return;
+        }
+        result.live.set(key, await ctx.client.apply(child.resource, obj));
+      } catch (err) {
+        result.errors.push(`${child.resource.kind} ${obj.metadata.name}: ${String(err)}`);
+      }
+    }),
+  );
+  await pruneChildren(owner, wanted, ctx, result);
+  return result;
+}
+
+/** Deletes watched children this owner controls but no longer wants (a Gateway's Ingress once spec.ingress is removed). */
+async function pruneChildren(owner: KubeObject, wanted: Set<string>, ctx: ReconcileContext, result: AppliedChildren): Promise<void> {
+  for (const [plural, informer] of ctx.children) {
+    for (const child of informer.list()) {
+      if (child.metadata.namespace !== owner.metadata.namespace || child.metadata.deletionTimestamp) continue;
+      const controlled = child.metadata.ownerReferences?.some((r) => r.controller && r.uid === owner.metadata.uid);
+      if (!controlled || wanted.has(`${plural}/${child.metadata.name}`)) continue;
+      try {
+        await ctx.client.delete(informer.resource, child.metadata.namespace ?? '', child.metadata.name);
+      } catch (err) {
+        result.errors.push(`delete ${child.kind} ${child.metadata.name}: ${String(err)}`);
+      }
+    }
+  }
+}

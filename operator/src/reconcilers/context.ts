@@ -1,0 +1,61 @@
+// What every reconcile gets, and how every child is labelled and owned.
+import type { Logger } from 'pino';
+import type { KubeClient } from '../kube/client.ts';
+import type { EventRecorder } from '../kube/events.ts';
+import type { Informer } from '../kube/informer.ts';
+import type { KubeObject, OwnerReference } from '../kube/object.ts';
+import type { ResourceType } from '../kube/resources.ts';
+
+export const MANAGED_BY_LABEL = 'app.kubernetes.io/managed-by';
+export const MANAGED_BY = 'tempora-operator';
+
+export interface Features {
+  /** monitoring.coreos.com/v1 ServiceMonitor is served (the Prometheus Operator's CRDs are installed). */
+  serviceMonitors(): Promise<boolean>;
+  /** external.metrics.k8s.io is served (a metrics adapter is installed), so HPAs may use queue depth. */
+  externalMetrics(): Promise<boolean>;
+}
+
+export interface ReconcileContext {
+  client: KubeClient;
+  log: Logger;
+  events: EventRecorder;
+  features: Features;
+  /** Informer caches of the child types, keyed by plural. */
+  children: Map<string, Informer>;
+}
+
+export interface ReconcileResult {
+  requeueAfterMs?: number;
+}
+
+export interface Reconciler {
+  resource: ResourceType;
+  reconcile(obj: KubeObject, ctx: ReconcileContext): Promise<ReconcileResult | void>;
+}
+
+export interface DesiredChild {
+  resource: ResourceType;
+  object: KubeObject;
+}
+
+export function ownerReference(owner: KubeObject): OwnerReference {
+  return {
+    apiVersion: owner.apiVersion,
+    kind: owner.kind,
+    name: owner.metadata.name,
+    uid: owner.metadata.uid ?? '',
+    controller: true,
+    blockOwnerDeletion: true,
+  };
+}
+
+export function childLabels(owner: KubeObject, component: string): Record<string, string> {
+  return {
+    'app.kubernetes.io/name': component,
+    'app.kubernetes.io/instance': owner.metadata.name,
+    'app.kubernetes.io/part-of': 'tempora',
+    [MANAGED_BY_LABEL]: MANAGED_BY,
+    [`tempora.dev/${owner.kind.toLowerCase()}`]: owner.metadata.name,
+  };
+}

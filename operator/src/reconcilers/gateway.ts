@@ -1,0 +1,132 @@
+// Gateway: the platform's root. One Deployment, Service, ConfigMap and PodDisruptionBudget per service
+// (gateway and the five backends it routes to), an Ingress for the gateway, and a ServiceMonitor per
+// service when the Prometheus Operator is installed.
+import type { KubeObject } from '../kube/object.ts';
+import * as R from '../kube/resources.ts';
+import { applyChildren } from './apply-children.ts';
+import { childLabels, type DesiredChild, type ReconcileContext, type Reconciler } from './context.ts';
+import { updateStatus } from './status.ts';
+import { PLATFORM_SERVICES, peerUrls, type PlatformService } from './platform-services.ts';
+import { deploymentState, readiness } from './readiness.ts';
+import {
+  configMap,
+  deployment,
+  envFromSecretKey,
+  image,
+  obj,
+  podDisruptionBudget,
+  service,
+  serviceMonitor,
+  type ImageSpec,
+  type Resources,
+  type SecretKeyRef,
+} from './workload.ts';
+
+/** Services that call model providers and so receive the provider credentials. */
+const USES_PROVIDERS = new Set<PlatformService>(['generation', 'graph', 'simulation', 'conductor']);
+
+interface ServiceSpec {
+  replicas?: number;
+  resources?: Resources;
+  maxUnavailable?: number;
+}
+
+export interface GatewaySpec {
+  image: ImageSpec;
+  services?: Partial<Record<PlatformService, ServiceSpec>>;
+  rateLimits: { tiers: { name: string; requestsPerMinute: number; dailyLimit?: number }[] };
+  corsDomain?: string;
+  logLevel: string;
+  secrets?: { keys?: string; providers?: string };
+  database?: SecretKeyRef;
+  redis?: SecretKeyRef;
+  ingress?: { host: string; className?: string; tlsSecretName?: string; annotations?: Record<string, string> };
+}
+
+export function childName(owner: KubeObject, svc: PlatformService): string {
+  return `${owner.metadata.name}-${svc}`;
+}
+
+export function desiredGatewayChildren(gw: KubeObject, withServiceMonitors: boolean): DesiredChild[] {
+  const spec = gw.spec as unknown as GatewaySpec;
+  const peers = peerUrls(gw.metadata.name, gw.metadata.namespace ?? 'default', Object.keys(PLATFORM_SERVICES) as PlatformService[]);
+  const children: DesiredChild[] = [];
+  for (const [svc, port] of Object.entries(PLATFORM_SERVICES) as [PlatformService, number][]) {
+    const name = childName(gw, svc);
+    const settings = spec.services?.[svc] ?? {};
+    const config: Record<string, string> = { ...peers, LOG_LEVEL: spec.logLevel };
+    if (spec.corsDomain) config.TEMPORA_DOMAIN = spec.corsDomain;
+    if (svc === 'gateway') config.RATE_LIMIT_TIERS = JSON.stringify(spec.rateLimits.tiers);
+    const envFrom: Record<string, unknown>[] = [{ configMapRef: { name } }];
+    if (spec.secrets?.keys) envFrom.push({ secretRef: { name: spec.secrets.keys } });
+    if (spec.secrets?.providers && USES_PROVIDERS.has(svc)) envFrom.push({ secretRef: { name: spec.secrets.providers } });
+    children.push(
+      configMap(gw, name, svc, config),
+      deployment({
+        owner: gw,
+        name,
+        component: svc,
+        image: spec.image,
+        imageName: svc,
+        port,
+        replicas: settings.replicas,
+        resources: settings.resources,
+        env: [...envFromSecretKey('DATABASE_URL', spec.database), ...envFromSecretKey('REDIS_URL', spec.redis)],
+        envFrom,
+        config,
+      }),
+      service(gw, name, svc, port),
+      podDisruptionBudget(gw, name, svc, settings.maxUnavailable ?? 1),
+    );
+    if (withServiceMonitors) children.push(serviceMonitor(gw, name, svc));
+  }
+  if (spec.ingress) children.push(ingress(gw, spec.ingress));
+  return children;
+}
+
+function ingress(gw: KubeObject, spec: NonNullable<GatewaySpec['ingress']>): DesiredChild {
+  const { host, className, tlsSecretName, annotations } = spec;
+  const object = obj(gw.metadata.name, childLabels(gw, 'gateway'), {
+    ...(className ? { ingressClassName: className } : {}),
+    ...(tlsSecretName ? { tls: [{ hosts: [host], secretName: tlsSecretName }] } : {}),
+    rules: [
+      {
+        host,
+        http: {
+          paths: [
+            {
+              path: '/',
+              pathType: 'Prefix',
+              backend: { service: { name: childName(gw, 'gateway'), port: { name: 'http' } } },
+            },
+          ],
+        },
+      },
+    ],
+  });
+  if (annotations) object.metadata.annotations = annotations;
+  return { resource: R.Ingress, object };
+}
+
+export const gatewayReconciler: Reconciler = {
+  resource: R.Gateway,
+  async reconcile(gw: KubeObject, ctx: ReconcileContext) {
+    const spec = gw.spec as unknown as GatewaySpec;
+    const applied = await applyChildren(gw, desiredGatewayChildren(gw, await ctx.features.serviceMonitors()), ctx);
+    const { conditions } = readiness(applied);
+    const services = (Object.keys(PLATFORM_SERVICES) as PlatformService[]).map((svc) => {
+      const live = applied.live.get(`deployments/${childName(gw, svc)}`);
+      const state = live ? deploymentState(live) : undefined;
+      return {
+        name: svc,
+        image: image(spec.image, svc),
+        replicas: state?.replicas ?? 0,
+        availableReplicas: state?.available ?? 0,
+      };
+    });
+    const fields: Record<string, unknown> = { services };
+    if (spec.ingress) fields.url = `${spec.ingress.tlsSecretName ? 'https' : 'http'}://${spec.ingress.host}`;
+    await updateStatus(gw, R.Gateway, { conditions, fields }, ctx);
+    if (applied.errors.length > 0) throw new Error(applied.errors.join('; '));
+  },
+};

@@ -1,0 +1,146 @@
+// Builders for the children every Tempora workload is made of. Each returns only the fields the operator
+// owns (see docs/operator.md, "Who owns which field"): everything else stays with the API server's
+// defaults or with whoever sets it.
+import { createHash } from 'node:crypto';
+import type { KubeObject } from '../kube/object.ts';
+import * as R from '../kube/resources.ts';
+import { childLabels, type DesiredChild } from './context.ts';
+
+export interface ImageSpec {
+  registry: string;
+  version: string;
+  pullPolicy?: string;
+}
+
+export interface Resources {
+  requests?: Record<string, string>;
+  limits?: Record<string, string>;
+}
+
+export interface SecretKeyRef {
+  secretName: string;
+  key: string;
+}
+
+export function image(spec: ImageSpec, name: string): string {
+  return `${spec.registry.replace(/\/$/, '')}/${name}:${spec.version}`;
+}
+
+export function envFromSecretKey(name: string, ref: SecretKeyRef | undefined): Record<string, unknown>[] {
+  return ref ? [{ name, valueFrom: { secretKeyRef: { name: ref.secretName, key: ref.key } } }] : [];
+}
+
+export interface PodSpecInput {
+  owner: KubeObject;
+  component: string;
+  image: ImageSpec;
+  imageName: string;
+  /** Overrides the image's command (which runs the service's HTTP server). */
+  command?: string[];
+  port?: number;
+  /** The variable that tells the process its port: PORT for services, WORKER_PORT for workers. */
+  portEnv?: string;
+  env: Record<string, unknown>[];
+  envFrom: Record<string, unknown>[];
+  resources: Resources | undefined;
+  /** Settings the pods read; their hash goes on the template so a settings change rolls the pods. */
+  config: Record<string, string> | undefined;
+  restartPolicy?: string;
+}
+
+export function podTemplate(input: PodSpecInput): Record<string, unknown> {
+  const { owner, component, port } = input;
+  const annotations: Record<string, string> = {};
+  if (input.config) {
+    annotations['tempora.dev/config-hash'] = createHash('sha256').update(JSON.stringify(input.config)).digest('hex').slice(0, 16);
+  }
+  const container: Record<string, unknown> = {
+    name: component,
+    image: image(input.image, input.imageName),
+    imagePullPolicy: input.image.pullPolicy ?? 'IfNotPresent',
+    ...(input.command ? { command: input.command } : {}),
+    env: [...(port ? [{ name: input.portEnv ?? 'PORT', value: String(port) }] : []), ...input.env],
+    envFrom: input.envFrom,
+    resources: input.resources ?? {},
+    securityContext: {
+      allowPrivilegeEscalation: false,
+      readOnlyRootFilesystem: true,
+      capabilities: { drop: ['ALL'] },
+    },
+    volumeMounts: [{ name: 'tmp', mountPath: '/tmp' }],
+  };
+  if (port) {
+    container.ports = [{ name: 'http', containerPort: port, protocol: 'TCP' }];
+    container.readinessProbe = { httpGet: { path: '/health', port: 'http' }, periodSeconds: 5 };
+    container.livenessProbe = { httpGet: { path: '/health', port: 'http' }, periodSeconds: 10, failureThreshold: 6 };
+  }
+  return {
+    metadata: { labels: selectorLabels(owner, component), annotations },
+    spec: {
+      ...(input.restartPolicy ? { restartPolicy: input.restartPolicy } : {}),
+      // The service images run as the node user (uid 1000) of the Node 22 base image.
+      securityContext: { runAsNonRoot: true, runAsUser: 1000, runAsGroup: 1000, fsGroup: 1000, seccompProfile: { type: 'RuntimeDefault' } },
+      containers: [container],
+      volumes: [{ name: 'tmp', emptyDir: {} }],
+    },
+  };
+}
+
+export function selectorLabels(owner: KubeObject, component: string): Record<string, string> {
+  return { 'app.kubernetes.io/name': component, 'app.kubernetes.io/instance': owner.metadata.name };
+}
+
+export interface DeploymentInput extends PodSpecInput {
+  name: string;
+  /** Undefined leaves spec.replicas to others (kubectl scale, an HPA): the operator then never sets it. */
+  replicas: number | undefined;
+}
+
+export function deployment(input: DeploymentInput): DesiredChild {
+  return {
+    resource: R.Deployment,
+    object: obj(input.name, childLabels(input.owner, input.component), {
+      ...(input.replicas !== undefined ? { replicas: input.replicas } : {}),
+      selector: { matchLabels: selectorLabels(input.owner, input.component) },
+      template: podTemplate(input),
+    }),
+  };
+}
+
+export function service(owner: KubeObject, name: string, component: string, port: number): DesiredChild {
+  return {
+    resource: R.Service,
+    object: obj(name, childLabels(owner, component), {
+      selector: selectorLabels(owner, component),
+      ports: [{ name: 'http', port, targetPort: 'http', protocol: 'TCP' }],
+    }),
+  };
+}
+
+export function configMap(owner: KubeObject, name: string, component: string, data: Record<string, string>): DesiredChild {
+  return { resource: R.ConfigMap, object: { ...obj(name, childLabels(owner, component)), data } };
+}
+
+export function podDisruptionBudget(owner: KubeObject, name: string, component: string, maxUnavailable: number): DesiredChild {
+  return {
+    resource: R.PodDisruptionBudget,
+    object: obj(name, childLabels(owner, component), {
+      maxUnavailable,
+      selector: { matchLabels: selectorLabels(owner, component) },
+    }),
+  };
+}
+
+export function serviceMonitor(owner: KubeObject, name: string, component: string): DesiredChild {
+  return {
+    resource: R.ServiceMonitor,
+    object: obj(name, childLabels(owner, component), {
+      selector: { matchLabels: { ...selectorLabels(owner, component), [`tempora.dev/${owner.kind.toLowerCase()}`]: owner.metadata.name } },
+      endpoints: [{ port: 'http', path: '/metrics', interval: '30s' }],
+    }),
+  };
+}
+
+export function obj(name: string, labels: Record<string, string>, spec?: Record<string, unknown>): KubeObject {
+  return { apiVersion: '', kind: '', metadata: { name, labels }, ...(spec ? { spec } : {}) };
+}

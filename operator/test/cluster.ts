@@ -1,0 +1,157 @@
+// Shared set-up for the tests that need a cluster: one control plane per mocha run, the CRDs and RBAC
+// from crds/, and helpers to act as a user would.
+import { readFileSync, readdirSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { HttpMethod, KubeConfig } from '@kubernetes/client-node';
+import { parseAllDocuments } from 'yaml';
+import { ControlPlane } from '../../test/k8s/control-plane.ts';
+import { KubeClient } from '../src/kube/client.ts';
+import type { KubeObject } from '../src/kube/object.ts';
+import { objectPath, type ResourceType } from '../src/kube/resources.ts';
+import type { OperatorConfig } from '../src/config.ts';
+import { createLogger } from '../src/log.ts';
+import { Operator } from '../src/operator.ts';
+
+const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
+export const CRD_DIR = join(ROOT, 'crds');
+export const OPERATOR_USER = 'system:serviceaccount:tempora-system:tempora-operator';
+
+export function manifests(file: string): KubeObject[] {
+  return parseAllDocuments(readFileSync(file, 'utf8'))
+    .map((d) => d.toJS() as KubeObject | null)
+    .filter((d): d is KubeObject => d !== null);
+}
+
+export function clientFor(kubeconfigPath: string): KubeClient {
+  const kc = new KubeConfig();
+  kc.loadFromFile(kubeconfigPath);
+  return new KubeClient(kc);
+}
+
+const PLURALS: Record<string, string> = {
+  CustomResourceDefinition: 'customresourcedefinitions',
+  ServiceAccount: 'serviceaccounts',
+  ClusterRole: 'clusterroles',
+  ClusterRoleBinding: 'clusterrolebindings',
+  Role: 'roles',
+  RoleBinding: 'rolebindings',
+  Namespace: 'namespaces',
+};
+
+function resourceOf(obj: KubeObject, plural?: string): ResourceType {
+  const [group, version] = obj.apiVersion.includes('/') ? obj.apiVersion.split('/') : ['', obj.apiVersion];
+  return { group: group!, version: version!, kind: obj.kind, plural: plural ?? PLURALS[obj.kind] ?? `${obj.kind.toLowerCase()}s` };
+}
+
+/** Server-side apply as a user would (`kubectl apply --server-side`), under another field manager. */
+export function applyAs(client: KubeClient, obj: KubeObject, manager = 'test-user', plural?: string): Promise<KubeObject> {
+  const r = resourceOf(obj, plural);
+  const namespaced = !['CustomResourceDefinition', 'ClusterRole', 'ClusterRoleBinding', 'Namespace'].includes(obj.kind);
+  const path = objectPath(r, namespaced ? (obj.metadata.namespace ?? 'default') : '', obj.metadata.name);
+  return client.request(HttpMethod.PATCH, path, {
+    body: obj,
+    contentType: 'application/apply-patch+yaml',
+    query: { fieldManager: manager, force: 'true' },
+  });
+}
+
+export async function waitFor<T>(what: string, fn: () => Promise<T | undefined | false>, timeoutMs = 30_000, intervalMs = 100): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let lastError: unknown;
+  for (;;) {
+    try {
+      const v = await fn();
+      if (v !== undefined && v !== false) return v;
+    } catch (err) {
+      lastError = err;
+    }
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${lastError ? `: ${String(lastError)}` : ''}`);
+    await new Promise((r) => setTimeout(r, intervalMs));
+  }
+}
+
+export interface Cluster {
+  cp: ControlPlane;
+  admin: KubeClient;
+  operatorKubeconfig: string;
+}
+
+export async function startCluster(): Promise<Cluster> {
+  const cp = new ControlPlane();
+  try {
+    await cp.start();
+    return await installTempora(cp);
+  } catch (err) {
+    await cp.stop();
+    throw err;
+  }
+}
+
+async function installTempora(cp: ControlPlane): Promise<Cluster> {
+  const admin = clientFor(cp.kubeconfigPath);
+  await applyAs(admin, { apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'tempora-system' } });
+  for (const file of readdirSync(CRD_DIR).filter((f) => f.endsWith('.yaml'))) {
+    for (const m of manifests(join(CRD_DIR, file))) await applyAs(admin, m);
+  }
+  for (const m of manifests(join(CRD_DIR, 'rbac', 'operator.yaml'))) await applyAs(admin, m);
+  // Stands in for the Prometheus Operator's CRD, so that ServiceMonitor children are created.
+  await applyAs(admin, {
+    apiVersion: 'apiextensions.k8s.io/v1',
+    kind: 'CustomResourceDefinition',
+    metadata: { name: 'servicemonitors.monitoring.coreos.com' },
+    spec: {
+      group: 'monitoring.coreos.com',
+      scope: 'Namespaced',
+      names: { kind: 'ServiceMonitor', plural: 'servicemonitors', singular: 'servicemonitor', listKind: 'ServiceMonitorList' },
+      versions: [
+        {
+          name: 'v1',
+          served: true,
+          storage: true,
+          schema: { openAPIV3Schema: { type: 'object', properties: { spec: { type: 'object', 'x-kubernetes-preserve-unknown-fields': true } } } },
+        },
+      ],
+    },
+  });
+  for (const crdName of ['gateways', 'graphworkers', 'agentpools', 'simulationbudgets'].map((p) => `${p}.tempora.dev`).concat('servicemonitors.monitoring.coreos.com')) {
+    await waitFor(`CRD ${crdName} established`, async () => {
+      const crd = await admin.request<KubeObject>(HttpMethod.GET, `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${crdName}`);
+      const conditions = (crd.status?.conditions ?? []) as { type: string; status: string }[];
+      return conditions.some((c) => c.type === 'Established' && c.status === 'True');
+    });
+  }
+  // The operator runs as its ServiceAccount's user, so the tests also prove the RBAC manifests suffice.
+  return { cp, admin, operatorKubeconfig: cp.kubeconfigFor(OPERATOR_USER, 'operator.kubeconfig') };
+}
+
+export function operatorConfig(identity: string, overrides: Partial<OperatorConfig> = {}): OperatorConfig {
+  return {
+    kubeconfig: undefined,
+    port: 0,
+    watchNamespace: undefined,
+    leaderElection: true,
+    leaderElectionNamespace: 'tempora-system',
+    leaderElectionId: 'tempora-operator',
+    identity,
+    workers: 4,
+    resyncMs: 0,
+    logLevel: process.env.OPERATOR_TEST_LOG_LEVEL ?? 'silent',
+    ...overrides,
+  };
+}
+
+export function newOperator(kubeconfigPath: string, identity: string, overrides: Partial<OperatorConfig> = {}): Operator {
+  const kubeConfig = new KubeConfig();
+  kubeConfig.loadFromFile(kubeconfigPath);
+  const config = operatorConfig(identity, overrides);
+  return new Operator({ config, kubeConfig, log: createLogger(config.logLevel, { identity }) });
+}
+
+/** Sum of a counter's values, optionally only for label sets the filter accepts. */
+export async function counterSum(op: Operator, name: string, filter: (labels: Record<string, string | number>) => boolean = () => true): Promise<number> {
+  const metric = op.metrics.registry.getSingleMetric(name);
+  if (!metric) return 0;
+  const { values } = await metric.get();
+  return values.filter((v) => filter(v.labels as Record<string, string | number>)).reduce((n, v) => n + v.value, 0);
+}

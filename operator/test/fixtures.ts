@@ -1,0 +1,61 @@
+import type { KubeObject } from '../src/kube/object.ts';
+
+export const NS = 'default';
+
+export function gateway(name: string, spec: Record<string, unknown> = {}): KubeObject {
+  return {
+    apiVersion: 'tempora.dev/v1alpha1',
+    kind: 'Gateway',
+    metadata: { name, namespace: NS },
+    spec: {
+      image: { version: '1.0.0' },
+      ingress: { host: `${name}.tempora.test`, className: 'nginx', tlsSecretName: `${name}-tls` },
+      corsDomain: 'tempora.test',
+      secrets: { keys: 'tempora-keys', providers: 'tempora-providers' },
+      database: { secretName: 'tempora-db' },
+      services: { gateway: { replicas: 2, resources: { requests: { cpu: '0.1', memory: '128Mi' } } } },
+      ...spec,
+    },
+  };
+}
+
+export function graphWorker(name: string, role: string, spec: Record<string, unknown> = {}): KubeObject {
+  return {
+    apiVersion: 'tempora.dev/v1alpha1',
+    kind: 'GraphWorker',
+    metadata: { name, namespace: NS },
+    spec: { role, image: { version: '1.0.0' }, ...spec },
+  };
+}
+
+export function agentPool(name: string, spec: Record<string, unknown> = {}): KubeObject {
+  return {
+    apiVersion: 'tempora.dev/v1alpha1',
+    kind: 'AgentPool',
+    metadata: { name, namespace: NS },
+    spec: {
+      image: { version: '1.0.0' },
+      minReplicas: 2,
+      maxReplicas: 6,
+      models: {
+        presets: [
+          { name: 'balanced', provider: 'native', model: 'native-balanced', maxTokens: 2048 },
+          { name: 'hyper', provider: 'native', model: 'native-hyper', maxTokens: 1024 },
+        ],
+        policy: { default: 'balanced', fallback: ['hyper'] },
+      },
+      providerSecrets: ['tempora-providers'],
+      redis: { secretName: 'tempora-redis' },
+      ...spec,
+    },
+  };
+}
+
+export function simulationBudget(name: string, spec: Record<string, unknown> = {}): KubeObject {
+  return {
+    apiVersion: 'tempora.dev/v1alpha1',
+    kind: 'SimulationBudget',
+    metadata: { name, namespace: NS },
+    spec: { scope: 'global', limitUsd: 10, perRunMaxUsd: 1, ...spec },
+  };
+}

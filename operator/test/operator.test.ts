@@ -1,0 +1,395 @@
+// The operator against a real kube-apiserver and kube-controller-manager (test/k8s/control-plane.ts).
+// Tests run in order and share one cluster: later ones build on the resources earlier ones created.
+import assert from 'node:assert/strict';
+import { HttpMethod } from '@kubernetes/client-node';
+import type { KubeClient } from '../src/kube/client.ts';
+import type { Condition } from '../src/kube/conditions.ts';
+import type { KubeObject } from '../src/kube/object.ts';
+import * as R from '../src/kube/resources.ts';
+import type { Operator } from '../src/operator.ts';
+import { applyAs, counterSum, newOperator, startCluster, waitFor, type Cluster } from './cluster.ts';
+import { NS, agentPool, gateway, graphWorker, simulationBudget } from './fixtures.ts';
+
+const SERVICES = ['gateway', 'generation', 'graph', 'simulation', 'conductor', 'billing'];
+const ReplicaSet: R.ResourceType = { group: 'apps', version: 'v1', kind: 'ReplicaSet', plural: 'replicasets' };
+const Job: R.ResourceType = { group: 'batch', version: 'v1', kind: 'Job', plural: 'jobs' };
+
+function condition(obj: KubeObject | undefined, type: string): Condition | undefined {
+  return ((obj?.status?.conditions ?? []) as Condition[]).find((c) => c.type === type);
+}
+
+describe('operator on a real control plane', function () {
+  this.timeout(120_000);
+  let cluster: Cluster;
+  let admin: KubeClient;
+  let op: Operator;
+
+  before(async function () {
+    // A clean machine builds kube-apiserver and kube-controller-manager first (minutes, once).
+    this.timeout(1_800_000);
+    cluster = await startCluster();
+    admin = cluster.admin;
+    op = newOperator(cluster.operatorKubeconfig, 'operator-a');
+    await op.start();
+    await waitFor('operator-a to lead', async () => op.isLeader, 20_000);
+  });
+
+  after(async function () {
+    this.timeout(60_000);
+    await op?.stop();
+    await cluster?.cp.stop();
+  });
+
+  async function waitReady(resource: R.ResourceType, name: string, timeoutMs = 30_000): Promise<KubeObject> {
+    return waitFor(
+      `${resource.kind} ${name} Ready at its current generation`,
+      async () => {
+        const obj = await admin.get(resource, NS, name);
+        const ready = condition(obj, 'Ready');
+        return ready?.status === 'True' && ready.observedGeneration === obj.metadata.generation && obj.status?.observedGeneration === obj.metadata.generation ? obj : undefined;
+      },
+      timeoutMs,
+    );
+  }
+
+  async function owned(resource: R.ResourceType, owner: KubeObject): Promise<KubeObject[]> {
+    const list = await admin.list(resource, {}, NS);
+    return list.items.filter((o) => o.metadata.ownerReferences?.some((r) => r.uid === owner.metadata.uid));
+  }
+
+  /** Waits until no reconcile is queued or running for a continuous second. */
+  async function settle(operator = op): Promise<void> {
+    let quietSince = Date.now();
+    await waitFor(
+      'the operator to settle',
+      async () => {
+        if (!operator.idle()) quietSince = Date.now();
+        return Date.now() - quietSince > 1000;
+      },
+      30_000,
+      50,
+    );
+  }
+
+  const writes = (operator = op) => counterSum(operator, 'tempora_operator_api_writes_total', (l) => l.resource !== 'leases');
+  const writesByResource = async () => {
+    const { values } = await op.metrics.apiWrites.get();
+    return Object.fromEntries(values.filter((v) => v.labels.resource !== 'leases').map((v) => [`${v.labels.verb} ${v.labels.resource}`, v.value]));
+  };
+
+  describe('schema', function () {
+    const refused = async (obj: KubeObject, match: RegExp) => {
+      await assert.rejects(applyAs(admin, obj), (err: Error) => {
+        assert.match(err.message, / 422 /);
+        assert.match(err.message, match);
+        return true;
+      });
+    };
+
+    it('refuses invalid custom resources', async function () {
+      await refused(gateway('bad-version', { image: { version: 'not a tag!' } }), /spec.image.version/);
+      await refused({ ...gateway('no-image'), spec: { ingress: { host: 'x.test' } } }, /spec.image: Required value/);
+      await refused(gateway('bad-host', { ingress: { host: 'Not A Host' } }), /spec.ingress.host/);
+      await refused(gateway('bad-replicas', { services: { graph: { replicas: -1 } } }), /spec.services.graph.replicas/);
+      await refused(graphWorker('bad-role', 'painter'), /spec.role: Unsupported value/);
+      await refused(graphWorker('bad-schedule', 'renderer', { schedule: '*/5 * * * *' }), /schedule applies to the daily role only/);
+      await refused(agentPool('bad-range', { minReplicas: 5, maxReplicas: 2 }), /maxReplicas must be at least minReplicas/);
+      await refused(agentPool('no-redis', { redis: undefined }), /spec.redis: Required value/);
+      await refused(
+        agentPool('bad-policy', { models: { presets: [{ name: 'a', provider: 'p', model: 'm' }], policy: { default: 'b' } } }),
+        /models.policy.default must name one of models.presets/,
+      );
+      await refused(simulationBudget('bad-run', { limitUsd: 5, perRunMaxUsd: 6 }), /perRunMaxUsd cannot exceed limitUsd/);
+      await refused(simulationBudget('bad-scope', { scope: 'everything' }), /spec.scope/);
+      await refused(simulationBudget('bad-period', { period: 'weekly' }), /spec.period: Unsupported value/);
+    });
+
+    it('applies defaults and refuses a change of an immutable field', async function () {
+      const created = await applyAs(admin, simulationBudget('defaults'));
+      assert.equal(created.spec?.period, 'daily');
+      assert.deepEqual(created.spec?.alertThresholds, [0.5, 0.8, 1]);
+      const gw = await applyAs(admin, graphWorker('immutable', 'renderer'));
+      assert.equal(gw.spec?.concurrency, 2);
+      assert.equal(gw.spec?.gatewayRef, 'tempora');
+      await assert.rejects(applyAs(admin, graphWorker('immutable', 'judge')), /role is immutable/);
+    });
+  });
+
+  describe('each kind from creation to Ready', function () {
+    it('Gateway: Deployments, Services, ConfigMaps, PDBs per service and an Ingress', async function () {
+      await applyAs(admin, gateway('alpha'));
+      const gw = await waitReady(R.Gateway, 'alpha');
+      const deployments = await owned(R.Deployment, gw);
+      assert.deepEqual(deployments.map((d) => d.metadata.name).sort(), SERVICES.map((s) => `alpha-${s}`).sort());
+      for (const kind of [R.Service, R.ConfigMap, R.PodDisruptionBudget, R.ServiceMonitor]) assert.equal((await owned(kind, gw)).length, 6, kind.kind);
+      const [ingress] = await owned(R.Ingress, gw);
+      assert.equal((ingress?.spec as { rules: { host: string }[] }).rules[0]?.host, 'alpha.tempora.test');
+
+      const dep = deployments.find((d) => d.metadata.name === 'alpha-gateway')!;
+      const ref = dep.metadata.ownerReferences?.[0];
+      assert.deepEqual([ref?.kind, ref?.name, ref?.controller], ['Gateway', 'alpha', true]);
+      const managers = (dep.metadata.managedFields as { manager: string; operation: string }[]).filter((m) => m.operation === 'Apply');
+      assert.deepEqual(managers.map((m) => m.manager), ['tempora-operator']);
+      const container = (dep.spec as any).template.spec.containers[0];
+      assert.equal(container.image, 'ghcr.io/tempora/gateway:1.0.0');
+      assert.equal((dep.spec as any).replicas, 2);
+      // Ready without a kubelet: kube-controller-manager observed the Deployment and made its ReplicaSet.
+      assert.ok((await owned(ReplicaSet, dep)).length === 1, 'ReplicaSet created by the deployment controller');
+      const config = (await admin.get(R.ConfigMap, NS, 'alpha-gateway')).data as Record<string, string>;
+      assert.equal(JSON.parse(config.RATE_LIMIT_TIERS!).length, 3);
+      assert.equal(config.GRAPH_URL, 'http://alpha-graph.default.svc:8082');
+      const events = await admin.list(R.Event, { fieldSelector: 'involvedObject.name=alpha,involvedObject.kind=Gateway' }, NS);
+      assert.ok(events.items.some((e) => e.reason === 'Reconciled'), 'a Ready transition Event');
+    });
+
+    it('GraphWorker: a Deployment for renderer, a CronJob for daily', async function () {
+      await applyAs(admin, graphWorker('renderer', 'renderer', { gatewayRef: 'alpha', replicas: 2 }));
+      await applyAs(admin, graphWorker('daily', 'daily', { gatewayRef: 'alpha' }));
+      const renderer = await waitReady(R.GraphWorker, 'renderer');
+      const daily = await waitReady(R.GraphWorker, 'daily');
+      const [dep] = await owned(R.Deployment, renderer);
+      assert.deepEqual((dep?.spec as any).template.spec.containers[0].command, ['node', 'src/worker.ts', 'renderer']);
+      const [cron] = await owned(R.CronJob, daily);
+      const spec = cron?.spec as Record<string, unknown>;
+      assert.equal(spec.schedule, '0 4 * * *');
+      assert.equal(spec.concurrencyPolicy, 'Forbid');
+      assert.equal(spec.timeZone, 'UTC');
+      assert.equal(spec.successfulJobsHistoryLimit, 3);
+      assert.equal((await owned(R.Deployment, daily)).length, 0);
+    });
+
+    it('AgentPool: a Deployment whose replicas the HorizontalPodAutoscaler owns', async function () {
+      await applyAs(admin, agentPool('agents'));
+      const pool = await waitReady(R.AgentPool, 'agents');
+      const [hpa] = await owned(R.HorizontalPodAutoscaler, pool);
+      const spec = hpa?.spec as any;
+      assert.deepEqual([spec.minReplicas, spec.maxReplicas], [2, 6]);
+      assert.equal(spec.metrics[0].resource.target.averageUtilization, 70);
+      assert.equal(spec.metrics.length, 1, 'no queue-depth metric without a metrics adapter');
+      const [dep] = await owned(R.Deployment, pool);
+      const operatorFields = (dep!.metadata.managedFields as { manager: string; fieldsV1: { 'f:spec'?: Record<string, unknown> } }[]).find(
+        (m) => m.manager === 'tempora-operator',
+      );
+      assert.equal(operatorFields?.fieldsV1['f:spec']?.['f:replicas'], undefined, 'the operator does not own replicas');
+      const config = (await admin.get(R.ConfigMap, NS, 'agents')).data as Record<string, string>;
+      assert.equal(JSON.parse(config.MODEL_POLICY!).default, 'balanced');
+      assert.deepEqual([config.AGENT_POOL, config.AGENT_POOL_CONCURRENCY], ['redis', '8']);
+      const container = (dep!.spec as any).template.spec.containers[0];
+      assert.deepEqual(container.command, ['node', 'src/worker.ts']);
+      assert.ok(container.env.some((e: { name: string; value: string }) => e.name === 'WORKER_PORT' && e.value === '8091'));
+    });
+
+    it('SimulationBudget: the budget ConfigMap, spent and remaining, Exhausted', async function () {
+      await applyAs(admin, simulationBudget('sim'));
+      const budget = await waitReady(R.SimulationBudget, 'sim');
+      assert.equal(budget.status?.remainingUsd, 10);
+      assert.equal(condition(budget, 'Exhausted')?.status, 'False');
+      const config = JSON.parse(((await admin.get(R.ConfigMap, NS, 'sim-budget')).data as Record<string, string>)['budget.json']!);
+      assert.deepEqual([config.scope, config.limitUsd, config.perRunMaxUsd, config.exhausted], ['global', 10, 1, false]);
+
+      // The simulation service reports spend into the usage ConfigMap under its own field manager.
+      const period = budget.status?.period as string;
+      const report = (spent: number) =>
+        admin.request(HttpMethod.PATCH, R.objectPath(R.ConfigMap, NS, 'sim-usage'), {
+          body: { data: { period, spentUsd: String(spent) } },
+          contentType: 'application/merge-patch+json',
+          query: { fieldManager: 'tempora-simulation' },
+        });
+      await report(8.5);
+      await waitFor('spent 8.5', async () => (await admin.get(R.SimulationBudget, NS, 'sim')).status?.spentUsd === 8.5);
+      const partial = await admin.get(R.SimulationBudget, NS, 'sim');
+      assert.equal(partial.status?.remainingUsd, 1.5);
+      assert.deepEqual(partial.status?.alertsCrossed, [0.5, 0.8]);
+      await report(10.25);
+      const exhausted = await waitFor('Exhausted', async () => {
+        const b = await admin.get(R.SimulationBudget, NS, 'sim');
+        return condition(b, 'Exhausted')?.status === 'True' ? b : undefined;
+      });
+      assert.equal(exhausted.status?.remainingUsd, 0);
+      await waitFor('budget.json exhausted', async () =>
+        JSON.parse(((await admin.get(R.ConfigMap, NS, 'sim-budget')).data as Record<string, string>)['budget.json']!).exhausted === true,
+      );
+      const usage = await admin.get(R.ConfigMap, NS, 'sim-usage');
+      assert.equal((usage.data as Record<string, string>).spentUsd, '10.25', 'the operator never overwrites reported spend');
+      const events = await admin.list(R.Event, { fieldSelector: 'involvedObject.name=sim,involvedObject.kind=SimulationBudget' }, NS);
+      assert.ok(events.items.some((e) => e.reason === 'LimitReached' && e.type === 'Warning'));
+    });
+  });
+
+  describe('convergence', function () {
+    it('rolls spec changes through: image, replicas, schedule', async function () {
+      const gw = await admin.get(R.Gateway, NS, 'alpha');
+      await applyAs(admin, gateway('alpha', { image: { version: '1.1.0' }, services: { gateway: { replicas: 3 } } }));
+      await waitReady(R.Gateway, 'alpha');
+      for (const svc of SERVICES) {
+        const dep = await admin.get(R.Deployment, NS, `alpha-${svc}`);
+        assert.equal((dep.spec as any).template.spec.containers[0].image, `ghcr.io/tempora/${svc}:1.1.0`);
+        // The deployment controller rolled it: a ReplicaSet with the new image exists.
+        const sets = await owned(ReplicaSet, dep);
+        assert.ok(sets.some((rs) => (rs.spec as any).template.spec.containers[0].image.endsWith(':1.1.0')), `${svc} new ReplicaSet`);
+      }
+      assert.equal(((await admin.get(R.Deployment, NS, 'alpha-gateway')).spec as any).replicas, 3);
+      assert.ok((await admin.get(R.Gateway, NS, 'alpha')).metadata.generation! > gw.metadata.generation!);
+
+      await applyAs(admin, graphWorker('daily', 'daily', { gatewayRef: 'alpha', schedule: '30 2 * * *', timeZone: 'Europe/Paris' }));
+      await waitReady(R.GraphWorker, 'daily');
+      const cron = (await admin.get(R.CronJob, NS, 'daily')).spec as any;
+      assert.deepEqual([cron.schedule, cron.timeZone], ['30 2 * * *', 'Europe/Paris']);
+    });
+
+    it('leaves replicas the spec does not set to kubectl scale', async function () {
+      const scale = (name: string, replicas: number) =>
+        admin.request(HttpMethod.PATCH, `${R.objectPath(R.Deployment, NS, name)}/scale`, {
+          body: { spec: { replicas } },
+          contentType: 'application/merge-patch+json',
+          query: { fieldManager: 'kubectl-scale' },
+        });
+      await scale('alpha-graph', 4);
+      await scale('alpha-gateway', 7);
+      op.resyncAll();
+      await settle();
+      assert.equal(((await admin.get(R.Deployment, NS, 'alpha-graph')).spec as any).replicas, 4, 'open field kept');
+      await waitFor('spec-owned replicas restored', async () => ((await admin.get(R.Deployment, NS, 'alpha-gateway')).spec as any).replicas === 3);
+    });
+
+    it('prunes a child the spec no longer asks for', async function () {
+      const gw = await admin.get(R.Gateway, NS, 'alpha');
+      const { ingress: _dropped, ...withoutIngress } = gateway('alpha', { image: { version: '1.1.0' }, services: { gateway: { replicas: 3 } } }).spec!;
+      await applyAs(admin, { ...gateway('alpha'), spec: withoutIngress });
+      await waitFor('Ingress pruned', async () => (await owned(R.Ingress, gw)).length === 0);
+      await waitFor('status.url removed', async () => (await admin.get(R.Gateway, NS, 'alpha')).status?.url === undefined);
+      await waitReady(R.Gateway, 'alpha');
+    });
+
+    it('recreates children deleted by hand and reverts edits to operator-owned fields', async function () {
+      const before = await admin.get(R.Deployment, NS, 'alpha-billing');
+      await admin.delete(R.Deployment, NS, 'alpha-billing');
+      await admin.delete(R.Service, NS, 'alpha-conductor');
+      await admin.delete(R.CronJob, NS, 'daily');
+      await admin.delete(R.HorizontalPodAutoscaler, NS, 'agents');
+      await waitFor('Deployment back', async () => {
+        const d = await admin.getOrUndefined(R.Deployment, NS, 'alpha-billing');
+        return d && d.metadata.uid !== before.metadata.uid && !d.metadata.deletionTimestamp;
+      });
+      await waitFor('Service back', async () => admin.getOrUndefined(R.Service, NS, 'alpha-conductor'));
+      await waitFor('CronJob back', async () => admin.getOrUndefined(R.CronJob, NS, 'daily'));
+      await waitFor('HPA back', async () => admin.getOrUndefined(R.HorizontalPodAutoscaler, NS, 'agents'));
+
+      await admin.request(HttpMethod.PATCH, R.objectPath(R.ConfigMap, NS, 'alpha-gateway'), {
+        body: { data: { LOG_LEVEL: 'trace' } },
+        contentType: 'application/merge-patch+json',
+        query: { fieldManager: 'someone' },
+      });
+      await waitFor('ConfigMap edit reverted', async () => ((await admin.get(R.ConfigMap, NS, 'alpha-gateway')).data as any).LOG_LEVEL === 'info');
+      await waitReady(R.Gateway, 'alpha');
+    });
+
+    it('issues zero writes on a second full reconcile of a converged cluster', async function () {
+      for (const [r, n] of [[R.Gateway, 'alpha'], [R.GraphWorker, 'renderer'], [R.GraphWorker, 'daily'], [R.AgentPool, 'agents'], [R.SimulationBudget, 'sim']] as const) {
+        await waitReady(r, n);
+      }
+      // Converged: kube-controller-manager has stopped changing the children's status, so the operator
+      // has had nothing to write for a while.
+      let last = await writes();
+      let quietSince = Date.now();
+      await waitFor('no writes for 3 s', async () => {
+        const now = await writes();
+        if (now !== last || !op.idle()) [last, quietSince] = [now, Date.now()];
+        return Date.now() - quietSince > 3000;
+      }, 60_000, 100);
+      const reconcilesBefore = await counterSum(op, 'controller_runtime_reconcile_total');
+      const before = await writesByResource();
+      op.resyncAll();
+      await settle();
+      assert.ok((await counterSum(op, 'controller_runtime_reconcile_total')) >= reconcilesBefore + 6, 'every resource reconciled again');
+      assert.deepEqual(await writesByResource(), before);
+    });
+
+    it('recovers from a forced 410 Gone by relisting, with no duplicate children', async function () {
+      const gone = () => counterSum(op, 'tempora_operator_informer_relists_total', (l) => l.reason === 'gone');
+      const before = await gone();
+      for (const plural of ['gateways', 'deployments', 'configmaps']) {
+        const informer = op.informers.get(plural)!;
+        // Resuming from revision 1 is far older than the watch cache holds: the API server answers 410.
+        informer.resourceVersion = '1';
+        informer.restartWatch();
+      }
+      await waitFor('three relists after 410', async () => (await gone()) >= before + 3);
+      await applyAs(admin, gateway('alpha', { image: { version: '1.1.0' }, services: { gateway: { replicas: 3 }, billing: { replicas: 2 } } }));
+      await waitFor('billing scaled', async () => ((await admin.get(R.Deployment, NS, 'alpha-billing')).spec as any).replicas === 2);
+      const gw = await waitReady(R.Gateway, 'alpha');
+      assert.equal((await owned(R.Deployment, gw)).length, 6);
+      assert.equal((await owned(R.ConfigMap, gw)).length, 6);
+    });
+
+    it('converges after the API server restarts under it, with no duplicate children', async function () {
+      const restartsBefore = await counterSum(op, 'tempora_operator_informer_restarts_total');
+      await cluster.cp.killApiserver();
+      await new Promise((r) => setTimeout(r, 1500));
+      await cluster.cp.startApiserver();
+      await applyAs(admin, gateway('alpha', { image: { version: '1.2.0' }, services: { gateway: { replicas: 3 }, billing: { replicas: 2 } } }));
+      await applyAs(admin, simulationBudget('after-restart'));
+      await waitReady(R.SimulationBudget, 'after-restart', 60_000);
+      const gw = await waitReady(R.Gateway, 'alpha', 60_000);
+      const deployments = await owned(R.Deployment, gw);
+      assert.equal(deployments.length, 6);
+      assert.ok(deployments.every((d) => (d.spec as any).template.spec.containers[0].image.endsWith(':1.2.0')));
+      assert.ok((await counterSum(op, 'tempora_operator_informer_restarts_total')) > restartsBefore, 'watches restarted');
+      assert.ok(op.isLeader);
+    });
+  });
+
+  describe('operations', function () {
+    it('serves /metrics, /healthz and /readyz', async function () {
+      const base = `http://127.0.0.1:${op.port}`;
+      assert.equal((await fetch(`${base}/healthz`)).status, 200);
+      assert.equal((await fetch(`${base}/readyz`)).status, 200);
+      const text = await (await fetch(`${base}/metrics`)).text();
+      for (const name of [
+        'controller_runtime_reconcile_total{controller="gateway",result="success"}',
+        'controller_runtime_reconcile_errors_total',
+        'controller_runtime_reconcile_time_seconds_bucket',
+        'workqueue_depth{name="gateway"}',
+        'workqueue_adds_total{name="gateway"}',
+        'workqueue_retries_total',
+        'workqueue_queue_duration_seconds_bucket',
+        'workqueue_work_duration_seconds_bucket',
+        'leader_election_master_status{name="tempora-operator"} 1',
+      ]) {
+        assert.ok(text.includes(name), name);
+      }
+    });
+
+    it('elects one leader among two instances and hands over when it stops', async function () {
+      const second = newOperator(cluster.operatorKubeconfig, 'operator-b');
+      await second.start();
+      await new Promise((r) => setTimeout(r, 3000));
+      assert.ok(op.isLeader);
+      assert.ok(!second.isLeader, 'only one leader');
+      const lease = await admin.get(R.Lease, 'tempora-system', 'tempora-operator');
+      assert.equal((lease.spec as { holderIdentity: string }).holderIdentity, 'operator-a');
+
+      const stoppedAt = Date.now();
+      await op.stop();
+      op = second;
+      await waitFor('operator-b to lead', async () => second.isLeader, 20_000);
+      assert.ok(Date.now() - stoppedAt < 5000, 'a released lease is taken over without waiting out its duration');
+      await applyAs(admin, simulationBudget('handover', { limitUsd: 3, perRunMaxUsd: 1 }));
+      await waitReady(R.SimulationBudget, 'handover');
+    });
+
+    it('deletion garbage-collects every child', async function () {
+      const gw = await admin.get(R.Gateway, NS, 'alpha');
+      const pool = await admin.get(R.AgentPool, NS, 'agents');
+      await admin.delete(R.Gateway, NS, 'alpha');
+      await admin.delete(R.AgentPool, NS, 'agents');
+      await admin.delete(R.GraphWorker, NS, 'daily');
+      for (const r of [R.Deployment, R.Service, R.ConfigMap, R.PodDisruptionBudget, R.Ingress, R.ServiceMonitor]) {
+        await waitFor(`${r.kind}s of alpha collected`, async () => (await owned(r, gw)).length === 0, 90_000, 500);
+      }
+      await waitFor('HPA collected', async () => (await owned(R.HorizontalPodAutoscaler, pool)).length === 0, 90_000, 500);
+      await waitFor('CronJob collected', async () => !(await admin.getOrUndefined(R.CronJob, NS, 'daily')), 90_000, 500);
+      assert.equal((await admin.list(Job, {}, NS)).items.length, 0);
+    });
+  });
+});

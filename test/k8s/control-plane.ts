@@ -1,0 +1,253 @@
+// A real Kubernetes control plane on loopback for tests, the way envtest runs one: etcd (Debian's
+// etcd-server), kube-apiserver and kube-controller-manager (built once from the Go module proxy by
+// build-binaries.sh and cached per version), with a generated CA, serving certificate, a
+// client-certificate admin and a service-account signing key. No kubelet or scheduler runs: Deployments
+// get ReplicaSets and Pods objects, CronJobs get Jobs, and the garbage collector deletes dependents.
+import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { createWriteStream, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { request } from 'node:https';
+import { createServer } from 'node:net';
+import { homedir, tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+export const K8S_VERSION = process.env.K8S_VERSION ?? 'v1.33.13';
+const HERE = dirname(fileURLToPath(import.meta.url));
+
+export function binaryDir(): string {
+  return join(process.env.TEMPORA_CACHE_DIR ?? join(homedir(), '.cache', 'tempora'), 'k8s', K8S_VERSION);
+}
+
+/** Builds the binaries when the cache lacks them (minutes, once per machine) and installs etcd if absent. */
+export function ensureBinaries(): void {
+  const dir = binaryDir();
+  if (!existsSync(join(dir, 'kube-apiserver')) || !existsSync(join(dir, 'kube-controller-manager'))) {
+    const built = spawnSync('bash', [join(HERE, 'build-binaries.sh')], { stdio: ['ignore', 'inherit', 'inherit'], env: { ...process.env, K8S_VERSION } });
+    if (built.status !== 0) throw new Error(`building Kubernetes ${K8S_VERSION} failed (exit ${built.status})`);
+  }
+  if (spawnSync('etcd', ['--version']).status !== 0) {
+    const apt = spawnSync('sh', ['-c', 'apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq etcd-server'], {
+      stdio: ['ignore', 'inherit', 'inherit'],
+    });
+    if (apt.status !== 0) throw new Error('etcd is missing and `apt-get install etcd-server` failed');
+  }
+}
+
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.once('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const address = srv.address();
+      const port = typeof address === 'object' && address ? address.port : 0;
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+interface Pki {
+  caCert: string;
+  adminCert: string;
+  adminKey: string;
+}
+
+function openssl(args: string[], cwd: string): void {
+  execFileSync('openssl', args, { cwd, stdio: ['ignore', 'ignore', 'pipe'] });
+}
+
+function generatePki(dir: string): Pki {
+  openssl(['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', 'ca.key', '-out', 'ca.crt', '-days', '2', '-subj', '/CN=tempora-test-ca'], dir);
+  const sign = (name: string, subject: string, ext: string) => {
+    writeFileSync(join(dir, `${name}.ext`), ext);
+    openssl(['req', '-newkey', 'rsa:2048', '-nodes', '-keyout', `${name}.key`, '-out', `${name}.csr`, '-subj', subject], dir);
+    openssl(['x509', '-req', '-in', `${name}.csr`, '-CA', 'ca.crt', '-CAkey', 'ca.key', '-CAcreateserial', '-out', `${name}.crt`, '-days', '2', '-extfile', `${name}.ext`], dir);
+  };
+  sign(
+    'apiserver',
+    '/CN=kube-apiserver',
+    'subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,IP:10.0.0.1\nextendedKeyUsage=serverAuth\n',
+  );
+  sign('admin', '/O=system:masters/CN=admin', 'extendedKeyUsage=clientAuth\n');
+  openssl(['genrsa', '-out', 'sa.key', '2048'], dir);
+  openssl(['rsa', '-in', 'sa.key', '-pubout', '-out', 'sa.pub'], dir);
+  const read = (f: string) => readFileSync(join(dir, f), 'utf8');
+  return { caCert: read('ca.crt'), adminCert: read('admin.crt'), adminKey: read('admin.key') };
+}
+
+export class ControlPlane {
+  readonly dir = mkdtempSync(join(tmpdir(), 'tempora-k8s-'));
+  readonly kubeconfigPath = join(this.dir, 'admin.kubeconfig');
+  apiserverPort = 0;
+  #pki: Pki | undefined;
+  #etcd: ChildProcess | undefined;
+  #apiserver: ChildProcess | undefined;
+  #controllerManager: ChildProcess | undefined;
+  #etcdPort = 0;
+
+  get server(): string {
+    return `https://127.0.0.1:${this.apiserverPort}`;
+  }
+
+  async start(): Promise<void> {
+    ensureBinaries();
+    this.#pki = generatePki(this.dir);
+    this.#etcdPort = await freePort();
+    const peerPort = await freePort();
+    this.apiserverPort = await freePort();
+    this.#etcd = this.#spawn('etcd', 'etcd', [
+      '--name=default',
+      `--data-dir=${join(this.dir, 'etcd')}`,
+      `--listen-client-urls=http://127.0.0.1:${this.#etcdPort}`,
+      `--advertise-client-urls=http://127.0.0.1:${this.#etcdPort}`,
+      `--listen-peer-urls=http://127.0.0.1:${peerPort}`,
+      `--initial-advertise-peer-urls=http://127.0.0.1:${peerPort}`,
+      `--initial-cluster=default=http://127.0.0.1:${peerPort}`,
+      '--quota-backend-bytes=4294967296',
+    ]);
+    this.#writeKubeconfig();
+    await this.startApiserver();
+    this.#controllerManager = this.#spawn('kube-controller-manager', join(binaryDir(), 'kube-controller-manager'), [
+      `--kubeconfig=${this.kubeconfigPath}`,
+      '--secure-port=0',
+      '--leader-elect=false',
+      `--service-account-private-key-file=${join(this.dir, 'sa.key')}`,
+      `--root-ca-file=${join(this.dir, 'ca.crt')}`,
+      '--use-service-account-credentials=false',
+      '--controllers=*',
+      // The defaults (20 requests/s) make kube-controller-manager, not the code under test, the bottleneck.
+      '--kube-api-qps=400',
+      '--kube-api-burst=800',
+      '--concurrent-deployment-syncs=10',
+      '--concurrent-replicaset-syncs=10',
+      '--concurrent-gc-syncs=20',
+      '--horizontal-pod-autoscaler-sync-period=5s',
+    ]);
+  }
+
+  async startApiserver(): Promise<void> {
+    const d = this.dir;
+    this.#apiserver = this.#spawn('kube-apiserver', join(binaryDir(), 'kube-apiserver'), [
+      `--etcd-servers=http://127.0.0.1:${this.#etcdPort}`,
+      '--bind-address=127.0.0.1',
+      '--advertise-address=127.0.0.1',
+      `--secure-port=${this.apiserverPort}`,
+      `--cert-dir=${join(d, 'apiserver-certs')}`,
+      `--tls-cert-file=${join(d, 'apiserver.crt')}`,
+      `--tls-private-key-file=${join(d, 'apiserver.key')}`,
+      `--client-ca-file=${join(d, 'ca.crt')}`,
+      `--service-account-key-file=${join(d, 'sa.pub')}`,
+      `--service-account-signing-key-file=${join(d, 'sa.key')}`,
+      '--service-account-issuer=https://kubernetes.default.svc.cluster.local',
+      '--service-cluster-ip-range=10.0.0.0/16',
+      '--authorization-mode=RBAC',
+      '--allow-privileged=true',
+      // No kubelet creates service-account tokens here; pods are never run, only created.
+      '--disable-admission-plugins=ServiceAccount',
+      '--endpoint-reconciler-type=none',
+    ]);
+    await this.#waitReady();
+  }
+
+  /**
+   * Kills the API server as a crash would (a graceful stop waits for open watches to drain); etcd keeps
+   * the state, so startApiserver brings the same cluster back.
+   */
+  async killApiserver(): Promise<void> {
+    await stopProcess(this.#apiserver, 'SIGKILL');
+    this.#apiserver = undefined;
+  }
+
+  async stop(): Promise<void> {
+    await stopProcess(this.#controllerManager);
+    await stopProcess(this.#apiserver);
+    await stopProcess(this.#etcd);
+    if (!process.env.TEMPORA_KEEP_K8S) rmSync(this.dir, { recursive: true, force: true });
+  }
+
+  #spawn(name: string, command: string, args: string[]): ChildProcess {
+    const log = createWriteStream(join(this.dir, `${name}.log`), { flags: 'a' });
+    const child = spawn(command, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+    // If the test process exits without calling stop(), take the control plane with it.
+    const killOnExit = () => child.kill('SIGKILL');
+    process.once('exit', killOnExit);
+    child.once('exit', () => process.off('exit', killOnExit));
+    child.stdout?.pipe(log);
+    child.stderr?.pipe(log);
+    child.on('error', (err) => log.write(`spawn error: ${String(err)}\n`));
+    return child;
+  }
+
+  /**
+   * A kubeconfig for a client certificate with the given user name, e.g.
+   * `system:serviceaccount:<ns>:<name>` to act as a ServiceAccount under its RBAC bindings.
+   */
+  kubeconfigFor(user: string, file: string): string {
+    const name = `user-${Math.random().toString(36).slice(2, 8)}`;
+    writeFileSync(join(this.dir, `${name}.ext`), 'extendedKeyUsage=clientAuth\n');
+    openssl(['req', '-newkey', 'rsa:2048', '-nodes', '-keyout', `${name}.key`, '-out', `${name}.csr`, '-subj', `/CN=${user}`], this.dir);
+    openssl(['x509', '-req', '-in', `${name}.csr`, '-CA', 'ca.crt', '-CAkey', 'ca.key', '-CAcreateserial', '-out', `${name}.crt`, '-days', '2', '-extfile', `${name}.ext`], this.dir);
+    const path = join(this.dir, file);
+    this.#writeKubeconfig(path, readFileSync(join(this.dir, `${name}.crt`), 'utf8'), readFileSync(join(this.dir, `${name}.key`), 'utf8'));
+    return path;
+  }
+
+  #writeKubeconfig(path = this.kubeconfigPath, cert = this.#pki!.adminCert, key = this.#pki!.adminKey): void {
+    const b64 = (s: string) => Buffer.from(s).toString('base64');
+    const pki = this.#pki!;
+    writeFileSync(
+      path,
+      [
+        'apiVersion: v1',
+        'kind: Config',
+        'clusters:',
+        '- name: tempora-test',
+        '  cluster:',
+        `    server: ${this.server}`,
+        `    certificate-authority-data: ${b64(pki.caCert)}`,
+        'users:',
+        '- name: admin',
+        '  user:',
+        `    client-certificate-data: ${b64(cert)}`,
+        `    client-key-data: ${b64(key)}`,
+        'contexts:',
+        '- name: tempora-test',
+        '  context: {cluster: tempora-test, user: admin, namespace: default}',
+        'current-context: tempora-test',
+        '',
+      ].join('\n'),
+    );
+  }
+
+  async #waitReady(timeoutMs = 90_000): Promise<void> {
+    const pki = this.#pki!;
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const status = await new Promise<number>((resolve) => {
+        const req = request(
+          { host: '127.0.0.1', port: this.apiserverPort, path: '/readyz', ca: pki.caCert, cert: pki.adminCert, key: pki.adminKey, timeout: 2000 },
+          (res) => {
+            res.resume();
+            resolve(res.statusCode ?? 0);
+          },
+        );
+        req.on('error', () => resolve(0));
+        req.on('timeout', () => req.destroy());
+        req.end();
+      });
+      if (status === 200) return;
+      if (Date.now() > deadline) {
+        throw new Error(`kube-apiserver not ready after ${timeoutMs} ms; see ${join(this.dir, 'kube-apiserver.log')}`);
+      }
+      await new Promise((r) => setTimeout(r, 250));
+    }
+  }
+}
+
+async function stopProcess(child: ChildProcess | undefined, signal: NodeJS.Signals = 'SIGTERM'): Promise<void> {
+  if (!child || child.exitCode !== null || child.signalCode !== null) return;
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  child.kill(signal);
+  const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
+  await exited;
+  clearTimeout(timer);
+}
