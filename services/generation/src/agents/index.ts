@@ -1,0 +1,34 @@
+import { camera } from './camera.ts';
+import { characterBio } from './character-bio.ts';
+import { characters } from './characters.ts';
+import { critique } from './critique.ts';
+import { dialog } from './dialog.ts';
+import { graph } from './graph.ts';
+import { grounding } from './grounding.ts';
+import { imagePrompt } from './image-prompt.ts';
+import { judge } from './judge.ts';
+import { moment } from './moment.ts';
+import { optimizer } from './optimizer.ts';
+import { scene } from './scene.ts';
+import { timeline } from './timeline.ts';
+import type { AgentName, TextAgent } from './types.ts';
+
+/** The 13 text agents by name; the 14th, ImageGen, calls image models (pipeline/image-gen.ts). */
+export const TEXT_AGENTS: Record<Exclude<AgentName, 'ImageGen'>, TextAgent<any>> = {
+  Judge: judge,
+  Timeline: timeline,
+  Grounding: grounding,
+  Scene: scene,
+  Characters: characters,
+  CharacterBio: characterBio,
+  Graph: graph,
+  Moment: moment,
+  Camera: camera,
+  Dialog: dialog,
+  Critique: critique,
+  ImagePrompt: imagePrompt,
+  Optimizer: optimizer,
+};
+
+export const IMAGE_GEN_ROLE = 'Renders the optimised prompt with the first image model of the chain that succeeds (native, then image vendor, then aggregator; permissive: image vendor only). Optional: failure is a warning.';
+export * from './types.ts';

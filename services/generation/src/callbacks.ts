@@ -1,0 +1,144 @@
+import { createHmac } from 'node:crypto';
+import { lookup } from 'node:dns/promises';
+import { BlockList, isIP } from 'node:net';
+import type { Logger } from '@tempora/kit/logger';
+
+/**
+ * Callbacks: the result of an async generation POSTed to callback_url, signed with HMAC-SHA256 over
+ * `${timestamp}.${body}` (hex, header `X-Tempora-Signature: sha256=<hex>`, timestamp in `X-Tempora-Timestamp`,
+ * Unix seconds), retried with exponential back-off. Loopback, private, link-local and other non-public
+ * addresses are refused unless allow-listed.
+ */
+export function signCallback(secret: string, timestamp: number, body: string): string {
+  return `sha256=${createHmac('sha256', secret).update(`${timestamp}.${body}`).digest('hex')}`;
+}
+
+const blocked = new BlockList();
+for (const [network, prefix] of [
+  ['0.0.0.0', 8],
+  ['10.0.0.0', 8],
+  ['100.64.0.0', 10],
+  ['127.0.0.0', 8],
+  ['169.254.0.0', 16],
+  ['172.16.0.0', 12],
+  ['192.0.0.0', 24],
+  ['192.168.0.0', 16],
+  ['198.18.0.0', 15],
+  ['224.0.0.0', 4],
+  ['240.0.0.0', 4],
+] as const) {
+  blocked.addSubnet(network, prefix, 'ipv4');
+}
+for (const [network, prefix] of [
+  ['::', 128],
+  ['::1', 128],
+  ['fc00::', 7],
+  ['fe80::', 10],
+  ['ff00::', 8],
+] as const) {
+  blocked.addSubnet(network, prefix, 'ipv6');
+}
+
+export function isPrivateAddress(address: string): boolean {
+  const family = isIP(address);
+  if (family === 0) return true;
+  const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(address);
+  if (mapped) return blocked.check(mapped[1] as string, 'ipv4');
+  return blocked.check(address, family === 4 ? 'ipv4' : 'ipv6');
+}
+
+/** Allow-list entries: a host name, an IP, or a CIDR (`10.0.0.0/8`); `host:port` pins a port. */
+export class CallbackPolicy {
+  private readonly hosts = new Set<string>();
+  private readonly networks = new BlockList();
+  private readonly resolve: (host: string) => Promise<string[]>;
+
+  constructor(allowlist: readonly string[], resolve?: (host: string) => Promise<string[]>) {
+    for (const entry of allowlist) {
+      const [network, prefix] = entry.split('/');
+      if (prefix && isIP(network as string)) this.networks.addSubnet(network as string, Number(prefix), isIP(network as string) === 4 ? 'ipv4' : 'ipv6');
+      else this.hosts.add(entry.toLowerCase());
+    }
+    this.resolve = resolve ?? (async (host) => (await lookup(host, { all: true })).map((entry) => entry.address));
+  }
+
+  private allowed(url: URL, address?: string): boolean {
+    const host = url.hostname.replace(/^\[|\]$/g, '').toLowerCase();
+    if (this.hosts.has(host) || this.hosts.has(`${host}:${url.port || (url.protocol === 'https:' ? '443' : '80')}`)) return true;
+    if (address && isIP(address) && this.networks.check(address, isIP(address) === 4 ? 'ipv4' : 'ipv6')) return true;
+    return false;
+  }
+
+  /** Undefined when the URL may be called; otherwise why not. */
+  async check(raw: string): Promise<string | undefined> {
+    let url: URL;
+    try {
+      url = new URL(raw);
+    } catch {
+      return 'not a URL';
+    }
+    if (url.protocol !== 'http:' && url.protocol !== 'https:') return 'only http and https callbacks are allowed';
+    if (url.username || url.password) return 'credentials in the callback URL are not allowed';
+    if (this.allowed(url)) return undefined;
+    const host = url.hostname.replace(/^\[|\]$/g, '');
+    let addresses: string[];
+    try {
+      addresses = isIP(host) ? [host] : await this.resolve(host);
+    } catch {
+      return `the host ${host} does not resolve`;
+    }
+    if (addresses.length === 0) return `the host ${host} does not resolve`;
+    for (const address of addresses) {
+      if (isPrivateAddress(address) && !this.allowed(url, address)) return `the callback host resolves to a loopback or private address (${address}); allow-list it in CALLBACK_ALLOWLIST`;
+    }
+    return undefined;
+  }
+}
+
+export interface DeliveryOptions {
+  secret: string;
+  policy: CallbackPolicy;
+  maxAttempts: number;
+  backoffMs: number;
+  timeoutMs: number;
+  logger: Logger;
+  onAttempt?: (attempt: number) => void;
+}
+
+/** Delivers one callback; resolves with the outcome after success or the last attempt. */
+export async function deliverCallback(url: string, jobId: string, payload: unknown, options: DeliveryOptions): Promise<{ delivered: boolean; attempts: number; error?: string }> {
+  const body = JSON.stringify(payload);
+  let error = '';
+  for (let attempt = 1; attempt <= options.maxAttempts; attempt += 1) {
+    options.onAttempt?.(attempt);
+    // Checked at every attempt: a name that resolved to a public address may not later point inside.
+    const refused = await options.policy.check(url);
+    if (refused) return { delivered: false, attempts: attempt, error: refused };
+    const timestamp = Math.floor(Date.now() / 1000);
+    try {
+      const response = await fetch(url, {
+        method: 'POST',
+        redirect: 'manual',
+        headers: {
+          'content-type': 'application/json',
+          'user-agent': 'tempora-generation-callback',
+          'x-tempora-job-id': jobId,
+          'x-tempora-timestamp': String(timestamp),
+          'x-tempora-signature': signCallback(options.secret, timestamp, body),
+          'x-tempora-attempt': String(attempt),
+        },
+        body,
+        signal: AbortSignal.timeout(options.timeoutMs),
+      });
+      await response.arrayBuffer().catch(() => undefined);
+      if (response.ok) return { delivered: true, attempts: attempt };
+      error = `the receiver answered ${response.status}`;
+      if (response.status < 500 && response.status !== 429 && response.status !== 408) return { delivered: false, attempts: attempt, error };
+    } catch (caught) {
+      error = `the receiver could not be reached: ${(caught as Error).message}`;
+    }
+    if (attempt < options.maxAttempts) await new Promise((resolve) => setTimeout(resolve, options.backoffMs * 2 ** (attempt - 1)));
+  }
+  options.logger.warn({ jobId, error }, 'callback not delivered');
+  return { delivered: false, attempts: options.maxAttempts, error };
+}

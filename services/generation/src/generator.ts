@@ -1,0 +1,155 @@
+import { randomUUID } from 'node:crypto';
+import { Problem, unprocessable } from '@tempora/kit/errors';
+import type { Logger } from '@tempora/kit/logger';
+import type { GraphMoment } from './agents/types.ts';
+import { CallbackPolicy, deliverCallback } from './callbacks.ts';
+import type { GenerationConfig } from './config.ts';
+import { lookupMoment } from './graph-client.ts';
+import type { GenerationMetrics } from './metrics.ts';
+import { operatorDefaults, selectModels, type Selection, type SelectionDefaults } from './models.ts';
+import { JudgeRejected, StepFailed, runPipeline, type AgentEvent } from './pipeline/pipeline.ts';
+import type { AgentRunner } from './pipeline/runners.ts';
+import type { ProviderSet } from './providers.ts';
+import type { GenerationRepository, JobRow } from './repository.ts';
+import { buildScene, type SceneRecord } from './scene.ts';
+import type { GenerateRequest } from './schemas.ts';
+
+export interface GeneratorDeps {
+  config: GenerationConfig;
+  repository: GenerationRepository;
+  runner: AgentRunner;
+  providers: ProviderSet;
+  metrics: GenerationMetrics;
+  logger: Logger;
+}
+
+/** Why a generation failed, as the problem the client receives. */
+export function problemOf(error: unknown): Problem {
+  if (error instanceof Problem) return error;
+  if (error instanceof JudgeRejected) {
+    return new Problem(422, `the Judge rejected the query: ${error.message}`, {
+      title: 'Query rejected',
+      type: 'https://tempora.dev/problems/query-rejected',
+      errors: [{ path: 'body.query', message: error.message }],
+    });
+  }
+  if (error instanceof StepFailed) {
+    if (error.code === 'timeout') return new Problem(504, error.message, { extensions: { agent: error.agent } });
+    if (error.code === 'cancelled') return new Problem(503, error.message, { title: 'Cancelled' });
+    return new Problem(502, error.message, { extensions: { agent: error.agent, code: error.code } });
+  }
+  return new Problem(500, 'an unexpected error occurred; quote the X-Request-ID when reporting it');
+}
+
+export class Generator {
+  private readonly deps: GeneratorDeps;
+  readonly callbackPolicy: CallbackPolicy;
+  private readonly jobs = new Set<Promise<void>>();
+  readonly defaults: SelectionDefaults;
+
+  constructor(deps: GeneratorDeps) {
+    this.deps = deps;
+    this.callbackPolicy = new CallbackPolicy(deps.config.CALLBACK_ALLOWLIST);
+    const operator = operatorDefaults(deps.config.MODEL_PRESETS, deps.config.MODEL_POLICY);
+    if (operator.ignored.length) deps.logger.warn({ ignored: operator.ignored }, 'MODEL_PRESETS / MODEL_POLICY name presets this service does not have (hyper, balanced, hd, gemini3) or unknown providers; ignored');
+    this.defaults = {
+      defaultTextModel: deps.config.DEFAULT_TEXT_MODEL,
+      defaultImageModel: deps.config.DEFAULT_IMAGE_MODEL,
+      permissiveTextModel: deps.config.PERMISSIVE_TEXT_MODEL,
+      ...operator.defaults,
+    };
+  }
+
+  /** Model selection and request-level checks; throws 422 naming the field. */
+  prepare(request: GenerateRequest, owner: string | null): Selection {
+    const { selection, errors } = selectModels(request, this.deps.providers, this.defaults);
+    if (request.visibility === 'private' && !owner) errors.push({ path: 'body.visibility', message: 'a private scene needs an owner: send X-User-ID' });
+    if (errors.length > 0 || !selection) throw unprocessable(`the request is invalid: ${errors.map((e) => `${e.path}: ${e.message}`).join('; ')}`, errors);
+    return selection;
+  }
+
+  private imageUrl(id: string): string {
+    const base = (this.deps.config.PUBLIC_URL ?? this.deps.config.GENERATION_URL).replace(/\/$/, '');
+    return `${base}/api/v1/timepoints/${id}/image`;
+  }
+
+  async lookup(query: string, signal?: AbortSignal): Promise<GraphMoment | null> {
+    if (!this.deps.config.GRAPH_LOOKUP) return null;
+    return lookupMoment(this.deps.config.GRAPH_URL, query, this.deps.config.GRAPH_LOOKUP_TIMEOUT_MS, this.deps.logger, signal);
+  }
+
+  /** Runs the pipeline and stores the scene. */
+  async generate(request: GenerateRequest, selection: Selection, owner: string | null, mode: 'sync' | 'stream' | 'async', options: { signal?: AbortSignal; onEvent?: (event: AgentEvent) => void } = {}): Promise<SceneRecord> {
+    try {
+      const graphMoment = await this.lookup(request.query, options.signal);
+      const result = await runPipeline(
+        { runner: this.deps.runner, metrics: this.deps.metrics, repairAttempts: this.deps.config.AGENT_REPAIR_ATTEMPTS, timeoutMs: this.deps.config.GENERATION_TIMEOUT_MS },
+        request,
+        selection,
+        graphMoment,
+        options,
+      );
+      if (options.signal?.aborted) throw new StepFailed(null, 'cancelled', 'the client went away');
+      const id = randomUUID();
+      const image = request.generate_image && result.image ? result.image : null;
+      const imageUrl = image ? (image.data ? this.imageUrl(id) : (image.url ?? null)) : null;
+      const record = buildScene({ id, request, selection, result, graphMoment, owner, imageUrl, now: new Date() });
+      await this.deps.repository.insertTimepoint(record, image?.data ? { data: Buffer.from(image.data, 'base64'), mime_type: image.mime_type } : null);
+      this.deps.metrics.requests.inc({ mode, outcome: 'completed' });
+      return record;
+    } catch (error) {
+      const outcome = error instanceof JudgeRejected ? 'rejected' : error instanceof StepFailed && error.code === 'cancelled' ? 'cancelled' : 'failed';
+      this.deps.metrics.requests.inc({ mode, outcome });
+      throw error;
+    }
+  }
+
+  /** Async generation: the job row now, the pipeline and the callback in the background. */
+  async submit(request: GenerateRequest, selection: Selection, owner: string | null): Promise<JobRow> {
+    if (request.callback_url) {
+      if (!this.deps.config.CALLBACK_SECRET) throw unprocessable('callbacks are not enabled on this server', [{ path: 'body.callback_url', message: 'this server has no CALLBACK_SECRET to sign callbacks with' }]);
+      const refused = await this.callbackPolicy.check(request.callback_url);
+      if (refused) throw unprocessable(`callback_url refused: ${refused}`, [{ path: 'body.callback_url', message: refused }]);
+    }
+    const job = await this.deps.repository.insertJob({ id: randomUUID(), owner, request: request as unknown as Record<string, unknown>, callback_url: request.callback_url ?? null });
+    const running = this.runJob(job, request, selection, owner).catch((error: unknown) => this.deps.logger.error({ err: error, job: job.id }, 'job bookkeeping failed'));
+    this.jobs.add(running);
+    void running.finally(() => this.jobs.delete(running));
+    return job;
+  }
+
+  private async runJob(job: JobRow, request: GenerateRequest, selection: Selection, owner: string | null): Promise<void> {
+    const repository = this.deps.repository;
+    await repository.updateJob(job.id, { status: 'running' });
+    let payload: Record<string, unknown>;
+    try {
+      const scene = await this.generate(request, selection, owner, 'async');
+      await repository.updateJob(job.id, { status: 'completed', timepoint_id: scene.id, finished_at: new Date() });
+      payload = { job_id: job.id, status: 'completed', timepoint_id: scene.id, timepoint: scene, request_context: request.request_context ?? null };
+    } catch (error) {
+      const problem = problemOf(error);
+      const detail = { status: problem.status, detail: problem.message, agent: (problem.extensions.agent as string | null | undefined) ?? null };
+      await repository.updateJob(job.id, { status: 'failed', error: detail, finished_at: new Date() });
+      payload = { job_id: job.id, status: 'failed', timepoint_id: null, error: detail, request_context: request.request_context ?? null };
+    }
+    if (!job.callback_url || !this.deps.config.CALLBACK_SECRET) return;
+    const outcome = await deliverCallback(job.callback_url, job.id, payload, {
+      secret: this.deps.config.CALLBACK_SECRET,
+      policy: this.callbackPolicy,
+      maxAttempts: this.deps.config.CALLBACK_MAX_ATTEMPTS,
+      backoffMs: this.deps.config.CALLBACK_BACKOFF_MS,
+      timeoutMs: this.deps.config.CALLBACK_TIMEOUT_MS,
+      logger: this.deps.logger,
+      onAttempt: (attempt) => {
+        if (attempt > 1) this.deps.metrics.callbacks.inc({ outcome: 'retried' });
+      },
+    });
+    this.deps.metrics.callbacks.inc({ outcome: outcome.delivered ? 'delivered' : 'failed' });
+    await repository.updateJob(job.id, { callback_status: outcome.delivered ? 'delivered' : 'failed', callback_attempts: outcome.attempts, callback_error: outcome.error ?? null });
+  }
+
+  /** Waits for background jobs (shutdown). */
+  async drain(timeoutMs: number): Promise<void> {
+    await Promise.race([Promise.allSettled([...this.jobs]), new Promise((resolve) => setTimeout(resolve, timeoutMs).unref())]);
+  }
+}

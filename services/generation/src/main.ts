@@ -1,0 +1,14 @@
+import { runService } from '@tempora/kit/main';
+import { VERSION } from './version.ts';
+
+await runService('generation', VERSION, async () => {
+  const [{ GenerationConfigSchema }, { createGenerationService }] = await Promise.all([import('./config.ts'), import('./service.ts')]);
+  return {
+    configSchema: GenerationConfigSchema,
+    create: async (config) => {
+      const service = await createGenerationService(config);
+      service.logger.info({ providers: service.providers.configured, agent_pool: service.runner.mode }, 'generation models');
+      return service;
+    },
+  };
+});

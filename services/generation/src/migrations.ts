@@ -1,0 +1,56 @@
+import type { Knex, Migration } from '@tempora/kit/database';
+
+export const migrations: Migration[] = [
+  {
+    name: '001_timepoints_and_jobs',
+    async up(knex: Knex) {
+      await knex.schema.createTable('timepoints', (table) => {
+        table.uuid('id').primary();
+        table.text('slug').notNullable();
+        table.text('query').notNullable();
+        table.text('status').notNullable().defaultTo('completed');
+        table.text('owner');
+        table.text('visibility').notNullable().defaultTo('public');
+        table.text('preset').notNullable();
+        table.integer('year').notNullable();
+        table.text('path').notNullable();
+        // The whole scene record (docs/generation.md); the columns above are what lists filter and sort on.
+        table.jsonb('record').notNullable();
+        table.timestamp('created_at', { useTz: true }).notNullable().defaultTo(knex.fn.now());
+        table.timestamp('updated_at', { useTz: true }).notNullable().defaultTo(knex.fn.now());
+      });
+      await knex.raw(`alter table timepoints add constraint timepoints_visibility_check check (visibility in ('public', 'private'))`);
+      await knex.raw('create index timepoints_owner_idx on timepoints (owner, created_at desc)');
+
+      await knex.schema.createTable('timepoint_images', (table) => {
+        table.uuid('timepoint_id').primary().references('timepoints.id').onDelete('CASCADE');
+        table.text('mime_type').notNullable();
+        table.binary('data').notNullable();
+      });
+
+      await knex.schema.createTable('generation_jobs', (table) => {
+        table.uuid('id').primary();
+        table.text('status').notNullable().defaultTo('queued');
+        table.text('owner');
+        table.jsonb('request').notNullable();
+        table.uuid('timepoint_id').references('timepoints.id').onDelete('SET NULL');
+        table.jsonb('error');
+        table.text('callback_url');
+        table.text('callback_status').notNullable().defaultTo('none');
+        table.integer('callback_attempts').notNullable().defaultTo(0);
+        table.text('callback_error');
+        table.timestamp('created_at', { useTz: true }).notNullable().defaultTo(knex.fn.now());
+        table.timestamp('updated_at', { useTz: true }).notNullable().defaultTo(knex.fn.now());
+        table.timestamp('finished_at', { useTz: true });
+      });
+      await knex.raw(`alter table generation_jobs add constraint generation_jobs_status_check check (status in ('queued', 'running', 'completed', 'failed'))`);
+      await knex.raw(`alter table generation_jobs add constraint generation_jobs_callback_check check (callback_status in ('none', 'pending', 'delivered', 'failed'))`);
+      await knex.raw('create index generation_jobs_owner_idx on generation_jobs (owner)');
+    },
+    async down(knex: Knex) {
+      await knex.schema.dropTable('generation_jobs');
+      await knex.schema.dropTable('timepoint_images');
+      await knex.schema.dropTable('timepoints');
+    },
+  },
+];

@@ -1,0 +1,169 @@
+import { addUsage, emptyUsage, ProviderError, type Citation, type ProviderKind, type SamplingParams, type Usage } from '@tempora/kit/providers/index';
+import { TEXT_AGENTS } from '../agents/index.ts';
+import { TEMPERATURES, type AgentName, type Brief } from '../agents/types.ts';
+import type { ModelChoice } from '../models.ts';
+import type { ProviderSet } from '../providers.ts';
+
+/**
+ * One agent call as a self-contained, JSON-serialisable task: what the in-process runner executes
+ * directly and what the Redis agent pool carries to its workers.
+ */
+export interface AgentTask {
+  id: string;
+  agent: AgentName;
+  brief: Brief;
+  text?: ModelChoice;
+  params?: SamplingParams;
+  system_prefix?: string;
+  system_suffix?: string;
+  repair_attempts?: number;
+  grounding?: boolean;
+  images?: ModelChoice[];
+  image?: { prompt: string; negative_prompt?: string; aspect_ratio?: string; seed?: number };
+  /** W3C trace context of the coordinator's agent span. */
+  trace?: Record<string, string>;
+}
+
+export interface AgentSuccess {
+  ok: true;
+  output: unknown;
+  provider: ProviderKind;
+  model: string;
+  usage: Usage;
+  attempts: number;
+  duration_ms: number;
+  citations?: Citation[];
+  warnings: string[];
+  /** ImageGen: the image bytes, base64 (or a remote URL). */
+  image?: { data?: string; url?: string; mime_type: string };
+}
+
+export interface AgentFailure {
+  ok: false;
+  error: { message: string; code: string; provider?: ProviderKind; status?: number };
+  usage: Usage;
+  duration_ms: number;
+}
+
+export type AgentOutcome = AgentSuccess | AgentFailure;
+
+/** The model's reply as JSON: code fences and prose around the object are tolerated. */
+export function extractJson(text: string): unknown {
+  const trimmed = text.trim();
+  try {
+    return JSON.parse(trimmed);
+  } catch {
+    const fenced = /```(?:json)?\s*([\s\S]*?)```/i.exec(trimmed);
+    const candidate = fenced?.[1] ?? trimmed.slice(trimmed.indexOf('{'), trimmed.lastIndexOf('}') + 1);
+    if (!candidate) throw new SyntaxError('no JSON object in the reply');
+    return JSON.parse(candidate);
+  }
+}
+
+/** Wraps the agent's system prompt in llm_params.system_prompt_prefix / suffix. */
+export const systemPrompt = (system: string, prefix?: string, suffix?: string) => [prefix, system, suffix].filter((part) => part !== undefined && part !== '').join('\n\n');
+
+/** Sampling parameters of one agent call: built-in temperature and preset max_tokens under llm_params. */
+export function agentParams(agent: Exclude<AgentName, 'ImageGen'>, maxTokens: number, llm: Record<string, unknown> | undefined, presetTemperature?: number): SamplingParams {
+  const { system_prompt_prefix: _prefix, system_prompt_suffix: _suffix, ...sampling } = (llm ?? {}) as Record<string, unknown>;
+  return { temperature: presetTemperature ?? TEMPERATURES[TEXT_AGENTS[agent].temperament], max_tokens: maxTokens, ...(sampling as SamplingParams) };
+}
+
+function failure(error: unknown, usage: Usage, started: number): AgentFailure {
+  if (error instanceof ProviderError) {
+    return { ok: false, error: { message: error.message, code: error.code, provider: error.provider, status: error.status }, usage, duration_ms: Date.now() - started };
+  }
+  const message = error instanceof Error ? error.message : String(error);
+  const code = (error as { code?: string })?.code ?? (error instanceof Error && error.name === 'AbortError' ? 'cancelled' : 'failed');
+  return { ok: false, error: { message, code }, usage, duration_ms: Date.now() - started };
+}
+
+async function runText(task: AgentTask, providers: ProviderSet, signal: AbortSignal, started: number): Promise<AgentOutcome> {
+  const agent = TEXT_AGENTS[task.agent as Exclude<AgentName, 'ImageGen'>];
+  const choice = task.text;
+  const usage = emptyUsage();
+  if (!agent || !choice) return failure(new Error(`no text model for ${task.agent}`), usage, started);
+  const provider = providers.text[choice.provider];
+  if (!provider) return failure(Object.assign(new Error(`${choice.provider} is not configured in this process`), { code: 'unconfigured' }), usage, started);
+  const system = systemPrompt(agent.system, task.system_prefix, task.system_suffix);
+  const basePrompt = agent.prompt(task.brief);
+  const budget = 1 + (task.repair_attempts ?? 2);
+  let prompt = basePrompt;
+  let lastProblem = '';
+  const citations: Citation[] = [];
+  try {
+    for (let attempt = 1; attempt <= budget; attempt += 1) {
+      const result = await provider.generateText({
+        model: choice.model,
+        system,
+        prompt,
+        json: true,
+        params: task.params,
+        grounding: Boolean(task.grounding && agent.grounding && choice.provider === 'native'),
+        signal,
+        synthesize: () => agent.offline(task.brief),
+      });
+      addUsage(usage, result.usage);
+      citations.push(...(result.citations ?? []));
+      let parsed: unknown;
+      try {
+        parsed = extractJson(result.text);
+      } catch (error) {
+        lastProblem = `the reply is not JSON (${(error as Error).message})`;
+      }
+      if (parsed !== undefined) {
+        const merged = parsed && typeof parsed === 'object' && !Array.isArray(parsed) ? { ...agent.defaults, ...(parsed as object) } : parsed;
+        const checked = agent.schema.safeParse(merged);
+        if (checked.success) {
+          return { ok: true, output: checked.data, provider: result.provider, model: result.model, usage, attempts: attempt, duration_ms: Date.now() - started, citations, warnings: [] };
+        }
+        lastProblem = checked.error.issues.slice(0, 8).map((issue) => `${issue.path.join('.') || '(root)'}: ${issue.message}`).join('; ');
+      }
+      prompt = `${basePrompt}\n\nYour previous reply was invalid: ${lastProblem}.\nPrevious reply (truncated): ${result.text.slice(0, 1500)}\nReply again with only the corrected JSON object.`;
+    }
+    return failure(Object.assign(new Error(`${task.agent} returned invalid output ${budget} times: ${lastProblem}`), { code: 'invalid_output' }), usage, started);
+  } catch (error) {
+    return failure(error, usage, started);
+  }
+}
+
+async function runImage(task: AgentTask, providers: ProviderSet, signal: AbortSignal, started: number): Promise<AgentOutcome> {
+  const usage = emptyUsage();
+  const warnings: string[] = [];
+  let lastError: unknown = new Error('no image model was selected');
+  for (const choice of task.images ?? []) {
+    const provider = providers.image[choice.provider];
+    if (!provider) {
+      warnings.push(`${choice.model}: ${choice.provider} is not configured in this process`);
+      continue;
+    }
+    try {
+      const result = await provider.generateImage({ model: choice.model, prompt: task.image?.prompt ?? task.brief.query, negative_prompt: task.image?.negative_prompt, aspect_ratio: task.image?.aspect_ratio, seed: task.image?.seed, signal });
+      addUsage(usage, result.usage);
+      return {
+        ok: true,
+        output: { model: result.model, provider: result.provider, mime_type: result.mime_type },
+        provider: result.provider,
+        model: result.model,
+        usage,
+        attempts: 1,
+        duration_ms: Date.now() - started,
+        warnings,
+        image: { data: result.data?.toString('base64'), url: result.url, mime_type: result.mime_type },
+      };
+    } catch (error) {
+      if (signal.aborted) return failure(error, usage, started);
+      lastError = error;
+      warnings.push(`${choice.model} failed: ${(error as Error).message}`);
+    }
+  }
+  const outcome = failure(lastError, usage, started);
+  if (warnings.length) outcome.error.message = warnings.join('; ');
+  return outcome;
+}
+
+/** Executes one task with the given providers: validation, bounded repair and (ImageGen) the fallback chain. */
+export async function executeTask(task: AgentTask, providers: ProviderSet, signal: AbortSignal): Promise<AgentOutcome> {
+  const started = Date.now();
+  return task.agent === 'ImageGen' ? runImage(task, providers, signal, started) : runText(task, providers, signal, started);
+}

@@ -1,0 +1,123 @@
+import type { Knex } from '@tempora/kit/database';
+import type { SceneRecord } from './scene.ts';
+
+export interface JobRow {
+  id: string;
+  status: 'queued' | 'running' | 'completed' | 'failed';
+  owner: string | null;
+  request: Record<string, unknown>;
+  timepoint_id: string | null;
+  error: { status: number; detail: string; agent?: string | null } | null;
+  callback_url: string | null;
+  callback_status: 'none' | 'pending' | 'delivered' | 'failed';
+  callback_attempts: number;
+  callback_error: string | null;
+  created_at: Date;
+  updated_at: Date;
+  finished_at: Date | null;
+}
+
+export interface TimepointRow {
+  id: string;
+  owner: string | null;
+  visibility: 'public' | 'private';
+  record: SceneRecord;
+  created_at: Date;
+  updated_at: Date;
+}
+
+/** All SQL of the generation service. */
+export class GenerationRepository {
+  private readonly knex: Knex;
+
+  constructor(knex: Knex) {
+    this.knex = knex;
+  }
+
+  async insertTimepoint(record: SceneRecord, image: { data: Buffer; mime_type: string } | null): Promise<void> {
+    await this.knex.transaction(async (trx) => {
+      await trx('timepoints').insert({
+        id: record.id,
+        slug: record.slug,
+        query: record.query,
+        status: record.status,
+        owner: record.owner,
+        visibility: record.visibility,
+        preset: record.preset,
+        year: record.year,
+        path: record.path,
+        record: JSON.stringify(record),
+        created_at: record.created_at,
+        updated_at: record.created_at,
+      });
+      if (image) await trx('timepoint_images').insert({ timepoint_id: record.id, mime_type: image.mime_type, data: image.data });
+    });
+  }
+
+  async timepoint(id: string): Promise<TimepointRow | undefined> {
+    return this.knex('timepoints').select('id', 'owner', 'visibility', 'record', 'created_at', 'updated_at').where({ id }).first();
+  }
+
+  async image(id: string): Promise<{ mime_type: string; data: Buffer } | undefined> {
+    return this.knex('timepoint_images').select('mime_type', 'data').where({ timepoint_id: id }).first();
+  }
+
+  async listByOwner(owner: string, limit: number, offset: number): Promise<{ items: TimepointRow[]; total: number }> {
+    const [items, count] = await Promise.all([
+      this.knex('timepoints').select('id', 'owner', 'visibility', 'record', 'created_at', 'updated_at').where({ owner }).orderBy([{ column: 'created_at', order: 'desc' }, { column: 'id', order: 'desc' }]).limit(limit).offset(offset),
+      this.knex('timepoints').where({ owner }).count<{ count: string }[]>({ count: '*' }),
+    ]);
+    return { items, total: Number(count[0]?.count ?? 0) };
+  }
+
+  async setVisibility(id: string, visibility: 'public' | 'private'): Promise<TimepointRow | undefined> {
+    const now = new Date();
+    const rows = await this.knex('timepoints')
+      .where({ id })
+      .update({
+        visibility,
+        updated_at: now,
+        record: this.knex.raw(`jsonb_set(jsonb_set(record, '{visibility}', to_jsonb(?::text)), '{updated_at}', to_jsonb(?::text))`, [visibility, now.toISOString()]),
+      })
+      .returning(['id', 'owner', 'visibility', 'record', 'created_at', 'updated_at']);
+    return rows[0];
+  }
+
+  async deleteTimepoint(id: string): Promise<boolean> {
+    return (await this.knex('timepoints').where({ id }).delete()) > 0;
+  }
+
+  /** Account deletion: every scene and job of the user. Returns how many scenes went. */
+  async deleteOwner(owner: string): Promise<number> {
+    return this.knex.transaction(async (trx) => {
+      await trx('generation_jobs').where({ owner }).delete();
+      return Number(await trx('timepoints').where({ owner }).delete());
+    });
+  }
+
+  async insertJob(job: { id: string; owner: string | null; request: Record<string, unknown>; callback_url: string | null }): Promise<JobRow> {
+    const rows = await this.knex('generation_jobs')
+      .insert({ id: job.id, owner: job.owner, request: JSON.stringify(job.request), callback_url: job.callback_url, callback_status: job.callback_url ? 'pending' : 'none' })
+      .returning('*');
+    return rows[0] as JobRow;
+  }
+
+  async job(id: string): Promise<JobRow | undefined> {
+    return this.knex('generation_jobs').where({ id }).first();
+  }
+
+  async updateJob(id: string, fields: Partial<Omit<JobRow, 'id' | 'created_at'>>): Promise<void> {
+    const values: Record<string, unknown> = { ...fields, updated_at: new Date() };
+    if (fields.error !== undefined) values.error = fields.error === null ? null : JSON.stringify(fields.error);
+    if (fields.request !== undefined) values.request = JSON.stringify(fields.request);
+    await this.knex('generation_jobs').where({ id }).update(values);
+  }
+
+  /** Jobs a previous process left unfinished cannot resume (their pipeline lived in memory). */
+  async failInterruptedJobs(olderThan: Date): Promise<number> {
+    return this.knex('generation_jobs')
+      .whereIn('status', ['queued', 'running'])
+      .where('updated_at', '<', olderThan)
+      .update({ status: 'failed', error: JSON.stringify({ status: 503, detail: 'the generation service restarted before the job finished; submit it again' }), updated_at: new Date(), finished_at: new Date() });
+  }
+}

@@ -1,0 +1,188 @@
+import { z } from 'zod';
+import { defineRoute, type RouteDefinition } from '@tempora/kit/routes';
+import { notFound } from '@tempora/kit/errors';
+import { problemOf } from '../generator.ts';
+import type { AgentEvent } from '../pipeline/pipeline.ts';
+import type { JobRow } from '../repository.ts';
+import { GenerateRequestSchema, PRESETS, SceneSchema } from '../schemas.ts';
+import { PERMISSIVE_IMAGE_MODEL, PRESET_MODELS } from '../models.ts';
+import { IMAGE_VENDOR, IMAGE_VENDOR_MODELS, FREE_IMAGE_KEYWORD } from '@tempora/kit/providers/index';
+import { isService, userOf, type RouteDeps } from './context.ts';
+
+const problem = (description: string) => ({ description, contentType: 'application/problem+json' });
+
+export function jobView(job: JobRow) {
+  return {
+    job_id: job.id,
+    status: job.status,
+    timepoint_id: job.timepoint_id,
+    timepoint_url: job.timepoint_id ? `/api/v1/timepoints/${job.timepoint_id}` : null,
+    error: job.error,
+    callback: job.callback_url ? { url: job.callback_url, status: job.callback_status, attempts: job.callback_attempts, error: job.callback_error } : null,
+    created_at: new Date(job.created_at).toISOString(),
+    updated_at: new Date(job.updated_at).toISOString(),
+    finished_at: job.finished_at ? new Date(job.finished_at).toISOString() : null,
+  };
+}
+
+const JobSchema = z
+  .object({
+    job_id: z.string(),
+    status: z.enum(['queued', 'running', 'completed', 'failed']),
+    timepoint_id: z.string().nullable(),
+    timepoint_url: z.string().nullable(),
+    error: z.object({ status: z.number(), detail: z.string() }).passthrough().nullable(),
+    callback: z.object({ url: z.string(), status: z.string(), attempts: z.number() }).passthrough().nullable(),
+    created_at: z.string(),
+    updated_at: z.string(),
+    finished_at: z.string().nullable(),
+  })
+  .meta({ id: 'GenerationJob' });
+
+export function generateRoutes(deps: RouteDeps): RouteDefinition[] {
+  const { generator } = deps;
+  return [
+    defineRoute({
+      method: 'post',
+      path: '/api/v1/timepoints/generate/sync',
+      operationId: 'generateSync',
+      summary: 'Generate a scene and wait for it',
+      description: 'Runs the 14-agent pipeline and returns the stored scene. The owner is X-User-ID (set by the gateway).',
+      tags: ['generation'],
+      body: GenerateRequestSchema,
+      responses: {
+        200: { description: 'The scene record', schema: SceneSchema },
+        422: problem('Invalid field, unavailable model, or the Judge rejected the query'),
+        502: problem('A required agent failed'),
+        504: problem('The pipeline did not finish in time'),
+      },
+      handler: async (ctx, { body }) => {
+        const owner = userOf(ctx);
+        const selection = generator.prepare(body, owner);
+        const controller = new AbortController();
+        // The response closing before it was written means the client went away: cancel the remaining agents.
+        ctx.res.on('close', () => {
+          if (!ctx.res.writableFinished) controller.abort();
+        });
+        try {
+          return await generator.generate(body, selection, owner, 'sync', { signal: controller.signal });
+        } catch (error) {
+          throw problemOf(error);
+        }
+      },
+    }),
+    defineRoute({
+      method: 'post',
+      path: '/api/v1/timepoints/generate/stream',
+      operationId: 'generateStream',
+      summary: 'Generate a scene, reporting each agent as it completes (Server-Sent Events)',
+      description:
+        'Events: `start` (models chosen), one `agent` event per reported agent in the order Judge, Timeline, Grounding, Scene, Characters, Moment, Camera, Dialog, Critique, ImagePrompt, Optimizer, ImageGen (status completed, skipped or failed, with timing, model and tokens), then `done` carrying the scene id and the scene, or `error` carrying a problem. Comment heartbeats keep the connection open. Closing the connection cancels the remaining agents.',
+      tags: ['generation'],
+      body: GenerateRequestSchema,
+      responses: {
+        200: { description: 'text/event-stream', contentType: 'text/event-stream', schema: z.string() },
+        422: problem('Invalid field or unavailable model (before the stream starts)'),
+      },
+      handler: async (ctx, { body }) => {
+        const owner = userOf(ctx);
+        const selection = generator.prepare(body, owner);
+        const res = ctx.res;
+        ctx.respond = false;
+        res.writeHead(200, {
+          'content-type': 'text/event-stream; charset=utf-8',
+          'cache-control': 'no-cache, no-transform',
+          connection: 'keep-alive',
+          'x-accel-buffering': 'no',
+        });
+        let sequence = 0;
+        let closed = false;
+        const send = (event: string, data: unknown) => {
+          if (closed) return;
+          sequence += 1;
+          res.write(`id: ${sequence}\nevent: ${event}\ndata: ${JSON.stringify(data)}\n\n`);
+        };
+        const controller = new AbortController();
+        res.on('close', () => {
+          closed = true;
+          controller.abort();
+        });
+        const heartbeat = setInterval(() => {
+          if (!closed) res.write(`: heartbeat ${new Date().toISOString()}\n\n`);
+        }, deps.heartbeatMs);
+        send('start', {
+          request_id: ctx.state.requestId ?? null,
+          query: body.query,
+          preset: selection.preset,
+          model_policy: selection.policy,
+          text_model: selection.text,
+          image_chain: body.generate_image ? selection.images : [],
+          warnings: selection.warnings,
+        });
+        try {
+          const scene = await generator.generate(body, selection, owner, 'stream', { signal: controller.signal, onEvent: (event: AgentEvent) => send('agent', event) });
+          send('done', { id: scene.id, timepoint_id: scene.id, url: `/api/v1/timepoints/${scene.id}`, scene });
+        } catch (error) {
+          if (!closed) send('error', problemOf(error).toJSON(ctx.path));
+        } finally {
+          clearInterval(heartbeat);
+          if (!closed) res.end();
+        }
+      },
+    }),
+    defineRoute({
+      method: 'post',
+      path: '/api/v1/timepoints/generate',
+      operationId: 'generateAsync',
+      summary: 'Start an asynchronous generation',
+      description:
+        'Answers 202 with a job at once. With `callback_url`, the result is POSTed there when the job ends: body `{job_id, status, timepoint_id, timepoint | error, request_context}`, headers `X-Tempora-Timestamp` (Unix seconds) and `X-Tempora-Signature: sha256=<hex HMAC-SHA256 of "<timestamp>.<body>" keyed with CALLBACK_SECRET>`, retried with exponential back-off on network errors, 408, 429 and 5xx. Loopback and private callback hosts are refused unless allow-listed.',
+      tags: ['generation'],
+      body: GenerateRequestSchema,
+      responses: { 202: { description: 'The job', schema: JobSchema }, 422: problem('Invalid field, unavailable model or refused callback_url') },
+      handler: async (ctx, { body }) => {
+        const owner = userOf(ctx);
+        const selection = generator.prepare(body, owner);
+        const job = await generator.submit(body, selection, owner);
+        ctx.status = 202;
+        ctx.set('Location', `/api/v1/timepoints/jobs/${job.id}`);
+        return jobView(job);
+      },
+    }),
+    defineRoute({
+      method: 'get',
+      path: '/api/v1/models',
+      operationId: 'listModels',
+      summary: 'Presets, providers and image models this server offers',
+      tags: ['generation'],
+      responses: { 200: { description: 'What text_model, image_model, preset and model_policy may name here' } },
+      handler: () => ({
+        providers: { ...deps.providers.configured },
+        presets: PRESETS.map((name) => ({
+          name,
+          ...PRESET_MODELS[name],
+          ...(generator.defaults.presets?.[name] ? { override: generator.defaults.presets[name] } : {}),
+          default: name === (generator.defaults.defaultPreset ?? 'balanced'),
+          allowed: !generator.defaults.allowed || generator.defaults.allowed.includes(name),
+        })),
+        permissive: { text_model: deps.permissiveTextModel, image_model: PERMISSIVE_IMAGE_MODEL },
+        image_models: [...IMAGE_VENDOR_MODELS.map((model) => `${IMAGE_VENDOR}/${model}`), FREE_IMAGE_KEYWORD],
+      }),
+    }),
+    defineRoute({
+      method: 'get',
+      path: '/api/v1/timepoints/jobs/{job_id}',
+      operationId: 'getJob',
+      summary: 'Status of an asynchronous generation',
+      description: 'States: queued → running → completed | failed. A job with an owner is visible to that X-User-ID (and service-key callers) only.',
+      tags: ['generation'],
+      params: z.object({ job_id: z.uuid() }),
+      responses: { 200: { description: 'The job', schema: JobSchema }, 404: problem('No such job') },
+      handler: async (ctx, { params }) => {
+        const job = await deps.repository.job(params.job_id);
+        if (!job || (job.owner && job.owner !== userOf(ctx) && !isService(ctx))) throw notFound(`no job ${params.job_id}`);
+        return jobView(job);
+      },
+    }),
+  ];
+}

@@ -1,0 +1,96 @@
+import type Koa from 'koa';
+import { createApp } from '@tempora/kit/app';
+import { serviceKeyAuth } from '@tempora/kit/auth';
+import { openDatabase } from '@tempora/kit/database';
+import { createLogger, type Logger } from '@tempora/kit/logger';
+import { Metrics } from '@tempora/kit/metrics';
+import { connectRedis } from '@tempora/kit/redis';
+import type { GenerationConfig } from './config.ts';
+import { Generator } from './generator.ts';
+import { GenerationMetrics } from './metrics.ts';
+import { migrations } from './migrations.ts';
+import { InProcessRunner, RedisPoolRunner, type AgentRunner } from './pipeline/runners.ts';
+import { createProviders, type ProviderSet } from './providers.ts';
+import { GenerationRepository } from './repository.ts';
+import { userHeaderAuth } from './routes/context.ts';
+import { generateRoutes } from './routes/generate.ts';
+import { timepointRoutes } from './routes/timepoints.ts';
+import { VERSION } from './version.ts';
+
+export { VERSION };
+
+export interface GenerationInstance {
+  app: Koa;
+  openapi: object;
+  logger: Logger;
+  generator: Generator;
+  repository: GenerationRepository;
+  runner: AgentRunner;
+  providers: ProviderSet;
+  drain(): void;
+  close(): Promise<void>;
+}
+
+export async function createGenerationService(config: GenerationConfig, logger = createLogger('generation', config.LOG_LEVEL)): Promise<GenerationInstance> {
+  if (config.AGENT_POOL === 'redis' && !config.REDIS_URL) throw new Error('AGENT_POOL=redis needs REDIS_URL');
+  const database = await openDatabase({ service: 'generation', url: config.DATABASE_URL, dataDir: config.TEMPORA_DATA_DIR, migrations, logger });
+  const repository = new GenerationRepository(database.knex);
+  const interrupted = await repository.failInterruptedJobs(new Date(Date.now() - config.GENERATION_TIMEOUT_MS - 60_000));
+  if (interrupted) logger.warn({ jobs: interrupted }, 'marked jobs left unfinished by a previous process as failed');
+  const redis = await connectRedis(config.REDIS_URL, logger);
+  const providers = createProviders(config);
+
+  let runner: AgentRunner;
+  if (config.AGENT_POOL === 'redis' && redis) {
+    const pool = new RedisPoolRunner(redis, config.REDIS_KEY_PREFIX, config.AGENT_POOL_TASK_TIMEOUT_MS, logger);
+    await pool.start();
+    runner = pool;
+  } else {
+    runner = new InProcessRunner(providers);
+  }
+
+  const metrics = new Metrics('generation');
+  const generationMetrics = new GenerationMetrics(metrics, () => runner.depth());
+  const generator = new Generator({ config, repository, runner, providers, metrics: generationMetrics, logger });
+  const deps = { generator, repository, version: VERSION, heartbeatMs: config.STREAM_HEARTBEAT_MS, providers, permissiveTextModel: config.PERMISSIVE_TEXT_MODEL };
+
+  const { app, openapi, drain } = createApp({
+    name: 'generation',
+    version: VERSION,
+    title: 'Tempora generation service',
+    description:
+      'Renders a historical moment from a short query as a full scene through a 14-agent pipeline (docs/generation.md). Internal: the gateway forwards end users with X-User-ID; services use X-Service-Key.',
+    config,
+    logger,
+    metrics,
+    authenticators: [serviceKeyAuth(config.SERVICE_KEY), userHeaderAuth],
+    routes: [...generateRoutes(deps), ...timepointRoutes(deps)],
+    health: async () => {
+      const db = await database.ping();
+      return {
+        status: db ? 'ok' : 'degraded',
+        database: db,
+        providers: { ...providers.configured },
+        agent_pool: runner.mode,
+        redis: redis ? redis.isReady : null,
+      };
+    },
+  });
+
+  return {
+    app,
+    openapi,
+    logger,
+    generator,
+    repository,
+    runner,
+    providers,
+    drain,
+    close: async () => {
+      await generator.drain(config.SHUTDOWN_GRACE_MS);
+      await runner.close();
+      await redis?.quit().catch(() => {});
+      await database.close();
+    },
+  };
+}

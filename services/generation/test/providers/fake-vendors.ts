@@ -1,0 +1,152 @@
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { PNG, RECORDED, agentOf } from './recorded.ts';
+
+/**
+ * Local servers speaking the vendors' HTTP protocols: Gemini generateContent (native), OpenAI-compatible
+ * chat completions (aggregator), Stability's SD3 endpoint (image vendor) and Pollinations (free images).
+ * Replies are the recorded agent outputs; scripted faults (429 with Retry-After, 5xx, hangs, malformed
+ * JSON, invalid agent output) are queued per vendor and agent.
+ */
+export type Vendor = 'native' | 'aggregator' | 'image_vendor' | 'free_image';
+
+export type Fault =
+  | { kind: 'status'; status: number; retryAfter?: string; body?: string }
+  | { kind: 'hang' }
+  | { kind: 'malformed' }
+  | { kind: 'invalid-output'; text: string }
+  | { kind: 'output'; value: unknown };
+
+export interface Recorded {
+  vendor: Vendor;
+  agent: string;
+  path: string;
+  headers: IncomingMessage['headers'];
+  body: any;
+  form?: Record<string, string>;
+  at: number;
+}
+
+export class FakeVendors {
+  server!: Server;
+  url = '';
+  readonly requests: Recorded[] = [];
+  /** Faults by `${vendor}:${agent}` or `${vendor}:*`, consumed in order. */
+  private readonly faults = new Map<string, Fault[]>();
+  /** Added to every reply (ms), for concurrency and cancellation tests. */
+  latencyMs = 0;
+  private readonly sockets = new Set<import('node:net').Socket>();
+
+  async start(): Promise<this> {
+    this.server = createServer((request, response) => void this.handle(request, response));
+    this.server.on('connection', (socket) => {
+      this.sockets.add(socket);
+      socket.on('close', () => this.sockets.delete(socket));
+    });
+    await new Promise<void>((resolve) => this.server.listen(0, '127.0.0.1', resolve));
+    this.url = `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
+    return this;
+  }
+
+  async stop(): Promise<void> {
+    for (const socket of this.sockets) socket.destroy();
+    await new Promise<void>((resolve) => this.server.close(() => resolve()));
+  }
+
+  fail(vendor: Vendor, agent: string, ...faults: Fault[]): void {
+    const key = `${vendor}:${agent}`;
+    this.faults.set(key, [...(this.faults.get(key) ?? []), ...faults]);
+  }
+
+  reset(): void {
+    this.requests.length = 0;
+    this.faults.clear();
+    this.latencyMs = 0;
+  }
+
+  of(vendor: Vendor, agent?: string): Recorded[] {
+    return this.requests.filter((entry) => entry.vendor === vendor && (agent === undefined || entry.agent === agent));
+  }
+
+  private nextFault(vendor: Vendor, agent: string): Fault | undefined {
+    for (const key of [`${vendor}:${agent}`, `${vendor}:*`]) {
+      const queue = this.faults.get(key);
+      if (queue?.length) return queue.shift();
+    }
+    return undefined;
+  }
+
+  private async handle(request: IncomingMessage, response: ServerResponse): Promise<void> {
+    const chunks: Buffer[] = [];
+    for await (const chunk of request) chunks.push(chunk as Buffer);
+    const raw = Buffer.concat(chunks);
+    const path = request.url ?? '/';
+    let vendor: Vendor;
+    let body: any = {};
+    let form: Record<string, string> | undefined;
+    let agent = 'unknown';
+    if (/\/models\/[^/]+:generateContent$/.test(path)) {
+      vendor = 'native';
+      body = JSON.parse(raw.toString() || '{}');
+      agent = body.generationConfig?.responseModalities?.includes('IMAGE') ? 'ImageGen' : agentOf(body.systemInstruction?.parts?.[0]?.text ?? '');
+    } else if (path.endsWith('/chat/completions')) {
+      vendor = 'aggregator';
+      body = JSON.parse(raw.toString() || '{}');
+      agent = body.modalities?.includes('image') ? 'ImageGen' : agentOf(body.messages?.find((m: any) => m.role === 'system')?.content ?? '');
+    } else if (path.startsWith('/v2beta/stable-image/generate/sd3')) {
+      vendor = 'image_vendor';
+      agent = 'ImageGen';
+      form = Object.fromEntries([...(await new Response(raw, { headers: { 'content-type': String(request.headers['content-type']) } }).formData()).entries()].map(([k, v]) => [k, String(v)]));
+    } else if (path.startsWith('/prompt/')) {
+      vendor = 'free_image';
+      agent = 'ImageGen';
+    } else {
+      response.writeHead(404).end();
+      return;
+    }
+    this.requests.push({ vendor, agent, path, headers: request.headers, body, form, at: Date.now() });
+    if (this.latencyMs) await new Promise((resolve) => setTimeout(resolve, this.latencyMs));
+    const fault = this.nextFault(vendor, agent);
+    if (fault?.kind === 'hang') return; // never answers; the client's timeout or cancellation ends it
+    if (fault?.kind === 'status') {
+      response.writeHead(fault.status, { 'content-type': 'application/json', ...(fault.retryAfter ? { 'retry-after': fault.retryAfter } : {}) });
+      response.end(fault.body ?? JSON.stringify({ error: { message: `scripted ${fault.status}` } }));
+      return;
+    }
+    if (fault?.kind === 'malformed') {
+      response.writeHead(200, { 'content-type': 'application/json' });
+      response.end('{"candidates": [ {"content": ');
+      return;
+    }
+    const text = fault?.kind === 'invalid-output' ? fault.text : JSON.stringify(fault?.kind === 'output' ? fault.value : (RECORDED[agent] ?? {}));
+    if (vendor === 'native') {
+      if (agent === 'ImageGen') {
+        return json(response, { candidates: [{ content: { parts: [{ inlineData: { mimeType: 'image/png', data: PNG.toString('base64') } }] } }], usageMetadata: { promptTokenCount: 12, candidatesTokenCount: 1290, totalTokenCount: 1302 } });
+      }
+      return json(response, {
+        candidates: [
+          {
+            content: { role: 'model', parts: [{ text: 'thinking about it', thought: true }, { text }] },
+            finishReason: 'STOP',
+            ...(agent === 'Grounding' ? { groundingMetadata: { groundingChunks: [{ web: { uri: 'https://en.wikipedia.org/wiki/Apollo_11', title: 'Apollo 11 - Wikipedia' } }] } } : {}),
+          },
+        ],
+        usageMetadata: { promptTokenCount: 100, candidatesTokenCount: 50, thoughtsTokenCount: 7, totalTokenCount: 157 },
+      });
+    }
+    if (vendor === 'aggregator') {
+      if (agent === 'ImageGen') {
+        return json(response, { choices: [{ message: { role: 'assistant', content: '', images: [{ type: 'image_url', image_url: { url: `data:image/png;base64,${PNG.toString('base64')}` } }] } }], usage: { prompt_tokens: 10, completion_tokens: 1000, total_tokens: 1010 } });
+      }
+      return json(response, { id: 'gen-1', model: body.model, choices: [{ index: 0, message: { role: 'assistant', content: text }, finish_reason: 'stop' }], usage: { prompt_tokens: 80, completion_tokens: 40, total_tokens: 120 } });
+    }
+    if (vendor === 'image_vendor') return json(response, { image: PNG.toString('base64'), finish_reason: 'SUCCESS', seed: 42 });
+    response.writeHead(200, { 'content-type': 'image/jpeg' });
+    response.end(PNG);
+  }
+}
+
+function json(response: ServerResponse, value: unknown): void {
+  response.writeHead(200, { 'content-type': 'application/json' });
+  response.end(JSON.stringify(value));
+}
