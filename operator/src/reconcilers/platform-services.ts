@@ -1,14 +1,8 @@
 // The platform's services, their ports (conventions.md) and how they reach each other: through the
 // Services a Gateway owns, named `<gateway>-<service>`.
+import { DEFAULT_PORTS } from '@tempora/kit/config';
 
-export const PLATFORM_SERVICES = {
-  gateway: 8080,
-  generation: 8081,
-  graph: 8082,
-  simulation: 8083,
-  conductor: 8084,
-  billing: 8085,
-} as const;
+export const PLATFORM_SERVICES = DEFAULT_PORTS;
 export type PlatformService = keyof typeof PLATFORM_SERVICES;
 
 export function peerUrls(gatewayName: string, namespace: string, services: PlatformService[]): Record<string, string> {
