@@ -4,8 +4,9 @@ import type { ChangeFeed } from './change-feed.ts';
 import type { Direction, EdgeType } from './domain/edge-types.ts';
 import { shortestPath, traverse, type NeighborSource, type StoredEdge } from './domain/graph-search.ts';
 import type { MomentInput } from './domain/moment.ts';
-import { NODE_COLUMNS, type GraphRepository, type MomentRow } from './repository.ts';
-import { nodeView, storedEdgeView } from './views.ts';
+import { NODE_COLUMNS, type GraphRepository } from './repository.ts';
+import { NodeStore } from './domain/node-store.ts';
+import { nodeView, storedEdgeView, type NodeView } from './views.ts';
 
 export interface GraphStats {
   total_nodes: number;
@@ -38,8 +39,22 @@ export interface GraphServiceSettings {
  * adjacency index (or SQL until it has loaded), and writes that keep the index current here and, through
  * the change feed, on every other replica.
  */
+function apply(memory: MemoryGraph, change: Awaited<ReturnType<GraphRepository['adjacencyOf']>>): void {
+  memory.index.refresh(change.moments, change.edges);
+  for (const moment of change.moments) {
+    if (moment.hidden || !moment.node) memory.nodes.remove(moment.id);
+    else memory.nodes.set(moment.node);
+  }
+}
+
+/** The in-memory graph: adjacency and the nodes' fields, built and kept current together. */
+interface MemoryGraph {
+  index: AdjacencyIndex;
+  nodes: NodeStore;
+}
+
 export class GraphService {
-  private index: AdjacencyIndex | undefined;
+  private memory: MemoryGraph | undefined;
   private loading: Promise<void> | undefined;
   readonly repository: GraphRepository;
   private readonly feed: ChangeFeed;
@@ -69,12 +84,19 @@ export class GraphService {
     while (this.loading) await this.loading;
   }
 
-  get indexStats(): { loaded: boolean; edges: number; memoryBytes: number } {
-    return { loaded: Boolean(this.index), edges: this.index?.edgeCount ?? 0, memoryBytes: this.index?.memoryBytes ?? 0 };
+  get indexStats(): { loaded: boolean; edges: number; memoryBytes: number; nodes: number; nodeMemoryBytes: number } {
+    const memory = this.memory;
+    return {
+      loaded: Boolean(memory),
+      edges: memory?.index.edgeCount ?? 0,
+      memoryBytes: memory?.index.memoryBytes ?? 0,
+      nodes: memory?.nodes.size ?? 0,
+      nodeMemoryBytes: memory?.nodes.memoryBytes ?? 0,
+    };
   }
 
   private get neighbors(): NeighborSource {
-    return this.index ?? this.repository.sqlNeighbors;
+    return this.memory?.index ?? this.repository.sqlNeighbors;
   }
 
   rebuild(): Promise<void> {
@@ -82,17 +104,19 @@ export class GraphService {
       const started = performance.now();
       this.pendingDuringLoad = [];
       try {
+        const nodes = new NodeStore();
+        await this.repository.loadNodes(nodes);
         const builder = new IndexBuilder();
         const { hidden, maxNode } = await this.repository.loadEdges(builder);
-        const index = builder.freeze(hidden, maxNode);
+        const memory = { index: builder.freeze(hidden, maxNode), nodes };
         const replay = this.pendingDuringLoad;
         this.pendingDuringLoad = undefined;
-        if (replay.length > 0) {
-          const change = await this.repository.adjacencyOf([...new Set(replay)]);
-          index.refresh(change.moments, change.edges);
-        }
-        this.index = index;
-        this.logger.info({ edges: index.edgeCount, memoryBytes: index.memoryBytes, ms: Math.round(performance.now() - started) }, 'adjacency index loaded');
+        if (replay.length > 0) apply(memory, await this.repository.adjacencyOf([...new Set(replay)]));
+        this.memory = memory;
+        this.logger.info(
+          { edges: memory.index.edgeCount, memoryBytes: memory.index.memoryBytes, nodes: nodes.size, nodeMemoryBytes: nodes.memoryBytes, ms: Math.round(performance.now() - started) },
+          'adjacency index loaded',
+        );
       } catch (error) {
         this.logger.error({ err: error }, 'adjacency index load failed; answering from SQL');
         this.pendingDuringLoad = undefined;
@@ -107,11 +131,10 @@ export class GraphService {
   private async refresh(ids: readonly number[]): Promise<void> {
     if (ids.length === 0) return;
     this.pendingDuringLoad?.push(...ids);
-    const index = this.index;
-    if (!index) return;
-    const change = await this.repository.adjacencyOf(ids);
-    index.refresh(change.moments, change.edges);
-    if (index.overlayRatio > this.settings.rebuildRatio && !this.loading) void this.rebuild();
+    const memory = this.memory;
+    if (!memory) return;
+    apply(memory, await this.repository.adjacencyOf(ids));
+    if (memory.index.overlayRatio > this.settings.rebuildRatio && !this.loading) void this.rebuild();
   }
 
   // ---- writes ----
@@ -165,24 +188,36 @@ export class GraphService {
 
   // ---- graph queries ----
 
-  private async anchor(path: string): Promise<MomentRow> {
-    const row = await this.repository.momentByPath(path, false);
-    if (!row) throw new MomentNotFound(path);
-    return row;
+  /** The anchor's id: from memory once loaded (it holds every public moment), else from SQL. */
+  private async anchor(path: string): Promise<number> {
+    const id = this.memory ? this.memory.nodes.idOf(path) : (await this.repository.momentByPath(path, false))?.id;
+    if (id === undefined) throw new MomentNotFound(path);
+    return id;
+  }
+
+  /** Node views of `ids` (with their hop), from memory when it holds them all, else from SQL. */
+  private async nodeViews(ids: readonly number[], hopOf: (id: number, position: number) => number): Promise<{ nodes: NodeView[]; paths: Map<number, string> }> {
+    const memory = this.memory;
+    if (memory && ids.every((id) => memory.nodes.has(id))) {
+      const nodes = ids.map((id, position) => memory.nodes.view(id, hopOf(id, position)));
+      return { nodes, paths: new Map(ids.map((id, position) => [id, nodes[position]!.id])) };
+    }
+    const rows = await this.repository.momentsByIds(ids, NODE_COLUMNS);
+    const nodes = ids.flatMap((id, position) => {
+      const row = rows.get(id);
+      return row ? [nodeView(row, hopOf(id, position))] : [];
+    });
+    return { nodes, paths: new Map([...rows].map(([id, row]) => [id, row.path])) };
   }
 
   async traverse(path: string, options: { direction: Direction; depth: number; types: EdgeType[]; limit: number; minWeight: number }) {
     const anchor = await this.anchor(path);
-    const result = await traverse(this.neighbors, anchor.id, options);
+    const result = await traverse(this.neighbors, anchor, options);
     const ids = [...result.hops.keys()];
-    const [moments, details] = await Promise.all([this.repository.momentsByIds(ids, NODE_COLUMNS), this.repository.edgeDetails(result.edges)]);
-    const nodes = ids.flatMap((id) => {
-      const row = moments.get(id);
-      return row ? [nodeView(row, result.hops.get(id) ?? 0)] : [];
-    });
-    const edges = result.edges.map((edge) => storedEdgeView(edge, moments, details));
+    const [{ nodes, paths }, details] = await Promise.all([this.nodeViews(ids, (id) => result.hops.get(id) ?? 0), this.repository.edgeDetails(result.edges)]);
+    const edges = result.edges.map((edge) => storedEdgeView(edge, paths, details));
     return {
-      anchor: anchor.path,
+      anchor: paths.get(anchor) ?? path,
       direction: options.direction,
       depth: options.depth,
       edge_types: options.types,
@@ -197,16 +232,16 @@ export class GraphService {
 
   async path(from: string, to: string, options: { maxHops: number; types: EdgeType[] }) {
     const [start, end] = await Promise.all([this.anchor(from), this.anchor(to)]);
-    const result = await shortestPath(this.neighbors, start.id, end.id, options);
-    const base = { from: start.path, to: end.path, max_hops: options.maxHops, edge_types: options.types };
+    const result = await shortestPath(this.neighbors, start, end, options);
+    const base = { from, to, max_hops: options.maxHops, edge_types: options.types };
     if (!result.found) return { found: false, ...base, hops: 0, nodes: [], edges: [] };
-    const [moments, details] = await Promise.all([this.repository.momentsByIds(result.nodes, NODE_COLUMNS), this.repository.edgeDetails(result.edges)]);
+    const [{ nodes, paths }, details] = await Promise.all([this.nodeViews(result.nodes, (_id, position) => position), this.repository.edgeDetails(result.edges)]);
     return {
       found: true,
       ...base,
       hops: result.edges.length,
-      nodes: result.nodes.map((id, position) => nodeView(moments.get(id)!, position)),
-      edges: result.edges.map((edge: StoredEdge) => storedEdgeView(edge, moments, details)),
+      nodes,
+      edges: result.edges.map((edge: StoredEdge) => storedEdgeView(edge, paths, details)),
     };
   }
 }

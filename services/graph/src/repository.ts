@@ -3,6 +3,7 @@ import type { Knex } from '@tempora/kit/database';
 import { EDGE_TYPES, IN, OUT, typeCode, typeOf, type EdgeType } from './domain/edge-types.ts';
 import type { NeighborSource, Step, StoredEdge } from './domain/graph-search.ts';
 import type { IndexBuilder, IndexedEdge } from './domain/adjacency-index.ts';
+import type { NodeFields, NodeStore } from './domain/node-store.ts';
 import { adjacentYears, momentColumns, storedOrder, type MomentInput } from './domain/moment.ts';
 
 export interface MomentRow {
@@ -274,7 +275,8 @@ export class GraphRepository {
   }
 
   /** Theme and description of edges met by a traversal, keyed `source:target:type`. */
-  async edgeDetails(edges: readonly StoredEdge[]): Promise<Map<string, { theme: string; description: string }>> {
+  async edgeDetails(all: readonly StoredEdge[]): Promise<Map<string, { theme: string; description: string }>> {
+    const edges = all.filter((edge) => edge.detailed !== false);
     if (edges.length === 0) return new Map();
     const { rows } = (await this.knex.raw(
       `select e.source_id, e.target_id, e.type, e.theme, e.description from edges e
@@ -401,31 +403,44 @@ export class GraphRepository {
     let after = 0;
     for (;;) {
       const { rows } = (await this.knex
-        .raw(`select id::int8::float8, source_id::int4, target_id::int4, array_position(${typeArray}, type) - 1, weight from edges where id > ? order by id limit ?`, [after, pageSize])
-        .options({ rowMode: 'array' })) as { rows: Array<[number, number, number, number, number]> };
-      for (const [, source, target, type, weight] of rows) builder.add({ source, target, type, weight });
+        .raw(`select id::int8::float8, source_id::int4, target_id::int4, array_position(${typeArray}, type) - 1, weight, (theme <> '' or description <> '') from edges where id > ? order by id limit ?`, [after, pageSize])
+        .options({ rowMode: 'array' })) as { rows: Array<[number, number, number, number, number, boolean]> };
+      for (const [, source, target, type, weight, detailed] of rows) builder.add({ source, target, type, weight, detailed });
       if (rows.length < pageSize) break;
       after = rows[rows.length - 1]![0];
     }
     return { hidden, maxNode: Number(max ?? 0) };
   }
 
-  /** Current visibility and every edge of `ids`, to refresh the adjacency index after a write. */
-  async adjacencyOf(ids: readonly number[]): Promise<{ moments: Array<{ id: number; hidden: boolean }>; edges: IndexedEdge[] }> {
+  /** Streams every public moment's node fields into `store`, a page at a time. */
+  async loadNodes(store: NodeStore, pageSize = 100_000): Promise<void> {
+    let after = 0;
+    for (;;) {
+      const { rows } = (await this.knex
+        .raw(`select ${NODE_FIELDS} from moments where visibility = 'public' and id > ? order by id limit ?`, [after, pageSize])
+        .options({ rowMode: 'array' })) as { rows: NodeRow[] };
+      for (const row of rows) store.set(nodeFields(row));
+      if (rows.length < pageSize) break;
+      after = rows[rows.length - 1]![0];
+    }
+  }
+
+  /** Current visibility, node fields and every edge of `ids`, to refresh the in-memory graph after a write. */
+  async adjacencyOf(ids: readonly number[]): Promise<{ moments: Array<{ id: number; hidden: boolean; node?: NodeFields }>; edges: IndexedEdge[] }> {
     if (ids.length === 0) return { moments: [], edges: [] };
-    const moments = ((await this.knex('moments').whereIn('id', ids as number[]).select('id', 'visibility')) as Array<{ id: string; visibility: string }>).map((row) => ({
-      id: Number(row.id),
-      hidden: row.visibility !== 'public',
-    }));
+    const { rows: nodes } = (await this.knex
+      .raw(`select ${NODE_FIELDS}, visibility from moments where id = any(?::bigint[])`, [ids as number[]])
+      .options({ rowMode: 'array' })) as { rows: Array<[...NodeRow, string]> };
+    const moments = nodes.map((row) => ({ id: row[0], hidden: row[9] !== 'public', node: nodeFields(row as unknown as NodeRow) }));
     const present = new Set(moments.map((moment) => moment.id));
     const missing = ids.filter((id) => !present.has(id)).map((id) => ({ id, hidden: true }));
     const rows = (await this.knex('edges')
       .whereIn('source_id', ids as number[])
       .orWhereIn('target_id', ids as number[])
-      .select('id', 'source_id', 'target_id', 'type', 'weight')) as Array<{ id: string; source_id: string; target_id: string; type: EdgeType; weight: number }>;
+      .select('id', 'source_id', 'target_id', 'type', 'weight', this.knex.raw(`(theme <> '' or description <> '') as detailed`))) as Array<{ id: string; source_id: string; target_id: string; type: EdgeType; weight: number; detailed: boolean }>;
     return {
       moments: [...moments, ...missing],
-      edges: rows.map((row) => ({ id: Number(row.id), source: Number(row.source_id), target: Number(row.target_id), type: typeCode(row.type), weight: Number(row.weight) })),
+      edges: rows.map((row) => ({ id: Number(row.id), source: Number(row.source_id), target: Number(row.target_id), type: typeCode(row.type), weight: Number(row.weight), detailed: row.detailed })),
     };
   }
 
@@ -445,7 +460,7 @@ export class GraphRepository {
           where e.target_id = any(?::bigint[]) and e.type = any(?::text[]) and e.weight >= ? and m.visibility = 'public'`,
         [nodes, outTypes, minWeight, nodes, inTypes, minWeight],
       )) as { rows: Array<{ from: string; to: string; type: EdgeType; weight: number; outgoing: boolean }> };
-      return rows.map((row): Step => ({ from: Number(row.from), to: Number(row.to), type: typeCode(row.type), weight: Math.fround(Number(row.weight)), outgoing: row.outgoing }));
+      return rows.map((row): Step => ({ from: Number(row.from), to: Number(row.to), type: typeCode(row.type), weight: Math.fround(Number(row.weight)), outgoing: row.outgoing, detailed: true }));
     },
   };
 
@@ -487,6 +502,21 @@ export class GraphRepository {
     return row && { ...row, moment_id: Number(row.moment_id) };
   }
 }
+
+/** The columns of a node, as an array row: id, path, name, type, layer, status, latitude, longitude, confidence. */
+const NODE_FIELDS = 'id::int4, path, event_name, type, layer, status, latitude, longitude, confidence';
+type NodeRow = [number, string, string, string, number, string, number | null, number | null, number];
+const nodeFields = ([id, path, name, type, layer, status, latitude, longitude, confidence]: NodeRow): NodeFields => ({
+  id,
+  path,
+  name,
+  type,
+  layer,
+  status,
+  latitude,
+  longitude,
+  confidence: Number(confidence),
+});
 
 export class MissingTargetError extends Error {
   readonly index: number;

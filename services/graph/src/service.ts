@@ -72,6 +72,14 @@ export async function createGraphService(config: GraphConfig, logger = createLog
     },
   });
   new Gauge({
+    name: 'graph_node_store_memory_bytes',
+    help: 'Bytes held (estimated) by the in-memory node fields of the public moments',
+    registers: [metrics.registry],
+    collect() {
+      this.set(graph.indexStats.nodeMemoryBytes);
+    },
+  });
+  new Gauge({
     name: 'graph_index_memory_bytes',
     help: 'Bytes held by the in-memory adjacency index',
     registers: [metrics.registry],

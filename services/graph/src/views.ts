@@ -65,13 +65,13 @@ export type NodeView = ReturnType<typeof nodeView>;
 /** Resolves stored edges (moment ids, type codes) into response edges with paths and details. */
 export function storedEdgeView(
   edge: StoredEdge,
-  moments: Map<number, MomentRow>,
+  paths: Map<number, string>,
   details: Map<string, { theme: string; description: string }>,
 ): EdgeView {
   const detail = details.get(`${edge.source}:${edge.target}:${edge.type}`);
   return {
-    source: moments.get(edge.source)?.path ?? '',
-    target: moments.get(edge.target)?.path ?? '',
+    source: paths.get(edge.source) ?? '',
+    target: paths.get(edge.target) ?? '',
     type: typeOf(edge.type) as EdgeType,
     weight: Math.round(edge.weight * 1e6) / 1e6,
     theme: detail?.theme ?? '',

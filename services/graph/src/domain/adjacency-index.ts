@@ -9,9 +9,15 @@ export interface IndexedEdge extends StoredEdge {
 interface OverlayEdge {
   id: number;
   neighbor: number;
+  /** The type code, with DETAILED set when the edge has a theme or description. */
   type: number;
   weight: number;
 }
+
+/** Type codes fit in 7 bits; the eighth marks edges with a theme or description. */
+const DETAILED = 0x80;
+const TYPE_MASK = 0x7f;
+const packType = (edge: StoredEdge) => edge.type | (edge.detailed === false ? 0 : DETAILED);
 
 /** Growable column of numbers, so a build never holds millions of row objects at once. */
 class Column<T extends Int32Array | Uint8Array | Float32Array> {
@@ -43,7 +49,7 @@ export class IndexBuilder {
   add(edge: StoredEdge): void {
     this.sources.push(edge.source);
     this.targets.push(edge.target);
-    this.types.push(edge.type);
+    this.types.push(packType(edge));
     this.weights.push(edge.weight);
     this.maxNode = Math.max(this.maxNode, edge.source, edge.target);
   }
@@ -156,17 +162,19 @@ export class AdjacencyIndex implements NeighborSource {
     if (node + 1 < rows.offsets.length) {
       const end = rows.offsets[node + 1]!;
       for (let i = rows.offsets[node]!; i < end; i += 1) {
-        const type = rows.types[i]!;
+        const packed = rows.types[i]!;
+        const type = packed & TYPE_MASK;
         const weight = rows.weights[i]!;
         if (!(plan[type]! & flag) || !(weight >= minWeight)) continue;
         const to = rows.neighbors[i]!;
         if (this.hidden.has(to)) continue;
-        steps.push({ from: node, to, type, weight, outgoing });
+        steps.push({ from: node, to, type, weight, outgoing, detailed: packed >= DETAILED });
       }
     }
     for (const edge of overlay.get(node) ?? []) {
-      if (!(plan[edge.type]! & flag) || !(edge.weight >= minWeight) || this.hidden.has(edge.neighbor)) continue;
-      steps.push({ from: node, to: edge.neighbor, type: edge.type, weight: edge.weight, outgoing });
+      const type = edge.type & TYPE_MASK;
+      if (!(plan[type]! & flag) || !(edge.weight >= minWeight) || this.hidden.has(edge.neighbor)) continue;
+      steps.push({ from: node, to: edge.neighbor, type, weight: edge.weight, outgoing, detailed: edge.type >= DETAILED });
     }
   }
 
@@ -184,8 +192,8 @@ export class AdjacencyIndex implements NeighborSource {
     }
     for (const edge of edges) {
       if ((this.overlayOut.get(edge.source) ?? []).some((existing) => existing.id === edge.id)) continue;
-      push(this.overlayOut, edge.source, { id: edge.id, neighbor: edge.target, type: edge.type, weight: edge.weight });
-      push(this.overlayIn, edge.target, { id: edge.id, neighbor: edge.source, type: edge.type, weight: edge.weight });
+      push(this.overlayOut, edge.source, { id: edge.id, neighbor: edge.target, type: packType(edge), weight: edge.weight });
+      push(this.overlayIn, edge.target, { id: edge.id, neighbor: edge.source, type: packType(edge), weight: edge.weight });
       this.overlayEdges += 1;
     }
   }
@@ -216,7 +224,7 @@ export class AdjacencyIndex implements NeighborSource {
 
 function tombstone(rows: Csr, node: number, neighbor: number, type: number): void {
   for (let i = rows.offsets[node]!; i < rows.offsets[node + 1]!; i += 1) {
-    if (rows.neighbors[i] === neighbor && rows.types[i] === type && !Number.isNaN(rows.weights[i])) {
+    if (rows.neighbors[i] === neighbor && (rows.types[i]! & TYPE_MASK) === (type & TYPE_MASK) && !Number.isNaN(rows.weights[i])) {
       rows.weights[i] = Number.NaN;
       return;
     }

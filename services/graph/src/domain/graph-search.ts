@@ -8,6 +8,8 @@ export interface Step {
   weight: number;
   /** True when the edge is stored from → to; false when stored to → from. */
   outgoing: boolean;
+  /** False when the edge is known to have no theme or description, so there is nothing to look up. */
+  detailed: boolean;
 }
 
 /**
@@ -24,12 +26,14 @@ export interface StoredEdge {
   target: number;
   type: number;
   weight: number;
+  /** Has a theme or description (curated edges); automatic links have neither. */
+  detailed?: boolean;
 }
 
 const stored = (step: Step): StoredEdge =>
   step.outgoing
-    ? { source: step.from, target: step.to, type: step.type, weight: step.weight }
-    : { source: step.to, target: step.from, type: step.type, weight: step.weight };
+    ? { source: step.from, target: step.to, type: step.type, weight: step.weight, detailed: step.detailed }
+    : { source: step.to, target: step.from, type: step.type, weight: step.weight, detailed: step.detailed };
 
 const edgeKey = (edge: StoredEdge) => `${edge.source}:${edge.target}:${edge.type}`;
 

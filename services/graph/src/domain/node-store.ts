@@ -1,0 +1,120 @@
+import { MONTHS, eraOf } from './canonical-path.ts';
+
+/** What a traversal or path node shows that its path does not already say. */
+export interface NodeFields {
+  id: number;
+  path: string;
+  name: string;
+  type: string;
+  layer: number;
+  status: string;
+  latitude: number | null;
+  longitude: number | null;
+  confidence: number;
+}
+
+/**
+ * The public moments' node fields in memory, by id and by path, built with the adjacency index and kept
+ * current with it: traversals and paths resolve their anchor and render their nodes without a database
+ * round trip. Year, date, place and era are read back from the path; numbers live in typed arrays.
+ */
+export class NodeStore {
+  private paths: Array<string | undefined> = [];
+  private names: Array<string | undefined> = [];
+  private types: Array<string | undefined> = [];
+  private statuses: Array<string | undefined> = [];
+  private layers = new Uint8Array(0);
+  private coordinates = new Float64Array(0);
+  private confidences = new Float64Array(0);
+  private readonly byPath = new Map<string, number>();
+  /** One copy of each type and status string, however many moments share it. */
+  private readonly interned = new Map<string, string>();
+  private textBytes = 0;
+
+  private intern(value: string): string {
+    const known = this.interned.get(value);
+    if (known !== undefined) return known;
+    this.interned.set(value, value);
+    return value;
+  }
+
+  get size(): number {
+    return this.byPath.size;
+  }
+
+  private ensure(id: number): void {
+    if (id < this.layers.length) return;
+    const capacity = Math.max(id + 1, Math.ceil(this.layers.length * 1.5), 1024);
+    const grow = <T extends Uint8Array | Float64Array>(old: T, make: (n: number) => T): T => {
+      const next = make(capacity);
+      next.set(old);
+      return next;
+    };
+    this.layers = grow(this.layers, (n) => new Uint8Array(n));
+    this.coordinates = grow(this.coordinates, (n) => new Float64Array(n * 2));
+    this.confidences = grow(this.confidences, (n) => new Float64Array(n));
+  }
+
+  set(node: NodeFields): void {
+    this.remove(node.id);
+    this.ensure(node.id);
+    this.paths[node.id] = node.path;
+    this.names[node.id] = node.name;
+    this.types[node.id] = this.intern(node.type);
+    this.statuses[node.id] = this.intern(node.status);
+    this.textBytes += 2 * (node.path.length + node.name.length) + 64;
+    this.layers[node.id] = node.layer;
+    this.coordinates[node.id * 2] = node.latitude ?? Number.NaN;
+    this.coordinates[node.id * 2 + 1] = node.longitude ?? Number.NaN;
+    this.confidences[node.id] = node.confidence;
+    this.byPath.set(node.path, node.id);
+  }
+
+  /** Forgets a moment that was deleted or made private. */
+  remove(id: number): void {
+    const path = this.paths[id];
+    if (path === undefined) return;
+    this.byPath.delete(path);
+    this.textBytes -= 2 * (path.length + (this.names[id]?.length ?? 0)) + 64;
+    this.paths[id] = this.names[id] = this.types[id] = this.statuses[id] = undefined;
+  }
+
+  idOf(path: string): number | undefined {
+    return this.byPath.get(path);
+  }
+
+  has(id: number): boolean {
+    return this.paths[id] !== undefined;
+  }
+
+  /** The node view of a stored moment (the same shape `nodeView` gives a database row). */
+  view(id: number, hop: number) {
+    const path = this.paths[id]!;
+    const [, year, month, day, , country, region, city] = path.split('/') as [string, string, string, string, string, string, string, string];
+    const latitude = this.coordinates[id * 2]!;
+    const longitude = this.coordinates[id * 2 + 1]!;
+    return {
+      id: path,
+      name: this.names[id]!,
+      year: Number(year),
+      month_num: MONTHS.indexOf(month as (typeof MONTHS)[number]) + 1,
+      day: Number(day),
+      era: eraOf(Number(year)),
+      type: this.types[id]!,
+      layer: this.layers[id]!,
+      country,
+      region,
+      city,
+      latitude: Number.isNaN(latitude) ? null : latitude,
+      longitude: Number.isNaN(longitude) ? null : longitude,
+      confidence: this.confidences[id]!,
+      status: this.statuses[id]!,
+      hop,
+    };
+  }
+
+  /** Bytes held: typed arrays exactly; strings, array slots and map entries estimated. */
+  get memoryBytes(): number {
+    return this.layers.byteLength + this.coordinates.byteLength + this.confidences.byteLength + this.paths.length * 32 + this.textBytes;
+  }
+}
