@@ -72,6 +72,7 @@ try {
   const indexSeconds = (performance.now() - started) / 1000;
   const metrics = await (await fetch(`${base}/metrics`)).text();
   const indexBytes = Number(/graph_index_memory_bytes\{[^}]*\} (\d+)/.exec(metrics)?.[1] ?? 0);
+  const nodeStoreBytes = Number(/graph_node_store_memory_bytes\{[^}]*\} (\d+)/.exec(metrics)?.[1] ?? 0);
   const rssBytes = Number(/process_resident_memory_bytes\{[^}]*\} (\d+)/.exec(metrics)?.[1] ?? 0);
 
   const timeHttp = async (urls: string[]) => {
@@ -128,8 +129,9 @@ try {
   await client.connect();
   await client.query(`set statement_timeout = '20s'`);
   const causal = `('causes','caused_by','precedes','follows','influences')`;
-  // The same traversal as the service: the direction table for direction=both over the causal types is
-  // "either direction", BFS levels from the anchor, the first 100 moments by level.
+  // The same answer as the service's traversal, in one statement: the direction table for direction=both
+  // over the causal types is "either direction", BFS levels from the anchor, the first 100 moments by
+  // level with their fields, and every followed edge among them with its theme and description.
   const traverseCte = (depth: number) => `
     with recursive walk(id, hop) as (
       select $1::bigint, 0
@@ -137,8 +139,17 @@ try {
       select case when e.source_id = w.id then e.target_id else e.source_id end, w.hop + 1
       from walk w join edges e on (e.source_id = w.id or e.target_id = w.id) and e.type in ${causal}
       where w.hop < ${depth}
-    )
-    select id, min(hop) as hop from walk group by id order by hop limit 100`;
+    ),
+    reached as (select id, min(hop) as hop from walk group by id order by min(hop), id limit 100)
+    select
+      (select json_agg(json_build_object('id', m.path, 'name', m.event_name, 'year', m.year, 'month_num', m.month_num, 'day', m.day,
+         'era', m.era, 'type', m.type, 'layer', m.layer, 'country', m.country, 'region', m.region, 'city', m.city,
+         'latitude', m.latitude, 'longitude', m.longitude, 'confidence', m.confidence, 'status', m.status, 'hop', r.hop) order by r.hop)
+       from reached r join moments m on m.id = r.id) as nodes,
+      (select json_agg(json_build_object('source', s.path, 'target', t.path, 'type', e.type, 'weight', e.weight, 'theme', e.theme, 'description', e.description))
+       from edges e join reached a on a.id = e.source_id join reached b on b.id = e.target_id
+       join moments s on s.id = e.source_id join moments t on t.id = e.target_id
+       where e.type in ${causal}) as edges`;
   const pathCte = (maxHops: number) => `
     with recursive walk(id, hop, trail) as (
       select $1::bigint, 0, array[$1::bigint]
@@ -198,7 +209,7 @@ try {
   };
   const report = [
     `Graph: ${MOMENTS.toLocaleString()} moments, ${edgeCount.toLocaleString()} edges (generated in ${loadSeconds.toFixed(0)} s); index loaded in ${indexSeconds.toFixed(1)} s,`,
-    `index memory ${(indexBytes / 1048576).toFixed(0)} MiB (${(indexBytes / Math.max(1, edgeCount)).toFixed(1)} bytes per edge), service RSS ${(rssBytes / 1048576).toFixed(0)} MiB; ${SAMPLES} samples per HTTP row; paths found within 6 hops: ${(foundShare * 100).toFixed(0)}%.`,
+    `index memory ${(indexBytes / 1048576).toFixed(0)} MiB (${(indexBytes / Math.max(1, edgeCount)).toFixed(1)} bytes per edge), node store ${(nodeStoreBytes / 1048576).toFixed(0)} MiB, service RSS ${(rssBytes / 1048576).toFixed(0)} MiB; ${SAMPLES} samples per HTTP row; paths found within 6 hops: ${(foundShare * 100).toFixed(0)}%.`,
     '',
     '| query | HTTP p50 ms | HTTP p99 ms | recursive CTE p50 ms | CTE / HTTP | index in-process p50 ms | igraph p50 ms | index / igraph |',
     '|---|---|---|---|---|---|---|---|',

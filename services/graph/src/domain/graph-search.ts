@@ -18,6 +18,7 @@ export interface Step {
  * `plan[typeCode]` says which stored directions (OUT, IN) to follow for each type; 0 means skip it.
  */
 export interface NeighborSource {
+  /** Returns a new array the caller may reorder. */
   expand(frontier: readonly number[], plan: Uint8Array, minWeight: number): Promise<Step[]> | Step[];
 }
 
@@ -58,7 +59,7 @@ export async function traverse(
   let truncated = false;
   let frontier = [anchor];
   for (let level = 1; level <= options.depth && frontier.length > 0; level += 1) {
-    const steps = [...(await source.expand(frontier, plan, options.minWeight))].sort(byRelevance);
+    const steps = (await source.expand(frontier, plan, options.minWeight)).sort(byRelevance);
     const next: number[] = [];
     for (const step of steps) {
       if (!hops.has(step.to)) {
@@ -119,7 +120,7 @@ export async function shortestPath(
       ? [forward, backward, forwardFrontier]
       : [backward, forward, backwardFrontier];
     const depth = (expandForward ? forwardDepth : backwardDepth) + 1;
-    const steps = [...(await source.expand(frontier, plan, 0))].sort(byRelevance);
+    const steps = (await source.expand(frontier, plan, 0)).sort(byRelevance);
     const next: number[] = [];
     let meeting: number | undefined;
     let best = Number.POSITIVE_INFINITY;
