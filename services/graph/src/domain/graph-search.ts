@@ -120,18 +120,24 @@ export async function shortestPath(
       ? [forward, backward, forwardFrontier]
       : [backward, forward, backwardFrontier];
     const depth = (expandForward ? forwardDepth : backwardDepth) + 1;
-    const steps = (await source.expand(frontier, plan, 0)).sort(byRelevance);
+    // Each newly reached node keeps its most relevant parent edge, chosen in one pass rather than by
+    // sorting every step: the choice, and so the path, does not depend on the order steps arrive in.
+    const parents = new Map<number, Step>();
+    for (const step of await source.expand(frontier, plan, 0)) {
+      if (own.has(step.to)) continue;
+      const current = parents.get(step.to);
+      if (!current || byRelevance(step, current) < 0) parents.set(step.to, step);
+    }
     const next: number[] = [];
     let meeting: number | undefined;
     let best = Number.POSITIVE_INFINITY;
-    for (const step of steps) {
-      if (own.has(step.to)) continue;
-      own.set(step.to, { distance: depth, via: step });
-      next.push(step.to);
-      const there = other.get(step.to);
-      if (there && depth + there.distance < best) {
+    for (const [node, step] of parents) {
+      own.set(node, { distance: depth, via: step });
+      next.push(node);
+      const there = other.get(node);
+      if (there && (depth + there.distance < best || (depth + there.distance === best && node < meeting!))) {
         best = depth + there.distance;
-        meeting = step.to;
+        meeting = node;
       }
     }
     if (expandForward) {
