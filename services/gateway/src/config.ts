@@ -50,12 +50,6 @@ export const GatewayConfigSchema = baseConfigSchema('gateway').extend({
   SIGNUP_CREDITS: nonNegativeInt(50),
   DEMO_CREDITS: nonNegativeInt(20),
 
-  /**
-   * Proxies in front of the gateway (the ingress): the client address is read from that many entries from
-   * the right of X-Forwarded-For, so a client cannot choose its own address for per-IP limits. 0: use the
-   * socket's peer address and ignore X-Forwarded-For.
-   */
-  TRUSTED_PROXY_HOPS: z.coerce.number().int().min(0).max(10).default(1),
   /** Multiplies every tier and per-IP limit (load tests, staging); 1 in production. */
   RATE_LIMIT_MULTIPLIER: z.coerce.number().min(0.001).default(1),
   RATE_LIMIT_ANONYMOUS_PER_MINUTE: positiveInt(60),

@@ -1,4 +1,4 @@
-import { toTdf, type TdfRecord } from '@tempora/kit/tdf';
+import { figureEntityId, placeEntityId, toTdf, type TdfRecord } from '@tempora/kit/tdf';
 import type { Citation, ProviderKind } from '@tempora/kit/providers/index';
 import { MONTHS, slugify } from './agents/world.ts';
 import type { CharacterRef } from './agents/shared.ts';
@@ -192,7 +192,7 @@ export function sceneTdf(record: SceneRecord, serviceVersion: string): TdfRecord
       graph_moment: record.graph_moment,
     },
     payload: payload as unknown as Record<string, unknown>,
-    entity_ids: [...record.characters.filter((person) => person.is_historical).map((person) => `figure:${slugify(person.name)}`), `place:${slugify(record.location.country)}/${slugify(record.location.region)}/${slugify(record.location.city)}`],
+    entity_ids: [...record.characters.filter((person) => person.is_historical).map((person) => figureEntityId(person.name)), placeEntityId(record.location.country, record.location.region, record.location.city)],
   });
 }
 

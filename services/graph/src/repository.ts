@@ -261,17 +261,30 @@ export class GraphRepository {
   }
 
   /** Every edge touching a moment, both directions, with the paths of both ends; private neighbours left out. */
-  async edgesOf(id: number, options: { curatedOnly?: boolean; outgoingOnly?: boolean } = {}): Promise<EdgeRow[]> {
+  async edgesOf(id: number): Promise<EdgeRow[]> {
     const query = this.knex('edges as e')
       .join('moments as s', 's.id', 'e.source_id')
       .join('moments as t', 't.id', 'e.target_id')
-      .where((q) => (options.outgoingOnly ? q.where('e.source_id', id) : q.where('e.source_id', id).orWhere('e.target_id', id)))
-      .andWhere('s.visibility', 'public')
-      .andWhere('t.visibility', 'public')
+      // Only the other end must be public: a trusted caller reading a private moment sees its edges.
+      .where((q) => q.where({ 'e.source_id': id, 't.visibility': 'public' }).orWhere({ 'e.target_id': id, 's.visibility': 'public' }))
       .select('e.id', 'e.source_id', 'e.target_id', 's.path as source', 't.path as target', 'e.type', 'e.weight', 'e.theme', 'e.description', 'e.origin')
       .orderBy([{ column: 'e.weight', order: 'desc' }, { column: 'e.id', order: 'asc' }]);
-    if (options.curatedOnly) query.andWhereNot('e.origin', 'auto');
     return ((await query) as EdgeRow[]).map(normaliseEdge);
+  }
+
+  /** The curated edges leaving each of `ids` (what a TDF payload carries), in one query. */
+  async curatedEdgesFrom(ids: readonly number[]): Promise<Map<number, EdgeRow[]>> {
+    const byMoment = new Map<number, EdgeRow[]>(ids.map((id) => [id, []]));
+    if (ids.length === 0) return byMoment;
+    const rows = (await this.knex('edges as e')
+      .join('moments as s', 's.id', 'e.source_id')
+      .join('moments as t', 't.id', 'e.target_id')
+      .whereRaw('e.source_id = any(?::bigint[])', [ids as number[]])
+      .andWhereNot('e.origin', 'auto')
+      .andWhere('t.visibility', 'public')
+      .select('e.id', 'e.source_id', 'e.target_id', 's.path as source', 't.path as target', 'e.type', 'e.weight', 'e.theme', 'e.description', 'e.origin')) as EdgeRow[];
+    for (const row of rows.map(normaliseEdge)) byMoment.get(row.source_id)?.push(row);
+    return byMoment;
   }
 
   /** Theme and description of edges met by a traversal, keyed `source:target:type`. */

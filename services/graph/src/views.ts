@@ -1,5 +1,5 @@
-import { toTdf, type TdfRecord } from '@tempora/kit/tdf';
-import { MONTHS } from './domain/canonical-path.ts';
+import { figureEntityId, placeEntityId, toTdf, type TdfRecord } from '@tempora/kit/tdf';
+import { MONTHS } from '@tempora/kit/canonical-path';
 import { typeOf, type EdgeType } from './domain/edge-types.ts';
 import type { StoredEdge } from './domain/graph-search.ts';
 import type { EdgeRow, MomentRow } from './repository.ts';
@@ -111,17 +111,8 @@ export function momentTdf(row: MomentRow, curatedOutgoing: readonly EdgeRow[], s
       edges,
     },
     entity_ids: [
-      ...row.figures.map((figure) => `figure:${slugify(figure)}`),
-      `place:${row.country}/${row.region}/${row.city}`,
+      ...row.figures.map(figureEntityId),
+      placeEntityId(row.country, row.region, row.city),
     ],
   });
-}
-
-function slugify(text: string): string {
-  return text
-    .normalize('NFKD')
-    .replace(/[\u0300-\u036f]/g, '')
-    .toLowerCase()
-    .replace(/[^a-z0-9]+/g, '-')
-    .replace(/^-|-$/g, '');
 }

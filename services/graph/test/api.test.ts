@@ -149,7 +149,9 @@ describe('graph service HTTP API', function () {
       const secret = at('secret-moment', 1901);
       assert.equal((await h.post('/ingest/tdf', record(secret, [{ target: ANCHOR, type: 'causes' }], { visibility: 'private' }), writer)).status, 200);
       assert.equal((await h.get(`/api/v1/moments/${noSlash(secret)}`)).status, 404);
-      assert.equal((await h.get(`/api/v1/moments/${noSlash(secret)}`, serviceKey)).status, 200);
+      const trusted = await h.get(`/api/v1/moments/${noSlash(secret)}`, serviceKey);
+      assert.equal(trusted.status, 200);
+      assert.deepEqual(trusted.body.edges.map((edge: { target: string }) => edge.target), [ANCHOR], 'its own edges show to a trusted caller');
       assert.equal((await h.get(`/api/v1/moments/${noSlash(secret)}`, { ...serviceKey, 'X-User-ID': 'someone' })).status, 404, 'a user proxied by the gateway is not trusted');
       assert.equal((await h.get('/api/v1/moments?q=secret')).body.total, 0);
       const anchor = (await h.get(`/api/v1/moments/${noSlash(ANCHOR)}`)).body;

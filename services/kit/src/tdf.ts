@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import canonicalize from 'canonicalize';
+import { toSlug } from './canonical-path.ts';
 
 /**
  * The Temporal Data Format envelope shared by the graph and generation services.
@@ -33,3 +34,7 @@ export function tdfHash(payload: unknown): string {
 export function toTdf<P extends Record<string, unknown>>(fields: Omit<TdfRecord<P>, 'tdf_hash' | 'version'>): TdfRecord<P> {
   return { ...fields, version: TDF_VERSION, tdf_hash: tdfHash(fields.payload) };
 }
+
+/** Entity ids of TDF records: the same figure or place gets the same id from every service. */
+export const figureEntityId = (name: string) => `figure:${toSlug(name)}`;
+export const placeEntityId = (country: string, region: string, city: string) => `place:${toSlug(country)}/${toSlug(region)}/${toSlug(city)}`;

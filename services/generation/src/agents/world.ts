@@ -2,10 +2,11 @@
  * Deterministic knowledge the offline provider derives its scenes from: the query's own words, a small
  * gazetteer and the graph service's moment when it knows one. Nothing here touches the network.
  */
+import { MONTHS as MONTH_NAMES, toSlug } from '@tempora/kit/canonical-path';
 import { seedOf, sequence } from '@tempora/kit/providers/offline';
 import type { Brief, GraphMoment } from './types.ts';
 
-export const MONTHS = ['january', 'february', 'march', 'april', 'may', 'june', 'july', 'august', 'september', 'october', 'november', 'december'];
+export const MONTHS: readonly string[] = MONTH_NAMES;
 
 interface Place {
   name: string;
@@ -37,14 +38,7 @@ const GAZETTEER: Array<[RegExp, Place]> = [
 
 const UNKNOWN_PLACE: Place = { name: 'an unrecorded place', city: 'unknown', region: 'unknown', country: 'unknown', latitude: 0, longitude: 0 };
 
-export const slugify = (text: string) =>
-  text
-    .normalize('NFKD')
-    .replace(/[\u0300-\u036f]/g, '')
-    .toLowerCase()
-    .replace(/[^a-z0-9]+/g, '-')
-    .replace(/^-|-$/g, '')
-    .slice(0, 80) || 'moment';
+export const slugify = (text: string) => toSlug(text, 80) || 'moment';
 
 export function random(brief: Brief, salt: string): () => number {
   return sequence(seedOf(brief.query.toLowerCase(), salt));

@@ -1,4 +1,4 @@
-import { MONTHS, eraOf } from './canonical-path.ts';
+import { MONTHS, eraOf } from '@tempora/kit/canonical-path';
 
 /** What a traversal or path node shows that its path does not already say. */
 export interface NodeFields {

@@ -37,10 +37,11 @@ export function listFilters(query: z.output<typeof ListQuery>): MomentFilters {
   };
 }
 
-/** Renders rows as moments or, with `format=tdf`, as TDF records (curated edges looked up per row). */
+/** Renders rows as moments or, with `format=tdf`, as TDF records (their curated edges read in one query). */
 export async function renderMoments(deps: GraphRouteDeps, rows: MomentRow[], as: 'json' | 'tdf') {
   if (as === 'json') return rows.map(momentView);
-  return Promise.all(rows.map(async (row) => momentTdf(row, await deps.graph.repository.edgesOf(row.id, { curatedOnly: true, outgoingOnly: true }), deps.version)));
+  const edges = await deps.graph.repository.curatedEdgesFrom(rows.map((row) => row.id));
+  return rows.map((row) => momentTdf(row, edges.get(row.id) ?? [], deps.version));
 }
 
 export function momentRoutes(deps: GraphRouteDeps): RouteDefinition[] {
@@ -89,7 +90,7 @@ export function momentRoutes(deps: GraphRouteDeps): RouteDefinition[] {
       handler: async (ctx, { params, query }) => {
         const row = await repository.momentByPath(params.path, isTrusted(ctx));
         if (!row) throw notFound(`no moment at ${params.path}`);
-        if (query.format === 'tdf') return momentTdf(row, await repository.edgesOf(row.id, { curatedOnly: true, outgoingOnly: true }), deps.version);
+        if (query.format === 'tdf') return (await renderMoments(deps, [row], 'tdf'))[0];
         const edges = await repository.edgesOf(row.id);
         return { ...momentView(row), visibility: row.visibility, edges: edges.map(edgeView), edge_count: edges.length };
       },

@@ -1,5 +1,6 @@
 /**
- * The canonical moment path: `/year/month/day/time/country/region/city/slug`, e.g.
+ * The canonical moment path, shared by the graph (its identifier) and the generation service (which
+ * places a scene on it): `/year/month/day/time/country/region/city/slug`, e.g.
  * `/1969/july/20/2017/united-states/florida/cape-canaveral/apollo-11-moon-landing`.
  * Years are astronomical-free historical years: negative for BCE, never 0.
  */
@@ -56,6 +57,17 @@ function slugSegment(name: SegmentName, value: string): string {
   }
   if (value.length > MAX_SLUG) throw new PathError(name, `${name} must be at most ${MAX_SLUG} characters`);
   return value;
+}
+
+/** A path segment (or entity id part) from free text: accents dropped, lowercase, hyphens between words. */
+export function toSlug(text: string, max = MAX_SLUG): string {
+  return text
+    .normalize('NFKD')
+    .replace(/[\u0300-\u036f]/g, '')
+    .toLowerCase()
+    .replace(/[^a-z0-9]+/g, '-')
+    .slice(0, max)
+    .replace(/^-+|-+$/g, '');
 }
 
 /** Parses a canonical path, with or without its leading slash; throws PathError naming the failing segment. */
