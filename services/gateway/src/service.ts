@@ -2,6 +2,7 @@ import { join, resolve } from 'node:path';
 import type Koa from 'koa';
 import type { Context, Next } from 'koa';
 import { createApp } from '@tempora/kit/app';
+import { sizeInBytes } from '@tempora/kit/config';
 import { openDatabase } from '@tempora/kit/database';
 import { Problem, unauthorized } from '@tempora/kit/errors';
 import { createLogger, type Logger } from '@tempora/kit/logger';
@@ -35,13 +36,6 @@ export interface GatewayInstance {
   deps: GatewayRouteDeps;
   drain(): void;
   close(): Promise<void>;
-}
-
-export function parseSize(size: string): number {
-  const match = /^(\d+)(b|kb|mb)$/i.exec(size);
-  if (!match) return 1_048_576;
-  const unit = match[2]!.toLowerCase();
-  return Number(match[1]) * (unit === 'mb' ? 1_048_576 : unit === 'kb' ? 1024 : 1);
 }
 
 /** Which windows a request counts against: its user's tier, its service, or its address. */
@@ -91,7 +85,7 @@ export async function createGatewayService(config: GatewayConfig, logger = creat
       timeoutMs: config.UPSTREAM_TIMEOUT_MS,
       bodyTimeoutMs: config.UPSTREAM_BODY_TIMEOUT_MS,
       connectTimeoutMs: config.UPSTREAM_CONNECT_TIMEOUT_MS,
-      bodyLimitBytes: parseSize(config.BODY_LIMIT),
+      bodyLimitBytes: sizeInBytes(config.BODY_LIMIT),
     },
     repository,
     gatewayMetrics,

@@ -58,6 +58,14 @@ export function baseConfigSchema(service: ServiceName) {
   });
 }
 
+/** Bytes in a size such as BODY_LIMIT's `1mb`, `512kb` or `100b`. */
+export function sizeInBytes(size: string): number {
+  const match = /^(\d+)(b|kb|mb)$/i.exec(size);
+  if (!match) throw new Error(`not a size: ${size}`);
+  const unit = match[2]!.toLowerCase();
+  return Number(match[1]) * (unit === 'mb' ? 1_048_576 : unit === 'kb' ? 1024 : 1);
+}
+
 /** Parses `env` with `schema`; every problem is named by its variable so the operator can fix them all at once. */
 export function loadConfig<S extends z.ZodType>(schema: S, env: NodeJS.ProcessEnv = process.env): z.output<S> {
   const result = schema.safeParse(env);
