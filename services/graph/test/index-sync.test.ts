@@ -28,10 +28,12 @@ describe('graph replicas share index updates through LISTEN/NOTIFY', function ()
 
   it('a write on one replica is traversable on the other', async () => {
     assert.equal((await one.post('/ingest/tdf', [record(a, [{ target: b, type: 'causes' }]), record(b)], writer)).status, 200);
-    const deadline = Date.now() + 5_000;
+    const deadline = Date.now() + 20_000;
     let nodes: string[] = [];
     while (Date.now() < deadline) {
-      nodes = (await two.get(`/api/v1/graph/traverse${a}?direction=future`, serviceKey)).body.nodes.map((node: { id: string }) => node.id);
+      // Until the notification arrives the other replica does not know the moment yet: 404, then the nodes.
+      const response = await two.get(`/api/v1/graph/traverse${a}?direction=future`, serviceKey);
+      nodes = response.status === 200 ? response.body.nodes.map((node: { id: string }) => node.id) : [];
       if (nodes.length === 2) break;
       await new Promise((resolve) => setTimeout(resolve, 50));
     }
@@ -40,8 +42,9 @@ describe('graph replicas share index updates through LISTEN/NOTIFY', function ()
 
     assert.equal((await two.post('/ingest/tdf', [record(c), record(b, [{ target: c, type: 'causes' }])], writer)).status, 200);
     let path = { found: false, hops: 0 };
-    while (Date.now() < deadline + 5_000 && !path.found) {
-      path = (await one.get(`/api/v1/graph/path?from=${a}&to=${c}`, serviceKey)).body;
+    while (Date.now() < deadline + 20_000 && !path.found) {
+      const response = await one.get(`/api/v1/graph/path?from=${a}&to=${c}`, serviceKey);
+      if (response.status === 200) path = response.body;
       if (!path.found) await new Promise((resolve) => setTimeout(resolve, 50));
     }
     assert.equal(path.hops, 2);
