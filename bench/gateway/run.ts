@@ -1,7 +1,7 @@
 /**
  * The gateway's proxy overhead: authenticated (Bearer JWT, resolved against PostgreSQL), rate-limited
  * (Redis, two windows) and proxied GETs to a trivial backend, beside the same backend called directly, a
- * bare Node proxy (the fast-gateway stand-in) and nginx proxy_pass (Debian's nginx, one worker), under
+ * fast-gateway (npm) and nginx proxy_pass (Debian's nginx, one worker), under
  * autocannon on loopback; then the added p50 latency, measured sequentially.
  *
  *   node bench/gateway/run.ts   BENCH_DURATION (s per round, default 5), BENCH_ROUNDS (default 3), BENCH_CONNECTIONS (default 50)
@@ -122,7 +122,7 @@ try {
   await waitFor(`${gatewayUrl}/api/v1/bench`, auth);
 
   const proxyPort = await freePort();
-  await start(join(here, 'node-proxy.ts'), { PORT: String(proxyPort), TARGET: backend });
+  await start(join(here, 'fast-gateway.ts'), { PORT: String(proxyPort), TARGET: backend });
 
   let nginxUrl: string | undefined;
   const nginxBin = ['/usr/sbin/nginx', '/usr/bin/nginx'].find((path) => existsSync(path));
@@ -159,7 +159,7 @@ http {
   const targets: Array<[string, string, Record<string, string>]> = [
     ['backend, direct', `${backend}/api/v1/bench`, {}],
     ['gateway (JWT + user lookup + rate limit + proxy)', `${gatewayUrl}/api/v1/bench`, auth],
-    ['bare Node proxy (fast-gateway stand-in)', `http://127.0.0.1:${proxyPort}/api/v1/bench`, {}],
+    ['fast-gateway', `http://127.0.0.1:${proxyPort}/api/v1/bench`, {}],
     ...(nginxUrl ? [['nginx proxy_pass (1 worker)', `${nginxUrl}/api/v1/bench`, {}] as [string, string, Record<string, string>]] : []),
   ];
   const rounds = new Map<string, Figures[]>();
@@ -182,7 +182,7 @@ http {
     `|---|---|---|---|---|---|`,
     ...results.map((r) => `| ${r.name} | ${Math.round(r.rps).toLocaleString('en-US')} | ${r.p50} | ${r.p99} | ${r.errors} | ${r.non2xx} |`),
     '',
-    `gateway / bare Node proxy: ${(gatewayRps / byName('bare Node')!.rps).toFixed(2)}× (target ≥ 1.0×)`,
+    `gateway / fast-gateway: ${(gatewayRps / byName('fast-gateway')!.rps).toFixed(2)}× (target ≥ 1.0×)`,
     ...(byName('nginx') ? [`gateway / nginx: ${((100 * gatewayRps) / byName('nginx')!.rps).toFixed(0)}% (target ≥ 35%)`] : []),
     `added p50 latency (sequential, one connection): ${(gatewayP50 - directP50).toFixed(3)} ms (gateway ${gatewayP50.toFixed(3)} ms, direct ${directP50.toFixed(3)} ms; target ≤ 1 ms)`,
     `(median of ${ROUNDS} interleaved rounds of ${DURATION} s per target, ${CONNECTIONS} connections, autocannon in the bench process, ${cpus().length} CPUs shared by every process; load average before the run ${loadBefore})`,

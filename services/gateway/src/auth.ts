@@ -35,19 +35,24 @@ export interface UserPrincipal extends Principal {
  * `ttlMs` (AUTH_CACHE_MS, default 1 s; 0 disables).
  */
 export class AuthCache {
-  private readonly entries = new Map<string, { at: number; value: unknown }>();
+  private readonly entries = new Map<string, { at: number; value: Promise<unknown> }>();
   private readonly ttlMs: number;
   constructor(ttlMs: number) {
     this.ttlMs = ttlMs;
   }
-  async get<T>(key: string, load: () => Promise<T>): Promise<T> {
+  /** Concurrent requests with the same credential share one lookup; a failed lookup is not remembered. */
+  get<T>(key: string, load: () => Promise<T>): Promise<T> {
     if (this.ttlMs <= 0) return load();
     const now = Date.now();
     const hit = this.entries.get(key);
-    if (hit && now - hit.at < this.ttlMs) return hit.value as T;
-    const value = await load();
+    if (hit && now - hit.at < this.ttlMs) return hit.value as Promise<T>;
+    const value = load();
     if (this.entries.size >= 50_000) this.entries.clear();
-    this.entries.set(key, { at: now, value });
+    const entry = { at: now, value };
+    this.entries.set(key, entry);
+    value.catch(() => {
+      if (this.entries.get(key) === entry) this.entries.delete(key);
+    });
     return value;
   }
   clear(): void {

@@ -1,13 +1,13 @@
-import { randomBytes, randomUUID } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import { EventEmitter } from 'node:events';
-import type { IncomingHttpHeaders } from 'node:http';
-import type { Readable } from 'node:stream';
-import { pipeline } from 'node:stream/promises';
+import type { IncomingHttpHeaders, ServerResponse } from 'node:http';
+import { Writable, type Readable } from 'node:stream';
 import type { Context } from 'koa';
-import { Agent, errors as undiciErrors, request } from 'undici';
+import { Agent, errors as undiciErrors } from 'undici';
 import { context as otelContext, propagation } from '@opentelemetry/api';
 import { Problem } from '@tempora/kit/errors';
 import type { Logger } from '@tempora/kit/logger';
+import { randomHex } from '@tempora/kit/random';
 import type { UserPrincipal } from './auth.ts';
 import { isChargeable, priceOf, type PricedOperation } from './domain/costs.ts';
 import type { GatewayMetrics } from './metrics.ts';
@@ -51,8 +51,8 @@ export function outgoingTraceContext(ctx: Context): Record<string, string> {
   propagation.inject(otelContext.active(), carrier);
   if (carrier.traceparent) return carrier;
   const incoming = TRACEPARENT.exec(ctx.get('traceparent'));
-  const traceId = incoming && !/^0+$/.test(incoming[1]!) ? incoming[1]! : randomBytes(16).toString('hex');
-  const traceparent = `00-${traceId}-${randomBytes(8).toString('hex')}-${incoming?.[3] ?? '01'}`;
+  const traceId = incoming && !/^0+$/.test(incoming[1]!) ? incoming[1]! : randomHex(16);
+  const traceparent = `00-${traceId}-${randomHex(8)}-${incoming?.[3] ?? '01'}`;
   const tracestate = incoming ? ctx.get('tracestate') : '';
   return tracestate ? { traceparent, tracestate } : { traceparent };
 }
@@ -81,6 +81,12 @@ async function readLimited(stream: Readable, limit: number): Promise<Buffer> {
   return Buffer.concat(chunks);
 }
 
+interface Charge {
+  key: string;
+  price: PricedOperation;
+  balance: number;
+}
+
 const hasBody = (ctx: Context) => ctx.method !== 'GET' && ctx.method !== 'HEAD' && (Boolean(ctx.get('transfer-encoding')) || Number(ctx.get('content-length') || 0) > 0);
 
 /**
@@ -90,6 +96,8 @@ const hasBody = (ctx: Context) => ctx.method !== 'GET' && ctx.method !== 'HEAD' 
 export class Proxy {
   private readonly settings: ProxySettings;
   private readonly agent: Agent;
+  /** Each upstream's origin and base path, parsed once. */
+  private readonly targets: Record<UpstreamName, { origin: string; basePath: string }>;
   private readonly repository: GatewayRepository;
   private readonly metrics: GatewayMetrics;
   private readonly logger: Logger;
@@ -99,6 +107,12 @@ export class Proxy {
     this.repository = repository;
     this.metrics = metrics;
     this.logger = logger;
+    this.targets = Object.fromEntries(
+      UPSTREAMS.map((name) => {
+        const url = new URL(settings.upstreams[name].url);
+        return [name, { origin: url.origin, basePath: url.pathname.replace(/\/$/, '') }];
+      }),
+    ) as Record<UpstreamName, { origin: string; basePath: string }>;
     this.agent = new Agent({
       connect: { timeout: settings.connectTimeoutMs },
       headersTimeout: settings.timeoutMs,
@@ -137,7 +151,7 @@ export class Proxy {
     return headers;
   }
 
-  private async refund(user: UserPrincipal, charge: { key: string; price: PricedOperation }, reason: string): Promise<number | undefined> {
+  private async refund(user: UserPrincipal, charge: Charge, reason: string): Promise<number | undefined> {
     try {
       const outcome = await this.repository.refund(user.userId, charge.key, reason);
       if (outcome && !outcome.replayed) this.metrics.creditsRefunded.inc({ operation: charge.price.operation }, charge.price.amount);
@@ -148,65 +162,118 @@ export class Proxy {
     }
   }
 
-  /** Proxies the current request to `upstream` at `path` (with its query string). */
-  async forward(ctx: Context, upstream: UpstreamName, path: string, user: UserPrincipal | undefined): Promise<void> {
-    const target = this.settings.upstreams[upstream];
-    const url = `${target.url.replace(/\/$/, '')}${path}${ctx.querystring ? `?${ctx.querystring}` : ''}`;
-    let body: Buffer | Readable | undefined = hasBody(ctx) ? ctx.req : undefined;
-    let charge: { key: string; price: PricedOperation } | undefined;
-    let balance = user ? Number(user.user.balance) : undefined;
+  /** Prices a chargeable call from its (small, JSON) body and charges it; 402 when the balance is short. */
+  private async charge(ctx: Context, user: UserPrincipal, path: string, raw: Buffer): Promise<Charge> {
+    let parsed: unknown;
+    try {
+      parsed = raw.length > 0 ? JSON.parse(raw.toString('utf8')) : {};
+    } catch {
+      parsed = {};
+    }
+    const price = priceOf(ctx.method, path, parsed)!;
+    const key = `proxy:${randomUUID()}`;
+    try {
+      const outcome = await this.repository.charge(user.userId, price.amount, key, price.operation, { path, request_id: ctx.state.requestId });
+      this.metrics.creditsCharged.inc({ operation: price.operation }, price.amount);
+      return { key, price, balance: outcome.balance };
+    } catch (error) {
+      if (error instanceof InsufficientCredits) {
+        throw new Problem(402, `${price.operation} costs ${error.required} credits; the balance is ${error.available}`, {
+          title: 'Insufficient credits',
+          type: 'https://tempora.dev/problems/insufficient-credits',
+          extensions: { required: error.required, available: error.available, operation: price.operation },
+          headers: { 'X-Credits-Charged': '0', 'X-Balance-After': String(error.available) },
+        });
+      }
+      throw error;
+    }
+  }
 
+  /** The upstream's status and headers, less what the gateway owns, plus the credit headers. */
+  private writeHead(res: ServerResponse, statusCode: number, upstreamHeaders: IncomingHttpHeaders, credits: { charged: number; balance: number | undefined } | undefined): void {
+    const dropped = connectionTokens(upstreamHeaders);
+    for (const [name, value] of Object.entries(upstreamHeaders)) {
+      if (value === undefined || HOP_BY_HOP.has(name) || dropped.has(name) || STRIPPED_RESPONSE.test(name)) continue;
+      res.setHeader(name, value);
+    }
+    if (credits) {
+      res.setHeader('X-Credits-Charged', String(credits.charged));
+      if (credits.balance !== undefined) res.setHeader('X-Balance-After', String(credits.balance));
+    }
+    res.writeHead(statusCode);
+    // A body of known length carries the head in its first write; a stream (SSE) shows its head at once.
+    if (upstreamHeaders['content-length'] === undefined) res.flushHeaders();
+  }
+
+  /**
+   * Proxies the current request to `upstream` at `path` (with its query string), writing the answer
+   * straight into the client's response (undici's stream API: no intermediate stream, no buffering).
+   */
+  async forward(ctx: Context, upstream: UpstreamName, path: string, user: UserPrincipal | undefined): Promise<void> {
+    const target = this.targets[upstream];
+    (ctx as Context & { _matchedRoute?: string })._matchedRoute = `proxy:${upstream}`;
+    let body: Buffer | Readable | undefined = hasBody(ctx) ? ctx.req : undefined;
+    let charge: Charge | undefined;
     if (user && isChargeable(ctx.method, path)) {
       const raw = body ? await readLimited(ctx.req, this.settings.bodyLimitBytes) : Buffer.alloc(0);
       body = raw.length > 0 ? raw : undefined;
-      let parsed: unknown;
-      try {
-        parsed = raw.length > 0 ? JSON.parse(raw.toString('utf8')) : {};
-      } catch {
-        parsed = {};
-      }
-      const price = priceOf(ctx.method, path, parsed)!;
-      const key = `proxy:${randomUUID()}`;
-      try {
-        const outcome = await this.repository.charge(user.userId, price.amount, key, price.operation, { path, request_id: ctx.state.requestId });
-        balance = outcome.balance;
-      } catch (error) {
-        if (error instanceof InsufficientCredits) {
-          throw new Problem(402, `${price.operation} costs ${error.required} credits; the balance is ${error.available}`, {
-            title: 'Insufficient credits',
-            type: 'https://tempora.dev/problems/insufficient-credits',
-            extensions: { required: error.required, available: error.available, operation: price.operation },
-            headers: { 'X-Credits-Charged': '0', 'X-Balance-After': String(error.available) },
-          });
-        }
-        throw error;
-      }
-      charge = { key, price };
-      this.metrics.creditsCharged.inc({ operation: price.operation }, price.amount);
+      charge = await this.charge(ctx, user, path, raw);
     }
+    const balance = charge?.balance ?? (user ? Number(user.user.balance) : undefined);
 
     const headers = this.requestHeaders(ctx, upstream, user);
     if (Buffer.isBuffer(body)) headers['content-length'] = String(body.length);
+    const res = ctx.res;
     const started = performance.now();
-    let response: Awaited<ReturnType<typeof request>>;
     // A client that goes away before the answer cancels the upstream call (and is refunded: nothing was delivered).
     // undici accepts an EventEmitter as the signal: cheaper than an AbortController per request.
     const abort = Object.assign(new EventEmitter(), { aborted: false });
     const onClientGone = () => {
-      if (ctx.res.writableFinished) return;
+      if (res.writableFinished) return;
       abort.aborted = true;
       abort.emit('abort');
     };
-    ctx.res.once('close', onClientGone);
+    res.once('close', onClientGone);
+    // A charged call the upstream refused is refunded before the client sees the head, so that
+    // X-Balance-After is the balance after the refund: its (small) error body waits meanwhile.
+    let refused: { statusCode: number; headers: IncomingHttpHeaders; chunks: Buffer[] } | undefined;
+    let answered = false;
     try {
-      response = await request(url, { method: ctx.method as 'GET', headers, body, dispatcher: this.agent, signal: abort });
+      await this.agent.stream(
+        { origin: target.origin, path: `${target.basePath}${path}${ctx.querystring ? `?${ctx.querystring}` : ''}`, method: ctx.method as 'GET', headers, body, signal: abort },
+        ({ statusCode, headers: upstreamHeaders }) => {
+          answered = true;
+          this.metrics.upstreamDuration.observe({ upstream, status: String(statusCode) }, (performance.now() - started) / 1000);
+          ctx.respond = false;
+          if (charge && (statusCode < 200 || statusCode >= 300)) {
+            const chunks: Buffer[] = [];
+            refused = { statusCode, headers: upstreamHeaders, chunks };
+            return new Writable({
+              write(chunk: Buffer, _encoding, done) {
+                chunks.push(chunk);
+                done();
+              },
+            });
+          }
+          this.writeHead(res, statusCode, upstreamHeaders, user ? { charged: charge?.price.amount ?? 0, balance } : undefined);
+          return res;
+        },
+      );
     } catch (error) {
-      ctx.res.off('close', onClientGone);
+      res.off('close', onClientGone);
+      if (answered) {
+        // The head is out: all that is left is to cut the response short (and refund what was not delivered).
+        if (charge && user && !refused && !abort.aborted) await this.refund(user, charge, 'upstream stream failed');
+        this.logger.debug({ err: error, upstream }, 'proxied stream ended early');
+        res.destroy();
+        return;
+      }
       this.metrics.upstreamDuration.observe({ upstream, status: 'error' }, (performance.now() - started) / 1000);
       const refunded = charge && user ? await this.refund(user, charge, abort.aborted ? 'client went away' : 'upstream unavailable') : undefined;
-      const timedOut = error instanceof undiciErrors.HeadersTimeoutError || error instanceof undiciErrors.BodyTimeoutError;
       const creditHeaders: Record<string, string> = user ? { 'X-Credits-Charged': '0', 'X-Balance-After': String(refunded ?? balance) } : {};
-      if (timedOut) throw new Problem(504, `the ${upstream} service did not answer within ${Math.round(this.settings.timeoutMs / 1000)} s`, { headers: creditHeaders });
+      if (error instanceof undiciErrors.HeadersTimeoutError || error instanceof undiciErrors.BodyTimeoutError) {
+        throw new Problem(504, `the ${upstream} service did not answer within ${Math.round(this.settings.timeoutMs / 1000)} s`, { headers: creditHeaders });
+      }
       if (abort.aborted) {
         this.logger.debug({ upstream }, 'client went away before the upstream answered');
         throw new Problem(499 as number, 'the client closed the request');
@@ -214,43 +281,12 @@ export class Proxy {
       this.logger.warn({ err: error, upstream }, 'upstream unreachable');
       throw new Problem(502, `the ${upstream} service could not be reached`, { headers: creditHeaders });
     }
-    ctx.res.off('close', onClientGone);
-    this.metrics.upstreamDuration.observe({ upstream, status: String(response.statusCode) }, (performance.now() - started) / 1000);
-
-    let charged = charge?.price.amount ?? 0;
-    if (charge && user && (response.statusCode < 200 || response.statusCode >= 300)) {
-      const refunded = await this.refund(user, charge, `upstream answered ${response.statusCode}`);
-      if (refunded !== undefined) {
-        charged = 0;
-        balance = refunded;
-      }
-    }
-
-    const res = ctx.res;
-    ctx.respond = false;
-    (ctx as Context & { _matchedRoute?: string })._matchedRoute = `proxy:${upstream}`;
-    const dropped = connectionTokens(response.headers);
-    for (const [name, value] of Object.entries(response.headers)) {
-      if (value === undefined || HOP_BY_HOP.has(name) || dropped.has(name) || STRIPPED_RESPONSE.test(name)) continue;
-      res.setHeader(name, value);
-    }
-    if (user) {
-      res.setHeader('X-Credits-Charged', String(charged));
-      if (balance !== undefined) res.setHeader('X-Balance-After', String(balance));
-    }
-    res.writeHead(response.statusCode);
-    res.flushHeaders();
-
-    let upstreamFailed = false;
-    response.body.once('error', () => {
-      upstreamFailed = true;
-    });
-    try {
-      await pipeline(response.body, res);
-    } catch (error) {
-      if (upstreamFailed && charge && user && charged > 0) await this.refund(user, charge, 'upstream stream failed');
-      this.logger.debug({ err: error, upstream }, 'proxied stream ended early');
-      res.destroy();
+    res.off('close', onClientGone);
+    if (refused && charge && user) {
+      const refunded = await this.refund(user, charge, `upstream answered ${refused.statusCode}`);
+      const credits = refunded === undefined ? { charged: charge.price.amount, balance } : { charged: 0, balance: refunded };
+      this.writeHead(res, refused.statusCode, refused.headers, credits);
+      res.end(Buffer.concat(refused.chunks));
     }
   }
 }

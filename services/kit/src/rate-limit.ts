@@ -14,19 +14,50 @@ export interface RateWindow {
 
 export type WindowResolver = (ctx: Context) => RateWindow[];
 
+interface Lease {
+  /** Points reserved in Redis that this replica has not handed out yet. */
+  left: number;
+  /** What Redis had left for everyone else when the points were reserved. */
+  remaining: number;
+  resetAt: number;
+  /** The window refused this key: it does until `resetAt`. */
+  refused: boolean;
+}
+
+interface Outcome {
+  window: RateWindow;
+  remaining: number;
+  msBeforeNext: number;
+  limited: boolean;
+}
+
+/** A window of `points` is reserved in batches of a fiftieth of it, at most `maxLease`. */
+const LEASE_DIVISOR = 50;
+
 /**
  * Counts every request against the windows `resolve` names, in Redis when it is configured (shared by
  * all replicas) with an in-memory insurance limiter that takes over while Redis is unreachable.
  * The headers describe the tightest window: the one with the fewest remaining requests.
+ *
+ * A busy key does not cost a Redis round trip per request: a replica reserves points in small batches
+ * (a fiftieth of the window, at most `maxLease`) and hands them out locally until they run out or the
+ * window resets. Reserved points are counted in Redis, so all replicas together never admit more than the
+ * limit; the price is that points a replica reserved and did not use are lost to the others until the
+ * window resets (at most a batch per replica). Windows under 100 points are counted one by one.
  */
 export class RateLimiter {
   private readonly limiters = new Map<string, RateLimiterAbstract>();
+  private readonly leases = new Map<string, Lease>();
+  private readonly reserving = new Map<string, Promise<void>>();
   private readonly redis: RedisClient | undefined;
   private readonly prefix: string;
+  private readonly maxLease: number;
 
-  constructor(options: { redis: RedisClient | undefined; prefix: string }) {
+  constructor(options: { redis: RedisClient | undefined; prefix: string; maxLease?: number }) {
     this.redis = options.redis;
     this.prefix = options.prefix;
+    // Memory is as cheap to count in as a lease, so without Redis nothing is reserved.
+    this.maxLease = this.redis ? Math.max(1, options.maxLease ?? 100) : 1;
   }
 
   private limiter(window: RateWindow): RateLimiterAbstract {
@@ -42,28 +73,79 @@ export class RateLimiter {
     return limiter;
   }
 
+  private async consumeOne(window: RateWindow): Promise<Outcome> {
+    const id = `${window.name}:${window.points}:${window.durationSeconds}|${window.key}`;
+    const batch = Math.max(1, Math.min(this.maxLease, Math.floor(window.points / LEASE_DIVISOR)));
+    // One reservation per key at a time: requests that arrive meanwhile wait for it and share its batch.
+    for (let pending = this.reserving.get(id); pending; pending = this.reserving.get(id)) await pending;
+    const local = this.fromLease(id, window);
+    if (local) return local;
+    const reservation = this.reserve(id, window, batch);
+    const settled = reservation.then(
+      () => undefined,
+      () => undefined,
+    );
+    this.reserving.set(id, settled);
+    try {
+      return await reservation;
+    } finally {
+      if (this.reserving.get(id) === settled) this.reserving.delete(id);
+    }
+  }
+
+  /** A point from this replica's reserve, or the refusal it remembers, without asking Redis. */
+  private fromLease(id: string, window: RateWindow): Outcome | undefined {
+    const lease = this.leases.get(id);
+    const now = Date.now();
+    if (!lease || lease.resetAt <= now) return undefined;
+    if (lease.left > 0) {
+      lease.left -= 1;
+      return { window, remaining: lease.remaining + lease.left, msBeforeNext: lease.resetAt - now, limited: false };
+    }
+    // A fixed window that refused once refuses everyone until it resets: no need to ask again.
+    if (lease.refused) return { window, remaining: 0, msBeforeNext: lease.resetAt - now, limited: true };
+    return undefined;
+  }
+
+  private async reserve(id: string, window: RateWindow, batch: number): Promise<Outcome> {
+    let res: RateLimiterRes;
+    try {
+      res = await this.limiter(window).consume(window.key, batch);
+    } catch (error) {
+      if (!(error instanceof RateLimiterRes)) throw error;
+      res = error;
+    }
+    // rate-limiter-flexible counts a refused batch whole: the part of it still under the limit is granted.
+    const granted = Math.max(0, batch - Math.max(0, res.consumedPoints - window.points));
+    const remaining = Math.max(0, window.points - res.consumedPoints);
+    const resetAt = Date.now() + res.msBeforeNext;
+    if (this.leases.size >= 10_000) this.sweep(Date.now());
+    if (granted === 0) {
+      this.leases.set(id, { left: 0, remaining: 0, resetAt, refused: true });
+      return { window, remaining: 0, msBeforeNext: res.msBeforeNext, limited: true };
+    }
+    if (granted > 1) this.leases.set(id, { left: granted - 1, remaining, resetAt, refused: false });
+    else this.leases.delete(id);
+    return { window, remaining: remaining + granted - 1, msBeforeNext: res.msBeforeNext, limited: false };
+  }
+
+  private sweep(now: number): void {
+    for (const [id, lease] of this.leases) if (lease.resetAt <= now) this.leases.delete(id);
+    if (this.leases.size >= 10_000) this.leases.clear();
+  }
+
   /** Consumes one point in every window; resolves to the tightest window's state. */
   async consume(windows: RateWindow[]): Promise<{ limit: number; remaining: number; resetSeconds: number; limited: boolean }> {
-    const outcomes = await Promise.all(
-      windows.map(async (window) => {
-        try {
-          const res = await this.limiter(window).consume(window.key);
-          return { window, res, limited: false };
-        } catch (error) {
-          if (error instanceof RateLimiterRes) return { window, res: error, limited: true };
-          throw error;
-        }
-      }),
-    );
+    const outcomes = await Promise.all(windows.map((window) => this.consumeOne(window)));
     const tightest = outcomes.reduce((worst, outcome) => {
       if (outcome.limited !== worst.limited) return outcome.limited ? outcome : worst;
-      if (outcome.limited) return outcome.res.msBeforeNext > worst.res.msBeforeNext ? outcome : worst;
-      return outcome.res.remainingPoints < worst.res.remainingPoints ? outcome : worst;
+      if (outcome.limited) return outcome.msBeforeNext > worst.msBeforeNext ? outcome : worst;
+      return outcome.remaining < worst.remaining ? outcome : worst;
     });
     return {
       limit: tightest.window.points,
-      remaining: Math.max(0, tightest.res.remainingPoints),
-      resetSeconds: Math.max(1, Math.ceil(tightest.res.msBeforeNext / 1000)),
+      remaining: tightest.remaining,
+      resetSeconds: Math.max(1, Math.ceil(tightest.msBeforeNext / 1000)),
       limited: tightest.limited,
     };
   }

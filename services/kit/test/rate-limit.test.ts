@@ -28,6 +28,34 @@ describe('kit rate limiter', () => {
     }
   });
 
+  it('reserves points in batches on busy windows, and replicas together never admit more than the limit', async () => {
+    const redis = await connectRedis(process.env.REDIS_URL, createLogger('t', 'silent'));
+    try {
+      const prefix = `test-${randomBytes(4).toString('hex')}`;
+      const window = { name: 'busy', points: 1000, durationSeconds: 60, key: 'k' };
+      const one = new RateLimiter({ redis, prefix });
+      const remaining = [];
+      for (let i = 0; i < 25; i += 1) remaining.push((await one.consume([window])).remaining);
+      assert.deepEqual(remaining, Array.from({ length: 25 }, (_, i) => 999 - i), 'a single replica reports exact counts');
+      const counted = Number(await redis!.get(`${prefix}:busy:k`));
+      assert.equal(counted, 40, 'two batches of 20 (a fiftieth of the window) reserved in Redis');
+      const two = new RateLimiter({ redis, prefix });
+      assert.equal((await two.consume([window])).remaining, 1000 - 40 - 1, 'another replica does not see the first one\'s reserve as available');
+
+      const small = { name: 'race', points: 500, durationSeconds: 60, key: 'k' };
+      const replicas = [new RateLimiter({ redis, prefix }), new RateLimiter({ redis, prefix }), new RateLimiter({ redis, prefix })];
+      const outcomes = await Promise.all(Array.from({ length: 900 }, (_, i) => replicas[i % 3]!.consume([small])));
+      assert.equal(outcomes.filter((outcome) => !outcome.limited).length, 500, 'exactly the limit admitted across replicas');
+      assert.ok(outcomes.filter((outcome) => outcome.limited).every((outcome) => outcome.remaining === 0 && outcome.resetSeconds <= 60));
+
+      const exact = new RateLimiter({ redis, prefix, maxLease: 1 });
+      await exact.consume([{ ...window, key: 'one-by-one' }]);
+      assert.equal(Number(await redis!.get(`${prefix}:busy:one-by-one`)), 1, 'maxLease 1 counts every request in Redis');
+    } finally {
+      await redis?.quit();
+    }
+  });
+
   it('falls back to memory when Redis is absent or gone', async () => {
     const memory = new RateLimiter({ redis: undefined, prefix: 'm' });
     const results = [];
