@@ -95,4 +95,48 @@ export const migrations: Migration[] = [
       await knex.schema.dropTable('moments');
     },
   },
+  {
+    name: '002_background_workers',
+    async up(knex: Knex) {
+      await knex.schema.alterTable('render_jobs', (table) => {
+        // A failed attempt is retried no earlier than this (exponential back-off); new jobs run at once.
+        table.timestamp('run_after', { useTz: true }).notNullable().defaultTo(knex.fn.now());
+        table.text('claimed_by');
+        // A job 'running' longer than the renderer's stale limit lost its worker and is reclaimed.
+        table.timestamp('claimed_at', { useTz: true });
+        table.text('scene_id');
+      });
+      await knex.raw(`create index render_jobs_claim_idx on render_jobs (run_after, created_at) where status = 'queued'`);
+      await knex.raw(`create index render_jobs_running_idx on render_jobs (claimed_at) where status = 'running'`);
+      await knex.schema.alterTable('moments', (table) => {
+        // The generation service's scene behind a layer-2 moment.
+        table.text('scene_id');
+        // When the expander last asked the model about this moment, so each run looks at others.
+        table.timestamp('expanded_at', { useTz: true });
+      });
+      await knex.raw(`create index moments_pending_idx on moments (updated_at, id) where status = 'pending'`);
+      await knex.raw(`create index moments_unexpanded_idx on moments (id) where expanded_at is null and visibility = 'public'`);
+      // What each worker role spent per UTC day, shared by its replicas: the daily budget.
+      await knex.schema.createTable('worker_spend', (table) => {
+        table.date('day').notNullable();
+        table.text('role').notNullable();
+        table.decimal('spent_usd', 14, 6).notNullable().defaultTo(0);
+        table.primary(['day', 'role']);
+      });
+    },
+    async down(knex: Knex) {
+      await knex.schema.dropTable('worker_spend');
+      await knex.raw('drop index moments_unexpanded_idx');
+      await knex.raw('drop index moments_pending_idx');
+      await knex.schema.alterTable('moments', (table) => {
+        table.dropColumn('expanded_at');
+        table.dropColumn('scene_id');
+      });
+      await knex.raw('drop index render_jobs_running_idx');
+      await knex.raw('drop index render_jobs_claim_idx');
+      await knex.schema.alterTable('render_jobs', (table) => {
+        table.dropColumns('run_after', 'claimed_by', 'claimed_at', 'scene_id');
+      });
+    },
+  },
 ];

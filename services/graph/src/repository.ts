@@ -57,8 +57,14 @@ export interface RenderJobRow {
   request: Record<string, unknown>;
   attempts: number;
   error: string | null;
+  scene_id: string | null;
   created_at: Date;
   updated_at: Date;
+}
+
+/** A render job a renderer has claimed, with what it needs to know of its moment. */
+export interface ClaimedRenderJob extends RenderJobRow {
+  moment_status: string;
 }
 
 export const SORTS = {
@@ -132,6 +138,7 @@ export class GraphRepository {
    */
   async writeMoments(inputs: readonly MomentInput[], autoLink: AutoLinkSettings): Promise<{ ids: number[]; created: number }> {
     return this.knex.transaction(async (trx) => {
+      await lockAutoLinks(trx);
       const written: Array<{ id: number; inserted: boolean }> = [];
       const idByPath = new Map<string, number>();
       for (const input of inputs) {
@@ -494,6 +501,7 @@ export class GraphRepository {
    */
   async queueRender(input: MomentInput, job: { requestedBy: string; request: Record<string, unknown> }, autoLink: AutoLinkSettings): Promise<{ job: RenderJobRow; created: boolean; layer: number; touched: number[] }> {
     return this.knex.transaction(async (trx) => {
+      await lockAutoLinks(trx);
       const columns = momentColumns(input);
       const inserted = (await trx('moments')
         .insert({ ...columns, search: trx.raw(SEARCH_DOCUMENT, [columns.event_name, '', '', '']) })
@@ -513,6 +521,128 @@ export class GraphRepository {
   async renderJob(id: string): Promise<RenderJobRow | undefined> {
     const row = (await this.knex('render_jobs as j').join('moments as m', 'm.id', 'j.moment_id').where('j.id', id).first('j.*', 'm.path')) as RenderJobRow | undefined;
     return row && { ...row, moment_id: Number(row.moment_id) };
+  }
+
+  /**
+   * Marks up to `limit` due queued jobs running for `worker`, oldest first, counting the attempt. SKIP
+   * LOCKED lets replicas claim at the same time without waiting on, or taking, each other's rows.
+   */
+  async claimRenderJobs(worker: string, limit: number): Promise<ClaimedRenderJob[]> {
+    const { rows } = (await this.knex.raw(
+      `with claimed as (
+         update render_jobs set status = 'running', attempts = attempts + 1, claimed_by = ?, claimed_at = now(), updated_at = now()
+          where id in (select id from render_jobs where status = 'queued' and run_after <= now() order by created_at limit ? for update skip locked)
+         returning *)
+       select c.*, m.path, m.status as moment_status from claimed c join moments m on m.id = c.moment_id order by c.created_at`,
+      [worker, limit],
+    )) as { rows: ClaimedRenderJob[] };
+    return rows.map((row) => ({ ...row, moment_id: Number(row.moment_id) }));
+  }
+
+  /** Records the scene on the job and its moment; false when `worker` no longer holds the job (it was reclaimed). */
+  async completeRenderJob(id: string, worker: string, sceneId: string): Promise<boolean> {
+    return this.knex.transaction(async (trx) => {
+      const [row] = (await trx('render_jobs')
+        .where({ id, status: 'running', claimed_by: worker })
+        .update({ status: 'succeeded', scene_id: sceneId, error: null, claimed_by: null, claimed_at: null, updated_at: trx.fn.now() })
+        .returning('moment_id')) as Array<{ moment_id: string }>;
+      if (!row) return false;
+      await trx('moments').where({ id: row.moment_id }).update({ scene_id: sceneId });
+      return true;
+    });
+  }
+
+  /**
+   * A failed attempt: queued again after `backoffMs × 2^(attempts-1)` while attempts remain, else failed
+   * for good with the error. Returns the job's new status (undefined when `worker` no longer holds it).
+   */
+  async failRenderAttempt(id: string, worker: string, error: string, maxAttempts: number, backoffMs: number): Promise<'queued' | 'failed' | undefined> {
+    const { rows } = (await this.knex.raw(
+      `update render_jobs set status = case when attempts >= ? then 'failed' else 'queued' end,
+              run_after = now() + (? * power(2, greatest(attempts - 1, 0))) * interval '1 millisecond',
+              error = ?, claimed_by = null, claimed_at = null, updated_at = now()
+        where id = ? and status = 'running' and claimed_by = ?
+       returning status`,
+      [maxAttempts, backoffMs, error.slice(0, 2000), id, worker],
+    )) as { rows: Array<{ status: 'queued' | 'failed' }> };
+    return rows[0]?.status;
+  }
+
+  /** Gives a job back undone (shutdown, spent budget): queued from `runAfter`, and the attempt does not count. */
+  async releaseRenderJob(id: string, worker: string, runAfter: Date): Promise<void> {
+    await this.knex('render_jobs')
+      .where({ id, status: 'running', claimed_by: worker })
+      .update({ status: 'queued', attempts: this.knex.raw('greatest(attempts - 1, 0)'), run_after: runAfter, claimed_by: null, claimed_at: null, updated_at: this.knex.fn.now() });
+  }
+
+  /**
+   * Jobs left running longer than `staleMs` lost their worker (it crashed or was killed): queued again,
+   * or failed when that was their last attempt.
+   */
+  async reclaimStaleRenderJobs(staleMs: number, maxAttempts: number): Promise<Array<{ id: string; status: string }>> {
+    const { rows } = (await this.knex.raw(
+      `update render_jobs set status = case when attempts >= ? then 'failed' else 'queued' end, run_after = now(),
+              error = 'the worker running it stopped before finishing', claimed_by = null, claimed_at = null, updated_at = now()
+        where status = 'running' and claimed_at < now() - ? * interval '1 millisecond'
+       returning id, status`,
+      [maxAttempts, staleMs],
+    )) as { rows: Array<{ id: string; status: string }> };
+    return rows;
+  }
+
+  /**
+   * Adds `usd` to what `role` spent on `day` unless the total would pass `limitUsd`, in one statement, so
+   * replicas sharing a budget cannot overshoot it together. False when refused.
+   */
+  async chargeSpend(role: string, day: string, usd: number, limitUsd: number): Promise<boolean> {
+    if (usd > limitUsd) return false;
+    const { rows } = (await this.knex.raw(
+      `insert into worker_spend (day, role, spent_usd) values (?, ?, ?)
+       on conflict (day, role) do update set spent_usd = worker_spend.spent_usd + excluded.spent_usd
+        where worker_spend.spent_usd + excluded.spent_usd <= ?
+       returning spent_usd`,
+      [day, role, usd, limitUsd],
+    )) as { rows: unknown[] };
+    return rows.length > 0;
+  }
+
+  /** Corrects a charge made on an estimate once the real cost is known. */
+  async adjustSpend(role: string, day: string, deltaUsd: number): Promise<void> {
+    await this.knex('worker_spend').where({ role, day }).update({ spent_usd: this.knex.raw('greatest(0, spent_usd + ?)', [deltaUsd]) });
+  }
+
+  async spentUsd(role: string, day: string): Promise<number> {
+    const row = (await this.knex('worker_spend').where({ role, day }).first('spent_usd')) as { spent_usd: string } | undefined;
+    return Number(row?.spent_usd ?? 0);
+  }
+
+  /** Moments awaiting moderation, longest waiting first. */
+  async pendingMoments(limit: number): Promise<MomentRow[]> {
+    const rows = (await this.knex('moments').where({ status: 'pending' }).orderBy([{ column: 'updated_at' }, { column: 'id' }]).limit(limit).select(MOMENT_COLUMNS)) as MomentRow[];
+    return rows.map(normaliseMoment);
+  }
+
+  /** Public, active moments never expanded that have fewer than `maxCurated` curated edges. */
+  async underConnectedMoments(limit: number, maxCurated: number): Promise<MomentRow[]> {
+    const rows = (await this.knex('moments as m')
+      .where({ 'm.visibility': 'public', 'm.status': 'active' })
+      .whereNull('m.expanded_at')
+      .andWhereRaw(`(select count(*) from edges e where (e.source_id = m.id or e.target_id = m.id) and e.origin <> 'auto') < ?`, [maxCurated])
+      .orderBy('m.id')
+      .limit(limit)
+      .select(prefixed('m'))) as MomentRow[];
+    return rows.map(normaliseMoment);
+  }
+
+  async markExpanded(ids: readonly number[]): Promise<void> {
+    if (ids.length > 0) await this.knex('moments').whereIn('id', ids as number[]).update({ expanded_at: this.knex.fn.now() });
+  }
+
+  /** Which of `paths` are already stored. */
+  async existingPaths(paths: readonly string[]): Promise<Set<string>> {
+    if (paths.length === 0) return new Set();
+    const rows = (await this.knex('moments').whereIn('path', paths as string[]).select('path')) as Array<{ path: string }>;
+    return new Set(rows.map((row) => row.path));
   }
 }
 
@@ -539,6 +669,15 @@ export class MissingTargetError extends Error {
     this.index = index;
     this.target = target;
   }
+}
+
+/**
+ * Serialises the transactions that re-derive automatic links: each one updates the degree counters of
+ * neighbours anywhere in the graph, so two concurrent writers (API replicas, workers) would otherwise
+ * deadlock on each other's rows. Held until the transaction ends.
+ */
+async function lockAutoLinks(trx: Knex.Transaction): Promise<void> {
+  await trx.raw('select pg_advisory_xact_lock(hashtext(?))', ['tempora_graph_autolink']);
 }
 
 function escapeLike(value: string): string {

@@ -180,6 +180,7 @@ export const RenderJobSchema = z
     request: z.record(z.string(), z.unknown()),
     attempts: z.number().int(),
     error: z.string().nullable(),
+    scene_id: z.string().nullable().meta({ description: "the generation service's scene, once the job succeeded" }),
     created_at: z.string(),
     updated_at: z.string(),
   })

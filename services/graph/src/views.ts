@@ -84,6 +84,27 @@ export function storedEdgeView(
  * from the path are left out, automatic links too, since ingest re-derives them), so exporting and
  * ingesting a record reproduces the same payload and therefore the same tdf_hash.
  */
+/** A stored moment as exactly what ingest accepts for it (a TDF payload), with the given curated edges. */
+export function momentPayload<E>(row: MomentRow, edges: E[]) {
+  return {
+    path: row.path,
+    event_name: row.event_name,
+    description: row.description,
+    type: row.type,
+    layer: row.layer,
+    status: row.status,
+    visibility: row.visibility,
+    figures: row.figures,
+    tags: row.tags,
+    latitude: row.latitude,
+    longitude: row.longitude,
+    confidence: row.confidence,
+    image_url: row.image_url,
+    source_type: row.source_type,
+    edges,
+  };
+}
+
 export function momentTdf(row: MomentRow, curatedOutgoing: readonly EdgeRow[], serviceVersion: string): TdfRecord {
   const edges = curatedOutgoing
     .map((edge) => ({ target: edge.target, type: edge.type, weight: edge.weight, theme: edge.theme, description: edge.description }))
@@ -93,23 +114,7 @@ export function momentTdf(row: MomentRow, curatedOutgoing: readonly EdgeRow[], s
     source: 'tempora-graph',
     timestamp: row.updated_at.toISOString(),
     provenance: { service: 'graph', service_version: serviceVersion, source_type: row.source_type, layer: row.layer, confidence: row.confidence },
-    payload: {
-      path: row.path,
-      event_name: row.event_name,
-      description: row.description,
-      type: row.type,
-      layer: row.layer,
-      status: row.status,
-      visibility: row.visibility,
-      figures: row.figures,
-      tags: row.tags,
-      latitude: row.latitude,
-      longitude: row.longitude,
-      confidence: row.confidence,
-      image_url: row.image_url,
-      source_type: row.source_type,
-      edges,
-    },
+    payload: momentPayload(row, edges),
     entity_ids: [
       ...row.figures.map(figureEntityId),
       placeEntityId(row.country, row.region, row.city),

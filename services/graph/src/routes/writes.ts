@@ -30,6 +30,7 @@ const jobView = (job: RenderJobRow) => ({
   request: job.request,
   attempts: job.attempts,
   error: job.error,
+  scene_id: job.scene_id ?? null,
   created_at: new Date(job.created_at).toISOString(),
   updated_at: new Date(job.updated_at).toISOString(),
 });

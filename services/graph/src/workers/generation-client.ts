@@ -1,0 +1,96 @@
+import { request } from 'undici';
+import { z } from 'zod';
+
+/** The fields of the generation service's scene record (docs/generation.md) that a layer-2 moment takes. */
+export const RenderedScene = z.object({
+  id: z.string().min(1),
+  image_url: z.string().nullable().optional(),
+  location: z.object({ latitude: z.number().nullable().optional(), longitude: z.number().nullable().optional() }).loose(),
+  scene: z.object({ description: z.string().optional() }).loose(),
+  moment: z.object({ summary: z.string().optional() }).loose(),
+  characters: z.array(z.object({ name: z.string(), is_historical: z.boolean().optional() }).loose()),
+  confidence: z.object({ overall: z.number().min(0).max(1).optional() }).loose(),
+});
+export type RenderedScene = z.output<typeof RenderedScene>;
+
+/** A render that did not produce a scene; `retryable` false when asking again cannot help (a 4xx). */
+export class RenderError extends Error {
+  override name = 'RenderError';
+  readonly retryable: boolean;
+  constructor(message: string, retryable: boolean) {
+    super(message);
+    this.retryable = retryable;
+  }
+}
+
+/** What the renderer sends: the job's request as POST /generate recorded it. */
+export interface RenderRequest {
+  query: string;
+  preset?: string;
+  generate_image?: boolean;
+}
+
+/**
+ * The renderer's calls to the generation service: `POST {GENERATION_URL}/api/v1/timepoints/generate/sync`
+ * with X-Service-Key, the reverse of the generation service's graph lookups.
+ */
+export class GenerationClient {
+  private readonly baseUrl: string;
+  private readonly serviceKey: string | undefined;
+  private readonly timeoutMs: number;
+
+  constructor(baseUrl: string, serviceKey: string | undefined, timeoutMs: number) {
+    this.baseUrl = baseUrl.replace(/\/$/, '');
+    this.serviceKey = serviceKey;
+    this.timeoutMs = timeoutMs;
+  }
+
+  async render(body: RenderRequest, context: { jobId: string; path: string }, signal?: AbortSignal): Promise<RenderedScene> {
+    let status: number;
+    let text: string;
+    try {
+      const response = await request(`${this.baseUrl}/api/v1/timepoints/generate/sync`, {
+        method: 'POST',
+        headers: {
+          'content-type': 'application/json',
+          accept: 'application/json',
+          'x-request-id': `render-${context.jobId}`,
+          ...(this.serviceKey ? { 'x-service-key': this.serviceKey } : {}),
+        },
+        body: JSON.stringify({ ...body, request_context: { graph_render_job: context.jobId, path: context.path } }),
+        headersTimeout: this.timeoutMs,
+        bodyTimeout: this.timeoutMs,
+        ...(signal ? { signal } : {}),
+      });
+      status = response.statusCode;
+      text = await response.body.text();
+    } catch (error) {
+      if (signal?.aborted) throw error;
+      throw new RenderError(`the generation service could not be reached: ${(error as Error).message}`, true);
+    }
+    if (status !== 200) {
+      const detail = (() => {
+        try {
+          return String((JSON.parse(text) as { detail?: unknown }).detail ?? text);
+        } catch {
+          return text;
+        }
+      })();
+      throw new RenderError(`the generation service answered ${status}: ${detail.slice(0, 500)}`, status >= 500 || status === 408 || status === 429);
+    }
+    let json: unknown;
+    try {
+      json = JSON.parse(text);
+    } catch {
+      throw new RenderError('the generation service answered 200 with a body that is not JSON', true);
+    }
+    const scene = RenderedScene.safeParse(json);
+    if (!scene.success) throw new RenderError(`the generation service's scene lacks fields: ${scene.error.issues.map((issue) => issue.path.join('.')).join(', ')}`, false);
+    return scene.data;
+  }
+
+  /** The scene's image as an absolute URL: the generation service may hand out a path of its own. */
+  imageUrl(scene: RenderedScene): string | null {
+    return scene.image_url ? new URL(scene.image_url, `${this.baseUrl}/`).toString() : null;
+  }
+}

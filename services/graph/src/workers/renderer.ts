@@ -1,0 +1,145 @@
+import type { Logger } from '@tempora/kit/logger';
+import type { GraphService } from '../graph-service.ts';
+import type { ClaimedRenderJob } from '../repository.ts';
+import { BudgetExhausted, type SpendBudget } from './budget.ts';
+import { renderCostUsd } from './costs.ts';
+import { RenderError, type GenerationClient, type RenderedScene, type RenderRequest } from './generation-client.ts';
+import { PollingLoop } from './loop.ts';
+import { inputOf } from './moments.ts';
+
+export interface RendererOptions {
+  graph: GraphService;
+  generation: GenerationClient;
+  budget: SpendBudget;
+  logger: Logger;
+  /** Names this process's claims; a reclaimed job cannot be completed by the worker that lost it. */
+  workerId: string;
+  concurrency: number;
+  maxAttempts: number;
+  backoffMs: number;
+  staleMs: number;
+  pollMs: number;
+}
+
+/**
+ * The Renderer: claims queued render jobs (any number of replicas, each up to `concurrency` at a time),
+ * renders each moment through the generation service and upgrades it to layer 2 with the scene.
+ */
+export class Renderer {
+  private readonly options: RendererOptions;
+  private readonly inFlight = new Map<string, { done: Promise<void>; abort: AbortController }>();
+  private readonly loop: PollingLoop;
+  /** Set when the budget is spent: nothing is claimed before then. */
+  private pausedUntil: Date | undefined;
+  processed = 0;
+
+  constructor(options: RendererOptions) {
+    this.options = options;
+    this.loop = new PollingLoop('renderer', () => this.tick(), options.pollMs, options.logger);
+  }
+
+  start(): void {
+    this.loop.start();
+  }
+
+  /** One poll: reclaims stale jobs, claims what fits in the free slots and starts them. Returns the jobs started. */
+  async tick(): Promise<number> {
+    const { graph, logger, staleMs, maxAttempts, workerId, concurrency } = this.options;
+    for (const job of await graph.repository.reclaimStaleRenderJobs(staleMs, maxAttempts)) logger.warn({ job: job.id, status: job.status }, 'reclaimed a render job whose worker stopped');
+    if (this.pausedUntil && this.pausedUntil > new Date()) return 0;
+    const free = concurrency - this.inFlight.size;
+    if (free <= 0) return 0;
+    const jobs = await graph.repository.claimRenderJobs(workerId, free);
+    for (const job of jobs) {
+      const abort = new AbortController();
+      const done = this.process(job, abort.signal)
+        .catch((error: unknown) => logger.error({ err: error, job: job.id }, 'render job left running; it is reclaimed after RENDER_STALE_MS'))
+        .finally(() => {
+          this.inFlight.delete(job.id);
+          this.loop.wake();
+        });
+      this.inFlight.set(job.id, { done, abort });
+    }
+    return jobs.length;
+  }
+
+  /** Resolves when every job started so far has finished (tests). */
+  async idle(): Promise<void> {
+    while (this.inFlight.size > 0) await Promise.all([...this.inFlight.values()].map((job) => job.done));
+  }
+
+  private async process(job: ClaimedRenderJob, signal: AbortSignal): Promise<void> {
+    const { graph, generation, budget, logger, workerId, maxAttempts, backoffMs } = this.options;
+    const log = logger.child({ job: job.id, path: job.path, attempt: job.attempts });
+    const repository = graph.repository;
+    if (job.moment_status === 'archived') {
+      // The judge rejected the moment after the job was queued: rendering it would be paid for nothing.
+      await repository.failRenderAttempt(job.id, workerId, 'the moment was archived (rejected by moderation) before it was rendered', 0, 0);
+      return;
+    }
+    const request = job.request as unknown as RenderRequest;
+    try {
+      await budget.charge(renderCostUsd(request));
+    } catch (error) {
+      if (!(error instanceof BudgetExhausted)) throw error;
+      this.pausedUntil = error.until;
+      log.warn({ until: error.until }, 'daily budget spent; render jobs wait for the next UTC day');
+      await repository.releaseRenderJob(job.id, workerId, error.until);
+      return;
+    }
+    try {
+      const scene = await generation.render(request, { jobId: job.id, path: job.path }, signal);
+      await this.upgrade(job.path, scene);
+      if (await repository.completeRenderJob(job.id, workerId, scene.id)) {
+        this.processed += 1;
+        log.info({ scene: scene.id }, 'moment rendered to layer 2');
+      } else log.warn('render finished after the job was reclaimed; the scene is kept on the moment');
+    } catch (error) {
+      if (signal.aborted) {
+        await repository.releaseRenderJob(job.id, workerId, new Date());
+        log.info('render interrupted by shutdown; job released');
+        return;
+      }
+      const retryable = !(error instanceof RenderError) || error.retryable;
+      const status = await repository.failRenderAttempt(job.id, workerId, (error as Error).message, retryable ? maxAttempts : 0, backoffMs);
+      log.warn({ err: error, status }, status === 'failed' ? 'render job failed' : 'render attempt failed; will retry');
+    }
+  }
+
+  /** Layer 2: the scene's image, summary, historical figures, confidence and coordinates join the moment. */
+  private async upgrade(path: string, scene: RenderedScene): Promise<void> {
+    const { graph, generation } = this.options;
+    const row = await graph.repository.momentByPath(path, true);
+    if (!row) throw new RenderError(`the moment ${path} no longer exists`, false);
+    const historical = scene.characters.filter((character) => character.is_historical).map((character) => character.name.trim().slice(0, 200));
+    await graph.writeMoments([
+      inputOf(row, {
+        layer: 2,
+        image_url: generation.imageUrl(scene) ?? row.image_url,
+        description: row.description || (scene.moment.summary ?? scene.scene.description ?? '').slice(0, 2000),
+        figures: [...new Set([...row.figures, ...historical])].filter(Boolean).slice(0, 50),
+        confidence: scene.confidence.overall ?? row.confidence,
+        latitude: row.latitude ?? scene.location.latitude ?? null,
+        longitude: row.longitude ?? scene.location.longitude ?? null,
+      }),
+    ]);
+  }
+
+  /**
+   * Stops claiming, lets the jobs in flight finish for up to `graceMs`, then interrupts the rest and gives
+   * them back to the queue, so another replica picks them up at once rather than after RENDER_STALE_MS.
+   */
+  async stop(graceMs: number): Promise<void> {
+    await this.loop.stop(graceMs);
+    const pending = [...this.inFlight.values()];
+    let timer: NodeJS.Timeout | undefined;
+    const graceOver = new Promise<'timeout'>((resolve) => {
+      timer = setTimeout(() => resolve('timeout'), graceMs);
+    });
+    if ((await Promise.race([Promise.all(pending.map((job) => job.done)), graceOver])) === 'timeout') {
+      for (const job of pending) job.abort.abort();
+      await Promise.all(pending.map((job) => job.done));
+    }
+    clearTimeout(timer);
+  }
+}

@@ -1,0 +1,358 @@
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { createServer, type IncomingMessage, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { openDatabase, type Database } from '@tempora/kit/database';
+import { createLogger } from '@tempora/kit/logger';
+import { MONTHS } from '@tempora/kit/canonical-path';
+import { OfflineProvider, type TextProvider, type TextRequest } from '@tempora/kit/providers/index';
+import { PostgresChangeFeed } from '../src/change-feed.ts';
+import { GraphService } from '../src/graph-service.ts';
+import { migrations } from '../src/migrations.ts';
+import { GraphRepository } from '../src/repository.ts';
+import { BudgetExhausted, SpendBudget, nextUtcDay } from '../src/workers/budget.ts';
+import { runDaily } from '../src/workers/daily.ts';
+import { expandUnderConnected } from '../src/workers/expander.ts';
+import { GenerationClient } from '../src/workers/generation-client.ts';
+import { judgePending } from '../src/workers/judge.ts';
+import { Renderer, type RendererOptions } from '../src/workers/renderer.ts';
+import { startGraph, serviceKey, writer, SERVICE_KEY, type GraphHarness } from './harness.ts';
+import { record } from './fixtures.ts';
+
+const logger = createLogger('graph-worker', process.env.WORKER_TEST_LOG ?? 'silent');
+const offline = { provider: new OfflineProvider(), model: 'offline' };
+const path = (slug: string, year = 1903) => `/${year}/july/1/1516/france/ile-de-france/montgeron/${slug}`;
+
+/** The generation service's sync endpoint, answering with its scene record's shape (docs/generation.md). */
+class FakeGeneration {
+  readonly calls: Array<{ body: Record<string, unknown>; serviceKey: string | undefined }> = [];
+  /** Status to answer with; 200 renders a scene. */
+  status = 200;
+  delayMs = 0;
+  private server: Server | undefined;
+  url = '';
+
+  async start(): Promise<void> {
+    this.server = createServer(async (request: IncomingMessage, response) => {
+      let text = '';
+      for await (const chunk of request) text += chunk;
+      if (request.method !== 'POST' || request.url !== '/api/v1/timepoints/generate/sync') {
+        response.writeHead(404).end();
+        return;
+      }
+      const body = JSON.parse(text) as Record<string, unknown>;
+      this.calls.push({ body, serviceKey: request.headers['x-service-key'] as string | undefined });
+      if (this.delayMs) await new Promise((resolve) => setTimeout(resolve, this.delayMs));
+      if (this.status !== 200) {
+        response.writeHead(this.status, { 'content-type': 'application/problem+json' });
+        response.end(JSON.stringify({ type: 'about:blank', title: 'failed', status: this.status, detail: `agent Timeline failed (${this.status})` }));
+        return;
+      }
+      const id = randomUUID();
+      response.writeHead(200, { 'content-type': 'application/json' });
+      response.end(
+        JSON.stringify({
+          id,
+          query: body.query,
+          slug: 'first-tour-de-france',
+          status: 'completed',
+          title: 'The first Tour de France',
+          year: 1903,
+          month: 7,
+          month_name: 'july',
+          day: 1,
+          time: '1516',
+          era: 'modern',
+          path: '1903/july/1/1516/france/ile-de-france/montgeron/first-tour-de-france',
+          location: { name: 'Café Au Réveil Matin', city: 'Montgeron', region: 'Île-de-France', country: 'France', latitude: 48.7, longitude: 2.46 },
+          scene: { title: 'Montgeron', description: 'Sixty riders at a roadside café.', atmosphere: 'dusty' },
+          characters: [
+            { name: 'Henri Desgrange', role: 'organiser', is_historical: true },
+            { name: 'A café waiter', role: 'witness', is_historical: false },
+          ],
+          relationships: [],
+          moment: { summary: 'Sixty cyclists set off on a 2,428 km race around France.' },
+          camera: {},
+          dialog: [{ speaker: 'Henri Desgrange', text: 'Allez!', tone: 'proud' }],
+          critique: null,
+          image_prompt: 'riders at dawn',
+          image_url: body.generate_image ? `/api/v1/timepoints/${id}/image` : null,
+          confidence: { overall: 0.82, temporal: 0.95 },
+          sources: [],
+          model_provider: 'offline',
+          models: {},
+          visibility: 'public',
+          request_context: body.request_context,
+        }),
+      );
+    });
+    await new Promise<void>((resolve) => this.server!.listen(0, '127.0.0.1', resolve));
+    this.url = `http://127.0.0.1:${(this.server!.address() as AddressInfo).port}`;
+  }
+
+  async stop(): Promise<void> {
+    this.server?.closeAllConnections();
+    await new Promise((resolve) => this.server?.close(resolve));
+  }
+}
+
+describe('graph background workers', function () {
+  this.timeout(60_000);
+  let api: GraphHarness;
+  let database: Database;
+  let graph: GraphService;
+  const generation = new FakeGeneration();
+
+  before(async () => {
+    api = await startGraph({ AUTOLINK_MAX_PER_TYPE: '2' });
+    // The worker's own connection pool and change feed, as in its own process.
+    database = await openDatabase({ service: 'graph', url: api.databaseUrl, dataDir: '', migrations, logger });
+    graph = new GraphService(new GraphRepository(database.knex), new PostgresChangeFeed(database.knex, logger), { autoLinkMaxPerType: 2, rebuildRatio: 0.25 }, logger);
+    await generation.start();
+  });
+  after(async () => {
+    await generation.stop();
+    await database?.close();
+    await api?.stop();
+  });
+  beforeEach(async () => {
+    generation.status = 200;
+    generation.delayMs = 0;
+    generation.calls.length = 0;
+    // Each test sees only its own jobs and spend.
+    await database.knex('render_jobs').del();
+    await database.knex('worker_spend').del();
+  });
+
+  const renderer = (options: Partial<RendererOptions> = {}) =>
+    new Renderer({
+      graph,
+      generation: new GenerationClient(generation.url, SERVICE_KEY, 10_000),
+      budget: new SpendBudget(graph.repository, 'renderer', 100),
+      logger,
+      workerId: randomUUID(),
+      concurrency: 2,
+      maxAttempts: 3,
+      backoffMs: 1,
+      staleMs: 60_000,
+      pollMs: 50,
+      ...options,
+    });
+
+  const queue = async (slug: string, extra: Record<string, unknown> = {}) => {
+    const reply = await api.post('/generate', { path: path(slug), event_name: `The ${slug.replace(/-/g, ' ')}`, ...extra }, writer);
+    assert.equal(reply.status, 202);
+    return reply.body.job.id as string;
+  };
+  const drain = async (worker: Renderer) => {
+    await worker.tick();
+    await worker.idle();
+  };
+  const job = async (id: string) => (await api.get(`/api/v1/graph/jobs/${id}`, writer)).body;
+
+  describe('renderer', () => {
+    it('renders a queued job end to end: layer 2 with the scene, job succeeded, the API replica sees it', async () => {
+      const id = await queue('first-tour-de-france');
+      await drain(renderer());
+
+      assert.equal(generation.calls.length, 1);
+      assert.equal(generation.calls[0]!.serviceKey, SERVICE_KEY);
+      assert.equal(generation.calls[0]!.body.query, 'The first tour de france');
+      assert.deepEqual(generation.calls[0]!.body.request_context, { graph_render_job: id, path: path('first-tour-de-france') });
+      const done = await job(id);
+      assert.equal(done.status, 'succeeded');
+      assert.equal(done.attempts, 1);
+      assert.equal(done.error, null);
+      assert.match(done.scene_id, /^[0-9a-f-]{36}$/);
+
+      const moment = (await api.get(`/api/v1/moments${path('first-tour-de-france')}`)).body;
+      assert.equal(moment.layer, 2);
+      assert.equal(moment.image_url, `${generation.url}/api/v1/timepoints/${done.scene_id}/image`);
+      assert.equal(moment.description, 'Sixty cyclists set off on a 2,428 km race around France.');
+      assert.deepEqual(moment.figures, ['Henri Desgrange']);
+      assert.equal(moment.confidence, 0.82);
+      assert.equal(moment.latitude, 48.7);
+
+      // The API replica's in-memory node store learns the new layer through the change feed.
+      const deadline = Date.now() + 10_000;
+      let layer = 0;
+      while (layer !== 2 && Date.now() < deadline) {
+        const traversal = await api.get(`/api/v1/graph/traverse${path('first-tour-de-france')}?depth=1`, serviceKey);
+        layer = traversal.body.nodes?.[0]?.layer ?? 0;
+        if (layer !== 2) await new Promise((resolve) => setTimeout(resolve, 50));
+      }
+      assert.equal(layer, 2);
+    });
+
+    it('two renderers never process the same job twice', async () => {
+      const ids = await Promise.all(Array.from({ length: 8 }, (_, n) => queue(`race-stage-${n}`)));
+      generation.delayMs = 20;
+      const one = renderer({ concurrency: 3 });
+      const two = renderer({ concurrency: 3 });
+      for (let round = 0; round < 4; round += 1) {
+        await Promise.all([one.tick(), two.tick()]);
+        await Promise.all([one.idle(), two.idle()]);
+      }
+      const rendered = generation.calls.map((call) => (call.body.request_context as { graph_render_job: string }).graph_render_job);
+      assert.deepEqual([...rendered].sort(), [...ids].sort(), 'each job rendered exactly once');
+      assert.ok(one.processed > 0 && two.processed > 0, 'both replicas took jobs');
+      for (const id of ids) assert.equal((await job(id)).status, 'succeeded');
+    });
+
+    it('retries a failed render with back-off, then fails it with the error', async () => {
+      generation.status = 503;
+      const id = await queue('retried-stage');
+      const worker = renderer({ maxAttempts: 2, backoffMs: 200 });
+      await drain(worker);
+      let state = await job(id);
+      assert.equal(state.status, 'queued');
+      assert.equal(state.attempts, 1);
+      assert.match(state.error, /answered 503: agent Timeline failed/);
+      await drain(worker);
+      assert.equal(generation.calls.length, 1, 'not retried before its back-off');
+      await new Promise((resolve) => setTimeout(resolve, 250));
+      await drain(worker);
+      state = await job(id);
+      assert.equal(state.status, 'failed');
+      assert.equal(state.attempts, 2);
+      assert.equal(generation.calls.length, 2);
+    });
+
+    it('fails at once when the generation service refuses the request (4xx)', async () => {
+      generation.status = 422;
+      const id = await queue('refused-stage');
+      await drain(renderer());
+      const state = await job(id);
+      assert.equal(state.status, 'failed');
+      assert.equal(state.attempts, 1);
+      assert.match(state.error, /422/);
+    });
+
+    it('reclaims a job left running by a crashed worker, and the crashed worker cannot complete it', async () => {
+      const id = await queue('orphaned-stage');
+      const [claimed] = await graph.repository.claimRenderJobs('crashed-worker', 1);
+      assert.equal(claimed?.id, id);
+      await drain(renderer({ staleMs: 60_000 }));
+      assert.equal(generation.calls.length, 0, 'a recent claim is left alone');
+      await database.knex('render_jobs').where({ id }).update({ claimed_at: database.knex.raw(`now() - interval '2 minutes'`) });
+      await drain(renderer({ staleMs: 60_000 }));
+      const state = await job(id);
+      assert.equal(state.status, 'succeeded');
+      assert.equal(state.attempts, 2, 'the lost attempt counts');
+      assert.equal(await graph.repository.completeRenderJob(id, 'crashed-worker', randomUUID()), false);
+    });
+
+    it('releases the job it is rendering when stopped past its grace period', async () => {
+      generation.delayMs = 1_000;
+      const id = await queue('interrupted-stage');
+      const worker = renderer();
+      await worker.tick();
+      await worker.stop(50);
+      const state = await job(id);
+      assert.equal(state.status, 'queued');
+      assert.equal(state.attempts, 0);
+    });
+
+    it('stops paid calls once the daily budget is spent, shared by replicas', async () => {
+      const ids = [await queue('paid-1'), await queue('paid-2'), await queue('paid-3')];
+      // balanced with an image is estimated at $0.07: two fit in $0.15, the third does not.
+      const worker = renderer({ concurrency: 1, budget: new SpendBudget(graph.repository, 'renderer', 0.15) });
+      for (let round = 0; round < 4; round += 1) await drain(worker);
+      assert.equal(generation.calls.length, 2);
+      const third = await database.knex('render_jobs').where({ id: ids[2] }).first('status', 'attempts', 'run_after');
+      assert.equal(third.status, 'queued');
+      assert.equal(third.attempts, 0);
+      assert.equal(new Date(third.run_after).getTime(), nextUtcDay(new Date()).getTime());
+
+      const replica = new SpendBudget(graph.repository, 'renderer', 0.15);
+      assert.ok(Math.abs((await replica.spentToday()) - 0.14) < 1e-9);
+      await assert.rejects(replica.charge(0.07), BudgetExhausted);
+      // Another role's budget is its own.
+      await new SpendBudget(graph.repository, 'judge', 0.15).charge(0.07);
+    });
+  });
+
+  describe('judge (offline provider)', () => {
+    it('publishes acceptable pending moments and archives and hides the rest', async () => {
+      const good = path('pending-good', 1904);
+      const spam = path('pending-spam', 1904);
+      const reply = await api.post('/ingest/tdf', [record(good, [], { status: 'pending' }), record(spam, [], { status: 'pending', description: 'Casino night: buy now!' })], writer);
+      assert.equal(reply.status, 200);
+      assert.equal(await judgePending(graph, offline, new SpendBudget(graph.repository, 'judge', 0), 10), 2);
+      assert.equal((await api.get(`/api/v1/moments${good}`)).body.status, 'active');
+      assert.equal((await api.get(`/api/v1/moments${spam}`)).status, 404, 'rejected moments leave public reads');
+      const hidden = await api.get(`/api/v1/moments${spam}`, writer);
+      assert.equal(hidden.body.status, 'archived');
+      assert.equal(hidden.body.visibility, 'private');
+      assert.equal(await judgePending(graph, offline, new SpendBudget(graph.repository, 'judge', 0), 10), 0);
+    });
+  });
+
+  describe('expander (offline provider)', () => {
+    it('adds a consequence of an under-connected moment at layer 1 with a causes edge, and queues its render', async () => {
+      const anchor = path('expander-anchor', 1805);
+      assert.equal((await api.post('/ingest/tdf', record(anchor, [], { tags: ['cycling'] }), writer)).status, 200);
+      const settings = { batch: 100, maxNew: 3, minEdges: 1 };
+      const budget = new SpendBudget(graph.repository, 'expander', 0);
+      const first = await expandUnderConnected(graph, offline, budget, settings);
+      assert.ok(first.added >= 1);
+
+      const added = path('aftermath-of-expander-anchor', 1806);
+      const moment = (await api.get(`/api/v1/moments${added}`, writer)).body;
+      assert.equal(moment.layer, 1);
+      assert.equal(moment.status, 'pending');
+      assert.equal(moment.source_type, 'expander');
+      const edges = (await api.get(`/api/v1/moments${anchor}`)).body.edges as Array<{ source: string; target: string; type: string }>;
+      assert.ok(edges.some((edge) => edge.source === anchor && edge.target === added && edge.type === 'causes'));
+      const jobs = await database.knex('render_jobs as j').join('moments as m', 'm.id', 'j.moment_id').where('m.path', added).select('j.status', 'j.requested_by');
+      assert.deepEqual(jobs, [{ status: 'queued', requested_by: 'expander' }]);
+
+      const again = await expandUnderConnected(graph, offline, budget, settings);
+      assert.equal(again.added, 0, 'an expanded moment is not expanded again');
+    });
+  });
+
+  describe('daily', () => {
+    const run = promisify(execFile);
+    const workerEntry = fileURLToPath(new URL('../src/worker.ts', import.meta.url));
+
+    it('adds moments for today in past years once per date (the CronJob entry, offline)', async () => {
+      const env = { ...process.env, DATABASE_URL: api.databaseUrl, LOG_LEVEL: 'silent', DAILY_MOMENTS: '3', WORKER_ROLE: 'daily' };
+      await run(process.execPath, [workerEntry, 'daily'], { env });
+      const now = new Date();
+      const today = () => database.knex('moments').where({ source_type: 'daily', month_num: now.getUTCMonth() + 1, day: now.getUTCDate() }).select('path', 'layer', 'status', 'year');
+      const added = await today();
+      assert.equal(added.length, 3);
+      for (const moment of added) {
+        assert.equal(moment.layer, 1);
+        assert.equal(moment.status, 'pending');
+        assert.ok(moment.year < now.getUTCFullYear());
+      }
+      await run(process.execPath, [workerEntry, 'daily'], { env });
+      assert.equal((await today()).length, 3, 'a second run the same day adds nothing');
+    });
+
+    it('asks the model nothing on a date already done, whatever the model would say', async () => {
+      let calls = 0;
+      const varying: TextProvider = {
+        kind: 'aggregator',
+        async generateText(request: TextRequest) {
+          calls += 1;
+          const text = JSON.stringify({ moments: [{ event_name: `Varying event ${calls}`, year: 1700 + calls, month: 3, day: 9, country: 'Italy', region: 'Lazio', city: 'Rome', type: 'event' }] });
+          return { text, provider: 'aggregator', model: request.model, usage: { input_tokens: 100, output_tokens: 100, thinking_tokens: 0, total_tokens: 200 } };
+        },
+      };
+      const budget = new SpendBudget(graph.repository, 'daily', 1);
+      const date = new Date(Date.UTC(2024, 2, 9, 4));
+      const first = await runDaily(graph, { provider: varying, model: 'test/model' }, budget, 1, date);
+      assert.deepEqual(first, [`/1701/${MONTHS[2]}/9/1200/italy/lazio/rome/varying-event-1`]);
+      assert.deepEqual(await runDaily(graph, { provider: varying, model: 'test/model' }, budget, 1, date), []);
+      assert.equal(calls, 1);
+      // The paid call was reserved at its ceiling and settled at the tokens reported: 100 in, 100 out.
+      assert.ok(Math.abs((await budget.spentToday()) - (100 * 0.3 + 100 * 2.5) / 1e6) < 1e-9);
+    });
+  });
+});
