@@ -274,7 +274,8 @@ export class Proxy {
       if (error instanceof undiciErrors.HeadersTimeoutError || error instanceof undiciErrors.BodyTimeoutError) {
         throw new Problem(504, `the ${upstream} service did not answer within ${Math.round(this.settings.timeoutMs / 1000)} s`, { headers: creditHeaders });
       }
-      if (abort.aborted) {
+      // Also a client gone while the request waited in the gateway (e.g. during a shutdown's drain).
+      if (abort.aborted || res.destroyed) {
         this.logger.debug({ upstream }, 'client went away before the upstream answered');
         throw new Problem(499 as number, 'the client closed the request');
       }
