@@ -28,7 +28,7 @@ export async function freePort(): Promise<number> {
 }
 
 let aptUpdated = false;
-function aptInstall(...packages: string[]): void {
+export function aptInstall(...packages: string[]): void {
   if (userInfo().uid !== 0) throw new Error(`install ${packages.join(' ')} (needs root) or set DATABASE_URL/REDIS_URL`);
   const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
   if (!aptUpdated) {

@@ -1,21 +1,20 @@
 /**
  * The gateway's proxy overhead: authenticated (Bearer JWT, resolved against PostgreSQL), rate-limited
- * (Redis, two windows) and proxied GETs to a trivial backend, beside the same backend called directly, a
- * fast-gateway (npm) and nginx proxy_pass (Debian's nginx, one worker), under
- * autocannon on loopback; then the added p50 latency, measured sequentially.
+ * (Redis, two windows) and proxied GETs to a trivial backend, beside the same backend called directly,
+ * fast-gateway (npm) and nginx proxy_pass (Debian's nginx, one worker), under wrk on loopback; then the
+ * added p50 latency, measured sequentially.
  *
  *   node bench/gateway/run.ts   BENCH_DURATION (s per round, default 5), BENCH_ROUNDS (default 3), BENCH_CONNECTIONS (default 50)
  *
  * Uses DATABASE_URL / REDIS_URL when set, otherwise starts PostgreSQL and Redis like `npm test`.
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import autocannon from 'autocannon';
 import { request } from 'undici';
-import { freePort, startInfra } from '../../scripts/infra.ts';
+import { aptInstall, freePort, startInfra } from '../../scripts/infra.ts';
 import { createDatabase } from '../../test/support/database.ts';
 
 const DURATION = Number(process.env.BENCH_DURATION ?? 5);
@@ -58,13 +57,52 @@ interface Figures {
   p99: number;
   errors: number;
   non2xx: number;
+  /** CPU time the target's process spent per request (µs): steadier than requests/s on a shared machine. */
+  cpuMicros: number;
 }
 
-async function load(name: string, url: string, headers: Record<string, string> = {}): Promise<Figures> {
+/** CPU seconds (user + system) used so far by a process and its children (nginx's worker). */
+function cpuSeconds(pid: number): number {
+  const ticks = (id: number) => {
+    const fields = readFileSync(`/proc/${id}/stat`, 'utf8').split(') ')[1]!.split(' ');
+    return Number(fields[11]) + Number(fields[12]);
+  };
+  const children = spawnSync('pgrep', ['-P', String(pid)], { encoding: 'utf8' }).stdout.split('\n').filter(Boolean).map(Number);
+  return [pid, ...children].reduce((sum, id) => sum + ticks(id), 0) / 100;
+}
+
+/**
+ * wrk (C, one thread) drives the load, so the generator takes as little of the two cores from the targets
+ * as possible; its --latency report gives p50 and p99.
+ */
+function wrk(url: string, headers: Record<string, string>, seconds: number) {
+  const args = ['-t1', `-c${CONNECTIONS}`, `-d${seconds}s`, '--latency', ...Object.entries(headers).flatMap(([name, value]) => ['-H', `${name}: ${value}`]), url];
+  const out = spawnSync('wrk', args, { encoding: 'utf8' }).stdout;
+  const number = (pattern: RegExp) => Number(pattern.exec(out)?.[1] ?? 0);
+  const ms = (pattern: RegExp) => {
+    const match = pattern.exec(out);
+    if (!match) return NaN;
+    const factor = { us: 0.001, ms: 1, s: 1000 }[match[2] as 'us' | 'ms' | 's'];
+    return Number(match[1]) * factor;
+  };
+  const socketErrors = /Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)/.exec(out);
+  return {
+    rps: number(/Requests\/sec:\s+([\d.]+)/),
+    total: number(/(\d+) requests in/),
+    p50: ms(/^\s+50%\s+([\d.]+)(us|ms|s)$/m),
+    p99: ms(/^\s+99%\s+([\d.]+)(us|ms|s)$/m),
+    errors: socketErrors ? socketErrors.slice(1).reduce((sum, value) => sum + Number(value), 0) : 0,
+    non2xx: number(/Non-2xx or 3xx responses: (\d+)/),
+  };
+}
+
+async function load(name: string, url: string, headers: Record<string, string>, pid: number | undefined): Promise<Figures> {
   step(`${name}: warm-up, then ${DURATION} s with ${CONNECTIONS} connections`);
-  await autocannon({ url, headers, connections: CONNECTIONS, duration: 1 });
-  const result = await autocannon({ url, headers, connections: CONNECTIONS, duration: DURATION });
-  return { name, rps: result.requests.average, p50: result.latency.p50, p99: result.latency.p99, errors: result.errors, non2xx: result.non2xx };
+  wrk(url, headers, 1);
+  const before = pid ? cpuSeconds(pid) : 0;
+  const result = wrk(url, headers, DURATION);
+  const cpuMicros = pid && result.total > 0 ? ((cpuSeconds(pid) - before) * 1e6) / result.total : NaN;
+  return { name, rps: result.rps, p50: result.p50, p99: result.p99, errors: result.errors, non2xx: result.non2xx, cpuMicros };
 }
 
 /** Sequential requests on one keep-alive connection: the latency a single request sees. */
@@ -80,6 +118,9 @@ async function sequentialP50(url: string, headers: Record<string, string> = {}):
   return samples[Math.floor(samples.length / 2)]!;
 }
 
+// The load generator and the peer come from Debian when they are missing (as PostgreSQL and Redis do).
+const missing = [['wrk', 'wrk'], ['nginx', 'nginx-light']].filter(([bin]) => spawnSync('sh', ['-c', `command -v ${bin} || test -x /usr/sbin/${bin}`]).status !== 0).map(([, pkg]) => pkg!);
+if (missing.length > 0) aptInstall(...missing);
 const loadBefore = loadavg().map((value) => value.toFixed(1)).join(' / ');
 const infra = await startInfra();
 Object.assign(process.env, infra.env);
@@ -87,7 +128,7 @@ const work = mkdtempSync(join(tmpdir(), 'tempora-gateway-bench-'));
 let nginx: ChildProcess | undefined;
 try {
   const backendPort = await freePort();
-  await start(join(here, 'backend.ts'), { PORT: String(backendPort) });
+  const backendProcess = await start(join(here, 'backend.ts'), { PORT: String(backendPort) });
   const backend = `http://127.0.0.1:${backendPort}`;
 
   const gatewayPort = await freePort();
@@ -122,7 +163,7 @@ try {
   await waitFor(`${gatewayUrl}/api/v1/bench`, auth);
 
   const proxyPort = await freePort();
-  await start(join(here, 'fast-gateway.ts'), { PORT: String(proxyPort), TARGET: backend });
+  const fastGateway = await start(join(here, 'fast-gateway.ts'), { PORT: String(proxyPort), TARGET: backend });
 
   let nginxUrl: string | undefined;
   const nginxBin = ['/usr/sbin/nginx', '/usr/bin/nginx'].find((path) => existsSync(path));
@@ -156,15 +197,15 @@ http {
 
   // Rounds interleave the targets, so a burst of load from elsewhere on the machine does not land on one
   // target only; each target's figures are the median round (by requests/s).
-  const targets: Array<[string, string, Record<string, string>]> = [
-    ['backend, direct', `${backend}/api/v1/bench`, {}],
-    ['gateway (JWT + user lookup + rate limit + proxy)', `${gatewayUrl}/api/v1/bench`, auth],
-    ['fast-gateway', `http://127.0.0.1:${proxyPort}/api/v1/bench`, {}],
-    ...(nginxUrl ? [['nginx proxy_pass (1 worker)', `${nginxUrl}/api/v1/bench`, {}] as [string, string, Record<string, string>]] : []),
+  const targets: Array<[string, string, Record<string, string>, number | undefined]> = [
+    ['backend, direct', `${backend}/api/v1/bench`, {}, backendProcess.pid],
+    ['gateway (JWT + user lookup + rate limit + proxy)', `${gatewayUrl}/api/v1/bench`, auth, gateway.pid],
+    ['fast-gateway', `http://127.0.0.1:${proxyPort}/api/v1/bench`, {}, fastGateway.pid],
+    ...(nginxUrl ? [['nginx proxy_pass (1 worker)', `${nginxUrl}/api/v1/bench`, {}, nginx?.pid] as [string, string, Record<string, string>, number | undefined]] : []),
   ];
   const rounds = new Map<string, Figures[]>();
   for (let round = 0; round < ROUNDS; round += 1) {
-    for (const [name, url, headers] of targets) rounds.set(name, [...(rounds.get(name) ?? []), await load(`${name}`, url, headers)]);
+    for (const [name, url, headers, pid] of targets) rounds.set(name, [...(rounds.get(name) ?? []), await load(name, url, headers, pid)]);
   }
   const results: Figures[] = targets.map(([name]) => {
     const sorted = [...rounds.get(name)!].sort((a, b) => a.rps - b.rps);
@@ -178,14 +219,14 @@ http {
   const byName = (prefix: string) => results.find((r) => r.name.startsWith(prefix));
   const gatewayRps = byName('gateway')!.rps;
   const lines = [
-    `| target | requests/s | p50 ms | p99 ms | errors | non-2xx |`,
-    `|---|---|---|---|---|---|`,
-    ...results.map((r) => `| ${r.name} | ${Math.round(r.rps).toLocaleString('en-US')} | ${r.p50} | ${r.p99} | ${r.errors} | ${r.non2xx} |`),
+    `| target | requests/s | p50 ms | p99 ms | CPU µs per request | errors | non-2xx |`,
+    `|---|---|---|---|---|---|---|`,
+    ...results.map((r) => `| ${r.name} | ${Math.round(r.rps).toLocaleString('en-US')} | ${r.p50.toFixed(2)} | ${r.p99.toFixed(2)} | ${Math.round(r.cpuMicros)} | ${r.errors} | ${r.non2xx} |`),
     '',
     `gateway / fast-gateway: ${(gatewayRps / byName('fast-gateway')!.rps).toFixed(2)}× (target ≥ 1.0×)`,
     ...(byName('nginx') ? [`gateway / nginx: ${((100 * gatewayRps) / byName('nginx')!.rps).toFixed(0)}% (target ≥ 35%)`] : []),
     `added p50 latency (sequential, one connection): ${(gatewayP50 - directP50).toFixed(3)} ms (gateway ${gatewayP50.toFixed(3)} ms, direct ${directP50.toFixed(3)} ms; target ≤ 1 ms)`,
-    `(median of ${ROUNDS} interleaved rounds of ${DURATION} s per target, ${CONNECTIONS} connections, autocannon in the bench process, ${cpus().length} CPUs shared by every process; load average before the run ${loadBefore})`,
+    `(median of ${ROUNDS} interleaved rounds of ${DURATION} s per target, ${CONNECTIONS} connections, wrk with one thread, ${cpus().length} CPUs shared by every process; load average before the run ${loadBefore})`,
   ];
   process.stdout.write(`${lines.join('\n')}\n`);
 } finally {
