@@ -11,6 +11,8 @@ import type { OperatorMetrics } from './metrics.ts';
 import type { ReconcileContext, Reconciler } from './reconcilers/context.ts';
 
 const tracer = trace.getTracer('@tempora/operator');
+/** How long a child's event waits for its siblings' before its owner is reconciled. */
+const CHILD_EVENT_WINDOW_MS = 200;
 
 export interface ControllerOptions {
   reconciler: Reconciler;
@@ -45,7 +47,7 @@ export class Controller {
   enqueueOwnerOf(child: KubeObject): void {
     for (const ref of child.metadata.ownerReferences ?? []) {
       if (ref.controller && ref.kind === this.resource.kind && ref.apiVersion.startsWith(`${this.resource.group}/`)) {
-        this.queue.add(objectKey(child.metadata.namespace, ref.name));
+        this.queue.addCoalesced(objectKey(child.metadata.namespace, ref.name), CHILD_EVENT_WINDOW_MS);
       }
     }
   }

@@ -1,34 +1,39 @@
 // Wires informers, controllers, leader election and the HTTP endpoints into one operator instance.
 import type { Server } from 'node:http';
-import type { KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import type { OperatorConfig } from './config.ts';
 import { Controller } from './controller.ts';
 import { startHttpServer } from './http-server.ts';
-import { KubeClient } from './kube/client.ts';
+import { FIELD_MANAGER, KubeClient } from './kube/client.ts';
+import type { Connection } from './kube/connection.ts';
 import { EventRecorder } from './kube/events.ts';
 import { Informer } from './kube/informer.ts';
 import { LeaderElector } from './kube/leader-election.ts';
+import { projectChild } from './kube/projection.ts';
 import { ServiceMonitor, WATCHED_CHILDREN, type ResourceType } from './kube/resources.ts';
 import { createMetrics, type OperatorMetrics } from './metrics.ts';
 import { agentPoolReconciler } from './reconcilers/agent-pool.ts';
-import { MANAGED_BY, MANAGED_BY_LABEL, type Features, type ReconcileContext } from './reconcilers/context.ts';
+import { CHILD_READ_PATHS, MANAGED_BY, MANAGED_BY_LABEL, type Features, type ReconcileContext } from './reconcilers/context.ts';
 import { gatewayReconciler } from './reconcilers/gateway.ts';
 import { graphWorkerReconciler } from './reconcilers/graph-worker.ts';
 import { simulationBudgetReconciler } from './reconcilers/simulation-budget.ts';
 
 const RECONCILERS = [gatewayReconciler, graphWorkerReconciler, agentPoolReconciler, simulationBudgetReconciler];
-const FEATURE_TTL_MS = 30_000;
 
 export interface OperatorOptions {
   config: OperatorConfig;
-  kubeConfig: KubeConfig;
+  connection: Connection;
   log: Logger;
   /**
    * Called when leadership is lost. main.ts exits, as controller-runtime does, so that the pod restarts
    * as a clean candidate; without it the instance stops its workers and campaigns again.
    */
   onLostLeadership?: () => void;
+  /**
+   * How long a probe of an optional API (ServiceMonitors, a metrics adapter) is trusted; the leader
+   * probes again at this interval and reconciles everything again when an answer changed. 30 s.
+   */
+  featureTtlMs?: number;
 }
 
 export class Operator {
@@ -41,6 +46,10 @@ export class Operator {
   readonly #children = new Map<string, Informer>();
   readonly #newInformer: (resource: ResourceType, child: boolean) => Informer;
   readonly #featureProbes: Features;
+  readonly #featureTtlMs: number;
+  #featureTimer: NodeJS.Timeout | undefined;
+  /** The optional APIs' presence at the last refresh, in the order of the Features' probes. */
+  #featureValues: (boolean | undefined)[] = [];
   #server: Server | undefined;
   #leading = false;
   #stopping = false;
@@ -48,7 +57,7 @@ export class Operator {
   constructor(options: OperatorOptions) {
     this.#o = options;
     const { config, log } = options;
-    this.client = new KubeClient(options.kubeConfig, this.metrics.apiWrites);
+    this.client = new KubeClient(options.connection, this.metrics.apiWrites);
     // Children are watched by the managed-by label and not resynced: resyncing their owners re-reads
     // them from the cache anyway.
     this.#newInformer = (resource: ResourceType, child: boolean) =>
@@ -61,8 +70,10 @@ export class Operator {
         labelSelector: child ? `${MANAGED_BY_LABEL}=${MANAGED_BY}` : undefined,
         resyncMs: child ? 0 : config.resyncMs,
         maxBackoffMs: 10_000,
+        transform: child ? (obj) => projectChild(obj, FIELD_MANAGER, CHILD_READ_PATHS[resource.plural]) : undefined,
       });
     for (const child of WATCHED_CHILDREN) this.#addChildInformer(child);
+    this.#featureTtlMs = options.featureTtlMs ?? 30_000;
     this.#featureProbes = this.#features();
     const context: ReconcileContext = {
       client: this.client,
@@ -70,6 +81,7 @@ export class Operator {
       events: new EventRecorder(this.client, log, config.identity),
       features: this.#featureProbes,
       children: this.#children,
+      appliedGenerations: new Map(),
     };
     this.controllers = RECONCILERS.map((reconciler) => {
       const primary = this.#newInformer(reconciler.resource, false);
@@ -159,27 +171,46 @@ export class Operator {
       c.startWorkers();
       c.enqueueAll();
     }
+    void this.#refreshFeatures();
+    this.#featureTimer = setInterval(() => void this.#refreshFeatures(), this.#featureTtlMs);
+    this.#featureTimer.unref();
+  }
+
+  /** An optional API that appeared or went away changes what the reconcilers want, and no watch tells them. */
+  async #refreshFeatures(): Promise<void> {
+    const probes = Object.values(this.#featureProbes) as Features[keyof Features][];
+    const now = await Promise.all(probes.map((p) => p(true).catch(() => undefined)));
+    const before = this.#featureValues;
+    this.#featureValues = now.map((v, i) => v ?? before[i]);
+    if (!this.#leading || now.every((v, i) => v === undefined || before[i] === undefined || v === before[i])) return;
+    this.#o.log.info('an optional API appeared or went away; reconciling everything again');
+    for (const c of this.controllers) c.enqueueAll();
   }
 
   async #stopControllers(): Promise<void> {
     if (!this.#leading) return;
     this.#leading = false;
+    clearInterval(this.#featureTimer);
     await Promise.all(this.controllers.map((c) => c.stop()));
   }
 
   #features(): Features {
-    const cached = new Map<string, { at: number; value: Promise<boolean> }>();
-    const probe = (groupVersion: string, plural?: string) => (): Promise<boolean> => {
-      const hit = cached.get(groupVersion);
-      if (hit && Date.now() - hit.at < FEATURE_TTL_MS) return hit.value;
-      const value = this.client.serves(groupVersion, plural);
-      cached.set(groupVersion, { at: Date.now(), value });
-      value.catch(() => cached.delete(groupVersion));
-      return value;
+    const probe = (ask: () => Promise<boolean>) => {
+      let cached: { at: number; value: Promise<boolean> } | undefined;
+      return (fresh = false): Promise<boolean> => {
+        if (!fresh && cached && Date.now() - cached.at < this.#featureTtlMs) return cached.value;
+        const value = ask();
+        const entry = { at: Date.now(), value };
+        cached = entry;
+        value.catch(() => {
+          if (cached === entry) cached = undefined;
+        });
+        return value;
+      };
     };
     return {
-      serviceMonitors: probe('monitoring.coreos.com/v1', 'servicemonitors'),
-      externalMetrics: probe('external.metrics.k8s.io/v1beta1'),
+      serviceMonitors: probe(() => this.client.serves('monitoring.coreos.com/v1', 'servicemonitors')),
+      externalMetrics: probe(() => this.client.listsGroup('external.metrics.k8s.io')),
     };
   }
 }

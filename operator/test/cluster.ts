@@ -3,10 +3,10 @@
 import { readFileSync, readdirSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { HttpMethod, KubeConfig } from '@kubernetes/client-node';
 import { parseAllDocuments } from 'yaml';
 import { ControlPlane } from '../../test/k8s/control-plane.ts';
 import { KubeClient } from '../src/kube/client.ts';
+import { loadConnection } from '../src/kube/connection.ts';
 import type { KubeObject } from '../src/kube/object.ts';
 import { objectPath, type ResourceType } from '../src/kube/resources.ts';
 import type { OperatorConfig } from '../src/config.ts';
@@ -15,7 +15,21 @@ import { Operator } from '../src/operator.ts';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 export const CRD_DIR = join(ROOT, 'crds');
+/** Stands in for the Prometheus Operator's ServiceMonitor CRD: the kind, with an open schema. */
+export const SERVICE_MONITOR_CRD: KubeObject = {
+  apiVersion: 'apiextensions.k8s.io/v1',
+  kind: 'CustomResourceDefinition',
+  metadata: { name: 'servicemonitors.monitoring.coreos.com' },
+  spec: {
+    group: 'monitoring.coreos.com',
+    scope: 'Namespaced',
+    names: { kind: 'ServiceMonitor', plural: 'servicemonitors', singular: 'servicemonitor', listKind: 'ServiceMonitorList' },
+    versions: [{ name: 'v1', served: true, storage: true, schema: { openAPIV3Schema: { type: 'object', properties: { spec: { type: 'object', 'x-kubernetes-preserve-unknown-fields': true } } } } }],
+  },
+};
 export const OPERATOR_USER = 'system:serviceaccount:tempora-system:tempora-operator';
+/** A ServiceAccount token's groups, which also put the operator in API priority and fairness's service-accounts flow. */
+const OPERATOR_GROUPS = ['system:serviceaccounts', 'system:serviceaccounts:tempora-system'];
 
 export function manifests(file: string): KubeObject[] {
   return parseAllDocuments(readFileSync(file, 'utf8'))
@@ -24,9 +38,7 @@ export function manifests(file: string): KubeObject[] {
 }
 
 export function clientFor(kubeconfigPath: string): KubeClient {
-  const kc = new KubeConfig();
-  kc.loadFromFile(kubeconfigPath);
-  return new KubeClient(kc);
+  return new KubeClient(loadConnection(kubeconfigPath));
 }
 
 const PLURALS: Record<string, string> = {
@@ -37,6 +49,7 @@ const PLURALS: Record<string, string> = {
   Role: 'roles',
   RoleBinding: 'rolebindings',
   Namespace: 'namespaces',
+  APIService: 'apiservices',
 };
 
 function resourceOf(obj: KubeObject, plural?: string): ResourceType {
@@ -47,9 +60,9 @@ function resourceOf(obj: KubeObject, plural?: string): ResourceType {
 /** Server-side apply as a user would (`kubectl apply --server-side`), under another field manager. */
 export function applyAs(client: KubeClient, obj: KubeObject, manager = 'test-user', plural?: string): Promise<KubeObject> {
   const r = resourceOf(obj, plural);
-  const namespaced = !['CustomResourceDefinition', 'ClusterRole', 'ClusterRoleBinding', 'Namespace'].includes(obj.kind);
+  const namespaced = !['CustomResourceDefinition', 'ClusterRole', 'ClusterRoleBinding', 'Namespace', 'APIService'].includes(obj.kind);
   const path = objectPath(r, namespaced ? (obj.metadata.namespace ?? 'default') : '', obj.metadata.name);
-  return client.request(HttpMethod.PATCH, path, {
+  return client.request('PATCH', path, {
     body: obj,
     contentType: 'application/apply-patch+yaml',
     query: { fieldManager: manager, force: 'true' },
@@ -80,8 +93,11 @@ export interface Cluster {
 export async function startCluster(): Promise<Cluster> {
   const cp = new ControlPlane();
   try {
-    await cp.start();
-    return await installTempora(cp);
+    let cluster: Cluster | undefined;
+    await cp.start(async () => {
+      cluster = await installTempora(cp);
+    });
+    return cluster!;
   } catch (err) {
     await cp.stop();
     throw err;
@@ -96,33 +112,16 @@ async function installTempora(cp: ControlPlane): Promise<Cluster> {
   }
   for (const m of manifests(join(CRD_DIR, 'rbac', 'operator.yaml'))) await applyAs(admin, m);
   // Stands in for the Prometheus Operator's CRD, so that ServiceMonitor children are created.
-  await applyAs(admin, {
-    apiVersion: 'apiextensions.k8s.io/v1',
-    kind: 'CustomResourceDefinition',
-    metadata: { name: 'servicemonitors.monitoring.coreos.com' },
-    spec: {
-      group: 'monitoring.coreos.com',
-      scope: 'Namespaced',
-      names: { kind: 'ServiceMonitor', plural: 'servicemonitors', singular: 'servicemonitor', listKind: 'ServiceMonitorList' },
-      versions: [
-        {
-          name: 'v1',
-          served: true,
-          storage: true,
-          schema: { openAPIV3Schema: { type: 'object', properties: { spec: { type: 'object', 'x-kubernetes-preserve-unknown-fields': true } } } },
-        },
-      ],
-    },
-  });
+  await applyAs(admin, SERVICE_MONITOR_CRD);
   for (const crdName of ['gateways', 'graphworkers', 'agentpools', 'simulationbudgets'].map((p) => `${p}.tempora.dev`).concat('servicemonitors.monitoring.coreos.com')) {
     await waitFor(`CRD ${crdName} established`, async () => {
-      const crd = await admin.request<KubeObject>(HttpMethod.GET, `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${crdName}`);
+      const crd = await admin.request<KubeObject>('GET', `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${crdName}`);
       const conditions = (crd.status?.conditions ?? []) as { type: string; status: string }[];
       return conditions.some((c) => c.type === 'Established' && c.status === 'True');
     });
   }
   // The operator runs as its ServiceAccount's user, so the tests also prove the RBAC manifests suffice.
-  return { cp, admin, operatorKubeconfig: cp.kubeconfigFor(OPERATOR_USER, 'operator.kubeconfig') };
+  return { cp, admin, operatorKubeconfig: cp.kubeconfigFor(OPERATOR_USER, 'operator.kubeconfig', OPERATOR_GROUPS) };
 }
 
 export function operatorConfig(identity: string, overrides: Partial<OperatorConfig> = {}): OperatorConfig {
@@ -142,10 +141,9 @@ export function operatorConfig(identity: string, overrides: Partial<OperatorConf
 }
 
 export function newOperator(kubeconfigPath: string, identity: string, overrides: Partial<OperatorConfig> = {}): Operator {
-  const kubeConfig = new KubeConfig();
-  kubeConfig.loadFromFile(kubeconfigPath);
   const config = operatorConfig(identity, overrides);
-  return new Operator({ config, kubeConfig, log: createLogger(config.logLevel, { identity }) });
+  // Optional APIs are probed every second, so a test that registers one sees the operator react quickly.
+  return new Operator({ config, connection: loadConnection(kubeconfigPath), log: createLogger(config.logLevel, { identity }), featureTtlMs: 1000 });
 }
 
 /** Sum of a counter's values, optionally only for label sets the filter accepts. */

@@ -1,7 +1,10 @@
 // The operator against a real kube-apiserver and kube-controller-manager (test/k8s/control-plane.ts).
 // Tests run in order and share one cluster: later ones build on the resources earlier ones created.
 import assert from 'node:assert/strict';
-import { HttpMethod } from '@kubernetes/client-node';
+import { spawn } from 'node:child_process';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { fileURLToPath } from 'node:url';
 import type { KubeClient } from '../src/kube/client.ts';
 import type { Condition } from '../src/kube/conditions.ts';
 import type { KubeObject } from '../src/kube/object.ts';
@@ -9,10 +12,13 @@ import * as R from '../src/kube/resources.ts';
 import type { Operator } from '../src/operator.ts';
 import { applyAs, counterSum, newOperator, startCluster, waitFor, type Cluster } from './cluster.ts';
 import { NS, agentPool, gateway, graphWorker, simulationBudget } from './fixtures.ts';
+import { GenerationConfigSchema } from '../../services/generation/src/config.ts';
+import { QUEUE_DEPTH_METRIC } from '../src/reconcilers/agent-pool.ts';
 
 const SERVICES = ['gateway', 'generation', 'graph', 'simulation', 'conductor', 'billing'];
 const ReplicaSet: R.ResourceType = { group: 'apps', version: 'v1', kind: 'ReplicaSet', plural: 'replicasets' };
 const Job: R.ResourceType = { group: 'batch', version: 'v1', kind: 'Job', plural: 'jobs' };
+const APIService: R.ResourceType = { group: 'apiregistration.k8s.io', version: 'v1', kind: 'APIService', plural: 'apiservices' };
 
 function condition(obj: KubeObject | undefined, type: string): Condition | undefined {
   return ((obj?.status?.conditions ?? []) as Condition[]).find((c) => c.type === type);
@@ -99,6 +105,11 @@ describe('operator on a real control plane', function () {
         agentPool('bad-policy', { models: { presets: [{ name: 'a', provider: 'p', model: 'm' }], policy: { default: 'b' } } }),
         /models.policy.default must name one of models.presets/,
       );
+      await refused(
+        gateway('bad-models', { generation: { models: { presets: [{ name: 'a', provider: 'p', model: 'm' }], policy: { default: 'b' } } } }),
+        /models.policy.default must name one of models.presets/,
+      );
+      await refused(gateway('bad-public-url', { generation: { publicUrl: 'ftp://images.test' } }), /spec.generation.publicUrl/);
       await refused(simulationBudget('bad-run', { limitUsd: 5, perRunMaxUsd: 6 }), /perRunMaxUsd cannot exceed limitUsd/);
       await refused(simulationBudget('bad-scope', { scope: 'everything' }), /spec.scope/);
       await refused(simulationBudget('bad-period', { period: 'weekly' }), /spec.period: Unsupported value/);
@@ -142,6 +153,32 @@ describe('operator on a real control plane', function () {
       assert.ok(events.items.some((e) => e.reason === 'Reconciled'), 'a Ready transition Event');
     });
 
+    it('Gateway: the generation service gets its models, callback secret and public URL', async function () {
+      const models = {
+        presets: [{ name: 'balanced', provider: 'native', model: 'gemini-2.5-flash', temperature: 0.7, maxTokens: 4096 }],
+        policy: { default: 'balanced', allowed: ['balanced'] },
+      };
+      await applyAs(admin, gateway('gen', { generation: { models, callbackSecret: { secretName: 'tempora-callbacks' } } }));
+      await waitReady(R.Gateway, 'gen');
+      const data = (await admin.get(R.ConfigMap, NS, 'gen-generation')).data as Record<string, string>;
+      // What the pods get must pass the generation service's own configuration schema.
+      const parsed = GenerationConfigSchema.parse({ ...data, CALLBACK_SECRET: 'the value of the Secret key' });
+      assert.deepEqual(parsed.MODEL_PRESETS, models.presets);
+      assert.deepEqual(parsed.MODEL_POLICY, models.policy);
+      assert.equal(parsed.PUBLIC_URL, 'https://gen.tempora.test', 'the Ingress URL by default');
+      const container = ((await admin.get(R.Deployment, NS, 'gen-generation')).spec as any).template.spec.containers[0];
+      assert.deepEqual(
+        container.env.find((e: { name: string }) => e.name === 'CALLBACK_SECRET'),
+        { name: 'CALLBACK_SECRET', valueFrom: { secretKeyRef: { name: 'tempora-callbacks', key: 'callback-secret' } } },
+      );
+      const gatewayData = (await admin.get(R.ConfigMap, NS, 'gen-gateway')).data as Record<string, string>;
+      assert.deepEqual([gatewayData.MODEL_PRESETS, gatewayData.PUBLIC_URL], [undefined, undefined], 'only the generation service');
+
+      await applyAs(admin, gateway('gen', { generation: { models, callbackSecret: { secretName: 'tempora-callbacks' }, publicUrl: 'https://images.tempora.test/base' } }));
+      await waitFor('an explicit publicUrl', async () => ((await admin.get(R.ConfigMap, NS, 'gen-generation')).data as Record<string, string>).PUBLIC_URL === 'https://images.tempora.test/base');
+      await admin.delete(R.Gateway, NS, 'gen');
+    });
+
     it('GraphWorker: a Deployment for renderer, a CronJob for daily', async function () {
       await applyAs(admin, graphWorker('renderer', 'renderer', { gatewayRef: 'alpha', replicas: 2 }));
       await applyAs(admin, graphWorker('daily', 'daily', { gatewayRef: 'alpha' }));
@@ -179,6 +216,36 @@ describe('operator on a real control plane', function () {
       assert.ok(container.env.some((e: { name: string; value: string }) => e.name === 'WORKER_PORT' && e.value === '8091'));
     });
 
+    it('AgentPool: the queue-depth metric while a metrics adapter is registered, and only then', async function () {
+      const adapter: KubeObject = {
+        apiVersion: 'apiregistration.k8s.io/v1',
+        kind: 'APIService',
+        metadata: { name: 'v1beta1.external.metrics.k8s.io' },
+        // No server behind it: the adapter being registered is what counts, even while it is down.
+        spec: { group: 'external.metrics.k8s.io', version: 'v1beta1', groupPriorityMinimum: 100, versionPriority: 100, service: { namespace: 'monitoring', name: 'metrics-adapter', port: 443 }, insecureSkipTLSVerify: true },
+      };
+      const hpaMetrics = async () => ((await admin.get(R.HorizontalPodAutoscaler, NS, 'agents')).spec as { metrics: Record<string, any>[] }).metrics;
+      assert.equal((await hpaMetrics()).length, 1, 'cpu only without an adapter');
+      await applyAs(admin, adapter);
+      try {
+        const metrics = await waitFor('the queue-depth metric', async () => {
+          const m = await hpaMetrics();
+          return m.length === 2 ? m : undefined;
+        });
+        assert.deepEqual(metrics[1], {
+          type: 'External',
+          external: {
+            metric: { name: QUEUE_DEPTH_METRIC, selector: { matchLabels: { pool: 'agents' } } },
+            target: { type: 'AverageValue', averageValue: '20' },
+          },
+        });
+        await waitReady(R.AgentPool, 'agents');
+      } finally {
+        await admin.delete(APIService, '', adapter.metadata.name);
+      }
+      await waitFor('cpu only again once the adapter is gone', async () => (await hpaMetrics()).length === 1);
+    });
+
     it('SimulationBudget: the budget ConfigMap, spent and remaining, Exhausted', async function () {
       await applyAs(admin, simulationBudget('sim'));
       const budget = await waitReady(R.SimulationBudget, 'sim');
@@ -190,7 +257,7 @@ describe('operator on a real control plane', function () {
       // The simulation service reports spend into the usage ConfigMap under its own field manager.
       const period = budget.status?.period as string;
       const report = (spent: number) =>
-        admin.request(HttpMethod.PATCH, R.objectPath(R.ConfigMap, NS, 'sim-usage'), {
+        admin.request('PATCH', R.objectPath(R.ConfigMap, NS, 'sim-usage'), {
           body: { data: { period, spentUsd: String(spent) } },
           contentType: 'application/merge-patch+json',
           query: { fieldManager: 'tempora-simulation' },
@@ -239,7 +306,7 @@ describe('operator on a real control plane', function () {
 
     it('leaves replicas the spec does not set to kubectl scale', async function () {
       const scale = (name: string, replicas: number) =>
-        admin.request(HttpMethod.PATCH, `${R.objectPath(R.Deployment, NS, name)}/scale`, {
+        admin.request('PATCH', `${R.objectPath(R.Deployment, NS, name)}/scale`, {
           body: { spec: { replicas } },
           contentType: 'application/merge-patch+json',
           query: { fieldManager: 'kubectl-scale' },
@@ -275,7 +342,7 @@ describe('operator on a real control plane', function () {
       await waitFor('CronJob back', async () => admin.getOrUndefined(R.CronJob, NS, 'daily'));
       await waitFor('HPA back', async () => admin.getOrUndefined(R.HorizontalPodAutoscaler, NS, 'agents'));
 
-      await admin.request(HttpMethod.PATCH, R.objectPath(R.ConfigMap, NS, 'alpha-gateway'), {
+      await admin.request('PATCH', R.objectPath(R.ConfigMap, NS, 'alpha-gateway'), {
         body: { data: { LOG_LEVEL: 'trace' } },
         contentType: 'application/merge-patch+json',
         query: { fieldManager: 'someone' },
@@ -305,23 +372,6 @@ describe('operator on a real control plane', function () {
       assert.deepEqual(await writesByResource(), before);
     });
 
-    it('recovers from a forced 410 Gone by relisting, with no duplicate children', async function () {
-      const gone = () => counterSum(op, 'tempora_operator_informer_relists_total', (l) => l.reason === 'gone');
-      const before = await gone();
-      for (const plural of ['gateways', 'deployments', 'configmaps']) {
-        const informer = op.informers.get(plural)!;
-        // Resuming from revision 1 is far older than the watch cache holds: the API server answers 410.
-        informer.resourceVersion = '1';
-        informer.restartWatch();
-      }
-      await waitFor('three relists after 410', async () => (await gone()) >= before + 3);
-      await applyAs(admin, gateway('alpha', { image: { version: '1.1.0' }, services: { gateway: { replicas: 3 }, billing: { replicas: 2 } } }));
-      await waitFor('billing scaled', async () => ((await admin.get(R.Deployment, NS, 'alpha-billing')).spec as any).replicas === 2);
-      const gw = await waitReady(R.Gateway, 'alpha');
-      assert.equal((await owned(R.Deployment, gw)).length, 6);
-      assert.equal((await owned(R.ConfigMap, gw)).length, 6);
-    });
-
     it('converges after the API server restarts under it, with no duplicate children', async function () {
       const restartsBefore = await counterSum(op, 'tempora_operator_informer_restarts_total');
       await cluster.cp.killApiserver();
@@ -336,6 +386,24 @@ describe('operator on a real control plane', function () {
       assert.ok(deployments.every((d) => (d.spec as any).template.spec.containers[0].image.endsWith(':1.2.0')));
       assert.ok((await counterSum(op, 'tempora_operator_informer_restarts_total')) > restartsBefore, 'watches restarted');
       assert.ok(op.isLeader);
+    });
+
+    it('recovers from a forced 410 Gone by relisting, with no duplicate children', async function () {
+      const gone = () => counterSum(op, 'tempora_operator_informer_relists_total', (l) => l.reason === 'gone');
+      const before = await gone();
+      for (const plural of ['gateways', 'deployments', 'configmaps']) {
+        const informer = op.informers.get(plural)!;
+        // The restart above left the watch cache starting at a recent revision, so resuming from revision 1
+        // is far older than it holds: the API server answers 410.
+        informer.resourceVersion = '1';
+        informer.restartWatch();
+      }
+      await waitFor('three relists after 410', async () => (await gone()) >= before + 3);
+      await applyAs(admin, gateway('alpha', { image: { version: '1.3.0' }, services: { gateway: { replicas: 3 }, billing: { replicas: 3 } } }));
+      await waitFor('billing scaled', async () => ((await admin.get(R.Deployment, NS, 'alpha-billing')).spec as any).replicas === 3);
+      const gw = await waitReady(R.Gateway, 'alpha');
+      assert.equal((await owned(R.Deployment, gw)).length, 6);
+      assert.equal((await owned(R.ConfigMap, gw)).length, 6);
     });
   });
 
@@ -376,6 +444,52 @@ describe('operator on a real control plane', function () {
       assert.ok(Date.now() - stoppedAt < 5000, 'a released lease is taken over without waiting out its duration');
       await applyAs(admin, simulationBudget('handover', { limitUsd: 3, perRunMaxUsd: 1 }));
       await waitReady(R.SimulationBudget, 'handover');
+    });
+
+    it('exports a span per reconcile over OTLP when the process is given an endpoint', async function () {
+      const spans: { name: string; attributes: { key: string; value: { stringValue?: string } }[] }[] = [];
+      const collector = createServer((req, res) => {
+        let body = '';
+        req.on('data', (chunk) => (body += chunk));
+        req.on('end', () => {
+          if (req.url === '/v1/traces') {
+            for (const r of JSON.parse(body).resourceSpans) for (const scope of r.scopeSpans) spans.push(...scope.spans);
+          }
+          res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
+        });
+      });
+      await new Promise<void>((resolve) => collector.listen(0, '127.0.0.1', resolve));
+      await applyAs(admin, { apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'traced' } });
+      // As deployed: its own process, confined to one namespace and without leader election, so that it
+      // works next to operator-a.
+      const child = spawn(process.execPath, [fileURLToPath(new URL('../src/main.ts', import.meta.url))], {
+        env: {
+          ...process.env,
+          KUBECONFIG: cluster.operatorKubeconfig,
+          OPERATOR_PORT: '0',
+          WATCH_NAMESPACE: 'traced',
+          LEADER_ELECTION: 'false',
+          LOG_LEVEL: 'silent',
+          OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${(collector.address() as AddressInfo).port}`,
+          OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json',
+          OTEL_BSP_SCHEDULE_DELAY: '100',
+        },
+        stdio: 'inherit',
+      });
+      try {
+        await applyAs(admin, { ...simulationBudget('traced-budget'), metadata: { name: 'traced-budget', namespace: 'traced' } });
+        const attribute = (span: (typeof spans)[number], key: string) => span.attributes.find((a) => a.key === key)?.value.stringValue;
+        const span = await waitFor('a reconcile span', async () =>
+          spans.find((sp) => sp.name === 'reconcile SimulationBudget' && attribute(sp, 'tempora.resource.name') === 'traced-budget'),
+        );
+        assert.deepEqual([attribute(span, 'k8s.namespace.name'), attribute(span, 'tempora.resource.kind')], ['traced', 'SimulationBudget']);
+      } finally {
+        const exited = new Promise((resolve) => child.once('exit', resolve));
+        child.kill('SIGTERM');
+        assert.equal(await exited, 0, 'SIGTERM shuts down cleanly');
+        collector.close();
+        await admin.delete({ group: '', version: 'v1', kind: 'Namespace', plural: 'namespaces' }, '', 'traced');
+      }
     });
 
     it('deletion garbage-collects every child', async function () {

@@ -9,9 +9,8 @@ import { lstatSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { HttpMethod } from '@kubernetes/client-node';
 import { parse, parseAllDocuments } from 'yaml';
-import { applyAs, clientFor, CRD_DIR, manifests, waitFor } from '../../operator/test/cluster.ts';
+import { applyAs, clientFor, CRD_DIR, manifests, SERVICE_MONITOR_CRD, waitFor } from '../../operator/test/cluster.ts';
 import { loadConfig } from '../../operator/src/config.ts';
 import type { KubeClient } from '../../operator/src/kube/client.ts';
 import type { KubeObject } from '../../operator/src/kube/object.ts';
@@ -531,12 +530,12 @@ describe('helm chart tempora-operator', function () {
       const base = group ? `/apis/${group}/${version}` : `/api/${version}`;
       const plural = { PodDisruptionBudget: 'poddisruptionbudgets', CustomResourceDefinition: 'customresourcedefinitions' }[o.kind] ?? `${o.kind.toLowerCase()}s`;
       const ns = o.metadata.namespace ? `/namespaces/${o.metadata.namespace}` : '';
-      return admin.request<KubeObject>(HttpMethod.GET, `${base}${ns}/${plural}/${o.metadata.name}`);
+      return admin.request<KubeObject>('GET', `${base}${ns}/${plural}/${o.metadata.name}`);
     }
 
     async function can(user: string, namespace: string, verb: string, group: string, resource: string, name?: string): Promise<boolean> {
       const sa = user.split(':');
-      const review = await admin.request<{ status: { allowed: boolean } }>(HttpMethod.POST, '/apis/authorization.k8s.io/v1/subjectaccessreviews', {
+      const review = await admin.request<{ status: { allowed: boolean } }>('POST', '/apis/authorization.k8s.io/v1/subjectaccessreviews', {
         body: {
           apiVersion: 'authorization.k8s.io/v1',
           kind: 'SubjectAccessReview',
@@ -565,7 +564,7 @@ describe('helm chart tempora-operator', function () {
 
     async function podsOf(d: Deployment): Promise<KubeObject[]> {
       const selector = Object.entries(d.spec.selector.matchLabels).map(([k, v]) => `${k}=${v}`).join(',');
-      const list = await admin.request<{ items: KubeObject[] }>(HttpMethod.GET, `/api/v1/namespaces/${d.metadata.namespace}/pods`, { query: { labelSelector: selector } });
+      const list = await admin.request<{ items: KubeObject[] }>('GET', `/api/v1/namespaces/${d.metadata.namespace}/pods`, { query: { labelSelector: selector } });
       return list.items;
     }
 
@@ -590,19 +589,7 @@ describe('helm chart tempora-operator', function () {
         });
       }
       // Stands in for the Prometheus Operator's CRD, so that the ServiceMonitor can be applied.
-      await install([
-        {
-          apiVersion: 'apiextensions.k8s.io/v1',
-          kind: 'CustomResourceDefinition',
-          metadata: { name: 'servicemonitors.monitoring.coreos.com' },
-          spec: {
-            group: 'monitoring.coreos.com',
-            scope: 'Namespaced',
-            names: { kind: 'ServiceMonitor', plural: 'servicemonitors', singular: 'servicemonitor', listKind: 'ServiceMonitorList' },
-            versions: [{ name: 'v1', served: true, storage: true, schema: { openAPIV3Schema: { type: 'object', 'x-kubernetes-preserve-unknown-fields': true } } }],
-          },
-        },
-      ]);
+      await install([SERVICE_MONITOR_CRD]);
     });
 
     after(async function () {
@@ -642,7 +629,7 @@ describe('helm chart tempora-operator', function () {
             const pods = await podsOf(d);
             if (pods.length === replicas) return true;
             // A pod refused by admission shows up as ReplicaFailure on the ReplicaSet; fail with its message.
-            const rsList = await admin.request<{ items: KubeObject[] }>(HttpMethod.GET, `/apis/apps/v1/namespaces/${namespace}/replicasets`);
+            const rsList = await admin.request<{ items: KubeObject[] }>('GET', `/apis/apps/v1/namespaces/${namespace}/replicasets`);
             for (const rs of rsList.items) {
               const failure = ((rs.status?.conditions ?? []) as { type: string; message: string }[]).find((c) => c.type === 'ReplicaFailure');
               if (failure) throw new assert.AssertionError({ message: `pods refused: ${failure.message}` });
@@ -661,7 +648,7 @@ describe('helm chart tempora-operator', function () {
       delete spec.securityContext;
       delete spec.containers[0]!.securityContext;
       await assert.rejects(
-        admin.request(HttpMethod.POST, `/api/v1/namespaces/${NAMESPACE}/pods`, {
+        admin.request('POST', `/api/v1/namespaces/${NAMESPACE}/pods`, {
           body: { apiVersion: 'v1', kind: 'Pod', metadata: { name: 'without-security-context' }, spec },
         }),
         /violates PodSecurity "restricted/,

@@ -1,12 +1,12 @@
-// A thin JSON client over @kubernetes/client-node's KubeConfig and HTTP library.
+// A thin JSON client over node:https, with the credentials @kubernetes/client-node resolves (connection.ts).
 //
-// Why not the typed API classes: they deserialize into model classes (Dates for timestamps, renamed
-// fields), while Watch delivers plain JSON; comparing desired children against the informer cache needs
-// one representation, and the dynamic KubernetesObjectApi cannot reach the status subresource. Every
-// request goes through `request`, which is also where writes are counted for the "zero writes when
-// converged" guarantee.
-import { HttpMethod, IsomorphicFetchHttpLibrary, RequestContext, type KubeConfig } from '@kubernetes/client-node';
+// Plain JSON throughout: watches deliver plain JSON, and comparing desired children against the
+// informer cache needs one representation. Every request goes through `request`, which is also where
+// writes are counted for the "zero writes when converged" guarantee.
+import { request as httpsRequest, type RequestOptions as HttpsRequestOptions } from 'node:https';
+import type { IncomingMessage } from 'node:http';
 import type { Counter } from 'prom-client';
+import type { Connection } from './connection.ts';
 import type { KubeList, KubeObject } from './object.ts';
 import { collectionPath, objectPath, type ResourceType } from './resources.ts';
 
@@ -31,6 +31,8 @@ export function isConflict(err: unknown): boolean {
   return err instanceof KubeApiError && err.statusCode === 409;
 }
 
+export type Method = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
+
 interface RequestOptions {
   query?: Record<string, string | undefined>;
   body?: unknown;
@@ -39,54 +41,83 @@ interface RequestOptions {
   resource?: string;
 }
 
-const WRITE_METHODS = new Set<HttpMethod>([HttpMethod.POST, HttpMethod.PUT, HttpMethod.PATCH, HttpMethod.DELETE]);
-
 export class KubeClient {
-  readonly kubeConfig: KubeConfig;
-  readonly #http = new IsomorphicFetchHttpLibrary();
-  #dispatcher: ReturnType<RequestContext['getDispatcher']>;
+  readonly connection: Connection;
   readonly #writes: Counter<'verb' | 'resource'> | undefined;
 
-  constructor(kubeConfig: KubeConfig, writes?: Counter<'verb' | 'resource'>) {
-    this.kubeConfig = kubeConfig;
+  constructor(connection: Connection, writes?: Counter<'verb' | 'resource'>) {
+    this.connection = connection;
     this.#writes = writes;
   }
 
-  async request<T>(method: HttpMethod, path: string, options: RequestOptions = {}): Promise<T> {
-    const cluster = this.kubeConfig.getCurrentCluster();
-    if (!cluster) throw new Error('kubeconfig has no current cluster');
-    const url = new URL(cluster.server.replace(/\/$/, '') + path);
-    for (const [k, v] of Object.entries(options.query ?? {})) if (v !== undefined) url.searchParams.set(k, v);
-    const ctx = new RequestContext(url.toString(), method);
-    ctx.setHeaderParam('Accept', 'application/json');
-    if (options.body !== undefined) {
-      ctx.setHeaderParam('Content-Type', options.contentType ?? 'application/json');
-      ctx.setBody(JSON.stringify(options.body));
-    }
-    // applySecurityAuthentication sets fresh credentials (tokens rotate) but also a new undici Agent each
-    // time, which would open a TLS connection per request; the first Agent is kept so connections are reused.
-    await this.kubeConfig.applySecurityAuthentication(ctx);
-    if (this.#dispatcher) ctx.setDispatcher(this.#dispatcher);
-    else this.#dispatcher = ctx.getDispatcher();
-    if (WRITE_METHODS.has(method) && options.query?.dryRun === undefined) {
+  async request<T>(method: Method, path: string, options: RequestOptions = {}): Promise<T> {
+    if (method !== 'GET' && options.query?.dryRun === undefined) {
       this.#writes?.inc({ verb: method.toLowerCase(), resource: options.resource ?? resourceFromPath(path) });
     }
-    const response = await this.#http.send(ctx).toPromise();
-    const text = await response.body.text();
-    if (response.httpStatusCode >= 400) {
+    const body = options.body === undefined ? undefined : JSON.stringify(options.body);
+    const headers: Record<string, string> = { accept: 'application/json' };
+    if (body !== undefined) headers['content-type'] = options.contentType ?? 'application/json';
+    const response = await this.#send(method, this.#url(path, options.query), headers, this.connection.agent, body);
+    const chunks: Buffer[] = [];
+    for await (const chunk of response) chunks.push(chunk as Buffer);
+    const text = Buffer.concat(chunks).toString('utf8');
+    const status = response.statusCode ?? 0;
+    if (status >= 400) {
       // Errors are usually a metav1.Status, but not always (a 404 for an unknown group is plain text).
-      const status = parseOr<{ reason?: string; message?: string }>(text, {});
-      throw new KubeApiError(
-        response.httpStatusCode,
-        status.reason ?? 'Unknown',
-        `${method} ${path}: ${response.httpStatusCode} ${status.message ?? text}`,
-      );
+      const problem = parseOr<{ reason?: string; message?: string }>(text, {});
+      throw new KubeApiError(status, problem.reason ?? 'Unknown', `${method} ${path}: ${status} ${problem.message ?? text}`);
     }
     return (text ? JSON.parse(text) : undefined) as T;
   }
 
+  /**
+   * Streams a watch: `onEvent` for each event, until the server ends it, the signal aborts it (resolves)
+   * or the connection fails (rejects). A refused watch (410 Gone, 403) rejects with its KubeApiError.
+   */
+  async watch(path: string, query: Record<string, string | undefined>, signal: AbortSignal, onEvent: (type: string, object: KubeObject) => void): Promise<void> {
+    const response = await this.#send('GET', this.#url(path, { ...query, watch: 'true' }), { accept: 'application/json' }, this.connection.watchAgent, undefined, signal);
+    if ((response.statusCode ?? 0) >= 400) {
+      let text = '';
+      for await (const chunk of response) text += String(chunk);
+      const problem = parseOr<{ reason?: string; message?: string }>(text, {});
+      throw new KubeApiError(response.statusCode!, problem.reason ?? 'Unknown', `watch ${path}: ${response.statusCode} ${problem.message ?? text}`);
+    }
+    // One JSON event per line. Iterating the response (not readline) makes a dropped connection an error.
+    response.setEncoding('utf8');
+    let pending = '';
+    try {
+      for await (const chunk of response as AsyncIterable<string>) {
+        pending += chunk;
+        for (let nl = pending.indexOf('\n'); nl >= 0; nl = pending.indexOf('\n')) {
+          const line = pending.slice(0, nl);
+          pending = pending.slice(nl + 1);
+          if (!line) continue;
+          const event = JSON.parse(line) as { type: string; object: KubeObject };
+          onEvent(event.type, event.object);
+        }
+      }
+    } catch (err) {
+      if (!signal.aborted) throw err;
+    }
+  }
+
+  #url(path: string, query: Record<string, string | undefined> = {}): URL {
+    const url = new URL(this.connection.server + path);
+    for (const [k, v] of Object.entries(query)) if (v !== undefined) url.searchParams.set(k, v);
+    return url;
+  }
+
+  async #send(method: Method, url: URL, headers: Record<string, string>, agent: HttpsRequestOptions['agent'], body?: string, signal?: AbortSignal): Promise<IncomingMessage> {
+    Object.assign(headers, await this.connection.headers());
+    return new Promise((resolve, reject) => {
+      const req = httpsRequest(url, { method, headers, agent, signal }, resolve);
+      req.on('error', reject);
+      req.end(body);
+    });
+  }
+
   get(r: ResourceType, namespace: string, name: string): Promise<KubeObject> {
-    return this.request(HttpMethod.GET, objectPath(r, namespace, name));
+    return this.request('GET', objectPath(r, namespace, name));
   }
 
   async getOrUndefined(r: ResourceType, namespace: string, name: string): Promise<KubeObject | undefined> {
@@ -100,20 +131,20 @@ export class KubeClient {
 
   /** One page of a list; the informer pages with `continue`. */
   list(r: ResourceType, query: Record<string, string | undefined>, namespace?: string): Promise<KubeList> {
-    return this.request(HttpMethod.GET, collectionPath(r, namespace), { query });
+    return this.request('GET', collectionPath(r, namespace), { query });
   }
 
   create(r: ResourceType, namespace: string, body: KubeObject | Record<string, unknown>): Promise<KubeObject> {
-    return this.request(HttpMethod.POST, collectionPath(r, namespace), { body });
+    return this.request('POST', collectionPath(r, namespace), { body });
   }
 
   replace(r: ResourceType, namespace: string, name: string, body: KubeObject): Promise<KubeObject> {
-    return this.request(HttpMethod.PUT, objectPath(r, namespace, name), { body });
+    return this.request('PUT', objectPath(r, namespace, name), { body });
   }
 
   /** Server-side apply under the operator's single field manager. */
   apply(r: ResourceType, obj: KubeObject): Promise<KubeObject> {
-    return this.request(HttpMethod.PATCH, objectPath(r, obj.metadata.namespace ?? '', obj.metadata.name), {
+    return this.request('PATCH', objectPath(r, obj.metadata.namespace ?? '', obj.metadata.name), {
       body: obj,
       contentType: 'application/apply-patch+yaml',
       // force: the operator is the declared owner of every field it sends; fields it leaves out stay
@@ -123,7 +154,7 @@ export class KubeClient {
   }
 
   patchStatus(r: ResourceType, namespace: string, name: string, status: Record<string, unknown>): Promise<KubeObject> {
-    return this.request(HttpMethod.PATCH, `${objectPath(r, namespace, name)}/status`, {
+    return this.request('PATCH', `${objectPath(r, namespace, name)}/status`, {
       body: { status },
       contentType: 'application/merge-patch+json',
       query: { fieldManager: FIELD_MANAGER },
@@ -132,13 +163,22 @@ export class KubeClient {
   }
 
   delete(r: ResourceType, namespace: string, name: string): Promise<unknown> {
-    return this.request(HttpMethod.DELETE, objectPath(r, namespace, name));
+    return this.request('DELETE', objectPath(r, namespace, name));
+  }
+
+  /**
+   * True when discovery lists the API group. The aggregator lists every registered APIService's group,
+   * available or not, so this tells whether an adapter is installed even while it is down.
+   */
+  async listsGroup(group: string): Promise<boolean> {
+    const list = await this.request<{ groups?: { name: string }[] }>('GET', '/apis');
+    return (list.groups ?? []).some((g) => g.name === group);
   }
 
   /** True when the API group/version is served, e.g. monitoring.coreos.com/v1 once its CRDs exist. */
   async serves(groupVersion: string, plural?: string): Promise<boolean> {
     try {
-      const list = await this.request<{ resources?: { name: string }[] }>(HttpMethod.GET, `/apis/${groupVersion}`);
+      const list = await this.request<{ resources?: { name: string }[] }>('GET', `/apis/${groupVersion}`);
       return plural === undefined || (list.resources ?? []).some((res) => res.name === plural);
     } catch (err) {
       if (isNotFound(err)) return false;

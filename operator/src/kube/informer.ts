@@ -1,11 +1,8 @@
-// A list-watch informer over client-node's Watch.
-//
-// client-node's ListWatch covers list, watch and relist-on-410, but it stops for good on any other error,
-// has no periodic resync and keeps its resourceVersion private. The operator must keep watching through
-// API server restarts (restart with backoff), resync on a timer, and count relists, so the loop is here.
-import { Watch } from '@kubernetes/client-node';
+// A list-watch informer, as client-go's reflector: list (paged), then watch from the list's
+// resourceVersion; relist on 410 Gone; restart with backoff on any other error (API server restarts);
+// resync on a timer; count relists.
 import type { Logger } from 'pino';
-import type { KubeClient } from './client.ts';
+import { KubeApiError, type KubeClient } from './client.ts';
 import type { OperatorMetrics } from '../metrics.ts';
 import { objectKey, type KubeObject } from './object.ts';
 import { collectionPath, type ResourceType } from './resources.ts';
@@ -22,6 +19,8 @@ export interface InformerOptions {
   labelSelector?: string;
   resyncMs?: number;
   maxBackoffMs?: number;
+  /** What the cache keeps of each object; by default all of it but managedFields. */
+  transform?: (obj: KubeObject) => KubeObject;
 }
 
 class GoneError extends Error {}
@@ -34,8 +33,9 @@ export class Informer {
   /** Where the next watch resumes; empty means "list first". Public so tests can force a 410. */
   resourceVersion = '';
   readonly #options: InformerOptions;
-  readonly #watch: Watch;
   readonly #cache = new Map<string, KubeObject>();
+  /** Keys by the uid of their controlling owner, so that an owner finds its children without a scan. */
+  readonly #byController = new Map<string, Set<string>>();
   readonly #handlers: InformerHandler[] = [];
   #abort: AbortController | undefined;
   #stopped = true;
@@ -49,7 +49,6 @@ export class Informer {
   constructor(options: InformerOptions) {
     this.#options = options;
     this.resource = options.resource;
-    this.#watch = new Watch(options.client.kubeConfig);
   }
 
   onEvent(handler: InformerHandler): void {
@@ -62,6 +61,11 @@ export class Informer {
 
   list(): KubeObject[] {
     return [...this.#cache.values()];
+  }
+
+  /** The cached objects whose controller owner reference has this uid. */
+  controlledBy(uid: string): KubeObject[] {
+    return [...(this.#byController.get(uid) ?? [])].map((key) => this.#cache.get(key)!);
   }
 
   get hasSynced(): boolean {
@@ -144,8 +148,7 @@ export class Informer {
         // List items omit apiVersion/kind; watch events carry them. Normalise so both look alike.
         item.apiVersion ??= resource.group ? `${resource.group}/${resource.version}` : resource.version;
         item.kind ??= resource.kind;
-        stripForCache(item);
-        fresh.set(objectKey(item.metadata.namespace, item.metadata.name), item);
+        fresh.set(objectKey(item.metadata.namespace, item.metadata.name), this.#transform(item));
       }
       continueToken = page.metadata.continue || undefined;
       resourceVersion = page.metadata.resourceVersion ?? '';
@@ -153,13 +156,13 @@ export class Informer {
 
     for (const [key, old] of this.#cache) {
       if (!fresh.has(key)) {
-        this.#cache.delete(key);
+        this.#delete(key);
         this.#emit('delete', old);
       }
     }
     for (const [key, obj] of fresh) {
       const old = this.#cache.get(key);
-      this.#cache.set(key, obj);
+      this.#set(key, obj);
       if (!old) this.#emit('add', obj);
       else if (old.metadata.resourceVersion !== obj.metadata.resourceVersion) this.#emit('update', obj);
     }
@@ -172,65 +175,89 @@ export class Informer {
   }
 
   async #watchOnce(): Promise<void> {
-    const { resource, namespace, labelSelector } = this.#options;
+    const { client, resource, namespace, labelSelector } = this.#options;
+    const abort = new AbortController();
+    this.#abort = abort;
+    if (this.#stopped) abort.abort();
     let gone = false;
     let serverError: Error | undefined;
     let delivered = false;
-    const ended = new Promise<unknown>((resolve) => {
-      const query: Record<string, string | number | boolean | undefined> = {
-        resourceVersion: this.resourceVersion,
-        allowWatchBookmarks: true,
-        labelSelector,
-        // Like client-go's reflector: the server ends each watch after a random 5-10 minutes.
-        timeoutSeconds: 300 + Math.floor(Math.random() * 300),
-      };
-      this.#watch
-        .watch(
-          collectionPath(resource, namespace),
-          query,
-          (type: string, obj: KubeObject & { code?: number; message?: string }) => {
-            if (type === 'ERROR') {
-              if (obj.code === 410) gone = true;
-              else serverError = new Error(`watch error ${obj.code}: ${obj.message}`);
-              this.#abort?.abort();
-              return;
-            }
-            delivered = true;
-            this.#apply(type, obj);
-          },
-          resolve,
-        )
-        .then((abort) => {
-          this.#abort = abort;
-          if (this.#stopped) abort.abort();
-        }, resolve);
-    });
-    const err = await ended;
-    this.#abort = undefined;
-    if (gone || (err as { statusCode?: number } | null)?.statusCode === 410) throw new GoneError();
+    const query = {
+      resourceVersion: this.resourceVersion,
+      allowWatchBookmarks: 'true',
+      labelSelector,
+      // Like client-go's reflector: the server ends each watch after a random 5-10 minutes.
+      timeoutSeconds: String(300 + Math.floor(Math.random() * 300)),
+    };
+    try {
+      await client.watch(collectionPath(resource, namespace), query, abort.signal, (type, obj) => {
+        if (type === 'ERROR') {
+          const status = obj as unknown as { code?: number; message?: string };
+          if (status.code === 410) gone = true;
+          else serverError = new Error(`watch error ${status.code}: ${status.message}`);
+          abort.abort();
+          return;
+        }
+        delivered = true;
+        this.#apply(type, obj);
+      });
+    } catch (err) {
+      if (err instanceof KubeApiError && err.statusCode === 410) gone = true;
+      // An aborted watch (stop, restartWatch) is a normal end: resume from resourceVersion.
+      else if (!abort.signal.aborted) throw err;
+    } finally {
+      this.#abort = undefined;
+    }
+    if (gone) throw new GoneError();
     if (serverError) throw serverError;
     if (delivered) this.#backoffMs = MIN_BACKOFF_MS;
-    // A client-side inactivity timeout or an aborted watch is a normal end: resume from resourceVersion.
-    if (err && !isAbortOrTimeout(err)) throw err;
   }
 
-  #apply(type: string, obj: KubeObject): void {
-    const rv = obj.metadata?.resourceVersion;
+  #apply(type: string, event: KubeObject): void {
+    const rv = event.metadata?.resourceVersion;
     if (type === 'BOOKMARK') {
       if (rv) this.resourceVersion = rv;
       return;
     }
-    stripForCache(obj);
+    const obj = this.#transform(event);
     const key = objectKey(obj.metadata.namespace, obj.metadata.name);
     if (type === 'DELETED') {
-      this.#cache.delete(key);
+      this.#delete(key);
       this.#emit('delete', obj);
     } else {
       const existed = this.#cache.has(key);
-      this.#cache.set(key, obj);
+      this.#set(key, obj);
       this.#emit(existed ? 'update' : 'add', obj);
     }
     if (rv) this.resourceVersion = rv;
+  }
+
+  #set(key: string, obj: KubeObject): void {
+    this.#unindex(key);
+    this.#cache.set(key, obj);
+    const uid = controllerUid(obj);
+    if (uid === undefined) return;
+    let keys = this.#byController.get(uid);
+    if (!keys) this.#byController.set(uid, (keys = new Set()));
+    keys.add(key);
+  }
+
+  #delete(key: string): void {
+    this.#unindex(key);
+    this.#cache.delete(key);
+  }
+
+  #unindex(key: string): void {
+    const old = this.#cache.get(key);
+    const uid = old && controllerUid(old);
+    if (uid === undefined) return;
+    const keys = this.#byController.get(uid);
+    keys?.delete(key);
+    if (keys?.size === 0) this.#byController.delete(uid);
+  }
+
+  #transform(obj: KubeObject): KubeObject {
+    return (this.#options.transform ?? stripManagedFields)(obj);
   }
 
   #emit(event: InformerEvent, obj: KubeObject): void {
@@ -252,11 +279,11 @@ export class Informer {
  * managedFields are often the largest part of an object and the operator never reads them from the
  * cache (like client-go's TransformStripManagedFields); dropping them keeps memory flat with many objects.
  */
-function stripForCache(obj: KubeObject): void {
+function stripManagedFields(obj: KubeObject): KubeObject {
   delete obj.metadata.managedFields;
+  return obj;
 }
 
-function isAbortOrTimeout(err: unknown): boolean {
-  const name = (err as { name?: string } | null)?.name;
-  return name === 'AbortError' || name === 'TimeoutError';
+function controllerUid(obj: KubeObject): string | undefined {
+  return obj.metadata.ownerReferences?.find((r) => r.controller)?.uid;
 }

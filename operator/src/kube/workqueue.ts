@@ -25,6 +25,7 @@ export class WorkQueue {
   readonly #addedAt = new Map<string, number>();
   readonly #startedAt = new Map<string, number>();
   readonly #waiting = new Map<string, { at: number; timer: NodeJS.Timeout }>();
+  readonly #coalescing = new Map<string, NodeJS.Timeout>();
   readonly #failures = new Map<string, number>();
   readonly #getters: ((key: string | undefined) => void)[] = [];
   readonly #baseDelayMs: number;
@@ -54,9 +55,9 @@ export class WorkQueue {
     return this.#shuttingDown;
   }
 
-  /** True while a key is being processed or a retry (not a requeue-after) is pending. */
+  /** True while a key is being processed, coalescing, or a retry (not a requeue-after) is pending. */
   get busy(): boolean {
-    return this.#processing.size > 0 || [...this.#waiting.keys()].some((k) => this.#failures.has(k));
+    return this.#processing.size > 0 || this.#coalescing.size > 0 || [...this.#waiting.keys()].some((k) => this.#failures.has(k));
   }
 
   add(key: string): void {
@@ -79,6 +80,20 @@ export class WorkQueue {
       this.add(key);
     }, delayMs);
     this.#waiting.set(key, { at, timer });
+  }
+
+  /**
+   * Adds the key once `windowMs` has passed, folding every further add in that window into it: the
+   * events of one owner's children (created together, then observed by their controllers one by one)
+   * cost one reconcile instead of one each.
+   */
+  addCoalesced(key: string, windowMs: number): void {
+    if (this.#shuttingDown || this.#dirty.has(key) || this.#coalescing.has(key)) return;
+    const timer = setTimeout(() => {
+      this.#coalescing.delete(key);
+      this.add(key);
+    }, windowMs);
+    this.#coalescing.set(key, timer);
   }
 
   addRateLimited(key: string): void {
@@ -116,6 +131,8 @@ export class WorkQueue {
     this.#shuttingDown = true;
     for (const { timer } of this.#waiting.values()) clearTimeout(timer);
     this.#waiting.clear();
+    for (const timer of this.#coalescing.values()) clearTimeout(timer);
+    this.#coalescing.clear();
     for (const resolve of this.#getters.splice(0)) resolve(undefined);
   }
 

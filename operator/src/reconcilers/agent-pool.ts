@@ -7,7 +7,7 @@ import { childLabels, type DesiredChild, type ReconcileContext, type Reconciler 
 import { updateStatus } from './status.ts';
 import { peerUrls } from './platform-services.ts';
 import { readiness } from './readiness.ts';
-import { configMap, deployment, envFromSecretKey, obj, type ImageSpec, type Resources, type SecretKeyRef } from './workload.ts';
+import { configMap, deployment, envFromSecretKey, modelSettings, obj, type ImageSpec, type ModelsSpec, type Resources, type SecretKeyRef } from './workload.ts';
 
 /** The external metric a metrics adapter serves from the generation service's queue. */
 export const QUEUE_DEPTH_METRIC = 'tempora_generation_queue_depth';
@@ -22,10 +22,7 @@ export interface AgentPoolSpec {
   cpuTargetPercent: number;
   queueDepthTarget: number;
   concurrency: number;
-  models: {
-    presets: { name: string; provider: string; model: string; temperature?: number; maxTokens?: number }[];
-    policy: { default: string; fallback?: string[]; allowed?: string[] };
-  };
+  models: ModelsSpec;
   providerSecrets?: string[];
   resources?: Resources;
   redis: SecretKeyRef;
@@ -38,8 +35,7 @@ export function desiredAgentPoolChildren(pool: KubeObject, withQueueMetric: bool
   const config = {
     AGENT_POOL: 'redis',
     AGENT_POOL_CONCURRENCY: String(spec.concurrency),
-    MODEL_PRESETS: JSON.stringify(spec.models.presets),
-    MODEL_POLICY: JSON.stringify(spec.models.policy),
+    ...modelSettings(spec.models),
     ...peerUrls(spec.gatewayRef, pool.metadata.namespace ?? 'default', ['generation', 'billing']),
   };
   const envFrom: Record<string, unknown>[] = [
@@ -92,14 +88,14 @@ export const agentPoolReconciler: Reconciler = {
   resource: R.AgentPool,
   async reconcile(pool: KubeObject, ctx: ReconcileContext) {
     const applied = await applyChildren(pool, desiredAgentPoolChildren(pool, await ctx.features.externalMetrics()), ctx);
-    const { conditions } = readiness(applied);
+    const { conditions, settling } = readiness(applied);
     const dep = applied.live.get(`deployments/${pool.metadata.name}`);
     const hpa = applied.live.get(`horizontalpodautoscalers/${pool.metadata.name}`);
     const fields = {
       replicas: (dep?.status as { replicas?: number } | undefined)?.replicas ?? 0,
       desiredReplicas: (hpa?.status as { desiredReplicas?: number } | undefined)?.desiredReplicas ?? 0,
     };
-    await updateStatus(pool, R.AgentPool, { conditions, fields }, ctx);
+    await updateStatus(pool, R.AgentPool, { conditions, fields, settling }, ctx);
     if (applied.errors.length > 0) throw new Error(applied.errors.join('; '));
   },
 };

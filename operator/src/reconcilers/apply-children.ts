@@ -25,10 +25,14 @@ export interface AppliedChildren {
   /** The live state of each desired child after this pass, keyed `<plural>/<name>`. */
   live: Map<string, KubeObject>;
   errors: string[];
+  /** A watched child was written in this pass, so its watch event will bring the owner back. */
+  wroteWatched: boolean;
+  /** For each live Deployment, the generation its controller must have observed (see readiness.ts). */
+  observeAt: Map<string, number>;
 }
 
 export async function applyChildren(owner: KubeObject, desired: DesiredChild[], ctx: ReconcileContext): Promise<AppliedChildren> {
-  const result: AppliedChildren = { live: new Map(), errors: [] };
+  const result: AppliedChildren = { live: new Map(), errors: [], wroteWatched: false, observeAt: new Map() };
   const wanted = new Set<string>();
   await Promise.all(
     desired.map(async (child) => {
@@ -43,9 +47,17 @@ export async function applyChildren(owner: KubeObject, desired: DesiredChild[], 
           : await ctx.client.getOrUndefined(child.resource, obj.metadata.namespace ?? '', obj.metadata.name);
         if (cached && !needsApply(obj, cached)) {
           result.live.set(key, cached);
+          const uid = cached.metadata.uid ?? '';
+          if (cached.kind === 'Deployment') result.observeAt.set(key, ctx.appliedGenerations.get(uid) ?? cached.metadata.generation ?? 1);
           return;
         }
-        result.live.set(key, await ctx.client.apply(child.resource, obj));
+        const live = await ctx.client.apply(child.resource, obj);
+        result.live.set(key, live);
+        if (informer) result.wroteWatched = true;
+        if (live.kind === 'Deployment') {
+          ctx.appliedGenerations.set(live.metadata.uid ?? '', live.metadata.generation ?? 1);
+          result.observeAt.set(key, live.metadata.generation ?? 1);
+        }
       } catch (err) {
         result.errors.push(`${child.resource.kind} ${obj.metadata.name}: ${String(err)}`);
       }
@@ -58,12 +70,12 @@ export async function applyChildren(owner: KubeObject, desired: DesiredChild[], 
 /** Deletes watched children this owner controls but no longer wants (a Gateway's Ingress once spec.ingress is removed). */
 async function pruneChildren(owner: KubeObject, wanted: Set<string>, ctx: ReconcileContext, result: AppliedChildren): Promise<void> {
   for (const [plural, informer] of ctx.children) {
-    for (const child of informer.list()) {
-      if (child.metadata.namespace !== owner.metadata.namespace || child.metadata.deletionTimestamp) continue;
-      const controlled = child.metadata.ownerReferences?.some((r) => r.controller && r.uid === owner.metadata.uid);
-      if (!controlled || wanted.has(`${plural}/${child.metadata.name}`)) continue;
+    for (const child of informer.controlledBy(owner.metadata.uid ?? '')) {
+      if (child.metadata.deletionTimestamp || wanted.has(`${plural}/${child.metadata.name}`)) continue;
       try {
         await ctx.client.delete(informer.resource, child.metadata.namespace ?? '', child.metadata.name);
+        ctx.appliedGenerations.delete(child.metadata.uid ?? '');
+        result.wroteWatched = true;
       } catch (err) {
         result.errors.push(`delete ${child.kind} ${child.metadata.name}: ${String(err)}`);
       }

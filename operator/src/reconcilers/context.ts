@@ -4,16 +4,30 @@ import type { KubeClient } from '../kube/client.ts';
 import type { EventRecorder } from '../kube/events.ts';
 import type { Informer } from '../kube/informer.ts';
 import type { KubeObject, OwnerReference } from '../kube/object.ts';
+import type { ReadPaths } from '../kube/projection.ts';
 import type { ResourceType } from '../kube/resources.ts';
 
 export const MANAGED_BY_LABEL = 'app.kubernetes.io/managed-by';
 export const MANAGED_BY = 'tempora-operator';
 
+/**
+ * Fields of children that reconcilers read although the operator does not apply them, by plural: the
+ * informer caches keep these next to the applied fields (see kube/projection.ts).
+ */
+export const CHILD_READ_PATHS: Record<string, ReadPaths> = {
+  deployments: [['status', 'observedGeneration'], ['status', 'replicas'], ['status', 'availableReplicas'], ['status', 'conditions']],
+  horizontalpodautoscalers: [['status', 'desiredReplicas']],
+  cronjobs: [['status', 'lastScheduleTime']],
+  // A SimulationBudget's usage ConfigMap is written by the simulation service.
+  configmaps: [['data']],
+};
+
+/** Optional APIs, probed at most once per TTL unless `fresh` asks for a new answer. */
 export interface Features {
   /** monitoring.coreos.com/v1 ServiceMonitor is served (the Prometheus Operator's CRDs are installed). */
-  serviceMonitors(): Promise<boolean>;
-  /** external.metrics.k8s.io is served (a metrics adapter is installed), so HPAs may use queue depth. */
-  externalMetrics(): Promise<boolean>;
+  serviceMonitors(fresh?: boolean): Promise<boolean>;
+  /** An external.metrics.k8s.io APIService is registered (a metrics adapter), so HPAs may use queue depth. */
+  externalMetrics(fresh?: boolean): Promise<boolean>;
 }
 
 export interface ReconcileContext {
@@ -23,6 +37,11 @@ export interface ReconcileContext {
   features: Features;
   /** Informer caches of the child types, keyed by plural. */
   children: Map<string, Informer>;
+  /**
+   * The generation each Deployment had when the operator last applied it, by uid (see readiness.ts).
+   * In memory only: after a restart the Deployment's current generation stands in.
+   */
+  appliedGenerations: Map<string, number>;
 }
 
 export interface ReconcileResult {

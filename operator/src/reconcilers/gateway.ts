@@ -13,11 +13,13 @@ import {
   deployment,
   envFromSecretKey,
   image,
+  modelSettings,
   obj,
   podDisruptionBudget,
   service,
   serviceMonitor,
   type ImageSpec,
+  type ModelsSpec,
   type Resources,
   type SecretKeyRef,
 } from './workload.ts';
@@ -41,6 +43,18 @@ export interface GatewaySpec {
   database?: SecretKeyRef;
   redis?: SecretKeyRef;
   ingress?: { host: string; className?: string; tlsSecretName?: string; annotations?: Record<string, string> };
+  generation?: { models?: ModelsSpec; callbackSecret?: SecretKeyRef; publicUrl?: string };
+}
+
+function ingressUrl(ingress: NonNullable<GatewaySpec['ingress']>): string {
+  return `${ingress.tlsSecretName ? 'https' : 'http'}://${ingress.host}`;
+}
+
+/** The generation service's own settings; its image URLs go through the gateway, which routes /api/v1/timepoints to it. */
+function generationSettings(spec: GatewaySpec): Record<string, string> {
+  const settings = spec.generation?.models ? modelSettings(spec.generation.models) : {};
+  const publicUrl = spec.generation?.publicUrl ?? (spec.ingress ? ingressUrl(spec.ingress) : undefined);
+  return publicUrl ? { ...settings, PUBLIC_URL: publicUrl } : settings;
 }
 
 export function childName(owner: KubeObject, svc: PlatformService): string {
@@ -57,6 +71,7 @@ export function desiredGatewayChildren(gw: KubeObject, withServiceMonitors: bool
     const config: Record<string, string> = { ...peers, LOG_LEVEL: spec.logLevel };
     if (spec.corsDomain) config.TEMPORA_DOMAIN = spec.corsDomain;
     if (svc === 'gateway') config.RATE_LIMIT_TIERS = JSON.stringify(spec.rateLimits.tiers);
+    if (svc === 'generation') Object.assign(config, generationSettings(spec));
     const envFrom: Record<string, unknown>[] = [{ configMapRef: { name } }];
     if (spec.secrets?.keys) envFrom.push({ secretRef: { name: spec.secrets.keys } });
     if (spec.secrets?.providers && USES_PROVIDERS.has(svc)) envFrom.push({ secretRef: { name: spec.secrets.providers } });
@@ -71,7 +86,11 @@ export function desiredGatewayChildren(gw: KubeObject, withServiceMonitors: bool
         port,
         replicas: settings.replicas,
         resources: settings.resources,
-        env: [...envFromSecretKey('DATABASE_URL', spec.database), ...envFromSecretKey('REDIS_URL', spec.redis)],
+        env: [
+          ...envFromSecretKey('DATABASE_URL', spec.database),
+          ...envFromSecretKey('REDIS_URL', spec.redis),
+          ...(svc === 'generation' ? envFromSecretKey('CALLBACK_SECRET', spec.generation?.callbackSecret) : []),
+        ],
         envFrom,
         config,
       }),
@@ -113,7 +132,7 @@ export const gatewayReconciler: Reconciler = {
   async reconcile(gw: KubeObject, ctx: ReconcileContext) {
     const spec = gw.spec as unknown as GatewaySpec;
     const applied = await applyChildren(gw, desiredGatewayChildren(gw, await ctx.features.serviceMonitors()), ctx);
-    const { conditions } = readiness(applied);
+    const { conditions, settling } = readiness(applied);
     const services = (Object.keys(PLATFORM_SERVICES) as PlatformService[]).map((svc) => {
       const live = applied.live.get(`deployments/${childName(gw, svc)}`);
       const state = live ? deploymentState(live) : undefined;
@@ -125,8 +144,8 @@ export const gatewayReconciler: Reconciler = {
       };
     });
     const fields: Record<string, unknown> = { services };
-    if (spec.ingress) fields.url = `${spec.ingress.tlsSecretName ? 'https' : 'http'}://${spec.ingress.host}`;
-    await updateStatus(gw, R.Gateway, { conditions, fields }, ctx);
+    if (spec.ingress) fields.url = ingressUrl(spec.ingress);
+    await updateStatus(gw, R.Gateway, { conditions, fields, settling }, ctx);
     if (applied.errors.length > 0) throw new Error(applied.errors.join('; '));
   },
 };

@@ -79,7 +79,7 @@ export const graphWorkerReconciler: Reconciler = {
   async reconcile(gw: KubeObject, ctx: ReconcileContext) {
     const spec = gw.spec as unknown as GraphWorkerSpec;
     const applied = await applyChildren(gw, desiredGraphWorkerChildren(gw), ctx);
-    const { conditions } = readiness(applied);
+    const { conditions, settling } = readiness(applied);
     const workload = spec.role === 'daily' ? applied.live.get(`cronjobs/${gw.metadata.name}`) : applied.live.get(`deployments/${gw.metadata.name}`);
     const fields: Record<string, unknown> = { workload: spec.role === 'daily' ? 'CronJob' : 'Deployment' };
     const cronStatus = (workload?.kind === 'CronJob' ? workload.status : undefined) as { lastScheduleTime?: string } | undefined;
@@ -87,7 +87,7 @@ export const graphWorkerReconciler: Reconciler = {
     if (workload?.kind === 'Deployment') {
       fields.replicas = (workload.status as { replicas?: number } | undefined)?.replicas ?? 0;
     }
-    await updateStatus(gw, R.GraphWorker, { conditions, fields }, ctx);
+    await updateStatus(gw, R.GraphWorker, { conditions, fields, settling }, ctx);
     if (applied.errors.length > 0) throw new Error(applied.errors.join('; '));
   },
 };

@@ -7,10 +7,13 @@ import type { ReconcileContext } from './context.ts';
 export interface StatusUpdate {
   conditions: ConditionInput[];
   fields?: Record<string, unknown>;
+  /** Readiness's `settling`: the reconcile that the children's watch events trigger writes status instead. */
+  settling?: boolean;
 }
 
 /** Writes status when it differs from the live status, and records an Event for each condition whose status changed. */
 export async function updateStatus(owner: KubeObject, resource: ResourceType, update: StatusUpdate, ctx: ReconcileContext): Promise<void> {
+  if (update.settling) return;
   const previous = (owner.status?.conditions ?? []) as Condition[];
   const generation = owner.metadata.generation ?? 0;
   const conditions = mergeConditions(previous, update.conditions, generation, new Date());
@@ -23,8 +26,9 @@ export async function updateStatus(owner: KubeObject, resource: ResourceType, up
   await ctx.client.patchStatus(resource, owner.metadata.namespace ?? '', owner.metadata.name, patch);
   for (const c of conditions) {
     const before = previous.find((p) => p.type === c.type);
-    // Unchanged, or starting out False (a new resource that is not Ready yet is not news).
-    if (before?.status === c.status || (!before && c.status === 'False')) continue;
+    // Unchanged, or starting out False (a new resource that is not Ready yet is not news). Progressing
+    // only mirrors Ready, so its transitions would double every Event.
+    if (c.type === 'Progressing' || before?.status === c.status || (!before && c.status === 'False')) continue;
     const warning = (c.type === 'Degraded' || c.type === 'Exhausted') && c.status === 'True';
     await ctx.events.record(owner, warning ? 'Warning' : 'Normal', c.reason, `${c.type}=${c.status}: ${c.message}`);
   }

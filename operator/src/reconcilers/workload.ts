@@ -22,6 +22,16 @@ export interface SecretKeyRef {
   key: string;
 }
 
+/** Model presets and policy, as the generation service reads them (services/generation/src/config.ts). */
+export interface ModelsSpec {
+  presets: { name: string; provider: string; model: string; temperature?: number; maxTokens?: number }[];
+  policy: { default: string; fallback?: string[]; allowed?: string[] };
+}
+
+export function modelSettings(models: ModelsSpec): Record<string, string> {
+  return { MODEL_PRESETS: JSON.stringify(models.presets), MODEL_POLICY: JSON.stringify(models.policy) };
+}
+
 export function image(spec: ImageSpec, name: string): string {
   return `${spec.registry.replace(/\/$/, '')}/${name}:${spec.version}`;
 }
