@@ -3,8 +3,51 @@ import { baseConfigSchema, csv } from '@tempora/kit/config';
 import { parseWriterTokens } from '@tempora/kit/auth';
 
 const perMinute = (fallback: number) => z.coerce.number().int().min(1).default(fallback);
+/** Milliseconds, at least 1. */
+export const envMs = (fallback: number) => z.coerce.number().int().min(1).default(fallback);
+/** A count from 1 to `max`. */
+export const envCount = (fallback: number, max: number) => z.coerce.number().int().min(1).max(max).default(fallback);
+/** A string; blank is unset. */
+export const envOptional = z
+  .string()
+  .optional()
+  .transform((value) => (value && value.trim() !== '' ? value.trim() : undefined));
 
-export const GraphConfigSchema = baseConfigSchema('graph').extend({
+/** Where render jobs run: `in-process` in the graph service itself, `off` to leave them to GraphWorker renderer pods. */
+export const GRAPH_RENDERER_MODES = ['in-process', 'off'] as const;
+
+/**
+ * What a renderer needs, wherever it runs: the renderer worker process and the graph service's in-process
+ * renderer read the same variables (docs/graph.md, "Background workers"). GENERATION_URL is the base
+ * config's peer URL.
+ */
+export const rendererConfigFields = {
+  /** Render jobs (renderer) or moments (judge, expander) handled at once by one process. */
+  WORKER_CONCURRENCY: envCount(2, 64),
+  /** What this role may spend per UTC day, shared by its replicas; 0 allows free (offline) calls only. */
+  WORKER_DAILY_BUDGET_USD: z.coerce.number().min(0).default(5),
+  /** Sleep between polls when there is nothing to do. */
+  WORKER_POLL_MS: envMs(2_000),
+  /** X-Service-Key presented to the generation service; unset: the first SERVICE_KEY. */
+  GENERATION_SERVICE_KEY: envOptional,
+  /** One synchronous render; the generation service gives up at its GENERATION_TIMEOUT_MS (300 s). */
+  RENDER_TIMEOUT_MS: envMs(330_000),
+  RENDER_MAX_ATTEMPTS: envCount(5, 50),
+  /** First retry delay; doubles with each failed attempt. */
+  RENDER_BACKOFF_MS: envMs(30_000),
+  /** A job running this long lost its worker and is reclaimed; must exceed RENDER_TIMEOUT_MS. */
+  RENDER_STALE_MS: envMs(900_000),
+};
+
+/** The cross-field rule of the renderer's variables, for every schema that holds them. */
+export function checkRendererConfig(config: { RENDER_STALE_MS: number; RENDER_TIMEOUT_MS: number }, ctx: z.RefinementCtx): void {
+  if (config.RENDER_STALE_MS <= config.RENDER_TIMEOUT_MS) {
+    ctx.addIssue({ code: 'custom', path: ['RENDER_STALE_MS'], message: 'must exceed RENDER_TIMEOUT_MS, or running renders would be reclaimed' });
+  }
+}
+
+/** The graph service's variables as a plain object schema, for the worker's schema to extend. */
+export const GraphConfigFields = baseConfigSchema('graph').extend({
   WRITER_TOKENS: csv.transform((entries, ctx) => {
     try {
       return parseWriterTokens(entries);
@@ -22,5 +65,16 @@ export const GraphConfigSchema = baseConfigSchema('graph').extend({
   /** Share of the index living in its overlay at which it is rebuilt from PostgreSQL. */
   INDEX_REBUILD_RATIO: z.coerce.number().min(0.01).max(10).default(0.25),
   BODY_LIMIT: z.string().regex(/^\d+(b|kb|mb)$/i).default('8mb'),
+  /**
+   * Whether this process renders queued jobs itself. Unset: `in-process` on the embedded database (no
+   * DATABASE_URL; it serves one process, so no worker can), `off` with PostgreSQL (GraphWorker pods render).
+   */
+  GRAPH_RENDERER: z.enum(GRAPH_RENDERER_MODES).optional(),
+  ...rendererConfigFields,
 });
+
+export const GraphConfigSchema = GraphConfigFields.superRefine(checkRendererConfig).transform((config) => ({
+  ...config,
+  GRAPH_RENDERER: config.GRAPH_RENDERER ?? (config.DATABASE_URL ? 'off' : 'in-process'),
+}));
 export type GraphConfig = z.output<typeof GraphConfigSchema>;

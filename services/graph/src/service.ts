@@ -19,6 +19,7 @@ import { traversalRoutes } from './routes/traversal.ts';
 import { writeRoutes } from './routes/writes.ts';
 import { seedGraph } from './seed.ts';
 import { VERSION } from './version.ts';
+import { createRenderer, type Renderer } from './workers/renderer.ts';
 
 export { VERSION };
 
@@ -26,6 +27,8 @@ export { VERSION };
 export interface GraphInstance {
   app: Koa;
   graph: GraphService;
+  /** The in-process renderer, when GRAPH_RENDERER is `in-process`. */
+  renderer: Renderer | undefined;
   openapi: object;
   logger: Logger;
   drain(): void;
@@ -89,7 +92,7 @@ export async function createGraphService(config: GraphConfig, logger = createLog
   });
 
   const deps = { graph, version: VERSION };
-  const { app, openapi, drain } = createApp({
+  const { app, openapi, drain: drainApp } = createApp({
     name: 'graph',
     version: VERSION,
     title: 'Tempora graph service',
@@ -107,13 +110,30 @@ export async function createGraphService(config: GraphConfig, logger = createLog
     },
   });
 
+  // GRAPH_RENDERER=in-process (the default on the embedded database, which no worker process can share):
+  // this process renders the queued jobs itself, through the same GraphService, so its index sees them.
+  let renderer: Renderer | undefined;
+  if (config.GRAPH_RENDERER === 'in-process') {
+    renderer = createRenderer(graph, config, logger.child({ worker: 'renderer' }));
+    renderer.start();
+    logger.info({ generation: config.GENERATION_URL, concurrency: config.WORKER_CONCURRENCY, budgetUsd: config.WORKER_DAILY_BUDGET_USD }, 'in-process renderer started');
+  }
+  // Stops claiming as soon as the shutdown begins; renders in flight get SHUTDOWN_GRACE_MS, then go back to the queue.
+  let rendererStopped: Promise<void> | undefined;
+  const stopRenderer = () => (rendererStopped ??= renderer ? renderer.stop(config.SHUTDOWN_GRACE_MS) : Promise.resolve());
+
   return {
     app,
     graph,
+    renderer,
     openapi,
     logger,
-    drain,
+    drain: () => {
+      drainApp();
+      void stopRenderer();
+    },
     close: async () => {
+      await stopRenderer();
       await feed.close();
       await redis?.quit().catch(() => {});
       await database.close();

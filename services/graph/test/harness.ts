@@ -23,9 +23,14 @@ export interface GraphHarness {
   stop(): Promise<void>;
 }
 
-/** A graph service in this process on a fresh database, a fresh Redis namespace and a free port. */
+/**
+ * A graph service in this process on a fresh database, a fresh Redis namespace and a free port. With
+ * `env.DATABASE_URL: ''` it runs on the embedded database under `env.TEMPORA_DATA_DIR` instead (`databaseUrl`
+ * is then empty; the caller removes the directory).
+ */
 export async function startGraph(env: Record<string, string> = {}, databaseUrl?: string): Promise<GraphHarness> {
-  const database = databaseUrl ?? (await createDatabase('graph'));
+  const embedded = env.DATABASE_URL === '';
+  const database = embedded ? '' : (databaseUrl ?? (await createDatabase('graph')));
   const config = loadConfig(GraphConfigSchema, {
     DATABASE_URL: database,
     REDIS_URL: process.env.REDIS_URL,
@@ -52,7 +57,7 @@ export async function startGraph(env: Record<string, string> = {}, databaseUrl?:
     post: (path, body, headers) => request(server.url, path, { method: 'POST', body, headers }),
     async stop() {
       await server.close();
-      if (!databaseUrl) await dropDatabase(database);
+      if (!databaseUrl && !embedded) await dropDatabase(database);
     },
   };
 }

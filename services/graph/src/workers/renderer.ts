@@ -1,9 +1,12 @@
+import { randomUUID } from 'node:crypto';
+import { hostname } from 'node:os';
 import type { Logger } from '@tempora/kit/logger';
+import type { GraphConfig } from '../config.ts';
 import type { GraphService } from '../graph-service.ts';
 import type { ClaimedRenderJob } from '../repository.ts';
-import { BudgetExhausted, type SpendBudget } from './budget.ts';
+import { BudgetExhausted, SpendBudget } from './budget.ts';
 import { renderCostUsd } from './costs.ts';
-import { RenderError, type GenerationClient, type RenderedScene, type RenderRequest } from './generation-client.ts';
+import { GenerationClient, RenderError, type RenderedScene, type RenderRequest } from './generation-client.ts';
 import { PollingLoop } from './loop.ts';
 import { inputOf } from './moments.ts';
 
@@ -19,6 +22,31 @@ export interface RendererOptions {
   backoffMs: number;
   staleMs: number;
   pollMs: number;
+}
+
+/** The variables a renderer is built from (`rendererConfigFields`, GENERATION_URL and SERVICE_KEY). */
+export type RendererConfig = Pick<
+  GraphConfig,
+  'GENERATION_URL' | 'GENERATION_SERVICE_KEY' | 'SERVICE_KEY' | 'WORKER_CONCURRENCY' | 'WORKER_DAILY_BUDGET_USD' | 'WORKER_POLL_MS' | 'RENDER_TIMEOUT_MS' | 'RENDER_MAX_ATTEMPTS' | 'RENDER_BACKOFF_MS' | 'RENDER_STALE_MS'
+>;
+
+/**
+ * A renderer over `graph` configured from the environment: the renderer worker's, and the graph service's
+ * own when it renders in process (GRAPH_RENDERER). Not started.
+ */
+export function createRenderer(graph: GraphService, config: RendererConfig, logger: Logger): Renderer {
+  return new Renderer({
+    graph,
+    generation: new GenerationClient(config.GENERATION_URL, config.GENERATION_SERVICE_KEY ?? config.SERVICE_KEY[0], config.RENDER_TIMEOUT_MS),
+    budget: new SpendBudget(graph.repository, 'renderer', config.WORKER_DAILY_BUDGET_USD),
+    logger,
+    workerId: `${hostname()}:${randomUUID()}`,
+    concurrency: config.WORKER_CONCURRENCY,
+    maxAttempts: config.RENDER_MAX_ATTEMPTS,
+    backoffMs: config.RENDER_BACKOFF_MS,
+    staleMs: config.RENDER_STALE_MS,
+    pollMs: config.WORKER_POLL_MS,
+  });
 }
 
 /**

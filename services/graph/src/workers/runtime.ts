@@ -1,5 +1,3 @@
-import { randomUUID } from 'node:crypto';
-import { hostname } from 'node:os';
 import { openDatabase } from '@tempora/kit/database';
 import type { Logger } from '@tempora/kit/logger';
 import { PostgresChangeFeed } from '../change-feed.ts';
@@ -10,11 +8,10 @@ import { SpendBudget } from './budget.ts';
 import type { WorkerConfig, WorkerRole } from './config.ts';
 import { runDaily } from './daily.ts';
 import { expandUnderConnected } from './expander.ts';
-import { GenerationClient } from './generation-client.ts';
 import { judgePending } from './judge.ts';
 import { PollingLoop } from './loop.ts';
 import { workerTextModel } from './model.ts';
-import { Renderer } from './renderer.ts';
+import { createRenderer } from './renderer.ts';
 
 export interface RunningWorker {
   /** Resolves when the role's work is done: at once for the continuous roles, after its run for daily. */
@@ -32,28 +29,17 @@ export async function startWorker(role: WorkerRole, config: WorkerConfig, logger
   const database = await openDatabase({ service: 'graph', url: config.DATABASE_URL, dataDir: config.TEMPORA_DATA_DIR, migrations, logger, pool: { min: 0, max: config.WORKER_CONCURRENCY + 2 } });
   const feed = new PostgresChangeFeed(database.knex, logger);
   const graph = new GraphService(new GraphRepository(database.knex), feed, { autoLinkMaxPerType: config.AUTOLINK_MAX_PER_TYPE, rebuildRatio: config.INDEX_REBUILD_RATIO }, logger);
-  const budget = new SpendBudget(graph.repository, role, config.WORKER_DAILY_BUDGET_USD);
   const close = async () => {
     await feed.close();
     await database.close();
   };
   const worker = ((): RunningWorker => {
     if (role === 'renderer') {
-      const renderer = new Renderer({
-        graph,
-        generation: new GenerationClient(config.GENERATION_URL, config.GENERATION_SERVICE_KEY ?? config.SERVICE_KEY[0], config.RENDER_TIMEOUT_MS),
-        budget,
-        logger,
-        workerId: `${hostname()}:${randomUUID()}`,
-        concurrency: config.WORKER_CONCURRENCY,
-        maxAttempts: config.RENDER_MAX_ATTEMPTS,
-        backoffMs: config.RENDER_BACKOFF_MS,
-        staleMs: config.RENDER_STALE_MS,
-        pollMs: config.WORKER_POLL_MS,
-      });
+      const renderer = createRenderer(graph, config, logger);
       renderer.start();
       return { finished: Promise.resolve(), stop: (graceMs) => renderer.stop(graceMs) };
     }
+    const budget = new SpendBudget(graph.repository, role, config.WORKER_DAILY_BUDGET_USD);
     const model = workerTextModel(config);
     logger.info({ provider: model.provider.kind, model: model.model }, 'text model');
     if (role === 'daily') {
