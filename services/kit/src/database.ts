@@ -41,7 +41,7 @@ export async function openDatabase(options: DatabaseOptions): Promise<Database> 
   const shared = Boolean(options.url);
   const knex = shared
     ? knexFactory({ client: 'pg', connection: options.url, pool: options.pool ?? { min: 0, max: 10 } })
-    : embedded(join(resolve(options.dataDir), options.service));
+    : await embedded(join(resolve(options.dataDir), options.service));
 
   const migrationSource: Knex.MigrationSource<Migration> = {
     getMigrations: async () => options.migrations,
@@ -66,14 +66,18 @@ export async function openDatabase(options: DatabaseOptions): Promise<Database> 
   };
 }
 
-function embedded(directory: string): Knex {
+async function embedded(directory: string): Promise<Knex> {
   mkdirSync(directory, { recursive: true });
+  // Ready before knex sees it: a first start creates the cluster in WebAssembly, which on a busy machine
+  // takes longer than the pool's 30 s limit for creating a connection (knex-pglite allows no pool settings).
+  const pglite = new PGlite(directory, { extensions: { pg_trgm } });
+  await pglite.waitReady;
   return knexFactory({
     client: ClientPgLite as unknown as typeof knexFactory.Client,
-    // A first start creates the cluster in WebAssembly, and its single connection is held by long
-    // transactions such as the seed: waiting for it must not time out as fast as a pooled server's.
+    // The single connection is held by long transactions such as the seed: waiting for it must not time
+    // out as fast as a pooled server's.
     acquireConnectionTimeout: 600_000,
     dialect: 'postgres',
-    connection: () => ({ pglite: new PGlite(directory, { extensions: { pg_trgm } }) }) as object,
+    connection: () => ({ pglite }) as object,
   } as Knex.Config);
 }
