@@ -185,8 +185,12 @@ describe('operator on a real control plane', function () {
       const renderer = await waitReady(R.GraphWorker, 'renderer');
       const daily = await waitReady(R.GraphWorker, 'daily');
       const [dep] = await owned(R.Deployment, renderer);
-      assert.deepEqual((dep?.spec as any).template.spec.containers[0].command, ['node', 'src/worker.ts', 'renderer']);
+      const container = (dep?.spec as any).template.spec.containers[0];
+      assert.deepEqual(container.command, ['node', 'src/worker.ts', 'renderer']);
+      assert.ok(container.env.some((e: { name: string; value?: string }) => e.name === 'WORKER_PORT' && e.value === '8091'), 'the worker is told where to serve /health and /metrics');
+      assert.equal(container.readinessProbe?.httpGet?.path, '/health');
       const [cron] = await owned(R.CronJob, daily);
+      assert.equal((cron?.spec as any).jobTemplate.spec.template.spec.containers[0].readinessProbe, undefined, 'a run-to-completion job has no probes');
       const spec = cron?.spec as Record<string, unknown>;
       assert.equal(spec.schedule, '0 4 * * *');
       assert.equal(spec.concurrencyPolicy, 'Forbid');

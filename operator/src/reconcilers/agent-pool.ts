@@ -7,12 +7,11 @@ import { childLabels, type DesiredChild, type ReconcileContext, type Reconciler 
 import { updateStatus } from './status.ts';
 import { peerUrls } from './platform-services.ts';
 import { readiness } from './readiness.ts';
-import { configMap, deployment, envFromSecretKey, modelSettings, obj, type ImageSpec, type ModelsSpec, type Resources, type SecretKeyRef } from './workload.ts';
+import { configMap, deployment, envFromSecretKey, modelSettings, obj, WORKER_PORT, type ImageSpec, type ModelsSpec, type Resources, type SecretKeyRef } from './workload.ts';
 
 /** The external metric a metrics adapter serves from the generation service's queue. */
 export const QUEUE_DEPTH_METRIC = 'tempora_generation_queue_depth';
 /** Where the worker serves /health and /metrics. */
-const WORKER_PORT = 8091;
 
 export interface AgentPoolSpec {
   gatewayRef: string;

@@ -8,7 +8,7 @@ import { childLabels, type DesiredChild, type ReconcileContext, type Reconciler 
 import { updateStatus } from './status.ts';
 import { peerUrls } from './platform-services.ts';
 import { readiness } from './readiness.ts';
-import { configMap, deployment, envFromSecretKey, obj, podTemplate, type ImageSpec, type Resources, type SecretKeyRef } from './workload.ts';
+import { configMap, deployment, envFromSecretKey, obj, podTemplate, WORKER_PORT, type ImageSpec, type Resources, type SecretKeyRef } from './workload.ts';
 
 /** Once a day; the schema leaves schedule unset for the roles that are not scheduled. */
 export const DEFAULT_DAILY_SCHEDULE = '0 4 * * *';
@@ -57,7 +57,8 @@ export function desiredGraphWorkerChildren(gw: KubeObject): DesiredChild[] {
   };
   const children: DesiredChild[] = [configMap(gw, name, component, config)];
   if (spec.role !== 'daily') {
-    children.push(deployment({ ...pod, name, replicas: spec.replicas }));
+    // The continuous roles serve /health (probes) and /metrics; daily is a run-to-completion Job.
+    children.push(deployment({ ...pod, name, replicas: spec.replicas, port: WORKER_PORT, portEnv: 'WORKER_PORT' }));
     return children;
   }
   children.push({

@@ -6,6 +6,9 @@ import type { KubeObject } from '../kube/object.ts';
 import * as R from '../kube/resources.ts';
 import { childLabels, type DesiredChild } from './context.ts';
 
+/** Where a worker pod (AgentPool, GraphWorker) serves /health and /metrics, told through WORKER_PORT. */
+export const WORKER_PORT = 8091;
+
 export interface ImageSpec {
   registry: string;
   version: string;

@@ -19,6 +19,7 @@ import { traversalRoutes } from './routes/traversal.ts';
 import { writeRoutes } from './routes/writes.ts';
 import { seedGraph } from './seed.ts';
 import { VERSION } from './version.ts';
+import { GraphWorkerMetrics } from './workers/metrics.ts';
 import { createRenderer, type Renderer } from './workers/renderer.ts';
 
 export { VERSION };
@@ -65,7 +66,9 @@ export async function createGraphService(config: GraphConfig, logger = createLog
   }
   await graph.start();
 
-  const metrics = new Metrics('graph');
+  // With the renderer in this process, its graph_worker_* series are served beside the service's own.
+  const workerMetrics = config.GRAPH_RENDERER === 'in-process' ? new GraphWorkerMetrics('graph') : undefined;
+  const metrics = workerMetrics ?? new Metrics('graph');
   new Gauge({
     name: 'graph_index_edges',
     help: 'Edges held by the in-memory adjacency index (0 while it loads)',
@@ -114,7 +117,7 @@ export async function createGraphService(config: GraphConfig, logger = createLog
   // this process renders the queued jobs itself, through the same GraphService, so its index sees them.
   let renderer: Renderer | undefined;
   if (config.GRAPH_RENDERER === 'in-process') {
-    renderer = createRenderer(graph, config, logger.child({ worker: 'renderer' }));
+    renderer = createRenderer(graph, config, logger.child({ worker: 'renderer' }), workerMetrics);
     renderer.start();
     logger.info({ generation: config.GENERATION_URL, concurrency: config.WORKER_CONCURRENCY, budgetUsd: config.WORKER_DAILY_BUDGET_USD }, 'in-process renderer started');
   }

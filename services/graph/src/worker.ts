@@ -3,13 +3,14 @@ import { VERSION } from './version.ts';
 
 /**
  * A graph background worker, `node src/worker.ts <role>` (`npm run worker -w services/graph -- <role>`;
- * the pods of a GraphWorker): renderer, expander or judge run until SIGTERM; daily does one run and exits.
+ * the pods of a GraphWorker): renderer, expander or judge run until SIGTERM, serving /health and /metrics on
+ * WORKER_PORT when it is set; daily does one run and exits.
  */
 const tracing = startTracing('graph-worker', VERSION);
 const { loadConfig, ConfigError } = await import('@tempora/kit/config');
 const { createLogger } = await import('@tempora/kit/logger');
 const { WORKER_ROLES, WorkerConfigSchema } = await import('./workers/config.ts');
-const { startWorker } = await import('./workers/runtime.ts');
+const { serveWorker, startWorker } = await import('./workers/runtime.ts');
 
 try {
   const config = loadConfig(WorkerConfigSchema);
@@ -20,13 +21,16 @@ try {
   if (!config.DATABASE_URL) throw new ConfigError('invalid environment:\n  DATABASE_URL: the graph workers need PostgreSQL');
   const logger = createLogger(`graph-${role}`, config.LOG_LEVEL);
   const worker = await startWorker(role as (typeof WORKER_ROLES)[number], config, logger);
-  logger.info({ role, version: VERSION, concurrency: config.WORKER_CONCURRENCY, budgetUsd: config.WORKER_DAILY_BUDGET_USD }, 'graph worker started');
+  const endpoints = await serveWorker(role as (typeof WORKER_ROLES)[number], config, worker);
+  logger.info({ role, version: VERSION, concurrency: config.WORKER_CONCURRENCY, budgetUsd: config.WORKER_DAILY_BUDGET_USD, endpoints: endpoints?.url }, 'graph worker started');
 
   let stopping = false;
   const stop = async (code: number) => {
     if (stopping) process.exit(1);
     stopping = true;
+    endpoints?.drain();
     await worker.stop(config.SHUTDOWN_GRACE_MS);
+    await endpoints?.close();
     await worker.close();
     await tracing.shutdown().catch(() => {});
     process.exit(code);

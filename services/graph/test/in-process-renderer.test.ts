@@ -86,6 +86,8 @@ describe('graph service: in-process renderer (GRAPH_RENDERER)', function () {
       // The renderer shares this process's GraphService: the in-memory node store has the new layer at once.
       const traversal = await api.get(`/api/v1/graph/traverse${path('first-tour-de-france')}?depth=1`, serviceKey);
       assert.equal(traversal.body.nodes[0].layer, 2);
+      const metrics = await api.get('/metrics');
+      assert.match(String(metrics.body), /graph_worker_jobs_total\{[^}]*role="renderer"[^}]*outcome="rendered"[^}]*\} 1/, 'the service\'s /metrics counts its renders');
     });
 
     it('fails a job the generation service refuses, with its error', async () => {

@@ -27,6 +27,8 @@ export class SpendBudget {
   readonly role: string;
   readonly limitUsd: number;
   private readonly now: () => Date;
+  /** When this process was last refused: until then it expects no charge to fit. */
+  private refusedUntil: Date | undefined;
 
   constructor(repository: GraphRepository, role: string, limitUsd: number, now: () => Date = () => new Date()) {
     this.repository = repository;
@@ -39,8 +41,16 @@ export class SpendBudget {
   async charge(usd: number): Promise<{ day: string; usd: number }> {
     const now = this.now();
     const day = utcDay(now);
-    if (usd > 0 && !(await this.repository.chargeSpend(this.role, day, usd, this.limitUsd))) throw new BudgetExhausted(this.role, nextUtcDay(now));
+    if (usd > 0 && !(await this.repository.chargeSpend(this.role, day, usd, this.limitUsd))) {
+      this.refusedUntil = nextUtcDay(now);
+      throw new BudgetExhausted(this.role, this.refusedUntil);
+    }
     return { day, usd };
+  }
+
+  /** Whether a charge was refused today (by this process): the role is paused until the next UTC day. */
+  exhausted(): boolean {
+    return this.refusedUntil !== undefined && this.refusedUntil > this.now();
   }
 
   /** Replaces a reservation by the call's real cost (on the day it was charged). */

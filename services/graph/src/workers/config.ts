@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { workerPortField } from '@tempora/kit/worker-server';
 import { GraphConfigFields, checkRendererConfig, envCount as count, envMs as ms, envOptional as optional } from '../config.ts';
 
 export const WORKER_ROLES = ['renderer', 'expander', 'judge', 'daily'] as const;
@@ -13,6 +14,8 @@ export const WorkerConfigSchema = GraphConfigFields.omit({ GRAPH_RENDERER: true 
   .extend({
     /** The role is the command's argument; when the ConfigMap's WORKER_ROLE is set too, they must agree. */
     WORKER_ROLE: z.enum(WORKER_ROLES).optional(),
+    /** Where renderer, expander and judge serve /health and /metrics; unset serves nothing, and daily never does. */
+    ...workerPortField,
     /** Moments the expander looks at per run, and the moments it may add for each. */
     EXPANDER_BATCH: count(5, 100),
     EXPANDER_MAX_NEW: count(3, 10),

@@ -2,6 +2,7 @@ import { z } from 'zod';
 import type { GraphService } from '../graph-service.ts';
 import type { MomentRow } from '../repository.ts';
 import type { SpendBudget } from './budget.ts';
+import type { GraphWorkerMetrics } from './metrics.ts';
 import { askJson, type TextModel } from './model.ts';
 import { inputOf } from './moments.ts';
 
@@ -32,9 +33,9 @@ export function offlineVerdict(moment: Pick<MomentRow, 'event_name' | 'descripti
 /**
  * The Judge: moments waiting with status `pending` (the expander's and daily's proposals, or a writer's)
  * are published (status `active`) or rejected (status `archived` and visibility `private`, so they leave
- * every public read) on the model's verdict. Returns how many were decided.
+ * every public read) on the model's verdict. Returns how many were decided; `metrics` counts the verdicts.
  */
-export async function judgePending(graph: GraphService, model: TextModel, budget: SpendBudget, batch: number, signal?: AbortSignal): Promise<number> {
+export async function judgePending(graph: GraphService, model: TextModel, budget: SpendBudget, batch: number, signal?: AbortSignal, metrics?: GraphWorkerMetrics): Promise<number> {
   const moments = await graph.repository.pendingMoments(batch);
   const outcomes = await Promise.allSettled(
     moments.map(async (row) => {
@@ -46,11 +47,12 @@ export async function judgePending(graph: GraphService, model: TextModel, budget
         maxTokens: 300,
         ...(signal ? { signal } : {}),
       });
-      return inputOf(row, verdict.verdict === 'publish' ? { status: 'active' } : { status: 'archived', visibility: 'private' });
+      return { verdict: verdict.verdict, input: inputOf(row, verdict.verdict === 'publish' ? { status: 'active' } : { status: 'archived', visibility: 'private' }) };
     }),
   );
   const decided = outcomes.flatMap((outcome) => (outcome.status === 'fulfilled' ? [outcome.value] : []));
-  if (decided.length > 0) await graph.writeMoments(decided);
+  if (decided.length > 0) await graph.writeMoments(decided.map((decision) => decision.input));
+  for (const decision of decided) metrics?.verdict(decision.verdict);
   // Verdicts that were reached are kept; the first failure (a spent budget, a malformed reply) is reported.
   const failed = outcomes.find((outcome) => outcome.status === 'rejected');
   if (failed) throw failed.reason;

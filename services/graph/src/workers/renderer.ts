@@ -8,6 +8,7 @@ import { BudgetExhausted, SpendBudget } from './budget.ts';
 import { renderCostUsd } from './costs.ts';
 import { GenerationClient, RenderError, type RenderedScene, type RenderRequest } from './generation-client.ts';
 import { PollingLoop } from './loop.ts';
+import type { GraphWorkerMetrics, RenderOutcome } from './metrics.ts';
 import { inputOf } from './moments.ts';
 
 export interface RendererOptions {
@@ -22,6 +23,8 @@ export interface RendererOptions {
   backoffMs: number;
   staleMs: number;
   pollMs: number;
+  /** Counts the jobs' outcomes and durations, and exports the budget (the renderer worker's). */
+  metrics?: GraphWorkerMetrics;
 }
 
 /** The variables a renderer is built from (`rendererConfigFields`, GENERATION_URL and SERVICE_KEY). */
@@ -34,7 +37,7 @@ export type RendererConfig = Pick<
  * A renderer over `graph` configured from the environment: the renderer worker's, and the graph service's
  * own when it renders in process (GRAPH_RENDERER). Not started.
  */
-export function createRenderer(graph: GraphService, config: RendererConfig, logger: Logger): Renderer {
+export function createRenderer(graph: GraphService, config: RendererConfig, logger: Logger, metrics?: GraphWorkerMetrics): Renderer {
   return new Renderer({
     graph,
     generation: new GenerationClient(config.GENERATION_URL, config.GENERATION_SERVICE_KEY ?? config.SERVICE_KEY[0], config.RENDER_TIMEOUT_MS),
@@ -46,6 +49,7 @@ export function createRenderer(graph: GraphService, config: RendererConfig, logg
     backoffMs: config.RENDER_BACKOFF_MS,
     staleMs: config.RENDER_STALE_MS,
     pollMs: config.WORKER_POLL_MS,
+    ...(metrics ? { metrics } : {}),
   });
 }
 
@@ -64,6 +68,7 @@ export class Renderer {
   constructor(options: RendererOptions) {
     this.options = options;
     this.loop = new PollingLoop('renderer', () => this.tick(), options.pollMs, options.logger);
+    options.metrics?.watch(options.budget);
   }
 
   start(): void {
@@ -81,7 +86,11 @@ export class Renderer {
     for (const job of jobs) {
       const abort = new AbortController();
       const done = this.process(job, abort.signal)
-        .catch((error: unknown) => logger.error({ err: error, job: job.id }, 'render job left running; it is reclaimed after RENDER_STALE_MS'))
+        .then((outcome) => this.count(outcome))
+        .catch((error: unknown) => {
+          this.count('error');
+          logger.error({ err: error, job: job.id }, 'render job left running; it is reclaimed after RENDER_STALE_MS');
+        })
         .finally(() => {
           this.inFlight.delete(job.id);
           this.loop.wake();
@@ -96,14 +105,18 @@ export class Renderer {
     while (this.inFlight.size > 0) await Promise.all([...this.inFlight.values()].map((job) => job.done));
   }
 
-  private async process(job: ClaimedRenderJob, signal: AbortSignal): Promise<void> {
+  private count(outcome: RenderOutcome): void {
+    this.options.metrics?.jobs.inc({ role: 'renderer', outcome });
+  }
+
+  private async process(job: ClaimedRenderJob, signal: AbortSignal): Promise<RenderOutcome> {
     const { graph, generation, budget, logger, workerId, maxAttempts, backoffMs } = this.options;
     const log = logger.child({ job: job.id, path: job.path, attempt: job.attempts });
     const repository = graph.repository;
     if (job.moment_status === 'archived') {
       // The judge rejected the moment after the job was queued: rendering it would be paid for nothing.
       await repository.failRenderAttempt(job.id, workerId, 'the moment was archived (rejected by moderation) before it was rendered', 0, 0);
-      return;
+      return 'failed';
     }
     const request = job.request as unknown as RenderRequest;
     try {
@@ -113,24 +126,31 @@ export class Renderer {
       this.pausedUntil = error.until;
       log.warn({ until: error.until }, 'daily budget spent; render jobs wait for the next UTC day');
       await repository.releaseRenderJob(job.id, workerId, error.until);
-      return;
+      return 'released';
     }
+    const timer = this.options.metrics?.jobDuration.startTimer({ role: 'renderer' });
     try {
       const scene = await generation.render(request, { jobId: job.id, path: job.path }, signal);
       await this.upgrade(job.path, scene);
       if (await repository.completeRenderJob(job.id, workerId, scene.id)) {
         this.processed += 1;
         log.info({ scene: scene.id }, 'moment rendered to layer 2');
-      } else log.warn('render finished after the job was reclaimed; the scene is kept on the moment');
+        return 'rendered';
+      }
+      log.warn('render finished after the job was reclaimed; the scene is kept on the moment');
+      return 'lost';
     } catch (error) {
       if (signal.aborted) {
         await repository.releaseRenderJob(job.id, workerId, new Date());
         log.info('render interrupted by shutdown; job released');
-        return;
+        return 'released';
       }
       const retryable = !(error instanceof RenderError) || error.retryable;
       const status = await repository.failRenderAttempt(job.id, workerId, (error as Error).message, retryable ? maxAttempts : 0, backoffMs);
       log.warn({ err: error, status }, status === 'failed' ? 'render job failed' : 'render attempt failed; will retry');
+      return status === 'failed' ? 'failed' : status === 'queued' ? 'retried' : 'lost';
+    } finally {
+      timer?.();
     }
   }
 

@@ -1,15 +1,18 @@
 import { openDatabase } from '@tempora/kit/database';
 import type { Logger } from '@tempora/kit/logger';
+import { serveWorkerEndpoints, type WorkerServer } from '@tempora/kit/worker-server';
 import { PostgresChangeFeed } from '../change-feed.ts';
 import { GraphService } from '../graph-service.ts';
 import { migrations } from '../migrations.ts';
 import { GraphRepository } from '../repository.ts';
+import { VERSION } from '../version.ts';
 import { SpendBudget } from './budget.ts';
 import type { WorkerConfig, WorkerRole } from './config.ts';
 import { runDaily } from './daily.ts';
 import { expandUnderConnected } from './expander.ts';
 import { judgePending } from './judge.ts';
 import { PollingLoop } from './loop.ts';
+import { GraphWorkerMetrics } from './metrics.ts';
 import { workerTextModel } from './model.ts';
 import { createRenderer } from './renderer.ts';
 
@@ -20,12 +23,20 @@ export interface RunningWorker {
   stop(graceMs: number): Promise<void>;
 }
 
+export interface StartedWorker extends RunningWorker {
+  /** The process's metrics: the role's counters and its budget, for the worker's /metrics. */
+  metrics: GraphWorkerMetrics;
+  /** Whether the database answers (the worker's /health). */
+  ping(): Promise<boolean>;
+  close(): Promise<void>;
+}
+
 /**
  * One worker process: the graph's database and repository, and a GraphService that is never started. A
  * worker keeps no in-memory index of its own; its writes reach every API replica's index through the
  * change feed, like any replica's writes.
  */
-export async function startWorker(role: WorkerRole, config: WorkerConfig, logger: Logger): Promise<RunningWorker & { close(): Promise<void> }> {
+export async function startWorker(role: WorkerRole, config: WorkerConfig, logger: Logger, metrics = new GraphWorkerMetrics()): Promise<StartedWorker> {
   const database = await openDatabase({ service: 'graph', url: config.DATABASE_URL, dataDir: config.TEMPORA_DATA_DIR, migrations, logger, pool: { min: 0, max: config.WORKER_CONCURRENCY + 2 } });
   const feed = new PostgresChangeFeed(database.knex, logger);
   const graph = new GraphService(new GraphRepository(database.knex), feed, { autoLinkMaxPerType: config.AUTOLINK_MAX_PER_TYPE, rebuildRatio: config.INDEX_REBUILD_RATIO }, logger);
@@ -35,28 +46,55 @@ export async function startWorker(role: WorkerRole, config: WorkerConfig, logger
   };
   const worker = ((): RunningWorker => {
     if (role === 'renderer') {
-      const renderer = createRenderer(graph, config, logger);
+      const renderer = createRenderer(graph, config, logger, metrics);
       renderer.start();
       return { finished: Promise.resolve(), stop: (graceMs) => renderer.stop(graceMs) };
     }
     const budget = new SpendBudget(graph.repository, role, config.WORKER_DAILY_BUDGET_USD);
+    metrics.watch(budget);
     const model = workerTextModel(config);
     logger.info({ provider: model.provider.kind, model: model.model }, 'text model');
     if (role === 'daily') {
-      const finished = runDaily(graph, model, budget, config.DAILY_MOMENTS).then((added) => logger.info({ added: added.length }, 'daily run done'));
+      const finished = runDaily(graph, model, budget, config.DAILY_MOMENTS).then((added) => {
+        metrics.momentsAdded.inc({ role }, added.length);
+        logger.info({ added: added.length }, 'daily run done');
+      });
       return { finished, stop: async () => void (await finished.catch(() => {})) };
     }
     const loop =
       role === 'judge'
-        ? new PollingLoop('judge', (signal) => judgePending(graph, model, budget, config.WORKER_CONCURRENCY, signal), config.WORKER_POLL_MS, logger)
+        ? new PollingLoop('judge', metrics.instrument(role, (signal) => judgePending(graph, model, budget, config.WORKER_CONCURRENCY, signal, metrics)), config.WORKER_POLL_MS, logger)
         : new PollingLoop(
             'expander',
-            async (signal) => (await expandUnderConnected(graph, model, budget, { batch: config.EXPANDER_BATCH, maxNew: config.EXPANDER_MAX_NEW, minEdges: config.EXPANDER_MIN_EDGES }, signal)).expanded,
+            metrics.instrument(role, async (signal) => {
+              const run = await expandUnderConnected(graph, model, budget, { batch: config.EXPANDER_BATCH, maxNew: config.EXPANDER_MAX_NEW, minEdges: config.EXPANDER_MIN_EDGES }, signal);
+              metrics.momentsAdded.inc({ role }, run.added);
+              return run.expanded;
+            }),
             config.WORKER_POLL_MS,
             logger,
           );
     loop.start();
     return { finished: Promise.resolve(), stop: (graceMs) => loop.stop(graceMs) };
   })();
-  return { ...worker, close };
+  return { ...worker, metrics, ping: () => database.ping(), close };
+}
+
+/**
+ * renderer, expander and judge serve /health (200 while the database answers, else 503) and /metrics on
+ * WORKER_PORT; daily, a CronJob's short run whose metrics would be gone before a scrape, serves nothing.
+ */
+export async function serveWorker(role: WorkerRole, config: Pick<WorkerConfig, 'WORKER_PORT' | 'HOST'>, worker: StartedWorker): Promise<WorkerServer | undefined> {
+  if (role === 'daily' || config.WORKER_PORT === undefined) return undefined;
+  return serveWorkerEndpoints({
+    port: config.WORKER_PORT,
+    host: config.HOST,
+    service: 'graph-worker',
+    version: VERSION,
+    metrics: worker.metrics,
+    health: async () => {
+      const database = await worker.ping();
+      return { status: database ? 'ok' : 'degraded', role, database };
+    },
+  });
 }
