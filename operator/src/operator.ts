@@ -10,13 +10,15 @@ import { EventRecorder } from './kube/events.ts';
 import { Informer } from './kube/informer.ts';
 import { LeaderElector } from './kube/leader-election.ts';
 import { projectChild } from './kube/projection.ts';
-import { ServiceMonitor, WATCHED_CHILDREN, type ResourceType } from './kube/resources.ts';
+import { apiVersionOf, OPTIONAL_CHILDREN, WATCHED_CHILDREN, type ResourceType } from './kube/resources.ts';
 import { createMetrics, type OperatorMetrics } from './metrics.ts';
 import { agentPoolReconciler } from './reconcilers/agent-pool.ts';
 import { CHILD_READ_PATHS, MANAGED_BY, MANAGED_BY_LABEL, type Features, type ReconcileContext } from './reconcilers/context.ts';
 import { gatewayReconciler } from './reconcilers/gateway.ts';
 import { graphWorkerReconciler } from './reconcilers/graph-worker.ts';
 import { simulationBudgetReconciler } from './reconcilers/simulation-budget.ts';
+
+type Probe = (fresh?: boolean) => Promise<boolean>;
 
 const RECONCILERS = [gatewayReconciler, graphWorkerReconciler, agentPoolReconciler, simulationBudgetReconciler];
 
@@ -30,7 +32,7 @@ export interface OperatorOptions {
    */
   onLostLeadership?: () => void;
   /**
-   * How long a probe of an optional API (ServiceMonitors, a metrics adapter) is trusted; the leader
+   * How long a probe of an optional API (ServiceMonitors, PodMonitors, a metrics adapter) is trusted; the leader
    * probes again at this interval and reconciles everything again when an answer changed. 30 s.
    */
   featureTtlMs?: number;
@@ -46,9 +48,11 @@ export class Operator {
   readonly #children = new Map<string, Informer>();
   readonly #newInformer: (resource: ResourceType, child: boolean) => Informer;
   readonly #featureProbes: Features;
+  /** Every probe behind #featureProbes, each answering whether one optional API is there. */
+  readonly #probes: Probe[] = [];
   readonly #featureTtlMs: number;
   #featureTimer: NodeJS.Timeout | undefined;
-  /** The optional APIs' presence at the last refresh, in the order of the Features' probes. */
+  /** The optional APIs' presence at the last refresh, in the order of #probes. */
   #featureValues: (boolean | undefined)[] = [];
   #server: Server | undefined;
   #leading = false;
@@ -121,9 +125,11 @@ export class Operator {
 
   async start(): Promise<void> {
     this.#server = await startHttpServer(this.#o.config.port, this.metrics.registry, { healthy: () => true, ready: () => this.ready() });
-    // ServiceMonitors are watched like the other children when their CRD is installed at start-up; one
-    // installed later is still applied (and compared by a read), and watched after a restart.
-    if (await this.#featureProbes.serviceMonitors()) this.#addChildInformer(ServiceMonitor);
+    // ServiceMonitors and PodMonitors are watched like the other children when their CRD is installed at
+    // start-up; one installed later is still applied (and compared by a read), and watched after a restart.
+    for (const resource of OPTIONAL_CHILDREN) {
+      if (await this.#featureProbes.serves(resource)) this.#addChildInformer(resource);
+    }
     for (const i of this.informers.values()) i.start();
     await Promise.all([...this.informers.values()].map((i) => i.waitForSync()));
     if (this.#elector) this.#elector.start();
@@ -178,8 +184,7 @@ export class Operator {
 
   /** An optional API that appeared or went away changes what the reconcilers want, and no watch tells them. */
   async #refreshFeatures(): Promise<void> {
-    const probes = Object.values(this.#featureProbes) as Features[keyof Features][];
-    const now = await Promise.all(probes.map((p) => p(true).catch(() => undefined)));
+    const now = await Promise.all(this.#probes.map((p) => p(true).catch(() => undefined)));
     const before = this.#featureValues;
     this.#featureValues = now.map((v, i) => v ?? before[i]);
     if (!this.#leading || now.every((v, i) => v === undefined || before[i] === undefined || v === before[i])) return;
@@ -195,9 +200,9 @@ export class Operator {
   }
 
   #features(): Features {
-    const probe = (ask: () => Promise<boolean>) => {
+    const probe = (ask: () => Promise<boolean>): Probe => {
       let cached: { at: number; value: Promise<boolean> } | undefined;
-      return (fresh = false): Promise<boolean> => {
+      const p = (fresh = false): Promise<boolean> => {
         if (!fresh && cached && Date.now() - cached.at < this.#featureTtlMs) return cached.value;
         const value = ask();
         const entry = { at: Date.now(), value };
@@ -207,9 +212,15 @@ export class Operator {
         });
         return value;
       };
+      this.#probes.push(p);
+      return p;
     };
+    const served = new Map(OPTIONAL_CHILDREN.map((r) => [r.plural, probe(() => this.client.serves(apiVersionOf(r), r.plural))]));
     return {
-      serviceMonitors: probe(() => this.client.serves('monitoring.coreos.com/v1', 'servicemonitors')),
+      serves: (resource, fresh) => {
+        const p = served.get(resource.plural);
+        return p ? p(fresh) : Promise.reject(new Error(`${resource.kind} is not an optional child type`));
+      },
       externalMetrics: probe(() => this.client.listsGroup('external.metrics.k8s.io')),
     };
   }

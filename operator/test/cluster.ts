@@ -8,25 +8,30 @@ import { ControlPlane } from '../../test/k8s/control-plane.ts';
 import { KubeClient } from '../src/kube/client.ts';
 import { loadConnection } from '../src/kube/connection.ts';
 import type { KubeObject } from '../src/kube/object.ts';
-import { objectPath, type ResourceType } from '../src/kube/resources.ts';
+import { objectPath, PodMonitor, ServiceMonitor, type ResourceType } from '../src/kube/resources.ts';
 import type { OperatorConfig } from '../src/config.ts';
 import { createLogger } from '../src/log.ts';
 import { Operator } from '../src/operator.ts';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 export const CRD_DIR = join(ROOT, 'crds');
-/** Stands in for the Prometheus Operator's ServiceMonitor CRD: the kind, with an open schema. */
-export const SERVICE_MONITOR_CRD: KubeObject = {
-  apiVersion: 'apiextensions.k8s.io/v1',
-  kind: 'CustomResourceDefinition',
-  metadata: { name: 'servicemonitors.monitoring.coreos.com' },
-  spec: {
-    group: 'monitoring.coreos.com',
-    scope: 'Namespaced',
-    names: { kind: 'ServiceMonitor', plural: 'servicemonitors', singular: 'servicemonitor', listKind: 'ServiceMonitorList' },
-    versions: [{ name: 'v1', served: true, storage: true, schema: { openAPIV3Schema: { type: 'object', properties: { spec: { type: 'object', 'x-kubernetes-preserve-unknown-fields': true } } } } }],
-  },
-};
+/** Stands in for one of the Prometheus Operator's CRDs: the kind, with an open schema. */
+function standInCrd(r: ResourceType): KubeObject {
+  const singular = r.kind.toLowerCase();
+  return {
+    apiVersion: 'apiextensions.k8s.io/v1',
+    kind: 'CustomResourceDefinition',
+    metadata: { name: `${r.plural}.${r.group}` },
+    spec: {
+      group: r.group,
+      scope: 'Namespaced',
+      names: { kind: r.kind, plural: r.plural, singular, listKind: `${r.kind}List` },
+      versions: [{ name: r.version, served: true, storage: true, schema: { openAPIV3Schema: { type: 'object', properties: { spec: { type: 'object', 'x-kubernetes-preserve-unknown-fields': true } } } } }],
+    },
+  };
+}
+export const SERVICE_MONITOR_CRD = standInCrd(ServiceMonitor);
+export const POD_MONITOR_CRD = standInCrd(PodMonitor);
 export const OPERATOR_USER = 'system:serviceaccount:tempora-system:tempora-operator';
 /** A ServiceAccount token's groups, which also put the operator in API priority and fairness's service-accounts flow. */
 const OPERATOR_GROUPS = ['system:serviceaccounts', 'system:serviceaccounts:tempora-system'];
@@ -111,9 +116,10 @@ async function installTempora(cp: ControlPlane): Promise<Cluster> {
     for (const m of manifests(join(CRD_DIR, file))) await applyAs(admin, m);
   }
   for (const m of manifests(join(CRD_DIR, 'rbac', 'operator.yaml'))) await applyAs(admin, m);
-  // Stands in for the Prometheus Operator's CRD, so that ServiceMonitor children are created.
-  await applyAs(admin, SERVICE_MONITOR_CRD);
-  for (const crdName of ['gateways', 'graphworkers', 'agentpools', 'simulationbudgets'].map((p) => `${p}.tempora.dev`).concat('servicemonitors.monitoring.coreos.com')) {
+  // Stand in for the Prometheus Operator's CRDs, so that ServiceMonitor and PodMonitor children are created.
+  const monitorCrds = [SERVICE_MONITOR_CRD, POD_MONITOR_CRD];
+  for (const crd of monitorCrds) await applyAs(admin, crd);
+  for (const crdName of ['gateways', 'graphworkers', 'agentpools', 'simulationbudgets'].map((p) => `${p}.tempora.dev`).concat(monitorCrds.map((c) => c.metadata.name))) {
     await waitFor(`CRD ${crdName} established`, async () => {
       const crd = await admin.request<KubeObject>('GET', `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${crdName}`);
       const conditions = (crd.status?.conditions ?? []) as { type: string; status: string }[];

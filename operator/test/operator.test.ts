@@ -77,6 +77,21 @@ describe('operator on a real control plane', function () {
     );
   }
 
+  /** The owner's one PodMonitor scrapes exactly its Deployment's pods: /metrics on the container's named port. */
+  async function assertPodMonitor(owner: KubeObject, dep: KubeObject, component: string): Promise<void> {
+    const monitors = await owned(R.PodMonitor, owner);
+    assert.equal(monitors.length, 1, `one PodMonitor for ${owner.metadata.name}`);
+    const spec = monitors[0]!.spec as { selector: unknown; podMetricsEndpoints: unknown };
+    const labels = { 'app.kubernetes.io/name': component, 'app.kubernetes.io/instance': owner.metadata.name };
+    assert.deepEqual(spec.selector, { matchLabels: labels });
+    const template = (dep.spec as any).template;
+    assert.deepEqual((dep.spec as any).selector.matchLabels, labels, 'the same pods as the Deployment');
+    for (const [k, v] of Object.entries(labels)) assert.equal(template.metadata.labels[k], v, `the pods carry ${k}`);
+    const [port] = template.spec.containers[0].ports as { name: string; containerPort: number }[];
+    assert.equal(port?.containerPort, 8091);
+    assert.deepEqual(spec.podMetricsEndpoints, [{ port: port?.name, path: '/metrics', interval: '30s' }]);
+  }
+
   const writes = (operator = op) => counterSum(operator, 'tempora_operator_api_writes_total', (l) => l.resource !== 'leases');
   const writesByResource = async () => {
     const { values } = await op.metrics.apiWrites.get();
@@ -179,7 +194,7 @@ describe('operator on a real control plane', function () {
       await admin.delete(R.Gateway, NS, 'gen');
     });
 
-    it('GraphWorker: a Deployment for renderer, a CronJob for daily', async function () {
+    it('GraphWorker: a Deployment and a PodMonitor for renderer, a CronJob for daily', async function () {
       await applyAs(admin, graphWorker('renderer', 'renderer', { gatewayRef: 'alpha', replicas: 2 }));
       await applyAs(admin, graphWorker('daily', 'daily', { gatewayRef: 'alpha' }));
       const renderer = await waitReady(R.GraphWorker, 'renderer');
@@ -189,6 +204,8 @@ describe('operator on a real control plane', function () {
       assert.deepEqual(container.command, ['node', 'src/worker.ts', 'renderer']);
       assert.ok(container.env.some((e: { name: string; value?: string }) => e.name === 'WORKER_PORT' && e.value === '8091'), 'the worker is told where to serve /health and /metrics');
       assert.equal(container.readinessProbe?.httpGet?.path, '/health');
+      await assertPodMonitor(renderer, dep!, 'graph-renderer');
+      assert.equal((await owned(R.PodMonitor, daily)).length, 0, 'the daily Job serves nothing to scrape');
       const [cron] = await owned(R.CronJob, daily);
       assert.equal((cron?.spec as any).jobTemplate.spec.template.spec.containers[0].readinessProbe, undefined, 'a run-to-completion job has no probes');
       const spec = cron?.spec as Record<string, unknown>;
@@ -199,7 +216,7 @@ describe('operator on a real control plane', function () {
       assert.equal((await owned(R.Deployment, daily)).length, 0);
     });
 
-    it('AgentPool: a Deployment whose replicas the HorizontalPodAutoscaler owns', async function () {
+    it('AgentPool: a Deployment whose replicas the HorizontalPodAutoscaler owns, and a PodMonitor', async function () {
       await applyAs(admin, agentPool('agents'));
       const pool = await waitReady(R.AgentPool, 'agents');
       const [hpa] = await owned(R.HorizontalPodAutoscaler, pool);
@@ -218,6 +235,7 @@ describe('operator on a real control plane', function () {
       const container = (dep!.spec as any).template.spec.containers[0];
       assert.deepEqual(container.command, ['node', 'src/worker.ts']);
       assert.ok(container.env.some((e: { name: string; value: string }) => e.name === 'WORKER_PORT' && e.value === '8091'));
+      await assertPodMonitor(pool, dep!, 'generation-agents');
     });
 
     it('AgentPool: the queue-depth metric while a metrics adapter is registered, and only then', async function () {
@@ -505,7 +523,9 @@ describe('operator on a real control plane', function () {
       for (const r of [R.Deployment, R.Service, R.ConfigMap, R.PodDisruptionBudget, R.Ingress, R.ServiceMonitor]) {
         await waitFor(`${r.kind}s of alpha collected`, async () => (await owned(r, gw)).length === 0, 90_000, 500);
       }
-      await waitFor('HPA collected', async () => (await owned(R.HorizontalPodAutoscaler, pool)).length === 0, 90_000, 500);
+      for (const r of [R.HorizontalPodAutoscaler, R.PodMonitor]) {
+        await waitFor(`${r.kind} of agents collected`, async () => (await owned(r, pool)).length === 0, 90_000, 500);
+      }
       await waitFor('CronJob collected', async () => !(await admin.getOrUndefined(R.CronJob, NS, 'daily')), 90_000, 500);
       assert.equal((await admin.list(Job, {}, NS)).items.length, 0);
     });

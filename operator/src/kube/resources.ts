@@ -57,6 +57,7 @@ export const ServiceMonitor: ResourceType = {
   kind: 'ServiceMonitor',
   plural: 'servicemonitors',
 };
+export const PodMonitor: ResourceType = { group: 'monitoring.coreos.com', version: 'v1', kind: 'PodMonitor', plural: 'podmonitors' };
 export const Event: ResourceType = { group: '', version: 'v1', kind: 'Event', plural: 'events' };
 export const Lease: ResourceType = { group: 'coordination.k8s.io', version: 'v1', kind: 'Lease', plural: 'leases' };
 
@@ -70,3 +71,9 @@ export const WATCHED_CHILDREN: ResourceType[] = [
   CronJob,
   HorizontalPodAutoscaler,
 ];
+
+/**
+ * Child types served only when their CRD is installed (the Prometheus Operator's): applied while the
+ * API serves them, and watched like WATCHED_CHILDREN when it did at start-up.
+ */
+export const OPTIONAL_CHILDREN: ResourceType[] = [ServiceMonitor, PodMonitor];

@@ -1,5 +1,6 @@
 // AgentPool: the generation service's agent workers as a Deployment scaled by an autoscaling/v2
-// HorizontalPodAutoscaler. The HPA owns the Deployment's replicas, so the operator never sets them.
+// HorizontalPodAutoscaler (and a PodMonitor when the Prometheus Operator is installed). The HPA owns the
+// Deployment's replicas, so the operator never sets them.
 import type { KubeObject } from '../kube/object.ts';
 import * as R from '../kube/resources.ts';
 import { applyChildren } from './apply-children.ts';
@@ -7,11 +8,10 @@ import { childLabels, type DesiredChild, type ReconcileContext, type Reconciler 
 import { updateStatus } from './status.ts';
 import { peerUrls } from './platform-services.ts';
 import { readiness } from './readiness.ts';
-import { configMap, deployment, envFromSecretKey, modelSettings, obj, WORKER_PORT, type ImageSpec, type ModelsSpec, type Resources, type SecretKeyRef } from './workload.ts';
+import { configMap, envFromSecretKey, modelSettings, obj, workerDeployment, type ImageSpec, type ModelsSpec, type Resources, type SecretKeyRef } from './workload.ts';
 
 /** The external metric a metrics adapter serves from the generation service's queue. */
 export const QUEUE_DEPTH_METRIC = 'tempora_generation_queue_depth';
-/** Where the worker serves /health and /metrics. */
 
 export interface AgentPoolSpec {
   gatewayRef: string;
@@ -27,7 +27,15 @@ export interface AgentPoolSpec {
   redis: SecretKeyRef;
 }
 
-export function desiredAgentPoolChildren(pool: KubeObject, withQueueMetric: boolean): DesiredChild[] {
+/** The optional APIs an AgentPool's children depend on. */
+export interface AgentPoolFeatures {
+  /** A metrics adapter is registered: the HPA also scales on queue depth. */
+  queueMetric: boolean;
+  /** The PodMonitor CRD is served. */
+  podMonitor: boolean;
+}
+
+export function desiredAgentPoolChildren(pool: KubeObject, features: AgentPoolFeatures): DesiredChild[] {
   const spec = pool.spec as unknown as AgentPoolSpec;
   const name = pool.metadata.name;
   const component = 'generation-agents';
@@ -44,7 +52,7 @@ export function desiredAgentPoolChildren(pool: KubeObject, withQueueMetric: bool
   const metrics: Record<string, unknown>[] = [
     { type: 'Resource', resource: { name: 'cpu', target: { type: 'Utilization', averageUtilization: spec.cpuTargetPercent } } },
   ];
-  if (withQueueMetric) {
+  if (features.queueMetric) {
     metrics.push({
       type: 'External',
       external: {
@@ -55,22 +63,23 @@ export function desiredAgentPoolChildren(pool: KubeObject, withQueueMetric: bool
   }
   return [
     configMap(pool, name, component, config),
-    deployment({
-      owner: pool,
-      name,
-      component,
-      image: spec.image,
-      imageName: 'generation',
-      // The generation image's agent pool worker (services/generation/src/worker.ts).
-      command: ['node', 'src/worker.ts'],
-      port: WORKER_PORT,
-      portEnv: 'WORKER_PORT',
-      replicas: undefined,
-      env: envFromSecretKey('REDIS_URL', spec.redis),
-      envFrom,
-      resources: spec.resources,
-      config,
-    }),
+    ...workerDeployment(
+      {
+        owner: pool,
+        name,
+        component,
+        image: spec.image,
+        imageName: 'generation',
+        // The generation image's agent pool worker (services/generation/src/worker.ts).
+        command: ['node', 'src/worker.ts'],
+        replicas: undefined,
+        env: envFromSecretKey('REDIS_URL', spec.redis),
+        envFrom,
+        resources: spec.resources,
+        config,
+      },
+      features.podMonitor,
+    ),
     {
       resource: R.HorizontalPodAutoscaler,
       object: obj(name, childLabels(pool, component), {
@@ -86,7 +95,8 @@ export function desiredAgentPoolChildren(pool: KubeObject, withQueueMetric: bool
 export const agentPoolReconciler: Reconciler = {
   resource: R.AgentPool,
   async reconcile(pool: KubeObject, ctx: ReconcileContext) {
-    const applied = await applyChildren(pool, desiredAgentPoolChildren(pool, await ctx.features.externalMetrics()), ctx);
+    const [queueMetric, podMonitor] = await Promise.all([ctx.features.externalMetrics(), ctx.features.serves(R.PodMonitor)]);
+    const applied = await applyChildren(pool, desiredAgentPoolChildren(pool, { queueMetric, podMonitor }), ctx);
     const { conditions, settling } = readiness(applied);
     const dep = applied.live.get(`deployments/${pool.metadata.name}`);
     const hpa = applied.live.get(`horizontalpodautoscalers/${pool.metadata.name}`);

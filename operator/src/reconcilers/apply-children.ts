@@ -40,7 +40,7 @@ export async function applyChildren(owner: KubeObject, desired: DesiredChild[], 
       const key = `${child.resource.plural}/${obj.metadata.name}`;
       wanted.add(key);
       try {
-        // A child type without an informer (a ServiceMonitor whose CRD appeared after start-up) is read.
+        // A child type without an informer (a ServiceMonitor or PodMonitor whose CRD appeared after start-up) is read.
         const informer = ctx.children.get(child.resource.plural);
         const cached = informer
           ? informer.get(obj.metadata.namespace, obj.metadata.name)

@@ -24,8 +24,8 @@ export const CHILD_READ_PATHS: Record<string, ReadPaths> = {
 
 /** Optional APIs, probed at most once per TTL unless `fresh` asks for a new answer. */
 export interface Features {
-  /** monitoring.coreos.com/v1 ServiceMonitor is served (the Prometheus Operator's CRDs are installed). */
-  serviceMonitors(fresh?: boolean): Promise<boolean>;
+  /** An optional child type (OPTIONAL_CHILDREN: ServiceMonitor, PodMonitor) is served: its CRD is installed. */
+  serves(resource: ResourceType, fresh?: boolean): Promise<boolean>;
   /** An external.metrics.k8s.io APIService is registered (a metrics adapter), so HPAs may use queue depth. */
   externalMetrics(fresh?: boolean): Promise<boolean>;
 }

@@ -131,7 +131,7 @@ export const gatewayReconciler: Reconciler = {
   resource: R.Gateway,
   async reconcile(gw: KubeObject, ctx: ReconcileContext) {
     const spec = gw.spec as unknown as GatewaySpec;
-    const applied = await applyChildren(gw, desiredGatewayChildren(gw, await ctx.features.serviceMonitors()), ctx);
+    const applied = await applyChildren(gw, desiredGatewayChildren(gw, await ctx.features.serves(R.ServiceMonitor)), ctx);
     const { conditions, settling } = readiness(applied);
     const services = (Object.keys(PLATFORM_SERVICES) as PlatformService[]).map((svc) => {
       const live = applied.live.get(`deployments/${childName(gw, svc)}`);

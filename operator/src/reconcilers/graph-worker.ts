@@ -1,6 +1,7 @@
 // GraphWorker: one background worker of the graph service. renderer, expander and judge run continuously
-// as a Deployment; daily runs on a schedule as a CronJob. The role is immutable (the CRD refuses a
-// change), so one GraphWorker never switches between the two.
+// as a Deployment (with a PodMonitor when the Prometheus Operator is installed); daily runs on a schedule
+// as a CronJob and serves nothing. The role is immutable (the CRD refuses a change), so one GraphWorker
+// never switches between the two.
 import type { KubeObject } from '../kube/object.ts';
 import * as R from '../kube/resources.ts';
 import { applyChildren } from './apply-children.ts';
@@ -8,7 +9,7 @@ import { childLabels, type DesiredChild, type ReconcileContext, type Reconciler 
 import { updateStatus } from './status.ts';
 import { peerUrls } from './platform-services.ts';
 import { readiness } from './readiness.ts';
-import { configMap, deployment, envFromSecretKey, obj, podTemplate, WORKER_PORT, type ImageSpec, type Resources, type SecretKeyRef } from './workload.ts';
+import { configMap, envFromSecretKey, obj, podTemplate, workerDeployment, type ImageSpec, type Resources, type SecretKeyRef } from './workload.ts';
 
 /** Once a day; the schema leaves schedule unset for the roles that are not scheduled. */
 export const DEFAULT_DAILY_SCHEDULE = '0 4 * * *';
@@ -31,7 +32,7 @@ export interface GraphWorkerSpec {
   redis?: SecretKeyRef;
 }
 
-export function desiredGraphWorkerChildren(gw: KubeObject): DesiredChild[] {
+export function desiredGraphWorkerChildren(gw: KubeObject, withPodMonitor: boolean): DesiredChild[] {
   const spec = gw.spec as unknown as GraphWorkerSpec;
   const name = gw.metadata.name;
   const component = `graph-${spec.role}`;
@@ -58,8 +59,7 @@ export function desiredGraphWorkerChildren(gw: KubeObject): DesiredChild[] {
   const children: DesiredChild[] = [configMap(gw, name, component, config)];
   if (spec.role !== 'daily') {
     // The continuous roles serve /health (probes) and /metrics; daily is a run-to-completion Job.
-    children.push(deployment({ ...pod, name, replicas: spec.replicas, port: WORKER_PORT, portEnv: 'WORKER_PORT' }));
-    return children;
+    return [...children, ...workerDeployment({ ...pod, name, replicas: spec.replicas }, withPodMonitor)];
   }
   children.push({
     resource: R.CronJob,
@@ -79,7 +79,8 @@ export const graphWorkerReconciler: Reconciler = {
   resource: R.GraphWorker,
   async reconcile(gw: KubeObject, ctx: ReconcileContext) {
     const spec = gw.spec as unknown as GraphWorkerSpec;
-    const applied = await applyChildren(gw, desiredGraphWorkerChildren(gw), ctx);
+    const withPodMonitor = spec.role !== 'daily' && (await ctx.features.serves(R.PodMonitor));
+    const applied = await applyChildren(gw, desiredGraphWorkerChildren(gw, withPodMonitor), ctx);
     const { conditions, settling } = readiness(applied);
     const workload = spec.role === 'daily' ? applied.live.get(`cronjobs/${gw.metadata.name}`) : applied.live.get(`deployments/${gw.metadata.name}`);
     const fields: Record<string, unknown> = { workload: spec.role === 'daily' ? 'CronJob' : 'Deployment' };

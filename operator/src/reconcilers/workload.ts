@@ -8,6 +8,8 @@ import { childLabels, type DesiredChild } from './context.ts';
 
 /** Where a worker pod (AgentPool, GraphWorker) serves /health and /metrics, told through WORKER_PORT. */
 export const WORKER_PORT = 8091;
+/** The name of a pod's port (podTemplate), which probes, Services and monitors refer to. */
+const PORT_NAME = 'http';
 
 export interface ImageSpec {
   registry: string;
@@ -83,9 +85,9 @@ export function podTemplate(input: PodSpecInput): Record<string, unknown> {
     volumeMounts: [{ name: 'tmp', mountPath: '/tmp' }],
   };
   if (port) {
-    container.ports = [{ name: 'http', containerPort: port, protocol: 'TCP' }];
-    container.readinessProbe = { httpGet: { path: '/health', port: 'http' }, periodSeconds: 5 };
-    container.livenessProbe = { httpGet: { path: '/health', port: 'http' }, periodSeconds: 10, failureThreshold: 6 };
+    container.ports = [{ name: PORT_NAME, containerPort: port, protocol: 'TCP' }];
+    container.readinessProbe = { httpGet: { path: '/health', port: PORT_NAME }, periodSeconds: 5 };
+    container.livenessProbe = { httpGet: { path: '/health', port: PORT_NAME }, periodSeconds: 10, failureThreshold: 6 };
   }
   return {
     metadata: { labels: selectorLabels(owner, component), annotations },
@@ -125,7 +127,7 @@ export function service(owner: KubeObject, name: string, component: string, port
     resource: R.Service,
     object: obj(name, childLabels(owner, component), {
       selector: selectorLabels(owner, component),
-      ports: [{ name: 'http', port, targetPort: 'http', protocol: 'TCP' }],
+      ports: [{ name: PORT_NAME, port, targetPort: PORT_NAME, protocol: 'TCP' }],
     }),
   };
 }
@@ -144,14 +146,41 @@ export function podDisruptionBudget(owner: KubeObject, name: string, component: 
   };
 }
 
+/** How the Prometheus Operator scrapes a Tempora pod: /metrics on its named port (the Service's has the same name). */
+function metricsEndpoint(): Record<string, unknown> {
+  return { port: PORT_NAME, path: '/metrics', interval: '30s' };
+}
+
+/** Scrapes the pods behind a Service that service() made. */
 export function serviceMonitor(owner: KubeObject, name: string, component: string): DesiredChild {
   return {
     resource: R.ServiceMonitor,
     object: obj(name, childLabels(owner, component), {
       selector: { matchLabels: { ...selectorLabels(owner, component), [`tempora.dev/${owner.kind.toLowerCase()}`]: owner.metadata.name } },
-      endpoints: [{ port: 'http', path: '/metrics', interval: '30s' }],
+      endpoints: [metricsEndpoint()],
     }),
   };
+}
+
+/** Scrapes a workload's pods directly, selected by their labels (the workload's own selector): workers have no Service. */
+export function podMonitor(owner: KubeObject, name: string, component: string): DesiredChild {
+  return {
+    resource: R.PodMonitor,
+    object: obj(name, childLabels(owner, component), {
+      selector: { matchLabels: selectorLabels(owner, component) },
+      podMetricsEndpoints: [metricsEndpoint()],
+    }),
+  };
+}
+
+/**
+ * A long-running worker (AgentPool, GraphWorker other than daily): its Deployment, serving /health and
+ * /metrics on WORKER_PORT, and a PodMonitor for it when the PodMonitor CRD is served.
+ */
+export function workerDeployment(input: Omit<DeploymentInput, 'port' | 'portEnv'>, withPodMonitor: boolean): DesiredChild[] {
+  const children = [deployment({ ...input, port: WORKER_PORT, portEnv: 'WORKER_PORT' })];
+  if (withPodMonitor) children.push(podMonitor(input.owner, input.name, input.component));
+  return children;
 }
 
 export function obj(name: string, labels: Record<string, string>, spec?: Record<string, unknown>): KubeObject {
