@@ -129,6 +129,7 @@ describe('gateway: credits', function () {
       assert.equal(failed.status, 500);
       assert.equal(failed.headers.get('x-credits-charged'), '0');
       assert.equal(failed.headers.get('x-balance-after'), '50');
+      assert.deepEqual(failed.body, { error: 'boom' }, 'the upstream\'s error body, held while the refund was booked');
       gw.upstreams.generation.on('POST /api/v1/timepoints/generate/sync', async (_req, res) => {
         await new Promise((resolve) => setTimeout(resolve, 2500));
         res.writeHead(200).end('{}');
