@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { baseConfigSchema, csv } from '@tempora/kit/config';
+import { providerConfigFields } from '@tempora/kit/providers/index';
 
 const optional = z
   .string()
@@ -28,12 +29,7 @@ function jsonEnv<S extends z.ZodType>(schema: S) {
 const ms = (fallback: number, min = 1) => z.coerce.number().int().min(min).default(fallback);
 
 export const GenerationConfigSchema = baseConfigSchema('generation').extend({
-  /** Native provider (Gemini generateContent). Unset: the native provider is not configured. */
-  GEMINI_API_KEY: optional,
-  GEMINI_BASE_URL: z.url().default('https://generativelanguage.googleapis.com'),
-  /** Aggregator (OpenRouter, or any OpenAI-compatible server when OPENROUTER_BASE_URL is set). */
-  OPENROUTER_API_KEY: optional,
-  OPENROUTER_BASE_URL: optional.pipe(z.url().optional()),
+  ...providerConfigFields,
   /** Image vendor (SD3.5). */
   STABILITY_API_KEY: optional,
   STABILITY_BASE_URL: z.url().default('https://api.stability.ai'),
@@ -62,10 +58,6 @@ export const GenerationConfigSchema = baseConfigSchema('generation').extend({
   MODEL_POLICY: jsonEnv(z.object({ default: z.string().min(1), fallback: z.array(z.string()).optional(), allowed: z.array(z.string()).optional() })),
   /** Open-weight model used for every text agent under model_policy permissive. */
   PERMISSIVE_TEXT_MODEL: z.string().default('meta-llama/llama-3.3-70b-instruct'),
-  PROVIDER_TIMEOUT_MS: ms(60_000),
-  PROVIDER_RETRIES: z.coerce.number().int().min(0).max(10).default(3),
-  PROVIDER_BACKOFF_MS: ms(500, 0),
-  PROVIDER_MAX_BACKOFF_MS: ms(30_000, 0),
   /** Extra model calls allowed per agent when its output fails validation. */
   AGENT_REPAIR_ATTEMPTS: z.coerce.number().int().min(0).max(5).default(2),
   /** Whole-pipeline limit for sync and stream requests (504 beyond it). */

@@ -4,7 +4,7 @@ import { parseWriterTokens } from '@tempora/kit/auth';
 
 const perMinute = (fallback: number) => z.coerce.number().int().min(1).default(fallback);
 /** Milliseconds, at least 1. */
-export const envMs = (fallback: number) => z.coerce.number().int().min(1).default(fallback);
+const envMs = (fallback: number) => z.coerce.number().int().min(1).default(fallback);
 /** A count from 1 to `max`. */
 export const envCount = (fallback: number, max: number) => z.coerce.number().int().min(1).max(max).default(fallback);
 /** A string; blank is unset. */

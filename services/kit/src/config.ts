@@ -10,7 +10,7 @@ export const csv = z
   .optional()
   .transform((value) => (value ?? '').split(',').map((part) => part.trim()).filter(Boolean));
 
-const optionalString = z
+export const optionalString = z
   .string()
   .optional()
   .transform((value) => (value && value.trim() !== '' ? value.trim() : undefined));

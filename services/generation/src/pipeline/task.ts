@@ -1,4 +1,4 @@
-import { addUsage, emptyUsage, ProviderError, type Citation, type ProviderKind, type SamplingParams, type Usage } from '@tempora/kit/providers/index';
+import { addUsage, emptyUsage, extractJson, ProviderError, type Citation, type ProviderKind, type SamplingParams, type Usage } from '@tempora/kit/providers/index';
 import { TEXT_AGENTS } from '../agents/index.ts';
 import { TEMPERATURES, type AgentName, type Brief } from '../agents/types.ts';
 import type { ModelChoice } from '../models.ts';
@@ -46,19 +46,6 @@ export interface AgentFailure {
 }
 
 export type AgentOutcome = AgentSuccess | AgentFailure;
-
-/** The model's reply as JSON: code fences and prose around the object are tolerated. */
-export function extractJson(text: string): unknown {
-  const trimmed = text.trim();
-  try {
-    return JSON.parse(trimmed);
-  } catch {
-    const fenced = /```(?:json)?\s*([\s\S]*?)```/i.exec(trimmed);
-    const candidate = fenced?.[1] ?? trimmed.slice(trimmed.indexOf('{'), trimmed.lastIndexOf('}') + 1);
-    if (!candidate) throw new SyntaxError('no JSON object in the reply');
-    return JSON.parse(candidate);
-  }
-}
 
 /** Wraps the agent's system prompt in llm_params.system_prompt_prefix / suffix. */
 export const systemPrompt = (system: string, prefix?: string, suffix?: string) => [prefix, system, suffix].filter((part) => part !== undefined && part !== '').join('\n\n');

@@ -1,6 +1,7 @@
 import { z } from 'zod';
+import { providerConfigFields } from '@tempora/kit/providers/index';
 import { workerPortField } from '@tempora/kit/worker-server';
-import { GraphConfigFields, checkRendererConfig, envCount as count, envMs as ms, envOptional as optional } from '../config.ts';
+import { GraphConfigFields, checkRendererConfig, envCount as count, envOptional as optional } from '../config.ts';
 
 export const WORKER_ROLES = ['renderer', 'expander', 'judge', 'daily'] as const;
 export type WorkerRole = (typeof WORKER_ROLES)[number];
@@ -23,13 +24,8 @@ export const WorkerConfigSchema = GraphConfigFields.omit({ GRAPH_RENDERER: true 
     EXPANDER_MIN_EDGES: count(2, 100),
     DAILY_MOMENTS: count(5, 20),
     /** Text model of the judge, expander and daily: native when GEMINI_API_KEY is set, else the aggregator, else offline. */
-    GEMINI_API_KEY: optional,
-    GEMINI_BASE_URL: z.url().default('https://generativelanguage.googleapis.com'),
-    OPENROUTER_API_KEY: optional,
-    OPENROUTER_BASE_URL: optional.pipe(z.url().optional()),
+    ...providerConfigFields,
     WORKER_TEXT_MODEL: optional,
-    PROVIDER_TIMEOUT_MS: ms(60_000),
-    PROVIDER_RETRIES: z.coerce.number().int().min(0).max(10).default(3),
   })
   .superRefine(checkRendererConfig);
 export type WorkerConfig = z.output<typeof WorkerConfigSchema>;

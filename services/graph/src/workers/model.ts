@@ -1,5 +1,5 @@
 import type { z } from 'zod';
-import { GeminiProvider, OfflineProvider, OpenRouterProvider, type TextProvider } from '@tempora/kit/providers/index';
+import { extractJson, textProviders, type TextProvider } from '@tempora/kit/providers/index';
 import type { SpendBudget } from './budget.ts';
 import { textCallCeilingUsd, tokenCostUsd } from './costs.ts';
 import type { WorkerConfig } from './config.ts';
@@ -9,32 +9,16 @@ export interface TextModel {
   model: string;
 }
 
-/**
- * The generation service's choice for server defaults, reduced to what the workers need: the native
- * provider when its key is set, else the aggregator, else offline (deterministic, free, no keys).
- */
+/** The generation service's choice for server defaults: native, else the aggregator, else offline (free, no keys). */
 export function workerTextModel(config: WorkerConfig): TextModel {
-  const http = { timeoutMs: config.PROVIDER_TIMEOUT_MS, retries: config.PROVIDER_RETRIES };
-  if (config.GEMINI_API_KEY) {
-    return { provider: new GeminiProvider({ ...http, apiKey: config.GEMINI_API_KEY, baseUrl: config.GEMINI_BASE_URL }), model: config.WORKER_TEXT_MODEL ?? 'gemini-2.5-flash' };
-  }
-  if (config.OPENROUTER_API_KEY || config.OPENROUTER_BASE_URL) {
-    return {
-      provider: new OpenRouterProvider({ ...http, apiKey: config.OPENROUTER_API_KEY, baseUrl: config.OPENROUTER_BASE_URL, title: 'Tempora graph worker' }),
-      model: config.WORKER_TEXT_MODEL ?? 'google/gemini-2.5-flash',
-    };
-  }
-  return { provider: new OfflineProvider(), model: 'offline' };
+  const { native, aggregator, offline } = textProviders(config, 'Tempora graph worker');
+  if (native) return { provider: native, model: config.WORKER_TEXT_MODEL ?? 'gemini-2.5-flash' };
+  if (aggregator) return { provider: aggregator, model: config.WORKER_TEXT_MODEL ?? 'google/gemini-2.5-flash' };
+  return { provider: offline, model: 'offline' };
 }
 
 export class ModelReplyError extends Error {
   override name = 'ModelReplyError';
-}
-
-/** The reply as JSON; models sometimes wrap it in a code fence despite JSON mode. */
-function parseReply(text: string): unknown {
-  const fenced = /```(?:json)?\s*([\s\S]*?)```/i.exec(text);
-  return JSON.parse(fenced?.[1] ?? text);
 }
 
 export interface JsonAsk<S extends z.ZodType> {
@@ -67,7 +51,7 @@ export async function askJson<S extends z.ZodType>(model: TextModel, budget: Spe
   await budget.settle(reservation, tokenCostUsd(result.provider, result.usage));
   let parsed: unknown;
   try {
-    parsed = parseReply(result.text);
+    parsed = extractJson(result.text);
   } catch {
     throw new ModelReplyError(`the model's reply is not JSON: ${result.text.slice(0, 200)}`);
   }

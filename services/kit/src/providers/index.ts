@@ -5,3 +5,4 @@ export { OpenRouterProvider, type OpenRouterOptions } from './openrouter.ts';
 export { StabilityProvider, IMAGE_VENDOR, IMAGE_VENDOR_MODELS, vendorModel, type StabilityOptions } from './stability.ts';
 export { PollinationsProvider, FREE_IMAGE_KEYWORD, type PollinationsOptions } from './pollinations.ts';
 export { OfflineProvider, OFFLINE_MODEL, seedOf, sequence } from './offline.ts';
+export { extractJson, providerConfigFields, providerHttp, textProviders, type ProviderConfig } from './text-providers.ts';
