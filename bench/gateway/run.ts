@@ -14,7 +14,8 @@ import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { request } from 'undici';
-import { aptInstall, freePort, startInfra } from '../../scripts/infra.ts';
+import { freePort, startInfra } from '../../scripts/infra.ts';
+import { ensureCommands, wrk } from '../support/wrk.ts';
 import { createDatabase } from '../../test/support/database.ts';
 
 const DURATION = Number(process.env.BENCH_DURATION ?? 5);
@@ -71,36 +72,11 @@ function cpuSeconds(pid: number): number {
   return [pid, ...children].reduce((sum, id) => sum + ticks(id), 0) / 100;
 }
 
-/**
- * wrk (C, one thread) drives the load, so the generator takes as little of the two cores from the targets
- * as possible; its --latency report gives p50 and p99.
- */
-function wrk(url: string, headers: Record<string, string>, seconds: number) {
-  const args = ['-t1', `-c${CONNECTIONS}`, `-d${seconds}s`, '--latency', ...Object.entries(headers).flatMap(([name, value]) => ['-H', `${name}: ${value}`]), url];
-  const out = spawnSync('wrk', args, { encoding: 'utf8' }).stdout;
-  const number = (pattern: RegExp) => Number(pattern.exec(out)?.[1] ?? 0);
-  const ms = (pattern: RegExp) => {
-    const match = pattern.exec(out);
-    if (!match) return NaN;
-    const factor = { us: 0.001, ms: 1, s: 1000 }[match[2] as 'us' | 'ms' | 's'];
-    return Number(match[1]) * factor;
-  };
-  const socketErrors = /Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)/.exec(out);
-  return {
-    rps: number(/Requests\/sec:\s+([\d.]+)/),
-    total: number(/(\d+) requests in/),
-    p50: ms(/^\s+50%\s+([\d.]+)(us|ms|s)$/m),
-    p99: ms(/^\s+99%\s+([\d.]+)(us|ms|s)$/m),
-    errors: socketErrors ? socketErrors.slice(1).reduce((sum, value) => sum + Number(value), 0) : 0,
-    non2xx: number(/Non-2xx or 3xx responses: (\d+)/),
-  };
-}
-
 async function load(name: string, url: string, headers: Record<string, string>, pid: number | undefined): Promise<Figures> {
   step(`${name}: warm-up, then ${DURATION} s with ${CONNECTIONS} connections`);
-  wrk(url, headers, 1);
+  wrk({ url, headers, seconds: 1, connections: CONNECTIONS });
   const before = pid ? cpuSeconds(pid) : 0;
-  const result = wrk(url, headers, DURATION);
+  const result = wrk({ url, headers, seconds: DURATION, connections: CONNECTIONS });
   const cpuMicros = pid && result.total > 0 ? ((cpuSeconds(pid) - before) * 1e6) / result.total : NaN;
   return { name, rps: result.rps, p50: result.p50, p99: result.p99, errors: result.errors, non2xx: result.non2xx, cpuMicros };
 }
@@ -119,8 +95,7 @@ async function sequentialP50(url: string, headers: Record<string, string> = {}):
 }
 
 // The load generator and the peer come from Debian when they are missing (as PostgreSQL and Redis do).
-const missing = [['wrk', 'wrk'], ['nginx', 'nginx-light']].filter(([bin]) => spawnSync('sh', ['-c', `command -v ${bin} || test -x /usr/sbin/${bin}`]).status !== 0).map(([, pkg]) => pkg!);
-if (missing.length > 0) aptInstall(...missing);
+ensureCommands([['wrk', 'wrk'], ['nginx', 'nginx-light']]);
 const loadBefore = loadavg().map((value) => value.toFixed(1)).join(' / ');
 const infra = await startInfra();
 Object.assign(process.env, infra.env);

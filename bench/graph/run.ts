@@ -2,7 +2,8 @@
  * `npm run bench`: the graph service's traverse and path at scale, through HTTP, beside a recursive-CTE
  * baseline on the same database and igraph (Python, from PyPI) on the same edges.
  *
- *   BENCH_MOMENTS (default 1,000,000), BENCH_EDGES_PER_MOMENT (default 10), BENCH_SAMPLES (default 300)
+ *   BENCH_MOMENTS (default 1,000,000), BENCH_EDGES_PER_MOMENT (default 10), BENCH_SAMPLES (default 300),
+ *   BENCH_HTTP_SECONDS (default 5 per HTTP row)
  *
  * Uses DATABASE_URL / REDIS_URL when set, otherwise starts PostgreSQL and Redis like `npm test`.
  */
@@ -18,6 +19,7 @@ import { createLogger } from '@tempora/kit/logger';
 import { migrations } from '../../services/graph/src/migrations.ts';
 import { freePort, startInfra } from '../../scripts/infra.ts';
 import { createDatabase } from '../../test/support/database.ts';
+import { ensureCommands, wrk, type WrkFigures } from '../support/wrk.ts';
 import { generateGraph } from './generate.ts';
 import { GraphRepository } from '../../services/graph/src/repository.ts';
 import { IndexBuilder } from '../../services/graph/src/domain/adjacency-index.ts';
@@ -27,6 +29,7 @@ import { CAUSAL_TYPES, PATH_DEFAULT_TYPES } from '../../services/graph/src/domai
 const MOMENTS = Number(process.env.BENCH_MOMENTS ?? 1_000_000);
 const PER_MOMENT = Number(process.env.BENCH_EDGES_PER_MOMENT ?? 10);
 const SAMPLES = Number(process.env.BENCH_SAMPLES ?? 300);
+const HTTP_SECONDS = Number(process.env.BENCH_HTTP_SECONDS ?? 5);
 const CTE_SAMPLES = 20;
 const SERVICE_KEY = 'bench-service-key';
 const here = fileURLToPath(new URL('.', import.meta.url));
@@ -38,6 +41,7 @@ const percentile = (values: number[], p: number) => {
 const ms = (value: number) => (Number.isFinite(value) ? value.toFixed(2) : 'n/a');
 const step = (message: string) => process.stderr.write(`[bench] ${message}\n`);
 
+ensureCommands([['wrk', 'wrk']]);
 const infra = await startInfra();
 Object.assign(process.env, infra.env);
 const work = mkdtempSync(join(tmpdir(), 'tempora-bench-'));
@@ -79,8 +83,6 @@ try {
   const nodeStoreBytes = Number(/graph_node_store_memory_bytes\{[^}]*\} (\d+)/.exec(metrics)?.[1] ?? 0);
   const rssBytes = Number(/process_resident_memory_bytes\{[^}]*\} (\d+)/.exec(metrics)?.[1] ?? 0);
 
-  // undici's request on one keep-alive connection: fetch's WHATWG streams add about half a millisecond
-  // of client time per call, which is not the service's.
   const keepAlive = new Agent({ connections: 1 });
   const get = async (url: string) => {
     const response = await request(`${base}${url}`, { headers: { 'X-Service-Key': SERVICE_KEY }, dispatcher: keepAlive });
@@ -88,15 +90,16 @@ try {
     if (response.statusCode !== 200) throw new Error(`${url}: ${response.statusCode}`);
     return body;
   };
-  const timeHttp = async (urls: string[], warmup: string[]) => {
-    for (const url of warmup) await get(url);
-    const times: number[] = [];
-    for (const url of urls) {
-      const t = performance.now();
-      await get(url);
-      times.push(performance.now() - t);
-    }
-    return times;
+  // Sequential requests on one keep-alive connection, the moments in turn, after a warm-up round over
+  // other moments (a running service is JIT-warm).
+  const timeHttp = (paths: string[], warmup: string[]): WrkFigures => {
+    const run = (list: string[], seconds: number) => {
+      const figures = wrk({ url: base, headers: { 'X-Service-Key': SERVICE_KEY }, seconds, connections: 1, paths: list });
+      if (figures.total === 0 || figures.errors > 0 || figures.non2xx > 0) throw new Error(`wrk over ${list[0]}…: ${JSON.stringify(figures)}`);
+      return figures;
+    };
+    run(warmup, 1);
+    return run(paths, HTTP_SECONDS);
   };
   const found = async (urls: string[]) => {
     let hits = 0;
@@ -108,10 +111,10 @@ try {
   const traverseUrls = (depth: number, list: typeof anchors) => list.map((a) => `/api/v1/graph/traverse${a.path}?depth=${depth}`);
   const pathUrls = (hops: number, list: typeof pairs) => list.map(([a, b]) => `/api/v1/graph/path?from=${a.path}&to=${b.path}&max_hops=${hops}`);
   const http = {
-    traverse2: await timeHttp(traverseUrls(2, anchors), traverseUrls(2, warmAnchors)),
-    traverse4: await timeHttp(traverseUrls(4, anchors), traverseUrls(4, warmAnchors)),
-    path6: await timeHttp(pathUrls(6, pairs), pathUrls(6, warmPairs)),
-    path10: await timeHttp(pathUrls(10, pairs), pathUrls(10, warmPairs)),
+    traverse2: timeHttp(traverseUrls(2, anchors), traverseUrls(2, warmAnchors)),
+    traverse4: timeHttp(traverseUrls(4, anchors), traverseUrls(4, warmAnchors)),
+    path6: timeHttp(pathUrls(6, pairs), pathUrls(6, warmPairs)),
+    path10: timeHttp(pathUrls(10, pairs), pathUrls(10, warmPairs)),
   };
   const foundShare = await found(pathUrls(6, pairs));
 
@@ -120,21 +123,23 @@ try {
   const builder = new IndexBuilder();
   const { hidden, maxNode } = await repository.loadEdges(builder);
   const index = builder.freeze(hidden, maxNode);
-  const timeLocal = async (run: (index: number) => Promise<unknown>) => {
+  // Warm like the service (and igraph, which is compiled): a round over other moments first.
+  const timeLocal = async (run: (index: number, warm: boolean) => Promise<unknown>) => {
+    for (let i = 0; i < warmAnchors.length; i += 1) await run(i, true);
     const times: number[] = [];
     for (let i = 0; i < anchors.length; i += 1) {
       const t = performance.now();
-      await run(i);
+      await run(i, false);
       times.push(performance.now() - t);
     }
     return times;
   };
   const idOf = (value: { id: string }) => Number(value.id);
   const local = {
-    traverse2: await timeLocal((i) => traverse(index, idOf(anchors[i]!), { direction: 'both', depth: 2, types: CAUSAL_TYPES, limit: 100, minWeight: 0 })),
-    traverse4: await timeLocal((i) => traverse(index, idOf(anchors[i]!), { direction: 'both', depth: 4, types: CAUSAL_TYPES, limit: 100, minWeight: 0 })),
-    path6: await timeLocal((i) => shortestPath(index, idOf(pairs[i]![0]), idOf(pairs[i]![1]), { maxHops: 6, types: PATH_DEFAULT_TYPES })),
-    path10: await timeLocal((i) => shortestPath(index, idOf(pairs[i]![0]), idOf(pairs[i]![1]), { maxHops: 10, types: PATH_DEFAULT_TYPES })),
+    traverse2: await timeLocal((i, warm) => traverse(index, idOf((warm ? warmAnchors : anchors)[i]!), { direction: 'both', depth: 2, types: CAUSAL_TYPES, limit: 100, minWeight: 0 })),
+    traverse4: await timeLocal((i, warm) => traverse(index, idOf((warm ? warmAnchors : anchors)[i]!), { direction: 'both', depth: 4, types: CAUSAL_TYPES, limit: 100, minWeight: 0 })),
+    path6: await timeLocal((i, warm) => { const [a, b] = (warm ? warmPairs : pairs)[i]!; return shortestPath(index, idOf(a), idOf(b), { maxHops: 6, types: PATH_DEFAULT_TYPES }); }),
+    path10: await timeLocal((i, warm) => { const [a, b] = (warm ? warmPairs : pairs)[i]!; return shortestPath(index, idOf(a), idOf(b), { maxHops: 10, types: PATH_DEFAULT_TYPES }); }),
   };
 
   step('timing the recursive-CTE baseline');
@@ -211,18 +216,18 @@ try {
     step(`igraph unavailable (pip install igraph): ${(error as Error).message.split('\n')[0]}`);
   }
 
-  const row = (name: string, ours: number[], inProcess: number[], cteTimes?: { times: number[]; timeouts: number }, peer?: number[]) => {
-    const p50 = percentile(ours, 50);
+  const row = (name: string, ours: WrkFigures, inProcess: number[], cteTimes?: { times: number[]; timeouts: number }, peer?: number[]) => {
+    const p50 = ours.p50;
     const local50 = percentile(inProcess, 50);
     const cte50 = cteTimes ? percentile(cteTimes.times, 50) : Number.NaN;
     const peer50 = peer ? percentile(peer, 50) : Number.NaN;
     const cteCell = cteTimes ? `${ms(cte50)}${cteTimes.timeouts ? ` (${cteTimes.timeouts}/${cteTimes.times.length} over 20 s)` : ''}` : 'not run';
     const ratio = Number.isFinite(cte50) ? `${(cte50 / p50).toFixed(0)}×` : cteTimes ? '> 20 s' : 'n/a';
-    return `| ${name} | ${ms(p50)} | ${ms(percentile(ours, 99))} | ${cteCell} | ${ratio} | ${ms(local50)} | ${ms(peer50)} | ${Number.isFinite(peer50) ? `${(local50 / peer50).toFixed(1)}×` : 'n/a'} |`;
+    return `| ${name} | ${ms(p50)} | ${ms(ours.p99)} | ${cteCell} | ${ratio} | ${ms(local50)} | ${ms(peer50)} | ${Number.isFinite(peer50) ? `${(local50 / peer50).toFixed(1)}×` : 'n/a'} |`;
   };
   const report = [
     `Graph: ${MOMENTS.toLocaleString()} moments, ${edgeCount.toLocaleString()} edges (generated in ${loadSeconds.toFixed(0)} s); index loaded in ${indexSeconds.toFixed(1)} s,`,
-    `index memory ${(indexBytes / 1048576).toFixed(0)} MiB (${(indexBytes / Math.max(1, edgeCount)).toFixed(1)} bytes per edge), node store ${(nodeStoreBytes / 1048576).toFixed(0)} MiB, service RSS ${(rssBytes / 1048576).toFixed(0)} MiB; ${SAMPLES} samples per HTTP row; paths found within 6 hops: ${(foundShare * 100).toFixed(0)}%.`,
+    `index memory ${(indexBytes / 1048576).toFixed(0)} MiB (${(indexBytes / Math.max(1, edgeCount)).toFixed(1)} bytes per edge), node store ${(nodeStoreBytes / 1048576).toFixed(0)} MiB, service RSS ${(rssBytes / 1048576).toFixed(0)} MiB; HTTP: ${SAMPLES} moments in turn for ${HTTP_SECONDS} s per row (${http.traverse2.total.toLocaleString()} traversals at depth 2); paths found within 6 hops: ${(foundShare * 100).toFixed(0)}%.`,
     '',
     '| query | HTTP p50 ms | HTTP p99 ms | recursive CTE p50 ms | CTE / HTTP | index in-process p50 ms | igraph p50 ms | index / igraph |',
     '|---|---|---|---|---|---|---|---|',

@@ -466,7 +466,7 @@ export class GraphRepository {
 
   /** The same neighbour expansion as the in-memory index, answered by SQL (used while the index loads). */
   readonly sqlNeighbors: NeighborSource = {
-    expand: async (frontier, plan, minWeight) => {
+    expand: async (frontier, plan, minWeight, within) => {
       const outTypes = EDGE_TYPES.filter((_, code) => (plan[code]! & OUT) !== 0);
       const inTypes = EDGE_TYPES.filter((_, code) => (plan[code]! & IN) !== 0);
       const nodes = [...frontier];
@@ -480,7 +480,8 @@ export class GraphRepository {
           where e.target_id = any(?::bigint[]) and e.type = any(?::text[]) and e.weight >= ? and m.visibility = 'public'`,
         [nodes, outTypes, minWeight, nodes, inTypes, minWeight],
       )) as { rows: Array<{ from: string; to: string; type: EdgeType; weight: number; outgoing: boolean }> };
-      return rows.map((row): Step => ({ from: Number(row.from), to: Number(row.to), type: typeCode(row.type), weight: Math.fround(Number(row.weight)), outgoing: row.outgoing, detailed: true }));
+      const steps = rows.map((row): Step => ({ from: Number(row.from), to: Number(row.to), type: typeCode(row.type), weight: Math.fround(Number(row.weight)), outgoing: row.outgoing, detailed: true }));
+      return within ? steps.filter((step) => within.has(step.to)) : steps;
     },
   };
 

@@ -138,13 +138,13 @@ export class AdjacencyIndex implements NeighborSource {
     return this.hidden.has(node);
   }
 
-  expand(frontier: readonly number[], plan: Uint8Array, minWeight: number): Step[] {
+  expand(frontier: readonly number[], plan: Uint8Array, minWeight: number, within?: ReadonlyMap<number, unknown>): Step[] {
     // Weights are held as float32; rounding the bound the same way keeps `weight >= min_weight` exact at the boundary.
     const bound = Math.fround(minWeight);
     const steps: Step[] = [];
     for (const node of frontier) {
-      this.scan(this.out, this.overlayOut, node, OUT, true, plan, bound, steps);
-      this.scan(this.inward, this.overlayIn, node, IN, false, plan, bound, steps);
+      this.scan(this.out, this.overlayOut, node, OUT, true, plan, bound, within, steps);
+      this.scan(this.inward, this.overlayIn, node, IN, false, plan, bound, within, steps);
     }
     return steps;
   }
@@ -157,8 +157,11 @@ export class AdjacencyIndex implements NeighborSource {
     outgoing: boolean,
     plan: Uint8Array,
     minWeight: number,
+    within: ReadonlyMap<number, unknown> | undefined,
     steps: Step[],
   ): void {
+    // Most graphs hide nothing and have an empty overlay: skipping those lookups halves the cost of a scan.
+    const hiddenAny = this.hidden.size !== 0;
     if (node + 1 < rows.offsets.length) {
       const end = rows.offsets[node + 1]!;
       for (let i = rows.offsets[node]!; i < end; i += 1) {
@@ -167,13 +170,15 @@ export class AdjacencyIndex implements NeighborSource {
         const weight = rows.weights[i]!;
         if (!(plan[type]! & flag) || !(weight >= minWeight)) continue;
         const to = rows.neighbors[i]!;
-        if (this.hidden.has(to)) continue;
+        if ((hiddenAny && this.hidden.has(to)) || (within !== undefined && !within.has(to))) continue;
         steps.push({ from: node, to, type, weight, outgoing, detailed: packed >= DETAILED });
       }
     }
-    for (const edge of overlay.get(node) ?? []) {
+    const changed = overlay.size === 0 ? undefined : overlay.get(node);
+    if (changed === undefined) return;
+    for (const edge of changed) {
       const type = edge.type & TYPE_MASK;
-      if (!(plan[type]! & flag) || !(edge.weight >= minWeight) || this.hidden.has(edge.neighbor)) continue;
+      if (!(plan[type]! & flag) || !(edge.weight >= minWeight) || this.hidden.has(edge.neighbor) || (within !== undefined && !within.has(edge.neighbor))) continue;
       steps.push({ from: node, to: edge.neighbor, type, weight: edge.weight, outgoing, detailed: edge.type >= DETAILED });
     }
   }

@@ -18,8 +18,11 @@ export interface Step {
  * `plan[typeCode]` says which stored directions (OUT, IN) to follow for each type; 0 means skip it.
  */
 export interface NeighborSource {
-  /** Returns a new array the caller may reorder. */
-  expand(frontier: readonly number[], plan: Uint8Array, minWeight: number): Promise<Step[]> | Step[];
+  /**
+   * Returns a new array the caller may reorder. With `within`, only the steps to those moments: a traversal
+   * that has reached its limit needs just the edges among the moments it holds.
+   */
+  expand(frontier: readonly number[], plan: Uint8Array, minWeight: number, within?: ReadonlyMap<number, unknown>): Promise<Step[]> | Step[];
 }
 
 export interface StoredEdge {
@@ -36,7 +39,9 @@ const stored = (step: Step): StoredEdge =>
     ? { source: step.from, target: step.to, type: step.type, weight: step.weight, detailed: step.detailed }
     : { source: step.to, target: step.from, type: step.type, weight: step.weight, detailed: step.detailed };
 
-const edgeKey = (edge: StoredEdge) => `${edge.source}:${edge.target}:${edge.type}`;
+/** Numeric while ids fit in 24 bits (a number key hashes far faster than a string), a string beyond. */
+const edgeKey = (edge: StoredEdge): number | string =>
+  edge.source < 0x1000000 && edge.target < 0x1000000 ? (edge.source * 0x1000000 + edge.target) * 16 + edge.type : `${edge.source}:${edge.target}:${edge.type}`;
 
 /** Strongest edges first, then lower ids, so truncation keeps the most relevant moments deterministically. */
 const byRelevance = (a: Step, b: Step) => b.weight - a.weight || a.to - b.to || a.type - b.type || a.from - b.from;
@@ -55,11 +60,15 @@ export async function traverse(
 ): Promise<TraverseResult> {
   const plan = directionPlan(options.types, options.direction);
   const hops = new Map<number, number>([[anchor, 0]]);
-  const edges = new Map<string, StoredEdge>();
+  const edges = new Map<number | string, StoredEdge>();
   let truncated = false;
   let frontier = [anchor];
   for (let level = 1; level <= options.depth && frontier.length > 0; level += 1) {
-    const steps = (await source.expand(frontier, plan, options.minWeight)).sort(byRelevance);
+    // Once the limit is reached no moment can join, so order no longer decides anything; once it has
+    // also clipped, only the edges among the moments held are still wanted.
+    const full = hops.size >= options.limit;
+    const steps = await source.expand(frontier, plan, options.minWeight, full && truncated ? hops : undefined);
+    if (!full) steps.sort(byRelevance);
     const next: number[] = [];
     for (const step of steps) {
       if (!hops.has(step.to)) {
