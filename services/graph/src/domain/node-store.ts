@@ -1,5 +1,12 @@
 import { MONTHS, eraOf } from '@tempora/kit/canonical-path';
 
+/** Where a moment happened: few distinct places, so each is one shared object however many moments it holds. */
+interface Place {
+  country: string;
+  region: string;
+  city: string;
+}
+
 /** What a traversal or path node shows that its path does not already say. */
 export interface NodeFields {
   id: number;
@@ -23,12 +30,17 @@ export class NodeStore {
   private names: Array<string | undefined> = [];
   private types: Array<string | undefined> = [];
   private statuses: Array<string | undefined> = [];
+  private places: Array<Place | undefined> = [];
+  private years = new Int32Array(0);
+  /** Month number × 32 + day. */
+  private dates = new Uint16Array(0);
   private layers = new Uint8Array(0);
   private coordinates = new Float64Array(0);
   private confidences = new Float64Array(0);
   private readonly byPath = new Map<string, number>();
   /** One copy of each type and status string, however many moments share it. */
   private readonly interned = new Map<string, string>();
+  private readonly internedPlaces = new Map<string, Place>();
   private textBytes = 0;
 
   private intern(value: string): string {
@@ -45,12 +57,14 @@ export class NodeStore {
   private ensure(id: number): void {
     if (id < this.layers.length) return;
     const capacity = Math.max(id + 1, Math.ceil(this.layers.length * 1.5), 1024);
-    const grow = <T extends Uint8Array | Float64Array>(old: T, make: (n: number) => T): T => {
+    const grow = <T extends Uint8Array | Uint16Array | Int32Array | Float64Array>(old: T, make: (n: number) => T): T => {
       const next = make(capacity);
       next.set(old);
       return next;
     };
     this.layers = grow(this.layers, (n) => new Uint8Array(n));
+    this.years = grow(this.years, (n) => new Int32Array(n));
+    this.dates = grow(this.dates, (n) => new Uint16Array(n));
     this.coordinates = grow(this.coordinates, (n) => new Float64Array(n * 2));
     this.confidences = grow(this.confidences, (n) => new Float64Array(n));
   }
@@ -62,6 +76,14 @@ export class NodeStore {
     this.names[node.id] = node.name;
     this.types[node.id] = this.intern(node.type);
     this.statuses[node.id] = this.intern(node.status);
+    // Year, date and place are read back from the path once here, not on every view.
+    const [, year, month, day, , country, region, city] = node.path.split('/') as [string, string, string, string, string, string, string, string];
+    const placeKey = `${country}/${region}/${city}`;
+    let place = this.internedPlaces.get(placeKey);
+    if (!place) this.internedPlaces.set(placeKey, (place = { country, region, city }));
+    this.places[node.id] = place;
+    this.years[node.id] = Number(year);
+    this.dates[node.id] = (MONTHS.indexOf(month as (typeof MONTHS)[number]) + 1) * 32 + Number(day);
     this.textBytes += 2 * (node.path.length + node.name.length) + 64;
     this.layers[node.id] = node.layer;
     this.coordinates[node.id * 2] = node.latitude ?? Number.NaN;
@@ -76,7 +98,7 @@ export class NodeStore {
     if (path === undefined) return;
     this.byPath.delete(path);
     this.textBytes -= 2 * (path.length + (this.names[id]?.length ?? 0)) + 64;
-    this.paths[id] = this.names[id] = this.types[id] = this.statuses[id] = undefined;
+    this.paths[id] = this.names[id] = this.types[id] = this.statuses[id] = this.places[id] = undefined;
   }
 
   idOf(path: string): number | undefined {
@@ -89,22 +111,23 @@ export class NodeStore {
 
   /** The node view of a stored moment (the same shape `nodeView` gives a database row). */
   view(id: number, hop: number) {
-    const path = this.paths[id]!;
-    const [, year, month, day, , country, region, city] = path.split('/') as [string, string, string, string, string, string, string, string];
+    const place = this.places[id]!;
+    const year = this.years[id]!;
+    const date = this.dates[id]!;
     const latitude = this.coordinates[id * 2]!;
     const longitude = this.coordinates[id * 2 + 1]!;
     return {
-      id: path,
+      id: this.paths[id]!,
       name: this.names[id]!,
-      year: Number(year),
-      month_num: MONTHS.indexOf(month as (typeof MONTHS)[number]) + 1,
-      day: Number(day),
-      era: eraOf(Number(year)),
+      year,
+      month_num: date >> 5,
+      day: date & 31,
+      era: eraOf(year),
       type: this.types[id]!,
       layer: this.layers[id]!,
-      country,
-      region,
-      city,
+      country: place.country,
+      region: place.region,
+      city: place.city,
       latitude: Number.isNaN(latitude) ? null : latitude,
       longitude: Number.isNaN(longitude) ? null : longitude,
       confidence: this.confidences[id]!,
@@ -115,6 +138,6 @@ export class NodeStore {
 
   /** Bytes held: typed arrays exactly; strings, array slots and map entries estimated. */
   get memoryBytes(): number {
-    return this.layers.byteLength + this.coordinates.byteLength + this.confidences.byteLength + this.paths.length * 32 + this.textBytes;
+    return this.layers.byteLength + this.years.byteLength + this.dates.byteLength + this.coordinates.byteLength + this.confidences.byteLength + this.paths.length * 40 + this.internedPlaces.size * 120 + this.textBytes;
   }
 }
