@@ -5,7 +5,7 @@ import { Problem, unauthorized } from '@tempora/kit/errors';
 import type { KeyStore } from './domain/keys.ts';
 import { API_KEY_PREFIX, sha256 } from './domain/secrets.ts';
 import { BEARER_CHALLENGE, type AccessClaims } from './domain/tokens.ts';
-import type { GatewayRepository, Tier, UserRow } from './repository.ts';
+import type { ApiKeyRow, GatewayRepository, Tier, UserRow } from './repository.ts';
 
 /** Security scheme names (the OpenAPI document's, shared with the kit's route authorizer). */
 export const BEARER = 'BearerJWT';
@@ -35,7 +35,7 @@ export interface UserPrincipal extends Principal {
  * `ttlMs` (AUTH_CACHE_MS, default 1 s; 0 disables).
  */
 export class AuthCache {
-  private readonly entries = new Map<string, { at: number; value: Promise<unknown> }>();
+  private readonly entries = new Map<string, { at: number; value: Promise<unknown>; settled?: { value: unknown } }>();
   private readonly ttlMs: number;
   constructor(ttlMs: number) {
     this.ttlMs = ttlMs;
@@ -48,12 +48,23 @@ export class AuthCache {
     if (hit && now - hit.at < this.ttlMs) return hit.value as Promise<T>;
     const value = load();
     if (this.entries.size >= 50_000) this.entries.clear();
-    const entry = { at: now, value };
+    const entry: { at: number; value: Promise<unknown>; settled?: { value: unknown } } = { at: now, value };
     this.entries.set(key, entry);
-    value.catch(() => {
-      if (this.entries.get(key) === entry) this.entries.delete(key);
-    });
+    value.then(
+      (result) => {
+        entry.settled = { value: result };
+      },
+      () => {
+        if (this.entries.get(key) === entry) this.entries.delete(key);
+      },
+    );
     return value;
+  }
+  /** A fresh lookup that has already resolved, synchronously: `{ value }`, or undefined when there is none. */
+  peek<T>(key: string): { value: T } | undefined {
+    const hit = this.entries.get(key);
+    if (!hit?.settled || Date.now() - hit.at >= this.ttlMs) return undefined;
+    return hit.settled as { value: T };
   }
   clear(): void {
     this.entries.clear();
@@ -82,13 +93,60 @@ function explain(error: unknown): string {
 
 const bearerRefused = (detail: string) => unauthorized(detail, `${BEARER_CHALLENGE}, error="invalid_token"`);
 
-/**
- * Resolves every credential a request carries, asynchronously (the kit's `identify` is synchronous; access
- * tokens need koa-jwt and the user's row, API keys a database lookup). A credential that is present but
- * invalid is remembered in `ctx.state.credentialProblem` and refused by the kit's `refuseInvalidCredentials` after the rate
- * limiter has counted the request, so refused requests still carry rate-limit headers and still count.
- */
-export function authenticate(deps: AuthDeps): Middleware {
+type TokenUser = { user: UserRow; revoked: boolean };
+type KeyUser = { key: ApiKeyRow; user: UserRow };
+
+/** The access token of an Authorization header; throws the refusal a client sees when it is malformed. */
+function bearerToken(authorization: string): string {
+  if (!/^Bearer\s+\S+$/i.test(authorization.trim())) throw bearerRefused('Authorization must be "Bearer <access token>"');
+  return authorization.trim().split(/\s+/)[1]!;
+}
+
+function checkClaims(claims: AccessClaims | undefined): AccessClaims {
+  if (!claims || typeof claims.sub !== 'string' || typeof claims.jti !== 'string') throw bearerRefused('the access token lacks sub or jti');
+  return claims;
+}
+
+const isServiceToken = (claims: AccessClaims) => claims.scope === 'service' && claims.sub.startsWith('service:');
+
+/** The user of a verified access token whose account exists; throws when it was revoked or signed out since. */
+function tokenPrincipal(claims: AccessClaims, found: TokenUser): UserPrincipal {
+  if (found.revoked) throw bearerRefused('the access token has been revoked (signed out)');
+  const validAfter = found.user.tokens_valid_after?.getTime();
+  if (validAfter !== undefined && claims.iat * 1000 < validAfter - 999) throw bearerRefused('the access token was issued before a sign-out of every session');
+  return { kind: 'user', id: `user:${found.user.id}`, userId: found.user.id, tier: found.user.tier, via: 'jwt', user: found.user, token: { jti: claims.jti, exp: claims.exp } };
+}
+
+const keyPrincipal = (found: KeyUser): UserPrincipal => ({
+  kind: 'user',
+  id: `apikey:${found.key.id}`,
+  userId: found.user.id,
+  tier: found.user.tier,
+  via: 'api_key',
+  user: found.user,
+  apiKeyId: found.key.id,
+  scopes: found.key.scopes,
+});
+
+const acceptableApiKey = (presented: string) => presented.startsWith(API_KEY_PREFIX) && presented.length <= 200;
+
+export interface Authentication {
+  /**
+   * Resolves every credential a request carries, asynchronously (the kit's `identify` is synchronous;
+   * access tokens need koa-jwt and the user's row, API keys a database lookup). A credential that is
+   * present but invalid is remembered in `ctx.state.credentialProblem` and refused by the kit's
+   * `refuseInvalidCredentials` after the rate limiter has counted the request, so refused requests still
+   * carry rate-limit headers and still count.
+   */
+  middleware: Middleware;
+  /**
+   * The user of a request's one credential (a Bearer token or an API key) when everything about it is
+   * already known from the last AUTH_CACHE_MS and it is valid; undefined otherwise (the middleware decides).
+   */
+  cachedUser(authorization: string | undefined, apiKey: string | undefined): UserPrincipal | undefined;
+}
+
+export function authenticate(deps: AuthDeps): Authentication {
   const verifyJwt = koaJwt({
     secret: (async (header: { kid?: string }) => deps.keys.publicKey(header.kid)) as never,
     algorithms: ['ES256'],
@@ -108,8 +166,71 @@ export function authenticate(deps: AuthDeps): Middleware {
     if (touched.size > 10_000) touched.clear();
     void deps.repository.touchApiKey(id).catch(() => undefined);
   };
+  const tokenUserKey = (claims: AccessClaims) => `jwt:${claims.sub}:${claims.jti}`;
 
-  return async function authenticateRequest(ctx: Context, next: Next) {
+  async function bearer(ctx: Context, authorization: string, principals: Map<string, Principal>) {
+    const token = bearerToken(authorization);
+    // koa-jwt verifies each distinct token; a token seen within the cache period is not re-verified
+    // (refusals are never remembered).
+    const claims = checkClaims(
+      await deps.cache.get(`sig:${token}`, async () => {
+        ctx.state.jwt = undefined;
+        ctx.state.jwtOriginalError = undefined;
+        await verifyJwt(ctx, async () => {});
+        if (ctx.state.jwtOriginalError) throw bearerRefused(explain(ctx.state.jwtOriginalError));
+        return ctx.state.jwt as AccessClaims | undefined;
+      }),
+    );
+    if (isServiceToken(claims)) {
+      principals.set(SERVICE, { kind: 'service', id: claims.sub });
+      return;
+    }
+    const found = await deps.cache.get(tokenUserKey(claims), () => deps.repository.userForToken(claims.sub, claims.jti));
+    if (!found) {
+      // Deleting an account is idempotent: a still-valid token of a deleted account may delete it again.
+      if (ctx.method === 'DELETE' && ctx.path === '/api/v1/auth/me') {
+        ctx.state.deletedUserId = claims.sub;
+        principals.set(BEARER, { kind: 'user', id: `deleted:${claims.sub}` });
+        return;
+      }
+      throw bearerRefused('the account of this access token no longer exists');
+    }
+    principals.set(BEARER, tokenPrincipal(claims, found));
+  }
+
+  async function apiKeyPrincipal(presented: string, principals: Map<string, Principal>) {
+    const refused = () => unauthorized('the X-API-Key header does not hold a valid API key', API_KEY_CHALLENGE);
+    if (!acceptableApiKey(presented)) throw refused();
+    const hash = sha256(presented);
+    const found = await deps.cache.get(`key:${hash}`, () => deps.repository.apiKeyByHash(hash));
+    if (!found) throw refused();
+    touch(found.key.id);
+    principals.set(API_KEY, keyPrincipal(found));
+  }
+
+  function cachedUser(authorization: string | undefined, apiKey: string | undefined): UserPrincipal | undefined {
+    try {
+      if (authorization && !apiKey) {
+        const claims = deps.cache.peek<AccessClaims | undefined>(`sig:${bearerToken(authorization)}`);
+        if (!claims) return undefined;
+        const checked = checkClaims(claims.value);
+        if (isServiceToken(checked)) return undefined;
+        const found = deps.cache.peek<TokenUser | undefined>(tokenUserKey(checked))?.value;
+        return found ? tokenPrincipal(checked, found) : undefined;
+      }
+      if (apiKey && !authorization && acceptableApiKey(apiKey)) {
+        const found = deps.cache.peek<KeyUser | undefined>(`key:${sha256(apiKey)}`)?.value;
+        if (!found) return undefined;
+        touch(found.key.id);
+        return keyPrincipal(found);
+      }
+    } catch {
+      // A refusal is the middleware's to explain.
+    }
+    return undefined;
+  }
+
+  const middleware: Middleware = async function authenticateRequest(ctx: Context, next: Next) {
     const principals = new Map<string, Principal>();
     ctx.state.principals = principals;
     try {
@@ -121,7 +242,7 @@ export function authenticate(deps: AuthDeps): Middleware {
       // A refresh authenticates by its refresh token: the expired access token clients often still send is ignored.
       if (authorization && ctx.path !== '/api/v1/auth/refresh') await bearer(ctx, authorization, principals);
       const apiKey = ctx.get('X-API-Key');
-      if (apiKey) await apiKeyPrincipal(ctx, apiKey, principals);
+      if (apiKey) await apiKeyPrincipal(apiKey, principals);
     } catch (error) {
       if (!(error instanceof Problem)) throw error;
       ctx.state.credentialProblem = error;
@@ -133,67 +254,7 @@ export function authenticate(deps: AuthDeps): Middleware {
     await next();
   };
 
-  async function bearer(ctx: Context, authorization: string, principals: Map<string, Principal>) {
-    if (!/^Bearer\s+\S+$/i.test(authorization.trim())) throw bearerRefused('Authorization must be "Bearer <access token>"');
-    const token = authorization.trim().split(/\s+/)[1]!;
-    // koa-jwt verifies each distinct token; a token seen within the cache period is not re-verified
-    // (refusals are never remembered).
-    const claims = await deps.cache.get(`sig:${token}`, async () => {
-      ctx.state.jwt = undefined;
-      ctx.state.jwtOriginalError = undefined;
-      await verifyJwt(ctx, async () => {});
-      if (ctx.state.jwtOriginalError) throw bearerRefused(explain(ctx.state.jwtOriginalError));
-      return ctx.state.jwt as AccessClaims | undefined;
-    });
-    if (!claims || typeof claims.sub !== 'string' || typeof claims.jti !== 'string') throw bearerRefused('the access token lacks sub or jti');
-    if (claims.scope === 'service' && claims.sub.startsWith('service:')) {
-      principals.set(SERVICE, { kind: 'service', id: claims.sub });
-      return;
-    }
-    const found = await deps.cache.get(`jwt:${claims.sub}:${claims.jti}`, () => deps.repository.userForToken(claims.sub, claims.jti));
-    if (!found) {
-      // Deleting an account is idempotent: a still-valid token of a deleted account may delete it again.
-      if (ctx.method === 'DELETE' && ctx.path === '/api/v1/auth/me') {
-        ctx.state.deletedUserId = claims.sub;
-        principals.set(BEARER, { kind: 'user', id: `deleted:${claims.sub}` });
-        return;
-      }
-      throw bearerRefused('the account of this access token no longer exists');
-    }
-    if (found.revoked) throw bearerRefused('the access token has been revoked (signed out)');
-    const validAfter = found.user.tokens_valid_after?.getTime();
-    if (validAfter !== undefined && claims.iat * 1000 < validAfter - 999) throw bearerRefused('the access token was issued before a sign-out of every session');
-    const principal: UserPrincipal = {
-      kind: 'user',
-      id: `user:${found.user.id}`,
-      userId: found.user.id,
-      tier: found.user.tier,
-      via: 'jwt',
-      user: found.user,
-      token: { jti: claims.jti, exp: claims.exp },
-    };
-    principals.set(BEARER, principal);
-  }
-
-  async function apiKeyPrincipal(_ctx: Context, presented: string, principals: Map<string, Principal>) {
-    const refused = () => unauthorized('the X-API-Key header does not hold a valid API key', API_KEY_CHALLENGE);
-    if (!presented.startsWith(API_KEY_PREFIX) || presented.length > 200) throw refused();
-    const hash = sha256(presented);
-    const found = await deps.cache.get(`key:${hash}`, () => deps.repository.apiKeyByHash(hash));
-    if (!found) throw refused();
-    touch(found.key.id);
-    const principal: UserPrincipal = {
-      kind: 'user',
-      id: `apikey:${found.key.id}`,
-      userId: found.user.id,
-      tier: found.user.tier,
-      via: 'api_key',
-      user: found.user,
-      apiKeyId: found.key.id,
-      scopes: found.key.scopes,
-    };
-    principals.set(API_KEY, principal);
-  }
+  return { middleware, cachedUser };
 }
 
 /** API-key scopes: `read` admits GET and HEAD, `write` every other method. */
@@ -202,10 +263,15 @@ export function scopeFor(method: string): 'read' | 'write' {
   return method === 'GET' || method === 'HEAD' ? 'read' : 'write';
 }
 
+/** Why `user` may not make a `method` request: an API key without the scope it needs; undefined when it may. */
+export function missingScope(user: UserPrincipal | undefined, method: string): string | undefined {
+  if (user?.via !== 'api_key') return undefined;
+  const needed = scopeFor(method);
+  return user.scopes?.includes(needed) ? undefined : `this API key lacks the "${needed}" scope that ${method} requests need`;
+}
+
 /** 403 when an API key lacks the scope the method needs. */
 export function requireScope(ctx: Context): void {
-  const user = ctx.state.user as UserPrincipal | undefined;
-  if (user?.via !== 'api_key') return;
-  const needed = scopeFor(ctx.method);
-  if (!user.scopes?.includes(needed)) throw new Problem(403, `this API key lacks the "${needed}" scope that ${ctx.method} requests need`);
+  const missing = missingScope(ctx.state.user as UserPrincipal | undefined, ctx.method);
+  if (missing) throw new Problem(403, missing);
 }

@@ -8,6 +8,7 @@ export class GatewayMetrics {
   readonly creditsCharged: Counter<'operation'>;
   readonly creditsRefunded: Counter<'operation'>;
   readonly signIns: Counter<'provider' | 'outcome'>;
+  readonly expressLane: Counter;
 
   constructor(metrics: Metrics) {
     const registers = [metrics.registry];
@@ -21,6 +22,11 @@ export class GatewayMetrics {
     this.rateLimited = new Counter({ name: 'gateway_rate_limit_rejections_total', help: 'Requests refused with 429, by kind of window', labelNames: ['window'], registers });
     this.creditsCharged = new Counter({ name: 'gateway_credits_charged_total', help: 'Credits charged for proxied operations', labelNames: ['operation'], registers });
     this.creditsRefunded = new Counter({ name: 'gateway_credits_refunded_total', help: 'Credits refunded after an upstream failure', labelNames: ['operation'], registers });
+    this.expressLane = new Counter({
+      name: 'gateway_express_lane_requests_total',
+      help: 'Proxied requests forwarded by the express lane (credential and rate-limit lease already known); the rest take the full middleware chain',
+      registers,
+    });
     this.signIns = new Counter({ name: 'gateway_sign_ins_total', help: 'Sign-in attempts by provider and outcome', labelNames: ['provider', 'outcome'], registers });
   }
 }

@@ -1,13 +1,13 @@
 import { randomUUID } from 'node:crypto';
 import { EventEmitter } from 'node:events';
-import type { IncomingHttpHeaders, ServerResponse } from 'node:http';
+import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
 import { Writable, type Readable } from 'node:stream';
-import type { Context } from 'koa';
 import { Agent, errors as undiciErrors } from 'undici';
 import { context as otelContext, propagation } from '@opentelemetry/api';
 import { Problem } from '@tempora/kit/errors';
 import type { Logger } from '@tempora/kit/logger';
 import { randomHex } from '@tempora/kit/random';
+import type { Context } from 'koa';
 import type { UserPrincipal } from './auth.ts';
 import { isChargeable, priceOf, type PricedOperation } from './domain/costs.ts';
 import type { GatewayMetrics } from './metrics.ts';
@@ -45,16 +45,48 @@ function connectionTokens(headers: IncomingHttpHeaders | Record<string, string |
 
 const TRACEPARENT = /^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$/;
 
+const single = (value: string | string[] | undefined) => (Array.isArray(value) ? value[0] : value) ?? '';
+
 /** W3C trace context for the upstream call: OpenTelemetry's when tracing runs, else continued from the caller's. */
-export function outgoingTraceContext(ctx: Context): Record<string, string> {
+export function outgoingTraceContext(incomingHeaders: IncomingHttpHeaders): Record<string, string> {
   const carrier: Record<string, string> = {};
   propagation.inject(otelContext.active(), carrier);
   if (carrier.traceparent) return carrier;
-  const incoming = TRACEPARENT.exec(ctx.get('traceparent'));
+  const incoming = TRACEPARENT.exec(single(incomingHeaders.traceparent));
   const traceId = incoming && !/^0+$/.test(incoming[1]!) ? incoming[1]! : randomHex(16);
   const traceparent = `00-${traceId}-${randomHex(8)}-${incoming?.[3] ?? '01'}`;
-  const tracestate = incoming ? ctx.get('tracestate') : '';
+  const tracestate = incoming ? single(incomingHeaders.tracestate) : '';
   return tracestate ? { traceparent, tracestate } : { traceparent };
+}
+
+/** What the proxy needs of a client's request, whichever server took it (Koa, or the express lane). */
+export interface ClientRequest {
+  req: IncomingMessage;
+  res: ServerResponse;
+  method: string;
+  path: string;
+  /** The query string without its '?'. */
+  querystring: string;
+  requestId: string;
+}
+
+/**
+ * The scheme and host the client used, as Koa reads them: X-Forwarded-Proto and X-Forwarded-Host count
+ * only behind trusted proxies (TRUSTED_PROXY_HOPS).
+ */
+export function clientOrigin(req: IncomingMessage, trustProxy: boolean): { protocol: string; host: string } {
+  const first = (value: string | string[] | undefined) => single(value).split(',', 1)[0]!.trim();
+  const forwardedProto = trustProxy ? first(req.headers['x-forwarded-proto']) : '';
+  const protocol = (req.socket as { encrypted?: boolean }).encrypted ? 'https' : forwardedProto ? forwardedProto.toLowerCase() : 'http';
+  let host = (trustProxy && first(req.headers['x-forwarded-host'])) || first(req.headers.host);
+  if (host.includes('@')) {
+    try {
+      host = new URL(`http://${host}`).host;
+    } catch {
+      host = '';
+    }
+  }
+  return { protocol, host };
 }
 
 export interface UpstreamTarget {
@@ -68,6 +100,8 @@ export interface ProxySettings {
   bodyTimeoutMs: number;
   connectTimeoutMs: number;
   bodyLimitBytes: number;
+  /** Behind trusted proxies (TRUSTED_PROXY_HOPS > 0): their X-Forwarded-* fields describe the client. */
+  trustProxy: boolean;
 }
 
 async function readLimited(stream: Readable, limit: number): Promise<Buffer> {
@@ -87,7 +121,7 @@ interface Charge {
   balance: number;
 }
 
-const hasBody = (ctx: Context) => ctx.method !== 'GET' && ctx.method !== 'HEAD' && (Boolean(ctx.get('transfer-encoding')) || Number(ctx.get('content-length') || 0) > 0);
+const hasBody = (req: IncomingMessage) => req.method !== 'GET' && req.method !== 'HEAD' && (Boolean(req.headers['transfer-encoding']) || Number(req.headers['content-length'] || 0) > 0);
 
 /**
  * Forwards requests to the backend services with undici, streaming bodies both ways. Chargeable calls are
@@ -101,9 +135,11 @@ export class Proxy {
   private readonly repository: GatewayRepository;
   private readonly metrics: GatewayMetrics;
   private readonly logger: Logger;
+  private readonly trustProxy: boolean;
 
   constructor(settings: ProxySettings, repository: GatewayRepository, metrics: GatewayMetrics, logger: Logger) {
     this.settings = settings;
+    this.trustProxy = settings.trustProxy;
     this.repository = repository;
     this.metrics = metrics;
     this.logger = logger;
@@ -127,21 +163,23 @@ export class Proxy {
     return this.agent.close();
   }
 
-  private requestHeaders(ctx: Context, upstream: UpstreamName, user: UserPrincipal | undefined): Record<string, string | string[]> {
-    const incoming = ctx.req.headers;
+  private requestHeaders(request: ClientRequest, upstream: UpstreamName, user: UserPrincipal | undefined): Record<string, string | string[]> {
+    const incoming = request.req.headers;
     const dropped = connectionTokens(incoming);
     const headers: Record<string, string | string[]> = {};
-    for (const [name, value] of Object.entries(incoming)) {
+    for (const name in incoming) {
+      const value = incoming[name];
       if (value === undefined || HOP_BY_HOP.has(name) || STRIPPED_REQUEST.has(name) || dropped.has(name)) continue;
       headers[name] = value;
     }
-    const previous = ctx.get('x-forwarded-for');
-    const peer = ctx.req.socket.remoteAddress ?? '';
+    const previous = single(incoming['x-forwarded-for']);
+    const peer = request.req.socket.remoteAddress ?? '';
     headers['x-forwarded-for'] = previous ? `${previous}, ${peer}` : peer;
-    headers['x-forwarded-proto'] = ctx.protocol;
-    if (ctx.host) headers['x-forwarded-host'] = ctx.host;
-    headers['x-request-id'] = String(ctx.state.requestId);
-    Object.assign(headers, outgoingTraceContext(ctx));
+    const origin = clientOrigin(request.req, this.trustProxy);
+    headers['x-forwarded-proto'] = origin.protocol;
+    if (origin.host) headers['x-forwarded-host'] = origin.host;
+    headers['x-request-id'] = request.requestId;
+    Object.assign(headers, outgoingTraceContext(incoming));
     if (user) {
       headers['x-user-id'] = user.userId;
       headers['x-user-tier'] = user.tier;
@@ -163,17 +201,17 @@ export class Proxy {
   }
 
   /** Prices a chargeable call from its (small, JSON) body and charges it; 402 when the balance is short. */
-  private async charge(ctx: Context, user: UserPrincipal, path: string, raw: Buffer): Promise<Charge> {
+  private async charge(request: ClientRequest, user: UserPrincipal, raw: Buffer): Promise<Charge> {
     let parsed: unknown;
     try {
       parsed = raw.length > 0 ? JSON.parse(raw.toString('utf8')) : {};
     } catch {
       parsed = {};
     }
-    const price = priceOf(ctx.method, path, parsed)!;
+    const price = priceOf(request.method, request.path, parsed)!;
     const key = `proxy:${randomUUID()}`;
     try {
-      const outcome = await this.repository.charge(user.userId, price.amount, key, price.operation, { path, request_id: ctx.state.requestId });
+      const outcome = await this.repository.charge(user.userId, price.amount, key, price.operation, { path: request.path, request_id: request.requestId });
       this.metrics.creditsCharged.inc({ operation: price.operation }, price.amount);
       return { key, price, balance: outcome.balance };
     } catch (error) {
@@ -205,25 +243,34 @@ export class Proxy {
     if (upstreamHeaders['content-length'] === undefined) res.flushHeaders();
   }
 
-  /**
-   * Proxies the current request to `upstream` at `path` (with its query string), writing the answer
-   * straight into the client's response (undici's stream API: no intermediate stream, no buffering).
-   */
-  async forward(ctx: Context, upstream: UpstreamName, path: string, user: UserPrincipal | undefined): Promise<void> {
-    const target = this.targets[upstream];
+  /** Proxies a request Koa took: labelled for the metrics, and no longer Koa's to answer once the upstream has. */
+  forwardContext(ctx: Context, upstream: UpstreamName, path: string, user: UserPrincipal | undefined): Promise<void> {
     (ctx as Context & { _matchedRoute?: string })._matchedRoute = `proxy:${upstream}`;
-    let body: Buffer | Readable | undefined = hasBody(ctx) ? ctx.req : undefined;
+    const request: ClientRequest = { req: ctx.req, res: ctx.res, method: ctx.method, path, querystring: ctx.querystring, requestId: String(ctx.state.requestId) };
+    return this.forward(request, upstream, user, () => {
+      ctx.respond = false;
+    });
+  }
+
+  /**
+   * Proxies `request` to `upstream` at its path (with its query string), writing the answer straight into
+   * the client's response (undici's stream API: no intermediate stream, no buffering). `onAnswer` runs
+   * when the upstream's head arrives, from when the response is the proxy's own.
+   */
+  async forward(request: ClientRequest, upstream: UpstreamName, user: UserPrincipal | undefined, onAnswer?: () => void): Promise<void> {
+    const target = this.targets[upstream];
+    const { req, res, path } = request;
+    let body: Buffer | Readable | undefined = hasBody(req) ? req : undefined;
     let charge: Charge | undefined;
-    if (user && isChargeable(ctx.method, path)) {
-      const raw = body ? await readLimited(ctx.req, this.settings.bodyLimitBytes) : Buffer.alloc(0);
+    if (user && isChargeable(request.method, path)) {
+      const raw = body ? await readLimited(req, this.settings.bodyLimitBytes) : Buffer.alloc(0);
       body = raw.length > 0 ? raw : undefined;
-      charge = await this.charge(ctx, user, path, raw);
+      charge = await this.charge(request, user, raw);
     }
     const balance = charge?.balance ?? (user ? Number(user.user.balance) : undefined);
 
-    const headers = this.requestHeaders(ctx, upstream, user);
+    const headers = this.requestHeaders(request, upstream, user);
     if (Buffer.isBuffer(body)) headers['content-length'] = String(body.length);
-    const res = ctx.res;
     const started = performance.now();
     // A client that goes away before the answer cancels the upstream call (and is refunded: nothing was delivered).
     // undici accepts an EventEmitter as the signal: cheaper than an AbortController per request.
@@ -240,11 +287,11 @@ export class Proxy {
     let answered = false;
     try {
       await this.agent.stream(
-        { origin: target.origin, path: `${target.basePath}${path}${ctx.querystring ? `?${ctx.querystring}` : ''}`, method: ctx.method as 'GET', headers, body, signal: abort },
+        { origin: target.origin, path: `${target.basePath}${path}${request.querystring ? `?${request.querystring}` : ''}`, method: request.method as 'GET', headers, body, signal: abort },
         ({ statusCode, headers: upstreamHeaders }) => {
           answered = true;
           this.metrics.upstreamDuration.observe({ upstream, status: String(statusCode) }, (performance.now() - started) / 1000);
-          ctx.respond = false;
+          onAnswer?.();
           if (charge && (statusCode < 200 || statusCode >= 300)) {
             const chunks: Buffer[] = [];
             refused = { statusCode, headers: upstreamHeaders, chunks };

@@ -10,6 +10,7 @@ import { Metrics } from '@tempora/kit/metrics';
 import { RateLimiter, type RateWindow } from '@tempora/kit/rate-limit';
 import { connectRedis } from '@tempora/kit/redis';
 import type { Principal } from '@tempora/kit/auth';
+import type { ExpressLane } from '@tempora/kit/server';
 import { API_KEY_CHALLENGE, AuthCache, authenticate, requireScope, type UserPrincipal } from './auth.ts';
 import type { GatewayConfig } from './config.ts';
 import { KeyStore } from './domain/keys.ts';
@@ -17,6 +18,7 @@ import { anonymousWindows, serviceWindows, tierWindows, type LimitSettings } fro
 import { GitHubSignIn, OidcVerifier } from './domain/providers.ts';
 import { BEARER_CHALLENGE, TokenService } from './domain/tokens.ts';
 import { GenerationClient } from './generation-client.ts';
+import { expressLane } from './express-lane.ts';
 import { GatewayMetrics } from './metrics.ts';
 import { migrations } from './migrations.ts';
 import { Proxy, routeOf, type UpstreamName } from './proxy.ts';
@@ -31,6 +33,7 @@ export { VERSION };
 
 export interface GatewayInstance {
   app: Koa;
+  express: ExpressLane;
   openapi: object;
   logger: Logger;
   deps: GatewayRouteDeps;
@@ -38,11 +41,13 @@ export interface GatewayInstance {
   close(): Promise<void>;
 }
 
+const userWindows = (settings: LimitSettings) => (user: UserPrincipal) => tierWindows(user.tier, user.id, settings);
+
 /** Which windows a request counts against: its user's tier, its service, or its address. */
 export function gatewayWindows(settings: LimitSettings) {
   return (ctx: Context): RateWindow[] => {
     const user = ctx.state.user as UserPrincipal | undefined;
-    if (user) return tierWindows(user.tier, user.id, settings);
+    if (user) return userWindows(settings)(user);
     const principal = (ctx.state.principals as Map<string, Principal> | undefined)?.values().next().value;
     if (principal) return serviceWindows(principal.id, settings);
     return anonymousWindows(ctx.ip, settings);
@@ -86,6 +91,7 @@ export async function createGatewayService(config: GatewayConfig, logger = creat
       bodyTimeoutMs: config.UPSTREAM_BODY_TIMEOUT_MS,
       connectTimeoutMs: config.UPSTREAM_CONNECT_TIMEOUT_MS,
       bodyLimitBytes: sizeInBytes(config.BODY_LIMIT),
+      trustProxy: config.TRUSTED_PROXY_HOPS > 0,
     },
     repository,
     gatewayMetrics,
@@ -108,6 +114,10 @@ export async function createGatewayService(config: GatewayConfig, logger = creat
   };
   const limits: LimitSettings = { multiplier: config.RATE_LIMIT_MULTIPLIER, anonymousPerMinute: config.RATE_LIMIT_ANONYMOUS_PER_MINUTE, servicePerMinute: config.RATE_LIMIT_SERVICE_PER_MINUTE };
 
+  const countRejection = (windows: RateWindow[], user: UserPrincipal | undefined) =>
+    gatewayMetrics.rateLimited.inc({ window: windows[0]?.name === 'tier-minute' && user ? `tier-${user.tier}` : (windows[0]?.name ?? 'unknown') });
+  const authentication = authenticate({ cache: authCache, keys, repository, issuer: config.JWT_ISSUER, audience: config.JWT_AUDIENCE, serviceKeys: config.SERVICE_KEY, adminKey: config.ADMIN_KEY });
+
   const proxied = async (ctx: Context, next: Next) => {
     const route = routeOf(ctx.path);
     if (route === undefined || route === 'native') return next();
@@ -120,7 +130,7 @@ export async function createGatewayService(config: GatewayConfig, logger = creat
         throw unauthorized('this route needs a Bearer access token or an X-API-Key', `${BEARER_CHALLENGE}, ${API_KEY_CHALLENGE}`);
       }
     }
-    await proxy.forward(ctx, route as UpstreamName, ctx.path, user);
+    await proxy.forwardContext(ctx, route as UpstreamName, ctx.path, user);
   };
 
   const { app, openapi, drain } = createApp({
@@ -133,13 +143,8 @@ export async function createGatewayService(config: GatewayConfig, logger = creat
     logger,
     metrics,
     authenticators: [],
-    identify: authenticate({ cache: authCache, keys, repository, issuer: config.JWT_ISSUER, audience: config.JWT_AUDIENCE, serviceKeys: config.SERVICE_KEY, adminKey: config.ADMIN_KEY }),
-    rateLimit: {
-      limiter,
-      windows: gatewayWindows(limits),
-      onLimited: (ctx, windows) =>
-        gatewayMetrics.rateLimited.inc({ window: windows[0]?.name === 'tier-minute' ? `tier-${(ctx.state.user as UserPrincipal).tier}` : (windows[0]?.name ?? 'unknown') }),
-    },
+    identify: authentication.middleware,
+    rateLimit: { limiter, windows: gatewayWindows(limits), onLimited: (ctx, windows) => countRejection(windows, ctx.state.user as UserPrincipal | undefined) },
     beforeBody: [
       async (ctx, next) => {
         requireScope(ctx);
@@ -156,6 +161,7 @@ export async function createGatewayService(config: GatewayConfig, logger = creat
 
   return {
     app,
+    express: expressLane({ authentication, limiter, windows: userWindows(limits), onLimited: countRejection, proxy, metrics, gatewayMetrics, logger }),
     openapi,
     logger,
     deps,

@@ -2,12 +2,13 @@ import type { z } from 'zod';
 import { startTracing } from './tracing.ts';
 import type { ServiceName } from './config.ts';
 import type { ServiceApp } from './app.ts';
+import type { ExpressLane } from './server.ts';
 import type { Logger } from './logger.ts';
 
 /** What a service's entry point hands to `runService`, loaded only once tracing is on. */
 export interface ServiceModule<S extends z.ZodType> {
   configSchema: S;
-  create(config: z.output<S>): Promise<Pick<ServiceApp, 'app' | 'drain'> & { logger: Logger; close(): Promise<void> }>;
+  create(config: z.output<S>): Promise<Pick<ServiceApp, 'app' | 'drain'> & { logger: Logger; close(): Promise<void>; express?: ExpressLane }>;
 }
 
 /**
@@ -31,6 +32,7 @@ export async function runService<S extends z.ZodType>(name: ServiceName, version
       graceMs: config.SHUTDOWN_GRACE_MS,
       onDrain: service.drain,
       onClose: [service.close, tracing.shutdown],
+      express: service.express,
     });
     service.logger.info({ url: running.url, version }, `${name} service listening`);
     serving();

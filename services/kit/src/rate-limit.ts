@@ -31,6 +31,37 @@ interface Outcome {
   limited: boolean;
 }
 
+export interface RateState {
+  limit: number;
+  remaining: number;
+  resetSeconds: number;
+  limited: boolean;
+}
+
+/** The headers every response carries: the tightest window's. */
+const rateLimitHeaders = (state: RateState): Record<string, string> => ({
+  'X-RateLimit-Limit': String(state.limit),
+  'X-RateLimit-Remaining': String(state.remaining),
+  'X-RateLimit-Reset': String(state.resetSeconds),
+});
+
+/** The state a request sees: a refusing window first (the longest wait), else the one with the fewest left. */
+function tightest(outcomes: Outcome[]): RateState {
+  const worst = outcomes.reduce((worst, outcome) => {
+    if (outcome.limited !== worst.limited) return outcome.limited ? outcome : worst;
+    if (outcome.limited) return outcome.msBeforeNext > worst.msBeforeNext ? outcome : worst;
+    return outcome.remaining < worst.remaining ? outcome : worst;
+  });
+  return {
+    limit: worst.window.points,
+    remaining: worst.remaining,
+    resetSeconds: Math.max(1, Math.ceil(worst.msBeforeNext / 1000)),
+    limited: worst.limited,
+  };
+}
+
+const leaseId = (window: RateWindow) => `${window.name}:${window.points}:${window.durationSeconds}|${window.key}`;
+
 /** A window of `points` is reserved in batches of a fiftieth of it, at most `maxLease`. */
 const LEASE_DIVISOR = 50;
 
@@ -74,7 +105,7 @@ export class RateLimiter {
   }
 
   private async consumeOne(window: RateWindow): Promise<Outcome> {
-    const id = `${window.name}:${window.points}:${window.durationSeconds}|${window.key}`;
+    const id = leaseId(window);
     const batch = Math.max(1, Math.min(this.maxLease, Math.floor(window.points / LEASE_DIVISOR)));
     // One reservation per key at a time: requests that arrive meanwhile wait for it and share its batch.
     for (let pending = this.reserving.get(id); pending; pending = this.reserving.get(id)) await pending;
@@ -135,19 +166,31 @@ export class RateLimiter {
   }
 
   /** Consumes one point in every window; resolves to the tightest window's state. */
-  async consume(windows: RateWindow[]): Promise<{ limit: number; remaining: number; resetSeconds: number; limited: boolean }> {
-    const outcomes = await Promise.all(windows.map((window) => this.consumeOne(window)));
-    const tightest = outcomes.reduce((worst, outcome) => {
-      if (outcome.limited !== worst.limited) return outcome.limited ? outcome : worst;
-      if (outcome.limited) return outcome.msBeforeNext > worst.msBeforeNext ? outcome : worst;
-      return outcome.remaining < worst.remaining ? outcome : worst;
-    });
-    return {
-      limit: tightest.window.points,
-      remaining: tightest.remaining,
-      resetSeconds: Math.max(1, Math.ceil(tightest.msBeforeNext / 1000)),
-      limited: tightest.limited,
-    };
+  async consume(windows: RateWindow[]): Promise<RateState> {
+    return tightest(await Promise.all(windows.map((window) => this.consumeOne(window))));
+  }
+
+  /**
+   * Consumes one point in every window from this replica's leases, synchronously, when every window has
+   * one to give; otherwise consumes nothing and returns undefined (the caller then uses `consume`).
+   */
+  private consumeLocally(windows: RateWindow[]): RateState | undefined {
+    const now = Date.now();
+    const ids = windows.map(leaseId);
+    for (const id of ids) {
+      const lease = this.leases.get(id);
+      if (!lease || lease.left <= 0 || lease.resetAt <= now || this.reserving.has(id)) return undefined;
+    }
+    return tightest(windows.map((window, index) => this.fromLease(ids[index]!, window)!));
+  }
+
+  /**
+   * Counts a request against `windows`: the headers every response carries and, when a window is
+   * exhausted, the 429 to answer with. Synchronous while this replica holds leased points for every window.
+   */
+  admit(windows: RateWindow[]): Admission | Promise<Admission> {
+    const local = this.consumeLocally(windows);
+    return local ? admission(local) : this.consume(windows).then(admission);
   }
 
   /** `onLimited` observes each refusal (e.g. to count it by window in a metric). */
@@ -155,20 +198,27 @@ export class RateLimiter {
     return async (ctx: Context, next: Next): Promise<void> => {
       const windows = resolve(ctx);
       if (windows.length === 0) return next();
-      const state = await this.consume(windows);
-      const headers = {
-        'X-RateLimit-Limit': String(state.limit),
-        'X-RateLimit-Remaining': String(state.remaining),
-        'X-RateLimit-Reset': String(state.resetSeconds),
-      };
+      const { headers, refusal } = await this.admit(windows);
       ctx.set(headers);
-      if (state.limited) {
+      if (refusal) {
         onLimited?.(ctx, windows);
-        throw new Problem(429, `rate limit of ${state.limit} requests exceeded; retry in ${state.resetSeconds} s`, {
-          headers: { ...headers, 'Retry-After': String(state.resetSeconds) },
-        });
+        throw refusal;
       }
       await next();
     };
   }
+}
+
+export interface Admission {
+  headers: Record<string, string>;
+  refusal?: Problem;
+}
+
+function admission(state: RateState): Admission {
+  const headers = rateLimitHeaders(state);
+  if (!state.limited) return { headers };
+  return {
+    headers,
+    refusal: new Problem(429, `rate limit of ${state.limit} requests exceeded; retry in ${state.resetSeconds} s`, { headers: { ...headers, 'Retry-After': String(state.resetSeconds) } }),
+  };
 }

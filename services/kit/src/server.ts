@@ -1,4 +1,4 @@
-import type { Server } from 'node:http';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type Koa from 'koa';
 import type { Logger } from './logger.ts';
@@ -18,12 +18,19 @@ export interface ServeOptions {
   onDrain?: () => void;
   /** Run after the last request finished, in order (databases, Redis, tracing). */
   onClose?: Array<() => Promise<unknown>>;
+  /** Answers a request outside the Koa app when it returns true (the gateway's express lane). */
+  express?: ExpressLane;
 }
+
+export type ExpressLane = (request: IncomingMessage, response: ServerResponse) => boolean;
 
 export async function serve(app: Koa, options: ServeOptions): Promise<RunningServer> {
   let inFlight = 0;
   let idle: (() => void) | undefined;
-  const server = app.listen(options.port, options.host);
+  const callback = app.callback();
+  const express = options.express;
+  const server = createServer(express ? (request, response) => void (express(request, response) || callback(request, response)) : callback);
+  server.listen(options.port, options.host);
   server.on('request', (_request, response) => {
     inFlight += 1;
     response.on('close', () => {

@@ -2,7 +2,8 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net';
 import { z } from 'zod';
 import type { HealthReport } from './app.ts';
-import { PROBLEM_CONTENT_TYPE, Problem, notFound } from './errors.ts';
+import { Problem, notFound } from './errors.ts';
+import { send, sendProblem } from './raw-response.ts';
 import type { Metrics } from './metrics.ts';
 
 /** A worker's `WORKER_PORT` (extend its config schema with it): where its endpoints listen; unset serves nothing. */
@@ -49,9 +50,9 @@ export async function serveWorkerEndpoints(options: WorkerServerOptions): Promis
 
   const handle = async (request: IncomingMessage, response: ServerResponse): Promise<void> => {
     const path = new URL(request.url ?? '/', 'http://worker').pathname;
-    if (path !== '/health' && path !== '/metrics') return problem(response, notFound(`no route for ${request.method} ${path}`), path);
+    if (path !== '/health' && path !== '/metrics') return sendProblem(response, notFound(`no route for ${request.method} ${path}`), path);
     if (request.method !== 'GET' && request.method !== 'HEAD') {
-      return problem(response, new Problem(405, `${request.method} is not allowed on ${path}`, { headers: { Allow: 'GET, HEAD' } }), path);
+      return sendProblem(response, new Problem(405, `${request.method} is not allowed on ${path}`, { headers: { Allow: 'GET, HEAD' } }), path);
     }
     if (path === '/health') {
       const [status, body] = await health();
@@ -61,7 +62,7 @@ export async function serveWorkerEndpoints(options: WorkerServerOptions): Promis
   };
 
   const server = createServer((request, response) => {
-    handle(request, response).catch(() => problem(response, new Problem(500, 'the worker could not answer'), request.url ?? '/'));
+    handle(request, response).catch(() => sendProblem(response, new Problem(500, 'the worker could not answer'), request.url ?? '/'));
   });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
@@ -88,14 +89,4 @@ export async function serveWorkerEndpoints(options: WorkerServerOptions): Promis
         setTimeout(() => server.closeAllConnections(), options.graceMs ?? 2_000).unref();
       })),
   };
-}
-
-function send(response: ServerResponse, status: number, type: string, body: string, headers: Record<string, string> = {}): void {
-  if (response.headersSent) return void response.end();
-  response.writeHead(status, { ...headers, 'content-type': type, 'content-length': Buffer.byteLength(body) });
-  response.end(response.req.method === 'HEAD' ? undefined : body);
-}
-
-function problem(response: ServerResponse, error: Problem, instance: string): void {
-  send(response, error.status, PROBLEM_CONTENT_TYPE, JSON.stringify(error.toJSON(instance)), error.headers);
 }

@@ -72,7 +72,7 @@ export function userRoutes(deps: GatewayRouteDeps): RouteDefinition[] {
       security: [BEARER, API_KEY],
       responses: { 200: { description: 'Whatever the generation service answers' }, 502: { description: 'Generation unreachable' }, 504: { description: 'Generation timed out' } },
       handler: async (ctx) => {
-        await deps.proxy.forward(ctx, 'generation', '/api/v1/users/me/timepoints', currentUser(ctx));
+        await deps.proxy.forwardContext(ctx, 'generation', '/api/v1/users/me/timepoints', currentUser(ctx));
         return undefined;
       },
     }),
