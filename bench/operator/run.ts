@@ -75,28 +75,32 @@ try {
     }),
   );
   const applied = performance.now();
+  const total = Object.fromEntries(Object.keys(PLURAL).map((kind) => [kind, objs.filter((o) => o.kind === kind).length]));
+  /** Ready custom resources by kind. */
   const ready = async () => {
-    let n = 0;
-    for (const r of Object.values(PLURAL)) {
+    const byKind: Record<string, number> = {};
+    for (const [kind, r] of Object.entries(PLURAL)) {
       // From the API server's watch cache (resourceVersion 0): a consistent list reads all 1,000 from etcd
       // and decodes them on every poll, which cost kube-apiserver a quarter of its CPU.
       const list = await cluster.admin.list(r, { resourceVersion: '0' }, 'default');
-      n += list.items.filter((o) => {
+      byKind[kind] = list.items.filter((o) => {
         const c = ((o.status?.conditions ?? []) as { type: string; status: string; observedGeneration?: number }[]).find((x) => x.type === 'Ready');
         return c?.status === 'True' && c.observedGeneration === o.metadata.generation;
       }).length;
     }
-    return n;
+    return byKind;
   };
   let lastReport = 0;
   await waitFor(
     `${count} Ready`,
     async () => {
-      const n = await ready();
+      const byKind = await ready();
+      const n = Object.values(byKind).reduce((sum, value) => sum + value, 0);
       if (process.env.BENCH_VERBOSE && performance.now() - lastReport > 2000) {
         lastReport = performance.now();
         const m = await scrape(port);
-        console.error(`${((lastReport - started) / 1000).toFixed(1)}s ready=${n} reconciles=${m.get('controller_runtime_reconcile_total')} errors=${m.get('controller_runtime_reconcile_errors_total')} depth=${m.get('workqueue_depth')} writes=${m.get('tempora_operator_api_writes_total')}`);
+        const kinds = Object.entries(byKind).map(([kind, value]) => `${kind} ${value}/${total[kind]}`).join(', ');
+        console.error(`${((lastReport - started) / 1000).toFixed(1)}s ready=${n} (${kinds}) reconciles=${m.get('controller_runtime_reconcile_total')} depth=${m.get('workqueue_depth')} writes=${m.get('tempora_operator_api_writes_total')}`);
       }
       return n === count;
     },
