@@ -64,11 +64,8 @@ export async function traverse(
   let truncated = false;
   let frontier = [anchor];
   for (let level = 1; level <= options.depth && frontier.length > 0; level += 1) {
-    // Once the limit is reached no moment can join, so order no longer decides anything; once it has
-    // also clipped, only the edges among the moments held are still wanted.
-    const full = hops.size >= options.limit;
-    const steps = await source.expand(frontier, plan, options.minWeight, full && truncated ? hops : undefined);
-    if (!full) steps.sort(byRelevance);
+    // Once the limit has clipped, no moment can join: only the edges among the moments held are wanted.
+    const steps = (await source.expand(frontier, plan, options.minWeight, truncated ? hops : undefined)).sort(byRelevance);
     const next: number[] = [];
     for (const step of steps) {
       if (!hops.has(step.to)) {
