@@ -223,7 +223,7 @@ try {
     const peer50 = peer ? percentile(peer, 50) : Number.NaN;
     const cteCell = cteTimes ? `${ms(cte50)}${cteTimes.timeouts ? ` (${cteTimes.timeouts}/${cteTimes.times.length} over 20 s)` : ''}` : 'not run';
     const ratio = Number.isFinite(cte50) ? `${(cte50 / p50).toFixed(0)}×` : cteTimes ? '> 20 s' : 'n/a';
-    return `| ${name} | ${ms(p50)} | ${ms(ours.p99)} | ${cteCell} | ${ratio} | ${ms(local50)} | ${ms(peer50)} | ${Number.isFinite(peer50) ? `${(local50 / peer50).toFixed(1)}×` : 'n/a'} |`;
+    return `| ${name} | ${ms(p50)} | ${ms(ours.p99)} | ${cteCell} | ${ratio} | ${ms(local50)} | ${ms(peer50)} | ${Number.isFinite(peer50) ? `${(local50 / peer50).toFixed(local50 / peer50 < 0.1 ? 2 : 1)}×` : 'n/a'} |`;
   };
   const report = [
     `Graph: ${MOMENTS.toLocaleString()} moments, ${edgeCount.toLocaleString()} edges (generated in ${loadSeconds.toFixed(0)} s); index loaded in ${indexSeconds.toFixed(1)} s,`,
