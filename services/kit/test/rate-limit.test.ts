@@ -56,6 +56,27 @@ describe('kit rate limiter', () => {
     }
   });
 
+  it('admits from a held lease synchronously, and with the same counts and 429 as consume', async () => {
+    const redis = await connectRedis(process.env.REDIS_URL, createLogger('t', 'silent'));
+    try {
+      const limiter = new RateLimiter({ redis, prefix: `test-${randomBytes(4).toString('hex')}` });
+      const window = { name: 'admit', points: 100, durationSeconds: 60, key: 'k' };
+      const first = limiter.admit([window]);
+      assert.ok(first instanceof Promise, 'the first request reserves a batch in Redis');
+      assert.equal((await first).headers['X-RateLimit-Remaining'], '99');
+      const second = limiter.admit([window]);
+      assert.ok(!(second instanceof Promise), 'the next is served from the lease without waiting');
+      assert.deepEqual(second.headers, { 'X-RateLimit-Limit': '100', 'X-RateLimit-Remaining': '98', 'X-RateLimit-Reset': second.headers['X-RateLimit-Reset'] });
+      assert.equal(second.refusal, undefined);
+      for (let i = 0; i < 98; i += 1) assert.equal((await limiter.admit([window])).refusal, undefined);
+      const refused = await limiter.admit([window]);
+      assert.equal(refused.refusal?.status, 429);
+      assert.equal(refused.refusal?.headers['Retry-After'], refused.headers['X-RateLimit-Reset']);
+    } finally {
+      await redis?.quit();
+    }
+  });
+
   it('falls back to memory when Redis is absent or gone', async () => {
     const memory = new RateLimiter({ redis: undefined, prefix: 'm' });
     const results = [];
