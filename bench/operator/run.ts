@@ -14,19 +14,27 @@ import type { KubeObject } from '../../operator/src/kube/object.ts';
 import * as R from '../../operator/src/kube/resources.ts';
 import { collectionPath } from '../../operator/src/kube/resources.ts';
 
-const { values } = parseArgs({ options: { count: { type: 'string', default: '1000' }, 'steady-seconds': { type: 'string', default: '60' } } });
+const { values } = parseArgs({
+  options: { count: { type: 'string', default: '1000' }, 'steady-seconds': { type: 'string', default: '60' }, 'gateway-every': { type: 'string', default: '10' } },
+});
 const count = Number(values.count);
 const steadySeconds = Number(values['steady-seconds']);
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 
-/** One Gateway in ten (each owns 25 children); the rest split evenly between the three other kinds. */
-function resources(n: number): KubeObject[] {
+/**
+ * One Gateway in `--gateway-every` (default 10; each owns 31 children, six of them Services, whose cluster
+ * IPs kube-apiserver allocates one at a time); the rest split evenly between the three other kinds.
+ */
+function resources(n: number, gatewayEvery: number): KubeObject[] {
   const out: KubeObject[] = [];
-  for (let i = 0; i < n; i++) {
-    const k = i % 10;
-    if (k === 0) out.push(gateway(`gw-${i}`));
-    else if (k <= 3) out.push(graphWorker(`wk-${i}`, i % 2 ? 'renderer' : 'daily', { gatewayRef: 'gw-0' }));
-    else if (k <= 6) out.push(agentPool(`ap-${i}`));
+  for (let i = 0, other = 0; i < n; i++) {
+    if (i % gatewayEvery === 0) {
+      out.push(gateway(`gw-${i}`));
+      continue;
+    }
+    const k = other++ % 3;
+    if (k === 0) out.push(graphWorker(`wk-${i}`, i % 2 ? 'renderer' : 'daily', { gatewayRef: 'gw-0' }));
+    else if (k === 1) out.push(agentPool(`ap-${i}`));
     else out.push(simulationBudget(`sb-${i}`));
   }
   return out;
@@ -67,7 +75,7 @@ for (const signal of ['SIGINT', 'SIGTERM'] as const) process.once(signal, () => 
 try {
   await waitFor('operator ready', async () => (await fetch(`http://127.0.0.1:${port}/readyz`)).ok, 30_000, 200);
   await waitFor('operator leading', async () => (await scrape(port)).get('leader_election_master_status') === 1, 30_000, 200);
-  const objs = resources(count);
+  const objs = resources(count, Number(values['gateway-every']));
   const total = Object.fromEntries(Object.keys(PLURAL).map((kind) => [kind, objs.filter((o) => o.kind === kind).length]));
   // Ready is followed through one watch per kind, opened before the first apply: polling lists cost the
   // API server the encoding of every object twice a second, on the very CPU the run is measuring.
