@@ -1,4 +1,4 @@
-import { request } from 'undici';
+import { ServiceClient } from '@tempora/kit/service-client';
 import { z } from 'zod';
 
 /** The fields of the generation service's scene record (docs/generation.md) that a layer-2 moment takes. */
@@ -35,35 +35,21 @@ export interface RenderRequest {
  * with X-Service-Key, the reverse of the generation service's graph lookups.
  */
 export class GenerationClient {
-  private readonly baseUrl: string;
-  private readonly serviceKey: string | undefined;
-  private readonly timeoutMs: number;
+  private readonly service: ServiceClient;
 
   constructor(baseUrl: string, serviceKey: string | undefined, timeoutMs: number) {
-    this.baseUrl = baseUrl.replace(/\/$/, '');
-    this.serviceKey = serviceKey;
-    this.timeoutMs = timeoutMs;
+    this.service = new ServiceClient(baseUrl, serviceKey, timeoutMs);
   }
 
   async render(body: RenderRequest, context: { jobId: string; path: string }, signal?: AbortSignal): Promise<RenderedScene> {
     let status: number;
     let text: string;
     try {
-      const response = await request(`${this.baseUrl}/api/v1/timepoints/generate/sync`, {
-        method: 'POST',
-        headers: {
-          'content-type': 'application/json',
-          accept: 'application/json',
-          'x-request-id': `render-${context.jobId}`,
-          ...(this.serviceKey ? { 'x-service-key': this.serviceKey } : {}),
-        },
-        body: JSON.stringify({ ...body, request_context: { graph_render_job: context.jobId, path: context.path } }),
-        headersTimeout: this.timeoutMs,
-        bodyTimeout: this.timeoutMs,
-        ...(signal ? { signal } : {}),
-      });
-      status = response.statusCode;
-      text = await response.body.text();
+      ({ status, text } = await this.service.call('POST', '/api/v1/timepoints/generate/sync', {
+        requestId: `render-${context.jobId}`,
+        json: { ...body, request_context: { graph_render_job: context.jobId, path: context.path } },
+        signal,
+      }));
     } catch (error) {
       if (signal?.aborted) throw error;
       throw new RenderError(`the generation service could not be reached: ${(error as Error).message}`, true);
@@ -91,6 +77,6 @@ export class GenerationClient {
 
   /** The scene's image as an absolute URL: the generation service may hand out a path of its own. */
   imageUrl(scene: RenderedScene): string | null {
-    return scene.image_url ? new URL(scene.image_url, `${this.baseUrl}/`).toString() : null;
+    return scene.image_url ? new URL(scene.image_url, `${this.service.baseUrl}/`).toString() : null;
   }
 }
