@@ -139,4 +139,20 @@ export const migrations: Migration[] = [
       });
     },
   },
+  {
+    name: '003_worker_claims',
+    async up(knex: Knex) {
+      // Which moment a replica of a worker role is working on, until when: replicas of the judge or the
+      // expander never ask the model about one moment at once, and a crashed worker's claims lapse.
+      await knex.schema.createTable('worker_claims', (table) => {
+        table.text('role').notNullable();
+        table.bigInteger('moment_id').notNullable().references('id').inTable('moments').onDelete('CASCADE');
+        table.timestamp('until', { useTz: true }).notNullable();
+        table.primary(['role', 'moment_id']);
+      });
+    },
+    async down(knex: Knex) {
+      await knex.schema.dropTable('worker_claims');
+    },
+  },
 ];

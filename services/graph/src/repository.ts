@@ -618,14 +618,19 @@ export class GraphRepository {
   }
 
   /** Moments awaiting moderation, longest waiting first. */
+  /** Pending moments no judge holds, oldest first. */
   async pendingMoments(limit: number): Promise<MomentRow[]> {
-    const rows = (await this.knex('moments').where({ status: 'pending' }).orderBy([{ column: 'updated_at' }, { column: 'id' }]).limit(limit).select(MOMENT_COLUMNS)) as MomentRow[];
+    const rows = (await this.unclaimed('judge')
+      .where({ 'm.status': 'pending' })
+      .orderBy([{ column: 'm.updated_at' }, { column: 'm.id' }])
+      .limit(limit)
+      .select(prefixed('m'))) as MomentRow[];
     return rows.map(normaliseMoment);
   }
 
-  /** Public, active moments never expanded that have fewer than `maxCurated` curated edges. */
+  /** Public, active moments never expanded, that no expander holds, with fewer than `maxCurated` curated edges. */
   async underConnectedMoments(limit: number, maxCurated: number): Promise<MomentRow[]> {
-    const rows = (await this.knex('moments as m')
+    const rows = (await this.unclaimed('expander')
       .where({ 'm.visibility': 'public', 'm.status': 'active' })
       .whereNull('m.expanded_at')
       .andWhereRaw(`(select count(*) from edges e where (e.source_id = m.id or e.target_id = m.id) and e.origin <> 'auto') < ?`, [maxCurated])
@@ -633,6 +638,35 @@ export class GraphRepository {
       .limit(limit)
       .select(prefixed('m'))) as MomentRow[];
     return rows.map(normaliseMoment);
+  }
+
+  private unclaimed(role: string): Knex.QueryBuilder {
+    return this.knex('moments as m').whereNotExists(
+      this.knex('worker_claims as c').whereRaw('c.moment_id = m.id').andWhere('c.role', role).andWhereRaw('c.until > now()').select(this.knex.raw('1')),
+    );
+  }
+
+  /**
+   * Claims `ids` for `role` for `seconds`, those no other replica of the role holds: returns the ids
+   * claimed. Two replicas claiming one moment at once: the second waits for the first's insert and gets none.
+   * A claim is kept after the work succeeds, until it lapses: by then the moment is no longer a candidate,
+   * so a replica that chose it from an older read cannot take it again.
+   */
+  async claimMoments(role: string, ids: readonly number[], seconds: number): Promise<Set<number>> {
+    if (ids.length === 0) return new Set();
+    await this.knex('worker_claims').where({ role }).andWhereRaw('until <= now()').delete();
+    const { rows } = (await this.knex.raw(
+      `insert into worker_claims (role, moment_id, until) select ?, id, now() + make_interval(secs => ?) from unnest(?::bigint[]) as id
+       on conflict (role, moment_id) do update set until = excluded.until where worker_claims.until <= now()
+       returning moment_id`,
+      [role, seconds, ids as number[]],
+    )) as { rows: Array<{ moment_id: string }> };
+    return new Set(rows.map((row) => Number(row.moment_id)));
+  }
+
+  /** Gives up claims whose work failed, so that any replica may try again at once. */
+  async releaseMoments(role: string, ids: readonly number[]): Promise<void> {
+    if (ids.length > 0) await this.knex('worker_claims').where({ role }).whereIn('moment_id', ids as number[]).delete();
   }
 
   async markExpanded(ids: readonly number[]): Promise<void> {

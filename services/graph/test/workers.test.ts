@@ -23,6 +23,21 @@ import { record } from './fixtures.ts';
 
 const logger = createLogger('graph-worker', process.env.WORKER_TEST_LOG ?? 'silent');
 const offline = { provider: new OfflineProvider(), model: 'offline' };
+
+/** The offline model, slowed down and counting what it is asked (by prompt), so replicas overlap. */
+function countingModel(delayMs: number) {
+  const prompts: string[] = [];
+  const inner = new OfflineProvider();
+  const provider: TextProvider = {
+    kind: inner.kind,
+    async generateText(request: TextRequest) {
+      prompts.push(request.prompt);
+      await new Promise((resolve) => setTimeout(resolve, delayMs));
+      return inner.generateText(request);
+    },
+  };
+  return { model: { provider, model: 'offline' }, prompts };
+}
 const path = (slug: string, year = 1903) => `/${year}/july/1/1516/france/ile-de-france/montgeron/${slug}`;
 
 describe('graph background workers', function () {
@@ -215,6 +230,19 @@ describe('graph background workers', function () {
       assert.equal(hidden.body.visibility, 'private');
       assert.equal(await judgePending(graph, offline, new SpendBudget(graph.repository, 'judge', 0), 10), 0);
     });
+
+    it('judges each moment once when replicas run at the same time', async () => {
+      const paths = ['one', 'two', 'three', 'four'].map((slug) => path(`pending-race-${slug}`, 1905));
+      assert.equal((await api.post('/ingest/tdf', paths.map((p) => record(p, [], { status: 'pending' })), writer)).status, 200);
+      const { model, prompts } = countingModel(100);
+      const budget = new SpendBudget(graph.repository, 'judge', 0);
+      const decided = await Promise.all([judgePending(graph, model, budget, 10), judgePending(graph, model, budget, 10), judgePending(graph, model, budget, 10)]);
+      assert.equal(decided.reduce((sum, n) => sum + n, 0), 4);
+      assert.equal(prompts.length, 4, 'the model was asked about each moment once');
+      for (const p of paths) assert.equal((await api.get(`/api/v1/moments${p}`)).body.status, 'active');
+      const held = await database.knex('worker_claims as c').join('moments as m', 'm.id', 'c.moment_id').whereIn('m.path', paths).andWhere('c.role', 'judge').select('m.path');
+      assert.equal(held.length, 4, 'each claim is kept until it lapses, so a replica that read the moment earlier cannot judge it again');
+    });
   });
 
   describe('expander (offline provider)', () => {
@@ -238,6 +266,19 @@ describe('graph background workers', function () {
 
       const again = await expandUnderConnected(graph, offline, budget, settings);
       assert.equal(again.added, 0, 'an expanded moment is not expanded again');
+    });
+
+    it('expands each moment once when replicas run at the same time', async () => {
+      const anchors = ['alpha', 'beta', 'gamma'].map((slug) => path(`expander-race-${slug}`, 1807));
+      assert.equal((await api.post('/ingest/tdf', anchors.map((p) => record(p, [], { tags: ['racing'] })), writer)).status, 200);
+      const { model, prompts } = countingModel(100);
+      const budget = new SpendBudget(graph.repository, 'expander', 0);
+      const settings = { batch: 100, maxNew: 1, minEdges: 1 };
+      const runs = await Promise.all([1, 2, 3].map(() => expandUnderConnected(graph, model, budget, settings)));
+      const asked = prompts.map((prompt) => (JSON.parse(prompt) as { path: string }).path);
+      for (const anchor of anchors) assert.equal(asked.filter((p) => p === anchor).length, 1, `${anchor} was asked about once`);
+      assert.equal(new Set(asked).size, asked.length, 'no moment was asked about twice');
+      assert.equal(runs.reduce((sum, run) => sum + run.expanded, 0), asked.length);
     });
   });
 

@@ -5,7 +5,7 @@ import type { GraphService } from '../graph-service.ts';
 import type { MomentRow } from '../repository.ts';
 import type { SpendBudget } from './budget.ts';
 import { askJson, type TextModel } from './model.ts';
-import { PROPOSED_MOMENT_SHAPE, ProposedMoment, addProposed, inputOf, proposedInput } from './moments.ts';
+import { CLAIM_SECONDS, PROPOSED_MOMENT_SHAPE, ProposedMoment, addProposed, inputOf, proposedInput } from './moments.ts';
 
 /** The one edge type the spec lets the expander create: a direct cause, stored cause → effect. */
 const EDGE = 'causes' as const;
@@ -63,33 +63,48 @@ export async function expandUnderConnected(
 ): Promise<{ expanded: number; added: number }> {
   const anchors = await graph.repository.underConnectedMoments(settings.batch, settings.minEdges);
   let added = 0;
+  let expanded = 0;
   for (const anchor of anchors) {
-    const expansion = await askJson(model, budget, {
-      system: system(settings.maxNew),
-      prompt: JSON.stringify({
-        path: anchor.path,
-        event_name: anchor.event_name,
-        date: `${anchor.day} ${MONTHS[anchor.month_num - 1]} ${anchor.year}`,
-        place: [anchor.city, anchor.region, anchor.country].join(', '),
-        description: anchor.description,
-        figures: anchor.figures,
-      }),
-      schema: Expansion,
-      offline: () => offlineExpansion(anchor),
-      maxTokens: 400 * settings.maxNew,
-      ...(signal ? { signal } : {}),
-    });
-    const proposals: MomentInput[] = [];
-    const fromAnchor: EdgeInput[] = [];
-    for (const moment of expansion.moments.slice(0, settings.maxNew)) {
-      const edge = { type: EDGE, weight: moment.weight, theme: moment.theme, description: '' };
-      const input = proposedInput(moment, 'expander', moment.relation === 'cause' ? [{ ...edge, target: anchor.path }] : []);
-      if (!input || input.path === anchor.path) continue;
-      proposals.push(input);
-      if (moment.relation === 'consequence') fromAnchor.push({ ...edge, target: input.path });
+    // Replicas of the expander never expand one moment twice: each claims an anchor before asking about it.
+    if (!(await graph.repository.claimMoments('expander', [anchor.id], CLAIM_SECONDS)).has(anchor.id)) continue;
+    try {
+      added += await expandOne(graph, model, budget, settings, anchor, signal);
+    } catch (error) {
+      await graph.repository.releaseMoments('expander', [anchor.id]);
+      throw error;
     }
-    added += (await addProposed(graph, proposals, 'expander', fromAnchor.length > 0 ? [inputOf(anchor, { edges: fromAnchor })] : [])).length;
-    await graph.repository.markExpanded([anchor.id]);
+    expanded += 1;
   }
-  return { expanded: anchors.length, added };
+  return { expanded, added };
+}
+
+/** Asks about one claimed anchor and writes what the model proposes; returns how many moments were added. */
+async function expandOne(graph: GraphService, model: TextModel, budget: SpendBudget, settings: { maxNew: number }, anchor: MomentRow, signal?: AbortSignal): Promise<number> {
+  const expansion = await askJson(model, budget, {
+    system: system(settings.maxNew),
+    prompt: JSON.stringify({
+      path: anchor.path,
+      event_name: anchor.event_name,
+      date: `${anchor.day} ${MONTHS[anchor.month_num - 1]} ${anchor.year}`,
+      place: [anchor.city, anchor.region, anchor.country].join(', '),
+      description: anchor.description,
+      figures: anchor.figures,
+    }),
+    schema: Expansion,
+    offline: () => offlineExpansion(anchor),
+    maxTokens: 400 * settings.maxNew,
+    ...(signal ? { signal } : {}),
+  });
+  const proposals: MomentInput[] = [];
+  const fromAnchor: EdgeInput[] = [];
+  for (const moment of expansion.moments.slice(0, settings.maxNew)) {
+    const edge = { type: EDGE, weight: moment.weight, theme: moment.theme, description: '' };
+    const input = proposedInput(moment, 'expander', moment.relation === 'cause' ? [{ ...edge, target: anchor.path }] : []);
+    if (!input || input.path === anchor.path) continue;
+    proposals.push(input);
+    if (moment.relation === 'consequence') fromAnchor.push({ ...edge, target: input.path });
+  }
+  const added = (await addProposed(graph, proposals, 'expander', fromAnchor.length > 0 ? [inputOf(anchor, { edges: fromAnchor })] : [])).length;
+  await graph.repository.markExpanded([anchor.id]);
+  return added;
 }

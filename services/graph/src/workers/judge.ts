@@ -4,7 +4,7 @@ import type { MomentRow } from '../repository.ts';
 import type { SpendBudget } from './budget.ts';
 import type { GraphWorkerMetrics } from './metrics.ts';
 import { askJson, type TextModel } from './model.ts';
-import { inputOf } from './moments.ts';
+import { CLAIM_SECONDS, inputOf } from './moments.ts';
 
 export const Verdict = z.object({
   verdict: z.enum(['publish', 'reject']),
@@ -36,7 +36,10 @@ export function offlineVerdict(moment: Pick<MomentRow, 'event_name' | 'descripti
  * every public read) on the model's verdict. Returns how many were decided; `metrics` counts the verdicts.
  */
 export async function judgePending(graph: GraphService, model: TextModel, budget: SpendBudget, batch: number, signal?: AbortSignal, metrics?: GraphWorkerMetrics): Promise<number> {
-  const moments = await graph.repository.pendingMoments(batch);
+  const candidates = await graph.repository.pendingMoments(batch);
+  // Replicas of the judge never judge (and pay for) one moment twice: each takes the ones it could claim.
+  const claimed = await graph.repository.claimMoments('judge', candidates.map((row) => row.id), CLAIM_SECONDS);
+  const moments = candidates.filter((row) => claimed.has(row.id));
   const outcomes = await Promise.allSettled(
     moments.map(async (row) => {
       const verdict = await askJson(model, budget, {
@@ -51,7 +54,13 @@ export async function judgePending(graph: GraphService, model: TextModel, budget
     }),
   );
   const decided = outcomes.flatMap((outcome) => (outcome.status === 'fulfilled' ? [outcome.value] : []));
-  if (decided.length > 0) await graph.writeMoments(decided.map((decision) => decision.input));
+  try {
+    if (decided.length > 0) await graph.writeMoments(decided.map((decision) => decision.input));
+  } catch (error) {
+    await graph.repository.releaseMoments('judge', [...claimed]);
+    throw error;
+  }
+  await graph.repository.releaseMoments('judge', moments.filter((_, index) => outcomes[index]!.status === 'rejected').map((row) => row.id));
   for (const decision of decided) metrics?.verdict(decision.verdict);
   // Verdicts that were reached are kept; the first failure (a spent budget, a malformed reply) is reported.
   const failed = outcomes.find((outcome) => outcome.status === 'rejected');

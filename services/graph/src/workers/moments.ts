@@ -6,6 +6,12 @@ import type { MomentRow } from '../repository.ts';
 import { momentPayload } from '../views.ts';
 
 /** A stored moment as a write of itself, so a worker can change a few fields through GraphService.writeMoments. */
+/**
+ * How long a judge or expander replica holds a moment it is asking the model about (worker_claims): well
+ * past one model call (PROVIDER_TIMEOUT_MS, 60 s by default), so only a replica that died lets it lapse.
+ */
+export const CLAIM_SECONDS = 600;
+
 export function inputOf(row: MomentRow, changes: Partial<MomentInput> = {}): MomentInput {
   // The stored row passed the same validation when it was written; its text columns hold MomentInput's enums.
   return { ...(momentPayload(row, []) as MomentInput), ...changes };
