@@ -8,6 +8,8 @@ export class FakeGeneration {
   /** Status to answer with; 200 renders a scene. */
   status = 200;
   delayMs = 0;
+  /** The scene's coordinates; the generation service reports a place it does not know as (0, 0). */
+  coordinates: [number, number] = [48.7, 2.46];
   private server: Server | undefined;
   url = '';
 
@@ -43,7 +45,7 @@ export class FakeGeneration {
           time: '1516',
           era: 'modern',
           path: '1903/july/1/1516/france/ile-de-france/montgeron/first-tour-de-france',
-          location: { name: 'Café Au Réveil Matin', city: 'Montgeron', region: 'Île-de-France', country: 'France', latitude: 48.7, longitude: 2.46 },
+          location: { name: 'Café Au Réveil Matin', city: 'Montgeron', region: 'Île-de-France', country: 'France', latitude: this.coordinates[0], longitude: this.coordinates[1] },
           scene: { title: 'Montgeron', description: 'Sixty riders at a roadside café.', atmosphere: 'dusty' },
           characters: [
             { name: 'Henri Desgrange', role: 'organiser', is_historical: true },

@@ -62,6 +62,7 @@ describe('graph background workers', function () {
   beforeEach(async () => {
     generation.status = 200;
     generation.delayMs = 0;
+    generation.coordinates = [48.7, 2.46];
     generation.calls.length = 0;
     // Each test sees only its own jobs and spend.
     await database.knex('render_jobs').del();
@@ -95,6 +96,17 @@ describe('graph background workers', function () {
   const job = async (id: string) => (await api.get(`/api/v1/graph/jobs/${id}`, writer)).body;
 
   describe('renderer', () => {
+    it('leaves a moment without coordinates when the scene\'s place is unknown (0, 0)', async () => {
+      generation.coordinates = [0, 0];
+      const id = await queue('nowhere-in-particular');
+      await drain(renderer());
+      assert.equal((await job(id)).status, 'succeeded');
+      const moment = (await api.get(`/api/v1/moments${path('nowhere-in-particular')}`)).body;
+      assert.equal(moment.layer, 2);
+      assert.equal(moment.latitude, null);
+      assert.equal(moment.longitude, null);
+    });
+
     it('renders a queued job end to end: layer 2 with the scene, job succeeded, the API replica sees it', async () => {
       const id = await queue('first-tour-de-france');
       await drain(renderer());
@@ -116,6 +128,7 @@ describe('graph background workers', function () {
       assert.deepEqual(moment.figures, ['Henri Desgrange']);
       assert.equal(moment.confidence, 0.82);
       assert.equal(moment.latitude, 48.7);
+      assert.equal(moment.longitude, 2.46);
 
       // The API replica's in-memory node store learns the new layer through the change feed.
       const deadline = Date.now() + 10_000;

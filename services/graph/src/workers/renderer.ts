@@ -160,6 +160,9 @@ export class Renderer {
     const row = await graph.repository.momentByPath(path, true);
     if (!row) throw new RenderError(`the moment ${path} no longer exists`, false);
     const historical = scene.characters.filter((character) => character.is_historical).map((character) => character.name.trim().slice(0, 200));
+    // The generation service reports a place it could not fix as (0, 0) (docs/generation.md): not a place.
+    const { latitude, longitude } = scene.location;
+    const located = latitude != null && longitude != null && !(latitude === 0 && longitude === 0);
     await graph.writeMoments([
       inputOf(row, {
         layer: 2,
@@ -167,8 +170,8 @@ export class Renderer {
         description: row.description || (scene.moment.summary ?? scene.scene.description ?? '').slice(0, 2000),
         figures: [...new Set([...row.figures, ...historical])].filter(Boolean).slice(0, 50),
         confidence: scene.confidence.overall ?? row.confidence,
-        latitude: row.latitude ?? scene.location.latitude ?? null,
-        longitude: row.longitude ?? scene.location.longitude ?? null,
+        latitude: row.latitude ?? (located ? latitude : null),
+        longitude: row.longitude ?? (located ? longitude : null),
       }),
     ]);
   }
