@@ -1,5 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { Problem } from '@tempora/kit/errors';
+import { toProblem, unexpectedProblem } from '@tempora/kit/errors';
 import type { Logger } from '@tempora/kit/logger';
 import type { Metrics } from '@tempora/kit/metrics';
 import type { Admission, RateLimiter, RateWindow } from '@tempora/kit/rate-limit';
@@ -9,7 +9,7 @@ import type { ExpressLane } from '@tempora/kit/server';
 import { missingScope, type Authentication, type UserPrincipal } from './auth.ts';
 import { isChargeable } from './domain/costs.ts';
 import type { GatewayMetrics } from './metrics.ts';
-import { routeOf, type Proxy } from './proxy.ts';
+import { headerValue, routeOf, type Proxy } from './proxy.ts';
 
 export interface ExpressLaneDeps {
   authentication: Authentication;
@@ -21,8 +21,6 @@ export interface ExpressLaneDeps {
   gatewayMetrics: GatewayMetrics;
   logger: Logger;
 }
-
-const single = (value: string | string[] | undefined) => (Array.isArray(value) ? value[0] : value);
 
 /**
  * The proxy's express lane. Most proxied traffic is a client repeating calls with one credential, and for
@@ -43,18 +41,21 @@ export function expressLane(deps: ExpressLaneDeps): ExpressLane {
     const path = queryAt < 0 ? url : url.slice(0, queryAt);
     const upstream = routeOf(path);
     if (upstream === undefined || upstream === 'native' || isChargeable(method, path)) return false;
-    const user = deps.authentication.cachedUser(single(headers.authorization), single(headers['x-api-key']));
+    const user = deps.authentication.cachedUser(headerValue(headers.authorization), headerValue(headers['x-api-key']));
     if (!user || missingScope(user, method)) return false;
 
     const stop = deps.metrics.httpDuration.startTimer();
-    const requestId = requestIdFor(single(headers['x-request-id']));
+    const requestId = requestIdFor(headerValue(headers['x-request-id']));
     res.setHeader('X-Request-ID', requestId);
     res.setHeader('Vary', 'Origin');
     deps.gatewayMetrics.expressLane.inc();
     const finish = (status: number) => stop({ method, route: `proxy:${upstream}`, status: String(status) });
     const fail = (error: unknown) => {
-      const problem = error instanceof Problem ? error : new Problem(500, 'an unexpected error occurred; quote the X-Request-ID when reporting it');
-      if (!(error instanceof Problem)) deps.logger.error({ err: error, requestId, path }, 'unhandled error');
+      let problem = toProblem(error);
+      if (!problem) {
+        deps.logger.error({ err: error, requestId, path }, 'unhandled error');
+        problem = unexpectedProblem();
+      }
       sendProblem(res, problem, path);
       finish(problem.status);
     };

@@ -45,17 +45,18 @@ function connectionTokens(headers: IncomingHttpHeaders | Record<string, string |
 
 const TRACEPARENT = /^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$/;
 
-const single = (value: string | string[] | undefined) => (Array.isArray(value) ? value[0] : value) ?? '';
+/** A request header's value as one string ('' when absent): Node gives repeated fields as arrays. */
+export const headerValue = (value: string | string[] | undefined) => (Array.isArray(value) ? value[0] : value) ?? '';
 
 /** W3C trace context for the upstream call: OpenTelemetry's when tracing runs, else continued from the caller's. */
 export function outgoingTraceContext(incomingHeaders: IncomingHttpHeaders): Record<string, string> {
   const carrier: Record<string, string> = {};
   propagation.inject(otelContext.active(), carrier);
   if (carrier.traceparent) return carrier;
-  const incoming = TRACEPARENT.exec(single(incomingHeaders.traceparent));
+  const incoming = TRACEPARENT.exec(headerValue(incomingHeaders.traceparent));
   const traceId = incoming && !/^0+$/.test(incoming[1]!) ? incoming[1]! : randomHex(16);
   const traceparent = `00-${traceId}-${randomHex(8)}-${incoming?.[3] ?? '01'}`;
-  const tracestate = incoming ? single(incomingHeaders.tracestate) : '';
+  const tracestate = incoming ? headerValue(incomingHeaders.tracestate) : '';
   return tracestate ? { traceparent, tracestate } : { traceparent };
 }
 
@@ -75,7 +76,7 @@ export interface ClientRequest {
  * only behind trusted proxies (TRUSTED_PROXY_HOPS).
  */
 export function clientOrigin(req: IncomingMessage, trustProxy: boolean): { protocol: string; host: string } {
-  const first = (value: string | string[] | undefined) => single(value).split(',', 1)[0]!.trim();
+  const first = (value: string | string[] | undefined) => headerValue(value).split(',', 1)[0]!.trim();
   const forwardedProto = trustProxy ? first(req.headers['x-forwarded-proto']) : '';
   const protocol = (req.socket as { encrypted?: boolean }).encrypted ? 'https' : forwardedProto ? forwardedProto.toLowerCase() : 'http';
   let host = (trustProxy && first(req.headers['x-forwarded-host'])) || first(req.headers.host);
@@ -135,11 +136,9 @@ export class Proxy {
   private readonly repository: GatewayRepository;
   private readonly metrics: GatewayMetrics;
   private readonly logger: Logger;
-  private readonly trustProxy: boolean;
 
   constructor(settings: ProxySettings, repository: GatewayRepository, metrics: GatewayMetrics, logger: Logger) {
     this.settings = settings;
-    this.trustProxy = settings.trustProxy;
     this.repository = repository;
     this.metrics = metrics;
     this.logger = logger;
@@ -172,10 +171,10 @@ export class Proxy {
       if (value === undefined || HOP_BY_HOP.has(name) || STRIPPED_REQUEST.has(name) || dropped.has(name)) continue;
       headers[name] = value;
     }
-    const previous = single(incoming['x-forwarded-for']);
+    const previous = headerValue(incoming['x-forwarded-for']);
     const peer = request.req.socket.remoteAddress ?? '';
     headers['x-forwarded-for'] = previous ? `${previous}, ${peer}` : peer;
-    const origin = clientOrigin(request.req, this.trustProxy);
+    const origin = clientOrigin(request.req, this.settings.trustProxy);
     headers['x-forwarded-proto'] = origin.protocol;
     if (origin.host) headers['x-forwarded-host'] = origin.host;
     headers['x-request-id'] = request.requestId;

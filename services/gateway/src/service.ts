@@ -41,13 +41,14 @@ export interface GatewayInstance {
   close(): Promise<void>;
 }
 
-const userWindows = (settings: LimitSettings) => (user: UserPrincipal) => tierWindows(user.tier, user.id, settings);
+/** A signed-in user's windows: their tier's, keyed by user or API key. */
+const userWindows = (user: UserPrincipal, settings: LimitSettings) => tierWindows(user.tier, user.id, settings);
 
 /** Which windows a request counts against: its user's tier, its service, or its address. */
 export function gatewayWindows(settings: LimitSettings) {
   return (ctx: Context): RateWindow[] => {
     const user = ctx.state.user as UserPrincipal | undefined;
-    if (user) return userWindows(settings)(user);
+    if (user) return userWindows(user, settings);
     const principal = (ctx.state.principals as Map<string, Principal> | undefined)?.values().next().value;
     if (principal) return serviceWindows(principal.id, settings);
     return anonymousWindows(ctx.ip, settings);
@@ -161,7 +162,7 @@ export async function createGatewayService(config: GatewayConfig, logger = creat
 
   return {
     app,
-    express: expressLane({ authentication, limiter, windows: userWindows(limits), onLimited: countRejection, proxy, metrics, gatewayMetrics, logger }),
+    express: expressLane({ authentication, limiter, windows: (user) => userWindows(user, limits), onLimited: countRejection, proxy, metrics, gatewayMetrics, logger }),
     openapi,
     logger,
     deps,

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { Problem, unprocessable } from '@tempora/kit/errors';
+import { Problem, unexpectedProblem, unprocessable } from '@tempora/kit/errors';
 import type { Logger } from '@tempora/kit/logger';
 import type { GraphMoment } from './agents/types.ts';
 import { CallbackPolicy, deliverCallback } from './callbacks.ts';
@@ -38,7 +38,7 @@ export function problemOf(error: unknown): Problem {
     if (error.code === 'cancelled') return new Problem(503, error.message, { title: 'Cancelled' });
     return new Problem(502, error.message, { extensions: { agent: error.agent, code: error.code } });
   }
-  return new Problem(500, 'an unexpected error occurred; quote the X-Request-ID when reporting it');
+  return unexpectedProblem();
 }
 
 export class Generator {

@@ -654,12 +654,13 @@ export class GraphRepository {
    */
   async claimMoments(role: string, ids: readonly number[], seconds: number): Promise<Set<number>> {
     if (ids.length === 0) return new Set();
-    await this.knex('worker_claims').where({ role }).andWhereRaw('until <= now()').delete();
+    // Lapsed claims on other moments are cleared by the same statement, so the table holds live claims only.
     const { rows } = (await this.knex.raw(
-      `insert into worker_claims (role, moment_id, until) select ?, id, now() + make_interval(secs => ?) from unnest(?::bigint[]) as id
+      `with lapsed as (delete from worker_claims where role = ? and until <= now() and moment_id <> all(?::bigint[]))
+       insert into worker_claims (role, moment_id, until) select ?, id, now() + make_interval(secs => ?) from unnest(?::bigint[]) as id
        on conflict (role, moment_id) do update set until = excluded.until where worker_claims.until <= now()
        returning moment_id`,
-      [role, seconds, ids as number[]],
+      [role, ids as number[], role, seconds, ids as number[]],
     )) as { rows: Array<{ moment_id: string }> };
     return new Set(rows.map((row) => Number(row.moment_id)));
   }

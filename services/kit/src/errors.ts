@@ -81,8 +81,11 @@ export const conflict = (detail: string) => new Problem(409, detail);
 export const unprocessable = (detail: string, errors: ProblemFieldError[]) =>
   new Problem(422, detail, { title: 'Validation failed', type: 'https://tempora.dev/problems/validation', errors });
 
+/** The answer to an error nobody anticipated: no detail leaks, the request id leads to the log. */
+export const unexpectedProblem = () => new Problem(500, 'an unexpected error occurred; quote the X-Request-ID when reporting it');
+
 /** Maps errors raised by Koa's own middleware (body parser, http-errors) onto problems. */
-function toProblem(error: unknown): Problem | undefined {
+export function toProblem(error: unknown): Problem | undefined {
   if (error instanceof Problem) return error;
   const candidate = error as { status?: unknown; statusCode?: unknown; expose?: unknown; message?: unknown; type?: unknown };
   const status = typeof candidate.status === 'number' ? candidate.status : typeof candidate.statusCode === 'number' ? candidate.statusCode : undefined;
@@ -120,7 +123,7 @@ export function problemMiddleware(logger: Logger) {
         return;
       }
       logger.error({ err: error, requestId: ctx.state.requestId, path: ctx.path }, 'unhandled error');
-      writeProblem(ctx, new Problem(500, 'an unexpected error occurred; quote the X-Request-ID when reporting it'));
+      writeProblem(ctx, unexpectedProblem());
     }
   };
 }
