@@ -1,21 +1,23 @@
 // Operator benchmark on the real control plane: 1,000 custom resources of mixed kinds applied at once.
 // Prints time to all Ready, writes per reconcile, writes per minute at steady state and the operator's
 // RSS. The operator runs as its own process (node operator/src/main.ts), as in a cluster.
-//   node bench/operator/run.ts [--count 1000] [--steady-seconds 60]
+// With --floor, no operator runs: the control plane's own share of the work is timed instead (floor.ts).
+//   node bench/operator/run.ts [--count 1000] [--steady-seconds 60] [--gateway-every 10] [--floor]
 import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { fileURLToPath } from 'node:url';
 import { freePort } from '../../test/k8s/control-plane.ts';
-import { applyAs, startCluster, waitFor } from '../../operator/test/cluster.ts';
+import { applyAs, clientFor, startCluster, waitFor } from '../../operator/test/cluster.ts';
 import { agentPool, gateway, graphWorker, simulationBudget } from '../../operator/test/fixtures.ts';
 import type { KubeObject } from '../../operator/src/kube/object.ts';
 import * as R from '../../operator/src/kube/resources.ts';
 import { collectionPath } from '../../operator/src/kube/resources.ts';
+import { controlPlaneFloor } from './floor.ts';
 
 const { values } = parseArgs({
-  options: { count: { type: 'string', default: '1000' }, 'steady-seconds': { type: 'string', default: '60' }, 'gateway-every': { type: 'string', default: '10' } },
+  options: { count: { type: 'string', default: '1000' }, 'steady-seconds': { type: 'string', default: '60' }, 'gateway-every': { type: 'string', default: '10' }, floor: { type: 'boolean', default: false } },
 });
 const count = Number(values.count);
 const steadySeconds = Number(values['steady-seconds']);
@@ -63,6 +65,15 @@ async function scrape(port: number): Promise<Map<string, number>> {
 }
 
 const cluster = await startCluster();
+if (values.floor) {
+  try {
+    const floor = await controlPlaneFloor(cluster, clientFor(cluster.operatorKubeconfig), resources(count, Number(values['gateway-every'])));
+    console.log(JSON.stringify(floor, null, 2));
+  } finally {
+    await cluster.cp.stop();
+  }
+  process.exit(0);
+}
 const port = await freePort();
 // The image's command line (operator/Dockerfile's CMD), V8 flags included, as in a cluster.
 const [, ...cmdArgs] = JSON.parse(/^CMD (\[.*\])$/m.exec(readFileSync(join(ROOT, 'operator', 'Dockerfile'), 'utf8'))![1]!) as string[];

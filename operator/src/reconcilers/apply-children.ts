@@ -6,7 +6,7 @@ import { apiVersionOf } from '../kube/resources.ts';
 import { MANAGED_BY, MANAGED_BY_LABEL, ownerReference, type DesiredChild, type ReconcileContext } from './context.ts';
 
 /** The object as the operator applies it: owner reference, managed-by label and spec hash added. */
-function finalize(owner: KubeObject, child: DesiredChild): KubeObject {
+export function childObject(owner: KubeObject, child: DesiredChild): KubeObject {
   const meta = child.object.metadata;
   return withSpecHash({
     ...child.object,
@@ -36,7 +36,7 @@ export async function applyChildren(owner: KubeObject, desired: DesiredChild[], 
   const wanted = new Set<string>();
   await Promise.all(
     desired.map(async (child) => {
-      const obj = finalize(owner, child);
+      const obj = childObject(owner, child);
       const key = `${child.resource.plural}/${obj.metadata.name}`;
       wanted.add(key);
       try {
