@@ -46,8 +46,9 @@ export function expressLane(deps: ExpressLaneDeps): ExpressLane {
 
     const stop = deps.metrics.httpDuration.startTimer();
     const requestId = requestIdFor(headerValue(headers['x-request-id']));
-    res.setHeader('X-Request-ID', requestId);
-    res.setHeader('Vary', 'Origin');
+    // The fields the Koa app would set (request id, CORS's Vary, the rate-limit state), kept as a list for
+    // the proxy's single writeHead rather than set one by one.
+    const responseFields = ['X-Request-ID', requestId, 'Vary', 'Origin'];
     deps.gatewayMetrics.expressLane.inc();
     const finish = (status: number) => stop({ method, route: `proxy:${upstream}`, status: String(status) });
     const fail = (error: unknown) => {
@@ -56,17 +57,18 @@ export function expressLane(deps: ExpressLaneDeps): ExpressLane {
         deps.logger.error({ err: error, requestId, path }, 'unhandled error');
         problem = unexpectedProblem();
       }
+      if (!res.headersSent) for (let i = 0; i < responseFields.length; i += 2) res.setHeader(responseFields[i]!, responseFields[i + 1]!);
       sendProblem(res, problem, path);
       finish(problem.status);
     };
     const proceed = ({ headers: limits, refusal }: Admission) => {
-      for (const name in limits) res.setHeader(name, limits[name]!);
+      for (const name in limits) responseFields.push(name, limits[name]!);
       if (refusal) {
         deps.onLimited(windows, user);
         return fail(refusal);
       }
-      const request = { req, res, method, path, querystring: queryAt < 0 ? '' : url.slice(queryAt + 1), requestId };
-      deps.proxy.forward(request, upstream, user).then(() => finish(res.statusCode), fail);
+      const request = { req, res, method, path, querystring: queryAt < 0 ? '' : url.slice(queryAt + 1), requestId, responseFields };
+      deps.proxy.pass(request, upstream, user, (error) => (error === undefined ? finish(res.statusCode) : fail(error)));
     };
     const windows = deps.windows(user);
     const admission = deps.limiter.admit(windows);

@@ -37,10 +37,20 @@ const STRIPPED_REQUEST = new Set(['host', 'authorization', 'cookie', 'x-api-key'
 /** Response fields the gateway owns: its rate-limit state, its CORS policy, its request id. */
 const STRIPPED_RESPONSE = /^(x-ratelimit-|access-control-|x-request-id$|x-credits-|x-balance-after$|retry-after$)/i;
 
-function connectionTokens(headers: IncomingHttpHeaders | Record<string, string | string[] | undefined>): Set<string> {
+const NO_TOKENS: ReadonlySet<string> = new Set();
+
+/** The fields a Connection header names as hop-by-hop (RFC 9110 §7.6.1); none for the usual `keep-alive`. */
+function connectionTokens(headers: IncomingHttpHeaders | Record<string, string | string[] | undefined>): ReadonlySet<string> {
   const value = headers.connection;
-  const list = Array.isArray(value) ? value.join(',') : (value ?? '');
+  if (value === undefined || value === 'keep-alive' || value === 'close') return NO_TOKENS;
+  const list = Array.isArray(value) ? value.join(',') : value;
   return new Set(list.split(',').map((token) => token.trim().toLowerCase()).filter(Boolean));
+}
+
+/** Appends a field to a flat [name, value, name, value, ...] list, repeated fields as repeated pairs. */
+function pushField(fields: string[], name: string, value: string | string[]): void {
+  if (typeof value === 'string') fields.push(name, value);
+  else for (const v of value) fields.push(name, v);
 }
 
 const TRACEPARENT = /^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$/;
@@ -69,6 +79,11 @@ export interface ClientRequest {
   /** The query string without its '?'. */
   querystring: string;
   requestId: string;
+  /**
+   * Fields the response must carry besides the upstream's, as a flat [name, value, ...] list. The express
+   * lane passes its own here rather than through setHeader, so Node writes the head straight from one list.
+   */
+  responseFields?: string[];
 }
 
 /**
@@ -162,30 +177,35 @@ export class Proxy {
     return this.agent.close();
   }
 
-  private requestHeaders(request: ClientRequest, upstream: UpstreamName, user: UserPrincipal | undefined): Record<string, string | string[]> {
+  /**
+   * The upstream request's fields as a flat list (undici takes it as is, without building an object per
+   * request). `bodyLength`: the body was read into memory (a charged call), and is sent with this length.
+   */
+  private requestHeaders(request: ClientRequest, upstream: UpstreamName, user: UserPrincipal | undefined, bodyLength: number | undefined): string[] {
     const incoming = request.req.headers;
     const dropped = connectionTokens(incoming);
-    const headers: Record<string, string | string[]> = {};
+    const fields: string[] = [];
     for (const name in incoming) {
       const value = incoming[name];
       if (value === undefined || HOP_BY_HOP.has(name) || STRIPPED_REQUEST.has(name) || dropped.has(name)) continue;
-      headers[name] = value;
+      if (bodyLength !== undefined && name === 'content-length') continue;
+      pushField(fields, name, value);
     }
+    if (bodyLength !== undefined) fields.push('content-length', String(bodyLength));
     const previous = headerValue(incoming['x-forwarded-for']);
     const peer = request.req.socket.remoteAddress ?? '';
-    headers['x-forwarded-for'] = previous ? `${previous}, ${peer}` : peer;
     const origin = clientOrigin(request.req, this.settings.trustProxy);
-    headers['x-forwarded-proto'] = origin.protocol;
-    if (origin.host) headers['x-forwarded-host'] = origin.host;
-    headers['x-request-id'] = request.requestId;
-    Object.assign(headers, outgoingTraceContext(incoming));
+    fields.push('x-forwarded-for', previous ? `${previous}, ${peer}` : peer, 'x-forwarded-proto', origin.protocol);
+    if (origin.host) fields.push('x-forwarded-host', origin.host);
+    fields.push('x-request-id', request.requestId);
+    const trace = outgoingTraceContext(incoming);
+    for (const name in trace) fields.push(name, trace[name]!);
     if (user) {
-      headers['x-user-id'] = user.userId;
-      headers['x-user-tier'] = user.tier;
+      fields.push('x-user-id', user.userId, 'x-user-tier', user.tier);
       const key = this.settings.upstreams[upstream].serviceKey;
-      if (key) headers['x-service-key'] = key;
+      if (key) fields.push('x-service-key', key);
     }
-    return headers;
+    return fields;
   }
 
   private async refund(user: UserPrincipal, charge: Charge, reason: string): Promise<number | undefined> {
@@ -226,18 +246,33 @@ export class Proxy {
     }
   }
 
-  /** The upstream's status and headers, less what the gateway owns, plus the credit headers. */
-  private writeHead(res: ServerResponse, statusCode: number, upstreamHeaders: IncomingHttpHeaders, credits: { charged: number; balance: number | undefined } | undefined): void {
+  /**
+   * The upstream's status and headers, less what the gateway owns, plus the credit headers and the
+   * request's `responseFields`, written as one list: with no field set before (the express lane), Node
+   * writes the head straight from it; otherwise (Koa) it merges the list into the fields already set.
+   */
+  private writeHead(
+    request: ClientRequest,
+    statusCode: number,
+    upstreamHeaders: IncomingHttpHeaders,
+    credits: { charged: number; balance: number | undefined } | undefined,
+  ): void {
     const dropped = connectionTokens(upstreamHeaders);
-    for (const [name, value] of Object.entries(upstreamHeaders)) {
+    const fields: string[] = [];
+    // As with fields set before (Koa), the upstream's value of a field wins over the gateway's.
+    const own = request.responseFields ?? [];
+    for (let i = 0; i < own.length; i += 2) if (upstreamHeaders[own[i]!.toLowerCase()] === undefined) fields.push(own[i]!, own[i + 1]!);
+    for (const name in upstreamHeaders) {
+      const value = upstreamHeaders[name];
       if (value === undefined || HOP_BY_HOP.has(name) || dropped.has(name) || STRIPPED_RESPONSE.test(name)) continue;
-      res.setHeader(name, value);
+      pushField(fields, name, value);
     }
     if (credits) {
-      res.setHeader('X-Credits-Charged', String(credits.charged));
-      if (credits.balance !== undefined) res.setHeader('X-Balance-After', String(credits.balance));
+      fields.push('X-Credits-Charged', String(credits.charged));
+      if (credits.balance !== undefined) fields.push('X-Balance-After', String(credits.balance));
     }
-    res.writeHead(statusCode);
+    const { res } = request;
+    res.writeHead(statusCode, fields);
     // A body of known length carries the head in its first write; a stream (SSE) shows its head at once.
     if (upstreamHeaders['content-length'] === undefined) res.flushHeaders();
   }
@@ -254,11 +289,11 @@ export class Proxy {
   /**
    * Proxies `request` to `upstream` at its path (with its query string), writing the answer straight into
    * the client's response (undici's stream API: no intermediate stream, no buffering). `onAnswer` runs
-   * when the upstream's head arrives, from when the response is the proxy's own.
+   * when the upstream's head arrives, from when the response is the proxy's own. A chargeable call is
+   * charged first (402 when the balance is short) and refunded when the upstream fails or refuses it.
    */
   async forward(request: ClientRequest, upstream: UpstreamName, user: UserPrincipal | undefined, onAnswer?: () => void): Promise<void> {
-    const target = this.targets[upstream];
-    const { req, res, path } = request;
+    const { req, path } = request;
     let body: Buffer | Readable | undefined = hasBody(req) ? req : undefined;
     let charge: Charge | undefined;
     if (user && isChargeable(request.method, path)) {
@@ -266,10 +301,31 @@ export class Proxy {
       body = raw.length > 0 ? raw : undefined;
       charge = await this.charge(request, user, raw);
     }
-    const balance = charge?.balance ?? (user ? Number(user.user.balance) : undefined);
+    return new Promise((resolve, reject) => {
+      this.relay(request, upstream, user, { body, charge, onAnswer }, (error) => (error === undefined ? resolve() : reject(error)));
+    });
+  }
 
-    const headers = this.requestHeaders(request, upstream, user);
-    if (Buffer.isBuffer(body)) headers['content-length'] = String(body.length);
+  /**
+   * `forward` for a call with nothing to charge, finishing through a callback: the express lane's path,
+   * without a promise to settle per request.
+   */
+  pass(request: ClientRequest, upstream: UpstreamName, user: UserPrincipal, done: (error?: unknown) => void): void {
+    this.relay(request, upstream, user, { body: hasBody(request.req) ? request.req : undefined }, done);
+  }
+
+  private relay(
+    request: ClientRequest,
+    upstream: UpstreamName,
+    user: UserPrincipal | undefined,
+    call: { body: Buffer | Readable | undefined; charge?: Charge; onAnswer?: () => void },
+    done: (error?: unknown) => void,
+  ): void {
+    const target = this.targets[upstream];
+    const { res, path } = request;
+    const { body, charge, onAnswer } = call;
+    const balance = charge?.balance ?? (user ? Number(user.user.balance) : undefined);
+    const headers = this.requestHeaders(request, upstream, user, Buffer.isBuffer(body) ? body.length : undefined);
     const started = performance.now();
     // A client that goes away before the answer cancels the upstream call (and is refunded: nothing was delivered).
     // undici accepts an EventEmitter as the signal: cheaper than an AbortController per request.
@@ -284,56 +340,68 @@ export class Proxy {
     // X-Balance-After is the balance after the refund: its (small) error body waits meanwhile.
     let refused: { statusCode: number; headers: IncomingHttpHeaders; chunks: Buffer[] } | undefined;
     let answered = false;
-    try {
-      await this.agent.stream(
-        { origin: target.origin, path: `${target.basePath}${path}${request.querystring ? `?${request.querystring}` : ''}`, method: request.method as 'GET', headers, body, signal: abort },
-        ({ statusCode, headers: upstreamHeaders }) => {
-          answered = true;
-          this.metrics.upstreamDuration.observe({ upstream, status: String(statusCode) }, (performance.now() - started) / 1000);
-          onAnswer?.();
-          if (charge && (statusCode < 200 || statusCode >= 300)) {
-            const chunks: Buffer[] = [];
-            refused = { statusCode, headers: upstreamHeaders, chunks };
-            return new Writable({
-              write(chunk: Buffer, _encoding, done) {
-                chunks.push(chunk);
-                done();
-              },
-            });
-          }
-          this.writeHead(res, statusCode, upstreamHeaders, user ? { charged: charge?.price.amount ?? 0, balance } : undefined);
-          return res;
-        },
-      );
-    } catch (error) {
-      res.off('close', onClientGone);
-      if (answered) {
-        // The head is out: all that is left is to cut the response short (and refund what was not delivered).
-        if (charge && user && !refused && !abort.aborted) await this.refund(user, charge, 'upstream stream failed');
-        this.logger.debug({ err: error, upstream }, 'proxied stream ended early');
-        res.destroy();
-        return;
-      }
-      this.metrics.upstreamDuration.observe({ upstream, status: 'error' }, (performance.now() - started) / 1000);
-      const refunded = charge && user ? await this.refund(user, charge, abort.aborted ? 'client went away' : 'upstream unavailable') : undefined;
-      const creditHeaders: Record<string, string> = user ? { 'X-Credits-Charged': '0', 'X-Balance-After': String(refunded ?? balance) } : {};
-      if (error instanceof undiciErrors.HeadersTimeoutError || error instanceof undiciErrors.BodyTimeoutError) {
-        throw new Problem(504, `the ${upstream} service did not answer within ${Math.round(this.settings.timeoutMs / 1000)} s`, { headers: creditHeaders });
-      }
-      // Also a client gone while the request waited in the gateway (e.g. during a shutdown's drain).
-      if (abort.aborted || res.destroyed) {
-        this.logger.debug({ upstream }, 'client went away before the upstream answered');
-        throw new Problem(499 as number, 'the client closed the request');
-      }
-      this.logger.warn({ err: error, upstream }, 'upstream unreachable');
-      throw new Problem(502, `the ${upstream} service could not be reached`, { headers: creditHeaders });
+    this.agent.stream(
+      { origin: target.origin, path: `${target.basePath}${path}${request.querystring ? `?${request.querystring}` : ''}`, method: request.method as 'GET', headers, body, signal: abort },
+      ({ statusCode, headers: upstreamHeaders }) => {
+        answered = true;
+        this.metrics.upstreamDuration.observe({ upstream, status: String(statusCode) }, (performance.now() - started) / 1000);
+        onAnswer?.();
+        if (charge && (statusCode < 200 || statusCode >= 300)) {
+          const chunks: Buffer[] = [];
+          refused = { statusCode, headers: upstreamHeaders, chunks };
+          return new Writable({
+            write(chunk: Buffer, _encoding, next) {
+              chunks.push(chunk);
+              next();
+            },
+          });
+        }
+        this.writeHead(request, statusCode, upstreamHeaders, user ? { charged: charge?.price.amount ?? 0, balance } : undefined);
+        return res;
+      },
+      (error) => {
+        res.off('close', onClientGone);
+        if (!error && !refused) return done();
+        const settled = error ? this.failed(error, { request, upstream, user, charge, balance, answered, refused: refused !== undefined, aborted: abort.aborted, started }) : this.refuse(request, user!, charge!, refused!);
+        settled.then(() => done(), done);
+      },
+    );
+  }
+
+  /** After a failed upstream call: what is left to tell the client (a 502, 504 or 499 problem), refunded when charged. */
+  private async failed(
+    error: Error,
+    call: { request: ClientRequest; upstream: UpstreamName; user: UserPrincipal | undefined; charge: Charge | undefined; balance: number | undefined; answered: boolean; refused: boolean; aborted: boolean; started: number },
+  ): Promise<void> {
+    const { request, upstream, user, charge, balance, aborted } = call;
+    const { res } = request;
+    if (call.answered) {
+      // The head is out: all that is left is to cut the response short (and refund what was not delivered).
+      if (charge && user && !call.refused && !aborted) await this.refund(user, charge, 'upstream stream failed');
+      this.logger.debug({ err: error, upstream }, 'proxied stream ended early');
+      res.destroy();
+      return;
     }
-    res.off('close', onClientGone);
-    if (refused && charge && user) {
-      const refunded = await this.refund(user, charge, `upstream answered ${refused.statusCode}`);
-      const credits = refunded === undefined ? { charged: charge.price.amount, balance } : { charged: 0, balance: refunded };
-      this.writeHead(res, refused.statusCode, refused.headers, credits);
-      res.end(Buffer.concat(refused.chunks));
+    this.metrics.upstreamDuration.observe({ upstream, status: 'error' }, (performance.now() - call.started) / 1000);
+    const refunded = charge && user ? await this.refund(user, charge, aborted ? 'client went away' : 'upstream unavailable') : undefined;
+    const creditHeaders: Record<string, string> = user ? { 'X-Credits-Charged': '0', 'X-Balance-After': String(refunded ?? balance) } : {};
+    if (error instanceof undiciErrors.HeadersTimeoutError || error instanceof undiciErrors.BodyTimeoutError) {
+      throw new Problem(504, `the ${upstream} service did not answer within ${Math.round(this.settings.timeoutMs / 1000)} s`, { headers: creditHeaders });
     }
+    // Also a client gone while the request waited in the gateway (e.g. during a shutdown's drain).
+    if (aborted || res.destroyed) {
+      this.logger.debug({ upstream }, 'client went away before the upstream answered');
+      throw new Problem(499 as number, 'the client closed the request');
+    }
+    this.logger.warn({ err: error, upstream }, 'upstream unreachable');
+    throw new Problem(502, `the ${upstream} service could not be reached`, { headers: creditHeaders });
+  }
+
+  /** A charged call the upstream refused: refunded, then its held answer passed on with the balance after the refund. */
+  private async refuse(request: ClientRequest, user: UserPrincipal, charge: Charge, refused: { statusCode: number; headers: IncomingHttpHeaders; chunks: Buffer[] }): Promise<void> {
+    const refunded = await this.refund(user, charge, `upstream answered ${refused.statusCode}`);
+    const credits = refunded === undefined ? { charged: charge.price.amount, balance: charge.balance } : { charged: 0, balance: refunded };
+    this.writeHead(request, refused.statusCode, refused.headers, credits);
+    request.res.end(Buffer.concat(refused.chunks));
   }
 }
