@@ -72,9 +72,10 @@ const LEASE_DIVISOR = 50;
  *
  * A busy key does not cost a Redis round trip per request: a replica reserves points in small batches
  * (a fiftieth of the window, at most `maxLease`) and hands them out locally until they run out or the
- * window resets. Reserved points are counted in Redis, so all replicas together never admit more than the
- * limit; the price is that points a replica reserved and did not use are lost to the others until the
- * window resets (at most a batch per replica). Windows under 100 points are counted one by one.
+ * window resets, asking for the next batch when half of one is left. Reserved points are counted in
+ * Redis, so all replicas together never admit more than the limit; the price is that points a replica
+ * reserved and did not use are lost to the others until the window resets (at most a batch and a half
+ * per replica). Windows under 100 points are counted one by one.
  */
 export class RateLimiter {
   private readonly limiters = new Map<string, RateLimiterAbstract>();
@@ -104,23 +105,18 @@ export class RateLimiter {
     return limiter;
   }
 
+  private batchOf(window: RateWindow): number {
+    return Math.max(1, Math.min(this.maxLease, Math.floor(window.points / LEASE_DIVISOR)));
+  }
+
   private async consumeOne(window: RateWindow): Promise<Outcome> {
     const id = leaseId(window);
-    const batch = Math.max(1, Math.min(this.maxLease, Math.floor(window.points / LEASE_DIVISOR)));
-    // One reservation per key at a time: requests that arrive meanwhile wait for it and share its batch.
-    for (let pending = this.reserving.get(id); pending; pending = this.reserving.get(id)) await pending;
-    const local = this.fromLease(id, window);
-    if (local) return local;
-    const reservation = this.reserve(id, window, batch);
-    const settled = reservation.then(
-      () => undefined,
-      () => undefined,
-    );
-    this.reserving.set(id, settled);
-    try {
-      return await reservation;
-    } finally {
-      if (this.reserving.get(id) === settled) this.reserving.delete(id);
+    for (;;) {
+      const local = this.fromLease(id, window);
+      if (local) return local;
+      // One reservation per key at a time: requests that arrive meanwhile wait for it and share its batch.
+      const pending = this.reserving.get(id);
+      await (pending ?? this.refill(id, window));
     }
   }
 
@@ -131,6 +127,10 @@ export class RateLimiter {
     if (!lease || lease.resetAt <= now) return undefined;
     if (lease.left > 0) {
       lease.left -= 1;
+      // Half a batch before the reserve runs out the next one is asked for, so a busy key's requests
+      // rarely wait for Redis (not for windows counted one by one: that would spend a point ahead).
+      const batch = this.batchOf(window);
+      if (batch > 1 && !lease.refused && lease.left * 2 <= batch && !this.reserving.has(id)) this.refill(id, window).catch(() => undefined);
       return { window, remaining: lease.remaining + lease.left, msBeforeNext: lease.resetAt - now, limited: false };
     }
     // A fixed window that refused once refuses everyone until it resets: no need to ask again.
@@ -138,7 +138,21 @@ export class RateLimiter {
     return undefined;
   }
 
-  private async reserve(id: string, window: RateWindow, batch: number): Promise<Outcome> {
+  /** Reserves a batch of points in Redis and adds what was granted to this replica's reserve for the key. */
+  private refill(id: string, window: RateWindow): Promise<void> {
+    const reservation = this.reserve(id, window, this.batchOf(window));
+    const settled = reservation.then(
+      () => undefined,
+      () => undefined,
+    );
+    this.reserving.set(id, settled);
+    void settled.then(() => {
+      if (this.reserving.get(id) === settled) this.reserving.delete(id);
+    });
+    return reservation;
+  }
+
+  private async reserve(id: string, window: RateWindow, batch: number): Promise<void> {
     let res: RateLimiterRes;
     try {
       res = await this.limiter(window).consume(window.key, batch);
@@ -149,15 +163,14 @@ export class RateLimiter {
     // rate-limiter-flexible counts a refused batch whole: the part of it still under the limit is granted.
     const granted = Math.max(0, batch - Math.max(0, res.consumedPoints - window.points));
     const remaining = Math.max(0, window.points - res.consumedPoints);
-    const resetAt = Date.now() + res.msBeforeNext;
-    if (this.leases.size >= 10_000) this.sweep(Date.now());
-    if (granted === 0) {
-      this.leases.set(id, { left: 0, remaining: 0, resetAt, refused: true });
-      return { window, remaining: 0, msBeforeNext: res.msBeforeNext, limited: true };
-    }
-    if (granted > 1) this.leases.set(id, { left: granted - 1, remaining, resetAt, refused: false });
-    else this.leases.delete(id);
-    return { window, remaining: remaining + granted - 1, msBeforeNext: res.msBeforeNext, limited: false };
+    const now = Date.now();
+    const resetAt = now + res.msBeforeNext;
+    if (this.leases.size >= 10_000) this.sweep(now);
+    // Points left from before count on while their window lasts (a reservation in the same window ends
+    // when it does); a new window starts the reserve afresh.
+    const lease = this.leases.get(id);
+    const carried = lease && lease.resetAt > now && Math.abs(lease.resetAt - resetAt) < 1000 ? lease.left : 0;
+    this.leases.set(id, { left: carried + granted, remaining, resetAt, refused: granted === 0 });
   }
 
   private sweep(now: number): void {
@@ -179,7 +192,7 @@ export class RateLimiter {
     const ids = windows.map(leaseId);
     for (const id of ids) {
       const lease = this.leases.get(id);
-      if (!lease || lease.left <= 0 || lease.resetAt <= now || this.reserving.has(id)) return undefined;
+      if (!lease || lease.left <= 0 || lease.resetAt <= now) return undefined;
     }
     return tightest(windows.map((window, index) => this.fromLease(ids[index]!, window)!));
   }
