@@ -1,8 +1,9 @@
 /**
  * The gateway's proxy overhead: authenticated (Bearer JWT, resolved against PostgreSQL), rate-limited
  * (Redis, two windows) and proxied GETs to a trivial backend, beside the same backend called directly,
- * fast-gateway (npm) and nginx proxy_pass (Debian's nginx, one worker), under wrk on loopback; then the
- * added p50 latency, measured sequentially.
+ * fast-gateway (npm), a bare proxy doing only the header contract (header-contract.ts) and nginx
+ * proxy_pass (Debian's nginx, one worker), under wrk on loopback; then the added p50 latency, measured
+ * sequentially.
  *
  *   node bench/gateway/run.ts   BENCH_DURATION (s per round, default 5), BENCH_ROUNDS (default 3), BENCH_CONNECTIONS (default 50)
  *
@@ -139,6 +140,8 @@ try {
 
   const proxyPort = await freePort();
   const fastGateway = await start(join(here, 'fast-gateway.ts'), { PORT: String(proxyPort), TARGET: backend });
+  const contractPort = await freePort();
+  const contract = await start(join(here, 'header-contract.ts'), { PORT: String(contractPort), TARGET: backend });
 
   let nginxUrl: string | undefined;
   const nginxBin = ['/usr/sbin/nginx', '/usr/bin/nginx'].find((path) => existsSync(path));
@@ -176,6 +179,7 @@ http {
     ['backend, direct', `${backend}/api/v1/bench`, {}, backendProcess.pid],
     ['gateway (JWT + user lookup + rate limit + proxy)', `${gatewayUrl}/api/v1/bench`, auth, gateway.pid],
     ['fast-gateway', `http://127.0.0.1:${proxyPort}/api/v1/bench`, {}, fastGateway.pid],
+    ['bare proxy with the header contract only', `http://127.0.0.1:${contractPort}/api/v1/bench`, {}, contract.pid],
     ...(nginxUrl ? [['nginx proxy_pass (1 worker)', `${nginxUrl}/api/v1/bench`, {}, nginx?.pid] as [string, string, Record<string, string>, number | undefined]] : []),
   ];
   const rounds = new Map<string, Figures[]>();
