@@ -258,15 +258,13 @@ export class Proxy {
     credits: { charged: number; balance: number | undefined } | undefined,
   ): void {
     const dropped = connectionTokens(upstreamHeaders);
+    const passes = (name: string) => upstreamHeaders[name] !== undefined && !HOP_BY_HOP.has(name) && !dropped.has(name) && !STRIPPED_RESPONSE.test(name);
     const fields: string[] = [];
-    // As with fields set before (Koa), the upstream's value of a field wins over the gateway's.
+    // As with fields set before (Koa), a field the upstream may send (Vary) wins over the gateway's value;
+    // the ones the gateway owns (request id, rate limits) are never the upstream's.
     const own = request.responseFields ?? [];
-    for (let i = 0; i < own.length; i += 2) if (upstreamHeaders[own[i]!.toLowerCase()] === undefined) fields.push(own[i]!, own[i + 1]!);
-    for (const name in upstreamHeaders) {
-      const value = upstreamHeaders[name];
-      if (value === undefined || HOP_BY_HOP.has(name) || dropped.has(name) || STRIPPED_RESPONSE.test(name)) continue;
-      pushField(fields, name, value);
-    }
+    for (let i = 0; i < own.length; i += 2) if (!passes(own[i]!.toLowerCase())) fields.push(own[i]!, own[i + 1]!);
+    for (const name in upstreamHeaders) if (passes(name)) pushField(fields, name, upstreamHeaders[name]!);
     if (credits) {
       fields.push('X-Credits-Charged', String(credits.charged));
       if (credits.balance !== undefined) fields.push('X-Balance-After', String(credits.balance));

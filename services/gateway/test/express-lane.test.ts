@@ -38,6 +38,25 @@ describe('gateway: express lane', function () {
     assert.equal(seen.headers.authorization, undefined);
   });
 
+  it('keeps its own request id and rate-limit fields when the upstream sends its own, as every Tempora service does', async () => {
+    gw.upstreams.graph.on('GET /api/v1/graph/own-fields', (_request, response) => {
+      response.writeHead(200, { 'content-type': 'application/json', 'x-request-id': 'upstream-id', 'x-ratelimit-limit': '7', 'x-ratelimit-remaining': '6', 'x-ratelimit-reset': '9', vary: 'Accept-Encoding' });
+      response.end('{}');
+    });
+    const path = '/api/v1/graph/own-fields';
+    const chain = await gw.call('GET', path, { headers: { ...user.headers, 'X-Request-ID': 'own-fields-1' } });
+    const before = await laneCount(gw);
+    const lane = await gw.call('GET', path, { headers: { ...user.headers, 'X-Request-ID': 'own-fields-2' } });
+    assert.equal(await laneCount(gw), before + 1, 'the repeat call took the lane');
+    for (const [reply, id] of [[chain, 'own-fields-1'], [lane, 'own-fields-2']] as const) {
+      assert.equal(reply.headers.get('x-request-id'), id);
+      assert.notEqual(reply.headers.get('x-ratelimit-limit'), '7');
+      assert.ok(Number(reply.headers.get('x-ratelimit-limit')) > 7);
+      assert.equal(reply.headers.get('vary'), 'Accept-Encoding');
+    }
+    assert.deepEqual(headerNames(lane.headers), headerNames(chain.headers));
+  });
+
   it('leaves to the full chain what it cannot answer alike: CORS, chargeable calls, unknown credentials', async () => {
     await gw.call('GET', '/api/v1/timepoints/x', { headers: user.headers });
     const before = await laneCount(gw);
