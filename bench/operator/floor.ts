@@ -9,7 +9,7 @@ import { applyAs, waitFor } from '../../operator/test/cluster.ts';
 import type { KubeClient } from '../../operator/src/kube/client.ts';
 import type { KubeObject } from '../../operator/src/kube/object.ts';
 import * as R from '../../operator/src/kube/resources.ts';
-import { collectionPath } from '../../operator/src/kube/resources.ts';
+import { collectionPath, type ResourceType } from '../../operator/src/kube/resources.ts';
 import { desiredAgentPoolChildren } from '../../operator/src/reconcilers/agent-pool.ts';
 import { childObject } from '../../operator/src/reconcilers/apply-children.ts';
 import type { DesiredChild } from '../../operator/src/reconcilers/context.ts';
@@ -59,7 +59,7 @@ export async function controlPlaneFloor(cluster: Cluster, operatorClient: KubeCl
   const started = performance.now();
   const elapsed = () => +((performance.now() - started) / 1000).toFixed(1);
   const owners = [...objs];
-  const children: KubeObject[] = [];
+  const children: Array<{ resource: ResourceType; obj: KubeObject }> = [];
   let ownersLeft = owners.length;
   let servicesAppliedSeconds = 0;
   let childCount = 0;
@@ -67,24 +67,23 @@ export async function controlPlaneFloor(cluster: Cluster, operatorClient: KubeCl
     for (let o = owners.shift(); o; o = owners.shift()) {
       const live = await applyAs(cluster.admin, o);
       for (const child of childrenOf(live)) {
-        const obj = childObject(live, child);
+        const next = { resource: child.resource, obj: childObject(live, child) };
         childCount++;
-        if (obj.kind === 'Service') children.unshift(obj);
-        else children.push(obj);
+        if (child.resource === R.Service) children.unshift(next);
+        else children.push(next);
       }
       ownersLeft--;
     }
   };
-  const resourceOf = new Map([R.Deployment, R.Service, R.ConfigMap, R.PodDisruptionBudget, R.Ingress, R.CronJob, R.HorizontalPodAutoscaler, R.ServiceMonitor, R.PodMonitor].map((r) => [r.kind, r]));
   const applyChildren = async () => {
     for (;;) {
-      const obj = children.shift();
-      if (!obj) {
+      const next = children.shift();
+      if (!next) {
         if (ownersLeft === 0) return;
         await new Promise((r) => setTimeout(r, 5));
         continue;
       }
-      const live = await operatorClient.apply(resourceOf.get(obj.kind)!, obj);
+      const live = await operatorClient.apply(next.resource, next.obj);
       if (live.kind === 'Deployment') pending.set(live.metadata.name, live.metadata.generation ?? 1);
       if (live.kind === 'Service') servicesAppliedSeconds = elapsed();
     }

@@ -47,6 +47,11 @@ function connectionTokens(headers: IncomingHttpHeaders | Record<string, string |
   return new Set(list.split(',').map((token) => token.trim().toLowerCase()).filter(Boolean));
 }
 
+/** Whether an upstream response field reaches the client: present, not hop-by-hop, not one the gateway owns. */
+function passesThrough(upstreamHeaders: IncomingHttpHeaders, dropped: ReadonlySet<string>, name: string): boolean {
+  return upstreamHeaders[name] !== undefined && !HOP_BY_HOP.has(name) && !dropped.has(name) && !STRIPPED_RESPONSE.test(name);
+}
+
 /** Appends a field to a flat [name, value, name, value, ...] list, repeated fields as repeated pairs. */
 function pushField(fields: string[], name: string, value: string | string[]): void {
   if (typeof value === 'string') fields.push(name, value);
@@ -258,13 +263,12 @@ export class Proxy {
     credits: { charged: number; balance: number | undefined } | undefined,
   ): void {
     const dropped = connectionTokens(upstreamHeaders);
-    const passes = (name: string) => upstreamHeaders[name] !== undefined && !HOP_BY_HOP.has(name) && !dropped.has(name) && !STRIPPED_RESPONSE.test(name);
     const fields: string[] = [];
     // As with fields set before (Koa), a field the upstream may send (Vary) wins over the gateway's value;
     // the ones the gateway owns (request id, rate limits) are never the upstream's.
     const own = request.responseFields ?? [];
-    for (let i = 0; i < own.length; i += 2) if (!passes(own[i]!.toLowerCase())) fields.push(own[i]!, own[i + 1]!);
-    for (const name in upstreamHeaders) if (passes(name)) pushField(fields, name, upstreamHeaders[name]!);
+    for (let i = 0; i < own.length; i += 2) if (!passesThrough(upstreamHeaders, dropped, own[i]!.toLowerCase())) fields.push(own[i]!, own[i + 1]!);
+    for (const name in upstreamHeaders) if (passesThrough(upstreamHeaders, dropped, name)) pushField(fields, name, upstreamHeaders[name]!);
     if (credits) {
       fields.push('X-Credits-Charged', String(credits.charged));
       if (credits.balance !== undefined) fields.push('X-Balance-After', String(credits.balance));

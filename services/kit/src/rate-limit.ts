@@ -130,6 +130,7 @@ export class RateLimiter {
       // Half a batch before the reserve runs out the next one is asked for, so a busy key's requests
       // rarely wait for Redis (not for windows counted one by one: that would spend a point ahead).
       const batch = this.batchOf(window);
+      // Its failure is left to the request that next needs Redis, which meets it in consumeOne.
       if (batch > 1 && !lease.refused && lease.left * 2 <= batch && !this.reserving.has(id)) this.refill(id, window).catch(() => undefined);
       return { window, remaining: lease.remaining + lease.left, msBeforeNext: lease.resetAt - now, limited: false };
     }
@@ -140,7 +141,7 @@ export class RateLimiter {
 
   /** Reserves a batch of points in Redis and adds what was granted to this replica's reserve for the key. */
   private refill(id: string, window: RateWindow): Promise<void> {
-    const reservation = this.reserve(id, window, this.batchOf(window));
+    const reservation = this.reserve(id, window);
     const settled = reservation.then(
       () => undefined,
       () => undefined,
@@ -152,7 +153,8 @@ export class RateLimiter {
     return reservation;
   }
 
-  private async reserve(id: string, window: RateWindow, batch: number): Promise<void> {
+  private async reserve(id: string, window: RateWindow): Promise<void> {
+    const batch = this.batchOf(window);
     let res: RateLimiterRes;
     try {
       res = await this.limiter(window).consume(window.key, batch);
