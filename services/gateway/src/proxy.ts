@@ -1,8 +1,7 @@
 import { randomUUID } from 'node:crypto';
-import { EventEmitter } from 'node:events';
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
-import { Writable, type Readable } from 'node:stream';
-import { Agent, errors as undiciErrors } from 'undici';
+import type { Readable } from 'node:stream';
+import { Agent, errors as undiciErrors, type Dispatcher } from 'undici';
 import { context as otelContext, propagation } from '@opentelemetry/api';
 import { Problem } from '@tempora/kit/errors';
 import type { Logger } from '@tempora/kit/logger';
@@ -145,6 +144,34 @@ interface Charge {
 const hasBody = (req: IncomingMessage) => req.method !== 'GET' && req.method !== 'HEAD' && (Boolean(req.headers['transfer-encoding']) || Number(req.headers['content-length'] || 0) > 0);
 
 /**
+ * The upstream's status and headers, less what the gateway owns, plus the credit headers and the
+ * request's `responseFields`, written as one list: with no field set before (the express lane), Node
+ * writes the head straight from it; otherwise (Koa) it merges the list into the fields already set.
+ */
+function writeAnswerHead(
+  request: ClientRequest,
+  statusCode: number,
+  upstreamHeaders: IncomingHttpHeaders,
+  credits: { charged: number; balance: number | undefined } | undefined,
+): void {
+  const dropped = connectionTokens(upstreamHeaders);
+  const fields: string[] = [];
+  // As with fields set before (Koa), a field the upstream may send (Vary) wins over the gateway's value;
+  // the ones the gateway owns (request id, rate limits) are never the upstream's.
+  const own = request.responseFields ?? [];
+  for (let i = 0; i < own.length; i += 2) if (!passesThrough(upstreamHeaders, dropped, own[i]!.toLowerCase())) fields.push(own[i]!, own[i + 1]!);
+  for (const name in upstreamHeaders) if (passesThrough(upstreamHeaders, dropped, name)) pushField(fields, name, upstreamHeaders[name]!);
+  if (credits) {
+    fields.push('X-Credits-Charged', String(credits.charged));
+    if (credits.balance !== undefined) fields.push('X-Balance-After', String(credits.balance));
+  }
+  const { res } = request;
+  res.writeHead(statusCode, fields);
+  // A body of known length carries the head in its first write; a stream (SSE) shows its head at once.
+  if (upstreamHeaders['content-length'] === undefined) res.flushHeaders();
+}
+
+/**
  * Forwards requests to the backend services with undici, streaming bodies both ways. Chargeable calls are
  * priced from their (small, JSON) body, charged before forwarding and refunded when the upstream fails.
  */
@@ -156,6 +183,7 @@ export class Proxy {
   private readonly repository: GatewayRepository;
   private readonly metrics: GatewayMetrics;
   private readonly logger: Logger;
+  private readonly callDeps: CallDeps;
 
   constructor(settings: ProxySettings, repository: GatewayRepository, metrics: GatewayMetrics, logger: Logger) {
     this.settings = settings;
@@ -168,6 +196,7 @@ export class Proxy {
         return [name, { origin: url.origin, basePath: url.pathname.replace(/\/$/, '') }];
       }),
     ) as Record<UpstreamName, { origin: string; basePath: string }>;
+    this.callDeps = { settings, metrics, logger, refund: (user, charge, reason) => this.refund(user, charge, reason) };
     this.agent = new Agent({
       connect: { timeout: settings.connectTimeoutMs },
       headersTimeout: settings.timeoutMs,
@@ -213,6 +242,7 @@ export class Proxy {
     return fields;
   }
 
+  /** The balance after refunding `charge`; undefined when the refund could not be booked (it is logged). */
   private async refund(user: UserPrincipal, charge: Charge, reason: string): Promise<number | undefined> {
     try {
       const outcome = await this.repository.refund(user.userId, charge.key, reason);
@@ -249,34 +279,6 @@ export class Proxy {
       }
       throw error;
     }
-  }
-
-  /**
-   * The upstream's status and headers, less what the gateway owns, plus the credit headers and the
-   * request's `responseFields`, written as one list: with no field set before (the express lane), Node
-   * writes the head straight from it; otherwise (Koa) it merges the list into the fields already set.
-   */
-  private writeHead(
-    request: ClientRequest,
-    statusCode: number,
-    upstreamHeaders: IncomingHttpHeaders,
-    credits: { charged: number; balance: number | undefined } | undefined,
-  ): void {
-    const dropped = connectionTokens(upstreamHeaders);
-    const fields: string[] = [];
-    // As with fields set before (Koa), a field the upstream may send (Vary) wins over the gateway's value;
-    // the ones the gateway owns (request id, rate limits) are never the upstream's.
-    const own = request.responseFields ?? [];
-    for (let i = 0; i < own.length; i += 2) if (!passesThrough(upstreamHeaders, dropped, own[i]!.toLowerCase())) fields.push(own[i]!, own[i + 1]!);
-    for (const name in upstreamHeaders) if (passesThrough(upstreamHeaders, dropped, name)) pushField(fields, name, upstreamHeaders[name]!);
-    if (credits) {
-      fields.push('X-Credits-Charged', String(credits.charged));
-      if (credits.balance !== undefined) fields.push('X-Balance-After', String(credits.balance));
-    }
-    const { res } = request;
-    res.writeHead(statusCode, fields);
-    // A body of known length carries the head in its first write; a stream (SSE) shows its head at once.
-    if (upstreamHeaders['content-length'] === undefined) res.flushHeaders();
   }
 
   /** Proxies a request Koa took: labelled for the metrics, and no longer Koa's to answer once the upstream has. */
@@ -324,86 +326,155 @@ export class Proxy {
     done: (error?: unknown) => void,
   ): void {
     const target = this.targets[upstream];
-    const { res, path } = request;
-    const { body, charge, onAnswer } = call;
-    const balance = charge?.balance ?? (user ? Number(user.user.balance) : undefined);
+    const { body, charge } = call;
     const headers = this.requestHeaders(request, upstream, user, Buffer.isBuffer(body) ? body.length : undefined);
-    const started = performance.now();
-    // A client that goes away before the answer cancels the upstream call (and is refunded: nothing was delivered).
-    // undici accepts an EventEmitter as the signal: cheaper than an AbortController per request.
-    const abort = Object.assign(new EventEmitter(), { aborted: false });
-    const onClientGone = () => {
-      if (res.writableFinished) return;
-      abort.aborted = true;
-      abort.emit('abort');
-    };
-    res.once('close', onClientGone);
+    const handler = new UpstreamCall(this.callDeps, request, upstream, user, charge, call.onAnswer, done);
+    this.agent.dispatch(
+      { origin: target.origin, path: `${target.basePath}${request.path}${request.querystring ? `?${request.querystring}` : ''}`, method: request.method as 'GET', headers, body },
+      handler,
+    );
+  }
+}
+
+/** What an upstream call needs of its proxy. */
+interface CallDeps {
+  settings: ProxySettings;
+  metrics: GatewayMetrics;
+  logger: Logger;
+  refund(user: UserPrincipal, charge: Charge, reason: string): Promise<number | undefined>;
+}
+
+/** A charged call's answer the upstream refused, held until the refund is booked. */
+interface HeldAnswer {
+  statusCode: number;
+  headers: IncomingHttpHeaders;
+  chunks: Buffer[];
+}
+
+/**
+ * One proxied call in flight, as undici's dispatch handler: the upstream's answer is written straight into
+ * the client's response, with backpressure both ways. One object per call holds what the higher-level
+ * `stream()` spread over an async resource, stream listeners, an abort signal and a closure per step.
+ */
+class UpstreamCall implements Dispatcher.DispatchHandler {
+  private readonly started = performance.now();
+  private controller: Dispatcher.DispatchController | undefined;
+  /** The upstream's head arrived: from then on the response is the proxy's own. */
+  private answered = false;
+  /** The client went away first: the upstream call is cancelled (and a charge refunded, nothing was delivered). */
+  private abandoned = false;
+  private held: HeldAnswer | undefined;
+  private readonly onClientGone = () => {
+    if (this.request.res.writableFinished) return;
+    this.abandoned = true;
+    this.controller?.abort(new Error('the client closed the request'));
+  };
+
+  private readonly deps: CallDeps;
+  private readonly request: ClientRequest;
+  private readonly upstream: UpstreamName;
+  private readonly user: UserPrincipal | undefined;
+  private readonly charge: Charge | undefined;
+  private readonly onAnswer: (() => void) | undefined;
+  private readonly done: (error?: unknown) => void;
+
+  constructor(deps: CallDeps, request: ClientRequest, upstream: UpstreamName, user: UserPrincipal | undefined, charge: Charge | undefined, onAnswer: (() => void) | undefined, done: (error?: unknown) => void) {
+    this.deps = deps;
+    this.request = request;
+    this.upstream = upstream;
+    this.user = user;
+    this.charge = charge;
+    this.onAnswer = onAnswer;
+    this.done = done;
+    request.res.on('close', this.onClientGone);
+  }
+
+  /** The balance the response reports when nothing is refunded. */
+  private get balance(): number | undefined {
+    return this.charge?.balance ?? (this.user ? Number(this.user.user.balance) : undefined);
+  }
+
+  onRequestStart(controller: Dispatcher.DispatchController): void {
+    this.controller = controller;
+    if (this.abandoned) controller.abort(new Error('the client closed the request'));
+  }
+
+  onResponseStart(_controller: Dispatcher.DispatchController, statusCode: number, headers: IncomingHttpHeaders): void {
+    // Interim answers (100 Continue, 103 Early Hints) are not relayed: the final one follows.
+    if (statusCode < 200) return;
+    this.answered = true;
+    this.deps.metrics.upstreamDuration.observe({ upstream: this.upstream, status: String(statusCode) }, (performance.now() - this.started) / 1000);
+    this.onAnswer?.();
     // A charged call the upstream refused is refunded before the client sees the head, so that
     // X-Balance-After is the balance after the refund: its (small) error body waits meanwhile.
-    let refused: { statusCode: number; headers: IncomingHttpHeaders; chunks: Buffer[] } | undefined;
-    let answered = false;
-    this.agent.stream(
-      { origin: target.origin, path: `${target.basePath}${path}${request.querystring ? `?${request.querystring}` : ''}`, method: request.method as 'GET', headers, body, signal: abort },
-      ({ statusCode, headers: upstreamHeaders }) => {
-        answered = true;
-        this.metrics.upstreamDuration.observe({ upstream, status: String(statusCode) }, (performance.now() - started) / 1000);
-        onAnswer?.();
-        if (charge && (statusCode < 200 || statusCode >= 300)) {
-          const chunks: Buffer[] = [];
-          refused = { statusCode, headers: upstreamHeaders, chunks };
-          return new Writable({
-            write(chunk: Buffer, _encoding, next) {
-              chunks.push(chunk);
-              next();
-            },
-          });
-        }
-        this.writeHead(request, statusCode, upstreamHeaders, user ? { charged: charge?.price.amount ?? 0, balance } : undefined);
-        return res;
-      },
-      (error) => {
-        res.off('close', onClientGone);
-        if (!error && !refused) return done();
-        const settled = error ? this.failed(error, { request, upstream, user, charge, balance, answered, refused: refused !== undefined, aborted: abort.aborted, started }) : this.refuse(request, user!, charge!, refused!);
-        settled.then(() => done(), done);
-      },
-    );
+    if (this.charge && (statusCode < 200 || statusCode >= 300)) {
+      this.held = { statusCode, headers, chunks: [] };
+      return;
+    }
+    writeAnswerHead(this.request, statusCode, headers, this.user ? { charged: this.charge?.price.amount ?? 0, balance: this.balance } : undefined);
+  }
+
+  onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
+    if (this.held) {
+      this.held.chunks.push(chunk);
+      return;
+    }
+    const { res } = this.request;
+    if (!res.write(chunk)) {
+      controller.pause();
+      res.once('drain', () => controller.resume());
+    }
+  }
+
+  onResponseEnd(): void {
+    this.request.res.off('close', this.onClientGone);
+    if (this.held) return this.settle(this.refuse(this.held));
+    this.request.res.end();
+    this.done();
+  }
+
+  onResponseError(_controller: Dispatcher.DispatchController | undefined, error: Error): void {
+    this.request.res.off('close', this.onClientGone);
+    this.settle(this.failed(error));
+  }
+
+  private settle(outcome: Promise<void>): void {
+    outcome.then(() => this.done(), this.done);
   }
 
   /** After a failed upstream call: what is left to tell the client (a 502, 504 or 499 problem), refunded when charged. */
-  private async failed(
-    error: Error,
-    call: { request: ClientRequest; upstream: UpstreamName; user: UserPrincipal | undefined; charge: Charge | undefined; balance: number | undefined; answered: boolean; refused: boolean; aborted: boolean; started: number },
-  ): Promise<void> {
-    const { request, upstream, user, charge, balance, aborted } = call;
+  private async failed(error: Error): Promise<void> {
+    const { request, upstream, user, charge, abandoned, deps } = this;
     const { res } = request;
-    if (call.answered) {
+    if (this.answered) {
       // The head is out: all that is left is to cut the response short (and refund what was not delivered).
-      if (charge && user && !call.refused && !aborted) await this.refund(user, charge, 'upstream stream failed');
-      this.logger.debug({ err: error, upstream }, 'proxied stream ended early');
+      if (charge && user && !this.held && !abandoned) await deps.refund(user, charge, 'upstream stream failed');
+      deps.logger.debug({ err: error, upstream }, 'proxied stream ended early');
       res.destroy();
       return;
     }
-    this.metrics.upstreamDuration.observe({ upstream, status: 'error' }, (performance.now() - call.started) / 1000);
-    const refunded = charge && user ? await this.refund(user, charge, aborted ? 'client went away' : 'upstream unavailable') : undefined;
-    const creditHeaders: Record<string, string> = user ? { 'X-Credits-Charged': '0', 'X-Balance-After': String(refunded ?? balance) } : {};
+    deps.metrics.upstreamDuration.observe({ upstream, status: 'error' }, (performance.now() - this.started) / 1000);
+    const refunded = charge && user ? await deps.refund(user, charge, abandoned ? 'client went away' : 'upstream unavailable') : undefined;
+    const creditHeaders: Record<string, string> = user ? { 'X-Credits-Charged': '0', 'X-Balance-After': String(refunded ?? this.balance) } : {};
     if (error instanceof undiciErrors.HeadersTimeoutError || error instanceof undiciErrors.BodyTimeoutError) {
-      throw new Problem(504, `the ${upstream} service did not answer within ${Math.round(this.settings.timeoutMs / 1000)} s`, { headers: creditHeaders });
+      throw new Problem(504, `the ${upstream} service did not answer within ${Math.round(deps.settings.timeoutMs / 1000)} s`, { headers: creditHeaders });
     }
     // Also a client gone while the request waited in the gateway (e.g. during a shutdown's drain).
-    if (aborted || res.destroyed) {
-      this.logger.debug({ upstream }, 'client went away before the upstream answered');
+    if (abandoned || res.destroyed) {
+      deps.logger.debug({ upstream }, 'client went away before the upstream answered');
       throw new Problem(499 as number, 'the client closed the request');
     }
-    this.logger.warn({ err: error, upstream }, 'upstream unreachable');
+    deps.logger.warn({ err: error, upstream }, 'upstream unreachable');
     throw new Problem(502, `the ${upstream} service could not be reached`, { headers: creditHeaders });
   }
 
   /** A charged call the upstream refused: refunded, then its held answer passed on with the balance after the refund. */
-  private async refuse(request: ClientRequest, user: UserPrincipal, charge: Charge, refused: { statusCode: number; headers: IncomingHttpHeaders; chunks: Buffer[] }): Promise<void> {
-    const refunded = await this.refund(user, charge, `upstream answered ${refused.statusCode}`);
+  private async refuse(held: HeldAnswer): Promise<void> {
+    const user = this.user!;
+    const charge = this.charge!;
+    const refunded = await this.deps.refund(user, charge, `upstream answered ${held.statusCode}`);
     const credits = refunded === undefined ? { charged: charge.price.amount, balance: charge.balance } : { charged: 0, balance: refunded };
-    this.writeHead(request, refused.statusCode, refused.headers, credits);
-    request.res.end(Buffer.concat(refused.chunks));
+    writeAnswerHead(this.request, held.statusCode, held.headers, credits);
+    this.request.res.end(Buffer.concat(held.chunks));
   }
 }

@@ -199,6 +199,55 @@ describe('gateway: proxy', function () {
       assert.equal(res.statusCode, 200);
       assert.equal(JSON.parse(text).bytes, 'first-chunk;second-chunk'.length);
     });
+    it('holds the upstream back while a slow client reads a large answer, and delivers every byte', async () => {
+      const size = 32 * 1024 * 1024;
+      const payload = Buffer.alloc(size);
+      for (let i = 0; i < size; i += 1) payload[i] = i % 251;
+      let upstreamDone = false;
+      gw.upstreams.graph.on('GET /api/v1/graph/large', (_req, res) => {
+        res.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': String(size) });
+        res.end(payload, () => {
+          upstreamDone = true;
+        });
+      });
+      // Once through the full chain, then again through the express lane (the credential is known by then).
+      await gw.call('GET', '/api/v1/graph/large', { headers: user.headers });
+      upstreamDone = false;
+      const url = new URL(`${gw.url}/api/v1/graph/large`);
+      const req = httpRequest({ hostname: url.hostname, port: url.port, path: url.pathname, headers: user.headers });
+      req.end();
+      const [res] = (await once(req, 'response')) as [import('node:http').IncomingMessage];
+      res.pause();
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      assert.equal(upstreamDone, false, 'the upstream is held back while the client reads nothing');
+      const chunks: Buffer[] = [];
+      for await (const chunk of res) chunks.push(chunk as Buffer);
+      assert.equal(res.statusCode, 200);
+      assert.ok(Buffer.concat(chunks).equals(payload), 'every byte, in order');
+      assert.ok(upstreamDone);
+    });
+    it('cancels the upstream call when the client leaves in the middle of a stream', async () => {
+      let upstreamSawClose!: () => void;
+      const closed = new Promise<void>((resolve) => {
+        upstreamSawClose = resolve;
+      });
+      gw.upstreams.graph.on('GET /api/v1/graph/live', (_req, res) => {
+        res.writeHead(200, { 'content-type': 'text/event-stream' });
+        res.write('event: first\ndata: {}\n\n');
+        res.once('close', () => upstreamSawClose());
+      });
+      // Twice: the second call takes the express lane (the credential is known by then).
+      for (let i = 0; i < 2; i += 1) {
+        const url = new URL(`${gw.url}/api/v1/graph/live`);
+        const req = httpRequest({ hostname: url.hostname, port: url.port, path: url.pathname, headers: user.headers });
+        req.end();
+        const [res] = (await once(req, 'response')) as [import('node:http').IncomingMessage];
+        const [first] = (await once(res, 'data')) as [Buffer];
+        assert.match(String(first), /event: first/);
+        req.destroy();
+        await closed;
+      }
+    });
   });
 
   describe('upstream failures', () => {
