@@ -36,6 +36,8 @@ export interface UserPrincipal extends Principal {
  */
 export class AuthCache {
   private readonly entries = new Map<string, { at: number; value: Promise<unknown>; settled?: { value: unknown } }>();
+  /** What was worked out from entries, by kind and the credential's exact header value (see `derived`). */
+  private readonly derivations = new Map<string, Map<string, { until: number; value: unknown }>>();
   private readonly ttlMs: number;
   constructor(ttlMs: number) {
     this.ttlMs = ttlMs;
@@ -60,14 +62,32 @@ export class AuthCache {
     );
     return value;
   }
-  /** A fresh lookup that has already resolved, synchronously: `{ value }`, or undefined when there is none. */
-  peek<T>(key: string): { value: T } | undefined {
+  /** A fresh lookup that has already resolved, synchronously, with when it was made; undefined when there is none. */
+  peek<T>(key: string): { value: T; at: number } | undefined {
     const hit = this.entries.get(key);
     if (!hit?.settled || Date.now() - hit.at >= this.ttlMs) return undefined;
-    return hit.settled as { value: T };
+    return { value: hit.settled.value as T, at: hit.at };
+  }
+  /**
+   * A value worked out from fresh entries (`derive` returns it with the time of the oldest entry it used),
+   * remembered by `kind` and `key` for as long as those entries stay fresh, and cleared with them: a busy
+   * credential's repeat calls then cost one map lookup instead of parsing and looking it up again.
+   */
+  derived<T>(kind: string, key: string, derive: () => { value: T; since: number } | undefined): T | undefined {
+    let memo = this.derivations.get(kind);
+    if (!memo) this.derivations.set(kind, (memo = new Map()));
+    const now = Date.now();
+    const hit = memo.get(key);
+    if (hit && hit.until > now) return hit.value as T;
+    const fresh = derive();
+    if (!fresh) return undefined;
+    if (memo.size >= 50_000) memo.clear();
+    memo.set(key, { until: fresh.since + this.ttlMs, value: fresh.value });
+    return fresh.value;
   }
   clear(): void {
     this.entries.clear();
+    this.derivations.clear();
   }
 }
 
@@ -208,21 +228,29 @@ export function authenticate(deps: AuthDeps): Authentication {
     principals.set(API_KEY, keyPrincipal(found));
   }
 
+  /** The user of a Bearer header from the cache's fresh entries; undefined for anything the middleware must decide. */
+  function cachedTokenUser(authorization: string): { value: UserPrincipal; since: number } | undefined {
+    const claims = deps.cache.peek<AccessClaims | undefined>(`sig:${bearerToken(authorization)}`);
+    if (!claims) return undefined;
+    const checked = checkClaims(claims.value);
+    if (isServiceToken(checked)) return undefined;
+    const found = deps.cache.peek<TokenUser | undefined>(tokenUserKey(checked));
+    return found?.value ? { value: tokenPrincipal(checked, found.value), since: Math.min(claims.at, found.at) } : undefined;
+  }
+
+  function cachedKeyUser(apiKey: string): { value: UserPrincipal; since: number } | undefined {
+    if (!acceptableApiKey(apiKey)) return undefined;
+    const found = deps.cache.peek<KeyUser | undefined>(`key:${sha256(apiKey)}`);
+    return found?.value ? { value: keyPrincipal(found.value), since: found.at } : undefined;
+  }
+
   function cachedUser(authorization: string | undefined, apiKey: string | undefined): UserPrincipal | undefined {
     try {
-      if (authorization && !apiKey) {
-        const claims = deps.cache.peek<AccessClaims | undefined>(`sig:${bearerToken(authorization)}`);
-        if (!claims) return undefined;
-        const checked = checkClaims(claims.value);
-        if (isServiceToken(checked)) return undefined;
-        const found = deps.cache.peek<TokenUser | undefined>(tokenUserKey(checked))?.value;
-        return found ? tokenPrincipal(checked, found) : undefined;
-      }
-      if (apiKey && !authorization && acceptableApiKey(apiKey)) {
-        const found = deps.cache.peek<KeyUser | undefined>(`key:${sha256(apiKey)}`)?.value;
-        if (!found) return undefined;
-        touch(found.key.id);
-        return keyPrincipal(found);
+      if (authorization && !apiKey) return deps.cache.derived('bearer', authorization, () => cachedTokenUser(authorization));
+      if (apiKey && !authorization) {
+        const user = deps.cache.derived('api-key', apiKey, () => cachedKeyUser(apiKey));
+        if (user) touch(user.apiKeyId!);
+        return user;
       }
     } catch {
       // A refusal is the middleware's to explain.

@@ -32,6 +32,13 @@ export interface ExpressLaneDeps {
  * only takes requests it answers exactly as the app would, headers included.
  */
 export function expressLane(deps: ExpressLaneDeps): ExpressLane {
+  // The authentication keeps one principal per credential while it is fresh, so its windows are worked out once.
+  const windowsOf = new WeakMap<UserPrincipal, RateWindow[]>();
+  const windowsFor = (user: UserPrincipal) => {
+    let windows = windowsOf.get(user);
+    if (!windows) windowsOf.set(user, (windows = deps.windows(user)));
+    return windows;
+  };
   return (req: IncomingMessage, res: ServerResponse): boolean => {
     const url = req.url ?? '';
     const method = req.method ?? '';
@@ -44,13 +51,13 @@ export function expressLane(deps: ExpressLaneDeps): ExpressLane {
     const user = deps.authentication.cachedUser(headerValue(headers.authorization), headerValue(headers['x-api-key']));
     if (!user || missingScope(user, method)) return false;
 
-    const stop = deps.metrics.httpDuration.startTimer();
+    const started = performance.now();
     const requestId = requestIdFor(headerValue(headers['x-request-id']));
     // The fields the Koa app would set (request id, CORS's Vary, the rate-limit state), kept as a list for
     // the proxy's single writeHead rather than set one by one.
     const responseFields = ['X-Request-ID', requestId, 'Vary', 'Origin'];
     deps.gatewayMetrics.expressLane.inc();
-    const finish = (status: number) => stop({ method, route: `proxy:${upstream}`, status: String(status) });
+    const finish = (status: number) => deps.metrics.httpDuration.observe({ method, route: `proxy:${upstream}`, status: String(status) }, (performance.now() - started) / 1000);
     const fail = (error: unknown) => {
       let problem = toProblem(error);
       if (!problem) {
@@ -61,6 +68,7 @@ export function expressLane(deps: ExpressLaneDeps): ExpressLane {
       sendProblem(res, problem, path);
       finish(problem.status);
     };
+    const windows = windowsFor(user);
     const proceed = ({ headers: limits, refusal }: Admission) => {
       for (const name in limits) responseFields.push(name, limits[name]!);
       if (refusal) {
@@ -70,7 +78,6 @@ export function expressLane(deps: ExpressLaneDeps): ExpressLane {
       const request = { req, res, method, path, querystring: queryAt < 0 ? '' : url.slice(queryAt + 1), requestId, responseFields };
       deps.proxy.pass(request, upstream, user, (error) => (error === undefined ? finish(res.statusCode) : fail(error)));
     };
-    const windows = deps.windows(user);
     const admission = deps.limiter.admit(windows);
     if (admission instanceof Promise) admission.then(proceed, fail);
     else proceed(admission);

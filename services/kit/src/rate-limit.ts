@@ -45,20 +45,19 @@ const rateLimitHeaders = (state: RateState): Record<string, string> => ({
   'X-RateLimit-Reset': String(state.resetSeconds),
 });
 
-/** The state a request sees: a refusing window first (the longest wait), else the one with the fewest left. */
-function tightest(outcomes: Outcome[]): RateState {
-  const worst = outcomes.reduce((worst, outcome) => {
-    if (outcome.limited !== worst.limited) return outcome.limited ? outcome : worst;
-    if (outcome.limited) return outcome.msBeforeNext > worst.msBeforeNext ? outcome : worst;
-    return outcome.remaining < worst.remaining ? outcome : worst;
-  });
-  return {
-    limit: worst.window.points,
-    remaining: worst.remaining,
-    resetSeconds: Math.max(1, Math.ceil(worst.msBeforeNext / 1000)),
-    limited: worst.limited,
-  };
+/** Of two windows' outcomes, the one a request sees: a refusing window first (the longest wait), else the one with the fewest left. */
+function tighter(worst: Outcome, outcome: Outcome): Outcome {
+  if (outcome.limited !== worst.limited) return outcome.limited ? outcome : worst;
+  if (outcome.limited) return outcome.msBeforeNext > worst.msBeforeNext ? outcome : worst;
+  return outcome.remaining < worst.remaining ? outcome : worst;
 }
+
+const stateOf = (worst: Outcome): RateState => ({
+  limit: worst.window.points,
+  remaining: worst.remaining,
+  resetSeconds: Math.max(1, Math.ceil(worst.msBeforeNext / 1000)),
+  limited: worst.limited,
+});
 
 const leaseId = (window: RateWindow) => `${window.name}:${window.points}:${window.durationSeconds}|${window.key}`;
 
@@ -81,6 +80,8 @@ export class RateLimiter {
   private readonly limiters = new Map<string, RateLimiterAbstract>();
   private readonly leases = new Map<string, Lease>();
   private readonly reserving = new Map<string, Promise<void>>();
+  /** Each window's lease id, worked out once per window object (callers that keep their windows reuse it). */
+  private readonly ids = new WeakMap<RateWindow, string>();
   private readonly redis: RedisClient | undefined;
   private readonly prefix: string;
   private readonly maxLease: number;
@@ -105,12 +106,18 @@ export class RateLimiter {
     return limiter;
   }
 
+  private idOf(window: RateWindow): string {
+    let id = this.ids.get(window);
+    if (id === undefined) this.ids.set(window, (id = leaseId(window)));
+    return id;
+  }
+
   private batchOf(window: RateWindow): number {
     return Math.max(1, Math.min(this.maxLease, Math.floor(window.points / LEASE_DIVISOR)));
   }
 
   private async consumeOne(window: RateWindow): Promise<Outcome> {
-    const id = leaseId(window);
+    const id = this.idOf(window);
     for (;;) {
       const local = this.fromLease(id, window);
       if (local) return local;
@@ -182,7 +189,7 @@ export class RateLimiter {
 
   /** Consumes one point in every window; resolves to the tightest window's state. */
   async consume(windows: RateWindow[]): Promise<RateState> {
-    return tightest(await Promise.all(windows.map((window) => this.consumeOne(window))));
+    return stateOf((await Promise.all(windows.map((window) => this.consumeOne(window)))).reduce(tighter));
   }
 
   /**
@@ -191,12 +198,16 @@ export class RateLimiter {
    */
   private consumeLocally(windows: RateWindow[]): RateState | undefined {
     const now = Date.now();
-    const ids = windows.map(leaseId);
-    for (const id of ids) {
-      const lease = this.leases.get(id);
+    for (const window of windows) {
+      const lease = this.leases.get(this.idOf(window));
       if (!lease || lease.left <= 0 || lease.resetAt <= now) return undefined;
     }
-    return tightest(windows.map((window, index) => this.fromLease(ids[index]!, window)!));
+    let worst: Outcome | undefined;
+    for (const window of windows) {
+      const outcome = this.fromLease(this.idOf(window), window)!;
+      worst = worst ? tighter(worst, outcome) : outcome;
+    }
+    return worst && stateOf(worst);
   }
 
   /**

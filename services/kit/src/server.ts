@@ -25,19 +25,10 @@ export interface ServeOptions {
 export type ExpressLane = (request: IncomingMessage, response: ServerResponse) => boolean;
 
 export async function serve(app: Koa, options: ServeOptions): Promise<RunningServer> {
-  let inFlight = 0;
-  let idle: (() => void) | undefined;
   const callback = app.callback();
   const express = options.express;
   const server = createServer(express ? (request, response) => void (express(request, response) || callback(request, response)) : callback);
   server.listen(options.port, options.host);
-  server.on('request', (_request, response) => {
-    inFlight += 1;
-    response.on('close', () => {
-      inFlight -= 1;
-      if (inFlight === 0) idle?.();
-    });
-  });
   // Long-lived keep-alive sockets behind a load balancer must outlive its idle timeout.
   server.keepAliveTimeout = 65_000;
   await new Promise<void>((resolve, reject) => {
@@ -52,16 +43,14 @@ export async function serve(app: Koa, options: ServeOptions): Promise<RunningSer
   const close = () => {
     closing ??= (async () => {
       options.onDrain?.();
+      // Once closed, the server ends each connection as soon as it has nothing in flight (idle ones at
+      // once), so `stopped` settles when the last answer is out: no request needs counting on the way.
       const stopped = new Promise<void>((resolve) => server.close(() => resolve()));
       server.closeIdleConnections();
-      if (inFlight > 0) {
-        options.logger.info({ inFlight }, 'draining in-flight requests');
-        await Promise.race([
-          new Promise<void>((resolve) => {
-            idle = resolve;
-          }),
-          new Promise<void>((resolve) => setTimeout(resolve, options.graceMs).unref()),
-        ]);
+      const busy = await new Promise<number>((resolve) => server.getConnections((_error, count) => resolve(count)));
+      if (busy > 0) {
+        options.logger.info({ connections: busy }, 'draining in-flight requests');
+        await Promise.race([stopped, new Promise<void>((resolve) => setTimeout(resolve, options.graceMs).unref())]);
       }
       server.closeAllConnections();
       await stopped;
