@@ -18,21 +18,36 @@ const server = createServer((req, res) => {
   const id = randomUUID();
   fields.push('x-forwarded-for', req.socket.remoteAddress ?? '', 'x-forwarded-proto', 'http', 'x-forwarded-host', 'localhost', 'x-request-id', id);
   fields.push('traceparent', '00-0123456789abcdef0123456789abcdef-0123456789abcdef-01', 'x-user-id', 'u1', 'x-user-tier', 'pro', 'x-service-key', 'k');
-  agent
-    .stream({ origin: target.origin, path: req.url!, method: 'GET', headers: fields }, ({ statusCode, headers }) => {
-      const out = ['X-Request-ID', id, 'Vary', 'Origin', 'X-RateLimit-Limit', '100', 'X-RateLimit-Remaining', '99', 'X-RateLimit-Reset', '60'];
-      for (const name in headers) {
-        const value = headers[name];
-        if (typeof value === 'string' && name !== 'connection' && name !== 'keep-alive') out.push(name, value);
-      }
-      out.push('X-Credits-Charged', '0', 'X-Balance-After', '50');
-      res.writeHead(statusCode, out);
-      return res;
-    })
-    .catch(() => {
-      res.statusCode = 502;
-      res.end();
-    });
+  // undici's dispatch handler, as the gateway's proxy uses it: the answer written straight into `res`.
+  agent.dispatch(
+    { origin: target.origin, path: req.url!, method: 'GET', headers: fields },
+    {
+      // undici tells the handler API apart by this method's presence.
+      onRequestStart() {},
+      onResponseStart(_controller, statusCode, headers) {
+        const out = ['X-Request-ID', id, 'Vary', 'Origin', 'X-RateLimit-Limit', '100', 'X-RateLimit-Remaining', '99', 'X-RateLimit-Reset', '60'];
+        for (const name in headers) {
+          const value = headers[name];
+          if (typeof value === 'string' && name !== 'connection' && name !== 'keep-alive') out.push(name, value);
+        }
+        out.push('X-Credits-Charged', '0', 'X-Balance-After', '50');
+        res.writeHead(statusCode, out);
+      },
+      onResponseData(controller, chunk) {
+        if (!res.write(chunk)) {
+          controller.pause();
+          res.once('drain', () => controller.resume());
+        }
+      },
+      onResponseEnd() {
+        res.end();
+      },
+      onResponseError() {
+        if (res.headersSent) res.destroy();
+        else res.writeHead(502).end();
+      },
+    },
+  );
 });
 server.keepAliveTimeout = 65_000;
 server.listen(Number(process.env.PORT), '127.0.0.1', () => process.stdout.write('ready\n'));

@@ -78,6 +78,7 @@ async function load(name: string, url: string, headers: Record<string, string>, 
   wrk({ url, headers, seconds: 1, connections: CONNECTIONS });
   const before = pid ? cpuSeconds(pid) : 0;
   const result = wrk({ url, headers, seconds: DURATION, connections: CONNECTIONS });
+  if (result.total === 0) throw new Error(`${name}: no request was answered (did the target exit?)`);
   const cpuMicros = pid && result.total > 0 ? ((cpuSeconds(pid) - before) * 1e6) / result.total : NaN;
   return { name, rps: result.rps, p50: result.p50, p99: result.p99, errors: result.errors, non2xx: result.non2xx, cpuMicros };
 }
