@@ -48,7 +48,20 @@ function connectionTokens(headers: IncomingHttpHeaders | Record<string, string |
 
 /** Whether an upstream response field reaches the client: present, not hop-by-hop, not one the gateway owns. */
 function passesThrough(upstreamHeaders: IncomingHttpHeaders, dropped: ReadonlySet<string>, name: string): boolean {
-  return upstreamHeaders[name] !== undefined && !HOP_BY_HOP.has(name) && !dropped.has(name) && !STRIPPED_RESPONSE.test(name);
+  return upstreamHeaders[name] !== undefined && passable(name) && !dropped.has(name);
+}
+
+/** Names answer the same every time and repeat across responses: each is worked out once (up to a bound). */
+const PASSABLE = new Map<string, boolean>();
+
+/** Whether an upstream response field of this name may reach the client at all: not hop-by-hop, not the gateway's. */
+function passable(name: string): boolean {
+  let passes = PASSABLE.get(name);
+  if (passes === undefined) {
+    passes = !HOP_BY_HOP.has(name) && !STRIPPED_RESPONSE.test(name);
+    if (PASSABLE.size < 1_000) PASSABLE.set(name, passes);
+  }
+  return passes;
 }
 
 /** Appends a field to a flat [name, value, name, value, ...] list, repeated fields as repeated pairs. */
@@ -68,8 +81,10 @@ export function outgoingTraceContext(incomingHeaders: IncomingHttpHeaders): Reco
   propagation.inject(otelContext.active(), carrier);
   if (carrier.traceparent) return carrier;
   const incoming = TRACEPARENT.exec(headerValue(incomingHeaders.traceparent));
-  const traceId = incoming && !/^0+$/.test(incoming[1]!) ? incoming[1]! : randomHex(16);
-  const traceparent = `00-${traceId}-${randomHex(8)}-${incoming?.[3] ?? '01'}`;
+  const continued = incoming && !/^0+$/.test(incoming[1]!) ? incoming[1]! : undefined;
+  // One draw for both ids when the trace is new.
+  const ids = randomHex(continued ? 8 : 24);
+  const traceparent = continued ? `00-${continued}-${ids}-${incoming![3]}` : `00-${ids.slice(16)}-${ids.slice(0, 16)}-${incoming?.[3] ?? '01'}`;
   const tracestate = incoming ? headerValue(incomingHeaders.tracestate) : '';
   return tracestate ? { traceparent, tracestate } : { traceparent };
 }
@@ -90,15 +105,21 @@ export interface ClientRequest {
   responseFields?: string[];
 }
 
+/** The first value of a comma-separated list field, trimmed. */
+function firstListed(value: string | string[] | undefined): string {
+  const list = headerValue(value);
+  const comma = list.indexOf(',');
+  return (comma < 0 ? list : list.slice(0, comma)).trim();
+}
+
 /**
  * The scheme and host the client used, as Koa reads them: X-Forwarded-Proto and X-Forwarded-Host count
  * only behind trusted proxies (TRUSTED_PROXY_HOPS).
  */
 export function clientOrigin(req: IncomingMessage, trustProxy: boolean): { protocol: string; host: string } {
-  const first = (value: string | string[] | undefined) => headerValue(value).split(',', 1)[0]!.trim();
-  const forwardedProto = trustProxy ? first(req.headers['x-forwarded-proto']) : '';
+  const forwardedProto = trustProxy ? firstListed(req.headers['x-forwarded-proto']) : '';
   const protocol = (req.socket as { encrypted?: boolean }).encrypted ? 'https' : forwardedProto ? forwardedProto.toLowerCase() : 'http';
-  let host = (trustProxy && first(req.headers['x-forwarded-host'])) || first(req.headers.host);
+  let host = (trustProxy && firstListed(req.headers['x-forwarded-host'])) || firstListed(req.headers.host);
   if (host.includes('@')) {
     try {
       host = new URL(`http://${host}`).host;
