@@ -22,6 +22,9 @@ interface Lease {
   resetAt: number;
   /** The window refused this key: it does until `resetAt`. */
   refused: boolean;
+  /** The size of the last reservation, and when it was made: the next one's size follows the key's pace. */
+  batch: number;
+  reservedAt: number;
 }
 
 interface Outcome {
@@ -61,20 +64,30 @@ const stateOf = (worst: Outcome): RateState => ({
 
 const leaseId = (window: RateWindow) => `${window.name}:${window.points}:${window.durationSeconds}|${window.key}`;
 
-/** A window of `points` is reserved in batches of a fiftieth of it, at most `maxLease`. */
+/** A reservation takes at most a fiftieth of a window (and at most `maxLease` points). */
 const LEASE_DIVISOR = 50;
+/** A key's first reservation, before its pace is known. */
+const FIRST_BATCH = 100;
+/**
+ * How long half a batch should last: a key that gets through half of its batch sooner is given twice as
+ * many points next time, one that takes over four times as long half as many (never fewer than the first).
+ */
+const HALF_BATCH_MS = 250;
 
 /**
  * Counts every request against the windows `resolve` names, in Redis when it is configured (shared by
  * all replicas) with an in-memory insurance limiter that takes over while Redis is unreachable.
  * The headers describe the tightest window: the one with the fewest remaining requests.
  *
- * A busy key does not cost a Redis round trip per request: a replica reserves points in small batches
- * (a fiftieth of the window, at most `maxLease`) and hands them out locally until they run out or the
- * window resets, asking for the next batch when half of one is left. Reserved points are counted in
- * Redis, so all replicas together never admit more than the limit; the price is that points a replica
- * reserved and did not use are lost to the others until the window resets (at most a batch and a half
- * per replica). Windows under 100 points are counted one by one.
+ * A busy key does not cost a Redis round trip per request: a replica reserves points in batches and
+ * hands them out locally until they run out or the window resets, asking for the next batch when half of
+ * one is left. A key's first batch is 100 points; after that the size follows the key's pace on this
+ * replica (doubled when half a batch lasted under HALF_BATCH_MS, halved when it lasted over four times
+ * that), never more than a fiftieth of the window or `maxLease`. Reserved points are counted in Redis, so
+ * all replicas together never admit more than the limit; the price is that points a replica reserved and
+ * did not use are lost to the others until the window resets: at most a batch and a half per replica,
+ * which is at most 3% of the window and, for a batch that grew, about half a second of that key's traffic.
+ * Windows under 100 points are counted one by one.
  */
 export class RateLimiter {
   private readonly limiters = new Map<string, RateLimiterAbstract>();
@@ -90,7 +103,7 @@ export class RateLimiter {
     this.redis = options.redis;
     this.prefix = options.prefix;
     // Memory is as cheap to count in as a lease, so without Redis nothing is reserved.
-    this.maxLease = this.redis ? Math.max(1, options.maxLease ?? 100) : 1;
+    this.maxLease = this.redis ? Math.max(1, options.maxLease ?? 10_000) : 1;
   }
 
   private limiter(window: RateWindow): RateLimiterAbstract {
@@ -112,8 +125,15 @@ export class RateLimiter {
     return id;
   }
 
-  private batchOf(window: RateWindow): number {
-    return Math.max(1, Math.min(this.maxLease, Math.floor(window.points / LEASE_DIVISOR)));
+  /** The next reservation's size for a key, from the last one's size and how fast its points went. */
+  private batchFor(window: RateWindow, lease: Lease | undefined, now: number): number {
+    const ceiling = Math.max(1, Math.min(this.maxLease, Math.floor(window.points / LEASE_DIVISOR)));
+    const first = Math.min(ceiling, FIRST_BATCH);
+    if (!lease || lease.resetAt <= now) return first;
+    const elapsed = now - lease.reservedAt;
+    if (elapsed < HALF_BATCH_MS) return Math.min(ceiling, lease.batch * 2);
+    if (elapsed > 4 * HALF_BATCH_MS) return Math.max(first, Math.floor(lease.batch / 2));
+    return Math.min(ceiling, lease.batch);
   }
 
   private async consumeOne(window: RateWindow): Promise<Outcome> {
@@ -136,9 +156,8 @@ export class RateLimiter {
       lease.left -= 1;
       // Half a batch before the reserve runs out the next one is asked for, so a busy key's requests
       // rarely wait for Redis (not for windows counted one by one: that would spend a point ahead).
-      const batch = this.batchOf(window);
       // Its failure is left to the request that next needs Redis, which meets it in consumeOne.
-      if (batch > 1 && !lease.refused && lease.left * 2 <= batch && !this.reserving.has(id)) this.refill(id, window).catch(() => undefined);
+      if (lease.batch > 1 && !lease.refused && lease.left * 2 <= lease.batch && !this.reserving.has(id)) this.refill(id, window).catch(() => undefined);
       return { window, remaining: lease.remaining + lease.left, msBeforeNext: lease.resetAt - now, limited: false };
     }
     // A fixed window that refused once refuses everyone until it resets: no need to ask again.
@@ -161,7 +180,8 @@ export class RateLimiter {
   }
 
   private async reserve(id: string, window: RateWindow): Promise<void> {
-    const batch = this.batchOf(window);
+    const reservedAt = Date.now();
+    const batch = this.batchFor(window, this.leases.get(id), reservedAt);
     let res: RateLimiterRes;
     try {
       res = await this.limiter(window).consume(window.key, batch);
@@ -179,7 +199,7 @@ export class RateLimiter {
     // when it does); a new window starts the reserve afresh.
     const lease = this.leases.get(id);
     const carried = lease && lease.resetAt > now && Math.abs(lease.resetAt - resetAt) < 1000 ? lease.left : 0;
-    this.leases.set(id, { left: carried + granted, remaining, resetAt, refused: granted === 0 });
+    this.leases.set(id, { left: carried + granted, remaining, resetAt, refused: granted === 0, batch, reservedAt });
   }
 
   private sweep(now: number): void {

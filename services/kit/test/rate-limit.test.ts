@@ -102,6 +102,32 @@ describe('kit rate limiter', () => {
     }
   });
 
+  it('gives a fast key bigger batches as its pace shows, never more than a fiftieth of the window', async () => {
+    const redis = await connectRedis(process.env.REDIS_URL, createLogger('t', 'silent'));
+    try {
+      const prefix = `test-${randomBytes(4).toString('hex')}`;
+      const limiter = new RateLimiter({ redis, prefix });
+      const window = { name: 'fast', points: 1_000_000, durationSeconds: 60, key: 'k' };
+      const admitted = 30_000;
+      let waited = 0;
+      let last = '';
+      for (let i = 0; i < admitted; i += 1) {
+        const admission = limiter.admit([window]);
+        if (admission instanceof Promise) waited += 1;
+        last = (await admission).headers['X-RateLimit-Remaining']!;
+        if (i % 100 === 99) await new Promise((resolve) => setImmediate(resolve));
+      }
+      assert.equal(last, String(1_000_000 - admitted), 'exact counts on a single replica');
+      const reserved = Number(await redis!.get(`${prefix}:fast:k`));
+      const ahead = reserved - admitted;
+      assert.ok(ahead > 150, `${ahead} points reserved ahead: the batches grew past the first (100)`);
+      assert.ok(ahead <= 1.5 * 10_000, `${ahead} points reserved ahead: at most a batch and a half of the largest (maxLease 10,000)`);
+      assert.ok(waited < 5, `${waited} requests waited for Redis`);
+    } finally {
+      await redis?.quit();
+    }
+  });
+
   it('falls back to memory when Redis is absent or gone', async () => {
     const memory = new RateLimiter({ redis: undefined, prefix: 'm' });
     const results = [];
