@@ -16,12 +16,13 @@ export const UPSTREAMS = ['generation', 'graph', 'billing', 'simulation', 'condu
 export type UpstreamName = (typeof UPSTREAMS)[number];
 
 const NATIVE_PREFIXES = ['/api/v1/auth', '/api/v1/users', '/api/v1/credits'];
-const under = (path: string, prefix: string) => path === prefix || path.startsWith(`${prefix}/`);
+/** `path` is `prefix` or below it (checked in place: this runs for every proxied request). */
+const under = (path: string, prefix: string) => path.startsWith(prefix) && (path.length === prefix.length || path.charCodeAt(prefix.length) === 0x2f);
 
 /** The routing table: undefined outside /api/v1/, `native` for the gateway's own paths, else the upstream. */
 export function routeOf(path: string): UpstreamName | 'native' | undefined {
   if (!path.startsWith('/api/v1/')) return undefined;
-  if (NATIVE_PREFIXES.some((prefix) => under(path, prefix))) return 'native';
+  for (const prefix of NATIVE_PREFIXES) if (under(path, prefix)) return 'native';
   if (under(path, '/api/v1/graph')) return 'graph';
   if (under(path, '/api/v1/billing')) return 'billing';
   if (under(path, '/api/v1/simulate') || under(path, '/api/v1/simulations')) return 'simulation';
@@ -62,6 +63,18 @@ function passable(name: string): boolean {
     if (PASSABLE.size < 1_000) PASSABLE.set(name, passes);
   }
   return passes;
+}
+
+const LOWER_CASE = new Map<string, string>();
+
+/** The gateway's own field names in lower case, each worked out once (there are a handful). */
+function lowerCase(name: string): string {
+  let lower = LOWER_CASE.get(name);
+  if (lower === undefined) {
+    lower = name.toLowerCase();
+    if (LOWER_CASE.size < 100) LOWER_CASE.set(name, lower);
+  }
+  return lower;
 }
 
 /** Appends a field to a flat [name, value, name, value, ...] list, repeated fields as repeated pairs. */
@@ -180,7 +193,7 @@ function writeAnswerHead(
   // As with fields set before (Koa), a field the upstream may send (Vary) wins over the gateway's value;
   // the ones the gateway owns (request id, rate limits) are never the upstream's.
   const own = request.responseFields ?? [];
-  for (let i = 0; i < own.length; i += 2) if (!passesThrough(upstreamHeaders, dropped, own[i]!.toLowerCase())) fields.push(own[i]!, own[i + 1]!);
+  for (let i = 0; i < own.length; i += 2) if (!passesThrough(upstreamHeaders, dropped, lowerCase(own[i]!))) fields.push(own[i]!, own[i + 1]!);
   for (const name in upstreamHeaders) if (passesThrough(upstreamHeaders, dropped, name)) pushField(fields, name, upstreamHeaders[name]!);
   if (credits) {
     fields.push('X-Credits-Charged', String(credits.charged));
