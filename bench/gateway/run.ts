@@ -5,7 +5,7 @@
  * proxy_pass (Debian's nginx, one worker), under wrk on loopback; then the added p50 latency, measured
  * sequentially.
  *
- *   node bench/gateway/run.ts   BENCH_DURATION (s per round, default 5), BENCH_ROUNDS (default 3), BENCH_CONNECTIONS (default 50)
+ *   node bench/gateway/run.ts   BENCH_DURATION (s per round, default 5), BENCH_ROUNDS (default 5), BENCH_CONNECTIONS (default 50)
  *
  * Uses DATABASE_URL / REDIS_URL when set, otherwise starts PostgreSQL and Redis like `npm test`.
  */
@@ -20,7 +20,7 @@ import { ensureCommands, wrk } from '../support/wrk.ts';
 import { createDatabase } from '../../test/support/database.ts';
 
 const DURATION = Number(process.env.BENCH_DURATION ?? 5);
-const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 50);
 const LATENCY_SAMPLES = Number(process.env.BENCH_LATENCY_SAMPLES ?? 3000);
 const here = fileURLToPath(new URL('.', import.meta.url));
