@@ -28,6 +28,11 @@ export interface UserPrincipal extends Principal {
   token?: { jti: string; exp: number };
 }
 
+interface Derivation {
+  until: number;
+  value: unknown;
+}
+
 /**
  * Short-lived memory of credential lookups (user row and revocation per access token, key row per API key),
  * so a busy client does not cost a database round trip per request. Every change made through this
@@ -37,7 +42,9 @@ export interface UserPrincipal extends Principal {
 export class AuthCache {
   private readonly entries = new Map<string, { at: number; value: Promise<unknown>; settled?: { value: unknown } }>();
   /** What was worked out from entries, by kind and the credential's exact header value (see `derived`). */
-  private readonly derivations = new Map<string, Map<string, { until: number; value: unknown }>>();
+  private readonly derivations = new Map<string, Map<string, Derivation>>();
+  /** The derivation each holder (a client's connection) used last: see `derived`. */
+  private recent = new WeakMap<object, { kind: string; key: string; derivation: Derivation }>();
   private readonly ttlMs: number;
   constructor(ttlMs: number) {
     this.ttlMs = ttlMs;
@@ -71,23 +78,32 @@ export class AuthCache {
   /**
    * A value worked out from fresh entries (`derive` returns it with the time of the oldest entry it used),
    * remembered by `kind` and `key` for as long as those entries stay fresh, and cleared with them: a busy
-   * credential's repeat calls then cost one map lookup instead of parsing and looking it up again.
+   * credential's repeat calls then cost one map lookup instead of parsing and looking it up again. With a
+   * `holder` (the client's connection), the holder's last derivation is checked first.
    */
-  derived<T>(kind: string, key: string, derive: () => { value: T; since: number } | undefined): T | undefined {
+  derived<T>(kind: string, key: string, derive: () => { value: T; since: number } | undefined, holder?: object): T | undefined {
+    const now = Date.now();
+    // A connection repeats its credential: comparing it with the last one costs far less than hashing
+    // a few hundred characters of token for the map lookup below.
+    const last = holder && this.recent.get(holder);
+    if (last && last.key === key && last.kind === kind && last.derivation.until > now) return last.derivation.value as T;
     let memo = this.derivations.get(kind);
     if (!memo) this.derivations.set(kind, (memo = new Map()));
-    const now = Date.now();
-    const hit = memo.get(key);
-    if (hit && hit.until > now) return hit.value as T;
-    const fresh = derive();
-    if (!fresh) return undefined;
-    if (memo.size >= 50_000) memo.clear();
-    memo.set(key, { until: fresh.since + this.ttlMs, value: fresh.value });
-    return fresh.value;
+    let derivation = memo.get(key);
+    if (!derivation || derivation.until <= now) {
+      const fresh = derive();
+      if (!fresh) return undefined;
+      if (memo.size >= 50_000) memo.clear();
+      derivation = { until: fresh.since + this.ttlMs, value: fresh.value };
+      memo.set(key, derivation);
+    }
+    if (holder) this.recent.set(holder, { kind, key, derivation });
+    return derivation.value as T;
   }
   clear(): void {
     this.entries.clear();
     this.derivations.clear();
+    this.recent = new WeakMap();
   }
 }
 
@@ -163,7 +179,7 @@ export interface Authentication {
    * The user of a request's one credential (a Bearer token or an API key) when everything about it is
    * already known from the last AUTH_CACHE_MS and it is valid; undefined otherwise (the middleware decides).
    */
-  cachedUser(authorization: string | undefined, apiKey: string | undefined): UserPrincipal | undefined;
+  cachedUser(authorization: string | undefined, apiKey: string | undefined, connection?: object): UserPrincipal | undefined;
 }
 
 export function authenticate(deps: AuthDeps): Authentication {
@@ -244,11 +260,11 @@ export function authenticate(deps: AuthDeps): Authentication {
     return found?.value ? { value: keyPrincipal(found.value), since: found.at } : undefined;
   }
 
-  function cachedUser(authorization: string | undefined, apiKey: string | undefined): UserPrincipal | undefined {
+  function cachedUser(authorization: string | undefined, apiKey: string | undefined, connection?: object): UserPrincipal | undefined {
     try {
-      if (authorization && !apiKey) return deps.cache.derived('bearer', authorization, () => cachedTokenUser(authorization));
+      if (authorization && !apiKey) return deps.cache.derived('bearer', authorization, () => cachedTokenUser(authorization), connection);
       if (apiKey && !authorization) {
-        const user = deps.cache.derived('api-key', apiKey, () => cachedKeyUser(apiKey));
+        const user = deps.cache.derived('api-key', apiKey, () => cachedKeyUser(apiKey), connection);
         if (user) touch(user.apiKeyId!);
         return user;
       }

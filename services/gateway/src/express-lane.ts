@@ -48,7 +48,7 @@ export function expressLane(deps: ExpressLaneDeps): ExpressLane {
     const path = queryAt < 0 ? url : url.slice(0, queryAt);
     const upstream = routeOf(path);
     if (upstream === undefined || upstream === 'native' || isChargeable(method, path)) return false;
-    const user = deps.authentication.cachedUser(headerValue(headers.authorization), headerValue(headers['x-api-key']));
+    const user = deps.authentication.cachedUser(headerValue(headers.authorization), headerValue(headers['x-api-key']), req.socket);
     if (!user || missingScope(user, method)) return false;
 
     const started = performance.now();

@@ -25,4 +25,21 @@ describe('gateway: the credential cache', () => {
     assert.equal(cache.derived('bearer', 'Bearer a', derive), undefined, 'expired with its oldest entry');
     assert.equal(derivations, 4, "derived again each time it was not fresh");
   });
+
+  it('checks a connection\'s last credential first, and never hands it another credential\'s value', async () => {
+    const cache = new AuthCache(1_000);
+    await cache.get('sig:a', async () => 'a');
+    await cache.get('sig:b', async () => 'b');
+    const derive = (key: string) => () => {
+      const entry = cache.peek<string>(`sig:${key}`);
+      return entry && { value: { from: entry.value }, since: entry.at };
+    };
+    const connection = {};
+    const a = cache.derived('bearer', 'Bearer a', derive('a'), connection);
+    assert.equal(cache.derived('bearer', 'Bearer a', () => assert.fail('not derived again'), connection), a);
+    assert.deepEqual(cache.derived('bearer', 'Bearer b', derive('b'), connection), { from: 'b' }, 'another credential on the same connection');
+    assert.equal(cache.derived('api-key', 'Bearer b', () => undefined, connection), undefined, 'the same value under another kind is not it');
+    cache.clear();
+    assert.equal(cache.derived('bearer', 'Bearer b', derive('b'), connection), undefined, 'forgotten with the entries on clear');
+  });
 });

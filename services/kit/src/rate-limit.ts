@@ -148,9 +148,8 @@ export class RateLimiter {
   }
 
   /** A point from this replica's reserve, or the refusal it remembers, without asking Redis. */
-  private fromLease(id: string, window: RateWindow): Outcome | undefined {
+  private fromLease(id: string, window: RateWindow, now = Date.now()): Outcome | undefined {
     const lease = this.leases.get(id);
-    const now = Date.now();
     if (!lease || lease.resetAt <= now) return undefined;
     if (lease.left > 0) {
       lease.left -= 1;
@@ -224,7 +223,7 @@ export class RateLimiter {
     }
     let worst: Outcome | undefined;
     for (const window of windows) {
-      const outcome = this.fromLease(this.idOf(window), window)!;
+      const outcome = this.fromLease(this.idOf(window), window, now)!;
       worst = worst ? tighter(worst, outcome) : outcome;
     }
     return worst && stateOf(worst);
