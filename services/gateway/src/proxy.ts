@@ -326,8 +326,8 @@ export class Proxy {
 
   /**
    * Proxies `request` to `upstream` at its path (with its query string), writing the answer straight into
-   * the client's response (undici's stream API: no intermediate stream, no buffering). `onAnswer` runs
-   * when the upstream's head arrives, from when the response is the proxy's own. A chargeable call is
+   * the client's response (no intermediate stream, no buffering). `onAnswer` runs when the upstream's
+   * answer is about to be passed on, from when the response is the proxy's own. A chargeable call is
    * charged first (402 when the balance is short) and refunded when the upstream fails or refuses it.
    */
   async forward(request: ClientRequest, upstream: UpstreamName, user: UserPrincipal | undefined, onAnswer?: () => void): Promise<void> {
@@ -395,7 +395,7 @@ class UpstreamCall implements Dispatcher.DispatchHandler {
   private controller: Dispatcher.DispatchController | undefined;
   /** The upstream's head arrived: from then on the response is the proxy's own. */
   private answered = false;
-  /** The client went away first: the upstream call is cancelled (and a charge refunded, nothing was delivered). */
+  /** The client went away: the upstream call is cancelled (and a charge refunded if the answer had not started). */
   private abandoned = false;
   private held: HeldAnswer | undefined;
   private readonly onClientGone = () => {
@@ -438,13 +438,13 @@ class UpstreamCall implements Dispatcher.DispatchHandler {
     if (statusCode < 200) return;
     this.answered = true;
     this.deps.metrics.upstreamDuration.observe({ upstream: this.upstream, status: String(statusCode) }, (performance.now() - this.started) / 1000);
-    this.onAnswer?.();
     // A charged call the upstream refused is refunded before the client sees the head, so that
     // X-Balance-After is the balance after the refund: its (small) error body waits meanwhile.
-    if (this.charge && (statusCode < 200 || statusCode >= 300)) {
+    if (this.charge && statusCode >= 300) {
       this.held = { statusCode, headers, chunks: [] };
       return;
     }
+    this.onAnswer?.();
     writeAnswerHead(this.request, statusCode, headers, this.user ? { charged: this.charge?.price.amount ?? 0, balance: this.balance } : undefined);
   }
 
@@ -480,14 +480,15 @@ class UpstreamCall implements Dispatcher.DispatchHandler {
   private async failed(error: Error): Promise<void> {
     const { request, upstream, user, charge, abandoned, deps } = this;
     const { res } = request;
-    if (this.answered) {
+    if (this.answered && !this.held) {
       // The head is out: all that is left is to cut the response short (and refund what was not delivered).
-      if (charge && user && !this.held && !abandoned) await deps.refund(user, charge, 'upstream stream failed');
+      if (charge && user && !abandoned) await deps.refund(user, charge, 'upstream stream failed');
       deps.logger.debug({ err: error, upstream }, 'proxied stream ended early');
       res.destroy();
       return;
     }
-    deps.metrics.upstreamDuration.observe({ upstream, status: 'error' }, (performance.now() - this.started) / 1000);
+    // The client has seen nothing (no answer yet, or a refused one held back): it gets a problem, refunded.
+    if (!this.answered) deps.metrics.upstreamDuration.observe({ upstream, status: 'error' }, (performance.now() - this.started) / 1000);
     const refunded = charge && user ? await deps.refund(user, charge, abandoned ? 'client went away' : 'upstream unavailable') : undefined;
     const creditHeaders: Record<string, string> = user ? { 'X-Credits-Charged': '0', 'X-Balance-After': String(refunded ?? this.balance) } : {};
     if (error instanceof undiciErrors.HeadersTimeoutError || error instanceof undiciErrors.BodyTimeoutError) {
@@ -508,6 +509,7 @@ class UpstreamCall implements Dispatcher.DispatchHandler {
     const charge = this.charge!;
     const refunded = await this.deps.refund(user, charge, `upstream answered ${held.statusCode}`);
     const credits = refunded === undefined ? { charged: charge.price.amount, balance: charge.balance } : { charged: 0, balance: refunded };
+    this.onAnswer?.();
     writeAnswerHead(this.request, held.statusCode, held.headers, credits);
     this.request.res.end(Buffer.concat(held.chunks));
   }

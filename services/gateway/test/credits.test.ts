@@ -165,6 +165,20 @@ describe('gateway: credits', function () {
       for (let i = 0; i < 50 && (await gw.instance.deps.repository.balance(user.userId)) !== 50; i += 1) await new Promise((resolve) => setTimeout(resolve, 20));
       assert.equal(await gw.instance.deps.repository.balance(user.userId), 50);
     });
+    it('refunds and answers 502 when a refused answer breaks off before its end (the client saw none of it)', async () => {
+      const user = await gw.user();
+      gw.upstreams.generation.on('POST /api/v1/timepoints/generate/sync', (_req, res) => {
+        res.writeHead(500, { 'content-type': 'application/json', 'content-length': '100' });
+        res.write('{"error":');
+        setTimeout(() => res.socket?.destroy(), 20);
+      });
+      const broken = await gw.call('POST', '/api/v1/timepoints/generate/sync', { headers: user.headers, body: { query: 'abc' } });
+      assert.equal(broken.status, 502);
+      assert.equal(broken.headers.get('content-type'), 'application/problem+json');
+      assert.equal(broken.headers.get('x-credits-charged'), '0');
+      assert.equal(broken.headers.get('x-balance-after'), '50');
+      assert.equal(await balanceOf(user), 50);
+    });
     it('refunds when the upstream cannot be reached (502)', async () => {
       const harness = await startGateway({ GENERATION_URL: 'http://127.0.0.1:9' });
       try {
