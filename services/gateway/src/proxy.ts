@@ -65,18 +65,6 @@ function passable(name: string): boolean {
   return passes;
 }
 
-const LOWER_CASE = new Map<string, string>();
-
-/** The gateway's own field names in lower case, each worked out once (there are a handful). */
-function lowerCase(name: string): string {
-  let lower = LOWER_CASE.get(name);
-  if (lower === undefined) {
-    lower = name.toLowerCase();
-    if (LOWER_CASE.size < 100) LOWER_CASE.set(name, lower);
-  }
-  return lower;
-}
-
 /** Appends a field to a flat [name, value, name, value, ...] list, repeated fields as repeated pairs. */
 function pushField(fields: string[], name: string, value: string | string[]): void {
   if (typeof value === 'string') fields.push(name, value);
@@ -193,7 +181,7 @@ function writeAnswerHead(
   // As with fields set before (Koa), a field the upstream may send (Vary) wins over the gateway's value;
   // the ones the gateway owns (request id, rate limits) are never the upstream's.
   const own = request.responseFields ?? [];
-  for (let i = 0; i < own.length; i += 2) if (!passesThrough(upstreamHeaders, dropped, lowerCase(own[i]!))) fields.push(own[i]!, own[i + 1]!);
+  for (let i = 0; i < own.length; i += 2) if (!passesThrough(upstreamHeaders, dropped, own[i]!.toLowerCase())) fields.push(own[i]!, own[i + 1]!);
   for (const name in upstreamHeaders) if (passesThrough(upstreamHeaders, dropped, name)) pushField(fields, name, upstreamHeaders[name]!);
   if (credits) {
     fields.push('X-Credits-Charged', String(credits.charged));

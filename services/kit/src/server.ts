@@ -47,7 +47,8 @@ export async function serve(app: Koa, options: ServeOptions): Promise<RunningSer
       // once), so `stopped` settles when the last answer is out: no request needs counting on the way.
       const stopped = new Promise<void>((resolve) => server.close(() => resolve()));
       server.closeIdleConnections();
-      const busy = await new Promise<number>((resolve) => server.getConnections((_error, count) => resolve(count)));
+      // When the count cannot be read, wait as if a request were in flight: the grace period still bounds it.
+      const busy = await new Promise<number>((resolve) => server.getConnections((error, count) => resolve(error ? 1 : count)));
       if (busy > 0) {
         options.logger.info({ connections: busy }, 'draining in-flight requests');
         await Promise.race([stopped, new Promise<void>((resolve) => setTimeout(resolve, options.graceMs).unref())]);
