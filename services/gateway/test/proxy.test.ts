@@ -1,6 +1,8 @@
 import assert from 'node:assert/strict';
 import { request as httpRequest } from 'node:http';
 import { once } from 'node:events';
+import { readFileSync } from 'node:fs';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { startGateway, service, admin, type GatewayHarness, type SignedIn } from './harness.ts';
 
 /** node:http, because fetch refuses to send a Connection header. */
@@ -12,6 +14,11 @@ async function rawGet(target: string, headers: Record<string, string>): Promise<
   let body = '';
   for await (const chunk of res) body += String(chunk);
   return { status: res.statusCode ?? 0, headers: res.headers, body };
+}
+
+/** The most a TCP socket's buffer in one direction may grow to (the third field of the sysctl). */
+function tcpBufferMax(sysctl: 'tcp_rmem' | 'tcp_wmem'): number {
+  return Number(readFileSync(`/proc/sys/net/ipv4/${sysctl}`, 'utf8').trim().split(/\s+/)[2]);
 }
 
 describe('gateway: proxy', function () {
@@ -199,32 +206,58 @@ describe('gateway: proxy', function () {
       assert.equal(res.statusCode, 200);
       assert.equal(JSON.parse(text).bytes, 'first-chunk;second-chunk'.length);
     });
-    it('holds the upstream back while a slow client reads a large answer, and delivers every byte', async () => {
-      const size = 32 * 1024 * 1024;
-      const payload = Buffer.alloc(size);
-      for (let i = 0; i < size; i += 1) payload[i] = i % 251;
-      let upstreamDone = false;
-      gw.upstreams.graph.on('GET /api/v1/graph/large', (_req, res) => {
-        res.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': String(size) });
-        res.end(payload, () => {
-          upstreamDone = true;
-        });
+    it('holds the upstream back while a slow client reads nothing, and delivers every byte', async () => {
+      // A fixed-size answer proves nothing: loopback buffers grow to tcp_rmem's and tcp_wmem's maxima
+      // (32 MiB each way on some kernels), so one could sit in the kernel whole. Instead the upstream writes
+      // until it is held back, which must happen before it could have filled every buffer on the way.
+      const chunk = Buffer.alloc(251 * 256);
+      for (let i = 0; i < chunk.length; i += 1) chunk[i] = i % 251;
+      const cap = 2 * (tcpBufferMax('tcp_rmem') + tcpBufferMax('tcp_wmem')) + 64 * 1024 * 1024;
+      let heldBack!: (written: number | undefined) => void;
+      let finish = false;
+      let sent = 0;
+      gw.upstreams.graph.on('GET /api/v1/graph/large', async (_req, res) => {
+        res.writeHead(200, { 'content-type': 'application/octet-stream' });
+        let written = 0;
+        let stalled = false;
+        while (!finish && written < cap) {
+          written += chunk.length;
+          if (res.write(chunk)) continue;
+          const drained = once(res, 'drain');
+          if (!stalled && !(await Promise.race([drained.then(() => true), sleep(500).then(() => false)]))) {
+            stalled = true;
+            heldBack(written);
+          }
+          await drained;
+        }
+        if (!stalled) heldBack(undefined);
+        sent = written;
+        res.end();
       });
       // Once through the full chain, then again through the express lane (the credential is known by then).
-      await gw.call('GET', '/api/v1/graph/large', { headers: user.headers });
-      upstreamDone = false;
-      const url = new URL(`${gw.url}/api/v1/graph/large`);
-      const req = httpRequest({ hostname: url.hostname, port: url.port, path: url.pathname, headers: user.headers });
-      req.end();
-      const [res] = (await once(req, 'response')) as [import('node:http').IncomingMessage];
-      res.pause();
-      await new Promise((resolve) => setTimeout(resolve, 300));
-      assert.equal(upstreamDone, false, 'the upstream is held back while the client reads nothing');
-      const chunks: Buffer[] = [];
-      for await (const chunk of res) chunks.push(chunk as Buffer);
-      assert.equal(res.statusCode, 200);
-      assert.ok(Buffer.concat(chunks).equals(payload), 'every byte, in order');
-      assert.ok(upstreamDone);
+      for (let round = 0; round < 2; round += 1) {
+        finish = false;
+        const held = new Promise<number | undefined>((resolve) => {
+          heldBack = resolve;
+        });
+        const url = new URL(`${gw.url}/api/v1/graph/large`);
+        const req = httpRequest({ hostname: url.hostname, port: url.port, path: url.pathname, headers: user.headers });
+        req.end();
+        const [res] = (await once(req, 'response')) as [import('node:http').IncomingMessage];
+        res.pause();
+        const written = await held;
+        assert.ok(written !== undefined, `round ${round}: the upstream wrote ${cap} bytes to a client that read nothing`);
+        finish = true;
+        let received = 0;
+        for await (const data of res as AsyncIterable<Buffer>) {
+          for (let i = 0; i < data.length; i += 1) {
+            if (data[i] !== (received + i) % 251) assert.fail(`round ${round}: byte ${received + i} is out of order`);
+          }
+          received += data.length;
+        }
+        assert.equal(res.statusCode, 200);
+        assert.equal(received, sent, `round ${round}: every byte arrives`);
+      }
     });
     it('cancels the upstream call when the client leaves in the middle of a stream', async () => {
       let upstreamSawClose!: () => void;
@@ -265,7 +298,7 @@ describe('gateway: proxy', function () {
     });
     it('answers 504 problem+json when the upstream does not answer in time', async () => {
       gw.upstreams.generation.on('GET /api/v1/slow', async (_req, res) => {
-        await new Promise((resolve) => setTimeout(resolve, 2500));
+        await sleep(2500);
         res.writeHead(200).end('{}');
       });
       const reply = await gw.call('GET', '/api/v1/slow', { headers: user.headers });
