@@ -366,12 +366,23 @@ interface CallDeps {
   refund(user: UserPrincipal, charge: Charge, reason: string): Promise<number | undefined>;
 }
 
-/** A charged call's answer the upstream refused, held until the refund is booked. */
+/**
+ * A charged call's answer the upstream refused, held until the refund is booked so that X-Balance-After
+ * is the balance after it. Only its first HELD_BYTES wait in memory: past them the upstream is paused.
+ */
 interface HeldAnswer {
   statusCode: number;
   headers: IncomingHttpHeaders;
   chunks: Buffer[];
+  size: number;
+  /** The whole answer arrived. */
+  complete: boolean;
+  /** The refund's outcome, once booked: the balance after it, or undefined when it failed (it is logged). */
+  refunded?: { balance: number | undefined };
 }
+
+/** A refusal is a short problem document; a longer one is passed on as a stream once the refund is booked. */
+const HELD_BYTES = 64 * 1024;
 
 /**
  * One proxied call in flight, as undici's dispatch handler: the upstream's answer is written straight into
@@ -385,7 +396,10 @@ class UpstreamCall implements Dispatcher.DispatchHandler {
   private answered = false;
   /** The client went away: the upstream call is cancelled (and a charge refunded if the answer had not started). */
   private abandoned = false;
+  /** A refused charged answer not yet passed on. */
   private held: HeldAnswer | undefined;
+  /** The refund of a refused charged call, booked once whatever happens next. */
+  private refunding: Promise<number | undefined> | undefined;
   private readonly onClientGone = () => {
     if (this.request.res.writableFinished) return;
     this.abandoned = true;
@@ -421,15 +435,20 @@ class UpstreamCall implements Dispatcher.DispatchHandler {
     if (this.abandoned) controller.abort(new Error('the client closed the request'));
   }
 
-  onResponseStart(_controller: Dispatcher.DispatchController, statusCode: number, headers: IncomingHttpHeaders): void {
+  onResponseStart(controller: Dispatcher.DispatchController, statusCode: number, headers: IncomingHttpHeaders): void {
     // Interim answers (100 Continue, 103 Early Hints) are not relayed: the final one follows.
     if (statusCode < 200) return;
     this.answered = true;
     this.deps.metrics.upstreamDuration.observe({ upstream: this.upstream, status: String(statusCode) }, (performance.now() - this.started) / 1000);
     // A charged call the upstream refused is refunded before the client sees the head, so that
-    // X-Balance-After is the balance after the refund: its (small) error body waits meanwhile.
+    // X-Balance-After is the balance after the refund: its body waits meanwhile.
     if (this.charge && statusCode >= 300) {
-      this.held = { statusCode, headers, chunks: [] };
+      const held: HeldAnswer = { statusCode, headers, chunks: [], size: 0, complete: false };
+      this.held = held;
+      this.refund(`upstream answered ${statusCode}`).then((balance) => {
+        held.refunded = { balance };
+        this.release(controller);
+      });
       return;
     }
     this.onAnswer?.();
@@ -437,10 +456,33 @@ class UpstreamCall implements Dispatcher.DispatchHandler {
   }
 
   onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
-    if (this.held) {
-      this.held.chunks.push(chunk);
-      return;
+    const { held } = this;
+    if (held) {
+      held.chunks.push(chunk);
+      held.size += chunk.length;
+      if (held.size >= HELD_BYTES) controller.pause();
+      return this.release(controller);
     }
+    this.pass(controller, chunk);
+  }
+
+  onResponseEnd(controller: Dispatcher.DispatchController): void {
+    this.request.res.off('close', this.onClientGone);
+    if (this.held) {
+      this.held.complete = true;
+      return this.release(controller);
+    }
+    this.request.res.end();
+    this.done();
+  }
+
+  onResponseError(_controller: Dispatcher.DispatchController | undefined, error: Error): void {
+    this.request.res.off('close', this.onClientGone);
+    this.failed(error).then(() => this.done(), this.done);
+  }
+
+  /** Writes a chunk of the answer, pausing the upstream while the client's socket is full. */
+  private pass(controller: Dispatcher.DispatchController, chunk: Buffer): void {
     const { res } = this.request;
     if (!res.write(chunk)) {
       controller.pause();
@@ -448,20 +490,32 @@ class UpstreamCall implements Dispatcher.DispatchHandler {
     }
   }
 
-  onResponseEnd(): void {
-    this.request.res.off('close', this.onClientGone);
-    if (this.held) return this.settle(this.refuse(this.held));
-    this.request.res.end();
-    this.done();
+  /** The refund of this call's charge, started once; undefined when it could not be booked. */
+  private refund(reason: string): Promise<number | undefined> {
+    this.refunding ??= this.deps.refund(this.user!, this.charge!, reason);
+    return this.refunding;
   }
 
-  onResponseError(_controller: Dispatcher.DispatchController | undefined, error: Error): void {
-    this.request.res.off('close', this.onClientGone);
-    this.settle(this.failed(error));
-  }
-
-  private settle(outcome: Promise<void>): void {
-    outcome.then(() => this.done(), this.done);
+  /**
+   * Passes a held refusal on once its refund is booked and either all of it arrived or it outgrew
+   * HELD_BYTES (then the rest streams, the upstream resumed). Until then the client has seen nothing.
+   */
+  private release(controller: Dispatcher.DispatchController): void {
+    const held = this.held;
+    if (!held?.refunded || (!held.complete && held.size < HELD_BYTES)) return;
+    this.held = undefined;
+    const { balance } = held.refunded;
+    const charge = this.charge!;
+    this.onAnswer?.();
+    writeAnswerHead(this.request, held.statusCode, held.headers, balance === undefined ? { charged: charge.price.amount, balance: charge.balance } : { charged: 0, balance });
+    if (held.complete) {
+      this.request.res.end(Buffer.concat(held.chunks));
+      return this.done();
+    }
+    const { res } = this.request;
+    for (const chunk of held.chunks) res.write(chunk);
+    if (res.writableNeedDrain) res.once('drain', () => controller.resume());
+    else controller.resume();
   }
 
   /** After a failed upstream call: what is left to tell the client (a 502, 504 or 499 problem), refunded when charged. */
@@ -470,14 +524,15 @@ class UpstreamCall implements Dispatcher.DispatchHandler {
     const { res } = request;
     if (this.answered && !this.held) {
       // The head is out: all that is left is to cut the response short (and refund what was not delivered).
-      if (charge && user && !abandoned) await deps.refund(user, charge, 'upstream stream failed');
+      if (charge && user && !abandoned) await this.refund('upstream stream failed');
       deps.logger.debug({ err: error, upstream }, 'proxied stream ended early');
       res.destroy();
       return;
     }
     // The client has seen nothing (no answer yet, or a refused one held back): it gets a problem, refunded.
     if (!this.answered) deps.metrics.upstreamDuration.observe({ upstream, status: 'error' }, (performance.now() - this.started) / 1000);
-    const refunded = charge && user ? await deps.refund(user, charge, abandoned ? 'client went away' : 'upstream unavailable') : undefined;
+    this.held = undefined;
+    const refunded = charge && user ? await this.refund(abandoned ? 'client went away' : 'upstream unavailable') : undefined;
     const creditHeaders: Record<string, string> = user ? { 'X-Credits-Charged': '0', 'X-Balance-After': String(refunded ?? this.balance) } : {};
     if (error instanceof undiciErrors.HeadersTimeoutError || error instanceof undiciErrors.BodyTimeoutError) {
       throw new Problem(504, `the ${upstream} service did not answer within ${Math.round(deps.settings.timeoutMs / 1000)} s`, { headers: creditHeaders });
@@ -489,16 +544,5 @@ class UpstreamCall implements Dispatcher.DispatchHandler {
     }
     deps.logger.warn({ err: error, upstream }, 'upstream unreachable');
     throw new Problem(502, `the ${upstream} service could not be reached`, { headers: creditHeaders });
-  }
-
-  /** A charged call the upstream refused: refunded, then its held answer passed on with the balance after the refund. */
-  private async refuse(held: HeldAnswer): Promise<void> {
-    const user = this.user!;
-    const charge = this.charge!;
-    const refunded = await this.deps.refund(user, charge, `upstream answered ${held.statusCode}`);
-    const credits = refunded === undefined ? { charged: charge.price.amount, balance: charge.balance } : { charged: 0, balance: refunded };
-    this.onAnswer?.();
-    writeAnswerHead(this.request, held.statusCode, held.headers, credits);
-    this.request.res.end(Buffer.concat(held.chunks));
   }
 }

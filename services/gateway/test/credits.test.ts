@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
-import { admin, service, startGateway, type GatewayHarness, type SignedIn } from './harness.ts';
+import { admin, pausedRequest, service, startGateway, type GatewayHarness, type SignedIn } from './harness.ts';
+import { EndlessBody, readPattern } from './upstream.ts';
 
 describe('gateway: credits', function () {
   this.timeout(60_000);
@@ -177,6 +178,22 @@ describe('gateway: credits', function () {
       assert.equal(broken.headers.get('content-type'), 'application/problem+json');
       assert.equal(broken.headers.get('x-credits-charged'), '0');
       assert.equal(broken.headers.get('x-balance-after'), '50');
+      assert.equal(await balanceOf(user), 50);
+    });
+    it('passes on a refusal too long to hold as a stream once refunded, holding the upstream back meanwhile', async () => {
+      const user = await gw.user();
+      const body = new EndlessBody();
+      gw.upstreams.generation.on('POST /api/v1/timepoints/generate/sync', (_req, res) => {
+        res.writeHead(422, { 'content-type': 'application/octet-stream' });
+        return body.writeTo(res);
+      });
+      const res = await pausedRequest(`${gw.url}/api/v1/timepoints/generate/sync`, { ...user.headers, 'content-type': 'application/json' }, 'POST', JSON.stringify({ query: 'abc' }));
+      assert.equal(res.statusCode, 422);
+      assert.equal(res.headers['x-credits-charged'], '0');
+      assert.equal(res.headers['x-balance-after'], '50', 'the head waited for the refund');
+      assert.ok((await body.heldBack) !== undefined, 'the upstream is held back, not read into memory whole');
+      body.finish();
+      assert.equal(await readPattern(res), body.sent, 'every byte, in order');
       assert.equal(await balanceOf(user), 50);
     });
     it('refunds when the upstream cannot be reached (502)', async () => {

@@ -1,5 +1,7 @@
 import { randomBytes } from 'node:crypto';
+import { once } from 'node:events';
 import { mkdtempSync, rmSync } from 'node:fs';
+import { request as httpRequest, type IncomingMessage } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { loadConfig } from '@tempora/kit/config';
@@ -21,6 +23,16 @@ export const DOMAIN = 'tempora.test';
 export const admin = { 'X-Admin-Key': ADMIN_KEY };
 export const service = { 'X-Service-Key': SERVICE_KEY };
 export const bearer = (token: string) => ({ Authorization: `Bearer ${token}` });
+
+/** A request through node:http whose answer is left paused, unread, for the test to read at its own pace. */
+export async function pausedRequest(target: string, headers: Record<string, string>, method = 'GET', body?: string): Promise<IncomingMessage> {
+  const url = new URL(target);
+  const req = httpRequest({ hostname: url.hostname, port: url.port, path: url.pathname, method, headers });
+  req.end(body);
+  const [res] = (await once(req, 'response')) as [IncomingMessage];
+  res.pause();
+  return res;
+}
 
 export interface SignedIn {
   userId: string;

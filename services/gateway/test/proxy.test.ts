@@ -1,9 +1,9 @@
 import assert from 'node:assert/strict';
 import { request as httpRequest } from 'node:http';
 import { once } from 'node:events';
-import { readFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { startGateway, service, admin, type GatewayHarness, type SignedIn } from './harness.ts';
+import { startGateway, service, admin, pausedRequest, type GatewayHarness, type SignedIn } from './harness.ts';
+import { EndlessBody, readPattern } from './upstream.ts';
 
 /** node:http, because fetch refuses to send a Connection header. */
 async function rawGet(target: string, headers: Record<string, string>): Promise<{ status: number; headers: import('node:http').IncomingHttpHeaders; body: string }> {
@@ -14,11 +14,6 @@ async function rawGet(target: string, headers: Record<string, string>): Promise<
   let body = '';
   for await (const chunk of res) body += String(chunk);
   return { status: res.statusCode ?? 0, headers: res.headers, body };
-}
-
-/** The most a TCP socket's buffer in one direction may grow to (the third field of the sysctl). */
-function tcpBufferMax(sysctl: 'tcp_rmem' | 'tcp_wmem'): number {
-  return Number(readFileSync(`/proc/sys/net/ipv4/${sysctl}`, 'utf8').trim().split(/\s+/)[2]);
 }
 
 describe('gateway: proxy', function () {
@@ -207,56 +202,19 @@ describe('gateway: proxy', function () {
       assert.equal(JSON.parse(text).bytes, 'first-chunk;second-chunk'.length);
     });
     it('holds the upstream back while a slow client reads nothing, and delivers every byte', async () => {
-      // A fixed-size answer proves nothing: loopback buffers grow to tcp_rmem's and tcp_wmem's maxima
-      // (32 MiB each way on some kernels), so one could sit in the kernel whole. Instead the upstream writes
-      // until it is held back, which must happen before it could have filled every buffer on the way.
-      const chunk = Buffer.alloc(251 * 256);
-      for (let i = 0; i < chunk.length; i += 1) chunk[i] = i % 251;
-      const cap = 2 * (tcpBufferMax('tcp_rmem') + tcpBufferMax('tcp_wmem')) + 64 * 1024 * 1024;
-      let heldBack!: (written: number | undefined) => void;
-      let finish = false;
-      let sent = 0;
-      gw.upstreams.graph.on('GET /api/v1/graph/large', async (_req, res) => {
+      let body = new EndlessBody();
+      gw.upstreams.graph.on('GET /api/v1/graph/large', (_req, res) => {
         res.writeHead(200, { 'content-type': 'application/octet-stream' });
-        let written = 0;
-        let stalled = false;
-        while (!finish && written < cap) {
-          written += chunk.length;
-          if (res.write(chunk)) continue;
-          const drained = once(res, 'drain');
-          if (!stalled && !(await Promise.race([drained.then(() => true), sleep(500).then(() => false)]))) {
-            stalled = true;
-            heldBack(written);
-          }
-          await drained;
-        }
-        if (!stalled) heldBack(undefined);
-        sent = written;
-        res.end();
+        return body.writeTo(res);
       });
       // Once through the full chain, then again through the express lane (the credential is known by then).
       for (let round = 0; round < 2; round += 1) {
-        finish = false;
-        const held = new Promise<number | undefined>((resolve) => {
-          heldBack = resolve;
-        });
-        const url = new URL(`${gw.url}/api/v1/graph/large`);
-        const req = httpRequest({ hostname: url.hostname, port: url.port, path: url.pathname, headers: user.headers });
-        req.end();
-        const [res] = (await once(req, 'response')) as [import('node:http').IncomingMessage];
-        res.pause();
-        const written = await held;
-        assert.ok(written !== undefined, `round ${round}: the upstream wrote ${cap} bytes to a client that read nothing`);
-        finish = true;
-        let received = 0;
-        for await (const data of res as AsyncIterable<Buffer>) {
-          for (let i = 0; i < data.length; i += 1) {
-            if (data[i] !== (received + i) % 251) assert.fail(`round ${round}: byte ${received + i} is out of order`);
-          }
-          received += data.length;
-        }
+        body = new EndlessBody();
+        const res = await pausedRequest(`${gw.url}/api/v1/graph/large`, user.headers);
+        assert.ok((await body.heldBack) !== undefined, `round ${round}: the upstream went on writing to a client that read nothing`);
+        body.finish();
         assert.equal(res.statusCode, 200);
-        assert.equal(received, sent, `round ${round}: every byte arrives`);
+        assert.equal(await readPattern(res), body.sent, `round ${round}: every byte arrives, in order`);
       }
     });
     it('cancels the upstream call when the client leaves in the middle of a stream', async () => {

@@ -1,6 +1,9 @@
 /** A backend stand-in for proxy tests: records what reaches it and answers as each test asks. */
 import { createServer, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
+import { once } from 'node:events';
+import { readFileSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 export interface Recorded {
   method: string;
@@ -58,4 +61,67 @@ export async function startUpstream(name: string): Promise<Upstream> {
         server.close(() => resolve());
       }),
   };
+}
+
+/** The most a TCP socket's buffer in one direction may grow to (the third field of the sysctl). */
+function tcpBufferMax(sysctl: 'tcp_rmem' | 'tcp_wmem'): number {
+  return Number(readFileSync(`/proc/sys/net/ipv4/${sysctl}`, 'utf8').trim().split(/\s+/)[2]);
+}
+
+const PATTERN = Buffer.alloc(251 * 256, 0);
+for (let i = 0; i < PATTERN.length; i += 1) PATTERN[i] = i % 251;
+
+/**
+ * An answer body that goes on until the test calls `finish()`, written with backpressure, for proving that
+ * a reader who stops reading holds its writer back through the gateway. A fixed-size answer proves nothing:
+ * loopback buffers grow to tcp_rmem's and tcp_wmem's maxima (32 MiB each way on some kernels), so one could
+ * sit in the kernel whole. `heldBack` resolves with the bytes written once a write has waited half a second
+ * for 'drain', or with undefined when more went out than every buffer on the way could hold. Byte i is
+ * i % 251 (see `readPattern`).
+ */
+export class EndlessBody {
+  readonly heldBack: Promise<number | undefined>;
+  /** Bytes written so far; all of them once the answer ended. */
+  sent = 0;
+  private stopped = false;
+  private report!: (written: number | undefined) => void;
+
+  constructor() {
+    this.heldBack = new Promise((resolve) => {
+      this.report = resolve;
+    });
+  }
+
+  async writeTo(res: ServerResponse): Promise<void> {
+    const cap = 2 * (tcpBufferMax('tcp_rmem') + tcpBufferMax('tcp_wmem')) + 64 * 1024 * 1024;
+    let held = false;
+    while (!this.stopped && this.sent < cap) {
+      this.sent += PATTERN.length;
+      if (res.write(PATTERN)) continue;
+      const drained = once(res, 'drain');
+      if (!held && !(await Promise.race([drained.then(() => true), sleep(500).then(() => false)]))) {
+        held = true;
+        this.report(this.sent);
+      }
+      await drained;
+    }
+    if (!held) this.report(undefined);
+    res.end();
+  }
+
+  finish(): void {
+    this.stopped = true;
+  }
+}
+
+/** Reads an `EndlessBody` to its end, checking every byte is in its place; the number of bytes. */
+export async function readPattern(body: AsyncIterable<Buffer>): Promise<number> {
+  let received = 0;
+  for await (const data of body) {
+    for (let i = 0; i < data.length; i += 1) {
+      if (data[i] !== (received + i) % 251) throw new Error(`byte ${received + i} is out of order`);
+    }
+    received += data.length;
+  }
+  return received;
 }
