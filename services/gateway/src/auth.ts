@@ -76,12 +76,12 @@ export class AuthCache {
     return { value: hit.settled.value as T, at: hit.at };
   }
   /**
-   * A value worked out from fresh entries (`derive` returns it with the time of the oldest entry it used),
+   * A value worked out from fresh entries (`derive(key)` returns it with the time of the oldest entry it used),
    * remembered by `kind` and `key` for as long as those entries stay fresh, and cleared with them: a busy
    * credential's repeat calls then cost one map lookup instead of parsing and looking it up again. With a
    * `holder` (the client's connection), the holder's last derivation is checked first.
    */
-  derived<T>(kind: string, key: string, derive: () => { value: T; since: number } | undefined, holder?: object): T | undefined {
+  derived<T>(kind: string, key: string, derive: (key: string) => { value: T; since: number } | undefined, holder?: object): T | undefined {
     const now = Date.now();
     // A connection repeats its credential: comparing it with the last one costs far less than hashing
     // a few hundred characters of token for the map lookup below.
@@ -91,7 +91,7 @@ export class AuthCache {
     if (!memo) this.derivations.set(kind, (memo = new Map()));
     let derivation = memo.get(key);
     if (!derivation || derivation.until <= now) {
-      const fresh = derive();
+      const fresh = derive(key);
       if (!fresh) return undefined;
       if (memo.size >= 50_000) memo.clear();
       derivation = { until: fresh.since + this.ttlMs, value: fresh.value };
@@ -262,9 +262,9 @@ export function authenticate(deps: AuthDeps): Authentication {
 
   function cachedUser(authorization: string | undefined, apiKey: string | undefined, connection?: object): UserPrincipal | undefined {
     try {
-      if (authorization && !apiKey) return deps.cache.derived('bearer', authorization, () => cachedTokenUser(authorization), connection);
+      if (authorization && !apiKey) return deps.cache.derived('bearer', authorization, cachedTokenUser, connection);
       if (apiKey && !authorization) {
-        const user = deps.cache.derived('api-key', apiKey, () => cachedKeyUser(apiKey), connection);
+        const user = deps.cache.derived('api-key', apiKey, cachedKeyUser, connection);
         if (user) touch(user.apiKeyId!);
         return user;
       }
