@@ -9,7 +9,7 @@ import type { ExpressLane } from '@tempora/kit/server';
 import { missingScope, type Authentication, type UserPrincipal } from './auth.ts';
 import { isChargeable } from './domain/costs.ts';
 import type { GatewayMetrics } from './metrics.ts';
-import { headerValue, routeOf, type Proxy } from './proxy.ts';
+import { headerValue, PROXY_ROUTE, routeOf, type Proxy } from './proxy.ts';
 
 export interface ExpressLaneDeps {
   authentication: Authentication;
@@ -57,7 +57,7 @@ export function expressLane(deps: ExpressLaneDeps): ExpressLane {
     // the proxy's single writeHead rather than set one by one.
     const responseFields = ['X-Request-ID', requestId, 'Vary', 'Origin'];
     deps.gatewayMetrics.expressLane.inc();
-    const finish = (status: number) => deps.metrics.httpDuration.observe({ method, route: `proxy:${upstream}`, status: String(status) }, (performance.now() - started) / 1000);
+    const finish = (status: number) => deps.metrics.httpDuration.series(method, PROXY_ROUTE[upstream], String(status)).observe((performance.now() - started) / 1000);
     const fail = (error: unknown) => {
       let problem = toProblem(error);
       if (!problem) {

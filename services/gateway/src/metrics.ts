@@ -1,9 +1,10 @@
-import { Counter, Histogram } from 'prom-client';
+import { Counter } from 'prom-client';
 import type { Metrics } from '@tempora/kit/metrics';
+import { SeriesHistogram } from '@tempora/kit/series-histogram';
 
 /** The gateway's own series, beside the kit's request histogram (requests by route and status). */
 export class GatewayMetrics {
-  readonly upstreamDuration: Histogram<'upstream' | 'status'>;
+  readonly upstreamDuration: SeriesHistogram<'upstream' | 'status'>;
   readonly rateLimited: Counter<'window'>;
   readonly creditsCharged: Counter<'operation'>;
   readonly creditsRefunded: Counter<'operation'>;
@@ -12,7 +13,7 @@ export class GatewayMetrics {
 
   constructor(metrics: Metrics) {
     const registers = [metrics.registry];
-    this.upstreamDuration = new Histogram({
+    this.upstreamDuration = new SeriesHistogram({
       name: 'gateway_upstream_duration_seconds',
       help: 'Time until an upstream answered with headers, by upstream and status (error: no answer)',
       labelNames: ['upstream', 'status'],

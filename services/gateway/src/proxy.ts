@@ -15,6 +15,9 @@ import { InsufficientCredits, type GatewayRepository } from './repository.ts';
 export const UPSTREAMS = ['generation', 'graph', 'billing', 'simulation', 'conductor'] as const;
 export type UpstreamName = (typeof UPSTREAMS)[number];
 
+/** The route label of proxied requests in the request metrics, per upstream. */
+export const PROXY_ROUTE = Object.fromEntries(UPSTREAMS.map((name) => [name, `proxy:${name}`])) as Record<UpstreamName, string>;
+
 const NATIVE_PREFIXES = ['/api/v1/auth', '/api/v1/users', '/api/v1/credits'];
 /** `path` is `prefix` or below it (checked in place: this runs for every proxied request). */
 const under = (path: string, prefix: string) => path.startsWith(prefix) && (path.length === prefix.length || path.charCodeAt(prefix.length) === 0x2f);
@@ -305,7 +308,7 @@ export class Proxy {
 
   /** Proxies a request Koa took: labelled for the metrics, and no longer Koa's to answer once the upstream has. */
   forwardContext(ctx: Context, upstream: UpstreamName, path: string, user: UserPrincipal | undefined): Promise<void> {
-    (ctx as Context & { _matchedRoute?: string })._matchedRoute = `proxy:${upstream}`;
+    (ctx as Context & { _matchedRoute?: string })._matchedRoute = PROXY_ROUTE[upstream];
     const request: ClientRequest = { req: ctx.req, res: ctx.res, method: ctx.method, path, querystring: ctx.querystring, requestId: String(ctx.state.requestId) };
     return this.forward(request, upstream, user, () => {
       ctx.respond = false;
@@ -439,7 +442,7 @@ class UpstreamCall implements Dispatcher.DispatchHandler {
     // Interim answers (100 Continue, 103 Early Hints) are not relayed: the final one follows.
     if (statusCode < 200) return;
     this.answered = true;
-    this.deps.metrics.upstreamDuration.observe({ upstream: this.upstream, status: String(statusCode) }, (performance.now() - this.started) / 1000);
+    this.deps.metrics.upstreamDuration.series(this.upstream, String(statusCode)).observe((performance.now() - this.started) / 1000);
     // A charged call the upstream refused is refunded before the client sees the head, so that
     // X-Balance-After is the balance after the refund: its body waits meanwhile.
     if (this.charge && statusCode >= 300) {
@@ -530,7 +533,7 @@ class UpstreamCall implements Dispatcher.DispatchHandler {
       return;
     }
     // The client has seen nothing (no answer yet, or a refused one held back): it gets a problem, refunded.
-    if (!this.answered) deps.metrics.upstreamDuration.observe({ upstream, status: 'error' }, (performance.now() - this.started) / 1000);
+    if (!this.answered) deps.metrics.upstreamDuration.series(upstream, 'error').observe((performance.now() - this.started) / 1000);
     this.held = undefined;
     const refunded = charge && user ? await this.refund(abandoned ? 'client went away' : 'upstream unavailable') : undefined;
     const creditHeaders: Record<string, string> = user ? { 'X-Credits-Charged': '0', 'X-Balance-After': String(refunded ?? this.balance) } : {};
