@@ -50,23 +50,31 @@ function connectionTokens(headers: IncomingHttpHeaders | Record<string, string |
   return new Set(list.split(',').map((token) => token.trim().toLowerCase()).filter(Boolean));
 }
 
-/** Whether an upstream response field reaches the client: present, not hop-by-hop, not one the gateway owns. */
-function passesThrough(upstreamHeaders: IncomingHttpHeaders, dropped: ReadonlySet<string>, name: string): boolean {
-  return upstreamHeaders[name] !== undefined && passable(name) && !dropped.has(name);
+/** `compute` remembered per field name (up to a bound): names repeat across answers and answer the same every time. */
+function perName<T>(compute: (name: string) => T): (name: string) => T {
+  const known = new Map<string, T>();
+  return (name) => {
+    let value = known.get(name);
+    if (value === undefined) {
+      value = compute(name);
+      if (known.size < 1_000) known.set(name, value);
+    }
+    return value;
+  };
 }
 
-/** Names answer the same every time and repeat across responses: each is worked out once (up to a bound). */
-const PASSABLE = new Map<string, boolean>();
+/** Whether an upstream response field of this (lower-case) name may reach the client at all: not hop-by-hop, not the gateway's. */
+const passable = perName((name) => !HOP_BY_HOP.has(name) && !STRIPPED_RESPONSE.test(name));
 
-/** Whether an upstream response field of this name may reach the client at all: not hop-by-hop, not the gateway's. */
-function passable(name: string): boolean {
-  let passes = PASSABLE.get(name);
-  if (passes === undefined) {
-    passes = !HOP_BY_HOP.has(name) && !STRIPPED_RESPONSE.test(name);
-    if (PASSABLE.size < 1_000) PASSABLE.set(name, passes);
-  }
-  return passes;
-}
+/**
+ * For a field name the gateway sets itself: its lower-case form when the upstream's field of that name
+ * wins (Vary), '' when the field is the gateway's alone (request id, rate limits), which is then never
+ * looked up in the upstream's answer.
+ */
+const overridableAs = perName((name) => {
+  const lower = name.toLowerCase();
+  return passable(lower) ? lower : '';
+});
 
 /** Appends a field to a flat [name, value, name, value, ...] list, repeated fields as repeated pairs. */
 function pushField(fields: string[], name: string, value: string | string[]): void {
@@ -184,8 +192,15 @@ function writeAnswerHead(
   // As with fields set before (Koa), a field the upstream may send (Vary) wins over the gateway's value;
   // the ones the gateway owns (request id, rate limits) are never the upstream's.
   const own = request.responseFields ?? [];
-  for (let i = 0; i < own.length; i += 2) if (!passesThrough(upstreamHeaders, dropped, own[i]!.toLowerCase())) fields.push(own[i]!, own[i + 1]!);
-  for (const name in upstreamHeaders) if (passesThrough(upstreamHeaders, dropped, name)) pushField(fields, name, upstreamHeaders[name]!);
+  for (let i = 0; i < own.length; i += 2) {
+    const lower = overridableAs(own[i]!);
+    if (lower && upstreamHeaders[lower] !== undefined && !dropped.has(lower)) continue;
+    fields.push(own[i]!, own[i + 1]!);
+  }
+  for (const name in upstreamHeaders) {
+    const value = upstreamHeaders[name];
+    if (value !== undefined && passable(name) && !dropped.has(name)) pushField(fields, name, value);
+  }
   if (credits) {
     fields.push('X-Credits-Charged', String(credits.charged));
     if (credits.balance !== undefined) fields.push('X-Balance-After', String(credits.balance));
