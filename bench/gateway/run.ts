@@ -13,44 +13,16 @@ import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { request } from 'undici';
+import { Agent, request } from 'undici';
 import { freePort, startInfra } from '../../scripts/infra.ts';
 import { ensureCommands, wrk } from '../support/wrk.ts';
-import { createDatabase } from '../../test/support/database.ts';
+import { Targets, waitFor } from './targets.ts';
 
 const DURATION = Number(process.env.BENCH_DURATION ?? 5);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 50);
 const LATENCY_SAMPLES = Number(process.env.BENCH_LATENCY_SAMPLES ?? 3000);
-const here = fileURLToPath(new URL('.', import.meta.url));
 const step = (message: string) => process.stderr.write(`[bench] ${message}\n`);
-const children: ChildProcess[] = [];
-
-function start(script: string, env: Record<string, string>): Promise<ChildProcess> {
-  const child = spawn(process.execPath, [script], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'inherit'] });
-  children.push(child);
-  return new Promise((resolve, reject) => {
-    child.stdout!.on('data', (chunk: Buffer) => {
-      if (String(chunk).includes('ready')) resolve(child);
-    });
-    child.once('exit', (code) => reject(new Error(`${script} exited with ${code}`)));
-  });
-}
-
-async function waitFor(url: string, headers: Record<string, string> = {}): Promise<void> {
-  for (let i = 0; i < 600; i += 1) {
-    try {
-      const response = await request(url, { headers });
-      await response.body.text();
-      if (response.statusCode === 200) return;
-    } catch {
-      // not yet
-    }
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-  throw new Error(`${url} never answered 200`);
-}
 
 interface Figures {
   name: string;
@@ -83,14 +55,22 @@ async function load(name: string, url: string, headers: Record<string, string>, 
   return { name, rps: result.rps, p50: result.p50, p99: result.p99, errors: result.errors, non2xx: result.non2xx, cpuMicros };
 }
 
-/** Sequential requests on one keep-alive connection: the latency a single request sees. */
+/**
+ * Sequential requests on one keep-alive connection of its own: the latency a single request sees. (A
+ * pooled connection from before could have been closed by the server while wrk held the event loop.)
+ */
 async function sequentialP50(url: string, headers: Record<string, string> = {}): Promise<number> {
   const samples: number[] = [];
-  for (let i = 0; i < LATENCY_SAMPLES; i += 1) {
-    const started = performance.now();
-    const response = await request(url, { headers });
-    await response.body.text();
-    if (i >= 200) samples.push(performance.now() - started);
+  const connection = new Agent({ connections: 1 });
+  try {
+    for (let i = 0; i < LATENCY_SAMPLES; i += 1) {
+      const started = performance.now();
+      const response = await request(url, { headers, dispatcher: connection });
+      await response.body.text();
+      if (i >= 200) samples.push(performance.now() - started);
+    }
+  } finally {
+    await connection.close();
   }
   samples.sort((a, b) => a - b);
   return samples[Math.floor(samples.length / 2)]!;
@@ -102,47 +82,14 @@ const loadBefore = loadavg().map((value) => value.toFixed(1)).join(' / ');
 const infra = await startInfra();
 Object.assign(process.env, infra.env);
 const work = mkdtempSync(join(tmpdir(), 'tempora-gateway-bench-'));
+const targets = new Targets();
 let nginx: ChildProcess | undefined;
 try {
-  const backendPort = await freePort();
-  const backendProcess = await start(join(here, 'backend.ts'), { PORT: String(backendPort) });
-  const backend = `http://127.0.0.1:${backendPort}`;
-
-  const gatewayPort = await freePort();
-  const database = await createDatabase('gateway_bench');
-  const gateway = spawn(process.execPath, [join(here, '../../services/gateway/src/main.ts')], {
-    env: {
-      ...process.env,
-      DATABASE_URL: database,
-      PORT: String(gatewayPort),
-      HOST: '127.0.0.1',
-      TEMPORA_DATA_DIR: work,
-      ADMIN_KEY: 'bench-admin-key',
-      SERVICE_KEY: 'bench-service-key',
-      GENERATION_URL: backend,
-      // Limits are checked on every request but set out of reach, so the figures measure the work, not 429s.
-      RATE_LIMIT_MULTIPLIER: '100000',
-      LOG_LEVEL: 'warn',
-      OTEL_SDK_DISABLED: 'true',
-    },
-    stdio: ['ignore', 'inherit', 'inherit'],
-  });
-  children.push(gateway);
-  const gatewayUrl = `http://127.0.0.1:${gatewayPort}`;
-  await waitFor(`${gatewayUrl}/health`);
-  const signIn = await request(`${gatewayUrl}/api/v1/auth/dev/token`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', 'x-admin-key': 'bench-admin-key' },
-    body: JSON.stringify({ external_id: 'bench', tier: 'enterprise' }),
-  });
-  const { access_token: token } = (await signIn.body.json()) as { access_token: string };
-  const auth = { authorization: `Bearer ${token}` };
-  await waitFor(`${gatewayUrl}/api/v1/bench`, auth);
-
-  const proxyPort = await freePort();
-  const fastGateway = await start(join(here, 'fast-gateway.ts'), { PORT: String(proxyPort), TARGET: backend });
-  const contractPort = await freePort();
-  const contract = await start(join(here, 'header-contract.ts'), { PORT: String(contractPort), TARGET: backend });
+  const backendTarget = await targets.backend();
+  const backend = new URL(backendTarget.url).origin;
+  const gateway = await targets.gateway(backend, work);
+  const fastGateway = await targets.fastGateway(backend);
+  const contract = await targets.headerContract(backend);
 
   let nginxUrl: string | undefined;
   const nginxBin = ['/usr/sbin/nginx', '/usr/bin/nginx'].find((path) => existsSync(path));
@@ -159,7 +106,7 @@ events { worker_connections 4096; }
 http {
   access_log off;
   client_body_temp_path ${work}/body; proxy_temp_path ${work}/proxy; fastcgi_temp_path ${work}/fastcgi; uwsgi_temp_path ${work}/uwsgi; scgi_temp_path ${work}/scgi;
-  upstream backend { server 127.0.0.1:${backendPort}; keepalive 64; }
+  upstream backend { server ${new URL(backend).host}; keepalive 64; }
   server {
     listen 127.0.0.1:${nginxPort};
     location / { proxy_pass http://backend; proxy_http_version 1.1; proxy_set_header Connection ""; }
@@ -178,28 +125,25 @@ http {
   // target only; each target's figures are the median round (by requests/s). Each round starts one target
   // further on, so no target always follows the same one: after the direct round the backend's heap is
   // tidied up in the background, which took CPU from whichever target came next.
-  const targets: Array<[string, string, Record<string, string>, number | undefined]> = [
-    ['backend, direct', `${backend}/api/v1/bench`, {}, backendProcess.pid],
-    ['gateway (JWT + user lookup + rate limit + proxy)', `${gatewayUrl}/api/v1/bench`, auth, gateway.pid],
-    ['fast-gateway', `http://127.0.0.1:${proxyPort}/api/v1/bench`, {}, fastGateway.pid],
-    ['bare proxy with the header contract only', `http://127.0.0.1:${contractPort}/api/v1/bench`, {}, contract.pid],
+  const measured: Array<[string, string, Record<string, string>, number | undefined]> = [
+    ...[backendTarget, gateway, fastGateway, contract].map((t) => [t.name, t.url, t.headers, t.process.pid] as [string, string, Record<string, string>, number | undefined]),
     ...(nginxUrl ? [['nginx proxy_pass (1 worker)', `${nginxUrl}/api/v1/bench`, {}, nginx?.pid] as [string, string, Record<string, string>, number | undefined]] : []),
   ];
   const rounds = new Map<string, Figures[]>();
   for (let round = 0; round < ROUNDS; round += 1) {
-    for (let i = 0; i < targets.length; i += 1) {
-      const [name, url, headers, pid] = targets[(round + i) % targets.length]!;
+    for (let i = 0; i < measured.length; i += 1) {
+      const [name, url, headers, pid] = measured[(round + i) % measured.length]!;
       rounds.set(name, [...(rounds.get(name) ?? []), await load(name, url, headers, pid)]);
     }
   }
-  const results: Figures[] = targets.map(([name]) => {
+  const results: Figures[] = measured.map(([name]) => {
     const sorted = [...rounds.get(name)!].sort((a, b) => a.rps - b.rps);
     return sorted[Math.floor(sorted.length / 2)]!;
   });
 
   step(`sequential latency, ${LATENCY_SAMPLES} requests each`);
-  const directP50 = await sequentialP50(`${backend}/api/v1/bench`);
-  const gatewayP50 = await sequentialP50(`${gatewayUrl}/api/v1/bench`, auth);
+  const directP50 = await sequentialP50(backendTarget.url);
+  const gatewayP50 = await sequentialP50(gateway.url, gateway.headers);
 
   const byName = (prefix: string) => results.find((r) => r.name.startsWith(prefix));
   const gatewayRps = byName('gateway')!.rps;
@@ -216,7 +160,7 @@ http {
   process.stdout.write(`${lines.join('\n')}\n`);
 } finally {
   nginx?.kill('SIGTERM');
-  for (const child of children) child.kill('SIGTERM');
+  targets.stopAll();
   await infra.stop();
   spawnSync('true');
 }

@@ -1,0 +1,128 @@
+/**
+ * The processes the gateway benchmarks compare, started the same way for each of them: the trivial
+ * backend, the gateway (its own database, a signed-in enterprise user, limits out of reach), fast-gateway
+ * and the header-contract proxy. `wrap` runs a target under another command (callgrind).
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { request } from 'undici';
+import { freePort } from '../../scripts/infra.ts';
+import { createDatabase } from '../../test/support/database.ts';
+
+const here = fileURLToPath(new URL('.', import.meta.url));
+
+export interface Target {
+  name: string;
+  /** The URL the load is sent to. */
+  url: string;
+  headers: Record<string, string>;
+  process: ChildProcess;
+  /** The environment it was started with (callgrind_control must share its HOST). */
+  env: NodeJS.ProcessEnv;
+}
+
+/** A command line prefix to run a Node target under, e.g. ['valgrind', '--tool=callgrind', ...]. */
+export type Wrap = (name: string) => string[];
+
+export class Targets {
+  private readonly children: ChildProcess[] = [];
+  private readonly wrap: Wrap | undefined;
+
+  constructor(wrap?: Wrap) {
+    this.wrap = wrap;
+  }
+
+  private spawnNode(name: string, script: string, env: Record<string, string>): { child: ChildProcess; env: NodeJS.ProcessEnv } {
+    const fullEnv = { ...process.env, ...env };
+    const prefix = this.wrap?.(name) ?? [];
+    const command = [...prefix, process.execPath, script];
+    const child = spawn(command[0]!, command.slice(1), { env: fullEnv, stdio: ['ignore', 'pipe', 'inherit'] });
+    child.stdout!.pipe(process.stderr);
+    this.children.push(child);
+    return { child, env: fullEnv };
+  }
+
+  /** A target reachable at `url` (200 with `headers`), or the reason it is not. */
+  private async started(name: string, url: string, headers: Record<string, string>, spawned: { child: ChildProcess; env: NodeJS.ProcessEnv }): Promise<Target> {
+    let exited: number | null | undefined;
+    spawned.child.once('exit', (code) => (exited = code));
+    await waitFor(url, headers, () => (exited === undefined ? undefined : `${name} exited with ${exited}`));
+    return { name, url, headers, process: spawned.child, env: spawned.env };
+  }
+
+  async backend(): Promise<Target> {
+    const port = await freePort();
+    const url = `http://127.0.0.1:${port}`;
+    return this.started('backend, direct', `${url}/api/v1/bench`, {}, this.spawnNode('backend', join(here, 'backend.ts'), { PORT: String(port) }));
+  }
+
+  /** The gateway on a database of its own, with a dev token for an enterprise user; `env` adds to its settings. */
+  async gateway(backend: string, dataDir: string, env: Record<string, string> = {}): Promise<Target> {
+    const port = await freePort();
+    const url = `http://127.0.0.1:${port}`;
+    const spawned = this.spawnNode('gateway', join(here, '../../services/gateway/src/main.ts'), {
+      DATABASE_URL: await createDatabase('gateway_bench'),
+      PORT: String(port),
+      HOST: '127.0.0.1',
+      TEMPORA_DATA_DIR: dataDir,
+      ADMIN_KEY: 'bench-admin-key',
+      SERVICE_KEY: 'bench-service-key',
+      GENERATION_URL: backend,
+      // Limits are checked on every request but set out of reach, so the figures measure the work, not 429s.
+      RATE_LIMIT_MULTIPLIER: '100000',
+      LOG_LEVEL: 'warn',
+      OTEL_SDK_DISABLED: 'true',
+      ...env,
+    });
+    await this.started('gateway', `${url}/health`, {}, spawned);
+    const signIn = await request(`${url}/api/v1/auth/dev/token`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-admin-key': 'bench-admin-key' },
+      body: JSON.stringify({ external_id: 'bench', tier: 'enterprise' }),
+    });
+    const { access_token: token } = (await signIn.body.json()) as { access_token: string };
+    return this.started('gateway (JWT + user lookup + rate limit + proxy)', `${url}/api/v1/bench`, { authorization: `Bearer ${token}` }, spawned);
+  }
+
+  async fastGateway(backend: string): Promise<Target> {
+    const port = await freePort();
+    const spawned = this.spawnNode('fast-gateway', join(here, 'fast-gateway.ts'), { PORT: String(port), TARGET: backend });
+    return this.started('fast-gateway', `http://127.0.0.1:${port}/api/v1/bench`, {}, spawned);
+  }
+
+  async headerContract(backend: string): Promise<Target> {
+    const port = await freePort();
+    const spawned = this.spawnNode('header-contract', join(here, 'header-contract.ts'), { PORT: String(port), TARGET: backend });
+    return this.started('bare proxy with the header contract only', `http://127.0.0.1:${port}/api/v1/bench`, {}, spawned);
+  }
+
+  /** Stops one target, waiting for its exit (callgrind writes its last figures then). */
+  async stop(target: Target): Promise<void> {
+    if (target.process.exitCode !== null || target.process.signalCode !== null) return;
+    const exited = new Promise((resolve) => target.process.once('exit', resolve));
+    target.process.kill('SIGTERM');
+    await exited;
+  }
+
+  stopAll(): void {
+    for (const child of this.children) child.kill('SIGTERM');
+  }
+}
+
+/** Polls `url` until it answers 200 (up to five minutes: a target under callgrind starts slowly). */
+export async function waitFor(url: string, headers: Record<string, string> = {}, failed: () => string | undefined = () => undefined): Promise<void> {
+  for (let i = 0; i < 3000; i += 1) {
+    const reason = failed();
+    if (reason) throw new Error(reason);
+    try {
+      const response = await request(url, { headers });
+      await response.body.text();
+      if (response.statusCode === 200) return;
+    } catch {
+      // not yet
+    }
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  throw new Error(`${url} never answered 200`);
+}
