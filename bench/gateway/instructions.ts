@@ -29,7 +29,9 @@ async function send(target: Target, count: number): Promise<void> {
   const agent = new Agent({ connections: CONNECTIONS, pipelining: 1 });
   let left = count;
   const worker = async () => {
-    for (; left > 0; left -= 1) {
+    // Taken before the request is sent, so the workers together send exactly `count`.
+    while (left > 0) {
+      left -= 1;
       const response = await request(target.url, { dispatcher: agent, headers: target.headers });
       await response.body.dump();
       if (response.statusCode !== 200) throw new Error(`${target.name} answered ${response.statusCode}`);

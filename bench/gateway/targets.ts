@@ -91,14 +91,18 @@ export class Targets {
     const exited = () => (spawned.child.exitCode === null && spawned.child.signalCode === null ? undefined : 'the gateway exited');
     await waitFor(`${url}/health`, {}, exited);
     const connection = new Agent({ connections: 1 });
-    const signIn = await request(`${url}/api/v1/auth/dev/token`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json', 'x-admin-key': 'bench-admin-key' },
-      body: JSON.stringify({ external_id: 'bench', tier: 'enterprise' }),
-      dispatcher: connection,
-    });
-    const { access_token: token } = (await signIn.body.json()) as { access_token: string };
-    await connection.close();
+    let token: string;
+    try {
+      const signIn = await request(`${url}/api/v1/auth/dev/token`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'x-admin-key': 'bench-admin-key' },
+        body: JSON.stringify({ external_id: 'bench', tier: 'enterprise' }),
+        dispatcher: connection,
+      });
+      ({ access_token: token } = (await signIn.body.json()) as { access_token: string });
+    } finally {
+      await connection.close();
+    }
     const headers = { authorization: `Bearer ${token}` };
     await waitFor(`${url}/api/v1/bench`, headers, exited);
     return { name: 'gateway (JWT + user lookup + rate limit + proxy)', url: `${url}/api/v1/bench`, headers, process: spawned.child, env: spawned.env };

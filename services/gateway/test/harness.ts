@@ -27,7 +27,7 @@ export const bearer = (token: string) => ({ Authorization: `Bearer ${token}` });
 /** A request through node:http whose answer is left paused, unread, for the test to read at its own pace. */
 export async function pausedRequest(target: string, headers: Record<string, string>, method = 'GET', body?: string): Promise<IncomingMessage> {
   const url = new URL(target);
-  const req = httpRequest({ hostname: url.hostname, port: url.port, path: url.pathname, method, headers });
+  const req = httpRequest({ hostname: url.hostname, port: url.port, path: url.pathname + url.search, method, headers });
   req.end(body);
   const [res] = (await once(req, 'response')) as [IncomingMessage];
   res.pause();

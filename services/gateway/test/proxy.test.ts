@@ -7,10 +7,7 @@ import { EndlessBody, readPattern } from './upstream.ts';
 
 /** node:http, because fetch refuses to send a Connection header. */
 async function rawGet(target: string, headers: Record<string, string>): Promise<{ status: number; headers: import('node:http').IncomingHttpHeaders; body: string }> {
-  const url = new URL(target);
-  const req = httpRequest({ hostname: url.hostname, port: url.port, path: url.pathname + url.search, method: 'GET', headers });
-  req.end();
-  const [res] = (await once(req, 'response')) as [import('node:http').IncomingMessage];
+  const res = await pausedRequest(target, headers);
   let body = '';
   for await (const chunk of res) body += String(chunk);
   return { status: res.statusCode ?? 0, headers: res.headers, body };
@@ -219,9 +216,6 @@ describe('gateway: proxy', function () {
     });
     it('cancels the upstream call when the client leaves in the middle of a stream', async () => {
       let upstreamSawClose!: () => void;
-      const closed = new Promise<void>((resolve) => {
-        upstreamSawClose = resolve;
-      });
       gw.upstreams.graph.on('GET /api/v1/graph/live', (_req, res) => {
         res.writeHead(200, { 'content-type': 'text/event-stream' });
         res.write('event: first\ndata: {}\n\n');
@@ -229,13 +223,13 @@ describe('gateway: proxy', function () {
       });
       // Twice: the second call takes the express lane (the credential is known by then).
       for (let i = 0; i < 2; i += 1) {
-        const url = new URL(`${gw.url}/api/v1/graph/live`);
-        const req = httpRequest({ hostname: url.hostname, port: url.port, path: url.pathname, headers: user.headers });
-        req.end();
-        const [res] = (await once(req, 'response')) as [import('node:http').IncomingMessage];
-        const [first] = (await once(res, 'data')) as [Buffer];
-        assert.match(String(first), /event: first/);
-        req.destroy();
+        const closed = new Promise<void>((resolve) => {
+          upstreamSawClose = resolve;
+        });
+        const res = await pausedRequest(`${gw.url}/api/v1/graph/live`, user.headers);
+        const first = await res[Symbol.asyncIterator]().next();
+        assert.match(String(first.value), /event: first/);
+        res.destroy();
         await closed;
       }
     });
