@@ -6,7 +6,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { DEFAULT_PORTS, type ServiceName } from '../services/kit/src/config.ts';
+import { DEFAULT_PORTS, type ServiceName } from '../services/kit/src/runtime/config.ts';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 const ORDER: ServiceName[] = ['graph', 'generation', 'simulation', 'conductor', 'billing', 'gateway'];

@@ -1,4 +1,4 @@
-import type { Knex } from '@tempora/kit/database';
+import type { Knex } from '@tempora/kit/data';
 
 /**
  * Fills an empty graph schema with `moments` synthetic moments and `perMoment` edges each, in SQL.

@@ -20,7 +20,7 @@ try {
 // from, so it is loaded only when spans have somewhere to go.
 const env = process.env;
 const exporting = Boolean(env.OTEL_EXPORTER_OTLP_ENDPOINT || env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT || (env.OTEL_TRACES_EXPORTER && env.OTEL_TRACES_EXPORTER !== 'none'));
-const tracing = exporting ? (await import('@tempora/kit/tracing')).startTracing('operator', packageJson.version) : undefined;
+const tracing = exporting ? (await import('@tempora/kit/observability')).startTracing('operator', packageJson.version) : undefined;
 
 const log = createLogger(config.logLevel, { identity: config.identity });
 

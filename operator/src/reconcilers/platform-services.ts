@@ -1,6 +1,6 @@
 // The platform's services, their ports (conventions.md) and how they reach each other: through the
 // Services a Gateway owns, named `<gateway>-<service>`.
-import { DEFAULT_PORTS } from '@tempora/kit/config';
+import { DEFAULT_PORTS } from '@tempora/kit/runtime';
 
 export const PLATFORM_SERVICES = DEFAULT_PORTS;
 export type PlatformService = keyof typeof PLATFORM_SERVICES;

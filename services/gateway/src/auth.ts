@@ -1,7 +1,6 @@
 import type { Context, Middleware, Next } from 'koa';
 import koaJwt from 'koa-jwt';
-import { adminKeyAuth, serviceKeyAuth, type Authenticator, type Principal } from '@tempora/kit/auth';
-import { Problem, unauthorized } from '@tempora/kit/errors';
+import { adminKeyAuth, serviceKeyAuth, type Authenticator, type Principal, Problem, unauthorized } from '@tempora/kit/http';
 import type { KeyStore } from './domain/keys.ts';
 import { API_KEY_PREFIX, sha256 } from './domain/secrets.ts';
 import { BEARER_CHALLENGE, type AccessClaims } from './domain/tokens.ts';

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { baseConfigSchema, csv } from '@tempora/kit/config';
+import { baseConfigSchema, csv } from '@tempora/kit/runtime';
 
 const optional = z
   .string()

@@ -1,11 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { toProblem, unexpectedProblem } from '@tempora/kit/errors';
-import type { Logger } from '@tempora/kit/logger';
-import type { Metrics } from '@tempora/kit/metrics';
-import type { Admission, RateLimiter, RateWindow } from '@tempora/kit/rate-limit';
-import { sendProblem } from '@tempora/kit/raw-response';
-import { requestIdFor } from '@tempora/kit/request-id';
-import type { ExpressLane } from '@tempora/kit/server';
+import { toProblem, unexpectedProblem, type Admission, type RateLimiter, type RateWindow, sendProblem, requestIdFor, type ExpressLane } from '@tempora/kit/http';
+import type { Logger, Metrics } from '@tempora/kit/observability';
 import { missingScope, type Authentication, type UserPrincipal } from './auth.ts';
 import { isChargeable } from './domain/costs.ts';
 import type { GatewayMetrics } from './metrics.ts';

@@ -1,5 +1,4 @@
-import { Problem } from '@tempora/kit/errors';
-import { ServiceClient, type ServiceReply } from '@tempora/kit/service-client';
+import { Problem, ServiceClient, type ServiceReply } from '@tempora/kit/http';
 
 /** The gateway's service calls to the generation service (account deletion and export). */
 export class GenerationClient {

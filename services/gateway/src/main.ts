@@ -1,4 +1,4 @@
-import { runService } from '@tempora/kit/main';
+import { runService } from '@tempora/kit/runtime';
 import { VERSION } from './version.ts';
 
 // runService starts tracing before the gateway's modules (http, koa, pg, redis) load.

@@ -1,6 +1,5 @@
 import { Counter } from 'prom-client';
-import type { Metrics } from '@tempora/kit/metrics';
-import { SeriesHistogram } from '@tempora/kit/series-histogram';
+import { type Metrics, SeriesHistogram } from '@tempora/kit/observability';
 
 /** The gateway's own series, beside the kit's request histogram (requests by route and status). */
 export class GatewayMetrics {

@@ -1,4 +1,4 @@
-import type { Knex, Migration } from '@tempora/kit/database';
+import type { Knex, Migration } from '@tempora/kit/data';
 
 export const migrations: Migration[] = [
   {

@@ -3,9 +3,8 @@ import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:
 import type { Readable } from 'node:stream';
 import { Agent, errors as undiciErrors, type Dispatcher } from 'undici';
 import { context as otelContext, propagation } from '@opentelemetry/api';
-import { Problem } from '@tempora/kit/errors';
-import type { Logger } from '@tempora/kit/logger';
-import { randomHex } from '@tempora/kit/random';
+import { Problem } from '@tempora/kit/http';
+import { type Logger, randomHex } from '@tempora/kit/observability';
 import type { Context } from 'koa';
 import type { UserPrincipal } from './auth.ts';
 import { isChargeable, priceOf, type PricedOperation } from './domain/costs.ts';

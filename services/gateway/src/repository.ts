@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import type { Knex } from '@tempora/kit/database';
+import type { Knex } from '@tempora/kit/data';
 
 export type Tier = 'free' | 'pro' | 'enterprise';
 export const TIERS = ['free', 'pro', 'enterprise'] as const;

@@ -338,7 +338,7 @@ describe('gateway: sign-in and tokens', function () {
       const resolved = await gw.call('POST', '/api/v1/users/resolve', { headers: bearer(issued.body.access_token), body: { external_id: 'via-token' } });
       assert.equal(resolved.status, 201);
       assert.equal((await gw.call('GET', '/api/v1/credits/balance', { headers: bearer(issued.body.access_token) })).status, 403, 'not a user');
-      const { createAccessTokenVerifier } = await import('@tempora/kit/jwt');
+      const { createAccessTokenVerifier } = await import('@tempora/kit/http');
       const verify = createAccessTokenVerifier({ jwksUrl: `${gw.url}/.well-known/jwks.json` });
       assert.equal((await verify(issued.body.access_token)).scope, 'service');
       const user = await gw.user();

@@ -1,7 +1,7 @@
 import { createHmac } from 'node:crypto';
 import { lookup } from 'node:dns/promises';
 import { BlockList, isIP } from 'node:net';
-import type { Logger } from '@tempora/kit/logger';
+import type { Logger } from '@tempora/kit/observability';
 
 /**
  * Callbacks: the result of an async generation POSTed to callback_url, signed with HMAC-SHA256 over

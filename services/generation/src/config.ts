@@ -1,6 +1,6 @@
 import { z } from 'zod';
-import { baseConfigSchema, csv } from '@tempora/kit/config';
-import { providerConfigFields } from '@tempora/kit/providers/index';
+import { baseConfigSchema, csv } from '@tempora/kit/runtime';
+import { providerConfigFields } from '@tempora/kit/providers';
 
 const optional = z
   .string()

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
-import { Problem, unexpectedProblem, unprocessable } from '@tempora/kit/errors';
-import type { Logger } from '@tempora/kit/logger';
+import { Problem, unexpectedProblem, unprocessable } from '@tempora/kit/http';
+import type { Logger } from '@tempora/kit/observability';
 import type { GraphMoment } from './agents/types.ts';
 import { CallbackPolicy, deliverCallback } from './callbacks.ts';
 import type { GenerationConfig } from './config.ts';

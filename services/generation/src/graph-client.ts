@@ -1,4 +1,4 @@
-import type { Logger } from '@tempora/kit/logger';
+import type { Logger } from '@tempora/kit/observability';
 import type { GraphMoment } from './agents/types.ts';
 
 /**

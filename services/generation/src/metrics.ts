@@ -1,5 +1,5 @@
 import { Counter, Gauge, Histogram } from 'prom-client';
-import type { Metrics } from '@tempora/kit/metrics';
+import type { Metrics } from '@tempora/kit/observability';
 
 /** Per-agent latency, tokens and errors by provider, the pool's queue depth, requests by outcome. */
 export class GenerationMetrics {

@@ -1,5 +1,5 @@
-import type { ProblemFieldError } from '@tempora/kit/errors';
-import { FREE_IMAGE_KEYWORD, IMAGE_VENDOR, OFFLINE_MODEL, vendorModel, type ProviderKind } from '@tempora/kit/providers/index';
+import type { ProblemFieldError } from '@tempora/kit/http';
+import { FREE_IMAGE_KEYWORD, IMAGE_VENDOR, OFFLINE_MODEL, vendorModel, type ProviderKind } from '@tempora/kit/providers';
 import { PRESETS, type GenerateRequest, type Preset } from './schemas.ts';
 import type { ProviderSet } from './providers.ts';
 

@@ -8,7 +8,7 @@ import {
   type ProviderConfig,
   type ProviderKind,
   type TextProvider,
-} from '@tempora/kit/providers/index';
+} from '@tempora/kit/providers';
 import type { GenerationConfig } from './config.ts';
 
 /** The providers this process can call; a kind is absent when it is not configured. */

@@ -1,4 +1,4 @@
-import type { Knex } from '@tempora/kit/database';
+import type { Knex } from '@tempora/kit/data';
 import type { SceneRecord } from './scene.ts';
 
 export interface JobRow {

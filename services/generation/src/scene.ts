@@ -1,5 +1,5 @@
-import { figureEntityId, placeEntityId, toTdf, type TdfRecord } from '@tempora/kit/tdf';
-import type { Citation, ProviderKind } from '@tempora/kit/providers/index';
+import { figureEntityId, placeEntityId, toTdf, type TdfRecord } from '@tempora/kit/moments';
+import type { Citation, ProviderKind } from '@tempora/kit/providers';
 import { MONTHS, slugify } from './agents/world.ts';
 import type { CharacterRef } from './agents/shared.ts';
 import type { GraphMoment } from './agents/types.ts';

@@ -1,10 +1,7 @@
 import type Koa from 'koa';
-import { createApp } from '@tempora/kit/app';
-import { serviceKeyAuth } from '@tempora/kit/auth';
-import { openDatabase } from '@tempora/kit/database';
-import { createLogger, type Logger } from '@tempora/kit/logger';
-import { Metrics } from '@tempora/kit/metrics';
-import { connectRedis } from '@tempora/kit/redis';
+import { createApp, serviceKeyAuth } from '@tempora/kit/http';
+import { openDatabase, connectRedis } from '@tempora/kit/data';
+import { createLogger, type Logger, Metrics } from '@tempora/kit/observability';
 import type { GenerationConfig } from './config.ts';
 import { Generator } from './generator.ts';
 import { GenerationMetrics } from './metrics.ts';

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
-import { loadConfig } from '@tempora/kit/config';
-import { serve, type RunningServer } from '@tempora/kit/server';
-import { createLogger } from '@tempora/kit/logger';
+import { loadConfig } from '@tempora/kit/runtime';
+import { serve, type RunningServer } from '@tempora/kit/http';
+import { createLogger } from '@tempora/kit/observability';
 import { GenerationConfigSchema } from '../src/config.ts';
 import { createGenerationService, type GenerationInstance } from '../src/service.ts';
 import { createDatabase, dropDatabase } from '../../../test/support/database.ts';

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { operatorDefaults, selectModels, PRESET_MODELS, type SelectionDefaults } from '../src/models.ts';
-import { loadConfig } from '@tempora/kit/config';
+import { loadConfig } from '@tempora/kit/runtime';
 import { GenerationConfigSchema } from '../src/config.ts';
 import { createProviders } from '../src/providers.ts';
 import { GenerateRequestSchema } from '../src/schemas.ts';

@@ -1,11 +1,5 @@
 import assert from 'node:assert/strict';
-import { GeminiProvider } from '@tempora/kit/providers/gemini';
-import { OpenRouterProvider } from '@tempora/kit/providers/openrouter';
-import { StabilityProvider } from '@tempora/kit/providers/stability';
-import { PollinationsProvider } from '@tempora/kit/providers/pollinations';
-import { OfflineProvider } from '@tempora/kit/providers/offline';
-import { retryAfterMs } from '@tempora/kit/providers/http';
-import { ProviderError } from '@tempora/kit/providers/types';
+import { GeminiProvider, OpenRouterProvider, StabilityProvider, PollinationsProvider, OfflineProvider, retryAfterMs, ProviderError } from '@tempora/kit/providers';
 import { FakeVendors } from './providers/fake-vendors.ts';
 import { PNG } from './providers/recorded.ts';
 

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { tdfHash } from '@tempora/kit/tdf';
+import { tdfHash } from '@tempora/kit/moments';
 import { QUERY, serviceKey, startGeneration, user, type GenerationHarness } from './harness.ts';
 
 describe('generation: stored scenes, visibility, owner list, account deletion, TDF', function () {

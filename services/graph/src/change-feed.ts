@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
-import type { Knex } from '@tempora/kit/database';
-import type { Logger } from '@tempora/kit/logger';
+import type { Knex } from '@tempora/kit/data';
+import type { Logger } from '@tempora/kit/observability';
 
 /** Tells other replicas which moments' adjacency changed, so each keeps its in-memory index current. */
 export interface ChangeFeed {

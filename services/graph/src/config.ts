@@ -1,6 +1,6 @@
 import { z } from 'zod';
-import { baseConfigSchema, csv } from '@tempora/kit/config';
-import { parseWriterTokens } from '@tempora/kit/auth';
+import { baseConfigSchema, csv } from '@tempora/kit/runtime';
+import { parseWriterTokens } from '@tempora/kit/http';
 
 const perMinute = (fallback: number) => z.coerce.number().int().min(1).default(fallback);
 /** Milliseconds, at least 1. */

@@ -1,4 +1,4 @@
-import type { Logger } from '@tempora/kit/logger';
+import type { Logger } from '@tempora/kit/observability';
 import { AdjacencyIndex, IndexBuilder } from './domain/adjacency-index.ts';
 import type { ChangeFeed } from './change-feed.ts';
 import type { Direction, EdgeType } from './domain/edge-types.ts';

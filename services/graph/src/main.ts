@@ -1,4 +1,4 @@
-import { runService } from '@tempora/kit/main';
+import { runService } from '@tempora/kit/runtime';
 import { VERSION } from './version.ts';
 
 await runService('graph', VERSION, async () => {

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import type { Knex } from '@tempora/kit/database';
+import type { Knex } from '@tempora/kit/data';
 import { EDGE_TYPES, IN, OUT, typeCode, typeOf, type EdgeType } from './domain/edge-types.ts';
 import type { NeighborSource, Step, StoredEdge } from './domain/graph-search.ts';
 import type { IndexBuilder, IndexedEdge } from './domain/adjacency-index.ts';

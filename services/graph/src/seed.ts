@@ -2,7 +2,7 @@ import { readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
-import { tdfHash } from '@tempora/kit/tdf';
+import { tdfHash } from '@tempora/kit/moments';
 import { EDGE_TYPES } from './domain/edge-types.ts';
 import { MomentInput, momentPath } from './domain/moment.ts';
 import type { GraphService } from './graph-service.ts';

@@ -1,11 +1,7 @@
 import type Koa from 'koa';
-import { adminKeyAuth, serviceKeyAuth, writerTokenAuth, type Principal } from '@tempora/kit/auth';
-import { createApp } from '@tempora/kit/app';
-import { openDatabase } from '@tempora/kit/database';
-import { createLogger, type Logger } from '@tempora/kit/logger';
-import { Metrics } from '@tempora/kit/metrics';
-import { RateLimiter, type RateWindow } from '@tempora/kit/rate-limit';
-import { connectRedis } from '@tempora/kit/redis';
+import { adminKeyAuth, serviceKeyAuth, writerTokenAuth, type Principal, createApp, RateLimiter, type RateWindow } from '@tempora/kit/http';
+import { openDatabase, connectRedis } from '@tempora/kit/data';
+import { createLogger, type Logger, Metrics } from '@tempora/kit/observability';
 import { Gauge } from 'prom-client';
 import { PostgresChangeFeed, localChangeFeed } from './change-feed.ts';
 import type { GraphConfig } from './config.ts';

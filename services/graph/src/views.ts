@@ -1,5 +1,4 @@
-import { figureEntityId, placeEntityId, toTdf, type TdfRecord } from '@tempora/kit/tdf';
-import { MONTHS } from '@tempora/kit/canonical-path';
+import { figureEntityId, placeEntityId, toTdf, type TdfRecord, MONTHS } from '@tempora/kit/moments';
 import { typeOf, type EdgeType } from './domain/edge-types.ts';
 import type { StoredEdge } from './domain/graph-search.ts';
 import type { EdgeRow, MomentRow } from './repository.ts';

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { MomentDetailSchema, MomentListSchema, PathSchema, StatsSchema, TdfRecordSchema, TraverseSchema } from '../src/schemas.ts';
-import { tdfHash } from '@tempora/kit/tdf';
+import { tdfHash } from '@tempora/kit/moments';
 import { startGraph, serviceKey, writer, ADMIN_KEY, type GraphHarness } from './harness.ts';
 import { ANCHOR, DIRECTED, ISLAND, SYMMETRIC, at, chain, fixtureRecords, into, outOf, record } from './fixtures.ts';
 

@@ -3,7 +3,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
-import { loadConfig, ConfigError } from '@tempora/kit/config';
+import { loadConfig, ConfigError } from '@tempora/kit/runtime';
 import { GraphConfigSchema } from '../src/config.ts';
 import { createDatabase, dropDatabase } from '../../../test/support/database.ts';
 import { FakeGeneration } from './fake-generation.ts';

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { startGraph, serviceKey, writer, type GraphHarness } from './harness.ts';
 import { record } from './fixtures.ts';
 import { dropDatabase } from '../../../test/support/database.ts';
-import { createLogger } from '@tempora/kit/logger';
+import { createLogger } from '@tempora/kit/observability';
 import { GraphService, MomentNotFound } from '../src/graph-service.ts';
 import { localChangeFeed } from '../src/change-feed.ts';
 import { CAUSAL_TYPES, PATH_DEFAULT_TYPES } from '../src/domain/edge-types.ts';

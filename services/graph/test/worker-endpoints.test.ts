@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
-import { loadConfig } from '@tempora/kit/config';
-import { createLogger } from '@tempora/kit/logger';
-import type { WorkerServer } from '@tempora/kit/worker-server';
+import { loadConfig } from '@tempora/kit/runtime';
+import { createLogger } from '@tempora/kit/observability';
+import type { WorkerServer } from '@tempora/kit/http';
 import { VERSION } from '../src/version.ts';
 import { WorkerConfigSchema, type WorkerRole } from '../src/workers/config.ts';
 import { serveWorker, startWorker, type StartedWorker } from '../src/workers/runtime.ts';

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { PathError, canonicalize, daysInMonth, eraOf, formatPath, isLeapYear, parsePath, parsePrefix } from '../src/canonical-path.ts';
+import { PathError, canonicalize, daysInMonth, eraOf, formatPath, isLeapYear, parsePath, parsePrefix } from '../src/moments/canonical-path.ts';
 
 const APOLLO = '/1969/july/20/2017/united-states/florida/cape-canaveral/apollo-11-moon-landing';
 

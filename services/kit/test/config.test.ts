@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
-import { ConfigError, baseConfigSchema, loadConfig } from '../src/config.ts';
+import { ConfigError, baseConfigSchema, loadConfig } from '../src/runtime/config.ts';
 
 const node = process.execPath;
 const graphMain = fileURLToPath(new URL('../../graph/src/main.ts', import.meta.url));

@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { connectRedis, type RedisClient } from '../src/redis.ts';
-import { createLogger } from '../src/logger.ts';
-import { RateLimiter } from '../src/rate-limit.ts';
+import { connectRedis, type RedisClient } from '../src/data/redis.ts';
+import { createLogger } from '../src/observability/logger.ts';
+import { RateLimiter } from '../src/http/rate-limit.ts';
 
 describe('kit rate limiter', () => {
   // One client for the file: each test counts under its own random prefix.

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { Histogram, Registry } from 'prom-client';
-import { SeriesHistogram } from '../src/series-histogram.ts';
+import { SeriesHistogram } from '../src/observability/series-histogram.ts';
 
 const options = { name: 'request_duration_seconds', help: 'Duration of requests, by "route" and status\\code', labelNames: ['route', 'status'] as const, buckets: [0.001, 0.01, 0.1, 1] };
 const registries = () => {

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import Koa from 'koa';
-import { createLogger } from '../src/logger.ts';
-import { serve } from '../src/server.ts';
+import { createLogger } from '../src/observability/logger.ts';
+import { serve } from '../src/http/server.ts';
 
 describe('kit server', () => {
   it('drains in-flight requests on close, refusing new connections', async function () {

@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import { Counter } from 'prom-client';
-import type { HealthReport } from '../src/app.ts';
-import { Metrics } from '../src/metrics.ts';
-import { serveWorkerEndpoints, type WorkerServer } from '../src/worker-server.ts';
+import type { HealthReport } from '../src/http/app.ts';
+import { Metrics } from '../src/observability/metrics.ts';
+import { serveWorkerEndpoints, type WorkerServer } from '../src/http/worker-server.ts';
 
 describe('kit worker endpoints', () => {
   let metrics: Metrics;

@@ -1,4 +1,4 @@
-import type { RateWindow } from '@tempora/kit/rate-limit';
+import type { RateWindow } from '@tempora/kit/http';
 import type { Tier } from '../repository.ts';
 
 /** The gateway tiers (spec "Rate limits, by gateway tier"): both windows apply to every request. */

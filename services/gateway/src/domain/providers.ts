@@ -1,6 +1,6 @@
 import { createRemoteJWKSet, jwtVerify, errors as joseErrors, type JWTPayload } from 'jose';
 import { request } from 'undici';
-import { Problem, unauthorized } from '@tempora/kit/errors';
+import { Problem, unauthorized } from '@tempora/kit/http';
 import { sha256 } from './secrets.ts';
 
 export type ProviderName = 'apple' | 'google' | 'github';

@@ -1,7 +1,6 @@
 import type { Context } from 'koa';
 import { z } from 'zod';
-import { defineRoute, type RouteDefinition } from '@tempora/kit/routes';
-import { Problem, notFound } from '@tempora/kit/errors';
+import { defineRoute, type RouteDefinition, Problem, notFound } from '@tempora/kit/http';
 import { ADMIN, BEARER, API_KEY } from '../auth.ts';
 import { demoWindow } from '../domain/limits.ts';
 import type { ExternalIdentity } from '../domain/providers.ts';

@@ -1,12 +1,11 @@
 import type { Context } from 'koa';
-import { Problem } from '@tempora/kit/errors';
+import { Problem, type RateLimiter } from '@tempora/kit/http';
 import type { AuthCache, UserPrincipal } from '../auth.ts';
 import type { GatewayConfig } from '../config.ts';
 import type { KeyStore } from '../domain/keys.ts';
 import type { GitHubSignIn, OidcVerifier } from '../domain/providers.ts';
 import type { TokenService } from '../domain/tokens.ts';
 import type { GenerationClient } from '../generation-client.ts';
-import type { RateLimiter } from '@tempora/kit/rate-limit';
 import type { GatewayMetrics } from '../metrics.ts';
 import type { Proxy } from '../proxy.ts';
 import type { GatewayRepository } from '../repository.ts';

@@ -1,6 +1,5 @@
 import { z } from 'zod';
-import { defineRoute, type RouteDefinition } from '@tempora/kit/routes';
-import { Problem, conflict, notFound } from '@tempora/kit/errors';
+import { defineRoute, type RouteDefinition, Problem, conflict, notFound } from '@tempora/kit/http';
 import { ADMIN, API_KEY, BEARER, SERVICE } from '../auth.ts';
 import { costTable } from '../domain/costs.ts';
 import { IdempotencyConflict, InsufficientCredits, UnknownUser, type LedgerOutcome } from '../repository.ts';

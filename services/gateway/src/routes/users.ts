@@ -1,7 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
-import { defineRoute, type RouteDefinition } from '@tempora/kit/routes';
-import { Problem, notFound } from '@tempora/kit/errors';
+import { defineRoute, type RouteDefinition, Problem, notFound } from '@tempora/kit/http';
 import { ADMIN, API_KEY, API_KEY_SCOPES, BEARER, SERVICE } from '../auth.ts';
 import { TIERS } from '../repository.ts';
 import { API_KEY_PREFIX, API_KEY_VISIBLE, opaqueSecret, sha256 } from '../domain/secrets.ts';

@@ -2,8 +2,8 @@
  * Deterministic knowledge the offline provider derives its scenes from: the query's own words, a small
  * gazetteer and the graph service's moment when it knows one. Nothing here touches the network.
  */
-import { MONTHS as MONTH_NAMES, toSlug } from '@tempora/kit/canonical-path';
-import { seedOf, sequence } from '@tempora/kit/providers/offline';
+import { MONTHS as MONTH_NAMES, toSlug } from '@tempora/kit/moments';
+import { seedOf, sequence } from '@tempora/kit/providers';
 import type { Brief, GraphMoment } from './types.ts';
 
 export const MONTHS: readonly string[] = MONTH_NAMES;

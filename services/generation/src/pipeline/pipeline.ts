@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { SpanStatusCode, trace } from '@opentelemetry/api';
-import { AGGREGATOR_ONLY_PARAMS, NATIVE_ONLY_PARAMS, addUsage, emptyUsage, type Citation, type ProviderKind, type SamplingParams, type Usage } from '@tempora/kit/providers/index';
+import { AGGREGATOR_ONLY_PARAMS, NATIVE_ONLY_PARAMS, addUsage, emptyUsage, type Citation, type ProviderKind, type SamplingParams, type Usage } from '@tempora/kit/providers';
 import { EVENT_ORDER, type AgentName, type Brief, type GraphMoment } from '../agents/types.ts';
 import type { CharacterRef } from '../agents/shared.ts';
 import type { GenerationMetrics } from '../metrics.ts';

@@ -1,9 +1,9 @@
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import { context as otelContext, propagation, trace } from '@opentelemetry/api';
-import type { Logger } from '@tempora/kit/logger';
-import type { RedisClient } from '@tempora/kit/redis';
-import { emptyUsage } from '@tempora/kit/providers/index';
+import type { Logger } from '@tempora/kit/observability';
+import type { RedisClient } from '@tempora/kit/data';
+import { emptyUsage } from '@tempora/kit/providers';
 import type { ProviderSet } from '../providers.ts';
 import { executeTask, type AgentOutcome, type AgentTask } from './task.ts';
 

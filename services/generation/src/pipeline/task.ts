@@ -1,4 +1,4 @@
-import { addUsage, emptyUsage, extractJson, ProviderError, type Citation, type ProviderKind, type SamplingParams, type Usage } from '@tempora/kit/providers/index';
+import { addUsage, emptyUsage, extractJson, ProviderError, type Citation, type ProviderKind, type SamplingParams, type Usage } from '@tempora/kit/providers';
 import { TEXT_AGENTS } from '../agents/index.ts';
 import { TEMPERATURES, type AgentName, type Brief } from '../agents/types.ts';
 import type { ModelChoice } from '../models.ts';

@@ -1,6 +1,5 @@
 import type { Context } from 'koa';
-import type { Authenticator, Principal } from '@tempora/kit/auth';
-import { unauthorized } from '@tempora/kit/errors';
+import { type Authenticator, type Principal, unauthorized } from '@tempora/kit/http';
 import type { Generator } from '../generator.ts';
 import type { GenerationRepository } from '../repository.ts';
 import type { ProviderSet } from '../providers.ts';

@@ -1,15 +1,12 @@
 import { z } from 'zod';
-import { defineRoute, type RouteDefinition } from '@tempora/kit/routes';
-import { notFound } from '@tempora/kit/errors';
+import { defineRoute, notFound, openEventStream, type RouteDefinition } from '@tempora/kit/http';
 import { problemOf } from '../generator.ts';
 import type { AgentEvent } from '../pipeline/pipeline.ts';
 import type { JobRow } from '../repository.ts';
 import { GenerateRequestSchema, PRESETS, SceneSchema } from '../schemas.ts';
 import { PERMISSIVE_IMAGE_MODEL, PRESET_MODELS } from '../models.ts';
-import { IMAGE_VENDOR, IMAGE_VENDOR_MODELS, FREE_IMAGE_KEYWORD } from '@tempora/kit/providers/index';
+import { IMAGE_VENDOR, IMAGE_VENDOR_MODELS, FREE_IMAGE_KEYWORD } from '@tempora/kit/providers';
 import { isService, userOf, type RouteDeps } from './context.ts';
-
-const problem = (description: string) => ({ description, contentType: 'application/problem+json' });
 
 export function jobView(job: JobRow) {
   return {
@@ -52,9 +49,9 @@ export function generateRoutes(deps: RouteDeps): RouteDefinition[] {
       body: GenerateRequestSchema,
       responses: {
         200: { description: 'The scene record', schema: SceneSchema },
-        422: problem('Invalid field, unavailable model, or the Judge rejected the query'),
-        502: problem('A required agent failed'),
-        504: problem('The pipeline did not finish in time'),
+        422: { description: 'Invalid field, unavailable model, or the Judge rejected the query' },
+        502: { description: 'A required agent failed' },
+        504: { description: 'The pipeline did not finish in time' },
       },
       handler: async (ctx, { body }) => {
         const owner = userOf(ctx);
@@ -82,35 +79,13 @@ export function generateRoutes(deps: RouteDeps): RouteDefinition[] {
       body: GenerateRequestSchema,
       responses: {
         200: { description: 'text/event-stream', contentType: 'text/event-stream', schema: z.string() },
-        422: problem('Invalid field or unavailable model (before the stream starts)'),
+        422: { description: 'Invalid field or unavailable model (before the stream starts)' },
       },
       handler: async (ctx, { body }) => {
         const owner = userOf(ctx);
         const selection = generator.prepare(body, owner);
-        const res = ctx.res;
-        ctx.respond = false;
-        res.writeHead(200, {
-          'content-type': 'text/event-stream; charset=utf-8',
-          'cache-control': 'no-cache, no-transform',
-          connection: 'keep-alive',
-          'x-accel-buffering': 'no',
-        });
-        let sequence = 0;
-        let closed = false;
-        const send = (event: string, data: unknown) => {
-          if (closed) return;
-          sequence += 1;
-          res.write(`id: ${sequence}\nevent: ${event}\ndata: ${JSON.stringify(data)}\n\n`);
-        };
-        const controller = new AbortController();
-        res.on('close', () => {
-          closed = true;
-          controller.abort();
-        });
-        const heartbeat = setInterval(() => {
-          if (!closed) res.write(`: heartbeat ${new Date().toISOString()}\n\n`);
-        }, deps.heartbeatMs);
-        send('start', {
+        const stream = openEventStream(ctx, { heartbeatMs: deps.heartbeatMs });
+        stream.send('start', {
           request_id: ctx.state.requestId ?? null,
           query: body.query,
           preset: selection.preset,
@@ -120,13 +95,12 @@ export function generateRoutes(deps: RouteDeps): RouteDefinition[] {
           warnings: selection.warnings,
         });
         try {
-          const scene = await generator.generate(body, selection, owner, 'stream', { signal: controller.signal, onEvent: (event: AgentEvent) => send('agent', event) });
-          send('done', { id: scene.id, timepoint_id: scene.id, url: `/api/v1/timepoints/${scene.id}`, scene });
+          const scene = await generator.generate(body, selection, owner, 'stream', { signal: stream.signal, onEvent: (event: AgentEvent) => stream.send('agent', event) });
+          stream.send('done', { id: scene.id, timepoint_id: scene.id, url: `/api/v1/timepoints/${scene.id}`, scene });
         } catch (error) {
-          if (!closed) send('error', problemOf(error).toJSON(ctx.path));
+          stream.send('error', problemOf(error).toJSON(ctx.path));
         } finally {
-          clearInterval(heartbeat);
-          if (!closed) res.end();
+          stream.end();
         }
       },
     }),
@@ -139,7 +113,7 @@ export function generateRoutes(deps: RouteDeps): RouteDefinition[] {
         'Answers 202 with a job at once. With `callback_url`, the result is POSTed there when the job ends: body `{job_id, status, timepoint_id, timepoint | error, request_context}`, headers `X-Tempora-Timestamp` (Unix seconds) and `X-Tempora-Signature: sha256=<hex HMAC-SHA256 of "<timestamp>.<body>" keyed with CALLBACK_SECRET>`, retried with exponential back-off on network errors, 408, 429 and 5xx. Loopback and private callback hosts are refused unless allow-listed.',
       tags: ['generation'],
       body: GenerateRequestSchema,
-      responses: { 202: { description: 'The job', schema: JobSchema }, 422: problem('Invalid field, unavailable model or refused callback_url') },
+      responses: { 202: { description: 'The job', schema: JobSchema }, 422: { description: 'Invalid field, unavailable model or refused callback_url' } },
       handler: async (ctx, { body }) => {
         const owner = userOf(ctx);
         const selection = generator.prepare(body, owner);
@@ -177,7 +151,7 @@ export function generateRoutes(deps: RouteDeps): RouteDefinition[] {
       description: 'States: queued → running → completed | failed. A job with an owner is visible to that X-User-ID (and service-key callers) only.',
       tags: ['generation'],
       params: z.object({ job_id: z.uuid() }),
-      responses: { 200: { description: 'The job', schema: JobSchema }, 404: problem('No such job') },
+      responses: { 200: { description: 'The job', schema: JobSchema }, 404: { description: 'No such job' } },
       handler: async (ctx, { params }) => {
         const job = await deps.repository.job(params.job_id);
         if (!job || (job.owner && job.owner !== userOf(ctx) && !isService(ctx))) throw notFound(`no job ${params.job_id}`);

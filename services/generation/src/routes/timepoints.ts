@@ -1,13 +1,11 @@
 import { z } from 'zod';
 import type { Context } from 'koa';
-import { defineRoute, type RouteDefinition } from '@tempora/kit/routes';
-import { forbidden, notFound, unauthorized } from '@tempora/kit/errors';
+import { defineRoute, type RouteDefinition, forbidden, notFound, unauthorized } from '@tempora/kit/http';
 import type { TimepointRow } from '../repository.ts';
 import { sceneSummary, sceneTdf } from '../scene.ts';
 import { SceneSchema, VisibilityBodySchema } from '../schemas.ts';
 import { isService, userOf, type RouteDeps } from './context.ts';
 
-const problem = (description: string) => ({ description, contentType: 'application/problem+json' });
 const format = z.enum(['json', 'tdf']).default('json').meta({ description: '`tdf` returns the TDF envelope (same canonicalisation and hash as the graph service)' });
 const idParams = z.object({ id: z.uuid() });
 
@@ -46,7 +44,7 @@ export function timepointRoutes(deps: RouteDeps): RouteDefinition[] {
       query: ListQuery,
       responses: {
         200: { description: 'A page of scene summaries', schema: z.object({ items: z.array(z.record(z.string(), z.unknown())), total: z.number(), limit: z.number(), offset: z.number() }) },
-        401: problem('No X-User-ID'),
+        401: { description: 'No X-User-ID' },
       },
       handler: async (ctx, { query }) => {
         const limit = Math.min(query.limit, isService(ctx) ? 1000 : 100);
@@ -63,7 +61,7 @@ export function timepointRoutes(deps: RouteDeps): RouteDefinition[] {
       tags: ['timepoints'],
       params: idParams,
       query: z.object({ format }),
-      responses: { 200: { description: 'The scene record or its TDF envelope', schema: SceneSchema }, 404: problem('No such scene (or private to someone else)') },
+      responses: { 200: { description: 'The scene record or its TDF envelope', schema: SceneSchema }, 404: { description: 'No such scene (or private to someone else)' } },
       handler: async (ctx, { params, query }) => {
         const row = visible(ctx, await repository.timepoint(params.id), params.id);
         return query.format === 'tdf' ? sceneTdf(row.record, deps.version) : row.record;
@@ -76,7 +74,7 @@ export function timepointRoutes(deps: RouteDeps): RouteDefinition[] {
       summary: "A scene's generated image",
       tags: ['timepoints'],
       params: idParams,
-      responses: { 200: { description: 'The image bytes', contentType: 'image/*' }, 404: problem('No such scene or no stored image') },
+      responses: { 200: { description: 'The image bytes', contentType: 'image/*' }, 404: { description: 'No such scene or no stored image' } },
       handler: async (ctx, { params }) => {
         visible(ctx, await repository.timepoint(params.id), params.id);
         const image = await repository.image(params.id);
@@ -97,7 +95,7 @@ export function timepointRoutes(deps: RouteDeps): RouteDefinition[] {
       security: ['UserId'],
       params: idParams,
       body: VisibilityBodySchema,
-      responses: { 200: { description: 'The updated scene', schema: SceneSchema }, 403: problem('Not the owner'), 404: problem('No such scene') },
+      responses: { 200: { description: 'The updated scene', schema: SceneSchema }, 403: { description: 'Not the owner' }, 404: { description: 'No such scene' } },
       handler: async (ctx, { params, body }) => {
         owned(ctx, await repository.timepoint(params.id), params.id);
         const row = await repository.setVisibility(params.id, body.visibility);
@@ -113,7 +111,7 @@ export function timepointRoutes(deps: RouteDeps): RouteDefinition[] {
       tags: ['timepoints'],
       security: ['UserId'],
       params: idParams,
-      responses: { 204: { description: 'Deleted' }, 403: problem('Not the owner'), 404: problem('No such scene') },
+      responses: { 204: { description: 'Deleted' }, 403: { description: 'Not the owner' }, 404: { description: 'No such scene' } },
       handler: async (ctx, { params }) => {
         owned(ctx, await repository.timepoint(params.id), params.id);
         await repository.deleteTimepoint(params.id);
@@ -130,7 +128,7 @@ export function timepointRoutes(deps: RouteDeps): RouteDefinition[] {
       tags: ['timepoints'],
       security: ['ServiceKey'],
       params: z.object({ user_id: z.string().min(1).max(128) }),
-      responses: { 204: { description: 'Deleted (or nothing to delete)' }, 401: problem('No or wrong X-Service-Key') },
+      responses: { 204: { description: 'Deleted (or nothing to delete)' }, 401: { description: 'No or wrong X-Service-Key' } },
       handler: async (ctx, { params }) => {
         await repository.deleteOwner(params.user_id);
         ctx.status = 204;

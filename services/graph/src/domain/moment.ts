@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { EDGE_TYPES, SYMMETRIC_TYPES, type EdgeType } from './edge-types.ts';
-import { PathError, canonicalize, eraOf, parsePath } from '@tempora/kit/canonical-path';
+import { PathError, canonicalize, eraOf, parsePath } from '@tempora/kit/moments';
 
 export const LAYERS = [0, 1, 2] as const;
 export const MOMENT_TYPES = [

@@ -1,4 +1,4 @@
-import { MONTHS, eraOf } from '@tempora/kit/canonical-path';
+import { MONTHS, eraOf } from '@tempora/kit/moments';
 
 /** Where a moment happened: few distinct places, so each is one shared object however many moments it holds. */
 interface Place {

@@ -1,5 +1,5 @@
 import type { Context } from 'koa';
-import type { Principal } from '@tempora/kit/auth';
+import type { Principal } from '@tempora/kit/http';
 import type { GraphService } from '../graph-service.ts';
 
 export interface GraphRouteDeps {

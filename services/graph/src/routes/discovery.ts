@@ -1,7 +1,6 @@
 import { z } from 'zod';
-import { defineRoute, type RouteDefinition } from '@tempora/kit/routes';
-import { notFound, unprocessable } from '@tempora/kit/errors';
-import { MONTHS, PathError, SEGMENTS, daysInMonth, parsePrefix } from '@tempora/kit/canonical-path';
+import { defineRoute, type RouteDefinition, notFound, unprocessable } from '@tempora/kit/http';
+import { MONTHS, PathError, SEGMENTS, daysInMonth, parsePrefix } from '@tempora/kit/moments';
 import { MOMENT_TYPES } from '../domain/moment.ts';
 import { BrowseSchema, MomentSchema, SearchResultSchema, TdfRecordSchema, MomentListSchema, listEnvelope } from '../schemas.ts';
 import { momentView } from '../views.ts';

@@ -1,6 +1,5 @@
 import { z } from 'zod';
-import { defineRoute, type RouteDefinition } from '@tempora/kit/routes';
-import { notFound } from '@tempora/kit/errors';
+import { defineRoute, type RouteDefinition, notFound } from '@tempora/kit/http';
 import { momentPath } from '../domain/moment.ts';
 import { MomentDetailSchema, MomentListSchema, StatsSchema, TdfRecordSchema, listEnvelope } from '../schemas.ts';
 import { SORTS } from '../repository.ts';

@@ -1,6 +1,5 @@
 import { z } from 'zod';
-import { defineRoute, type RouteDefinition } from '@tempora/kit/routes';
-import { notFound } from '@tempora/kit/errors';
+import { defineRoute, type RouteDefinition, notFound } from '@tempora/kit/http';
 import { CAUSAL_TYPES, PATH_DEFAULT_TYPES } from '../domain/edge-types.ts';
 import { momentPath } from '../domain/moment.ts';
 import { MomentNotFound } from '../graph-service.ts';

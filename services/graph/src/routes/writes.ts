@@ -1,9 +1,6 @@
 import { z } from 'zod';
-import { defineRoute, type RouteDefinition } from '@tempora/kit/routes';
-import { notFound, unprocessable, type ProblemFieldError } from '@tempora/kit/errors';
-import type { Principal } from '@tempora/kit/auth';
-import { tdfHash } from '@tempora/kit/tdf';
-import { zodIssues } from '@tempora/kit/routes';
+import { defineRoute, type RouteDefinition, notFound, unprocessable, type ProblemFieldError, type Principal, zodIssues } from '@tempora/kit/http';
+import { tdfHash } from '@tempora/kit/moments';
 import { MomentInput, momentPath } from '../domain/moment.ts';
 import { MissingTargetError, type RenderJobRow } from '../repository.ts';
 import { GenerateResultSchema, IngestResultSchema, RenderJobSchema, TdfIngestRecord } from '../schemas.ts';

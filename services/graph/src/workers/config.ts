@@ -1,6 +1,6 @@
 import { z } from 'zod';
-import { providerConfigFields } from '@tempora/kit/providers/index';
-import { workerPortField } from '@tempora/kit/worker-server';
+import { providerConfigFields } from '@tempora/kit/providers';
+import { workerPortField } from '@tempora/kit/http';
 import { GraphConfigFields, checkRendererConfig, envCount as count, envOptional as optional } from '../config.ts';
 
 export const WORKER_ROLES = ['renderer', 'expander', 'judge', 'daily'] as const;

@@ -1,4 +1,4 @@
-import { estimateTokens, type ProviderKind, type Usage } from '@tempora/kit/providers/index';
+import { estimateTokens, type ProviderKind, type Usage } from '@tempora/kit/providers';
 
 /**
  * Estimated dollars of one synchronous render, by preset: the pipeline's ~14 text calls of a few thousand

@@ -1,6 +1,6 @@
 import { z } from 'zod';
-import { MONTHS } from '@tempora/kit/canonical-path';
-import { seedOf, sequence } from '@tempora/kit/providers/index';
+import { MONTHS } from '@tempora/kit/moments';
+import { seedOf, sequence } from '@tempora/kit/providers';
 import type { GraphService } from '../graph-service.ts';
 import type { MomentInput } from '../domain/moment.ts';
 import { utcDay, type SpendBudget } from './budget.ts';

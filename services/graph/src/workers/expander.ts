@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { MONTHS } from '@tempora/kit/canonical-path';
+import { MONTHS } from '@tempora/kit/moments';
 import type { EdgeInput, MomentInput } from '../domain/moment.ts';
 import type { GraphService } from '../graph-service.ts';
 import type { MomentRow } from '../repository.ts';

@@ -1,4 +1,4 @@
-import { ServiceClient } from '@tempora/kit/service-client';
+import { ServiceClient } from '@tempora/kit/http';
 import { z } from 'zod';
 
 /** The fields of the generation service's scene record (docs/generation.md) that a layer-2 moment takes. */

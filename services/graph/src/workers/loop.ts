@@ -1,4 +1,4 @@
-import type { Logger } from '@tempora/kit/logger';
+import type { Logger } from '@tempora/kit/observability';
 import { BudgetExhausted } from './budget.ts';
 
 /**

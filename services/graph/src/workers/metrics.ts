@@ -1,4 +1,4 @@
-import { Metrics } from '@tempora/kit/metrics';
+import { Metrics } from '@tempora/kit/observability';
 import { Counter, Gauge, Histogram } from 'prom-client';
 import { BudgetExhausted, type SpendBudget } from './budget.ts';
 import type { Verdict } from './judge.ts';

@@ -1,5 +1,5 @@
 import type { z } from 'zod';
-import { extractJson, textProviders, type TextProvider } from '@tempora/kit/providers/index';
+import { extractJson, textProviders, type TextProvider } from '@tempora/kit/providers';
 import type { SpendBudget } from './budget.ts';
 import { textCallCeilingUsd, tokenCostUsd } from './costs.ts';
 import type { WorkerConfig } from './config.ts';

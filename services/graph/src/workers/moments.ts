@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { MONTHS, canonicalize, toSlug } from '@tempora/kit/canonical-path';
+import { MONTHS, canonicalize, toSlug } from '@tempora/kit/moments';
 import { MOMENT_TYPES, MomentInput, type EdgeInput } from '../domain/moment.ts';
 import type { GraphService } from '../graph-service.ts';
 import type { MomentRow } from '../repository.ts';

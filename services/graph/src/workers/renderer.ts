@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
-import type { Logger } from '@tempora/kit/logger';
+import type { Logger } from '@tempora/kit/observability';
 import type { GraphConfig } from '../config.ts';
 import type { GraphService } from '../graph-service.ts';
 import type { ClaimedRenderJob } from '../repository.ts';

@@ -1,6 +1,6 @@
-import { openDatabase } from '@tempora/kit/database';
-import type { Logger } from '@tempora/kit/logger';
-import { serveWorkerEndpoints, type WorkerServer } from '@tempora/kit/worker-server';
+import { openDatabase } from '@tempora/kit/data';
+import type { Logger } from '@tempora/kit/observability';
+import { serveWorkerEndpoints, type WorkerServer } from '@tempora/kit/http';
 import { PostgresChangeFeed } from '../change-feed.ts';
 import { GraphService } from '../graph-service.ts';
 import { migrations } from '../migrations.ts';
@@ -17,8 +17,8 @@ import { workerTextModel } from './model.ts';
 import { createRenderer } from './renderer.ts';
 
 export interface RunningWorker {
-  /** Resolves when the role's work is done: at once for the continuous roles, after its run for daily. */
-  finished: Promise<unknown>;
+  /** Settles when daily's run is done; the continuous roles run until stopped and leave it out. */
+  finished?: Promise<unknown>;
   /** Graceful stop: the current work finishes for up to `graceMs`, then is interrupted and released. */
   stop(graceMs: number): Promise<void>;
 }
@@ -48,7 +48,7 @@ export async function startWorker(role: WorkerRole, config: WorkerConfig, logger
     if (role === 'renderer') {
       const renderer = createRenderer(graph, config, logger, metrics);
       renderer.start();
-      return { finished: Promise.resolve(), stop: (graceMs) => renderer.stop(graceMs) };
+      return { stop: (graceMs) => renderer.stop(graceMs) };
     }
     const budget = new SpendBudget(graph.repository, role, config.WORKER_DAILY_BUDGET_USD);
     metrics.watch(budget);
@@ -75,7 +75,7 @@ export async function startWorker(role: WorkerRole, config: WorkerConfig, logger
             logger,
           );
     loop.start();
-    return { finished: Promise.resolve(), stop: (graceMs) => loop.stop(graceMs) };
+    return { stop: (graceMs) => loop.stop(graceMs) };
   })();
   return { ...worker, metrics, ping: () => database.ping(), close };
 }

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { optionalString } from '../config.ts';
+import { optionalString } from '../runtime/config.ts';
 import { GeminiProvider } from './gemini.ts';
 import { OfflineProvider } from './offline.ts';
 import { OpenRouterProvider } from './openrouter.ts';

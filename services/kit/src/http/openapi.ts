@@ -35,9 +35,12 @@ function operation(route: RouteDefinition): ZodOpenApiOperationObject {
   const body = route.body ?? route.documentedBody;
   const responses: Record<string, ZodOpenApiResponseObject> = {};
   for (const [status, spec] of Object.entries(route.responses)) {
-    responses[status] = spec.schema
-      ? { description: spec.description, content: { [spec.contentType ?? 'application/json']: { schema: spec.schema } } }
-      : { description: spec.description };
+    // Every failure is a problem document, so a route names only why it fails.
+    if (Number(status) >= 400 && !spec.schema) responses[status] = problem(spec.description);
+    else
+      responses[status] = spec.schema
+        ? { description: spec.description, content: { [spec.contentType ?? 'application/json']: { schema: spec.schema } } }
+        : { description: spec.description };
   }
   if (route.query || route.params || body) responses['422'] ??= problem('A parameter or body field is invalid');
   if (body) {

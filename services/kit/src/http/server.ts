@@ -1,7 +1,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type Koa from 'koa';
-import type { Logger } from './logger.ts';
+import type { Logger } from '../observability/logger.ts';
 
 export interface RunningServer {
   server: Server;

@@ -1,5 +1,5 @@
 import type { Context, Next } from 'koa';
-import type { Logger } from './logger.ts';
+import type { Logger } from '../observability/logger.ts';
 
 export interface ProblemFieldError {
   path: string;

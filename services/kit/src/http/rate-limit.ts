@@ -1,7 +1,7 @@
 import type { Context, Next } from 'koa';
 import { RateLimiterMemory, RateLimiterRedis, RateLimiterRes, type RateLimiterAbstract } from 'rate-limiter-flexible';
 import { Problem } from './errors.ts';
-import type { RedisClient } from './redis.ts';
+import type { RedisClient } from '../data/redis.ts';
 
 /** One window a request counts against, e.g. "graph-public: 60 per 60 s for ip:1.2.3.4". */
 export interface RateWindow {

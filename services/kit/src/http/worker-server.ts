@@ -4,7 +4,7 @@ import { z } from 'zod';
 import type { HealthReport } from './app.ts';
 import { Problem, notFound } from './errors.ts';
 import { send, sendProblem } from './raw-response.ts';
-import type { Metrics } from './metrics.ts';
+import type { Metrics } from '../observability/metrics.ts';
 
 /** A worker's `WORKER_PORT` (extend its config schema with it): where its endpoints listen; unset serves nothing. */
 export const workerPortField = { WORKER_PORT: z.coerce.number().int().min(0).max(65535).optional() };

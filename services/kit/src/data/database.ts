@@ -4,7 +4,7 @@ import knexFactory, { type Knex } from 'knex';
 import ClientPgLite from 'knex-pglite';
 import { PGlite } from '@electric-sql/pglite';
 import { pg_trgm } from '@electric-sql/pglite/contrib/pg_trgm';
-import type { Logger } from './logger.ts';
+import type { Logger } from '../observability/logger.ts';
 
 export type { Knex };
 

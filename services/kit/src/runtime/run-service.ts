@@ -1,9 +1,9 @@
 import type { z } from 'zod';
-import { startTracing } from './tracing.ts';
+import { startTracing } from '../observability/tracing.ts';
 import type { ServiceName } from './config.ts';
-import type { ServiceApp } from './app.ts';
-import type { ExpressLane } from './server.ts';
-import type { Logger } from './logger.ts';
+import type { ServiceApp } from '../http/app.ts';
+import type { ExpressLane } from '../http/server.ts';
+import type { Logger } from '../observability/logger.ts';
 
 /** What a service's entry point hands to `runService`, loaded only once tracing is on. */
 export interface ServiceModule<S extends z.ZodType> {
@@ -19,7 +19,7 @@ export interface ServiceModule<S extends z.ZodType> {
 export async function runService<S extends z.ZodType>(name: ServiceName, version: string, load: () => Promise<ServiceModule<S>>): Promise<void> {
   const tracing = startTracing(name, version);
   const { loadConfig, ConfigError } = await import('./config.ts');
-  const { serve, closeOnSignals, exitOnSignalsUntilServing } = await import('./server.ts');
+  const { serve, closeOnSignals, exitOnSignalsUntilServing } = await import('../http/server.ts');
   const serving = exitOnSignalsUntilServing();
   try {
     const module = await load();

@@ -1,5 +1,5 @@
 import { createClient } from 'redis';
-import type { Logger } from './logger.ts';
+import type { Logger } from '../observability/logger.ts';
 
 export type RedisClient = ReturnType<typeof createClient>;
 

@@ -1,0 +1,3 @@
+/** Storage: PostgreSQL (or embedded PGlite) through knex with migrations, and Redis. */
+export * from './database.ts';
+export * from './redis.ts';
