@@ -6,6 +6,7 @@
 // resource's status and Event, which this leaves out.
 import type { Cluster } from '../../operator/test/cluster.ts';
 import { applyAs, waitFor } from '../../operator/test/cluster.ts';
+import type { AgentPool, Gateway, GraphWorker, SimulationBudget } from '../../operator/src/api/v1alpha1/index.ts';
 import type { KubeClient } from '../../operator/src/kube/client.ts';
 import type { KubeObject } from '../../operator/src/kube/object.ts';
 import * as R from '../../operator/src/kube/resources.ts';
@@ -23,13 +24,13 @@ const CONCURRENCY = 32;
 function childrenOf(owner: KubeObject): DesiredChild[] {
   switch (owner.kind) {
     case 'Gateway':
-      return desiredGatewayChildren(owner, true);
+      return desiredGatewayChildren(owner as Gateway, true);
     case 'GraphWorker':
-      return desiredGraphWorkerChildren(owner, (owner.spec as { role?: string }).role !== 'daily');
+      return desiredGraphWorkerChildren(owner as GraphWorker, (owner as GraphWorker).spec.role !== 'daily');
     case 'AgentPool':
-      return desiredAgentPoolChildren(owner, { queueMetric: false, podMonitor: true });
+      return desiredAgentPoolChildren(owner as AgentPool, { queueMetric: false, podMonitor: true });
     case 'SimulationBudget':
-      return desiredBudgetChildren(owner, false);
+      return desiredBudgetChildren(owner as SimulationBudget, false);
     default:
       throw new Error(`no children known for ${owner.kind}`);
   }

@@ -10,15 +10,14 @@ import { EventRecorder } from './kube/events.ts';
 import { Informer } from './kube/informer.ts';
 import { LeaderElector } from './kube/leader-election.ts';
 import { projectChild } from './kube/projection.ts';
-import { apiVersionOf, OPTIONAL_CHILDREN, WATCHED_CHILDREN, type ResourceType } from './kube/resources.ts';
+import { OPTIONAL_CHILDREN, WATCHED_CHILDREN, type ResourceType } from './kube/resources.ts';
 import { createMetrics, type OperatorMetrics } from './metrics.ts';
+import { OptionalApis } from './optional-apis.ts';
 import { agentPoolReconciler } from './reconcilers/agent-pool.ts';
-import { CHILD_READ_PATHS, MANAGED_BY, MANAGED_BY_LABEL, type Features, type ReconcileContext } from './reconcilers/context.ts';
+import { CHILD_READ_PATHS, MANAGED_BY, MANAGED_BY_LABEL, type ReconcileContext } from './reconcilers/context.ts';
 import { gatewayReconciler } from './reconcilers/gateway.ts';
 import { graphWorkerReconciler } from './reconcilers/graph-worker.ts';
 import { simulationBudgetReconciler } from './reconcilers/simulation-budget.ts';
-
-type Probe = (fresh?: boolean) => Promise<boolean>;
 
 const RECONCILERS = [gatewayReconciler, graphWorkerReconciler, agentPoolReconciler, simulationBudgetReconciler];
 
@@ -47,13 +46,9 @@ export class Operator {
   readonly #elector: LeaderElector | undefined;
   readonly #children = new Map<string, Informer>();
   readonly #newInformer: (resource: ResourceType, child: boolean) => Informer;
-  readonly #featureProbes: Features;
-  /** Every probe behind #featureProbes, each answering whether one optional API is there. */
-  readonly #probes: Probe[] = [];
+  readonly #optionalApis: OptionalApis;
   readonly #featureTtlMs: number;
   #featureTimer: NodeJS.Timeout | undefined;
-  /** The optional APIs' presence at the last refresh, in the order of #probes. */
-  #featureValues: (boolean | undefined)[] = [];
   #server: Server | undefined;
   #leading = false;
   #stopping = false;
@@ -78,12 +73,12 @@ export class Operator {
       });
     for (const child of WATCHED_CHILDREN) this.#addChildInformer(child);
     this.#featureTtlMs = options.featureTtlMs ?? 30_000;
-    this.#featureProbes = this.#features();
+    this.#optionalApis = new OptionalApis(this.client, this.#featureTtlMs);
     const context: ReconcileContext = {
       client: this.client,
       log,
       events: new EventRecorder(this.client, log, config.identity),
-      features: this.#featureProbes,
+      features: this.#optionalApis,
       children: this.#children,
       appliedGenerations: new Map(),
     };
@@ -128,7 +123,7 @@ export class Operator {
     // ServiceMonitors and PodMonitors are watched like the other children when their CRD is installed at
     // start-up; one installed later is still applied (and compared by a read), and watched after a restart.
     for (const resource of OPTIONAL_CHILDREN) {
-      if (await this.#featureProbes.serves(resource)) this.#addChildInformer(resource);
+      if (await this.#optionalApis.serves(resource)) this.#addChildInformer(resource);
     }
     for (const i of this.informers.values()) i.start();
     await Promise.all([...this.informers.values()].map((i) => i.waitForSync()));
@@ -184,10 +179,7 @@ export class Operator {
 
   /** An optional API that appeared or went away changes what the reconcilers want, and no watch tells them. */
   async #refreshFeatures(): Promise<void> {
-    const now = await Promise.all(this.#probes.map((p) => p(true).catch(() => undefined)));
-    const before = this.#featureValues;
-    this.#featureValues = now.map((v, i) => v ?? before[i]);
-    if (!this.#leading || now.every((v, i) => v === undefined || before[i] === undefined || v === before[i])) return;
+    if (!(await this.#optionalApis.refresh()) || !this.#leading) return;
     this.#o.log.info('an optional API appeared or went away; reconciling everything again');
     for (const c of this.controllers) c.enqueueAll();
   }
@@ -197,31 +189,5 @@ export class Operator {
     this.#leading = false;
     clearInterval(this.#featureTimer);
     await Promise.all(this.controllers.map((c) => c.stop()));
-  }
-
-  #features(): Features {
-    const probe = (ask: () => Promise<boolean>): Probe => {
-      let cached: { at: number; value: Promise<boolean> } | undefined;
-      const p = (fresh = false): Promise<boolean> => {
-        if (!fresh && cached && Date.now() - cached.at < this.#featureTtlMs) return cached.value;
-        const value = ask();
-        const entry = { at: Date.now(), value };
-        cached = entry;
-        value.catch(() => {
-          if (cached === entry) cached = undefined;
-        });
-        return value;
-      };
-      this.#probes.push(p);
-      return p;
-    };
-    const served = new Map(OPTIONAL_CHILDREN.map((r) => [r.plural, probe(() => this.client.serves(apiVersionOf(r), r.plural))]));
-    return {
-      serves: (resource, fresh) => {
-        const p = served.get(resource.plural);
-        return p ? p(fresh) : Promise.reject(new Error(`${resource.kind} is not an optional child type`));
-      },
-      externalMetrics: probe(() => this.client.listsGroup('external.metrics.k8s.io')),
-    };
   }
 }

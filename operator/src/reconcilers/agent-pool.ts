@@ -1,31 +1,17 @@
 // AgentPool: the generation service's agent workers as a Deployment scaled by an autoscaling/v2
 // HorizontalPodAutoscaler (and a PodMonitor when the Prometheus Operator is installed). The HPA owns the
 // Deployment's replicas, so the operator never sets them.
-import type { KubeObject } from '../kube/object.ts';
+import type { AgentPool } from '../api/v1alpha1/index.ts';
 import * as R from '../kube/resources.ts';
 import { applyChildren } from './apply-children.ts';
-import { childLabels, type DesiredChild, type ReconcileContext, type Reconciler } from './context.ts';
+import { childLabels, type DesiredChild, type Reconciler } from './context.ts';
 import { updateStatus } from './status.ts';
 import { peerUrls } from './platform-services.ts';
 import { readiness } from './readiness.ts';
-import { configMap, envFromSecretKey, modelSettings, obj, workerDeployment, type ImageSpec, type ModelsSpec, type Resources, type SecretKeyRef } from './workload.ts';
+import { configMap, envFromSecretKey, modelSettings, obj, workerDeployment } from './workload.ts';
 
 /** The external metric a metrics adapter serves from the generation service's queue. */
 export const QUEUE_DEPTH_METRIC = 'tempora_generation_queue_depth';
-
-export interface AgentPoolSpec {
-  gatewayRef: string;
-  image: ImageSpec;
-  minReplicas: number;
-  maxReplicas: number;
-  cpuTargetPercent: number;
-  queueDepthTarget: number;
-  concurrency: number;
-  models: ModelsSpec;
-  providerSecrets?: string[];
-  resources?: Resources;
-  redis: SecretKeyRef;
-}
 
 /** The optional APIs an AgentPool's children depend on. */
 export interface AgentPoolFeatures {
@@ -35,8 +21,8 @@ export interface AgentPoolFeatures {
   podMonitor: boolean;
 }
 
-export function desiredAgentPoolChildren(pool: KubeObject, features: AgentPoolFeatures): DesiredChild[] {
-  const spec = pool.spec as unknown as AgentPoolSpec;
+export function desiredAgentPoolChildren(pool: AgentPool, features: AgentPoolFeatures): DesiredChild[] {
+  const { spec } = pool;
   const name = pool.metadata.name;
   const component = 'generation-agents';
   const config = {
@@ -92,9 +78,9 @@ export function desiredAgentPoolChildren(pool: KubeObject, features: AgentPoolFe
   ];
 }
 
-export const agentPoolReconciler: Reconciler = {
+export const agentPoolReconciler: Reconciler<AgentPool> = {
   resource: R.AgentPool,
-  async reconcile(pool: KubeObject, ctx: ReconcileContext) {
+  async reconcile(pool, ctx) {
     const [queueMetric, podMonitor] = await Promise.all([ctx.features.externalMetrics(), ctx.features.serves(R.PodMonitor)]);
     const applied = await applyChildren(pool, desiredAgentPoolChildren(pool, { queueMetric, podMonitor }), ctx);
     const { conditions, settling } = readiness(applied);

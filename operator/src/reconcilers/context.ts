@@ -48,9 +48,13 @@ export interface ReconcileResult {
   requeueAfterMs?: number;
 }
 
-export interface Reconciler {
+/**
+ * One kind's reconcile. `T` is the kind's API type (api/v1alpha1): its informer holds only objects of
+ * that kind, which the API server has validated and defaulted against the CRD the type is generated from.
+ */
+export interface Reconciler<T extends KubeObject = KubeObject> {
   resource: ResourceType;
-  reconcile(obj: KubeObject, ctx: ReconcileContext): Promise<ReconcileResult | void>;
+  reconcile(obj: T, ctx: ReconcileContext): Promise<ReconcileResult | void>;
 }
 
 export interface DesiredChild {

@@ -1,10 +1,11 @@
 // Gateway: the platform's root. One Deployment, Service, ConfigMap and PodDisruptionBudget per service
 // (gateway and the five backends it routes to), an Ingress for the gateway, and a ServiceMonitor per
 // service when the Prometheus Operator is installed.
+import type { Gateway, IngressSpec, ServiceSettings } from '../api/v1alpha1/index.ts';
 import type { KubeObject } from '../kube/object.ts';
 import * as R from '../kube/resources.ts';
 import { applyChildren } from './apply-children.ts';
-import { childLabels, type DesiredChild, type ReconcileContext, type Reconciler } from './context.ts';
+import { childLabels, type DesiredChild, type Reconciler } from './context.ts';
 import { updateStatus } from './status.ts';
 import { PLATFORM_SERVICES, peerUrls, type PlatformService } from './platform-services.ts';
 import { deploymentState, readiness } from './readiness.ts';
@@ -18,40 +19,17 @@ import {
   podDisruptionBudget,
   service,
   serviceMonitor,
-  type ImageSpec,
-  type ModelsSpec,
-  type Resources,
-  type SecretKeyRef,
 } from './workload.ts';
 
 /** Services that call model providers and so receive the provider credentials. */
 const USES_PROVIDERS = new Set<PlatformService>(['generation', 'graph', 'simulation', 'conductor']);
 
-interface ServiceSpec {
-  replicas?: number;
-  resources?: Resources;
-  maxUnavailable?: number;
-}
-
-export interface GatewaySpec {
-  image: ImageSpec;
-  services?: Partial<Record<PlatformService, ServiceSpec>>;
-  rateLimits: { tiers: { name: string; requestsPerMinute: number; dailyLimit?: number }[] };
-  corsDomain?: string;
-  logLevel: string;
-  secrets?: { keys?: string; providers?: string };
-  database?: SecretKeyRef;
-  redis?: SecretKeyRef;
-  ingress?: { host: string; className?: string; tlsSecretName?: string; annotations?: Record<string, string> };
-  generation?: { models?: ModelsSpec; callbackSecret?: SecretKeyRef; publicUrl?: string };
-}
-
-function ingressUrl(ingress: NonNullable<GatewaySpec['ingress']>): string {
+function ingressUrl(ingress: IngressSpec): string {
   return `${ingress.tlsSecretName ? 'https' : 'http'}://${ingress.host}`;
 }
 
 /** The generation service's own settings; its image URLs go through the gateway, which routes /api/v1/timepoints to it. */
-function generationSettings(spec: GatewaySpec): Record<string, string> {
+function generationSettings(spec: Gateway['spec']): Record<string, string> {
   const settings = spec.generation?.models ? modelSettings(spec.generation.models) : {};
   const publicUrl = spec.generation?.publicUrl ?? (spec.ingress ? ingressUrl(spec.ingress) : undefined);
   return publicUrl ? { ...settings, PUBLIC_URL: publicUrl } : settings;
@@ -61,13 +39,13 @@ export function childName(owner: KubeObject, svc: PlatformService): string {
   return `${owner.metadata.name}-${svc}`;
 }
 
-export function desiredGatewayChildren(gw: KubeObject, withServiceMonitors: boolean): DesiredChild[] {
-  const spec = gw.spec as unknown as GatewaySpec;
+export function desiredGatewayChildren(gw: Gateway, withServiceMonitors: boolean): DesiredChild[] {
+  const { spec } = gw;
   const peers = peerUrls(gw.metadata.name, gw.metadata.namespace ?? 'default', Object.keys(PLATFORM_SERVICES) as PlatformService[]);
   const children: DesiredChild[] = [];
   for (const [svc, port] of Object.entries(PLATFORM_SERVICES) as [PlatformService, number][]) {
     const name = childName(gw, svc);
-    const settings = spec.services?.[svc] ?? {};
+    const settings: Partial<ServiceSettings> = spec.services?.[svc] ?? {};
     const config: Record<string, string> = { ...peers, LOG_LEVEL: spec.logLevel };
     if (spec.corsDomain) config.TEMPORA_DOMAIN = spec.corsDomain;
     if (svc === 'gateway') config.RATE_LIMIT_TIERS = JSON.stringify(spec.rateLimits.tiers);
@@ -103,7 +81,7 @@ export function desiredGatewayChildren(gw: KubeObject, withServiceMonitors: bool
   return children;
 }
 
-function ingress(gw: KubeObject, spec: NonNullable<GatewaySpec['ingress']>): DesiredChild {
+function ingress(gw: Gateway, spec: IngressSpec): DesiredChild {
   const { host, className, tlsSecretName, annotations } = spec;
   const object = obj(gw.metadata.name, childLabels(gw, 'gateway'), {
     ...(className ? { ingressClassName: className } : {}),
@@ -127,10 +105,10 @@ function ingress(gw: KubeObject, spec: NonNullable<GatewaySpec['ingress']>): Des
   return { resource: R.Ingress, object };
 }
 
-export const gatewayReconciler: Reconciler = {
+export const gatewayReconciler: Reconciler<Gateway> = {
   resource: R.Gateway,
-  async reconcile(gw: KubeObject, ctx: ReconcileContext) {
-    const spec = gw.spec as unknown as GatewaySpec;
+  async reconcile(gw, ctx) {
+    const { spec } = gw;
     const applied = await applyChildren(gw, desiredGatewayChildren(gw, await ctx.features.serves(R.ServiceMonitor)), ctx);
     const { conditions, settling } = readiness(applied);
     const services = (Object.keys(PLATFORM_SERVICES) as PlatformService[]).map((svc) => {

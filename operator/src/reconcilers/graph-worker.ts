@@ -2,38 +2,20 @@
 // as a Deployment (with a PodMonitor when the Prometheus Operator is installed); daily runs on a schedule
 // as a CronJob and serves nothing. The role is immutable (the CRD refuses a change), so one GraphWorker
 // never switches between the two.
-import type { KubeObject } from '../kube/object.ts';
+import type { GraphWorker } from '../api/v1alpha1/index.ts';
 import * as R from '../kube/resources.ts';
 import { applyChildren } from './apply-children.ts';
-import { childLabels, type DesiredChild, type ReconcileContext, type Reconciler } from './context.ts';
+import { childLabels, type DesiredChild, type Reconciler } from './context.ts';
 import { updateStatus } from './status.ts';
 import { peerUrls } from './platform-services.ts';
 import { readiness } from './readiness.ts';
-import { configMap, envFromSecretKey, obj, podTemplate, workerDeployment, type ImageSpec, type Resources, type SecretKeyRef } from './workload.ts';
+import { configMap, envFromSecretKey, obj, podTemplate, workerDeployment } from './workload.ts';
 
 /** Once a day; the schema leaves schedule unset for the roles that are not scheduled. */
 export const DEFAULT_DAILY_SCHEDULE = '0 4 * * *';
 
-export interface GraphWorkerSpec {
-  role: 'renderer' | 'expander' | 'judge' | 'daily';
-  gatewayRef: string;
-  image: ImageSpec;
-  replicas?: number;
-  concurrency: number;
-  dailyBudgetUsd: number;
-  schedule?: string;
-  timeZone: string;
-  concurrencyPolicy: string;
-  successfulJobsHistoryLimit: number;
-  failedJobsHistoryLimit: number;
-  resources?: Resources;
-  providersSecret?: string;
-  database?: SecretKeyRef;
-  redis?: SecretKeyRef;
-}
-
-export function desiredGraphWorkerChildren(gw: KubeObject, withPodMonitor: boolean): DesiredChild[] {
-  const spec = gw.spec as unknown as GraphWorkerSpec;
+export function desiredGraphWorkerChildren(gw: GraphWorker, withPodMonitor: boolean): DesiredChild[] {
+  const { spec } = gw;
   const name = gw.metadata.name;
   const component = `graph-${spec.role}`;
   const config: Record<string, string> = {
@@ -75,10 +57,10 @@ export function desiredGraphWorkerChildren(gw: KubeObject, withPodMonitor: boole
   return children;
 }
 
-export const graphWorkerReconciler: Reconciler = {
+export const graphWorkerReconciler: Reconciler<GraphWorker> = {
   resource: R.GraphWorker,
-  async reconcile(gw: KubeObject, ctx: ReconcileContext) {
-    const spec = gw.spec as unknown as GraphWorkerSpec;
+  async reconcile(gw, ctx) {
+    const { spec } = gw;
     const withPodMonitor = spec.role !== 'daily' && (await ctx.features.serves(R.PodMonitor));
     const applied = await applyChildren(gw, desiredGraphWorkerChildren(gw, withPodMonitor), ctx);
     const { conditions, settling } = readiness(applied);

@@ -4,24 +4,17 @@
 //                  The operator creates it for its labels and owner reference only and never sets its
 //                  data, so the service's writes are never overwritten.
 // Status carries spent and remaining for the current period and an Exhausted condition.
+import type { SimulationBudget, SimulationBudgetSpec } from '../api/v1alpha1/index.ts';
 import type { ConditionInput } from '../kube/conditions.ts';
 import type { KubeObject } from '../kube/object.ts';
 import * as R from '../kube/resources.ts';
 import { applyChildren } from './apply-children.ts';
-import { childLabels, type DesiredChild, type ReconcileContext, type Reconciler } from './context.ts';
+import { childLabels, type DesiredChild, type Reconciler } from './context.ts';
 import { updateStatus } from './status.ts';
 import { readiness } from './readiness.ts';
 import { configMap, obj } from './workload.ts';
 
 export const BUDGET_COMPONENT_LABEL = 'tempora.dev/component';
-
-export interface SimulationBudgetSpec {
-  scope: string;
-  period: 'daily' | 'monthly';
-  limitUsd: number;
-  perRunMaxUsd?: number;
-  alertThresholds: number[];
-}
 
 export function periodKey(period: SimulationBudgetSpec['period'], now: Date): string {
   const iso = now.toISOString();
@@ -46,8 +39,8 @@ export function spentThisPeriod(usage: KubeObject | undefined, key: string): num
   return Number.isFinite(spent) && spent > 0 ? cents(spent) : 0;
 }
 
-export function desiredBudgetChildren(budget: KubeObject, exhausted: boolean): DesiredChild[] {
-  const spec = budget.spec as unknown as SimulationBudgetSpec;
+export function desiredBudgetChildren(budget: SimulationBudget, exhausted: boolean): DesiredChild[] {
+  const { spec } = budget;
   const name = budget.metadata.name;
   const config = configMap(budget, `${name}-budget`, 'simulation-budget', {
     'budget.json': JSON.stringify({
@@ -64,10 +57,10 @@ export function desiredBudgetChildren(budget: KubeObject, exhausted: boolean): D
   return [config, { resource: R.ConfigMap, object: usage }];
 }
 
-export const simulationBudgetReconciler: Reconciler = {
+export const simulationBudgetReconciler: Reconciler<SimulationBudget> = {
   resource: R.SimulationBudget,
-  async reconcile(budget: KubeObject, ctx: ReconcileContext) {
-    const spec = budget.spec as unknown as SimulationBudgetSpec;
+  async reconcile(budget, ctx) {
+    const { spec } = budget;
     const now = new Date();
     const key = periodKey(spec.period, now);
     const usage = ctx.children.get(R.ConfigMap.plural)?.get(budget.metadata.namespace, `${budget.metadata.name}-usage`);

@@ -2,6 +2,7 @@
 // owns (see docs/operator.md, "Who owns which field"): everything else stays with the API server's
 // defaults or with whoever sets it.
 import { createHash } from 'node:crypto';
+import type { ImageSpec, ModelsSpec, Resources, SecretKeyRef } from '../api/v1alpha1/index.ts';
 import type { KubeObject } from '../kube/object.ts';
 import * as R from '../kube/resources.ts';
 import { childLabels, type DesiredChild } from './context.ts';
@@ -11,28 +12,7 @@ export const WORKER_PORT = 8091;
 /** The name of a pod's port (podTemplate), which probes, Services and monitors refer to. */
 const PORT_NAME = 'http';
 
-export interface ImageSpec {
-  registry: string;
-  version: string;
-  pullPolicy?: string;
-}
-
-export interface Resources {
-  requests?: Record<string, string>;
-  limits?: Record<string, string>;
-}
-
-export interface SecretKeyRef {
-  secretName: string;
-  key: string;
-}
-
 /** Model presets and policy, as the generation service reads them (services/generation/src/config.ts). */
-export interface ModelsSpec {
-  presets: { name: string; provider: string; model: string; temperature?: number; maxTokens?: number }[];
-  policy: { default: string; fallback?: string[]; allowed?: string[] };
-}
-
 export function modelSettings(models: ModelsSpec): Record<string, string> {
   return { MODEL_PRESETS: JSON.stringify(models.presets), MODEL_POLICY: JSON.stringify(models.policy) };
 }
