@@ -9,6 +9,7 @@ import { fileURLToPath } from 'node:url';
 import { Agent, request } from 'undici';
 import { freePort } from '../../scripts/infra.ts';
 import { createDatabase } from '../../test/support/database.ts';
+import { ensureBenchPeers } from '../support/peers.ts';
 
 const here = fileURLToPath(new URL('.', import.meta.url));
 
@@ -109,6 +110,7 @@ export class Targets {
   }
 
   async fastGateway(backend: string): Promise<Target> {
+    ensureBenchPeers();
     const port = await freePort();
     return this.said('fast-gateway', `http://127.0.0.1:${port}/api/v1/bench`, this.spawnNode('fast-gateway', join(here, 'fast-gateway.ts'), { PORT: String(port), TARGET: backend }));
   }
