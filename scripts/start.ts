@@ -28,8 +28,11 @@ for (const [name, value] of Object.entries(DEV_DEFAULTS)) {
     applied.push(name);
   }
 }
-// Every service reaches its peers at the local ports unless told otherwise.
-for (const service of ORDER) env[`${service.toUpperCase()}_URL`] ??= `http://127.0.0.1:${DEFAULT_PORTS[service]}`;
+// Each service listens on <SERVICE>_PORT when set (a second platform beside the first, the tour's test),
+// else its conventional port, and reaches its peers there unless told otherwise.
+const portOf = (service: ServiceName) => Number(env[`${service.toUpperCase()}_PORT`] ?? DEFAULT_PORTS[service]);
+const url = (service: ServiceName) => `http://127.0.0.1:${portOf(service)}`;
+for (const service of ORDER) env[`${service.toUpperCase()}_URL`] ??= url(service);
 
 const services = ORDER.filter((service) => existsSync(`${root}services/${service}/src/main.ts`));
 const children = new Map<ServiceName, ChildProcess>();
@@ -53,7 +56,7 @@ process.on('SIGTERM', () => stopAll(0));
 async function healthy(service: ServiceName, timeoutMs: number): Promise<boolean> {
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline && !stopping) {
-    const ok = await fetch(`http://127.0.0.1:${DEFAULT_PORTS[service]}/health`).then((r) => r.ok, () => false);
+    const ok = await fetch(`${url(service)}/health`).then((r) => r.ok, () => false);
     if (ok) return true;
     if (children.get(service)?.exitCode !== null) return false;
     await new Promise((resolve) => setTimeout(resolve, 250));
@@ -64,7 +67,7 @@ async function healthy(service: ServiceName, timeoutMs: number): Promise<boolean
 for (const service of services) {
   const child = spawn(process.execPath, [`services/${service}/src/main.ts`], {
     cwd: root,
-    env: { ...env, PORT: env[`${service.toUpperCase()}_PORT`] ?? String(DEFAULT_PORTS[service]) },
+    env: { ...env, PORT: String(portOf(service)) },
     stdio: ['ignore', 'inherit', 'inherit'],
   });
   children.set(service, child);
@@ -84,7 +87,6 @@ for (const service of services) {
   }
 }
 if (!stopping) {
-  const url = (service: ServiceName) => `http://127.0.0.1:${DEFAULT_PORTS[service]}`;
   console.log('\nTempora is running:');
   for (const service of services) console.log(`  ${service.padEnd(11)} ${url(service)}   docs ${url(service)}/docs`);
   if (services.includes('graph')) console.log(`  MCP         ${url('graph')}/mcp/`);

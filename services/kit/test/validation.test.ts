@@ -19,7 +19,7 @@ describe('kit validation', () => {
       version: '0.0.0',
       title: 't',
       description: 't',
-      config: { TEMPORA_DOMAIN: undefined, BODY_LIMIT: 1024, TRUSTED_PROXY_HOPS: 0 },
+      config: { TEMPORA_DOMAIN: undefined, BODY_LIMIT: '1kb', TRUSTED_PROXY_HOPS: 0 },
       logger: createLogger('t', 'silent'),
       metrics: new Metrics('validation_test'),
       authenticators: [],
@@ -30,6 +30,7 @@ describe('kit validation', () => {
           path: '/api/v1/things',
           operationId: 'things',
           summary: 's',
+          tags: ['t'],
           query: z.object({ q: z.string().optional(), tag: z.string().optional() }),
           responses: { 200: { description: 'ok' } },
           handler: async (_ctx, { query }) => ({ query }),
@@ -39,12 +40,23 @@ describe('kit validation', () => {
           path: '/api/v1/things',
           operationId: 'makeThing',
           summary: 's',
+          tags: ['t'],
           body: z.object({ name: z.string(), meta: z.record(z.string(), z.unknown()).optional() }),
           responses: { 200: { description: 'ok' } },
           handler: async (_ctx, { body }) => {
             stored.push(body);
             return body;
           },
+        }),
+        defineRoute({
+          method: 'post',
+          path: '/api/v1/batch',
+          operationId: 'batch',
+          summary: 's',
+          tags: ['t'],
+          documentedBody: z.array(z.object({ name: z.string() })),
+          responses: { 200: { description: 'ok' } },
+          handler: async () => ({ validated: 'by the handler' }),
         }),
       ],
     });
@@ -96,6 +108,12 @@ describe('kit validation', () => {
     });
     assert.match(raw, /^HTTP\/1\.1 422/);
     assert.match(raw, /a JSON body is required/);
+  });
+
+  it('says the body is required for a route that validates its body itself, too', async () => {
+    const reply = await request(base, '/api/v1/batch', { method: 'POST', headers: { 'content-type': 'application/json' }, raw: '' });
+    assert.equal(reply.status, 422);
+    assert.deepEqual(reply.body.errors, [{ path: 'body', message: 'a JSON body is required' }]);
   });
 
   it('still answers a body of another media type with a 415 naming it', async () => {

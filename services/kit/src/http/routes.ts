@@ -154,7 +154,8 @@ function validateAndHandle(route: RouteDefinition): Middleware {
       throw new Problem(415, `send the body as application/json, not ${ctx.request.type}`);
     }
     let body: unknown;
-    if (empty && route.body && !route.body.safeParse(undefined).success) errors.push({ path: 'body', message: 'a JSON body is required' });
+    const bodySchema = route.body ?? route.documentedBody;
+    if (empty && bodySchema && !bodySchema.safeParse(undefined).success) errors.push({ path: 'body', message: 'a JSON body is required' });
     else body = parsePart(route.body, empty ? undefined : (ctx.request as { body?: unknown }).body, 'body', errors);
     if (errors.length > 0) throw unprocessable(`the request is invalid: ${errors.map((e) => `${e.path}: ${e.message}`).join('; ')}`, errors);
     const result = await route.handler(ctx, { query, params, body } as RouteInput<AnyObject, AnyObject, z.ZodType>);
