@@ -18,6 +18,7 @@ import { migrations } from './migrations.ts';
 import { Proxy, routeOf, type UpstreamName } from './proxy.ts';
 import { GatewayRepository } from './repository.ts';
 import { authRoutes } from './routes/auth.ts';
+import { billingLedgerRoutes } from './routes/billing-ledger.ts';
 import type { GatewayRouteDeps } from './routes/context.ts';
 import { creditRoutes } from './routes/credits.ts';
 import { userRoutes } from './routes/users.ts';
@@ -147,7 +148,7 @@ export async function createGatewayService(config: GatewayConfig, logger = creat
       },
       proxied,
     ],
-    routes: [...authRoutes(deps), ...userRoutes(deps), ...creditRoutes(deps)],
+    routes: [...authRoutes(deps), ...userRoutes(deps), ...creditRoutes(deps), ...billingLedgerRoutes(deps)],
     health: async () => {
       const db = await database.ping();
       return { status: db ? 'ok' : 'degraded', database: db, redis: redis ? redis.isReady : null };
