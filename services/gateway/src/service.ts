@@ -18,6 +18,7 @@ import { migrations } from './migrations.ts';
 import { Proxy, routeOf, type UpstreamName } from './proxy.ts';
 import { GatewayRepository } from './repository.ts';
 import { authRoutes } from './routes/auth.ts';
+import { balanceRoutes } from './routes/balances.ts';
 import { billingLedgerRoutes } from './routes/billing-ledger.ts';
 import type { GatewayRouteDeps } from './routes/context.ts';
 import { creditRoutes } from './routes/credits.ts';
@@ -148,7 +149,7 @@ export async function createGatewayService(config: GatewayConfig, logger = creat
       },
       proxied,
     ],
-    routes: [...authRoutes(deps), ...userRoutes(deps), ...creditRoutes(deps), ...billingLedgerRoutes(deps)],
+    routes: [...authRoutes(deps), ...userRoutes(deps), ...creditRoutes(deps), ...billingLedgerRoutes(deps), ...balanceRoutes(deps)],
     health: async () => {
       const db = await database.ping();
       return { status: db ? 'ok' : 'degraded', database: db, redis: redis ? redis.isReady : null };
