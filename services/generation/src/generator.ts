@@ -7,8 +7,9 @@ import type { GenerationConfig } from './config.ts';
 import { lookupMoment } from './graph-client.ts';
 import type { GenerationMetrics } from './metrics.ts';
 import { operatorDefaults, selectModels, type Selection, type SelectionDefaults } from './models.ts';
-import { JudgeRejected, StepFailed, runPipeline, type AgentEvent } from './pipeline/pipeline.ts';
-import type { AgentRunner } from './pipeline/runners.ts';
+import { runPipeline } from './pipeline/pipeline.ts';
+import { JudgeRejected, StepFailed, type RunOptions } from './pipeline/run.ts';
+import type { AgentRunner } from './pipeline/runner.ts';
 import type { ProviderSet } from './providers.ts';
 import type { GenerationRepository, JobRow } from './repository.ts';
 import { buildScene, type SceneRecord } from './scene.ts';
@@ -79,7 +80,7 @@ export class Generator {
   }
 
   /** Runs the pipeline and stores the scene. */
-  async generate(request: GenerateRequest, selection: Selection, owner: string | null, mode: 'sync' | 'stream' | 'async', options: { signal?: AbortSignal; onEvent?: (event: AgentEvent) => void } = {}): Promise<SceneRecord> {
+  async generate(request: GenerateRequest, selection: Selection, owner: string | null, mode: 'sync' | 'stream' | 'async', options: RunOptions = {}): Promise<SceneRecord> {
     try {
       const graphMoment = await this.lookup(request.query, options.signal);
       const result = await runPipeline(

@@ -1,10 +1,13 @@
 import { figureEntityId, placeEntityId, toTdf, type TdfRecord } from '@tempora/kit/moments';
 import type { Citation, ProviderKind } from '@tempora/kit/providers';
 import { MONTHS, slugify } from './agents/world.ts';
-import type { CharacterRef } from './agents/shared.ts';
+import type { AgentOutput } from './agents/index.ts';
 import type { GraphMoment } from './agents/types.ts';
 import type { Selection } from './models.ts';
-import type { PipelineResult, StepRecord } from './pipeline/pipeline.ts';
+import type { SceneOutputs } from './pipeline/dag.ts';
+import type { StepRecord } from './pipeline/events.ts';
+import { recordedParams } from './pipeline/params.ts';
+import type { PipelineResult } from './pipeline/pipeline.ts';
 import type { GenerateRequest } from './schemas.ts';
 
 /** The scene record (docs/generation.md, "Scene record"). */
@@ -22,16 +25,17 @@ export interface SceneRecord {
   era: string;
   date_precision: string;
   path: string;
-  location: { name: string; city: string; region: string; country: string; latitude: number; longitude: number };
-  scene: Record<string, unknown>;
-  characters: Array<CharacterRef & { bio: string; appearance: string; motivation: string; speaking_style: string }>;
-  relationships: Array<{ from: string; to: string; type: string; description: string }>;
-  factions: Array<{ name: string; members: string[] }>;
+  location: AgentOutput<'Timeline'>['location'];
+  scene: SceneOutputs['scene'];
+  /** Characters' entry merged with its bio. */
+  characters: Array<AgentOutput<'Characters'>['characters'][number] & Omit<AgentOutput<'CharacterBio'>, 'name'>>;
+  relationships: AgentOutput<'Graph'>['relationships'];
+  factions: AgentOutput<'Graph'>['factions'];
   tensions: string[];
-  moment: Record<string, unknown>;
-  camera: Record<string, unknown>;
-  dialog: Array<{ speaker: string; text: string; tone: string }>;
-  critique: Record<string, unknown> | null;
+  moment: SceneOutputs['moment'];
+  camera: SceneOutputs['camera'];
+  dialog: AgentOutput<'Dialog'>['lines'];
+  critique: SceneOutputs['critique'];
   image_prompt: string | null;
   image_negative_prompt: string | null;
   image_url?: string | null;
@@ -73,11 +77,10 @@ export function buildScene(input: {
   now: Date;
 }): SceneRecord {
   const { request, selection, result, graphMoment } = input;
-  const o = result.outputs as Record<string, any>;
+  const o = result.outputs;
   const timeline = o.timeline;
-  const bios: Array<Record<string, string>> = o.bios ?? [];
-  const people: CharacterRef[] = o.characters?.characters ?? [];
-  const characters = people.map((person, index) => ({
+  const bios = o.bios;
+  const characters = o.characters.characters.map((person, index) => ({
     ...person,
     bio: bios[index]?.bio ?? '',
     appearance: bios[index]?.appearance ?? '',
@@ -99,7 +102,7 @@ export function buildScene(input: {
   for (const source of o.grounding?.sources ?? []) add(source, 'grounding');
   for (const citation of result.citations) add(citation, 'citation');
 
-  const critique = o.critique ?? null;
+  const critique = o.critique;
   const grounding = o.grounding ? (o.grounding.verified ? 0.9 : 0.45) : null;
   const temporal = round((PRECISION[timeline.date_precision] ?? 0.5) + (o.grounding?.verified ? 0.05 : 0));
   const knownPlace = !(location.latitude === 0 && location.longitude === 0);
@@ -109,7 +112,7 @@ export function buildScene(input: {
   const dialogScore = round(critique?.dialog_quality ?? 0.5);
   const parts = [temporal, locationScore, characterScore, dialogScore, ...(grounding === null ? [] : [grounding])];
   const mean = parts.reduce((sum, value) => sum + value, 0) / parts.length;
-  const overall = round(critique?.score !== undefined ? (mean + critique.score) / 2 : mean);
+  const overall = round(critique ? (mean + critique.score) / 2 : mean);
 
   const agents: SceneRecord['models']['agents'] = {};
   const agentMs: Record<string, number> = {};
@@ -118,14 +121,13 @@ export function buildScene(input: {
     agentMs[step.agent] = Math.max(agentMs[step.agent] ?? 0, step.started_ms + step.duration_ms) - Math.min(...result.steps.filter((s) => s.agent === step.agent).map((s) => s.started_ms));
   }
   const providersUsed = new Set(result.steps.filter((step) => step.status === 'completed').map((step) => step.provider));
-  const { system_prompt_prefix: _p, system_prompt_suffix: _s, ...llmParams } = request.llm_params ?? {};
 
   const record: SceneRecord = {
     id: input.id,
     query: request.query,
     slug,
     status: 'completed',
-    title: o.scene?.title ?? timeline.event_name,
+    title: o.scene.title,
     year: timeline.year,
     month: timeline.month,
     month_name: MONTHS[timeline.month - 1] as string,
@@ -137,12 +139,12 @@ export function buildScene(input: {
     location,
     scene: o.scene,
     characters,
-    relationships: o.graph?.relationships ?? [],
-    factions: o.graph?.factions ?? [],
-    tensions: o.graph?.tensions ?? [],
+    relationships: o.graph.relationships,
+    factions: o.graph.factions,
+    tensions: o.graph.tensions,
     moment: o.moment,
     camera: o.camera,
-    dialog: o.dialog?.lines ?? [],
+    dialog: o.dialog.lines,
     critique,
     image_prompt: o.optimizer?.prompt ?? o.image_prompt?.prompt ?? null,
     image_negative_prompt: o.optimizer?.negative_prompt ?? o.image_prompt?.negative_prompt ?? null,
@@ -158,7 +160,7 @@ export function buildScene(input: {
     },
     preset: selection.preset,
     model_policy: selection.policy,
-    llm_params: { ...llmParams, ...(request.llm_params?.system_prompt_prefix ? { system_prompt_prefix: request.llm_params.system_prompt_prefix } : {}), ...(request.llm_params?.system_prompt_suffix ? { system_prompt_suffix: request.llm_params.system_prompt_suffix } : {}) },
+    llm_params: recordedParams(request.llm_params),
     timings: { total_ms: result.total_ms, agents: agentMs, steps: result.steps },
     tokens: { input: result.usage.input_tokens, output: result.usage.output_tokens, thinking: result.usage.thinking_tokens, total: result.usage.total_tokens },
     warnings: result.warnings,

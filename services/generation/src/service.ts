@@ -6,7 +6,8 @@ import type { GenerationConfig } from './config.ts';
 import { Generator } from './generator.ts';
 import { GenerationMetrics } from './metrics.ts';
 import { migrations } from './migrations.ts';
-import { InProcessRunner, RedisPoolRunner, type AgentRunner } from './pipeline/runners.ts';
+import { InProcessRunner, type AgentRunner } from './pipeline/runner.ts';
+import { PoolCoordinator } from './pool/coordinator.ts';
 import { createProviders, type ProviderSet } from './providers.ts';
 import { GenerationRepository } from './repository.ts';
 import { userHeaderAuth } from './routes/context.ts';
@@ -39,7 +40,7 @@ export async function createGenerationService(config: GenerationConfig, logger =
 
   let runner: AgentRunner;
   if (config.AGENT_POOL === 'redis' && redis) {
-    const pool = new RedisPoolRunner(redis, config.REDIS_KEY_PREFIX, config.AGENT_POOL_TASK_TIMEOUT_MS, logger);
+    const pool = new PoolCoordinator(redis, config.REDIS_KEY_PREFIX, config.AGENT_POOL_TASK_TIMEOUT_MS, logger);
     await pool.start();
     runner = pool;
   } else {

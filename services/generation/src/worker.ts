@@ -7,7 +7,7 @@ import { VERSION } from './version.ts';
  * Optional WORKER_PORT serves /health and /metrics (the kit's worker endpoints).
  */
 await runWorker('generation-worker', VERSION, async () => {
-  const [{ createLogger, Metrics }, { connectRedis }, { serveWorkerEndpoints, workerPortField }, { Counter, Gauge }, { GenerationConfigSchema }, { createProviders }, { PoolWorker, poolKeys }] =
+  const [{ createLogger, Metrics }, { connectRedis }, { serveWorkerEndpoints, workerPortField }, { Counter, Gauge }, { GenerationConfigSchema }, { createProviders }, { PoolWorker }, { poolKeys, queueDepth }] =
     await Promise.all([
       import('@tempora/kit/observability'),
       import('@tempora/kit/data'),
@@ -15,7 +15,8 @@ await runWorker('generation-worker', VERSION, async () => {
       import('prom-client'),
       import('./config.ts'),
       import('./providers.ts'),
-      import('./pipeline/runners.ts'),
+      import('./pool/worker.ts'),
+      import('./pool/protocol.ts'),
     ]);
   return {
     configSchema: GenerationConfigSchema.extend(workerPortField),
@@ -36,14 +37,14 @@ await runWorker('generation-worker', VERSION, async () => {
       const metrics = new Metrics('generation-worker');
       const registers = [metrics.registry];
       new Counter({ name: 'generation_worker_tasks_total', help: 'Agent tasks this worker finished', registers, collect() { this.reset(); this.inc(worker.processed); } });
-      const tasks = poolKeys(config.REDIS_KEY_PREFIX).tasks;
+      const keys = poolKeys(config.REDIS_KEY_PREFIX);
       for (const name of ['generation_agent_queue_depth', 'tempora_generation_queue_depth']) {
         new Gauge({
           name,
           help: 'Agent tasks waiting or running on the pool (the AgentPool autoscaling signal)',
           registers,
           async collect() {
-            this.set(Number(await redis.sendCommand(['XLEN', tasks]).catch(() => 0)));
+            this.set(await queueDepth(redis, keys));
           },
         });
       }

@@ -11,10 +11,12 @@ import { moment } from './moment.ts';
 import { optimizer } from './optimizer.ts';
 import { scene } from './scene.ts';
 import { timeline } from './timeline.ts';
-import type { AgentName, TextAgent } from './types.ts';
+import type { z } from 'zod';
+import type { ProviderKind } from '@tempora/kit/providers';
+import type { AgentName, TextAgent, TextAgentName } from './types.ts';
 
-/** The 13 text agents by name; the 14th, ImageGen, calls image models (pipeline/image-gen.ts). */
-export const TEXT_AGENTS: Record<Exclude<AgentName, 'ImageGen'>, TextAgent<any>> = {
+/** The 13 text agents by name; the 14th, ImageGen, calls image models (`runImage` in pipeline/task.ts). */
+export const TEXT_AGENTS = {
   Judge: judge,
   Timeline: timeline,
   Grounding: grounding,
@@ -28,7 +30,17 @@ export const TEXT_AGENTS: Record<Exclude<AgentName, 'ImageGen'>, TextAgent<any>>
   Critique: critique,
   ImagePrompt: imagePrompt,
   Optimizer: optimizer,
-};
+} satisfies { [N in TextAgentName]: TextAgent };
+
+/** What ImageGen reports as its output (the image itself travels beside it). */
+export interface ImageGenOutput {
+  model: string;
+  provider: ProviderKind;
+  mime_type: string;
+}
+
+/** An agent's validated output: a text agent's is its zod schema's type. */
+export type AgentOutput<N extends AgentName> = N extends TextAgentName ? z.infer<(typeof TEXT_AGENTS)[N]['schema']> : ImageGenOutput;
 
 export const IMAGE_GEN_ROLE = 'Renders the optimised prompt with the first image model of the chain that succeeds (native, then image vendor, then aggregator; permissive: image vendor only). Optional: failure is a warning.';
 export * from './types.ts';

@@ -54,20 +54,25 @@ export interface Brief {
   [earlier: string]: unknown;
 }
 
-/** A text agent: its prompt, output schema, defaults, and the deterministic output of the offline provider. */
-export interface TextAgent<O = unknown> {
-  name: Exclude<AgentName, 'ImageGen'>;
+export type TextAgentName = Exclude<AgentName, 'ImageGen'>;
+
+/**
+ * A text agent: its prompt, output schema, defaults, and the deterministic output of the offline provider.
+ * Its output type is its schema's (`AgentOutput` in index.ts).
+ */
+export interface TextAgent<S extends z.ZodType = z.ZodType> {
+  name: TextAgentName;
   temperament: Temperament;
   /** One line for docs/generation.md and /openapi. */
   role: string;
   system: string;
   prompt(brief: Brief): string;
-  schema: z.ZodType<O>;
+  schema: S;
   /** Filled in under the model's output before validation (missing optional fields). */
   defaults: Record<string, unknown>;
-  offline(brief: Brief): O;
+  offline(brief: Brief): z.infer<S>;
   /** Ask the native provider to ground with web search. */
   grounding?: boolean;
 }
 
-export const defineAgent = <O>(agent: TextAgent<O>): TextAgent<O> => agent;
+export const defineAgent = <S extends z.ZodType>(agent: TextAgent<S>): TextAgent<S> => agent;

@@ -1,8 +1,9 @@
 import { addUsage, emptyUsage, extractJson, ProviderError, type Citation, type ProviderKind, type SamplingParams, type Usage } from '@tempora/kit/providers';
-import { TEXT_AGENTS } from '../agents/index.ts';
-import { TEMPERATURES, type AgentName, type Brief } from '../agents/types.ts';
+import { TEXT_AGENTS, type ImageGenOutput } from '../agents/index.ts';
+import type { AgentName, Brief, TextAgent, TextAgentName } from '../agents/types.ts';
 import type { ModelChoice } from '../models.ts';
 import type { ProviderSet } from '../providers.ts';
+import { systemPrompt } from './params.ts';
 
 /**
  * One agent call as a self-contained, JSON-serialisable task: what the in-process runner executes
@@ -26,6 +27,7 @@ export interface AgentTask {
 
 export interface AgentSuccess {
   ok: true;
+  /** Valid by the agent's schema (AgentOutput); plain JSON, as it crosses the agent pool. */
   output: unknown;
   provider: ProviderKind;
   model: string;
@@ -47,15 +49,6 @@ export interface AgentFailure {
 
 export type AgentOutcome = AgentSuccess | AgentFailure;
 
-/** Wraps the agent's system prompt in llm_params.system_prompt_prefix / suffix. */
-export const systemPrompt = (system: string, prefix?: string, suffix?: string) => [prefix, system, suffix].filter((part) => part !== undefined && part !== '').join('\n\n');
-
-/** Sampling parameters of one agent call: built-in temperature and preset max_tokens under llm_params. */
-export function agentParams(agent: Exclude<AgentName, 'ImageGen'>, maxTokens: number, llm: Record<string, unknown> | undefined, presetTemperature?: number): SamplingParams {
-  const { system_prompt_prefix: _prefix, system_prompt_suffix: _suffix, ...sampling } = (llm ?? {}) as Record<string, unknown>;
-  return { temperature: presetTemperature ?? TEMPERATURES[TEXT_AGENTS[agent].temperament], max_tokens: maxTokens, ...(sampling as SamplingParams) };
-}
-
 function failure(error: unknown, usage: Usage, started: number): AgentFailure {
   if (error instanceof ProviderError) {
     return { ok: false, error: { message: error.message, code: error.code, provider: error.provider, status: error.status }, usage, duration_ms: Date.now() - started };
@@ -66,7 +59,7 @@ function failure(error: unknown, usage: Usage, started: number): AgentFailure {
 }
 
 async function runText(task: AgentTask, providers: ProviderSet, signal: AbortSignal, started: number): Promise<AgentOutcome> {
-  const agent = TEXT_AGENTS[task.agent as Exclude<AgentName, 'ImageGen'>];
+  const agent: TextAgent | undefined = TEXT_AGENTS[task.agent as TextAgentName];
   const choice = task.text;
   const usage = emptyUsage();
   if (!agent || !choice) return failure(new Error(`no text model for ${task.agent}`), usage, started);
@@ -114,6 +107,7 @@ async function runText(task: AgentTask, providers: ProviderSet, signal: AbortSig
   }
 }
 
+/** ImageGen: the first image model of the chain that succeeds; each failure is a warning. */
 async function runImage(task: AgentTask, providers: ProviderSet, signal: AbortSignal, started: number): Promise<AgentOutcome> {
   const usage = emptyUsage();
   const warnings: string[] = [];
@@ -127,9 +121,10 @@ async function runImage(task: AgentTask, providers: ProviderSet, signal: AbortSi
     try {
       const result = await provider.generateImage({ model: choice.model, prompt: task.image?.prompt ?? task.brief.query, negative_prompt: task.image?.negative_prompt, aspect_ratio: task.image?.aspect_ratio, seed: task.image?.seed, signal });
       addUsage(usage, result.usage);
+      const output: ImageGenOutput = { model: result.model, provider: result.provider, mime_type: result.mime_type };
       return {
         ok: true,
-        output: { model: result.model, provider: result.provider, mime_type: result.mime_type },
+        output,
         provider: result.provider,
         model: result.model,
         usage,

@@ -1,5 +1,5 @@
 import type { Context } from 'koa';
-import { type Authenticator, type Principal, unauthorized } from '@tempora/kit/http';
+import { type Authenticator, unauthorized } from '@tempora/kit/http';
 import type { Generator } from '../generator.ts';
 import type { GenerationRepository } from '../repository.ts';
 import type { ProviderSet } from '../providers.ts';
@@ -33,11 +33,9 @@ export const userHeaderAuth: Authenticator = {
 
 /** The X-User-ID of the request, if any (whatever other credential came with it). */
 export function userOf(ctx: Context): string | null {
-  const principals = ctx.state.principals as Map<string, Principal> | undefined;
-  return principals?.get('UserId')?.id ?? null;
+  return ctx.state.principals?.get('UserId')?.id ?? null;
 }
 
 export function isService(ctx: Context): boolean {
-  const principals = ctx.state.principals as Map<string, Principal> | undefined;
-  return Boolean(principals?.get('ServiceKey'));
+  return Boolean(ctx.state.principals?.get('ServiceKey'));
 }

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { defineRoute, notFound, openEventStream, type RouteDefinition } from '@tempora/kit/http';
 import { problemOf } from '../generator.ts';
-import type { AgentEvent } from '../pipeline/pipeline.ts';
+import type { AgentEvent } from '../pipeline/events.ts';
 import type { JobRow } from '../repository.ts';
 import { GenerateRequestSchema, PRESETS, SceneSchema } from '../schemas.ts';
 import { PERMISSIVE_IMAGE_MODEL, PRESET_MODELS } from '../models.ts';
@@ -86,7 +86,7 @@ export function generateRoutes(deps: RouteDeps): RouteDefinition[] {
         const selection = generator.prepare(body, owner);
         const stream = openEventStream(ctx, { heartbeatMs: deps.heartbeatMs });
         stream.send('start', {
-          request_id: ctx.state.requestId ?? null,
+          request_id: ctx.state.requestId,
           query: body.query,
           preset: selection.preset,
           model_policy: selection.policy,

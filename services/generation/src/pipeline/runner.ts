@@ -1,0 +1,30 @@
+import type { ProviderSet } from '../providers.ts';
+import { executeTask, type AgentOutcome, type AgentTask } from './task.ts';
+
+/** Runs agent tasks: in this process (below), or on the Redis agent pool (pool/coordinator.ts). */
+export interface AgentRunner {
+  mode: 'in-process' | 'redis';
+  run(task: AgentTask, signal: AbortSignal): Promise<AgentOutcome>;
+  /** Tasks waiting or running on the pool (0 in-process). */
+  depth(): Promise<number>;
+  close(): Promise<void>;
+}
+
+export class InProcessRunner implements AgentRunner {
+  readonly mode = 'in-process' as const;
+  private readonly providers: ProviderSet;
+
+  constructor(providers: ProviderSet) {
+    this.providers = providers;
+  }
+
+  run(task: AgentTask, signal: AbortSignal): Promise<AgentOutcome> {
+    return executeTask(task, this.providers, signal);
+  }
+
+  async depth() {
+    return 0;
+  }
+
+  async close() {}
+}

@@ -1,0 +1,104 @@
+import { randomBytes } from 'node:crypto';
+import { hostname } from 'node:os';
+import { context as otelContext, propagation } from '@opentelemetry/api';
+import type { Logger } from '@tempora/kit/observability';
+import type { RedisClient } from '@tempora/kit/data';
+import type { AgentRunner } from '../pipeline/runner.ts';
+import type { AgentOutcome, AgentTask } from '../pipeline/task.ts';
+import { ensureGroup, failureOf, fieldsOf, poolKeys, queueDepth, streamsOf, type PoolKeys } from './protocol.ts';
+
+/**
+ * The coordinator side of the agent pool: tasks go onto a Redis stream read by a consumer group of
+ * workers; each worker XADDs the outcome to this instance's results stream, which one blocking reader drains.
+ */
+export class PoolCoordinator implements AgentRunner {
+  readonly mode = 'redis' as const;
+  private readonly redis: RedisClient;
+  private reader: RedisClient | undefined;
+  private readonly keys: PoolKeys;
+  private readonly instance = `${hostname()}-${process.pid}-${randomBytes(4).toString('hex')}`;
+  private readonly waiting = new Map<string, (outcome: AgentOutcome) => void>();
+  private readonly timeoutMs: number;
+  private readonly logger: Logger;
+  private running = true;
+  private loop: Promise<void> | undefined;
+
+  constructor(redis: RedisClient, prefix: string, timeoutMs: number, logger: Logger) {
+    this.redis = redis;
+    this.keys = poolKeys(prefix);
+    this.timeoutMs = timeoutMs;
+    this.logger = logger;
+  }
+
+  async start(): Promise<void> {
+    await ensureGroup(this.redis, this.keys);
+    this.reader = this.redis.duplicate();
+    this.reader.on('error', () => {});
+    await this.reader.connect();
+    this.loop = this.readResults();
+  }
+
+  private async readResults(): Promise<void> {
+    const stream = this.keys.results(this.instance);
+    let last = '0-0';
+    while (this.running) {
+      try {
+        const reply = await this.reader!.sendCommand(['XREAD', 'COUNT', '100', 'BLOCK', '500', 'STREAMS', stream, last]);
+        for (const [, entries] of streamsOf(reply)) {
+          for (const [id, flat] of entries) {
+            last = id;
+            const fields = fieldsOf(flat);
+            const resolve = this.waiting.get(fields.task_id ?? '');
+            if (resolve) resolve(JSON.parse(fields.outcome ?? 'null') as AgentOutcome);
+            await this.redis.sendCommand(['XDEL', stream, id]).catch(() => {});
+          }
+        }
+      } catch (error) {
+        if (!this.running) return;
+        this.logger.warn({ err: error }, 'agent pool: reading results failed');
+        await new Promise((resolve) => setTimeout(resolve, 250));
+      }
+    }
+  }
+
+  async run(task: AgentTask, signal: AbortSignal): Promise<AgentOutcome> {
+    const carrier: Record<string, string> = {};
+    propagation.inject(otelContext.active(), carrier);
+    const payload = JSON.stringify({ ...task, trace: carrier });
+    return new Promise<AgentOutcome>((resolve) => {
+      let settled = false;
+      const settle = (outcome: AgentOutcome) => {
+        if (settled) return;
+        settled = true;
+        clearTimeout(timer);
+        signal.removeEventListener('abort', onAbort);
+        this.waiting.delete(task.id);
+        resolve(outcome);
+      };
+      const onAbort = () => {
+        void this.redis.sendCommand(['SET', this.keys.cancelled(task.id), '1', 'EX', '600']).catch(() => {});
+        settle(failureOf('cancelled', 'the request was cancelled'));
+      };
+      const timer = setTimeout(() => settle(failureOf('timeout', `no agent pool worker finished ${task.agent} within ${this.timeoutMs} ms`)), this.timeoutMs);
+      timer.unref();
+      if (signal.aborted) return onAbort();
+      signal.addEventListener('abort', onAbort, { once: true });
+      this.waiting.set(task.id, settle);
+      this.redis
+        .sendCommand(['XADD', this.keys.tasks, '*', 'task_id', task.id, 'reply_to', this.keys.results(this.instance), 'task', payload])
+        .catch((error: Error) => settle(failureOf('pool_unavailable', `the agent pool could not be reached: ${error.message}`)));
+    });
+  }
+
+  depth(): Promise<number> {
+    return queueDepth(this.redis, this.keys);
+  }
+
+  async close(): Promise<void> {
+    this.running = false;
+    for (const resolve of this.waiting.values()) resolve(failureOf('cancelled', 'the service is shutting down'));
+    await this.loop?.catch(() => {});
+    await this.reader?.quit().catch(() => {});
+    await this.redis.sendCommand(['DEL', this.keys.results(this.instance)]).catch(() => {});
+  }
+}

@@ -1,0 +1,138 @@
+import { randomBytes } from 'node:crypto';
+import { hostname } from 'node:os';
+import { context as otelContext, propagation, trace } from '@opentelemetry/api';
+import type { Logger } from '@tempora/kit/observability';
+import type { RedisClient } from '@tempora/kit/data';
+import type { ProviderSet } from '../providers.ts';
+import { executeTask, type AgentOutcome, type AgentTask } from '../pipeline/task.ts';
+import { MAX_DELIVERIES, ensureGroup, failureOf, fieldsOf, poolKeys, resultEntry, streamsOf, type PoolKeys, type StreamEntry } from './protocol.ts';
+
+export interface WorkerOptions {
+  redis: RedisClient;
+  prefix: string;
+  providers: ProviderSet;
+  logger: Logger;
+  concurrency: number;
+  /** A task whose worker has not heartbeaten for this long is claimed by another worker. */
+  claimIdleMs: number;
+}
+
+/** A worker runs a task to its end: a cancelled request only makes workers skip its queued tasks. */
+const RUN_TO_END = new AbortController().signal;
+
+/** An agent pool worker: consumes tasks through the consumer group, heartbeats them, returns outcomes. */
+export class PoolWorker {
+  readonly consumer = `${hostname()}-${process.pid}-${randomBytes(3).toString('hex')}`;
+  private readonly options: WorkerOptions;
+  private readonly keys: PoolKeys;
+  private running = true;
+  private readonly connections: RedisClient[] = [];
+  private slots: Array<Promise<void>> = [];
+  processed = 0;
+
+  constructor(options: WorkerOptions) {
+    this.options = options;
+    this.keys = poolKeys(options.prefix);
+  }
+
+  async start(): Promise<void> {
+    await ensureGroup(this.options.redis, this.keys);
+    for (let slot = 0; slot < this.options.concurrency; slot += 1) {
+      const connection = this.options.redis.duplicate();
+      connection.on('error', () => {});
+      await connection.connect();
+      this.connections.push(connection);
+      this.slots.push(this.slot(connection));
+    }
+    this.options.logger.info({ consumer: this.consumer, concurrency: this.options.concurrency }, 'agent pool worker started');
+  }
+
+  private async next(connection: RedisClient): Promise<StreamEntry | undefined> {
+    // Tasks abandoned by a dead worker first, then new ones.
+    const claimed = (await connection.sendCommand(['XAUTOCLAIM', this.keys.tasks, this.keys.group, this.consumer, String(this.options.claimIdleMs), '0-0', 'COUNT', '1'])) as [string, StreamEntry[]];
+    const reclaimed = claimed?.[1]?.find((entry) => Array.isArray(entry) && entry[1]);
+    if (reclaimed) {
+      this.options.logger.info({ id: reclaimed[0] }, 'agent pool: redelivered task claimed');
+      if (await this.poisoned(connection, reclaimed)) return undefined;
+      return reclaimed;
+    }
+    const reply = await connection.sendCommand(['XREADGROUP', 'GROUP', this.keys.group, this.consumer, 'COUNT', '1', 'BLOCK', '500', 'STREAMS', this.keys.tasks, '>']);
+    return streamsOf(reply)[0]?.[1]?.[0];
+  }
+
+  /** A task delivered MAX_DELIVERIES times has killed or outlived that many workers: it fails instead of going round again. */
+  private async poisoned(connection: RedisClient, [id, flat]: StreamEntry): Promise<boolean> {
+    const pending = (await connection.sendCommand(['XPENDING', this.keys.tasks, this.keys.group, id, id, '1'])) as Array<[string, string, number, number]>;
+    const deliveries = Number(pending?.[0]?.[3] ?? 0);
+    if (deliveries <= MAX_DELIVERIES) return false;
+    const fields = fieldsOf(flat);
+    this.options.logger.error({ entry: id, deliveries }, 'agent pool: task abandoned after repeated redelivery');
+    if (fields.reply_to && fields.task_id) {
+      const outcome = failureOf('worker_lost', `the agent task was abandoned after ${deliveries - 1} workers stopped while running it`);
+      await connection.sendCommand(['XADD', fields.reply_to, ...resultEntry(fields.task_id, outcome)]).catch(() => {});
+    }
+    await connection.sendCommand(['XACK', this.keys.tasks, this.keys.group, id]).catch(() => {});
+    await connection.sendCommand(['XDEL', this.keys.tasks, id]).catch(() => {});
+    return true;
+  }
+
+  private async slot(connection: RedisClient): Promise<void> {
+    while (this.running) {
+      let entry: StreamEntry | undefined;
+      try {
+        entry = await this.next(connection);
+      } catch (error) {
+        if (!this.running) return;
+        this.options.logger.warn({ err: error }, 'agent pool: reading tasks failed');
+        await new Promise((resolve) => setTimeout(resolve, 250));
+        continue;
+      }
+      if (entry) await this.process(entry);
+    }
+  }
+
+  private async process([id, flat]: StreamEntry): Promise<void> {
+    const fields = fieldsOf(flat);
+    const redis = this.options.redis;
+    const heartbeat = setInterval(() => {
+      void redis.sendCommand(['XCLAIM', this.keys.tasks, this.keys.group, this.consumer, '0', id, 'JUSTID']).catch(() => {});
+    }, Math.max(50, Math.floor(this.options.claimIdleMs / 3)));
+    try {
+      const task = JSON.parse(fields.task ?? 'null') as AgentTask | null;
+      if (!task || !fields.reply_to) throw new Error('malformed task entry');
+      let outcome: AgentOutcome;
+      if (await redis.sendCommand(['EXISTS', this.keys.cancelled(task.id)]).then(Number)) {
+        outcome = failureOf('cancelled', 'the request was cancelled');
+      } else {
+        this.options.logger.info({ task: task.id, agent: task.agent, entry: id }, 'agent task started');
+        const parent = propagation.extract(otelContext.active(), task.trace ?? {});
+        outcome = await otelContext.with(parent, () =>
+          trace.getTracer('tempora-generation').startActiveSpan(`agent-pool ${task.agent}`, async (span) => {
+            try {
+              return await executeTask(task, this.options.providers, RUN_TO_END);
+            } finally {
+              span.end();
+            }
+          }),
+        );
+      }
+      await redis.sendCommand(['XADD', fields.reply_to, ...resultEntry(task.id, outcome)]);
+      // A replica that died never deletes its results stream: let Redis drop it an hour after the last result.
+      await redis.sendCommand(['EXPIRE', fields.reply_to, '3600']).catch(() => {});
+      this.processed += 1;
+      this.options.logger.info({ task: task.id, agent: task.agent, ok: outcome.ok }, 'agent task finished');
+    } catch (error) {
+      this.options.logger.error({ err: error, entry: id }, 'agent pool: task failed');
+    } finally {
+      clearInterval(heartbeat);
+      await redis.sendCommand(['XACK', this.keys.tasks, this.keys.group, id]).catch(() => {});
+      await redis.sendCommand(['XDEL', this.keys.tasks, id]).catch(() => {});
+    }
+  }
+
+  async close(): Promise<void> {
+    this.running = false;
+    await Promise.all(this.slots);
+    for (const connection of this.connections) await connection.quit().catch(() => {});
+  }
+}
