@@ -6,7 +6,7 @@ import { GenerationConfigSchema } from '../src/config.ts';
 import { createGenerationService, type GenerationInstance } from '../src/service.ts';
 import { createDatabase, dropDatabase } from '../../../test/support/database.ts';
 import { request } from '../../../test/support/http.ts';
-import type { FakeVendors } from './providers/fake-vendors.ts';
+import { FakeVendors } from './providers/fake-vendors.ts';
 
 export const SERVICE_KEY = 'gen-svc-test-key-0123456789';
 export const serviceKey = { 'X-Service-Key': SERVICE_KEY };
@@ -67,6 +67,45 @@ export async function startGeneration(env: Record<string, string> = {}): Promise
       await dropDatabase(database);
     },
   };
+}
+
+/**
+ * For the enclosing describe: fake vendor servers and a generation service calling them (`env` on top of
+ * vendorEnv), started before its tests and stopped after; the vendors' record and faults are cleared before
+ * each test. `gen` stands for the service once started.
+ */
+export function fakeVendorSuite(env: Record<string, string> = {}): { fake: FakeVendors; gen: GenerationHarness } {
+  const fake = new FakeVendors();
+  let started: GenerationHarness | undefined;
+  const current = (): GenerationHarness => {
+    if (!started) throw new Error('the generation service starts in the suite\'s before hook');
+    return started;
+  };
+  before(async () => {
+    await fake.start();
+    started = await startGeneration({ ...vendorEnv(fake), ...env });
+  });
+  after(async () => {
+    await started?.stop();
+    await fake.stop();
+  });
+  beforeEach(() => fake.reset());
+  const gen: GenerationHarness = {
+    get url() {
+      return current().url;
+    },
+    get instance() {
+      return current().instance;
+    },
+    get prefix() {
+      return current().prefix;
+    },
+    get: (path, headers) => current().get(path, headers),
+    post: (path, body, headers) => current().post(path, body, headers),
+    send: (method, path, body, headers) => current().send(method, path, body, headers),
+    stop: () => current().stop(),
+  };
+  return { fake, gen };
 }
 
 export interface SseEvent {

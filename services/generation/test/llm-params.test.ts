@@ -1,6 +1,5 @@
 import assert from 'node:assert/strict';
-import { FakeVendors } from './providers/fake-vendors.ts';
-import { QUERY, startGeneration, vendorEnv, type GenerationHarness } from './harness.ts';
+import { QUERY, fakeVendorSuite } from './harness.ts';
 
 /** Every bound of platform-interface.md's llm_params table: [field, rejected values, accepted values]. */
 const BOUNDS: Array<[string, unknown[], unknown[]]> = [
@@ -19,17 +18,7 @@ const BOUNDS: Array<[string, unknown[], unknown[]]> = [
 
 describe('generation: llm_params', function () {
   this.timeout(60_000);
-  const fake = new FakeVendors();
-  let gen: GenerationHarness;
-  before(async () => {
-    await fake.start();
-    gen = await startGeneration(vendorEnv(fake));
-  });
-  after(async () => {
-    await gen.stop();
-    await fake.stop();
-  });
-  beforeEach(() => fake.reset());
+  const { fake, gen } = fakeVendorSuite();
 
   it('refuses every out-of-range value with 422 naming the field (checked before any model call)', async () => {
     for (const [field, rejected] of BOUNDS) {

@@ -4,8 +4,7 @@ import { loadConfig } from '@tempora/kit/runtime';
 import { GenerationConfigSchema } from '../src/config.ts';
 import { createProviders } from '../src/providers.ts';
 import { GenerateRequestSchema } from '../src/schemas.ts';
-import { FakeVendors } from './providers/fake-vendors.ts';
-import { QUERY, startGeneration, vendorEnv, type GenerationHarness } from './harness.ts';
+import { QUERY, fakeVendorSuite } from './harness.ts';
 
 const http = { PROVIDER_TIMEOUT_MS: 1000, PROVIDER_RETRIES: 0, PROVIDER_BACKOFF_MS: 1, PROVIDER_MAX_BACKOFF_MS: 1, GEMINI_BASE_URL: 'http://x', STABILITY_BASE_URL: 'http://x', POLLINATIONS_BASE_URL: 'http://x', OPENROUTER_BASE_URL: undefined as string | undefined };
 const all = createProviders({ ...http, GEMINI_API_KEY: 'g', OPENROUTER_API_KEY: 'o', STABILITY_API_KEY: 's', FREE_IMAGE_ENABLED: true });
@@ -106,17 +105,7 @@ describe('generation: operator presets (AgentPool spec.models → MODEL_PRESETS,
 
 describe('generation: precedence end to end (all 14 agents respect it)', function () {
   this.timeout(30_000);
-  const fake = new FakeVendors();
-  let gen: GenerationHarness;
-  before(async () => {
-    await fake.start();
-    gen = await startGeneration(vendorEnv(fake));
-  });
-  after(async () => {
-    await gen.stop();
-    await fake.stop();
-  });
-  beforeEach(() => fake.reset());
+  const { fake, gen } = fakeVendorSuite();
 
   it('permissive: no native call at all, grounding skipped, every text agent on the open-weight model, SD3.5 turbo image', async () => {
     const reply = await gen.post('/api/v1/timepoints/generate/sync', { query: QUERY, model_policy: 'permissive', generate_image: true });

@@ -1,21 +1,10 @@
 import assert from 'node:assert/strict';
 import { EVENT_ORDER } from '../src/agents/types.ts';
-import { FakeVendors } from './providers/fake-vendors.ts';
-import { QUERY, readSse, sleep, startGeneration, user, vendorEnv, type GenerationHarness } from './harness.ts';
+import { QUERY, fakeVendorSuite, readSse, sleep, startGeneration, user, vendorEnv, type GenerationHarness } from './harness.ts';
 
 describe('generation: pipeline over the native provider', function () {
   this.timeout(30_000);
-  const fake = new FakeVendors();
-  let gen: GenerationHarness;
-  before(async () => {
-    await fake.start();
-    gen = await startGeneration({ ...vendorEnv(fake), AGENT_REPAIR_ATTEMPTS: '2' });
-  });
-  after(async () => {
-    await gen.stop();
-    await fake.stop();
-  });
-  beforeEach(() => fake.reset());
+  const { fake, gen } = fakeVendorSuite({ AGENT_REPAIR_ATTEMPTS: '2' });
 
   it('renders a full scene through all 14 agents on the native provider, with grounding citations and tokens', async () => {
     const reply = await gen.post('/api/v1/timepoints/generate/sync', { query: QUERY, generate_image: true, request_context: { trace: 'abc' } }, user('alice'));
