@@ -1,4 +1,4 @@
-import { Counter, Gauge, Histogram } from 'prom-client';
+import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
 import type { Metrics } from '@tempora/kit/observability';
 
 /** Per-agent latency, tokens and errors by provider, the pool's queue depth, requests by outcome. */
@@ -22,22 +22,30 @@ export class GenerationMetrics {
     this.agentErrors = new Counter({ name: 'generation_agent_errors_total', help: 'Failed agent calls, by agent, provider and error code', labelNames: ['agent', 'provider', 'code'], registers });
     this.requests = new Counter({ name: 'generation_requests_total', help: 'Generation requests, by mode (sync, stream, async) and outcome', labelNames: ['mode', 'outcome'], registers });
     this.callbacks = new Counter({ name: 'generation_callbacks_total', help: 'Callback deliveries, by outcome (delivered, retried, failed)', labelNames: ['outcome'], registers });
-    new Gauge({
-      name: 'generation_agent_queue_depth',
-      help: 'Agent tasks waiting or running on the Redis agent pool (the AgentPool autoscaling signal); 0 in-process',
-      registers,
-      async collect() {
-        this.set(await depth());
-      },
-    });
-    // The name the operator's AgentPool HPA asks a metrics adapter for (crds/agentpool.yaml).
-    new Gauge({
-      name: 'tempora_generation_queue_depth',
-      help: 'Same as generation_agent_queue_depth, under the name the AgentPool autoscaler reads',
-      registers,
-      async collect() {
-        this.set(await depth());
-      },
-    });
+    registerQueueDepth(registers, depth);
   }
+}
+
+/**
+ * The agent pool's queue depth (the AgentPool autoscaling signal), exported by the service and by each
+ * worker under our name and under the one the operator's AgentPool HPA asks a metrics adapter for
+ * (crds/agentpool.yaml).
+ */
+export function registerQueueDepth(registers: Registry[], depth: () => Promise<number>): void {
+  new Gauge({
+    name: 'generation_agent_queue_depth',
+    help: 'Agent tasks waiting or running on the Redis agent pool (the AgentPool autoscaling signal); 0 when agents run in-process',
+    registers,
+    async collect() {
+      this.set(await depth());
+    },
+  });
+  new Gauge({
+    name: 'tempora_generation_queue_depth',
+    help: 'Same as generation_agent_queue_depth, under the name the AgentPool autoscaler reads',
+    registers,
+    async collect() {
+      this.set(await depth());
+    },
+  });
 }

@@ -7,13 +7,14 @@ import { VERSION } from './version.ts';
  * Optional WORKER_PORT serves /health and /metrics (the kit's worker endpoints).
  */
 await runWorker('generation-worker', VERSION, async () => {
-  const [{ createLogger, Metrics }, { connectRedis }, { serveWorkerEndpoints, workerPortField }, { Counter, Gauge }, { GenerationConfigSchema }, { createProviders }, { PoolWorker }, { poolKeys, queueDepth }] =
+  const [{ createLogger, Metrics }, { connectRedis }, { serveWorkerEndpoints, workerPortField }, { Counter }, { GenerationConfigSchema }, { registerQueueDepth }, { createProviders }, { PoolWorker }, { poolKeys, queueDepth }] =
     await Promise.all([
       import('@tempora/kit/observability'),
       import('@tempora/kit/data'),
       import('@tempora/kit/http'),
       import('prom-client'),
       import('./config.ts'),
+      import('./metrics.ts'),
       import('./providers.ts'),
       import('./pool/worker.ts'),
       import('./pool/protocol.ts'),
@@ -38,16 +39,7 @@ await runWorker('generation-worker', VERSION, async () => {
       const registers = [metrics.registry];
       new Counter({ name: 'generation_worker_tasks_total', help: 'Agent tasks this worker finished', registers, collect() { this.reset(); this.inc(worker.processed); } });
       const keys = poolKeys(config.REDIS_KEY_PREFIX);
-      for (const name of ['generation_agent_queue_depth', 'tempora_generation_queue_depth']) {
-        new Gauge({
-          name,
-          help: 'Agent tasks waiting or running on the pool (the AgentPool autoscaling signal)',
-          registers,
-          async collect() {
-            this.set(await queueDepth(redis, keys));
-          },
-        });
-      }
+      registerQueueDepth(registers, () => queueDepth(redis, keys));
       const server =
         config.WORKER_PORT === undefined
           ? undefined
