@@ -72,6 +72,8 @@ export const GenerationConfigSchema = baseConfigSchema('generation').extend({
   AGENT_POOL_CLAIM_IDLE_MS: ms(15_000),
   AGENT_POOL_TASK_TIMEOUT_MS: ms(180_000),
   AGENT_POOL_CONCURRENCY: z.coerce.number().int().min(1).max(256).default(8),
+  /** The pool's name (the operator's AgentPool): the label `pool` of tempora_generation_queue_depth, which the pool's autoscaler selects on. */
+  AGENT_POOL_NAME: z.string().min(1).max(253).default('default'),
   /** HMAC-SHA256 key for callback signatures; without it callback_url is refused. */
   CALLBACK_SECRET: optional,
   /** Hosts, IPs or CIDRs that callbacks may reach although loopback or private. */

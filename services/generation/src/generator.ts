@@ -112,7 +112,7 @@ export class Generator {
       const refused = await this.callbackPolicy.check(request.callback_url);
       if (refused) throw unprocessable(`callback_url refused: ${refused}`, [{ path: 'body.callback_url', message: refused }]);
     }
-    const job = await this.deps.repository.insertJob({ id: randomUUID(), owner, request: request as unknown as Record<string, unknown>, callback_url: request.callback_url ?? null });
+    const job = await this.deps.repository.insertJob({ id: randomUUID(), owner, request, callback_url: request.callback_url ?? null });
     const running = this.runJob(job, request, selection, owner).catch((error: unknown) => this.deps.logger.error({ err: error, job: job.id }, 'job bookkeeping failed'));
     this.jobs.add(running);
     void running.finally(() => this.jobs.delete(running));

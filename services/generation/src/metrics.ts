@@ -9,7 +9,7 @@ export class GenerationMetrics {
   readonly requests: Counter<'mode' | 'outcome'>;
   readonly callbacks: Counter<'outcome'>;
 
-  constructor(metrics: Metrics, depth: () => Promise<number>) {
+  constructor(metrics: Metrics, depth: () => Promise<number>, pool: string) {
     const registers = [metrics.registry];
     this.agentDuration = new Histogram({
       name: 'generation_agent_duration_seconds',
@@ -22,7 +22,7 @@ export class GenerationMetrics {
     this.agentErrors = new Counter({ name: 'generation_agent_errors_total', help: 'Failed agent calls, by agent, provider and error code', labelNames: ['agent', 'provider', 'code'], registers });
     this.requests = new Counter({ name: 'generation_requests_total', help: 'Generation requests, by mode (sync, stream, async) and outcome', labelNames: ['mode', 'outcome'], registers });
     this.callbacks = new Counter({ name: 'generation_callbacks_total', help: 'Callback deliveries, by outcome (delivered, retried, failed)', labelNames: ['outcome'], registers });
-    registerQueueDepth(registers, depth);
+    registerQueueDepth(registers, depth, pool);
   }
 }
 
@@ -31,7 +31,7 @@ export class GenerationMetrics {
  * worker under our name and under the one the operator's AgentPool HPA asks a metrics adapter for
  * (crds/agentpool.yaml).
  */
-export function registerQueueDepth(registers: Registry[], depth: () => Promise<number>): void {
+export function registerQueueDepth(registers: Registry[], depth: () => Promise<number>, pool: string): void {
   new Gauge({
     name: 'generation_agent_queue_depth',
     help: 'Agent tasks waiting or running on the Redis agent pool (the AgentPool autoscaling signal); 0 when agents run in-process',
@@ -40,12 +40,14 @@ export function registerQueueDepth(registers: Registry[], depth: () => Promise<n
       this.set(await depth());
     },
   });
+  // The AgentPool's HPA selects its pool's series by this label (AGENT_POOL_NAME, set by the operator).
   new Gauge({
     name: 'tempora_generation_queue_depth',
-    help: 'Same as generation_agent_queue_depth, under the name the AgentPool autoscaler reads',
+    help: 'Same as generation_agent_queue_depth, under the name and with the pool label the AgentPool autoscaler reads',
+    labelNames: ['pool'],
     registers,
     async collect() {
-      this.set(await depth());
+      this.set({ pool }, await depth());
     },
   });
 }

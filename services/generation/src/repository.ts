@@ -1,11 +1,12 @@
 import type { Knex } from '@tempora/kit/data';
 import type { SceneRecord } from './scene.ts';
+import type { GenerateRequest } from './schemas.ts';
 
 export interface JobRow {
   id: string;
   status: 'queued' | 'running' | 'completed' | 'failed';
   owner: string | null;
-  request: Record<string, unknown>;
+  request: GenerateRequest;
   timepoint_id: string | null;
   error: { status: number; detail: string; agent?: string | null } | null;
   callback_url: string | null;
@@ -95,7 +96,7 @@ export class GenerationRepository {
     });
   }
 
-  async insertJob(job: { id: string; owner: string | null; request: Record<string, unknown>; callback_url: string | null }): Promise<JobRow> {
+  async insertJob(job: { id: string; owner: string | null; request: GenerateRequest; callback_url: string | null }): Promise<JobRow> {
     const rows = await this.knex('generation_jobs')
       .insert({ id: job.id, owner: job.owner, request: JSON.stringify(job.request), callback_url: job.callback_url, callback_status: job.callback_url ? 'pending' : 'none' })
       .returning('*');

@@ -48,7 +48,7 @@ export async function createGenerationService(config: GenerationConfig, logger =
   }
 
   const metrics = new Metrics('generation');
-  const generationMetrics = new GenerationMetrics(metrics, () => runner.depth());
+  const generationMetrics = new GenerationMetrics(metrics, () => runner.depth(), config.AGENT_POOL_NAME);
   const generator = new Generator({ config, repository, runner, providers, metrics: generationMetrics, logger });
   const deps = { generator, repository, version: VERSION, heartbeatMs: config.STREAM_HEARTBEAT_MS, providers, permissiveTextModel: config.PERMISSIVE_TEXT_MODEL };
 

@@ -39,7 +39,7 @@ await runWorker('generation-worker', VERSION, async () => {
       const registers = [metrics.registry];
       new Counter({ name: 'generation_worker_tasks_total', help: 'Agent tasks this worker finished', registers, collect() { this.reset(); this.inc(worker.processed); } });
       const keys = poolKeys(config.REDIS_KEY_PREFIX);
-      registerQueueDepth(registers, () => queueDepth(redis, keys));
+      registerQueueDepth(registers, () => queueDepth(redis, keys), config.AGENT_POOL_NAME);
       const server =
         config.WORKER_PORT === undefined
           ? undefined

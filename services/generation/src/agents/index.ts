@@ -42,5 +42,4 @@ export interface ImageGenOutput {
 /** An agent's validated output: a text agent's is its zod schema's type. */
 export type AgentOutput<N extends AgentName> = N extends TextAgentName ? z.infer<(typeof TEXT_AGENTS)[N]['schema']> : ImageGenOutput;
 
-export const IMAGE_GEN_ROLE = 'Renders the optimised prompt with the first image model of the chain that succeeds (native, then image vendor, then aggregator; permissive: image vendor only). Optional: failure is a warning.';
 export * from './types.ts';

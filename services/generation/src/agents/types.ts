@@ -63,7 +63,7 @@ export type TextAgentName = Exclude<AgentName, 'ImageGen'>;
 export interface TextAgent<S extends z.ZodType = z.ZodType> {
   name: TextAgentName;
   temperament: Temperament;
-  /** One line for docs/generation.md and /openapi. */
+  /** What the agent does, in one line (its row in docs/generation.md says the same). */
   role: string;
   system: string;
   prompt(brief: Brief): string;

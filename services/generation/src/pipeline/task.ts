@@ -107,7 +107,10 @@ async function runText(task: AgentTask, providers: ProviderSet, signal: AbortSig
   }
 }
 
-/** ImageGen: the first image model of the chain that succeeds; each failure is a warning. */
+/**
+ * ImageGen renders the optimised prompt with the first image model of the chain that succeeds (native, then
+ * image vendor, then aggregator; permissive: image vendor only); each failure is a warning.
+ */
 async function runImage(task: AgentTask, providers: ProviderSet, signal: AbortSignal, started: number): Promise<AgentOutcome> {
   const usage = emptyUsage();
   const warnings: string[] = [];
