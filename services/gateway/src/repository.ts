@@ -1,8 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { Knex } from '@tempora/kit/data';
-
-export type Tier = 'free' | 'pro' | 'enterprise';
-export const TIERS = ['free', 'pro', 'enterprise'] as const;
+import type { Tier } from './domain/limits.ts';
 
 export interface UserRow {
   id: string;

@@ -1,11 +1,12 @@
 import { z } from 'zod';
+import { TIERS } from './domain/limits.ts';
 
 export const UserSchema = z
   .object({
     id: z.string(),
     email: z.string().nullable(),
     name: z.string().nullable(),
-    tier: z.enum(['free', 'pro', 'enterprise']),
+    tier: z.enum(TIERS),
     is_demo: z.boolean(),
     balance: z.number().int(),
     providers: z.array(z.string()),

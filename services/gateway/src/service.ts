@@ -1,21 +1,23 @@
 import { join, resolve } from 'node:path';
 import type Koa from 'koa';
-import type { Context, Next } from 'koa';
-import { createApp, Problem, unauthorized, RateLimiter, type RateWindow, type Principal, type ExpressLane } from '@tempora/kit/http';
+import { createApp, RateLimiter, type ExpressLane } from '@tempora/kit/http';
 import { sizeInBytes } from '@tempora/kit/runtime';
 import { openDatabase, connectRedis } from '@tempora/kit/data';
 import { createLogger, type Logger, Metrics } from '@tempora/kit/observability';
-import { API_KEY_CHALLENGE, AuthCache, authenticate, requireScope, type UserPrincipal } from './auth.ts';
+import { AuthCache } from './auth-cache.ts';
 import type { GatewayConfig } from './config.ts';
+import { authenticate, requireScope } from './credentials.ts';
+import { Credits } from './domain/credits.ts';
 import { KeyStore } from './domain/keys.ts';
-import { anonymousWindows, serviceWindows, tierWindows, type LimitSettings } from './domain/limits.ts';
+import type { LimitSettings } from './domain/limits.ts';
 import { GitHubSignIn, OidcVerifier } from './domain/providers.ts';
-import { BEARER_CHALLENGE, TokenService } from './domain/tokens.ts';
+import { TokenService } from './domain/tokens.ts';
 import { GenerationClient } from './generation-client.ts';
-import { expressLane } from './express-lane.ts';
 import { GatewayMetrics } from './metrics.ts';
 import { migrations } from './migrations.ts';
-import { Proxy, routeOf, type UpstreamName } from './proxy.ts';
+import { expressLane } from './proxy/express-lane.ts';
+import { Proxy } from './proxy/proxy.ts';
+import { countRejection, gatewayWindows, userWindows } from './rate-limiting.ts';
 import { GatewayRepository } from './repository.ts';
 import { authRoutes } from './routes/auth.ts';
 import { balanceRoutes } from './routes/balances.ts';
@@ -35,20 +37,6 @@ export interface GatewayInstance {
   deps: GatewayRouteDeps;
   drain(): void;
   close(): Promise<void>;
-}
-
-/** A signed-in user's windows: their tier's, keyed by user or API key. */
-const userWindows = (user: UserPrincipal, settings: LimitSettings) => tierWindows(user.tier, user.id, settings);
-
-/** Which windows a request counts against: its user's tier, its service, or its address. */
-export function gatewayWindows(settings: LimitSettings) {
-  return (ctx: Context): RateWindow[] => {
-    const user = ctx.state.user as UserPrincipal | undefined;
-    if (user) return userWindows(user, settings);
-    const principal = (ctx.state.principals as Map<string, Principal> | undefined)?.values().next().value;
-    if (principal) return serviceWindows(principal.id, settings);
-    return anonymousWindows(ctx.ip, settings);
-  };
 }
 
 export async function createGatewayService(config: GatewayConfig, logger = createLogger('gateway', config.LOG_LEVEL)): Promise<GatewayInstance> {
@@ -75,6 +63,7 @@ export async function createGatewayService(config: GatewayConfig, logger = creat
   const limiter = new RateLimiter({ redis, prefix: `${config.REDIS_KEY_PREFIX}:gateway` });
   const defaultKey = config.SERVICE_KEY[0];
   const upstreamKey = (own: string | undefined) => own ?? defaultKey;
+  const credits = new Credits(repository, gatewayMetrics, logger);
   const proxy = new Proxy(
     {
       upstreams: {
@@ -90,7 +79,7 @@ export async function createGatewayService(config: GatewayConfig, logger = creat
       bodyLimitBytes: sizeInBytes(config.BODY_LIMIT),
       trustProxy: config.TRUSTED_PROXY_HOPS > 0,
     },
-    repository,
+    credits,
     gatewayMetrics,
     logger,
   );
@@ -99,6 +88,7 @@ export async function createGatewayService(config: GatewayConfig, logger = creat
     authCache,
     config,
     repository,
+    credits,
     tokens,
     keys,
     apple: new OidcVerifier({ name: 'apple', issuers: [config.APPLE_ISSUER], jwksUrl: config.APPLE_JWKS_URL, audiences: config.APPLE_CLIENT_ID, timeoutMs: config.IDP_TIMEOUT_MS }),
@@ -111,24 +101,8 @@ export async function createGatewayService(config: GatewayConfig, logger = creat
   };
   const limits: LimitSettings = { multiplier: config.RATE_LIMIT_MULTIPLIER, anonymousPerMinute: config.RATE_LIMIT_ANONYMOUS_PER_MINUTE, servicePerMinute: config.RATE_LIMIT_SERVICE_PER_MINUTE };
 
-  const countRejection = (windows: RateWindow[], user: UserPrincipal | undefined) =>
-    gatewayMetrics.rateLimited.inc({ window: windows[0]?.name === 'tier-minute' && user ? `tier-${user.tier}` : (windows[0]?.name ?? 'unknown') });
+  const rejected = countRejection(gatewayMetrics);
   const authentication = authenticate({ cache: authCache, keys, repository, issuer: config.JWT_ISSUER, audience: config.JWT_AUDIENCE, serviceKeys: config.SERVICE_KEY, adminKey: config.ADMIN_KEY });
-
-  const proxied = async (ctx: Context, next: Next) => {
-    const route = routeOf(ctx.path);
-    if (route === undefined || route === 'native') return next();
-    const user = ctx.state.user as UserPrincipal | undefined;
-    const principals = ctx.state.principals as Map<string, Principal>;
-    if (!user) {
-      const anonymousRead = route === 'graph' && (ctx.method === 'GET' || ctx.method === 'HEAD') && principals.size === 0;
-      if (!anonymousRead) {
-        if (principals.size > 0) throw new Problem(403, 'proxied routes need a user credential (Bearer token or X-API-Key); services call the backends at their direct addresses');
-        throw unauthorized('this route needs a Bearer access token or an X-API-Key', `${BEARER_CHALLENGE}, ${API_KEY_CHALLENGE}`);
-      }
-    }
-    await proxy.forwardContext(ctx, route as UpstreamName, ctx.path, user);
-  };
 
   const { app, openapi, drain } = createApp({
     name: 'gateway',
@@ -141,15 +115,14 @@ export async function createGatewayService(config: GatewayConfig, logger = creat
     metrics,
     authenticators: [],
     identify: authentication.middleware,
-    rateLimit: { limiter, windows: gatewayWindows(limits), onLimited: (ctx, windows) => countRejection(windows, ctx.state.user as UserPrincipal | undefined) },
+    rateLimit: { limiter, windows: gatewayWindows(limits), onLimited: (ctx, windows) => rejected(windows, ctx.state.user) },
     beforeBody: [
       async (ctx, next) => {
         requireScope(ctx);
         await next();
       },
-      proxied,
+      proxy.middleware(),
     ],
-    routes: [...authRoutes(deps), ...userRoutes(deps), ...creditRoutes(deps), ...billingLedgerRoutes(deps), ...balanceRoutes(deps)],
     health: async () => {
       const db = await database.ping();
       return { status: db ? 'ok' : 'degraded', database: db, redis: redis ? redis.isReady : null };
@@ -158,7 +131,7 @@ export async function createGatewayService(config: GatewayConfig, logger = creat
 
   return {
     app,
-    express: expressLane({ authentication, limiter, windows: (user) => userWindows(user, limits), onLimited: countRejection, proxy, metrics, gatewayMetrics, logger }),
+    express: expressLane({ authentication, limiter, windows: (user) => userWindows(user, limits), onLimited: rejected, proxy, metrics, gatewayMetrics, logger }),
     openapi,
     logger,
     deps,

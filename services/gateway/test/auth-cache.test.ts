@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { AuthCache } from '../src/auth.ts';
+import { AuthCache } from '../src/auth-cache.ts';
 
 describe('gateway: the credential cache', () => {
   it('remembers a derived value only while the entries it came from are fresh, per kind, and forgets it on clear', async () => {

@@ -1,18 +1,15 @@
 import assert from 'node:assert/strict';
 import { createHash, createHmac, createPublicKey } from 'node:crypto';
 import { SignJWT, generateKeyPair } from 'jose';
-import { admin, bearer, service, startGateway, type GatewayHarness } from './harness.ts';
+import { admin, bearer, service, startGateway, useGateway, type GatewayHarness } from './harness.ts';
 
 const b64 = (value: object) => Buffer.from(JSON.stringify(value)).toString('base64url');
 
 describe('gateway: sign-in and tokens', function () {
   this.timeout(30_000);
   let gw: GatewayHarness;
-  before(async () => {
-    gw = await startGateway();
-  });
-  after(async () => {
-    await gw?.stop();
+  useGateway((started) => {
+    gw = started;
   });
 
   describe('Sign in with Apple', () => {

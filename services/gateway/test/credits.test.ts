@@ -1,20 +1,17 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
-import { admin, pausedRequest, service, startGateway, type GatewayHarness, type SignedIn } from './harness.ts';
+import { admin, pausedRequest, service, startGateway, useGateway, type GatewayHarness, type SignedIn } from './harness.ts';
 import { EndlessBody, readPattern } from './upstream.ts';
 
 describe('gateway: credits', function () {
   this.timeout(60_000);
   let gw: GatewayHarness;
-  before(async () => {
-    gw = await startGateway();
-  });
-  after(async () => {
-    await gw?.stop();
-  });
-  beforeEach(() => {
-    for (const upstream of Object.values(gw.upstreams)) upstream.reset();
-  });
+  useGateway(
+    (started) => {
+      gw = started;
+    },
+    { resetUpstreams: true },
+  );
 
   const balanceOf = async (user: SignedIn) => (await gw.call('GET', '/api/v1/credits/balance', { headers: user.headers })).body.balance as number;
 

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { startGateway, type GatewayHarness, type SignedIn } from './harness.ts';
+import { startGateway, useGateway, type GatewayHarness, type SignedIn } from './harness.ts';
 
 /** Proxied requests the express lane has answered so far (it counts each one it takes). */
 async function laneCount(gw: GatewayHarness): Promise<number> {
@@ -14,12 +14,9 @@ describe('gateway: express lane', function () {
   this.timeout(30_000);
   let gw: GatewayHarness;
   let user: SignedIn;
-  before(async () => {
-    gw = await startGateway();
+  useGateway(async (started) => {
+    gw = started;
     user = await gw.user({ tier: 'pro' });
-  });
-  after(async () => {
-    await gw?.stop();
   });
 
   it('takes a known credential\'s repeat calls and answers them as the full chain does', async () => {

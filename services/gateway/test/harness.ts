@@ -57,6 +57,26 @@ export interface GatewayHarness {
   stop(): Promise<void>;
 }
 
+/**
+ * The gateway of a test suite: started before its tests (then handed to `ready`) and stopped after them.
+ * With `resetUpstreams`, every upstream stand-in forgets its requests and handlers before each test.
+ */
+export function useGateway(ready: (gw: GatewayHarness) => void | Promise<void>, options: { env?: Record<string, string>; resetUpstreams?: boolean } = {}): void {
+  let gw: GatewayHarness | undefined;
+  before(async () => {
+    gw = await startGateway(options.env);
+    await ready(gw);
+  });
+  after(async () => {
+    await gw?.stop();
+  });
+  if (options.resetUpstreams) {
+    beforeEach(() => {
+      for (const upstream of Object.values(gw!.upstreams)) upstream.reset();
+    });
+  }
+}
+
 export async function startGateway(env: Record<string, string> = {}): Promise<GatewayHarness> {
   const [apple, google, github, generation, graph, billing, simulation, conductor] = await Promise.all([
     startOidcProvider('https://appleid.apple.com', APPLE_CLIENT),

@@ -1,15 +1,15 @@
 import assert from 'node:assert/strict';
-import { startGateway, type GatewayHarness } from './harness.ts';
+import { useGateway, type GatewayHarness } from './harness.ts';
 
 describe('gateway: rate limits', function () {
   this.timeout(60_000);
   let gw: GatewayHarness;
-  before(async () => {
-    gw = await startGateway({ RATE_LIMIT_MULTIPLIER: '1', DEMO_SIGNINS_PER_HOUR: '2' });
-  });
-  after(async () => {
-    await gw?.stop();
-  });
+  useGateway(
+    (started) => {
+      gw = started;
+    },
+    { env: { RATE_LIMIT_MULTIPLIER: '1', DEMO_SIGNINS_PER_HOUR: '2' } },
+  );
 
   const headersOf = (reply: { headers: Headers }) => ({
     limit: Number(reply.headers.get('x-ratelimit-limit')),

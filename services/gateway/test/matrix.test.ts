@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
-import { ADMIN_KEY, SERVICE_KEY, admin, bearer, startGateway, type GatewayHarness } from './harness.ts';
+import { ADMIN_KEY, SERVICE_KEY, admin, bearer, useGateway, type GatewayHarness } from './harness.ts';
 
 /** Every kind of credential a request can carry. */
 const CREDENTIALS = ['none', 'invalid', 'jwt', 'apiKey', 'readKey', 'serviceKey', 'serviceToken', 'adminKey'] as const;
@@ -74,12 +74,9 @@ describe('gateway: authorization matrix (every route × every kind of credential
   this.timeout(60_000);
   let gw: GatewayHarness;
   let serviceToken: string;
-  before(async () => {
-    gw = await startGateway();
+  useGateway(async (started) => {
+    gw = started;
     serviceToken = (await gw.call('POST', '/api/v1/auth/service-token', { headers: admin, body: { service: 'matrix' } })).body.access_token;
-  });
-  after(async () => {
-    await gw?.stop();
   });
 
   /** A fresh user and fresh credentials for each cell, so destructive cells (logout, delete) stand alone. */

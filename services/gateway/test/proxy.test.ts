@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { request as httpRequest } from 'node:http';
 import { once } from 'node:events';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { startGateway, service, admin, pausedRequest, type GatewayHarness, type SignedIn } from './harness.ts';
+import { startGateway, useGateway, service, admin, pausedRequest, type GatewayHarness, type SignedIn } from './harness.ts';
 import { EndlessBody, readPattern } from './upstream.ts';
 
 /** node:http, because fetch refuses to send a Connection header. */
@@ -17,16 +17,13 @@ describe('gateway: proxy', function () {
   this.timeout(30_000);
   let gw: GatewayHarness;
   let user: SignedIn;
-  before(async () => {
-    gw = await startGateway();
-    user = await gw.user();
-  });
-  after(async () => {
-    await gw?.stop();
-  });
-  beforeEach(() => {
-    for (const upstream of Object.values(gw.upstreams)) upstream.reset();
-  });
+  useGateway(
+    async (started) => {
+      gw = started;
+      user = await gw.user();
+    },
+    { resetUpstreams: true },
+  );
 
   describe('routing table', () => {
     const cases: Array<[string, string, keyof GatewayHarness['upstreams']]> = [

@@ -1,14 +1,11 @@
 import assert from 'node:assert/strict';
-import { startGateway, type GatewayHarness } from './harness.ts';
+import { useGateway, type GatewayHarness } from './harness.ts';
 
 describe('gateway: API keys, export, CORS, health and metrics', function () {
   this.timeout(30_000);
   let gw: GatewayHarness;
-  before(async () => {
-    gw = await startGateway();
-  });
-  after(async () => {
-    await gw?.stop();
+  useGateway((started) => {
+    gw = started;
   });
 
   describe('API keys', () => {

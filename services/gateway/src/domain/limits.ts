@@ -1,5 +1,8 @@
 import type { RateWindow } from '@tempora/kit/http';
-import type { Tier } from '../repository.ts';
+
+/** An account's tier: what it may do per minute and per day (set by billing or an admin). */
+export const TIERS = ['free', 'pro', 'enterprise'] as const;
+export type Tier = (typeof TIERS)[number];
 
 /** The gateway tiers (spec "Rate limits, by gateway tier"): both windows apply to every request. */
 export const TIER_LIMITS: Record<Tier, { perMinute: number; perDay: number }> = {

@@ -1,7 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { SignJWT } from 'jose';
 import { unauthorized } from '@tempora/kit/http';
-import type { GatewayRepository, Tier, UserRow } from '../repository.ts';
+import type { GatewayRepository, UserRow } from '../repository.ts';
+import type { Tier } from './limits.ts';
 import type { KeyStore } from './keys.ts';
 import { REFRESH_TOKEN_PREFIX, opaqueSecret, sha256 } from './secrets.ts';
 

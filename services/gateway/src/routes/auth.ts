@@ -1,10 +1,11 @@
 import type { Context } from 'koa';
 import { z } from 'zod';
 import { defineRoute, type RouteDefinition, Problem, notFound } from '@tempora/kit/http';
-import { ADMIN, BEARER, API_KEY } from '../auth.ts';
+import { ADMIN, BEARER, API_KEY } from '../credentials.ts';
 import { demoWindow } from '../domain/limits.ts';
 import type { ExternalIdentity } from '../domain/providers.ts';
-import { TIERS, type UserRow } from '../repository.ts';
+import { TIERS } from '../domain/limits.ts';
+import type { UserRow } from '../repository.ts';
 import { JwksSchema, SignInSchema, TokenPairSchema, UserSchema } from '../schemas.ts';
 import { userView } from '../views.ts';
 import { currentUser, type GatewayRouteDeps } from './context.ts';
@@ -199,8 +200,8 @@ export function authRoutes(deps: GatewayRouteDeps): RouteDefinition[] {
       security: [BEARER],
       responses: { 204: { description: 'Deleted (or already deleted)' }, 502: { description: 'The generation service could not delete the scenes; nothing was deleted' } },
       handler: async (ctx) => {
-        const userId = (ctx.state.deletedUserId as string | undefined) ?? currentUser(ctx).userId;
-        await deps.generation.deleteScenesOf(userId, String(ctx.state.requestId));
+        const userId = ctx.state.deletedUserId ?? currentUser(ctx).userId;
+        await deps.generation.deleteScenesOf(userId, ctx.state.requestId);
         await repository.deleteUser(userId);
         deps.authCache.clear();
         ctx.status = 204;

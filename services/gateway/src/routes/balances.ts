@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { defineRoute, notFound, type RouteDefinition } from '@tempora/kit/http';
-import { SERVICE } from '../auth.ts';
+import { SERVICE } from '../credentials.ts';
 import type { GatewayRouteDeps } from './context.ts';
 
 const BalanceSchema = z.object({ user_id: z.string(), balance: z.number().int(), currency: z.literal('credits') }).meta({ id: 'UserBalance' });

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { defineRoute, type RouteDefinition, conflict, notFound } from '@tempora/kit/http';
-import { SERVICE } from '../auth.ts';
+import { SERVICE } from '../credentials.ts';
 import { BillingLedger } from '../billing-ledger.ts';
 import { IdempotencyConflict, UnknownUser, type LedgerOutcome } from '../repository.ts';
 import { LedgerEntrySchema } from '../schemas.ts';

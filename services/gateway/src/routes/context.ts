@@ -1,13 +1,15 @@
 import type { Context } from 'koa';
 import { Problem, type RateLimiter } from '@tempora/kit/http';
-import type { AuthCache, UserPrincipal } from '../auth.ts';
+import type { AuthCache } from '../auth-cache.ts';
 import type { GatewayConfig } from '../config.ts';
+import type { UserPrincipal } from '../credentials.ts';
+import type { Credits } from '../domain/credits.ts';
 import type { KeyStore } from '../domain/keys.ts';
 import type { GitHubSignIn, OidcVerifier } from '../domain/providers.ts';
 import type { TokenService } from '../domain/tokens.ts';
 import type { GenerationClient } from '../generation-client.ts';
 import type { GatewayMetrics } from '../metrics.ts';
-import type { Proxy } from '../proxy.ts';
+import type { Proxy } from '../proxy/proxy.ts';
 import type { GatewayRepository } from '../repository.ts';
 
 export interface GatewayRouteDeps {
@@ -20,6 +22,7 @@ export interface GatewayRouteDeps {
   apple: OidcVerifier;
   google: OidcVerifier;
   github: GitHubSignIn;
+  credits: Credits;
   limiter: RateLimiter;
   metrics: GatewayMetrics;
   generation: GenerationClient;
@@ -28,7 +31,7 @@ export interface GatewayRouteDeps {
 
 /** The signed-in user (the route's security guarantees one). */
 export function currentUser(ctx: Context): UserPrincipal {
-  const user = ctx.state.user as UserPrincipal | undefined;
+  const { user } = ctx.state;
   if (!user) throw new Problem(403, 'this operation needs a signed-in user');
   return user;
 }

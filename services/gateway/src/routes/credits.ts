@@ -1,7 +1,8 @@
 import { z } from 'zod';
-import { defineRoute, type RouteDefinition, Problem, conflict, notFound } from '@tempora/kit/http';
-import { ADMIN, API_KEY, BEARER, SERVICE } from '../auth.ts';
+import { defineRoute, type RouteDefinition, conflict, notFound } from '@tempora/kit/http';
+import { ADMIN, API_KEY, BEARER, SERVICE } from '../credentials.ts';
 import { costTable } from '../domain/costs.ts';
+import { insufficientCredits } from '../domain/credits.ts';
 import { IdempotencyConflict, InsufficientCredits, UnknownUser, type LedgerOutcome } from '../repository.ts';
 import { LedgerEntrySchema, Page, listEnvelope } from '../schemas.ts';
 import { ledgerView } from '../views.ts';
@@ -32,15 +33,13 @@ async function ledgerCall(work: () => Promise<LedgerOutcome>, userId: string): P
   } catch (error) {
     if (error instanceof UnknownUser) throw notFound(`no user ${userId}`);
     if (error instanceof IdempotencyConflict) throw conflict(error.message);
-    if (error instanceof InsufficientCredits) {
-      throw new Problem(402, error.message, { title: 'Insufficient credits', type: 'https://tempora.dev/problems/insufficient-credits', extensions: { required: error.required, available: error.available } });
-    }
+    if (error instanceof InsufficientCredits) throw insufficientCredits(error);
     throw error;
   }
 }
 
 export function creditRoutes(deps: GatewayRouteDeps): RouteDefinition[] {
-  const { repository, metrics } = deps;
+  const { repository, credits } = deps;
   return [
     defineRoute({
       method: 'get',
@@ -119,8 +118,7 @@ export function creditRoutes(deps: GatewayRouteDeps): RouteDefinition[] {
         409: { description: 'The idempotency key was used for a different charge' },
       },
       handler: async (ctx, { body }) => {
-        const outcome = await ledgerCall(() => repository.charge(body.user_id, body.amount, `service:${body.idempotency_key}`, body.operation), body.user_id);
-        if (!outcome.replayed) metrics.creditsCharged.inc({ operation: body.operation }, body.amount);
+        const outcome = await ledgerCall(() => credits.charge(body.user_id, body.amount, `service:${body.idempotency_key}`, body.operation), body.user_id);
         ctx.status = outcome.replayed ? 200 : 201;
         return outcomeView(outcome);
       },
@@ -135,9 +133,8 @@ export function creditRoutes(deps: GatewayRouteDeps): RouteDefinition[] {
       body: RefundBody,
       responses: { 200: { description: 'Refunded (or refunded before)', schema: LedgerOutcomeSchema }, 404: { description: 'No such charge' } },
       handler: async (_ctx, { body }) => {
-        const outcome = await repository.refund(body.user_id, `service:${body.idempotency_key}`, body.reason);
+        const outcome = await credits.refund(body.user_id, `service:${body.idempotency_key}`, body.reason);
         if (!outcome) throw notFound(`no charge with idempotency key ${body.idempotency_key} for user ${body.user_id}`);
-        if (!outcome.replayed) metrics.creditsRefunded.inc({ operation: outcome.entry.operation ?? 'unknown' }, Number(outcome.entry.amount));
         return outcomeView(outcome);
       },
     }),

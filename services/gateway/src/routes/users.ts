@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
 import { defineRoute, type RouteDefinition, Problem, notFound } from '@tempora/kit/http';
-import { ADMIN, API_KEY, API_KEY_SCOPES, BEARER, SERVICE } from '../auth.ts';
-import { TIERS } from '../repository.ts';
+import { ADMIN, API_KEY, API_KEY_SCOPES, BEARER, SERVICE } from '../credentials.ts';
+import { TIERS } from '../domain/limits.ts';
 import { API_KEY_PREFIX, API_KEY_VISIBLE, opaqueSecret, sha256 } from '../domain/secrets.ts';
 import { ApiKeySchema, Page, UserSchema, listEnvelope } from '../schemas.ts';
 import { apiKeyView, identityView, ledgerView, sessionView, userView } from '../views.ts';
@@ -71,7 +71,7 @@ export function userRoutes(deps: GatewayRouteDeps): RouteDefinition[] {
       security: [BEARER, API_KEY],
       responses: { 200: { description: 'Whatever the generation service answers' }, 502: { description: 'Generation unreachable' }, 504: { description: 'Generation timed out' } },
       handler: async (ctx) => {
-        await deps.proxy.forwardContext(ctx, 'generation', '/api/v1/users/me/timepoints', currentUser(ctx));
+        await deps.proxy.forwardContext(ctx, { upstream: 'generation', user: currentUser(ctx), chargeable: false }, '/api/v1/users/me/timepoints');
         return undefined;
       },
     }),
@@ -92,7 +92,7 @@ export function userRoutes(deps: GatewayRouteDeps): RouteDefinition[] {
           repository.sessionsOf(userId),
           repository.apiKeysOf(userId),
           repository.history(userId, 1_000_000, 0),
-          deps.generation.scenesOf(userId, String(ctx.state.requestId)),
+          deps.generation.scenesOf(userId, ctx.state.requestId),
         ]);
         ctx.set('Content-Disposition', `attachment; filename="tempora-export-${userId}.json"`);
         ctx.set('Cache-Control', 'no-store');

@@ -1,10 +1,12 @@
 import type { Context, Middleware, Next } from 'koa';
 import koaJwt from 'koa-jwt';
 import { adminKeyAuth, serviceKeyAuth, type Authenticator, type Principal, Problem, unauthorized } from '@tempora/kit/http';
+import type { AuthCache } from './auth-cache.ts';
 import type { KeyStore } from './domain/keys.ts';
+import type { Tier } from './domain/limits.ts';
 import { API_KEY_PREFIX, sha256 } from './domain/secrets.ts';
 import { BEARER_CHALLENGE, type AccessClaims } from './domain/tokens.ts';
-import type { ApiKeyRow, GatewayRepository, Tier, UserRow } from './repository.ts';
+import type { ApiKeyRow, GatewayRepository, UserRow } from './repository.ts';
 
 /** Security scheme names (the OpenAPI document's, shared with the kit's route authorizer). */
 export const BEARER = 'BearerJWT';
@@ -25,85 +27,6 @@ export interface UserPrincipal extends Principal {
   scopes?: string[];
   /** Access tokens: for revocation at logout. */
   token?: { jti: string; exp: number };
-}
-
-interface Derivation {
-  until: number;
-  value: unknown;
-}
-
-/**
- * Short-lived memory of credential lookups (user row and revocation per access token, key row per API key),
- * so a busy client does not cost a database round trip per request. Every change made through this
- * replica (logout, deletion, tier, key revocation) clears it at once; other replicas see the change within
- * `ttlMs` (AUTH_CACHE_MS, default 1 s; 0 disables).
- */
-export class AuthCache {
-  private readonly entries = new Map<string, { at: number; value: Promise<unknown>; settled?: { value: unknown } }>();
-  /** What was worked out from entries, by kind and the credential's exact header value (see `derived`). */
-  private readonly derivations = new Map<string, Map<string, Derivation>>();
-  /** The derivation each holder (a client's connection) used last: see `derived`. */
-  private recent = new WeakMap<object, { kind: string; key: string; derivation: Derivation }>();
-  private readonly ttlMs: number;
-  constructor(ttlMs: number) {
-    this.ttlMs = ttlMs;
-  }
-  /** Concurrent requests with the same credential share one lookup; a failed lookup is not remembered. */
-  get<T>(key: string, load: () => Promise<T>): Promise<T> {
-    if (this.ttlMs <= 0) return load();
-    const now = Date.now();
-    const hit = this.entries.get(key);
-    if (hit && now - hit.at < this.ttlMs) return hit.value as Promise<T>;
-    const value = load();
-    if (this.entries.size >= 50_000) this.entries.clear();
-    const entry: { at: number; value: Promise<unknown>; settled?: { value: unknown } } = { at: now, value };
-    this.entries.set(key, entry);
-    value.then(
-      (result) => {
-        entry.settled = { value: result };
-      },
-      () => {
-        if (this.entries.get(key) === entry) this.entries.delete(key);
-      },
-    );
-    return value;
-  }
-  /** A fresh lookup that has already resolved, synchronously, with when it was made; undefined when there is none. */
-  peek<T>(key: string): { value: T; at: number } | undefined {
-    const hit = this.entries.get(key);
-    if (!hit?.settled || Date.now() - hit.at >= this.ttlMs) return undefined;
-    return { value: hit.settled.value as T, at: hit.at };
-  }
-  /**
-   * A value worked out from fresh entries (`derive(key)` returns it with the time of the oldest entry it used),
-   * remembered by `kind` and `key` for as long as those entries stay fresh, and cleared with them: a busy
-   * credential's repeat calls then cost one map lookup instead of parsing and looking it up again. With a
-   * `holder` (the client's connection), the holder's last derivation is checked first.
-   */
-  derived<T>(kind: string, key: string, derive: (key: string) => { value: T; since: number } | undefined, holder?: object): T | undefined {
-    const now = Date.now();
-    // A connection repeats its credential: comparing it with the last one costs far less than hashing
-    // a few hundred characters of token for the map lookup below.
-    const last = holder && this.recent.get(holder);
-    if (last && last.key === key && last.kind === kind && last.derivation.until > now) return last.derivation.value as T;
-    let memo = this.derivations.get(kind);
-    if (!memo) this.derivations.set(kind, (memo = new Map()));
-    let derivation = memo.get(key);
-    if (!derivation || derivation.until <= now) {
-      const fresh = derive(key);
-      if (!fresh) return undefined;
-      if (memo.size >= 50_000) memo.clear();
-      derivation = { until: fresh.since + this.ttlMs, value: fresh.value };
-      memo.set(key, derivation);
-    }
-    if (holder) this.recent.set(holder, { kind, key, derivation });
-    return derivation.value as T;
-  }
-  clear(): void {
-    this.entries.clear();
-    this.derivations.clear();
-    this.recent = new WeakMap();
-  }
 }
 
 export interface AuthDeps {
@@ -163,12 +86,16 @@ const keyPrincipal = (found: KeyUser): UserPrincipal => ({
   scopes: found.key.scopes,
 });
 
+/** A signed-in user's principal (not a service's, nor the stand-in for an account already deleted). */
+const isUser = (principal: Principal | undefined): principal is UserPrincipal => principal?.kind === 'user' && 'userId' in principal;
+
 const acceptableApiKey = (presented: string) => presented.startsWith(API_KEY_PREFIX) && presented.length <= 200;
 
 export interface Authentication {
   /**
-   * Resolves every credential a request carries, asynchronously (the kit's `identify` is synchronous;
-   * access tokens need koa-jwt and the user's row, API keys a database lookup). A credential that is
+   * Resolves every credential a request carries, asynchronously (the kit's own `identify` takes
+   * synchronous authenticators; access tokens need koa-jwt and the user's row, API keys a database
+   * lookup). It is the app's `identify` middleware. A credential that is
    * present but invalid is remembered in `ctx.state.credentialProblem` and refused by the kit's
    * `refuseInvalidCredentials` after the rate limiter has counted the request, so refused requests still
    * carry rate-limit headers and still count.
@@ -213,7 +140,7 @@ export function authenticate(deps: AuthDeps): Authentication {
         ctx.state.jwtOriginalError = undefined;
         await verifyJwt(ctx, async () => {});
         if (ctx.state.jwtOriginalError) throw bearerRefused(explain(ctx.state.jwtOriginalError));
-        return ctx.state.jwt as AccessClaims | undefined;
+        return ctx.state.jwt;
       }),
     );
     if (isServiceToken(claims)) {
@@ -292,8 +219,8 @@ export function authenticate(deps: AuthDeps): Authentication {
       principals.clear();
     }
     ctx.state.principal = principals.get(BEARER) ?? principals.get(API_KEY) ?? principals.values().next().value;
-    const user = (principals.get(BEARER) ?? principals.get(API_KEY)) as UserPrincipal | undefined;
-    ctx.state.user = user?.userId ? user : undefined;
+    const credential = principals.get(BEARER) ?? principals.get(API_KEY);
+    ctx.state.user = isUser(credential) ? credential : undefined;
     await next();
   };
 
@@ -315,6 +242,6 @@ export function missingScope(user: UserPrincipal | undefined, method: string): s
 
 /** 403 when an API key lacks the scope the method needs. */
 export function requireScope(ctx: Context): void {
-  const missing = missingScope(ctx.state.user as UserPrincipal | undefined, ctx.method);
+  const missing = missingScope(ctx.state.user, ctx.method);
   if (missing) throw new Problem(403, missing);
 }
