@@ -1,0 +1,68 @@
+import { SEL, dashboard, red } from './panels.ts';
+
+/** The scene pipeline: how many scenes, how long each agent takes, what fails, and the agent pool's backlog. */
+export const generation = dashboard({
+  uid: 'tempora-generation',
+  title: 'Tempora / Generation',
+  description: 'Generation requests, the 14 agents, model providers and the agent pool.',
+  jobMetric: 'generation_agent_duration_seconds_count',
+  rows: [
+    {
+      title: 'Requests',
+      panels: [
+        {
+          title: 'Generations',
+          description: 'Generation requests per second by mode (sync, stream, async) and outcome.',
+          unit: 'reqps',
+          stacked: true,
+          queries: [{ expr: `sum by (mode, outcome) (rate(generation_requests_total{${SEL}}[$__rate_interval]))`, legend: '{{mode}} {{outcome}}' }],
+        },
+        ...red('route', 'route template').slice(1),
+      ],
+    },
+    {
+      title: 'Agents',
+      panels: [
+        {
+          title: 'Agent latency p95',
+          description: 'Time per agent call, 95th percentile, by agent.',
+          unit: 's',
+          queries: [{ expr: `histogram_quantile(0.95, sum by (agent, le) (rate(generation_agent_duration_seconds_bucket{${SEL}}[$__rate_interval])))`, legend: '{{agent}}' }],
+        },
+        {
+          title: 'Agent failures',
+          description: 'Failed agent calls per second by agent, provider and error code: a provider outage shows as one provider across agents.',
+          unit: 'ops',
+          stacked: true,
+          queries: [{ expr: `sum by (agent, provider, code) (rate(generation_agent_errors_total{${SEL}}[$__rate_interval]))`, legend: '{{agent}} {{provider}} {{code}}' }],
+        },
+        {
+          title: 'Tokens',
+          description: 'Model tokens per second by provider and direction (input, output): what the pipeline costs.',
+          unit: 'short',
+          stacked: true,
+          queries: [{ expr: `sum by (provider, direction) (rate(generation_agent_tokens_total{${SEL}}[$__rate_interval]))`, legend: '{{provider}} {{direction}}' }],
+        },
+        {
+          title: 'Agent calls by provider',
+          description: 'Agent calls per second by provider and status: fallbacks show as calls moving from one provider to the next.',
+          unit: 'ops',
+          stacked: true,
+          queries: [{ expr: `sum by (provider, status) (rate(generation_agent_duration_seconds_count{${SEL}}[$__rate_interval]))`, legend: '{{provider}} {{status}}' }],
+        },
+      ],
+    },
+    {
+      title: 'Callbacks',
+      panels: [
+        {
+          title: 'Callback deliveries',
+          description: 'Asynchronous results POSTed to callers per second, by outcome (delivered, retried, failed).',
+          unit: 'ops',
+          stacked: true,
+          queries: [{ expr: `sum by (outcome) (rate(generation_callbacks_total{${SEL}}[$__rate_interval]))`, legend: '{{outcome}}' }],
+        },
+      ],
+    },
+  ],
+});

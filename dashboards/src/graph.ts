@@ -1,0 +1,62 @@
+import { SEL, dashboard, red } from './panels.ts';
+
+/** The graph: how fast it answers, how big its index is, and what its workers do and spend. */
+export const graph = dashboard({
+  uid: 'tempora-graph',
+  title: 'Tempora / Graph',
+  description: 'Graph reads (traverse, path, search), its in-memory index, and the renderer, expander, judge and daily workers.',
+  jobMetric: 'up',
+  rows: [
+    { title: 'Requests by route', panels: red('route', 'route template') },
+    {
+      title: 'Index',
+      panels: [
+        { title: 'Edges in the index', description: 'Edges held by the in-memory adjacency index of each replica.', unit: 'short', queries: [{ expr: `graph_index_edges{${SEL}}`, legend: '{{instance}}' }] },
+        {
+          title: 'Index memory',
+          description: 'Bytes held by the adjacency index and the node store of each replica.',
+          unit: 'bytes',
+          stacked: true,
+          queries: [
+            { expr: `graph_index_memory_bytes{${SEL}}`, legend: 'index {{instance}}' },
+            { expr: `graph_node_store_memory_bytes{${SEL}}`, legend: 'nodes {{instance}}' },
+          ],
+        },
+      ],
+    },
+    {
+      title: 'Workers',
+      panels: [
+        {
+          title: 'Worker jobs',
+          description: 'Jobs finished per second by worker role and outcome.',
+          unit: 'ops',
+          stacked: true,
+          queries: [{ expr: `sum by (role, outcome) (rate(graph_worker_jobs_total{${SEL}}[$__rate_interval]))`, legend: '{{role}} {{outcome}}' }],
+        },
+        {
+          title: 'Worker job duration p95',
+          description: 'Time per job, 95th percentile, by role.',
+          unit: 's',
+          queries: [{ expr: `histogram_quantile(0.95, sum by (role, le) (rate(graph_worker_job_duration_seconds_bucket{${SEL}}[$__rate_interval])))`, legend: '{{role}}' }],
+        },
+        {
+          title: 'Spend against budget',
+          description: "Each role's model spend today beside its daily budget (USD): the expander and judge stop at the budget until midnight UTC.",
+          unit: 'currencyUSD',
+          queries: [
+            { expr: `max by (role) (graph_worker_spend_today_usd{${SEL}})`, legend: 'spent {{role}}' },
+            { expr: `max by (role) (graph_worker_daily_budget_usd{${SEL}})`, legend: 'budget {{role}}' },
+          ],
+        },
+        {
+          title: 'Judge verdicts',
+          description: 'Moments the judge decided per second, by verdict.',
+          unit: 'ops',
+          stacked: true,
+          queries: [{ expr: `sum by (verdict) (rate(graph_worker_judge_verdicts_total{${SEL}}[$__rate_interval]))`, legend: '{{verdict}}' }],
+        },
+      ],
+    },
+  ],
+});

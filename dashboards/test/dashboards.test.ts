@@ -1,0 +1,66 @@
+import assert from 'node:assert/strict';
+import { readFileSync, readdirSync } from 'node:fs';
+import { GRAFANA_DIR, dashboardJson } from '../src/build.ts';
+import { DASHBOARDS } from '../src/index.ts';
+import { inspect, lintDashboard, type DashboardJson } from '../src/lint.ts';
+
+/** As Grafana loads them: the serialised JSON, not the builders' objects. */
+const asJson = (value: unknown): DashboardJson => JSON.parse(JSON.stringify(value)) as DashboardJson;
+const clone = asJson;
+
+describe('dashboards', () => {
+  it('are committed exactly as the TypeScript generates them (run `npm run build -w dashboards`)', () => {
+    const files = readdirSync(GRAFANA_DIR).filter((file) => file.endsWith('.json')).sort();
+    assert.deepEqual(files, DASHBOARDS.map((d) => `${d.uid}.json`).sort(), 'one file per dashboard, none stale');
+    for (const dashboard of DASHBOARDS) assert.equal(readFileSync(`${GRAFANA_DIR}${dashboard.uid}.json`, 'utf8'), dashboardJson(dashboard), dashboard.uid!);
+  });
+
+  it("pass every rule of Grafana's dashboard-linter", () => {
+    for (const dashboard of DASHBOARDS) assert.deepEqual(lintDashboard(asJson(dashboard)), [], dashboard.uid!);
+  });
+
+  describe('the linter (each rule catches what it should)', () => {
+    const base = asJson(DASHBOARDS.find((d) => d.uid === 'tempora-gateway'));
+    const rulesOf = (dashboard: DashboardJson) => new Set(lintDashboard(dashboard).map((f) => f.rule));
+    const panelWith = (mutate: (panel: NonNullable<DashboardJson['panels']>[number]) => void) => {
+      const broken = clone(base);
+      const panel = broken.panels!.find((p) => p.type !== 'row')!;
+      mutate(panel);
+      return rulesOf(broken);
+    };
+    const withExpr = (expr: string) => panelWith((panel) => (panel.targets![0]!.expr = expr));
+
+    it('template rules', () => {
+      const broken = clone(base);
+      broken.templating!.list = broken.templating!.list!.filter((v) => v.name !== 'instance').map((v) => (v.name === 'job' ? { ...v, multi: false, refresh: 1 } : v));
+      broken.editable = true;
+      const rules = rulesOf(broken);
+      for (const rule of ['template-instance-rule', 'template-job-rule', 'template-on-time-change-reload-rule', 'uneditable-dashboard']) assert.ok(rules.has(rule), rule);
+      const noSource = clone(base);
+      noSource.templating!.list = noSource.templating!.list!.filter((v) => v.name !== 'datasource');
+      assert.ok(rulesOf(noSource).has('template-datasource-rule'));
+    });
+
+    it('panel rules', () => {
+      assert.ok(panelWith((panel) => (panel.description = '')).has('panel-title-description-rule'));
+      assert.ok(panelWith((panel) => (panel.fieldConfig = { defaults: { unit: 'furlongs' } })).has('panel-units-rule'));
+      assert.ok(panelWith((panel) => (panel.datasource = { uid: 'prometheus-prod' })).has('panel-datasource-rule'));
+      assert.ok(panelWith((panel) => (panel.targets = [])).has('panel-no-targets-rule'));
+    });
+
+    it('target rules', () => {
+      assert.ok(withExpr('sum(rate(x_total{job=~"$job", instance=~"$instance"}[$__rate_interval])').has('target-promql-rule'));
+      assert.ok(withExpr('sum(rate(x_total{job=~"$job", instance=~"$instance"}[5m]))').has('target-rate-interval-rule'));
+      assert.ok(withExpr('sum(rate(x_total{instance=~"$instance"}[$__rate_interval]))').has('target-job-rule'));
+      assert.ok(withExpr('sum(rate(x_total{job=~"$job"}[$__rate_interval]))').has('target-instance-rule'));
+      assert.ok(withExpr('sum(x_total{job=~"$job", instance=~"$instance"})').has('target-counter-agg-rule'));
+      assert.deepEqual(withExpr('sum by (le) (rate(x_bucket{job=~"$job", instance=~"$instance"}[$__rate_interval]))'), new Set(), 'a correct query passes');
+    });
+
+    it('parses the selectors of a query', () => {
+      const { errors, selectors } = inspect('histogram_quantile(0.9, sum by (le) (rate(a_bucket{job=~"x"}[5m]))) / b');
+      assert.deepEqual(errors, []);
+      assert.deepEqual(selectors.map((s) => [s.metric, s.inFunction, s.range]), [['a_bucket', 'rate', '[5m]'], ['b', undefined, undefined]]);
+    });
+  });
+});
