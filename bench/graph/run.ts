@@ -21,7 +21,7 @@ import { freePort, startInfra } from '../../scripts/infra.ts';
 import { createDatabase } from '../../test/support/database.ts';
 import { ensureCommands, wrk, type WrkFigures } from '../support/wrk.ts';
 import { generateGraph } from './generate.ts';
-import { GraphRepository } from '../../services/graph/src/repository.ts';
+import { GraphRepository } from '../../services/graph/src/repository/index.ts';
 import { IndexBuilder } from '../../services/graph/src/domain/adjacency-index.ts';
 import { shortestPath, traverse } from '../../services/graph/src/domain/graph-search.ts';
 import { CAUSAL_TYPES, PATH_DEFAULT_TYPES } from '../../services/graph/src/domain/edge-types.ts';
@@ -121,7 +121,7 @@ try {
   step('timing the same algorithms in-process over an index built here (no HTTP, no node details)');
   const repository = new GraphRepository(database.knex);
   const builder = new IndexBuilder();
-  const { hidden, maxNode } = await repository.loadEdges(builder);
+  const { hidden, maxNode } = await repository.adjacency.loadEdges(builder);
   const index = builder.freeze(hidden, maxNode);
   // Warm like the service (and igraph, which is compiled): a round over other moments first.
   const timeLocal = async (run: (index: number, warm: boolean) => Promise<unknown>) => {

@@ -1,10 +1,11 @@
 import type { Logger } from '@tempora/kit/observability';
+import { SEGMENTS } from '@tempora/kit/moments';
 import { AdjacencyIndex, IndexBuilder } from './domain/adjacency-index.ts';
 import type { ChangeFeed } from './change-feed.ts';
 import type { Direction, EdgeType } from './domain/edge-types.ts';
 import { shortestPath, traverse, type NeighborSource, type StoredEdge } from './domain/graph-search.ts';
 import type { MomentInput } from './domain/moment.ts';
-import { NODE_COLUMNS, type GraphRepository } from './repository.ts';
+import { NODE_COLUMNS, type AdjacencyChange, type EdgeRow, type GraphRepository, type MomentFilters, type MomentPage, type MomentRow, type RenderJobRow } from './repository/index.ts';
 import { NodeStore } from './domain/node-store.ts';
 import { nodeView, storedEdgeView, type NodeView } from './views.ts';
 
@@ -34,12 +35,8 @@ export interface GraphServiceSettings {
   rebuildRatio: number;
 }
 
-/**
- * The graph's behaviour, independent of HTTP and MCP: reads, traversal and path over the in-memory
- * adjacency index (or SQL until it has loaded), and writes that keep the index current here and, through
- * the change feed, on every other replica.
- */
-function apply(memory: MemoryGraph, change: Awaited<ReturnType<GraphRepository['adjacencyOf']>>): void {
+/** Applies a change read from PostgreSQL to the in-memory graph. */
+function apply(memory: MemoryGraph, change: AdjacencyChange): void {
   memory.index.refresh(change.moments, change.edges);
   for (const moment of change.moments) {
     if (moment.hidden || !moment.node) memory.nodes.remove(moment.id);
@@ -53,6 +50,20 @@ interface MemoryGraph {
   nodes: NodeStore;
 }
 
+/** A child of a browsed prefix; at the city level each child is a moment, given in `moment`. */
+export interface BrowseChild {
+  segment: string;
+  path: string;
+  count: number;
+  moment?: MomentRow;
+}
+
+/**
+ * The graph's behaviour, independent of HTTP and MCP: reads, traversal and path over the in-memory
+ * adjacency index (or SQL until it has loaded), and writes that keep the index current here and, through
+ * the change feed, on every other replica. Routes and MCP tools reach the stored graph only through it;
+ * `repository` is public for the background workers' own tables (render jobs, spend, claims).
+ */
 export class GraphService {
   private memory: MemoryGraph | undefined;
   private loading: Promise<void> | undefined;
@@ -96,7 +107,7 @@ export class GraphService {
   }
 
   private get neighbors(): NeighborSource {
-    return this.memory?.index ?? this.repository.sqlNeighbors;
+    return this.memory?.index ?? this.repository.adjacency.sqlNeighbors;
   }
 
   rebuild(): Promise<void> {
@@ -105,13 +116,13 @@ export class GraphService {
       this.pendingDuringLoad = [];
       try {
         const nodes = new NodeStore();
-        await this.repository.loadNodes(nodes);
+        await this.repository.adjacency.loadNodes(nodes);
         const builder = new IndexBuilder();
-        const { hidden, maxNode } = await this.repository.loadEdges(builder);
+        const { hidden, maxNode } = await this.repository.adjacency.loadEdges(builder);
         const memory = { index: builder.freeze(hidden, maxNode), nodes };
         const replay = this.pendingDuringLoad;
         this.pendingDuringLoad = undefined;
-        if (replay.length > 0) apply(memory, await this.repository.adjacencyOf([...new Set(replay)]));
+        if (replay.length > 0) apply(memory, await this.repository.adjacency.adjacencyOf([...new Set(replay)]));
         this.memory = memory;
         this.logger.info(
           { edges: memory.index.edgeCount, memoryBytes: memory.index.memoryBytes, nodes: nodes.size, nodeMemoryBytes: nodes.memoryBytes, ms: Math.round(performance.now() - started) },
@@ -133,14 +144,14 @@ export class GraphService {
     this.pendingDuringLoad?.push(...ids);
     const memory = this.memory;
     if (!memory) return;
-    apply(memory, await this.repository.adjacencyOf(ids));
+    apply(memory, await this.repository.adjacency.adjacencyOf(ids));
     if (memory.index.overlayRatio > this.settings.rebuildRatio && !this.loading) void this.rebuild();
   }
 
   // ---- writes ----
 
   async writeMoments(inputs: readonly MomentInput[]): Promise<{ paths: string[]; created: number }> {
-    const { ids, created } = await this.repository.writeMoments(inputs, { maxPerType: this.settings.autoLinkMaxPerType });
+    const { ids, created } = await this.repository.writes.writeMoments(inputs, { maxPerType: this.settings.autoLinkMaxPerType });
     this.statsCache = undefined;
     await this.refresh(ids);
     await this.feed.publish(ids);
@@ -152,7 +163,7 @@ export class GraphService {
   /** Aggregates over the whole table are cached briefly; a write on this replica clears the cache. */
   stats(maxAgeMs = 10_000): Promise<GraphStats> {
     if (!this.statsCache || performance.now() - this.statsCache.at > maxAgeMs) {
-      const value = this.repository.stats().then(
+      const value = this.repository.lists.stats().then(
         (raw): GraphStats => ({
           total_nodes: Number(raw.totals.total_nodes ?? 0),
           total_edges: raw.edgeTypes.reduce((sum, row) => sum + row.count, 0),
@@ -177,7 +188,7 @@ export class GraphService {
   }
 
   async queueRender(input: MomentInput, job: { requestedBy: string; request: Record<string, unknown> }) {
-    const result = await this.repository.queueRender(input, job, { maxPerType: this.settings.autoLinkMaxPerType });
+    const result = await this.repository.writes.queueRender(input, job, { maxPerType: this.settings.autoLinkMaxPerType });
     if (result.touched.length > 0) {
       this.statsCache = undefined;
       await this.refresh(result.touched);
@@ -186,11 +197,55 @@ export class GraphService {
     return result;
   }
 
+  // ---- reads ----
+
+  /** Public moments, filtered, sorted and paginated (lists, search, the MCP search tool). */
+  list(filters: MomentFilters): Promise<MomentPage<MomentRow & { score?: number }>> {
+    return this.repository.lists.list(filters);
+  }
+
+  /** One moment by canonical path; private ones only for trusted callers. */
+  moment(path: string, includePrivate: boolean): Promise<MomentRow | undefined> {
+    return this.repository.moments.byPath(path, includePrivate);
+  }
+
+  /** Every edge touching a moment, strongest first. */
+  edgesOf(id: number): Promise<EdgeRow[]> {
+    return this.repository.moments.edgesOf(id);
+  }
+
+  /** The curated edges leaving each moment: what its TDF payload carries. */
+  curatedEdgesFrom(ids: readonly number[]): Promise<Map<number, EdgeRow[]>> {
+    return this.repository.moments.curatedEdgesFrom(ids);
+  }
+
+  today(monthNum: number, day: number, limit: number, offset: number): Promise<MomentPage> {
+    return this.repository.lists.today(monthNum, day, limit, offset);
+  }
+
+  random(layerMin: number): Promise<MomentRow | undefined> {
+    return this.repository.lists.random(layerMin);
+  }
+
+  /** The counts under each next segment of a prefix (its segments); below a city, the moments themselves. */
+  async browse(prefix: readonly string[]): Promise<BrowseChild[]> {
+    if (prefix.length >= SEGMENTS.length) return [];
+    const base = prefix.length ? `/${prefix.join('/')}` : '';
+    const children = (await this.repository.lists.browse(prefix)).map((child) => ({ segment: child.segment, path: `${base}/${child.segment}`, count: child.count }));
+    if (prefix.length < SEGMENTS.length - 1) return children;
+    const moments = await Promise.all(children.map((child) => this.repository.moments.byPath(child.path, false)));
+    return children.map((child, index) => (moments[index] ? { ...child, moment: moments[index] } : child));
+  }
+
+  renderJob(id: string): Promise<RenderJobRow | undefined> {
+    return this.repository.renderJobs.byId(id);
+  }
+
   // ---- graph queries ----
 
   /** The anchor's id: from memory once loaded (it holds every public moment), else from SQL. */
   private async anchor(path: string): Promise<number> {
-    const id = this.memory ? this.memory.nodes.idOf(path) : (await this.repository.momentByPath(path, false))?.id;
+    const id = this.memory ? this.memory.nodes.idOf(path) : (await this.repository.moments.byPath(path, false))?.id;
     if (id === undefined) throw new MomentNotFound(path);
     return id;
   }
@@ -202,7 +257,7 @@ export class GraphService {
       const nodes = ids.map((id, position) => memory.nodes.view(id, hopOf(id, position)));
       return { nodes, paths: new Map(ids.map((id, position) => [id, nodes[position]!.id])) };
     }
-    const rows = await this.repository.momentsByIds(ids, NODE_COLUMNS);
+    const rows = await this.repository.moments.byIds(ids, NODE_COLUMNS);
     const nodes = ids.flatMap((id, position) => {
       const row = rows.get(id);
       return row ? [nodeView(row, hopOf(id, position))] : [];
@@ -214,7 +269,7 @@ export class GraphService {
     const anchor = await this.anchor(path);
     const result = await traverse(this.neighbors, anchor, options);
     const ids = [...result.hops.keys()];
-    const [{ nodes, paths }, details] = await Promise.all([this.nodeViews(ids, (id) => result.hops.get(id) ?? 0), this.repository.edgeDetails(result.edges)]);
+    const [{ nodes, paths }, details] = await Promise.all([this.nodeViews(ids, (id) => result.hops.get(id) ?? 0), this.repository.moments.edgeDetails(result.edges)]);
     const edges = result.edges.map((edge) => storedEdgeView(edge, paths, details));
     return {
       anchor: paths.get(anchor) ?? path,
@@ -235,7 +290,7 @@ export class GraphService {
     const result = await shortestPath(this.neighbors, start, end, options);
     const base = { from, to, max_hops: options.maxHops, edge_types: options.types };
     if (!result.found) return { found: false, ...base, hops: 0, nodes: [], edges: [] };
-    const [{ nodes, paths }, details] = await Promise.all([this.nodeViews(result.nodes, (_id, position) => position), this.repository.edgeDetails(result.edges)]);
+    const [{ nodes, paths }, details] = await Promise.all([this.nodeViews(result.nodes, (_id, position) => position), this.repository.moments.edgeDetails(result.edges)]);
     return {
       found: true,
       ...base,

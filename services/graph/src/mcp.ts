@@ -3,12 +3,12 @@ import type Router from '@koa/router';
 import { z } from 'zod';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
-import type { Principal, Principals } from '@tempora/kit/http';
+import type { Principal } from '@tempora/kit/http';
 import { CAUSAL_TYPES, PATH_DEFAULT_TYPES } from './domain/edge-types.ts';
 import { MomentInput, momentPath } from './domain/moment.ts';
 import { MomentNotFound, type GraphService } from './graph-service.ts';
 import { GenerateResultSchema, MomentDetailSchema, MomentSchema, PathSchema, StatsSchema, TraverseSchema } from './schemas.ts';
-import { edgeView, momentView } from './views.ts';
+import { momentDetailView, momentView } from './views.ts';
 import { GenerateBody } from './routes/writes.ts';
 import { cappedInt, edgeTypes, text, year } from './routes/params.ts';
 import { depth, direction } from './routes/traversal.ts';
@@ -111,7 +111,7 @@ export function buildMcpServer(graph: GraphService, version: string, principal: 
   tool('graph_stats', 'Graph statistics: counts of moments and edges by layer, edge type and source, date range.', z.object({}), StatsSchema, () => graph.stats());
 
   tool('graph_search', 'Search moments by keyword, date range, figure and place.', inputs.graph_search, z.object({ items: z.array(MomentSchema), total: z.number().int() }), async (args) => {
-    const page = await graph.repository.listMoments({
+    const page = await graph.list({
       q: args.query,
       yearFrom: args.year_from,
       yearTo: args.year_to,
@@ -127,10 +127,9 @@ export function buildMcpServer(graph: GraphService, version: string, principal: 
   });
 
   tool('graph_moment', 'One moment by canonical path, with its edges.', inputs.graph_moment, MomentDetailSchema, async (args) => {
-    const row = await graph.repository.momentByPath(args.path, false);
+    const row = await graph.moment(args.path, false);
     if (!row) throw new MomentNotFound(args.path);
-    const edges = await graph.repository.edgesOf(row.id);
-    return { ...momentView(row), visibility: row.visibility, edges: edges.map(edgeView), edge_count: edges.length };
+    return momentDetailView(row, await graph.edgesOf(row.id));
   });
 
   tool('graph_neighbors', 'Causally connected moments one hop away.', inputs.graph_neighbors, TraverseSchema, (args) =>
@@ -179,8 +178,8 @@ export function mountMcp(router: Router, graph: GraphService, version: string): 
       ctx.body = { jsonrpc: '2.0', error: { code: -32000, message: 'Method not allowed: this MCP server is stateless; POST JSON-RPC requests.' }, id: null };
       return;
     }
-    const principals = ctx.state.principals as Principals;
-    const principal = principals.get('WriterToken') ?? principals.get('ServiceKey');
+    const principals = ctx.state.principals;
+    const principal = principals?.get('WriterToken') ?? principals?.get('ServiceKey');
     const server = buildMcpServer(graph, version, principal);
     const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
     ctx.respond = false;

@@ -50,8 +50,8 @@ export function readSeed(directory = SEED_DIR): MomentInput[] {
 /** Loads the seed once per version of its content: a restart with the same files writes nothing. */
 export async function seedGraph(graph: GraphService, inputs = readSeed()): Promise<{ written: boolean; moments: number }> {
   const hash = tdfHash(inputs);
-  if ((await graph.repository.meta('seed_hash')) === hash) return { written: false, moments: inputs.length };
+  if ((await graph.repository.meta.get('seed_hash')) === hash) return { written: false, moments: inputs.length };
   await graph.writeMoments(inputs);
-  await graph.repository.setMeta('seed_hash', hash);
+  await graph.repository.meta.set('seed_hash', hash);
   return { written: true, moments: inputs.length };
 }

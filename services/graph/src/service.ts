@@ -1,5 +1,5 @@
 import type Koa from 'koa';
-import { adminKeyAuth, serviceKeyAuth, writerTokenAuth, type Principal, createApp, RateLimiter, type RateWindow } from '@tempora/kit/http';
+import { adminKeyAuth, serviceKeyAuth, writerTokenAuth, createApp, RateLimiter, type RateWindow } from '@tempora/kit/http';
 import { openDatabase, connectRedis } from '@tempora/kit/data';
 import { createLogger, type Logger, Metrics } from '@tempora/kit/observability';
 import { Gauge } from 'prom-client';
@@ -8,7 +8,7 @@ import type { GraphConfig } from './config.ts';
 import { GraphService } from './graph-service.ts';
 import { mountMcp } from './mcp.ts';
 import { migrations } from './migrations.ts';
-import { GraphRepository } from './repository.ts';
+import { GraphRepository } from './repository/index.ts';
 import { discoveryRoutes } from './routes/discovery.ts';
 import { momentRoutes } from './routes/moments.ts';
 import { traversalRoutes } from './routes/traversal.ts';
@@ -19,7 +19,6 @@ import { GraphWorkerMetrics } from './workers/metrics.ts';
 import { createRenderer, type Renderer } from './workers/renderer.ts';
 
 export { VERSION };
-
 
 export interface GraphInstance {
   app: Koa;
@@ -40,7 +39,7 @@ const READ_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
  */
 export function graphRateWindows(config: GraphConfig) {
   return (ctx: Koa.Context): RateWindow[] => {
-    const principal = ctx.state.principal as Principal | undefined;
+    const principal = ctx.state.principal;
     if (!principal) return [{ name: 'public', points: config.RATE_LIMIT_PUBLIC_PER_MINUTE, durationSeconds: 60, key: `ip:${ctx.ip}` }];
     const user = principal.kind === 'service' ? ctx.get('X-User-ID') : '';
     const key = user ? `user:${user.slice(0, 128)}` : principal.id;
@@ -65,30 +64,21 @@ export async function createGraphService(config: GraphConfig, logger = createLog
   // With the renderer in this process, its graph_worker_* series are served beside the service's own.
   const workerMetrics = config.GRAPH_RENDERER === 'in-process' ? new GraphWorkerMetrics('graph') : undefined;
   const metrics = workerMetrics ?? new Metrics('graph');
-  new Gauge({
-    name: 'graph_index_edges',
-    help: 'Edges held by the in-memory adjacency index (0 while it loads)',
-    registers: [metrics.registry],
-    collect() {
-      this.set(graph.indexStats.edges);
-    },
-  });
-  new Gauge({
-    name: 'graph_node_store_memory_bytes',
-    help: 'Bytes held (estimated) by the in-memory node fields of the public moments',
-    registers: [metrics.registry],
-    collect() {
-      this.set(graph.indexStats.nodeMemoryBytes);
-    },
-  });
-  new Gauge({
-    name: 'graph_index_memory_bytes',
-    help: 'Bytes held by the in-memory adjacency index',
-    registers: [metrics.registry],
-    collect() {
-      this.set(graph.indexStats.memoryBytes);
-    },
-  });
+  const indexGauges: Array<[name: string, help: string, read: () => number]> = [
+    ['graph_index_edges', 'Edges held by the in-memory adjacency index (0 while it loads)', () => graph.indexStats.edges],
+    ['graph_node_store_memory_bytes', 'Bytes held (estimated) by the in-memory node fields of the public moments', () => graph.indexStats.nodeMemoryBytes],
+    ['graph_index_memory_bytes', 'Bytes held by the in-memory adjacency index', () => graph.indexStats.memoryBytes],
+  ];
+  for (const [name, help, read] of indexGauges) {
+    new Gauge({
+      name,
+      help,
+      registers: [metrics.registry],
+      collect() {
+        this.set(read());
+      },
+    });
+  }
 
   const deps = { graph, version: VERSION };
   const { app, openapi, drain: drainApp } = createApp({

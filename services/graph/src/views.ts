@@ -1,7 +1,7 @@
 import { figureEntityId, placeEntityId, toTdf, type TdfRecord, MONTHS } from '@tempora/kit/moments';
 import { typeOf, type EdgeType } from './domain/edge-types.ts';
 import type { StoredEdge } from './domain/graph-search.ts';
-import type { EdgeRow, MomentRow } from './repository.ts';
+import type { EdgeRow, MomentRow } from './repository/index.ts';
 
 /** A moment as the list endpoints return it: the spec's fields first, then the rest of its metadata. */
 export function momentView(row: MomentRow) {
@@ -37,6 +37,11 @@ export function edgeView(edge: Pick<EdgeRow, 'source' | 'target' | 'type' | 'wei
   return { source: edge.source, target: edge.target, type: edge.type, weight: edge.weight, theme: edge.theme, description: edge.description };
 }
 export type EdgeView = ReturnType<typeof edgeView>;
+
+/** One moment with its visibility and every edge touching it (GET /api/v1/moments/{path}, MCP graph_moment). */
+export function momentDetailView(row: MomentRow, edges: readonly EdgeRow[]) {
+  return { ...momentView(row), visibility: row.visibility, edges: edges.map(edgeView), edge_count: edges.length };
+}
 
 /** A node of a traversal or path response. */
 export function nodeView(row: MomentRow, hop: number) {
@@ -78,11 +83,6 @@ export function storedEdgeView(
   };
 }
 
-/**
- * The TDF record of a moment. The payload holds exactly what `POST /ingest/tdf` accepts (fields derived
- * from the path are left out, automatic links too, since ingest re-derives them), so exporting and
- * ingesting a record reproduces the same payload and therefore the same tdf_hash.
- */
 /** A stored moment as exactly what ingest accepts for it (a TDF payload), with the given curated edges. */
 export function momentPayload<E>(row: MomentRow, edges: E[]) {
   return {
@@ -104,6 +104,11 @@ export function momentPayload<E>(row: MomentRow, edges: E[]) {
   };
 }
 
+/**
+ * The TDF record of a moment. The payload holds exactly what `POST /ingest/tdf` accepts (fields derived
+ * from the path are left out, automatic links too, since ingest re-derives them), so exporting and
+ * ingesting a record reproduces the same payload and therefore the same tdf_hash.
+ */
 export function momentTdf(row: MomentRow, curatedOutgoing: readonly EdgeRow[], serviceVersion: string): TdfRecord {
   const edges = curatedOutgoing
     .map((edge) => ({ target: edge.target, type: edge.type, weight: edge.weight, theme: edge.theme, description: edge.description }))

@@ -10,7 +10,7 @@ import { OfflineProvider, type TextProvider, type TextRequest } from '@tempora/k
 import { PostgresChangeFeed } from '../src/change-feed.ts';
 import { GraphService } from '../src/graph-service.ts';
 import { migrations } from '../src/migrations.ts';
-import { GraphRepository } from '../src/repository.ts';
+import { GraphRepository } from '../src/repository/index.ts';
 import { BudgetExhausted, SpendBudget, nextUtcDay } from '../src/workers/budget.ts';
 import { runDaily } from '../src/workers/daily.ts';
 import { expandUnderConnected } from '../src/workers/expander.ts';
@@ -73,7 +73,7 @@ describe('graph background workers', function () {
     new Renderer({
       graph,
       generation: new GenerationClient(generation.url, SERVICE_KEY, 10_000),
-      budget: new SpendBudget(graph.repository, 'renderer', 100),
+      budget: new SpendBudget(graph.repository.spend, 'renderer', 100),
       logger,
       workerId: randomUUID(),
       concurrency: 2,
@@ -187,7 +187,7 @@ describe('graph background workers', function () {
 
     it('reclaims a job left running by a crashed worker, and the crashed worker cannot complete it', async () => {
       const id = await queue('orphaned-stage');
-      const [claimed] = await graph.repository.claimRenderJobs('crashed-worker', 1);
+      const [claimed] = await graph.repository.renderJobs.claim('crashed-worker', 1);
       assert.equal(claimed?.id, id);
       await drain(renderer({ staleMs: 60_000 }));
       assert.equal(generation.calls.length, 0, 'a recent claim is left alone');
@@ -196,7 +196,7 @@ describe('graph background workers', function () {
       const state = await job(id);
       assert.equal(state.status, 'succeeded');
       assert.equal(state.attempts, 2, 'the lost attempt counts');
-      assert.equal(await graph.repository.completeRenderJob(id, 'crashed-worker', randomUUID()), false);
+      assert.equal(await graph.repository.renderJobs.complete(id, 'crashed-worker', randomUUID()), false);
     });
 
     it('releases the job it is rendering when stopped past its grace period', async () => {
@@ -213,7 +213,7 @@ describe('graph background workers', function () {
     it('stops paid calls once the daily budget is spent, shared by replicas', async () => {
       const ids = [await queue('paid-1'), await queue('paid-2'), await queue('paid-3')];
       // balanced with an image is estimated at $0.07: two fit in $0.15, the third does not.
-      const worker = renderer({ concurrency: 1, budget: new SpendBudget(graph.repository, 'renderer', 0.15) });
+      const worker = renderer({ concurrency: 1, budget: new SpendBudget(graph.repository.spend, 'renderer', 0.15) });
       for (let round = 0; round < 4; round += 1) await drain(worker);
       assert.equal(generation.calls.length, 2);
       const third = await database.knex('render_jobs').where({ id: ids[2] }).first('status', 'attempts', 'run_after');
@@ -221,11 +221,11 @@ describe('graph background workers', function () {
       assert.equal(third.attempts, 0);
       assert.equal(new Date(third.run_after).getTime(), nextUtcDay(new Date()).getTime());
 
-      const replica = new SpendBudget(graph.repository, 'renderer', 0.15);
+      const replica = new SpendBudget(graph.repository.spend, 'renderer', 0.15);
       assert.ok(Math.abs((await replica.spentToday()) - 0.14) < 1e-9);
       await assert.rejects(replica.charge(0.07), BudgetExhausted);
       // Another role's budget is its own.
-      await new SpendBudget(graph.repository, 'judge', 0.15).charge(0.07);
+      await new SpendBudget(graph.repository.spend, 'judge', 0.15).charge(0.07);
     });
   });
 
@@ -235,20 +235,20 @@ describe('graph background workers', function () {
       const spam = path('pending-spam', 1904);
       const reply = await api.post('/ingest/tdf', [record(good, [], { status: 'pending' }), record(spam, [], { status: 'pending', description: 'Casino night: buy now!' })], writer);
       assert.equal(reply.status, 200);
-      assert.equal(await judgePending(graph, offline, new SpendBudget(graph.repository, 'judge', 0), 10), 2);
+      assert.equal(await judgePending(graph, offline, new SpendBudget(graph.repository.spend, 'judge', 0), 10), 2);
       assert.equal((await api.get(`/api/v1/moments${good}`)).body.status, 'active');
       assert.equal((await api.get(`/api/v1/moments${spam}`)).status, 404, 'rejected moments leave public reads');
       const hidden = await api.get(`/api/v1/moments${spam}`, writer);
       assert.equal(hidden.body.status, 'archived');
       assert.equal(hidden.body.visibility, 'private');
-      assert.equal(await judgePending(graph, offline, new SpendBudget(graph.repository, 'judge', 0), 10), 0);
+      assert.equal(await judgePending(graph, offline, new SpendBudget(graph.repository.spend, 'judge', 0), 10), 0);
     });
 
     it('judges each moment once when replicas run at the same time', async () => {
       const paths = ['one', 'two', 'three', 'four'].map((slug) => path(`pending-race-${slug}`, 1905));
       assert.equal((await api.post('/ingest/tdf', paths.map((p) => record(p, [], { status: 'pending' })), writer)).status, 200);
       const { model, prompts } = countingModel(100);
-      const budget = new SpendBudget(graph.repository, 'judge', 0);
+      const budget = new SpendBudget(graph.repository.spend, 'judge', 0);
       const decided = await Promise.all([judgePending(graph, model, budget, 10), judgePending(graph, model, budget, 10), judgePending(graph, model, budget, 10)]);
       assert.equal(decided.reduce((sum, n) => sum + n, 0), 4);
       assert.equal(prompts.length, 4, 'the model was asked about each moment once');
@@ -263,7 +263,7 @@ describe('graph background workers', function () {
       const anchor = path('expander-anchor', 1805);
       assert.equal((await api.post('/ingest/tdf', record(anchor, [], { tags: ['cycling'] }), writer)).status, 200);
       const settings = { batch: 100, maxNew: 3, minEdges: 1 };
-      const budget = new SpendBudget(graph.repository, 'expander', 0);
+      const budget = new SpendBudget(graph.repository.spend, 'expander', 0);
       const first = await expandUnderConnected(graph, offline, budget, settings);
       assert.ok(first.added >= 1);
 
@@ -285,7 +285,7 @@ describe('graph background workers', function () {
       const anchors = ['alpha', 'beta', 'gamma'].map((slug) => path(`expander-race-${slug}`, 1807));
       assert.equal((await api.post('/ingest/tdf', anchors.map((p) => record(p, [], { tags: ['racing'] })), writer)).status, 200);
       const { model, prompts } = countingModel(100);
-      const budget = new SpendBudget(graph.repository, 'expander', 0);
+      const budget = new SpendBudget(graph.repository.spend, 'expander', 0);
       const settings = { batch: 100, maxNew: 1, minEdges: 1 };
       const runs = await Promise.all([1, 2, 3].map(() => expandUnderConnected(graph, model, budget, settings)));
       const asked = prompts.map((prompt) => (JSON.parse(prompt) as { path: string }).path);
@@ -325,7 +325,7 @@ describe('graph background workers', function () {
           return { text, provider: 'aggregator', model: request.model, usage: { input_tokens: 100, output_tokens: 100, thinking_tokens: 0, total_tokens: 200 } };
         },
       };
-      const budget = new SpendBudget(graph.repository, 'daily', 1);
+      const budget = new SpendBudget(graph.repository.spend, 'daily', 1);
       const date = new Date(Date.UTC(2024, 2, 9, 4));
       const first = await runDaily(graph, { provider: varying, model: 'test/model' }, budget, 1, date);
       assert.deepEqual(first, [`/1701/${MONTHS[2]}/9/1200/italy/lazio/rome/varying-event-1`]);

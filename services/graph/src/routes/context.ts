@@ -1,5 +1,4 @@
 import type { Context } from 'koa';
-import type { Principal } from '@tempora/kit/http';
 import type { GraphService } from '../graph-service.ts';
 
 export interface GraphRouteDeps {
@@ -12,7 +11,7 @@ export interface GraphRouteDeps {
  * call on behalf of a user (the gateway forwarding with X-User-ID) is that user's request, not the service's.
  */
 export const isTrusted = (ctx: Context): boolean => {
-  const principal = ctx.state.principal as Principal | undefined;
+  const principal = ctx.state.principal;
   if (principal?.kind === 'writer') return true;
   return principal?.kind === 'service' && !ctx.get('X-User-ID');
 };

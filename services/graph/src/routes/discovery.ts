@@ -53,7 +53,7 @@ const TodayQuery = z
   });
 
 export function discoveryRoutes(deps: GraphRouteDeps): RouteDefinition[] {
-  const repository = deps.graph.repository;
+  const graph = deps.graph;
   return [
     defineRoute({
       method: 'get',
@@ -74,20 +74,12 @@ export function discoveryRoutes(deps: GraphRouteDeps): RouteDefinition[] {
           if (error instanceof PathError) throw unprocessable(error.message, [{ path: `query.prefix.${error.segment}`, message: error.message }]);
           throw error;
         }
-        const prefix = parts.length ? `/${parts.join('/')}` : '';
-        const depth = parts.length;
-        const children = depth < SEGMENTS.length ? await repository.browse(parts) : [];
-        const full = depth === SEGMENTS.length - 1
-          ? await Promise.all(children.map((child) => repository.momentByPath(`${prefix}/${child.segment}`, false)))
-          : [];
+        const children = await graph.browse(parts);
         return {
-          prefix: prefix || '/',
-          depth,
-          segment: SEGMENTS[depth] ?? null,
-          children: children.map((child, index) => {
-            const row = full[index];
-            return { segment: child.segment, path: `${prefix}/${child.segment}`, count: child.count, ...(row ? { moment: momentView(row) } : {}) };
-          }),
+          prefix: parts.length ? `/${parts.join('/')}` : '/',
+          depth: parts.length,
+          segment: SEGMENTS[parts.length] ?? null,
+          children: children.map(({ moment, ...child }) => (moment ? { ...child, moment: momentView(moment) } : child)),
           total: children.reduce((sum, child) => sum + child.count, 0),
         };
       },
@@ -104,7 +96,7 @@ export function discoveryRoutes(deps: GraphRouteDeps): RouteDefinition[] {
       query: SearchQuery,
       responses: { 200: { description: 'Ranked moments (score present when q is given)', schema: z.union([SearchResultSchema, listEnvelope(TdfRecordSchema, 'TdfSearchResult')]) } },
       handler: async (_ctx, { query }) => {
-        const page = await repository.listMoments({
+        const page = await graph.list({
           ...listFilters(query),
           country: query.country,
           region: query.region,
@@ -128,7 +120,7 @@ export function discoveryRoutes(deps: GraphRouteDeps): RouteDefinition[] {
       query: z.object({ layer_min: z.coerce.number().int().min(1).max(2).default(1), format }),
       responses: { 200: { description: 'One moment', schema: z.union([MomentSchema, TdfRecordSchema]) }, 404: { description: 'The graph has no such moment yet' } },
       handler: async (_ctx, { query }) => {
-        const row = await repository.random(query.layer_min);
+        const row = await graph.random(query.layer_min);
         if (!row) throw notFound(`no public moment at layer ${query.layer_min} or above`);
         const [rendered] = await renderMoments(deps, [row], query.format);
         return rendered;
@@ -149,7 +141,7 @@ export function discoveryRoutes(deps: GraphRouteDeps): RouteDefinition[] {
         const now = new Date();
         const month = query.month ?? now.getUTCMonth() + 1;
         const day = query.day ?? now.getUTCDate();
-        const page = await repository.today(month, day, query.limit, query.offset);
+        const page = await graph.today(month, day, query.limit, query.offset);
         return { month: MONTHS[month - 1], day, items: await renderMoments(deps, page.items, query.format), total: page.total, limit: query.limit, offset: query.offset };
       },
     }),

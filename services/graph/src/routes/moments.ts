@@ -2,9 +2,8 @@ import { z } from 'zod';
 import { defineRoute, type RouteDefinition, notFound } from '@tempora/kit/http';
 import { momentPath } from '../domain/moment.ts';
 import { MomentDetailSchema, MomentListSchema, StatsSchema, TdfRecordSchema, listEnvelope } from '../schemas.ts';
-import { SORTS } from '../repository.ts';
-import { momentTdf, momentView, edgeView } from '../views.ts';
-import type { MomentFilters, MomentRow, SortKey } from '../repository.ts';
+import { SORTS, type MomentFilters, type MomentRow, type SortKey } from '../repository/index.ts';
+import { momentDetailView, momentTdf, momentView } from '../views.ts';
 import { isTrusted, type GraphRouteDeps } from './context.ts';
 import { cappedInt, format, graphAliases, offset, text, year, yearRange } from './params.ts';
 
@@ -39,12 +38,12 @@ export function listFilters(query: z.output<typeof ListQuery>): MomentFilters {
 /** Renders rows as moments or, with `format=tdf`, as TDF records (their curated edges read in one query). */
 export async function renderMoments(deps: GraphRouteDeps, rows: MomentRow[], as: 'json' | 'tdf') {
   if (as === 'json') return rows.map(momentView);
-  const edges = await deps.graph.repository.curatedEdgesFrom(rows.map((row) => row.id));
+  const edges = await deps.graph.curatedEdgesFrom(rows.map((row) => row.id));
   return rows.map((row) => momentTdf(row, edges.get(row.id) ?? [], deps.version));
 }
 
 export function momentRoutes(deps: GraphRouteDeps): RouteDefinition[] {
-  const repository = deps.graph.repository;
+  const graph = deps.graph;
   return [
     defineRoute({
       method: 'get',
@@ -54,7 +53,7 @@ export function momentRoutes(deps: GraphRouteDeps): RouteDefinition[] {
       summary: 'Graph statistics',
       tags: ['public'],
       responses: { 200: { description: 'Counts over public moments and their edges', schema: StatsSchema } },
-      handler: () => deps.graph.stats(),
+      handler: () => graph.stats(),
     }),
     defineRoute({
       method: 'get',
@@ -67,7 +66,7 @@ export function momentRoutes(deps: GraphRouteDeps): RouteDefinition[] {
       query: ListQuery,
       responses: { 200: { description: 'A page of moments', schema: z.union([MomentListSchema, listEnvelope(TdfRecordSchema, 'TdfList')]) } },
       handler: async (_ctx, { query }) => {
-        const page = await repository.listMoments(listFilters(query));
+        const page = await graph.list(listFilters(query));
         return { items: await renderMoments(deps, page.items, query.format), total: page.total, limit: query.limit, offset: query.offset };
       },
     }),
@@ -87,11 +86,10 @@ export function momentRoutes(deps: GraphRouteDeps): RouteDefinition[] {
         404: { description: 'No such moment' },
       },
       handler: async (ctx, { params, query }) => {
-        const row = await repository.momentByPath(params.path, isTrusted(ctx));
+        const row = await graph.moment(params.path, isTrusted(ctx));
         if (!row) throw notFound(`no moment at ${params.path}`);
         if (query.format === 'tdf') return (await renderMoments(deps, [row], 'tdf'))[0];
-        const edges = await repository.edgesOf(row.id);
-        return { ...momentView(row), visibility: row.visibility, edges: edges.map(edgeView), edge_count: edges.length };
+        return momentDetailView(row, await graph.edgesOf(row.id));
       },
     }),
   ];

@@ -1,8 +1,8 @@
 import { z } from 'zod';
-import { defineRoute, type RouteDefinition, notFound, unprocessable, type ProblemFieldError, type Principal, zodIssues } from '@tempora/kit/http';
+import { defineRoute, type RouteDefinition, notFound, unprocessable, type ProblemFieldError, zodIssues } from '@tempora/kit/http';
 import { tdfHash } from '@tempora/kit/moments';
 import { MomentInput, momentPath } from '../domain/moment.ts';
-import { MissingTargetError, type RenderJobRow } from '../repository.ts';
+import { MissingTargetError, type RenderJobRow } from '../repository/index.ts';
 import { GenerateResultSchema, IngestResultSchema, RenderJobSchema, TdfIngestRecord } from '../schemas.ts';
 import type { GraphRouteDeps } from './context.ts';
 import { graphAliases } from './params.ts';
@@ -109,10 +109,10 @@ export function writeRoutes(deps: GraphRouteDeps): RouteDefinition[] {
       body: GenerateBody,
       responses: { 202: { description: 'The render job, queued', schema: GenerateResultSchema } },
       handler: async (ctx, { body }) => {
-        const principal = ctx.state.principal as Principal;
         const result = await deps.graph.queueRender(
           MomentInput.parse({ path: body.path, event_name: body.event_name, layer: 0, source_type: 'generate', confidence: 0.5 }),
-          { requestedBy: principal.id, request: { query: body.query ?? body.event_name, preset: body.preset, generate_image: body.generate_image } },
+          // The kit authorizes the route's security before the handler runs, so a principal is set.
+          { requestedBy: ctx.state.principal!.id, request: { query: body.query ?? body.event_name, preset: body.preset, generate_image: body.generate_image } },
         );
         ctx.status = 202;
         ctx.set('Location', `/api/v1/graph/jobs/${result.job.id}`);
@@ -130,7 +130,7 @@ export function writeRoutes(deps: GraphRouteDeps): RouteDefinition[] {
       params: z.object({ id: z.uuid() }),
       responses: { 200: { description: 'The job', schema: RenderJobSchema }, 404: { description: 'No such job' } },
       handler: async (_ctx, { params }) => {
-        const job = await deps.graph.repository.renderJob(params.id);
+        const job = await deps.graph.renderJob(params.id);
         if (!job) throw notFound(`no render job ${params.id}`);
         return jobView(job);
       },

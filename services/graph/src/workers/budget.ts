@@ -1,4 +1,4 @@
-import type { GraphRepository } from '../repository.ts';
+import type { WorkerSpend } from '../repository/spend.ts';
 
 /** The UTC calendar day of `now`, as PostgreSQL's `date` reads it. */
 export const utcDay = (now: Date): string => now.toISOString().slice(0, 10);
@@ -23,15 +23,15 @@ export class BudgetExhausted extends Error {
  * racing for the last dollars cannot together spend more than the limit.
  */
 export class SpendBudget {
-  private readonly repository: GraphRepository;
+  private readonly ledger: WorkerSpend;
   readonly role: string;
   readonly limitUsd: number;
   private readonly now: () => Date;
   /** When this process was last refused: until then it expects no charge to fit. */
   private refusedUntil: Date | undefined;
 
-  constructor(repository: GraphRepository, role: string, limitUsd: number, now: () => Date = () => new Date()) {
-    this.repository = repository;
+  constructor(ledger: WorkerSpend, role: string, limitUsd: number, now: () => Date = () => new Date()) {
+    this.ledger = ledger;
     this.role = role;
     this.limitUsd = limitUsd;
     this.now = now;
@@ -41,7 +41,7 @@ export class SpendBudget {
   async charge(usd: number): Promise<{ day: string; usd: number }> {
     const now = this.now();
     const day = utcDay(now);
-    if (usd > 0 && !(await this.repository.chargeSpend(this.role, day, usd, this.limitUsd))) {
+    if (usd > 0 && !(await this.ledger.charge(this.role, day, usd, this.limitUsd))) {
       this.refusedUntil = nextUtcDay(now);
       throw new BudgetExhausted(this.role, this.refusedUntil);
     }
@@ -56,10 +56,10 @@ export class SpendBudget {
   /** Replaces a reservation by the call's real cost (on the day it was charged). */
   async settle(reservation: { day: string; usd: number }, actualUsd: number): Promise<void> {
     const delta = actualUsd - reservation.usd;
-    if (delta !== 0) await this.repository.adjustSpend(this.role, reservation.day, delta);
+    if (delta !== 0) await this.ledger.adjust(this.role, reservation.day, delta);
   }
 
   spentToday(): Promise<number> {
-    return this.repository.spentUsd(this.role, utcDay(this.now()));
+    return this.ledger.spent(this.role, utcDay(this.now()));
   }
 }

@@ -42,7 +42,7 @@ function offlineMoments(month: number, day: number, count: number): z.input<type
  */
 export async function runDaily(graph: GraphService, model: TextModel, budget: SpendBudget, count: number, now = new Date()): Promise<string[]> {
   const day = utcDay(now);
-  if ((await graph.repository.meta(dailyKey(day))) !== undefined) return [];
+  if ((await graph.repository.meta.get(dailyKey(day))) !== undefined) return [];
   const month = now.getUTCMonth() + 1;
   const date = now.getUTCDate();
   const reply = await askJson(model, budget, {
@@ -63,6 +63,6 @@ export async function runDaily(graph: GraphService, model: TextModel, budget: Sp
     .map((moment) => proposedInput(moment, 'daily'))
     .filter((input): input is MomentInput => input !== undefined);
   const added = await addProposed(graph, inputs, 'daily');
-  await graph.repository.setMeta(dailyKey(day), JSON.stringify(added));
+  await graph.repository.meta.set(dailyKey(day), JSON.stringify(added));
   return added;
 }

@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { MONTHS } from '@tempora/kit/moments';
 import type { EdgeInput, MomentInput } from '../domain/moment.ts';
 import type { GraphService } from '../graph-service.ts';
-import type { MomentRow } from '../repository.ts';
+import type { MomentRow } from '../repository/index.ts';
 import type { SpendBudget } from './budget.ts';
 import { askJson, type TextModel } from './model.ts';
 import { CLAIM_SECONDS, PROPOSED_MOMENT_SHAPE, ProposedMoment, addProposed, inputOf, proposedInput } from './moments.ts';
@@ -61,16 +61,16 @@ export async function expandUnderConnected(
   settings: { batch: number; maxNew: number; minEdges: number },
   signal?: AbortSignal,
 ): Promise<{ expanded: number; added: number }> {
-  const anchors = await graph.repository.underConnectedMoments(settings.batch, settings.minEdges);
+  const anchors = await graph.repository.claims.underConnectedMoments(settings.batch, settings.minEdges);
   let added = 0;
   let expanded = 0;
   for (const anchor of anchors) {
     // Replicas of the expander never expand one moment twice: each claims an anchor before asking about it.
-    if (!(await graph.repository.claimMoments('expander', [anchor.id], CLAIM_SECONDS)).has(anchor.id)) continue;
+    if (!(await graph.repository.claims.claim('expander', [anchor.id], CLAIM_SECONDS)).has(anchor.id)) continue;
     try {
       added += await expandOne(graph, model, budget, settings, anchor, signal);
     } catch (error) {
-      await graph.repository.releaseMoments('expander', [anchor.id]);
+      await graph.repository.claims.release('expander', [anchor.id]);
       throw error;
     }
     expanded += 1;
@@ -105,6 +105,6 @@ async function expandOne(graph: GraphService, model: TextModel, budget: SpendBud
     if (moment.relation === 'consequence') fromAnchor.push({ ...edge, target: input.path });
   }
   const added = (await addProposed(graph, proposals, 'expander', fromAnchor.length > 0 ? [inputOf(anchor, { edges: fromAnchor })] : [])).length;
-  await graph.repository.markExpanded([anchor.id]);
+  await graph.repository.claims.markExpanded([anchor.id]);
   return added;
 }

@@ -1,17 +1,10 @@
-import { z } from 'zod';
 import type { GraphService } from '../graph-service.ts';
-import type { MomentRow } from '../repository.ts';
+import type { MomentRow } from '../repository/index.ts';
 import type { SpendBudget } from './budget.ts';
 import type { GraphWorkerMetrics } from './metrics.ts';
 import { askJson, type TextModel } from './model.ts';
 import { CLAIM_SECONDS, inputOf } from './moments.ts';
-
-export const Verdict = z.object({
-  verdict: z.enum(['publish', 'reject']),
-  reason: z.string().trim().min(1).max(500),
-  categories: z.array(z.string().max(60)).max(10).default([]),
-});
-export type Verdict = z.output<typeof Verdict>;
+import { Verdict } from './verdict.ts';
 
 const SYSTEM = [
   'You moderate a public graph of historical moments. Decide whether one proposed moment may be published.',
@@ -36,9 +29,9 @@ export function offlineVerdict(moment: Pick<MomentRow, 'event_name' | 'descripti
  * every public read) on the model's verdict. Returns how many were decided; `metrics` counts the verdicts.
  */
 export async function judgePending(graph: GraphService, model: TextModel, budget: SpendBudget, batch: number, signal?: AbortSignal, metrics?: GraphWorkerMetrics): Promise<number> {
-  const candidates = await graph.repository.pendingMoments(batch);
+  const candidates = await graph.repository.claims.pendingMoments(batch);
   // Replicas of the judge never judge (and pay for) one moment twice: each takes the ones it could claim.
-  const claimed = await graph.repository.claimMoments('judge', candidates.map((row) => row.id), CLAIM_SECONDS);
+  const claimed = await graph.repository.claims.claim('judge', candidates.map((row) => row.id), CLAIM_SECONDS);
   const moments = candidates.filter((row) => claimed.has(row.id));
   const outcomes = await Promise.allSettled(
     moments.map(async (row) => {
@@ -57,10 +50,10 @@ export async function judgePending(graph: GraphService, model: TextModel, budget
   try {
     if (decided.length > 0) await graph.writeMoments(decided.map((decision) => decision.input));
   } catch (error) {
-    await graph.repository.releaseMoments('judge', [...claimed]);
+    await graph.repository.claims.release('judge', [...claimed]);
     throw error;
   }
-  await graph.repository.releaseMoments('judge', moments.filter((_, index) => outcomes[index]!.status === 'rejected').map((row) => row.id));
+  await graph.repository.claims.release('judge', moments.filter((_, index) => outcomes[index]!.status === 'rejected').map((row) => row.id));
   for (const decision of decided) metrics?.verdict(decision.verdict);
   // Verdicts that were reached are kept; the first failure (a spent budget, a malformed reply) is reported.
   const failed = outcomes.find((outcome) => outcome.status === 'rejected');

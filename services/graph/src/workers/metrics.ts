@@ -1,7 +1,7 @@
 import { Metrics } from '@tempora/kit/observability';
 import { Counter, Gauge, Histogram } from 'prom-client';
 import { BudgetExhausted, type SpendBudget } from './budget.ts';
-import type { Verdict } from './judge.ts';
+import type { Verdict } from './verdict.ts';
 
 /** What became of one render job this renderer claimed. */
 export type RenderOutcome = 'rendered' | 'retried' | 'failed' | 'released' | 'lost' | 'error';

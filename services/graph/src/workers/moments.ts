@@ -2,16 +2,16 @@ import { z } from 'zod';
 import { MONTHS, canonicalize, toSlug } from '@tempora/kit/moments';
 import { MOMENT_TYPES, MomentInput, type EdgeInput } from '../domain/moment.ts';
 import type { GraphService } from '../graph-service.ts';
-import type { MomentRow } from '../repository.ts';
+import type { MomentRow } from '../repository/index.ts';
 import { momentPayload } from '../views.ts';
 
-/** A stored moment as a write of itself, so a worker can change a few fields through GraphService.writeMoments. */
 /**
  * How long a judge or expander replica holds a moment it is asking the model about (worker_claims): well
  * past one model call (PROVIDER_TIMEOUT_MS, 60 s by default), so only a replica that died lets it lapse.
  */
 export const CLAIM_SECONDS = 600;
 
+/** A stored moment as a write of itself, so a worker can change a few fields through GraphService.writeMoments. */
 export function inputOf(row: MomentRow, changes: Partial<MomentInput> = {}): MomentInput {
   // The stored row passed the same validation when it was written; its text columns hold MomentInput's enums.
   return { ...(momentPayload(row, []) as MomentInput), ...changes };
@@ -74,7 +74,7 @@ export function proposedInput(moment: ProposedMoment, sourceType: string, edges:
  * moment) and queues a render job for each. Returns the paths written.
  */
 export async function addProposed(graph: GraphService, inputs: readonly MomentInput[], requestedBy: string, extra: readonly MomentInput[] = []): Promise<string[]> {
-  const existing = await graph.repository.existingPaths(inputs.map((input) => input.path));
+  const existing = await graph.repository.moments.existingPaths(inputs.map((input) => input.path));
   const fresh = [...new Map(inputs.filter((input) => !existing.has(input.path)).map((input) => [input.path, input])).values()];
   if (fresh.length === 0) return [];
   await graph.writeMoments([...fresh, ...extra]);

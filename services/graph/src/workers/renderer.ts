@@ -3,7 +3,7 @@ import { hostname } from 'node:os';
 import type { Logger } from '@tempora/kit/observability';
 import type { GraphConfig } from '../config.ts';
 import type { GraphService } from '../graph-service.ts';
-import type { ClaimedRenderJob } from '../repository.ts';
+import type { ClaimedRenderJob } from '../repository/index.ts';
 import { BudgetExhausted, SpendBudget } from './budget.ts';
 import { renderCostUsd } from './costs.ts';
 import { GenerationClient, RenderError, type RenderedScene, type RenderRequest } from './generation-client.ts';
@@ -41,7 +41,7 @@ export function createRenderer(graph: GraphService, config: RendererConfig, logg
   return new Renderer({
     graph,
     generation: new GenerationClient(config.GENERATION_URL, config.GENERATION_SERVICE_KEY ?? config.SERVICE_KEY[0], config.RENDER_TIMEOUT_MS),
-    budget: new SpendBudget(graph.repository, 'renderer', config.WORKER_DAILY_BUDGET_USD),
+    budget: new SpendBudget(graph.repository.spend, 'renderer', config.WORKER_DAILY_BUDGET_USD),
     logger,
     workerId: `${hostname()}:${randomUUID()}`,
     concurrency: config.WORKER_CONCURRENCY,
@@ -78,11 +78,11 @@ export class Renderer {
   /** One poll: reclaims stale jobs, claims what fits in the free slots and starts them. Returns the jobs started. */
   async tick(): Promise<number> {
     const { graph, logger, staleMs, maxAttempts, workerId, concurrency } = this.options;
-    for (const job of await graph.repository.reclaimStaleRenderJobs(staleMs, maxAttempts)) logger.warn({ job: job.id, status: job.status }, 'reclaimed a render job whose worker stopped');
+    for (const job of await graph.repository.renderJobs.reclaimStale(staleMs, maxAttempts)) logger.warn({ job: job.id, status: job.status }, 'reclaimed a render job whose worker stopped');
     if (this.pausedUntil && this.pausedUntil > new Date()) return 0;
     const free = concurrency - this.inFlight.size;
     if (free <= 0) return 0;
-    const jobs = await graph.repository.claimRenderJobs(workerId, free);
+    const jobs = await graph.repository.renderJobs.claim(workerId, free);
     for (const job of jobs) {
       const abort = new AbortController();
       const done = this.process(job, abort.signal)
@@ -112,10 +112,10 @@ export class Renderer {
   private async process(job: ClaimedRenderJob, signal: AbortSignal): Promise<RenderOutcome> {
     const { graph, generation, budget, logger, workerId, maxAttempts, backoffMs } = this.options;
     const log = logger.child({ job: job.id, path: job.path, attempt: job.attempts });
-    const repository = graph.repository;
+    const jobs = graph.repository.renderJobs;
     if (job.moment_status === 'archived') {
       // The judge rejected the moment after the job was queued: rendering it would be paid for nothing.
-      await repository.failRenderAttempt(job.id, workerId, 'the moment was archived (rejected by moderation) before it was rendered', 0, 0);
+      await jobs.failAttempt(job.id, workerId, 'the moment was archived (rejected by moderation) before it was rendered', 0, 0);
       return 'failed';
     }
     const request = job.request as unknown as RenderRequest;
@@ -125,14 +125,14 @@ export class Renderer {
       if (!(error instanceof BudgetExhausted)) throw error;
       this.pausedUntil = error.until;
       log.warn({ until: error.until }, 'daily budget spent; render jobs wait for the next UTC day');
-      await repository.releaseRenderJob(job.id, workerId, error.until);
+      await jobs.release(job.id, workerId, error.until);
       return 'released';
     }
     const timer = this.options.metrics?.jobDuration.startTimer({ role: 'renderer' });
     try {
       const scene = await generation.render(request, { jobId: job.id, path: job.path }, signal);
       await this.upgrade(job.path, scene);
-      if (await repository.completeRenderJob(job.id, workerId, scene.id)) {
+      if (await jobs.complete(job.id, workerId, scene.id)) {
         this.processed += 1;
         log.info({ scene: scene.id }, 'moment rendered to layer 2');
         return 'rendered';
@@ -141,12 +141,12 @@ export class Renderer {
       return 'lost';
     } catch (error) {
       if (signal.aborted) {
-        await repository.releaseRenderJob(job.id, workerId, new Date());
+        await jobs.release(job.id, workerId, new Date());
         log.info('render interrupted by shutdown; job released');
         return 'released';
       }
       const retryable = !(error instanceof RenderError) || error.retryable;
-      const status = await repository.failRenderAttempt(job.id, workerId, (error as Error).message, retryable ? maxAttempts : 0, backoffMs);
+      const status = await jobs.failAttempt(job.id, workerId, (error as Error).message, retryable ? maxAttempts : 0, backoffMs);
       log.warn({ err: error, status }, status === 'failed' ? 'render job failed' : 'render attempt failed; will retry');
       return status === 'failed' ? 'failed' : status === 'queued' ? 'retried' : 'lost';
     } finally {
@@ -157,7 +157,7 @@ export class Renderer {
   /** Layer 2: the scene's image, summary, historical figures, confidence and coordinates join the moment. */
   private async upgrade(path: string, scene: RenderedScene): Promise<void> {
     const { graph, generation } = this.options;
-    const row = await graph.repository.momentByPath(path, true);
+    const row = await graph.moment(path, true);
     if (!row) throw new RenderError(`the moment ${path} no longer exists`, false);
     const historical = scene.characters.filter((character) => character.is_historical).map((character) => character.name.trim().slice(0, 200));
     // The generation service reports a place it could not fix as (0, 0) (docs/generation.md): not a place.

@@ -4,7 +4,7 @@ import { serveWorkerEndpoints, type WorkerServer } from '@tempora/kit/http';
 import { PostgresChangeFeed } from '../change-feed.ts';
 import { GraphService } from '../graph-service.ts';
 import { migrations } from '../migrations.ts';
-import { GraphRepository } from '../repository.ts';
+import { GraphRepository } from '../repository/index.ts';
 import { VERSION } from '../version.ts';
 import { SpendBudget } from './budget.ts';
 import type { WorkerConfig, WorkerRole } from './config.ts';
@@ -50,7 +50,7 @@ export async function startWorker(role: WorkerRole, config: WorkerConfig, logger
       renderer.start();
       return { stop: (graceMs) => renderer.stop(graceMs) };
     }
-    const budget = new SpendBudget(graph.repository, role, config.WORKER_DAILY_BUDGET_USD);
+    const budget = new SpendBudget(graph.repository.spend, role, config.WORKER_DAILY_BUDGET_USD);
     metrics.watch(budget);
     const model = workerTextModel(config);
     logger.info({ provider: model.provider.kind, model: model.model }, 'text model');

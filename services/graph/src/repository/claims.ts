@@ -1,0 +1,70 @@
+import type { Knex } from '@tempora/kit/data';
+import { normaliseMoment, prefixed, type MomentRow } from './rows.ts';
+
+/**
+ * The judge's and the expander's work: the moments waiting for them and the claims (`worker_claims`) by
+ * which their replicas share it.
+ */
+export class WorkerClaims {
+  private readonly knex: Knex;
+
+  constructor(knex: Knex) {
+    this.knex = knex;
+  }
+
+  /** Pending moments no judge holds, longest waiting first. */
+  async pendingMoments(limit: number): Promise<MomentRow[]> {
+    const rows = (await this.unclaimed('judge')
+      .where({ 'm.status': 'pending' })
+      .orderBy([{ column: 'm.updated_at' }, { column: 'm.id' }])
+      .limit(limit)
+      .select(prefixed('m'))) as MomentRow[];
+    return rows.map(normaliseMoment);
+  }
+
+  /** Public, active moments never expanded, that no expander holds, with fewer than `maxCurated` curated edges. */
+  async underConnectedMoments(limit: number, maxCurated: number): Promise<MomentRow[]> {
+    const rows = (await this.unclaimed('expander')
+      .where({ 'm.visibility': 'public', 'm.status': 'active' })
+      .whereNull('m.expanded_at')
+      .andWhereRaw(`(select count(*) from edges e where (e.source_id = m.id or e.target_id = m.id) and e.origin <> 'auto') < ?`, [maxCurated])
+      .orderBy('m.id')
+      .limit(limit)
+      .select(prefixed('m'))) as MomentRow[];
+    return rows.map(normaliseMoment);
+  }
+
+  /**
+   * Claims `ids` for `role` for `seconds`, those no other replica of the role holds: returns the ids
+   * claimed. Two replicas claiming one moment at once: the second waits for the first's insert and gets none.
+   * A claim is kept after the work succeeds, until it lapses: by then the moment is no longer a candidate,
+   * so a replica that chose it from an older read cannot take it again.
+   */
+  async claim(role: string, ids: readonly number[], seconds: number): Promise<Set<number>> {
+    if (ids.length === 0) return new Set();
+    // Lapsed claims on other moments are cleared by the same statement, so the table holds live claims only.
+    const { rows } = (await this.knex.raw(
+      `with lapsed as (delete from worker_claims where role = ? and until <= now() and moment_id <> all(?::bigint[]))
+       insert into worker_claims (role, moment_id, until) select ?, id, now() + make_interval(secs => ?) from unnest(?::bigint[]) as id
+       on conflict (role, moment_id) do update set until = excluded.until where worker_claims.until <= now()
+       returning moment_id`,
+      [role, ids as number[], role, seconds, ids as number[]],
+    )) as { rows: Array<{ moment_id: string }> };
+    return new Set(rows.map((row) => Number(row.moment_id)));
+  }
+
+  /** Gives up claims whose work failed, so that any replica may try again at once. */
+  async release(role: string, ids: readonly number[]): Promise<void> {
+    if (ids.length > 0) await this.knex('worker_claims').where({ role }).whereIn('moment_id', ids as number[]).delete();
+  }
+
+  async markExpanded(ids: readonly number[]): Promise<void> {
+    if (ids.length > 0) await this.knex('moments').whereIn('id', ids as number[]).update({ expanded_at: this.knex.fn.now() });
+  }
+
+  private unclaimed(role: string): Knex.QueryBuilder {
+    return this.knex('moments as m').whereNotExists(
+      this.knex('worker_claims as c').whereRaw('c.moment_id = m.id').andWhere('c.role', role).andWhereRaw('c.until > now()').select(this.knex.raw('1')),
+    );
+  }
+}
