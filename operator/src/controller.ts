@@ -47,9 +47,20 @@ export class Controller {
   enqueueOwnerOf(child: KubeObject): void {
     for (const ref of child.metadata.ownerReferences ?? []) {
       if (ref.controller && ref.kind === this.resource.kind && ref.apiVersion.startsWith(`${this.resource.group}/`)) {
-        this.queue.addCoalesced(objectKey(child.metadata.namespace, ref.name), CHILD_EVENT_WINDOW_MS);
+        this.enqueue(child.metadata.namespace, ref.name);
       }
     }
+  }
+
+  /** Reconciles an object of this kind soon, folded with other events in the same window (a change it depends on). */
+  enqueue(namespace: string | undefined, name: string): void {
+    this.queue.addCoalesced(objectKey(namespace, name), CHILD_EVENT_WINDOW_MS);
+  }
+
+  /** Maps an object this kind's workloads made but do not own (a pod) to its owner, by the `tempora.dev/<kind>` label. */
+  enqueueLabelled(obj: KubeObject): void {
+    const name = obj.metadata.labels?.[`tempora.dev/${this.resource.kind.toLowerCase()}`];
+    if (name) this.enqueue(obj.metadata.namespace, name);
   }
 
   startWorkers(): void {

@@ -10,11 +10,14 @@ import { EventRecorder } from './kube/events.ts';
 import { Informer } from './kube/informer.ts';
 import { LeaderElector } from './kube/leader-election.ts';
 import { projectChild } from './kube/projection.ts';
+import type { AgentPool, Gateway } from './api/v1alpha1/index.ts';
+import { objectKey } from './kube/object.ts';
+import * as R from './kube/resources.ts';
 import { OPTIONAL_CHILDREN, WATCHED_CHILDREN, type ResourceType } from './kube/resources.ts';
 import { createMetrics, type OperatorMetrics } from './metrics.ts';
 import { OptionalApis } from './optional-apis.ts';
 import { agentPoolReconciler } from './reconcilers/agent-pool.ts';
-import { CHILD_READ_PATHS, MANAGED_BY, MANAGED_BY_LABEL, type ReconcileContext } from './reconcilers/context.ts';
+import { CHILD_READ_PATHS, MANAGED_BY, MANAGED_BY_LABEL, OWNER_UID_LABEL, type ReconcileContext } from './reconcilers/context.ts';
 import { gatewayReconciler } from './reconcilers/gateway.ts';
 import { graphWorkerReconciler } from './reconcilers/graph-worker.ts';
 import { simulationBudgetReconciler } from './reconcilers/simulation-budget.ts';
@@ -46,6 +49,7 @@ export class Operator {
   readonly #elector: LeaderElector | undefined;
   readonly #children = new Map<string, Informer>();
   readonly #newInformer: (resource: ResourceType, child: boolean) => Informer;
+  readonly #owners = new Map<string, Informer>();
   readonly #optionalApis: OptionalApis;
   readonly #featureTtlMs: number;
   #featureTimer: NodeJS.Timeout | undefined;
@@ -70,8 +74,16 @@ export class Operator {
         resyncMs: child ? 0 : config.resyncMs,
         maxBackoffMs: 10_000,
         transform: child ? (obj) => projectChild(obj, FIELD_MANAGER, CHILD_READ_PATHS[resource.plural]) : undefined,
+        // Pods are controlled by ReplicaSets and Jobs; they carry their custom resource's uid instead.
+        indexUid: resource === R.Pod ? (obj) => obj.metadata.labels?.[OWNER_UID_LABEL] : undefined,
       });
     for (const child of WATCHED_CHILDREN) this.#addChildInformer(child);
+    // The pods of the workloads, to tell why they do not start; a pod's event reconciles its custom resource.
+    const pods = this.#newInformer(R.Pod, true);
+    pods.onEvent((_event, pod) => {
+      for (const c of this.controllers) c.enqueueLabelled(pod);
+    });
+    this.informers.set(R.Pod.plural, pods);
     this.#featureTtlMs = options.featureTtlMs ?? 30_000;
     this.#optionalApis = new OptionalApis(this.client, this.#featureTtlMs);
     const context: ReconcileContext = {
@@ -80,13 +92,17 @@ export class Operator {
       events: new EventRecorder(this.client, log, config.identity),
       features: this.#optionalApis,
       children: this.#children,
+      pods,
+      owners: this.#owners,
       appliedGenerations: new Map(),
     };
     this.controllers = RECONCILERS.map((reconciler) => {
       const primary = this.#newInformer(reconciler.resource, false);
       this.informers.set(reconciler.resource.plural, primary);
+      this.#owners.set(reconciler.resource.plural, primary);
       return new Controller({ reconciler, informer: primary, context, metrics: this.metrics, log, workers: config.workers });
     });
+    this.#watchReferences();
     if (config.leaderElection) {
       this.#elector = new LeaderElector({
         client: this.client,
@@ -162,6 +178,46 @@ export class Operator {
     });
     this.#children.set(resource.plural, informer);
     this.informers.set(resource.plural, informer);
+  }
+
+  /**
+   * Kinds that depend on each other: a GraphWorker or AgentPool on the Gateway it names (its state,
+   * keys, tracing), a Gateway on the AgentPool serving it (its generation pods' agent pool), and pools
+   * naming one Gateway on each other (only the oldest serves). None owns the other, so no owner reference
+   * brings these events; they are mapped here.
+   */
+  #watchReferences(): void {
+    const controller = (r: ResourceType) => this.controllers.find((c) => c.resource === r)!;
+    const [gateways, workers, pools] = [controller(R.Gateway), controller(R.GraphWorker), controller(R.AgentPool)];
+    const naming = (c: Controller, namespace: string | undefined, gateway: string) => {
+      for (const obj of this.#owners.get(c.resource.plural)!.list()) {
+        if (obj.metadata.namespace === namespace && (obj.spec as { gatewayRef?: string } | undefined)?.gatewayRef === gateway) c.enqueue(namespace, obj.metadata.name);
+      }
+    };
+    // A Gateway's status changes often and concerns no worker: only a new generation (or its coming and going) does.
+    const gatewayGenerations = new Map<string, number | undefined>();
+    this.#owners.get(R.Gateway.plural)!.onEvent((event, obj) => {
+      const gw = obj as Gateway;
+      const key = objectKey(gw.metadata.namespace, gw.metadata.name);
+      if (event !== 'delete' && gatewayGenerations.get(key) === gw.metadata.generation) return;
+      if (event === 'delete') gatewayGenerations.delete(key);
+      else gatewayGenerations.set(key, gw.metadata.generation);
+      for (const c of [workers, pools]) naming(c, gw.metadata.namespace, gw.metadata.name);
+    });
+    // A pool's Gateway, also the one it named before its spec changed.
+    const poolGateways = new Map<string, string>();
+    this.#owners.get(R.AgentPool.plural)!.onEvent((event, obj) => {
+      const pool = obj as AgentPool;
+      const key = objectKey(pool.metadata.namespace, pool.metadata.name);
+      const before = poolGateways.get(key);
+      if (event === 'delete') poolGateways.delete(key);
+      else poolGateways.set(key, pool.spec.gatewayRef);
+      for (const ref of new Set([pool.spec.gatewayRef, before])) {
+        if (ref === undefined) continue;
+        gateways.enqueue(pool.metadata.namespace, ref);
+        naming(pools, pool.metadata.namespace, ref);
+      }
+    });
   }
 
   #lead(): void {

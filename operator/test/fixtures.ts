@@ -13,6 +13,7 @@ export function gateway(name: string, spec: Record<string, unknown> = {}): KubeO
       corsDomain: 'tempora.test',
       secrets: { keys: 'tempora-keys', providers: 'tempora-providers' },
       database: { secretName: 'tempora-db' },
+      redis: { secretName: 'tempora-redis' },
       services: { gateway: { replicas: 2, resources: { requests: { cpu: '0.1', memory: '128Mi' } } } },
       ...spec,
     },

@@ -12,10 +12,12 @@ import * as R from '../src/kube/resources.ts';
 import type { Operator } from '../src/operator.ts';
 import { applyAs, counterSum, newOperator, startCluster, waitFor, type Cluster } from './cluster.ts';
 import { NS, agentPool, gateway, graphWorker, simulationBudget } from './fixtures.ts';
+import { GatewayConfigSchema } from '../../services/gateway/src/config.ts';
 import { GenerationConfigSchema } from '../../services/generation/src/config.ts';
+import { KubeletStandIn } from './kubelet-stand-in.ts';
 import { QUEUE_DEPTH_METRIC } from '../src/reconcilers/agent-pool.ts';
 
-const SERVICES = ['gateway', 'generation', 'graph', 'simulation', 'conductor', 'billing'];
+const SERVICES = ['gateway', 'generation', 'graph'];
 const ReplicaSet: R.ResourceType = { group: 'apps', version: 'v1', kind: 'ReplicaSet', plural: 'replicasets' };
 const Job: R.ResourceType = { group: 'batch', version: 'v1', kind: 'Job', plural: 'jobs' };
 const APIService: R.ResourceType = { group: 'apiregistration.k8s.io', version: 'v1', kind: 'APIService', plural: 'apiservices' };
@@ -29,12 +31,15 @@ describe('operator on a real control plane', function () {
   let cluster: Cluster;
   let admin: KubeClient;
   let op: Operator;
+  let kubelet: KubeletStandIn;
 
   before(async function () {
     // A clean machine builds kube-apiserver and kube-controller-manager first (minutes, once).
     this.timeout(1_800_000);
     cluster = await startCluster();
     admin = cluster.admin;
+    kubelet = new KubeletStandIn(admin);
+    kubelet.start();
     op = newOperator(cluster.operatorKubeconfig, 'operator-a');
     await op.start();
     await waitFor('operator-a to lead', async () => op.isLeader, 20_000);
@@ -43,6 +48,7 @@ describe('operator on a real control plane', function () {
   after(async function () {
     this.timeout(60_000);
     await op?.stop();
+    await kubelet?.stop();
     await cluster?.cp.stop();
   });
 
@@ -115,7 +121,12 @@ describe('operator on a real control plane', function () {
       await refused(graphWorker('bad-role', 'painter'), /spec.role: Unsupported value/);
       await refused(graphWorker('bad-schedule', 'renderer', { schedule: '*/5 * * * *' }), /schedule applies to the daily role only/);
       await refused(agentPool('bad-range', { minReplicas: 5, maxReplicas: 2 }), /maxReplicas must be at least minReplicas/);
-      await refused(agentPool('no-redis', { redis: undefined }), /spec.redis: Required value/);
+      await refused(gateway('crowded', { database: undefined, redis: undefined, services: { graph: { replicas: 2 } } }), /more than one replica needs spec.database and spec.redis/);
+      await refused(gateway('crowded', { redis: undefined, services: { gateway: { replicas: 3 } } }), /more than one replica needs spec.database and spec.redis/);
+      await refused(gateway('bad-tier', { rateLimits: { tiers: [{ name: 'gold', requestsPerMinute: 5 }] } }), /spec.rateLimits.tiers\[0\].name: Unsupported value: "gold"/);
+      await refused(gateway('bad-proxies', { trustedProxies: 10 }), /spec.trustedProxies/);
+      await refused(gateway('bad-tracing', { tracing: { endpoint: 'collector:4318' } }), /spec.tracing.endpoint/);
+      await refused(gateway('bad-sampling', { tracing: { endpoint: 'http://collector:4318', samplingRatio: 2 } }), /spec.tracing.samplingRatio/);
       await refused(
         agentPool('bad-policy', { models: { presets: [{ name: 'a', provider: 'p', model: 'm' }], policy: { default: 'b' } } }),
         /models.policy.default must name one of models.presets/,
@@ -147,7 +158,7 @@ describe('operator on a real control plane', function () {
       const gw = await waitReady(R.Gateway, 'alpha');
       const deployments = await owned(R.Deployment, gw);
       assert.deepEqual(deployments.map((d) => d.metadata.name).sort(), SERVICES.map((s) => `alpha-${s}`).sort());
-      for (const kind of [R.Service, R.ConfigMap, R.PodDisruptionBudget, R.ServiceMonitor]) assert.equal((await owned(kind, gw)).length, 6, kind.kind);
+      for (const kind of [R.Service, R.ConfigMap, R.PodDisruptionBudget, R.ServiceMonitor]) assert.equal((await owned(kind, gw)).length, 3, kind.kind);
       const [ingress] = await owned(R.Ingress, gw);
       assert.equal((ingress?.spec as { rules: { host: string }[] }).rules[0]?.host, 'alpha.tempora.test');
 
@@ -159,10 +170,18 @@ describe('operator on a real control plane', function () {
       const container = (dep.spec as any).template.spec.containers[0];
       assert.equal(container.image, 'ghcr.io/tempora/gateway:1.0.0');
       assert.equal((dep.spec as any).replicas, 2);
-      // Ready without a kubelet: kube-controller-manager observed the Deployment and made its ReplicaSet.
+      // Ready once the pods are available: kube-controller-manager made the ReplicaSet and its pods, and the
+      // kubelet stand-in reported them running and ready.
       assert.ok((await owned(ReplicaSet, dep)).length === 1, 'ReplicaSet created by the deployment controller');
+      const available = (gw.status?.services as { name: string; replicas: number; availableReplicas: number }[]).find((s) => s.name === 'gateway');
+      assert.deepEqual([available?.replicas, available?.availableReplicas], [2, 2]);
+      // The tiers reach the variable the gateway reads, in the form its configuration schema accepts.
       const config = (await admin.get(R.ConfigMap, NS, 'alpha-gateway')).data as Record<string, string>;
-      assert.equal(JSON.parse(config.RATE_LIMIT_TIERS!).length, 3);
+      assert.deepEqual(GatewayConfigSchema.parse(config).RATE_LIMIT_TIERS, {
+        free: { perMinute: 10, perDay: 100 },
+        pro: { perMinute: 60, perDay: 1000 },
+        enterprise: { perMinute: 300, perDay: 10000 },
+      });
       assert.equal(config.GRAPH_URL, 'http://alpha-graph.default.svc:8082');
       const events = await admin.list(R.Event, { fieldSelector: 'involvedObject.name=alpha,involvedObject.kind=Gateway' }, NS);
       assert.ok(events.items.some((e) => e.reason === 'Reconciled'), 'a Ready transition Event');
@@ -217,7 +236,7 @@ describe('operator on a real control plane', function () {
     });
 
     it('AgentPool: a Deployment whose replicas the HorizontalPodAutoscaler owns, and a PodMonitor', async function () {
-      await applyAs(admin, agentPool('agents'));
+      await applyAs(admin, agentPool('agents', { gatewayRef: 'alpha' }));
       const pool = await waitReady(R.AgentPool, 'agents');
       const [hpa] = await owned(R.HorizontalPodAutoscaler, pool);
       const spec = hpa?.spec as any;
@@ -351,16 +370,16 @@ describe('operator on a real control plane', function () {
     });
 
     it('recreates children deleted by hand and reverts edits to operator-owned fields', async function () {
-      const before = await admin.get(R.Deployment, NS, 'alpha-billing');
-      await admin.delete(R.Deployment, NS, 'alpha-billing');
-      await admin.delete(R.Service, NS, 'alpha-conductor');
+      const before = await admin.get(R.Deployment, NS, 'alpha-generation');
+      await admin.delete(R.Deployment, NS, 'alpha-generation');
+      await admin.delete(R.Service, NS, 'alpha-graph');
       await admin.delete(R.CronJob, NS, 'daily');
       await admin.delete(R.HorizontalPodAutoscaler, NS, 'agents');
       await waitFor('Deployment back', async () => {
-        const d = await admin.getOrUndefined(R.Deployment, NS, 'alpha-billing');
+        const d = await admin.getOrUndefined(R.Deployment, NS, 'alpha-generation');
         return d && d.metadata.uid !== before.metadata.uid && !d.metadata.deletionTimestamp;
       });
-      await waitFor('Service back', async () => admin.getOrUndefined(R.Service, NS, 'alpha-conductor'));
+      await waitFor('Service back', async () => admin.getOrUndefined(R.Service, NS, 'alpha-graph'));
       await waitFor('CronJob back', async () => admin.getOrUndefined(R.CronJob, NS, 'daily'));
       await waitFor('HPA back', async () => admin.getOrUndefined(R.HorizontalPodAutoscaler, NS, 'agents'));
 
@@ -399,12 +418,12 @@ describe('operator on a real control plane', function () {
       await cluster.cp.killApiserver();
       await new Promise((r) => setTimeout(r, 1500));
       await cluster.cp.startApiserver();
-      await applyAs(admin, gateway('alpha', { image: { version: '1.2.0' }, services: { gateway: { replicas: 3 }, billing: { replicas: 2 } } }));
+      await applyAs(admin, gateway('alpha', { image: { version: '1.2.0' }, services: { gateway: { replicas: 3 }, generation: { replicas: 2 } } }));
       await applyAs(admin, simulationBudget('after-restart'));
       await waitReady(R.SimulationBudget, 'after-restart', 60_000);
       const gw = await waitReady(R.Gateway, 'alpha', 60_000);
       const deployments = await owned(R.Deployment, gw);
-      assert.equal(deployments.length, 6);
+      assert.equal(deployments.length, 3);
       assert.ok(deployments.every((d) => (d.spec as any).template.spec.containers[0].image.endsWith(':1.2.0')));
       assert.ok((await counterSum(op, 'tempora_operator_informer_restarts_total')) > restartsBefore, 'watches restarted');
       assert.ok(op.isLeader);
@@ -421,11 +440,11 @@ describe('operator on a real control plane', function () {
         informer.restartWatch();
       }
       await waitFor('three relists after 410', async () => (await gone()) >= before + 3);
-      await applyAs(admin, gateway('alpha', { image: { version: '1.3.0' }, services: { gateway: { replicas: 3 }, billing: { replicas: 3 } } }));
-      await waitFor('billing scaled', async () => ((await admin.get(R.Deployment, NS, 'alpha-billing')).spec as any).replicas === 3);
+      await applyAs(admin, gateway('alpha', { image: { version: '1.3.0' }, services: { gateway: { replicas: 3 }, generation: { replicas: 3 } } }));
+      await waitFor('generation scaled', async () => ((await admin.get(R.Deployment, NS, 'alpha-generation')).spec as any).replicas === 3);
       const gw = await waitReady(R.Gateway, 'alpha');
-      assert.equal((await owned(R.Deployment, gw)).length, 6);
-      assert.equal((await owned(R.ConfigMap, gw)).length, 6);
+      assert.equal((await owned(R.Deployment, gw)).length, 3);
+      assert.equal((await owned(R.ConfigMap, gw)).length, 3);
     });
   });
 
@@ -520,7 +539,7 @@ describe('operator on a real control plane', function () {
       await admin.delete(R.Gateway, NS, 'alpha');
       await admin.delete(R.AgentPool, NS, 'agents');
       await admin.delete(R.GraphWorker, NS, 'daily');
-      for (const r of [R.Deployment, R.Service, R.ConfigMap, R.PodDisruptionBudget, R.Ingress, R.ServiceMonitor]) {
+      for (const r of [R.Deployment, R.Service, R.ConfigMap, R.Secret, R.PodDisruptionBudget, R.Ingress, R.ServiceMonitor]) {
         await waitFor(`${r.kind}s of alpha collected`, async () => (await owned(r, gw)).length === 0, 90_000, 500);
       }
       for (const r of [R.HorizontalPodAutoscaler, R.PodMonitor]) {

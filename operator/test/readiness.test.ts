@@ -1,14 +1,26 @@
 import assert from 'node:assert/strict';
 import type { KubeObject } from '../src/kube/object.ts';
 import type { AppliedChildren } from '../src/reconcilers/apply-children.ts';
-import { readiness } from '../src/reconcilers/readiness.ts';
+import { podProblems, readiness } from '../src/reconcilers/readiness.ts';
+import { nodeReport } from './kubelet-stand-in.ts';
 
-const deployment = (generation: number, observedGeneration: number): KubeObject => ({
-  apiVersion: 'apps/v1',
-  kind: 'Deployment',
-  metadata: { name: 'agents', generation },
-  status: { observedGeneration, replicas: 2 },
-});
+interface Rollout {
+  wanted?: number;
+  replicas?: number;
+  updated?: number;
+  available?: number;
+}
+
+const deployment = (generation: number, observedGeneration: number, r: Rollout = {}): KubeObject => {
+  const wanted = r.wanted ?? 2;
+  return {
+    apiVersion: 'apps/v1',
+    kind: 'Deployment',
+    metadata: { name: 'agents', generation },
+    spec: { replicas: wanted },
+    status: { observedGeneration, replicas: r.replicas ?? wanted, updatedReplicas: r.updated ?? wanted, availableReplicas: r.available ?? wanted },
+  };
+};
 
 const applied = (d: KubeObject, observeAt?: number): AppliedChildren => ({
   live: new Map([['deployments/agents', d]]),
@@ -16,6 +28,13 @@ const applied = (d: KubeObject, observeAt?: number): AppliedChildren => ({
   wroteWatched: false,
   observeAt: new Map(observeAt === undefined ? [] : [['deployments/agents', observeAt]]),
 });
+
+const pod = (name: string, image: string): KubeObject => {
+  const p: KubeObject = { apiVersion: 'v1', kind: 'Pod', metadata: { name }, spec: { containers: [{ name: 'gateway', image }] } };
+  return { ...p, status: nodeReport(p) };
+};
+
+const conditionOf = (r: ReturnType<typeof readiness>, type: string) => r.conditions.find((c) => c.type === type)!;
 
 describe('readiness', function () {
   it('waits for the deployment controller to observe what the operator applied', function () {
@@ -31,5 +50,63 @@ describe('readiness', function () {
   it('uses the current generation when the applied one is unknown (after a restart)', function () {
     assert.equal(readiness(applied(deployment(3, 2))).ready, false);
     assert.equal(readiness(applied(deployment(3, 3))).ready, true);
+  });
+
+  it('is Ready only when the pods are available and run the current template', function () {
+    const waiting = readiness(applied(deployment(1, 1, { available: 1 })));
+    assert.equal(waiting.ready, false);
+    assert.deepEqual([conditionOf(waiting, 'Ready').reason, conditionOf(waiting, 'Progressing').status], ['PodsUnavailable', 'True']);
+    assert.match(conditionOf(waiting, 'Ready').message, /agents 1\/2 available/);
+    // A rollout: two pods of the old template are still there.
+    assert.equal(readiness(applied(deployment(2, 2, { replicas: 4, updated: 2, available: 4 }))).ready, false);
+    assert.equal(readiness(applied(deployment(2, 2, { updated: 1 }))).ready, false);
+    assert.equal(readiness(applied(deployment(1, 1, { wanted: 0, replicas: 0, updated: 0, available: 0 }))).ready, true, 'scaled to zero');
+  });
+
+  it('takes the minimum an autoscaled pool needs instead of all its pods', function () {
+    const scaling = applied(deployment(4, 4, { wanted: 6, available: 2 }), 1);
+    assert.equal(readiness(scaling, { minAvailable: new Map([['deployments/agents', 2]]) }).ready, true);
+    // A new pool is Ready once the autoscaler has brought it to its minimum, not before.
+    const fresh = applied(deployment(1, 1, { wanted: 1, available: 1 }));
+    assert.equal(readiness(fresh, { minAvailable: new Map([['deployments/agents', 2]]) }).ready, false);
+  });
+
+  it('says why pods do not start: Degraded with the first reason, Ready not', function () {
+    const r = readiness(applied(deployment(1, 1, { available: 0 })), {
+      pods: [pod('agents-b', 'ghcr.io/tempora/generation:missing'), pod('agents-a', 'ghcr.io/tempora/generation:crashloop')],
+    });
+    const degraded = conditionOf(r, 'Degraded');
+    assert.deepEqual([degraded.status, degraded.reason], ['True', 'CrashLoopBackOff']);
+    assert.equal(
+      degraded.message,
+      'pod agents-a: CrashLoopBackOff: container gateway keeps exiting, last exit code 1 (Error); pod agents-b: ImagePullBackOff: cannot pull image ghcr.io/tempora/generation:missing',
+    );
+    assert.equal(conditionOf(r, 'Ready').reason, 'CrashLoopBackOff');
+  });
+
+  it('tells pods on their way from pods that cannot start', function () {
+    const creating: KubeObject = {
+      apiVersion: 'v1',
+      kind: 'Pod',
+      metadata: { name: 'p' },
+      status: { phase: 'Pending', containerStatuses: [{ name: 'c', state: { waiting: { reason: 'ContainerCreating' } } }] },
+    };
+    assert.deepEqual(podProblems([creating, pod('q', 'x:pending'), pod('r', 'x:1.0.0')]), []);
+    assert.deepEqual(podProblems([pod('s', 'x:unschedulable')]).map((p) => p.reason), ['Unschedulable']);
+    const evicted: KubeObject = { apiVersion: 'v1', kind: 'Pod', metadata: { name: 'e' }, status: { phase: 'Failed', reason: 'Evicted', message: 'low on memory' } };
+    assert.deepEqual(podProblems([evicted]), [{ pod: 'e', reason: 'Evicted', message: 'low on memory' }]);
+  });
+
+  it('refuses with the reconciler\'s reason when the spec cannot be carried out', function () {
+    const r = readiness(applied(deployment(1, 1)), { blocked: { reason: 'GatewayNotFound', message: 'Gateway x does not exist' } });
+    assert.equal(r.ready, false);
+    assert.deepEqual(
+      r.conditions.map((c) => [c.type, c.status, c.reason]),
+      [
+        ['Ready', 'False', 'GatewayNotFound'],
+        ['Progressing', 'False', 'GatewayNotFound'],
+        ['Degraded', 'True', 'GatewayNotFound'],
+      ],
+    );
   });
 });

@@ -21,6 +21,11 @@ export interface InformerOptions {
   maxBackoffMs?: number;
   /** What the cache keeps of each object; by default all of it but managedFields. */
   transform?: (obj: KubeObject) => KubeObject;
+  /**
+   * The uid an object is indexed under for controlledBy(); by default its controlling owner's. Pods are
+   * controlled by ReplicaSets and Jobs, so the pod informer indexes them by their custom resource's uid.
+   */
+  indexUid?: (obj: KubeObject) => string | undefined;
 }
 
 class GoneError extends Error {}
@@ -34,7 +39,7 @@ export class Informer {
   resourceVersion = '';
   readonly #options: InformerOptions;
   readonly #cache = new Map<string, KubeObject>();
-  /** Keys by the uid of their controlling owner, so that an owner finds its children without a scan. */
+  /** Keys by the uid of their controlling owner (or indexUid's), so that an owner finds its children without a scan. */
   readonly #byController = new Map<string, Set<string>>();
   readonly #handlers: InformerHandler[] = [];
   #abort: AbortController | undefined;
@@ -63,7 +68,7 @@ export class Informer {
     return [...this.#cache.values()];
   }
 
-  /** The cached objects whose controller owner reference has this uid. */
+  /** The cached objects whose controller owner reference (or indexUid) has this uid. */
   controlledBy(uid: string): KubeObject[] {
     return [...(this.#byController.get(uid) ?? [])].map((key) => this.#cache.get(key)!);
   }
@@ -235,7 +240,7 @@ export class Informer {
   #set(key: string, obj: KubeObject): void {
     this.#unindex(key);
     this.#cache.set(key, obj);
-    const uid = controllerUid(obj);
+    const uid = this.#indexUid(obj);
     if (uid === undefined) return;
     let keys = this.#byController.get(uid);
     if (!keys) this.#byController.set(uid, (keys = new Set()));
@@ -249,11 +254,15 @@ export class Informer {
 
   #unindex(key: string): void {
     const old = this.#cache.get(key);
-    const uid = old && controllerUid(old);
+    const uid = old && this.#indexUid(old);
     if (uid === undefined) return;
     const keys = this.#byController.get(uid);
     keys?.delete(key);
     if (keys?.size === 0) this.#byController.delete(uid);
+  }
+
+  #indexUid(obj: KubeObject): string | undefined {
+    return (this.#options.indexUid ?? controllerUid)(obj);
   }
 
   #transform(obj: KubeObject): KubeObject {

@@ -37,6 +37,8 @@ export const SimulationBudget: ResourceType = {
 export const Deployment: ResourceType = { group: 'apps', version: 'v1', kind: 'Deployment', plural: 'deployments' };
 export const Service: ResourceType = { group: '', version: 'v1', kind: 'Service', plural: 'services' };
 export const ConfigMap: ResourceType = { group: '', version: 'v1', kind: 'ConfigMap', plural: 'configmaps' };
+export const Secret: ResourceType = { group: '', version: 'v1', kind: 'Secret', plural: 'secrets' };
+export const Pod: ResourceType = { group: '', version: 'v1', kind: 'Pod', plural: 'pods' };
 export const PodDisruptionBudget: ResourceType = {
   group: 'policy',
   version: 'v1',
@@ -66,6 +68,7 @@ export const WATCHED_CHILDREN: ResourceType[] = [
   Deployment,
   Service,
   ConfigMap,
+  Secret,
   PodDisruptionBudget,
   Ingress,
   CronJob,

@@ -1,16 +1,22 @@
 // AgentPool: the generation service's agent workers as a Deployment scaled by an autoscaling/v2
 // HorizontalPodAutoscaler (and a PodMonitor when the Prometheus Operator is installed). The HPA owns the
-// Deployment's replicas, so the operator never sets them.
-import type { AgentPool } from '../api/v1alpha1/index.ts';
+// Deployment's replicas, so the operator never sets them. The pool serves the Gateway it names: that
+// Gateway's generation pods put their agent tasks on the pool's Redis stream (gateway.ts), and the pool
+// takes from the Gateway what it does not set itself (Redis, provider credentials, log level, tracing).
+import type { AgentPool, Gateway } from '../api/v1alpha1/index.ts';
 import * as R from '../kube/resources.ts';
 import { applyChildren } from './apply-children.ts';
 import { childLabels, type DesiredChild, type Reconciler } from './context.ts';
-import { updateStatus } from './status.ts';
+import { gatewayOf, poolRedis, redisKeyPrefix, servingPool } from './gateway-ref.ts';
 import { peerUrls } from './platform-services.ts';
-import { readiness } from './readiness.ts';
+import { deploymentState, readiness, type Blocked } from './readiness.ts';
+import { updateStatus } from './status.ts';
 import { configMap, envFromSecretKey, modelSettings, obj, workerDeployment } from './workload.ts';
 
-/** The external metric a metrics adapter serves from the generation service's queue. */
+/**
+ * The external metric a metrics adapter serves from the generation service's queue, selected by the
+ * label `pool`: the generation pods and the pool's workers export it with the pool's name (AGENT_POOL_NAME).
+ */
 export const QUEUE_DEPTH_METRIC = 'tempora_generation_queue_depth';
 
 /** The optional APIs an AgentPool's children depend on. */
@@ -21,20 +27,24 @@ export interface AgentPoolFeatures {
   podMonitor: boolean;
 }
 
-export function desiredAgentPoolChildren(pool: AgentPool, features: AgentPoolFeatures): DesiredChild[] {
+/** `gateway`: the Gateway the pool serves, which lends what the pool does not set. */
+export function desiredAgentPoolChildren(pool: AgentPool, features: AgentPoolFeatures, gateway?: Gateway): DesiredChild[] {
   const { spec } = pool;
   const name = pool.metadata.name;
+  const namespace = pool.metadata.namespace;
   const component = 'generation-agents';
   const config = {
     AGENT_POOL: 'redis',
+    AGENT_POOL_NAME: name,
     AGENT_POOL_CONCURRENCY: String(spec.concurrency),
     ...modelSettings(spec.models),
-    ...peerUrls(spec.gatewayRef, pool.metadata.namespace ?? 'default', ['generation', 'billing']),
+    ...peerUrls(spec.gatewayRef, namespace ?? 'default', ['generation']),
+    // The stream's keys: the same prefix as the Gateway's generation pods.
+    REDIS_KEY_PREFIX: redisKeyPrefix(namespace, spec.gatewayRef),
+    LOG_LEVEL: gateway?.spec.logLevel ?? 'info',
   };
-  const envFrom: Record<string, unknown>[] = [
-    { configMapRef: { name } },
-    ...(spec.providerSecrets ?? []).map((s) => ({ secretRef: { name: s } })),
-  ];
+  const providers = spec.providerSecrets ?? (gateway?.spec.secrets?.providers ? [gateway.spec.secrets.providers] : []);
+  const envFrom: Record<string, unknown>[] = [{ configMapRef: { name } }, ...providers.map((s) => ({ secretRef: { name: s } }))];
   const metrics: Record<string, unknown>[] = [
     { type: 'Resource', resource: { name: 'cpu', target: { type: 'Utilization', averageUtilization: spec.cpuTargetPercent } } },
   ];
@@ -59,9 +69,10 @@ export function desiredAgentPoolChildren(pool: AgentPool, features: AgentPoolFea
         // The generation image's agent pool worker (services/generation/src/worker.ts).
         command: ['node', 'src/worker.ts'],
         replicas: undefined,
-        env: envFromSecretKey('REDIS_URL', spec.redis),
+        env: envFromSecretKey('REDIS_URL', poolRedis(pool, gateway)),
         envFrom,
         resources: spec.resources,
+        tracing: gateway?.spec.tracing,
         config,
       },
       features.podMonitor,
@@ -78,16 +89,36 @@ export function desiredAgentPoolChildren(pool: AgentPool, features: AgentPoolFea
   ];
 }
 
+/** Why a pool cannot run: it serves nobody, has no Redis to take tasks from, or another pool serves its Gateway. */
+function poolBlocked(pool: AgentPool, gateway: Gateway | undefined, serving: AgentPool | undefined): Blocked | undefined {
+  const ref = `Gateway ${pool.spec.gatewayRef}`;
+  if (!gateway) return { reason: 'GatewayNotFound', message: `${ref} (spec.gatewayRef) does not exist in this namespace` };
+  if (!poolRedis(pool, gateway)) return { reason: 'RedisRequired', message: `the agent tasks are a Redis stream: set spec.redis or the ${ref}'s spec.redis` };
+  if (serving && serving.metadata.uid !== pool.metadata.uid) return { reason: 'AnotherPoolServes', message: `AgentPool ${serving.metadata.name} already serves ${ref}` };
+  return undefined;
+}
+
 export const agentPoolReconciler: Reconciler<AgentPool> = {
   resource: R.AgentPool,
   async reconcile(pool, ctx) {
+    const gateway = gatewayOf(ctx, pool.metadata.namespace, pool.spec.gatewayRef);
+    const blocked = poolBlocked(pool, gateway, gateway && servingPool(ctx, gateway));
     const [queueMetric, podMonitor] = await Promise.all([ctx.features.externalMetrics(), ctx.features.serves(R.PodMonitor)]);
-    const applied = await applyChildren(pool, desiredAgentPoolChildren(pool, { queueMetric, podMonitor }), ctx);
-    const { conditions, settling } = readiness(applied);
-    const dep = applied.live.get(`deployments/${pool.metadata.name}`);
+    // A pool that cannot run keeps no workload: its children are pruned until it can.
+    const applied = await applyChildren(pool, blocked ? [] : desiredAgentPoolChildren(pool, { queueMetric, podMonitor }, gateway), ctx);
+    const depKey = `deployments/${pool.metadata.name}`;
+    const { conditions, settling } = readiness(applied, {
+      pods: ctx.pods.controlledBy(pool.metadata.uid ?? ''),
+      // The HPA adds pods as the queue grows; the pool is Ready while its minimum is available.
+      minAvailable: new Map([[depKey, pool.spec.minReplicas]]),
+      blocked,
+    });
+    const dep = applied.live.get(depKey);
+    const state = dep ? deploymentState(dep) : undefined;
     const hpa = applied.live.get(`horizontalpodautoscalers/${pool.metadata.name}`);
     const fields = {
-      replicas: (dep?.status as { replicas?: number } | undefined)?.replicas ?? 0,
+      replicas: state?.replicas ?? 0,
+      availableReplicas: state?.availableReplicas ?? 0,
       desiredReplicas: (hpa?.status as { desiredReplicas?: number } | undefined)?.desiredReplicas ?? 0,
     };
     await updateStatus(pool, R.AgentPool, { conditions, fields, settling }, ctx);

@@ -1,5 +1,6 @@
 // Applying children under the operator's field manager, only when they drifted, and pruning the ones
 // an owner no longer wants.
+import { isConflict } from '../kube/client.ts';
 import { needsApply, withSpecHash } from '../kube/drift.ts';
 import type { KubeObject } from '../kube/object.ts';
 import { apiVersionOf } from '../kube/resources.ts';
@@ -45,6 +46,14 @@ export async function applyChildren(owner: KubeObject, desired: DesiredChild[], 
         const cached = informer
           ? informer.get(obj.metadata.namespace, obj.metadata.name)
           : await ctx.client.getOrUndefined(child.resource, obj.metadata.namespace ?? '', obj.metadata.name);
+        if (child.createWith) {
+          if (!cached) {
+            await createOnce(ctx, child, { ...obj, ...child.createWith() });
+            result.wroteWatched = true;
+          }
+          result.live.set(key, cached ?? obj);
+          return;
+        }
         if (cached && !needsApply(obj, cached)) {
           result.live.set(key, cached);
           const uid = cached.metadata.uid ?? '';
@@ -65,6 +74,15 @@ export async function applyChildren(owner: KubeObject, desired: DesiredChild[], 
   );
   await pruneChildren(owner, wanted, ctx, result);
   return result;
+}
+
+/** Creates a child that is never applied; one that exists already (the cache was behind) is kept as it is. */
+async function createOnce(ctx: ReconcileContext, child: DesiredChild, obj: KubeObject): Promise<void> {
+  try {
+    await ctx.client.create(child.resource, obj.metadata.namespace ?? '', obj);
+  } catch (err) {
+    if (!isConflict(err)) throw err;
+  }
 }
 
 /** Deletes watched children this owner controls but no longer wants (a Gateway's Ingress once spec.ingress is removed). */

@@ -9,17 +9,32 @@ import type { ResourceType } from '../kube/resources.ts';
 
 export const MANAGED_BY_LABEL = 'app.kubernetes.io/managed-by';
 export const MANAGED_BY = 'tempora-operator';
+/**
+ * On every pod the operator's workloads make: the uid of the custom resource they run for. Pods are
+ * controlled by ReplicaSets and Jobs, not by the custom resource, so this is how a pod finds its way back.
+ */
+export const OWNER_UID_LABEL = 'tempora.dev/owner-uid';
 
 /**
  * Fields of children that reconcilers read although the operator does not apply them, by plural: the
  * informer caches keep these next to the applied fields (see kube/projection.ts).
  */
 export const CHILD_READ_PATHS: Record<string, ReadPaths> = {
-  deployments: [['status', 'observedGeneration'], ['status', 'replicas'], ['status', 'availableReplicas'], ['status', 'conditions']],
+  // spec.replicas also when others own it (an HPA, kubectl scale): readiness waits for that many pods.
+  deployments: [
+    ['spec', 'replicas'],
+    ['status', 'observedGeneration'],
+    ['status', 'replicas'],
+    ['status', 'updatedReplicas'],
+    ['status', 'availableReplicas'],
+    ['status', 'conditions'],
+  ],
   horizontalpodautoscalers: [['status', 'desiredReplicas']],
   cronjobs: [['status', 'lastScheduleTime']],
   // A SimulationBudget's usage ConfigMap is written by the simulation service.
   configmaps: [['data']],
+  // Why a pod does not start (readiness.ts); the operator writes no pod.
+  pods: [['status', 'phase'], ['status', 'reason'], ['status', 'message'], ['status', 'conditions'], ['status', 'initContainerStatuses'], ['status', 'containerStatuses']],
 };
 
 /** Optional APIs, probed at most once per TTL unless `fresh` asks for a new answer. */
@@ -37,6 +52,10 @@ export interface ReconcileContext {
   features: Features;
   /** Informer caches of the child types, keyed by plural. */
   children: Map<string, Informer>;
+  /** The pods of the operator's workloads, indexed by their custom resource's uid (OWNER_UID_LABEL). */
+  pods: Informer;
+  /** Informer caches of the four custom resources, keyed by plural: workers read their Gateway, a Gateway its AgentPool. */
+  owners: Map<string, Informer>;
   /**
    * The generation each Deployment had when the operator last applied it, by uid (see readiness.ts).
    * In memory only: after a restart the Deployment's current generation stands in.
@@ -60,6 +79,11 @@ export interface Reconciler<T extends KubeObject = KubeObject> {
 export interface DesiredChild {
   resource: ResourceType;
   object: KubeObject;
+  /**
+   * A child created once and then left alone (the gateway's signing key): the fields it is created with,
+   * made only when it does not exist. It is never applied or compared, only recreated when deleted.
+   */
+  createWith?: () => Record<string, unknown>;
 }
 
 export function ownerReference(owner: KubeObject): OwnerReference {

@@ -1,58 +1,103 @@
 // Gateway: the platform's root. One Deployment, Service, ConfigMap and PodDisruptionBudget per service
-// (gateway and the five backends it routes to), an Ingress for the gateway, and a ServiceMonitor per
-// service when the Prometheus Operator is installed.
-import type { Gateway, IngressSpec, ServiceSettings } from '../api/v1alpha1/index.ts';
+// (the gateway and the backends it routes to), the gateway's signing key, an Ingress for the gateway, and
+// a ServiceMonitor per service when the Prometheus Operator is installed.
+import { generateKeyPairSync } from 'node:crypto';
+import type { AgentPool, Gateway, IngressSpec } from '../api/v1alpha1/index.ts';
 import type { KubeObject } from '../kube/object.ts';
 import * as R from '../kube/resources.ts';
 import { applyChildren } from './apply-children.ts';
 import { childLabels, type DesiredChild, type Reconciler } from './context.ts';
+import { hasExternalState, poolRedis, redisKeyPrefix, servingPool } from './gateway-ref.ts';
+import { DEPLOYED_SERVICES, peerUrls, servicePort, type PlatformService } from './platform-services.ts';
+import { deploymentState, readiness, type Blocked } from './readiness.ts';
 import { updateStatus } from './status.ts';
-import { PLATFORM_SERVICES, peerUrls, type PlatformService } from './platform-services.ts';
-import { deploymentState, readiness } from './readiness.ts';
-import {
-  configMap,
-  deployment,
-  envFromSecretKey,
-  image,
-  modelSettings,
-  obj,
-  podDisruptionBudget,
-  service,
-  serviceMonitor,
-} from './workload.ts';
+import { configMap, deployment, envFromSecretKey, image, modelSettings, obj, podDisruptionBudget, service, serviceMonitor, type EnvVar } from './workload.ts';
 
 /** Services that call model providers and so receive the provider credentials. */
-const USES_PROVIDERS = new Set<PlatformService>(['generation', 'graph', 'simulation', 'conductor']);
+const USES_PROVIDERS = new Set<PlatformService>(['generation', 'graph']);
 
 function ingressUrl(ingress: IngressSpec): string {
   return `${ingress.tlsSecretName ? 'https' : 'http'}://${ingress.host}`;
 }
 
 /** The generation service's own settings; its image URLs go through the gateway, which routes /api/v1/timepoints to it. */
-function generationSettings(spec: Gateway['spec']): Record<string, string> {
+function generationSettings(spec: Gateway['spec'], pool: AgentPool | undefined): Record<string, string> {
   const settings = spec.generation?.models ? modelSettings(spec.generation.models) : {};
   const publicUrl = spec.generation?.publicUrl ?? (spec.ingress ? ingressUrl(spec.ingress) : undefined);
-  return publicUrl ? { ...settings, PUBLIC_URL: publicUrl } : settings;
+  if (publicUrl) settings.PUBLIC_URL = publicUrl;
+  // With a pool the agents run on its pods: the tasks go onto its Redis stream (REDIS_URL below).
+  if (pool) Object.assign(settings, { AGENT_POOL: 'redis', AGENT_POOL_NAME: pool.metadata.name });
+  return settings;
 }
 
 export function childName(owner: KubeObject, svc: PlatformService): string {
   return `${owner.metadata.name}-${svc}`;
 }
 
-export function desiredGatewayChildren(gw: Gateway, withServiceMonitors: boolean): DesiredChild[] {
+/** The Secret holding the gateway's ES256 signing key (JWT_PRIVATE_KEY), created once and kept. */
+export function signingKeyName(gw: Gateway): string {
+  return `${gw.metadata.name}-signing-key`;
+}
+
+function signingKey(gw: Gateway): DesiredChild {
+  return {
+    resource: R.Secret,
+    object: obj(signingKeyName(gw), childLabels(gw, 'gateway')),
+    createWith: () => ({
+      type: 'Opaque',
+      stringData: { JWT_PRIVATE_KEY: generateKeyPairSync('ec', { namedCurve: 'P-256' }).privateKey.export({ type: 'pkcs8', format: 'pem' }) as string },
+    }),
+  };
+}
+
+/** The proxies in front of the gateway whose X-Forwarded-For entries it trusts; the services behind it trust one more, itself. */
+export function trustedProxies(gw: Gateway): number {
+  return gw.spec.trustedProxies ?? (gw.spec.ingress ? 1 : 0);
+}
+
+/** Without shared state each service keeps its own, so more than one replica would split it: such a spec is refused. */
+function crowdedWithoutState(gw: Gateway): Blocked | undefined {
+  if (hasExternalState(gw)) return undefined;
+  const crowded = DEPLOYED_SERVICES.filter((svc) => (gw.spec.services?.[svc]?.replicas ?? 0) > 1);
+  if (crowded.length === 0) return undefined;
+  return {
+    reason: 'ExternalStateRequired',
+    message: `${crowded.join(', ')}: more than one replica needs spec.database and spec.redis (each replica would keep state of its own); running one`,
+  };
+}
+
+/** `pool`: the AgentPool serving this Gateway (servingPool), whose pods run the generation service's agents. */
+export function desiredGatewayChildren(gw: Gateway, withServiceMonitors: boolean, pool?: AgentPool): DesiredChild[] {
   const { spec } = gw;
-  const peers = peerUrls(gw.metadata.name, gw.metadata.namespace ?? 'default', Object.keys(PLATFORM_SERVICES) as PlatformService[]);
-  const children: DesiredChild[] = [];
-  for (const [svc, port] of Object.entries(PLATFORM_SERVICES) as [PlatformService, number][]) {
+  const namespace = gw.metadata.namespace ?? 'default';
+  const external = hasExternalState(gw);
+  const peers = peerUrls(gw.metadata.name, namespace, DEPLOYED_SERVICES);
+  const hops = trustedProxies(gw);
+  const children: DesiredChild[] = [signingKey(gw)];
+  for (const svc of DEPLOYED_SERVICES) {
     const name = childName(gw, svc);
-    const settings: Partial<ServiceSettings> = spec.services?.[svc] ?? {};
-    const config: Record<string, string> = { ...peers, LOG_LEVEL: spec.logLevel };
+    const port = servicePort(svc);
+    const settings = spec.services?.[svc];
+    const config: Record<string, string> = {
+      ...peers,
+      LOG_LEVEL: spec.logLevel,
+      REDIS_KEY_PREFIX: redisKeyPrefix(namespace, gw.metadata.name),
+      TRUSTED_PROXY_HOPS: String(svc === 'gateway' ? hops : hops + 1),
+    };
     if (spec.corsDomain) config.TEMPORA_DOMAIN = spec.corsDomain;
     if (svc === 'gateway') config.RATE_LIMIT_TIERS = JSON.stringify(spec.rateLimits.tiers);
-    if (svc === 'generation') Object.assign(config, generationSettings(spec));
+    if (svc === 'generation') Object.assign(config, generationSettings(spec, pool));
+    // Later sources win: a JWT_PRIVATE_KEY in the keys Secret replaces the operator's signing key.
     const envFrom: Record<string, unknown>[] = [{ configMapRef: { name } }];
+    if (svc === 'gateway') envFrom.push({ secretRef: { name: signingKeyName(gw) } });
     if (spec.secrets?.keys) envFrom.push({ secretRef: { name: spec.secrets.keys } });
     if (spec.secrets?.providers && USES_PROVIDERS.has(svc)) envFrom.push({ secretRef: { name: spec.secrets.providers } });
+    const redis = svc === 'generation' && pool ? poolRedis(pool, gw) : spec.redis;
+    const env: EnvVar[] = [
+      ...envFromSecretKey('DATABASE_URL', spec.database),
+      ...envFromSecretKey('REDIS_URL', redis),
+      ...(svc === 'generation' ? envFromSecretKey('CALLBACK_SECRET', spec.generation?.callbackSecret) : []),
+    ];
     children.push(
       configMap(gw, name, svc, config),
       deployment({
@@ -62,18 +107,16 @@ export function desiredGatewayChildren(gw: Gateway, withServiceMonitors: boolean
         image: spec.image,
         imageName: svc,
         port,
-        replicas: settings.replicas,
-        resources: settings.resources,
-        env: [
-          ...envFromSecretKey('DATABASE_URL', spec.database),
-          ...envFromSecretKey('REDIS_URL', spec.redis),
-          ...(svc === 'generation' ? envFromSecretKey('CALLBACK_SECRET', spec.generation?.callbackSecret) : []),
-        ],
+        // Embedded state is one process's: the operator then owns replicas, at most one.
+        replicas: external ? settings?.replicas : Math.min(settings?.replicas ?? 1, 1),
+        resources: settings?.resources,
+        env,
         envFrom,
+        tracing: spec.tracing,
         config,
       }),
       service(gw, name, svc, port),
-      podDisruptionBudget(gw, name, svc, settings.maxUnavailable ?? 1),
+      podDisruptionBudget(gw, name, svc, settings?.maxUnavailable ?? 1),
     );
     if (withServiceMonitors) children.push(serviceMonitor(gw, name, svc));
   }
@@ -109,19 +152,20 @@ export const gatewayReconciler: Reconciler<Gateway> = {
   resource: R.Gateway,
   async reconcile(gw, ctx) {
     const { spec } = gw;
-    const applied = await applyChildren(gw, desiredGatewayChildren(gw, await ctx.features.serves(R.ServiceMonitor)), ctx);
-    const { conditions, settling } = readiness(applied);
-    const services = (Object.keys(PLATFORM_SERVICES) as PlatformService[]).map((svc) => {
+    const pool = servingPool(ctx, gw);
+    const applied = await applyChildren(gw, desiredGatewayChildren(gw, await ctx.features.serves(R.ServiceMonitor), pool), ctx);
+    const { conditions, settling } = readiness(applied, { pods: ctx.pods.controlledBy(gw.metadata.uid ?? ''), blocked: crowdedWithoutState(gw) });
+    const services = DEPLOYED_SERVICES.map((svc) => {
       const live = applied.live.get(`deployments/${childName(gw, svc)}`);
       const state = live ? deploymentState(live) : undefined;
       return {
         name: svc,
         image: image(spec.image, svc),
         replicas: state?.replicas ?? 0,
-        availableReplicas: state?.available ?? 0,
+        availableReplicas: state?.availableReplicas ?? 0,
       };
     });
-    const fields: Record<string, unknown> = { services };
+    const fields: Record<string, unknown> = { services, state: hasExternalState(gw) ? 'External' : 'Embedded' };
     if (spec.ingress) fields.url = ingressUrl(spec.ingress);
     await updateStatus(gw, R.Gateway, { conditions, fields, settling }, ctx);
     if (applied.errors.length > 0) throw new Error(applied.errors.join('; '));

@@ -1,51 +1,61 @@
 // GraphWorker: one background worker of the graph service. renderer, expander and judge run continuously
 // as a Deployment (with a PodMonitor when the Prometheus Operator is installed); daily runs on a schedule
 // as a CronJob and serves nothing. The role is immutable (the CRD refuses a change), so one GraphWorker
-// never switches between the two.
-import type { GraphWorker } from '../api/v1alpha1/index.ts';
+// never switches between the two. A worker works on the graph's PostgreSQL, beside the graph service of
+// the Gateway it names, which lends it its keys (the generation service wants a service key) and what the
+// worker does not set itself (database, Redis, provider credentials, log level, tracing).
+import type { Gateway, GraphWorker } from '../api/v1alpha1/index.ts';
 import * as R from '../kube/resources.ts';
 import { applyChildren } from './apply-children.ts';
 import { childLabels, type DesiredChild, type Reconciler } from './context.ts';
-import { updateStatus } from './status.ts';
+import { gatewayOf, redisKeyPrefix } from './gateway-ref.ts';
 import { peerUrls } from './platform-services.ts';
-import { readiness } from './readiness.ts';
+import { deploymentState, readiness, type Blocked } from './readiness.ts';
+import { updateStatus } from './status.ts';
 import { configMap, envFromSecretKey, obj, podTemplate, workerDeployment } from './workload.ts';
 
 /** Once a day; the schema leaves schedule unset for the roles that are not scheduled. */
 export const DEFAULT_DAILY_SCHEDULE = '0 4 * * *';
 
-export function desiredGraphWorkerChildren(gw: GraphWorker, withPodMonitor: boolean): DesiredChild[] {
-  const { spec } = gw;
-  const name = gw.metadata.name;
+/** `gateway`: the Gateway the worker names, which lends what the worker does not set. */
+export function desiredGraphWorkerChildren(worker: GraphWorker, withPodMonitor: boolean, gateway?: Gateway): DesiredChild[] {
+  const { spec } = worker;
+  const name = worker.metadata.name;
+  const namespace = worker.metadata.namespace;
   const component = `graph-${spec.role}`;
   const config: Record<string, string> = {
     WORKER_ROLE: spec.role,
     WORKER_CONCURRENCY: String(spec.concurrency),
     WORKER_DAILY_BUDGET_USD: String(spec.dailyBudgetUsd),
-    ...peerUrls(spec.gatewayRef, gw.metadata.namespace ?? 'default', ['generation', 'graph']),
+    ...peerUrls(spec.gatewayRef, namespace ?? 'default', ['generation', 'graph']),
+    REDIS_KEY_PREFIX: redisKeyPrefix(namespace, spec.gatewayRef),
+    LOG_LEVEL: gateway?.spec.logLevel ?? 'info',
   };
   const envFrom: Record<string, unknown>[] = [{ configMapRef: { name } }];
-  if (spec.providersSecret) envFrom.push({ secretRef: { name: spec.providersSecret } });
+  if (gateway?.spec.secrets?.keys) envFrom.push({ secretRef: { name: gateway.spec.secrets.keys } });
+  const providers = spec.providersSecret ?? gateway?.spec.secrets?.providers;
+  if (providers) envFrom.push({ secretRef: { name: providers } });
   const pod = {
-    owner: gw,
+    owner: worker,
     component,
     image: spec.image,
     imageName: 'graph',
     // Like the generation image's worker, the graph image's runs as `node src/worker.ts <role>`.
     command: ['node', 'src/worker.ts', spec.role],
-    env: [...envFromSecretKey('DATABASE_URL', spec.database), ...envFromSecretKey('REDIS_URL', spec.redis)],
+    env: [...envFromSecretKey('DATABASE_URL', spec.database ?? gateway?.spec.database), ...envFromSecretKey('REDIS_URL', spec.redis ?? gateway?.spec.redis)],
     envFrom,
     resources: spec.resources,
+    tracing: gateway?.spec.tracing,
     config,
   };
-  const children: DesiredChild[] = [configMap(gw, name, component, config)];
+  const children: DesiredChild[] = [configMap(worker, name, component, config)];
   if (spec.role !== 'daily') {
     // The continuous roles serve /health (probes) and /metrics; daily is a run-to-completion Job.
     return [...children, ...workerDeployment({ ...pod, name, replicas: spec.replicas }, withPodMonitor)];
   }
   children.push({
     resource: R.CronJob,
-    object: obj(name, childLabels(gw, component), {
+    object: obj(name, childLabels(worker, component), {
       schedule: spec.schedule ?? DEFAULT_DAILY_SCHEDULE,
       timeZone: spec.timeZone,
       concurrencyPolicy: spec.concurrencyPolicy,
@@ -57,21 +67,35 @@ export function desiredGraphWorkerChildren(gw: GraphWorker, withPodMonitor: bool
   return children;
 }
 
+/** A worker serves nobody without its Gateway, and has nothing to work on without the graph's PostgreSQL. */
+function workerBlocked(worker: GraphWorker, gateway: Gateway | undefined): Blocked | undefined {
+  const ref = `Gateway ${worker.spec.gatewayRef}`;
+  if (!gateway) return { reason: 'GatewayNotFound', message: `${ref} (spec.gatewayRef) does not exist in this namespace` };
+  if (!(worker.spec.database ?? gateway.spec.database)) {
+    return { reason: 'DatabaseRequired', message: `the workers share the graph's PostgreSQL: set spec.database or the ${ref}'s spec.database` };
+  }
+  return undefined;
+}
+
 export const graphWorkerReconciler: Reconciler<GraphWorker> = {
   resource: R.GraphWorker,
-  async reconcile(gw, ctx) {
-    const { spec } = gw;
+  async reconcile(worker, ctx) {
+    const { spec } = worker;
+    const gateway = gatewayOf(ctx, worker.metadata.namespace, spec.gatewayRef);
+    const blocked = workerBlocked(worker, gateway);
     const withPodMonitor = spec.role !== 'daily' && (await ctx.features.serves(R.PodMonitor));
-    const applied = await applyChildren(gw, desiredGraphWorkerChildren(gw, withPodMonitor), ctx);
-    const { conditions, settling } = readiness(applied);
-    const workload = spec.role === 'daily' ? applied.live.get(`cronjobs/${gw.metadata.name}`) : applied.live.get(`deployments/${gw.metadata.name}`);
+    // A worker that cannot run keeps no workload: its children are pruned until it can.
+    const applied = await applyChildren(worker, blocked ? [] : desiredGraphWorkerChildren(worker, withPodMonitor, gateway), ctx);
+    const { conditions, settling } = readiness(applied, { pods: ctx.pods.controlledBy(worker.metadata.uid ?? ''), blocked });
+    const workload = spec.role === 'daily' ? applied.live.get(`cronjobs/${worker.metadata.name}`) : applied.live.get(`deployments/${worker.metadata.name}`);
     const fields: Record<string, unknown> = { workload: spec.role === 'daily' ? 'CronJob' : 'Deployment' };
     const cronStatus = (workload?.kind === 'CronJob' ? workload.status : undefined) as { lastScheduleTime?: string } | undefined;
     if (cronStatus?.lastScheduleTime) fields.lastScheduleTime = cronStatus.lastScheduleTime;
     if (workload?.kind === 'Deployment') {
-      fields.replicas = (workload.status as { replicas?: number } | undefined)?.replicas ?? 0;
+      const state = deploymentState(workload);
+      Object.assign(fields, { replicas: state.replicas, availableReplicas: state.availableReplicas });
     }
-    await updateStatus(gw, R.GraphWorker, { conditions, fields, settling }, ctx);
+    await updateStatus(worker, R.GraphWorker, { conditions, fields, settling }, ctx);
     if (applied.errors.length > 0) throw new Error(applied.errors.join('; '));
   },
 };

@@ -27,8 +27,10 @@ export async function updateStatus(owner: KubeObject, resource: ResourceType, up
   for (const c of conditions) {
     const before = previous.find((p) => p.type === c.type);
     // Unchanged, or starting out False (a new resource that is not Ready yet is not news). Progressing
-    // only mirrors Ready, so its transitions would double every Event.
-    if (c.type === 'Progressing' || before?.status === c.status || (!before && c.status === 'False')) continue;
+    // only mirrors Ready, so its transitions would double every Event. A Degraded that stays True for a
+    // new reason (a pod that crashed now cannot be pulled) is news.
+    const newFailure = c.type === 'Degraded' && c.status === 'True' && before?.status === 'True' && before.reason !== c.reason;
+    if (!newFailure && (c.type === 'Progressing' || before?.status === c.status || (!before && c.status === 'False'))) continue;
     const warning = (c.type === 'Degraded' || c.type === 'Exhausted') && c.status === 'True';
     await ctx.events.record(owner, warning ? 'Warning' : 'Normal', c.reason, `${c.type}=${c.status}: ${c.message}`);
   }

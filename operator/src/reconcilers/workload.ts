@@ -2,15 +2,22 @@
 // owns (see docs/operator.md, "Who owns which field"): everything else stays with the API server's
 // defaults or with whoever sets it.
 import { createHash } from 'node:crypto';
-import type { ImageSpec, ModelsSpec, Resources, SecretKeyRef } from '../api/v1alpha1/index.ts';
+import type { ImageSpec, ModelsSpec, Resources, SecretKeyRef, TracingSpec } from '../api/v1alpha1/index.ts';
 import type { KubeObject } from '../kube/object.ts';
 import * as R from '../kube/resources.ts';
-import { childLabels, type DesiredChild } from './context.ts';
+import { childLabels, OWNER_UID_LABEL, type DesiredChild } from './context.ts';
 
 /** Where a worker pod (AgentPool, GraphWorker) serves /health and /metrics, told through WORKER_PORT. */
 export const WORKER_PORT = 8091;
 /** The name of a pod's port (podTemplate), which probes, Services and monitors refer to. */
 const PORT_NAME = 'http';
+/**
+ * TEMPORA_DATA_DIR of every pod: an emptyDir, the one writable place besides /tmp (the root filesystem is
+ * read-only). It holds a service's embedded database when there is no DATABASE_URL, and lives as long as the pod.
+ */
+export const DATA_DIR = '/var/lib/tempora';
+
+export type EnvVar = Record<string, unknown> & { name: string };
 
 /** Model presets and policy, as the generation service reads them (services/generation/src/config.ts). */
 export function modelSettings(models: ModelsSpec): Record<string, string> {
@@ -21,8 +28,28 @@ export function image(spec: ImageSpec, name: string): string {
   return `${spec.registry.replace(/\/$/, '')}/${name}:${spec.version}`;
 }
 
-export function envFromSecretKey(name: string, ref: SecretKeyRef | undefined): Record<string, unknown>[] {
+export function envFromSecretKey(name: string, ref: SecretKeyRef | undefined): EnvVar[] {
   return ref ? [{ name, valueFrom: { secretKeyRef: { name: ref.secretName, key: ref.key } } }] : [];
+}
+
+/**
+ * The OpenTelemetry SDK's standard variables for a pod of the platform, and the pod's Kubernetes
+ * resource attributes (semantic conventions) through the downward API.
+ */
+export function tracingEnv(tracing: TracingSpec | undefined): EnvVar[] {
+  if (!tracing) return [];
+  const field = (fieldPath: string) => ({ valueFrom: { fieldRef: { fieldPath } } });
+  return [
+    { name: 'OTEL_EXPORTER_OTLP_ENDPOINT', value: tracing.endpoint },
+    { name: 'OTEL_EXPORTER_OTLP_PROTOCOL', value: tracing.protocol },
+    { name: 'OTEL_TRACES_SAMPLER', value: 'parentbased_traceidratio' },
+    { name: 'OTEL_TRACES_SAMPLER_ARG', value: String(tracing.samplingRatio) },
+    { name: 'POD_NAME', ...field('metadata.name') },
+    { name: 'POD_NAMESPACE', ...field('metadata.namespace') },
+    { name: 'NODE_NAME', ...field('spec.nodeName') },
+    // $(VAR) refers to the variables above: Kubernetes expands it when it starts the container.
+    { name: 'OTEL_RESOURCE_ATTRIBUTES', value: 'k8s.pod.name=$(POD_NAME),k8s.namespace.name=$(POD_NAMESPACE),k8s.node.name=$(NODE_NAME)' },
+  ];
 }
 
 export interface PodSpecInput {
@@ -35,9 +62,10 @@ export interface PodSpecInput {
   port?: number;
   /** The variable that tells the process its port: PORT for services, WORKER_PORT for workers. */
   portEnv?: string;
-  env: Record<string, unknown>[];
+  env: EnvVar[];
   envFrom: Record<string, unknown>[];
   resources: Resources | undefined;
+  tracing: TracingSpec | undefined;
   /** Settings the pods read; their hash goes on the template so a settings change rolls the pods. */
   config: Record<string, string> | undefined;
   restartPolicy?: string;
@@ -54,7 +82,12 @@ export function podTemplate(input: PodSpecInput): Record<string, unknown> {
     image: image(input.image, input.imageName),
     imagePullPolicy: input.image.pullPolicy ?? 'IfNotPresent',
     ...(input.command ? { command: input.command } : {}),
-    env: [...(port ? [{ name: input.portEnv ?? 'PORT', value: String(port) }] : []), ...input.env],
+    env: [
+      ...(port ? [{ name: input.portEnv ?? 'PORT', value: String(port) }] : []),
+      { name: 'TEMPORA_DATA_DIR', value: DATA_DIR },
+      ...tracingEnv(input.tracing),
+      ...input.env,
+    ],
     envFrom: input.envFrom,
     resources: input.resources ?? {},
     securityContext: {
@@ -62,21 +95,31 @@ export function podTemplate(input: PodSpecInput): Record<string, unknown> {
       readOnlyRootFilesystem: true,
       capabilities: { drop: ['ALL'] },
     },
-    volumeMounts: [{ name: 'tmp', mountPath: '/tmp' }],
+    volumeMounts: [
+      { name: 'tmp', mountPath: '/tmp' },
+      { name: 'data', mountPath: DATA_DIR },
+    ],
   };
   if (port) {
     container.ports = [{ name: PORT_NAME, containerPort: port, protocol: 'TCP' }];
+    // Ready while /health says so (it checks the database and Redis). Alive while the port answers: an
+    // unreachable database makes every replica unready, and restarting them would not bring it back. A
+    // first start may create the embedded database first, which can take minutes on a busy node.
+    container.startupProbe = { tcpSocket: { port: PORT_NAME }, periodSeconds: 2, failureThreshold: 150 };
     container.readinessProbe = { httpGet: { path: '/health', port: PORT_NAME }, periodSeconds: 5 };
-    container.livenessProbe = { httpGet: { path: '/health', port: PORT_NAME }, periodSeconds: 10, failureThreshold: 6 };
+    container.livenessProbe = { tcpSocket: { port: PORT_NAME }, periodSeconds: 10, failureThreshold: 6 };
   }
   return {
-    metadata: { labels: selectorLabels(owner, component), annotations },
+    metadata: { labels: { ...childLabels(owner, component), [OWNER_UID_LABEL]: owner.metadata.uid ?? '' }, annotations },
     spec: {
       ...(input.restartPolicy ? { restartPolicy: input.restartPolicy } : {}),
       // The service images run as the node user (uid 1000) of the Node 22 base image.
       securityContext: { runAsNonRoot: true, runAsUser: 1000, runAsGroup: 1000, fsGroup: 1000, seccompProfile: { type: 'RuntimeDefault' } },
       containers: [container],
-      volumes: [{ name: 'tmp', emptyDir: {} }],
+      volumes: [
+        { name: 'tmp', emptyDir: {} },
+        { name: 'data', emptyDir: {} },
+      ],
     },
   };
 }

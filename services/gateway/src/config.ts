@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { baseConfigSchema, csv } from '@tempora/kit/runtime';
+import { TIER_LIMITS } from './domain/limits.ts';
 
 const optional = z
   .string()
@@ -12,6 +13,38 @@ const bool = (fallback: boolean) =>
     .enum(['true', 'false'])
     .default(fallback ? 'true' : 'false')
     .transform((value) => value === 'true');
+
+type TierName = keyof typeof TIER_LIMITS;
+const TierLimitsSchema = z.array(
+  z.object({
+    name: z.enum(Object.keys(TIER_LIMITS) as [TierName, ...TierName[]]),
+    requestsPerMinute: z.number().int().min(1),
+    dailyLimit: z.number().int().min(1).optional(),
+  }),
+);
+
+/**
+ * RATE_LIMIT_TIERS: JSON `[{name, requestsPerMinute, dailyLimit?}]`, as the operator's Gateway writes its
+ * spec.rateLimits.tiers. A tier (or a daily limit) left out keeps its default (TIER_LIMITS).
+ */
+const tierLimits = optional.transform((text, ctx) => {
+  const limits = structuredClone(TIER_LIMITS);
+  if (!text) return limits;
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    ctx.addIssue({ code: 'custom', message: 'not JSON: expected [{"name": "free", "requestsPerMinute": 10, "dailyLimit": 100}, ...]' });
+    return z.NEVER;
+  }
+  const parsed = TierLimitsSchema.safeParse(json);
+  if (!parsed.success) {
+    for (const issue of parsed.error.issues) ctx.addIssue({ code: 'custom', message: `${issue.path.join('.') || '(value)'}: ${issue.message}` });
+    return z.NEVER;
+  }
+  for (const tier of parsed.data) limits[tier.name] = { perMinute: tier.requestsPerMinute, perDay: tier.dailyLimit ?? limits[tier.name].perDay };
+  return limits;
+});
 
 export const GatewayConfigSchema = baseConfigSchema('gateway').extend({
   /** `iss` of every token the gateway signs; other services check it. */
@@ -52,6 +85,7 @@ export const GatewayConfigSchema = baseConfigSchema('gateway').extend({
 
   /** Multiplies every tier and per-IP limit (load tests, staging); 1 in production. */
   RATE_LIMIT_MULTIPLIER: z.coerce.number().min(0.001).default(1),
+  RATE_LIMIT_TIERS: tierLimits,
   RATE_LIMIT_ANONYMOUS_PER_MINUTE: positiveInt(60),
   RATE_LIMIT_SERVICE_PER_MINUTE: positiveInt(6000),
 

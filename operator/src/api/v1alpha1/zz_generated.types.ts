@@ -52,7 +52,7 @@ export type Condition = {
 };
 
 export type ServiceSettings = {
-  /** When unset the operator leaves spec.replicas to kubectl scale or an autoscaler. */
+  /** With spec.database and spec.redis, unset leaves spec.replicas to kubectl scale or an autoscaler; without them a service runs one replica (or 0). */
   replicas?: number;
   /**
    * PodDisruptionBudget maxUnavailable.
@@ -63,9 +63,26 @@ export type ServiceSettings = {
 };
 
 export type RateLimitTier = {
-  name: string;
+  /** The tiers the gateway knows users by. */
+  name: 'free' | 'pro' | 'enterprise';
   requestsPerMinute: number;
+  /** Requests per UTC day; unset keeps the tier's default. */
   dailyLimit?: number;
+};
+
+export type TracingSpec = {
+  /** The OTLP collector's base URL (OTEL_EXPORTER_OTLP_ENDPOINT). */
+  endpoint: string;
+  /**
+   * OTEL_EXPORTER_OTLP_PROTOCOL.
+   * Default: "http/protobuf".
+   */
+  protocol: 'http/protobuf' | 'http/json' | 'grpc';
+  /**
+   * Share of new traces recorded; a request that arrives sampled stays sampled (parentbased_traceidratio).
+   * Default: 1.
+   */
+  samplingRatio: number;
 };
 
 export type IngressSpec = {
@@ -85,7 +102,7 @@ export type ServiceStatus = {
 /** The generation service's agent workers, autoscaled. */
 export type AgentPoolSpec = {
   /**
-   * The Gateway whose services the agents call.
+   * The Gateway whose generation pods hand their agent tasks to this pool; it lends the pool what the pool does not set (Redis, provider credentials, tracing).
    * Default: "tempora".
    */
   gatewayRef: string;
@@ -102,22 +119,23 @@ export type AgentPoolSpec = {
    */
   concurrency: number;
   /**
-   * Queued generations per pod; used when an external metrics adapter serves tempora_generation_queue_depth.
+   * Queued agent tasks per pod; used when an external metrics adapter serves tempora_generation_queue_depth{pool=<name>}.
    * Default: 20.
    */
   queueDepthTarget: number;
   models: ModelsSpec;
-  /** Secrets with model provider credentials, passed to the pods as environment. */
+  /** Secrets with model provider credentials, passed to the pods as environment. Unset, the Gateway's spec.secrets.providers. */
   providerSecrets?: string[];
   resources?: Resources;
-  /** Secret key holding REDIS_URL; the agent pool's tasks are a Redis stream. */
-  redis: SecretKeyRef;
+  /** The key of a Secret holding REDIS_URL; the agent tasks are a Redis stream, and the Gateway's generation pods use this Redis too. Unset, the Gateway's spec.redis. */
+  redis?: SecretKeyRef;
 };
 
 export type AgentPoolStatus = {
   observedGeneration?: number;
   conditions?: Condition[];
   replicas?: number;
+  availableReplicas?: number;
   desiredReplicas?: number;
 };
 
@@ -136,13 +154,13 @@ export type GatewaySpec = {
     gateway?: ServiceSettings;
     generation?: ServiceSettings;
     graph?: ServiceSettings;
-    simulation?: ServiceSettings;
-    conductor?: ServiceSettings;
-    billing?: ServiceSettings;
   };
   /** Default: {}. */
   rateLimits: {
-    /** Default: [{"name":"free","requestsPerMinute":10,"dailyLimit":100},{"name":"pro","requestsPerMinute":60,"dailyLimit":1000},{"name":"enterprise","requestsPerMinute":300,"dailyLimit":10000}]. */
+    /**
+     * The gateway's limits per user tier (RATE_LIMIT_TIERS); a tier left out keeps the default shown here.
+     * Default: [{"name":"free","requestsPerMinute":10,"dailyLimit":100},{"name":"pro","requestsPerMinute":60,"dailyLimit":1000},{"name":"enterprise","requestsPerMinute":300,"dailyLimit":10000}].
+     */
     tiers: RateLimitTier[];
   };
   /** The domain whose subdomains CORS allows (TEMPORA_DOMAIN). */
@@ -151,15 +169,19 @@ export type GatewaySpec = {
   logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace';
   /** Names of Secrets in the Gateway's namespace, passed to the pods as environment. */
   secrets?: {
-    /** SERVICE_KEY, ADMIN_KEY, WRITER_TOKENS and the JWT signing key. */
+    /** SERVICE_KEY, ADMIN_KEY, WRITER_TOKENS, for every service and the graph workers; a JWT_PRIVATE_KEY here replaces the signing key the operator keeps in the Secret <gateway>-signing-key. */
     keys?: string;
-    /** Model provider credentials (generation, graph, simulation, conductor). */
+    /** Model provider credentials (generation, graph; the default of GraphWorkers and AgentPools). */
     providers?: string;
   };
-  /** A key of a Secret; unset means the service's embedded default (PGlite, in-memory Redis). */
+  /** The key of a Secret holding the PostgreSQL URL (DATABASE_URL) that every service and the graph workers share. Unset, each service keeps an embedded database on its pod's data volume, lost with the pod, and runs one replica. */
   database?: SecretKeyRef;
-  /** A key of a Secret; unset means the service's embedded default (PGlite, in-memory Redis). */
+  /** The key of a Secret holding the Redis URL (REDIS_URL) for rate limits and the agent pool. Unset, each service keeps them in memory and runs one replica. */
   redis?: SecretKeyRef;
+  /** Proxies in front of the gateway that append the client's address to X-Forwarded-For (an ingress controller is one). Unset, 1 with spec.ingress, else 0. The services behind the gateway trust one more (TRUSTED_PROXY_HOPS). */
+  trustedProxies?: number;
+  /** Where every pod of the platform (services and workers) sends its OpenTelemetry traces (OTEL_*). Unset, traces are propagated but exported nowhere. */
+  tracing?: TracingSpec;
   /** Exposes the gateway. Without it the platform is reachable only inside the cluster. */
   ingress?: IngressSpec;
   /** Settings of the generation service, passed to its pods as environment. */
@@ -181,6 +203,8 @@ export type GatewayStatus = {
   observedGeneration?: number;
   conditions?: Condition[];
   url?: string;
+  /** External: the services share spec.database and spec.redis. Embedded: each runs one replica with state of its own. */
+  state?: 'External' | 'Embedded';
   services?: ServiceStatus[];
 };
 
@@ -195,7 +219,7 @@ export type GraphWorkerSpec = {
   /** renderer, expander and judge run as a Deployment; daily as a CronJob. */
   role: 'renderer' | 'expander' | 'judge' | 'daily';
   /**
-   * The Gateway whose services the worker calls (<gateway>-graph, <gateway>-generation).
+   * The Gateway whose services the worker calls (<gateway>-graph, <gateway>-generation); it lends the worker its keys Secret and what the worker does not set (database, Redis, provider credentials, tracing).
    * Default: "tempora".
    */
   gatewayRef: string;
@@ -223,9 +247,11 @@ export type GraphWorkerSpec = {
   /** Default: 1. */
   failedJobsHistoryLimit: number;
   resources?: Resources;
-  /** Secret with model provider credentials. */
+  /** Secret with model provider credentials. Unset, the Gateway's spec.secrets.providers. */
   providersSecret?: string;
+  /** The key of a Secret holding DATABASE_URL: the graph service's PostgreSQL, which the workers share. Unset, the Gateway's spec.database; a worker needs one. */
   database?: SecretKeyRef;
+  /** The key of a Secret holding REDIS_URL. Unset, the Gateway's spec.redis. */
   redis?: SecretKeyRef;
 };
 
@@ -234,6 +260,7 @@ export type GraphWorkerStatus = {
   conditions?: Condition[];
   workload?: string;
   replicas?: number;
+  availableReplicas?: number;
   lastScheduleTime?: string;
 };
 

@@ -1,0 +1,106 @@
+// The test control plane runs no kubelet and no scheduler, so nothing reports on pods. This does what they
+// would, through the same API (the pods' status subresource): every pod the controllers create is
+// scheduled, started and Ready, unless its image tag asks for a failure a real node would report:
+//   :crashloop*      the container keeps exiting (CrashLoopBackOff, last exit code 1)
+//   :missing*        the image cannot be pulled (ImagePullBackOff)
+//   :unschedulable*  no node can take the pod (PodScheduled False, Unschedulable)
+//   :pending*        the pod is left as the controllers made it (waiting for a node)
+// The end-to-end tests on a real node (test/k8s) see the same states from a real kubelet.
+import type { KubeClient } from '../src/kube/client.ts';
+import type { KubeObject } from '../src/kube/object.ts';
+import { collectionPath, objectPath, Pod } from '../src/kube/resources.ts';
+
+interface PodSpec {
+  containers: { name: string; image: string }[];
+}
+
+const now = () => new Date().toISOString().replace(/\.\d{3}Z$/, 'Z');
+
+/** The status a node would report for this pod, or undefined when it would report nothing. */
+export function nodeReport(pod: KubeObject): Record<string, unknown> | undefined {
+  const containers = (pod.spec as unknown as PodSpec).containers;
+  const tag = (containers[0]?.image.split(':').pop() ?? '').toLowerCase();
+  const at = now();
+  const condition = (type: string, status: string, extra: Record<string, unknown> = {}) => ({ type, status, lastTransitionTime: at, ...extra });
+  const statuses = (state: (c: { name: string; image: string }) => Record<string, unknown>, ready: boolean) =>
+    containers.map((c) => ({ name: c.name, image: c.image, imageID: '', ready, restartCount: 0, started: ready, ...state(c) }));
+  if (tag.startsWith('pending')) return undefined;
+  if (tag.startsWith('unschedulable')) {
+    return {
+      phase: 'Pending',
+      conditions: [condition('PodScheduled', 'False', { reason: 'Unschedulable', message: "0/1 nodes are available: 1 node(s) didn't match Pod's node affinity/selector." })],
+    };
+  }
+  const scheduled = [condition('PodScheduled', 'True'), condition('Initialized', 'True')];
+  if (tag.startsWith('missing')) {
+    return {
+      phase: 'Pending',
+      startTime: at,
+      conditions: [...scheduled, condition('ContainersReady', 'False'), condition('Ready', 'False')],
+      containerStatuses: statuses((c) => ({ state: { waiting: { reason: 'ImagePullBackOff', message: `Back-off pulling image "${c.image}"` } } }), false),
+    };
+  }
+  if (tag.startsWith('crashloop')) {
+    return {
+      phase: 'Running',
+      startTime: at,
+      conditions: [...scheduled, condition('ContainersReady', 'False'), condition('Ready', 'False')],
+      containerStatuses: statuses(
+        (c) => ({
+          state: { waiting: { reason: 'CrashLoopBackOff', message: `back-off 10s restarting failed container=${c.name}` } },
+          lastState: { terminated: { exitCode: 1, reason: 'Error', startedAt: at, finishedAt: at } },
+        }),
+        false,
+      ),
+    };
+  }
+  return {
+    phase: 'Running',
+    startTime: at,
+    podIP: '10.244.0.10',
+    conditions: [...scheduled, condition('ContainersReady', 'True'), condition('Ready', 'True')],
+    containerStatuses: statuses(() => ({ state: { running: { startedAt: at } } }), true),
+  };
+}
+
+/** Reports on every pod once, as a node would after starting it; polls, which is plenty for tests. */
+export class KubeletStandIn {
+  readonly #client: KubeClient;
+  readonly #reported = new Set<string>();
+  #timer: NodeJS.Timeout | undefined;
+  #pass: Promise<void> = Promise.resolve();
+
+  constructor(client: KubeClient) {
+    this.#client = client;
+  }
+
+  start(intervalMs = 200): void {
+    this.#timer = setInterval(() => {
+      this.#pass = this.#pass.then(() => this.#report()).catch(() => {});
+    }, intervalMs);
+  }
+
+  async stop(): Promise<void> {
+    clearInterval(this.#timer);
+    await this.#pass;
+  }
+
+  async #report(): Promise<void> {
+    const pods = await this.#client.request<{ items: KubeObject[] }>('GET', collectionPath(Pod));
+    await Promise.all(
+      pods.items.map(async (pod) => {
+        const uid = pod.metadata.uid ?? '';
+        if (this.#reported.has(uid) || pod.metadata.deletionTimestamp) return;
+        const status = nodeReport(pod);
+        if (status) {
+          await this.#client.request('PATCH', `${objectPath(Pod, pod.metadata.namespace ?? '', pod.metadata.name)}/status`, {
+            body: { status },
+            contentType: 'application/merge-patch+json',
+            query: { fieldManager: 'kubelet' },
+          });
+        }
+        this.#reported.add(uid);
+      }),
+    );
+  }
+}
