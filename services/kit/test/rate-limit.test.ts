@@ -120,5 +120,8 @@ describe('kit rate limiter', () => {
     await closed!.quit();
     const gone = new RateLimiter({ redis: closed, prefix: 'g' });
     assert.equal((await gone.consume(windows('y'))).remaining, 2);
+    assert.equal(gone.fallenBackToMemory, true, 'reported (rate_limiter_memory_fallback) while Redis is gone');
+    assert.equal(memory.fallenBackToMemory, false, 'memory by configuration is no fallback');
+    assert.equal(new RateLimiter({ redis, prefix: 'r' }).fallenBackToMemory, false);
   });
 });

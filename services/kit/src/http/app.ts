@@ -1,6 +1,7 @@
 import Koa from 'koa';
 import Router from '@koa/router';
 import { bodyParser } from '@koa/bodyparser';
+import { Gauge } from 'prom-client';
 import type { Authenticator } from './auth.ts';
 import type { BaseConfig, ServiceName } from '../runtime/config.ts';
 import { corsForDomain } from './cors.ts';
@@ -75,6 +76,18 @@ export function createApp(definition: ServiceDefinition): ServiceApp {
   const api = new Router();
   definition.extend?.(api);
   mountRoutes(api, definition.routes, definition.authenticators);
+
+  if (definition.rateLimit) {
+    const { limiter } = definition.rateLimit;
+    new Gauge({
+      name: 'rate_limiter_memory_fallback',
+      help: '1 while Redis is configured but unreachable and the rate limits are counted in this process alone (each replica then admits up to the whole limit)',
+      registers: [definition.metrics.registry],
+      collect() {
+        this.set(limiter.fallenBackToMemory ? 1 : 0);
+      },
+    });
+  }
 
   app.use(requestId);
   app.use(definition.metrics.middleware());

@@ -106,6 +106,14 @@ export class RateLimiter {
     this.maxLease = this.redis ? Math.max(1, options.maxLease ?? 10_000) : 1;
   }
 
+  /**
+   * Whether requests are being counted by the in-memory insurance limiter although Redis is configured:
+   * each replica then enforces the limits alone, so N replicas admit up to N times the limit.
+   */
+  get fallenBackToMemory(): boolean {
+    return this.redis !== undefined && !this.redis.isReady;
+  }
+
   private limiter(window: RateWindow): RateLimiterAbstract {
     const id = `${window.name}:${window.points}:${window.durationSeconds}`;
     let limiter = this.limiters.get(id);
