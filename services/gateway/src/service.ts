@@ -123,6 +123,7 @@ export async function createGatewayService(config: GatewayConfig, logger = creat
       },
       proxy.middleware(),
     ],
+    routes: [...authRoutes(deps), ...userRoutes(deps), ...creditRoutes(deps), ...billingLedgerRoutes(deps), ...balanceRoutes(deps)],
     health: async () => {
       const db = await database.ping();
       return { status: db ? 'ok' : 'degraded', database: db, redis: redis ? redis.isReady : null };
