@@ -7,6 +7,7 @@ import { parseAllDocuments } from 'yaml';
 import { ControlPlane } from '../../test/k8s/control-plane.ts';
 import { KubeClient } from '../src/kube/client.ts';
 import { loadConnection } from '../src/kube/connection.ts';
+import type { Condition } from '../src/kube/conditions.ts';
 import type { KubeObject } from '../src/kube/object.ts';
 import { objectPath, PodMonitor, ServiceMonitor, type ResourceType } from '../src/kube/resources.ts';
 import type { OperatorConfig } from '../src/config.ts';
@@ -87,6 +88,29 @@ export async function waitFor<T>(what: string, fn: () => Promise<T | undefined |
     if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${lastError ? `: ${String(lastError)}` : ''}`);
     await new Promise((r) => setTimeout(r, intervalMs));
   }
+}
+
+export function condition(obj: KubeObject | undefined, type: string): Condition | undefined {
+  return ((obj?.status?.conditions ?? []) as Condition[]).find((c) => c.type === type);
+}
+
+/** Waits until the custom resource reports Ready for its current generation. */
+export function waitReady(client: KubeClient, resource: ResourceType, namespace: string, name: string, timeoutMs = 30_000): Promise<KubeObject> {
+  return waitFor(
+    `${resource.kind} ${name} Ready at its current generation`,
+    async () => {
+      const obj = await client.get(resource, namespace, name);
+      const ready = condition(obj, 'Ready');
+      return ready?.status === 'True' && ready.observedGeneration === obj.metadata.generation && obj.status?.observedGeneration === obj.metadata.generation ? obj : undefined;
+    },
+    timeoutMs,
+  );
+}
+
+/** The objects of a type in the namespace that name `owner` in an owner reference. */
+export async function ownedBy(client: KubeClient, resource: ResourceType, owner: KubeObject, namespace: string): Promise<KubeObject[]> {
+  const list = await client.list(resource, {}, namespace);
+  return list.items.filter((o) => o.metadata.ownerReferences?.some((r) => r.uid === owner.metadata.uid));
 }
 
 export interface Cluster {

@@ -6,11 +6,10 @@ import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import type { KubeClient } from '../src/kube/client.ts';
-import type { Condition } from '../src/kube/conditions.ts';
 import type { KubeObject } from '../src/kube/object.ts';
 import * as R from '../src/kube/resources.ts';
 import type { Operator } from '../src/operator.ts';
-import { applyAs, counterSum, newOperator, startCluster, waitFor, type Cluster } from './cluster.ts';
+import { applyAs, condition, counterSum, newOperator, ownedBy, startCluster, waitFor, waitReady as waitReadyIn, type Cluster } from './cluster.ts';
 import { NS, agentPool, gateway, graphWorker, simulationBudget } from './fixtures.ts';
 import { GatewayConfigSchema } from '../../services/gateway/src/config.ts';
 import { GenerationConfigSchema } from '../../services/generation/src/config.ts';
@@ -21,10 +20,6 @@ const SERVICES = ['gateway', 'generation', 'graph'];
 const ReplicaSet: R.ResourceType = { group: 'apps', version: 'v1', kind: 'ReplicaSet', plural: 'replicasets' };
 const Job: R.ResourceType = { group: 'batch', version: 'v1', kind: 'Job', plural: 'jobs' };
 const APIService: R.ResourceType = { group: 'apiregistration.k8s.io', version: 'v1', kind: 'APIService', plural: 'apiservices' };
-
-function condition(obj: KubeObject | undefined, type: string): Condition | undefined {
-  return ((obj?.status?.conditions ?? []) as Condition[]).find((c) => c.type === type);
-}
 
 describe('operator on a real control plane', function () {
   this.timeout(120_000);
@@ -52,22 +47,8 @@ describe('operator on a real control plane', function () {
     await cluster?.cp.stop();
   });
 
-  async function waitReady(resource: R.ResourceType, name: string, timeoutMs = 30_000): Promise<KubeObject> {
-    return waitFor(
-      `${resource.kind} ${name} Ready at its current generation`,
-      async () => {
-        const obj = await admin.get(resource, NS, name);
-        const ready = condition(obj, 'Ready');
-        return ready?.status === 'True' && ready.observedGeneration === obj.metadata.generation && obj.status?.observedGeneration === obj.metadata.generation ? obj : undefined;
-      },
-      timeoutMs,
-    );
-  }
-
-  async function owned(resource: R.ResourceType, owner: KubeObject): Promise<KubeObject[]> {
-    const list = await admin.list(resource, {}, NS);
-    return list.items.filter((o) => o.metadata.ownerReferences?.some((r) => r.uid === owner.metadata.uid));
-  }
+  const waitReady = (resource: R.ResourceType, name: string, timeoutMs = 30_000) => waitReadyIn(admin, resource, NS, name, timeoutMs);
+  const owned = (resource: R.ResourceType, owner: KubeObject) => ownedBy(admin, resource, owner, NS);
 
   /** Waits until no reconcile is queued or running for a continuous second. */
   async function settle(operator = op): Promise<void> {

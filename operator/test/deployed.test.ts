@@ -1,0 +1,332 @@
+// What the operator deploys must be able to run: where state lives, the gateway's signing key, the
+// agent pool, what workers take from their Gateway, the settings each pod gets, and Ready meaning the
+// workloads are available. Against a real control plane with a kubelet stand-in reporting pod status
+// (kubelet-stand-in.ts); the end-to-end tests on a real node (test/k8s) run the images themselves.
+// Tests run in order and share one cluster.
+import assert from 'node:assert/strict';
+import { join } from 'node:path';
+import type { KubeClient } from '../src/kube/client.ts';
+import type { KubeObject } from '../src/kube/object.ts';
+import * as R from '../src/kube/resources.ts';
+import type { Operator } from '../src/operator.ts';
+import { GatewayConfigSchema } from '../../services/gateway/src/config.ts';
+import { KeyStore } from '../../services/gateway/src/domain/keys.ts';
+import { GenerationConfigSchema } from '../../services/generation/src/config.ts';
+import { GraphConfigSchema } from '../../services/graph/src/config.ts';
+import { applyAs, condition, CRD_DIR, manifests, newOperator, ownedBy, startCluster, waitFor, waitReady as waitReadyIn, type Cluster } from './cluster.ts';
+import { NS, agentPool, gateway, graphWorker } from './fixtures.ts';
+import { KubeletStandIn } from './kubelet-stand-in.ts';
+
+type Env = { name: string; value?: string; valueFrom?: Record<string, unknown> }[];
+interface Container {
+  env: Env;
+  envFrom: Record<string, { name: string }>[];
+  volumeMounts: { name: string; mountPath: string }[];
+  securityContext: { readOnlyRootFilesystem?: boolean };
+  livenessProbe?: Record<string, unknown>;
+  readinessProbe?: Record<string, unknown>;
+}
+
+/** A Gateway without shared state: no database, no Redis, no Ingress, replicas left to the operator. */
+const embedded = (name: string, spec: Record<string, unknown> = {}) => gateway(name, { database: undefined, redis: undefined, ingress: undefined, services: undefined, ...spec });
+
+describe('what the operator deploys', function () {
+  this.timeout(120_000);
+  let cluster: Cluster;
+  let admin: KubeClient;
+  let op: Operator;
+  let kubelet: KubeletStandIn;
+
+  before(async function () {
+    this.timeout(1_800_000);
+    cluster = await startCluster();
+    admin = cluster.admin;
+    kubelet = new KubeletStandIn(admin);
+    kubelet.start();
+    op = newOperator(cluster.operatorKubeconfig, 'deployed');
+    await op.start();
+    await waitFor('the operator to lead', async () => op.isLeader, 20_000);
+  });
+
+  after(async function () {
+    this.timeout(60_000);
+    await op?.stop();
+    await kubelet?.stop();
+    await cluster?.cp.stop();
+  });
+
+  const waitReady = (resource: R.ResourceType, name: string, timeoutMs = 30_000) => waitReadyIn(admin, resource, NS, name, timeoutMs);
+  const owned = (resource: R.ResourceType, owner: KubeObject) => ownedBy(admin, resource, owner, NS);
+  const container = async (deployment: string) => ((await admin.get(R.Deployment, NS, deployment)).spec as any).template.spec.containers[0] as Container;
+  const env = (c: Container, name: string) => c.env.find((e) => e.name === name);
+  const data = async (configMap: string) => (await admin.get(R.ConfigMap, NS, configMap)).data as Record<string, string>;
+  const secretRef = (name: string, key = 'url') => ({ secretKeyRef: { name, key } });
+  const waitCondition = (resource: R.ResourceType, name: string, type: string, status: string, reason: string, timeoutMs = 30_000) =>
+    waitFor(
+      `${resource.kind} ${name} ${type}=${status} (${reason})`,
+      async () => {
+        const obj = await admin.get(resource, NS, name);
+        const c = condition(obj, type);
+        return c?.status === status && c.reason === reason && c.observedGeneration === obj.metadata.generation ? obj : undefined;
+      },
+      timeoutMs,
+    );
+  const events = async (kind: string, name: string) =>
+    (await admin.list(R.Event, { fieldSelector: `involvedObject.name=${name},involvedObject.kind=${kind}` }, NS)).items as (KubeObject & { type: string; reason: string; message: string })[];
+
+  describe('state', function () {
+    it('without spec.database and spec.redis: one replica per service, its state on the pod\'s data volume', async function () {
+      await applyAs(admin, embedded('solo'));
+      const gw = await waitReady(R.Gateway, 'solo');
+      assert.equal(gw.status?.state, 'Embedded');
+      for (const svc of ['gateway', 'generation', 'graph']) {
+        const dep = await admin.get(R.Deployment, NS, `solo-${svc}`);
+        assert.equal((dep.spec as any).replicas, 1, `${svc}: the operator owns replicas`);
+        const pod = (dep.spec as any).template.spec;
+        const c = pod.containers[0] as Container;
+        assert.equal(c.securityContext.readOnlyRootFilesystem, true);
+        assert.equal(env(c, 'TEMPORA_DATA_DIR')?.value, '/var/lib/tempora');
+        assert.deepEqual(c.volumeMounts, [
+          { name: 'tmp', mountPath: '/tmp' },
+          { name: 'data', mountPath: '/var/lib/tempora' },
+        ]);
+        assert.deepEqual(pod.volumes, [
+          { name: 'tmp', emptyDir: {} },
+          { name: 'data', emptyDir: {} },
+        ]);
+        assert.deepEqual([env(c, 'DATABASE_URL'), env(c, 'REDIS_URL')], [undefined, undefined]);
+      }
+      // A second replica would keep a database of its own: kubectl scale is reverted.
+      await admin.request('PATCH', `${R.objectPath(R.Deployment, NS, 'solo-graph')}/scale`, {
+        body: { spec: { replicas: 3 } },
+        contentType: 'application/merge-patch+json',
+        query: { fieldManager: 'kubectl-scale' },
+      });
+      await waitFor('one replica again', async () => ((await admin.get(R.Deployment, NS, 'solo-graph')).spec as any).replicas === 1);
+    });
+
+    it('with them: every service shares the PostgreSQL and Redis of the Secrets, and replicas are the spec\'s', async function () {
+      await applyAs(admin, gateway('shared', { ingress: undefined }));
+      const gw = await waitReady(R.Gateway, 'shared');
+      assert.equal(gw.status?.state, 'External');
+      for (const svc of ['gateway', 'generation', 'graph']) {
+        const c = await container(`shared-${svc}`);
+        assert.deepEqual(env(c, 'DATABASE_URL')?.valueFrom, secretRef('tempora-db'), svc);
+        assert.deepEqual(env(c, 'REDIS_URL')?.valueFrom, secretRef('tempora-redis'), svc);
+        assert.equal((await data(`shared-${svc}`)).REDIS_KEY_PREFIX, 'tempora:default:shared', 'one prefix per Gateway, so Gateways can share a Redis');
+      }
+      assert.equal(((await admin.get(R.Deployment, NS, 'shared-gateway')).spec as any).replicas, 2);
+    });
+
+    it('refuses, in status, a Gateway stored before more replicas needed shared state', async function () {
+      // As after an upgrade: the Gateway was stored under a CRD without the rule, which the API server now
+      // enforces only on its next change.
+      const crdName = 'gateways.tempora.dev';
+      const crdPath = `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${crdName}`;
+      await admin.request('PATCH', crdPath, {
+        body: [{ op: 'remove', path: '/spec/versions/0/schema/openAPIV3Schema/properties/spec/x-kubernetes-validations' }],
+        contentType: 'application/json-patch+json',
+      });
+      try {
+        await waitFor('the Gateway stored without the rule', async () => {
+          try {
+            return await applyAs(admin, embedded('legacy', { services: { graph: { replicas: 2 } } }));
+          } catch {
+            return undefined;
+          }
+        });
+      } finally {
+        const [crd] = manifests(join(CRD_DIR, 'gateway.yaml'));
+        await applyAs(admin, crd!);
+      }
+      await waitCondition(R.Gateway, 'legacy', 'Ready', 'False', 'ExternalStateRequired');
+      const degraded = condition(await admin.get(R.Gateway, NS, 'legacy'), 'Degraded');
+      assert.equal(degraded?.status, 'True');
+      assert.match(degraded!.message, /graph: more than one replica needs spec.database and spec.redis/);
+      assert.equal(((await admin.get(R.Deployment, NS, 'legacy-graph')).spec as any).replicas, 1, 'runs one meanwhile');
+      await waitFor('a Warning Event', async () => (await events('Gateway', 'legacy')).some((e) => e.type === 'Warning' && e.reason === 'ExternalStateRequired'));
+      await admin.delete(R.Gateway, NS, 'legacy');
+    });
+  });
+
+  describe('the gateway\'s signing key', function () {
+    it('is created once in a Secret the gateway reads, kept, and made anew when deleted', async function () {
+      const gw = await admin.get(R.Gateway, NS, 'shared');
+      const [secret] = await owned(R.Secret, gw);
+      assert.equal(secret?.metadata.name, 'shared-signing-key');
+      const pem = Buffer.from((secret!.data as Record<string, string>).JWT_PRIVATE_KEY!, 'base64').toString();
+      // The gateway's own configuration and key store take it as its signing key.
+      const config = GatewayConfigSchema.parse({ JWT_PRIVATE_KEY: pem });
+      const keys = new KeyStore({ configuredKey: config.JWT_PRIVATE_KEY, file: '/nonexistent/signing-keys.json', rotationMs: 86_400_000, retainMs: 60_000 });
+      assert.equal(keys.jwks().keys.length, 1);
+      // The keys Secret comes after it, so a JWT_PRIVATE_KEY there wins (the user's own key).
+      const sources = (await container('shared-gateway')).envFrom.map((s) => s.configMapRef?.name ?? s.secretRef?.name);
+      assert.deepEqual(sources, ['shared-gateway', 'shared-signing-key', 'tempora-keys']);
+      assert.ok(!(await container('shared-graph')).envFrom.some((s) => s.secretRef?.name === 'shared-signing-key'), 'only the gateway holds it');
+
+      op.resyncAll();
+      await new Promise((r) => setTimeout(r, 1500));
+      const kept = await admin.get(R.Secret, NS, 'shared-signing-key');
+      assert.equal(kept.metadata.resourceVersion, secret!.metadata.resourceVersion, 'never rewritten');
+
+      await admin.delete(R.Secret, NS, 'shared-signing-key');
+      const fresh = await waitFor('a new key', async () => {
+        const s = await admin.getOrUndefined(R.Secret, NS, 'shared-signing-key');
+        return s && s.metadata.uid !== secret!.metadata.uid ? s : undefined;
+      });
+      assert.notEqual((fresh.data as Record<string, string>).JWT_PRIVATE_KEY, (secret!.data as Record<string, string>).JWT_PRIVATE_KEY);
+    });
+  });
+
+  describe('the agent pool', function () {
+    it('takes the generation pods\' agent tasks: same Redis, same key prefix, the pool\'s name on the queue metric', async function () {
+      const before = GenerationConfigSchema.parse(await data('shared-generation'));
+      assert.equal(before.AGENT_POOL, 'in-process', 'no pool yet');
+      await applyAs(admin, agentPool('pool-a', { gatewayRef: 'shared', redis: undefined, minReplicas: 1 }));
+      await waitReady(R.AgentPool, 'pool-a');
+      const generation = GenerationConfigSchema.parse(await waitFor('generation switched', async () => {
+        const d = await data('shared-generation');
+        return d.AGENT_POOL === 'redis' ? d : undefined;
+      }));
+      assert.equal(generation.AGENT_POOL_NAME, 'pool-a');
+      const worker = GenerationConfigSchema.parse(await data('pool-a'));
+      assert.deepEqual([worker.AGENT_POOL_NAME, worker.REDIS_KEY_PREFIX], ['pool-a', generation.REDIS_KEY_PREFIX]);
+      // Neither sets a Redis of its own: both use the Gateway's.
+      assert.deepEqual(env(await container('shared-generation'), 'REDIS_URL')?.valueFrom, secretRef('tempora-redis'));
+      assert.deepEqual(env(await container('pool-a'), 'REDIS_URL')?.valueFrom, secretRef('tempora-redis'));
+      assert.deepEqual((await container('pool-a')).envFrom.map((s) => s.configMapRef?.name ?? s.secretRef?.name), ['pool-a', 'tempora-providers']);
+    });
+
+    it('has one pool serve a Gateway; the others say so, and take over when it goes', async function () {
+      await applyAs(admin, agentPool('pool-b', { gatewayRef: 'shared', redis: { secretName: 'pool-b-redis' }, minReplicas: 1 }));
+      await waitCondition(R.AgentPool, 'pool-b', 'Ready', 'False', 'AnotherPoolServes');
+      assert.equal(await admin.getOrUndefined(R.Deployment, NS, 'pool-b'), undefined, 'no workload');
+      await admin.delete(R.AgentPool, NS, 'pool-a');
+      await waitReady(R.AgentPool, 'pool-b');
+      await waitFor('generation follows pool-b and its Redis', async () => {
+        const d = await data('shared-generation');
+        const redis = env(await container('shared-generation'), 'REDIS_URL')?.valueFrom;
+        return d.AGENT_POOL_NAME === 'pool-b' && JSON.stringify(redis) === JSON.stringify(secretRef('pool-b-redis'));
+      });
+      await admin.delete(R.AgentPool, NS, 'pool-b');
+      await waitFor('generation runs its agents itself again', async () => (await data('shared-generation')).AGENT_POOL === undefined);
+    });
+
+    it('keeps no workload while its Gateway is missing or has no Redis', async function () {
+      await applyAs(admin, agentPool('stray', { gatewayRef: 'nowhere', redis: undefined }));
+      await waitCondition(R.AgentPool, 'stray', 'Ready', 'False', 'GatewayNotFound');
+      await applyAs(admin, agentPool('stray', { gatewayRef: 'solo', redis: undefined }));
+      await waitCondition(R.AgentPool, 'stray', 'Ready', 'False', 'RedisRequired');
+      assert.equal(await admin.getOrUndefined(R.Deployment, NS, 'stray'), undefined);
+      assert.equal((await data('solo-generation')).AGENT_POOL, undefined, 'the Gateway keeps its agents in-process');
+      await admin.delete(R.AgentPool, NS, 'stray');
+    });
+  });
+
+  describe('graph workers', function () {
+    it('take the Gateway\'s database, keys and providers, and do not run without a database', async function () {
+      await applyAs(admin, graphWorker('render', 'renderer', { gatewayRef: 'shared' }));
+      await waitReady(R.GraphWorker, 'render');
+      const c = await container('render');
+      assert.deepEqual(env(c, 'DATABASE_URL')?.valueFrom, secretRef('tempora-db'));
+      assert.deepEqual(env(c, 'REDIS_URL')?.valueFrom, secretRef('tempora-redis'));
+      assert.deepEqual(c.envFrom.map((s) => s.configMapRef?.name ?? s.secretRef?.name), ['render', 'tempora-keys', 'tempora-providers']);
+      assert.equal((await data('render')).REDIS_KEY_PREFIX, 'tempora:default:shared');
+
+      await applyAs(admin, graphWorker('lonely', 'judge', { gatewayRef: 'solo' }));
+      const refused = await waitCondition(R.GraphWorker, 'lonely', 'Ready', 'False', 'DatabaseRequired');
+      assert.match(condition(refused, 'Degraded')!.message, /graph's PostgreSQL/);
+      assert.equal(await admin.getOrUndefined(R.Deployment, NS, 'lonely'), undefined);
+      await applyAs(admin, graphWorker('lonely', 'judge', { gatewayRef: 'solo', database: { secretName: 'graph-db' } }));
+      await waitReady(R.GraphWorker, 'lonely');
+      assert.deepEqual(env(await container('lonely'), 'DATABASE_URL')?.valueFrom, secretRef('graph-db'));
+      await admin.delete(R.GraphWorker, NS, 'lonely');
+    });
+  });
+
+  describe('settings from the Gateway', function () {
+    it('tell each service how many proxies to trust, so clients are told apart behind them', async function () {
+      const hops = async (gw: string) => {
+        const gateway = GatewayConfigSchema.parse(await data(`${gw}-gateway`)).TRUSTED_PROXY_HOPS;
+        const graph = GraphConfigSchema.parse(await data(`${gw}-graph`)).TRUSTED_PROXY_HOPS;
+        const generation = GenerationConfigSchema.parse(await data(`${gw}-generation`)).TRUSTED_PROXY_HOPS;
+        return [gateway, graph, generation];
+      };
+      assert.deepEqual(await hops('shared'), [0, 1, 1], 'no Ingress: the gateway trusts nobody, the services behind it the gateway');
+      await applyAs(admin, gateway('behind'));
+      await waitReady(R.Gateway, 'behind');
+      assert.deepEqual(await hops('behind'), [1, 2, 2], 'behind an Ingress');
+      await applyAs(admin, gateway('behind', { trustedProxies: 2 }));
+      await waitFor('two proxies', async () => (await hops('behind'))[0] === 2);
+      assert.deepEqual(await hops('behind'), [2, 3, 3]);
+      await admin.delete(R.Gateway, NS, 'behind');
+    });
+
+    it('give every pod of the platform, workers too, the OTEL_* settings of spec.tracing', async function () {
+      await applyAs(admin, gateway('shared', { ingress: undefined, tracing: { endpoint: 'http://collector.monitoring:4318', samplingRatio: 0.25 } }));
+      const expected = {
+        OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector.monitoring:4318',
+        OTEL_EXPORTER_OTLP_PROTOCOL: 'http/protobuf',
+        OTEL_TRACES_SAMPLER: 'parentbased_traceidratio',
+        OTEL_TRACES_SAMPLER_ARG: '0.25',
+        OTEL_RESOURCE_ATTRIBUTES: 'k8s.pod.name=$(POD_NAME),k8s.namespace.name=$(POD_NAMESPACE),k8s.node.name=$(NODE_NAME)',
+      };
+      for (const deployment of ['shared-gateway', 'shared-generation', 'shared-graph', 'render']) {
+        const c = await waitFor(`${deployment} traced`, async () => {
+          const found = await container(deployment);
+          return env(found, 'OTEL_EXPORTER_OTLP_ENDPOINT') ? found : undefined;
+        });
+        for (const [name, value] of Object.entries(expected)) assert.equal(env(c, name)?.value, value, `${deployment} ${name}`);
+        const names = c.env.map((e) => e.name);
+        assert.ok(names.indexOf('POD_NAME') < names.indexOf('OTEL_RESOURCE_ATTRIBUTES'), 'defined before it refers to them');
+        assert.deepEqual(env(c, 'POD_NAME')?.valueFrom, { fieldRef: { apiVersion: 'v1', fieldPath: 'metadata.name' } });
+      }
+      assert.equal(env(await container('solo-gateway'), 'OTEL_EXPORTER_OTLP_ENDPOINT'), undefined, 'not without spec.tracing');
+      await waitReady(R.Gateway, 'shared');
+    });
+  });
+
+  describe('readiness', function () {
+    it('is Ready only once the pods are available', async function () {
+      // Pods of this tag stay as the controllers made them, waiting for a node.
+      await applyAs(admin, embedded('slow', { image: { version: 'pending-1' } }));
+      const waiting = await waitCondition(R.Gateway, 'slow', 'Ready', 'False', 'PodsUnavailable');
+      assert.match(condition(waiting, 'Ready')!.message, /slow-gateway 0\/1 available/);
+      assert.deepEqual([condition(waiting, 'Progressing')?.status, condition(waiting, 'Progressing')?.reason], ['True', 'RollingOut']);
+      assert.equal(condition(waiting, 'Degraded')?.status, 'False', 'waiting is not failing');
+      await applyAs(admin, embedded('slow', { image: { version: '1.0.0' } }));
+      const ready = await waitReady(R.Gateway, 'slow');
+      assert.match(condition(ready, 'Ready')!.message, /3\/3 pods available/);
+    });
+
+    for (const [tag, reason, message] of [
+      ['crashloop', 'CrashLoopBackOff', /pod slow-\w+-\w+-\w+: CrashLoopBackOff: container \w+ keeps exiting, last exit code 1 \(Error\)/],
+      ['missing', 'ImagePullBackOff', /cannot pull image ghcr.io\/tempora\/\w+:missing/],
+      ['unschedulable', 'Unschedulable', /didn't match Pod's node affinity/],
+    ] as const) {
+      it(`shows pods that cannot start (${reason}) in status and in a Warning Event within a minute`, async function () {
+        const started = Date.now();
+        await applyAs(admin, embedded('slow', { image: { version: tag } }));
+        const failing = await waitCondition(R.Gateway, 'slow', 'Degraded', 'True', reason, 60_000);
+        assert.match(condition(failing, 'Degraded')!.message, message);
+        assert.equal(condition(failing, 'Ready')?.reason, reason, 'Ready says why too');
+        await waitFor(`a Warning Event ${reason}`, async () => (await events('Gateway', 'slow')).some((e) => e.type === 'Warning' && e.reason === reason), 60_000 - (Date.now() - started));
+      });
+    }
+
+    it('recovers: Ready and Degraded=False once the pods run, with a Normal Event', async function () {
+      await applyAs(admin, embedded('slow', { image: { version: '1.0.1' } }));
+      const ready = await waitReady(R.Gateway, 'slow', 60_000);
+      assert.equal(condition(ready, 'Degraded')?.status, 'False');
+      await waitFor('a Normal Event', async () => (await events('Gateway', 'slow')).some((e) => e.type === 'Normal' && e.reason === 'Healthy'));
+      await admin.delete(R.Gateway, NS, 'slow');
+    });
+
+    it('waits for an AgentPool\'s minimum, and reports its available pods', async function () {
+      await applyAs(admin, agentPool('pool-c', { gatewayRef: 'shared', redis: undefined, minReplicas: 2 }));
+      const pool = await waitReady(R.AgentPool, 'pool-c', 60_000);
+      assert.deepEqual([pool.status?.replicas, pool.status?.availableReplicas], [2, 2]);
+      await admin.delete(R.AgentPool, NS, 'pool-c');
+    });
+  });
+});
