@@ -94,6 +94,8 @@ export const GatewayConfigSchema = baseConfigSchema('gateway').extend({
   /** Longest silence allowed inside a streamed upstream body (SSE keeps long streams alive with events). */
   UPSTREAM_BODY_TIMEOUT_MS: positiveInt(300_000),
   UPSTREAM_CONNECT_TIMEOUT_MS: positiveInt(5_000),
+  /** A charged call accepted for later (202) has its job checked this long after, then half as often each time, down to once a minute. */
+  CHARGED_JOB_CHECK_MS: positiveInt(5_000),
   /** X-Service-Key the gateway presents to each upstream; unset: the first SERVICE_KEY. */
   GENERATION_SERVICE_KEY: optional,
   GRAPH_SERVICE_KEY: optional,

@@ -95,4 +95,24 @@ export const migrations: Migration[] = [
       for (const table of ['api_keys', 'revoked_access_tokens', 'refresh_tokens', 'identities', 'users']) await knex.schema.dropTableIfExists(table);
     },
   },
+  {
+    name: '002_charged_jobs',
+    async up(knex: Knex) {
+      // A charged call the upstream accepted for later (202 and a Location): followed until the job ends,
+      // and refunded if it fails.
+      await knex.schema.createTable('charged_jobs', (table) => {
+        table.text('charge_key').primary();
+        table.uuid('user_id').notNullable().references('users.id').onDelete('CASCADE');
+        table.text('upstream').notNullable();
+        table.text('location').notNullable();
+        table.integer('checks').notNullable().defaultTo(0);
+        table.timestamp('check_after', { useTz: true }).notNullable();
+        table.timestamp('created_at', { useTz: true }).notNullable().defaultTo(knex.fn.now());
+        table.index(['check_after']);
+      });
+    },
+    async down(knex: Knex) {
+      await knex.schema.dropTableIfExists('charged_jobs');
+    },
+  },
 ];

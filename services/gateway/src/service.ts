@@ -5,6 +5,7 @@ import { sizeInBytes } from '@tempora/kit/runtime';
 import { openDatabase, connectRedis } from '@tempora/kit/data';
 import { createLogger, type Logger, Metrics } from '@tempora/kit/observability';
 import { AuthCache } from './auth-cache.ts';
+import { ChargedJobs } from './charged-jobs.ts';
 import type { GatewayConfig } from './config.ts';
 import { authenticate, requireScope } from './credentials.ts';
 import { Credits } from './domain/credits.ts';
@@ -64,15 +65,17 @@ export async function createGatewayService(config: GatewayConfig, logger = creat
   const defaultKey = config.SERVICE_KEY[0];
   const upstreamKey = (own: string | undefined) => own ?? defaultKey;
   const credits = new Credits(repository, gatewayMetrics, logger);
+  const upstreams = {
+    generation: { url: config.GENERATION_URL, serviceKey: upstreamKey(config.GENERATION_SERVICE_KEY) },
+    graph: { url: config.GRAPH_URL, serviceKey: upstreamKey(config.GRAPH_SERVICE_KEY) },
+    billing: { url: config.BILLING_URL, serviceKey: upstreamKey(config.BILLING_SERVICE_KEY) },
+    simulation: { url: config.SIMULATION_URL, serviceKey: upstreamKey(config.SIMULATION_SERVICE_KEY) },
+    conductor: { url: config.CONDUCTOR_URL, serviceKey: upstreamKey(config.CONDUCTOR_SERVICE_KEY) },
+  };
+  const jobs = new ChargedJobs(database.knex, credits, { upstreams, checkMs: config.CHARGED_JOB_CHECK_MS }, logger);
   const proxy = new Proxy(
     {
-      upstreams: {
-        generation: { url: config.GENERATION_URL, serviceKey: upstreamKey(config.GENERATION_SERVICE_KEY) },
-        graph: { url: config.GRAPH_URL, serviceKey: upstreamKey(config.GRAPH_SERVICE_KEY) },
-        billing: { url: config.BILLING_URL, serviceKey: upstreamKey(config.BILLING_SERVICE_KEY) },
-        simulation: { url: config.SIMULATION_URL, serviceKey: upstreamKey(config.SIMULATION_SERVICE_KEY) },
-        conductor: { url: config.CONDUCTOR_URL, serviceKey: upstreamKey(config.CONDUCTOR_SERVICE_KEY) },
-      },
+      upstreams,
       timeoutMs: config.UPSTREAM_TIMEOUT_MS,
       bodyTimeoutMs: config.UPSTREAM_BODY_TIMEOUT_MS,
       connectTimeoutMs: config.UPSTREAM_CONNECT_TIMEOUT_MS,
@@ -80,6 +83,7 @@ export async function createGatewayService(config: GatewayConfig, logger = creat
       trustProxy: config.TRUSTED_PROXY_HOPS > 0,
     },
     credits,
+    jobs,
     gatewayMetrics,
     logger,
   );
@@ -99,7 +103,7 @@ export async function createGatewayService(config: GatewayConfig, logger = creat
     generation: new GenerationClient(config.GENERATION_URL, upstreamKey(config.GENERATION_SERVICE_KEY), config.UPSTREAM_TIMEOUT_MS),
     proxy,
   };
-  const limits: LimitSettings = { multiplier: config.RATE_LIMIT_MULTIPLIER, anonymousPerMinute: config.RATE_LIMIT_ANONYMOUS_PER_MINUTE, servicePerMinute: config.RATE_LIMIT_SERVICE_PER_MINUTE };
+  const limits: LimitSettings = { multiplier: config.RATE_LIMIT_MULTIPLIER, anonymousPerMinute: config.RATE_LIMIT_ANONYMOUS_PER_MINUTE, servicePerMinute: config.RATE_LIMIT_SERVICE_PER_MINUTE, tiers: config.RATE_LIMIT_TIERS };
 
   const rejected = countRejection(gatewayMetrics);
   const authentication = authenticate({ cache: authCache, keys, repository, issuer: config.JWT_ISSUER, audience: config.JWT_AUDIENCE, serviceKeys: config.SERVICE_KEY, adminKey: config.ADMIN_KEY });
@@ -130,6 +134,7 @@ export async function createGatewayService(config: GatewayConfig, logger = creat
     },
   });
 
+  jobs.start();
   return {
     app,
     express: expressLane({ authentication, limiter, windows: (user) => userWindows(user, limits), onLimited: rejected, proxy, metrics, gatewayMetrics, logger }),
@@ -138,6 +143,7 @@ export async function createGatewayService(config: GatewayConfig, logger = creat
     deps,
     drain,
     close: async () => {
+      await jobs.stop();
       await proxy.close().catch(() => undefined);
       await redis?.quit().catch(() => undefined);
       await database.close();

@@ -4,6 +4,7 @@ import { Agent } from 'undici';
 import type { Context, Middleware } from 'koa';
 import { Problem } from '@tempora/kit/http';
 import type { Logger } from '@tempora/kit/observability';
+import type { ChargedJobs } from '../charged-jobs.ts';
 import type { CallCharge, Credits } from '../domain/credits.ts';
 import type { GatewayMetrics } from '../metrics.ts';
 import { decide, type Forwarding } from './decision.ts';
@@ -52,7 +53,7 @@ export class Proxy {
   private readonly credits: Credits;
   private readonly callDeps: CallDeps;
 
-  constructor(settings: ProxySettings, credits: Credits, metrics: GatewayMetrics, logger: Logger) {
+  constructor(settings: ProxySettings, credits: Credits, jobs: ChargedJobs, metrics: GatewayMetrics, logger: Logger) {
     this.settings = settings;
     this.credits = credits;
     this.targets = Object.fromEntries(
@@ -61,7 +62,20 @@ export class Proxy {
         return [name, { origin: url.origin, basePath: url.pathname.replace(/\/$/, '') }];
       }),
     ) as Record<UpstreamName, { origin: string; basePath: string }>;
-    this.callDeps = { metrics, logger, timeoutMs: settings.timeoutMs };
+    this.callDeps = {
+      metrics,
+      logger,
+      timeoutMs: settings.timeoutMs,
+      followJob: async (charge, upstream, path, location) => {
+        const target = this.targets[upstream];
+        const url = URL.parse(location, `${target.origin}${target.basePath}${path}`);
+        if (url?.origin !== target.origin) {
+          logger.warn({ upstream, path, location }, 'a charged call was accepted for later with a Location the gateway cannot follow; its charge stands');
+          return;
+        }
+        await jobs.follow(charge.userId, charge.key, upstream, url).catch((error: unknown) => logger.error({ err: error, charge: charge.key }, 'could not follow a charged job'));
+      },
+    };
     this.agent = new Agent({
       connect: { timeout: settings.connectTimeoutMs },
       headersTimeout: settings.timeoutMs,

@@ -5,7 +5,8 @@ import type { Logger } from '@tempora/kit/observability';
 import type { UserPrincipal } from '../credentials.ts';
 import type { CallCharge } from '../domain/credits.ts';
 import type { GatewayMetrics } from '../metrics.ts';
-import { writeAnswerHead, type ClientRequest } from './header-contract.ts';
+import { EventStreamWatch } from './event-stream-watch.ts';
+import { headerValue, writeAnswerHead, type ClientRequest, type CreditFields } from './header-contract.ts';
 import type { UpstreamName } from './routing.ts';
 
 /** What an upstream call needs of its proxy. */
@@ -14,6 +15,8 @@ export interface CallDeps {
   logger: Logger;
   /** UPSTREAM_TIMEOUT_MS, for the 504's words. */
   timeoutMs: number;
+  /** Books the job a charged call started (a 202 answer's Location) to be followed, and refunded if it fails. */
+  followJob(charge: CallCharge, upstream: UpstreamName, path: string, location: string): Promise<void>;
 }
 
 /** One call: what was asked, for whom, what it was charged, and whom to tell how it ended. */
@@ -28,8 +31,9 @@ export interface CallSpec {
 }
 
 /**
- * A charged call's answer the upstream refused, held until the refund is booked so that X-Balance-After
- * is the balance after it. Only its first HELD_BYTES wait in memory: past them the upstream is paused.
+ * A charged call's answer held until what it books is booked (the refund of a refusal, the job an
+ * accepted call started), so that its credit fields tell the outcome. Only its first HELD_BYTES wait in
+ * memory: past them the upstream is paused.
  */
 interface HeldAnswer {
   statusCode: number;
@@ -38,12 +42,14 @@ interface HeldAnswer {
   size: number;
   /** The whole answer arrived. */
   complete: boolean;
-  /** The refund's outcome, once booked: the balance after it, or undefined when it failed (it is logged). */
-  refunded?: { balance: number | undefined };
+  /** The credit fields to answer with, once the booking is done. */
+  credits?: CreditFields;
 }
 
-/** A refusal is a short problem document; a longer one is passed on as a stream once the refund is booked. */
+/** A refusal or an accepted job is a short document; a longer one is passed on as a stream once booked. */
 const HELD_BYTES = 64 * 1024;
+
+const isEventStream = (headers: IncomingHttpHeaders) => /^text\/event-stream\b/i.test(headerValue(headers['content-type']));
 
 /**
  * One proxied call in flight, as undici's dispatch handler: the upstream's answer is written straight into
@@ -58,8 +64,10 @@ export class UpstreamCall implements Dispatcher.DispatchHandler {
   private answered = false;
   /** The client went away: the upstream call is cancelled (and a charge refunded if the answer had not started). */
   private abandoned = false;
-  /** A refused charged answer not yet passed on. */
+  /** A charged answer not yet passed on. */
   private held: HeldAnswer | undefined;
+  /** A charged call's event stream, watched for the event that ends it: it delivered only if that is `done`. */
+  private events: EventStreamWatch | undefined;
   private readonly onClientGone = () => {
     if (this.call.request.res.writableFinished) return;
     this.abandoned = true;
@@ -92,16 +100,20 @@ export class UpstreamCall implements Dispatcher.DispatchHandler {
     const { charge, user } = this.call;
     this.answered = true;
     this.deps.metrics.upstreamDuration.series(this.call.upstream, String(statusCode)).observe((performance.now() - this.started) / 1000);
-    // A charged call the upstream refused is refunded before the client sees the head, so that
-    // X-Balance-After is the balance after the refund: its body waits meanwhile.
-    if (charge && statusCode >= 300) {
-      const held: HeldAnswer = { statusCode, headers, chunks: [], size: 0, complete: false };
-      this.held = held;
-      void charge.refund(`upstream answered ${statusCode}`).then((balance) => {
-        held.refunded = { balance };
-        this.release(controller);
-      });
-      return;
+    if (charge) {
+      // A charged call the upstream refused is refunded before the client sees the head, so that
+      // X-Balance-After is the balance after the refund: its body waits meanwhile.
+      if (statusCode >= 300) {
+        const refunded = charge.refund(`upstream answered ${statusCode}`);
+        return this.hold(controller, statusCode, headers, refunded.then((balance) => (balance === undefined ? undefined : { charged: 0, balance })));
+      }
+      // Accepted for later: delivered only when the job completes, so the job is followed (booked before
+      // the client learns of it, so that no accepted job goes unfollowed).
+      const location = headerValue(headers.location);
+      if (statusCode === 202 && location) {
+        return this.hold(controller, statusCode, headers, this.deps.followJob(charge, this.call.upstream, this.call.request.path, location).then(() => undefined));
+      }
+      if (isEventStream(headers)) this.events = new EventStreamWatch();
     }
     this.call.onAnswer?.();
     writeAnswerHead(this.call.request, statusCode, headers, user ? { charged: charge?.price.amount ?? 0, balance: this.balance } : undefined);
@@ -115,6 +127,7 @@ export class UpstreamCall implements Dispatcher.DispatchHandler {
       if (held.size >= HELD_BYTES) controller.pause();
       return this.release(controller);
     }
+    this.events?.feed(chunk);
     this.pass(controller, chunk);
   }
 
@@ -124,8 +137,19 @@ export class UpstreamCall implements Dispatcher.DispatchHandler {
       this.held.complete = true;
       return this.release(controller);
     }
-    this.call.request.res.end();
-    this.call.done();
+    const { charge, request, done } = this.call;
+    const outcome = this.events?.outcome;
+    if (charge && this.events && outcome !== 'done') {
+      // The stream ended without its scene: refunded before the client sees the end, so that the ledger
+      // it may read next holds the refund.
+      void charge.refund(outcome === 'error' ? 'the stream ended in an error event' : 'the stream ended without its done event').then(() => {
+        request.res.end();
+        done();
+      });
+      return;
+    }
+    request.res.end();
+    done();
   }
 
   onResponseError(_controller: Dispatcher.DispatchController | undefined, error: Error): void {
@@ -143,17 +167,29 @@ export class UpstreamCall implements Dispatcher.DispatchHandler {
   }
 
   /**
-   * Passes a held refusal on once its refund is booked and either all of it arrived or it outgrew
+   * Holds a charged answer until `booking` is done; it resolves to the credit fields to answer with
+   * (undefined: the charge stands).
+   */
+  private hold(controller: Dispatcher.DispatchController, statusCode: number, headers: IncomingHttpHeaders, booking: Promise<CreditFields | undefined>): void {
+    const held: HeldAnswer = { statusCode, headers, chunks: [], size: 0, complete: false };
+    this.held = held;
+    const charge = this.call.charge!;
+    void booking.then((credits) => {
+      held.credits = credits ?? { charged: charge.price.amount, balance: charge.balance };
+      this.release(controller);
+    });
+  }
+
+  /**
+   * Passes a held answer on once its booking is done and either all of it arrived or it outgrew
    * HELD_BYTES (then the rest streams, the upstream resumed). Until then the client has seen nothing.
    */
   private release(controller: Dispatcher.DispatchController): void {
     const held = this.held;
-    if (!held?.refunded || (!held.complete && held.size < HELD_BYTES)) return;
+    if (!held?.credits || (!held.complete && held.size < HELD_BYTES)) return;
     this.held = undefined;
-    const { balance } = held.refunded;
-    const charge = this.call.charge!;
     this.call.onAnswer?.();
-    writeAnswerHead(this.call.request, held.statusCode, held.headers, balance === undefined ? { charged: charge.price.amount, balance: charge.balance } : { charged: 0, balance });
+    writeAnswerHead(this.call.request, held.statusCode, held.headers, held.credits);
     const { res } = this.call.request;
     if (held.complete) {
       res.end(Buffer.concat(held.chunks));
@@ -170,8 +206,11 @@ export class UpstreamCall implements Dispatcher.DispatchHandler {
     const { request, upstream, user, charge } = this.call;
     const { res } = request;
     if (this.answered && !this.held) {
-      // The head is out: all that is left is to cut the response short (and refund what was not delivered).
-      if (charge && !abandoned) await charge.refund('upstream stream failed');
+      // The head is out: all that is left is to cut the response short, and to refund what was not
+      // delivered. An event stream delivered only if its `done` passed; another answer unless the
+      // upstream broke it off (a client that leaves it midway was being given work already done).
+      const undelivered = this.events ? this.events.outcome !== 'done' : !abandoned;
+      if (charge && undelivered) await charge.refund(abandoned ? 'the client went away before the stream was done' : 'upstream stream failed');
       deps.logger.debug({ err: error, upstream }, 'proxied stream ended early');
       res.destroy();
       return;

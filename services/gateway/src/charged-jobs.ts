@@ -1,0 +1,139 @@
+import { randomUUID } from 'node:crypto';
+import { request } from 'undici';
+import type { Knex } from '@tempora/kit/data';
+import type { Logger } from '@tempora/kit/observability';
+import type { Credits } from './domain/credits.ts';
+import type { UpstreamTarget } from './proxy/proxy.ts';
+import { UPSTREAMS, type UpstreamName } from './proxy/routing.ts';
+
+interface ChargedJobRow {
+  charge_key: string;
+  user_id: string;
+  upstream: string;
+  /** The job's path (and query) on its upstream. */
+  location: string;
+  checks: number;
+}
+
+export interface ChargedJobSettings {
+  upstreams: Record<UpstreamName, UpstreamTarget>;
+  /** CHARGED_JOB_CHECK_MS: the first check after this long; then twice as long each time, up to MAX_CHECK_MS. */
+  checkMs: number;
+}
+
+const MAX_CHECK_MS = 60_000;
+/** How long a replica holds a job it is checking; another takes it up after that if this one stopped. */
+const LEASE_MS = 60_000;
+const CHECK_TIMEOUT_MS = 10_000;
+const BATCH = 20;
+
+const seconds = (ms: number) => ms / 1000;
+
+/**
+ * Follows the jobs that charged calls started: a chargeable call the upstream accepted for later (202
+ * with a Location, as `POST /api/v1/timepoints/generate` answers) has delivered nothing yet. The job's
+ * resource is asked for its `status` until it is `completed` (the charge stands) or `failed` (refunded);
+ * a job the upstream no longer knows (404) is refunded too. Kept in PostgreSQL, so a restart or another
+ * replica carries on where this one stopped.
+ */
+export class ChargedJobs {
+  private readonly knex: Knex;
+  private readonly credits: Credits;
+  private readonly settings: ChargedJobSettings;
+  private readonly logger: Logger;
+  private timer: NodeJS.Timeout | undefined;
+  private round: Promise<unknown> = Promise.resolve();
+  private stopped = false;
+
+  constructor(knex: Knex, credits: Credits, settings: ChargedJobSettings, logger: Logger) {
+    this.knex = knex;
+    this.credits = credits;
+    this.settings = settings;
+    this.logger = logger;
+  }
+
+  /** Follows the job at `location` (already resolved against the call's URL) that the charge `chargeKey` paid for. */
+  async follow(userId: string, chargeKey: string, upstream: UpstreamName, location: URL): Promise<void> {
+    await this.knex('charged_jobs')
+      .insert({
+        charge_key: chargeKey,
+        user_id: userId,
+        upstream,
+        location: `${location.pathname}${location.search}`,
+        check_after: this.knex.raw('now() + make_interval(secs => ?)', [seconds(this.settings.checkMs)]),
+      })
+      .onConflict('charge_key')
+      .ignore();
+  }
+
+  /** Checks due jobs every CHARGED_JOB_CHECK_MS until `stop`. */
+  start(): void {
+    const tick = () => {
+      this.round = this.checkDue()
+        .catch((error: unknown) => this.logger.warn({ err: error }, 'checking charged jobs failed'))
+        .finally(() => {
+          if (!this.stopped) this.timer = setTimeout(tick, this.settings.checkMs).unref();
+        });
+    };
+    this.timer = setTimeout(tick, this.settings.checkMs).unref();
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    clearTimeout(this.timer);
+    await this.round;
+  }
+
+  /** One round: every job due is checked once; how many were. */
+  async checkDue(): Promise<number> {
+    let checked = 0;
+    for (;;) {
+      const result = await this.knex.raw<{ rows: ChargedJobRow[] }>(
+        `update charged_jobs set check_after = now() + make_interval(secs => ?), checks = checks + 1
+         where charge_key in (select charge_key from charged_jobs where check_after <= now() order by check_after limit ? for update skip locked)
+         returning charge_key, user_id, upstream, location, checks`,
+        [seconds(LEASE_MS), BATCH],
+      );
+      await Promise.all(result.rows.map((job) => this.check(job)));
+      checked += result.rows.length;
+      if (result.rows.length < BATCH || this.stopped) return checked;
+    }
+  }
+
+  private async check(job: ChargedJobRow): Promise<void> {
+    const status = await this.statusOf(job).catch((error: unknown) => {
+      this.logger.debug({ err: error, job: job.location }, 'charged job not checked');
+      return undefined;
+    });
+    if (status === 'completed') return this.forget(job);
+    if (status === 'failed' || status === 'gone') {
+      const outcome = await this.credits.refund(job.user_id, job.charge_key, status === 'failed' ? 'the job failed' : 'the job is gone').catch((error: unknown) => {
+        this.logger.error({ err: error, user: job.user_id, charge: job.charge_key }, 'refund failed');
+        return null;
+      });
+      if (outcome !== null) return this.forget(job);
+    }
+    const delay = Math.min(MAX_CHECK_MS, this.settings.checkMs * 2 ** Math.min(job.checks, 16));
+    await this.knex('charged_jobs')
+      .where({ charge_key: job.charge_key })
+      .update({ check_after: this.knex.raw('now() + make_interval(secs => ?)', [seconds(delay)]) });
+  }
+
+  /** The job's `status` (`gone` when its upstream answers 404), or undefined when it could not be read. */
+  private async statusOf(job: ChargedJobRow): Promise<string | undefined> {
+    if (!(UPSTREAMS as readonly string[]).includes(job.upstream)) return undefined;
+    const target = this.settings.upstreams[job.upstream as UpstreamName];
+    const headers: Record<string, string> = { accept: 'application/json', 'x-user-id': job.user_id, 'x-request-id': randomUUID() };
+    if (target.serviceKey) headers['x-service-key'] = target.serviceKey;
+    const reply = await request(new URL(job.location, target.url), { method: 'GET', headers, headersTimeout: CHECK_TIMEOUT_MS, bodyTimeout: CHECK_TIMEOUT_MS });
+    const text = await reply.body.text();
+    if (reply.statusCode === 404) return 'gone';
+    if (reply.statusCode !== 200) return undefined;
+    const { status } = JSON.parse(text) as { status?: unknown };
+    return typeof status === 'string' ? status : undefined;
+  }
+
+  private async forget(job: ChargedJobRow): Promise<void> {
+    await this.knex('charged_jobs').where({ charge_key: job.charge_key }).delete();
+  }
+}
