@@ -8,9 +8,15 @@ import {
   type ImageProvider,
   type ImageRequest,
   type ImageResult,
-  type TextProvider,
   type TextRequest,
   type TextResult,
+  type ChatMessage,
+  type ChatRequest,
+  type ChatResult,
+  type ToolCall,
+  type ToolCallingProvider,
+  type Usage,
+  toolResultObject,
 } from './types.ts';
 
 /**
@@ -28,6 +34,13 @@ interface GeminiPart {
   text?: string;
   thought?: boolean;
   inlineData?: { mimeType?: string; data?: string };
+  functionCall?: { name?: string; args?: unknown; id?: string };
+  functionResponse?: { name: string; response: Record<string, unknown>; id?: string };
+  thoughtSignature?: string;
+}
+interface GeminiContent {
+  role: 'user' | 'model';
+  parts: GeminiPart[];
 }
 interface GeminiResponse {
   candidates?: Array<{
@@ -46,7 +59,7 @@ export function thinkingConfig(level: SamplingParams['thinking_level']) {
   return { thinkingLevel: level };
 }
 
-export class GeminiProvider implements TextProvider, ImageProvider {
+export class GeminiProvider implements ToolCallingProvider, ImageProvider {
   readonly kind = 'native' as const;
   private readonly options: GeminiOptions;
 
@@ -80,16 +93,9 @@ export class GeminiProvider implements TextProvider, ImageProvider {
 
   async generateText(request: TextRequest): Promise<TextResult> {
     const params = request.params ?? {};
-    const generationConfig: Record<string, unknown> = {};
-    if (params.temperature !== undefined) generationConfig.temperature = params.temperature;
-    if (params.max_tokens !== undefined) generationConfig.maxOutputTokens = params.max_tokens;
-    if (params.top_p !== undefined) generationConfig.topP = params.top_p;
-    if (params.top_k !== undefined) generationConfig.topK = params.top_k;
-    if (params.stop?.length) generationConfig.stopSequences = params.stop;
+    const generationConfig = samplingConfig(params);
     // Search grounding and JSON mode cannot be combined on generateContent: grounded calls ask for JSON in the prompt.
     if (request.json && !request.grounding) generationConfig.responseMimeType = 'application/json';
-    const thinking = thinkingConfig(params.thinking_level);
-    if (thinking) generationConfig.thinkingConfig = thinking;
     const body: Record<string, unknown> = {
       contents: [{ role: 'user', parts: [{ text: request.prompt }] }],
       generationConfig,
@@ -102,10 +108,6 @@ export class GeminiProvider implements TextProvider, ImageProvider {
     const parts = candidate?.content?.parts;
     if (!Array.isArray(parts)) throw new ProviderError('native', 'malformed', `the native provider returned no content (finish reason ${candidate?.finishReason ?? 'unknown'})`);
     const text = parts.filter((part) => !part.thought && typeof part.text === 'string').map((part) => part.text).join('');
-    const usage = reply.usageMetadata ?? {};
-    const input = usage.promptTokenCount ?? estimateTokens(request.system + request.prompt);
-    const thoughts = usage.thoughtsTokenCount ?? 0;
-    const output = (usage.candidatesTokenCount ?? estimateTokens(text)) + thoughts;
     const citations: Citation[] = [];
     for (const chunk of candidate?.groundingMetadata?.groundingChunks ?? []) {
       if (chunk.web?.uri) citations.push({ title: chunk.web.title ?? chunk.web.uri, url: chunk.web.uri });
@@ -114,9 +116,55 @@ export class GeminiProvider implements TextProvider, ImageProvider {
       text,
       provider: 'native',
       model: request.model,
-      usage: { input_tokens: input, output_tokens: output, thinking_tokens: thoughts, total_tokens: usage.totalTokenCount ?? input + output },
+      usage: usageOf(reply, request.system + request.prompt, text),
       citations,
       dropped_params: AGGREGATOR_ONLY_PARAMS.filter((name) => params[name] !== undefined),
+    };
+  }
+
+  /**
+   * A turn with tools offered: `functionDeclarations` with `functionCallingConfig.mode: AUTO`. Calls come
+   * back as `functionCall` parts (several may come in one turn); each answer goes back as a
+   * `functionResponse` part of a user turn, with the call's id when the model gave one. Thought signatures
+   * are handed back on the call parts they came with, as the protocol requires across turns.
+   */
+  async chat(request: ChatRequest): Promise<ChatResult> {
+    const params = request.params ?? {};
+    const system = request.messages.filter((message) => message.role === 'system').map((message) => message.content).join('\n\n');
+    const body: Record<string, unknown> = { contents: wireContents(request.messages), generationConfig: samplingConfig(params) };
+    if (system) body.systemInstruction = { parts: [{ text: system }] };
+    if (request.tools.length > 0) {
+      body.tools = [{ functionDeclarations: request.tools.map((tool) => ({ name: tool.name, description: tool.description, parameters: tool.parameters })) }];
+      body.toolConfig = { functionCallingConfig: { mode: 'AUTO' } };
+    }
+    const reply = await this.call(request.model, body, request.signal);
+    const candidate = reply.candidates?.[0];
+    const parts = candidate?.content?.parts ?? [];
+    if (!candidate?.content && candidate?.finishReason !== 'MAX_TOKENS') {
+      throw new ProviderError('native', 'malformed', `the native provider returned no content (finish reason ${candidate?.finishReason ?? 'unknown'})`);
+    }
+    const text = parts.filter((part) => !part.thought && typeof part.text === 'string').map((part) => part.text).join('');
+    const calls: ToolCall[] = [];
+    for (const part of parts) {
+      if (!part.functionCall) continue;
+      const { name, args, id } = part.functionCall;
+      if (typeof name !== 'string' || !name) throw new ProviderError('native', 'malformed', 'the native provider sent a function call without a name');
+      const read = args && typeof args === 'object' && !Array.isArray(args) ? { arguments: args as Record<string, unknown> } : args === undefined ? { arguments: {} } : { arguments: {}, arguments_error: 'the arguments are not a JSON object' };
+      calls.push({
+        id: id || `call_${calls.length}`,
+        name,
+        ...read,
+        ...(id ? {} : { synthetic_id: true }),
+        ...(part.thoughtSignature ? { signature: part.thoughtSignature } : {}),
+      });
+    }
+    return {
+      text,
+      tool_calls: calls,
+      provider: 'native',
+      model: request.model,
+      usage: usageOf(reply, JSON.stringify(body.contents), text),
+      finish_reason: candidate?.finishReason ?? 'STOP',
     };
   }
 
@@ -142,4 +190,67 @@ export class GeminiProvider implements TextProvider, ImageProvider {
       usage: { input_tokens: input, output_tokens: output, thinking_tokens: 0, total_tokens: usage.totalTokenCount ?? input + output },
     };
   }
+}
+
+/** Sampling parameters in generateContent's `generationConfig`. */
+function samplingConfig(params: SamplingParams): Record<string, unknown> {
+  const config: Record<string, unknown> = {};
+  if (params.temperature !== undefined) config.temperature = params.temperature;
+  if (params.max_tokens !== undefined) config.maxOutputTokens = params.max_tokens;
+  if (params.top_p !== undefined) config.topP = params.top_p;
+  if (params.top_k !== undefined) config.topK = params.top_k;
+  if (params.stop?.length) config.stopSequences = params.stop;
+  const thinking = thinkingConfig(params.thinking_level);
+  if (thinking) config.thinkingConfig = thinking;
+  return config;
+}
+
+/** The reply's token counts (thoughts are output), estimated from the text where the reply has none. */
+function usageOf(reply: GeminiResponse, sent: string, text: string): Usage {
+  const usage = reply.usageMetadata ?? {};
+  const input = usage.promptTokenCount ?? estimateTokens(sent);
+  const thoughts = usage.thoughtsTokenCount ?? 0;
+  const output = (usage.candidatesTokenCount ?? estimateTokens(text)) + thoughts;
+  return { input_tokens: input, output_tokens: output, thinking_tokens: thoughts, total_tokens: usage.totalTokenCount ?? input + output };
+}
+
+/**
+ * The conversation as generateContent `contents`: assistant turns are the model's (text, then its calls),
+ * and the answers to one turn's calls travel together in one user turn, in the order of the calls.
+ */
+function wireContents(messages: ChatMessage[]): GeminiContent[] {
+  const contents: GeminiContent[] = [];
+  for (const message of messages) {
+    if (message.role === 'system') continue;
+    if (message.role === 'user') {
+      contents.push({ role: 'user', parts: [{ text: message.content }] });
+    } else if (message.role === 'assistant') {
+      const parts: GeminiPart[] = message.content ? [{ text: message.content }] : [];
+      for (const call of message.tool_calls ?? []) {
+        parts.push({
+          functionCall: { name: call.name, args: call.arguments, ...(call.synthetic_id ? {} : { id: call.id }) },
+          ...(call.signature ? { thoughtSignature: call.signature } : {}),
+        });
+      }
+      contents.push({ role: 'model', parts });
+    } else {
+      const call = findCall(messages, message.tool_call_id);
+      const part: GeminiPart = {
+        functionResponse: { name: message.name, response: toolResultObject(message.content), ...(call && !call.synthetic_id ? { id: call.id } : {}) },
+      };
+      const last = contents[contents.length - 1];
+      if (last?.role === 'user' && last.parts.every((existing) => existing.functionResponse)) last.parts.push(part);
+      else contents.push({ role: 'user', parts: [part] });
+    }
+  }
+  return contents;
+}
+
+function findCall(messages: ChatMessage[], id: string): ToolCall | undefined {
+  for (const message of messages) {
+    if (message.role !== 'assistant') continue;
+    const call = message.tool_calls?.find((candidate) => candidate.id === id);
+    if (call) return call;
+  }
+  return undefined;
 }

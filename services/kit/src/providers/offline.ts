@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { estimateTokens, type ImageProvider, type ImageRequest, type ImageResult, type TextProvider, type TextRequest, type TextResult } from './types.ts';
+import { estimateTokens, type ChatRequest, type ChatResult, type ImageProvider, type ImageRequest, type ImageResult, type TextRequest, type TextResult, type ToolCallingProvider } from './types.ts';
 
 /**
  * The offline provider: no network, deterministic. Text replies are whatever the caller's `synthesize`
@@ -27,7 +27,7 @@ export function sequence(seed: number): () => number {
 
 const escapeXml = (text: string) => text.replace(/[<>&"']/g, (c) => `&#${c.charCodeAt(0)};`);
 
-export class OfflineProvider implements TextProvider, ImageProvider {
+export class OfflineProvider implements ToolCallingProvider, ImageProvider {
   readonly kind = 'offline' as const;
 
   async generateText(request: TextRequest): Promise<TextResult> {
@@ -37,6 +37,21 @@ export class OfflineProvider implements TextProvider, ImageProvider {
     const input = estimateTokens(request.system + request.prompt);
     const output = estimateTokens(text);
     return { text, provider: 'offline', model: OFFLINE_MODEL, usage: { input_tokens: input, output_tokens: output, thinking_tokens: 0, total_tokens: input + output }, dropped_params: [] };
+  }
+
+  /** A tool-calling turn decided by the caller's `plan` (a deterministic planner); without one, a turn that calls nothing. */
+  async chat(request: ChatRequest): Promise<ChatResult> {
+    if (request.signal?.aborted) throw request.signal.reason;
+    const turn = request.plan ? request.plan(request.messages) : { text: 'offline: no planner was given', tool_calls: [] };
+    const input = estimateTokens(request.messages.map((message) => message.content).join('\n'));
+    const output = estimateTokens(turn.text + JSON.stringify(turn.tool_calls));
+    return {
+      ...turn,
+      provider: 'offline',
+      model: OFFLINE_MODEL,
+      usage: { input_tokens: input, output_tokens: output, thinking_tokens: 0, total_tokens: input + output },
+      finish_reason: turn.tool_calls.length > 0 ? 'tool_calls' : 'stop',
+    };
   }
 
   async generateImage(request: ImageRequest): Promise<ImageResult> {

@@ -6,9 +6,15 @@ import {
   type ImageProvider,
   type ImageRequest,
   type ImageResult,
-  type TextProvider,
   type TextRequest,
   type TextResult,
+  readToolArguments,
+  type ChatMessage,
+  type ChatRequest,
+  type ChatResult,
+  type SamplingParams,
+  type ToolCall,
+  type ToolCallingProvider,
 } from './types.ts';
 
 /**
@@ -24,16 +30,26 @@ export interface OpenRouterOptions extends ProviderHttpSettings {
   title?: string;
 }
 
+interface WireToolCall {
+  id?: string;
+  type?: string;
+  function?: { name?: string; arguments?: unknown };
+}
+
 interface ChatResponse {
   choices?: Array<{
-    message?: { content?: string | null | Array<{ type?: string; text?: string }>; images?: Array<{ image_url?: { url?: string } }> };
+    message?: {
+      content?: string | null | Array<{ type?: string; text?: string }>;
+      images?: Array<{ image_url?: { url?: string } }>;
+      tool_calls?: WireToolCall[];
+    };
     finish_reason?: string;
   }>;
   usage?: { prompt_tokens?: number; completion_tokens?: number; total_tokens?: number; completion_tokens_details?: { reasoning_tokens?: number } };
   error?: { message?: string; code?: number };
 }
 
-export class OpenRouterProvider implements TextProvider, ImageProvider {
+export class OpenRouterProvider implements ToolCallingProvider, ImageProvider {
   readonly kind = 'aggregator' as const;
   private readonly options: OpenRouterOptions;
 
@@ -41,7 +57,7 @@ export class OpenRouterProvider implements TextProvider, ImageProvider {
     this.options = options;
   }
 
-  private async chat(body: Record<string, unknown>, signal: AbortSignal | undefined): Promise<ChatResponse> {
+  private async completions(body: Record<string, unknown>, signal: AbortSignal | undefined): Promise<ChatResponse> {
     const headers: Record<string, string> = {};
     if (this.options.apiKey) headers.authorization = `Bearer ${this.options.apiKey}`;
     if (this.options.referer) headers['http-referer'] = this.options.referer;
@@ -72,12 +88,9 @@ export class OpenRouterProvider implements TextProvider, ImageProvider {
         { role: 'user', content: request.prompt },
       ],
     };
-    for (const name of ['temperature', 'max_tokens', 'top_p', 'top_k', 'frequency_penalty', 'presence_penalty', 'repetition_penalty'] as const) {
-      if (params[name] !== undefined) body[name] = params[name];
-    }
-    if (params.stop?.length) body.stop = params.stop;
+    addSampling(body, params);
     if (request.json) body.response_format = { type: 'json_object' };
-    const reply = await this.chat(body, request.signal);
+    const reply = await this.completions(body, request.signal);
     const message = reply.choices?.[0]?.message;
     if (!message) throw new ProviderError('aggregator', 'malformed', 'the aggregator returned no choices');
     const text = typeof message.content === 'string' ? message.content : Array.isArray(message.content) ? message.content.map((part) => part.text ?? '').join('') : '';
@@ -92,9 +105,44 @@ export class OpenRouterProvider implements TextProvider, ImageProvider {
     };
   }
 
+  /**
+   * A turn with tools offered: OpenAI's `tools` (`type: function`) with `tool_choice: auto`. The model may
+   * answer with several `tool_calls` at once; their `arguments` arrive as JSON text. Tool results go back
+   * as `role: tool` messages naming the call's id.
+   */
+  async chat(request: ChatRequest): Promise<ChatResult> {
+    const params = request.params ?? {};
+    const body: Record<string, unknown> = { model: request.model, messages: request.messages.map(wireMessage) };
+    if (request.tools.length > 0) {
+      body.tools = request.tools.map((tool) => ({ type: 'function', function: { name: tool.name, description: tool.description, parameters: tool.parameters } }));
+      body.tool_choice = 'auto';
+    }
+    addSampling(body, params);
+    const reply = await this.completions(body, request.signal);
+    const choice = reply.choices?.[0];
+    const message = choice?.message;
+    if (!message) throw new ProviderError('aggregator', 'malformed', 'the aggregator returned no choices');
+    const text = typeof message.content === 'string' ? message.content : Array.isArray(message.content) ? message.content.map((part) => part.text ?? '').join('') : '';
+    const calls: ToolCall[] = (message.tool_calls ?? []).map((call, index) => {
+      const name = call.function?.name;
+      if (typeof name !== 'string' || !name) throw new ProviderError('aggregator', 'malformed', 'the aggregator sent a tool call without a function name');
+      return { id: call.id || `call_${index}`, name, ...readToolArguments(call.function?.arguments), ...(call.id ? {} : { synthetic_id: true }) };
+    });
+    const input = reply.usage?.prompt_tokens ?? estimateTokens(JSON.stringify(body.messages));
+    const output = reply.usage?.completion_tokens ?? estimateTokens(text + JSON.stringify(message.tool_calls ?? []));
+    return {
+      text,
+      tool_calls: calls,
+      provider: 'aggregator',
+      model: request.model,
+      usage: { input_tokens: input, output_tokens: output, thinking_tokens: reply.usage?.completion_tokens_details?.reasoning_tokens ?? 0, total_tokens: reply.usage?.total_tokens ?? input + output },
+      finish_reason: choice?.finish_reason ?? (calls.length > 0 ? 'tool_calls' : 'stop'),
+    };
+  }
+
   /** Image models through chat completions with `modalities: ["image", "text"]`; images come back as data URLs. */
   async generateImage(request: ImageRequest): Promise<ImageResult> {
-    const reply = await this.chat(
+    const reply = await this.completions(
       {
         model: request.model,
         messages: [{ role: 'user', content: request.negative_prompt ? `${request.prompt}\nAvoid: ${request.negative_prompt}` : request.prompt }],
@@ -111,5 +159,31 @@ export class OpenRouterProvider implements TextProvider, ImageProvider {
     const match = /^data:([^;,]+);base64,(.*)$/s.exec(url);
     if (match) return { provider: 'aggregator', model: request.model, data: Buffer.from(match[2] as string, 'base64'), mime_type: match[1] as string, usage };
     return { provider: 'aggregator', model: request.model, url, mime_type: 'image/png', usage };
+  }
+}
+
+/** The sampling parameters chat completions take, copied onto a request body. */
+function addSampling(body: Record<string, unknown>, params: SamplingParams): void {
+  for (const name of ['temperature', 'max_tokens', 'top_p', 'top_k', 'frequency_penalty', 'presence_penalty', 'repetition_penalty'] as const) {
+    if (params[name] !== undefined) body[name] = params[name];
+  }
+  if (params.stop?.length) body.stop = params.stop;
+}
+
+/** A conversation message in chat-completions form; an assistant turn's calls carry their arguments as JSON text. */
+function wireMessage(message: ChatMessage): Record<string, unknown> {
+  switch (message.role) {
+    case 'assistant':
+      return message.tool_calls?.length
+        ? {
+            role: 'assistant',
+            content: message.content || null,
+            tool_calls: message.tool_calls.map((call) => ({ id: call.id, type: 'function', function: { name: call.name, arguments: JSON.stringify(call.arguments) } })),
+          }
+        : { role: 'assistant', content: message.content };
+    case 'tool':
+      return { role: 'tool', tool_call_id: message.tool_call_id, content: message.content };
+    default:
+      return { role: message.role, content: message.content };
   }
 }

@@ -1,0 +1,96 @@
+import { ServiceClient, type ServiceReply } from '@tempora/kit/http';
+import { PriceBook } from '../domain/prices.ts';
+
+/** The ledger refused a charge: the balance is short (`available` is what it holds). */
+export class InsufficientCredits extends Error {
+  override name = 'InsufficientCredits';
+  readonly available: number;
+  constructor(required: number, available: number) {
+    super(`${required} credits required, ${available} available`);
+    this.available = available;
+  }
+}
+
+/** The gateway could not be reached or did not book the operation; nothing can be said about the money. */
+export class LedgerUnavailable extends Error {
+  override name = 'LedgerUnavailable';
+}
+
+/** The credit ledger as the conductor uses it: every charge idempotent on its key, refundable once. */
+export interface Ledger {
+  /** Takes `amount` credits; a retry with the same key books nothing new. Throws InsufficientCredits or LedgerUnavailable. */
+  charge(userId: string, amount: number, operation: string, key: string, requestId: string): Promise<{ balance: number }>;
+  /** Gives back the charge made with `key`; undefined when there was none. Throws LedgerUnavailable. */
+  refund(userId: string, key: string, reason: string, requestId: string): Promise<{ balance: number } | undefined>;
+  balance(userId: string, requestId: string): Promise<number>;
+}
+
+const detailOf = (reply: ServiceReply): string => {
+  try {
+    return String((JSON.parse(reply.text) as { detail?: unknown }).detail ?? reply.text).slice(0, 300);
+  } catch {
+    return reply.text.slice(0, 300);
+  }
+};
+
+/**
+ * The gateway's service routes: the ledger (`/credits/charge`, `/credits/refund`, `/users/{id}/balance`,
+ * with the conductor's X-Service-Key) and the published price list, reused for `pricesTtlMs`.
+ */
+export class GatewayClient implements Ledger {
+  private readonly service: ServiceClient;
+  private readonly pricesTtlMs: number;
+  private priceList: { at: number; book: Promise<PriceBook> } | undefined;
+
+  constructor(baseUrl: string, serviceKey: string | undefined, timeoutMs: number, pricesTtlMs: number) {
+    this.service = new ServiceClient(baseUrl, serviceKey, timeoutMs);
+    this.pricesTtlMs = pricesTtlMs;
+  }
+
+  private async send(method: 'GET' | 'POST', path: string, requestId: string, json?: unknown): Promise<ServiceReply> {
+    try {
+      return await this.service.call(method, path, { requestId, ...(json === undefined ? {} : { json }) });
+    } catch (error) {
+      throw new LedgerUnavailable(`the gateway could not be reached: ${(error as Error).message}`);
+    }
+  }
+
+  async charge(userId: string, amount: number, operation: string, key: string, requestId: string): Promise<{ balance: number }> {
+    const reply = await this.send('POST', '/api/v1/credits/charge', requestId, { user_id: userId, amount, operation, idempotency_key: key });
+    if (reply.status === 200 || reply.status === 201) return { balance: Number((JSON.parse(reply.text) as { balance: number }).balance) };
+    if (reply.status === 402) {
+      const problem = JSON.parse(reply.text) as { required?: number; available?: number };
+      throw new InsufficientCredits(problem.required ?? amount, problem.available ?? 0);
+    }
+    throw new LedgerUnavailable(`the gateway answered ${reply.status} to a charge: ${detailOf(reply)}`);
+  }
+
+  async refund(userId: string, key: string, reason: string, requestId: string): Promise<{ balance: number } | undefined> {
+    const reply = await this.send('POST', '/api/v1/credits/refund', requestId, { user_id: userId, idempotency_key: key, reason: reason.slice(0, 500) });
+    if (reply.status === 200) return { balance: Number((JSON.parse(reply.text) as { balance: number }).balance) };
+    if (reply.status === 404) return undefined;
+    throw new LedgerUnavailable(`the gateway answered ${reply.status} to a refund: ${detailOf(reply)}`);
+  }
+
+  async balance(userId: string, requestId: string): Promise<number> {
+    const reply = await this.send('GET', `/api/v1/users/${encodeURIComponent(userId)}/balance`, requestId);
+    if (reply.status !== 200) throw new LedgerUnavailable(`the gateway answered ${reply.status} for the balance: ${detailOf(reply)}`);
+    return Number((JSON.parse(reply.text) as { balance: number }).balance);
+  }
+
+  /** The published price list; a failed fetch is not remembered, so the next call tries again. */
+  prices(requestId: string): Promise<PriceBook> {
+    const now = Date.now();
+    if (this.priceList && now - this.priceList.at < this.pricesTtlMs) return this.priceList.book;
+    const book = this.send('GET', '/api/v1/credits/costs', requestId).then((reply) => {
+      if (reply.status !== 200) throw new LedgerUnavailable(`the gateway answered ${reply.status} for its price list`);
+      return PriceBook.fromPublished(JSON.parse(reply.text));
+    });
+    const entry = { at: now, book };
+    this.priceList = entry;
+    book.catch(() => {
+      if (this.priceList === entry) this.priceList = undefined;
+    });
+    return book;
+  }
+}

@@ -1,0 +1,316 @@
+import { randomUUID } from 'node:crypto';
+import type { ChatMessage } from '@tempora/kit/providers';
+import type { Logger } from '@tempora/kit/observability';
+import type { GatewayClient } from './clients/gateway.ts';
+import type { GraphMcp } from './clients/graph-mcp.ts';
+import { Conductor, chargeKey, type CallRecord, type Caps, type RunOutcome, type RunState } from './domain/conductor.ts';
+import { graphTools } from './domain/graph-tools.ts';
+import { offlinePlanner, type PlannerMemory } from './domain/planner.ts';
+import { composeReply, systemPrompt } from './domain/reply.ts';
+import type { ConductorSettings, SettingsPatch } from './domain/settings.ts';
+import type { ConductorTool } from './domain/tools.ts';
+import type { ConductorRepository, MessageRow, ToolCallRow } from './repository.ts';
+
+export class ConversationNotFound extends Error {
+  override name = 'ConversationNotFound';
+}
+/** The conversation is answering another message. */
+export class ConversationBusy extends Error {
+  override name = 'ConversationBusy';
+}
+/** A confirmation or refusal came, and nothing waits for one. */
+export class NothingToDecide extends Error {
+  override name = 'NothingToDecide';
+}
+/** The model failed before the request did anything. */
+export class ModelUnavailable extends Error {
+  override name = 'ModelUnavailable';
+}
+
+export type Decision = 'confirm' | 'decline';
+
+export interface MessageInput {
+  userId: string;
+  content: string;
+  conversationId?: string | undefined;
+  decision?: Decision | undefined;
+  requestId: string;
+}
+
+/** One entry of `tools_called`. */
+export interface CalledTool {
+  index: number;
+  tool: string;
+  credits: number;
+  running_total: number;
+  note: string;
+  status: CallRecord['status'];
+  arguments: Record<string, unknown>;
+  output: Record<string, unknown> | null;
+}
+
+export interface ConductorResponse {
+  message_id: string;
+  conversation_id: string;
+  status: RunOutcome['status'];
+  reply: string;
+  tools_called: CalledTool[];
+  spend: { credits_total: number; running_total: number; ceiling: number };
+  pending: { index: number; tool: string; action: string; credits: number; operation: string; reason: string; running_total_after: number; ceiling: number; available?: number } | null;
+  stopped_by: RunOutcome['stopped_by'] | null;
+  decision: Decision | null;
+  model: { provider: string; model: string; offline: boolean };
+  usage: { steps: number; tokens: number };
+}
+
+const CONFIRM = /^\s*(yes|y|confirm(ed)?|go ahead|ok(ay)?|proceed|do it|sure)[\s.!]*$/i;
+const DECLINE = /^\s*(no|n|decline|cancel|skip( it)?|don'?t|do not|stop)[\s.!]*$/i;
+
+/** A follow-up that is only a yes or a no, read as the decision on a paused request. */
+export function decisionIn(content: string): Decision | undefined {
+  if (CONFIRM.test(content)) return 'confirm';
+  if (DECLINE.test(content)) return 'decline';
+  return undefined;
+}
+
+const HISTORY_MESSAGES = 10;
+
+/** Earlier messages as the model sees them: the request, then the reply and the tools it used. */
+function historyMessages(rows: MessageRow[], calls: ToolCallRow[]): ChatMessage[] {
+  return rows.flatMap((row): ChatMessage[] => {
+    const used = calls.filter((call) => call.message_id === row.id && call.status === 'ok');
+    const tools = used.length ? `\n[tools used: ${used.map((call) => `${call.tool}: ${call.note}`).join('; ')}]` : '';
+    return [
+      { role: 'user', content: row.content },
+      { role: 'assistant', content: `${row.reply ?? ''}${tools}` },
+    ];
+  });
+}
+
+/** What earlier requests leave to refer back to: the latest moment found and simulation started. */
+function memoryOf(calls: ToolCallRow[]): PlannerMemory {
+  const memory: PlannerMemory = {};
+  for (const call of calls) {
+    if (call.status !== 'ok' || !call.output) continue;
+    const output = call.output as Record<string, any>;
+    const first = call.tool === 'graph_search' ? output.items?.[0] : call.tool === 'graph_moment' ? output : undefined;
+    if (first?.path) memory.moment = { path: String(first.path), event_name: String(first.event_name), year: Number(first.year) };
+    if (call.tool === 'start_simulation' && output.id) memory.simulation = String(output.id);
+  }
+  return memory;
+}
+
+export interface ConductorServiceDeps {
+  repository: ConductorRepository;
+  conductor: Conductor;
+  gateway: GatewayClient;
+  graph: GraphMcp;
+  /** The tools besides the graph's: scenes, simulations, balance. */
+  tools: ConductorTool[];
+  caps: Caps;
+  staleMs: number;
+  logger: Logger;
+  /** Counts each message by how it ended (metrics). */
+  onMessage?(status: string): void;
+}
+
+/**
+ * A user's messages to the conductor: conversations (one message at work in each), pauses and their
+ * confirmation, the stored replies, and the account's settings. Knows nothing of HTTP or MCP.
+ */
+export class ConductorService {
+  private readonly deps: ConductorServiceDeps;
+
+  constructor(deps: ConductorServiceDeps) {
+    this.deps = deps;
+  }
+
+  settings(userId: string): Promise<ConductorSettings> {
+    return this.deps.repository.settings(userId);
+  }
+
+  patchSettings(userId: string, patch: SettingsPatch): Promise<ConductorSettings> {
+    return this.deps.repository.patchSettings(userId, patch);
+  }
+
+  /** The graph's tools (as its MCP server lists them) and the others; without the graph, the others alone. */
+  private async tools(requestId: string): Promise<ConductorTool[]> {
+    try {
+      return [...graphTools(await this.deps.graph.tools(requestId)), ...this.deps.tools];
+    } catch (error) {
+      this.deps.logger.warn({ err: error, requestId }, "the graph's tools could not be listed; answering without them");
+      return this.deps.tools;
+    }
+  }
+
+  async send(input: MessageInput): Promise<ConductorResponse> {
+    const { repository } = this.deps;
+    const settings = await repository.settings(input.userId);
+    const messageId = randomUUID();
+    let conversationId = input.conversationId;
+    let paused: MessageRow | undefined;
+    if (conversationId) {
+      const claim = await repository.claimConversation(conversationId, input.userId, messageId, this.deps.staleMs);
+      if (claim === 'missing') throw new ConversationNotFound(`no conversation ${conversationId}`);
+      if (claim === 'busy') throw new ConversationBusy(`conversation ${conversationId} is answering another message; send this one when it is done`);
+      paused = await repository.pausedMessage(conversationId);
+    } else {
+      conversationId = randomUUID();
+      await repository.createConversation(conversationId, input.userId, input.content, messageId);
+    }
+    try {
+      const decision = input.decision ?? (paused ? decisionIn(input.content) : undefined);
+      if (decision && !paused) throw new NothingToDecide('nothing in this conversation is waiting for a confirmation');
+      let message: { id: string; content: string; state: RunState };
+      if (paused && decision) {
+        message = { id: paused.id, content: paused.content, state: paused.state! };
+        await repository.resumeMessage(paused.id);
+      } else {
+        // A new request while one is paused leaves the paused one declined.
+        if (paused) await repository.finishMessage(paused.id, { status: 'declined', reply: paused.reply ?? '', response: paused.response ?? {}, state: null });
+        message = { id: messageId, content: input.content, state: Conductor.initialState(input.content) };
+        await repository.insertMessage({ id: messageId, conversation_id: conversationId, user_id: input.userId, content: input.content, status: 'running' });
+      }
+      return await this.answer(input, conversationId, message, settings, decision);
+    } finally {
+      await repository.releaseConversation(conversationId, messageId);
+    }
+  }
+
+  private async answer(input: MessageInput, conversationId: string, message: { id: string; content: string; state: RunState }, settings: ConductorSettings, decision: Decision | undefined): Promise<ConductorResponse> {
+    const { repository, conductor, caps } = this.deps;
+    const earlier = (await repository.history(conversationId, HISTORY_MESSAGES + 1)).filter((row) => row.id !== message.id).slice(-HISTORY_MESSAGES);
+    const earlierCalls = await repository.toolCallsOf(earlier.map((row) => row.id));
+    const [tools, prices] = await Promise.all([this.tools(input.requestId), this.deps.gateway.prices(input.requestId).catch(() => undefined)]);
+    const graph = this.deps.graph.session(input.userId, input.requestId);
+    const offline = conductor.model.kind === 'offline';
+    let outcome: RunOutcome;
+    try {
+      outcome = await conductor.run(
+        {
+          messageId: message.id,
+          userId: input.userId,
+          requestId: input.requestId,
+          settings,
+          tools,
+          system: systemPrompt(settings, tools, prices),
+          history: historyMessages(earlier, earlierCalls),
+          graph,
+          journal: repository.journal(message.id, input.userId),
+          signal: AbortSignal.timeout(this.deps.staleMs),
+          ...(offline ? { plan: offlinePlanner(message.content, memoryOf(earlierCalls), settings.verbosity) } : {}),
+        },
+        message.state,
+        decision,
+      );
+    } catch (error) {
+      await repository.finishMessage(message.id, { status: 'failed', reply: '', response: {}, state: null });
+      throw error;
+    } finally {
+      await graph.close();
+    }
+    const reply = composeReply(outcome, settings, caps);
+    const response = this.view(message.id, conversationId, outcome, reply, settings, decision);
+    const nothingDone = outcome.stopped_by === 'model_error' && outcome.state.next_index === 0;
+    await repository.finishMessage(message.id, {
+      status: nothingDone ? 'failed' : outcome.status,
+      reply,
+      response,
+      state: outcome.status === 'paused' ? outcome.state : null,
+    });
+    this.deps.onMessage?.(nothingDone ? 'failed' : outcome.status);
+    if (nothingDone) throw new ModelUnavailable(`the model could not be reached: ${outcome.text}`);
+    return response;
+  }
+
+  private view(messageId: string, conversationId: string, outcome: RunOutcome, reply: string, settings: ConductorSettings, decision: Decision | undefined): ConductorResponse {
+    let total = outcome.started_total;
+    const tools_called = outcome.calls.map((call) => {
+      total += call.credits;
+      return { index: call.index, tool: call.tool, credits: call.credits, running_total: total, note: call.note, status: call.status, arguments: call.arguments, output: call.output };
+    });
+    const { pause } = outcome;
+    const model = this.deps.conductor.model;
+    return {
+      message_id: messageId,
+      conversation_id: conversationId,
+      status: outcome.status,
+      reply,
+      tools_called,
+      spend: { credits_total: outcome.state.running_total - outcome.started_total, running_total: outcome.state.running_total, ceiling: settings.spend_ceiling },
+      pending: pause
+        ? {
+            index: pause.index,
+            tool: pause.tool,
+            action: pause.action,
+            credits: pause.credits,
+            operation: pause.operation,
+            reason: pause.reason,
+            running_total_after: pause.running_total + pause.credits,
+            ceiling: pause.ceiling,
+            ...(pause.available === undefined ? {} : { available: pause.available }),
+          }
+        : null,
+      stopped_by: outcome.stopped_by ?? null,
+      decision: decision ?? null,
+      model: { provider: model.kind, model: model.model, offline: model.kind === 'offline' },
+      usage: { steps: outcome.state.steps, tokens: outcome.state.tokens },
+    };
+  }
+
+  /** A conversation with its messages; each message's calls as the journal holds them now (refunds booked later included). */
+  async conversation(id: string, userId: string) {
+    const found = await this.deps.repository.conversation(id, userId);
+    if (!found) throw new ConversationNotFound(`no conversation ${id}`);
+    const calls = await this.deps.repository.toolCallsOf(found.messages.map((message) => message.id));
+    return {
+      id: found.conversation.id,
+      title: found.conversation.title,
+      created_at: found.conversation.created_at.toISOString(),
+      updated_at: found.conversation.updated_at.toISOString(),
+      messages: found.messages.map((message) => ({
+        id: message.id,
+        content: message.content,
+        status: message.status,
+        reply: message.reply,
+        created_at: message.created_at.toISOString(),
+        tools_called: calls
+          .filter((call) => call.message_id === message.id && call.status !== 'charging')
+          .map((call) => ({ index: call.index, tool: call.tool, credits: call.credits, note: call.note, status: call.status, refund_pending: call.refund_pending })),
+        pending: message.status === 'paused' ? ((message.response as { pending?: unknown } | null)?.pending ?? null) : null,
+      })),
+    };
+  }
+
+  conversations(userId: string, limit: number, offset: number) {
+    return this.deps.repository.conversations(userId, limit, offset);
+  }
+
+  async deleteConversation(id: string, userId: string): Promise<void> {
+    const result = await this.deps.repository.deleteConversation(id, userId, this.deps.staleMs);
+    if (result.busy) throw new ConversationBusy(`conversation ${id} is answering a message; delete it when it is done`);
+    if (!result.deleted) throw new ConversationNotFound(`no conversation ${id}`);
+  }
+
+  /**
+   * Settles what a failure left: refunds not booked when a tool failed, and calls whose process stopped
+   * between their charge and their end (refunded: their result was never delivered). Returns how many
+   * calls it settled.
+   */
+  async settleUnsettled(requestId: string): Promise<number> {
+    const rows = await this.deps.repository.unsettledCalls(new Date(Date.now() - this.deps.staleMs));
+    let settled = 0;
+    for (const row of rows) {
+      const key = row.idempotency_key ?? chargeKey(row.message_id, row.index);
+      try {
+        const refunded = await this.deps.gateway.refund(row.user_id, key, row.status === 'charging' ? 'the conductor stopped before the call ended' : 'refund of a failed call, booked late', requestId);
+        const note = row.status === 'charging' ? `interrupted before it ended; ${refunded ? 'refunded' : 'never charged'}` : `${row.note.replace(/; the refund of \d+ credits is pending$/, '')}; refunded later`;
+        await this.deps.repository.settleCall(row.message_id, row.index, { status: 'failed', credits: 0, note, refund_pending: false });
+        settled += 1;
+      } catch (error) {
+        this.deps.logger.warn({ err: error, message: row.message_id, index: row.index }, 'refund still not booked');
+      }
+    }
+    return settled;
+  }
+}

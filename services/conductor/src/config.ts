@@ -1,0 +1,62 @@
+import { z } from 'zod';
+import { baseConfigSchema, optionalString } from '@tempora/kit/runtime';
+import { providerConfigFields } from '@tempora/kit/providers';
+
+const ms = (fallback: number) => z.coerce.number().int().min(1).default(fallback);
+const count = (fallback: number, max: number) => z.coerce.number().int().min(1).max(max).default(fallback);
+
+export const ConductorConfigSchema = baseConfigSchema('conductor')
+  .extend({
+    ...providerConfigFields,
+    /**
+     * The model that chooses tools, by the spec's precedence: an explicit model first (`gemini-…` on the
+     * native provider, `org/model` on the aggregator, `offline`), then CONDUCTOR_MODEL_POLICY, then the
+     * server default (the native provider's, else the aggregator's, else the offline planner).
+     */
+    CONDUCTOR_MODEL: optionalString,
+    /** `permissive`: an open-weight model through the aggregator; the native provider is never called. */
+    CONDUCTOR_MODEL_POLICY: z.enum(['permissive']).optional(),
+    CONDUCTOR_PERMISSIVE_MODEL: z.string().min(1).default('meta-llama/llama-3.3-70b-instruct'),
+    CONDUCTOR_NATIVE_MODEL: z.string().min(1).default('gemini-2.5-flash'),
+    CONDUCTOR_AGGREGATOR_MODEL: z.string().min(1).default('google/gemini-2.5-flash'),
+    /** Model turns one request may take (each may call several tools). */
+    CONDUCTOR_STEP_CAP: count(8, 64),
+    /** Model tokens (input and output, every turn) one request may use. */
+    CONDUCTOR_TOKEN_CAP: count(60_000, 10_000_000),
+    /** Tool calls one model turn may make; calls past it are answered with an error. */
+    CONDUCTOR_CALLS_PER_TURN: count(8, 64),
+    /** Requests per minute by tier (free, pro, enterprise), for requests made directly; the gateway applies its own. */
+    CONDUCTOR_RATE_LIMIT_FREE: count(10, 100_000),
+    CONDUCTOR_RATE_LIMIT_PRO: count(60, 100_000),
+    CONDUCTOR_RATE_LIMIT_ENTERPRISE: count(300, 100_000),
+    CONDUCTOR_RATE_LIMIT_ANONYMOUS: count(60, 100_000),
+
+    /** X-Service-Key presented to each peer; unset: the first SERVICE_KEY. */
+    GATEWAY_SERVICE_KEY: optionalString,
+    GRAPH_SERVICE_KEY: optionalString,
+    GENERATION_SERVICE_KEY: optionalString,
+    SIMULATION_SERVICE_KEY: optionalString,
+    /** The gateway's access tokens: issuer and audience (as the gateway's JWT_ISSUER, JWT_AUDIENCE). */
+    JWT_ISSUER: z.string().min(1).default('tempora-gateway'),
+    JWT_AUDIENCE: z.string().min(1).default('tempora'),
+    /** Unset: GATEWAY_URL/.well-known/jwks.json */
+    JWKS_URL: optionalString.pipe(z.url().optional()),
+
+    /** How long the gateway's answer about a token (introspection) is reused: a signed-out token works here at most this long after. */
+    INTROSPECTION_CACHE_MS: z.coerce.number().int().min(0).default(5_000),
+    /** One scene render; below the gateway's UPSTREAM_TIMEOUT_MS (120 s) so a proxied request gets the conductor's answer. */
+    RENDER_TIMEOUT_MS: ms(110_000),
+    /** Every other peer call (graph, simulation, ledger). */
+    PEER_TIMEOUT_MS: ms(15_000),
+    /** How long the gateway's published prices are reused (the gateway serves them with max-age=300). */
+    PRICES_TTL_MS: ms(300_000),
+    /** A message left running this long (its process died) no longer holds its conversation. */
+    MESSAGE_STALE_MS: ms(900_000),
+    /** Period of the retry of refunds the gateway could not book when a tool failed. */
+    REFUND_RETRY_MS: ms(30_000),
+  })
+  .transform((config) => ({
+    ...config,
+    JWKS_URL: config.JWKS_URL ?? `${config.GATEWAY_URL.replace(/\/$/, '')}/.well-known/jwks.json`,
+  }));
+export type ConductorConfig = z.output<typeof ConductorConfigSchema>;

@@ -1,0 +1,331 @@
+import type { ChatMessage, ChatTurn, ToolCall } from '@tempora/kit/providers';
+import { SIMULATION_MODES } from './platform-tools.ts';
+import type { Verbosity } from './settings.ts';
+
+/**
+ * The offline planner: the conductor's model when no language model is configured. It maps a request to
+ * tools from its words (clauses joined by "then", "and", commas; verbs such as render, simulate, "from X to
+ * Y") and resolves the moments it names through the graph's search, in fixed phases, one model turn each:
+ * searches, then actions (paths, traversals, renders, simulations, balance), then one look at each
+ * simulation started, then the answer. Each phase's calls go out in one turn, so they run in parallel.
+ * It is deterministic and reads its progress from the conversation alone, so a paused request resumes
+ * where it stopped.
+ */
+
+type Mode = (typeof SIMULATION_MODES)[number];
+
+export interface Subject {
+  text: string;
+  /** Words to search the graph for; empty when the subject refers back ("it", "that"). */
+  query: string;
+  year?: number;
+}
+
+export type Intent =
+  | { kind: 'path'; from: Subject; to: Subject }
+  | { kind: 'traverse'; subject: Subject; direction: 'past' | 'future' }
+  | { kind: 'moment'; subject: Subject }
+  | { kind: 'render'; subject: Subject; image?: boolean }
+  | { kind: 'simulate'; prompt: string; mode: Mode; fidelity?: number }
+  | { kind: 'balance' }
+  | { kind: 'follow' }
+  | { kind: 'summarize' };
+
+/** What earlier requests of the conversation left to refer back to. */
+export interface PlannerMemory {
+  moment?: { path: string; event_name: string; year: number };
+  simulation?: string;
+}
+
+export const OFFLINE_LABEL = 'Offline planner (no language model is configured: the request was mapped to tools by its words)';
+
+const VERBS = 'render|depict|paint|draw|illustrate|visuali[sz]e|picture|simulate|show|find|tell|trace|explain|search|look|what|how|check|follow|summari[sz]e|give|list';
+const CLAUSE_BREAK = new RegExp(`\\s*(?:[.;!?]+(?:\\s+|$)|,?\\s*\\bthen\\b\\s*|,?\\s+and\\s+(?=(?:${VERBS})\\b)|,\\s*(?=(?:${VERBS})\\b))`, 'i');
+const STOPWORDS = new Set(
+  'a an the of in on at to from into me us show tell find trace explain search look give list what which who how when where why was were is are did do does led lead leads caused cause about please then and or with without image picture scene render depict paint draw illustrate visualize visualise moment moments event events happened happen its their his her for by as that this'.split(' '),
+);
+const BACK_REFERENCE = /^(it|this|that|them|there|the same|this moment|that moment|this scene|that scene|it again)$/i;
+
+/** A clause's subject: its words less the filler, and a year when it names one (BCE as negative). */
+export function subjectOf(text: string): Subject {
+  const trimmed = text.trim().replace(/^[,:\s]+|[,:?.!\s]+$/g, '');
+  let year: number | undefined;
+  let rest = trimmed;
+  const bce = /\b(\d{1,5})\s*(?:BCE|BC|B\.C\.(?:E\.)?)(?=\W|$)/i.exec(rest);
+  if (bce) {
+    year = -Number(bce[1]);
+    rest = rest.replace(bce[0], ' ');
+  } else {
+    const ce = /\b(\d{3,4})\b(?:\s*(?:CE|AD))?/.exec(rest);
+    if (ce) {
+      year = Number(ce[1]);
+      rest = rest.replace(ce[0], ' ');
+    }
+  }
+  if (BACK_REFERENCE.test(trimmed)) return { text: trimmed, query: '' };
+  const words = rest
+    .replace(/[^\p{L}\p{N}'\s-]/gu, ' ')
+    .split(/\s+/)
+    .filter((word) => word && !STOPWORDS.has(word.toLowerCase()));
+  return { text: trimmed, query: words.join(' '), ...(year === undefined ? {} : { year }) };
+}
+
+function simulationMode(clause: string): Mode {
+  if (/\b(backward|work back|from the outcome|how could .+ (reach|come about))\b/i.test(clause)) return 'PORTAL';
+  if (/\b(cycl\w*|loop|recurr\w*|feedback)\b/i.test(clause)) return 'CYCLICAL';
+  if (/\b(drama\w*|narrative|story arc|tension|acts?)\b/i.test(clause)) return 'DIRECTORIAL';
+  if (/\b(what[- ]if|would (have )?\w+|had\b|counterfactual|instead|alternate|alternative|branch\w*)\b/i.test(clause)) return 'BRANCHING';
+  return 'FORWARD';
+}
+
+function fidelityOf(clause: string): number | undefined {
+  const named = /\bfidelity\s*(?:of\s*)?([1-5])\b/i.exec(clause);
+  if (named) return Number(named[1]);
+  if (/\b(quick|rough|cheap)\b/i.test(clause)) return 1;
+  return undefined;
+}
+
+function intentOf(clause: string): Intent {
+  if (/\b(balance|credits?\s+(left|remaining|do i have)|how many credits)\b/i.test(clause)) return { kind: 'balance' };
+  if (/\b(summar\w+|results?|outcome)\b.*\bsimulation\b/i.test(clause) && !/\bsimulate\b/i.test(clause)) return { kind: 'summarize' };
+  if (/\b(status|progress)\b.*\bsimulation\b|\bsimulation\b.*\b(status|progress|done|finished|ready)\b/i.test(clause)) return { kind: 'follow' };
+  if (/\b(simulat\w*|what would (have )?happen\w*|what[- ]if|counterfactual|alternate history)\b/i.test(clause)) {
+    const prompt = clause.replace(/^\s*(please\s+)?(simulate|run a simulation of|simulation of)\s*/i, '').trim();
+    const fidelity = fidelityOf(clause);
+    return { kind: 'simulate', prompt: prompt.length >= 3 ? prompt : clause.trim(), mode: simulationMode(clause), ...(fidelity ? { fidelity } : {}) };
+  }
+  const render = /\b(render|depict|paint|draw|illustrate|visuali[sz]e|picture)\b\s*(.*)$/i.exec(clause) ?? /\b(?:show me|give me)\s+the\s+scene\s+of\s+(.*)$/i.exec(clause);
+  if (render) {
+    let text = render[render.length - 1] ?? '';
+    let image: boolean | undefined;
+    if (/\b(without (an )?image|text only|no image)\b/i.test(text)) image = false;
+    else if (/\b(with (an )?image|with a picture|illustrated|paint|draw|picture)\b/i.test(clause)) image = true;
+    text = text.replace(/\b(with(out)? (an )?(image|picture)|text only|no image)\b/gi, ' ');
+    return { kind: 'render', subject: subjectOf(text), ...(image === undefined ? {} : { image }) };
+  }
+  const between = /\bfrom\s+(.+?)\s+to\s+(.+)$/i.exec(clause) ?? /\bbetween\s+(.+?)\s+and\s+(.+)$/i.exec(clause) ?? /\bhow did\s+(.+?)\s+lead to\s+(.+)$/i.exec(clause);
+  if (between) return { kind: 'path', from: subjectOf(between[1]!), to: subjectOf(between[2]!) };
+  const past = /\b(?:what|which events?)\s+(?:led to|caused|preceded|brought about)\s+(.+)$/i.exec(clause) ?? /\b(?:causes|origins|roots|background) of\s+(.+)$/i.exec(clause);
+  if (past) return { kind: 'traverse', subject: subjectOf(past[1]!), direction: 'past' };
+  const future =
+    /\b(?:consequences|effects|aftermath|legacy|results) of\s+(.+)$/i.exec(clause) ??
+    /\bwhat (?:followed|came after)\s+(.+)$/i.exec(clause) ??
+    /\bwhat (?:did\s+)?(.+?)\s+(?:lead to|cause)\b/i.exec(clause);
+  if (future) return { kind: 'traverse', subject: subjectOf(future[1]!), direction: 'future' };
+  return { kind: 'moment', subject: subjectOf(clause) };
+}
+
+/** The request's intents, clause by clause, in the order written. */
+export function parseRequest(request: string): Intent[] {
+  return request
+    .split(CLAUSE_BREAK)
+    .map((clause) => clause?.trim() ?? '')
+    .filter((clause) => clause.length > 1)
+    .map(intentOf)
+    .filter((intent) => intent.kind !== 'moment' || intent.subject.query || intent.subject.year !== undefined || BACK_REFERENCE.test(intent.subject.text));
+}
+
+type Found = { path: string; event_name: string; year: number };
+type Results = Map<string, Record<string, any>>;
+
+const subjectsOf = (intent: Intent): Subject[] => {
+  switch (intent.kind) {
+    case 'path':
+      return [intent.from, intent.to];
+    case 'traverse':
+    case 'moment':
+    case 'render':
+      return [intent.subject];
+    default:
+      return [];
+  }
+};
+const keyOf = (subject: Subject) => `${subject.query.toLowerCase()}|${subject.year ?? ''}`;
+const call = (id: string, name: string, args: Record<string, unknown>): ToolCall => ({ id, name, arguments: args });
+
+/** The ids of the searches: one per distinct subject that names something (back-references use memory). */
+function searches(intents: Intent[]): Map<string, { id: string; subject: Subject }> {
+  const found = new Map<string, { id: string; subject: Subject }>();
+  for (const subject of intents.flatMap(subjectsOf)) {
+    if (!subject.query && subject.year === undefined) continue;
+    const key = keyOf(subject);
+    if (!found.has(key)) found.set(key, { id: `plan-search-${found.size}`, subject });
+  }
+  return found;
+}
+
+function resolve(subject: Subject, searched: ReturnType<typeof searches>, results: Results, memory: PlannerMemory): Found | undefined {
+  if (!subject.query && subject.year === undefined) return memory.moment;
+  const search = searched.get(keyOf(subject));
+  const item = search ? results.get(search.id)?.items?.[0] : undefined;
+  return item && typeof item.path === 'string' ? { path: item.path, event_name: String(item.event_name), year: Number(item.year) } : undefined;
+}
+
+/** A turn's worth of actions for the intents, once the searches are in. */
+function actions(intents: Intent[], searched: ReturnType<typeof searches>, results: Results, memory: PlannerMemory): ToolCall[] {
+  const calls: ToolCall[] = [];
+  intents.forEach((intent, index) => {
+    const id = `plan-act-${index}`;
+    switch (intent.kind) {
+      case 'path': {
+        const from = resolve(intent.from, searched, results, memory);
+        const to = resolve(intent.to, searched, results, memory);
+        if (from && to) calls.push(call(id, 'find_path', { from_path: from.path, to_path: to.path }));
+        break;
+      }
+      case 'traverse': {
+        const anchor = resolve(intent.subject, searched, results, memory);
+        if (anchor) calls.push(call(id, 'traverse_moments', { path: anchor.path, direction: intent.direction, depth: 2, limit: 30 }));
+        break;
+      }
+      case 'moment': {
+        const moment = resolve(intent.subject, searched, results, memory);
+        if (moment) calls.push(call(id, 'graph_moment', { path: moment.path }));
+        break;
+      }
+      case 'render': {
+        const moment = resolve(intent.subject, searched, results, memory);
+        const query = moment ? `${moment.event_name}, ${moment.year < 0 ? `${-moment.year} BCE` : moment.year}` : intent.subject.text;
+        if (query.trim().length >= 3) calls.push(call(id, 'render_scene', { query, ...(intent.image === undefined ? {} : { generate_image: intent.image }) }));
+        break;
+      }
+      case 'simulate':
+        calls.push(call(id, 'start_simulation', { prompt: intent.prompt, mode: intent.mode, ...(intent.fidelity ? { fidelity: intent.fidelity } : {}) }));
+        break;
+      case 'balance':
+        calls.push(call(id, 'get_balance', {}));
+        break;
+      case 'follow':
+      case 'summarize':
+        if (memory.simulation) calls.push(call(id, intent.kind === 'follow' ? 'follow_simulation' : 'summarize_simulation', { simulation_id: memory.simulation }));
+        break;
+    }
+  });
+  return calls;
+}
+
+/** The tool calls made since the request and what each answered (parsed JSON), by call id. */
+function progress(messages: ChatMessage[]): { called: Set<string>; results: Results } {
+  const last = messages.map((message) => message.role).lastIndexOf('user');
+  const called = new Set<string>();
+  const results: Results = new Map();
+  for (const message of messages.slice(last + 1)) {
+    if (message.role === 'assistant') for (const toolCall of message.tool_calls ?? []) called.add(toolCall.id);
+    if (message.role === 'tool') {
+      try {
+        results.set(message.tool_call_id, JSON.parse(message.content) as Record<string, any>);
+      } catch {
+        results.set(message.tool_call_id, { error: message.content });
+      }
+    }
+  }
+  return { called, results };
+}
+
+const yearText = (year: unknown) => (typeof year === 'number' && year < 0 ? `${-year} BCE` : String(year));
+const named = (node: Record<string, any>) => `${String(node.name ?? node.event_name)} (${yearText(node.year)})`;
+const failure = (result: Record<string, any> | undefined) => (result?.declined ? 'you declined it' : result?.error ? String(result.error) : undefined);
+
+/** The answer, intent by intent, from what the tools answered, as long as the verbosity asks. */
+function answer(intents: Intent[], searched: ReturnType<typeof searches>, results: Results, memory: PlannerMemory, verbosity: Verbosity): string {
+  const detailed = verbosity === 'detailed';
+  const brief = verbosity === 'brief';
+  const lines: string[] = [];
+  const unresolved = (subject: Subject) => `I found no moment in the graph for "${subject.text}".`;
+  intents.forEach((intent, index) => {
+    const result = results.get(`plan-act-${index}`);
+    const failed = failure(result);
+    switch (intent.kind) {
+      case 'path': {
+        const missing = [intent.from, intent.to].find((subject) => !resolve(subject, searched, results, memory));
+        if (missing) return void lines.push(unresolved(missing));
+        if (failed) return void lines.push(`The path could not be traced: ${failed}.`);
+        if (!result?.found) return void lines.push(`No chain within the hop limit joins ${intent.from.text} and ${intent.to.text}.`);
+        const nodes = (result.nodes ?? []) as Array<Record<string, any>>;
+        if (brief) return void lines.push(`${named(nodes[0] ?? {})} → ${named(nodes[nodes.length - 1] ?? {})}: ${String(result.hops)} hops.`);
+        lines.push(`From ${named(nodes[0] ?? {})} to ${named(nodes[nodes.length - 1] ?? {})}, ${String(result.hops)} hops: ${nodes.map(named).join(' → ')}.`);
+        if (detailed) for (const edge of (result.edges ?? []) as Array<Record<string, any>>) lines.push(`  - ${String(edge.source)} ${String(edge.type)} ${String(edge.target)}${edge.description ? `: ${String(edge.description)}` : ''}`);
+        return;
+      }
+      case 'traverse':
+      case 'moment': {
+        if (!resolve(intent.subject, searched, results, memory)) return void lines.push(unresolved(intent.subject));
+        if (failed) return void lines.push(`The graph could not answer: ${failed}.`);
+        if (intent.kind === 'moment') {
+          return void lines.push(brief ? `${named(result ?? {})}.` : `${named(result ?? {})}: ${String(result?.description ?? '')}${detailed ? ` (${String(result?.path)}, ${String(result?.edge_count)} edges)` : ''}`.trim());
+        }
+        const nodes = ((result?.nodes ?? []) as Array<Record<string, any>>).filter((node) => node.hop !== 0);
+        const word = intent.direction === 'past' ? 'led to' : 'followed from';
+        const subject = resolve(intent.subject, searched, results, memory)!;
+        if (brief) return void lines.push(`${nodes.length} moments ${word} ${subject.event_name}.`);
+        lines.push(`${nodes.length} moments ${word} ${subject.event_name}${nodes.length ? `: ${(detailed ? nodes : nodes.slice(0, 6)).map(named).join('; ')}` : ''}.`);
+        return;
+      }
+      case 'render': {
+        if (failed) return void lines.push(`The scene could not be rendered: ${failed}.`);
+        if (!result) return void lines.push(`There was nothing to render for "${intent.subject.text}".`);
+        if (brief) return void lines.push(`Rendered "${String(result.title)}" (${String(result.url)}).`);
+        lines.push(`Rendered "${String(result.title)}": ${String(result.url)}${result.image_url ? `, image ${String(result.image_url)}` : ''}.${result.summary ? ` ${String(result.summary)}` : ''}`);
+        if (detailed) {
+          if (Array.isArray(result.characters) && result.characters.length) lines.push(`  Characters: ${result.characters.join(', ')}.`);
+          for (const line of (result.dialog ?? []) as string[]) lines.push(`  ${line}`);
+        }
+        return;
+      }
+      case 'simulate': {
+        if (failed) return void lines.push(`The simulation could not be started: ${failed}.`);
+        const followed = results.get(`plan-follow-${index}`);
+        const status = followed && !followed.error ? followed.status : result?.status;
+        if (brief) return void lines.push(`Simulation ${String(result?.id)} started (${String(status)}).`);
+        lines.push(`Started a ${String(result?.mode ?? intent.mode)} simulation (${String(result?.id)}) of "${intent.prompt}": ${String(status)}; follow it at ${String(result?.status_url)}.`);
+        return;
+      }
+      case 'balance':
+        return void lines.push(failed ? `The balance could not be read: ${failed}.` : `Your balance is ${String(result?.balance)} credits.`);
+      case 'follow':
+      case 'summarize':
+        if (!memory.simulation) return void lines.push('This conversation has started no simulation yet.');
+        if (failed) return void lines.push(`Simulation ${memory.simulation}: ${failed}.`);
+        return void lines.push(
+          intent.kind === 'follow'
+            ? `Simulation ${String(result?.id)} is ${String(result?.status)}${typeof result?.progress === 'number' ? ` (${String(result.progress)})` : ''}.`
+            : `Simulation ${memory.simulation}: ${String(result?.summary ?? result?.outcome ?? JSON.stringify(result))}`,
+        );
+    }
+  });
+  if (lines.length === 0) lines.push('I could not tell what to do from this request: name a moment, ask for a path "from X to Y", or ask me to render or simulate something.');
+  return `${brief ? '[offline] ' : `${OFFLINE_LABEL}.\n`}${lines.join('\n')}`;
+}
+
+/**
+ * The planner for one request: given the conversation so far (its tool results included), the next turn.
+ * `memory` resolves back-references ("render it") to the conversation's earlier requests.
+ */
+export function offlinePlanner(request: string, memory: PlannerMemory, verbosity: Verbosity): (messages: ChatMessage[]) => ChatTurn {
+  const intents = parseRequest(request);
+  const searched = searches(intents);
+  return (messages) => {
+    const { called, results } = progress(messages);
+    const wanted = [...searched.values()].filter((search) => !called.has(search.id));
+    if (wanted.length > 0 && called.size === 0) {
+      return {
+        text: '',
+        tool_calls: wanted.map(({ id, subject }) =>
+          call(id, 'graph_search', { ...(subject.query ? { query: subject.query } : {}), ...(subject.year === undefined ? {} : { year_from: subject.year, year_to: subject.year }), limit: 3 }),
+        ),
+      };
+    }
+    if (![...called].some((id) => id.startsWith('plan-act-') || id.startsWith('plan-follow-'))) {
+      const next = actions(intents, searched, results, memory);
+      if (next.length > 0) return { text: '', tool_calls: next };
+    }
+    if (![...called].some((id) => id.startsWith('plan-follow-'))) {
+      const follows = intents.flatMap((intent, index) => {
+        const started = results.get(`plan-act-${index}`);
+        return intent.kind === 'simulate' && started?.id && !started.error ? [call(`plan-follow-${index}`, 'follow_simulation', { simulation_id: String(started.id) })] : [];
+      });
+      if (follows.length > 0) return { text: '', tool_calls: follows };
+    }
+    return { text: answer(intents, searched, results, memory, verbosity), tool_calls: [] };
+  };
+}

@@ -1,0 +1,102 @@
+import type { Context } from 'koa';
+import type Router from '@koa/router';
+import { z } from 'zod';
+import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
+import { unauthorized } from '@tempora/kit/http';
+import { BEARER_CHALLENGE, type Caller } from './auth.ts';
+import { ConversationBusy, ConversationNotFound, ModelUnavailable, NothingToDecide, type ConductorService } from './conductor-service.ts';
+import { ConductorResponseSchema, MessageBody } from './schemas.ts';
+
+const SUGGESTIONS = {
+  input: 'Pass `content` (1 to 4000 characters of natural language), optionally `conversation_id` (a UUID from an earlier reply) and `decision` (confirm or decline) to answer a paused request.',
+  missing: 'Leave out `conversation_id` to start a new conversation, or pass one from an earlier reply.',
+  busy: 'Wait for the conversation\'s current message to be answered, then send this one again.',
+  decide: 'Send `decision` only when the conversation\'s last reply has status "paused".',
+  model: 'The model was unreachable and nothing was done or charged; try again shortly.',
+};
+
+/**
+ * The converse tool's arguments as the SDK is given them: every field accepted as it comes (with its JSON
+ * Schema shown), so that a bad argument reaches the tool, which answers `{error, suggestion}` as the
+ * graph's tools do, rather than the transport failing the call.
+ */
+const lenientInput = z
+  .object(
+    Object.fromEntries(
+      Object.entries(MessageBody.shape).map(([key, field]) => {
+        const { $schema: _, ...json } = z.toJSONSchema(field, { io: 'input', unrepresentable: 'any' }) as Record<string, unknown>;
+        return [key, z.any().optional().meta(json)];
+      }),
+    ),
+  )
+  .meta({ required: ['content'] });
+
+/** The output schema admits the error shape too: `{error, suggestion}` is a result, not a failure. */
+const output = ConductorResponseSchema.partial().extend({ error: z.string().optional(), suggestion: z.string().optional() });
+
+type ToolResult = { content: Array<{ type: 'text'; text: string }>; structuredContent: Record<string, unknown>; isError?: boolean };
+const result = (value: object, isError = false): ToolResult => ({
+  content: [{ type: 'text', text: JSON.stringify(value) }],
+  structuredContent: value as Record<string, unknown>,
+  ...(isError ? { isError } : {}),
+});
+
+function refusal(error: unknown): ToolResult {
+  const suggestion =
+    error instanceof ConversationNotFound ? SUGGESTIONS.missing : error instanceof ConversationBusy ? SUGGESTIONS.busy : error instanceof NothingToDecide ? SUGGESTIONS.decide : error instanceof ModelUnavailable ? SUGGESTIONS.model : undefined;
+  if (suggestion === undefined) throw error;
+  return result({ error: (error as Error).message, suggestion }, true);
+}
+
+export function buildMcpServer(service: ConductorService, version: string, caller: Caller, requestId: string): McpServer {
+  const server = new McpServer({ name: 'tempora-conductor', version }, { capabilities: { tools: {} } });
+  server.registerTool(
+    'converse',
+    {
+      description:
+        "Send one natural-language request to Tempora's conductor, which searches and walks the historical graph, renders scenes and starts simulations as needed, paying for them from your credits. Returns the reply, the tools it called with their credits, and the spend. A request that needs your confirmation comes back paused: answer it with decision confirm or decline in the same conversation.",
+      inputSchema: lenientInput.shape,
+      outputSchema: output.shape,
+      annotations: { readOnlyHint: false, openWorldHint: false },
+    },
+    async (args: unknown) => {
+      const parsed = MessageBody.safeParse(args ?? {});
+      if (!parsed.success) {
+        return result({ error: parsed.error.issues.map((issue) => `${issue.path.join('.') || 'arguments'}: ${issue.message}`).join('; '), suggestion: SUGGESTIONS.input }, true);
+      }
+      try {
+        return result(await service.send({ userId: caller.userId, content: parsed.data.content, conversationId: parsed.data.conversation_id, decision: parsed.data.decision, requestId }));
+      } catch (error) {
+        return refusal(error);
+      }
+    },
+  );
+  return server;
+}
+
+/**
+ * MCP at /mcp (Streamable HTTP, stateless: a fresh server and transport per request, so any replica can
+ * answer any call), for the same callers as the REST route: an MCP client sends the user's access token.
+ */
+export function mountMcp(router: Router, service: ConductorService, version: string): void {
+  router.all('/mcp', async (ctx: Context) => {
+    if (ctx.method !== 'POST') {
+      ctx.status = 405;
+      ctx.set('Allow', 'POST');
+      ctx.body = { jsonrpc: '2.0', error: { code: -32000, message: 'Method not allowed: this MCP server is stateless; POST JSON-RPC requests.' }, id: null };
+      return;
+    }
+    const caller = ctx.state.caller;
+    if (!caller) throw unauthorized('the conductor acts for a user: send Authorization: Bearer <access token>', BEARER_CHALLENGE);
+    const server = buildMcpServer(service, version, caller, ctx.state.requestId);
+    const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
+    ctx.respond = false;
+    ctx.res.on('close', () => {
+      void transport.close();
+      void server.close();
+    });
+    await server.connect(transport);
+    await transport.handleRequest(ctx.req, ctx.res, (ctx.request as { body?: unknown }).body);
+  });
+}

@@ -1,0 +1,70 @@
+import type { Knex, Migration } from '@tempora/kit/data';
+
+/** The conductor's tables are prefixed, so that services sharing one database in development do not collide. */
+export const migrations: Migration[] = [
+  {
+    name: '001_conversations_messages_calls_settings',
+    async up(knex: Knex) {
+      await knex.schema.createTable('conductor_settings', (table) => {
+        table.uuid('user_id').primary();
+        table.text('autonomy').notNullable();
+        table.text('verbosity').notNullable();
+        table.integer('spend_ceiling').notNullable();
+        table.text('default_render').notNullable();
+        table.timestamp('updated_at', { useTz: true }).notNullable().defaultTo(knex.fn.now());
+      });
+      await knex.schema.createTable('conductor_conversations', (table) => {
+        table.uuid('id').primary();
+        table.uuid('user_id').notNullable();
+        table.text('title').notNullable();
+        // The message being worked on: a conversation answers one message at a time.
+        table.uuid('busy_message');
+        table.timestamp('busy_since', { useTz: true });
+        table.timestamp('created_at', { useTz: true }).notNullable().defaultTo(knex.fn.now());
+        table.timestamp('updated_at', { useTz: true }).notNullable().defaultTo(knex.fn.now());
+        table.index(['user_id', 'updated_at']);
+      });
+      await knex.schema.createTable('conductor_messages', (table) => {
+        table.uuid('id').primary();
+        table.uuid('conversation_id').notNullable().references('conductor_conversations.id').onDelete('CASCADE');
+        table.uuid('user_id').notNullable();
+        table.text('content').notNullable();
+        // running, completed, paused, stopped, declined (a pause the user declined or walked away from), failed
+        table.text('status').notNullable();
+        table.text('reply');
+        table.jsonb('response');
+        // While paused: the run state (transcript, pending calls, counters) the follow-up resumes from.
+        table.jsonb('state');
+        table.timestamp('created_at', { useTz: true }).notNullable().defaultTo(knex.fn.now());
+        table.timestamp('updated_at', { useTz: true }).notNullable().defaultTo(knex.fn.now());
+        table.index(['conversation_id', 'created_at']);
+      });
+      await knex.schema.createTable('conductor_tool_calls', (table) => {
+        table.uuid('message_id').notNullable().references('conductor_messages.id').onDelete('CASCADE');
+        table.integer('index').notNullable();
+        table.uuid('user_id').notNullable();
+        table.text('tool').notNullable();
+        table.jsonb('arguments').notNullable();
+        // charging (before the charge: the call may or may not be paid), ok, failed, invalid
+        table.text('status').notNullable();
+        table.integer('credits').notNullable().defaultTo(0);
+        table.text('operation');
+        table.text('idempotency_key');
+        table.text('note').notNullable().defaultTo('');
+        table.jsonb('output');
+        table.boolean('refund_pending').notNullable().defaultTo(false);
+        table.integer('duration_ms').notNullable().defaultTo(0);
+        table.timestamp('created_at', { useTz: true }).notNullable().defaultTo(knex.fn.now());
+        table.timestamp('updated_at', { useTz: true }).notNullable().defaultTo(knex.fn.now());
+        table.primary(['message_id', 'index']);
+      });
+      await knex.raw("create index conductor_tool_calls_unsettled_idx on conductor_tool_calls (updated_at) where status = 'charging' or refund_pending");
+    },
+    async down(knex: Knex) {
+      await knex.schema.dropTable('conductor_tool_calls');
+      await knex.schema.dropTable('conductor_messages');
+      await knex.schema.dropTable('conductor_conversations');
+      await knex.schema.dropTable('conductor_settings');
+    },
+  },
+];

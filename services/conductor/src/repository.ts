@@ -1,0 +1,202 @@
+import type { Knex } from '@tempora/kit/data';
+import type { CallJournal, CallRecord, RunState } from './domain/conductor.ts';
+import { DEFAULT_SETTINGS, type ConductorSettings, type SettingsPatch } from './domain/settings.ts';
+
+export interface ConversationRow {
+  id: string;
+  user_id: string;
+  title: string;
+  busy_message: string | null;
+  busy_since: Date | null;
+  created_at: Date;
+  updated_at: Date;
+}
+
+export type MessageStatus = 'running' | 'completed' | 'paused' | 'stopped' | 'declined' | 'failed';
+
+export interface MessageRow {
+  id: string;
+  conversation_id: string;
+  user_id: string;
+  content: string;
+  status: MessageStatus;
+  reply: string | null;
+  response: Record<string, unknown> | null;
+  state: RunState | null;
+  created_at: Date;
+  updated_at: Date;
+}
+
+export interface ToolCallRow {
+  message_id: string;
+  index: number;
+  user_id: string;
+  tool: string;
+  arguments: Record<string, unknown>;
+  status: 'charging' | CallRecord['status'];
+  credits: number;
+  operation: string | null;
+  idempotency_key: string | null;
+  note: string;
+  output: Record<string, unknown> | null;
+  refund_pending: boolean;
+  duration_ms: number;
+  created_at: Date;
+  updated_at: Date;
+}
+
+/** How claiming a conversation for a message went. */
+export type Claim = 'claimed' | 'busy' | 'missing';
+
+const jsonb = (value: unknown) => JSON.stringify(value) as never;
+
+/** All of the conductor's SQL: settings, conversations, messages and the journal of tool calls. */
+export class ConductorRepository {
+  private readonly knex: Knex;
+
+  constructor(knex: Knex) {
+    this.knex = knex;
+  }
+
+  async settings(userId: string): Promise<ConductorSettings> {
+    const row = await this.knex('conductor_settings').where({ user_id: userId }).first('autonomy', 'verbosity', 'spend_ceiling', 'default_render');
+    return row ? { ...DEFAULT_SETTINGS, ...row } : { ...DEFAULT_SETTINGS };
+  }
+
+  /** Merges `patch` into the account's settings in one statement (concurrent patches of different fields both land). */
+  async patchSettings(userId: string, patch: SettingsPatch): Promise<ConductorSettings> {
+    const base = { ...DEFAULT_SETTINGS, ...patch };
+    const [row] = await this.knex('conductor_settings')
+      .insert({ user_id: userId, ...base, updated_at: this.knex.fn.now() })
+      .onConflict('user_id')
+      .merge([...Object.keys(patch), 'updated_at'])
+      .returning(['autonomy', 'verbosity', 'spend_ceiling', 'default_render']);
+    return row as ConductorSettings;
+  }
+
+  /** A new conversation, already claimed by its first message. */
+  async createConversation(id: string, userId: string, title: string, messageId: string): Promise<void> {
+    await this.knex('conductor_conversations').insert({ id, user_id: userId, title: title.slice(0, 200), busy_message: messageId, busy_since: this.knex.fn.now() });
+  }
+
+  /**
+   * Makes `messageId` the conversation's one message at work. A claim older than `staleMs` (its process
+   * died) is taken over.
+   */
+  async claimConversation(id: string, userId: string, messageId: string, staleMs: number): Promise<Claim> {
+    const claimed = await this.knex('conductor_conversations')
+      .where({ id, user_id: userId })
+      .andWhere((query) => query.whereNull('busy_message').orWhere('busy_since', '<', new Date(Date.now() - staleMs)))
+      .update({ busy_message: messageId, busy_since: this.knex.fn.now(), updated_at: this.knex.fn.now() });
+    if (claimed > 0) return 'claimed';
+    const exists = await this.knex('conductor_conversations').where({ id, user_id: userId }).first('id');
+    return exists ? 'busy' : 'missing';
+  }
+
+  async releaseConversation(id: string, messageId: string): Promise<void> {
+    await this.knex('conductor_conversations').where({ id, busy_message: messageId }).update({ busy_message: null, busy_since: null, updated_at: this.knex.fn.now() });
+  }
+
+  async insertMessage(row: Pick<MessageRow, 'id' | 'conversation_id' | 'user_id' | 'content' | 'status'>): Promise<void> {
+    await this.knex('conductor_messages').insert(row);
+  }
+
+  async finishMessage(id: string, fields: { status: MessageStatus; reply: string; response: object; state: RunState | null }): Promise<void> {
+    await this.knex('conductor_messages')
+      .where({ id })
+      .update({ status: fields.status, reply: fields.reply, response: jsonb(fields.response), state: fields.state ? jsonb(fields.state) : null, updated_at: this.knex.fn.now() });
+  }
+
+  /** Marks the message as being worked on again (a confirmed or declined pause). */
+  async resumeMessage(id: string): Promise<void> {
+    await this.knex('conductor_messages').where({ id }).update({ status: 'running', updated_at: this.knex.fn.now() });
+  }
+
+  /** The conversation's paused message, if its latest message is one. */
+  async pausedMessage(conversationId: string): Promise<MessageRow | undefined> {
+    const latest = await this.knex<MessageRow>('conductor_messages').where({ conversation_id: conversationId }).orderBy('created_at', 'desc').orderBy('id', 'desc').first();
+    return latest?.status === 'paused' ? latest : undefined;
+  }
+
+  /** The conversation's earlier messages that got an answer, oldest first (the last `limit`). */
+  async history(conversationId: string, limit: number): Promise<MessageRow[]> {
+    const rows = await this.knex<MessageRow>('conductor_messages')
+      .where({ conversation_id: conversationId })
+      .whereIn('status', ['completed', 'stopped', 'paused', 'declined'])
+      .orderBy('created_at', 'desc')
+      .limit(limit);
+    return rows.reverse();
+  }
+
+  async toolCallsOf(messageIds: string[]): Promise<ToolCallRow[]> {
+    if (messageIds.length === 0) return [];
+    return this.knex<ToolCallRow>('conductor_tool_calls').whereIn('message_id', messageIds).orderBy(['message_id', 'index']);
+  }
+
+  async conversation(id: string, userId: string): Promise<{ conversation: ConversationRow; messages: MessageRow[] } | undefined> {
+    const conversation = await this.knex<ConversationRow>('conductor_conversations').where({ id, user_id: userId }).first();
+    if (!conversation) return undefined;
+    const messages = await this.knex<MessageRow>('conductor_messages').where({ conversation_id: id }).orderBy('created_at', 'asc').orderBy('id', 'asc');
+    return { conversation, messages };
+  }
+
+  async conversations(userId: string, limit: number, offset: number): Promise<{ items: ConversationRow[]; total: number }> {
+    const base = this.knex<ConversationRow>('conductor_conversations').where({ user_id: userId });
+    const [items, [count]] = await Promise.all([base.clone().orderBy('updated_at', 'desc').limit(limit).offset(offset), base.clone().count<{ count: string }[]>('* as count')]);
+    return { items: items as ConversationRow[], total: Number(count?.count ?? 0) };
+  }
+
+  /** Deletes a conversation that is not at work; false when there is none (or it is busy: `busy` true). */
+  async deleteConversation(id: string, userId: string, staleMs: number): Promise<{ deleted: boolean; busy: boolean }> {
+    const deleted = await this.knex('conductor_conversations')
+      .where({ id, user_id: userId })
+      .andWhere((query) => query.whereNull('busy_message').orWhere('busy_since', '<', new Date(Date.now() - staleMs)))
+      .delete();
+    if (deleted > 0) return { deleted: true, busy: false };
+    const exists = await this.knex('conductor_conversations').where({ id, user_id: userId }).first('id');
+    return { deleted: false, busy: Boolean(exists) };
+  }
+
+  /** The journal of one message's calls. */
+  journal(messageId: string, userId: string): CallJournal {
+    return {
+      record: async (record, key) => {
+        const row = {
+          message_id: messageId,
+          index: record.index,
+          user_id: userId,
+          tool: record.tool,
+          arguments: jsonb(record.arguments),
+          status: record.status,
+          credits: record.credits,
+          operation: record.operation,
+          idempotency_key: key,
+          note: 'note' in record ? record.note : '',
+          output: 'output' in record && record.output ? jsonb(record.output) : null,
+          refund_pending: 'refund_pending' in record ? record.refund_pending : false,
+          duration_ms: 'duration_ms' in record ? record.duration_ms : 0,
+          updated_at: this.knex.fn.now(),
+        };
+        await this.knex('conductor_tool_calls').insert(row).onConflict(['message_id', 'index']).merge();
+      },
+      forget: async (index) => {
+        await this.knex('conductor_tool_calls').where({ message_id: messageId, index }).delete();
+      },
+    };
+  }
+
+  /** Calls that were not recorded free of charge: written without their charge settled (before `olderThan`), or waiting for a refund. */
+  async unsettledCalls(olderThan: Date, limit = 100): Promise<ToolCallRow[]> {
+    return this.knex<ToolCallRow>('conductor_tool_calls')
+      .where((query) => query.where('status', 'charging').andWhere('updated_at', '<', olderThan))
+      .orWhere('refund_pending', true)
+      .orderBy('updated_at')
+      .limit(limit);
+  }
+
+  async settleCall(messageId: string, index: number, fields: Partial<Pick<ToolCallRow, 'status' | 'credits' | 'note' | 'refund_pending'>>): Promise<void> {
+    await this.knex('conductor_tool_calls')
+      .where({ message_id: messageId, index })
+      .update({ ...fields, updated_at: this.knex.fn.now() });
+  }
+}

@@ -1,0 +1,14 @@
+import { conflict, notFound, Problem } from '@tempora/kit/http';
+import { ConversationBusy, ConversationNotFound, ModelUnavailable, NothingToDecide, type ConductorService } from '../conductor-service.ts';
+
+export interface ConductorRouteDeps {
+  service: ConductorService;
+}
+
+/** The service's refusals as problems (the MCP tool answers the same refusals as `{error, suggestion}`). */
+export function asProblem(error: unknown): unknown {
+  if (error instanceof ConversationNotFound) return notFound(error.message);
+  if (error instanceof ConversationBusy || error instanceof NothingToDecide) return conflict(error.message);
+  if (error instanceof ModelUnavailable) return new Problem(502, error.message);
+  return error;
+}

@@ -1,0 +1,136 @@
+import type Koa from 'koa';
+import { createAccessTokenVerifier, createApp, RateLimiter, type RateWindow } from '@tempora/kit/http';
+import { connectRedis, openDatabase } from '@tempora/kit/data';
+import { createLogger, type Logger } from '@tempora/kit/observability';
+import { textProviders } from '@tempora/kit/providers';
+import { identify } from './auth.ts';
+import { GatewayClient } from './clients/gateway.ts';
+import { GenerationClient } from './clients/generation.ts';
+import { GraphMcp } from './clients/graph-mcp.ts';
+import { gatewayIntrospector } from './clients/introspection.ts';
+import { SimulationClient } from './clients/simulation.ts';
+import type { ConductorConfig } from './config.ts';
+import { ConductorService } from './conductor-service.ts';
+import { Conductor } from './domain/conductor.ts';
+import { chooseModel, type ModelChoice } from './domain/models.ts';
+import { balanceTool, followSimulationTool, renderTool, startSimulationTool, summarizeSimulationTool } from './domain/platform-tools.ts';
+import { mountMcp } from './mcp.ts';
+import { ConductorMetrics } from './metrics.ts';
+import { migrations } from './migrations.ts';
+import { ConductorRepository } from './repository.ts';
+import { conversationRoutes } from './routes/conversations.ts';
+import { messageRoutes } from './routes/messages.ts';
+import { settingsRoutes } from './routes/settings.ts';
+import { VERSION } from './version.ts';
+
+export { VERSION };
+
+export interface ConductorInstance {
+  app: Koa;
+  service: ConductorService;
+  model: ModelChoice;
+  openapi: object;
+  logger: Logger;
+  drain(): void;
+  close(): Promise<void>;
+}
+
+/** Per minute by the caller's tier (its user, through the gateway or not), else by address. */
+function conductorWindows(config: ConductorConfig) {
+  const perTier = { free: config.CONDUCTOR_RATE_LIMIT_FREE, pro: config.CONDUCTOR_RATE_LIMIT_PRO, enterprise: config.CONDUCTOR_RATE_LIMIT_ENTERPRISE };
+  return (ctx: Koa.Context): RateWindow[] => {
+    const caller = ctx.state.caller;
+    if (caller) return [{ name: `tier-${caller.tier}`, points: perTier[caller.tier], durationSeconds: 60, key: `user:${caller.userId}` }];
+    return [{ name: 'anonymous', points: config.CONDUCTOR_RATE_LIMIT_ANONYMOUS, durationSeconds: 60, key: `ip:${ctx.ip}` }];
+  };
+}
+
+export async function createConductorService(config: ConductorConfig, logger = createLogger('conductor', config.LOG_LEVEL)): Promise<ConductorInstance> {
+  const model = chooseModel(config, textProviders(config, 'Tempora conductor'));
+  const database = await openDatabase({ service: 'conductor', url: config.DATABASE_URL, dataDir: config.TEMPORA_DATA_DIR, migrations, logger });
+  const redis = await connectRedis(config.REDIS_URL, logger);
+  const repository = new ConductorRepository(database.knex);
+  const metrics = new ConductorMetrics();
+  const keyFor = (own: string | undefined) => own ?? config.SERVICE_KEY[0];
+  const gateway = new GatewayClient(config.GATEWAY_URL, keyFor(config.GATEWAY_SERVICE_KEY), config.PEER_TIMEOUT_MS, config.PRICES_TTL_MS);
+  const simulations = new SimulationClient(config.SIMULATION_URL, keyFor(config.SIMULATION_SERVICE_KEY), config.PEER_TIMEOUT_MS);
+  const caps = { steps: config.CONDUCTOR_STEP_CAP, tokens: config.CONDUCTOR_TOKEN_CAP, callsPerTurn: config.CONDUCTOR_CALLS_PER_TURN };
+  const conductor = new Conductor({
+    model,
+    ledger: gateway,
+    prices: (requestId) => gateway.prices(requestId),
+    caps,
+    logger,
+    observe: (record, refunded) => metrics.observeCall(record, refunded),
+    observeTurn: (seconds, tokens) => {
+      metrics.modelTurns.series(model.kind).observe(seconds);
+      metrics.modelTokens.inc({ provider: model.kind }, tokens);
+    },
+  });
+  const service = new ConductorService({
+    repository,
+    conductor,
+    gateway,
+    graph: new GraphMcp(config.GRAPH_URL, keyFor(config.GRAPH_SERVICE_KEY), config.PEER_TIMEOUT_MS),
+    tools: [
+      renderTool(new GenerationClient(config.GENERATION_URL, keyFor(config.GENERATION_SERVICE_KEY), config.RENDER_TIMEOUT_MS)),
+      startSimulationTool(simulations),
+      followSimulationTool(simulations),
+      summarizeSimulationTool(simulations),
+      balanceTool(gateway),
+    ],
+    caps,
+    staleMs: config.MESSAGE_STALE_MS,
+    logger,
+    onMessage: (status) => metrics.messages.inc({ status }),
+  });
+
+  const deps = { service };
+  const { app, openapi, drain: drainApp } = createApp({
+    name: 'conductor',
+    version: VERSION,
+    title: 'Tempora conductor',
+    description:
+      'One natural-language request, routed across the graph, generation and simulation services, every credit accounted for in the gateway\'s ledger. Also an MCP server at /mcp (tool `converse`).',
+    config,
+    logger,
+    metrics,
+    authenticators: [],
+    identify: identify({
+      verify: createAccessTokenVerifier({ jwksUrl: config.JWKS_URL, issuer: config.JWT_ISSUER, audience: config.JWT_AUDIENCE }),
+      introspect: gatewayIntrospector(config.GATEWAY_URL, keyFor(config.GATEWAY_SERVICE_KEY), { cacheMs: config.INTROSPECTION_CACHE_MS, timeoutMs: config.PEER_TIMEOUT_MS }),
+      serviceKeys: config.SERVICE_KEY,
+    }),
+    rateLimit: { limiter: new RateLimiter({ redis, prefix: `${config.REDIS_KEY_PREFIX}:conductor` }), windows: conductorWindows(config) },
+    routes: [...messageRoutes(deps), ...settingsRoutes(deps), ...conversationRoutes(deps)],
+    extend: (router) => mountMcp(router, service, VERSION),
+    health: async () => {
+      const db = await database.ping();
+      return { status: db ? 'ok' : 'degraded', database: db, redis: redis ? redis.isReady : null, model: { provider: model.kind, model: model.model } };
+    },
+  });
+
+  // Refunds the gateway could not book when a tool failed, and calls a stopped process left unsettled.
+  const settler = setInterval(() => {
+    service.settleUnsettled(`settle-${Date.now()}`).catch((error: unknown) => logger.warn({ err: error }, 'settling unsettled calls failed'));
+  }, config.REFUND_RETRY_MS);
+  settler.unref();
+
+  logger.info({ provider: model.kind, model: model.model, source: model.source }, 'conductor model chosen');
+  return {
+    app,
+    service,
+    model,
+    openapi,
+    logger,
+    drain: () => {
+      clearInterval(settler);
+      drainApp();
+    },
+    close: async () => {
+      clearInterval(settler);
+      await redis?.quit().catch(() => undefined);
+      await database.close();
+    },
+  };
+}

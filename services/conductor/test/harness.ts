@@ -1,0 +1,188 @@
+import { randomBytes } from 'node:crypto';
+import { readFileSync, mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { loadConfig } from '@tempora/kit/runtime';
+import { createLogger } from '@tempora/kit/observability';
+import { serve, type RunningServer } from '@tempora/kit/http';
+import { GatewayConfigSchema } from '../../gateway/src/config.ts';
+import { createGatewayService } from '../../gateway/src/service.ts';
+import { startGraph, writer, SERVICE_KEY as GRAPH_KEY, type GraphHarness } from '../../graph/test/harness.ts';
+import { startGeneration, SERVICE_KEY as GENERATION_KEY, type GenerationHarness } from '../../generation/test/harness.ts';
+import { ConductorConfigSchema } from '../src/config.ts';
+import { createConductorService, type ConductorInstance } from '../src/service.ts';
+import { createDatabase, dropDatabase } from '../../../test/support/database.ts';
+import { request, type Reply } from '../../../test/support/http.ts';
+
+export const GATEWAY_KEY = 'gateway-service-key-0123456789';
+export const CONDUCTOR_KEY = 'conductor-service-key-0123456789';
+export const ADMIN_KEY = 'admin-key-0123456789';
+
+/** A port nobody listens on (bound, then released): a peer that is absent. */
+export async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as { port: number };
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
+
+/**
+ * The seed's moments from 1770 to 1830 and the curated edges among them: the Bastille, the coronation of
+ * 1804 and Waterloo with the chain that joins them, as `npm start` seeds them.
+ */
+export function napoleonicRecords() {
+  const seed = (file: string) => JSON.parse(readFileSync(new URL(`../../graph/seed/${file}`, import.meta.url), 'utf8')) as Array<Record<string, any>>;
+  const moments = seed('moments-modern.json').filter((moment) => {
+    const year = Number(String(moment.path).split('/')[1]);
+    return year >= 1770 && year <= 1830;
+  });
+  const paths = new Set(moments.map((moment) => moment.path as string));
+  const edges = seed('edges-modern.json').filter((edge) => paths.has(edge.source) && paths.has(edge.target));
+  return moments.map((moment) => ({
+    payload: { ...moment, edges: edges.filter((edge) => edge.source === moment.path).map(({ source: _, ...edge }) => edge) },
+  }));
+}
+
+export const BASTILLE = '/1789/july/14/1530/france/ile-de-france/paris/storming-of-the-bastille';
+export const WATERLOO = '/1815/june/18/1200/belgium/walloon-brabant/waterloo/battle-of-waterloo';
+export const CORONATION = '/1804/december/2/1200/france/ile-de-france/paris/coronation-of-napoleon';
+export const README_REQUEST =
+  'Show me what led from the Bastille to Waterloo, then render the coronation of 1804 and simulate what would have happened had the Continental System failed in 1807';
+
+export interface User {
+  id: string;
+  token: string;
+  headers: Record<string, string>;
+}
+
+export interface Platform {
+  gateway: { url: string; close(): Promise<void> };
+  graph: GraphHarness;
+  generation: GenerationHarness;
+  conductor: { url: string; instance: ConductorInstance; server: RunningServer };
+  /** A new user, with `credits` on top of the signup grant taken back (so the balance is exactly `credits`). */
+  user(credits: number): Promise<User>;
+  balance(user: User): Promise<number>;
+  history(user: User): Promise<Array<{ amount: number; kind: string; operation: string | null; idempotency_key: string }>>;
+  /** POST /api/v1/conductor/messages directly at the conductor. */
+  send<T = any>(user: User, body: Record<string, unknown>): Promise<Reply<T>>;
+  call<T = any>(base: 'conductor' | 'gateway', method: string, path: string, init?: { headers?: Record<string, string>; body?: unknown }): Promise<Reply<T>>;
+  stop(): Promise<void>;
+}
+
+export interface PlatformOptions {
+  /** The conductor's environment (models, caps). */
+  conductor?: Record<string, string>;
+  /** SIMULATION_URL for the conductor and gateway; unset: a port nobody listens on. */
+  simulationUrl?: string;
+}
+
+/**
+ * The platform in this process, on real PostgreSQL and Redis: the graph (seeded with the Napoleonic years),
+ * the generation service (offline models), the gateway (signing tokens, the ledger, the proxy) and the
+ * conductor between them, each on its own database and a free port.
+ */
+export async function startPlatform(options: PlatformOptions = {}): Promise<Platform> {
+  const [graph, generation] = await Promise.all([startGraph(), startGeneration()]);
+  const ingested = await graph.post('/ingest/tdf', napoleonicRecords(), writer);
+  if (ingested.status !== 200) throw new Error(`graph ingest: ${ingested.status} ${JSON.stringify(ingested.body)}`);
+  const conductorPort = await freePort();
+  const conductorUrl = `http://127.0.0.1:${conductorPort}`;
+  const simulationUrl = options.simulationUrl ?? `http://127.0.0.1:${await freePort()}`;
+
+  const gatewayDb = await createDatabase('gateway');
+  const dataDir = mkdtempSync(join(tmpdir(), 'conductor-test-'));
+  const gatewayConfig = loadConfig(GatewayConfigSchema, {
+    DATABASE_URL: gatewayDb,
+    REDIS_URL: process.env.REDIS_URL,
+    REDIS_KEY_PREFIX: `test-${randomBytes(4).toString('hex')}`,
+    TEMPORA_DATA_DIR: dataDir,
+    SERVICE_KEY: GATEWAY_KEY,
+    ADMIN_KEY,
+    LOG_LEVEL: 'silent',
+    GENERATION_URL: generation.url,
+    GENERATION_SERVICE_KEY: GENERATION_KEY,
+    GRAPH_URL: graph.url,
+    GRAPH_SERVICE_KEY: GRAPH_KEY,
+    SIMULATION_URL: simulationUrl,
+    CONDUCTOR_URL: conductorUrl,
+    CONDUCTOR_SERVICE_KEY: CONDUCTOR_KEY,
+    RATE_LIMIT_MULTIPLIER: '1000',
+    UPSTREAM_TIMEOUT_MS: '30000',
+  });
+  const gatewayInstance = await createGatewayService(gatewayConfig, createLogger('gateway', 'silent'));
+  const gatewayServer = await serve(gatewayInstance.app, { port: 0, host: '127.0.0.1', logger: gatewayInstance.logger, graceMs: 500, onDrain: gatewayInstance.drain, onClose: [gatewayInstance.close], express: gatewayInstance.express });
+
+  const conductorDb = await createDatabase('conductor');
+  const conductorConfig = loadConfig(ConductorConfigSchema, {
+    PORT: String(conductorPort),
+    DATABASE_URL: conductorDb,
+    REDIS_URL: process.env.REDIS_URL,
+    REDIS_KEY_PREFIX: `test-${randomBytes(4).toString('hex')}`,
+    SERVICE_KEY: CONDUCTOR_KEY,
+    LOG_LEVEL: 'silent',
+    GATEWAY_URL: gatewayServer.url,
+    GATEWAY_SERVICE_KEY: GATEWAY_KEY,
+    GRAPH_URL: graph.url,
+    GRAPH_SERVICE_KEY: GRAPH_KEY,
+    GENERATION_URL: generation.url,
+    GENERATION_SERVICE_KEY: GENERATION_KEY,
+    SIMULATION_URL: simulationUrl,
+    SIMULATION_SERVICE_KEY: CONDUCTOR_KEY,
+    CONDUCTOR_RATE_LIMIT_FREE: '100000',
+    PROVIDER_RETRIES: '0',
+    PROVIDER_TIMEOUT_MS: '5000',
+    PEER_TIMEOUT_MS: '5000',
+    ...options.conductor,
+  });
+  const instance = await createConductorService(conductorConfig, createLogger('conductor', 'silent'));
+  const server = await serve(instance.app, { port: conductorPort, host: '127.0.0.1', logger: instance.logger, graceMs: 500, onDrain: instance.drain, onClose: [instance.close] });
+
+  const base = { conductor: server.url, gateway: gatewayServer.url };
+  const call = <T = any>(target: 'conductor' | 'gateway', method: string, path: string, init: { headers?: Record<string, string>; body?: unknown } = {}) => request<T>(base[target], path, { method, ...init });
+  const admin = { 'X-Admin-Key': ADMIN_KEY };
+  return {
+    gateway: { url: gatewayServer.url, close: () => gatewayServer.close() },
+    graph,
+    generation,
+    conductor: { url: server.url, instance, server },
+    async user(credits) {
+      const issued = await call('gateway', 'POST', '/api/v1/auth/dev/token', { headers: admin, body: { external_id: `conductor-${randomBytes(6).toString('hex')}` } });
+      if (issued.status >= 300) throw new Error(`dev token: ${issued.status} ${JSON.stringify(issued.body)}`);
+      const id = issued.body.user.id as string;
+      const signup = Number(issued.body.user.balance);
+      const adjust = credits - signup;
+      if (adjust > 0) {
+        const granted = await call('gateway', 'POST', '/api/v1/credits/admin/grant', { headers: admin, body: { user_id: id, amount: adjust, reason: 'test', idempotency_key: randomBytes(8).toString('hex') } });
+        if (granted.status !== 201) throw new Error(`grant: ${granted.status}`);
+      } else if (adjust < 0) {
+        const charged = await call('gateway', 'POST', '/api/v1/credits/charge', { headers: { 'X-Service-Key': GATEWAY_KEY }, body: { user_id: id, amount: -adjust, operation: 'test.setup', idempotency_key: randomBytes(8).toString('hex') } });
+        if (charged.status !== 201) throw new Error(`charge: ${charged.status}`);
+      }
+      const token = issued.body.access_token as string;
+      return { id, token, headers: { Authorization: `Bearer ${token}` } };
+    },
+    async balance(user) {
+      return (await call('gateway', 'GET', '/api/v1/credits/balance', { headers: user.headers })).body.balance as number;
+    },
+    async history(user) {
+      return (await call('gateway', 'GET', '/api/v1/credits/history?limit=100', { headers: user.headers })).body.items;
+    },
+    send: (user, body) => call('conductor', 'POST', '/api/v1/conductor/messages', { headers: user.headers, body }),
+    call,
+    async stop() {
+      await server.close();
+      await gatewayServer.close();
+      await Promise.all([graph.stop(), generation.stop()]);
+      await Promise.all([dropDatabase(conductorDb), dropDatabase(gatewayDb)]);
+      rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** The ledger entries a request's tool calls booked (charges and their refunds), by the message's id. */
+export function conductorEntries(history: Awaited<ReturnType<Platform['history']>>, messageId: string) {
+  return history.filter((entry) => entry.idempotency_key.includes(`conductor:${messageId}:`));
+}
