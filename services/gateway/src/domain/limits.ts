@@ -15,13 +15,15 @@ export interface LimitSettings {
   multiplier: number;
   anonymousPerMinute: number;
   servicePerMinute: number;
+  /** The tiers' limits as configured (RATE_LIMIT_TIERS); TIER_LIMITS where unset. */
+  tiers?: Record<Tier, { perMinute: number; perDay: number }>;
 }
 
 const scaled = (points: number, multiplier: number) => Math.max(1, Math.round(points * multiplier));
 
 /** The windows for a user or API key of `tier`, keyed by `subject` (user:<id> or apikey:<id>). */
 export function tierWindows(tier: Tier, subject: string, settings: LimitSettings): RateWindow[] {
-  const limits = TIER_LIMITS[tier];
+  const limits = (settings.tiers ?? TIER_LIMITS)[tier];
   return [
     { name: 'tier-minute', points: scaled(limits.perMinute, settings.multiplier), durationSeconds: 60, key: subject },
     { name: 'tier-day', points: scaled(limits.perDay, settings.multiplier), durationSeconds: 86_400, key: subject },
