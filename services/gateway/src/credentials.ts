@@ -201,6 +201,8 @@ export function authenticate(deps: AuthDeps): Authentication {
   }
 
   const middleware: Middleware = async function authenticateRequest(ctx: Context, next: Next) {
+    // Already identified for its rate-limit report (rate-limiting.ts), as an answer never refused.
+    if (ctx.state.principals) return next();
     const principals = new Map<string, Principal>();
     ctx.state.principals = principals;
     try {

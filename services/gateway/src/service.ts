@@ -18,7 +18,7 @@ import { GatewayMetrics } from './metrics.ts';
 import { migrations } from './migrations.ts';
 import { expressLane } from './proxy/express-lane.ts';
 import { Proxy } from './proxy/proxy.ts';
-import { countRejection, gatewayWindows, userWindows } from './rate-limiting.ts';
+import { countRejection, gatewayWindows, reportUncounted, userWindows } from './rate-limiting.ts';
 import { GatewayRepository } from './repository.ts';
 import { authRoutes } from './routes/auth.ts';
 import { balanceRoutes } from './routes/balances.ts';
@@ -120,6 +120,7 @@ export async function createGatewayService(config: GatewayConfig, logger = creat
     authenticators: [],
     identify: authentication.middleware,
     rateLimit: { limiter, windows: gatewayWindows(limits), onLimited: (ctx, windows) => rejected(windows, ctx.state.user) },
+    beforeOperations: [reportUncounted(authentication, limiter, gatewayWindows(limits), logger)],
     beforeBody: [
       async (ctx, next) => {
         requireScope(ctx);

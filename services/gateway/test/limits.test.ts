@@ -86,6 +86,30 @@ describe('gateway: rate limits', function () {
     assert.equal(headersOf(other).remaining, 59, 'another client behind the proxy has its own budget');
   });
 
+  it('reports the state on every answer, probes, documentation and preflights included, never counting or refusing those', async () => {
+    const client = { 'X-Forwarded-For': '203.0.113.60' };
+    const before = headersOf(await gw.call('GET', '/api/v1/credits/costs', { headers: client }));
+    const uncounted = [
+      ...['/health', '/metrics', '/openapi.json', '/docs', '/redoc'].map((path) => gw.call('GET', path, { headers: client })),
+      gw.call('OPTIONS', '/api/v1/credits/costs', { headers: { ...client, Origin: 'https://app.tempora.test', 'Access-Control-Request-Method': 'GET' } }),
+    ];
+    for (const reply of await Promise.all(uncounted)) {
+      assert.ok(reply.status === 200 || reply.status === 204, String(reply.status));
+      const state = headersOf(reply);
+      assert.deepEqual([state.limit, state.remaining], [before.limit, before.remaining], 'the caller\'s window, as it stands');
+      assert.ok(state.reset >= 1 && state.reset <= before.reset);
+    }
+    const after = headersOf(await gw.call('GET', '/api/v1/credits/costs', { headers: client }));
+    assert.equal(after.remaining, before.remaining - 1, 'none of them was counted');
+    const user = await gw.user({ tier: 'free' });
+    assert.equal(headersOf(await gw.call('GET', '/health', { headers: user.headers })).limit, 10, 'a signed-in caller sees its own window');
+    for (let i = 0; i < after.remaining; i += 1) await gw.call('GET', '/api/v1/credits/costs', { headers: client });
+    assert.equal((await gw.call('GET', '/api/v1/credits/costs', { headers: client })).status, 429);
+    const probe = await gw.call('GET', '/health', { headers: client });
+    assert.equal(probe.status, 200, 'never refused');
+    assert.equal(headersOf(probe).remaining, 0);
+  });
+
   it('limits demo sign-ins per IP', async () => {
     assert.equal((await gw.call('POST', '/api/v1/auth/demo')).status, 201);
     assert.equal((await gw.call('POST', '/api/v1/auth/demo')).status, 201);

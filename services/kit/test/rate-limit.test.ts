@@ -111,6 +111,20 @@ describe('kit rate limiter', () => {
     assert.ok(waited < 5, `${waited} requests waited for Redis`);
   });
 
+  it('peeks at the state without counting, in Redis, from a held reserve, and in memory', async () => {
+    const big = (key: string) => [{ name: 'big', points: 1000, durationSeconds: 60, key }];
+    for (const limiter of [new RateLimiter({ redis, prefix: `test-${randomBytes(4).toString('hex')}` }), new RateLimiter({ redis: undefined, prefix: 'peek' })]) {
+      assert.deepEqual(await limiter.peek(windows('p')), { 'X-RateLimit-Limit': '3', 'X-RateLimit-Remaining': '3', 'X-RateLimit-Reset': '60' }, 'an untouched window is whole');
+      await limiter.consume(windows('p'));
+      assert.equal((await limiter.peek(windows('p')))['X-RateLimit-Remaining'], '2');
+      assert.equal((await limiter.peek(windows('p')))['X-RateLimit-Remaining'], '2', 'peeking counts nothing');
+      for (let i = 0; i < 3; i += 1) await limiter.consume(windows('p'));
+      assert.equal((await limiter.peek(windows('p')))['X-RateLimit-Remaining'], '0');
+      await limiter.consume(big('q'));
+      assert.equal((await limiter.peek(big('q')))['X-RateLimit-Remaining'], '999', 'a reserve held by this replica counts as unspent');
+    }
+  });
+
   it('falls back to memory when Redis is absent or gone', async () => {
     const memory = new RateLimiter({ redis: undefined, prefix: 'm' });
     const results = [];

@@ -36,6 +36,8 @@ export interface ServiceDefinition {
   rateLimit?: { limiter: RateLimiter; windows: WindowResolver; onLimited?: (ctx: Koa.Context, windows: RateWindow[]) => void };
   /** Run after credentials are checked and before the body is parsed: whatever must stream the raw body (a proxy). */
   beforeBody?: Koa.Middleware[];
+  /** Run before CORS preflights and the operational and documentation routes are answered (the gateway reports its rate-limit state on those too). */
+  beforeOperations?: Koa.Middleware[];
   routes: RouteDefinition[];
   /** Extra health fields; `status: degraded` answers 503 so orchestrators stop routing here. */
   health(): Promise<HealthReport>;
@@ -92,6 +94,7 @@ export function createApp(definition: ServiceDefinition): ServiceApp {
   app.use(requestId);
   app.use(definition.metrics.middleware());
   app.use(problemMiddleware(definition.logger));
+  for (const middleware of definition.beforeOperations ?? []) app.use(middleware);
   app.use(corsForDomain(definition.config.TEMPORA_DOMAIN));
   // The operational and documentation routes live outside /api/, so API requests skip their routers.
   const outsideApi = (middleware: Koa.Middleware): Koa.Middleware => (ctx, next) => (ctx.path.startsWith('/api/') ? next() : middleware(ctx, next));

@@ -246,6 +246,28 @@ export class RateLimiter {
     return local ? admission(local) : this.consume(windows).then(admission);
   }
 
+  /**
+   * The headers `windows` would report now, without counting a request: for answers that are never
+   * refused (probes, scrapes, documentation). This replica's reserve where it holds one, else what Redis
+   * (or memory) has counted.
+   */
+  async peek(windows: RateWindow[]): Promise<Record<string, string>> {
+    const now = Date.now();
+    const outcomes = await Promise.all(
+      windows.map(async (window): Promise<Outcome> => {
+        const lease = this.leases.get(this.idOf(window));
+        if (lease && lease.resetAt > now) {
+          const remaining = lease.remaining + lease.left;
+          return { window, remaining, msBeforeNext: lease.resetAt - now, limited: remaining === 0 };
+        }
+        const counted = await this.limiter(window).get(window.key);
+        const remaining = Math.max(0, window.points - (counted?.consumedPoints ?? 0));
+        return { window, remaining, msBeforeNext: counted?.msBeforeNext ?? window.durationSeconds * 1000, limited: remaining === 0 };
+      }),
+    );
+    return rateLimitHeaders(stateOf(outcomes.reduce(tighter)));
+  }
+
   /** `onLimited` observes each refusal (e.g. to count it by window in a metric). */
   middleware(resolve: WindowResolver, onLimited?: (ctx: Context, windows: RateWindow[]) => void) {
     return async (ctx: Context, next: Next): Promise<void> => {
