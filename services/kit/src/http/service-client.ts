@@ -31,7 +31,7 @@ export class ServiceClient {
     this.timeoutMs = timeoutMs;
   }
 
-  async call(method: 'GET' | 'POST' | 'DELETE', path: string, call: ServiceCall): Promise<ServiceReply> {
+  async call(method: 'GET' | 'POST' | 'PUT' | 'DELETE', path: string, call: ServiceCall): Promise<ServiceReply> {
     const headers: Record<string, string> = { accept: 'application/json', 'x-request-id': call.requestId };
     if (this.serviceKey) headers['x-service-key'] = this.serviceKey;
     if (call.json !== undefined) headers['content-type'] = 'application/json';

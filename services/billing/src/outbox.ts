@@ -1,0 +1,143 @@
+import { randomUUID } from 'node:crypto';
+import type { Logger } from '@tempora/kit/observability';
+import type { Tier } from './domain/catalogue.ts';
+import { type GatewayClient, PermanentRefusal } from './gateway-client.ts';
+import type { BillingMetrics } from './metrics.ts';
+import type { BillingRepository, OutboxRow } from './repository.ts';
+
+export interface OutboxSettings {
+  pollMs: number;
+  retryMaxMs: number;
+  /** How often past-due subscribers are checked for a grace that ran out. */
+  lapseEveryMs: number;
+}
+
+const BATCH = 32;
+
+/**
+ * Delivers what the book decided to the gateway: grants and debits (the outbox table, each user's in
+ * order) and tier changes (accounts whose tier the gateway does not have). Every call is idempotent on
+ * its key, so an attempt whose answer was lost is simply made again; a gateway that is down only delays.
+ */
+export class Outbox {
+  private readonly repository: BillingRepository;
+  private readonly gateway: GatewayClient;
+  private readonly metrics: BillingMetrics;
+  private readonly logger: Logger;
+  private readonly settings: OutboxSettings;
+  private readonly lapse: () => Promise<unknown>;
+  private timer: NodeJS.Timeout | undefined;
+  private running: Promise<void> | undefined;
+  private stopped = true;
+  private lastLapse = 0;
+
+  constructor(repository: BillingRepository, gateway: GatewayClient, metrics: BillingMetrics, logger: Logger, settings: OutboxSettings, lapse: () => Promise<unknown>) {
+    this.repository = repository;
+    this.gateway = gateway;
+    this.metrics = metrics;
+    this.logger = logger;
+    this.settings = settings;
+    this.lapse = lapse;
+  }
+
+  start(): void {
+    this.stopped = false;
+    this.schedule(0);
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    clearTimeout(this.timer);
+    await this.running;
+  }
+
+  private schedule(delayMs: number): void {
+    if (this.stopped) return;
+    this.timer = setTimeout(() => {
+      this.running = this.pass().finally(() => this.schedule(this.settings.pollMs));
+    }, delayMs);
+    this.timer.unref();
+  }
+
+  private async pass(): Promise<void> {
+    try {
+      if (Date.now() - this.lastLapse >= this.settings.lapseEveryMs) {
+        this.lastLapse = Date.now();
+        await this.lapse();
+      }
+      await this.deliver();
+    } catch (error) {
+      this.logger.error({ err: error }, 'outbox pass failed');
+    }
+  }
+
+  /**
+   * Delivers what is due (only `userIds`' when given: a webhook's own effects, right after it committed),
+   * until nothing due is left. Never throws: what fails stays due for a later pass.
+   */
+  async deliver(userIds?: string[]): Promise<void> {
+    for (;;) {
+      const entries = await this.repository.leaseDeliveries(BATCH, userIds);
+      const pushes = await this.repository.leaseTierPushes(BATCH, userIds);
+      if (entries.length === 0 && pushes.length === 0) return;
+      await Promise.all([...entries.map((entry) => this.deliverEntry(entry)), ...pushes.map((push) => this.pushTier(push.user_id, push.tier, push.push_attempts))]);
+      // Anything that failed is due again only after its back-off, so the loop ends.
+    }
+  }
+
+  private backoff(attempts: number): Date {
+    const delay = Math.min(1000 * 2 ** Math.max(0, attempts - 1), this.settings.retryMaxMs);
+    return new Date(Date.now() + delay * (0.8 + Math.random() * 0.4));
+  }
+
+  private async deliverEntry(entry: OutboxRow): Promise<void> {
+    try {
+      const sent = entry.sent_amount ?? (await this.repository.fixSentAmount(entry));
+      const fixed = { ...entry, sent_amount: sent };
+      if (sent === 0) {
+        // The whole grant paid off debt: nothing reaches the ledger.
+        await this.repository.delivered(fixed, null);
+        this.metrics.deliveries.inc({ kind: entry.kind, outcome: 'delivered' });
+        return;
+      }
+      const booking = {
+        userId: entry.user_id,
+        amount: sent,
+        idempotencyKey: entry.idempotency_key,
+        operation: entry.operation,
+        metadata: { provider: entry.provider, payment: entry.payment_ref },
+        requestId: randomUUID(),
+      };
+      const booked = entry.kind === 'grant' ? await this.gateway.grant(booking) : await this.gateway.debit(booking);
+      await this.repository.delivered(fixed, booked.taken);
+      this.metrics.deliveries.inc({ kind: entry.kind, outcome: 'delivered' });
+      if (!booked.replayed) this.metrics.credits.inc({ direction: entry.kind === 'grant' ? 'granted' : 'debited', operation: entry.operation }, booked.taken ?? sent);
+    } catch (error) {
+      const message = (error as Error).message;
+      if (error instanceof PermanentRefusal) {
+        this.logger.error({ entry: entry.id, user: entry.user_id, key: entry.idempotency_key, error: message }, 'the gateway refused a ledger effect for good: an operator must re-sync the user');
+        await this.repository.deliveryFailed(entry, message, 'failed').catch(() => undefined);
+        this.metrics.deliveries.inc({ kind: entry.kind, outcome: 'failed' });
+        return;
+      }
+      this.logger.warn({ entry: entry.id, attempts: entry.attempts, error: message }, 'ledger effect not delivered yet; retrying later');
+      await this.repository.deliveryFailed(entry, message, this.backoff(entry.attempts)).catch(() => undefined);
+      this.metrics.deliveries.inc({ kind: entry.kind, outcome: 'retry' });
+    }
+  }
+
+  private async pushTier(userId: string, tier: Tier, attempts: number): Promise<void> {
+    try {
+      await this.gateway.setTier(userId, tier, randomUUID());
+      await this.repository.tierPushed(userId, tier);
+      this.metrics.tierPushes.inc({ tier, outcome: 'pushed' });
+    } catch (error) {
+      const message = (error as Error).message;
+      const permanent = error instanceof PermanentRefusal;
+      if (permanent) this.logger.error({ user: userId, tier, error: message }, 'the gateway refused a tier change for good: an operator must re-sync the user');
+      else this.logger.warn({ user: userId, tier, error: message }, 'tier change not pushed yet; retrying later');
+      await this.repository.tierPushFailed(userId, message, permanent ? 'never' : this.backoff(attempts + 1)).catch(() => undefined);
+      this.metrics.tierPushes.inc({ tier, outcome: permanent ? 'failed' : 'retry' });
+    }
+  }
+}

@@ -1,0 +1,328 @@
+import type { Knex } from '@tempora/kit/data';
+import type { Tier } from './domain/catalogue.ts';
+import type { Provider } from './domain/intents.ts';
+
+export interface EventRow {
+  provider: string;
+  event_id: string;
+  type: string;
+  outcome: string;
+  detail: string | null;
+  user_id: string | null;
+  received_at: Date;
+}
+
+export interface PaymentRow {
+  provider: Provider;
+  ref: string;
+  user_id: string | null;
+  item_kind: 'pack' | 'allowance' | null;
+  item_id: string | null;
+  subscription_ref: string | null;
+  credits: number;
+  amount: string | number | null;
+  currency: string | null;
+  payment_intent: string | null;
+  granted_at: Date | null;
+  refunded_amount: string | number;
+  refunded_of: string | number | null;
+  disputed: boolean;
+  revoked: boolean;
+  credits_taken_back: number;
+  adjustments: number;
+  created_at: Date;
+}
+
+export interface SubscriptionRow {
+  provider: Provider;
+  ref: string;
+  user_id: string | null;
+  plan_id: string | null;
+  status: string;
+  version: string | number;
+  period_end: Date | null;
+  cancel_at_period_end: boolean;
+  past_due_since: Date | null;
+  grace_until: Date | null;
+  created_at: Date;
+  updated_at: Date;
+}
+
+export interface AccountRow {
+  user_id: string;
+  tier: Tier;
+  pushed_tier: Tier | null;
+  push_attempts: number;
+  push_next_attempt_at: Date;
+  push_error: string | null;
+  debt: string | number;
+  push_forced: boolean;
+}
+
+export interface OutboxRow {
+  id: string;
+  user_id: string;
+  kind: 'grant' | 'debit';
+  amount: number;
+  sent_amount: number | null;
+  idempotency_key: string;
+  operation: string;
+  provider: Provider;
+  payment_ref: string;
+  status: 'pending' | 'delivered' | 'failed';
+  attempts: number;
+  next_attempt_at: Date;
+  lease_until: Date | null;
+  last_error: string | null;
+  taken: number | null;
+  created_at: Date;
+  delivered_at: Date | null;
+}
+
+export interface HistoryRow {
+  id: string;
+  user_id: string;
+  kind: string;
+  description: string;
+  credits: number | null;
+  provider: string | null;
+  ref: string | null;
+  amount: string | number | null;
+  currency: string | null;
+  created_at: Date;
+}
+
+export type NewOutboxEntry = Pick<OutboxRow, 'user_id' | 'kind' | 'amount' | 'idempotency_key' | 'operation' | 'provider' | 'payment_ref'>;
+export type NewHistoryEntry = Omit<HistoryRow, 'id' | 'created_at'>;
+
+/** Leases outlast any one delivery (its call times out first), so two replicas never deliver one entry at once. */
+const LEASE = "interval '60 seconds'";
+
+/** Every SQL statement of billing; the methods that take `db` run inside the caller's transaction. */
+export class BillingRepository {
+  readonly knex: Knex;
+  constructor(knex: Knex) {
+    this.knex = knex;
+  }
+
+  // ---------------------------------------------------------------- events
+
+  /** Claims a provider message; false when it was recorded before (a redelivery, or a concurrent duplicate once its first copy commits). */
+  async claimEvent(db: Knex, provider: string, eventId: string, type: string): Promise<boolean> {
+    const rows = await db('billing_events').insert({ provider, event_id: eventId, type }).onConflict(['provider', 'event_id']).ignore().returning('event_id');
+    return rows.length > 0;
+  }
+
+  async settleEvent(db: Knex, provider: string, eventId: string, outcome: string, detail: string | null, userId: string | null): Promise<void> {
+    await db('billing_events').where({ provider, event_id: eventId }).update({ outcome, detail, user_id: userId });
+  }
+
+  async event(provider: string, eventId: string): Promise<EventRow | undefined> {
+    return this.knex<EventRow>('billing_events').where({ provider, event_id: eventId }).first();
+  }
+
+  // ---------------------------------------------------------------- payments
+
+  /** The payment row, locked for the transaction; created (empty) when it did not exist. */
+  async lockPayment(db: Knex, provider: Provider, ref: string, paymentIntent: string | null): Promise<PaymentRow> {
+    await db('billing_payments').insert({ provider, ref, payment_intent: paymentIntent }).onConflict(['provider', 'ref']).ignore();
+    return (await db<PaymentRow>('billing_payments').where({ provider, ref }).forUpdate().first())!;
+  }
+
+  async paymentByIntent(db: Knex, paymentIntent: string, lock = false): Promise<PaymentRow | undefined> {
+    const query = db<PaymentRow>('billing_payments').where({ payment_intent: paymentIntent });
+    return (lock ? query.forUpdate() : query).first();
+  }
+
+  async updatePayment(db: Knex, provider: string, ref: string, fields: Partial<Omit<PaymentRow, 'provider' | 'ref'>>): Promise<void> {
+    await db('billing_payments').where({ provider, ref }).update({ ...fields, updated_at: db.fn.now() });
+  }
+
+  async paymentsOf(userId: string, limit: number): Promise<PaymentRow[]> {
+    return this.knex<PaymentRow>('billing_payments').where({ user_id: userId }).orderBy('created_at', 'desc').limit(limit);
+  }
+
+  // ---------------------------------------------------------------- subscriptions
+
+  /** The subscription row, locked; `created` when this call inserted it (with the given first state). */
+  async lockSubscription(db: Knex, provider: Provider, ref: string, initial: Omit<SubscriptionRow, 'provider' | 'ref' | 'created_at' | 'updated_at'>): Promise<{ row: SubscriptionRow; created: boolean }> {
+    const existing = await db<SubscriptionRow>('billing_subscriptions').where({ provider, ref }).forUpdate().first();
+    if (existing) return { row: existing, created: false };
+    const [inserted] = await db<SubscriptionRow>('billing_subscriptions').insert({ provider, ref, ...initial }).onConflict(['provider', 'ref']).ignore().returning('*');
+    if (inserted) return { row: inserted, created: true };
+    return { row: (await db<SubscriptionRow>('billing_subscriptions').where({ provider, ref }).forUpdate().first())!, created: false };
+  }
+
+  async updateSubscription(db: Knex, provider: string, ref: string, fields: Partial<Omit<SubscriptionRow, 'provider' | 'ref'>>): Promise<void> {
+    await db('billing_subscriptions').where({ provider, ref }).update({ ...fields, updated_at: db.fn.now() });
+  }
+
+  async subscription(db: Knex, provider: Provider, ref: string): Promise<SubscriptionRow | undefined> {
+    return db<SubscriptionRow>('billing_subscriptions').where({ provider, ref }).first();
+  }
+
+  async subscriptionsOf(db: Knex, userId: string): Promise<SubscriptionRow[]> {
+    return db<SubscriptionRow>('billing_subscriptions').where({ user_id: userId }).orderBy('created_at');
+  }
+
+  /** Users with a past-due subscription: their tier may lapse with time alone. */
+  async usersPastDue(): Promise<string[]> {
+    const rows = await this.knex('billing_subscriptions').where({ status: 'past_due' }).whereNotNull('user_id').distinct('user_id');
+    return rows.map((row: { user_id: string }) => row.user_id);
+  }
+
+  // ---------------------------------------------------------------- accounts
+
+  async lockAccount(db: Knex, userId: string): Promise<AccountRow> {
+    await db('billing_accounts').insert({ user_id: userId }).onConflict('user_id').ignore();
+    return (await db<AccountRow>('billing_accounts').where({ user_id: userId }).forUpdate().first())!;
+  }
+
+  /** An operator's re-sync: the tier goes to the gateway again, now. */
+  async forceTierPush(userId: string): Promise<void> {
+    await this.knex('billing_accounts').insert({ user_id: userId }).onConflict('user_id').ignore();
+    await this.knex('billing_accounts').where({ user_id: userId }).update({ push_forced: true, push_next_attempt_at: this.knex.fn.now(), push_error: null, push_attempts: 0 });
+  }
+
+  async account(userId: string): Promise<AccountRow | undefined> {
+    return this.knex<AccountRow>('billing_accounts').where({ user_id: userId }).first();
+  }
+
+  async updateAccount(db: Knex, userId: string, fields: Partial<Omit<AccountRow, 'user_id'>>): Promise<void> {
+    await db('billing_accounts').where({ user_id: userId }).update({ ...fields, updated_at: db.fn.now() });
+  }
+
+  /**
+   * Leases accounts whose tier the gateway does not have yet (optionally only `userIds`). A user billing
+   * never subscribed is never told `free`: an admin's tier for them stays.
+   */
+  async leaseTierPushes(limit: number, userIds?: string[]): Promise<Pick<AccountRow, 'user_id' | 'tier' | 'push_attempts'>[]> {
+    const due = this.knex('billing_accounts')
+      .select('user_id')
+      .whereRaw(`((tier is distinct from pushed_tier and not (pushed_tier is null and tier = 'free')) or push_forced)`)
+      .where('push_next_attempt_at', '<=', this.knex.fn.now())
+      .andWhere((q) => q.whereNull('push_lease_until').orWhere('push_lease_until', '<', this.knex.fn.now()))
+      .limit(limit)
+      .forUpdate()
+      .skipLocked();
+    if (userIds) due.whereIn('user_id', userIds);
+    const rows: Pick<AccountRow, 'user_id' | 'tier' | 'push_attempts'>[] = await this.knex('billing_accounts')
+      .whereIn('user_id', due)
+      .update({ push_lease_until: this.knex.raw(`now() + ${LEASE}`) }, ['user_id', 'tier', 'push_attempts']);
+    return rows;
+  }
+
+  async tierPushed(userId: string, tier: Tier): Promise<void> {
+    await this.knex('billing_accounts').where({ user_id: userId }).update({ pushed_tier: tier, push_forced: false, push_lease_until: null, push_attempts: 0, push_error: null, updated_at: this.knex.fn.now() });
+  }
+
+  async tierPushFailed(userId: string, error: string, retryAt: Date | 'never'): Promise<void> {
+    await this.knex('billing_accounts')
+      .where({ user_id: userId })
+      .update({
+        push_lease_until: null,
+        push_attempts: this.knex.raw('push_attempts + 1'),
+        push_error: error.slice(0, 500),
+        push_next_attempt_at: retryAt === 'never' ? this.knex.raw(`'infinity'::timestamptz`) : retryAt,
+      });
+  }
+
+  // ---------------------------------------------------------------- outbox
+
+  async enqueue(db: Knex, entry: NewOutboxEntry): Promise<void> {
+    await db('billing_outbox').insert(entry);
+  }
+
+  /**
+   * Leases due entries, each the oldest pending one of its user, so a user's grants and debits reach the
+   * gateway in the order they were decided (a debit's shortfall becomes debt before a later grant pays it).
+   */
+  async leaseDeliveries(limit: number, userIds?: string[]): Promise<OutboxRow[]> {
+    const due = this.knex('billing_outbox as o')
+      .select('o.id')
+      .where('o.status', 'pending')
+      .where('o.next_attempt_at', '<=', this.knex.fn.now())
+      .andWhere((q) => q.whereNull('o.lease_until').orWhere('o.lease_until', '<', this.knex.fn.now()))
+      .whereNotExists(this.knex('billing_outbox as e').select(this.knex.raw('1')).whereRaw('e.user_id = o.user_id').where('e.status', 'pending').whereRaw('e.id < o.id'))
+      .orderBy('o.id')
+      .limit(limit)
+      .forUpdate()
+      .skipLocked();
+    if (userIds) due.whereIn('o.user_id', userIds);
+    return this.knex<OutboxRow>('billing_outbox')
+      .whereIn('id', due)
+      .update({ lease_until: this.knex.raw(`now() + ${LEASE}`), attempts: this.knex.raw('attempts + 1') })
+      .returning('*');
+  }
+
+  /** Fixes what a grant sends, paying the user's debt from it first (once: a retry finds it fixed). */
+  async fixSentAmount(entry: OutboxRow): Promise<number> {
+    return this.knex.transaction(async (trx) => {
+      const row = await trx<OutboxRow>('billing_outbox').where({ id: entry.id }).forUpdate().first();
+      if (row?.sent_amount !== null && row?.sent_amount !== undefined) return row.sent_amount;
+      let sent = entry.amount;
+      if (entry.kind === 'grant') {
+        const account = await this.lockAccount(trx, entry.user_id);
+        const paid = Math.min(Number(account.debt), entry.amount);
+        if (paid > 0) {
+          await this.updateAccount(trx, entry.user_id, { debt: Number(account.debt) - paid });
+          await this.addHistory(trx, { user_id: entry.user_id, kind: 'debt', description: `${paid} credits of this grant paid off credits a refund could not take back`, credits: -paid, provider: entry.provider, ref: entry.payment_ref, amount: null, currency: null });
+        }
+        sent = entry.amount - paid;
+      }
+      await trx('billing_outbox').where({ id: entry.id }).update({ sent_amount: sent });
+      return sent;
+    });
+  }
+
+  /** Marks a delivery done; a debit's shortfall (what the balance could not cover) becomes the user's debt. */
+  async delivered(entry: OutboxRow, taken: number | null): Promise<void> {
+    await this.knex.transaction(async (trx) => {
+      const updated = await trx('billing_outbox').where({ id: entry.id, status: 'pending' }).update({ status: 'delivered', delivered_at: trx.fn.now(), lease_until: null, taken, last_error: null });
+      if (updated === 0 || entry.kind !== 'debit' || taken === null) return;
+      const shortfall = (entry.sent_amount ?? entry.amount) - taken;
+      if (shortfall <= 0) return;
+      const account = await this.lockAccount(trx, entry.user_id);
+      await this.updateAccount(trx, entry.user_id, { debt: Number(account.debt) + shortfall });
+      await this.addHistory(trx, { user_id: entry.user_id, kind: 'debt', description: `${shortfall} credits could not be taken back (already spent): they are owed from the next grants`, credits: null, provider: entry.provider, ref: entry.payment_ref, amount: null, currency: null });
+    });
+  }
+
+  async deliveryFailed(entry: OutboxRow, error: string, retryAt: Date | 'failed'): Promise<void> {
+    await this.knex('billing_outbox')
+      .where({ id: entry.id })
+      .update(retryAt === 'failed' ? { status: 'failed', lease_until: null, last_error: error.slice(0, 500) } : { next_attempt_at: retryAt, lease_until: null, last_error: error.slice(0, 500) });
+  }
+
+  async outboxOf(userId: string): Promise<OutboxRow[]> {
+    return this.knex<OutboxRow>('billing_outbox').where({ user_id: userId }).orderBy('id');
+  }
+
+  /** Failed entries go back to pending (an operator's re-sync once the cause is fixed). */
+  async retryFailed(userId: string): Promise<number> {
+    return this.knex('billing_outbox').where({ user_id: userId, status: 'failed' }).update({ status: 'pending', next_attempt_at: this.knex.fn.now(), lease_until: null });
+  }
+
+  async outboxBacklog(): Promise<{ pending: number; failed: number; oldestPendingSeconds: number }> {
+    const [row] = await this.knex('billing_outbox')
+      .whereIn('status', ['pending', 'failed'])
+      .select(
+        this.knex.raw(`count(*) filter (where status = 'pending')::int as pending`),
+        this.knex.raw(`count(*) filter (where status = 'failed')::int as failed`),
+        this.knex.raw(`coalesce(extract(epoch from now() - min(created_at) filter (where status = 'pending')), 0)::float as oldest`),
+      );
+    return { pending: Number(row?.pending ?? 0), failed: Number(row?.failed ?? 0), oldestPendingSeconds: Number(row?.oldest ?? 0) };
+  }
+
+  // ---------------------------------------------------------------- history
+
+  async addHistory(db: Knex, entry: NewHistoryEntry): Promise<void> {
+    await db('billing_history').insert(entry);
+  }
+
+  async history(userId: string, limit: number, offset: number): Promise<{ items: HistoryRow[]; total: number }> {
+    const base = this.knex<HistoryRow>('billing_history').where({ user_id: userId });
+    const [items, [count]] = await Promise.all([base.clone().orderBy('id', 'desc').limit(limit).offset(offset), base.clone().count<{ count: string }[]>('* as count')]);
+    return { items: items as HistoryRow[], total: Number(count?.count ?? 0) };
+  }
+}

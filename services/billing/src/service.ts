@@ -1,0 +1,103 @@
+import type Koa from 'koa';
+import { adminKeyAuth, createApp, serviceKeyAuth } from '@tempora/kit/http';
+import { openDatabase } from '@tempora/kit/data';
+import { createLogger, type Logger, Metrics } from '@tempora/kit/observability';
+import { sizeInBytes } from '@tempora/kit/runtime';
+import { AppleChannel } from './apple-channel.ts';
+import { Book } from './book.ts';
+import type { BillingConfig } from './config.ts';
+import { Catalogue } from './domain/catalogue.ts';
+import { GatewayClient } from './gateway-client.ts';
+import { BillingMetrics } from './metrics.ts';
+import { migrations } from './migrations.ts';
+import { Outbox } from './outbox.ts';
+import { rawBodyUnder } from './raw-body.ts';
+import { BillingRepository } from './repository.ts';
+import { accountRoutes } from './routes/account.ts';
+import { catalogueRoutes } from './routes/catalogue.ts';
+import type { BillingRouteDeps } from './routes/context.ts';
+import { operatorRoutes } from './routes/operators.ts';
+import { WEBHOOK_PREFIX, webhookRoutes } from './routes/webhooks.ts';
+import { StripeChannel } from './stripe-channel.ts';
+import { VERSION } from './version.ts';
+
+export { VERSION };
+
+export interface BillingInstance {
+  app: Koa;
+  openapi: object;
+  logger: Logger;
+  deps: BillingRouteDeps;
+  drain(): void;
+  close(): Promise<void>;
+}
+
+/** Past-due subscribers are looked at this often for a grace period that ran out. */
+const LAPSE_EVERY_MS = 60_000;
+
+export async function createBillingService(config: BillingConfig, logger = createLogger('billing', config.LOG_LEVEL)): Promise<BillingInstance> {
+  const database = await openDatabase({ service: 'billing', url: config.DATABASE_URL, dataDir: config.TEMPORA_DATA_DIR, migrations, logger });
+  const repository = new BillingRepository(database.knex);
+  const catalogue = new Catalogue(config.BILLING_CATALOGUE);
+  const metrics = new Metrics('billing');
+  const billingMetrics = new BillingMetrics(metrics, repository);
+  const book = new Book(repository, catalogue, config.PAST_DUE_GRACE_DAYS * 86_400_000);
+  const gateway = new GatewayClient(config.GATEWAY_URL, config.GATEWAY_SERVICE_KEY ?? config.SERVICE_KEY[0], config.GATEWAY_TIMEOUT_MS);
+  const outbox = new Outbox(
+    repository,
+    gateway,
+    billingMetrics,
+    logger.child({ component: 'outbox' }),
+    { pollMs: config.OUTBOX_POLL_MS, retryMaxMs: config.OUTBOX_RETRY_MAX_MS, lapseEveryMs: LAPSE_EVERY_MS },
+    () => book.lapsePastDue(),
+  );
+  const deps: BillingRouteDeps = {
+    config,
+    catalogue,
+    repository,
+    book,
+    outbox,
+    stripe: new StripeChannel(config, catalogue),
+    apple: new AppleChannel(config, catalogue),
+    metrics: billingMetrics,
+    logger,
+  };
+
+  const { app, openapi, drain: drainApp } = createApp({
+    name: 'billing',
+    version: VERSION,
+    title: 'Tempora billing service',
+    description:
+      'Credit packs and monthly plans, bought through Stripe Checkout or the App Store, verified and turned into credits in the gateway\'s ledger and into gateway tiers, each exactly once (docs/billing.md). Internal: users reach it through the gateway (X-User-ID with its service key); the two webhook receivers authenticate by signature.',
+    config,
+    logger,
+    metrics,
+    authenticators: [serviceKeyAuth(config.SERVICE_KEY), adminKeyAuth(config.ADMIN_KEY)],
+    beforeBody: [rawBodyUnder(WEBHOOK_PREFIX, sizeInBytes(config.WEBHOOK_BODY_LIMIT))],
+    routes: [...catalogueRoutes(deps), ...accountRoutes(deps), ...webhookRoutes(deps), ...operatorRoutes(deps)],
+    health: async () => {
+      const db = await database.ping();
+      const backlog = db ? await repository.outboxBacklog() : undefined;
+      return {
+        status: db ? 'ok' : 'degraded',
+        database: db,
+        stripe: { checkout: deps.stripe.canCheckout, webhooks: deps.stripe.canVerify },
+        apple: deps.apple.configured,
+        outbox: backlog ? { pending: backlog.pending, failed: backlog.failed } : null,
+      };
+    },
+  });
+  outbox.start();
+
+  return {
+    app,
+    openapi,
+    logger,
+    deps,
+    drain: drainApp,
+    close: async () => {
+      await outbox.stop();
+      await database.close();
+    },
+  };
+}
