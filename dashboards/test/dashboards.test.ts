@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { readFileSync, readdirSync } from 'node:fs';
-import { GRAFANA_DIR, dashboardJson } from '../src/build.ts';
+import { GRAFANA_DIR, PROMETHEUS_DIR, RUNBOOK_DIR, generated } from '../src/build.ts';
 import { DASHBOARDS } from '../src/index.ts';
 import { inspect, lintDashboard, type DashboardJson } from '../src/lint.ts';
 
@@ -9,10 +9,13 @@ const asJson = (value: unknown): DashboardJson => JSON.parse(JSON.stringify(valu
 const clone = asJson;
 
 describe('dashboards', () => {
-  it('are committed exactly as the TypeScript generates them (run `npm run build -w dashboards`)', () => {
-    const files = readdirSync(GRAFANA_DIR).filter((file) => file.endsWith('.json')).sort();
-    assert.deepEqual(files, DASHBOARDS.map((d) => `${d.uid}.json`).sort(), 'one file per dashboard, none stale');
-    for (const dashboard of DASHBOARDS) assert.equal(readFileSync(`${GRAFANA_DIR}${dashboard.uid}.json`, 'utf8'), dashboardJson(dashboard), dashboard.uid!);
+  it('are committed exactly as the TypeScript generates them, with the rules and runbooks (run `npm run build -w dashboards`)', () => {
+    const files = generated();
+    for (const dir of [GRAFANA_DIR, PROMETHEUS_DIR, RUNBOOK_DIR]) {
+      const present = readdirSync(dir).map((file) => `${dir}${file}`).sort();
+      assert.deepEqual(present, [...files.keys()].filter((path) => path.startsWith(dir)).sort(), `${dir}: one file per generated item, none stale`);
+    }
+    for (const [path, content] of files) assert.equal(readFileSync(path, 'utf8'), content, path);
   });
 
   it("pass every rule of Grafana's dashboard-linter", () => {

@@ -1,0 +1,327 @@
+/**
+ * The platform's Prometheus rules: recording rules for the SLOs and every alert, each alert with its
+ * runbook and its promtool unit tests in one place, so an alert cannot ship without either. build.ts
+ * writes the plain rule file, the promtool test file and docs/runbooks/<alert>.md from this.
+ */
+
+/** Availability objective of every service: 99.9% of requests answered without a 5xx. */
+export const AVAILABILITY_SLO = 0.999;
+/** Latency objective: 99% of short requests answered within LATENCY_THRESHOLD_SECONDS. */
+export const LATENCY_SLO = 0.99;
+export const LATENCY_THRESHOLD_SECONDS = 1;
+/** Routes that stream or render for as long as the work takes, outside the latency objective. */
+const LONG_ROUTES = 'route!~".*(generate|stream|simulat|conductor|mcp).*"';
+
+const WINDOWS = ['5m', '30m', '1h', '2h', '6h', '1d', '3d'] as const;
+type Window = (typeof WINDOWS)[number];
+
+const METRIC = 'http_server_request_duration_seconds';
+export const errorRatio = (w: Window) => `job:http_request_errors:ratio_rate${w}`;
+export const slowRatio = (w: Window) => `job:http_request_slow:ratio_rate${w}`;
+
+export interface RecordingRule {
+  record: string;
+  expr: string;
+}
+
+export const RECORDING_RULES: RecordingRule[] = WINDOWS.flatMap((w) => [
+  {
+    record: errorRatio(w),
+    expr: `sum by (job) (rate(${METRIC}_count{status=~"5.."}[${w}])) / sum by (job) (rate(${METRIC}_count[${w}]))`,
+  },
+  {
+    record: slowRatio(w),
+    expr: `1 - sum by (job) (rate(${METRIC}_bucket{le="${LATENCY_THRESHOLD_SECONDS}", ${LONG_ROUTES}}[${w}])) / sum by (job) (rate(${METRIC}_count{${LONG_ROUTES}}[${w}]))`,
+  },
+]);
+
+export interface Runbook {
+  /** What the alert means, in one paragraph. */
+  meaning: string;
+  /** What users see while it fires. */
+  impact: string;
+  /** Where to look first. */
+  diagnosis: string[];
+  /** What to do. */
+  mitigation: string[];
+}
+
+export interface SeriesInput {
+  series: string;
+  /** promtool's expanding notation, e.g. `0+10x120` (one value per minute). */
+  values: string;
+}
+
+export interface AlertTest {
+  /** Why this case fires or stays silent. */
+  name: string;
+  input: SeriesInput[];
+  at: string;
+  /** The labels of each alert expected to fire at `at` (besides severity), or none: silent. */
+  fires: Array<Record<string, string>>;
+}
+
+export interface AlertRule {
+  alert: string;
+  expr: string;
+  for: string;
+  severity: 'critical' | 'warning' | 'info';
+  summary: string;
+  /** May use `{{ $labels.name }}` (rendered in the tests), never `$value` (its formatting is Prometheus's). */
+  description: string;
+  runbook: Runbook;
+  tests: AlertTest[];
+}
+
+/** Multiwindow, multi-burn-rate alerts from the SRE workbook (chapter 5, "Alerting on SLOs"). */
+function burn(kind: 'errors' | 'latency', fast: boolean): Pick<AlertRule, 'expr' | 'for'> {
+  const ratio = kind === 'errors' ? errorRatio : slowRatio;
+  const budget = kind === 'errors' ? 1 - AVAILABILITY_SLO : 1 - LATENCY_SLO;
+  const pair = (rate: number, long: Window, short: Window) => `(${ratio(long)} > ${rate} * ${budget.toFixed(3)} and ${ratio(short)} > ${rate} * ${budget.toFixed(3)})`;
+  return fast ? { expr: `${pair(14.4, '1h', '5m')} or ${pair(6, '6h', '30m')}`, for: '2m' } : { expr: `${pair(3, '1d', '2h')} or ${pair(1, '3d', '6h')}`, for: '1h' };
+}
+
+const requests = (job: string, status: string, perMinute: number) => ({ series: `${METRIC}_count{job="${job}", route="/api/v1/moments", status="${status}"}`, values: `0+${perMinute}x200` });
+const fastRequests = (job: string, perMinute: number, fastPerMinute: number) => [
+  { series: `${METRIC}_bucket{job="${job}", route="/api/v1/moments", status="200", le="${LATENCY_THRESHOLD_SECONDS}"}`, values: `0+${fastPerMinute}x200` },
+  { series: `${METRIC}_count{job="${job}", route="/api/v1/moments", status="200"}`, values: `0+${perMinute}x200` },
+];
+
+const SLO_DIAGNOSIS = [
+  'Open the Tempora / Overview dashboard, pick the job: which routes fail (Errors) or are slow (Latency p50 / p99)?',
+  'Read the service\'s logs for the failing requests: each log line carries the request id that the caller saw in X-Request-ID.',
+  'Check what the service depends on: PostgreSQL and Redis reachability (`/health` reports both), and for the gateway the Upstreams row of its dashboard.',
+];
+
+export const ALERTS: AlertRule[] = [
+  {
+    alert: 'TemporaErrorBudgetBurn',
+    ...burn('errors', true),
+    severity: 'critical',
+    summary: 'A service is burning its availability error budget fast.',
+    description: '{{ $labels.job }} answers more than 14.4 times (1 h) or 6 times (6 h) the 5xx rate its 99.9% objective allows: at this pace the month\'s budget is gone within days.',
+    runbook: {
+      meaning: 'The share of requests answered with a 5xx is far above what the 99.9% availability objective allows, over both a long and a short window (so the problem is real and still happening).',
+      impact: 'Callers get errors; through the gateway, charged calls are refunded but the work is not done.',
+      diagnosis: SLO_DIAGNOSIS,
+      mitigation: ['Roll back the last deployment of that service if it started then (`kubectl rollout undo deployment/<gateway>-<service>`).', 'Restore the dependency that fails (database, Redis, an upstream); the service recovers without a restart.', 'Scale out if the errors are 503s from saturation.'],
+    },
+    tests: [
+      { name: 'one request in ten fails for an hour', input: [requests('graph', '200', 90), requests('graph', '500', 10)], at: '70m', fires: [{ job: 'graph' }] },
+      { name: 'one in ten thousand fails: within the objective', input: [requests('graph', '200', 9999), requests('graph', '500', 1)], at: '70m', fires: [] },
+    ],
+  },
+  {
+    alert: 'TemporaErrorBudgetBurnSlow',
+    ...burn('errors', false),
+    severity: 'warning',
+    summary: 'A service is slowly burning its availability error budget.',
+    description: '{{ $labels.job }} answers 5xx at more than the rate its 99.9% objective allows, over a day (3×) or three days (1×).',
+    runbook: {
+      meaning: 'A steady, low error rate that will exhaust the month\'s error budget if it lasts: not urgent, but it does not heal by itself.',
+      impact: 'A small share of requests fail, repeatedly.',
+      diagnosis: SLO_DIAGNOSIS,
+      mitigation: ['Find the failing route and fix its cause in working hours; file the request ids of a few failures with the fix.'],
+    },
+    tests: [
+      { name: 'one request in two hundred fails for a day', input: [{ series: `${METRIC}_count{job="gateway", route="/api/v1/moments", status="200"}`, values: '0+199x1500' }, { series: `${METRIC}_count{job="gateway", route="/api/v1/moments", status="500"}`, values: '0+1x1500' }], at: '1440m', fires: [{ job: 'gateway' }] },
+      { name: 'no failures', input: [{ series: `${METRIC}_count{job="gateway", route="/api/v1/moments", status="200"}`, values: '0+100x1500' }], at: '1440m', fires: [] },
+    ],
+  },
+  {
+    alert: 'TemporaLatencyBudgetBurn',
+    ...burn('latency', true),
+    severity: 'critical',
+    summary: 'A service is burning its latency budget fast.',
+    description: 'More than 14.4× (1 h) or 6× (6 h) the share of slow requests (over 1 s) that the 99% objective allows on {{ $labels.job }}.',
+    runbook: {
+      meaning: `Requests that should answer within ${LATENCY_THRESHOLD_SECONDS} s (every route but generation, streams, simulations, the conductor and MCP) are slow far more often than the 99% objective allows.`,
+      impact: 'Pages and clients wait; callers with short time-outs fail.',
+      diagnosis: ['Tempora / Overview: Latency p50 / p99 by service, then the service\'s own dashboard by route.', 'Process row: CPU saturated or event-loop lag above tens of milliseconds means the process is overloaded.', 'Database: slow queries show in the traces (span `pg.query`) of the slow requests.'],
+      mitigation: ['Scale out the service (Gateway CR `spec.<service>.replicas`).', 'If one route is slow, look for a missing index or a traversal with a high depth/limit.'],
+    },
+    tests: [
+      { name: 'one request in five is slow for an hour', input: fastRequests('graph', 100, 80), at: '70m', fires: [{ job: 'graph' }] },
+      { name: 'every request is fast', input: fastRequests('graph', 100, 100), at: '70m', fires: [] },
+    ],
+  },
+  {
+    alert: 'TemporaLatencyBudgetBurnSlow',
+    ...burn('latency', false),
+    severity: 'warning',
+    summary: 'A service is slowly burning its latency budget.',
+    description: 'Slow requests on {{ $labels.job }} exceed the 99% objective\'s allowance over a day (3×) or three days (1×).',
+    runbook: {
+      meaning: 'A steady share of slow requests that will use up the latency budget if it lasts.',
+      impact: 'Some requests are slow, repeatedly.',
+      diagnosis: ['Tempora / Overview, Latency by service, over the last days: did a deploy or the data\'s growth start it?'],
+      mitigation: ['Profile the slow route (traces); add capacity or fix the query in working hours.'],
+    },
+    tests: [
+      { name: 'one request in twenty is slow for a day', input: fastRequests('gateway', 100, 95).map((s) => ({ ...s, values: s.values.replace('x200', 'x1500') })), at: '1440m', fires: [{ job: 'gateway' }] },
+      { name: 'one in a thousand is slow', input: fastRequests('gateway', 1000, 999).map((s) => ({ ...s, values: s.values.replace('x200', 'x1500') })), at: '1440m', fires: [] },
+    ],
+  },
+  {
+    alert: 'TemporaTargetDown',
+    expr: 'up == 0',
+    for: '5m',
+    severity: 'warning',
+    summary: 'Prometheus cannot scrape a Tempora process.',
+    description: '{{ $labels.job }} at {{ $labels.instance }} has not answered a scrape for 5 minutes.',
+    runbook: {
+      meaning: 'A process that Prometheus should scrape does not answer /metrics: it is down, restarting, or unreachable.',
+      impact: 'Whatever that replica serves is not served; its metrics and alerts are blind.',
+      diagnosis: ['`kubectl get pods -l app.kubernetes.io/part-of=tempora` and the Gateway CR\'s status conditions (Degraded says which pod cannot start).', '`kubectl describe pod` for CrashLoopBackOff, ImagePullBackOff or an unschedulable pod; `kubectl logs --previous` for the last crash.'],
+      mitigation: ['Fix what the pod\'s events name (configuration, image, resources); the operator restores the rest.'],
+    },
+    tests: [
+      { name: 'a target down for ten minutes', input: [{ series: 'up{job="graph", instance="10.0.0.7:8082"}', values: '0x15' }], at: '10m', fires: [{ job: 'graph', instance: '10.0.0.7:8082' }] },
+      { name: 'a target up', input: [{ series: 'up{job="graph", instance="10.0.0.7:8082"}', values: '1x15' }], at: '10m', fires: [] },
+    ],
+  },
+  {
+    alert: 'TemporaUpstreamFailing',
+    expr: 'sum by (upstream) (rate(gateway_upstream_duration_seconds_count{status=~"5..|error"}[5m])) / sum by (upstream) (rate(gateway_upstream_duration_seconds_count[5m])) > 0.05',
+    for: '10m',
+    severity: 'warning',
+    summary: 'An upstream of the gateway is failing.',
+    description: 'More than 5% of the gateway\'s calls to {{ $labels.upstream }} end in a 5xx or no answer.',
+    runbook: {
+      meaning: 'The gateway forwards requests to a service that answers 5xx or not at all (status `error`).',
+      impact: 'Consumers get 502/504 for that part of the API; charged calls are refunded.',
+      diagnosis: ['Tempora / Gateway, Upstreams row: which destination, which status.', 'The destination service\'s own dashboard and pods.'],
+      mitigation: ['Restore the upstream service (see TemporaTargetDown and its error budget alerts).'],
+    },
+    tests: [
+      { name: 'a tenth of calls to generation fail', input: [{ series: 'gateway_upstream_duration_seconds_count{upstream="generation", status="200"}', values: '0+90x30' }, { series: 'gateway_upstream_duration_seconds_count{upstream="generation", status="error"}', values: '0+10x30' }], at: '20m', fires: [{ upstream: 'generation' }] },
+      { name: 'every call answered', input: [{ series: 'gateway_upstream_duration_seconds_count{upstream="generation", status="200"}', values: '0+90x30' }], at: '20m', fires: [] },
+    ],
+  },
+  {
+    alert: 'TemporaModelProviderFailing',
+    expr: 'sum by (provider) (rate(generation_agent_errors_total[5m])) / sum by (provider) (rate(generation_agent_duration_seconds_count[5m])) > 0.1',
+    for: '10m',
+    severity: 'warning',
+    summary: 'A model provider fails agent calls.',
+    description: 'More than 10% of agent calls to {{ $labels.provider }} fail; the pipeline falls back where the spec\'s chains allow.',
+    runbook: {
+      meaning: 'A model vendor (native provider, aggregator or image vendor) answers errors, rate limits (429) or times out.',
+      impact: 'Scenes take longer (fallbacks) or fail; failed generations are refunded.',
+      diagnosis: ['Tempora / Generation, Agent failures by provider and code: 429 is quota, 401/403 a key, 5xx or timeout the vendor.'],
+      mitigation: ['Quota or key: renew it in the provider Secret; the pods read it on restart.', 'Vendor outage: steer traffic with `model_policy`/preset defaults, or wait it out.'],
+    },
+    tests: [
+      { name: 'a fifth of aggregator calls fail', input: [{ series: 'generation_agent_duration_seconds_count{provider="openrouter", agent="scene", status="ok"}', values: '0+100x30' }, { series: 'generation_agent_errors_total{provider="openrouter", agent="scene", code="429"}', values: '0+20x30' }], at: '20m', fires: [{ provider: 'openrouter' }] },
+      { name: 'a few errors among many calls', input: [{ series: 'generation_agent_duration_seconds_count{provider="openrouter", agent="scene", status="ok"}', values: '0+100x30' }, { series: 'generation_agent_errors_total{provider="openrouter", agent="scene", code="429"}', values: '0+1x30' }], at: '20m', fires: [] },
+    ],
+  },
+  {
+    alert: 'TemporaCreditRefundSpike',
+    expr: 'sum(rate(gateway_credits_refunded_total[15m])) / sum(rate(gateway_credits_charged_total[15m])) > 0.1',
+    for: '15m',
+    severity: 'warning',
+    summary: 'Many charged calls are being refunded.',
+    description: 'More than 10% of the credits charged in the last 15 minutes were refunded: paid work is failing.',
+    runbook: {
+      meaning: 'The gateway refunds a charged call whose upstream did not deliver (an error, a broken stream, a client that left before the answer). A high share means paid operations are failing.',
+      impact: 'Users pay nothing for failed work, but they do not get what they asked for.',
+      diagnosis: ['Tempora / Gateway, Credits row: which operations are refunded.', 'Then the generation or simulation dashboard for the failing step.'],
+      mitigation: ['Fix the failing upstream (see TemporaUpstreamFailing, TemporaModelProviderFailing).'],
+    },
+    tests: [
+      { name: 'a third refunded', input: [{ series: 'gateway_credits_charged_total{operation="generate.sync"}', values: '0+30x40' }, { series: 'gateway_credits_refunded_total{operation="generate.sync"}', values: '0+10x40' }], at: '35m', fires: [{}] },
+      { name: 'one in a hundred refunded', input: [{ series: 'gateway_credits_charged_total{operation="generate.sync"}', values: '0+100x40' }, { series: 'gateway_credits_refunded_total{operation="generate.sync"}', values: '0+1x40' }], at: '35m', fires: [] },
+    ],
+  },
+  {
+    alert: 'TemporaRateLimiterMemoryFallback',
+    expr: 'max by (job, instance) (rate_limiter_memory_fallback) == 1',
+    for: '5m',
+    severity: 'warning',
+    summary: 'Rate limits are counted per process: Redis is unreachable.',
+    description: '{{ $labels.job }} at {{ $labels.instance }} counts rate limits in memory: with N replicas, callers get up to N times their limit.',
+    runbook: {
+      meaning: 'Redis is configured but unreachable, so each replica counts rate limits alone (the in-memory insurance limiter).',
+      impact: 'Limits still hold per replica, but not across replicas; the agent pool and caches that need Redis are degraded too.',
+      diagnosis: ['The service\'s `/health` (redis: false); Redis\'s own pod and its logs.'],
+      mitigation: ['Restore Redis; services reconnect by themselves and the gauge returns to 0.'],
+    },
+    tests: [
+      { name: 'fallen back for ten minutes', input: [{ series: 'rate_limiter_memory_fallback{job="gateway", instance="a"}', values: '1x15' }], at: '10m', fires: [{ job: 'gateway', instance: 'a' }] },
+      { name: 'counting in Redis', input: [{ series: 'rate_limiter_memory_fallback{job="gateway", instance="a"}', values: '0x15' }], at: '10m', fires: [] },
+    ],
+  },
+  {
+    alert: 'TemporaAgentPoolBacklog',
+    expr: 'max(generation_agent_queue_depth) > 100',
+    for: '10m',
+    severity: 'warning',
+    summary: 'Agent tasks are piling up in the agent pool.',
+    description: 'More than 100 agent tasks have waited on the Redis agent pool for 10 minutes: the pool cannot keep up.',
+    runbook: {
+      meaning: 'The generation service puts agent tasks on the pool faster than the AgentPool\'s workers finish them.',
+      impact: 'Scenes take longer; synchronous generations may time out.',
+      diagnosis: ['Tempora / Generation: queue depth and agent latency; `kubectl get hpa` for the AgentPool (at its maximum?).', 'Worker pods: running and Ready? Their provider errors?'],
+      mitigation: ['Raise the AgentPool\'s `maxReplicas`, or fix the workers\' provider errors that slow every task.'],
+    },
+    tests: [
+      { name: 'a backlog of 500 for a quarter hour', input: [{ series: 'generation_agent_queue_depth', values: '500x20' }], at: '15m', fires: [{}] },
+      { name: 'a short queue', input: [{ series: 'generation_agent_queue_depth', values: '5x20' }], at: '15m', fires: [] },
+    ],
+  },
+  {
+    alert: 'TemporaGraphWorkerBudgetExhausted',
+    expr: 'max by (role) (graph_worker_budget_exhausted) == 1',
+    for: '5m',
+    severity: 'info',
+    summary: 'A graph worker has spent its daily model budget.',
+    description: 'The {{ $labels.role }} worker reached its daily budget and pauses until midnight UTC.',
+    runbook: {
+      meaning: 'The expander, judge or daily worker spent the USD budget its GraphWorker allows per day and stops calling models until the day ends.',
+      impact: 'The graph grows or is moderated more slowly until midnight UTC; nothing fails.',
+      diagnosis: ['Tempora / Graph, Spend against budget.'],
+      mitigation: ['Raise the GraphWorker\'s `spec.dailyBudgetUsd` if the spend is expected; otherwise nothing to do.'],
+    },
+    tests: [
+      { name: 'the expander exhausted', input: [{ series: 'graph_worker_budget_exhausted{role="expander"}', values: '1x10' }], at: '8m', fires: [{ role: 'expander' }] },
+      { name: 'within budget', input: [{ series: 'graph_worker_budget_exhausted{role="expander"}', values: '0x10' }], at: '8m', fires: [] },
+    ],
+  },
+  {
+    alert: 'TemporaOperatorReconcileErrors',
+    expr: 'sum by (controller) (rate(controller_runtime_reconcile_errors_total[5m])) > 0',
+    for: '15m',
+    severity: 'warning',
+    summary: 'The operator keeps failing to reconcile.',
+    description: 'The {{ $labels.controller }} controller has failed reconciles for 15 minutes.',
+    runbook: {
+      meaning: 'Reconciles of a kind of custom resource fail and are retried with back-off.',
+      impact: 'Changes to those resources are not applied; what runs keeps running.',
+      diagnosis: ['`kubectl describe` the custom resources of that kind: their conditions and Events say why.', 'The operator\'s logs for the failing key.'],
+      mitigation: ['Fix the resource (an invalid value, a missing Secret) or the operator\'s RBAC if it is refused.'],
+    },
+    tests: [
+      { name: 'errors for twenty minutes', input: [{ series: 'controller_runtime_reconcile_errors_total{controller="gateway"}', values: '0+1x30' }], at: '25m', fires: [{ controller: 'gateway' }] },
+      { name: 'no errors', input: [{ series: 'controller_runtime_reconcile_errors_total{controller="gateway"}', values: '0x30' }], at: '25m', fires: [] },
+    ],
+  },
+  {
+    alert: 'TemporaOperatorWorkQueueStuck',
+    expr: 'max by (name) (workqueue_depth) > 0 and sum by (name) (rate(workqueue_work_duration_seconds_count[10m])) == 0',
+    for: '15m',
+    severity: 'critical',
+    summary: 'An operator work queue holds keys that nobody works on.',
+    description: 'The {{ $labels.name }} work queue has had keys waiting and no work done for 15 minutes.',
+    runbook: {
+      meaning: 'Keys wait in the operator\'s work queue but no reconcile finishes: the workers are stuck, or no replica holds the leader lease.',
+      impact: 'No change to any custom resource of that kind is applied.',
+      diagnosis: ['Tempora / Operator: Leader (is any replica 1?), Work-queue depth, Reconcile duration.', 'The operator\'s logs around the last finished reconcile.'],
+      mitigation: ['Restart the operator pods (`kubectl rollout restart deployment/tempora-operator`); the lease moves to a fresh replica.'],
+    },
+    tests: [
+      { name: 'keys waiting, no work done', input: [{ series: 'workqueue_depth{name="gateway"}', values: '3x40' }, { series: 'workqueue_work_duration_seconds_count{name="gateway"}', values: '10x40' }], at: '30m', fires: [{ name: 'gateway' }] },
+      { name: 'keys waiting and being worked on', input: [{ series: 'workqueue_depth{name="gateway"}', values: '3x40' }, { series: 'workqueue_work_duration_seconds_count{name="gateway"}', values: '10+5x40' }], at: '30m', fires: [] },
+    ],
+  },
+];

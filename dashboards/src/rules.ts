@@ -1,0 +1,80 @@
+import { ALERTS, RECORDING_RULES, type AlertRule } from './alerts.ts';
+
+/** Where each alert's runbook lies, relative to the repository (the chart may set a full URL base). */
+export const runbookUrl = (alert: string, base = 'docs/runbooks/') => `${base}${alert}.md`;
+
+/** The rule groups, as a Prometheus rule file and a PrometheusRule's `spec` both hold them. */
+export function ruleGroups(runbookBase?: string) {
+  return {
+    groups: [
+      { name: 'tempora-slo', rules: RECORDING_RULES },
+      {
+        name: 'tempora-alerts',
+        rules: ALERTS.map((rule) => ({
+          alert: rule.alert,
+          expr: rule.expr,
+          for: rule.for,
+          labels: { severity: rule.severity },
+          annotations: annotationsOf(rule, runbookBase),
+        })),
+      },
+    ],
+  };
+}
+
+function annotationsOf(rule: AlertRule, runbookBase?: string) {
+  return { summary: rule.summary, description: rule.description, runbook_url: runbookUrl(rule.alert, runbookBase) };
+}
+
+/** promtool's unit tests: every case of every alert, with the annotations it must carry, rendered. */
+export function ruleTests(ruleFile: string) {
+  return {
+    rule_files: [ruleFile],
+    evaluation_interval: '1m',
+    tests: ALERTS.flatMap((rule) =>
+      rule.tests.map((test) => ({
+        name: `${rule.alert}: ${test.name}`,
+        interval: '1m',
+        input_series: test.input,
+        alert_rule_test: [
+          {
+            eval_time: test.at,
+            alertname: rule.alert,
+            exp_alerts: test.fires.map((labels) => {
+              const annotations = annotationsOf(rule);
+              return {
+                exp_labels: { ...labels, severity: rule.severity },
+                exp_annotations: { ...annotations, description: annotations.description.replaceAll(/\{\{ \$labels\.(\w+) \}\}/g, (_, name: string) => labels[name] ?? '') },
+              };
+            }),
+          },
+        ],
+      })),
+    ),
+  };
+}
+
+/** docs/runbooks/<alert>.md: what the alert means and what to do, from the same definition as the rule. */
+export function runbookMarkdown(rule: AlertRule): string {
+  const list = (items: string[]) => items.map((item) => `- ${item}`).join('\n');
+  return `# ${rule.alert}
+
+<!-- Generated from dashboards/src/alerts.ts (npm run build -w dashboards); edit it there. -->
+
+**Severity:** ${rule.severity}. **Fires when** \`${rule.expr}\` holds for ${rule.for}.
+
+${rule.summary}
+
+## What it means
+${rule.runbook.meaning}
+
+## Impact
+${rule.runbook.impact}
+
+## Diagnosis
+${list(rule.runbook.diagnosis)}
+
+## Mitigation
+${list(rule.runbook.mitigation)}
+`;
+}
