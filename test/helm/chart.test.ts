@@ -380,10 +380,11 @@ describe('helm chart tempora-operator', function () {
       assert.deepEqual(leaderBinding.roleRef, { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: leaderRole.metadata.name });
       assert.deepEqual(leaderBinding.subjects, subject);
 
-      // Least privilege: no wildcards, no Secrets, no writes to its own custom resources.
+      // Least privilege: no wildcards, Secrets only read and created (the signing keys, never rewritten),
+      // no writes to its own custom resources.
       for (const p of permissions([...clusterRole.rules, ...leaderRole.rules])) {
         assert.ok(!p.split('|').slice(0, 3).includes('*'), `wildcard grant ${p}`);
-        assert.ok(!p.includes('|secrets|'), `grant on secrets ${p}`);
+        assert.ok(!/\|secrets\|(update|patch|delete|deletecollection)\|/.test(p), `grant on secrets ${p}`);
         assert.ok(!/^tempora\.dev\|(gateways|graphworkers|agentpools|simulationbudgets)\|(create|update|patch|delete)/.test(p), `writes its own kinds: ${p}`);
       }
     });
@@ -669,7 +670,8 @@ describe('helm chart tempora-operator', function () {
       assert.equal(await can(user, NAMESPACE, 'update', 'coordination.k8s.io', 'leases', 'someone-else'), false);
       assert.equal(await can(user, 'other', 'create', 'coordination.k8s.io', 'leases'), false);
       assert.equal(await can(user, 'any', 'create', 'tempora.dev', 'gateways'), false);
-      assert.equal(await can(user, 'any', 'get', '', 'secrets'), false);
+      assert.equal(await can(user, 'any', 'patch', '', 'secrets'), false);
+      assert.equal(await can(user, 'any', 'delete', '', 'secrets'), false);
       assert.equal(await can(user, 'any', 'update', 'apps', 'deployments'), false);
       assert.equal(await can(user, 'any', 'create', '', 'pods'), false);
 
