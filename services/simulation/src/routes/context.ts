@@ -1,0 +1,28 @@
+import type { Context } from 'koa';
+import { notFound } from '@tempora/kit/http';
+import type { BudgetSource } from '../budget-source.ts';
+import type { TemplateCatalog } from '../domain/templates.ts';
+import type { RunRow, SimulationRepository } from '../repository.ts';
+import type { Runner } from '../runner.ts';
+import type { Simulations } from '../simulations.ts';
+import { callerOf } from '../auth.ts';
+
+export interface RouteDeps {
+  simulations: Simulations;
+  repository: SimulationRepository;
+  runner: Runner;
+  catalog: TemplateCatalog;
+  budgets: BudgetSource;
+  version: string;
+  maxWaitSeconds: number;
+  heartbeatMs: number;
+  streamPollMs: number;
+}
+
+/** A run is visible to its owner and to services acting as themselves; to anyone else it does not exist. */
+export async function visibleRun(ctx: Context, deps: RouteDeps, id: string): Promise<RunRow> {
+  const caller = callerOf(ctx);
+  const row = await deps.repository.run(id);
+  if (!row || (row.owner !== caller.owner && !caller.service)) throw notFound(`no simulation ${id}`);
+  return row;
+}

@@ -1,0 +1,189 @@
+import { z } from 'zod';
+import { conflict, defineRoute, openEventStream, Problem, unprocessable, type RouteDefinition } from '@tempora/kit/http';
+import { ANY_CALLER, callerOf } from '../auth.ts';
+import { microsToUsd } from '../domain/budgets.ts';
+import { BudgetRefused, TERMINAL } from '../repository.ts';
+import { RunSchema, SimulateRequestSchema } from '../schemas.ts';
+import { UnknownTemplate } from '../simulations.ts';
+import { runTdf, runView, stepView } from '../views.ts';
+import { visibleRun, type RouteDeps } from './context.ts';
+
+const idParams = z.object({ id: z.uuid() });
+const RUN_STATUSES = ['queued', 'running', 'completed', 'stopped', 'cancelled', 'failed'] as const;
+
+export function simulationRoutes(deps: RouteDeps): RouteDefinition[] {
+  const { simulations, repository, runner } = deps;
+  return [
+    defineRoute({
+      method: 'post',
+      path: '/api/v1/simulate',
+      operationId: 'simulate',
+      summary: 'Start a simulation run',
+      description:
+        'Answers 202 with the run (queued), its cost estimate and its links at once; `wait=N` holds the answer up to N seconds (at most MAX_WAIT_SECONDS) and answers 200 if the run ended by then. The estimate is reserved against every SimulationBudget that covers the run (global, its account, its template, its mode); a budget without room refuses it with 402 naming the budget and what it has left.',
+      tags: ['simulations'],
+      security: ANY_CALLER,
+      query: z.object({ wait: z.coerce.number().int().min(0).max(deps.maxWaitSeconds).default(0).meta({ description: `seconds to wait for the run to end, 0 to ${deps.maxWaitSeconds}` }) }),
+      body: SimulateRequestSchema,
+      responses: {
+        202: { description: 'The run, queued or running', schema: RunSchema },
+        200: { description: 'With `wait`: the run, ended', schema: RunSchema },
+        402: { description: 'A budget has no room for the run\'s estimate (`budget`, `period`, `remaining_usd`, `needed_usd`)' },
+        422: { description: 'An invalid field, or an unknown template' },
+      },
+      handler: async (ctx, { body, query }) => {
+        let row;
+        try {
+          row = await simulations.start(body, callerOf(ctx));
+        } catch (error) {
+          if (error instanceof UnknownTemplate) throw unprocessable(error.message, [{ path: 'body.template', message: error.message }]);
+          if (error instanceof BudgetRefused) {
+            throw new Problem(402, error.message, {
+              title: 'Budget exhausted',
+              type: 'https://tempora.dev/problems/budget-exhausted',
+              extensions: { budget: error.budget, period: error.period, remaining_usd: microsToUsd(error.remainingMicros), needed_usd: microsToUsd(error.neededMicros) },
+            });
+          }
+          throw error;
+        }
+        if (query.wait > 0) {
+          await simulations.waitFor(row.id, query.wait * 1000);
+          row = (await repository.run(row.id))!;
+        }
+        const ended = TERMINAL.includes(row.status);
+        ctx.status = ended ? 200 : 202;
+        ctx.set('Location', `/api/v1/simulations/${row.id}`);
+        return { ...runView(row), estimate: { usd: row.estimate_micros / 1e6, steps: row.steps_total }, status_url: `/api/v1/simulations/${row.id}` };
+      },
+    }),
+    defineRoute({
+      method: 'get',
+      path: '/api/v1/simulations',
+      operationId: 'listSimulations',
+      summary: "The caller's runs, newest first",
+      tags: ['simulations'],
+      security: ANY_CALLER,
+      query: z.object({
+        limit: z.coerce.number().int().min(1).max(100).default(20),
+        offset: z.coerce.number().int().min(0).max(1_000_000).default(0),
+        status: z.enum(RUN_STATUSES).optional(),
+      }),
+      responses: { 200: { description: 'The list envelope', schema: z.object({ items: z.array(RunSchema), total: z.number().int(), limit: z.number().int(), offset: z.number().int() }) } },
+      handler: async (ctx, { query }) => {
+        const page = await repository.listRuns(callerOf(ctx).owner, query);
+        return { items: page.items.map(runView), total: page.total, limit: query.limit, offset: query.offset };
+      },
+    }),
+    defineRoute({
+      method: 'get',
+      path: '/api/v1/simulations/{id}',
+      operationId: 'getSimulation',
+      summary: 'A run: status, progress (each step as it completed), cost so far',
+      tags: ['simulations'],
+      security: ANY_CALLER,
+      params: idParams,
+      responses: { 200: { description: 'The run with its steps', schema: RunSchema }, 404: { description: 'No such run (or not the caller\'s)' } },
+      handler: async (ctx, { params }) => {
+        const row = await visibleRun(ctx, deps, params.id);
+        return { ...runView(row), steps: (await repository.steps(row.id)).map(stepView) };
+      },
+    }),
+    defineRoute({
+      method: 'get',
+      path: '/api/v1/simulations/{id}/result',
+      operationId: 'getSimulationResult',
+      summary: 'The result of an ended run, or its TDF record (`format=tdf`)',
+      description:
+        'Entity states per timepoint, the relationship graph over time, dialog, causal provenance, knowledge and exposures, confidence per item and per run, cost and tokens, and the mode\'s own section (`timeline`, `portal`, `branching`, `cycles`, `acts`). A run that stopped at its maximum or was cancelled has its partial result, marked in `partial`. 409 while the run has not ended.',
+      tags: ['simulations'],
+      security: ANY_CALLER,
+      params: idParams,
+      query: z.object({ format: z.enum(['json', 'tdf']).default('json').meta({ description: '`tdf`: the TDF envelope (RFC 8785 canonical JSON, SHA-256), as the graph service exports' }) }),
+      responses: { 200: { description: 'The result, or its TDF record' }, 404: { description: 'No such run' }, 409: { description: 'The run has not ended, or ended with no result' } },
+      handler: async (ctx, { params, query }) => {
+        const row = await visibleRun(ctx, deps, params.id);
+        if (!TERMINAL.includes(row.status)) throw conflict(`simulation ${row.id} is ${row.status} (${row.steps_done} of ${row.steps_total} steps); its result exists once it ends`);
+        if (!row.result) throw conflict(`simulation ${row.id} ${row.status} before it produced anything${row.error ? `: ${row.error.detail}` : ''}`);
+        if (query.format === 'tdf') return runTdf(row, deps.version);
+        return { run: runView(row), result: row.result };
+      },
+    }),
+    defineRoute({
+      method: 'get',
+      path: '/api/v1/simulations/{id}/events',
+      operationId: 'streamSimulation',
+      summary: 'Progress as Server-Sent Events',
+      description:
+        'Events: `run` (the run as it stands), one `step` per completed step (seq, kind, label, detail, cost), in order, including those completed before the stream opened, then `end` (the run as it ended) and the stream closes. Comment heartbeats keep the connection open. Closing the stream does not cancel the run.',
+      tags: ['simulations'],
+      security: ANY_CALLER,
+      params: idParams,
+      responses: { 200: { description: 'text/event-stream', contentType: 'text/event-stream', schema: z.string() }, 404: { description: 'No such run' } },
+      handler: async (ctx, { params }) => {
+        const first = await visibleRun(ctx, deps, params.id);
+        const stream = openEventStream(ctx, { heartbeatMs: deps.heartbeatMs });
+        stream.send('run', runView(first));
+        let last = -1;
+        let wake: (() => void) | undefined;
+        // Set by a step or the end: the loop reads again instead of sleeping.
+        let pending = false;
+        const listener = () => {
+          pending = true;
+          wake?.();
+        };
+        runner.events.on(`run:${first.id}`, listener);
+        stream.signal.addEventListener('abort', listener);
+        try {
+          while (!stream.closed) {
+            pending = false;
+            for (const step of await repository.steps(first.id, last)) {
+              stream.send('step', stepView(step));
+              last = step.seq;
+            }
+            const row = (await repository.run(first.id))!;
+            if (TERMINAL.includes(row.status)) {
+              // Steps saved between the read above and the end are sent before `end`.
+              for (const step of await repository.steps(first.id, last)) stream.send('step', stepView(step));
+              stream.send('end', runView(row));
+              break;
+            }
+            // Woken by this process's runner at once; a run on another replica is polled.
+            if (!pending) {
+              await new Promise<void>((resolve) => {
+                const timer = setTimeout(resolve, deps.streamPollMs);
+                wake = () => {
+                  clearTimeout(timer);
+                  resolve();
+                };
+              });
+            }
+            wake = undefined;
+          }
+        } finally {
+          runner.events.off(`run:${first.id}`, listener);
+          stream.end();
+        }
+      },
+    }),
+    defineRoute({
+      method: 'post',
+      path: '/api/v1/simulations/{id}/cancel',
+      operationId: 'cancelSimulation',
+      summary: 'Cancel a run',
+      description: 'The model call in flight is aborted; the run ends `cancelled` with the steps it completed as its partial result, and its budgets are settled at what it spent. 409 when it has already ended.',
+      tags: ['simulations'],
+      security: ANY_CALLER,
+      params: idParams,
+      query: z.object({ wait: z.coerce.number().int().min(0).max(deps.maxWaitSeconds).default(5).meta({ description: 'seconds to wait for the run to end (default 5)' }) }),
+      responses: { 202: { description: 'Cancellation requested; the run is ending', schema: RunSchema }, 200: { description: 'The run, cancelled', schema: RunSchema }, 404: { description: 'No such run' }, 409: { description: 'The run has already ended' } },
+      handler: async (ctx, { params, query }) => {
+        const row = await visibleRun(ctx, deps, params.id);
+        if (TERMINAL.includes(row.status) || !(await runner.cancel(row.id))) throw conflict(`simulation ${row.id} has already ended (${(await repository.run(row.id))!.status})`);
+        if (query.wait > 0) await simulations.waitFor(row.id, query.wait * 1000);
+        const now = (await repository.run(row.id))!;
+        ctx.status = TERMINAL.includes(now.status) ? 200 : 202;
+        return runView(now);
+      },
+    }),
+  ];
+}

@@ -1,0 +1,39 @@
+import { z } from 'zod';
+import { defineRoute, notFound, type RouteDefinition } from '@tempora/kit/http';
+import { templateSummary } from '../views.ts';
+import type { RouteDeps } from './context.ts';
+
+const TemplateSummarySchema = z.object({ id: z.string(), title: z.string(), mode: z.string(), domain: z.string(), tier: z.string(), cost_estimate_usd: z.record(z.string(), z.number()) }).passthrough().meta({ id: 'SimulationTemplateSummary' });
+
+/** The templates are public: they describe what can be run, not anyone's runs. */
+export function templateRoutes(deps: RouteDeps): RouteDefinition[] {
+  return [
+    defineRoute({
+      method: 'get',
+      path: '/api/v1/simulate/templates',
+      operationId: 'listSimulationTemplates',
+      summary: 'The 21 templates, with their entities, timepoints, default mode and mechanisms, tier and cost per fidelity',
+      tags: ['templates'],
+      query: z.object({ mode: z.preprocess((value) => (typeof value === 'string' ? value.toUpperCase() : value), z.enum(['FORWARD', 'PORTAL', 'BRANCHING', 'CYCLICAL', 'DIRECTORIAL'])).optional(), domain: z.enum(['history', 'business', 'science']).optional() }),
+      responses: { 200: { description: 'Every template (filtered by mode or domain when asked)', schema: z.object({ items: z.array(TemplateSummarySchema), total: z.number().int() }) } },
+      handler: (_ctx, { query }) => {
+        const items = deps.catalog.list().filter((template) => (!query.mode || template.mode === query.mode) && (!query.domain || template.domain === query.domain));
+        return { items: items.map(templateSummary), total: items.length };
+      },
+    }),
+    defineRoute({
+      method: 'get',
+      path: '/api/v1/simulate/templates/{id}',
+      operationId: 'getSimulationTemplate',
+      summary: 'One template in full (knowledge, relationships, mode settings)',
+      tags: ['templates'],
+      params: z.object({ id: z.string().regex(/^[a-z0-9-]{1,64}$/) }),
+      responses: { 200: { description: 'The template file as shipped' }, 404: { description: 'No such template' } },
+      handler: (_ctx, { params }) => {
+        const template = deps.catalog.get(params.id);
+        if (!template) throw notFound(`no template ${params.id}`);
+        return template;
+      },
+    }),
+  ];
+}

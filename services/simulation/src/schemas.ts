@@ -1,0 +1,88 @@
+import { z } from 'zod';
+import { PRICE_TABLE } from './domain/pricing.ts';
+import { MECHANISM_IDS, MODES } from './domain/vocabulary.ts';
+
+/** platform-interface.md, "llm_params", where they apply to a simulation's calls (max_tokens lowers each call's allowance). */
+export const SimulationLlmParamsSchema = z
+  .strictObject({
+    temperature: z.number().min(0).max(2).optional(),
+    max_tokens: z.number().int().min(1).max(32768).optional().meta({ description: 'caps every call below what the fidelity allows' }),
+    top_p: z.number().min(0).max(1).optional(),
+    top_k: z.number().int().min(1).optional(),
+    frequency_penalty: z.number().min(-2).max(2).optional().meta({ description: 'aggregator only' }),
+    presence_penalty: z.number().min(-2).max(2).optional().meta({ description: 'aggregator only' }),
+    repetition_penalty: z.number().min(0).max(2).optional().meta({ description: 'aggregator only; multiplicative' }),
+    stop: z.array(z.string().min(1)).max(4).optional(),
+    thinking_level: z.enum(['none', 'low', 'medium', 'high']).optional().meta({ description: 'native provider only' }),
+    system_prompt_prefix: z.string().max(2000).optional(),
+    system_prompt_suffix: z.string().max(2000).optional(),
+  })
+  .meta({ id: 'SimulationLlmParams' });
+
+const upper = (value: unknown) => (typeof value === 'string' ? value.trim().toUpperCase() : value);
+
+export const SimulateRequestSchema = z
+  .strictObject({
+    template: z.string().trim().min(1).max(64).optional().meta({ description: 'one of the 21 templates (GET /api/v1/simulate/templates)' }),
+    prompt: z.string().trim().min(3).max(4000).optional().meta({ description: 'free-form scenario; with a template, it directs the run' }),
+    mode: z.preprocess(upper, z.enum(MODES)).optional().meta({ description: 'default: the template\'s mode, FORWARD for a prompt' }),
+    fidelity: z.number().int().min(1).max(5).default(3).meta({ description: '1 to 5 (docs/simulation.md, "Fidelity"); default 3' }),
+    mechanisms: z
+      .array(z.preprocess(upper, z.enum(MECHANISM_IDS as [string, ...string[]])))
+      .max(19)
+      .refine((list) => new Set(list).size === list.length, 'mechanisms repeat')
+      .optional()
+      .meta({ description: 'a subset of M1–M19; default: the template\'s, or M3, M7, M11, M13 for a prompt; [] runs with none' }),
+    llm_params: SimulationLlmParamsSchema.optional(),
+    text_model: z
+      .string()
+      .trim()
+      .refine((model) => model in PRICE_TABLE, { message: `must be a model of the price table: ${Object.keys(PRICE_TABLE).join(', ')}` })
+      .optional()
+      .meta({ description: 'replaces the fidelity table\'s model for every call (M18 still chooses per action when on)' }),
+    max_cost_usd: z.number().min(0.01).max(1).optional().meta({ description: 'this run\'s own maximum; it stops at the next step when reached, its partial result kept' }),
+  })
+  .refine((body) => body.template !== undefined || body.prompt !== undefined, { message: 'give a template, a prompt, or both', path: ['template'] })
+  .meta({ id: 'SimulateRequest' });
+export type SimulateRequest = z.output<typeof SimulateRequestSchema>;
+
+export const RunSchema = z
+  .object({
+    id: z.uuid(),
+    status: z.enum(['queued', 'running', 'completed', 'stopped', 'cancelled', 'failed']),
+    mode: z.enum(MODES),
+    fidelity: z.number().int(),
+    template: z.string().nullable(),
+    prompt: z.string().nullable(),
+    mechanisms: z.array(z.string()),
+    progress: z.object({ steps_done: z.number().int(), steps_total: z.number().int(), percent: z.number() }),
+    cost: z.object({ estimate_usd: z.number(), max_usd: z.number(), actual_usd: z.number(), calls: z.number().int(), tokens: z.object({ input: z.number(), output: z.number(), thinking: z.number() }) }),
+    budgets: z.array(z.object({ budget: z.string(), period: z.string(), reserved_usd: z.number() })),
+    partial: z.object({ reason: z.string(), detail: z.string() }).nullable(),
+    error: z.object({ status: z.number(), detail: z.string() }).passthrough().nullable(),
+    cancel_requested: z.boolean(),
+    created_at: z.string(),
+    started_at: z.string().nullable(),
+    finished_at: z.string().nullable(),
+    links: z.object({ self: z.string(), result: z.string(), events: z.string(), cancel: z.string() }),
+  })
+  .passthrough()
+  .meta({ id: 'SimulationRun' });
+
+export const BudgetViewSchema = z
+  .object({
+    name: z.string(),
+    scope: z.string(),
+    period: z.enum(['daily', 'monthly']),
+    current_period: z.string(),
+    limit_usd: z.number(),
+    per_run_max_usd: z.number().nullable(),
+    spent_usd: z.number(),
+    reserved_usd: z.number(),
+    remaining_usd: z.number(),
+    runs: z.number().int(),
+    alert_thresholds: z.array(z.number()),
+    alerts_crossed: z.array(z.number()),
+    exhausted: z.boolean(),
+  })
+  .meta({ id: 'SimulationBudgetStatus' });

@@ -1,0 +1,130 @@
+import type Koa from 'koa';
+import { createAccessTokenVerifier, createApp, RateLimiter, type Authenticator, type RateWindow } from '@tempora/kit/http';
+import { openDatabase, connectRedis } from '@tempora/kit/data';
+import { createLogger, type Logger, Metrics } from '@tempora/kit/observability';
+import { textProviders } from '@tempora/kit/providers';
+import { ANY_CALLER, API_KEY, BEARER, identify, Introspector, SERVICE } from './auth.ts';
+import { BudgetSource } from './budget-source.ts';
+import type { SimulationConfig } from './config.ts';
+import { TEMPLATE_DIRECTORY, TemplateCatalog } from './domain/templates.ts';
+import { SimulationMetrics } from './metrics.ts';
+import { migrations } from './migrations.ts';
+import { SimulationRepository } from './repository.ts';
+import { budgetRoutes } from './routes/budgets.ts';
+import type { RouteDeps } from './routes/context.ts';
+import { simulationRoutes } from './routes/simulations.ts';
+import { templateRoutes } from './routes/templates.ts';
+import { Runner } from './runner.ts';
+import { Simulations } from './simulations.ts';
+import { VERSION } from './version.ts';
+
+export { VERSION };
+
+export interface SimulationInstance {
+  app: Koa;
+  openapi: object;
+  logger: Logger;
+  runner: Runner;
+  budgets: BudgetSource;
+  simulations: Simulations;
+  repository: SimulationRepository;
+  drain(): void;
+  close(): Promise<void>;
+}
+
+/** Challenges for the kit's route authorizer; identification itself is `identify` (it needs I/O). */
+const challenges: Authenticator[] = [
+  { scheme: SERVICE, challenge: 'ApiKey header="X-Service-Key"', authenticate: () => undefined },
+  { scheme: API_KEY, challenge: 'ApiKey header="X-API-Key"', authenticate: () => undefined },
+  { scheme: BEARER, challenge: 'Bearer realm="tempora"', authenticate: () => undefined },
+];
+
+const READS = new Set(['GET', 'HEAD', 'OPTIONS']);
+
+/** Per caller (the user a service acts for, or the credential), reads and writes apart; the public template list per address. */
+function windows(config: SimulationConfig) {
+  return (ctx: Koa.Context): RateWindow[] => {
+    const caller = ctx.state.simulationCaller;
+    const key = caller ? `owner:${caller.owner.slice(0, 160)}` : `ip:${ctx.ip}`;
+    return READS.has(ctx.method)
+      ? [{ name: 'read', points: config.RATE_LIMIT_READ_PER_MINUTE, durationSeconds: 60, key }]
+      : [{ name: 'write', points: config.RATE_LIMIT_WRITE_PER_MINUTE, durationSeconds: 60, key }];
+  };
+}
+
+export async function createSimulationService(config: SimulationConfig, logger = createLogger('simulation', config.LOG_LEVEL)): Promise<SimulationInstance> {
+  const catalog = TemplateCatalog.load(TEMPLATE_DIRECTORY);
+  const database = await openDatabase({ service: 'simulation', url: config.DATABASE_URL, dataDir: config.TEMPORA_DATA_DIR, migrations, logger, pool: { min: 0, max: 20 } });
+  const redis = await connectRedis(config.REDIS_URL, logger);
+  const repository = new SimulationRepository(database.knex);
+  const budgets = new BudgetSource(config.SIMULATION_BUDGETS_PATH, logger);
+  await budgets.start(config.BUDGETS_RELOAD_MS);
+
+  const metrics = new Metrics('simulation');
+  let simulations: Simulations | undefined;
+  let runner: Runner | undefined;
+  const simulationMetrics = new SimulationMetrics(metrics, { activeRuns: () => runner?.activeRuns ?? 0, budgets: async () => (simulations ? simulations.budgetFigures() : []) });
+  const providers = textProviders(config, 'Tempora simulation');
+  runner = new Runner(
+    repository,
+    providers,
+    { concurrency: config.RUN_CONCURRENCY, leaseMs: config.RUN_LEASE_MS, claimIntervalMs: config.RUN_CLAIM_INTERVAL_MS, exposureRetries: config.EXPOSURE_RETRIES },
+    simulationMetrics,
+    logger.child({ component: 'runner' }),
+  );
+  simulations = new Simulations({ repository, catalog, budgets, runner, metrics: () => simulationMetrics, ...(config.SIMULATION_TEXT_MODEL ? { defaultModel: config.SIMULATION_TEXT_MODEL } : {}) });
+
+  const verify = createAccessTokenVerifier({ jwksUrl: `${config.GATEWAY_URL.replace(/\/$/, '')}/.well-known/jwks.json` });
+  const introspector = new Introspector(config.GATEWAY_URL, config.GATEWAY_SERVICE_KEY ?? config.SERVICE_KEY[0], config.INTROSPECTION_CACHE_MS, config.INTROSPECTION_TIMEOUT_MS);
+  const deps: RouteDeps = {
+    simulations,
+    repository,
+    runner,
+    catalog,
+    budgets,
+    version: VERSION,
+    maxWaitSeconds: config.MAX_WAIT_SECONDS,
+    heartbeatMs: config.STREAM_HEARTBEAT_MS,
+    streamPollMs: config.STREAM_POLL_MS,
+  };
+  const { app, openapi, drain } = createApp({
+    name: 'simulation',
+    version: VERSION,
+    title: 'Tempora simulation service',
+    description: `Multi-entity simulations from ${catalog.templates.size} templates or a prompt, in five temporal modes, at fidelity 1–5, with mechanisms M1–M19, durable runs, progress streams, TDF export and enforced budgets (docs/simulation.md). Credentials: ${ANY_CALLER.join(', ')}.`,
+    config,
+    logger,
+    metrics,
+    authenticators: challenges,
+    identify: identify({ serviceKeys: config.SERVICE_KEY, apiKeys: config.SIMULATION_API_KEYS, verify, introspector }),
+    rateLimit: { limiter: new RateLimiter({ redis, prefix: `${config.REDIS_KEY_PREFIX}:simulation` }), windows: windows(config) },
+    routes: [...templateRoutes(deps), ...budgetRoutes(deps), ...simulationRoutes(deps)],
+    health: async () => {
+      const db = await database.ping();
+      return { status: db ? 'ok' : 'degraded', timestamp: new Date().toISOString(), database: db, redis: redis ? redis.isReady : null, templates: catalog.templates.size, budgets: budgets.all.length };
+    },
+  });
+  runner.start();
+
+  let stopping: Promise<void> | undefined;
+  const stopRunner = () => (stopping ??= runner.stop(config.SHUTDOWN_GRACE_MS));
+  return {
+    app,
+    openapi,
+    logger,
+    runner,
+    budgets,
+    simulations,
+    repository,
+    drain: () => {
+      drain();
+      void stopRunner();
+    },
+    close: async () => {
+      await stopRunner();
+      budgets.stop();
+      await redis?.quit().catch(() => undefined);
+      await database.close();
+    },
+  };
+}
