@@ -1,0 +1,189 @@
+import { randomBytes, randomUUID } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { loadConfig } from '@tempora/kit/runtime';
+import { serve, type RunningServer } from '@tempora/kit/http';
+import { createLogger } from '@tempora/kit/observability';
+import { GatewayConfigSchema } from '../../gateway/src/config.ts';
+import { createGatewayService, type GatewayInstance } from '../../gateway/src/service.ts';
+import { BillingConfigSchema } from '../src/config.ts';
+import { createBillingService, type BillingInstance } from '../src/service.ts';
+import { createDatabase, dropDatabase } from '../../../test/support/database.ts';
+import { request, type Reply } from '../../../test/support/http.ts';
+import { BUNDLE_ID, makeChain, pemOf, type Chain } from './apple-pki.ts';
+import { signatureFor, startStripeStandIn, type StripeStandIn } from './stripe-server.ts';
+
+export const SERVICE_KEY = 'billing-service-key-0123456789';
+export const GATEWAY_KEY = 'gateway-service-key-0123456789';
+export const ADMIN_KEY = 'billing-admin-key-0123456789';
+export const STRIPE_KEY = 'sk_test_billing_0123456789';
+export const WEBHOOK_SECRET = 'whsec_test_current_0123456789';
+export const OLD_WEBHOOK_SECRET = 'whsec_test_previous_0123456789';
+export const service = { 'X-Service-Key': SERVICE_KEY };
+/** A user's request as the gateway forwards it: the service key and the user's id. */
+export const asUser = (userId: string) => ({ 'X-Service-Key': SERVICE_KEY, 'X-User-ID': userId });
+export const STRIPE_WEBHOOK = '/api/v1/billing/webhooks/stripe';
+export const APPLE_WEBHOOK = '/api/v1/billing/webhooks/apple';
+
+export interface Gateway {
+  url: string;
+  instance: GatewayInstance;
+  server: RunningServer;
+}
+
+export interface BillingHarness {
+  billing: BillingInstance;
+  url: string;
+  gateway: Gateway | undefined;
+  gatewayUrl: string;
+  stripe: StripeStandIn;
+  apple: Chain;
+  call<T = any>(method: string, path: string, init?: { headers?: Record<string, string>; body?: unknown; raw?: string }): Promise<Reply<T>>;
+  /** A new gateway user (no signup credits); its id. */
+  user(): Promise<string>;
+  balance(userId: string): Promise<number>;
+  tier(userId: string): Promise<string>;
+  /** The user's gateway ledger entries, oldest first. */
+  ledger(userId: string): Promise<{ amount: number; kind: string; operation: string | null; idempotency_key: string }[]>;
+  /** POSTs a Stripe event to billing signed as Stripe signs it (or with the given signature). */
+  stripeEvent(event: object, options?: { secrets?: string[]; timestamp?: number; signature?: string; raw?: string }): Promise<Reply>;
+  appleNotification(body: string): Promise<Reply>;
+  postTransaction(userId: string, signed: string): Promise<Reply>;
+  /** Waits until the outbox has delivered everything due (or fails after `ms`). */
+  settled(ms?: number): Promise<void>;
+  stopGateway(): Promise<void>;
+  startGateway(): Promise<void>;
+  stop(): Promise<void>;
+}
+
+async function startGatewayOn(port: number, database: string, dataDir: string, billingUrl: string, redisPrefix: string): Promise<Gateway> {
+  const config = loadConfig(GatewayConfigSchema, {
+    DATABASE_URL: database,
+    REDIS_URL: process.env.REDIS_URL,
+    REDIS_KEY_PREFIX: redisPrefix,
+    TEMPORA_DATA_DIR: dataDir,
+    SERVICE_KEY: GATEWAY_KEY,
+    ADMIN_KEY,
+    BILLING_SERVICE_KEY: SERVICE_KEY,
+    BILLING_URL: billingUrl,
+    SIGNUP_CREDITS: '0',
+    RATE_LIMIT_MULTIPLIER: '1000',
+    LOG_LEVEL: 'silent',
+  });
+  const instance = await createGatewayService(config, createLogger('gateway', 'silent'));
+  const server = await serve(instance.app, { port, host: '127.0.0.1', logger: instance.logger, graceMs: 200, onDrain: instance.drain, onClose: [instance.close], express: instance.express });
+  return { url: server.url, instance, server };
+}
+
+/**
+ * Billing in this process on a fresh database, with a real gateway (its own fresh database) for its
+ * ledger and tiers, the Stripe stand-in for its API and webhooks, and a test Apple root it trusts.
+ */
+export async function startBilling(env: Record<string, string> = {}): Promise<BillingHarness> {
+  const [billingDb, gatewayDb, apple] = await Promise.all([createDatabase('billing'), createDatabase('billing_gw'), makeChain()]);
+  const dataDir = mkdtempSync(join(tmpdir(), 'billing-test-'));
+  const redisPrefix = `test-${randomBytes(4).toString('hex')}`;
+  const standInOptions = { webhookSecrets: [WEBHOOK_SECRET], secretKey: STRIPE_KEY, attempts: 1 } as Parameters<typeof startStripeStandIn>[0];
+  const stripe = await startStripeStandIn(standInOptions);
+
+  // The gateway's port is fixed before billing starts, so a stopped gateway comes back where billing calls it.
+  let gateway: Gateway | undefined = await startGatewayOn(0, gatewayDb, dataDir, 'http://127.0.0.1:1', redisPrefix);
+  const gatewayPort = Number(new URL(gateway.url).port);
+  const config = loadConfig(BillingConfigSchema, {
+    DATABASE_URL: billingDb,
+    SERVICE_KEY,
+    ADMIN_KEY,
+    GATEWAY_URL: gateway.url,
+    GATEWAY_SERVICE_KEY: GATEWAY_KEY,
+    GATEWAY_TIMEOUT_MS: '2000',
+    STRIPE_SECRET_KEY: STRIPE_KEY,
+    STRIPE_API_URL: stripe.url,
+    STRIPE_WEBHOOK_SECRET: `${WEBHOOK_SECRET},${OLD_WEBHOOK_SECRET}`,
+    CHECKOUT_SUCCESS_URL: 'http://127.0.0.1:9/done?session={CHECKOUT_SESSION_ID}',
+    CHECKOUT_CANCEL_URL: 'http://127.0.0.1:9/cancelled',
+    APPLE_ROOT_CERTIFICATES: pemOf(apple.root),
+    APPLE_BUNDLE_ID: BUNDLE_ID,
+    APPLE_ENVIRONMENT: 'Sandbox',
+    OUTBOX_POLL_MS: '100',
+    OUTBOX_RETRY_MAX_MS: '400',
+    LOG_LEVEL: 'silent',
+    ...env,
+  });
+  const billing = await createBillingService(config, createLogger('billing', config.LOG_LEVEL));
+  const billingServer = await serve(billing.app, { port: 0, host: '127.0.0.1', logger: billing.logger, graceMs: 200, onDrain: billing.drain, onClose: [billing.close] });
+  standInOptions.webhookUrl = `${billingServer.url}${STRIPE_WEBHOOK}`;
+  // The gateway again, now that billing's address is known (its proxy forwards /api/v1/billing/* there).
+  await gateway.server.close();
+  gateway = await startGatewayOn(gatewayPort, gatewayDb, dataDir, billingServer.url, redisPrefix);
+
+  const call = <T = any>(method: string, path: string, init: { headers?: Record<string, string>; body?: unknown; raw?: string } = {}) => request<T>(billingServer.url, path, { method, ...init });
+  const gatewayRepository = () => {
+    if (!gateway) throw new Error('the gateway is stopped');
+    return gateway.instance.deps.repository;
+  };
+
+  const harness: BillingHarness = {
+    billing,
+    url: billingServer.url,
+    get gateway() {
+      return gateway;
+    },
+    gatewayUrl: `http://127.0.0.1:${gatewayPort}`,
+    stripe,
+    apple,
+    call,
+    async user() {
+      const reply = await request(harness.gatewayUrl, '/api/v1/users/resolve', { method: 'POST', headers: { 'X-Service-Key': GATEWAY_KEY }, body: { external_id: `buyer-${randomUUID()}` } });
+      if (reply.status !== 201) throw new Error(`resolve: ${reply.status} ${JSON.stringify(reply.body)}`);
+      return reply.body.user.id as string;
+    },
+    async balance(userId) {
+      return (await gatewayRepository().balance(userId)) ?? 0;
+    },
+    async tier(userId) {
+      return (await gatewayRepository().findUser(userId))!.tier;
+    },
+    async ledger(userId) {
+      const page = await gatewayRepository().history(userId, 1000, 0);
+      return page.items.reverse().map((entry) => ({ amount: Number(entry.amount), kind: entry.kind, operation: entry.operation, idempotency_key: entry.idempotency_key }));
+    },
+    stripeEvent(event, options = {}) {
+      const payload = options.raw ?? JSON.stringify(event, null, 2);
+      const signature = options.signature ?? signatureFor(payload, options.secrets ?? [WEBHOOK_SECRET], options.timestamp);
+      return call('POST', STRIPE_WEBHOOK, { raw: payload, headers: { 'content-type': 'application/json; charset=utf-8', 'stripe-signature': signature } });
+    },
+    appleNotification(body) {
+      return call('POST', APPLE_WEBHOOK, { raw: body, headers: { 'content-type': 'application/json' } });
+    },
+    postTransaction(userId, signed) {
+      return call('POST', '/api/v1/billing/apple/transactions', { headers: asUser(userId), body: { signed_transaction: signed } });
+    },
+    async settled(ms = 10_000) {
+      const until = Date.now() + ms;
+      for (;;) {
+        await billing.deps.outbox.deliver();
+        const backlog = await billing.deps.repository.outboxBacklog();
+        const tiers = await billing.deps.repository.knex('billing_accounts').whereRaw(`((tier is distinct from pushed_tier and not (pushed_tier is null and tier = 'free')) or push_forced)`).count<{ count: string }[]>('* as count');
+        if (backlog.pending === 0 && Number(tiers[0]?.count ?? 0) === 0) return;
+        if (Date.now() > until) throw new Error(`the outbox did not settle: ${JSON.stringify(backlog)}`);
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+    },
+    async stopGateway() {
+      await gateway?.server.close();
+      gateway = undefined;
+    },
+    async startGateway() {
+      gateway = await startGatewayOn(gatewayPort, gatewayDb, dataDir, billingServer.url, redisPrefix);
+    },
+    async stop() {
+      await billingServer.close();
+      await gateway?.server.close();
+      await stripe.close();
+      await Promise.all([dropDatabase(billingDb), dropDatabase(gatewayDb)]);
+      rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
+  return harness;
+}
