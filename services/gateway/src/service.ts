@@ -25,6 +25,7 @@ import { balanceRoutes } from './routes/balances.ts';
 import { billingLedgerRoutes } from './routes/billing-ledger.ts';
 import type { GatewayRouteDeps } from './routes/context.ts';
 import { creditRoutes } from './routes/credits.ts';
+import { introspectionRoutes } from './routes/introspection.ts';
 import { userRoutes } from './routes/users.ts';
 import { VERSION } from './version.ts';
 
@@ -128,7 +129,7 @@ export async function createGatewayService(config: GatewayConfig, logger = creat
       },
       proxy.middleware(),
     ],
-    routes: [...authRoutes(deps), ...userRoutes(deps), ...creditRoutes(deps), ...billingLedgerRoutes(deps), ...balanceRoutes(deps)],
+    routes: [...authRoutes(deps), ...userRoutes(deps), ...creditRoutes(deps), ...billingLedgerRoutes(deps), ...balanceRoutes(deps), ...introspectionRoutes(deps)],
     health: async () => {
       const db = await database.ping();
       return { status: db ? 'ok' : 'degraded', database: db, redis: redis ? redis.isReady : null };
