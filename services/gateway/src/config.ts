@@ -80,6 +80,8 @@ export const GatewayConfigSchema = baseConfigSchema('gateway').extend({
 
   DEMO_ENABLED: bool(true),
   DEMO_SIGNINS_PER_HOUR: positiveInt(5),
+  /** Demo sign-ins per hour from a loopback address (a developer's own machine); unset: DEMO_SIGNINS_PER_HOUR. */
+  DEMO_SIGNINS_PER_HOUR_LOOPBACK: z.coerce.number().int().min(1).optional(),
   SIGNUP_CREDITS: nonNegativeInt(50),
   DEMO_CREDITS: nonNegativeInt(20),
 

@@ -56,8 +56,12 @@ type KeyUser = { key: ApiKeyRow; user: UserRow };
 
 /** The access token of an Authorization header; throws the refusal a client sees when it is malformed. */
 function bearerToken(authorization: string): string {
-  if (!/^Bearer\s+\S+$/i.test(authorization.trim())) throw bearerRefused('Authorization must be "Bearer <access token>"');
-  return authorization.trim().split(/\s+/)[1]!;
+  const value = authorization.trim();
+  // What a shell script sends when it stored a refused sign-in's answer, or nothing, as the token.
+  if (/^Bearer\s+\{/i.test(value)) throw bearerRefused('the Authorization header holds a JSON document where the access token belongs: the sign-in that was to give the token was probably refused (its answer is a problem document, not a token pair)');
+  if (/^Bearer$/i.test(value)) throw bearerRefused('the Authorization header holds no access token after "Bearer"');
+  if (!/^Bearer\s+\S+$/i.test(value)) throw bearerRefused('Authorization must be "Bearer <access token>"');
+  return value.split(/\s+/)[1]!;
 }
 
 function checkClaims(claims: AccessClaims | undefined): AccessClaims {

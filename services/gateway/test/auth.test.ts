@@ -141,6 +141,15 @@ describe('gateway: sign-in and tokens', function () {
   });
 
   describe('demo sign-in', () => {
+    it('explains a token variable that holds a refused sign-in\'s answer, or nothing', async () => {
+      const problem = JSON.stringify({ type: 'https://tempora.dev/problems/demo-sign-in-limit', title: 'Demo sign-in limit reached', status: 429 });
+      const json = await gw.call('GET', '/api/v1/auth/me', { headers: { Authorization: `Bearer ${problem}` } });
+      assert.equal(json.status, 401);
+      assert.match(json.body.detail, /JSON document where the access token belongs/);
+      const empty = await gw.call('GET', '/api/v1/auth/me', { headers: { Authorization: 'Bearer ' } });
+      assert.equal(empty.status, 401);
+      assert.match(empty.body.detail, /no access token after "Bearer"/);
+    });
     it('creates a fresh demo account with the demo grant each time', async () => {
       const a = await gw.call('POST', '/api/v1/auth/demo');
       const b = await gw.call('POST', '/api/v1/auth/demo');

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { useGateway, type GatewayHarness } from './harness.ts';
+import { startGateway, useGateway, type GatewayHarness } from './harness.ts';
 
 describe('gateway: rate limits', function () {
   this.timeout(60_000);
@@ -116,5 +116,37 @@ describe('gateway: rate limits', function () {
     const third = await gw.call('POST', '/api/v1/auth/demo');
     assert.equal(third.status, 429);
     assert.ok(Number(third.headers.get('retry-after')) > 60);
+  });
+
+  it('says when demo sign-ins run out what happened and when to retry, with that window in the headers', async () => {
+    const client = { 'X-Forwarded-For': '203.0.113.70' };
+    const first = await gw.call('POST', '/api/v1/auth/demo', { headers: client });
+    assert.equal(first.status, 201);
+    assert.deepEqual([headersOf(first).limit, headersOf(first).remaining], [2, 1], 'the demo window is the tightest');
+    assert.equal((await gw.call('POST', '/api/v1/auth/demo', { headers: client })).status, 201);
+    const refused = await gw.call('POST', '/api/v1/auth/demo', { headers: client });
+    assert.equal(refused.status, 429);
+    assert.equal(refused.headers.get('content-type'), 'application/problem+json');
+    assert.equal(refused.body.title, 'Demo sign-in limit reached');
+    assert.equal(refused.body.type, 'https://tempora.dev/problems/demo-sign-in-limit');
+    assert.match(refused.body.detail, /used its 2 demo sign-ins of the hour.*next is possible in \d+ min.*POST \/api\/v1\/auth\/refresh/);
+    assert.equal(String(refused.body.retry_after), refused.headers.get('retry-after'));
+    assert.ok(Date.parse(refused.body.retry_at) > Date.now() + 60_000);
+    assert.deepEqual([headersOf(refused).limit, headersOf(refused).remaining], [2, 0]);
+  });
+
+  it('gives a loopback address its own demo limit when one is set (npm start raises it)', async () => {
+    const local = await startGateway({ DEMO_SIGNINS_PER_HOUR: '1', DEMO_SIGNINS_PER_HOUR_LOOPBACK: '3' });
+    try {
+      const statuses = async (headers: Record<string, string>) => {
+        const seen: number[] = [];
+        for (let i = 0; i < 4; i += 1) seen.push((await local.call('POST', '/api/v1/auth/demo', { headers })).status);
+        return seen;
+      };
+      assert.deepEqual(await statuses({}), [201, 201, 201, 429], 'from this machine (127.0.0.1)');
+      assert.deepEqual(await statuses({ 'X-Forwarded-For': '203.0.113.80' }), [201, 429, 429, 429], 'from elsewhere, behind the trusted proxy');
+    } finally {
+      await local.stop();
+    }
   });
 });

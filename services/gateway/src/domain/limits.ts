@@ -38,5 +38,21 @@ export const serviceWindows = (principalId: string, settings: LimitSettings): Ra
   { name: 'service', points: scaled(settings.servicePerMinute, settings.multiplier), durationSeconds: 60, key: principalId },
 ];
 
-/** Demo sign-ins per IP per hour, on top of the anonymous window. */
-export const demoWindow = (ip: string, perHour: number): RateWindow => ({ name: 'demo-signin', points: perHour, durationSeconds: 3_600, key: `ip:${ip}` });
+/** Demo sign-ins per hour: from any address, and from a loopback one (a developer's own machine) when set apart. */
+export interface DemoLimits {
+  perHour: number;
+  loopbackPerHour: number | undefined;
+}
+
+/** 127.0.0.0/8 and ::1, also as IPv4-mapped IPv6 addresses. */
+const isLoopback = (ip: string) => ip === '::1' || /^(::ffff:)?127\./i.test(ip);
+
+/**
+ * Demo sign-ins per IP per hour, on top of the anonymous window: each creates an account with free
+ * credits, so an address may make a few. A loopback address gets its own limit when one is set
+ * (`npm start` raises it: a developer's machine has nothing to protect from its own tour).
+ */
+export function demoWindow(ip: string, limits: DemoLimits): RateWindow {
+  const points = isLoopback(ip) && limits.loopbackPerHour !== undefined ? limits.loopbackPerHour : limits.perHour;
+  return { name: 'demo-signin', points, durationSeconds: 3_600, key: `ip:${ip}` };
+}

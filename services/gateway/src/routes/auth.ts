@@ -39,6 +39,21 @@ const ServiceTokenBody = z.object({
 });
 const ServiceTokenSchema = z.object({ access_token: z.string(), token_type: z.literal('Bearer'), expires_in: z.number().int(), subject: z.string() }).meta({ id: 'ServiceToken' });
 
+/** What a newcomer meets after a few tours in an hour: what happened, when to retry, and what to do meanwhile. */
+function demoLimitReached(perHour: number, retryAfter: number): Problem {
+  const wait = retryAfter < 120 ? `${retryAfter} s` : `${Math.ceil(retryAfter / 60)} min`;
+  return new Problem(
+    429,
+    `this address has used its ${perHour} demo sign-ins of the hour (each creates a new demo account); the next is possible in ${wait}. Meanwhile, keep using a demo account you have: POST /api/v1/auth/refresh renews its tokens.`,
+    {
+      title: 'Demo sign-in limit reached',
+      type: 'https://tempora.dev/problems/demo-sign-in-limit',
+      extensions: { limit: perHour, retry_after: retryAfter, retry_at: new Date(Date.now() + retryAfter * 1000).toISOString() },
+      headers: { 'Retry-After': String(retryAfter) },
+    },
+  );
+}
+
 const signInResponses = {
   200: { description: 'Signed in: a token pair for an existing account', schema: SignInSchema },
   201: { description: 'Signed up: a new account (with its signup grant) and a token pair', schema: SignInSchema },
@@ -127,17 +142,26 @@ export function authRoutes(deps: GatewayRouteDeps): RouteDefinition[] {
       path: '/api/v1/auth/demo',
       operationId: 'signInDemo',
       summary: 'Demo sign-in (store review)',
-      description: `Creates a fresh demo account with ${config.DEMO_CREDITS} credits and signs it in. Limited to ${config.DEMO_SIGNINS_PER_HOUR} per IP address per hour.`,
+      description: `Creates a fresh demo account with ${config.DEMO_CREDITS} credits and signs it in. Limited to ${config.DEMO_SIGNINS_PER_HOUR} per IP address per hour${
+        config.DEMO_SIGNINS_PER_HOUR_LOOPBACK === undefined ? '' : ` (${config.DEMO_SIGNINS_PER_HOUR_LOOPBACK} from a loopback address)`
+      }; the rate-limit headers then describe that window.`,
       tags: ['auth'],
-      responses: { 201: { description: 'A new demo account and its token pair', schema: SignInSchema }, 403: { description: 'Demo sign-in is disabled' } },
+      responses: {
+        201: { description: 'A new demo account and its token pair', schema: SignInSchema },
+        403: { description: 'Demo sign-in is disabled' },
+        429: { description: 'This address has used its demo sign-ins of the hour (retry_after, retry_at and Retry-After say when the next is possible)' },
+      },
       handler: async (ctx) => {
         if (!config.DEMO_ENABLED) throw new Problem(403, 'demo sign-in is disabled on this gateway');
-        const state = await deps.limiter.consume([demoWindow(ctx.ip, config.DEMO_SIGNINS_PER_HOUR)]);
+        const window = demoWindow(ctx.ip, { perHour: config.DEMO_SIGNINS_PER_HOUR, loopbackPerHour: config.DEMO_SIGNINS_PER_HOUR_LOOPBACK });
+        const state = await deps.limiter.consume([window]);
+        // The tighter window is the one to report: nearly always this one.
+        if (state.remaining <= Number(ctx.response.get('X-RateLimit-Remaining') || Infinity)) {
+          ctx.set({ 'X-RateLimit-Limit': String(state.limit), 'X-RateLimit-Remaining': String(state.remaining), 'X-RateLimit-Reset': String(state.resetSeconds) });
+        }
         if (state.limited) {
           deps.metrics.rateLimited.inc({ window: 'demo-signin' });
-          throw new Problem(429, `at most ${config.DEMO_SIGNINS_PER_HOUR} demo sign-ins per hour from one address; retry in ${state.resetSeconds} s`, {
-            headers: { 'Retry-After': String(state.resetSeconds) },
-          });
+          throw demoLimitReached(window.points, state.resetSeconds);
         }
         const { user } = await repository.findOrCreateByIdentity({ provider: 'demo', subject: crypto.randomUUID(), name: 'Demo user', isDemo: true, signupCredits: config.DEMO_CREDITS });
         metrics.signIns.inc({ provider: 'demo', outcome: 'signup' });
