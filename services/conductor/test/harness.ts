@@ -69,7 +69,56 @@ export interface Platform {
   /** POST /api/v1/conductor/messages directly at the conductor. */
   send<T = any>(user: User, body: Record<string, unknown>): Promise<Reply<T>>;
   call<T = any>(base: 'conductor' | 'gateway', method: string, path: string, init?: { headers?: Record<string, string>; body?: unknown }): Promise<Reply<T>>;
+  /** Another conductor on the same peers, with its own database and environment (another model, other caps). */
+  conductorWith(env: Record<string, string>): Promise<StartedConductor>;
   stop(): Promise<void>;
+}
+
+export interface StartedConductor {
+  url: string;
+  instance: ConductorInstance;
+  server: RunningServer;
+  send<T = any>(user: User, body: Record<string, unknown>): Promise<Reply<T>>;
+  stop(): Promise<void>;
+}
+
+/** A conductor on a fresh database, pointed at `peers`; `env` adds to (or overrides) the test settings. */
+async function startConductor(peers: { gateway: string; graph: string; generation: string; simulation: string }, env: Record<string, string>): Promise<StartedConductor> {
+  const database = await createDatabase('conductor');
+  const config = loadConfig(ConductorConfigSchema, {
+    PORT: '0',
+    DATABASE_URL: database,
+    REDIS_URL: process.env.REDIS_URL,
+    REDIS_KEY_PREFIX: `test-${randomBytes(4).toString('hex')}`,
+    SERVICE_KEY: CONDUCTOR_KEY,
+    LOG_LEVEL: 'silent',
+    GATEWAY_URL: peers.gateway,
+    GATEWAY_SERVICE_KEY: GATEWAY_KEY,
+    GRAPH_URL: peers.graph,
+    GRAPH_SERVICE_KEY: GRAPH_KEY,
+    GENERATION_URL: peers.generation,
+    GENERATION_SERVICE_KEY: GENERATION_KEY,
+    SIMULATION_URL: peers.simulation,
+    SIMULATION_SERVICE_KEY: CONDUCTOR_KEY,
+    CONDUCTOR_RATE_LIMIT_FREE: '100000',
+    INTROSPECTION_CACHE_MS: '0',
+    PROVIDER_RETRIES: '0',
+    PROVIDER_TIMEOUT_MS: '5000',
+    PEER_TIMEOUT_MS: '5000',
+    ...env,
+  });
+  const instance = await createConductorService(config, createLogger('conductor', 'silent'));
+  const server = await serve(instance.app, { port: config.PORT, host: '127.0.0.1', logger: instance.logger, graceMs: 500, onDrain: instance.drain, onClose: [instance.close] });
+  return {
+    url: server.url,
+    instance,
+    server,
+    send: (user, body) => request(server.url, '/api/v1/conductor/messages', { method: 'POST', headers: user.headers, body }),
+    async stop() {
+      await server.close();
+      await dropDatabase(database);
+    },
+  };
 }
 
 export interface PlatformOptions {
@@ -115,30 +164,10 @@ export async function startPlatform(options: PlatformOptions = {}): Promise<Plat
   const gatewayInstance = await createGatewayService(gatewayConfig, createLogger('gateway', 'silent'));
   const gatewayServer = await serve(gatewayInstance.app, { port: 0, host: '127.0.0.1', logger: gatewayInstance.logger, graceMs: 500, onDrain: gatewayInstance.drain, onClose: [gatewayInstance.close], express: gatewayInstance.express });
 
-  const conductorDb = await createDatabase('conductor');
-  const conductorConfig = loadConfig(ConductorConfigSchema, {
-    PORT: String(conductorPort),
-    DATABASE_URL: conductorDb,
-    REDIS_URL: process.env.REDIS_URL,
-    REDIS_KEY_PREFIX: `test-${randomBytes(4).toString('hex')}`,
-    SERVICE_KEY: CONDUCTOR_KEY,
-    LOG_LEVEL: 'silent',
-    GATEWAY_URL: gatewayServer.url,
-    GATEWAY_SERVICE_KEY: GATEWAY_KEY,
-    GRAPH_URL: graph.url,
-    GRAPH_SERVICE_KEY: GRAPH_KEY,
-    GENERATION_URL: generation.url,
-    GENERATION_SERVICE_KEY: GENERATION_KEY,
-    SIMULATION_URL: simulationUrl,
-    SIMULATION_SERVICE_KEY: CONDUCTOR_KEY,
-    CONDUCTOR_RATE_LIMIT_FREE: '100000',
-    PROVIDER_RETRIES: '0',
-    PROVIDER_TIMEOUT_MS: '5000',
-    PEER_TIMEOUT_MS: '5000',
-    ...options.conductor,
-  });
-  const instance = await createConductorService(conductorConfig, createLogger('conductor', 'silent'));
-  const server = await serve(instance.app, { port: conductorPort, host: '127.0.0.1', logger: instance.logger, graceMs: 500, onDrain: instance.drain, onClose: [instance.close] });
+  const peers = { gateway: gatewayServer.url, graph: graph.url, generation: generation.url, simulation: simulationUrl };
+  const main = await startConductor(peers, { PORT: String(conductorPort), ...options.conductor });
+  const extras: StartedConductor[] = [];
+  const { instance, server } = main;
 
   const base = { conductor: server.url, gateway: gatewayServer.url };
   const call = <T = any>(target: 'conductor' | 'gateway', method: string, path: string, init: { headers?: Record<string, string>; body?: unknown } = {}) => request<T>(base[target], path, { method, ...init });
@@ -172,11 +201,17 @@ export async function startPlatform(options: PlatformOptions = {}): Promise<Plat
     },
     send: (user, body) => call('conductor', 'POST', '/api/v1/conductor/messages', { headers: user.headers, body }),
     call,
+    async conductorWith(env) {
+      const extra = await startConductor(peers, env);
+      extras.push(extra);
+      return extra;
+    },
     async stop() {
-      await server.close();
+      for (const extra of extras) await extra.stop();
+      await main.stop();
       await gatewayServer.close();
       await Promise.all([graph.stop(), generation.stop()]);
-      await Promise.all([dropDatabase(conductorDb), dropDatabase(gatewayDb)]);
+      await dropDatabase(gatewayDb);
       rmSync(dataDir, { recursive: true, force: true });
     },
   };

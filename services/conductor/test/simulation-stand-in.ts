@@ -13,6 +13,8 @@ export interface SimulationStandIn {
   calls: RecordedSimulationCall[];
   /** The status the next start answers with (202 unless set). */
   startStatus: number;
+  /** Every connection is dropped unanswered, as when the service is not there. */
+  down: boolean;
   close(): Promise<void>;
 }
 
@@ -24,8 +26,9 @@ export interface SimulationStandIn {
 export async function startSimulationStandIn(): Promise<SimulationStandIn> {
   const calls: RecordedSimulationCall[] = [];
   const runs = new Map<string, Record<string, unknown>>();
-  const standIn: SimulationStandIn = { url: '', calls, startStatus: 202, close: async () => undefined };
+  const standIn: SimulationStandIn = { url: '', calls, startStatus: 202, down: false, close: async () => undefined };
   const server = createServer(async (req, res) => {
+    if (standIn.down) return void req.socket.destroy();
     const chunks: Buffer[] = [];
     for await (const chunk of req) chunks.push(chunk as Buffer);
     const text = Buffer.concat(chunks).toString('utf8');

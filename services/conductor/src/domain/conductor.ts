@@ -77,10 +77,13 @@ export interface RunOutcome {
   state: RunState;
 }
 
-/** Keeps each paid call durable from before its charge, so that a process that dies mid-call leaves nothing unrefunded. */
+/**
+ * Keeps every call of a request (the conversation's record, and what a follow-up refers back to), and each
+ * paid call from before its charge, so that a process that dies mid-call leaves nothing unrefunded.
+ */
 export interface CallJournal {
-  /** Upserts by (message, index). `key` is the call's ledger key; status `charging` precedes the charge. */
-  record(record: CallRecord | { index: number; tool: string; arguments: Record<string, unknown>; status: 'charging'; credits: number; operation: string }, key: string): Promise<void>;
+  /** Upserts by (message, index). `key` is a paid call's ledger key (null for a free call); status `charging` precedes the charge. */
+  record(record: CallRecord | { index: number; tool: string; arguments: Record<string, unknown>; status: 'charging'; credits: number; operation: string }, key: string | null): Promise<void>;
   /** The charge was refused (the balance was short): the call was not made. */
   forget(index: number): Promise<void>;
 }
@@ -245,7 +248,7 @@ export class Conductor {
     const refusal = (item: PlannedCall, status: 'invalid' | 'failed', error: string, suggestion?: string) => {
       const record: CallRecord = { index: item.index, tool: item.call.name, arguments: item.call.arguments, status, credits: 0, operation: null, note: error, output: null, refund_pending: false, duration_ms: 0 };
       this.deps.observe?.(record, 0);
-      started.push({ item, done: Promise.resolve({ record, content: json({ error, ...(suggestion ? { suggestion } : {}) }) }) });
+      started.push({ item, done: context.journal.record(record, null).then(() => ({ record, content: json({ error, ...(suggestion ? { suggestion } : {}) }) })) });
     };
     for (const [position, item] of planned.entries()) {
       const { call } = item;
@@ -350,12 +353,12 @@ export class Conductor {
       }
       const note = `failed: ${message}${paid ? (pending ? `; the refund of ${paid.price.amount} credits is pending` : `; refunded ${paid.price.amount} credits`) : ''}`;
       const record: CallRecord = { ...base, status: 'failed', credits: (paid?.price.amount ?? 0) - refunded, note, output: null, refund_pending: pending, duration_ms: Math.round(performance.now() - began) };
-      if (paid) await context.journal.record(record, paid.key);
+      await context.journal.record(record, paid?.key ?? null);
       this.deps.observe?.(record, refunded);
       return { record, content: json({ error: message, ...(paid ? { refunded: refunded > 0 } : {}) }) };
     }
     const record: CallRecord = { ...base, status: 'ok', credits: paid?.price.amount ?? 0, note: outcome.note, output: outcome.output, refund_pending: false, duration_ms: Math.round(performance.now() - began) };
-    if (paid) await context.journal.record(record, paid.key);
+    await context.journal.record(record, paid?.key ?? null);
     this.deps.observe?.(record, 0);
     return { record, content: json(outcome.result) };
   }
