@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Builds kube-apiserver and kube-controller-manager from the Go module proxy into the per-version cache.
+# Builds Kubernetes binaries from the Go module proxy into the per-version cache: the ones named as
+# arguments, by default the control plane's (kube-apiserver, kube-controller-manager); the node adds
+# kubelet, kube-scheduler and kube-proxy. Only the missing ones are built.
 # `go install k8s.io/kubernetes/cmd/...@vX` is refused because k8s.io/kubernetes's go.mod points its
 # staging modules at ./staging/...; a wrapper module that requires k8s.io/kubernetes and re-states each of
 # those replaces as the matching published v0.x release builds the same code.
@@ -8,11 +10,14 @@ set -euo pipefail
 K8S_VERSION="${K8S_VERSION:-v1.33.13}"
 STAGING_VERSION="v0.${K8S_VERSION#v1.}"
 CACHE_DIR="${TEMPORA_CACHE_DIR:-$HOME/.cache/tempora}/k8s/${K8S_VERSION}"
-BINARIES=(kube-apiserver kube-controller-manager)
+HERE="$(cd "$(dirname "$0")" && pwd)"
+source "$HERE/go-progress.sh"
+BINARIES=("$@")
+((${#BINARIES[@]})) || BINARIES=(kube-apiserver kube-controller-manager)
 
-missing=0
-for b in "${BINARIES[@]}"; do [[ -x "$CACHE_DIR/$b" ]] || missing=1; done
-if [[ $missing == 0 ]]; then echo "cached: $CACHE_DIR"; exit 0; fi
+missing=()
+for b in "${BINARIES[@]}"; do [[ -x "$CACHE_DIR/$b" ]] || missing+=("$b"); done
+if ((${#missing[@]} == 0)); then echo "cached: $CACHE_DIR"; exit 0; fi
 
 command -v go >/dev/null || { echo "go is required to build $K8S_VERSION (https://go.dev/dl/)" >&2; exit 1; }
 
@@ -36,27 +41,26 @@ staging=$(awk '/=> \.\/staging\/src\// { print $1 }' kubernetes.mod | sort -u)
   for m in $staging; do echo "	$m => $m ${STAGING_VERSION}"; done
   echo ")"
 } > go.mod
-cat > tools.go <<'GO'
+cat > tools.go <<GO
 //go:build tools
 
 package tools
 
 import (
-	_ "k8s.io/kubernetes/cmd/kube-apiserver"
-	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
+$(for b in "${missing[@]}"; do printf '\t_ "k8s.io/kubernetes/cmd/%s"\n' "$b"; done)
 )
 GO
 
 export GOFLAGS="${GOFLAGS:--buildvcs=false} -mod=mod"
 export CGO_ENABLED=0
-go mod tidy -e >/dev/null 2>&1 || true
-go get "k8s.io/kubernetes@${K8S_VERSION}"
-mkdir -p "$CACHE_DIR.partial"
+hint="a first run with downloads takes 3-4 min per binary on 2 cores; the kubelet takes 1.5 GB"
+echo "building ${missing[*]} ${K8S_VERSION} from the Go module proxy ($hint)"
+go mod tidy -e 2>&1 | progress "downloaded modules" 0 "$hint" || true
+go get "k8s.io/kubernetes@${K8S_VERSION}" 2>&1 | progress "downloaded modules" 0 "$hint"
 ldflags="-s -w -X k8s.io/component-base/version.gitVersion=${K8S_VERSION} -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$(echo "$K8S_VERSION" | cut -d. -f2)"
-for b in "${BINARIES[@]}"; do
-  echo "building $b ${K8S_VERSION}"
-  go build -trimpath -ldflags "$ldflags" -o "$CACHE_DIR.partial/$b" "k8s.io/kubernetes/cmd/$b"
-done
-rm -rf "$CACHE_DIR"
-mv "$CACHE_DIR.partial" "$CACHE_DIR"
-echo "built: $CACHE_DIR"
+GO_BUILD_FLAGS=(-trimpath -ldflags "$ldflags")
+mkdir -p "$work/out" "$CACHE_DIR"
+go_build_with_progress "$work/out" "$hint" "${missing[@]/#/k8s.io/kubernetes/cmd/}"
+# Each binary appears in the cache whole or not at all, so an interrupted build is simply redone.
+for b in "${missing[@]}"; do cp "$work/out/$b" "$CACHE_DIR/$b.partial" && mv "$CACHE_DIR/$b.partial" "$CACHE_DIR/$b"; done
+echo "built: ${missing[*]} in $CACHE_DIR"

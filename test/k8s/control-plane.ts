@@ -3,13 +3,15 @@
 // build-binaries.sh and cached per version), with a generated CA, serving certificate, a
 // client-certificate admin and a service-account signing key. No kubelet or scheduler runs: Deployments
 // get ReplicaSets and Pods objects, CronJobs get Jobs, and the garbage collector deletes dependents.
+// node.ts starts the same control plane with `nodeAddress` and adds a node that runs the pods.
 import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { createWriteStream, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createWriteStream, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { request } from 'node:https';
 import { createServer } from 'node:net';
 import { homedir, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { aptInstall } from '../../scripts/infra.ts';
 
 export const K8S_VERSION = process.env.K8S_VERSION ?? 'v1.33.13';
 const HERE = dirname(fileURLToPath(import.meta.url));
@@ -18,19 +20,16 @@ export function binaryDir(): string {
   return join(process.env.TEMPORA_CACHE_DIR ?? join(homedir(), '.cache', 'tempora'), 'k8s', K8S_VERSION);
 }
 
-/** Builds the binaries when the cache lacks them (minutes, once per machine) and installs etcd if absent. */
+/** Builds the binaries when the cache lacks them (minutes, once per machine) and installs etcd and openssl if absent. */
 export function ensureBinaries(): void {
   const dir = binaryDir();
   if (!existsSync(join(dir, 'kube-apiserver')) || !existsSync(join(dir, 'kube-controller-manager'))) {
     const built = spawnSync('bash', [join(HERE, 'build-binaries.sh')], { stdio: ['ignore', 'inherit', 'inherit'], env: { ...process.env, K8S_VERSION } });
     if (built.status !== 0) throw new Error(`building Kubernetes ${K8S_VERSION} failed (exit ${built.status})`);
   }
-  if (spawnSync('etcd', ['--version']).status !== 0) {
-    const apt = spawnSync('sh', ['-c', 'apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq etcd-server'], {
-      stdio: ['ignore', 'inherit', 'inherit'],
-    });
-    if (apt.status !== 0) throw new Error('etcd is missing and `apt-get install etcd-server` failed');
-  }
+  // etcd, and openssl for the certificates, from Debian when missing.
+  const missing = [['etcd', 'etcd-server'], ['openssl', 'openssl']].filter(([cmd]) => spawnSync('sh', ['-c', `command -v ${cmd}`]).status !== 0).map(([, pkg]) => pkg!);
+  if (missing.length > 0) aptInstall(...missing);
 }
 
 export async function freePort(): Promise<number> {
@@ -55,7 +54,7 @@ function openssl(args: string[], cwd: string): void {
   execFileSync('openssl', args, { cwd, stdio: ['ignore', 'ignore', 'pipe'] });
 }
 
-function generatePki(dir: string): Pki {
+function generatePki(dir: string, extraIps: string[]): Pki {
   openssl(['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', 'ca.key', '-out', 'ca.crt', '-days', '2', '-subj', '/CN=tempora-test-ca'], dir);
   const sign = (name: string, subject: string, ext: string) => {
     writeFileSync(join(dir, `${name}.ext`), ext);
@@ -65,7 +64,7 @@ function generatePki(dir: string): Pki {
   sign(
     'apiserver',
     '/CN=kube-apiserver',
-    'subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,IP:10.0.0.1\nextendedKeyUsage=serverAuth\n',
+    `subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local,IP:10.0.0.1${extraIps.map((ip) => `,IP:${ip}`).join('')}\nextendedKeyUsage=serverAuth\n`,
   );
   sign('admin', '/O=system:masters/CN=admin', 'extendedKeyUsage=clientAuth\n');
   openssl(['genrsa', '-out', 'sa.key', '2048'], dir);
@@ -74,9 +73,24 @@ function generatePki(dir: string): Pki {
   return { caCert: read('ca.crt'), adminCert: read('admin.crt'), adminKey: read('admin.key') };
 }
 
+export interface ControlPlaneOptions {
+  /**
+   * Set when a node runs pods (node.ts): the API server listens on this host address, which pods reach,
+   * instead of loopback, publishes it as the `kubernetes` Service's endpoint, admits pods with their
+   * ServiceAccount tokens, and kube-controller-manager keeps Endpoints and EndpointSlices.
+   */
+  nodeAddress?: string;
+  /** The Services' range; its first address is the `kubernetes` Service's. */
+  serviceCidr?: string;
+  /** Directory for the control plane's files (default: a new temporary one). */
+  dir?: string;
+}
+
 export class ControlPlane {
-  readonly dir = mkdtempSync(join(tmpdir(), 'tempora-k8s-'));
-  readonly kubeconfigPath = join(this.dir, 'admin.kubeconfig');
+  readonly dir: string;
+  readonly kubeconfigPath: string;
+  readonly address: string;
+  readonly #options: ControlPlaneOptions;
   // etcd fsyncs every commit; on tmpfs that is free, and a throwaway cluster loses nothing it needs
   // (etcd 3.4 has no --unsafe-no-fsync). The API server's restart test keeps etcd running, so its data
   // survives that.
@@ -88,8 +102,26 @@ export class ControlPlane {
   #controllerManager: ChildProcess | undefined;
   #etcdPort = 0;
 
+  constructor(options: ControlPlaneOptions = {}) {
+    this.#options = options;
+    this.dir = options.dir ?? mkdtempSync(join(tmpdir(), 'tempora-k8s-'));
+    mkdirSync(this.dir, { recursive: true });
+    this.kubeconfigPath = join(this.dir, 'admin.kubeconfig');
+    this.address = options.nodeAddress ?? '127.0.0.1';
+  }
+
   get server(): string {
-    return `https://127.0.0.1:${this.apiserverPort}`;
+    return `https://${this.address}:${this.apiserverPort}`;
+  }
+
+  /** Process ids of etcd, kube-apiserver and kube-controller-manager, for a host-wide clean-up. */
+  get pids(): number[] {
+    return [this.#controllerManager, this.#apiserver, this.#etcd].flatMap((c) => (c?.pid && c.exitCode === null && c.signalCode === null ? [c.pid] : []));
+  }
+
+  /** The admin's CA, client certificate and key, for clients that speak to the API server directly. */
+  get credentials(): Pki {
+    return this.#pki!;
   }
 
   /**
@@ -99,7 +131,8 @@ export class ControlPlane {
    */
   async start(beforeControllers?: () => Promise<void>): Promise<void> {
     ensureBinaries();
-    this.#pki = generatePki(this.dir);
+    const serviceIp = this.#options.serviceCidr ? firstAddress(this.#options.serviceCidr) : undefined;
+    this.#pki = generatePki(this.dir, [this.#options.nodeAddress, serviceIp].filter((ip): ip is string => Boolean(ip)));
     this.#etcdPort = await freePort();
     const peerPort = await freePort();
     this.apiserverPort = await freePort();
@@ -125,7 +158,7 @@ export class ControlPlane {
       '--use-service-account-credentials=false',
       // Without a kubelet no pod gets an address, so Endpoints and EndpointSlices would only repeat each
       // Service as empty objects: a write per Service and per Pod change that nothing here reads.
-      '--controllers=*,-endpoints-controller,-endpointslice-controller,-endpointslice-mirroring-controller',
+      this.#options.nodeAddress ? '--controllers=*' : '--controllers=*,-endpoints-controller,-endpointslice-controller,-endpointslice-mirroring-controller',
       // The defaults (20 requests/s) make kube-controller-manager, not the code under test, the bottleneck.
       '--kube-api-qps=400',
       '--kube-api-burst=800',
@@ -137,10 +170,11 @@ export class ControlPlane {
 
   async startApiserver(): Promise<void> {
     const d = this.dir;
+    const node = this.#options.nodeAddress;
     this.#apiserver = this.#spawn('kube-apiserver', join(binaryDir(), 'kube-apiserver'), [
       `--etcd-servers=http://127.0.0.1:${this.#etcdPort}`,
-      '--bind-address=127.0.0.1',
-      '--advertise-address=127.0.0.1',
+      `--bind-address=${this.address}`,
+      `--advertise-address=${this.address}`,
       `--secure-port=${this.apiserverPort}`,
       `--cert-dir=${join(d, 'apiserver-certs')}`,
       `--tls-cert-file=${join(d, 'apiserver.crt')}`,
@@ -149,12 +183,14 @@ export class ControlPlane {
       `--service-account-key-file=${join(d, 'sa.pub')}`,
       `--service-account-signing-key-file=${join(d, 'sa.key')}`,
       '--service-account-issuer=https://kubernetes.default.svc.cluster.local',
-      '--service-cluster-ip-range=10.0.0.0/16',
+      `--service-cluster-ip-range=${this.#options.serviceCidr ?? '10.0.0.0/16'}`,
       '--authorization-mode=RBAC',
       '--allow-privileged=true',
-      // No kubelet creates service-account tokens here; pods are never run, only created.
-      '--disable-admission-plugins=ServiceAccount',
-      '--endpoint-reconciler-type=none',
+      ...(node
+        ? // The kubelet's only address is the node's (real-node.md: it refuses loopback).
+          ['--kubelet-preferred-address-types=InternalIP']
+        : // No kubelet creates service-account tokens here; pods are never run, only created.
+          ['--disable-admission-plugins=ServiceAccount', '--endpoint-reconciler-type=none']),
     ]);
     await this.#waitReady();
   }
@@ -240,7 +276,7 @@ export class ControlPlane {
     for (;;) {
       const status = await new Promise<number>((resolve) => {
         const req = request(
-          { host: '127.0.0.1', port: this.apiserverPort, path: '/readyz', ca: pki.caCert, cert: pki.adminCert, key: pki.adminKey, timeout: 2000 },
+          { host: this.address, port: this.apiserverPort, path: '/readyz', ca: pki.caCert, cert: pki.adminCert, key: pki.adminKey, timeout: 2000 },
           (res) => {
             res.resume();
             resolve(res.statusCode ?? 0);
@@ -257,6 +293,13 @@ export class ControlPlane {
       await new Promise((r) => setTimeout(r, 250));
     }
   }
+}
+
+/** The first host address of an IPv4 range: 10.96.0.0/16 -> 10.96.0.1. */
+export function firstAddress(cidr: string): string {
+  const octets = cidr.split('/')[0]!.split('.').map(Number);
+  octets[3]! += 1;
+  return octets.join('.');
 }
 
 async function stopProcess(child: ChildProcess | undefined, signal: NodeJS.Signals = 'SIGTERM'): Promise<void> {

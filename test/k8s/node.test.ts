@@ -1,0 +1,142 @@
+// The one-node cluster of node.ts: one of our images, built from its Dockerfile with BuildKit on the local
+// base, runs as a Deployment behind a Service and answers from the host through the ClusterIP and the
+// cluster's DNS; after stop the host is as it was before the node started.
+import assert from 'node:assert/strict';
+import { existsSync } from 'node:fs';
+import { request } from 'node:http';
+import { Resolver } from 'node:dns/promises';
+import { diffHost, KubeNode, NODE_ADDRESS, nodeUnavailableReason, snapshotHost } from './node.ts';
+import { processesMentioning, type HostSnapshot } from './host-state.ts';
+
+function get(url: string): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const req = request(url, { timeout: 5_000 }, (res) => {
+      let body = '';
+      res.on('data', (c: Buffer) => (body += c.toString()));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+    });
+    req.on('error', reject);
+    req.on('timeout', () => req.destroy(new Error(`GET ${url} timed out`)));
+    req.end();
+  });
+}
+
+async function eventually<T>(what: string, fn: () => Promise<T | undefined>, timeoutMs: number): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let last: unknown;
+  for (;;) {
+    try {
+      const v = await fn();
+      if (v !== undefined) return v;
+    } catch (err) {
+      last = err;
+    }
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}${last ? `: ${String(last)}` : ''}`);
+    await new Promise((r) => setTimeout(r, 250));
+  }
+}
+
+interface Deployment {
+  metadata: { generation: number };
+  status?: { observedGeneration?: number; availableReplicas?: number };
+}
+
+describe('a real one-node cluster (test/k8s/node.ts)', function () {
+  let node: KubeNode | undefined;
+  let hostBefore: HostSnapshot;
+  let runDir = '';
+
+  before(async function () {
+    const reason = nodeUnavailableReason();
+    if (reason) {
+      console.log(`    skipped: ${reason}`);
+      this.skip();
+    }
+    // A first run builds the Kubernetes binaries, BuildKit, CoreDNS and the base image (about 15 min on
+    // 2 cores); cached, the node starts in seconds.
+    this.timeout(60 * 60_000);
+    hostBefore = snapshotHost();
+    node = await KubeNode.start();
+    runDir = node.runDir;
+  });
+
+  after(async function () {
+    this.timeout(60_000);
+    await node?.stop();
+  });
+
+  it("runs the graph's image from its Dockerfile as a Deployment whose Service answers /health from the host", async function () {
+    this.timeout(10 * 60_000);
+    const image = await node!.buildImage({ dockerfile: 'services/graph/Dockerfile', name: 'graph' });
+    const labels = { app: 'graph' };
+    await node!.apply({
+      apiVersion: 'apps/v1',
+      kind: 'Deployment',
+      metadata: { name: 'graph', namespace: 'default' },
+      spec: {
+        replicas: 1,
+        selector: { matchLabels: labels },
+        template: {
+          metadata: { labels },
+          spec: {
+            securityContext: { runAsNonRoot: true, runAsUser: 1000, runAsGroup: 1000, fsGroup: 1000 },
+            containers: [
+              {
+                name: 'graph',
+                image,
+                imagePullPolicy: 'Never',
+                env: [{ name: 'LOG_LEVEL', value: 'warn' }],
+                ports: [{ name: 'http', containerPort: 8082 }],
+                readinessProbe: { httpGet: { path: '/health', port: 'http' }, periodSeconds: 1 },
+                securityContext: { readOnlyRootFilesystem: true, allowPrivilegeEscalation: false, capabilities: { drop: ['ALL'] } },
+                // The embedded database (no DATABASE_URL) is the only thing the graph writes.
+                volumeMounts: [
+                  { name: 'data', mountPath: '/var/lib/tempora' },
+                  { name: 'tmp', mountPath: '/tmp' },
+                ],
+              },
+            ],
+            volumes: [
+              { name: 'data', emptyDir: {} },
+              { name: 'tmp', emptyDir: {} },
+            ],
+          },
+        },
+      },
+    } as never, 'deployments');
+    const service = await node!.apply<{ spec: { clusterIP: string } }>({
+      apiVersion: 'v1',
+      kind: 'Service',
+      metadata: { name: 'graph', namespace: 'default' },
+      spec: { selector: labels, ports: [{ name: 'http', port: 80, targetPort: 'http' }] },
+    } as never);
+    await eventually(
+      'the graph Deployment available',
+      async () => {
+        const d = await node!.api<Deployment>('GET', '/apis/apps/v1/namespaces/default/deployments/graph');
+        return d.status?.observedGeneration === d.metadata.generation && d.status?.availableReplicas === 1 ? d : undefined;
+      },
+      5 * 60_000,
+    );
+
+    const viaClusterIp = await get(`http://${service.spec.clusterIP}/health`);
+    assert.equal(viaClusterIp.status, 200, viaClusterIp.body);
+    assert.equal((JSON.parse(viaClusterIp.body) as { status: string }).status, 'ok');
+
+    // The cluster's DNS (CoreDNS on the node's address, the pods' nameserver) names the Service.
+    const dns = new Resolver();
+    dns.setServers([NODE_ADDRESS]);
+    assert.deepEqual(await dns.resolve4('graph.default.svc.cluster.local'), [service.spec.clusterIP]);
+  });
+
+  it('leaves the host as it was: sysctls, iptables, mounts, links, cgroups, host paths, processes', async function () {
+    if (!node) this.skip();
+    this.timeout(60_000);
+    const left = await node.stop();
+    node = undefined;
+    assert.deepEqual(left, []);
+    assert.deepEqual(diffHost(hostBefore, snapshotHost()), []);
+    assert.deepEqual(processesMentioning(runDir), []);
+    if (!process.env.TEMPORA_KEEP_K8S) assert.ok(!existsSync(runDir), `${runDir} removed`);
+  });
+});

@@ -1,0 +1,3 @@
+module tempora.dev/pause
+
+go 1.22
