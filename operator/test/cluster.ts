@@ -13,6 +13,7 @@ import { objectPath, PodMonitor, ServiceMonitor, type ResourceType } from '../sr
 import type { OperatorConfig } from '../src/config.ts';
 import { createLogger } from '../src/log.ts';
 import { Operator } from '../src/operator.ts';
+import { KubeletStandIn } from './kubelet-stand-in.ts';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 export const CRD_DIR = join(ROOT, 'crds');
@@ -152,6 +153,29 @@ async function installTempora(cp: ControlPlane): Promise<Cluster> {
   }
   // The operator runs as its ServiceAccount's user, so the tests also prove the RBAC manifests suffice.
   return { cp, admin, operatorKubeconfig: cp.kubeconfigFor(OPERATOR_USER, 'operator.kubeconfig', OPERATOR_GROUPS) };
+}
+
+/** A control plane whose pods the kubelet stand-in reports on, and an operator leading on it. */
+export interface OperatorCluster extends Cluster {
+  kubelet: KubeletStandIn;
+  op: Operator;
+}
+
+export async function startOperatorCluster(identity: string): Promise<OperatorCluster> {
+  const cluster = await startCluster();
+  const kubelet = new KubeletStandIn(cluster.admin);
+  kubelet.start();
+  const op = newOperator(cluster.operatorKubeconfig, identity);
+  await op.start();
+  await waitFor(`${identity} to lead`, async () => op.isLeader, 20_000);
+  return { ...cluster, kubelet, op };
+}
+
+/** Stops what startOperatorCluster started; `op` is the operator running now (a test may have replaced it). */
+export async function stopOperatorCluster(parts: Partial<OperatorCluster>): Promise<void> {
+  await parts.op?.stop();
+  await parts.kubelet?.stop();
+  await parts.cp?.stop();
 }
 
 export function operatorConfig(identity: string, overrides: Partial<OperatorConfig> = {}): OperatorConfig {

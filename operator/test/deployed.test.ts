@@ -13,9 +13,8 @@ import { GatewayConfigSchema } from '../../services/gateway/src/config.ts';
 import { KeyStore } from '../../services/gateway/src/domain/keys.ts';
 import { GenerationConfigSchema } from '../../services/generation/src/config.ts';
 import { GraphConfigSchema } from '../../services/graph/src/config.ts';
-import { applyAs, condition, CRD_DIR, manifests, newOperator, ownedBy, startCluster, waitFor, waitReady as waitReadyIn, type Cluster } from './cluster.ts';
+import { applyAs, condition, CRD_DIR, manifests, ownedBy, startOperatorCluster, stopOperatorCluster, waitFor, waitReady as waitReadyIn, type OperatorCluster } from './cluster.ts';
 import { NS, agentPool, gateway, graphWorker } from './fixtures.ts';
-import { KubeletStandIn } from './kubelet-stand-in.ts';
 
 type Env = { name: string; value?: string; valueFrom?: Record<string, unknown> }[];
 interface Container {
@@ -32,27 +31,19 @@ const embedded = (name: string, spec: Record<string, unknown> = {}) => gateway(n
 
 describe('what the operator deploys', function () {
   this.timeout(120_000);
-  let cluster: Cluster;
+  let cluster: OperatorCluster;
   let admin: KubeClient;
   let op: Operator;
-  let kubelet: KubeletStandIn;
 
   before(async function () {
     this.timeout(1_800_000);
-    cluster = await startCluster();
-    admin = cluster.admin;
-    kubelet = new KubeletStandIn(admin);
-    kubelet.start();
-    op = newOperator(cluster.operatorKubeconfig, 'deployed');
-    await op.start();
-    await waitFor('the operator to lead', async () => op.isLeader, 20_000);
+    cluster = await startOperatorCluster('deployed');
+    ({ admin, op } = cluster);
   });
 
   after(async function () {
     this.timeout(60_000);
-    await op?.stop();
-    await kubelet?.stop();
-    await cluster?.cp.stop();
+    await stopOperatorCluster(cluster);
   });
 
   const waitReady = (resource: R.ResourceType, name: string, timeoutMs = 30_000) => waitReadyIn(admin, resource, NS, name, timeoutMs);

@@ -9,11 +9,10 @@ import type { KubeClient } from '../src/kube/client.ts';
 import type { KubeObject } from '../src/kube/object.ts';
 import * as R from '../src/kube/resources.ts';
 import type { Operator } from '../src/operator.ts';
-import { applyAs, condition, counterSum, newOperator, ownedBy, startCluster, waitFor, waitReady as waitReadyIn, type Cluster } from './cluster.ts';
+import { applyAs, condition, counterSum, newOperator, ownedBy, startOperatorCluster, stopOperatorCluster, waitFor, waitReady as waitReadyIn, type OperatorCluster } from './cluster.ts';
 import { NS, agentPool, gateway, graphWorker, simulationBudget } from './fixtures.ts';
 import { GatewayConfigSchema } from '../../services/gateway/src/config.ts';
 import { GenerationConfigSchema } from '../../services/generation/src/config.ts';
-import { KubeletStandIn } from './kubelet-stand-in.ts';
 import { QUEUE_DEPTH_METRIC } from '../src/reconcilers/agent-pool.ts';
 
 const SERVICES = ['gateway', 'generation', 'graph'];
@@ -23,28 +22,20 @@ const APIService: R.ResourceType = { group: 'apiregistration.k8s.io', version: '
 
 describe('operator on a real control plane', function () {
   this.timeout(120_000);
-  let cluster: Cluster;
+  let cluster: OperatorCluster;
   let admin: KubeClient;
   let op: Operator;
-  let kubelet: KubeletStandIn;
 
   before(async function () {
     // A clean machine builds kube-apiserver and kube-controller-manager first (minutes, once).
     this.timeout(1_800_000);
-    cluster = await startCluster();
-    admin = cluster.admin;
-    kubelet = new KubeletStandIn(admin);
-    kubelet.start();
-    op = newOperator(cluster.operatorKubeconfig, 'operator-a');
-    await op.start();
-    await waitFor('operator-a to lead', async () => op.isLeader, 20_000);
+    cluster = await startOperatorCluster('operator-a');
+    ({ admin, op } = cluster);
   });
 
   after(async function () {
     this.timeout(60_000);
-    await op?.stop();
-    await kubelet?.stop();
-    await cluster?.cp.stop();
+    await stopOperatorCluster({ ...cluster, op });
   });
 
   const waitReady = (resource: R.ResourceType, name: string, timeoutMs = 30_000) => waitReadyIn(admin, resource, NS, name, timeoutMs);
