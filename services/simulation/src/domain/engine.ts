@@ -75,10 +75,12 @@ async function planScenario(plan: Plan, ctx: StepContext): Promise<Scenario> {
   return scenarioFromPlan(value, plan);
 }
 
-/** Names in the prompt (capitalised words not starting a sentence) become its people; roles fill the rest. */
+const COMMON = new Set(['The', 'What', 'When', 'While', 'After', 'Before', 'If', 'In', 'On', 'At', 'As', 'How', 'Why', 'Who', 'And', 'But', 'Then', 'This', 'That', 'There', 'Their', 'His', 'Her']);
+
+/** Capitalised words of the prompt (not common sentence openers) become its people; roles fill the rest. */
 function synthPlan(seed: string, prompt: string): PlanReply {
   const random = randomFor(seed, 'plan');
-  const names = [...new Set([...prompt.matchAll(/(?<![.!?]\s|^)\b([A-Z][a-z]{2,}(?:\s[A-Z][a-z]{2,})?)/g)].map((match) => match[1]!))].slice(0, 3);
+  const names = [...new Set([...prompt.matchAll(/\b([A-Z][a-z]{2,}(?:\s[A-Z][a-z]{2,})?)\b/g)].map((match) => match[1]!))].filter((name) => !COMMON.has(name)).slice(0, 3);
   const roles = ['the leader who must decide', 'a rival with a different plan', 'an adviser who knows more than is said', 'a newcomer with nothing to lose'];
   const people = [...names, 'The Adviser', 'The Rival', 'The Envoy'].slice(0, 3);
   const subject = prompt.split(/[.!?]/)[0]!.slice(0, 120) || 'the matter at hand';
