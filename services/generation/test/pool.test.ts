@@ -47,7 +47,7 @@ describe('generation: agent pool on Redis streams', function () {
 
   before(async () => {
     await fake.start();
-    gen = await startGeneration({ ...vendorEnv(fake, ['native']), AGENT_POOL: 'redis', AGENT_POOL_TASK_TIMEOUT_MS: '20000' });
+    gen = await startGeneration({ ...vendorEnv(fake, ['native']), AGENT_POOL: 'redis', AGENT_POOL_NAME: 'agents', AGENT_POOL_TASK_TIMEOUT_MS: '20000' });
     const env = {
       ...vendorEnv(fake, ['native']),
       REDIS_URL: process.env.REDIS_URL as string,
@@ -104,5 +104,7 @@ describe('generation: agent pool on Redis streams', function () {
     assert.ok(Math.max(...depths) >= 1, 'queue depth was visible while tasks waited');
     const metrics = await gen.get('/metrics');
     assert.match(metrics.body, /generation_agent_queue_depth\{service="generation"\} \d+/);
+    // The series the AgentPool's autoscaler selects by its pool's name (AGENT_POOL_NAME).
+    assert.match(metrics.body, /tempora_generation_queue_depth\{[^}]*pool="agents"[^}]*\} \d+/);
   });
 });
