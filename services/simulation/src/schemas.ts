@@ -40,6 +40,7 @@ export const SimulateRequestSchema = z
       .refine((model) => model in PRICE_TABLE, { message: `must be a model of the price table: ${Object.keys(PRICE_TABLE).join(', ')}` })
       .optional()
       .meta({ description: 'replaces the fidelity table\'s model for every call (M18 still chooses per action when on)' }),
+    seed: z.string().regex(/^[A-Za-z0-9._-]{1,64}$/).optional().meta({ description: 'the offline provider\'s answers derive from it (default: the run\'s id): the same request and seed reproduce a run' }),
     max_cost_usd: z.number().min(0.01).max(1).optional().meta({ description: 'this run\'s own maximum; it stops at the next step when reached, its partial result kept' }),
   })
   .refine((body) => body.template !== undefined || body.prompt !== undefined, { message: 'give a template, a prompt, or both', path: ['template'] })

@@ -61,7 +61,7 @@ export class Simulations {
     const template = request.template ? this.catalog.get(request.template) : null;
     if (request.template && !template) throw new UnknownTemplate(`no template ${request.template}; GET /api/v1/simulate/templates lists the ${this.catalog.templates.size}`);
     const { max_tokens, ...llm } = request.llm_params ?? {};
-    return planRun(seed, template ?? null, {
+    return planRun(request.seed ?? seed, template ?? null, {
       mode: request.mode ?? template?.mode ?? 'FORWARD',
       fidelity: request.fidelity,
       mechanisms: [...(request.mechanisms ?? template?.mechanisms ?? PROMPT_MECHANISMS)].sort((a, b) => Number(a.slice(1)) - Number(b.slice(1))) as Mechanism[],

@@ -42,13 +42,14 @@ export type Action = 'plan' | 'entity' | 'scene' | 'antecedents' | 'director';
 export const ACTION_WEIGHT: Record<Action, number> = { plan: 2, entity: 1, scene: 2, antecedents: 2, director: 2 };
 
 /**
- * M18, model selection per action: cheap models for compact entity states, the strong model for the calls
- * that write scenes, plans and candidate histories at fidelity 4 and 5. Without M18 every call uses `base`.
+ * M18, model selection per action: the light model for entity states up to resolution 3, the default one
+ * above; the strong model for the calls that write scenes, plans, acts and candidate histories from
+ * fidelity 3 up. Without M18 every call uses `base`.
  */
 export function modelFor(action: Action, resolution: number, fidelity: number, m18: boolean, base: string): string {
   if (!m18) return base;
-  if (action === 'entity') return resolution <= 2 ? LIGHT_MODEL : DEFAULT_MODEL;
-  return fidelity >= 4 ? STRONG_MODEL : DEFAULT_MODEL;
+  if (action === 'entity') return resolution <= 3 ? LIGHT_MODEL : DEFAULT_MODEL;
+  return fidelity >= 3 ? STRONG_MODEL : DEFAULT_MODEL;
 }
 
 /** How complex a plan is, 0 to 1, from the model calls it needs (a log scale from 6 to 240 calls). */
