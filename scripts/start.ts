@@ -1,7 +1,9 @@
 /**
  * `npm start`: the whole platform on this machine. Every service that exists runs as its own process on
  * its conventional port, on embedded defaults (PGlite under TEMPORA_DATA_DIR, in-memory Redis fallbacks,
- * the offline model provider), with development keys for whatever is not configured. Ctrl-C stops all.
+ * the offline model provider), with development keys for whatever is not configured. Given DATABASE_URL
+ * and REDIS_URL it runs as a cluster does: the graph's renderer, expander and judge as worker processes,
+ * and generation's agents on the Redis agent pool with a pool worker. Ctrl-C stops all.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
@@ -18,8 +20,6 @@ const DEV_DEFAULTS: Record<string, string> = {
   TEMPORA_DATA_DIR: `${root}.tempora`,
   TEMPORA_DOMAIN: 'localhost',
   LOG_LEVEL: 'info',
-  // The README's tour signs in as a new demo user on every run; from this machine it may run as often as it likes.
-  DEMO_SIGNINS_PER_HOUR_LOOPBACK: '1000',
 };
 
 const env: NodeJS.ProcessEnv = { ...process.env };
@@ -36,8 +36,30 @@ const portOf = (service: ServiceName) => Number(env[`${service.toUpperCase()}_PO
 const url = (service: ServiceName) => `http://127.0.0.1:${portOf(service)}`;
 for (const service of ORDER) env[`${service.toUpperCase()}_URL`] ??= url(service);
 
+/** One process of the platform: a service, or a worker serving /health and /metrics on its WORKER_PORT. */
+interface Unit {
+  name: string;
+  script: string;
+  args: string[];
+  port: number;
+  env: NodeJS.ProcessEnv;
+}
+
 const services = ORDER.filter((service) => existsSync(`${root}services/${service}/src/main.ts`));
-const children = new Map<ServiceName, ChildProcess>();
+const units: Unit[] = services.map((service) => ({ name: service, script: `services/${service}/src/main.ts`, args: [], port: portOf(service), env: { PORT: String(portOf(service)) } }));
+// Workers listen from WORKER_BASE_PORT (8100) up, in this order.
+let workerPort = Number(env.WORKER_BASE_PORT ?? 8100);
+const worker = (name: string, script: string, args: string[]): Unit => ({ name, script, args, port: workerPort, env: { WORKER_PORT: String(workerPort++) } });
+if (env.DATABASE_URL) {
+  // The graph's API process renders in-process only on the embedded database; with PostgreSQL its workers do.
+  for (const role of ['renderer', 'expander', 'judge']) units.push(worker(`graph-${role}`, 'services/graph/src/worker.ts', [role]));
+}
+if (env.REDIS_URL) {
+  env.AGENT_POOL ??= 'redis';
+  if (env.AGENT_POOL === 'redis') units.push(worker('generation-worker', 'services/generation/src/worker.ts', []));
+}
+
+const children = new Map<string, ChildProcess>();
 let stopping = false;
 
 function stopAll(code: number): void {
@@ -55,43 +77,46 @@ function stopAll(code: number): void {
 process.on('SIGINT', () => stopAll(0));
 process.on('SIGTERM', () => stopAll(0));
 
-async function healthy(service: ServiceName, timeoutMs: number): Promise<boolean> {
+async function healthy(unit: Unit, timeoutMs: number): Promise<boolean> {
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline && !stopping) {
-    const ok = await fetch(`${url(service)}/health`).then((r) => r.ok, () => false);
+    const ok = await fetch(`http://127.0.0.1:${unit.port}/health`).then((r) => r.ok, () => false);
     if (ok) return true;
-    if (children.get(service)?.exitCode !== null) return false;
+    if (children.get(unit.name)?.exitCode !== null) return false;
     await new Promise((resolve) => setTimeout(resolve, 250));
   }
   return false;
 }
 
-for (const service of services) {
-  const child = spawn(process.execPath, [`services/${service}/src/main.ts`], {
-    cwd: root,
-    env: { ...env, PORT: String(portOf(service)) },
-    stdio: ['ignore', 'inherit', 'inherit'],
-  });
-  children.set(service, child);
+function launch(unit: Unit): void {
+  const child = spawn(process.execPath, [unit.script, ...unit.args], { cwd: root, env: { ...env, ...unit.env }, stdio: ['ignore', 'inherit', 'inherit'] });
+  children.set(unit.name, child);
   child.once('exit', (code, signal) => {
     if (!stopping) {
-      console.error(`${service} exited (${signal ?? code}); stopping the platform`);
+      console.error(`${unit.name} exited (${signal ?? code}); stopping the platform`);
       stopAll(1);
     }
   });
 }
 
-console.log(`starting ${services.join(', ')} (the first start seeds the graph into ${env.TEMPORA_DATA_DIR}; it takes a minute)…`);
-for (const service of services) {
-  if (!(await healthy(service, 300_000))) {
-    if (!stopping) stopAll(1);
-    break;
+const workers = units.filter((unit) => !services.includes(unit.name as ServiceName));
+console.log(`starting ${units.map((unit) => unit.name).join(', ')} (the first start seeds the graph into ${env.DATABASE_URL ? 'the database' : env.TEMPORA_DATA_DIR}; it takes a minute)…`);
+// Services first (the graph seeds its database), then the workers that share it.
+for (const group of [units.filter((unit) => !workers.includes(unit)), workers]) {
+  for (const unit of group) launch(unit);
+  for (const unit of group) {
+    if (!(await healthy(unit, 300_000))) {
+      if (!stopping) stopAll(1);
+      break;
+    }
   }
 }
 if (!stopping) {
   console.log('\nTempora is running:');
-  for (const service of services) console.log(`  ${service.padEnd(11)} ${url(service)}   docs ${url(service)}/docs`);
-  if (services.includes('graph')) console.log(`  MCP         ${url('graph')}/mcp/`);
+  for (const service of services) console.log(`  ${service.padEnd(17)} ${url(service)}   docs ${url(service)}/docs`);
+  if (services.includes('graph')) console.log(`  ${'MCP'.padEnd(17)} ${url('graph')}/mcp/`);
+  for (const unit of workers) console.log(`  ${unit.name.padEnd(17)} http://127.0.0.1:${unit.port}/metrics`);
+  if (!env.DATABASE_URL) console.log('  (graph renderer in-process on the embedded database; set DATABASE_URL and REDIS_URL to run the workers as processes)');
   if (applied.length > 0) {
     console.log('\ndevelopment credentials (set these variables to use your own):');
     for (const name of applied.filter((name) => /KEY|TOKENS/.test(name))) console.log(`  ${name}=${env[name]}`);
