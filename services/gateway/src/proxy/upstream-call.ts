@@ -215,7 +215,7 @@ export class UpstreamCall implements Dispatcher.DispatchHandler {
       res.destroy();
       return;
     }
-    // The client has seen nothing (no answer yet, or a refused one held back): it gets a problem, refunded.
+    // The client has seen nothing (no answer yet, or one held back): it gets a problem, refunded.
     if (!this.answered) deps.metrics.upstreamDuration.series(upstream, 'error').observe((performance.now() - this.started) / 1000);
     this.held = undefined;
     const refunded = charge ? await charge.refund(abandoned ? 'client went away' : 'upstream unavailable') : undefined;
