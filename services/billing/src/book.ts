@@ -104,17 +104,25 @@ export class Book {
         if (userId && (links.plan_id || links.user_id)) effects.tierUsers.add(userId);
         return;
       }
-      effects.changed = true;
-      await this.repository.updateSubscription(trx, change.provider, change.ref, {
-        ...links,
+      const next = {
         plan_id: change.planId ?? row.plan_id,
         status: change.status,
-        version: change.version,
         period_end: change.periodEnd ?? row.period_end,
         cancel_at_period_end: change.cancelAtPeriodEnd ?? row.cancel_at_period_end,
         past_due_since: change.status !== 'past_due' ? null : row.status === 'past_due' ? row.past_due_since : new Date(change.version),
         grace_until: change.status === 'past_due' ? change.graceUntil : null,
-      });
+      };
+      // A newer message saying what is known already moves the version on, and changes nothing else.
+      const time = (date: Date | null) => date?.getTime() ?? null;
+      const same =
+        next.plan_id === row.plan_id &&
+        next.status === row.status &&
+        time(next.period_end) === time(row.period_end) &&
+        next.cancel_at_period_end === row.cancel_at_period_end &&
+        time(next.past_due_since) === time(row.past_due_since) &&
+        time(next.grace_until) === time(row.grace_until);
+      effects.changed ||= !same || Object.keys(links).length > 0;
+      await this.repository.updateSubscription(trx, change.provider, change.ref, { ...links, ...next, version: change.version });
     }
     if (!userId) {
       effects.notes.push(`unmatched: subscription ${change.ref} names no user`);
@@ -235,7 +243,7 @@ export class Book {
       this.graceMs,
     );
     if (tier !== account.tier) {
-      await this.repository.updateAccount(trx, userId, { tier, push_next_attempt_at: now, push_attempts: 0, push_error: null });
+      await this.repository.updateAccount(trx, userId, { tier, push_next_attempt_at: trx.fn.now() as unknown as Date, push_attempts: 0, push_error: null });
       await this.repository.addHistory(trx, { user_id: userId, kind: 'tier', description: `tier ${account.tier} → ${tier}`, credits: null, provider: null, ref: null, amount: null, currency: null });
     }
     return tier;

@@ -10,7 +10,10 @@ import { randomUUID, webcrypto } from 'node:crypto';
 import * as x509 from '@peculiar/x509';
 import { CompactSign, importPKCS8 } from 'jose';
 
-x509.cryptoProvider.set(webcrypto as unknown as Crypto);
+x509.cryptoProvider.set(webcrypto as never);
+
+type CryptoKey = webcrypto.CryptoKey;
+type CryptoKeyPair = webcrypto.CryptoKeyPair;
 
 const ALGORITHM = { name: 'ECDSA', namedCurve: 'P-256', hash: 'SHA-256' } as const;
 export const WWDR_OID = '1.2.840.113635.100.6.2.1';

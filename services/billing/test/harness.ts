@@ -166,7 +166,10 @@ export async function startBilling(env: Record<string, string> = {}): Promise<Bi
         const backlog = await billing.deps.repository.outboxBacklog();
         const tiers = await billing.deps.repository.knex('billing_accounts').whereRaw(`((tier is distinct from pushed_tier and not (pushed_tier is null and tier = 'free')) or push_forced)`).count<{ count: string }[]>('* as count');
         if (backlog.pending === 0 && Number(tiers[0]?.count ?? 0) === 0) return;
-        if (Date.now() > until) throw new Error(`the outbox did not settle: ${JSON.stringify(backlog)}`);
+        if (Date.now() > until) {
+          const accounts = await billing.deps.repository.knex('billing_accounts').whereRaw('tier is distinct from pushed_tier or push_forced');
+          throw new Error(`the outbox did not settle: ${JSON.stringify({ backlog, accounts })}`);
+        }
         await new Promise((resolve) => setTimeout(resolve, 100));
       }
     },

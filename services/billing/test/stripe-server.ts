@@ -216,7 +216,7 @@ export async function startStripeStandIn(options: StandInOptions): Promise<Strip
       const subscription = subscriptions.get(id);
       if (!subscription) throw missing('subscription', id);
       subscription.status = 'past_due';
-      const invoice = { ...subscriptionInvoice(subscription, 'subscription_cycle'), status: 'open', amount_paid: 0 };
+      const invoice: StripeObject = { ...subscriptionInvoice(subscription, 'subscription_cycle'), status: 'open', amount_paid: 0 };
       invoices.set(invoice.id, invoice);
       return emit(stripeEvent('invoice.payment_failed', snapshot(invoice)), stripeEvent('customer.subscription.updated', snapshot(subscription)));
     },

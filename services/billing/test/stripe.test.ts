@@ -134,7 +134,7 @@ describe('billing: Stripe', function () {
     const subscriptionId = events.find((event) => event.type === 'customer.subscription.created')!.data.object.id;
     const [, paid] = await h.stripe.act('renew', subscriptionId);
     assert.equal(await h.balance(userId), 2000);
-    const invoicePayments = await (await fetch(`${h.stripe.url}/v1/invoice_payments?invoice=${paid!.data.object.id}`, { headers: { authorization: 'Bearer sk_test_billing_0123456789' } })).json();
+    const invoicePayments: any = await (await fetch(`${h.stripe.url}/v1/invoice_payments?invoice=${paid!.data.object.id}`, { headers: { authorization: 'Bearer sk_test_billing_0123456789' } })).json();
     await h.stripe.act('refund', invoicePayments.data[0].payment.payment_intent);
     await h.settled();
     assert.equal(await h.balance(userId), 1000, 'the refunded period\'s allowance was taken back');
