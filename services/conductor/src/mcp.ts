@@ -56,7 +56,7 @@ export function buildMcpServer(service: ConductorService, version: string, calle
     {
       description:
         "Send one natural-language request to Tempora's conductor, which searches and walks the historical graph, renders scenes and starts simulations as needed, paying for them from your credits. Returns the reply, the tools it called with their credits, and the spend. A request that needs your confirmation comes back paused: answer it with decision confirm or decline in the same conversation.",
-      inputSchema: lenientInput.shape,
+      inputSchema: lenientInput,
       outputSchema: output.shape,
       annotations: { readOnlyHint: false, openWorldHint: false },
     },

@@ -8,6 +8,7 @@ export const MessageBody = z
     conversation_id: z.uuid().optional().meta({ description: 'continue this conversation (a follow-up may refer to what came before); omit to start one' }),
     decision: z.enum(['confirm', 'decline']).optional().meta({ description: "the answer to the conversation's paused request: confirm runs the call it waits on, decline skips it" }),
   })
+  .refine((body) => body.decision === undefined || body.conversation_id !== undefined, { message: 'a decision answers a paused request: send it with the conversation_id of that request', path: ['decision'] })
   .meta({ id: 'ConductorMessage' });
 
 const CalledToolSchema = z.object({

@@ -1,9 +1,9 @@
 import type Koa from 'koa';
-import { createAccessTokenVerifier, createApp, RateLimiter, type RateWindow } from '@tempora/kit/http';
+import { createAccessTokenVerifier, createApp, RateLimiter, serviceKeyAuth, type RateWindow } from '@tempora/kit/http';
 import { connectRedis, openDatabase } from '@tempora/kit/data';
 import { createLogger, type Logger } from '@tempora/kit/observability';
 import { textProviders } from '@tempora/kit/providers';
-import { identify } from './auth.ts';
+import { BEARER, BEARER_CHALLENGE, identify } from './auth.ts';
 import { GatewayClient } from './clients/gateway.ts';
 import { GenerationClient } from './clients/generation.ts';
 import { GraphMcp } from './clients/graph-mcp.ts';
@@ -95,7 +95,8 @@ export async function createConductorService(config: ConductorConfig, logger = c
     config,
     logger,
     metrics,
-    authenticators: [],
+    // Identification is `identify`'s; these name the schemes' challenges for a refused route.
+    authenticators: [{ scheme: BEARER, challenge: BEARER_CHALLENGE, authenticate: () => undefined }, serviceKeyAuth(config.SERVICE_KEY)],
     identify: identify({
       verify: createAccessTokenVerifier({ jwksUrl: config.JWKS_URL, issuer: config.JWT_ISSUER, audience: config.JWT_AUDIENCE }),
       introspect: gatewayIntrospector(config.GATEWAY_URL, keyFor(config.GATEWAY_SERVICE_KEY), { cacheMs: config.INTROSPECTION_CACHE_MS, timeoutMs: config.PEER_TIMEOUT_MS }),
