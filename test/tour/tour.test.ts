@@ -1,11 +1,11 @@
 import assert from 'node:assert/strict';
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { freePort } from '../../scripts/infra.ts';
 import { DEFAULT_PORTS, type ServiceName } from '../../services/kit/src/runtime/config.ts';
+import { startPlatform, type Platform } from '../support/platform.ts';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 
@@ -25,42 +25,22 @@ export function readmeTour(): string {
 
 describe('the README tour, twice on a fresh npm start', function () {
   this.timeout(600_000);
-  let platform: ChildProcess | undefined;
-  const dataDir = mkdtempSync(join(tmpdir(), 'tempora-tour-'));
+  let platform: Platform;
   const workDir = mkdtempSync(join(tmpdir(), 'tempora-tour-cwd-'));
-  const ports = {} as Record<ServiceName, number>;
-  let output = '';
 
   before(async () => {
-    for (const service of Object.keys(DEFAULT_PORTS) as ServiceName[]) ports[service] = await freePort();
-    const env: NodeJS.ProcessEnv = { ...process.env, TEMPORA_DATA_DIR: dataDir, LOG_LEVEL: 'warn' };
-    for (const name of ['DATABASE_URL', 'REDIS_URL', 'SERVICE_KEY', 'ADMIN_KEY', 'WRITER_TOKENS']) delete env[name];
-    for (const [service, port] of Object.entries(ports)) env[`${service.toUpperCase()}_PORT`] = String(port);
-    platform = spawn(process.execPath, ['scripts/start.ts'], { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'] });
-    platform.stderr!.on('data', (chunk) => (output += chunk));
-    await new Promise<void>((resolve, reject) => {
-      platform!.stdout!.on('data', (chunk) => {
-        output += chunk;
-        if (output.includes('Tempora is running')) resolve();
-      });
-      platform!.once('exit', (code) => reject(new Error(`npm start exited (${code}):\n${output.slice(-4000)}`)));
-    });
+    platform = await startPlatform();
   });
 
   after(async () => {
-    if (platform && platform.exitCode === null) {
-      const exited = new Promise((resolve) => platform!.once('exit', resolve));
-      platform.kill('SIGTERM');
-      await exited;
-    }
-    rmSync(dataDir, { recursive: true, force: true });
+    await platform?.stop();
     rmSync(workDir, { recursive: true, force: true });
   });
 
   for (const pass of [1, 2]) {
     it(`runs clean, pass ${pass}`, () => {
       let script = readmeTour().replaceAll(/curl -s /g, 'curl -sS --fail-with-body ');
-      for (const [service, port] of Object.entries(ports)) script = script.replaceAll(`http://127.0.0.1:${DEFAULT_PORTS[service as ServiceName]}`, `http://127.0.0.1:${port}`);
+      for (const [service, url] of Object.entries(platform.urls)) script = script.replaceAll(`http://127.0.0.1:${DEFAULT_PORTS[service as ServiceName]}`, url);
       const run = spawnSync('bash', ['-euo', 'pipefail', '-c', script], { cwd: workDir, encoding: 'utf8', timeout: 300_000 });
       const said = `${run.stdout}\n--- stderr ---\n${run.stderr}`.slice(-6000);
       assert.equal(run.status, 0, `the tour failed:\n${said}`);

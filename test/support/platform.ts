@@ -1,0 +1,66 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { freePort } from '../../scripts/infra.ts';
+import { DEFAULT_PORTS, type ServiceName } from '../../services/kit/src/runtime/config.ts';
+
+const root = fileURLToPath(new URL('../..', import.meta.url));
+
+export interface Platform {
+  /** Each service's base URL. */
+  urls: Record<ServiceName, string>;
+  /** Each worker's /metrics URL, by name (only with `shared`). */
+  workers: Record<string, string>;
+  /** What the platform printed so far (for failure messages). */
+  output(): string;
+  stop(): Promise<void>;
+}
+
+/**
+ * The platform as `npm start` runs it, on free ports and a data directory of its own, so a test never
+ * meets a platform a developer runs. `shared` gives it the test's PostgreSQL (a fresh database) and Redis,
+ * which runs the workers as processes too; `env` adds or overrides variables.
+ */
+export async function startPlatform(options: { shared?: { databaseUrl: string; redisUrl: string }; env?: NodeJS.ProcessEnv } = {}): Promise<Platform> {
+  const dataDir = mkdtempSync(join(tmpdir(), 'tempora-platform-'));
+  const env: NodeJS.ProcessEnv = { ...process.env, TEMPORA_DATA_DIR: dataDir, LOG_LEVEL: 'warn' };
+  for (const name of ['DATABASE_URL', 'REDIS_URL', 'SERVICE_KEY', 'ADMIN_KEY', 'WRITER_TOKENS']) delete env[name];
+  if (options.shared) Object.assign(env, { DATABASE_URL: options.shared.databaseUrl, REDIS_URL: options.shared.redisUrl });
+  const urls = {} as Record<ServiceName, string>;
+  for (const service of Object.keys(DEFAULT_PORTS) as ServiceName[]) {
+    const port = await freePort();
+    env[`${service.toUpperCase()}_PORT`] = String(port);
+    urls[service] = `http://127.0.0.1:${port}`;
+  }
+  // Workers take consecutive ports from the base: a free port well away from the ephemeral ones just drawn.
+  env.WORKER_BASE_PORT = String(20_000 + Math.floor(Math.random() * 20_000));
+  Object.assign(env, options.env);
+
+  let said = '';
+  const child: ChildProcess = spawn(process.execPath, ['scripts/start.ts'], { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  child.stderr!.on('data', (chunk) => (said += chunk));
+  await new Promise<void>((resolve, reject) => {
+    child.stdout!.on('data', (chunk) => {
+      said += chunk;
+      if (said.includes('Ctrl-C stops everything')) resolve();
+    });
+    child.once('exit', (code) => reject(new Error(`npm start exited (${code}):\n${said.slice(-4000)}`)));
+  });
+  const workers: Record<string, string> = {};
+  for (const match of said.matchAll(/^ {2}([a-z-]+worker|graph-[a-z]+) +(http:\/\/\S+\/metrics)$/gm)) workers[match[1]!] = match[2]!;
+  return {
+    urls,
+    workers,
+    output: () => said,
+    async stop() {
+      if (child.exitCode === null) {
+        const exited = new Promise((resolve) => child.once('exit', resolve));
+        child.kill('SIGTERM');
+        await exited;
+      }
+      rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
+}
