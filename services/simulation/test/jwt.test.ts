@@ -1,0 +1,72 @@
+import assert from 'node:assert/strict';
+import { admin, SERVICE_KEY as GATEWAY_SERVICE_KEY, startGateway, type GatewayHarness } from '../../gateway/test/harness.ts';
+import { startSimulation, type SimulationHarness } from './harness.ts';
+
+/** The gateway's access tokens at the simulation service: verified against its JWKS, revocation through its introspection. */
+describe('simulation: gateway access tokens', function () {
+  this.timeout(60_000);
+  let gw: GatewayHarness;
+  let sim: SimulationHarness;
+  const bearer = (token: string) => ({ Authorization: `Bearer ${token}` });
+
+  before(async () => {
+    gw = await startGateway({ AUTH_CACHE_MS: '0' });
+    sim = await startSimulation({ GATEWAY_URL: gw.url, GATEWAY_SERVICE_KEY: GATEWAY_SERVICE_KEY, INTROSPECTION_CACHE_MS: '300' });
+  });
+  after(async () => {
+    await sim?.stop();
+    await gw?.stop();
+  });
+
+  it('a signed-in user starts and reads their own runs with their access token', async () => {
+    const user = await gw.user();
+    const started = await sim.call('POST', '/api/v1/simulate?wait=30', { headers: bearer(user.access), body: { template: 'tulip-mania', fidelity: 1 } });
+    assert.equal(started.status, 200, JSON.stringify(started.body));
+    assert.equal(started.body.owner, user.userId, 'the same user id the gateway sends as X-User-ID');
+    const list = await sim.call('GET', '/api/v1/simulations', { headers: bearer(user.access) });
+    assert.deepEqual(list.body.items.map((item: any) => item.id), [started.body.id]);
+    assert.equal((await sim.call('GET', '/api/v1/simulations/budgets', { headers: bearer(user.access) })).status, 403, 'a user is not a service');
+  });
+
+  it('refuses a token whose user signed out, once the cached answer expires', async () => {
+    const user = await gw.user();
+    assert.equal((await sim.call('GET', '/api/v1/simulations', { headers: bearer(user.access) })).status, 200);
+    assert.equal((await gw.call('POST', '/api/v1/auth/logout', { headers: user.headers, body: { refresh_token: user.refresh } })).status, 204);
+    await new Promise((resolve) => setTimeout(resolve, 400));
+    const refused = await sim.call('GET', '/api/v1/simulations', { headers: bearer(user.access) });
+    assert.equal(refused.status, 401);
+    assert.match(refused.body.detail, /revoked/);
+    assert.match(refused.headers.get('www-authenticate') ?? '', /invalid_token/);
+  });
+
+  it('refuses a forged or malformed token without asking the gateway', async () => {
+    const user = await gw.user();
+    const [head, payload, signature] = user.access.split('.');
+    const claims = JSON.parse(Buffer.from(payload!, 'base64url').toString());
+    const forged = `${head}.${Buffer.from(JSON.stringify({ ...claims, sub: 'someone-else' })).toString('base64url')}.${signature}`;
+    for (const token of [forged, 'not.a.jwt', `${head}.${payload}.`]) {
+      const reply = await sim.call('GET', '/api/v1/simulations', { headers: bearer(token) });
+      assert.equal(reply.status, 401, token.slice(0, 20));
+    }
+    const unsigned = `${Buffer.from(JSON.stringify({ alg: 'none', typ: 'JWT' })).toString('base64url')}.${payload}.`;
+    assert.equal((await sim.call('GET', '/api/v1/simulations', { headers: bearer(unsigned) })).status, 401);
+  });
+
+  it('a service token acts as a service', async () => {
+    const issued = await gw.call('POST', '/api/v1/auth/service-token', { headers: admin, body: { service: 'conductor', ttl_seconds: 600 } });
+    const reply = await sim.call('GET', '/api/v1/simulations/budgets', { headers: bearer(issued.body.access_token) });
+    assert.equal(reply.status, 200, JSON.stringify(reply.body));
+  });
+
+  it('answers 502 when the gateway cannot say whether a valid token is still active', async () => {
+    const user = await gw.user();
+    const cut = await startSimulation({ GATEWAY_URL: gw.url, GATEWAY_SERVICE_KEY: 'not-the-gateway-key-0123', INTROSPECTION_CACHE_MS: '0' });
+    try {
+      const reply = await cut.call('GET', '/api/v1/simulations', { headers: bearer(user.access) });
+      assert.equal(reply.status, 502);
+      assert.match(reply.body.detail, /introspection answered 401/);
+    } finally {
+      await cut.stop();
+    }
+  });
+});
