@@ -18,13 +18,17 @@ function refusalOf(error: unknown, what: string): Refusal {
     case VerificationStatus.INVALID_ENVIRONMENT:
       return new Refusal('wrong-environment', `${what} is from another App Store environment`);
     case VerificationStatus.INVALID_CHAIN_LENGTH:
+      return new Refusal('bad-chain', `${what} does not carry a chain of exactly three certificates`);
     case VerificationStatus.INVALID_CERTIFICATE:
-      return new Refusal('bad-chain', `${what} does not carry a chain of exactly three readable certificates`);
+      // With a cause, a certificate could not be read; without one, a certificate was not valid when the data was signed.
+      return error.cause
+        ? new Refusal('bad-chain', `${what} carries a certificate that cannot be read`)
+        : new Refusal('expired-certificate', `${what} was signed with a certificate outside its validity`);
     case VerificationStatus.FAILURE:
       return new Refusal('malformed-body', `${what} is not App Store signed data`);
     default:
       // A cause is the signature check failing; without one, the chain did not lead to a configured root
-      // (or a certificate lacks Apple's marker OIDs, or was not valid when the data was signed).
+      // (or a certificate lacks Apple's marker OIDs).
       return error.cause ? new Refusal('bad-signature', `${what}'s signature does not verify`) : new Refusal('untrusted-chain', `${what} is not signed through a configured Apple root`);
   }
 }

@@ -2,6 +2,7 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { pino } from 'pino';
 import { loadConfig } from '@tempora/kit/runtime';
 import { serve, type RunningServer } from '@tempora/kit/http';
 import { createLogger } from '@tempora/kit/observability';
@@ -11,7 +12,7 @@ import { BillingConfigSchema } from '../src/config.ts';
 import { createBillingService, type BillingInstance } from '../src/service.ts';
 import { createDatabase, dropDatabase } from '../../../test/support/database.ts';
 import { request, type Reply } from '../../../test/support/http.ts';
-import { BUNDLE_ID, makeChain, pemOf, type Chain } from './apple-pki.ts';
+import { BUNDLE_ID, makeChain, makeRoot, pemOf, type Chain } from './apple-pki.ts';
 import { signatureFor, startStripeStandIn, type StripeStandIn } from './stripe-server.ts';
 
 export const SERVICE_KEY = 'billing-service-key-0123456789';
@@ -38,7 +39,9 @@ export interface BillingHarness {
   gateway: Gateway | undefined;
   gatewayUrl: string;
   stripe: StripeStandIn;
+  /** A chain under the root billing trusts, and the root itself (to issue further chains under it). */
   apple: Chain;
+  appleRoot: Awaited<ReturnType<typeof makeRoot>>;
   call<T = any>(method: string, path: string, init?: { headers?: Record<string, string>; body?: unknown; raw?: string }): Promise<Reply<T>>;
   /** A new gateway user (no signup credits); its id. */
   user(): Promise<string>;
@@ -80,8 +83,9 @@ async function startGatewayOn(port: number, database: string, dataDir: string, b
  * Billing in this process on a fresh database, with a real gateway (its own fresh database) for its
  * ledger and tiers, the Stripe stand-in for its API and webhooks, and a test Apple root it trusts.
  */
-export async function startBilling(env: Record<string, string> = {}): Promise<BillingHarness> {
-  const [billingDb, gatewayDb, apple] = await Promise.all([createDatabase('billing'), createDatabase('billing_gw'), makeChain()]);
+export async function startBilling(env: Record<string, string> = {}, options: { logs?: string[] } = {}): Promise<BillingHarness> {
+  const appleRoot = await makeRoot();
+  const [billingDb, gatewayDb, apple] = await Promise.all([createDatabase('billing'), createDatabase('billing_gw'), makeChain({ root: appleRoot })]);
   const dataDir = mkdtempSync(join(tmpdir(), 'billing-test-'));
   const redisPrefix = `test-${randomBytes(4).toString('hex')}`;
   const standInOptions = { webhookSecrets: [WEBHOOK_SECRET], secretKey: STRIPE_KEY, attempts: 1 } as Parameters<typeof startStripeStandIn>[0];
@@ -110,7 +114,9 @@ export async function startBilling(env: Record<string, string> = {}): Promise<Bi
     LOG_LEVEL: 'silent',
     ...env,
   });
-  const billing = await createBillingService(config, createLogger('billing', config.LOG_LEVEL));
+  // With `logs`, every line billing logs is kept there (its refusals must name no secret).
+  const logger = options.logs ? pino({ level: 'info', base: { service: 'billing' } }, { write: (line: string) => void options.logs!.push(line) }) : createLogger('billing', config.LOG_LEVEL);
+  const billing = await createBillingService(config, logger);
   const billingServer = await serve(billing.app, { port: 0, host: '127.0.0.1', logger: billing.logger, graceMs: 200, onDrain: billing.drain, onClose: [billing.close] });
   standInOptions.webhookUrl = `${billingServer.url}${STRIPE_WEBHOOK}`;
   // The gateway again, now that billing's address is known (its proxy forwards /api/v1/billing/* there).
@@ -132,6 +138,7 @@ export async function startBilling(env: Record<string, string> = {}): Promise<Bi
     gatewayUrl: `http://127.0.0.1:${gatewayPort}`,
     stripe,
     apple,
+    appleRoot,
     call,
     async user() {
       const reply = await request(harness.gatewayUrl, '/api/v1/users/resolve', { method: 'POST', headers: { 'X-Service-Key': GATEWAY_KEY }, body: { external_id: `buyer-${randomUUID()}` } });
