@@ -4,6 +4,7 @@ import { AdjacencyIndex, IndexBuilder } from './domain/adjacency-index.ts';
 import type { ChangeFeed } from './change-feed.ts';
 import type { Direction, EdgeType } from './domain/edge-types.ts';
 import { shortestPath, traverse, type NeighborSource, type StoredEdge } from './domain/graph-search.ts';
+import { FIGURE_KEYS_VERSION, figureKeys } from './domain/figure-names.ts';
 import type { MomentInput } from './domain/moment.ts';
 import { NODE_COLUMNS, type AdjacencyChange, type EdgeRow, type GraphRepository, type MomentFilters, type MomentPage, type MomentRow, type RenderJobRow } from './repository/index.ts';
 import { NodeStore } from './domain/node-store.ts';
@@ -156,6 +157,18 @@ export class GraphService {
     await this.refresh(ids);
     await this.feed.publish(ids);
     return { paths: inputs.map((input) => input.path), created };
+  }
+
+  /**
+   * Re-derives the stored moments' figure keys when the matching rules or aliases (domain/figure-names.ts)
+   * changed since they were made, before the service answers: an upgraded service finds figures the way it
+   * documents. Returns how many moments were rewritten (0 when the keys were current).
+   */
+  async indexFigures(): Promise<number> {
+    if ((await this.repository.meta.get('figure_keys')) === FIGURE_KEYS_VERSION) return 0;
+    const rewritten = await this.repository.writes.rewriteFigureKeys(figureKeys);
+    await this.repository.meta.set('figure_keys', FIGURE_KEYS_VERSION);
+    return rewritten;
   }
 
   private statsCache: { at: number; value: Promise<GraphStats> } | undefined;

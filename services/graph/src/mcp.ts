@@ -10,7 +10,7 @@ import { MomentNotFound, type GraphService } from './graph-service.ts';
 import { GenerateResultSchema, MomentDetailSchema, MomentSchema, PathSchema, StatsSchema, TraverseSchema } from './schemas.ts';
 import { momentDetailView, momentView } from './views.ts';
 import { GenerateBody } from './routes/writes.ts';
-import { cappedInt, edgeTypes, text, year } from './routes/params.ts';
+import { cappedInt, edgeTypes, entity, place, text, year, yearRange } from './routes/params.ts';
 import { depth, direction } from './routes/traversal.ts';
 
 export const MCP_LIMITS = { traverseLimit: { fallback: 50, cap: 200 }, pathHops: { fallback: 6, cap: 10 }, searchLimit: { fallback: 10, cap: 50 } } as const;
@@ -20,12 +20,12 @@ const inputs = {
     query: text.optional().meta({ description: 'keywords (full text over name, description, figures, tags)' }),
     year_from: year.optional(),
     year_to: year.optional(),
-    entity: text.optional().meta({ description: 'a historical figure' }),
-    country: text.optional(),
-    region: text.optional(),
-    city: text.optional(),
+    entity: entity.optional(),
+    country: place.optional(),
+    region: place.optional(),
+    city: place.optional(),
     limit: cappedInt(MCP_LIMITS.searchLimit.fallback, MCP_LIMITS.searchLimit.cap),
-  }),
+  }).superRefine(yearRange),
   graph_moment: z.object({ path: momentPath }),
   graph_neighbors: z.object({ path: momentPath, direction, edge_types: edgeTypes(CAUSAL_TYPES) }),
   traverse_moments: z.object({
@@ -44,7 +44,7 @@ const inputs = {
 };
 
 const SUGGESTIONS: Record<string, string> = {
-  graph_search: 'Give keywords in `query`, years as integers (negative for BCE), and a limit from 1 to 50.',
+  graph_search: 'Give keywords in `query`, years as integers (negative for BCE), `entity` as a name or part of one, places as lowercase slugs (united-states), and a limit from 1 to 50.',
   graph_moment: 'Pass `path` as /year/month/day/HHMM/country/region/city/slug, e.g. /1969/july/20/2017/united-states/florida/cape-canaveral/apollo-11-moon-landing; graph_search finds paths.',
   graph_neighbors: 'Pass a canonical `path`; direction is past, future or both.',
   traverse_moments: 'Pass a canonical `path`, direction past|future|both, depth 1-4, limit up to 200, and edge_types from causes,caused_by,precedes,follows,influences,contemporaneous,same_location,thematic,same_era,same_conflict,same_figure,challenges.',

@@ -24,7 +24,7 @@ export const migrations: Migration[] = [
         table.text('status').notNullable().defaultTo('active');
         table.text('visibility').notNullable().defaultTo('public');
         table.specificType('figures', 'text[]').notNullable().defaultTo('{}');
-        // Lower-cased figures: the GIN index behind the case-insensitive `entity` filter.
+        // The words of the figures' names: the GIN index behind the `entity` filter (see 004_figure_names).
         table.specificType('entity_keys', 'text[]').notNullable().defaultTo('{}');
         table.specificType('tags', 'text[]').notNullable().defaultTo('{}');
         table.double('latitude');
@@ -153,6 +153,22 @@ export const migrations: Migration[] = [
     },
     async down(knex: Knex) {
       await knex.schema.dropTable('worker_claims');
+    },
+  },
+  {
+    name: '004_figure_names',
+    async up(knex: Knex) {
+      // entity_keys now holds the words of each figure's names (domain/figure-names.ts), no longer whole
+      // lower-cased names; entity_names holds each name, to check that a query's words share one figure.
+      // The graph service re-derives both for the stored moments on its next start (graph_meta figure_keys).
+      await knex.schema.alterTable('moments', (table) => {
+        table.specificType('entity_names', 'text[]').notNullable().defaultTo('{}');
+      });
+    },
+    async down(knex: Knex) {
+      await knex.schema.alterTable('moments', (table) => {
+        table.dropColumn('entity_names');
+      });
     },
   },
 ];

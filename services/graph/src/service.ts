@@ -55,6 +55,8 @@ export async function createGraphService(config: GraphConfig, logger = createLog
   const repository = new GraphRepository(database.knex);
   const feed = database.shared ? new PostgresChangeFeed(database.knex, logger) : localChangeFeed;
   const graph = new GraphService(repository, feed, { autoLinkMaxPerType: config.AUTOLINK_MAX_PER_TYPE, rebuildRatio: config.INDEX_REBUILD_RATIO }, logger);
+  const reindexed = await graph.indexFigures();
+  if (reindexed > 0) logger.info({ moments: reindexed }, 'figure keys re-derived');
   if (config.GRAPH_SEED) {
     const seeded = await seedGraph(graph);
     if (seeded.written) logger.info({ moments: seeded.moments }, 'graph seeded');

@@ -1,8 +1,11 @@
 import { z } from 'zod';
 import { EDGE_TYPES, SYMMETRIC_TYPES, type EdgeType } from './edge-types.ts';
+import { figureKeys } from './figure-names.ts';
 import { PathError, canonicalize, eraOf, parsePath } from '@tempora/kit/moments';
 
 export const LAYERS = [0, 1, 2] as const;
+/** The form of tags and of the place segments of a path (country, region, city). */
+export const SLUG = /^[a-z0-9]+(?:-[a-z0-9]+)*$/;
 export const MOMENT_TYPES = [
   'event', 'battle', 'war', 'treaty', 'founding', 'coronation', 'death', 'birth', 'discovery', 'invention',
   'construction', 'publication', 'revolution', 'reform', 'disaster', 'expedition', 'religious', 'political',
@@ -20,6 +23,9 @@ export const momentPath = z.string().transform((value, ctx) => {
 }).meta({ description: 'Canonical path /year/month/day/HHMM/country/region/city/slug', example: '/1969/july/20/2017/united-states/florida/cape-canaveral/apollo-11-moon-landing' });
 
 const label = z.string().trim().min(1).max(200);
+
+/** A tag as moments carry it and filters name it. */
+export const tag = z.string().regex(SLUG, 'tags are lowercase hyphenated slugs').max(60);
 
 /** A curated edge carried with a moment: from this moment to `target`. */
 export const EdgeInput = z.object({
@@ -41,7 +47,7 @@ export const MomentInput = z.object({
   status: z.enum(['active', 'pending', 'archived']).default('active'),
   visibility: z.enum(['public', 'private']).default('public'),
   figures: z.array(label).max(50).default([]),
-  tags: z.array(z.string().regex(/^[a-z0-9]+(?:-[a-z0-9]+)*$/, 'tags are lowercase hyphenated slugs').max(60)).max(30).default([]),
+  tags: z.array(tag).max(30).default([]),
   latitude: z.number().min(-90).max(90).nullable().default(null),
   longitude: z.number().min(-180).max(180).nullable().default(null),
   confidence: z.number().min(0).max(1).default(0.5),
@@ -72,7 +78,7 @@ export function momentColumns(input: MomentInput) {
     status: input.status,
     visibility: input.visibility,
     figures: input.figures,
-    entity_keys: [...new Set(input.figures.map((figure) => figure.toLowerCase()))],
+    ...figureKeys(input.figures),
     tags: [...new Set(input.tags)],
     latitude: input.latitude,
     longitude: input.longitude,

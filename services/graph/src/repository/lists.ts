@@ -17,7 +17,8 @@ export interface MomentFilters {
   q?: string | undefined;
   yearFrom?: number | undefined;
   yearTo?: number | undefined;
-  entity?: string | undefined;
+  /** The words of a figure's name (figure-names.ts queryWords); all must be words of one name of one figure. */
+  entity?: string[] | undefined;
   country?: string | undefined;
   region?: string | undefined;
   city?: string | undefined;
@@ -136,7 +137,12 @@ export class MomentLists {
     }
     if (filters.yearFrom !== undefined) query.andWhere('m.year', '>=', filters.yearFrom);
     if (filters.yearTo !== undefined) query.andWhere('m.year', '<=', filters.yearTo);
-    if (filters.entity) query.andWhereRaw('m.entity_keys @> ?::text[]', [[filters.entity.toLowerCase()]]);
+    if (filters.entity?.length) {
+      // The GIN index on entity_keys finds the moments holding every word; for two words or more, the
+      // recheck keeps those where one name holds them all (not one word from each of two figures).
+      query.andWhereRaw('m.entity_keys @> ?::text[]', [filters.entity]);
+      if (filters.entity.length > 1) query.andWhereRaw(`exists (select 1 from unnest(m.entity_names) as name where string_to_array(name, ' ') @> ?::text[])`, [filters.entity]);
+    }
     if (filters.country) query.andWhere('m.country', filters.country);
     if (filters.region) query.andWhere('m.region', filters.region);
     if (filters.city) query.andWhere('m.city', filters.city);

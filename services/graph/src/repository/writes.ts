@@ -98,6 +98,30 @@ export class MomentWrites {
       return { job: { ...row!, moment_id: momentId, path: input.path }, created: inserted.length > 0, layer: Number(moment.layer), touched };
     });
   }
+
+  /**
+   * Re-derives `entity_keys` and `entity_names` of every moment with figures through `keysOf`, a page at
+   * a time, leaving `updated_at` alone: the moments did not change, only how they are found. Returns how
+   * many moments were rewritten.
+   */
+  async rewriteFigureKeys(keysOf: (figures: readonly string[]) => { entity_keys: string[]; entity_names: string[] }, pageSize = 2000): Promise<number> {
+    let after = 0;
+    let rewritten = 0;
+    for (;;) {
+      const rows = (await this.knex('moments').where('id', '>', after).andWhereRaw(`figures <> '{}'`).orderBy('id').limit(pageSize).select('id', 'figures')) as Array<{ id: string; figures: string[] }>;
+      if (rows.length === 0) break;
+      const keys = rows.map((row) => ({ id: Number(row.id), ...keysOf(row.figures) }));
+      await this.knex.raw(
+        `update moments m set entity_keys = k.entity_keys, entity_names = k.entity_names
+           from jsonb_to_recordset(?::jsonb) as k(id bigint, entity_keys text[], entity_names text[]) where m.id = k.id`,
+        [JSON.stringify(keys)],
+      );
+      rewritten += rows.length;
+      after = Number(rows[rows.length - 1]!.id);
+      if (rows.length < pageSize) break;
+    }
+    return rewritten;
+  }
 }
 
 async function idOf(trx: Knex, path: string): Promise<number | undefined> {

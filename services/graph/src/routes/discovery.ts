@@ -5,24 +5,20 @@ import { MOMENT_TYPES } from '../domain/moment.ts';
 import { BrowseSchema, MomentSchema, SearchResultSchema, TdfRecordSchema, MomentListSchema, listEnvelope } from '../schemas.ts';
 import { momentView } from '../views.ts';
 import type { GraphRouteDeps } from './context.ts';
-import { ListQuery, listFilters, renderMoments } from './moments.ts';
-import { cappedInt, format, graphAliases, offset } from './params.ts';
+import { LIST_PARAMETERS, listFilters, renderMoments } from './moments.ts';
+import { boundedInt, cappedInt, format, graphAliases, offset, place, queryObject, tagList, yearRange } from './params.ts';
 
 const SERVICE = ['ServiceKey'];
-const slug = z.string().regex(/^[a-z0-9]+(?:-[a-z0-9]+)*$/, 'a lowercase slug');
 
-const SearchQuery = ListQuery.safeExtend({
-  country: slug.optional(),
-  region: slug.optional(),
-  city: slug.optional(),
-  tags: z
-    .string()
-    .transform((value) => value.split(',').map((tag) => tag.trim()).filter(Boolean))
-    .optional()
-    .meta({ description: 'comma-separated tags; a moment must carry all of them' }),
+const SearchQuery = queryObject({
+  ...LIST_PARAMETERS,
+  country: place.optional(),
+  region: place.optional(),
+  city: place.optional(),
+  tags: tagList.optional(),
   type: z.enum(MOMENT_TYPES).optional(),
-  layer_min: z.coerce.number().int().min(0).max(2).optional(),
-});
+  layer_min: boundedInt(0, 2).optional(),
+}).superRefine(yearRange);
 
 const monthParam = z
   .string()
@@ -36,15 +32,13 @@ const monthParam = z
   })
   .meta({ description: 'month name or number; default today (UTC)' });
 
-const TodayQuery = z
-  .object({
-    month: monthParam.optional(),
-    day: z.coerce.number().int().min(1).max(31).optional().meta({ description: 'day of month; default today (UTC)' }),
-    limit: cappedInt(20, 100),
-    offset,
-    format,
-  })
-  .superRefine((value, ctx) => {
+const TodayQuery = queryObject({
+  month: monthParam.optional(),
+  day: boundedInt(1, 31).optional().meta({ description: 'day of month; default today (UTC)' }),
+  limit: cappedInt(20, 100),
+  offset,
+  format,
+}).superRefine((value, ctx) => {
     if ((value.month === undefined) !== (value.day === undefined)) {
       ctx.addIssue({ code: 'custom', path: [value.month === undefined ? 'month' : 'day'], message: 'give month and day together' });
     } else if (value.month !== undefined && value.day !== undefined && value.day > daysInMonth(2000, value.month)) {
@@ -64,7 +58,7 @@ export function discoveryRoutes(deps: GraphRouteDeps): RouteDefinition[] {
       description: 'Counts of public moments under each next segment of a path prefix (years, then months, days, times, countries, regions, cities, moments). At the city level each child is a moment, returned with full metadata.',
       tags: ['service'],
       security: SERVICE,
-      query: z.object({ prefix: z.string().max(400).default('').meta({ description: 'path prefix such as /1969/july; empty for the years' }) }),
+      query: queryObject({ prefix: z.string().max(400).default('').meta({ description: 'path prefix such as /1969/july; empty for the years' }) }),
       responses: { 200: { description: 'Next-segment counts', schema: BrowseSchema } },
       handler: async (_ctx, { query }) => {
         let parts: string[];
@@ -117,7 +111,7 @@ export function discoveryRoutes(deps: GraphRouteDeps): RouteDefinition[] {
       summary: 'A random moment with metadata (layer 1 or above)',
       tags: ['service'],
       security: SERVICE,
-      query: z.object({ layer_min: z.coerce.number().int().min(1).max(2).default(1), format }),
+      query: queryObject({ layer_min: boundedInt(1, 2).default(1), format }),
       responses: { 200: { description: 'One moment', schema: z.union([MomentSchema, TdfRecordSchema]) }, 404: { description: 'The graph has no such moment yet' } },
       handler: async (_ctx, { query }) => {
         const row = await graph.random(query.layer_min);

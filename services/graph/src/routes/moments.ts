@@ -5,22 +5,23 @@ import { MomentDetailSchema, MomentListSchema, StatsSchema, TdfRecordSchema, lis
 import { SORTS, type MomentFilters, type MomentRow, type SortKey } from '../repository/index.ts';
 import { momentDetailView, momentTdf, momentView } from '../views.ts';
 import { isTrusted, type GraphRouteDeps } from './context.ts';
-import { cappedInt, format, graphAliases, offset, text, year, yearRange } from './params.ts';
+import { cappedInt, entity, format, graphAliases, offset, queryObject, text, year, yearRange } from './params.ts';
 
 export const SORT_VALUES = ['relevance', ...Object.keys(SORTS)] as [string, ...string[]];
 
-export const ListQuery = z
-  .object({
-    limit: cappedInt(20, 100),
-    offset,
-    q: text.optional().meta({ description: 'full-text search over name, description, figures and tags (web-search syntax), with typo-tolerant name matching' }),
-    year_from: year.optional(),
-    year_to: year.optional(),
-    entity: text.optional().meta({ description: 'a historical figure, matched case-insensitively' }),
-    sort: z.enum(SORT_VALUES).optional().meta({ description: 'relevance (default with q), year (default without q), -year, name, -name, updated, -updated, confidence, -confidence' }),
-    format,
-  })
-  .superRefine(yearRange);
+/** The parameters of the list; `/search` takes them and more. */
+export const LIST_PARAMETERS = {
+  limit: cappedInt(20, 100),
+  offset,
+  q: text.optional().meta({ description: 'full-text search over name, description, figures and tags (web-search syntax), with typo-tolerant name matching' }),
+  year_from: year.optional(),
+  year_to: year.optional(),
+  entity: entity.optional(),
+  sort: z.enum(SORT_VALUES).optional().meta({ description: 'relevance (default with q), year (default without q), -year, name, -name, updated, -updated, confidence, -confidence' }),
+  format,
+};
+
+const ListQuery = queryObject(LIST_PARAMETERS).superRefine(yearRange);
 
 /** The repository filters a list query asks for; `/search` adds its own on top. */
 export function listFilters(query: z.output<typeof ListQuery>): MomentFilters {
@@ -80,7 +81,7 @@ export function momentRoutes(deps: GraphRouteDeps): RouteDefinition[] {
       description: 'The path is the canonical path without its leading slash. Private moments are visible only to service-key and writer callers.',
       tags: ['public'],
       params: z.object({ path: momentPath }),
-      query: z.object({ format }),
+      query: queryObject({ format }),
       responses: {
         200: { description: 'The moment and every edge touching it (stored direction)', schema: z.union([MomentDetailSchema, TdfRecordSchema]) },
         404: { description: 'No such moment' },

@@ -5,23 +5,23 @@ import { momentPath } from '../domain/moment.ts';
 import { MomentNotFound } from '../graph-service.ts';
 import { PathSchema, TraverseSchema } from '../schemas.ts';
 import type { GraphRouteDeps } from './context.ts';
-import { cappedInt, edgeTypes, graphAliases } from './params.ts';
+import { boundedInt, boundedNumber, cappedInt, edgeTypes, graphAliases, queryObject } from './params.ts';
 
 export const TRAVERSE_LIMITS = { depth: { min: 1, max: 4, fallback: 2 }, limit: { fallback: 100, cap: 500 } } as const;
 export const PATH_LIMITS = { maxHops: { fallback: 6, cap: 10 } } as const;
 
 export const direction = z.enum(['past', 'future', 'both']).default('both');
-export const depth = z.coerce.number().int().min(TRAVERSE_LIMITS.depth.min).max(TRAVERSE_LIMITS.depth.max).default(TRAVERSE_LIMITS.depth.fallback);
+export const depth = boundedInt(TRAVERSE_LIMITS.depth.min, TRAVERSE_LIMITS.depth.max).default(TRAVERSE_LIMITS.depth.fallback);
 
-const TraverseQuery = z.object({
+const TraverseQuery = queryObject({
   direction,
   depth,
   edge_types: edgeTypes(CAUSAL_TYPES),
   limit: cappedInt(TRAVERSE_LIMITS.limit.fallback, TRAVERSE_LIMITS.limit.cap),
-  min_weight: z.coerce.number().min(0).max(1).default(0),
+  min_weight: boundedNumber(0, 1).default(0),
 });
 
-const PathQuery = z.object({
+const PathQuery = queryObject({
   from: momentPath,
   to: momentPath,
   max_hops: cappedInt(PATH_LIMITS.maxHops.fallback, PATH_LIMITS.maxHops.cap),
