@@ -61,7 +61,7 @@ export interface Platform {
   gateway: { url: string; close(): Promise<void> };
   graph: GraphHarness;
   generation: GenerationHarness;
-  conductor: { url: string; instance: ConductorInstance; server: RunningServer };
+  conductor: StartedConductor;
   /** A new user, with `credits` on top of the signup grant taken back (so the balance is exactly `credits`). */
   user(credits: number): Promise<User>;
   balance(user: User): Promise<number>;
@@ -76,6 +76,7 @@ export interface Platform {
 
 export interface StartedConductor {
   url: string;
+  databaseUrl: string;
   instance: ConductorInstance;
   server: RunningServer;
   send<T = any>(user: User, body: Record<string, unknown>): Promise<Reply<T>>;
@@ -111,6 +112,7 @@ async function startConductor(peers: { gateway: string; graph: string; generatio
   const server = await serve(instance.app, { port: config.PORT, host: '127.0.0.1', logger: instance.logger, graceMs: 500, onDrain: instance.drain, onClose: [instance.close] });
   return {
     url: server.url,
+    databaseUrl: database,
     instance,
     server,
     send: (user, body) => request(server.url, '/api/v1/conductor/messages', { method: 'POST', headers: user.headers, body }),
@@ -167,7 +169,7 @@ export async function startPlatform(options: PlatformOptions = {}): Promise<Plat
   const peers = { gateway: gatewayServer.url, graph: graph.url, generation: generation.url, simulation: simulationUrl };
   const main = await startConductor(peers, { PORT: String(conductorPort), ...options.conductor });
   const extras: StartedConductor[] = [];
-  const { instance, server } = main;
+  const { server } = main;
 
   const base = { conductor: server.url, gateway: gatewayServer.url };
   const call = <T = any>(target: 'conductor' | 'gateway', method: string, path: string, init: { headers?: Record<string, string>; body?: unknown } = {}) => request<T>(base[target], path, { method, ...init });
@@ -176,7 +178,7 @@ export async function startPlatform(options: PlatformOptions = {}): Promise<Plat
     gateway: { url: gatewayServer.url, close: () => gatewayServer.close() },
     graph,
     generation,
-    conductor: { url: server.url, instance, server },
+    conductor: main,
     async user(credits) {
       const issued = await call('gateway', 'POST', '/api/v1/auth/dev/token', { headers: admin, body: { external_id: `conductor-${randomBytes(6).toString('hex')}` } });
       if (issued.status >= 300) throw new Error(`dev token: ${issued.status} ${JSON.stringify(issued.body)}`);

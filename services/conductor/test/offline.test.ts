@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
-import { BASTILLE, CORONATION, README_REQUEST, WATERLOO, conductorEntries, startPlatform, type Platform, type User } from './harness.ts';
+import pg from 'pg';
+import { BASTILLE, CORONATION, GATEWAY_KEY, README_REQUEST, WATERLOO, conductorEntries, startPlatform, type Platform, type User } from './harness.ts';
 import { startSimulationStandIn, type SimulationStandIn } from './simulation-stand-in.ts';
 
 describe('conductor, offline planner', function () {
@@ -258,5 +259,35 @@ describe('conductor, offline planner', function () {
     assert.equal((await platform.call('conductor', 'GET', `/api/v1/conductor/conversations/${first.conversation_id}`, { headers: other.headers })).status, 404);
     assert.equal((await platform.call('conductor', 'DELETE', `/api/v1/conductor/conversations/${first.conversation_id}`, { headers: user.headers })).status, 204);
     assert.equal((await platform.call('conductor', 'GET', `/api/v1/conductor/conversations/${first.conversation_id}`, { headers: user.headers })).status, 404);
+  });
+
+  it('settles what a stopped process left: a charged call that never ended is refunded, an uncharged one is closed', async () => {
+    const user = await platform.user(50);
+    const message = (await platform.send(user, { content: 'Tell me about Waterloo' })).body.message_id as string;
+    const key = (index: number) => `conductor:${message}:${index}`;
+    // Call 7 was charged and its process died before it ended; call 8 died before its charge was booked.
+    const charged = await platform.call('gateway', 'POST', '/api/v1/credits/charge', { headers: { 'X-Service-Key': GATEWAY_KEY }, body: { user_id: user.id, amount: 8, operation: 'simulation.fidelity-3', idempotency_key: key(7) } });
+    assert.equal(charged.status, 201);
+    const db = new pg.Client({ connectionString: platform.conductor.databaseUrl });
+    await db.connect();
+    try {
+      for (const index of [7, 8]) {
+        await db.query(
+          `insert into conductor_tool_calls (message_id, index, user_id, tool, arguments, status, credits, operation, idempotency_key, updated_at)
+           values ($1, $2, $3, 'start_simulation', '{}', 'charging', 8, 'simulation.fidelity-3', $4, now() - interval '1 hour')`,
+          [message, index, user.id, key(index)],
+        );
+      }
+      assert.equal(await platform.balance(user), 42);
+      assert.equal(await platform.conductor.instance.service.settleUnsettled('test-settle'), 2);
+      assert.equal(await platform.balance(user), 50);
+      const rows = (await db.query('select index, status, credits, note from conductor_tool_calls where message_id = $1 and index in (7, 8) order by index', [message])).rows;
+      assert.deepEqual(rows.map((row) => [row.status, row.credits]), [['failed', 0], ['failed', 0]]);
+      assert.match(rows[0].note, /refunded/);
+      assert.match(rows[1].note, /never charged/);
+      assert.equal(await platform.conductor.instance.service.settleUnsettled('test-settle'), 0);
+    } finally {
+      await db.end();
+    }
   });
 });
