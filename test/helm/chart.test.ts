@@ -9,12 +9,13 @@ import { lstatSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { parse, parseAllDocuments } from 'yaml';
+import { parse } from 'yaml';
 import { applyAs, clientFor, CRD_DIR, manifests, SERVICE_MONITOR_CRD, waitFor } from '../../operator/test/cluster.ts';
 import { loadConfig } from '../../operator/src/config.ts';
 import type { KubeClient } from '../../operator/src/kube/client.ts';
 import type { KubeObject } from '../../operator/src/kube/object.ts';
 import { ControlPlane, K8S_VERSION } from '../k8s/control-plane.ts';
+import { Helm, keyPaths, lookup, only, type Run, type SchemaNode } from './helm.ts';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 const ROOT = join(HERE, '..', '..');
@@ -86,48 +87,19 @@ interface Rule {
   resourceNames?: string[];
 }
 
-let HELM = '';
-let helmHome = '';
-
-interface Run {
-  status: number | null;
-  stdout: string;
-  stderr: string;
-}
+let helmCli: Helm;
 
 function helm(...args: string[]): Run {
-  const r = spawnSync(HELM, args, {
-    encoding: 'utf8',
-    maxBuffer: 64 * 1024 * 1024,
-    // Nothing of the user's helm configuration (repositories, plugins, registry logins) is read or written.
-    env: {
-      ...process.env,
-      HELM_CACHE_HOME: join(helmHome, 'cache'),
-      HELM_CONFIG_HOME: join(helmHome, 'config'),
-      HELM_DATA_HOME: join(helmHome, 'data'),
-    },
-  });
-  return { status: r.status, stdout: r.stdout, stderr: r.stderr };
+  return helmCli.run(...args);
 }
 
 function helmOk(...args: string[]): string {
-  const r = helm(...args);
-  assert.equal(r.status, 0, `helm ${args.join(' ')} failed:\n${r.stderr}${r.stdout}`);
-  return r.stdout;
+  return helmCli.ok(...args);
 }
 
 /** `helm template` of the chart, parsed; `extra` are further flags (values files, --set, --include-crds). */
 function render(namespace: string, ...extra: string[]): KubeObject[] {
-  const out = helmOk('template', RELEASE, CHART, '--namespace', namespace, '--kube-version', K8S_VERSION, ...extra);
-  return parseAllDocuments(out)
-    .map((d) => d.toJS() as KubeObject | null)
-    .filter((d): d is KubeObject => d !== null);
-}
-
-function only<T extends KubeObject = KubeObject>(objects: KubeObject[], kind: string, name?: string): T {
-  const found = objects.filter((o) => o.kind === kind && (name === undefined || o.metadata.name === name));
-  assert.equal(found.length, 1, `expected one ${kind}${name ? ` ${name}` : ''}, found ${found.length}`);
-  return found[0] as T;
+  return helmCli.template(RELEASE, CHART, namespace, ...extra);
 }
 
 /** Rules as a set of single permissions, so that two spellings of the same grant compare equal. */
@@ -162,40 +134,16 @@ function operatorEnvironment(d: Deployment, podName: string): NodeJS.ProcessEnv 
   return out;
 }
 
-interface SchemaNode {
-  properties?: Record<string, SchemaNode>;
-}
 const schema = JSON.parse(readFileSync(join(CHART, 'values.schema.json'), 'utf8')) as SchemaNode;
-
-/**
- * Every value of values.yaml by its dotted path, descending where the schema lists properties (so
- * `image.tag`, but `resources` and `nodeSelector` as a whole).
- */
-function keyPaths(v: unknown, node: SchemaNode = schema, prefix = ''): string[] {
-  if (v === null || typeof v !== 'object' || Array.isArray(v) || !node.properties) return [prefix];
-  return Object.entries(v as Record<string, unknown>).flatMap(([k, x]) => {
-    const child = node.properties![k];
-    assert.ok(child, `values.schema.json does not describe ${prefix ? `${prefix}.` : ''}${k}`);
-    return keyPaths(x, child, prefix ? `${prefix}.${k}` : k);
-  });
-}
-
-function lookup(v: unknown, path: string): unknown {
-  return path.split('.').reduce<unknown>((o, k) => (o !== null && typeof o === 'object' ? (o as Record<string, unknown>)[k] : undefined), v);
-}
 
 describe('helm chart tempora-operator', function () {
   before(function () {
     this.timeout(40 * 60_000); // a clean machine builds helm first (about 5 minutes on 2 cores)
-    const built = spawnSync('bash', [join(HERE, 'build-helm.sh')], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] });
-    if (built.status !== 0) throw new Error(`building helm failed (exit ${built.status})`);
-    HELM = built.stdout.trim().split('\n').pop()!;
-    helmHome = mkdtempSync(join(tmpdir(), 'tempora-helm-'));
-    assert.match(helmOk('version', '--short'), /^v3\./);
+    helmCli = Helm.build();
   });
 
   after(function () {
-    if (helmHome) rmSync(helmHome, { recursive: true, force: true });
+    helmCli?.dispose();
   });
 
   describe('lint and packaging', function () {
@@ -205,13 +153,13 @@ describe('helm chart tempora-operator', function () {
     });
 
     it('the values file of these tests sets every value of values.yaml', function () {
-      const missing = keyPaths(defaults).filter((p) => lookup(full, p) === undefined);
+      const missing = keyPaths(defaults, schema).filter((p) => lookup(full, p) === undefined);
       assert.deepEqual(missing, [], 'values-full.yaml must set every value');
     });
 
     it('the README documents every value', function () {
       const readme = readFileSync(join(CHART, 'README.md'), 'utf8');
-      const undocumented = keyPaths(defaults).filter((p) => !readme.includes(`\`${p}\``));
+      const undocumented = keyPaths(defaults, schema).filter((p) => !readme.includes(`\`${p}\``));
       assert.deepEqual(undocumented, [], 'values missing from charts/tempora-operator/README.md');
     });
 

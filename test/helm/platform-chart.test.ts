@@ -1,0 +1,651 @@
+// The platform chart charts/tempora, checked with a real helm v3: lint with every example values file,
+// what it renders (custom resources the operator reads, the Secrets they name, PostgreSQL and Redis,
+// alert rules and dashboards read from dashboards/ through the chart's links), values refused by
+// values.schema.json and by the templates' cross-field rules, and on a real kube-apiserver
+// (test/k8s/control-plane.ts) with the CRDs of crds/ and the Prometheus Operator's own CRDs: every
+// rendering accepted by a server-side dry run, then helm install, upgrade, rollback and uninstall for real,
+// with generated Secrets kept across all of them and only the documented data left after uninstall.
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { lstatSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, realpathSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parse } from 'yaml';
+import { loadConfig } from '@tempora/kit/runtime';
+import { applyAs, clientFor, CRD_DIR, manifests, waitFor } from '../../operator/test/cluster.ts';
+import type { KubeClient } from '../../operator/src/kube/client.ts';
+import type { KubeObject } from '../../operator/src/kube/object.ts';
+import { GatewayConfigSchema } from '../../services/gateway/src/config.ts';
+import { GraphConfigSchema } from '../../services/graph/src/config.ts';
+import { GenerationConfigSchema } from '../../services/generation/src/config.ts';
+import { ControlPlane } from '../k8s/control-plane.ts';
+import { Helm, keyPaths, lookup, only, parseObjects, schemaPaths, type SchemaNode } from './helm.ts';
+
+const HERE = dirname(fileURLToPath(import.meta.url));
+const ROOT = join(HERE, '..', '..');
+const CHART = join(ROOT, 'charts', 'tempora');
+const EXAMPLES = join(CHART, 'examples');
+const FULL_VALUES = join(HERE, 'platform-values-full.yaml');
+const DASHBOARDS = join(ROOT, 'dashboards', 'grafana');
+const RULES = join(ROOT, 'dashboards', 'prometheus', 'tempora.rules.yaml');
+const RELEASE = 'tempora';
+const NAMESPACE = 'tempora';
+const PROMETHEUS_RULE_API = 'monitoring.coreos.com/v1/PrometheusRule';
+const TEMPORA_KINDS = ['Gateway', 'GraphWorker', 'AgentPool', 'SimulationBudget'];
+
+const schema = JSON.parse(readFileSync(join(CHART, 'values.schema.json'), 'utf8')) as SchemaNode;
+const defaults = parse(readFileSync(join(CHART, 'values.yaml'), 'utf8')) as Record<string, unknown>;
+const full = parse(readFileSync(FULL_VALUES, 'utf8')) as Record<string, unknown>;
+const examples = readdirSync(EXAMPLES).filter((f) => f.endsWith('.yaml')).sort();
+
+interface SecretKeyRef {
+  secretName: string;
+  key: string;
+}
+interface GatewaySpec {
+  image: { registry: string; version: string; pullPolicy: string };
+  logLevel: string;
+  services: Record<string, { replicas?: number; maxUnavailable?: number; resources?: unknown }>;
+  secrets: { keys: string; providers?: string };
+  database?: SecretKeyRef;
+  redis?: SecretKeyRef;
+  generation: { callbackSecret: SecretKeyRef; models?: unknown; publicUrl?: string };
+  [field: string]: unknown;
+}
+type Custom<S> = KubeObject & { spec: S };
+type Secret = KubeObject & { data: Record<string, string> };
+interface PodTemplate {
+  spec: {
+    securityContext: Record<string, unknown>;
+    containers: { name: string; image: string; env: { name: string; value?: string; valueFrom?: { secretKeyRef: { name: string; key: string } } }[]; securityContext: Record<string, unknown>; volumeMounts: { name: string; mountPath: string }[] }[];
+    volumes?: { name: string }[];
+  };
+}
+type StatefulSet = KubeObject & {
+  spec: { serviceName: string; template: PodTemplate; persistentVolumeClaimRetentionPolicy?: { whenDeleted: string }; volumeClaimTemplates?: { metadata: { name: string }; spec: { storageClassName?: string; resources: { requests: { storage: string } } } }[] };
+};
+
+function decoded(secret: Secret): Record<string, string> {
+  return Object.fromEntries(Object.entries(secret.data).map(([k, v]) => [k, Buffer.from(v, 'base64').toString('utf8')]));
+}
+
+/** The Secret keys the platform's custom resources read, as "secret/key" (a whole Secret as "secret/*"). */
+function referencedSecrets(objects: KubeObject[]): string[] {
+  const refs: string[] = [];
+  for (const o of objects) {
+    if (o.kind !== 'Gateway') continue;
+    const spec = (o as Custom<GatewaySpec>).spec;
+    refs.push(`${spec.secrets.keys}/*`, `${spec.generation.callbackSecret.secretName}/${spec.generation.callbackSecret.key}`);
+    if (spec.secrets.providers) refs.push(`${spec.secrets.providers}/*`);
+    if (spec.database) refs.push(`${spec.database.secretName}/${spec.database.key}`);
+    if (spec.redis) refs.push(`${spec.redis.secretName}/${spec.redis.key}`);
+  }
+  return refs;
+}
+
+describe('helm chart tempora (the platform)', function () {
+  let helm: Helm;
+  const render = (...extra: string[]) => helm.template(RELEASE, CHART, NAMESPACE, ...extra);
+
+  before(function () {
+    this.timeout(40 * 60_000); // a clean machine builds helm first (about 5 minutes on 2 cores)
+    helm = Helm.build();
+  });
+
+  after(function () {
+    helm?.dispose();
+  });
+
+  describe('lint, values and files', function () {
+    it('passes helm lint --strict with the default values, every example values file and every value set', function () {
+      helm.ok('lint', CHART, '--strict', '--namespace', NAMESPACE);
+      for (const f of examples) helm.ok('lint', CHART, '--strict', '--namespace', NAMESPACE, '-f', join(EXAMPLES, f));
+      helm.ok('lint', CHART, '--strict', '--namespace', NAMESPACE, '-f', FULL_VALUES);
+      assert.deepEqual(examples, ['kind.yaml', 'production.yaml']);
+    });
+
+    it('the values file of these tests sets every value of values.yaml', function () {
+      const missing = keyPaths(defaults, schema).filter((p) => lookup(full, p) === undefined);
+      assert.deepEqual(missing, [], 'platform-values-full.yaml must set every value');
+    });
+
+    it('the README documents every value the schema knows, and values.yaml has no key the schema does not', function () {
+      keyPaths(defaults, schema); // fails on an undescribed key
+      const readme = readFileSync(join(CHART, 'README.md'), 'utf8');
+      const undocumented = schemaPaths(schema).filter((p) => p !== 'global' && !readme.includes(`\`${p}\``));
+      assert.deepEqual(undocumented, [], 'values missing from charts/tempora/README.md');
+    });
+
+    it('reads the dashboards and the rules of dashboards/ through links, not copies', function () {
+      const files = join(CHART, 'files');
+      assert.deepEqual(readdirSync(files).sort(), ['dashboards', 'tempora.rules.yaml']);
+      assert.ok(lstatSync(join(files, 'dashboards')).isSymbolicLink());
+      assert.equal(readlinkSync(join(files, 'dashboards')), '../../../dashboards/grafana', 'a relative link, valid in any clone');
+      assert.equal(realpathSync(join(files, 'dashboards')), realpathSync(DASHBOARDS));
+      assert.ok(lstatSync(join(files, 'tempora.rules.yaml')).isSymbolicLink());
+      assert.equal(realpathSync(join(files, 'tempora.rules.yaml')), realpathSync(RULES));
+    });
+
+    it('helm package puts the files themselves into the chart, and the package renders like the directory', function () {
+      const out = mkdtempSync(join(tmpdir(), 'tempora-platform-package-'));
+      try {
+        helm.ok('package', CHART, '--destination', out);
+        const tgz = readdirSync(out).find((f) => f.endsWith('.tgz'))!;
+        assert.equal(spawnSync('tar', ['-xzf', join(out, tgz), '-C', out]).status, 0);
+        const packaged = join(out, 'tempora', 'files');
+        for (const f of readdirSync(DASHBOARDS)) {
+          assert.ok(!lstatSync(join(packaged, 'dashboards', f)).isSymbolicLink());
+          assert.equal(readFileSync(join(packaged, 'dashboards', f), 'utf8'), readFileSync(join(DASHBOARDS, f), 'utf8'), f);
+        }
+        assert.equal(readFileSync(join(packaged, 'tempora.rules.yaml'), 'utf8'), readFileSync(RULES, 'utf8'));
+        assert.deepEqual(readdirSync(join(out, 'tempora', 'examples')).sort(), examples);
+        // Generated secret values differ between two renderings; everything else is the same.
+        const masked = (text: string) => text.replace(/^(\s+[A-Za-z_-]+: )[A-Za-z0-9+/=]{20,}$/gm, '$1<generated>');
+        const args = ['--namespace', NAMESPACE, '--api-versions', PROMETHEUS_RULE_API];
+        assert.equal(masked(helm.ok('template', RELEASE, join(out, tgz), ...args)), masked(helm.ok('template', RELEASE, CHART, ...args)));
+      } finally {
+        rmSync(out, { recursive: true, force: true });
+      }
+    });
+  });
+
+  describe('rendered with the default values', function () {
+    let objects: KubeObject[];
+    let gateway: Custom<GatewaySpec>;
+
+    before(function () {
+      objects = render();
+      gateway = only<Custom<GatewaySpec>>(objects, 'Gateway', RELEASE);
+    });
+
+    it('renders the platform: its custom resources, Secrets, PostgreSQL, Redis and the dashboards', function () {
+      const dashboards = readdirSync(DASHBOARDS).map((f) => `ConfigMap/tempora-dashboard-${f.replace(/^tempora-/, '').replace(/\.json$/, '')}`);
+      assert.deepEqual(
+        objects.map((o) => `${o.kind}/${o.metadata.name}`).sort(),
+        [
+          'AgentPool/tempora-agents',
+          'Gateway/tempora',
+          'GraphWorker/tempora-daily',
+          'GraphWorker/tempora-expander',
+          'GraphWorker/tempora-judge',
+          'GraphWorker/tempora-renderer',
+          'Secret/tempora-callback',
+          'Secret/tempora-keys',
+          'Secret/tempora-postgresql',
+          'Secret/tempora-redis',
+          'Service/tempora-postgresql',
+          'Service/tempora-redis',
+          'SimulationBudget/tempora-global',
+          'StatefulSet/tempora-postgresql',
+          'StatefulSet/tempora-redis',
+          ...dashboards,
+        ].sort(),
+      );
+      for (const o of objects) {
+        assert.equal(o.metadata.namespace, NAMESPACE, `${o.kind}/${o.metadata.name} namespace`);
+        assert.equal(o.metadata.labels?.['app.kubernetes.io/instance'], RELEASE);
+        assert.equal(o.metadata.labels?.['app.kubernetes.io/part-of'], 'tempora');
+        assert.equal(o.metadata.labels?.['app.kubernetes.io/managed-by'], 'Helm');
+      }
+    });
+
+    it('points the Gateway at the Secrets it renders, and the workers and the pool at the Gateway', function () {
+      const secrets = new Map(objects.filter((o) => o.kind === 'Secret').map((s) => [s.metadata.name, decoded(s as Secret)]));
+      for (const ref of referencedSecrets(objects)) {
+        const [name, key] = ref.split('/') as [string, string];
+        assert.ok(secrets.has(name), `${name} is rendered`);
+        if (key !== '*') assert.ok(secrets.get(name)![key], `${name} holds ${key}`);
+      }
+      assert.deepEqual(gateway.spec.database, { secretName: 'tempora-postgresql', key: 'url' });
+      assert.deepEqual(gateway.spec.redis, { secretName: 'tempora-redis', key: 'url' });
+      assert.equal(gateway.spec.secrets.providers, undefined, 'no provider credentials by default');
+      assert.deepEqual(gateway.spec.image, { registry: 'ghcr.io/tempora', version: '0.1.0', pullPolicy: 'IfNotPresent' });
+      for (const o of objects.filter((x) => x.kind === 'GraphWorker' || x.kind === 'AgentPool')) {
+        assert.equal((o as Custom<{ gatewayRef: string }>).spec.gatewayRef, RELEASE, `${o.kind}/${o.metadata.name}`);
+      }
+      assert.deepEqual(
+        objects.filter((o) => o.kind === 'GraphWorker').map((o) => (o as Custom<{ role: string }>).spec.role).sort(),
+        ['daily', 'expander', 'judge', 'renderer'],
+      );
+    });
+
+    it('generates keys and URLs the services accept, each store URL holding its own password', function () {
+      const keys = decoded(only<Secret>(objects, 'Secret', 'tempora-keys'));
+      const pg = decoded(only<Secret>(objects, 'Secret', 'tempora-postgresql'));
+      const redis = decoded(only<Secret>(objects, 'Secret', 'tempora-redis'));
+      const callback = decoded(only<Secret>(objects, 'Secret', 'tempora-callback'));
+      const env = { ...keys, DATABASE_URL: pg.url, REDIS_URL: redis.url };
+      assert.deepEqual(loadConfig(GraphConfigSchema, env).WRITER_TOKENS, [{ name: 'tempora', token: keys.WRITER_TOKENS!.slice('tempora:'.length) }]);
+      assert.deepEqual(loadConfig(GatewayConfigSchema, env).SERVICE_KEY, [keys.SERVICE_KEY]);
+      assert.equal(loadConfig(GenerationConfigSchema, { ...env, CALLBACK_SECRET: callback['callback-secret'] }).CALLBACK_SECRET, callback['callback-secret']);
+      assert.match(keys.SERVICE_KEY!, /^[A-Za-z0-9]{48}$/);
+      assert.match(keys.WRITER_TOKENS!, /^tempora:[A-Za-z0-9]{48}$/);
+      assert.notEqual(keys.SERVICE_KEY, keys.ADMIN_KEY);
+      const pgUrl = new URL(pg.url!);
+      assert.deepEqual([pgUrl.protocol, pgUrl.username, decodeURIComponent(pgUrl.password), pgUrl.host, pgUrl.pathname], ['postgres:', 'tempora', pg.password, 'tempora-postgresql.tempora.svc:5432', '/tempora']);
+      const redisUrl = new URL(redis.url!);
+      assert.deepEqual([redisUrl.protocol, decodeURIComponent(redisUrl.password), redisUrl.host], ['redis:', redis.password, 'tempora-redis.tempora.svc:6379']);
+    });
+
+    it('runs PostgreSQL and Redis non-root on a read-only root, with probes, requests and a kept volume', function () {
+      for (const [name, port] of [['tempora-postgresql', 5432], ['tempora-redis', 6379]] as const) {
+        const sts = only<StatefulSet>(objects, 'StatefulSet', name);
+        const pod = sts.spec.template.spec;
+        const [c] = pod.containers as [PodTemplate['spec']['containers'][number] & Record<string, unknown>];
+        assert.equal(sts.spec.serviceName, name);
+        assert.deepEqual(pod.securityContext, { runAsNonRoot: true, runAsUser: 999, runAsGroup: 999, fsGroup: 999, seccompProfile: { type: 'RuntimeDefault' } });
+        assert.deepEqual(c.securityContext, { allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: { drop: ['ALL'] } });
+        assert.ok(c.readinessProbe && c.livenessProbe, `${name} probes`);
+        assert.ok((c.resources as { requests?: unknown }).requests, `${name} requests`);
+        assert.deepEqual((c.ports as { containerPort: number }[]).map((p) => p.containerPort), [port]);
+        assert.equal(sts.spec.persistentVolumeClaimRetentionPolicy?.whenDeleted, 'Retain');
+        assert.deepEqual(sts.spec.volumeClaimTemplates?.map((v) => v.metadata.name), ['data']);
+        // The password comes from the Secret whose URL the services read.
+        const password = c.env.find((e) => e.valueFrom?.secretKeyRef)!.valueFrom!.secretKeyRef;
+        assert.deepEqual(password, { name, key: 'password' });
+        assert.equal(only<Secret>(objects, 'Secret', name).metadata.annotations?.['helm.sh/resource-policy'], 'keep');
+        // A new chart version alone must not change what a StatefulSet cannot change or restart the server.
+        for (const labels of [sts.spec.template as unknown as KubeObject, ...(sts.spec.volumeClaimTemplates ?? [])].map((t) => (t as KubeObject).metadata.labels ?? {})) {
+          assert.equal(labels['app.kubernetes.io/version'], undefined);
+          assert.equal(labels['helm.sh/chart'], undefined);
+        }
+      }
+    });
+
+    it('leaves the PrometheusRule out while its CRD is not served, and ships every dashboard as a labelled ConfigMap', function () {
+      assert.equal(objects.filter((o) => o.kind === 'PrometheusRule').length, 0);
+      const maps = objects.filter((o) => o.kind === 'ConfigMap') as (KubeObject & { data: Record<string, string> })[];
+      assert.equal(maps.length, readdirSync(DASHBOARDS).length);
+      for (const f of readdirSync(DASHBOARDS)) {
+        const cm = maps.find((m) => m.data[f] !== undefined);
+        assert.ok(cm, `a ConfigMap holds ${f}`);
+        assert.equal(cm.data[f], readFileSync(join(DASHBOARDS, f), 'utf8'));
+        assert.equal(cm.metadata.labels?.grafana_dashboard, '1');
+      }
+    });
+  });
+
+  describe('rendered with other values', function () {
+    it('renders the PrometheusRule from dashboards/prometheus when the Prometheus Operator serves it', function () {
+      const rule = only<Custom<{ groups: unknown }>>(render('--api-versions', PROMETHEUS_RULE_API), 'PrometheusRule');
+      assert.deepEqual(rule.spec.groups, (parse(readFileSync(RULES, 'utf8')) as { groups: unknown }).groups);
+      // Prometheus's own template syntax in the annotations reaches the rule untouched by Helm.
+      assert.match(JSON.stringify(rule.spec.groups), /\{\{ \$labels\.job \}\}/);
+      assert.equal(render('--api-versions', PROMETHEUS_RULE_API, '--set', 'monitoring.prometheusRules.enabled=false').filter((o) => o.kind === 'PrometheusRule').length, 0);
+      assert.equal(render('--set', 'monitoring.dashboards.enabled=false').filter((o) => o.kind === 'ConfigMap').length, 0);
+    });
+
+    it('maps every value onto the custom resources (every value set)', function () {
+      const objects = render('-f', FULL_VALUES, '--api-versions', PROMETHEUS_RULE_API);
+      const gw = only<Custom<GatewaySpec>>(objects, 'Gateway', 'platform');
+      assert.deepEqual(gw.spec, {
+        image: { registry: 'registry.example.com/tempora', version: '1.2.3', pullPolicy: 'Always' },
+        logLevel: 'debug',
+        corsDomain: 'tempora.example.com',
+        trustedProxies: 2,
+        services: {
+          gateway: { replicas: 3, maxUnavailable: 2, resources: { requests: { cpu: '250m', memory: '256Mi' }, limits: { cpu: '2', memory: '1Gi' } } },
+          generation: { replicas: 2, maxUnavailable: 1, resources: { requests: { cpu: '250m', memory: '384Mi' }, limits: { memory: '1536Mi' } } },
+          graph: { replicas: 2, maxUnavailable: 0, resources: { requests: { cpu: '250m', memory: '512Mi' }, limits: { memory: '2Gi' } } },
+        },
+        ingress: { host: 'api.tempora.example.com', className: 'nginx', tlsSecretName: 'tempora-tls', annotations: { 'cert-manager.io/cluster-issuer': 'letsencrypt' } },
+        rateLimits: { tiers: [{ name: 'free', requestsPerMinute: 20, dailyLimit: 200 }, { name: 'enterprise', requestsPerMinute: 600 }] },
+        tracing: { endpoint: 'http://otel-collector.observability.svc:4318', protocol: 'http/json', samplingRatio: 0.25 },
+        secrets: { keys: 'platform-keys', providers: 'platform-providers' },
+        database: { secretName: 'platform-postgresql', key: 'url' },
+        redis: { secretName: 'platform-redis', key: 'url' },
+        generation: {
+          callbackSecret: { secretName: 'platform-callback', key: 'hmac' },
+          models: lookup(full, 'generation.models'),
+          publicUrl: 'https://media.tempora.example.com',
+        },
+      });
+      const keys = decoded(only<Secret>(objects, 'Secret', 'platform-keys'));
+      assert.deepEqual(keys, { SERVICE_KEY: 'service-key-0123456789abcdef', ADMIN_KEY: 'admin-key-0123456789abcdef', WRITER_TOKENS: 'curator:writer-token-0123456789abcdef,importer:writer-token-fedcba9876543210' });
+      assert.deepEqual(decoded(only<Secret>(objects, 'Secret', 'platform-callback')), { hmac: 'callback-secret-0123456789abcdef0123456789abcdef' });
+      assert.deepEqual(decoded(only<Secret>(objects, 'Secret', 'platform-providers')), { GEMINI_API_KEY: 'gemini-test-key', OPENROUTER_API_KEY: 'openrouter-test-key' });
+      assert.equal(decoded(only<Secret>(objects, 'Secret', 'platform-postgresql')).url, 'postgres://tempora:pg-password-0123456789@platform-postgresql.tempora.svc:5432/tempora');
+
+      const workers = Object.fromEntries(objects.filter((o) => o.kind === 'GraphWorker').map((o) => [o.metadata.name, (o as Custom<Record<string, unknown>>).spec]));
+      assert.deepEqual(Object.keys(workers).sort(), ['platform-daily', 'platform-expander', 'platform-renderer'], 'judge is disabled');
+      assert.deepEqual(workers['platform-daily'], {
+        role: 'daily', gatewayRef: 'platform', image: gw.spec.image, dailyBudgetUsd: 1, schedule: '30 2 * * *', timeZone: 'Europe/Paris',
+        concurrencyPolicy: 'Replace', successfulJobsHistoryLimit: 5, failedJobsHistoryLimit: 2, resources: lookup(full, 'graphWorkers.daily.resources'),
+      });
+      assert.deepEqual(workers['platform-renderer'], { role: 'renderer', gatewayRef: 'platform', image: gw.spec.image, replicas: 3, concurrency: 4, dailyBudgetUsd: 25, resources: lookup(full, 'graphWorkers.renderer.resources') });
+      const pool = only<Custom<Record<string, unknown>>>(objects, 'AgentPool', 'platform-agents');
+      assert.deepEqual(pool.spec, {
+        gatewayRef: 'platform', image: gw.spec.image, minReplicas: 2, maxReplicas: 8, cpuTargetPercent: 60, concurrency: 16, queueDepthTarget: 10,
+        models: lookup(full, 'generation.models'), resources: lookup(full, 'agentPool.resources'),
+      });
+      const budgets = objects.filter((o) => o.kind === 'SimulationBudget').map((o) => [o.metadata.name, (o as Custom<unknown>).spec]);
+      assert.deepEqual(budgets, [
+        ['platform-global', { scope: 'global', period: 'monthly', limitUsd: 500, perRunMaxUsd: 5, alertThresholds: [0.25, 0.9] }],
+        ['platform-acme', { scope: 'account:acme', period: 'daily', limitUsd: 20 }],
+      ]);
+
+      const pg = only<StatefulSet>(objects, 'StatefulSet', 'platform-postgresql');
+      assert.equal(pg.spec.template.spec.containers[0]!.image, 'registry.example.com/mirror/postgres:17.6-bookworm');
+      assert.equal(pg.spec.persistentVolumeClaimRetentionPolicy?.whenDeleted, 'Delete');
+      assert.deepEqual([pg.spec.volumeClaimTemplates![0]!.spec.storageClassName, pg.spec.volumeClaimTemplates![0]!.spec.resources.requests.storage], ['fast-ssd', '20Gi']);
+      assert.equal(only<Secret>(objects, 'Secret', 'platform-postgresql').metadata.annotations?.['helm.sh/resource-policy'], undefined, 'not kept when its volume is not');
+      const redis = only<StatefulSet>(objects, 'StatefulSet', 'platform-redis');
+      assert.equal(redis.spec.volumeClaimTemplates, undefined, 'no volume without persistence');
+      assert.ok(redis.spec.template.spec.volumes!.some((v) => v.name === 'data'), 'an emptyDir instead');
+
+      const rule = only(objects, 'PrometheusRule');
+      assert.equal(rule.metadata.labels?.release, 'kube-prometheus-stack');
+      for (const cm of objects.filter((o) => o.kind === 'ConfigMap')) {
+        assert.equal(cm.metadata.namespace, 'monitoring');
+        assert.deepEqual([cm.metadata.labels?.team, cm.metadata.annotations?.grafana_folder], ['platform', 'Tempora']);
+      }
+    });
+
+    it('for kind: the loaded images, never pulled, the gateway at tempora.localhost, state in the chart own stores', function () {
+      const objects = render('-f', join(EXAMPLES, 'kind.yaml'));
+      const gw = only<Custom<GatewaySpec>>(objects, 'Gateway');
+      assert.deepEqual(gw.spec.image, { registry: 'localhost/tempora', version: 'dev', pullPolicy: 'Never' });
+      assert.deepEqual(gw.spec.ingress, { host: 'tempora.localhost', className: 'traefik' });
+      assert.equal(objects.filter((o) => o.kind === 'StatefulSet').length, 2);
+    });
+
+    it('for production: your own PostgreSQL, Redis and provider Secrets, no StatefulSets, nothing generated for them', function () {
+      const objects = render('-f', join(EXAMPLES, 'production.yaml'));
+      const gw = only<Custom<GatewaySpec>>(objects, 'Gateway');
+      assert.deepEqual([gw.spec.database, gw.spec.redis, gw.spec.secrets.providers], [{ secretName: 'tempora-database', key: 'url' }, { secretName: 'tempora-redis', key: 'url' }, 'tempora-providers']);
+      assert.deepEqual(objects.filter((o) => ['StatefulSet', 'Service'].includes(o.kind)), []);
+      assert.deepEqual(objects.filter((o) => o.kind === 'Secret').map((o) => o.metadata.name).sort(), ['tempora-callback', 'tempora-keys']);
+    });
+
+    it('names existing Secrets instead of generating them', function () {
+      const objects = render('--set', 'secrets.keys.existingSecret=my-keys', '--set', 'secrets.callback.existingSecret=my-callback', '--set', 'secrets.callback.key=hmac', '--set', 'secrets.providers.existingSecret=my-providers');
+      const gw = only<Custom<GatewaySpec>>(objects, 'Gateway');
+      assert.deepEqual([gw.spec.secrets, gw.spec.generation.callbackSecret], [{ keys: 'my-keys', providers: 'my-providers' }, { secretName: 'my-callback', key: 'hmac' }]);
+      assert.deepEqual(objects.filter((o) => o.kind === 'Secret').map((o) => o.metadata.name).sort(), ['tempora-postgresql', 'tempora-redis']);
+    });
+
+    it('without any database or Redis: embedded state, one replica per service, no workers, no pool', function () {
+      const objects = render(
+        ...['postgresql.enabled=false', 'redis.enabled=false', 'agentPool.enabled=false'].flatMap((s) => ['--set', s]),
+        ...['renderer', 'expander', 'judge', 'daily'].flatMap((r) => ['--set', `graphWorkers.${r}.enabled=false`]),
+      );
+      const gw = only<Custom<GatewaySpec>>(objects, 'Gateway');
+      assert.equal(gw.spec.database, undefined);
+      assert.equal(gw.spec.redis, undefined);
+      assert.deepEqual(objects.filter((o) => ['StatefulSet', 'GraphWorker', 'AgentPool'].includes(o.kind)), []);
+    });
+  });
+
+  describe('refusals', function () {
+    const schemaRefusals: [string, string[], RegExp][] = [
+      ['a misspelt top-level value', ['--set', 'ingres.enabled=true'], /additional properties 'ingres' not allowed|ingres/],
+      ['a misspelt nested value', ['--set', 'services.gateway.replica=2'], /\/services\/gateway/],
+      ['a service the Gateway does not know', ['--set', 'services.billing.replicas=1'], /\/services/],
+      ['replicas that are not a number', ['--set', 'services.graph.replicas=two'], /\/services\/graph\/replicas/],
+      ['an unknown pull policy', ['--set', 'image.pullPolicy=Sometimes'], /\/image\/pullPolicy/],
+      ['an image version with a space', ['--set-string', 'image.version=1.0 beta'], /\/image\/version/],
+      ['a log level the CRD does not allow', ['--set', 'logLevel=silent'], /\/logLevel/],
+      ['a CORS domain that is no domain', ['--set', 'corsDomain=localhost'], /\/corsDomain/],
+      ['an ingress host with a scheme', ['--set', 'ingress.host=https://tempora.example.com'], /\/ingress\/host/],
+      ['an unknown rate-limit tier', ['--set', 'rateLimits.tiers[0].name=gold', '--set', 'rateLimits.tiers[0].requestsPerMinute=5'], /\/rateLimits\/tiers\/0\/name/],
+      ['a tracing endpoint that is no URL', ['--set', 'tracing.endpoint=collector:4318'], /\/tracing\/endpoint/],
+      ['a sampling ratio above 1', ['--set', 'tracing.samplingRatio=2'], /\/tracing\/samplingRatio/],
+      ['a short service key', ['--set', 'secrets.keys.serviceKey=short'], /\/secrets\/keys\/serviceKey/],
+      ['writer tokens without names', ['--set', 'secrets.keys.writerTokens=justatokenthatislongenough'], /\/secrets\/keys\/writerTokens/],
+      ['a provider variable that is no variable name', ['--set', 'secrets.providers.values.gemini-key=x'], /invalid propertyName 'gemini-key'/],
+      ['a password that would break the URL', ['--set', 'postgresql.password=p@ss/word:0123456789'], /\/postgresql\/password/],
+      ['a volume size that is no quantity', ['--set', 'postgresql.persistence.size=lots'], /\/postgresql\/persistence\/size/],
+      ['a memory limit that is no quantity', ['--set', 'redis.resources.limits.memory=lots'], /\/redis\/resources\/limits\/memory/],
+      ['an unknown worker role', ['--set', 'graphWorkers.painter.enabled=true'], /\/graphWorkers/],
+      ['a schedule on a Deployment worker', ['--set', 'graphWorkers.renderer.schedule=0 4 * * *'], /\/graphWorkers\/renderer/],
+      ['worker concurrency 0', ['--set', 'graphWorkers.judge.concurrency=0'], /\/graphWorkers\/judge\/concurrency/],
+      ['a budget scope the simulation service does not know', ['--set', 'simulationBudgets[0].name=x', '--set', 'simulationBudgets[0].scope=user:1', '--set', 'simulationBudgets[0].limitUsd=1'], /\/simulationBudgets\/0\/scope/],
+      ['a negative budget', ['--set', 'simulationBudgets[0].name=x', '--set', 'simulationBudgets[0].scope=global', '--set', 'simulationBudgets[0].limitUsd=-1'], /\/simulationBudgets\/0\/limitUsd/],
+      ['an alert threshold of 0', ['--set', 'simulationBudgets[0].name=x', '--set', 'simulationBudgets[0].scope=global', '--set', 'simulationBudgets[0].limitUsd=1', '--set', 'simulationBudgets[0].alertThresholds[0]=0'], /\/simulationBudgets\/0\/alertThresholds\/0/],
+      ['trusted proxies as a string', ['--set-string', 'trustedProxies=one'], /\/trustedProxies/],
+      ['dashboard labels that are not strings', ['--set', 'monitoring.dashboards.labels.grafana_dashboard=1'], /\/monitoring\/dashboards\/labels\/grafana_dashboard/],
+    ];
+    for (const [what, args, path] of schemaRefusals) {
+      it(`values.schema.json refuses ${what}`, function () {
+        const r = helm.run('template', RELEASE, CHART, '--namespace', NAMESPACE, ...args);
+        assert.notEqual(r.status, 0, `helm template ${args.join(' ')} should fail`);
+        assert.match(r.stderr, /values don't meet the specifications of the schema/);
+        assert.match(r.stderr, path);
+      });
+    }
+
+    const templateRefusals: [string, string[], RegExp][] = [
+      ['two replicas without shared state', ['--set', 'postgresql.enabled=false', '--set', 'services.gateway.replicas=2', '--set', 'agentPool.enabled=false', ...['renderer', 'expander', 'judge', 'daily'].flatMap((r) => ['--set', `graphWorkers.${r}.enabled=false`])], /services\.gateway\.replicas=2 needs a database and a Redis/],
+      ['graph workers without a database', ['--set', 'postgresql.enabled=false'], /graphWorkers\.\w+ needs a database/],
+      ['an agent pool without Redis', ['--set', 'redis.enabled=false'], /agentPool needs a Redis/],
+      ['the chart database and an external one', ['--set', 'externalDatabase.existingSecret=db'], /postgresql\.enabled and externalDatabase\.existingSecret both name a database/],
+      ['the chart Redis and an external one', ['--set', 'externalRedis.existingSecret=r'], /redis\.enabled and externalRedis\.existingSecret both name a Redis/],
+      ['an Ingress without a host', ['--set', 'ingress.enabled=true', '--set', 'ingress.host='], /ingress\.enabled needs ingress\.host/],
+      ['a pool whose maximum is below its minimum', ['--set', 'agentPool.minReplicas=4', '--set', 'agentPool.maxReplicas=2'], /agentPool\.maxReplicas \(2\) must be at least agentPool\.minReplicas \(4\)/],
+      ['a default model preset that is not among the presets', ['--set', 'generation.models.presets[0].name=balanced', '--set', 'generation.models.presets[0].provider=gemini', '--set', 'generation.models.presets[0].model=gemini-2.5-flash', '--set', 'generation.models.policy.default=hd'], /generation\.models\.policy\.default "hd" must name one of generation\.models\.presets \(balanced\)/],
+      ['two budgets of one name', ['--set', 'simulationBudgets[1].name=global', '--set', 'simulationBudgets[1].scope=global', '--set', 'simulationBudgets[1].limitUsd=1', '--set', 'simulationBudgets[0].name=global', '--set', 'simulationBudgets[0].scope=global', '--set', 'simulationBudgets[0].limitUsd=1'], /the name "global" appears twice/],
+      ['a per-run maximum above the limit', ['--set', 'simulationBudgets[0].name=global', '--set', 'simulationBudgets[0].scope=global', '--set', 'simulationBudgets[0].limitUsd=10', '--set', 'simulationBudgets[0].perRunMaxUsd=50'], /perRunMaxUsd \(50\) cannot exceed limitUsd \(10\)/],
+      ['a name too long for the objects derived from it', ['--set', `fullnameOverride=${'t'.repeat(40)}x`], /fullnameOverride/],
+    ];
+    for (const [what, args, message] of templateRefusals) {
+      it(`the templates refuse ${what}`, function () {
+        const r = helm.run('template', RELEASE, CHART, '--namespace', NAMESPACE, ...args);
+        assert.notEqual(r.status, 0, `helm template ${args.join(' ')} should fail`);
+        assert.match(r.stderr, message);
+      });
+    }
+
+    it('refuses a release name too long for the objects derived from it', function () {
+      const r = helm.run('template', 'a-release-name-of-more-than-forty-characters', CHART, '--namespace', NAMESPACE);
+      assert.notEqual(r.status, 0);
+      assert.match(r.stderr, /has more than 40 characters; set a shorter fullnameOverride/);
+    });
+
+    it('lint reports a refusal too', function () {
+      const r = helm.run('lint', CHART, '--strict', '--set', 'logLevel=verbose');
+      assert.notEqual(r.status, 0);
+      assert.match(r.stdout + r.stderr, /\/logLevel/);
+    });
+  });
+
+  describe('on a real kube-apiserver', function () {
+    let cp: ControlPlane | undefined;
+    let admin: KubeClient;
+    const plurals = new Map<string, string>();
+
+    /** The object's URL path, its resource's plural read from the API server's discovery. */
+    async function pathOf(o: KubeObject): Promise<string> {
+      const groupVersion = o.apiVersion;
+      if (!plurals.has(`${groupVersion}/${o.kind}`)) {
+        const base = groupVersion.includes('/') ? `/apis/${groupVersion}` : `/api/${groupVersion}`;
+        const list = await admin.request<{ resources: { name: string; kind: string; namespaced: boolean }[] }>('GET', base);
+        for (const r of list.resources) if (!r.name.includes('/')) plurals.set(`${groupVersion}/${r.kind}`, `${base}|${r.name}|${r.namespaced}`);
+      }
+      const entry = plurals.get(`${groupVersion}/${o.kind}`);
+      assert.ok(entry, `the API server serves no ${o.kind} in ${groupVersion}`);
+      const [base, plural, namespaced] = entry.split('|');
+      return `${base}${namespaced === 'true' ? `/namespaces/${o.metadata.namespace ?? NAMESPACE}` : ''}/${plural}/${o.metadata.name}`;
+    }
+
+    async function dryRun(o: KubeObject): Promise<KubeObject> {
+      return admin.request<KubeObject>('PATCH', await pathOf(o), { body: o, contentType: 'application/apply-patch+yaml', query: { fieldManager: 'helm', force: 'true', dryRun: 'All' } });
+    }
+
+    async function get(o: KubeObject): Promise<KubeObject | undefined> {
+      return admin.request<KubeObject>('GET', await pathOf(o)).catch((err: unknown) => {
+        if (/404|NotFound/.test(String(err))) return undefined;
+        throw err;
+      });
+    }
+
+    async function crdsEstablished(names: string[]): Promise<void> {
+      for (const name of names) {
+        await waitFor(`CRD ${name} established`, async () => {
+          const crd = await admin.request<KubeObject>('GET', `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${name}`);
+          return ((crd.status?.conditions ?? []) as { type: string; status: string }[]).some((c) => c.type === 'Established' && c.status === 'True');
+        });
+      }
+    }
+
+    before(async function () {
+      this.timeout(30 * 60_000); // builds kube-apiserver on a clean machine (about 6 minutes)
+      const plane = new ControlPlane();
+      try {
+        await plane.start();
+      } catch (err) {
+        await plane.stop();
+        throw err;
+      }
+      cp = plane;
+      admin = clientFor(cp.kubeconfigPath);
+      helm.env = { KUBECONFIG: cp.kubeconfigPath };
+      for (const name of [NAMESPACE, 'monitoring', 'dry-run']) {
+        await applyAs(admin, {
+          apiVersion: 'v1',
+          kind: 'Namespace',
+          metadata: { name, labels: { 'pod-security.kubernetes.io/enforce': 'restricted', 'pod-security.kubernetes.io/enforce-version': 'latest' } },
+        });
+      }
+    });
+
+    after(async function () {
+      this.timeout(60_000);
+      helm.env = {};
+      await cp?.stop();
+    });
+
+    it('refuses to install before the operator and its CRDs, and says what is missing', function () {
+      const r = helm.run('install', RELEASE, CHART, '--namespace', NAMESPACE);
+      assert.notEqual(r.status, 0);
+      assert.match(r.stderr, /no matches for kind "Gateway" in version "tempora\.dev\/v1alpha1"/);
+      assert.match(helm.run('list', '--namespace', NAMESPACE, '--all', '--short').stdout, /^\s*$/, 'no release left behind');
+    });
+
+    describe('with the CRDs of crds/ and the Prometheus Operator', function () {
+      before(async function () {
+        this.timeout(10 * 60_000); // downloads the Prometheus Operator module on a clean machine
+        const promCrds = spawnSync('bash', [join(HERE, 'prometheus-operator-crds.sh')], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] });
+        if (promCrds.status !== 0) throw new Error('fetching the Prometheus Operator CRDs failed');
+        const promDir = promCrds.stdout.trim();
+        const crds = [
+          ...readdirSync(CRD_DIR).filter((f) => f.endsWith('.yaml')).flatMap((f) => manifests(join(CRD_DIR, f))),
+          // The Prometheus Operator's real schemas, so that the rules and the operator's monitors are validated.
+          ...['prometheusrules', 'servicemonitors', 'podmonitors'].flatMap((p) => manifests(join(promDir, `monitoring.coreos.com_${p}.yaml`))),
+        ];
+        for (const crd of crds) await applyAs(admin, crd, 'test-setup');
+        await crdsEstablished(crds.map((c) => c.metadata.name));
+      });
+
+      it('accepts every object of every rendering in a server-side dry run: defaults, each example, every value set', async function () {
+        this.timeout(120_000);
+        const renderings: [string, string[]][] = [
+          ['defaults', []],
+          ...examples.map((f): [string, string[]] => [f, ['-f', join(EXAMPLES, f)]]),
+          ['every value set', ['-f', FULL_VALUES]],
+        ];
+        for (const [what, args] of renderings) {
+          const objects = helm.template(RELEASE, CHART, 'dry-run', '--api-versions', PROMETHEUS_RULE_API, ...args);
+          for (const o of objects) {
+            await dryRun(o).catch((err: unknown) => assert.fail(`${what}: ${o.kind}/${o.metadata.name} refused: ${String(err)}`));
+          }
+        }
+      });
+
+      it('the dry run is not vacuous: the CRDs refuse what the operator could not run', async function () {
+        const [gw] = helm.template(RELEASE, CHART, 'dry-run', '--set', 'postgresql.enabled=false', '--set', 'agentPool.enabled=false', ...['renderer', 'expander', 'judge', 'daily'].flatMap((r) => ['--set', `graphWorkers.${r}.enabled=false`])).filter((o) => o.kind === 'Gateway') as Custom<GatewaySpec>[];
+        gw!.spec.services.gateway!.replicas = 3;
+        await assert.rejects(dryRun(gw!), /more than one replica needs spec\.database and spec\.redis/);
+        const rule = only<Custom<{ groups: { rules: Record<string, unknown>[] }[] }>>(helm.template(RELEASE, CHART, 'dry-run', '--api-versions', PROMETHEUS_RULE_API), 'PrometheusRule');
+        rule.spec.groups[0]!.rules[0]!.for = 'two minutes';
+        await assert.rejects(dryRun(rule), /spec\.groups\[0\]\.rules\[0\]\.for/);
+      });
+
+      describe('helm install, upgrade, rollback and uninstall', function () {
+        const kept = ['tempora-postgresql', 'tempora-redis'];
+        let secretsAtInstall: Map<string, Record<string, string>>;
+
+        async function secretsNow(): Promise<Map<string, Record<string, string>>> {
+          const list = await admin.request<{ items: Secret[] }>('GET', `/api/v1/namespaces/${NAMESPACE}/secrets`, { query: { labelSelector: `app.kubernetes.io/instance=${RELEASE}` } });
+          return new Map(list.items.map((s) => [s.metadata.name, decoded(s)]));
+        }
+
+        async function gatewaySpec(): Promise<GatewaySpec> {
+          return ((await admin.request<KubeObject>('GET', `/apis/tempora.dev/v1alpha1/namespaces/${NAMESPACE}/gateways/${RELEASE}`)) as Custom<GatewaySpec>).spec;
+        }
+
+        /** Our objects in the namespace, by kind/name: everything labelled with the release, and the pods. */
+        async function ours(): Promise<string[]> {
+          const found: string[] = [];
+          const query = { labelSelector: `app.kubernetes.io/instance=${RELEASE}` };
+          const paths: [string, string][] = [
+            ['Secret', `/api/v1/namespaces/${NAMESPACE}/secrets`],
+            ['ConfigMap', `/api/v1/namespaces/${NAMESPACE}/configmaps`],
+            ['Service', `/api/v1/namespaces/${NAMESPACE}/services`],
+            ['PersistentVolumeClaim', `/api/v1/namespaces/${NAMESPACE}/persistentvolumeclaims`],
+            ['Pod', `/api/v1/namespaces/${NAMESPACE}/pods`],
+            ['StatefulSet', `/apis/apps/v1/namespaces/${NAMESPACE}/statefulsets`],
+            ...TEMPORA_KINDS.map((k): [string, string] => [k, `/apis/tempora.dev/v1alpha1/namespaces/${NAMESPACE}/${k.toLowerCase()}s`]),
+          ];
+          for (const [kind, path] of paths) {
+            const list = await admin.request<{ items: KubeObject[] }>('GET', path, { query });
+            found.push(...list.items.map((o) => `${kind}/${o.metadata.name}`));
+          }
+          return found.sort();
+        }
+
+        it('installs: the objects exist, the stores pods are admitted under the restricted Pod Security Standard, NOTES say how to sign in', async function () {
+          this.timeout(120_000);
+          const out = helm.ok('install', RELEASE, CHART, '--namespace', NAMESPACE);
+          assert.match(out, /STATUS: deployed/);
+          assert.match(out, /kubectl -n tempora port-forward service\/tempora-gateway 8080:8080/);
+          assert.match(out, /\/api\/v1\/auth\/demo/);
+          assert.match(out, /kubectl -n tempora get secret tempora-keys -o jsonpath='\{\.data\.ADMIN_KEY\}'/);
+          assert.match(out, /PostgreSQL and Redis run from this chart/);
+          for (const o of parseObjects(helm.ok('get', 'manifest', RELEASE, '--namespace', NAMESPACE))) assert.ok(await get(o), `${o.kind}/${o.metadata.name} exists`);
+          secretsAtInstall = await secretsNow();
+          assert.deepEqual([...secretsAtInstall.keys()].sort(), ['tempora-callback', 'tempora-keys', 'tempora-postgresql', 'tempora-redis']);
+          // kube-controller-manager's StatefulSet controller makes the pods (no kubelet runs them here) and
+          // their volume claims; a pod refused by admission would never appear.
+          for (const sts of kept) {
+            await waitFor(`pod ${sts}-0`, () => get({ apiVersion: 'v1', kind: 'Pod', metadata: { name: `${sts}-0`, namespace: NAMESPACE } }), 60_000, 250);
+            assert.ok(await get({ apiVersion: 'v1', kind: 'PersistentVolumeClaim', metadata: { name: `data-${sts}-0`, namespace: NAMESPACE } }));
+          }
+        });
+
+        it('upgrades to a changed value: the custom resources follow, no Secret value changes', async function () {
+          this.timeout(120_000);
+          helm.ok('upgrade', RELEASE, CHART, '--namespace', NAMESPACE, '--set', 'logLevel=debug', '--set', 'agentPool.maxReplicas=3');
+          assert.equal((await gatewaySpec()).logLevel, 'debug');
+          assert.deepEqual(await secretsNow(), secretsAtInstall);
+        });
+
+        it('rolls back to the first revision: the value is back, the Secrets still unchanged', async function () {
+          this.timeout(120_000);
+          helm.ok('rollback', RELEASE, '1', '--namespace', NAMESPACE);
+          assert.equal((await gatewaySpec()).logLevel, 'info');
+          assert.deepEqual(await secretsNow(), secretsAtInstall);
+          assert.match(helm.ok('history', RELEASE, '--namespace', NAMESPACE), /3\s.*deployed\s+tempora-0\.1\.0.*Rollback to 1/);
+        });
+
+        it('uninstalls: nothing of ours is left but the data stores volumes and the Secrets that open them', async function () {
+          this.timeout(120_000);
+          helm.ok('uninstall', RELEASE, '--namespace', NAMESPACE);
+          const expected = [...kept.map((s) => `PersistentVolumeClaim/data-${s}-0`), ...kept.map((s) => `Secret/${s}`)].sort();
+          // The garbage collector deletes the StatefulSets' pods after helm deletes their owners.
+          await waitFor('only the kept objects', async () => JSON.stringify(await ours()) === JSON.stringify(expected), 60_000, 250).catch(async () => assert.deepEqual(await ours(), expected));
+          assert.equal((await admin.request<{ items: unknown[] }>('GET', '/apis/monitoring.coreos.com/v1/namespaces/tempora/prometheusrules')).items.length, 0);
+        });
+
+        it('a new install under the same name adopts the kept Secrets, so the kept data opens with its password', async function () {
+          this.timeout(120_000);
+          helm.ok('install', RELEASE, CHART, '--namespace', NAMESPACE);
+          const now = await secretsNow();
+          for (const s of kept) assert.deepEqual(now.get(s), secretsAtInstall.get(s), s);
+          assert.notDeepEqual(now.get('tempora-keys'), secretsAtInstall.get('tempora-keys'), 'the rest is generated anew');
+          helm.ok('uninstall', RELEASE, '--namespace', NAMESPACE);
+        });
+      });
+    });
+  });
+});
