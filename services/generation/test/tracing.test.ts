@@ -67,9 +67,9 @@ describe('generation: a trace span per agent call', function () {
     if (!registered) this.skip();
     const reply = await gen.post('/api/v1/timepoints/generate/sync', { query: QUERY });
     assert.equal(reply.status, 200);
-    const agents = spans.filter((span) => span.name.startsWith('agent '));
-    assert.deepEqual(new Set(agents.map((span) => span.name)), new Set(['Judge', 'Timeline', 'Grounding', 'Scene', 'Characters', 'CharacterBio', 'Graph', 'Moment', 'Camera', 'Dialog', 'Critique', 'ImagePrompt'].map((name) => `agent ${name}`)));
-    const dialog = agents.find((span) => span.name === 'agent Dialog')!;
+    const agents = spans.filter((span) => span.name.startsWith('invoke_agent '));
+    assert.deepEqual(new Set(agents.map((span) => span.name)), new Set(['Judge', 'Timeline', 'Grounding', 'Scene', 'Characters', 'CharacterBio', 'Graph', 'Moment', 'Camera', 'Dialog', 'Critique', 'ImagePrompt'].map((name) => `invoke_agent ${name}`)));
+    const dialog = agents.find((span) => span.name === 'invoke_agent Dialog')!;
     assert.equal(dialog.attributes['gen_ai.agent.name'], 'Dialog');
     assert.equal(dialog.attributes['gen_ai.system'], 'offline');
     assert.equal(dialog.attributes['gen_ai.response.model'], 'offline');

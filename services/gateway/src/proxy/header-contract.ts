@@ -69,11 +69,15 @@ const TRACEPARENT = /^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$/;
 /** A request header's value as one string ('' when absent): Node gives repeated fields as arrays. */
 export const headerValue = (value: string | string[] | undefined) => (Array.isArray(value) ? value[0] : value) ?? '';
 
-/** W3C trace context for the upstream call: OpenTelemetry's when tracing runs, else continued from the caller's. */
+/**
+ * W3C trace context for the upstream call: none when OpenTelemetry runs (its undici instrumentation sets
+ * the proxy's client span on the request; a second traceparent would make the upstream's unreadable),
+ * else continued from the caller's.
+ */
 export function outgoingTraceContext(incomingHeaders: IncomingHttpHeaders): Record<string, string> {
   const carrier: Record<string, string> = {};
   propagation.inject(otelContext.active(), carrier);
-  if (carrier.traceparent) return carrier;
+  if (carrier.traceparent) return {};
   const incoming = TRACEPARENT.exec(headerValue(incomingHeaders.traceparent));
   const traceId = incoming && !/^0+$/.test(incoming[1]!) ? incoming[1]! : randomHex(16);
   const traceparent = `00-${traceId}-${randomHex(8)}-${incoming?.[3] ?? '01'}`;

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { SpanStatusCode, trace } from '@opentelemetry/api';
-import { addUsage, emptyUsage, type Citation } from '@tempora/kit/providers';
+import { addUsage, emptyUsage, GEN_AI_PROVIDER_NAMES, type Citation } from '@tempora/kit/providers';
 import type { AgentOutput } from '../agents/index.ts';
 import type { AgentName, Brief } from '../agents/types.ts';
 import type { GenerationMetrics } from '../metrics.ts';
@@ -155,7 +155,9 @@ export class PipelineRun {
       Object.assign(task, { text: selection.text, ...callParams(agent, selection, this.llm), repair_attempts: this.deps.repairAttempts, grounding: selection.grounding });
     }
     const provider = agent === 'ImageGen' ? (selection.images[0]?.provider ?? 'offline') : selection.text.provider;
-    const outcome = await tracer.startActiveSpan(`agent ${agent}`, { attributes: { 'gen_ai.agent.name': agent, 'gen_ai.system': provider, 'gen_ai.request.model': task.text?.model ?? selection.images[0]?.model ?? '' } }, async (span) => {
+    // GenAI's agent span (`invoke_agent {name}`): the model calls under it, in this process or on a pool worker, are the kit providers' spans.
+    const attributes = { 'gen_ai.operation.name': 'invoke_agent', 'gen_ai.agent.name': agent, 'gen_ai.provider.name': GEN_AI_PROVIDER_NAMES[provider], 'gen_ai.system': GEN_AI_PROVIDER_NAMES[provider], 'tempora.provider.kind': provider, 'gen_ai.request.model': task.text?.model ?? selection.images[0]?.model ?? '' };
+    const outcome = await tracer.startActiveSpan(`invoke_agent ${agent}`, { attributes }, async (span) => {
       try {
         const result = await this.deps.runner.run(task, this.controller.signal);
         if (result.ok) {

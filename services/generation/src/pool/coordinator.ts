@@ -1,11 +1,13 @@
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
-import { context as otelContext, propagation } from '@opentelemetry/api';
+import { context as otelContext, propagation, SpanKind, SpanStatusCode, trace } from '@opentelemetry/api';
 import type { Logger } from '@tempora/kit/observability';
 import type { RedisClient } from '@tempora/kit/data';
 import type { AgentRunner } from '../pipeline/runner.ts';
 import type { AgentOutcome, AgentTask } from '../pipeline/task.ts';
-import { ensureGroup, failureOf, fieldsOf, poolKeys, queueDepth, streamsOf, type PoolKeys } from './protocol.ts';
+import { ensureGroup, failureOf, fieldsOf, messagingAttributes, poolKeys, queueDepth, streamsOf, type PoolKeys } from './protocol.ts';
+
+const tracer = trace.getTracer('tempora-generation');
 
 /**
  * The coordinator side of the agent pool: tasks go onto a Redis stream read by a consumer group of
@@ -62,9 +64,6 @@ export class PoolCoordinator implements AgentRunner {
   }
 
   async run(task: AgentTask, signal: AbortSignal): Promise<AgentOutcome> {
-    const carrier: Record<string, string> = {};
-    propagation.inject(otelContext.active(), carrier);
-    const payload = JSON.stringify({ ...task, trace: carrier });
     return new Promise<AgentOutcome>((resolve) => {
       let settled = false;
       const settle = (outcome: AgentOutcome) => {
@@ -84,9 +83,20 @@ export class PoolCoordinator implements AgentRunner {
       if (signal.aborted) return onAbort();
       signal.addEventListener('abort', onAbort, { once: true });
       this.waiting.set(task.id, settle);
-      this.redis
-        .sendCommand(['XADD', this.keys.tasks, '*', 'task_id', task.id, 'reply_to', this.keys.results(this.instance), 'task', payload])
-        .catch((error: Error) => settle(failureOf('pool_unavailable', `the agent pool could not be reached: ${error.message}`)));
+      // The producer span's context travels in the entry: the parent of the worker's process span.
+      const attributes = { ...messagingAttributes(this.keys, 'send'), 'gen_ai.agent.name': task.agent };
+      tracer.startActiveSpan(`send ${this.keys.tasks}`, { kind: SpanKind.PRODUCER, attributes }, (span) => {
+        const carrier: Record<string, string> = {};
+        propagation.inject(otelContext.active(), carrier);
+        this.redis
+          .sendCommand(['XADD', this.keys.tasks, '*', 'task_id', task.id, 'reply_to', this.keys.results(this.instance), 'task', JSON.stringify({ ...task, trace: carrier })])
+          .then((id) => span.setAttribute('messaging.message.id', String(id)))
+          .catch((error: Error) => {
+            span.setStatus({ code: SpanStatusCode.ERROR, message: error.message });
+            settle(failureOf('pool_unavailable', `the agent pool could not be reached: ${error.message}`));
+          })
+          .finally(() => span.end());
+      });
     });
   }
 

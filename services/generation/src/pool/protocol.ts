@@ -23,6 +23,18 @@ export const poolKeys = (prefix: string): PoolKeys => ({
   results: (instance) => `${prefix}:generation:agent-results:${instance}`,
 });
 
+/**
+ * Attributes of the pool's producer (`send`) and consumer (`process`) spans, after OpenTelemetry's
+ * messaging conventions: the trace context travels in the task entry, so a worker's span continues the
+ * coordinator's trace.
+ */
+export const messagingAttributes = (keys: PoolKeys, operation: 'send' | 'process') => ({
+  'messaging.system': 'redis',
+  'messaging.destination.name': keys.tasks,
+  'messaging.operation.type': operation,
+  'messaging.operation.name': operation,
+});
+
 /** Deliveries after which a task is failed rather than redelivered again. */
 export const MAX_DELIVERIES = 3;
 

@@ -1,11 +1,11 @@
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
-import { context as otelContext, propagation, trace } from '@opentelemetry/api';
+import { context as otelContext, propagation, SpanKind, SpanStatusCode, trace } from '@opentelemetry/api';
 import type { Logger } from '@tempora/kit/observability';
 import type { RedisClient } from '@tempora/kit/data';
 import type { ProviderSet } from '../providers.ts';
 import { executeTask, type AgentOutcome, type AgentTask } from '../pipeline/task.ts';
-import { MAX_DELIVERIES, ensureGroup, failureOf, fieldsOf, poolKeys, resultEntry, streamsOf, type PoolKeys, type StreamEntry } from './protocol.ts';
+import { MAX_DELIVERIES, ensureGroup, failureOf, fieldsOf, messagingAttributes, poolKeys, resultEntry, streamsOf, type PoolKeys, type StreamEntry } from './protocol.ts';
 
 export interface WorkerOptions {
   redis: RedisClient;
@@ -105,16 +105,27 @@ export class PoolWorker {
         outcome = failureOf('cancelled', 'the request was cancelled');
       } else {
         this.options.logger.info({ task: task.id, agent: task.agent, entry: id }, 'agent task started');
+        // The coordinator's producer span is the parent, and a link as the messaging conventions ask of a process span.
         const parent = propagation.extract(otelContext.active(), task.trace ?? {});
-        outcome = await otelContext.with(parent, () =>
-          trace.getTracer('tempora-generation').startActiveSpan(`agent-pool ${task.agent}`, async (span) => {
+        const producer = trace.getSpanContext(parent);
+        const attributes = {
+          ...messagingAttributes(this.keys, 'process'),
+          'messaging.message.id': id,
+          'messaging.consumer.group.name': this.keys.group,
+          'messaging.client.id': this.consumer,
+          'gen_ai.agent.name': task.agent,
+        };
+        outcome = await trace
+          .getTracer('tempora-generation')
+          .startActiveSpan(`process ${this.keys.tasks}`, { kind: SpanKind.CONSUMER, attributes, links: producer ? [{ context: producer }] : [] }, parent, async (span) => {
             try {
-              return await executeTask(task, this.options.providers, RUN_TO_END);
+              const result = await executeTask(task, this.options.providers, RUN_TO_END);
+              if (!result.ok) span.setStatus({ code: SpanStatusCode.ERROR, message: result.error.message });
+              return result;
             } finally {
               span.end();
             }
-          }),
-        );
+          });
       }
       await redis.sendCommand(['XADD', fields.reply_to, ...resultEntry(task.id, outcome)]);
       // A replica that died never deletes its results stream: let Redis drop it an hour after the last result.

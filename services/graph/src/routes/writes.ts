@@ -1,3 +1,4 @@
+import { context, propagation } from '@opentelemetry/api';
 import { z } from 'zod';
 import { defineRoute, type RouteDefinition, notFound, unprocessable, type ProblemFieldError, zodIssues } from '@tempora/kit/http';
 import { tdfHash } from '@tempora/kit/moments';
@@ -19,12 +20,15 @@ export const GenerateBody = z.object({
 });
 export type GenerateBody = z.output<typeof GenerateBody>;
 
+/** A job's request as its caller sent it: the trace context stored beside it is the renderer's (workers/renderer.ts). */
+const requestView = ({ trace: _trace, ...request }: Record<string, unknown>) => request;
+
 const jobView = (job: RenderJobRow) => ({
   id: job.id,
   status: job.status,
   path: job.path,
   requested_by: job.requested_by,
-  request: job.request,
+  request: requestView(job.request),
   attempts: job.attempts,
   error: job.error,
   scene_id: job.scene_id ?? null,
@@ -109,10 +113,13 @@ export function writeRoutes(deps: GraphRouteDeps): RouteDefinition[] {
       body: GenerateBody,
       responses: { 202: { description: 'The render job, queued', schema: GenerateResultSchema } },
       handler: async (ctx, { body }) => {
+        // The job keeps this request's trace context: the renderer's work on it continues this trace (docs/observability.md).
+        const trace: Record<string, string> = {};
+        propagation.inject(context.active(), trace);
         const result = await deps.graph.queueRender(
           MomentInput.parse({ path: body.path, event_name: body.event_name, layer: 0, source_type: 'generate', confidence: 0.5 }),
           // The kit authorizes the route's security before the handler runs, so a principal is set.
-          { requestedBy: ctx.state.principal!.id, request: { query: body.query ?? body.event_name, preset: body.preset, generate_image: body.generate_image } },
+          { requestedBy: ctx.state.principal!.id, request: { query: body.query ?? body.event_name, preset: body.preset, generate_image: body.generate_image, ...(trace.traceparent ? { trace } : {}) } },
         );
         ctx.status = 202;
         ctx.set('Location', `/api/v1/graph/jobs/${result.job.id}`);

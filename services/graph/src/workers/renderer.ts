@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
+import { propagation, ROOT_CONTEXT, SpanKind, SpanStatusCode, trace } from '@opentelemetry/api';
 import type { Logger } from '@tempora/kit/observability';
 import type { GraphConfig } from '../config.ts';
 import type { GraphService } from '../graph-service.ts';
@@ -53,6 +54,14 @@ export function createRenderer(graph: GraphService, config: RendererConfig, logg
   });
 }
 
+const tracer = trace.getTracer('tempora-graph');
+
+/** A job's request as the generation service takes it, and the trace context of the request that queued it. */
+function requestOf(job: ClaimedRenderJob): { request: RenderRequest; trace: Record<string, string> } {
+  const { trace: carrier, ...request } = job.request as unknown as RenderRequest & { trace?: Record<string, string> };
+  return { request, trace: carrier ?? {} };
+}
+
 /**
  * The Renderer: claims queued render jobs (any number of replicas, each up to `concurrency` at a time),
  * renders each moment through the generation service and upgrades it to layer 2 with the scene.
@@ -85,7 +94,7 @@ export class Renderer {
     const jobs = await graph.repository.renderJobs.claim(workerId, free);
     for (const job of jobs) {
       const abort = new AbortController();
-      const done = this.process(job, abort.signal)
+      const done = this.traced(job, abort.signal)
         .then((outcome) => this.count(outcome))
         .catch((error: unknown) => {
           this.count('error');
@@ -109,6 +118,38 @@ export class Renderer {
     this.options.metrics?.jobs.inc({ role: 'renderer', outcome });
   }
 
+  /**
+   * A job's attempt in a `process render_jobs` span (OpenTelemetry's messaging conventions, the table as
+   * the queue): a child of the POST /generate that queued the job, whose trace context the job stores, and
+   * linked to it, so that the render, its generation call and its agents are that request's trace.
+   */
+  private traced(job: ClaimedRenderJob, signal: AbortSignal): Promise<RenderOutcome> {
+    const parent = propagation.extract(ROOT_CONTEXT, requestOf(job).trace);
+    const queued = trace.getSpanContext(parent);
+    const attributes = {
+      'messaging.system': 'postgresql',
+      'messaging.destination.name': 'render_jobs',
+      'messaging.operation.type': 'process',
+      'messaging.operation.name': 'process',
+      'messaging.message.id': job.id,
+      'tempora.render.path': job.path,
+      'tempora.render.attempt': job.attempts,
+    };
+    return tracer.startActiveSpan('process render_jobs', { kind: SpanKind.CONSUMER, attributes, links: queued ? [{ context: queued }] : [] }, parent, async (span) => {
+      try {
+        const outcome = await this.process(job, signal);
+        span.setAttribute('tempora.render.outcome', outcome);
+        if (outcome === 'failed' || outcome === 'retried') span.setStatus({ code: SpanStatusCode.ERROR, message: `render ${outcome}` });
+        return outcome;
+      } catch (error) {
+        span.setStatus({ code: SpanStatusCode.ERROR, message: (error as Error).message });
+        throw error;
+      } finally {
+        span.end();
+      }
+    });
+  }
+
   private async process(job: ClaimedRenderJob, signal: AbortSignal): Promise<RenderOutcome> {
     const { graph, generation, budget, logger, workerId, maxAttempts, backoffMs } = this.options;
     const log = logger.child({ job: job.id, path: job.path, attempt: job.attempts });
@@ -118,7 +159,7 @@ export class Renderer {
       await jobs.failAttempt(job.id, workerId, 'the moment was archived (rejected by moderation) before it was rendered', 0, 0);
       return 'failed';
     }
-    const request = job.request as unknown as RenderRequest;
+    const { request } = requestOf(job);
     try {
       await budget.charge(renderCostUsd(request));
     } catch (error) {

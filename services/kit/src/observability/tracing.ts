@@ -4,6 +4,7 @@ import { HttpInstrumentation } from '@opentelemetry/instrumentation-http';
 import { KoaInstrumentation } from '@opentelemetry/instrumentation-koa';
 import { PgInstrumentation } from '@opentelemetry/instrumentation-pg';
 import { RedisInstrumentation } from '@opentelemetry/instrumentation-redis';
+import { UndiciInstrumentation } from '@opentelemetry/instrumentation-undici';
 import { resourceFromAttributes } from '@opentelemetry/resources';
 import { ATTR_SERVICE_NAME, ATTR_SERVICE_VERSION } from '@opentelemetry/semantic-conventions';
 
@@ -39,8 +40,12 @@ export function startTracing(service: string, version: string, env: NodeJS.Proce
     instrumentations: [
       new HttpInstrumentation({ ignoreIncomingRequestHook: (request) => request.url === '/health' || request.url === '/metrics' }),
       new KoaInstrumentation(),
-      new PgInstrumentation(),
-      new RedisInstrumentation(),
+      // A query or command outside any request (a worker's poll, a blocking stream read) is no trace of its own.
+      new PgInstrumentation({ requireParentSpan: true }),
+      new RedisInstrumentation({ requireParentSpan: true }),
+      // undici carries every outgoing call (fetch, the service clients, the gateway's proxy): a client span
+      // each, and the traceparent that continues the trace downstream.
+      new UndiciInstrumentation(),
     ],
   });
   sdk.start();

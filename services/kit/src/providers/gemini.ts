@@ -18,6 +18,7 @@ import {
   type Usage,
   toolResultObject,
 } from './types.ts';
+import { traceModelCalls } from './telemetry.ts';
 
 /**
  * The native provider: Google's Gemini `models/{model}:generateContent` REST protocol (API key in
@@ -191,6 +192,8 @@ export class GeminiProvider implements ToolCallingProvider, ImageProvider {
     };
   }
 }
+
+traceModelCalls(GeminiProvider, { generateText: 'generate_content', chat: 'generate_content', generateImage: 'generate_content' });
 
 /** Sampling parameters in generateContent's `generationConfig`. */
 function samplingConfig(params: SamplingParams): Record<string, unknown> {

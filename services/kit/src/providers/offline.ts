@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import { estimateTokens, type ChatRequest, type ChatResult, type ImageProvider, type ImageRequest, type ImageResult, type TextRequest, type TextResult, type ToolCallingProvider } from './types.ts';
+import { traceModelCalls } from './telemetry.ts';
 
 /**
  * The offline provider: no network, deterministic. Text replies are whatever the caller's `synthesize`
@@ -70,3 +71,5 @@ export class OfflineProvider implements ToolCallingProvider, ImageProvider {
     return { provider: 'offline', model: OFFLINE_MODEL, data: Buffer.from(svg, 'utf8'), mime_type: 'image/svg+xml', usage: { input_tokens: input, output_tokens: 0, thinking_tokens: 0, total_tokens: input } };
   }
 }
+
+traceModelCalls(OfflineProvider, { generateText: 'chat', chat: 'chat', generateImage: 'generate_content' });

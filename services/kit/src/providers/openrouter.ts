@@ -16,6 +16,7 @@ import {
   type ToolCall,
   type ToolCallingProvider,
 } from './types.ts';
+import { traceModelCalls } from './telemetry.ts';
 
 /**
  * The aggregator: OpenRouter's OpenAI-compatible `POST {base}/chat/completions`. Any OpenAI-compatible
@@ -161,6 +162,8 @@ export class OpenRouterProvider implements ToolCallingProvider, ImageProvider {
     return { provider: 'aggregator', model: request.model, url, mime_type: 'image/png', usage };
   }
 }
+
+traceModelCalls(OpenRouterProvider, { generateText: 'chat', chat: 'chat', generateImage: 'chat' });
 
 /** The sampling parameters chat completions take, copied onto a request body. */
 function addSampling(body: Record<string, unknown>, params: SamplingParams): void {

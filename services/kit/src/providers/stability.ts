@@ -1,5 +1,6 @@
 import { callProvider, type ProviderHttpSettings } from './http.ts';
 import { ProviderError, estimateTokens, type ImageProvider, type ImageRequest, type ImageResult } from './types.ts';
+import { traceModelCalls } from './telemetry.ts';
 
 /**
  * The image vendor: Stability AI's Stable Image API, `POST {base}/v2beta/stable-image/generate/sd3`
@@ -69,3 +70,5 @@ export class StabilityProvider implements ImageProvider {
     };
   }
 }
+
+traceModelCalls(StabilityProvider, { generateImage: 'generate_content' });
