@@ -183,6 +183,7 @@ export class Runner {
       }
       await this.end(row, this.owner, 'completed', { plan, state, started });
     } catch (caught) {
+      await models.abandonStep();
       const error = controller.signal.aborted ? controller.signal.reason : caught;
       if (error instanceof Stop && error.why !== 'cancelled') {
         // Shutdown or a lost lease: the run is left as it is, to be resumed from its last saved step.

@@ -98,6 +98,8 @@ export class RunModels {
   private readonly signal: AbortSignal;
   private readonly params: SamplingParams & { system_prompt_prefix?: string; system_prompt_suffix?: string };
   private readonly record: (call: CallRecord) => Promise<void>;
+  private readonly inFlight = new Set<Promise<unknown>>();
+  private stepController = new AbortController();
   step = 0;
 
   constructor(options: {
@@ -120,6 +122,27 @@ export class RunModels {
   }
 
   async ask<S extends z.ZodType>(ask: Ask<S>): Promise<{ value: z.output<S>; call: CallRecord }> {
+    const call = this.call(ask);
+    this.inFlight.add(call);
+    try {
+      return await call;
+    } finally {
+      this.inFlight.delete(call);
+    }
+  }
+
+  /**
+   * After a step failed (its run stopped at its maximum, or a call failed): aborts the step's other calls
+   * and waits until every one has answered or given up, so none is metered after the run has ended.
+   */
+  async abandonStep(): Promise<void> {
+    this.stepController.abort(new RunCapReached('another call of the step ended it'));
+    await Promise.allSettled([...this.inFlight]);
+    this.stepController = new AbortController();
+  }
+
+  private async call<S extends z.ZodType>(ask: Ask<S>): Promise<{ value: z.output<S>; call: CallRecord }> {
+    const signal = AbortSignal.any([this.signal, this.stepController.signal]);
     const { system_prompt_prefix: prefix, system_prompt_suffix: suffix, ...sampling } = this.params;
     const system = [prefix, ask.system, suffix].filter(Boolean).join('\n\n');
     const { provider, model } = route(this.providers, ask.model);
@@ -130,7 +153,7 @@ export class RunModels {
       const started = performance.now();
       let settled = false;
       try {
-        if (this.signal.aborted) throw this.signal.reason;
+        if (signal.aborted) throw signal.reason;
         const result = await provider.generateText({
           model,
           system,
@@ -138,7 +161,7 @@ export class RunModels {
           json: true,
           params: { temperature: 0.7, ...sampling, max_tokens: ask.maxTokens },
           synthesize: ask.offline,
-          signal: this.signal,
+          signal,
         });
         const actual = costMicros(ask.model, result.usage.input_tokens, result.usage.output_tokens);
         const call: CallRecord = {
@@ -169,7 +192,7 @@ export class RunModels {
       } catch (error) {
         // A call that failed before answering is not metered (no usage came back).
         if (!settled) this.meter.settle(ceiling, 0);
-        if (this.signal.aborted) throw this.signal.reason ?? error;
+        if (signal.aborted) throw signal.reason ?? error;
         throw error;
       }
     }
