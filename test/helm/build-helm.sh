@@ -21,6 +21,7 @@ mkdir -p "$CACHE_DIR.partial"
 export GOFLAGS="${GOFLAGS:--buildvcs=false}"
 export CGO_ENABLED=0
 echo "building helm ${HELM_VERSION}" >&2
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 cd "${TMPDIR:-/tmp}"  # outside any go.mod, so that no caller's module takes part
 
 # The ldflags of helm's own Makefile: its version, and the Kubernetes version that `helm template` and
@@ -35,7 +36,9 @@ ldflags="-s -w -X helm.sh/helm/v3/internal/version.version=${HELM_VERSION}"
 for pkg in helm.sh/helm/v3/pkg/lint/rules helm.sh/helm/v3/pkg/chartutil; do
   ldflags+=" -X ${pkg}.k8sVersionMajor=1 -X ${pkg}.k8sVersionMinor=${k8s_minor}"
 done
-GOBIN="$CACHE_DIR.partial" go install -trimpath -ldflags "$ldflags" "helm.sh/helm/v3/cmd/helm@${HELM_VERSION}" >&2
+# A line every 15 s with the packages compiled so far, instead of minutes of silence.
+source "$HERE/../k8s/go-progress.sh"
+GOBIN="$CACHE_DIR.partial" go install -v -trimpath -ldflags "$ldflags" "helm.sh/helm/v3/cmd/helm@${HELM_VERSION}" 2>&1 | progress "helm: compiled packages" 0 "about 5 min the first time"
 rm -rf "$CACHE_DIR"
 mv "$CACHE_DIR.partial" "$CACHE_DIR"
 echo "built: $CACHE_DIR/helm" >&2
