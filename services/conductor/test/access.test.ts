@@ -3,7 +3,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { SignJWT, generateKeyPair } from 'jose';
 import { ADMIN_KEY, CONDUCTOR_KEY, README_REQUEST, conductorEntries, startPlatform, type Platform, type User } from './harness.ts';
-import { startSimulationStandIn, type SimulationStandIn } from './simulation-stand-in.ts';
+import { startSimulation, SERVICE_KEY as SIMULATION_KEY, asUser, type SimulationHarness } from '../../simulation/test/harness.ts';
 
 async function mcpClient(url: string, headers: Record<string, string>): Promise<Client> {
   const client = new Client({ name: 'conductor-test', version: '1.0.0' });
@@ -16,19 +16,25 @@ type ToolReply = { structuredContent: Record<string, any>; isError?: boolean; co
 describe('conductor access: credentials, bad input, the gateway route, MCP', function () {
   this.timeout(120_000);
   let platform: Platform;
-  let simulation: SimulationStandIn;
+  let simulation: SimulationHarness;
   let user: User;
   const post = (headers: Record<string, string>, body: unknown) => platform.call('conductor', 'POST', '/api/v1/conductor/messages', { headers, body });
 
   before(async () => {
-    simulation = await startSimulationStandIn();
-    platform = await startPlatform({ simulationUrl: simulation.url });
+    simulation = await startSimulation();
+    platform = await startPlatform({ simulationUrl: simulation.url, simulationKey: SIMULATION_KEY });
     user = await platform.user(500);
   });
   after(async () => {
     await platform?.stop();
-    await simulation?.close();
+    await simulation?.stop();
   });
+
+  async function assertSpent(customer: User, reply: { message_id: string; spend: { credits_total: number } }, credits: number) {
+    assert.equal(reply.spend.credits_total, credits);
+    const entries = conductorEntries(await platform.history(customer), reply.message_id);
+    assert.equal(0 - entries.reduce((sum, entry) => sum + entry.amount, 0), credits);
+  }
 
   describe('credentials', () => {
     it('refuses a request without one, with a Bearer challenge', async () => {
@@ -132,6 +138,32 @@ describe('conductor access: credentials, bad input, the gateway route, MCP', fun
     const settings = await platform.call('gateway', 'PATCH', '/api/v1/conductor/settings', { headers: customer.headers, body: { verbosity: 'brief' } });
     assert.equal(settings.body.verbosity, 'brief');
     assert.equal((await platform.call('conductor', 'GET', '/api/v1/conductor/settings', { headers: customer.headers })).body.verbosity, 'brief');
+  });
+
+  it('starts, follows and summarizes a simulation in the simulation service, as the user', async () => {
+    const customer = await platform.user(50);
+    const started = (await post(customer.headers, { content: 'Simulate what would have happened had the Continental System failed in 1807' })).body;
+    const run = started.tools_called.find((call: { tool: string }) => call.tool === 'start_simulation');
+    assert.equal(run.status, 'ok', run.note);
+    assert.equal(run.credits, 8);
+    const id = run.output.id as string;
+    const own = await simulation.call('GET', `/api/v1/simulations/${id}`, { headers: asUser(customer.id) });
+    assert.equal(own.status, 200);
+    assert.equal(own.body.mode, 'BRANCHING');
+    assert.equal(own.body.fidelity, 3);
+    const followed = started.tools_called.find((call: { tool: string }) => call.tool === 'follow_simulation');
+    assert.equal(followed.output.id, id);
+    for (let waited = 0; !['completed', 'stopped', 'failed', 'cancelled'].includes((await simulation.call('GET', `/api/v1/simulations/${id}`, { headers: asUser(customer.id) })).body.status); waited += 1) {
+      assert.ok(waited < 300, 'the simulation did not end within 30 s');
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    const summary = (await post(customer.headers, { content: 'Summarize the results of the simulation', conversation_id: started.conversation_id })).body;
+    const summarized = summary.tools_called.find((call: { tool: string }) => call.tool === 'summarize_simulation');
+    assert.equal(summarized.status, 'ok', summarized.note);
+    assert.equal(summarized.arguments.simulation_id, id);
+    assert.ok(summarized.output.entities_count > 0);
+    assert.match(summary.reply, new RegExp(`Simulation ${id} completed`));
+    await assertSpent(customer, started, 8);
   });
 
   describe('MCP', () => {

@@ -84,7 +84,7 @@ export interface StartedConductor {
 }
 
 /** A conductor on a fresh database, pointed at `peers`; `env` adds to (or overrides) the test settings. */
-async function startConductor(peers: { gateway: string; graph: string; generation: string; simulation: string }, env: Record<string, string>): Promise<StartedConductor> {
+async function startConductor(peers: { gateway: string; graph: string; generation: string; simulation: string; simulationKey: string }, env: Record<string, string>): Promise<StartedConductor> {
   const database = await createDatabase('conductor');
   const config = loadConfig(ConductorConfigSchema, {
     PORT: '0',
@@ -100,7 +100,7 @@ async function startConductor(peers: { gateway: string; graph: string; generatio
     GENERATION_URL: peers.generation,
     GENERATION_SERVICE_KEY: GENERATION_KEY,
     SIMULATION_URL: peers.simulation,
-    SIMULATION_SERVICE_KEY: CONDUCTOR_KEY,
+    SIMULATION_SERVICE_KEY: peers.simulationKey,
     CONDUCTOR_RATE_LIMIT_FREE: '100000',
     INTROSPECTION_CACHE_MS: '0',
     PROVIDER_RETRIES: '0',
@@ -128,6 +128,8 @@ export interface PlatformOptions {
   conductor?: Record<string, string>;
   /** SIMULATION_URL for the conductor and gateway; unset: a port nobody listens on. */
   simulationUrl?: string;
+  /** The X-Service-Key the simulation service accepts (a stand-in accepts any). */
+  simulationKey?: string;
 }
 
 /**
@@ -166,7 +168,7 @@ export async function startPlatform(options: PlatformOptions = {}): Promise<Plat
   const gatewayInstance = await createGatewayService(gatewayConfig, createLogger('gateway', 'silent'));
   const gatewayServer = await serve(gatewayInstance.app, { port: 0, host: '127.0.0.1', logger: gatewayInstance.logger, graceMs: 500, onDrain: gatewayInstance.drain, onClose: [gatewayInstance.close], express: gatewayInstance.express });
 
-  const peers = { gateway: gatewayServer.url, graph: graph.url, generation: generation.url, simulation: simulationUrl };
+  const peers = { gateway: gatewayServer.url, graph: graph.url, generation: generation.url, simulation: simulationUrl, simulationKey: options.simulationKey ?? CONDUCTOR_KEY };
   const main = await startConductor(peers, { PORT: String(conductorPort), ...options.conductor });
   const extras: StartedConductor[] = [];
   const { server } = main;

@@ -42,15 +42,15 @@ export async function startSimulationStandIn(): Promise<SimulationStandIn> {
       if (standIn.startStatus !== 202) return answer(standIn.startStatus, { type: 'about:blank', title: 'Error', status: standIn.startStatus, detail: 'the stand-in refuses this run' });
       const body = JSON.parse(text) as Record<string, unknown>;
       const id = randomUUID();
-      const run = { id, status: 'queued', progress: 0, mode: body.mode ?? 'FORWARD', fidelity: body.fidelity ?? 3, prompt: body.prompt };
+      const run = { id, status: 'queued', progress: { steps_done: 0, steps_total: 5, percent: 0 }, mode: body.mode ?? 'FORWARD', fidelity: body.fidelity ?? 3, prompt: body.prompt };
       runs.set(id, run);
       return answer(202, { ...run, status_url: `/api/v1/simulations/${id}` });
     }
     const match = /^\/api\/v1\/simulations\/([^/]+)(\/result)?$/.exec(path);
     const run = match ? runs.get(match[1]!) : undefined;
     if (req.method === 'GET' && run) {
-      if (match![2]) return answer(200, { ...run, status: 'completed', summary: 'The blockade collapses and Britain trades freely with the continent.', confidence: 0.7, entities: [1, 2, 3] });
-      return answer(200, { ...run, status: 'running', progress: 0.4 });
+      if (match![2]) return answer(200, { run: { ...run, status: 'completed' }, result: { title: 'The Continental System fails', entities: [1, 2, 3], timepoints: [1, 2], confidence: { run: 0.7 } } });
+      return answer(200, { ...run, status: 'running', progress: { steps_done: 2, steps_total: 5, percent: 40 } });
     }
     answer(404, { type: 'about:blank', title: 'Not Found', status: 404, detail: 'no such run' });
   });

@@ -26,7 +26,7 @@ function runOf(body: Record<string, any>): SimulationRun {
   return {
     id: String(id),
     status: String(run.status ?? 'unknown'),
-    progress: typeof run.progress === 'number' ? run.progress : typeof run.progress?.percent === 'number' ? run.progress.percent : null,
+    progress: typeof run.progress?.percent === 'number' ? run.progress.percent : null,
     mode: typeof run.mode === 'string' ? run.mode : null,
     fidelity: typeof run.fidelity === 'number' ? run.fidelity : null,
     status_url: typeof body.status_url === 'string' ? body.status_url : `/api/v1/simulations/${String(id)}`,
@@ -34,9 +34,10 @@ function runOf(body: Record<string, any>): SimulationRun {
 }
 
 /**
- * Simulations through the simulation service, coded against its documented API: `POST /api/v1/simulate`
- * (202, the run and its status URL), `GET /api/v1/simulations/{id}` (status and progress) and
- * `GET /api/v1/simulations/{id}/result`, with the conductor's X-Service-Key and the user's X-User-ID.
+ * Simulations through the simulation service: `POST /api/v1/simulate` (202, the run and its status URL),
+ * `GET /api/v1/simulations/{id}` (status and `progress.percent`) and `GET /api/v1/simulations/{id}/result`
+ * (`{run, result}`, 409 until the run ends), with the conductor's X-Service-Key and the user's X-User-ID, so
+ * the run is the user's.
  * When the service is absent every call fails as a ToolFailure (a paid one is then refunded).
  */
 export class SimulationClient implements Simulations {
@@ -66,9 +67,12 @@ export class SimulationClient implements Simulations {
     return runOf(parse(reply, 'the status'));
   }
 
-  async result(userId: string, id: string, requestId: string, signal: AbortSignal): Promise<Record<string, unknown>> {
+  /** `{run, result}`; a run that has not ended is a ToolFailure saying how far it is (the service answers 409). */
+  async result(userId: string, id: string, requestId: string, signal: AbortSignal): Promise<{ run: SimulationRun; result: Record<string, unknown> }> {
     const reply = await this.send('GET', `/api/v1/simulations/${encodeURIComponent(id)}/result`, userId, requestId, signal);
+    if (reply.status === 409) throw new ToolFailure(detailOf(reply));
     if (reply.status !== 200) throw new ToolFailure(`the simulation service answered ${reply.status}: ${detailOf(reply)}`);
-    return parse(reply, 'the result');
+    const body = parse(reply, 'the result');
+    return { run: runOf(body), result: (body.result && typeof body.result === 'object' ? body.result : {}) as Record<string, unknown> };
   }
 }

@@ -286,10 +286,9 @@ function answer(intents: Intent[], searched: ReturnType<typeof searches>, result
       case 'summarize':
         if (!memory.simulation) return void lines.push('This conversation has started no simulation yet.');
         if (failed) return void lines.push(`Simulation ${memory.simulation}: ${failed}.`);
+        if (intent.kind === 'follow') return void lines.push(`Simulation ${String(result?.id)} is ${String(result?.status)}${typeof result?.progress === 'number' ? `, ${String(result.progress)}% of its steps done` : ''}.`);
         return void lines.push(
-          intent.kind === 'follow'
-            ? `Simulation ${String(result?.id)} is ${String(result?.status)}${typeof result?.progress === 'number' ? ` (${String(result.progress)})` : ''}.`
-            : `Simulation ${memory.simulation}: ${String(result?.summary ?? result?.outcome ?? JSON.stringify(result))}`,
+          `Simulation ${memory.simulation} ${String(result?.status)}${result?.title ? `: "${String(result.title)}"` : ''}${result?.entities_count !== undefined ? `, ${String(result.entities_count)} entities over ${String(result.timepoints_count)} timepoints` : ''}${typeof result?.confidence === 'number' ? `, confidence ${String(result.confidence)}` : ''}.${detailed && result?.summary ? ` ${String(result.summary)}` : ''}`,
         );
     }
   });

@@ -42,6 +42,7 @@ export interface SimulationRequest {
 export interface SimulationRun {
   id: string;
   status: string;
+  /** Percent of the run's steps done. */
   progress: number | null;
   mode: string | null;
   fidelity: number | null;
@@ -51,7 +52,7 @@ export interface SimulationRun {
 export interface Simulations {
   start(userId: string, request: SimulationRequest, requestId: string, signal: AbortSignal): Promise<SimulationRun>;
   get(userId: string, id: string, requestId: string, signal: AbortSignal): Promise<SimulationRun>;
-  result(userId: string, id: string, requestId: string, signal: AbortSignal): Promise<Record<string, unknown>>;
+  result(userId: string, id: string, requestId: string, signal: AbortSignal): Promise<{ run: SimulationRun; result: Record<string, unknown> }>;
 }
 
 export interface Balances {
@@ -128,17 +129,27 @@ export function followSimulationTool(simulations: Simulations): ConductorTool<{ 
     describe: (value) => `follow simulation ${value.simulation_id}`,
     run: async (value, context) => {
       const run = await simulations.get(context.userId, value.simulation_id, context.requestId, context.signal);
-      return { result: { ...run }, note: `simulation ${run.id}: ${run.status}${run.progress === null ? '' : `, ${Math.round(run.progress * (run.progress <= 1 ? 100 : 1))}%`}`, output: { ...run } };
+      return { result: { ...run }, note: `simulation ${run.id}: ${run.status}${run.progress === null ? '' : `, ${run.progress}% of its steps done`}`, output: { ...run } };
     },
   };
 }
 
-/** The parts of a finished run a reader starts with; the whole result stays at the simulation service. */
-function digest(result: Record<string, any>): Record<string, unknown> {
-  const keep = ['id', 'status', 'mode', 'fidelity', 'summary', 'outcome', 'confidence', 'partial'];
-  const digestOf = Object.fromEntries(keep.filter((key) => result[key] !== undefined).map((key) => [key, result[key]]));
-  for (const key of ['entities', 'timepoints', 'dialog', 'relationships']) if (Array.isArray(result[key])) digestOf[`${key}_count`] = result[key].length;
-  return digestOf;
+/** The parts of an ended run a reader starts with; the whole result stays at the simulation service. */
+function digest(run: SimulationRun, result: Record<string, any>): Record<string, unknown> {
+  const confidence = typeof result.confidence === 'number' ? result.confidence : result.confidence?.run;
+  const counted = Object.fromEntries(['entities', 'timepoints', 'dialog', 'relationships'].filter((key) => Array.isArray(result[key])).map((key) => [`${key}_count`, result[key].length]));
+  const sections = ['timeline', 'portal', 'branching', 'cycles', 'acts'].filter((key) => result[key] !== undefined);
+  return {
+    id: run.id,
+    status: run.status,
+    mode: run.mode,
+    ...(typeof result.title === 'string' ? { title: result.title } : {}),
+    ...(typeof result.summary === 'string' ? { summary: result.summary } : {}),
+    ...(typeof confidence === 'number' ? { confidence } : {}),
+    ...(result.partial !== undefined ? { partial: result.partial } : {}),
+    ...counted,
+    ...(sections.length ? { sections } : {}),
+  };
 }
 
 export function summarizeSimulationTool(simulations: Simulations): ConductorTool<{ simulation_id: string }> {
@@ -150,10 +161,11 @@ export function summarizeSimulationTool(simulations: Simulations): ConductorTool
     parse: (args) => parseWith(SimulationId, args, 'Pass the `simulation_id` of a finished simulation.'),
     describe: (value) => `summarize simulation ${value.simulation_id}`,
     run: async (value, context) => {
-      const result = digest(await simulations.result(context.userId, value.simulation_id, context.requestId, context.signal));
-      const summary = typeof result.summary === 'string' ? result.summary : typeof result.outcome === 'string' ? result.outcome : '';
-      if (!summary && Object.keys(result).length === 0) throw new ToolFailure(`simulation ${value.simulation_id} has no result yet`);
-      return { result, note: `simulation ${value.simulation_id}${summary ? `: ${summary.slice(0, 160)}` : ''}`, output: result };
+      const ended = await simulations.result(context.userId, value.simulation_id, context.requestId, context.signal);
+      const result = digest(ended.run, ended.result);
+      const counts = ['entities', 'timepoints'].filter((key) => result[`${key}_count`] !== undefined).map((key) => `${String(result[`${key}_count`])} ${key}`);
+      const note = `simulation ${ended.run.id} ${ended.run.status}${result.title ? ` ("${String(result.title)}")` : ''}${counts.length ? `: ${counts.join(', ')}` : ''}${typeof result.confidence === 'number' ? `, confidence ${result.confidence}` : ''}`;
+      return { result, note, output: result };
     },
   };
 }
