@@ -73,8 +73,9 @@ export class Book {
       const users = [...new Set([...effects.users, ...effects.tierUsers])];
       const detail = effects.notes.join('; ') || null;
       const userId = interpretation.userId ?? users[0] ?? null;
-      if (effects.changed) return settle('applied', detail, userId, users);
-      return settle(effects.notes.some((note) => note.startsWith('unmatched')) ? 'unmatched' : 'unchanged', detail, userId, users);
+      // Rows about a user not known yet are kept (a later message naming the user links them), but the message is unmatched.
+      if (users.length === 0 && effects.notes.some((note) => note.startsWith('unmatched'))) return settle('unmatched', detail, null, []);
+      return settle(effects.changed ? 'applied' : 'unchanged', detail, userId, users);
     });
   }
 

@@ -30,6 +30,8 @@ export class Outbox {
   private running: Promise<void> | undefined;
   private stopped = true;
   private lastLapse = 0;
+  /** Deliveries running in this process, by user: a webhook's own delivery waits for one the loop took first. */
+  private readonly inFlight = new Map<string, Promise<void>>();
 
   constructor(repository: BillingRepository, gateway: GatewayClient, metrics: BillingMetrics, logger: Logger, settings: OutboxSettings, lapse: () => Promise<unknown>) {
     this.repository = repository;
@@ -79,10 +81,29 @@ export class Outbox {
     for (;;) {
       const entries = await this.repository.leaseDeliveries(BATCH, userIds);
       const pushes = await this.repository.leaseTierPushes(BATCH, userIds);
-      if (entries.length === 0 && pushes.length === 0) return;
-      await Promise.all([...entries.map((entry) => this.deliverEntry(entry)), ...pushes.map((push) => this.pushTier(push.user_id, push.tier, push.push_attempts))]);
+      if (entries.length === 0 && pushes.length === 0) {
+        // What the loop had already taken for these users is theirs too, and may hold back their next
+        // entry (each user's go in order): the caller answers once those are done and nothing is due.
+        const running = (userIds ?? []).map((userId) => this.inFlight.get(userId)).filter((work) => work !== undefined);
+        if (running.length === 0) return;
+        await Promise.all(running);
+        continue;
+      }
+      await Promise.all([
+        ...entries.map((entry) => this.track(entry.user_id, this.deliverEntry(entry))),
+        ...pushes.map((push) => this.track(push.user_id, this.pushTier(push.user_id, push.tier, push.push_attempts))),
+      ]);
       // Anything that failed is due again only after its back-off, so the loop ends.
     }
+  }
+
+  private track(userId: string, work: Promise<void>): Promise<void> {
+    const all = Promise.all([this.inFlight.get(userId), work]).then(() => undefined);
+    this.inFlight.set(userId, all);
+    void all.then(() => {
+      if (this.inFlight.get(userId) === all) this.inFlight.delete(userId);
+    });
+    return work;
   }
 
   private backoff(attempts: number): Date {
