@@ -193,6 +193,8 @@ export class SimulationRepository {
           attempts: trx.raw('attempts + 1'),
           started_at: trx.raw('coalesce(started_at, now())'),
           updated_at: trx.fn.now(),
+          // A resumed run is charged for every call recorded before its process died, its unsaved step's too.
+          ...this.totals(trx),
         })
         .returning('*');
     });
@@ -212,19 +214,21 @@ export class SimulationRepository {
     return { held };
   }
 
+  /** A metered call, written as soon as it answers (its run's totals are summed from these rows). */
   async recordCall(runId: string, call: CallRecord): Promise<void> {
-    await this.knex.transaction(async (trx) => {
-      await trx('simulation_calls').insert({ run_id: runId, ...call });
-      await trx('simulation_runs')
-        .where({ id: runId })
-        .update({
-          cost_micros: trx.raw('cost_micros + ?', [call.cost_micros]),
-          input_tokens: trx.raw('input_tokens + ?', [call.input_tokens]),
-          output_tokens: trx.raw('output_tokens + ?', [call.output_tokens]),
-          thinking_tokens: trx.raw('thinking_tokens + ?', [call.thinking_tokens]),
-          calls: trx.raw('calls + 1'),
-        });
-    });
+    await this.knex('simulation_calls').insert({ run_id: runId, ...call });
+  }
+
+  /** The run's money and token totals as the sums of its recorded calls (for an update of simulation_runs). */
+  private totals(trx: Knex) {
+    const sum = (column: string) => trx.raw(`(select coalesce(sum(${column}), 0) from simulation_calls c where c.run_id = simulation_runs.id)`);
+    return {
+      cost_micros: sum('cost_micros'),
+      input_tokens: sum('input_tokens'),
+      output_tokens: sum('output_tokens'),
+      thinking_tokens: sum('thinking_tokens'),
+      calls: trx.raw('(select count(*) from simulation_calls c where c.run_id = simulation_runs.id)'),
+    };
   }
 
   /** A step's report and the state after it, together; refused (false) when this process no longer holds the run. */
@@ -232,7 +236,7 @@ export class SimulationRepository {
     return this.knex.transaction(async (trx) => {
       const updated = await trx('simulation_runs')
         .where({ id: runId, lease_owner: owner, status: 'running' })
-        .update({ state: JSON.stringify(state), steps_done: seq + 1, updated_at: trx.fn.now() });
+        .update({ state: JSON.stringify(state), steps_done: seq + 1, updated_at: trx.fn.now(), ...this.totals(trx) });
       if (!updated) return false;
       await trx('simulation_steps').insert({ run_id: runId, seq, kind: report.kind, label: report.label, detail: JSON.stringify(report.detail), cost_micros: costMicros });
       return true;
@@ -262,6 +266,7 @@ export class SimulationRepository {
           lease_until: null,
           finished_at: trx.fn.now(),
           updated_at: trx.fn.now(),
+          ...this.totals(trx),
         })
         .returning('*')) as RunRow[];
       if (!row) return undefined;

@@ -150,13 +150,22 @@ export class Runner {
       return;
     }
     const meter = new RunMeter(row.cap_micros, row.cost_micros);
+    // Call rows are written off the critical path and awaited before the step that made them is saved.
+    const writes = new Set<Promise<void>>();
+    const written = async () => {
+      const pending = [...writes];
+      writes.clear();
+      await Promise.all(pending);
+    };
     const models = new RunModels({
       providers: this.providers,
       meter,
       signal: controller.signal,
       params: plan.llm,
-      record: async (call: CallRecord) => {
-        await this.repository.recordCall(row.id, call);
+      record: (call: CallRecord) => {
+        const write = this.repository.recordCall(row.id, call);
+        write.catch(() => undefined);
+        writes.add(write);
         this.metrics.calls.inc({ action: call.action, provider: call.provider, model: call.model });
         this.metrics.tokens.inc({ model: call.priced_as, direction: 'input' }, call.input_tokens);
         this.metrics.tokens.inc({ model: call.priced_as, direction: 'output' }, call.output_tokens);
@@ -165,6 +174,8 @@ export class Runner {
     });
     const mechanisms = new Set<Mechanism>(plan.mechanisms);
     let seq = row.steps_done;
+    // Each step is saved while the next one runs (saves stay in order); a save that fails stops the run.
+    let saving: Promise<void> = Promise.resolve();
     try {
       while (seq < plan.steps) {
         if (controller.signal.aborted) throw controller.signal.reason;
@@ -176,15 +187,27 @@ export class Runner {
         const report = await runStep(plan, working, seq, { plan, models, step: seq, has: (mechanism) => mechanisms.has(mechanism), exposureRetries: this.settings.exposureRetries, refusals: working.refusals });
         this.metrics.exposureRefusals.inc(working.refusals.length - refusalsBefore);
         this.metrics.stepDuration.observe({ mode: plan.mode, kind: report.kind }, (performance.now() - stepStarted) / 1000);
-        if (!(await this.repository.saveStep(row.id, this.owner, seq, report, working, meter.spentMicros - before))) throw new Stop('lost');
+        const done = seq;
+        const cost = meter.spentMicros - before;
+        const pending = [...writes];
+        writes.clear();
+        saving = saving.then(async () => {
+          await Promise.all(pending);
+          if (!(await this.repository.saveStep(row.id, this.owner, done, report, working, cost))) throw new Stop('lost');
+          this.events.emit(`run:${row.id}`, { type: 'step', seq: done });
+        });
+        saving.catch((error) => controller.abort(error instanceof Stop ? error : new SaveFailed(error)));
         state = working;
         seq += 1;
-        this.events.emit(`run:${row.id}`, { type: 'step', seq });
       }
+      await saving;
       await this.end(row, this.owner, 'completed', { plan, state, started });
     } catch (caught) {
       await models.abandonStep();
-      const error = controller.signal.aborted ? controller.signal.reason : caught;
+      await written().catch((error) => this.logger.error({ err: error, run: row.id }, 'a call could not be recorded'));
+      await saving.catch(() => undefined);
+      const raised = controller.signal.aborted ? controller.signal.reason : caught;
+      const error = raised instanceof SaveFailed ? raised.cause : raised;
       if (error instanceof Stop && error.why !== 'cancelled') {
         // Shutdown or a lost lease: the run is left as it is, to be resumed from its last saved step.
         this.logger.info({ run: row.id, why: error.why, step: seq }, 'run interrupted; it will be resumed');
@@ -216,6 +239,13 @@ export class Runner {
     this.metrics.runsFinished.inc({ mode: row.mode, status });
     if (outcome.started) this.metrics.runDuration.observe({ mode: row.mode, status }, (Date.now() - outcome.started) / 1000);
     this.events.emit(`run:${row.id}`, { type: 'end', status });
+  }
+}
+
+/** A step could not be saved (its database write failed). */
+class SaveFailed extends Error {
+  constructor(cause: unknown) {
+    super('a step could not be saved', { cause });
   }
 }
 

@@ -97,7 +97,7 @@ export class RunModels {
   private readonly meter: RunMeter;
   private readonly signal: AbortSignal;
   private readonly params: SamplingParams & { system_prompt_prefix?: string; system_prompt_suffix?: string };
-  private readonly record: (call: CallRecord) => Promise<void>;
+  private readonly record: (call: CallRecord) => void;
   private readonly inFlight = new Set<Promise<unknown>>();
   private stepController = new AbortController();
   step = 0;
@@ -107,7 +107,8 @@ export class RunModels {
     meter: RunMeter;
     signal: AbortSignal;
     params: SamplingParams & { system_prompt_prefix?: string; system_prompt_suffix?: string };
-    record: (call: CallRecord) => Promise<void>;
+    /** Called as each call answers; the write it starts is the caller's to await before the step is saved. */
+    record: (call: CallRecord) => void;
   }) {
     this.providers = options.providers;
     this.meter = options.meter;
@@ -178,7 +179,7 @@ export class RunModels {
         };
         this.meter.settle(ceiling, actual);
         settled = true;
-        await this.record(call);
+        this.record(call);
         let parsed: unknown;
         try {
           parsed = extractJson(result.text);
