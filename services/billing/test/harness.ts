@@ -88,8 +88,7 @@ export async function startBilling(env: Record<string, string> = {}, options: { 
   const [billingDb, gatewayDb, apple] = await Promise.all([createDatabase('billing'), createDatabase('billing_gw'), makeChain({ root: appleRoot })]);
   const dataDir = mkdtempSync(join(tmpdir(), 'billing-test-'));
   const redisPrefix = `test-${randomBytes(4).toString('hex')}`;
-  const standInOptions = { webhookSecrets: [WEBHOOK_SECRET], secretKey: STRIPE_KEY, attempts: 1 } as Parameters<typeof startStripeStandIn>[0];
-  const stripe = await startStripeStandIn(standInOptions);
+  const stripe = await startStripeStandIn({ webhookSecrets: [WEBHOOK_SECRET], secretKey: STRIPE_KEY, attempts: 1 });
 
   // The gateway's port is fixed before billing starts, so a stopped gateway comes back where billing calls it.
   let gateway: Gateway | undefined = await startGatewayOn(0, gatewayDb, dataDir, 'http://127.0.0.1:1', redisPrefix);
@@ -118,7 +117,7 @@ export async function startBilling(env: Record<string, string> = {}, options: { 
   const logger = options.logs ? pino({ level: 'info', base: { service: 'billing' } }, { write: (line: string) => void options.logs!.push(line) }) : createLogger('billing', config.LOG_LEVEL);
   const billing = await createBillingService(config, logger);
   const billingServer = await serve(billing.app, { port: 0, host: '127.0.0.1', logger: billing.logger, graceMs: 200, onDrain: billing.drain, onClose: [billing.close] });
-  standInOptions.webhookUrl = `${billingServer.url}${STRIPE_WEBHOOK}`;
+  stripe.setWebhookUrl(`${billingServer.url}${STRIPE_WEBHOOK}`);
   // The gateway again, now that billing's address is known (its proxy forwards /api/v1/billing/* there).
   await gateway.server.close();
   gateway = await startGatewayOn(gatewayPort, gatewayDb, dataDir, billingServer.url, redisPrefix);

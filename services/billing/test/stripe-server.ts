@@ -58,6 +58,8 @@ export interface StripeStandIn {
   pay(sessionId: string): Promise<StripeEvent[]>;
   /** Runs one of the /_stand_in/ actions in-process. */
   act(action: string, id: string, body?: StripeObject): Promise<StripeEvent[]>;
+  /** Where events go from now on (undefined: nowhere, as when an endpoint is disabled). */
+  setWebhookUrl(url: string | undefined): void;
   close(): Promise<void>;
 }
 
@@ -393,6 +395,9 @@ export async function startStripeStandIn(options: StandInOptions): Promise<Strip
     deliveries,
     pay: (sessionId) => actions.pay!(sessionId, {}),
     act: (action, id, body = {}) => actions[action]!(id, body),
+    setWebhookUrl: (url) => {
+      options.webhookUrl = url;
+    },
     close: () => new Promise<void>((resolve) => server.close(() => resolve())),
   };
 }
