@@ -5,6 +5,7 @@ import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
 import { request } from 'node:http';
 import { Resolver } from 'node:dns/promises';
+import { K8S_VERSION } from './control-plane.ts';
 import { diffHost, KubeNode, NODE_ADDRESS, nodeUnavailableReason, snapshotHost } from './node.ts';
 import { processesMentioning, type HostSnapshot } from './host-state.ts';
 
@@ -127,6 +128,43 @@ describe('a real one-node cluster (test/k8s/node.ts)', function () {
     const dns = new Resolver();
     dns.setServers([NODE_ADDRESS]);
     assert.deepEqual(await dns.resolve4('graph.default.svc.cluster.local'), [service.spec.clusterIP]);
+  });
+
+  it('gives pods the cluster DNS, the API server through the kubernetes Service, other Services, and their logs', async function () {
+    this.timeout(2 * 60_000);
+    // Run from the base image, which the node imported into containerd (the graph Service is the previous test's).
+    const probe = `
+      const fs = require('node:fs');
+      const https = require('node:https');
+      const sa = '/var/run/secrets/kubernetes.io/serviceaccount/';
+      https.get('https://kubernetes.default.svc/version', { ca: fs.readFileSync(sa + 'ca.crt'), headers: { authorization: 'Bearer ' + fs.readFileSync(sa + 'token', 'utf8') } }, (res) => {
+        let body = '';
+        res.on('data', (c) => (body += c));
+        res.on('end', async () => {
+          const graph = await fetch('http://graph/health');
+          console.log(JSON.stringify({ api: res.statusCode, version: JSON.parse(body).gitVersion, graph: graph.status }));
+        });
+      }).on('error', (err) => { console.error(err); process.exit(1); });`;
+    await node!.apply({
+      apiVersion: 'v1',
+      kind: 'Pod',
+      metadata: { name: 'probe', namespace: 'default' },
+      spec: {
+        restartPolicy: 'Never',
+        containers: [{ name: 'probe', image: 'local/base:base', imagePullPolicy: 'Never', command: ['node', '-e', probe], securityContext: { runAsUser: 1000 } }],
+      },
+    } as never);
+    const phase = await eventually(
+      'the probe pod finished',
+      async () => {
+        const p = await node!.api<{ status?: { phase?: string } }>('GET', '/api/v1/namespaces/default/pods/probe');
+        return p.status?.phase === 'Succeeded' || p.status?.phase === 'Failed' ? p.status.phase : undefined;
+      },
+      60_000,
+    );
+    const logs = await node!.api<string>('GET', '/api/v1/namespaces/default/pods/probe/log');
+    assert.equal(phase, 'Succeeded', logs);
+    assert.deepEqual(JSON.parse(logs), { api: 200, version: K8S_VERSION, graph: 200 });
   });
 
   it('leaves the host as it was: sysctls, iptables, mounts, links, cgroups, host paths, processes', async function () {

@@ -7,7 +7,7 @@
 // what it recorded).
 import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { createWriteStream, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
+import { createWriteStream, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
 import { request } from 'node:https';
 import { homedir, tmpdir, userInfo } from 'node:os';
 import { basename, dirname, join, relative } from 'node:path';
@@ -140,6 +140,11 @@ export function ensureNodeArtifacts(): NodeArtifacts {
   if (!existsSync(baseLayout)) {
     log(`building the base image (Debian bookworm + Node ${node.version}, npm ${NPM_VERSION}): about 2 min on a first run`);
     runScript('build-base-images.sh', ['base', baseLayout, node.binary, NPM_VERSION, ...(caBundle ? [caBundle] : [])]);
+  }
+  // Layouts of earlier recipes or Node versions are never used again.
+  for (const entry of readdirSync(images)) {
+    const path = join(images, entry);
+    if (path !== baseLayout && path !== pauseLayout && /^(base|pause)-/.test(entry)) rmSync(path, { recursive: true, force: true });
   }
   return { base: { layout: baseLayout, digest: layoutDigest(baseLayout) }, pause: { layout: pauseLayout, digest: layoutDigest(pauseLayout) } };
 }
@@ -497,7 +502,7 @@ export class KubeNode {
     return out.split(/\s{2,}|\t/).find((f) => /\d+(\.\d+)? ?[KMG]i?B$/.test(f)) ?? 'unknown';
   }
 
-  /** A JSON request to the API server as the admin. */
+  /** A request to the API server as the admin: JSON in, JSON (or text, for logs) out. */
   api<T = unknown>(method: string, path: string, body?: unknown, contentType = 'application/json'): Promise<T> {
     const { caCert, adminCert, adminKey } = this.controlPlane.credentials;
     const payload = body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body);
@@ -520,7 +525,8 @@ export class KubeNode {
           res.on('end', () => {
             const text = Buffer.concat(chunks).toString();
             if ((res.statusCode ?? 0) >= 300) reject(new Error(`${method} ${path}: ${res.statusCode} ${text.slice(0, 500)}`));
-            else resolve((text ? JSON.parse(text) : undefined) as T);
+            // Pod logs come as text.
+            else resolve((res.headers['content-type']?.startsWith('application/json') ? JSON.parse(text) : text) as T);
           });
         },
       );
@@ -546,7 +552,7 @@ export class KubeNode {
 
   #spawn(name: string, command: string, args: string[]): ChildProcess {
     const out = createWriteStream(join(this.runDir, `${name}.log`), { flags: 'a' });
-    const child = spawn(command, args, { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, GOGC: process.env.GOGC ?? '400' } });
+    const child = spawn(command, args, { stdio: ['ignore', 'pipe', 'pipe'] });
     child.stdout?.pipe(out);
     child.stderr?.pipe(out);
     child.on('error', (err) => out.write(`spawn error: ${String(err)}\n`));
