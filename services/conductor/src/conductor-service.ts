@@ -145,41 +145,48 @@ export class ConductorService {
 
   async send(input: MessageInput): Promise<ConductorResponse> {
     const { repository } = this.deps;
-    const settings = await repository.settings(input.userId);
     const messageId = randomUUID();
-    let conversationId = input.conversationId;
-    let paused: MessageRow | undefined;
-    if (conversationId) {
-      const claim = await repository.claimConversation(conversationId, input.userId, messageId, this.deps.staleMs);
-      if (claim === 'missing') throw new ConversationNotFound(`no conversation ${conversationId}`);
-      if (claim === 'busy') throw new ConversationBusy(`conversation ${conversationId} is answering another message; send this one when it is done`);
-      paused = await repository.pausedMessage(conversationId);
-    } else {
-      conversationId = randomUUID();
-      await repository.createConversation(conversationId, input.userId, input.content, messageId);
+    const fresh = { id: messageId, content: input.content, state: Conductor.initialState(input.content) };
+    if (!input.conversationId) {
+      const conversationId = randomUUID();
+      const [settings] = await Promise.all([repository.settings(input.userId), repository.startConversation(conversationId, { id: messageId, user_id: input.userId, content: input.content })]);
+      try {
+        return await this.answer(input, conversationId, fresh, settings, undefined, false);
+      } finally {
+        await repository.releaseConversation(conversationId, messageId);
+      }
     }
+    const conversationId = input.conversationId;
+    const [settings, claim] = await Promise.all([repository.settings(input.userId), repository.claimConversation(conversationId, input.userId, messageId, this.deps.staleMs)]);
+    if (claim === 'missing') throw new ConversationNotFound(`no conversation ${conversationId}`);
+    if (claim === 'busy') throw new ConversationBusy(`conversation ${conversationId} is answering another message; send this one when it is done`);
     try {
+      const paused = await repository.pausedMessage(conversationId);
       const decision = input.decision ?? (paused ? decisionIn(input.content) : undefined);
       if (decision && !paused) throw new NothingToDecide('nothing in this conversation is waiting for a confirmation');
-      let message: { id: string; content: string; state: RunState };
       if (paused && decision) {
-        message = { id: paused.id, content: paused.content, state: paused.state! };
         await repository.resumeMessage(paused.id);
-      } else {
-        // A new request while one is paused leaves the paused one declined.
-        if (paused) await repository.finishMessage(paused.id, { status: 'declined', reply: paused.reply ?? '', response: paused.response ?? {}, state: null });
-        message = { id: messageId, content: input.content, state: Conductor.initialState(input.content) };
-        await repository.insertMessage({ id: messageId, conversation_id: conversationId, user_id: input.userId, content: input.content, status: 'running' });
+        return await this.answer(input, conversationId, { id: paused.id, content: paused.content, state: paused.state! }, settings, decision, true);
       }
-      return await this.answer(input, conversationId, message, settings, decision);
+      // A new request while one is paused leaves the paused one declined.
+      if (paused) await repository.finishMessage(paused.id, { status: 'declined', reply: paused.reply ?? '', response: paused.response ?? {}, state: null });
+      await repository.insertMessage({ id: messageId, conversation_id: conversationId, user_id: input.userId, content: input.content, status: 'running' });
+      return await this.answer(input, conversationId, fresh, settings, undefined, true);
     } finally {
       await repository.releaseConversation(conversationId, messageId);
     }
   }
 
-  private async answer(input: MessageInput, conversationId: string, message: { id: string; content: string; state: RunState }, settings: ConductorSettings, decision: Decision | undefined): Promise<ConductorResponse> {
+  private async answer(
+    input: MessageInput,
+    conversationId: string,
+    message: { id: string; content: string; state: RunState },
+    settings: ConductorSettings,
+    decision: Decision | undefined,
+    continued: boolean,
+  ): Promise<ConductorResponse> {
     const { repository, conductor, caps } = this.deps;
-    const earlier = (await repository.history(conversationId, HISTORY_MESSAGES + 1)).filter((row) => row.id !== message.id).slice(-HISTORY_MESSAGES);
+    const earlier = continued ? (await repository.history(conversationId, HISTORY_MESSAGES + 1)).filter((row) => row.id !== message.id).slice(-HISTORY_MESSAGES) : [];
     const earlierCalls = await repository.toolCallsOf(earlier.map((row) => row.id));
     const [tools, prices] = await Promise.all([this.tools(input.requestId), this.deps.gateway.prices(input.requestId).catch(() => undefined)]);
     const graph = this.deps.graph.session(input.userId, input.requestId);
@@ -206,8 +213,6 @@ export class ConductorService {
     } catch (error) {
       await repository.finishMessage(message.id, { status: 'failed', reply: '', response: {}, state: null });
       throw error;
-    } finally {
-      await graph.close();
     }
     const reply = composeReply(outcome, settings, caps);
     const response = this.view(message.id, conversationId, outcome, reply, settings, decision);

@@ -74,9 +74,15 @@ export class ConductorRepository {
     return row as ConductorSettings;
   }
 
-  /** A new conversation, already claimed by its first message. */
-  async createConversation(id: string, userId: string, title: string, messageId: string): Promise<void> {
-    await this.knex('conductor_conversations').insert({ id, user_id: userId, title: title.slice(0, 200), busy_message: messageId, busy_since: this.knex.fn.now() });
+  /** A new conversation, already claimed by its first message, and that message (one statement). */
+  async startConversation(id: string, message: Pick<MessageRow, 'id' | 'user_id' | 'content'>): Promise<void> {
+    await this.knex.raw(
+      `with conversation as (
+         insert into conductor_conversations (id, user_id, title, busy_message, busy_since) values (?, ?, ?, ?, now()) returning id
+       )
+       insert into conductor_messages (id, conversation_id, user_id, content, status) select ?, conversation.id, ?, ?, 'running' from conversation`,
+      [id, message.user_id, message.content.slice(0, 200), message.id, message.id, message.user_id, message.content],
+    );
   }
 
   /**

@@ -67,11 +67,12 @@ export async function createConductorService(config: ConductorConfig, logger = c
       metrics.modelTokens.inc({ provider: model.kind }, tokens);
     },
   });
+  const graph = new GraphMcp(config.GRAPH_URL, keyFor(config.GRAPH_SERVICE_KEY), config.PEER_TIMEOUT_MS);
   const service = new ConductorService({
     repository,
     conductor,
     gateway,
-    graph: new GraphMcp(config.GRAPH_URL, keyFor(config.GRAPH_SERVICE_KEY), config.PEER_TIMEOUT_MS),
+    graph,
     tools: [
       renderTool(new GenerationClient(config.GENERATION_URL, keyFor(config.GENERATION_SERVICE_KEY), config.RENDER_TIMEOUT_MS)),
       startSimulationTool(simulations),
@@ -130,6 +131,7 @@ export async function createConductorService(config: ConductorConfig, logger = c
     },
     close: async () => {
       clearInterval(settler);
+      await graph.close();
       await redis?.quit().catch(() => undefined);
       await database.close();
     },

@@ -1,3 +1,4 @@
+import { AsyncLocalStorage } from 'node:async_hooks';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { ToolFailure, type GraphSession } from '../domain/tools.ts';
@@ -10,16 +11,27 @@ export interface GraphToolInfo {
   readOnly: boolean;
 }
 
+/** Whom the call in progress is for: its HTTP request carries them. */
+interface CallScope {
+  userId?: string;
+  requestId: string;
+}
+
 /**
  * The graph through its MCP server (Streamable HTTP), as any MCP client reaches it: the conductor lists its
- * tools and calls them. Calls carry the conductor's X-Service-Key and the user's X-User-ID, so the graph
- * counts them against the user's own read budget rather than one shared by every user of the conductor.
+ * tools and calls them. One client serves the process: the graph's server is stateless, so the handshake
+ * is made once, not per message (two round trips saved on every request). Each call's HTTP request carries
+ * the conductor's X-Service-Key and the user's X-User-ID (set through the transport's fetch for the call
+ * in progress), so the graph counts it against the user's own read budget rather than one shared by every
+ * user of the conductor.
  */
 export class GraphMcp {
   private readonly url: URL;
   private readonly serviceKey: string | undefined;
   private readonly timeoutMs: number;
   private readonly listTtlMs: number;
+  private readonly scope = new AsyncLocalStorage<CallScope>();
+  private client: Promise<Client> | undefined;
   private listed: { at: number; tools: Promise<GraphToolInfo[]> } | undefined;
 
   constructor(graphUrl: string, serviceKey: string | undefined, timeoutMs: number, listTtlMs = 600_000) {
@@ -29,38 +41,47 @@ export class GraphMcp {
     this.listTtlMs = listTtlMs;
   }
 
-  private async connect(headers: Record<string, string>, signal?: AbortSignal): Promise<Client> {
-    const client = new Client({ name: 'tempora-conductor', version: '0.1.0' });
-    const transport = new StreamableHTTPClientTransport(this.url, {
-      requestInit: { headers: { ...(this.serviceKey ? { 'X-Service-Key': this.serviceKey } : {}), ...headers } },
+  /** The process's client, connected at first use; a failed connection is tried again at the next call. */
+  private connected(): Promise<Client> {
+    this.client ??= (async () => {
+      const client = new Client({ name: 'tempora-conductor', version: '0.1.0' });
+      const transport = new StreamableHTTPClientTransport(this.url, {
+        fetch: (url, init) => {
+          const scope = this.scope.getStore();
+          const headers = new Headers(init?.headers);
+          if (this.serviceKey) headers.set('X-Service-Key', this.serviceKey);
+          if (scope?.userId) headers.set('X-User-ID', scope.userId);
+          if (scope) headers.set('X-Request-ID', scope.requestId);
+          return fetch(url, { ...init, headers });
+        },
+      });
+      try {
+        await client.connect(transport, { timeout: this.timeoutMs });
+      } catch (error) {
+        await client.close().catch(() => undefined);
+        throw new ToolFailure(`the graph's MCP server could not be reached: ${(error as Error).message}`);
+      }
+      return client;
+    })();
+    this.client.catch(() => {
+      this.client = undefined;
     });
-    try {
-      await client.connect(transport, { timeout: this.timeoutMs, ...(signal ? { signal } : {}) });
-    } catch (error) {
-      await client.close().catch(() => undefined);
-      throw new ToolFailure(`the graph's MCP server could not be reached: ${(error as Error).message}`);
-    }
-    return client;
+    return this.client;
   }
 
   /** The graph's tools (listed once every `listTtlMs`; a failed listing is tried again at the next request). */
   tools(requestId: string): Promise<GraphToolInfo[]> {
     const now = Date.now();
     if (this.listed && now - this.listed.at < this.listTtlMs) return this.listed.tools;
-    const tools = (async () => {
-      const client = await this.connect({ 'X-Request-ID': requestId });
-      try {
-        const { tools: listed } = await client.listTools(undefined, { timeout: this.timeoutMs });
-        return listed.map((tool) => ({
-          name: tool.name,
-          description: tool.description ?? tool.name,
-          inputSchema: tool.inputSchema as Record<string, unknown>,
-          readOnly: tool.annotations?.readOnlyHint === true,
-        }));
-      } finally {
-        await client.close().catch(() => undefined);
-      }
-    })();
+    const tools = this.scope.run({ requestId }, async () => {
+      const { tools: listed } = await (await this.connected()).listTools(undefined, { timeout: this.timeoutMs });
+      return listed.map((tool) => ({
+        name: tool.name,
+        description: tool.description ?? tool.name,
+        inputSchema: tool.inputSchema as Record<string, unknown>,
+        readOnly: tool.annotations?.readOnlyHint === true,
+      }));
+    });
     const entry = { at: now, tools };
     this.listed = entry;
     tools.catch(() => {
@@ -69,37 +90,33 @@ export class GraphMcp {
     return tools;
   }
 
+  /** Calls made for `userId` within one request. */
   session(userId: string, requestId: string): GraphSession {
-    let client: Promise<Client> | undefined;
-    const open = () => (client ??= this.connect({ 'X-User-ID': userId, 'X-Request-ID': requestId }));
     return {
-      call: async (name, args, signal) => {
-        let connected: Client;
-        try {
-          connected = await open();
-        } catch (error) {
-          client = undefined;
-          throw error;
-        }
-        let reply: { structuredContent?: unknown; isError?: unknown; content?: unknown };
-        try {
-          reply = (await connected.callTool({ name, arguments: args }, undefined, { timeout: this.timeoutMs, signal })) as typeof reply;
-        } catch (error) {
-          throw new ToolFailure(`the graph's ${name} failed: ${(error as Error).message}`);
-        }
-        const structured = (reply.structuredContent ?? {}) as Record<string, unknown>;
-        if (reply.isError) {
-          const error = typeof structured.error === 'string' ? structured.error : textOf(reply.content);
-          const suggestion = typeof structured.suggestion === 'string' && structured.suggestion ? ` (${structured.suggestion})` : '';
-          throw new ToolFailure(`${error}${suggestion}`);
-        }
-        return structured;
-      },
-      close: async () => {
-        if (!client) return;
-        await client.then((connected) => connected.close()).catch(() => undefined);
-      },
+      call: (name, args, signal) =>
+        this.scope.run({ userId, requestId }, async () => {
+          const client = await this.connected();
+          let reply: { structuredContent?: unknown; isError?: unknown; content?: unknown };
+          try {
+            reply = (await client.callTool({ name, arguments: args }, undefined, { timeout: this.timeoutMs, signal })) as typeof reply;
+          } catch (error) {
+            throw new ToolFailure(`the graph's ${name} failed: ${(error as Error).message}`);
+          }
+          const structured = (reply.structuredContent ?? {}) as Record<string, unknown>;
+          if (reply.isError) {
+            const error = typeof structured.error === 'string' ? structured.error : textOf(reply.content);
+            const suggestion = typeof structured.suggestion === 'string' && structured.suggestion ? ` (${structured.suggestion})` : '';
+            throw new ToolFailure(`${error}${suggestion}`);
+          }
+          return structured;
+        }),
     };
+  }
+
+  async close(): Promise<void> {
+    const client = this.client;
+    this.client = undefined;
+    await client?.then((connected) => connected.close()).catch(() => undefined);
   }
 }
 

@@ -15,11 +15,10 @@ export class ToolFailure extends Error {
   override name = 'ToolFailure';
 }
 
-/** One request's connection to the graph's MCP server (opened at its first call, closed with the request). */
+/** The graph's MCP server, for one request's user. */
 export interface GraphSession {
   /** The tool's structured result; throws ToolFailure with the graph's error and suggestion. */
   call(name: string, args: Record<string, unknown>, signal: AbortSignal): Promise<Record<string, unknown>>;
-  close(): Promise<void>;
 }
 
 /** What a tool's run may use: who it acts for, the request's identity and deadline, and its graph session. */
