@@ -84,21 +84,7 @@ function numbers<T>(row: T): T {
   return row;
 }
 
-export interface NewRun {
-  id: string;
-  owner: string;
-  caller: string;
-  mode: string;
-  fidelity: number;
-  template: string | null;
-  prompt: string | null;
-  mechanisms: string[];
-  plan: unknown;
-  state: unknown;
-  steps_total: number;
-  estimate_micros: number;
-  cap_micros: number;
-}
+export type NewRun = Pick<RunRow, 'id' | 'owner' | 'caller' | 'mode' | 'fidelity' | 'template' | 'prompt' | 'mechanisms' | 'plan' | 'state' | 'steps_total' | 'estimate_micros' | 'cap_micros'>;
 
 export interface Reservation {
   budget: string;

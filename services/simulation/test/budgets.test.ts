@@ -4,21 +4,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { covers } from '../src/domain/budgets.ts';
 import { FakeModel, minimalReply, type Responder } from './fake-model.ts';
-import { asUser, service, startSimulation, type SimulationHarness } from './harness.ts';
+import { asUser, service, startSimulation, type SimulationHarness, until } from './harness.ts';
 
 /** A budget as the operator writes it into its ConfigMap's budget.json. */
 const budgetJson = (scope: string, limitUsd: number, perRunMaxUsd: number | null = null) =>
   JSON.stringify({ scope, period: 'daily', limitUsd, perRunMaxUsd, alertThresholds: [0.5, 0.8, 1], exhausted: false });
-
-async function until<T>(what: string, probe: () => Promise<T | undefined | false>, timeoutMs = 10_000): Promise<T> {
-  const started = Date.now();
-  for (;;) {
-    const value = await probe();
-    if (value) return value;
-    if (Date.now() - started > timeoutMs) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}
 
 describe('simulation budgets', function () {
   this.timeout(120_000);

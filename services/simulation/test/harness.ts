@@ -71,3 +71,14 @@ export async function startSimulation(env: Record<string, string> = {}, database
     },
   };
 }
+
+/** Polls `probe` until it answers something truthy. */
+export async function until<T>(what: string, probe: () => Promise<T | undefined | false>, timeoutMs = 20_000): Promise<T> {
+  const started = Date.now();
+  for (;;) {
+    const value = await probe();
+    if (value) return value;
+    if (Date.now() - started > timeoutMs) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}

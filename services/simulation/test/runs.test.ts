@@ -8,17 +8,7 @@ import { freePort } from '../../../scripts/infra.ts';
 import { createDatabase, dropDatabase } from '../../../test/support/database.ts';
 import { request } from '../../../test/support/http.ts';
 import { FakeModel } from './fake-model.ts';
-import { asUser, SERVICE_KEY, service, startSimulation, type SimulationHarness } from './harness.ts';
-
-async function until<T>(what: string, probe: () => Promise<T | undefined | false>, timeoutMs = 20_000): Promise<T> {
-  const started = Date.now();
-  for (;;) {
-    const value = await probe();
-    if (value) return value;
-    if (Date.now() - started > timeoutMs) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}
+import { asUser, SERVICE_KEY, service, startSimulation, type SimulationHarness, until } from './harness.ts';
 
 /** Reads a Server-Sent Events response to its end: every event's name and data. */
 async function readEvents(url: string, headers: Record<string, string>): Promise<Array<{ event: string; data: any }>> {

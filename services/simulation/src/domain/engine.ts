@@ -10,7 +10,7 @@ import { allowanceMicros, DEFAULT_MODEL } from './pricing.ts';
 import { PlanReplySchema, type PlanReply } from './replies.ts';
 import { pick, randomFor } from './synth.ts';
 import type { Template } from './templates.ts';
-import { callBudget, type StepContext } from './timepoint.ts';
+import { askValidated, type StepContext } from './timepoint.ts';
 import type { Mechanism, Mode } from './vocabulary.ts';
 import { round, type World } from './world.ts';
 
@@ -62,11 +62,9 @@ const PLANNER = `You turn a scenario description into a simulation plan: its ent
 /** A prompt-only run's first step: the scenario, from the prompt. */
 async function planScenario(plan: Plan, ctx: StepContext): Promise<Scenario> {
   const prompt = plan.prompt ?? '';
-  const budget = callBudget(ctx, 'plan', plan.fidelity);
-  const { value } = await ctx.models.ask({
+  const { value } = await askValidated(ctx, 'plan', {
     action: 'plan',
-    model: budget.model,
-    maxTokens: budget.maxTokens,
+    resolution: plan.fidelity,
     system: PLANNER,
     prompt: JSON.stringify({ scenario: prompt, mode: plan.mode }),
     schema: PlanReplySchema,

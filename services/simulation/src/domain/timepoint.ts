@@ -1,3 +1,4 @@
+import type { z } from 'zod';
 import { estimateTokens } from '@tempora/kit/providers';
 import { dialogViolations, ExposureRefused, exposureViolations, type ExposureViolation } from './exposure.ts';
 import { fidelityOf } from './fidelity.ts';
@@ -70,21 +71,37 @@ export function callBudget(ctx: StepContext, action: Action, resolution: number)
   return { model, maxTokens: maxTokensFor(plan.shareMicros * ACTION_WEIGHT[action], model, plan.fidelity, plan.llm.max_tokens) };
 }
 
+export interface ValidatedAsk<S extends z.ZodType> {
+  action: Action;
+  /** The resolution the call writes at (M18 chooses the model by it). */
+  resolution: number;
+  system: string;
+  prompt: string;
+  schema: S;
+  /** The offline provider's answer to the given attempt. */
+  offline: (attempt: number) => z.input<S>;
+}
+
 /**
- * Asks until the answer passes the exposure validator: a refused answer is recorded and asked again with
- * the refusal named, up to EXPOSURE_RETRIES times; then the step fails.
+ * One model call of a step at its share of the allowance, asked until its answer passes `check` (the
+ * exposure validator): a refused answer is recorded and asked again with the refusal named, up to
+ * EXPOSURE_RETRIES times; then the step fails.
  */
-export async function askValidated<T>(
-  ctx: StepContext,
-  call: string,
-  ask: (attempt: number, feedback: string | null) => Promise<T>,
-  check: (value: T) => ExposureViolation[],
-): Promise<T> {
+export async function askValidated<S extends z.ZodType>(ctx: StepContext, call: string, ask: ValidatedAsk<S>, check: (value: z.output<S>) => ExposureViolation[] = () => []): Promise<{ value: z.output<S>; model: string }> {
+  const budget = callBudget(ctx, ask.action, ask.resolution);
   let feedback: string | null = null;
   for (let attempt = 0; ; attempt += 1) {
-    const value = await ask(attempt, feedback);
+    const { value } = await ctx.models.ask({
+      action: ask.action,
+      model: budget.model,
+      maxTokens: budget.maxTokens,
+      system: ask.system,
+      prompt: feedback ? `${ask.prompt}\n${feedback}` : ask.prompt,
+      schema: ask.schema,
+      offline: () => ask.offline(attempt),
+    });
     const violations = check(value);
-    if (violations.length === 0) return value;
+    if (violations.length === 0) return { value, model: budget.model };
     ctx.refusals.push({ step: ctx.step, call, attempt, violations });
     if (attempt >= ctx.exposureRetries) throw new ExposureRefused(violations);
     feedback = `Your previous answer was refused: ${violations.map((v) => `${v.entity} cannot use ${v.fact} (${v.reason})`).join('; ')}. Use only the known facts.`;
@@ -170,24 +187,11 @@ export async function resolveTimepoint(world: World, spec: TimepointSpec, ctx: S
           ...(context.asks.body ? { exertion: 'how much the action costs you physically, 0 to 1' } : {}),
         },
       };
-      const prompt = JSON.stringify(payload);
-      const budget = callBudget(ctx, 'entity', resolution);
       const validIds = new Set(actors.map((actor) => actor.id));
-      const reply = await askValidated(
+      const { value: reply, model } = await askValidated(
         ctx,
         `entity ${entity.id}`,
-        async (attempt, feedback) =>
-          (
-            await ctx.models.ask({
-              action: 'entity',
-              model: budget.model,
-              maxTokens: budget.maxTokens,
-              system: PERSONA,
-              prompt: feedback ? `${prompt}\n${feedback}` : prompt,
-              schema: EntityReplySchema,
-              offline: () => synthEntity(plan.seed, spec.id, context, attempt),
-            })
-          ).value,
+        { action: 'entity', resolution, system: PERSONA, prompt: JSON.stringify(payload), schema: EntityReplySchema, offline: (attempt) => synthEntity(plan.seed, spec.id, context, attempt) },
         (value) => [
           ...exposureViolations(world, [{ entity: entity.id, facts: [...value.uses_knowledge, ...value.tells.map((tell) => tell.fact)], where: 'entity answer' }]),
           ...value.tells.filter((tell) => !validIds.has(tell.to)).map((tell) => ({ entity: entity.id, fact: tell.fact, where: `told to ${tell.to}`, reason: 'unknown fact' as const })),
@@ -196,7 +200,7 @@ export async function resolveTimepoint(world: World, spec: TimepointSpec, ctx: S
       const compression = has('M6')
         ? { digest: known.map((fact) => fact.id).join(','), full_tokens: estimateTokens(JSON.stringify(full)), compressed_tokens: estimateTokens(JSON.stringify(known)) }
         : undefined;
-      return { entity, reply, resolution, model: budget.model, asleep: false, ...(compression ? { compression } : {}) };
+      return { entity, reply, resolution, model, asleep: false, ...(compression ? { compression } : {}) };
     }),
   );
 
@@ -382,34 +386,30 @@ async function sceneCall(world: World, spec: TimepointSpec, ctx: StepContext, re
       ...(asks.spawn ? { spawn: 'an entity the moment needs that is not yet present, as {name, role}, or null' } : {}),
     },
   });
-  const budget = callBudget(ctx, 'scene', plan.fidelity);
   const eventIds = new Set([...events, ...earlier].map((event) => event.id));
   const speakerIds = speakers.map((speaker) => speaker.id);
-  return askValidated(
+  const { value } = await askValidated(
     ctx,
     'scene',
-    async (attempt, feedback) =>
-      (
-        await ctx.models.ask({
-          action: 'scene',
-          model: budget.model,
-          maxTokens: budget.maxTokens,
-          system: SCENE,
-          prompt: feedback ? `${prompt}\n${feedback}` : prompt,
-          schema: SceneReplySchema,
-          offline: () =>
-            synthScene(plan.seed, { timepoint: spec.id, hour: spec.hour, label: spec.label, speakers, events, earlier, turns, tension: spec.intensity ?? intensity, spreads: has('M3'), asks, factText: (id) => world.facts[id]!.text }, attempt),
-        })
-      ).value,
-    (value) => [
-      ...dialogViolations(world, value.dialog, speakerIds, has('M3')),
-      ...value.dialog.filter((turn) => !speakerIds.includes(turn.speaker)).map((turn) => ({ entity: turn.speaker, fact: turn.reveals ?? '-', where: 'dialog speaker not on stage', reason: 'not exposed' as const })),
-      ...Object.values(value.causes)
+    {
+      action: 'scene',
+      resolution: plan.fidelity,
+      system: SCENE,
+      prompt,
+      schema: SceneReplySchema,
+      offline: (attempt) =>
+        synthScene(plan.seed, { timepoint: spec.id, hour: spec.hour, label: spec.label, speakers, events, earlier, turns, tension: spec.intensity ?? intensity, spreads: has('M3'), asks, factText: (id) => world.facts[id]!.text }, attempt),
+    },
+    (answer) => [
+      ...dialogViolations(world, answer.dialog, speakerIds, has('M3')),
+      ...answer.dialog.filter((turn) => !speakerIds.includes(turn.speaker)).map((turn) => ({ entity: turn.speaker, fact: turn.reveals ?? '-', where: 'dialog speaker not on stage', reason: 'not exposed' as const })),
+      ...Object.values(answer.causes)
         .flat()
         .filter((id) => !eventIds.has(id))
         .map((id) => ({ entity: 'scene', fact: id, where: 'causes', reason: 'unknown fact' as const })),
     ],
   );
+  return value;
 }
 
 function asymmetry(world: World, onStage: string[]): NonNullable<TimepointRecord['asymmetry']> {

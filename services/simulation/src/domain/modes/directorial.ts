@@ -1,7 +1,7 @@
 import { timepointWeight } from '../plan.ts';
 import { DirectorReplySchema, type DirectorReply } from '../replies.ts';
 import { randomFor } from '../synth.ts';
-import { callBudget, resolveTimepoint } from '../timepoint.ts';
+import { askValidated, resolveTimepoint } from '../timepoint.ts';
 import { createWorld, round, type World } from '../world.ts';
 import type { ModeAlgorithm } from './types.ts';
 
@@ -30,11 +30,9 @@ export const directorial: ModeAlgorithm<DirectorialState> = {
   async step(index, state, ctx, scenario) {
     if (index === 0) {
       const premise = scenario.modes.directorial?.premise ?? scenario.description;
-      const budget = callBudget(ctx, 'director', ctx.plan.fidelity);
-      const { value } = await ctx.models.ask({
+      const { value } = await askValidated(ctx, 'director', {
         action: 'director',
-        model: budget.model,
-        maxTokens: budget.maxTokens,
+        resolution: ctx.plan.fidelity,
         system: 'You are the director of a dramatised historical simulation. Plan exactly five acts (Exposition, Rising action, Climax, Falling action, Resolution), each with a one-sentence beat and a dramatic tension from 0 to 1. Answer with one JSON object only.',
         prompt: JSON.stringify({ premise, moments: scenario.timepoints.map((timepoint) => timepoint.label), entities: scenario.entities.map((entity) => entity.name) }),
         schema: DirectorReplySchema,

@@ -1,7 +1,7 @@
 import { timepointWeight } from '../plan.ts';
 import { AntecedentsReplySchema, type AntecedentsReply } from '../replies.ts';
 import { pick, randomFor } from '../synth.ts';
-import { askValidated, callBudget, resolveTimepoint } from '../timepoint.ts';
+import { askValidated, resolveTimepoint } from '../timepoint.ts';
 import { createWorld, round, type World } from '../world.ts';
 import type { ModeAlgorithm } from './types.ts';
 
@@ -73,7 +73,6 @@ export const portal: ModeAlgorithm<PortalState> = {
       const expansions = await Promise.all(
         frontier.map(async (child, position) => {
           const later = child ? child.description : outcome;
-          const budget = callBudget(ctx, 'antecedents', ctx.plan.fidelity);
           const prompt = JSON.stringify({
             outcome,
             later_moment: later,
@@ -82,21 +81,17 @@ export const portal: ModeAlgorithm<PortalState> = {
             facts: facts.map((id) => ({ id, text: state.world.facts[id]!.text })),
             answer: `${CANDIDATES} candidate earlier moments, each {description, plausibility 0-1, rests_on: fact ids, states: {entity id: {mood, summary}}}`,
           });
-          const reply = await askValidated(
+          const { value: reply } = await askValidated(
             ctx,
             `antecedents ${depth}.${position + 1}`,
-            async (attempt, feedback) =>
-              (
-                await ctx.models.ask({
-                  action: 'antecedents',
-                  model: budget.model,
-                  maxTokens: budget.maxTokens,
-                  system: 'You reason backwards from a known outcome: propose earlier moments that could have led to the later one. Answer with one JSON object only; cite only the listed fact ids.',
-                  prompt: feedback ? `${prompt}\n${feedback}` : prompt,
-                  schema: AntecedentsReplySchema,
-                  offline: () => synthAntecedents(ctx.plan.seed, `${depth}.${child?.id ?? 'outcome'}.${attempt}`, later, timepoint.label, state.world, facts),
-                })
-              ).value,
+            {
+              action: 'antecedents',
+              resolution: ctx.plan.fidelity,
+              system: 'You reason backwards from a known outcome: propose earlier moments that could have led to the later one. Answer with one JSON object only; cite only the listed fact ids.',
+              prompt,
+              schema: AntecedentsReplySchema,
+              offline: (attempt) => synthAntecedents(ctx.plan.seed, `${depth}.${child?.id ?? 'outcome'}.${attempt}`, later, timepoint.label, state.world, facts),
+            },
             // An antecedent may rest only on facts of this world (the validator's unknown-fact rule).
             (value) => value.candidates.flatMap((candidate) => candidate.rests_on.filter((id) => !state.world.facts[id]).map((id) => ({ entity: 'portal', fact: id, where: 'rests_on', reason: 'unknown fact' as const }))),
           );
