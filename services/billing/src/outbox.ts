@@ -78,15 +78,21 @@ export class Outbox {
    * until nothing due is left. Never throws: what fails stays due for a later pass.
    */
   async deliver(userIds?: string[]): Promise<void> {
+    // A kind that had nothing due is not asked again in this call (unless waiting on the loop's work).
+    let askEntries = true;
+    let askTiers = true;
     for (;;) {
-      const entries = await this.repository.leaseDeliveries(BATCH, userIds);
-      const pushes = await this.repository.leaseTierPushes(BATCH, userIds);
+      const entries: OutboxRow[] = askEntries ? await this.repository.leaseDeliveries(BATCH, userIds) : [];
+      const pushes: { user_id: string; tier: Tier; push_attempts: number }[] = askTiers ? await this.repository.leaseTierPushes(BATCH, userIds) : [];
+      askEntries = entries.length > 0;
+      askTiers = pushes.length > 0;
       if (entries.length === 0 && pushes.length === 0) {
         // What the loop had already taken for these users is theirs too, and may hold back their next
         // entry (each user's go in order): the caller answers once those are done and nothing is due.
         const running = (userIds ?? []).map((userId) => this.inFlight.get(userId)).filter((work) => work !== undefined);
         if (running.length === 0) return;
         await Promise.all(running);
+        askEntries = askTiers = true;
         continue;
       }
       await Promise.all([

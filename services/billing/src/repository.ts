@@ -257,6 +257,13 @@ export class BillingRepository {
 
   /** Fixes what a grant sends, paying the user's debt from it first (once: a retry finds it fixed). */
   async fixSentAmount(entry: OutboxRow): Promise<number> {
+    // The common case in one statement: a debit, or a grant for a user without debt, sends its amount.
+    const plain = await this.knex('billing_outbox')
+      .where({ id: entry.id })
+      .whereNull('sent_amount')
+      .andWhere((q) => q.where('kind', 'debit').orWhereNotExists(this.knex('billing_accounts').select(this.knex.raw('1')).where({ user_id: entry.user_id }).where('debt', '>', 0)))
+      .update({ sent_amount: this.knex.raw('amount') }, ['sent_amount']);
+    if (plain[0]) return Number(plain[0].sent_amount);
     return this.knex.transaction(async (trx) => {
       const row = await trx<OutboxRow>('billing_outbox').where({ id: entry.id }).forUpdate().first();
       if (row?.sent_amount !== null && row?.sent_amount !== undefined) return row.sent_amount;
@@ -277,9 +284,14 @@ export class BillingRepository {
 
   /** Marks a delivery done; a debit's shortfall (what the balance could not cover) becomes the user's debt. */
   async delivered(entry: OutboxRow, taken: number | null): Promise<void> {
+    const done = { status: 'delivered', delivered_at: this.knex.fn.now(), lease_until: null, taken, last_error: null };
+    if (entry.kind === 'grant') {
+      await this.knex('billing_outbox').where({ id: entry.id, status: 'pending' }).update(done);
+      return;
+    }
     await this.knex.transaction(async (trx) => {
-      const updated = await trx('billing_outbox').where({ id: entry.id, status: 'pending' }).update({ status: 'delivered', delivered_at: trx.fn.now(), lease_until: null, taken, last_error: null });
-      if (updated === 0 || entry.kind !== 'debit' || taken === null) return;
+      const updated = await trx('billing_outbox').where({ id: entry.id, status: 'pending' }).update(done);
+      if (updated === 0 || taken === null) return;
       const shortfall = (entry.sent_amount ?? entry.amount) - taken;
       if (shortfall <= 0) return;
       const account = await this.lockAccount(trx, entry.user_id);
