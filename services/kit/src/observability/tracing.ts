@@ -14,6 +14,21 @@ export interface Tracing {
   shutdown(): Promise<void>;
 }
 
+/**
+ * Query parameters whose values never reach a span (`url.query`, `url.full`): what users write (the graph's
+ * search text, which generation's lookup sends too), and the signatures the HTTP conventions name.
+ */
+const REDACTED_QUERY_PARAMS = ['q', 'AWSAccessKeyId', 'Signature', 'sig', 'X-Goog-Signature'];
+
+/** An outgoing call's URL attributes with those values replaced, as the http instrumentation does for its own; none when nothing is to hide. */
+function redactedUrlAttributes(request: { origin: string; path: string }): Record<string, string> {
+  const url = new URL(request.path, request.origin);
+  const hidden = REDACTED_QUERY_PARAMS.filter((name) => url.searchParams.has(name));
+  if (hidden.length === 0) return {};
+  for (const name of hidden) url.searchParams.set(name, 'REDACTED');
+  return { 'url.full': url.toString(), 'url.query': url.search };
+}
+
 /** Modules loaded through ESM `import` that the instrumentations patch; everything else is left alone. */
 const HOOKED_MODULES = ['koa', '@koa/router', 'pg', 'redis', '@redis/client'];
 
@@ -38,14 +53,18 @@ export function startTracing(service: string, version: string, env: NodeJS.Proce
     // An empty processor list keeps the SDK (and context propagation) on without an exporter.
     ...(exporting ? {} : { spanProcessors: [] }),
     instrumentations: [
-      new HttpInstrumentation({ ignoreIncomingRequestHook: (request) => request.url === '/health' || request.url === '/metrics' }),
+      new HttpInstrumentation({
+        ignoreIncomingRequestHook: (request) => request.url === '/health' || request.url === '/metrics',
+        redactedQueryParams: REDACTED_QUERY_PARAMS,
+        redactedQueryParamsServer: REDACTED_QUERY_PARAMS,
+      }),
       new KoaInstrumentation(),
       // A query or command outside any request (a worker's poll, a blocking stream read) is no trace of its own.
       new PgInstrumentation({ requireParentSpan: true }),
       new RedisInstrumentation({ requireParentSpan: true }),
       // undici carries every outgoing call (fetch, the service clients, the gateway's proxy): a client span
       // each, and the traceparent that continues the trace downstream.
-      new UndiciInstrumentation(),
+      new UndiciInstrumentation({ startSpanHook: redactedUrlAttributes }),
     ],
   });
   sdk.start();
