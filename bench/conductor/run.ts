@@ -5,14 +5,16 @@
  * generation, simulation) is a stand-in answering after a fixed latency (BENCH_PEER_MS, default 25), so
  * the wall time of a message is the critical path of its peer calls plus what the conductor itself does.
  *
- *   1. The README's request through the offline planner: 3 graph searches in one turn (after the MCP
- *      session's two-request handshake), then a path, a scene and a simulation in one turn (each paid call
- *      charged before it starts), then one look at the simulation. Critical path 7 latencies; run one after
- *      another, the same calls take 11. Overhead = wall − critical path.
+ *   1. The README's request through the offline planner: 3 graph searches in one turn, then a path, a scene
+ *      and a simulation in one turn (each paid call charged before it starts, the charges in the turn's
+ *      order), then one look at the simulation. Critical path 5 latencies (1; charge, charge, simulation;
+ *      1); run one after another, the same 9 peer requests take 9. Overhead = wall − critical path. (The
+ *      MCP handshake with the graph is made once per process, in the warm-up.)
  *   2. The same with no latency at all: the conductor's whole cost per message (planning, accounting,
  *      storage, serialization, loopback HTTP to its peers).
  *   3. A scripted model (OpenAI-compatible, answering at once) asking for eight independent calls in one
- *      turn (4 searches, a path, a traversal, two scenes): critical path 3 latencies, 12 in sequence.
+ *      turn (4 searches, a path, a traversal, two scenes): critical path 3 latencies (charge, charge,
+ *      second scene), 10 peer requests in sequence.
  *
  * BENCH_MESSAGES (default 40) messages per row, one at a time, after 5 to warm up.
  * Uses DATABASE_URL when set, otherwise starts PostgreSQL like `npm test`.
@@ -118,7 +120,7 @@ try {
     // Searches (3), path, scene, simulation, one look at the simulation.
     standIns.latency.ms = PEER_MS;
     const withLatency = await measure(offline.url, standIns.token, README_REQUEST, 7);
-    row('README request, offline planner', withLatency, 7 * PEER_MS, 11 * PEER_MS);
+    row('README request, offline planner', withLatency, 5 * PEER_MS, 9 * PEER_MS);
     standIns.latency.ms = 0;
     const instant = await measure(offline.url, standIns.token, README_REQUEST, 7);
     row('README request, peers answering at once', instant, 0, 0);
@@ -143,8 +145,8 @@ try {
       { text: 'All eight answered.' },
     ];
     const wide = await measure(scripted.url, standIns.token, 'eight things at once', 8);
-    // Graph: handshake (2) + one call; scenes: charge, charge, second scene.
-    row('8 independent calls in one model turn', wide, 3 * PEER_MS, 12 * PEER_MS);
+    // Scenes: charge, charge, second scene; the graph's six calls take one latency beside them.
+    row('8 independent calls in one model turn', wide, 3 * PEER_MS, 10 * PEER_MS);
   } finally {
     await scripted.stop();
   }

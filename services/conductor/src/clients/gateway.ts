@@ -1,5 +1,7 @@
 import { ServiceClient, type ServiceReply } from '@tempora/kit/http';
 import { PriceBook } from '../domain/prices.ts';
+import { problemDetail } from './problem-detail.ts';
+import { Reuse } from './reuse.ts';
 
 /** The ledger refused a charge: the balance is short (`available` is what it holds). */
 export class InsufficientCredits extends Error {
@@ -25,13 +27,6 @@ export interface Ledger {
   balance(userId: string, requestId: string): Promise<number>;
 }
 
-const detailOf = (reply: ServiceReply): string => {
-  try {
-    return String((JSON.parse(reply.text) as { detail?: unknown }).detail ?? reply.text).slice(0, 300);
-  } catch {
-    return reply.text.slice(0, 300);
-  }
-};
 
 /**
  * The gateway's service routes: the ledger (`/credits/charge`, `/credits/refund`, `/users/{id}/balance`,
@@ -40,7 +35,7 @@ const detailOf = (reply: ServiceReply): string => {
 export class GatewayClient implements Ledger {
   private readonly service: ServiceClient;
   private readonly pricesTtlMs: number;
-  private priceList: { at: number; book: Promise<PriceBook> } | undefined;
+  private readonly priceList = new Reuse<PriceBook>(1);
 
   constructor(baseUrl: string, serviceKey: string | undefined, timeoutMs: number, pricesTtlMs: number) {
     this.service = new ServiceClient(baseUrl, serviceKey, timeoutMs);
@@ -62,35 +57,28 @@ export class GatewayClient implements Ledger {
       const problem = JSON.parse(reply.text) as { required?: number; available?: number };
       throw new InsufficientCredits(problem.required ?? amount, problem.available ?? 0);
     }
-    throw new LedgerUnavailable(`the gateway answered ${reply.status} to a charge: ${detailOf(reply)}`);
+    throw new LedgerUnavailable(`the gateway answered ${reply.status} to a charge: ${problemDetail(reply.text)}`);
   }
 
   async refund(userId: string, key: string, reason: string, requestId: string): Promise<{ balance: number } | undefined> {
     const reply = await this.send('POST', '/api/v1/credits/refund', requestId, { user_id: userId, idempotency_key: key, reason: reason.slice(0, 500) });
     if (reply.status === 200) return { balance: Number((JSON.parse(reply.text) as { balance: number }).balance) };
     if (reply.status === 404) return undefined;
-    throw new LedgerUnavailable(`the gateway answered ${reply.status} to a refund: ${detailOf(reply)}`);
+    throw new LedgerUnavailable(`the gateway answered ${reply.status} to a refund: ${problemDetail(reply.text)}`);
   }
 
   async balance(userId: string, requestId: string): Promise<number> {
     const reply = await this.send('GET', `/api/v1/users/${encodeURIComponent(userId)}/balance`, requestId);
-    if (reply.status !== 200) throw new LedgerUnavailable(`the gateway answered ${reply.status} for the balance: ${detailOf(reply)}`);
+    if (reply.status !== 200) throw new LedgerUnavailable(`the gateway answered ${reply.status} for the balance: ${problemDetail(reply.text)}`);
     return Number((JSON.parse(reply.text) as { balance: number }).balance);
   }
 
-  /** The published price list; a failed fetch is not remembered, so the next call tries again. */
+  /** The published price list, reused for `pricesTtlMs`; a failed fetch is not kept, so the next call tries again. */
   prices(requestId: string): Promise<PriceBook> {
-    const now = Date.now();
-    if (this.priceList && now - this.priceList.at < this.pricesTtlMs) return this.priceList.book;
-    const book = this.send('GET', '/api/v1/credits/costs', requestId).then((reply) => {
+    return this.priceList.get('prices', Date.now() + this.pricesTtlMs, async () => {
+      const reply = await this.send('GET', '/api/v1/credits/costs', requestId);
       if (reply.status !== 200) throw new LedgerUnavailable(`the gateway answered ${reply.status} for its price list`);
       return PriceBook.fromPublished(JSON.parse(reply.text));
     });
-    const entry = { at: now, book };
-    this.priceList = entry;
-    book.catch(() => {
-      if (this.priceList === entry) this.priceList = undefined;
-    });
-    return book;
   }
 }

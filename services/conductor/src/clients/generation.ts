@@ -1,14 +1,8 @@
 import { ServiceClient } from '@tempora/kit/http';
+import { problemDetail } from './problem-detail.ts';
 import { ToolFailure } from '../domain/tools.ts';
 import type { RenderedScene, SceneRenderer, SceneRequest } from '../domain/platform-tools.ts';
 
-const detailOf = (text: string): string => {
-  try {
-    return String((JSON.parse(text) as { detail?: unknown }).detail ?? text).slice(0, 300);
-  } catch {
-    return text.slice(0, 300);
-  }
-};
 
 /**
  * Scenes through the generation service: `POST /api/v1/timepoints/generate/sync` with the conductor's
@@ -28,7 +22,7 @@ export class GenerationClient implements SceneRenderer {
     } catch (error) {
       throw new ToolFailure(`the generation service could not be reached or did not answer in time: ${(error as Error).message}`);
     }
-    if (reply.status !== 200) throw new ToolFailure(`the generation service answered ${reply.status}: ${detailOf(reply.text)}`);
+    if (reply.status !== 200) throw new ToolFailure(`the generation service answered ${reply.status}: ${problemDetail(reply.text)}`);
     let scene: Record<string, any>;
     try {
       scene = JSON.parse(reply.text) as Record<string, any>;

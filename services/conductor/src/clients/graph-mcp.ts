@@ -2,6 +2,7 @@ import { AsyncLocalStorage } from 'node:async_hooks';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { ToolFailure, type GraphSession } from '../domain/tools.ts';
+import { Reuse } from './reuse.ts';
 
 /** A tool of the graph's MCP server as it lists itself. */
 export interface GraphToolInfo {
@@ -32,7 +33,7 @@ export class GraphMcp {
   private readonly listTtlMs: number;
   private readonly scope = new AsyncLocalStorage<CallScope>();
   private client: Promise<Client> | undefined;
-  private listed: { at: number; tools: Promise<GraphToolInfo[]> } | undefined;
+  private readonly listed = new Reuse<GraphToolInfo[]>(1);
 
   constructor(graphUrl: string, serviceKey: string | undefined, timeoutMs: number, listTtlMs = 600_000) {
     this.url = new URL('/mcp', graphUrl);
@@ -71,23 +72,17 @@ export class GraphMcp {
 
   /** The graph's tools (listed once every `listTtlMs`; a failed listing is tried again at the next request). */
   tools(requestId: string): Promise<GraphToolInfo[]> {
-    const now = Date.now();
-    if (this.listed && now - this.listed.at < this.listTtlMs) return this.listed.tools;
-    const tools = this.scope.run({ requestId }, async () => {
-      const { tools: listed } = await (await this.connected()).listTools(undefined, { timeout: this.timeoutMs });
-      return listed.map((tool) => ({
-        name: tool.name,
-        description: tool.description ?? tool.name,
-        inputSchema: tool.inputSchema as Record<string, unknown>,
-        readOnly: tool.annotations?.readOnlyHint === true,
-      }));
-    });
-    const entry = { at: now, tools };
-    this.listed = entry;
-    tools.catch(() => {
-      if (this.listed === entry) this.listed = undefined;
-    });
-    return tools;
+    return this.listed.get('tools', Date.now() + this.listTtlMs, () =>
+      this.scope.run({ requestId }, async () => {
+        const { tools: listed } = await (await this.connected()).listTools(undefined, { timeout: this.timeoutMs });
+        return listed.map((tool) => ({
+          name: tool.name,
+          description: tool.description ?? tool.name,
+          inputSchema: tool.inputSchema as Record<string, unknown>,
+          readOnly: tool.annotations?.readOnlyHint === true,
+        }));
+      }),
+    );
   }
 
   /** Calls made for `userId` within one request. */

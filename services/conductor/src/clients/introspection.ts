@@ -1,4 +1,5 @@
 import { Problem, ServiceClient } from '@tempora/kit/http';
+import { Reuse } from './reuse.ts';
 
 export interface TokenState {
   active: boolean;
@@ -23,7 +24,7 @@ export interface IntrospectionOptions {
  */
 export function gatewayIntrospector(gatewayUrl: string, serviceKey: string | undefined, options: IntrospectionOptions): Introspector {
   const service = new ServiceClient(gatewayUrl, serviceKey, options.timeoutMs);
-  const answers = new Map<string, { until: number; state: Promise<TokenState> }>();
+  const answers = new Reuse<TokenState>();
   const ask = async (token: string): Promise<TokenState> => {
     let reply;
     try {
@@ -39,17 +40,5 @@ export function gatewayIntrospector(gatewayUrl: string, serviceKey: string | und
     const tier = body.tier === 'free' || body.tier === 'pro' || body.tier === 'enterprise' ? body.tier : undefined;
     return { active: body.active === true, ...(tier ? { tier } : {}) };
   };
-  return (token, jti, exp) => {
-    const now = Date.now();
-    const cached = answers.get(jti);
-    if (cached && cached.until > now) return cached.state;
-    if (answers.size >= 50_000) answers.clear();
-    const state = ask(token);
-    const entry = { until: Math.min(now + options.cacheMs, exp * 1000), state };
-    answers.set(jti, entry);
-    state.catch(() => {
-      if (answers.get(jti) === entry) answers.delete(jti);
-    });
-    return state;
-  };
+  return (token, jti, exp) => answers.get(jti, Math.min(Date.now() + options.cacheMs, exp * 1000), () => ask(token));
 }

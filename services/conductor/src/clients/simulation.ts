@@ -1,4 +1,5 @@
 import { ServiceClient, type ServiceReply } from '@tempora/kit/http';
+import { problemDetail } from './problem-detail.ts';
 import { ToolFailure } from '../domain/tools.ts';
 import type { SimulationRequest, SimulationRun, Simulations } from '../domain/platform-tools.ts';
 
@@ -10,13 +11,6 @@ const parse = (reply: ServiceReply, what: string): Record<string, any> => {
   }
 };
 
-const detailOf = (reply: ServiceReply): string => {
-  try {
-    return String((JSON.parse(reply.text) as { detail?: unknown }).detail ?? reply.text).slice(0, 300);
-  } catch {
-    return reply.text.slice(0, 300);
-  }
-};
 
 /** A run as the simulation service describes it (the run itself, or the run inside `{run}`). */
 function runOf(body: Record<string, any>): SimulationRun {
@@ -57,21 +51,21 @@ export class SimulationClient implements Simulations {
 
   async start(userId: string, request: SimulationRequest, requestId: string, signal: AbortSignal): Promise<SimulationRun> {
     const reply = await this.send('POST', '/api/v1/simulate', userId, requestId, signal, request);
-    if (reply.status !== 200 && reply.status !== 201 && reply.status !== 202) throw new ToolFailure(`the simulation service answered ${reply.status}: ${detailOf(reply)}`);
+    if (reply.status !== 200 && reply.status !== 201 && reply.status !== 202) throw new ToolFailure(`the simulation service answered ${reply.status}: ${problemDetail(reply.text)}`);
     return runOf(parse(reply, 'the start'));
   }
 
   async get(userId: string, id: string, requestId: string, signal: AbortSignal): Promise<SimulationRun> {
     const reply = await this.send('GET', `/api/v1/simulations/${encodeURIComponent(id)}`, userId, requestId, signal);
-    if (reply.status !== 200) throw new ToolFailure(`the simulation service answered ${reply.status}: ${detailOf(reply)}`);
+    if (reply.status !== 200) throw new ToolFailure(`the simulation service answered ${reply.status}: ${problemDetail(reply.text)}`);
     return runOf(parse(reply, 'the status'));
   }
 
   /** `{run, result}`; a run that has not ended is a ToolFailure saying how far it is (the service answers 409). */
   async result(userId: string, id: string, requestId: string, signal: AbortSignal): Promise<{ run: SimulationRun; result: Record<string, unknown> }> {
     const reply = await this.send('GET', `/api/v1/simulations/${encodeURIComponent(id)}/result`, userId, requestId, signal);
-    if (reply.status === 409) throw new ToolFailure(detailOf(reply));
-    if (reply.status !== 200) throw new ToolFailure(`the simulation service answered ${reply.status}: ${detailOf(reply)}`);
+    if (reply.status === 409) throw new ToolFailure(problemDetail(reply.text));
+    if (reply.status !== 200) throw new ToolFailure(`the simulation service answered ${reply.status}: ${problemDetail(reply.text)}`);
     const body = parse(reply, 'the result');
     return { run: runOf(body), result: (body.result && typeof body.result === 'object' ? body.result : {}) as Record<string, unknown> };
   }
