@@ -268,6 +268,8 @@ function removeCgroup(dir: string): void {
 export interface RestoreScope {
   /** Mounts and processes under this folder are the run's. */
   runDir: string;
+  /** Other paths whose processes are the run's (etcd's data directory, kept on tmpfs apart from the run's folder). */
+  processMarkers?: string[];
   /** Links the run may create: its bridge, and the host ends of pods' veth pairs. */
   links: RegExp;
 }
@@ -281,7 +283,9 @@ export interface RestoreScope {
 export function restoreHost(before: HostSnapshot, scope: RestoreScope, log: (m: string) => void = () => {}): string[] {
   // Processes first: nothing may hold mounts, links or cgroups.
   const newCgroups = readCgroups().filter((c) => !before.cgroups.includes(c));
-  const strays = [...new Set([...newCgroups.flatMap((c) => cgroupPids(join('/sys/fs/cgroup', c))), ...processesMentioning(scope.runDir)])];
+  const strays = [
+    ...new Set([...newCgroups.flatMap((c) => cgroupPids(join('/sys/fs/cgroup', c))), ...[scope.runDir, ...(scope.processMarkers ?? [])].flatMap(processesMentioning)]),
+  ];
   if (strays.length > 0) {
     log(`killing ${strays.length} leftover processes`);
     killAndWait(strays, 'SIGKILL', 0);

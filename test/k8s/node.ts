@@ -152,25 +152,29 @@ export function ensureNodeArtifacts(): NodeArtifacts {
 interface LockRecord {
   pid: number;
   runDir: string;
-  stateDir: string;
+  etcdDir: string;
   before: HostSnapshot;
 }
 
-function scopeOf(record: Pick<LockRecord, 'runDir'>): RestoreScope {
-  return { runDir: record.runDir, links: new RegExp(`^(${BRIDGE}|veth.*)$`) };
+function scopeOf(record: Omit<LockRecord, 'before' | 'pid'>): RestoreScope {
+  return { runDir: record.runDir, processMarkers: [record.etcdDir], links: new RegExp(`^(${BRIDGE}|veth.*)$`) };
 }
 
-/** One node per machine: the bridge, its subnet, kubelet ports and iptables chains are host-wide. */
-function takeLock(record: LockRecord): void {
-  if (existsSync(LOCK_FILE)) {
-    const previous = JSON.parse(readFileSync(LOCK_FILE, 'utf8')) as LockRecord;
-    if (alive(previous.pid)) throw new Error(`another node is running (pid ${previous.pid}, ${previous.runDir}); one node per machine`);
-    log(`cleaning up after a node run that ended without stopping (pid ${previous.pid})`);
-    const left = restoreHost(previous.before, scopeOf(previous), log);
-    if (left.length > 0) log(`still differing from before that run: ${left.join('; ')}`);
-    rmSync(previous.runDir, { recursive: true, force: true });
-  }
-  writeFileSync(LOCK_FILE, JSON.stringify(record));
+/**
+ * One node per machine: the bridge, its subnet, the kubelet's ports and the iptables chains are host-wide.
+ * A run that ended without stopping (SIGKILL, a crash) left its record: the host is put back as that run
+ * found it before anything is recorded for this one.
+ */
+function recoverStaleRun(): void {
+  if (!existsSync(LOCK_FILE)) return;
+  const previous = JSON.parse(readFileSync(LOCK_FILE, 'utf8')) as LockRecord;
+  if (alive(previous.pid)) throw new Error(`another node is running (pid ${previous.pid}, ${previous.runDir}); one node per machine`);
+  log(`cleaning up after a node run that ended without stopping (pid ${previous.pid})`);
+  const left = restoreHost(previous.before, scopeOf(previous), log);
+  if (left.length > 0) log(`still differing from before that run: ${left.join('; ')}`);
+  rmSync(previous.runDir, { recursive: true, force: true });
+  rmSync(previous.etcdDir, { recursive: true, force: true });
+  unlinkSync(LOCK_FILE);
 }
 
 function kubeletConfig(run: string, containerdSocket: string): string {
@@ -378,8 +382,9 @@ export class KubeNode {
   async #start(options: StartOptions): Promise<void> {
     const started = Date.now();
     const run = this.runDir;
+    recoverStaleRun();
     const before = snapshotHost();
-    takeLock({ pid: process.pid, runDir: run, stateDir: this.stateDir, before });
+    writeFileSync(LOCK_FILE, JSON.stringify({ pid: process.pid, runDir: run, etcdDir: this.controlPlane.etcdDir, before } satisfies LockRecord), { flag: 'wx' });
     this.#before = before;
     process.on('exit', this.#exitHandler);
     process.once('SIGINT', this.#signalHandler);
@@ -614,7 +619,7 @@ export class KubeNode {
     rmSync(this.controlPlane.etcdDir, { recursive: true, force: true });
     let left: string[] = [];
     if (this.#before) {
-      left = restoreHost(this.#before, scopeOf({ runDir: this.runDir }), log);
+      left = restoreHost(this.#before, scopeOf({ runDir: this.runDir, etcdDir: this.controlPlane.etcdDir }), log);
       if (left.length > 0) log(`the host still differs from before the run: ${left.join('; ')}`);
       try {
         unlinkSync(LOCK_FILE);
