@@ -17,7 +17,7 @@ export interface BudgetFileError {
  * would lift its limit) and is reported in `errors`.
  */
 export class BudgetSource {
-  private readonly path: string | undefined;
+  private readonly path: string;
   private readonly logger: Logger;
   private budgets = new Map<string, Budget>();
   private lastText = '';
@@ -25,7 +25,7 @@ export class BudgetSource {
   errors: BudgetFileError[] = [];
   loadedAt: Date | null = null;
 
-  constructor(path: string | undefined, logger: Logger) {
+  constructor(path: string, logger: Logger) {
     this.path = path;
     this.logger = logger;
   }
@@ -40,7 +40,6 @@ export class BudgetSource {
 
   async start(intervalMs: number): Promise<void> {
     await this.reload();
-    if (!this.path) return;
     this.timer = setInterval(() => void this.reload().catch((error) => this.logger.warn({ err: error }, 'budgets could not be read')), intervalMs);
     this.timer.unref();
   }
@@ -51,7 +50,7 @@ export class BudgetSource {
 
   /** The raw entries by budget name: a directory's files or a file's keys. */
   private async entries(): Promise<Map<string, string>> {
-    const path = this.path!;
+    const path = this.path;
     const entries = new Map<string, string>();
     const info = await stat(path).catch(() => undefined);
     if (!info) return entries;
@@ -75,7 +74,6 @@ export class BudgetSource {
   }
 
   async reload(): Promise<void> {
-    if (!this.path) return;
     let entries: Map<string, string>;
     try {
       entries = await this.entries();

@@ -35,7 +35,8 @@ export const SimulationConfigSchema = baseConfigSchema('simulation').extend({
   }),
   /**
    * Where the SimulationBudget limits are read: a directory of `<budget>.json` files (the operator's
-   * ConfigMap mounted as a volume) or one JSON file `{ "<budget>": {...} }` (npm start). Unset: no budgets.
+   * ConfigMap mounted as a volume) or one JSON file `{ "<budget>": {...} }`. Unset:
+   * TEMPORA_DATA_DIR/simulation-budgets.json, read when it exists (npm start's local file).
    */
   SIMULATION_BUDGETS_PATH: optionalString,
   /** How often the budgets path is re-read; a change takes effect within this without a restart. */

@@ -1,3 +1,4 @@
+import { join, resolve } from 'node:path';
 import type Koa from 'koa';
 import { createAccessTokenVerifier, createApp, RateLimiter, type Authenticator, type RateWindow } from '@tempora/kit/http';
 import { openDatabase, connectRedis } from '@tempora/kit/data';
@@ -57,7 +58,8 @@ export async function createSimulationService(config: SimulationConfig, logger =
   const database = await openDatabase({ service: 'simulation', url: config.DATABASE_URL, dataDir: config.TEMPORA_DATA_DIR, migrations, logger, pool: { min: 0, max: 20 } });
   const redis = await connectRedis(config.REDIS_URL, logger);
   const repository = new SimulationRepository(database.knex);
-  const budgets = new BudgetSource(config.SIMULATION_BUDGETS_PATH, logger);
+  // Unset: a file in the data directory, read if it exists (npm start's local budgets).
+  const budgets = new BudgetSource(config.SIMULATION_BUDGETS_PATH ?? join(resolve(config.TEMPORA_DATA_DIR), 'simulation-budgets.json'), logger);
   await budgets.start(config.BUDGETS_RELOAD_MS);
 
   const metrics = new Metrics('simulation');

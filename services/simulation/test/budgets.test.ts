@@ -65,6 +65,21 @@ describe('simulation budgets', function () {
     write('reload', budgetJson('account:reload', 7));
   });
 
+  it('without SIMULATION_BUDGETS_PATH, reads simulation-budgets.json of the data directory, once it exists', async () => {
+    const local = await startSimulation({ BUDGETS_RELOAD_MS: '100' });
+    try {
+      assert.equal((await local.call('GET', '/api/v1/simulations/budgets', { headers: service })).body.total, 0);
+      writeFileSync(join(local.dataDir, 'simulation-budgets.json'), JSON.stringify({ 'local-daily': JSON.parse(budgetJson('global', 3)) }));
+      const listed = await until('the local budget', async () => {
+        const reply = await local.call('GET', '/api/v1/simulations/budgets', { headers: service });
+        return reply.body.total === 1 && reply.body;
+      });
+      assert.deepEqual([listed.items[0].name, listed.items[0].scope, listed.items[0].limit_usd], ['local-daily', 'global', 3]);
+    } finally {
+      await local.stop();
+    }
+  });
+
   it('is for services acting as themselves only', async () => {
     assert.equal((await sim.call('GET', '/api/v1/simulations/budgets', { headers: asUser('someone') })).status, 403);
     assert.equal((await sim.call('GET', '/api/v1/simulations/budgets/reload', { headers: asUser('someone') })).status, 403);
