@@ -27,26 +27,30 @@ function fold(text: string): string {
 
 const words = (text: string): string[] => text.split(/[^\p{L}\p{N}]+/u).filter(Boolean);
 
+/** The words of a text, an apostrophe separating words. */
+const separatedWords = (text: string): string[] => words(fold(text).replace(APOSTROPHES, ' '));
+
 /** The words of a query: an apostrophe separates words, as the stored names allow. */
 export function queryWords(text: string): string[] {
-  return [...new Set(words(fold(text).replace(APOSTROPHES, ' ')))];
+  return [...new Set(separatedWords(text))];
 }
 
 /** A name's spellings as word lists: apostrophes as separators and, when it has any, dropped. */
 function spellings(name: string): string[][] {
-  const folded = fold(name);
-  const separated = words(folded.replace(APOSTROPHES, ' '));
-  if (!HAS_APOSTROPHE.test(folded)) return [separated];
-  return [separated, words(folded.replace(APOSTROPHES, ''))];
+  const separated = separatedWords(name);
+  if (!HAS_APOSTROPHE.test(name)) return [separated];
+  return [separated, words(fold(name).replace(APOSTROPHES, ''))];
 }
 
-const ALIASES = new Map(Object.entries(FIGURE_ALIASES).map(([name, aliases]) => [fold(name), aliases]));
+// By a name's words, so that "Martin Luther King Jr" finds the aliases listed under "Martin Luther King Jr.".
+const nameKey = (name: string) => separatedWords(name).join(' ');
+const ALIASES = new Map(Object.entries(FIGURE_ALIASES).map(([name, aliases]) => [nameKey(name), aliases]));
 
 /** What a moment's figures are stored as for the `entity` filter. */
 export function figureKeys(figures: readonly string[]): { entity_keys: string[]; entity_names: string[] } {
   const names = new Set<string>();
   for (const figure of figures) {
-    for (const name of [figure, ...(ALIASES.get(fold(figure)) ?? [])]) {
+    for (const name of [figure, ...(ALIASES.get(nameKey(figure)) ?? [])]) {
       for (const spelling of spellings(name)) if (spelling.length > 0) names.add(spelling.join(' '));
     }
   }
