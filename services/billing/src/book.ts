@@ -64,6 +64,8 @@ export class Book {
       if ('ignored' in interpretation) return settle('ignored', interpretation.ignored, null, []);
 
       const effects: Effects = { changed: false, users: new Set(), tierUsers: new Set(), notes: [] };
+      // The interpreters put subscriptions before payments, and accounts are locked last (refreshTier):
+      // concurrent messages lock shared rows in one order, so they wait for each other instead of deadlocking.
       for (const intent of interpretation.intents) {
         if (intent.kind === 'subscription') await this.applySubscription(trx, intent, effects);
         else if (intent.kind === 'purchase') await this.applyPurchase(trx, intent, effects);

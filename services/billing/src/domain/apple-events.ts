@@ -89,10 +89,12 @@ export function interpretNotification(notification: AppleNotification, catalogue
   const userId = asUserId(transaction.appAccountToken);
   if (type === 'SUBSCRIBED' || type === 'DID_RENEW') return interpretTransaction(transaction, catalogue, userId, version);
   if (type === 'REFUND') {
-    const intents: Intent[] = [{ kind: 'adjustment', provider: 'apple', ref: ids.transactionId, paymentIntent: null, revoked: true, reason: 'refund' }];
+    const intents: Intent[] = [];
     const item = catalogue.byAppleProduct(ids.productId);
     // A refunded current period ends the subscription; a refund of a past period only takes its credits back.
+    // (The subscription comes first, as in every message: rows are always locked in one order.)
     if (item?.kind === 'plan' && (transaction.expiresDate ?? 0) > version) intents.push(subscription(ids.originalTransactionId, userId, item.plan.id, 'revoked', version, transaction));
+    intents.push({ kind: 'adjustment', provider: 'apple', ref: ids.transactionId, paymentIntent: null, revoked: true, reason: 'refund' });
     return { userId, intents };
   }
   const item = catalogue.byAppleProduct(ids.productId);
