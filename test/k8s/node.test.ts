@@ -3,7 +3,8 @@
 // cluster's DNS; after stop the host is as it was before the node started.
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
-import { request } from 'node:http';
+import { createServer, request } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { Resolver } from 'node:dns/promises';
 import { K8S_VERSION } from './control-plane.ts';
 import { diffHost, KubeNode, NODE_ADDRESS, nodeUnavailableReason, snapshotHost } from './node.ts';
@@ -120,7 +121,8 @@ describe('a real one-node cluster (test/k8s/node.ts)', function () {
       5 * 60_000,
     );
 
-    const viaClusterIp = await get(`http://${service.spec.clusterIP}/health`);
+    // kube-proxy programs the Service's rules within a second or so of its endpoints becoming ready.
+    const viaClusterIp = await eventually('the Service answering', () => get(`http://${service.spec.clusterIP}/health`), 30_000);
     assert.equal(viaClusterIp.status, 200, viaClusterIp.body);
     assert.equal((JSON.parse(viaClusterIp.body) as { status: string }).status, 'ok');
 
@@ -130,8 +132,13 @@ describe('a real one-node cluster (test/k8s/node.ts)', function () {
     assert.deepEqual(await dns.resolve4('graph.default.svc.cluster.local'), [service.spec.clusterIP]);
   });
 
-  it('gives pods the cluster DNS, the API server through the kubernetes Service, other Services, and their logs', async function () {
+  it("gives pods the cluster DNS, the API server through the kubernetes Service, other Services, the host's services, and their logs", async function () {
     this.timeout(2 * 60_000);
+    // A process on the host, as the end-to-end tests' PostgreSQL and Redis may be, listening on the node's address.
+    const hostServer = createServer((_req, res) => res.end('from the host'));
+    await new Promise<void>((resolve) => hostServer.listen(0, NODE_ADDRESS, resolve));
+    after(() => hostServer.close());
+    const hostService = await node!.exposeHostPort('host-echo', (hostServer.address() as AddressInfo).port);
     // Run from the base image, which the node imported into containerd (the graph Service is the previous test's).
     const probe = `
       const fs = require('node:fs');
@@ -142,7 +149,8 @@ describe('a real one-node cluster (test/k8s/node.ts)', function () {
         res.on('data', (c) => (body += c));
         res.on('end', async () => {
           const graph = await fetch('http://graph/health');
-          console.log(JSON.stringify({ api: res.statusCode, version: JSON.parse(body).gitVersion, graph: graph.status }));
+          const host = await fetch('http://' + process.env.HOST_SERVICE + '/');
+          console.log(JSON.stringify({ api: res.statusCode, version: JSON.parse(body).gitVersion, graph: graph.status, host: await host.text() }));
         });
       }).on('error', (err) => { console.error(err); process.exit(1); });`;
     await node!.apply({
@@ -151,7 +159,9 @@ describe('a real one-node cluster (test/k8s/node.ts)', function () {
       metadata: { name: 'probe', namespace: 'default' },
       spec: {
         restartPolicy: 'Never',
-        containers: [{ name: 'probe', image: 'local/base:base', imagePullPolicy: 'Never', command: ['node', '-e', probe], securityContext: { runAsUser: 1000 } }],
+        containers: [
+          { name: 'probe', image: 'local/base:base', imagePullPolicy: 'Never', command: ['node', '-e', probe], env: [{ name: 'HOST_SERVICE', value: hostService }], securityContext: { runAsUser: 1000 } },
+        ],
       },
     } as never);
     const phase = await eventually(
@@ -164,7 +174,7 @@ describe('a real one-node cluster (test/k8s/node.ts)', function () {
     );
     const logs = await node!.api<string>('GET', '/api/v1/namespaces/default/pods/probe/log');
     assert.equal(phase, 'Succeeded', logs);
-    assert.deepEqual(JSON.parse(logs), { api: 200, version: K8S_VERSION, graph: 200 });
+    assert.deepEqual(JSON.parse(logs), { api: 200, version: K8S_VERSION, graph: 200, host: 'from the host' });
   });
 
   it('leaves the host as it was: sysctls, iptables, mounts, links, cgroups, host paths, processes', async function () {

@@ -550,6 +550,27 @@ export class KubeNode {
     return this.api<T>('PATCH', path, obj, 'application/apply-patch+yaml');
   }
 
+  /**
+   * Gives a process on the host (listening on NODE_ADDRESS, or on all addresses) a Service, so that pods
+   * reach it by name: a Service without selector and an EndpointSlice with the node's address. Returns
+   * `host:port` for the pods (`<name>.<namespace>.svc:<port>`).
+   */
+  async exposeHostPort(name: string, port: number, namespace = 'default'): Promise<string> {
+    await this.apply({ apiVersion: 'v1', kind: 'Service', metadata: { name, namespace }, spec: { ports: [{ name: 'tcp', port, targetPort: port }] } } as never);
+    await this.apply(
+      {
+        apiVersion: 'discovery.k8s.io/v1',
+        kind: 'EndpointSlice',
+        metadata: { name, namespace, labels: { 'kubernetes.io/service-name': name, 'endpointslice.kubernetes.io/managed-by': 'tempora-test' } },
+        addressType: 'IPv4',
+        endpoints: [{ addresses: [NODE_ADDRESS] }],
+        ports: [{ name: 'tcp', port, protocol: 'TCP' }],
+      } as never,
+      'endpointslices',
+    );
+    return `${name}.${namespace}.svc:${port}`;
+  }
+
   /** Stops everything and puts the host back as it was; returns what still differs (nothing, normally). */
   async stop(): Promise<string[]> {
     return this.#teardown();
