@@ -285,7 +285,8 @@ function buildkitdConfig(run: string, root: string, containerdSocket: string): s
   # npm ci reaches the npm registry from the build's RUN steps.
   networkMode = "host"
   gc = true
-  gckeepstorage = 4000
+  # MB of build cache kept between runs: the dependency stages of every image (about 360 MB each).
+  gckeepstorage = 3000
 `;
 }
 
@@ -485,14 +486,21 @@ export class KubeNode {
       ...Object.entries(options.buildArgs ?? {}).map(([k, v]) => `--opt=build-arg:${k}=${v}`),
       `--output=type=image,name=docker.io/${ref},unpack=true`,
     ];
+    let step = 'starting';
+    // A first build runs `npm ci` for a minute or two: say where it is rather than nothing.
+    const progress = setInterval(() => log(`building ${ref}: ${Math.round((Date.now() - started) / 1000)} s, at ${step.slice(0, 100)}`), 15_000);
     const code = await new Promise<number>((resolve) => {
       const out = createWriteStream(logFile);
       const child = spawn(join(cacheRoot(), 'buildkit', BUILDKIT_VERSION, 'buildctl'), args, { stdio: ['ignore', 'pipe', 'pipe'] });
       child.stdout.pipe(out);
       child.stderr.pipe(out);
+      child.stderr.on('data', (chunk: Buffer) => {
+        const steps = chunk.toString().match(/^#\d+ \[.*$/gm);
+        if (steps) step = steps.at(-1)!;
+      });
       child.once('error', () => resolve(-1));
       child.once('close', (c) => resolve(c ?? -1));
-    });
+    }).finally(() => clearInterval(progress));
     if (code !== 0) {
       const tail = readFileSync(logFile, 'utf8').split('\n').slice(-30).join('\n');
       throw new Error(`building ${relative(ROOT, dockerfile)} failed (exit ${code}); ${logFile}:\n${tail}`);
