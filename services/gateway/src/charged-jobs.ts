@@ -29,10 +29,36 @@ const BATCH = 20;
 
 const seconds = (ms: number) => ms / 1000;
 
+/** A job's resource as its upstream answers it: the generation service's job, the simulation service's run. */
+export interface JobResource {
+  status?: unknown;
+  progress?: { steps_done?: unknown };
+}
+
+export type Settlement = { charge: 'stands' } | { charge: 'refunded'; reason: string };
+
+/**
+ * How an ended job settles its charge, or undefined while it is under way. The charge stands when the job
+ * delivered something, whole or partial: `completed`, and a simulation run that ended `stopped` (at its
+ * cost maximum) or `cancelled` (by its owner) with at least one completed step, whose partial result is
+ * kept and marked. It is refunded when the job delivered nothing: `failed`, and `stopped` or `cancelled`
+ * before any step completed (e.g. cancelled while queued).
+ */
+export function settlementOf(job: JobResource): Settlement | undefined {
+  if (job.status === 'completed') return { charge: 'stands' };
+  if (job.status === 'failed') return { charge: 'refunded', reason: 'the job failed' };
+  if (job.status !== 'stopped' && job.status !== 'cancelled') return undefined;
+  const steps = job.progress?.steps_done;
+  if (typeof steps === 'number' && steps > 0) return { charge: 'stands' };
+  return { charge: 'refunded', reason: `the job was ${job.status} before it delivered anything` };
+}
+
+const GONE: Settlement = { charge: 'refunded', reason: 'the job is gone' };
+
 /**
  * Follows the jobs that charged calls started: a chargeable call the upstream accepted for later (202
- * with a Location, as `POST /api/v1/timepoints/generate` answers) has delivered nothing yet. The job's
- * resource is asked for its `status` until it is `completed` (the charge stands) or `failed` (refunded);
+ * with a Location, as `POST /api/v1/timepoints/generate` and `POST /api/v1/simulate` answer) has
+ * delivered nothing yet. The job's resource is asked for its `status` until it ends (see `settlementOf`);
  * a job the upstream no longer knows (404) is refunded too. Kept in PostgreSQL, so a restart or another
  * replica carries on where this one stopped.
  */
@@ -101,13 +127,13 @@ export class ChargedJobs {
   }
 
   private async check(job: ChargedJobRow): Promise<void> {
-    const status = await this.statusOf(job).catch((error: unknown) => {
+    const settlement = await this.settlementOf(job).catch((error: unknown) => {
       this.logger.debug({ err: error, job: job.location }, 'charged job not checked');
       return undefined;
     });
-    if (status === 'completed') return this.forget(job);
-    if (status === 'failed' || status === 'gone') {
-      const outcome = await this.credits.refund(job.user_id, job.charge_key, status === 'failed' ? 'the job failed' : 'the job is gone').catch((error: unknown) => {
+    if (settlement?.charge === 'stands') return this.forget(job);
+    if (settlement?.charge === 'refunded') {
+      const outcome = await this.credits.refund(job.user_id, job.charge_key, settlement.reason).catch((error: unknown) => {
         this.logger.error({ err: error, user: job.user_id, charge: job.charge_key }, 'refund failed');
         return null;
       });
@@ -119,18 +145,17 @@ export class ChargedJobs {
       .update({ check_after: this.knex.raw('now() + make_interval(secs => ?)', [seconds(delay)]) });
   }
 
-  /** The job's `status` (`gone` when its upstream answers 404), or undefined when it could not be read. */
-  private async statusOf(job: ChargedJobRow): Promise<string | undefined> {
+  /** How the job settles (refunded when its upstream answers 404), or undefined while it runs or could not be read. */
+  private async settlementOf(job: ChargedJobRow): Promise<Settlement | undefined> {
     if (!(UPSTREAMS as readonly string[]).includes(job.upstream)) return undefined;
     const target = this.settings.upstreams[job.upstream as UpstreamName];
     const headers: Record<string, string> = { accept: 'application/json', 'x-user-id': job.user_id, 'x-request-id': randomUUID() };
     if (target.serviceKey) headers['x-service-key'] = target.serviceKey;
     const reply = await request(new URL(job.location, target.url), { method: 'GET', headers, headersTimeout: CHECK_TIMEOUT_MS, bodyTimeout: CHECK_TIMEOUT_MS });
     const text = await reply.body.text();
-    if (reply.statusCode === 404) return 'gone';
+    if (reply.statusCode === 404) return GONE;
     if (reply.statusCode !== 200) return undefined;
-    const { status } = JSON.parse(text) as { status?: unknown };
-    return typeof status === 'string' ? status : undefined;
+    return settlementOf(JSON.parse(text) as JobResource);
   }
 
   private async forget(job: ChargedJobRow): Promise<void> {

@@ -40,18 +40,18 @@ describe('gateway: a charged call that does not deliver is refunded', function (
     return history.body.items as Entry[];
   }
 
-  /** One charge, refunded once, and the balance back where it was. */
-  async function assertRefunded(user: SignedIn): Promise<void> {
+  /** One charge of `price`, refunded once, and the balance back where it was. */
+  async function assertRefunded(user: SignedIn, price = BALANCED): Promise<void> {
     const [refund, charge, grant] = await ledgerAt(user, SIGNUP);
     assert.deepEqual([refund?.kind, charge?.kind, grant?.kind], ['refund', 'charge', 'signup_grant']);
-    assert.equal(charge!.amount, -BALANCED);
-    assert.equal(refund!.amount, BALANCED);
+    assert.equal(charge!.amount, -price);
+    assert.equal(refund!.amount, price);
     assert.equal(refund!.refund_of, charge!.id, 'the refund compensates that charge');
   }
 
-  /** One charge that stands. */
-  async function assertCharged(user: SignedIn): Promise<void> {
-    const entries = await ledgerAt(user, SIGNUP - BALANCED);
+  /** One charge of `price` that stands. */
+  async function assertCharged(user: SignedIn, price = BALANCED): Promise<void> {
+    const entries = await ledgerAt(user, SIGNUP - price);
     assert.deepEqual(entries.map((entry) => entry.kind), ['charge', 'signup_grant']);
   }
 
@@ -169,6 +169,47 @@ describe('gateway: a charged call that does not deliver is refunded', function (
       assert.equal((await generate(user, 'generate')).status, 202);
       await followed(user);
       await assertCharged(user);
+    });
+    describe('simulation runs (docs/gateway.md: a run that delivered a partial result keeps its charge)', () => {
+      /** Fidelity 3, the default: 8 credits (docs/gateway.md, Credits). */
+      const SIMULATION = 8;
+      /** The simulation service's run resource: its status, then its end with `steps_done` completed steps. */
+      function runs(states: string[], stepsDone: number): void {
+        const seen: Record<string, string[]> = {};
+        gw.upstreams.simulation.on('POST /api/v1/simulate', (_req, res) => {
+          const id = randomUUID();
+          seen[id] = [...states];
+          res.writeHead(202, { 'content-type': 'application/json', location: `/api/v1/simulations/${id}` }).end(JSON.stringify({ id, status: 'queued' }));
+        });
+        gw.upstreams.simulation.on('GET /api/v1/simulations/*', (req, res) => {
+          const left = seen[(req.url ?? '').split('/').pop()!]!;
+          const status = left.length > 1 ? left.shift()! : left[0]!;
+          res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ status, progress: { steps_done: stepsDone, steps_total: 5, percent: stepsDone * 20 } }));
+        });
+      }
+      const simulate = (user: SignedIn) => gw.call('POST', '/api/v1/simulate', { headers: user.headers, body: { template: 'council-before-war' } });
+
+      for (const [end, stepsDone, outcome] of [
+        ['cancelled', 0, 'refunded'],
+        ['stopped', 0, 'refunded'],
+        ['cancelled', 2, 'charged'],
+        ['stopped', 3, 'charged'],
+        ['completed', 5, 'charged'],
+        ['failed', 2, 'refunded'],
+      ] as const) {
+        it(`${outcome === 'refunded' ? 'refunds' : 'keeps the charge of'} a run that ended ${end} after ${stepsDone} steps, and stops following it`, async () => {
+          const user = await gw.user();
+          runs(['queued', 'running', end], stepsDone);
+          const reply = await simulate(user);
+          assert.equal(reply.status, 202);
+          assert.equal(reply.headers.get('x-credits-charged'), String(SIMULATION));
+          await followed(user);
+          if (outcome === 'refunded') await assertRefunded(user, SIMULATION);
+          else await assertCharged(user, SIMULATION);
+          const checks = gw.upstreams.simulation.requests.filter((request) => request.method === 'GET');
+          assert.equal(checks.length, 3, 'asked until it ended, then no more');
+        });
+      }
     });
     it('refunds a submission the upstream refused', async () => {
       const user = await gw.user();
