@@ -17,6 +17,8 @@ const DEV_DEFAULTS: Record<string, string> = {
   SERVICE_KEY: 'dev-service-key',
   ADMIN_KEY: 'dev-admin-key',
   WRITER_TOKENS: 'dev:dev-writer-token',
+  // Signs asynchronous generation results POSTed to a callback_url (generation refuses callbacks without it).
+  CALLBACK_SECRET: 'dev-callback-secret',
   TEMPORA_DATA_DIR: `${root}.tempora`,
   TEMPORA_DOMAIN: 'localhost',
   LOG_LEVEL: 'info',
@@ -106,7 +108,10 @@ for (const group of [units.filter((unit) => !workers.includes(unit)), workers]) 
   for (const unit of group) launch(unit);
   for (const unit of group) {
     if (!(await healthy(unit, 300_000))) {
-      if (!stopping) stopAll(1);
+      if (!stopping) {
+        console.error(`${unit.name} did not answer http://127.0.0.1:${unit.port}/health within 5 minutes; stopping the platform`);
+        stopAll(1);
+      }
       break;
     }
   }
@@ -119,7 +124,7 @@ if (!stopping) {
   if (!env.DATABASE_URL) console.log('  (graph renderer in-process on the embedded database; set DATABASE_URL and REDIS_URL to run the workers as processes)');
   if (applied.length > 0) {
     console.log('\ndevelopment credentials (set these variables to use your own):');
-    for (const name of applied.filter((name) => /KEY|TOKENS/.test(name))) console.log(`  ${name}=${env[name]}`);
+    for (const name of applied.filter((name) => /KEY|TOKENS|SECRET/.test(name))) console.log(`  ${name}=${env[name]}`);
   }
   console.log('\nCtrl-C stops everything.');
 }

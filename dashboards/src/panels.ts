@@ -110,7 +110,8 @@ export function red(by: string, what: string): PanelSpec[] {
       unit: 'percentunit',
       queries: [
         {
-          expr: `sum by (${by}) (rate(${metric}_count{${SEL}, status=~"5.."}[$__rate_interval])) / sum by (${by}) (rate(${metric}_count{${SEL}}[$__rate_interval]))`,
+          // `or … * 0` draws a healthy series at 0 instead of leaving the panel without data.
+          expr: `sum by (${by}) (rate(${metric}_count{${SEL}, status=~"5.."}[$__rate_interval])) / sum by (${by}) (rate(${metric}_count{${SEL}}[$__rate_interval])) or sum by (${by}) (rate(${metric}_count{${SEL}}[$__rate_interval])) * 0`,
           legend: `{{${by}}}`,
         },
       ],

@@ -35,6 +35,10 @@ export class Controller {
     this.resource = options.reconciler.resource;
     this.name = this.resource.kind.toLowerCase();
     this.queue = new WorkQueue({ name: this.name, metrics: options.metrics });
+    // Every series of the controller exists from the start at 0, as controller-runtime does, so rate() and
+    // the dashboards see "no errors" rather than no data.
+    for (const result of ['success', 'requeue_after', 'error']) options.metrics.reconcileTotal.inc({ controller: this.name, result }, 0);
+    options.metrics.reconcileErrors.inc({ controller: this.name }, 0);
     options.informer.onEvent((_event, obj) => this.queue.add(objectKey(obj.metadata.namespace, obj.metadata.name)));
   }
 

@@ -1,4 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -26,8 +27,9 @@ export interface Platform {
 export async function startPlatform(options: { shared?: { databaseUrl: string; redisUrl: string }; env?: NodeJS.ProcessEnv } = {}): Promise<Platform> {
   const dataDir = mkdtempSync(join(tmpdir(), 'tempora-platform-'));
   const env: NodeJS.ProcessEnv = { ...process.env, TEMPORA_DATA_DIR: dataDir, LOG_LEVEL: 'warn' };
-  for (const name of ['DATABASE_URL', 'REDIS_URL', 'SERVICE_KEY', 'ADMIN_KEY', 'WRITER_TOKENS']) delete env[name];
-  if (options.shared) Object.assign(env, { DATABASE_URL: options.shared.databaseUrl, REDIS_URL: options.shared.redisUrl });
+  for (const name of ['DATABASE_URL', 'REDIS_URL', 'REDIS_KEY_PREFIX', 'SERVICE_KEY', 'ADMIN_KEY', 'WRITER_TOKENS', 'CALLBACK_SECRET']) delete env[name];
+  // Its own Redis key prefix, so rate-limit windows and queues are not shared with other tests on the same Redis.
+  if (options.shared) Object.assign(env, { DATABASE_URL: options.shared.databaseUrl, REDIS_URL: options.shared.redisUrl, REDIS_KEY_PREFIX: `tempora-${randomBytes(4).toString('hex')}` });
   const urls = {} as Record<ServiceName, string>;
   for (const service of Object.keys(DEFAULT_PORTS) as ServiceName[]) {
     const port = await freePort();

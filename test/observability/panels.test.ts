@@ -1,0 +1,130 @@
+import assert from 'node:assert/strict';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createServer, type Server } from 'node:http';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { stringify } from 'yaml';
+import { freePort } from '../../scripts/infra.ts';
+import { DASHBOARDS } from '../../dashboards/src/index.ts';
+import { newOperator, startCluster, applyAs, waitFor, type Cluster } from '../../operator/test/cluster.ts';
+import type { Operator } from '../../operator/src/operator.ts';
+import { gateway } from '../../operator/test/fixtures.ts';
+import { createDatabase, dropDatabase } from '../support/database.ts';
+import { startPlatform, type Platform } from '../support/platform.ts';
+import { prometheusBinaries } from '../support/prometheus.ts';
+import { readmeTour, runTour } from '../support/readme-tour.ts';
+
+/** Grafana's variables as the dashboards' All option and a short range resolve them. */
+const resolve = (expr: string) => expr.replaceAll('$__rate_interval', '1m').replaceAll(/\$\{?(job|instance)\}?/g, '.+');
+
+/**
+ * Every panel of every dashboard against a real Prometheus scraping the running platform (services, graph
+ * workers, the agent-pool worker, the operator on a real control plane) after traffic that exercises what
+ * the panels show: each query must return series. A panel on a metric nobody emits, a renamed label or a
+ * typo in PromQL fails here.
+ */
+describe('dashboards on a real Prometheus scraping the platform', function () {
+  this.timeout(900_000);
+  let platform: Platform;
+  let databaseUrl: string;
+  let cluster: Cluster | undefined;
+  let operator: Operator | undefined;
+  let prometheus: ChildProcess | undefined;
+  let prometheusUrl = '';
+  let deadEnd: Server | undefined;
+  const dir = mkdtempSync(join(tmpdir(), 'tempora-prometheus-'));
+
+  before(async () => {
+    // An image vendor that is always overloaded, so an agent fails and its provider errors are counted.
+    deadEnd = createServer((req, res) => res.writeHead(503).end('{"error":{"message":"overloaded"}}'));
+    await new Promise<void>((ready) => deadEnd!.listen(0, '127.0.0.1', ready));
+    const vendor = `http://127.0.0.1:${(deadEnd.address() as { port: number }).port}`;
+    const callbacks = createServer((req, res) => req.resume().on('end', () => res.writeHead(204).end()));
+    await new Promise<void>((ready) => callbacks.listen(0, '127.0.0.1', ready));
+    after(() => callbacks.close());
+
+    databaseUrl = await createDatabase('panels');
+    platform = await startPlatform({
+      shared: { databaseUrl, redisUrl: process.env.REDIS_URL! },
+      env: { STABILITY_BASE_URL: vendor, STABILITY_API_KEY: 'test', CALLBACK_ALLOWLIST: '127.0.0.1' },
+    });
+    cluster = await startCluster();
+    operator = newOperator(cluster.operatorKubeconfig, 'panels', { port: await freePort() });
+    await operator.start();
+    await waitFor('the operator to lead', async () => operator!.isLeader, 20_000);
+
+    const targets: Record<string, string> = { operator: `127.0.0.1:${operator.port}` };
+    for (const [service, url] of Object.entries(platform.urls)) targets[service] = new URL(url).host;
+    for (const [worker, url] of Object.entries(platform.workers)) targets[worker] = new URL(url).host;
+    const port = await freePort();
+    writeFileSync(
+      join(dir, 'prometheus.yml'),
+      stringify({
+        global: { scrape_interval: '1s', evaluation_interval: '1s' },
+        scrape_configs: Object.entries(targets).map(([job, target]) => ({ job_name: job, static_configs: [{ targets: [target] }] })),
+      }),
+    );
+    prometheusUrl = `http://127.0.0.1:${port}`;
+    prometheus = spawn(prometheusBinaries().prometheus, [`--config.file=${join(dir, 'prometheus.yml')}`, `--storage.tsdb.path=${join(dir, 'data')}`, `--web.listen-address=127.0.0.1:${port}`], { stdio: 'ignore' });
+    await waitFor('Prometheus to be ready', async () => (await fetch(`${prometheusUrl}/-/ready`).catch(() => undefined))?.ok, 60_000, 250);
+
+    await driveTraffic(platform, vendor, `http://127.0.0.1:${(callbacks.address() as { port: number }).port}/done`, cluster);
+    // Two minutes of scrapes at 1 s give every rate() over 1m its samples on both sides of the traffic.
+    await new Promise((resolve) => setTimeout(resolve, 70_000));
+  });
+
+  after(async () => {
+    prometheus?.kill('SIGTERM');
+    await operator?.stop();
+    await cluster?.cp.stop();
+    await platform?.stop();
+    deadEnd?.close();
+    if (databaseUrl) await dropDatabase(databaseUrl).catch(() => undefined);
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  for (const dashboard of DASHBOARDS) {
+    it(`${dashboard.title}: every panel's queries return series`, async () => {
+      const empty: string[] = [];
+      for (const panel of dashboard.panels ?? []) {
+        if (!('targets' in panel)) continue;
+        for (const target of (panel.targets ?? []) as unknown as Array<{ expr: string }>) {
+          const answer = (await (await fetch(`${prometheusUrl}/api/v1/query?query=${encodeURIComponent(resolve(target.expr))}`)).json()) as { status: string; data?: { result: unknown[] }; error?: string };
+          assert.equal(answer.status, 'success', `${panel.title}: ${answer.error} in ${target.expr}`);
+          if (answer.data!.result.length === 0) empty.push(`${panel.title}: ${target.expr}`);
+        }
+      }
+      assert.deepEqual(empty, [], 'panels without series');
+    });
+  }
+});
+
+/** The README tour, then what the tour does not reach: refusals, refunds, failures, callbacks, a Gateway CR. */
+async function driveTraffic(platform: Platform, vendor: string, callbackUrl: string, cluster: Cluster): Promise<void> {
+  const tour = await runTour(readmeTour(platform.urls), tmpdir());
+  assert.equal(tour.status, 0, tour.stderr.slice(-3000));
+
+  const gw = platform.urls.gateway;
+  const post = (path: string, body: unknown, headers: Record<string, string> = {}) =>
+    fetch(`${gw}${path}`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify(body) });
+  const { access_token: token } = (await (await post('/api/v1/auth/demo', {})).json()) as { access_token: string };
+  const auth = { authorization: `Bearer ${token}` };
+  // An image model whose vendor fails: agent errors by provider.
+  await post('/api/v1/timepoints/generate/sync', { query: 'The signing of the Magna Carta, 1215', generate_image: true, image_model: 'stability/sd3.5-large' }, auth);
+  // A charged call the upstream refuses: its credits refunded.
+  await post('/api/v1/timepoints/generate/sync', { query: 'The signing of the Magna Carta, 1215', llm_params: { temperature: 3 } }, auth);
+  // An asynchronous generation whose result is POSTed to a callback.
+  await post('/api/v1/timepoints/generate', { query: 'The coronation of Charlemagne, 800', callback_url: callbackUrl }, auth);
+  // Anonymous reads past the public limit: rate-limited requests.
+  await Promise.all(Array.from({ length: 80 }, () => fetch(`${gw}/api/v1/graph/moments?limit=1`).then((r) => r.arrayBuffer())));
+  // A moment waiting for moderation, for the judge to rule on.
+  const graphUrl = platform.urls.graph;
+  const bastille = (await (await fetch(`${graphUrl}/api/v1/moments/1789/july/14/1530/france/ile-de-france/paris/storming-of-the-bastille?format=tdf`, { headers: { 'x-service-key': 'dev-service-key' } })).json()) as { payload: Record<string, unknown> };
+  const pending = { ...bastille.payload, path: '/1789/july/15/1200/france/ile-de-france/paris/crowds-hold-the-bastille', event_name: 'Crowds hold the Bastille', status: 'pending', edges: [] };
+  const ingested = await fetch(`${graphUrl}/ingest/tdf`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: 'Bearer dev-writer-token' }, body: JSON.stringify({ payload: pending }) });
+  assert.equal(ingested.status, 200, await ingested.text());
+  // A Gateway for the operator to reconcile.
+  await applyAs(cluster.admin, gateway('panels'));
+  void vendor;
+}
