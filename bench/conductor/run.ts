@@ -20,6 +20,7 @@
  * Uses DATABASE_URL when set, otherwise starts PostgreSQL like `npm test`.
  */
 import { randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import { spawn } from 'node:child_process';
 import { loadavg } from 'node:os';
 import { fileURLToPath } from 'node:url';
@@ -45,7 +46,7 @@ if (infra) Object.assign(process.env, infra.env);
 async function conductor(standIns: StandIns, env: Record<string, string>) {
   const database = await createDatabase('benchconductor');
   const port = await freePort();
-  const child = spawn(process.execPath, [fileURLToPath(new URL('../../services/conductor/src/main.ts', import.meta.url))], {
+  const child = spawn(process.execPath, [...(process.env.BENCH_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`] : []), fileURLToPath(new URL('../../services/conductor/src/main.ts', import.meta.url))], {
     env: {
       ...process.env,
       DATABASE_URL: database,
@@ -76,6 +77,11 @@ async function conductor(standIns: StandIns, env: Record<string, string>) {
   }
   return {
     url,
+    /** CPU time the conductor's process has used, in ms (user and system, from /proc). */
+    cpuMs() {
+      const fields = readFileSync(`/proc/${child.pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+      return ((Number(fields[11]) + Number(fields[12])) * 1000) / 100;
+    },
     async stop() {
       child.kill('SIGTERM');
       await new Promise((resolve) => child.once('exit', resolve));
@@ -84,8 +90,9 @@ async function conductor(standIns: StandIns, env: Record<string, string>) {
   };
 }
 
-/** Sends `count` messages one at a time (after the warm-up); their wall times and the calls each made. */
-async function measure(url: string, token: string, content: string, expectCalls: number): Promise<number[]> {
+/** Sends the messages one at a time (after the warm-up): their wall times, and the conductor's CPU time per message. */
+async function measure(target: { url: string; cpuMs(): number }, token: string, content: string, expectCalls: number): Promise<{ walls: number[]; cpu: number }> {
+  const { url } = target;
   const walls: number[] = [];
   const send = async () => {
     const started = performance.now();
@@ -98,31 +105,32 @@ async function measure(url: string, token: string, content: string, expectCalls:
     return wall;
   };
   for (let index = 0; index < WARMUP; index += 1) await send();
+  const cpuBefore = target.cpuMs();
   for (let index = 0; index < MESSAGES; index += 1) walls.push(await send());
-  return walls;
+  return { walls, cpu: (target.cpuMs() - cpuBefore) / MESSAGES };
 }
 
 const standIns = await startStandIns(PEER_MS);
 const lines: string[] = [];
-const row = (label: string, walls: number[], critical: number, serial: number) => {
+const row = (label: string, { walls, cpu }: { walls: number[]; cpu: number }, critical: number, serial: number) => {
   const p50 = percentile(walls, 50);
   const ratio = critical > 0 ? `${(p50 / critical).toFixed(2)}×` : '—';
-  lines.push(`| ${label} | ${ms(critical)} | ${ms(serial)} | ${ms(p50)} | ${ms(percentile(walls, 90))} | ${ratio} | ${ms(p50 - critical)} |`);
+  lines.push(`| ${label} | ${ms(critical)} | ${ms(serial)} | ${ms(p50)} | ${ms(percentile(walls, 90))} | ${ratio} | ${ms(p50 - critical)} | ${ms(cpu)} |`);
   step(`${label}: p50 ${ms(p50)} (critical path ${ms(critical)}, in sequence ${ms(serial)})`);
 };
 try {
   const load = loadavg()[0]!.toFixed(2);
   lines.push(`Peer latency ${PEER_MS} ms per request; ${MESSAGES} messages per row, one at a time, after ${WARMUP} to warm up; load average at the start ${load}.`, '');
-  lines.push('| message | critical path | same calls in sequence | wall p50 | wall p90 | p50 / critical path | conductor overhead (p50 − critical path) |', '|---|---|---|---|---|---|---|');
+  lines.push('| message | critical path | same calls in sequence | wall p50 | wall p90 | p50 / critical path | overhead (p50 − critical path) | conductor CPU per message |', '|---|---|---|---|---|---|---|---|');
 
   const offline = await conductor(standIns, {});
   try {
     // Searches (3), path, scene, simulation, one look at the simulation.
     standIns.latency.ms = PEER_MS;
-    const withLatency = await measure(offline.url, standIns.token, README_REQUEST, 7);
+    const withLatency = await measure(offline, standIns.token, README_REQUEST, 7);
     row('README request, offline planner', withLatency, 5 * PEER_MS, 9 * PEER_MS);
     standIns.latency.ms = 0;
-    const instant = await measure(offline.url, standIns.token, README_REQUEST, 7);
+    const instant = await measure(offline, standIns.token, README_REQUEST, 7);
     row('README request, peers answering at once', instant, 0, 0);
     standIns.latency.ms = PEER_MS;
   } finally {
@@ -144,7 +152,7 @@ try {
       },
       { text: 'All eight answered.' },
     ];
-    const wide = await measure(scripted.url, standIns.token, 'eight things at once', 8);
+    const wide = await measure(scripted, standIns.token, 'eight things at once', 8);
     // Scenes: charge, charge, second scene; the graph's six calls take one latency beside them.
     row('8 independent calls in one model turn', wide, 3 * PEER_MS, 10 * PEER_MS);
   } finally {

@@ -75,6 +75,13 @@ export function decisionIn(content: string): Decision | undefined {
 
 const HISTORY_MESSAGES = 10;
 
+/** A conversation held for one message (`holder`, the claim's token), until its answer is stored. */
+interface Claim {
+  conversationId: string;
+  holder: string;
+  released: boolean;
+}
+
 /** Earlier messages as the model sees them: the request, then the reply and the tools it used. */
 function historyMessages(rows: MessageRow[], calls: ToolCallRow[]): ChatMessage[] {
   return rows.flatMap((row): ChatMessage[] => {
@@ -148,44 +155,45 @@ export class ConductorService {
     const messageId = randomUUID();
     const fresh = { id: messageId, content: input.content, state: Conductor.initialState(input.content) };
     if (!input.conversationId) {
-      const conversationId = randomUUID();
-      const [settings] = await Promise.all([repository.settings(input.userId), repository.startConversation(conversationId, { id: messageId, user_id: input.userId, content: input.content })]);
+      const claim: Claim = { conversationId: randomUUID(), holder: messageId, released: false };
+      const [settings] = await Promise.all([repository.settings(input.userId), repository.startConversation(claim.conversationId, { id: messageId, user_id: input.userId, content: input.content })]);
       try {
-        return await this.answer(input, conversationId, fresh, settings, undefined, false);
+        return await this.answer(input, claim, fresh, settings, undefined, false);
       } finally {
-        await repository.releaseConversation(conversationId, messageId);
+        if (!claim.released) await repository.releaseConversation(claim.conversationId, messageId);
       }
     }
-    const conversationId = input.conversationId;
-    const [settings, claim] = await Promise.all([repository.settings(input.userId), repository.claimConversation(conversationId, input.userId, messageId, this.deps.staleMs)]);
-    if (claim === 'missing') throw new ConversationNotFound(`no conversation ${conversationId}`);
-    if (claim === 'busy') throw new ConversationBusy(`conversation ${conversationId} is answering another message; send this one when it is done`);
+    const claim: Claim = { conversationId: input.conversationId, holder: messageId, released: false };
+    const [settings, claimed] = await Promise.all([repository.settings(input.userId), repository.claimConversation(claim.conversationId, input.userId, messageId, this.deps.staleMs)]);
+    if (claimed === 'missing') throw new ConversationNotFound(`no conversation ${claim.conversationId}`);
+    if (claimed === 'busy') throw new ConversationBusy(`conversation ${claim.conversationId} is answering another message; send this one when it is done`);
     try {
-      const paused = await repository.pausedMessage(conversationId);
+      const paused = await repository.pausedMessage(claim.conversationId);
       const decision = input.decision ?? (paused ? decisionIn(input.content) : undefined);
       if (decision && !paused) throw new NothingToDecide('nothing in this conversation is waiting for a confirmation');
       if (paused && decision) {
         await repository.resumeMessage(paused.id);
-        return await this.answer(input, conversationId, { id: paused.id, content: paused.content, state: paused.state! }, settings, decision, true);
+        return await this.answer(input, claim, { id: paused.id, content: paused.content, state: paused.state! }, settings, decision, true);
       }
       // A new request while one is paused leaves the paused one declined.
       if (paused) await repository.finishMessage(paused.id, { status: 'declined', reply: paused.reply ?? '', response: paused.response ?? {}, state: null });
-      await repository.insertMessage({ id: messageId, conversation_id: conversationId, user_id: input.userId, content: input.content, status: 'running' });
-      return await this.answer(input, conversationId, fresh, settings, undefined, true);
+      await repository.insertMessage({ id: messageId, conversation_id: claim.conversationId, user_id: input.userId, content: input.content, status: 'running' });
+      return await this.answer(input, claim, fresh, settings, undefined, true);
     } finally {
-      await repository.releaseConversation(conversationId, messageId);
+      if (!claim.released) await repository.releaseConversation(claim.conversationId, messageId);
     }
   }
 
   private async answer(
     input: MessageInput,
-    conversationId: string,
+    claim: Claim,
     message: { id: string; content: string; state: RunState },
     settings: ConductorSettings,
     decision: Decision | undefined,
     continued: boolean,
   ): Promise<ConductorResponse> {
     const { repository, conductor, caps } = this.deps;
+    const { conversationId } = claim;
     const earlier = continued ? (await repository.history(conversationId, HISTORY_MESSAGES + 1)).filter((row) => row.id !== message.id).slice(-HISTORY_MESSAGES) : [];
     const earlierCalls = await repository.toolCallsOf(earlier.map((row) => row.id));
     const [tools, prices] = await Promise.all([this.tools(input.requestId), this.deps.gateway.prices(input.requestId).catch(() => undefined)]);
@@ -217,12 +225,8 @@ export class ConductorService {
     const reply = composeReply(outcome, settings, caps);
     const response = this.view(message.id, conversationId, outcome, reply, settings, decision);
     const nothingDone = outcome.stopped_by === 'model_error' && outcome.state.next_index === 0;
-    await repository.finishMessage(message.id, {
-      status: nothingDone ? 'failed' : outcome.status,
-      reply,
-      response,
-      state: outcome.status === 'paused' ? outcome.state : null,
-    });
+    await repository.finishAndRelease(message.id, { status: nothingDone ? 'failed' : outcome.status, reply, response, state: outcome.status === 'paused' ? outcome.state : null }, conversationId, claim.holder);
+    claim.released = true;
     this.deps.onMessage?.(nothingDone ? 'failed' : outcome.status);
     if (nothingDone) throw new ModelUnavailable(`the model could not be reached: ${outcome.text}`);
     return response;

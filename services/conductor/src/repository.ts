@@ -113,6 +113,17 @@ export class ConductorRepository {
       .update({ status: fields.status, reply: fields.reply, response: jsonb(fields.response), state: fields.state ? jsonb(fields.state) : null, updated_at: this.knex.fn.now() });
   }
 
+  /** Stores a message's answer and frees its conversation (held by `holder`) in one statement. */
+  async finishAndRelease(id: string, fields: { status: MessageStatus; reply: string; response: object; state: RunState | null }, conversationId: string, holder: string): Promise<void> {
+    await this.knex.raw(
+      `with finished as (
+         update conductor_messages set status = ?, reply = ?, response = ?::jsonb, state = ?::jsonb, updated_at = now() where id = ? returning id
+       )
+       update conductor_conversations set busy_message = null, busy_since = null, updated_at = now() where id = ? and busy_message = ?`,
+      [fields.status, fields.reply, JSON.stringify(fields.response), fields.state ? JSON.stringify(fields.state) : null, id, conversationId, holder],
+    );
+  }
+
   /** Marks the message as being worked on again (a confirmed or declined pause). */
   async resumeMessage(id: string): Promise<void> {
     await this.knex('conductor_messages').where({ id }).update({ status: 'running', updated_at: this.knex.fn.now() });
@@ -166,8 +177,8 @@ export class ConductorRepository {
   /** The journal of one message's calls. */
   journal(messageId: string, userId: string): CallJournal {
     return {
-      record: async (record, key) => {
-        const row = {
+      record: async (entries) => {
+        const rows = entries.map(({ record, key }) => ({
           message_id: messageId,
           index: record.index,
           user_id: userId,
@@ -182,8 +193,8 @@ export class ConductorRepository {
           refund_pending: 'refund_pending' in record ? record.refund_pending : false,
           duration_ms: 'duration_ms' in record ? record.duration_ms : 0,
           updated_at: this.knex.fn.now(),
-        };
-        await this.knex('conductor_tool_calls').insert(row).onConflict(['message_id', 'index']).merge();
+        }));
+        await this.knex('conductor_tool_calls').insert(rows).onConflict(['message_id', 'index']).merge();
       },
       forget: async (index) => {
         await this.knex('conductor_tool_calls').where({ message_id: messageId, index }).delete();

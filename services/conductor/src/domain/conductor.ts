@@ -77,13 +77,24 @@ export interface RunOutcome {
   state: RunState;
 }
 
+/** A paid call about to be charged, as the journal holds it until the call ends. */
+export interface ChargingCall {
+  index: number;
+  tool: string;
+  arguments: Record<string, unknown>;
+  status: 'charging';
+  credits: number;
+  operation: string;
+}
+
 /**
  * Keeps every call of a request (the conversation's record, and what a follow-up refers back to), and each
- * paid call from before its charge, so that a process that dies mid-call leaves nothing unrefunded.
+ * paid call from before its charge, so that a process that dies mid-call leaves nothing unrefunded. A
+ * turn's ended calls are written together when the turn ends (a paid call stays `charging` until then).
  */
 export interface CallJournal {
-  /** Upserts by (message, index). `key` is a paid call's ledger key (null for a free call); status `charging` precedes the charge. */
-  record(record: CallRecord | { index: number; tool: string; arguments: Record<string, unknown>; status: 'charging'; credits: number; operation: string }, key: string | null): Promise<void>;
+  /** Upserts by (message, index); `key` is a paid call's ledger key (null for a free call). */
+  record(entries: Array<{ record: CallRecord | ChargingCall; key: string | null }>): Promise<void>;
   /** The charge was refused (the balance was short): the call was not made. */
   forget(index: number): Promise<void>;
 }
@@ -131,6 +142,9 @@ export const TURN_TOKENS: Record<Verbosity, number> = { brief: 400, normal: 1200
 
 /** The ledger key of a request's call: the message id and the call's index (spec: "message id + call index"). */
 export const chargeKey = (messageId: string, index: number) => `conductor:${messageId}:${index}`;
+
+/** A call that ended: its record, its ledger key when paid, and the answer the model reads. */
+type Ended = { record: CallRecord; key: string | null; content: string };
 
 const REFUND_DELAYS_MS = [0, 200, 1000];
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -241,14 +255,14 @@ export class Conductor {
    * transcript in the turn's order.
    */
   private async execute(context: RequestContext, state: RunState, planned: PlannedCall[], approved?: number): Promise<{ calls: CallRecord[]; pause?: Pause }> {
-    const started: Array<{ item: PlannedCall; done: Promise<{ record: CallRecord; content: string }> }> = [];
+    const started: Array<{ item: PlannedCall; done: Promise<Ended> }> = [];
     const deferred: PlannedCall[] = [];
     let pause: Pause | undefined;
     let prices: PriceBook | undefined;
     const refusal = (item: PlannedCall, status: 'invalid' | 'failed', error: string, suggestion?: string) => {
       const record: CallRecord = { index: item.index, tool: item.call.name, arguments: item.call.arguments, status, credits: 0, operation: null, note: error, output: null, refund_pending: false, duration_ms: 0 };
       this.deps.observe?.(record, 0);
-      started.push({ item, done: context.journal.record(record, null).then(() => ({ record, content: json({ error, ...(suggestion ? { suggestion } : {}) }) })) });
+      started.push({ item, done: Promise.resolve({ record, key: null, content: json({ error, ...(suggestion ? { suggestion } : {}) }) }) });
     };
     for (const [position, item] of planned.entries()) {
       const { call } = item;
@@ -296,7 +310,7 @@ export class Conductor {
         continue;
       }
       const key = chargeKey(context.messageId, item.index);
-      await context.journal.record({ index: item.index, tool: call.name, arguments: effective, status: 'charging', credits: price.amount, operation: price.operation }, key);
+      await context.journal.record([{ record: { index: item.index, tool: call.name, arguments: effective, status: 'charging', credits: price.amount, operation: price.operation }, key }]);
       try {
         await this.deps.ledger.charge(context.userId, price.amount, price.operation, key, context.requestId);
       } catch (error) {
@@ -309,14 +323,14 @@ export class Conductor {
         // Whether the gateway booked it is unknown: the refund under the same key settles it either way.
         const refunded = await this.refund(context, key, `the charge could not be confirmed: ${(error as Error).message}`);
         const record: CallRecord = { index: item.index, tool: call.name, arguments: effective, status: 'failed', credits: 0, operation: price.operation, note: `not charged and not run: ${(error as Error).message}`, output: null, refund_pending: !refunded, duration_ms: 0 };
-        await context.journal.record(record, key);
-        started.push({ item, done: Promise.resolve({ record, content: json({ error: record.note }) }) });
+        started.push({ item, done: Promise.resolve({ record, key, content: json({ error: record.note }) }) });
         continue;
       }
       state.running_total += price.amount;
       started.push({ item, done: this.runTool(context, state, item, tool, parsed.value, { price, key }) });
     }
     const settled = await Promise.all(started.map((entry) => entry.done));
+    if (settled.length > 0) await context.journal.record(settled);
     for (const { record, content } of [...settled].sort((a, b) => a.record.index - b.record.index)) {
       const item = planned.find((candidate) => candidate.index === record.index)!;
       state.transcript.push({ role: 'tool', tool_call_id: item.call.id, name: item.call.name, content });
@@ -333,7 +347,7 @@ export class Conductor {
     tool: ConductorTool,
     value: unknown,
     paid?: { price: Priced; key: string },
-  ): Promise<{ record: CallRecord; content: string }> {
+  ): Promise<Ended> {
     const began = performance.now();
     // The arguments as carried out: the model's, with the defaults the tool applied.
     const base = { index: item.index, tool: item.call.name, arguments: value as Record<string, unknown>, operation: paid?.price.operation ?? null };
@@ -353,14 +367,12 @@ export class Conductor {
       }
       const note = `failed: ${message}${paid ? (pending ? `; the refund of ${paid.price.amount} credits is pending` : `; refunded ${paid.price.amount} credits`) : ''}`;
       const record: CallRecord = { ...base, status: 'failed', credits: (paid?.price.amount ?? 0) - refunded, note, output: null, refund_pending: pending, duration_ms: Math.round(performance.now() - began) };
-      await context.journal.record(record, paid?.key ?? null);
       this.deps.observe?.(record, refunded);
-      return { record, content: json({ error: message, ...(paid ? { refunded: refunded > 0 } : {}) }) };
+      return { record, key: paid?.key ?? null, content: json({ error: message, ...(paid ? { refunded: refunded > 0 } : {}) }) };
     }
     const record: CallRecord = { ...base, status: 'ok', credits: paid?.price.amount ?? 0, note: outcome.note, output: outcome.output, refund_pending: false, duration_ms: Math.round(performance.now() - began) };
-    await context.journal.record(record, paid?.key ?? null);
     this.deps.observe?.(record, 0);
-    return { record, content: json(outcome.result) };
+    return { record, key: paid?.key ?? null, content: json(outcome.result) };
   }
 
   /** Refunds the charge under `key`, trying a few times; false when the gateway could not book it (the journal keeps it pending). */
