@@ -345,7 +345,7 @@ describe('helm chart tempora (the platform)', function () {
     it('for kind: the loaded images, never pulled, the gateway at tempora.localhost, state in the chart own stores', function () {
       const objects = render('-f', join(EXAMPLES, 'kind.yaml'));
       const gw = only<Custom<GatewaySpec>>(objects, 'Gateway');
-      assert.deepEqual(gw.spec.image, { registry: 'localhost/tempora', version: 'dev', pullPolicy: 'Never' });
+      assert.deepEqual(gw.spec.image, { registry: 'local', version: 'dev', pullPolicy: 'Never' });
       assert.deepEqual(gw.spec.ingress, { host: 'tempora.localhost', className: 'traefik' });
       assert.equal(objects.filter((o) => o.kind === 'StatefulSet').length, 2);
     });

@@ -1,0 +1,112 @@
+// docs/kind.md, the kind quickstart, checked where no kind cluster can run: its blocks are either marked
+// "kind only" or runnable; the page, kind-config.yaml and the charts' kind values agree on the cluster's name,
+// the image names and the host; and its API commands (sign in, render a scene, open the graph, read the
+// metrics) run as written against a fresh `npm start`. quickstart.test.ts runs the cluster half on the
+// test node.
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { parse } from 'yaml';
+import { startPlatform, type Platform } from '../support/platform.ts';
+import { kindDocBlocks, ROOT, runnable, type DocBlock } from './kind-doc.ts';
+
+const blocks = kindDocBlocks();
+const kindConfig = parse(readFileSync(join(ROOT, 'kind-config.yaml'), 'utf8')) as { name: string };
+const kindValues = parse(readFileSync(join(ROOT, 'charts', 'tempora', 'examples', 'kind.yaml'), 'utf8')) as {
+  image: { registry: string; version: string };
+  ingress: { host: string; className: string };
+};
+const chartDefaults = parse(readFileSync(join(ROOT, 'charts', 'tempora', 'values.yaml'), 'utf8')) as { services: Record<string, unknown> };
+
+/** What a kind-only block would run: docker and kind replaced by functions that print their arguments. */
+function dryRunKindOnly(block: DocBlock): string[] {
+  const script = `docker() { echo "docker $*"; }\nkind() { echo "kind $*"; }\nkubectl() { echo "kubectl $*"; }\nhelm() { echo "helm $*"; }\n${block.script}`;
+  const r = spawnSync('bash', ['-euo', 'pipefail', '-c', script], { cwd: ROOT, encoding: 'utf8' });
+  assert.equal(r.status, 0, r.stderr);
+  return r.stdout.trim().split('\n');
+}
+
+describe('docs/kind.md', function () {
+  it('has shell blocks only, each runnable or marked kind only, and names what only kind can run', function () {
+    assert.ok(blocks.length >= 10);
+    for (const b of blocks) assert.ok(['sh', 'sh kind only'].includes(b.info), `block under "${b.section}" has info "${b.info}"`);
+    const kindOnly = blocks.filter((b) => b.kindOnly).map((b) => b.section);
+    assert.deepEqual([...new Set(kindOnly)], ['1. The cluster', '2. An ingress controller', '3. Prometheus and Grafana (optional)', '4. The images', '7. Sign in through the ingress', '10. Watch the metrics', '11. Change, roll back, remove']);
+    // Runnable blocks never need Docker, kind or the internet.
+    for (const b of blocks.filter((x) => !x.kindOnly)) assert.doesNotMatch(b.script, /\b(docker|kind) |helm repo add|https:\/\/(?!.*localhost)/, `runnable block under "${b.section}"`);
+  });
+
+  it('creates the cluster from kind-config.yaml and names it as kind-config.yaml does', function () {
+    const [create, context] = dryRunKindOnly(blocks.find((b) => b.section.startsWith('1.'))!);
+    assert.equal(create, 'kind create cluster --config kind-config.yaml');
+    assert.equal(context, `kubectl config use-context kind-${kindConfig.name}`);
+    const remove = dryRunKindOnly(blocks.filter((b) => b.section.startsWith('11.') && b.kindOnly)[0]!);
+    assert.deepEqual(remove, [`kind delete cluster --name ${kindConfig.name}`]);
+  });
+
+  it('builds, loads and installs the same images: what docker tags, kind loads and the charts run', function () {
+    const images = dryRunKindOnly(blocks.find((b) => b.section.startsWith('4.'))!);
+    const built = images.filter((l) => l.startsWith('docker build')).map((l) => {
+      const [, dockerfile, tag] = /^docker build -f (\S+) -t (\S+) \.$/.exec(l)!;
+      assert.ok(existsSync(join(ROOT, dockerfile!)), `${dockerfile} exists`);
+      return tag!;
+    });
+    const loaded = images.find((l) => l.startsWith('kind load'))!;
+    assert.equal(loaded, `kind load docker-image --name ${kindConfig.name} ${built.join(' ')}`);
+    // The platform chart's images, from the kind values: <registry>/<service>:<version> per service.
+    const platform = Object.keys(chartDefaults.services).map((s) => `${kindValues.image.registry}/${s}:${kindValues.image.version}`);
+    // The operator's, from the install command's --set flags.
+    const install = runnable(blocks, ['5.']);
+    const repository = /--set image\.repository=(\S+)/.exec(install)![1];
+    const tag = /--set image\.tag=(\S+)/.exec(install)![1];
+    assert.match(install, /--set image\.pullPolicy=Never/);
+    assert.deepEqual(built.sort(), [...platform, `${repository}:${tag}`].sort());
+  });
+
+  it('signs in at the Ingress host of the kind values, through the class the ingress controller serves', function () {
+    const gw = blocks.find((b) => b.section.startsWith('7.') && b.kindOnly)!.script.trim();
+    assert.equal(gw, `GW=http://${kindValues.ingress.host}`);
+    assert.match(kindValues.ingress.host, /\.localhost$/, 'resolves to this machine without /etc/hosts');
+    assert.equal(kindValues.ingress.className, 'traefik');
+    assert.match(blocks.find((b) => b.section.startsWith('2.'))!.script, /helm install traefik traefik\/traefik .*--set ports\.web\.hostPort=80 --set ports\.websecure\.hostPort=443/s);
+    assert.match(blocks.find((b) => b.section.startsWith('2.'))!.script, /nodeSelector\.ingress-ready=true/);
+  });
+
+  it('installs with files that exist', function () {
+    for (const path of runnable(blocks, ['5.', '6.', '11.']).matchAll(/\b(charts\/\S+)/g)) assert.ok(existsSync(join(ROOT, path[1]!)), path[1]);
+  });
+
+  describe('its API commands, as written, against a fresh npm start', function () {
+    this.timeout(600_000);
+    let platform: Platform;
+    const workDir = mkdtempSync(join(tmpdir(), 'tempora-kind-doc-'));
+
+    before(async function () {
+      platform = await startPlatform();
+    });
+
+    after(async function () {
+      await platform?.stop();
+      rmSync(workDir, { recursive: true, force: true });
+    });
+
+    it('signs in, renders a scene, opens the graph and reads the metrics', function () {
+      // curl fails on an HTTP error instead of printing it, so every command must succeed.
+      const script = runnable(blocks, ['7.', '8.', '9.', '10.']).replaceAll(/curl -s /g, 'curl -sS --fail-with-body ');
+      const run = spawnSync('bash', ['-euo', 'pipefail', '-c', script], { cwd: workDir, encoding: 'utf8', timeout: 300_000, env: { ...process.env, GW: platform.urls.gateway } });
+      const said = `${run.stdout}\n--- stderr ---\n${run.stderr}`.slice(-6000);
+      assert.equal(run.status, 0, `the commands failed:\n${said}`);
+      const [user, balance, title, path, moment, ...metrics] = run.stdout.trim().split('\n');
+      assert.match(user!, /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/, `the signed-in user's id:\n${said}`);
+      assert.match(balance!, /^\d+$/, 'the credit balance');
+      assert.ok(title && !title.startsWith('{'), `a scene title: ${title}`);
+      assert.equal(path!.split('/').length, 9, `a moment's canonical path: ${path}`);
+      assert.equal(moment, 'Storming of the Bastille');
+      for (const route of ['route="/api/v1/auth/demo",status="201"', 'route="proxy:generation",status="200"', 'route="proxy:graph",status="200"']) {
+        assert.ok(metrics.some((l) => l.startsWith('http_server_request_duration_seconds_count{') && l.includes(route)), `the metrics count ${route}:\n${said}`);
+      }
+    });
+  });
+});
