@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { notificationBody, signJws, transaction, type TransactionFields } from './apple-pki.ts';
-import { asUser, startBilling, type BillingHarness } from './harness.ts';
+import { asUser, useBilling, type BillingHarness } from './harness.ts';
 
 const DAY = 86_400_000;
 const PRO = 'dev.tempora.plan.pro';
@@ -8,11 +8,8 @@ const PRO = 'dev.tempora.plan.pro';
 describe('billing: App Store', function () {
   this.timeout(60_000);
   let h: BillingHarness;
-  before(async () => {
-    h = await startBilling();
-  });
-  after(async () => {
-    await h?.stop();
+  useBilling((started) => {
+    h = started;
   });
 
   const signed = (fields: TransactionFields) => signJws(h.apple, transaction(fields));

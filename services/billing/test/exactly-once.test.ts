@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { notificationBody, signJws, transaction } from './apple-pki.ts';
-import { asUser, startBilling, type BillingHarness } from './harness.ts';
+import { asUser, useBilling, type BillingHarness } from './harness.ts';
 import { stripeEvent } from './stripe-server.ts';
 
 const sessionObject = (userId: string, fields: Record<string, unknown> = {}) => ({
@@ -34,8 +34,11 @@ const subscriptionObject = (id: string, userId: string, fields: Record<string, u
 describe('billing: exactly once', function () {
   this.timeout(90_000);
   let h: BillingHarness;
-  before(async () => {
-    h = await startBilling({
+  useBilling(
+    (started) => {
+      h = started;
+    },
+    {
       // Plans sold under known Stripe prices: a subscription's price says its plan.
       BILLING_CATALOGUE: JSON.stringify({
         packs: [{ id: 'starter', name: 'Starter', credits: 100, price: { amount: 499, currency: 'usd' }, apple_product_id: 'dev.tempora.credits.starter' }],
@@ -44,11 +47,8 @@ describe('billing: exactly once', function () {
           { id: 'enterprise', name: 'Enterprise', tier: 'enterprise', monthly_credits: 10_000, price: { amount: 9900, currency: 'usd' }, stripe_price: 'price_enterprise_monthly' },
         ],
       }),
-    });
-  });
-  after(async () => {
-    await h?.stop();
-  });
+    },
+  );
 
   it('50 concurrent deliveries of one event grant once', async () => {
     const userId = await h.user();

@@ -79,6 +79,26 @@ async function startGatewayOn(port: number, database: string, dataDir: string, b
   return { url: server.url, instance, server };
 }
 
+/** Buys through the Stripe stand-in as a user would: checkout, then pay the session; its session and events. */
+export async function buy(h: BillingHarness, userId: string, kind: 'pack' | 'plan', id: string) {
+  const checkout = await h.call('POST', '/api/v1/billing/checkout', { headers: asUser(userId), body: { kind, id } });
+  if (checkout.status !== 201) throw new Error(`checkout: ${checkout.status} ${JSON.stringify(checkout.body)}`);
+  const events = await h.stripe.pay(checkout.body.id);
+  return { session: checkout.body, events, subscriptionId: events.find((event) => event.type === 'customer.subscription.created')?.data.object.id as string | undefined };
+}
+
+/** A suite's billing harness, started before its tests and stopped after them. */
+export function useBilling(ready: (h: BillingHarness) => void, env: Record<string, string> = {}, options: { logs?: string[] } = {}): void {
+  let h: BillingHarness | undefined;
+  before(async () => {
+    h = await startBilling(env, options);
+    ready(h);
+  });
+  after(async () => {
+    await h?.stop();
+  });
+}
+
 /**
  * Billing in this process on a fresh database, with a real gateway (its own fresh database) for its
  * ledger and tiers, the Stripe stand-in for its API and webhooks, and a test Apple root it trusts.

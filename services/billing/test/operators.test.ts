@@ -1,30 +1,21 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { request } from '../../../test/support/http.ts';
-import { ADMIN_KEY, asUser, GATEWAY_KEY, service, STRIPE_WEBHOOK, startBilling, type BillingHarness } from './harness.ts';
+import { ADMIN_KEY, buy, GATEWAY_KEY, service, STRIPE_WEBHOOK, useBilling, type BillingHarness } from './harness.ts';
 import { stripeEvent } from './stripe-server.ts';
 
 const admin = { 'X-Admin-Key': ADMIN_KEY };
 
-async function subscribe(h: BillingHarness, userId: string): Promise<string> {
-  const checkout = await h.call('POST', '/api/v1/billing/checkout', { headers: asUser(userId), body: { kind: 'plan', id: 'pro' } });
-  const events = await h.stripe.pay(checkout.body.id);
-  return events.find((event) => event.type === 'customer.subscription.created')!.data.object.id as string;
-}
-
 describe('billing: operators', function () {
   this.timeout(60_000);
   let h: BillingHarness;
-  before(async () => {
-    h = await startBilling();
-  });
-  after(async () => {
-    await h?.stop();
+  useBilling((started) => {
+    h = started;
   });
 
   it('shows a user\'s state with payments and deliveries', async () => {
     const userId = await h.user();
-    await subscribe(h, userId);
+    await buy(h, userId, 'plan', 'pro');
     const state = await h.call('GET', `/api/v1/billing/users/${userId}`, { headers: admin });
     assert.equal(state.status, 200);
     assert.equal(state.body.tier, 'pro');
@@ -37,7 +28,7 @@ describe('billing: operators', function () {
 
   it('re-syncs a subscription whose last event never arrived, and sends the tier again', async () => {
     const userId = await h.user();
-    const subscriptionId = await subscribe(h, userId);
+    const { subscriptionId } = await buy(h, userId, 'plan', 'pro');
     assert.equal(await h.tier(userId), 'pro');
 
     // An operator changed the tier at the gateway by hand: a re-sync puts billing's back.
@@ -50,7 +41,7 @@ describe('billing: operators', function () {
     // The cancellation's webhook is lost: the re-sync reads the subscription from Stripe.
     h.stripe.setWebhookUrl(undefined);
     try {
-      await h.stripe.act('cancel', subscriptionId);
+      await h.stripe.act('cancel', subscriptionId!);
     } finally {
       h.stripe.setWebhookUrl(`${h.url}${STRIPE_WEBHOOK}`);
     }

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { BUNDLE_ID, chainX5c, makeChain, notificationBody, signJws, transaction, type Chain } from './apple-pki.ts';
-import { ADMIN_KEY, APPLE_WEBHOOK, asUser, OLD_WEBHOOK_SECRET, service, STRIPE_WEBHOOK, startBilling, WEBHOOK_SECRET, type BillingHarness } from './harness.ts';
+import { ADMIN_KEY, APPLE_WEBHOOK, asUser, OLD_WEBHOOK_SECRET, service, STRIPE_WEBHOOK, useBilling, WEBHOOK_SECRET, type BillingHarness } from './harness.ts';
 import { signatureFor, stripeEvent } from './stripe-server.ts';
 
 const DAY = 86_400_000;
@@ -22,12 +22,15 @@ describe('billing: refusals', function () {
   const logs: string[] = [];
   let h: BillingHarness;
   let userId: string;
+  useBilling(
+    (started) => {
+      h = started;
+    },
+    {},
+    { logs },
+  );
   before(async () => {
-    h = await startBilling({}, { logs });
     userId = await h.user();
-  });
-  after(async () => {
-    await h?.stop();
   });
 
   const paidSession = () => ({

@@ -1,14 +1,6 @@
 import assert from 'node:assert/strict';
-import { asUser, GATEWAY_KEY, startBilling, type BillingHarness } from './harness.ts';
+import { asUser, buy, GATEWAY_KEY, useBilling, type BillingHarness } from './harness.ts';
 import { request } from '../../../test/support/http.ts';
-
-/** Buys through the Stripe stand-in as a user would: checkout, then pay the session. */
-async function buy(h: BillingHarness, userId: string, kind: 'pack' | 'plan', id: string) {
-  const checkout = await h.call('POST', '/api/v1/billing/checkout', { headers: asUser(userId), body: { kind, id } });
-  assert.equal(checkout.status, 201, JSON.stringify(checkout.body));
-  const events = await h.stripe.pay(checkout.body.id);
-  return { session: checkout.body, events };
-}
 
 const spend = (h: BillingHarness, userId: string, amount: number) =>
   request(h.gatewayUrl, '/api/v1/credits/charge', { method: 'POST', headers: { 'X-Service-Key': GATEWAY_KEY }, body: { user_id: userId, amount, operation: 'test.spend', idempotency_key: `spend-${Math.random()}` } });
@@ -16,11 +8,8 @@ const spend = (h: BillingHarness, userId: string, amount: number) =>
 describe('billing: Stripe', function () {
   this.timeout(60_000);
   let h: BillingHarness;
-  before(async () => {
-    h = await startBilling();
-  });
-  after(async () => {
-    await h?.stop();
+  useBilling((started) => {
+    h = started;
   });
 
   it('sells a pack: checkout through the stripe package, the paid session grants its credits once', async () => {
@@ -44,22 +33,21 @@ describe('billing: Stripe', function () {
 
   it('sells a plan: the tier at once, the allowance with each paid period, past due keeps it, cancelled ends it', async () => {
     const userId = await h.user();
-    const { events } = await buy(h, userId, 'plan', 'pro');
-    const subscriptionId = events.find((event) => event.type === 'customer.subscription.created')!.data.object.id;
+    const { subscriptionId } = await buy(h, userId, 'plan', 'pro');
     assert.equal(await h.tier(userId), 'pro');
     assert.equal(await h.balance(userId), 1000);
 
-    await h.stripe.act('renew', subscriptionId);
+    await h.stripe.act('renew', subscriptionId!);
     assert.equal(await h.balance(userId), 2000);
 
-    await h.stripe.act('fail_payment', subscriptionId);
+    await h.stripe.act('fail_payment', subscriptionId!);
     const state = await h.call('GET', '/api/v1/billing/subscription', { headers: asUser(userId) });
     assert.equal(state.body.subscriptions[0].status, 'past_due');
     assert.ok(Date.parse(state.body.subscriptions[0].access_until) > Date.now() + 13 * 86_400_000, 'the retry window runs 14 days');
     assert.equal(await h.tier(userId), 'pro', 'access is kept through the retry window');
     assert.equal(await h.balance(userId), 2000);
 
-    await h.stripe.act('cancel', subscriptionId);
+    await h.stripe.act('cancel', subscriptionId!);
     assert.equal(await h.tier(userId), 'free');
     const again = await h.call('POST', '/api/v1/billing/checkout', { headers: asUser(userId), body: { kind: 'plan', id: 'enterprise' } });
     assert.equal(again.status, 201, 'a new plan can be bought once the last one ended');
@@ -130,9 +118,8 @@ describe('billing: Stripe', function () {
 
   it('finds the period a refunded renewal paid through Stripe (a refund names only the PaymentIntent)', async () => {
     const userId = await h.user();
-    const { events } = await buy(h, userId, 'plan', 'pro');
-    const subscriptionId = events.find((event) => event.type === 'customer.subscription.created')!.data.object.id;
-    const [, paid] = await h.stripe.act('renew', subscriptionId);
+    const { subscriptionId } = await buy(h, userId, 'plan', 'pro');
+    const [, paid] = await h.stripe.act('renew', subscriptionId!);
     assert.equal(await h.balance(userId), 2000);
     const invoicePayments: any = await (await fetch(`${h.stripe.url}/v1/invoice_payments?invoice=${paid!.data.object.id}`, { headers: { authorization: 'Bearer sk_test_billing_0123456789' } })).json();
     await h.stripe.act('refund', invoicePayments.data[0].payment.payment_intent);
