@@ -7,8 +7,8 @@ import { createServer, request } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Resolver } from 'node:dns/promises';
 import { K8S_VERSION } from './control-plane.ts';
-import { diffHost, KubeNode, NODE_ADDRESS, nodeUnavailableReason, snapshotHost } from './node.ts';
-import { processesMentioning, type HostSnapshot } from './host-state.ts';
+import { diffHost, processesMentioning, snapshotHost, type HostSnapshot } from './host-state.ts';
+import { KubeNode, NODE_ADDRESS, nodeUnavailableReason } from './node.ts';
 
 function get(url: string): Promise<{ status: number; body: string }> {
   return new Promise((resolve, reject) => {

@@ -14,7 +14,7 @@ import { basename, dirname, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { aptInstall } from '../../scripts/infra.ts';
 import { binaryDir, ControlPlane, firstAddress, freePort, K8S_VERSION } from './control-plane.ts';
-import { alive, diffHost, killAndWait, restoreHost, snapshotHost, type HostSnapshot, type RestoreScope } from './host-state.ts';
+import { alive, killAndWait, restoreHost, snapshotHost, type HostSnapshot, type RestoreScope } from './host-state.ts';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 const ROOT = join(HERE, '..', '..');
@@ -509,12 +509,6 @@ export class KubeNode {
     return ref;
   }
 
-  /** Size of an image in containerd: compressed content and unpacked (what `ctr images ls` and the snapshots hold). */
-  imageSize(ref: string): string {
-    const out = this.#ctr(['images', 'ls', `name==docker.io/${ref}`]).stdout.toString().trim().split('\n')[1] ?? '';
-    return out.split(/\s{2,}|\t/).find((f) => /\d+(\.\d+)? ?[KMG]i?B$/.test(f)) ?? 'unknown';
-  }
-
   /** A request to the API server as the admin: JSON in, JSON (or text, for logs) out. */
   api<T = unknown>(method: string, path: string, body?: unknown, contentType = 'application/json'): Promise<T> {
     const { caCert, adminCert, adminKey } = this.controlPlane.credentials;
@@ -669,4 +663,3 @@ async function waitUntil(what: string, check: () => boolean | Promise<boolean>, 
   }
 }
 
-export { diffHost, snapshotHost };
