@@ -68,6 +68,19 @@ describe('gateway: proxy', function () {
       assert.match(post.headers.get('www-authenticate') ?? '', /Bearer/);
       assert.equal((await gw.call('GET', '/api/v1/timepoints/abc')).status, 401);
     });
+    it('forwards payment webhooks without a credential, identity or key, byte for byte (their signature covers the raw body)', async () => {
+      const raw = '{"id":"evt_1","type":"checkout.session.completed",  "data":{"object":{"amount_total":500}}}\n';
+      const reply = await gw.call('POST', '/api/v1/billing/webhooks/stripe', { headers: { 'content-type': 'application/json', 'stripe-signature': 't=1,v1=abc', ...user.headers }, raw });
+      assert.equal(reply.status, 200);
+      const seen = gw.upstreams.billing.requests[0]!;
+      assert.equal(seen.url, '/api/v1/billing/webhooks/stripe');
+      assert.equal(seen.body, raw, 'the bytes as sent, whitespace included');
+      assert.equal(seen.headers['stripe-signature'], 't=1,v1=abc');
+      for (const header of ['x-user-id', 'x-service-key', 'authorization']) assert.equal(seen.headers[header], undefined, header);
+      const anonymous = await gw.call('POST', '/api/v1/billing/webhooks/apple', { headers: { 'content-type': 'application/json' }, raw: '{"signedPayload":"x"}' });
+      assert.equal(anonymous.status, 200, 'no credential needed');
+      assert.equal((await gw.call('POST', '/api/v1/billing/checkout', { body: {} })).status, 401, 'the rest of billing still needs a user');
+    });
     it('refuses service and admin keys on proxied routes (services call backends directly)', async () => {
       assert.equal((await gw.call('GET', '/api/v1/timepoints/abc', { headers: service })).status, 403);
       assert.equal((await gw.call('GET', '/api/v1/graph/moments', { headers: admin })).status, 403);

@@ -19,6 +19,9 @@ export interface Forwarding {
 export function decide(method: string, path: string, user: UserPrincipal | undefined, otherCredential: boolean): Forwarding | Problem | undefined {
   const upstream = routeOf(path);
   if (upstream === undefined || upstream === 'native') return undefined;
+  // Payment providers' webhooks carry no user credential: they authenticate by a signature over the raw
+  // body, which billing verifies. Forwarded uncharged, without identity, and byte for byte (the body streams).
+  if (upstream === 'billing' && method === 'POST' && path.startsWith('/api/v1/billing/webhooks/')) return { upstream, user: undefined, chargeable: false };
   if (!user) {
     // The graph's public reads pass without identity or service key.
     if (upstream === 'graph' && (method === 'GET' || method === 'HEAD') && !otherCredential) return { upstream, user, chargeable: false };
