@@ -73,7 +73,7 @@ export interface RunOutcome {
   pause?: Pause;
   stopped_by?: StopReason;
   /** A paused call the user declined in this run. */
-  declined?: { tool: string; action: string; credits: number };
+  declined?: { tool: string; action: string };
   state: RunState;
 }
 
@@ -179,14 +179,15 @@ export class Conductor {
   async run(context: RequestContext, state: RunState, decision?: 'confirm' | 'decline'): Promise<RunOutcome> {
     const started_total = state.running_total;
     const calls: CallRecord[] = [];
-    const outcome = (rest: Omit<RunOutcome, 'calls' | 'started_total' | 'state' | 'text'> & { text?: string }): RunOutcome => ({
+    let declined: RunOutcome['declined'];
+    const outcome = (rest: Omit<RunOutcome, 'calls' | 'started_total' | 'state' | 'text' | 'declined'> & { text?: string }): RunOutcome => ({
       text: '',
       ...rest,
+      ...(declined ? { declined } : {}),
       calls: calls.sort((a, b) => a.index - b.index),
       started_total,
       state,
     });
-    let declined: RunOutcome['declined'];
 
     if (state.pending.length > 0) {
       let approved: number | undefined;
@@ -195,7 +196,7 @@ export class Conductor {
         if (first) {
           const tool = context.tools.find((candidate) => candidate.name === first.call.name);
           const parsed = tool?.parse(first.call.arguments, context.settings);
-          declined = { tool: first.call.name, action: tool && parsed?.ok ? tool.describe(parsed.value) : first.call.name, credits: 0 };
+          declined = { tool: first.call.name, action: tool && parsed?.ok ? tool.describe(parsed.value) : first.call.name };
           state.transcript.push({ role: 'tool', tool_call_id: first.call.id, name: first.call.name, content: json({ declined: true, error: 'the user declined this call; do not make it again in this request' }) });
         }
       } else if (decision === 'confirm') {
@@ -204,14 +205,14 @@ export class Conductor {
       }
       const turn = await this.execute(context, state, state.pending, approved);
       calls.push(...turn.calls);
-      if (turn.pause) return outcome({ status: 'paused', pause: turn.pause, ...(declined ? { declined } : {}) });
+      if (turn.pause) return outcome({ status: 'paused', pause: turn.pause });
     }
 
     const specs = toolSpecs(context.tools);
     const { caps } = this.deps;
     for (;;) {
-      if (state.steps >= caps.steps) return outcome({ status: 'stopped', stopped_by: 'step_cap', ...(declined ? { declined } : {}) });
-      if (state.tokens >= caps.tokens) return outcome({ status: 'stopped', stopped_by: 'token_cap', ...(declined ? { declined } : {}) });
+      if (state.steps >= caps.steps) return outcome({ status: 'stopped', stopped_by: 'step_cap' });
+      if (state.tokens >= caps.tokens) return outcome({ status: 'stopped', stopped_by: 'token_cap' });
       let turn: ChatTurn;
       const began = performance.now();
       try {
@@ -229,7 +230,7 @@ export class Conductor {
         turn = result;
       } catch (error) {
         if (!(error instanceof ProviderError)) throw error;
-        return outcome({ status: 'stopped', stopped_by: 'model_error', text: error.message, ...(declined ? { declined } : {}) });
+        return outcome({ status: 'stopped', stopped_by: 'model_error', text: error.message });
       }
       const planned: PlannedCall[] = turn.tool_calls.map((call, offset) => {
         const index = state.next_index + offset;
@@ -238,13 +239,13 @@ export class Conductor {
       });
       state.next_index += planned.length;
       state.transcript.push({ role: 'assistant', content: turn.text, ...(planned.length ? { tool_calls: planned.map((item) => item.call) } : {}) });
-      if (planned.length === 0) return outcome({ status: 'completed', text: turn.text, ...(declined ? { declined } : {}) });
+      if (planned.length === 0) return outcome({ status: 'completed', text: turn.text });
       // A turn that asks for tools when no turn is left to read their answers is not carried out.
-      if (state.steps >= caps.steps) return outcome({ status: 'stopped', stopped_by: 'step_cap', ...(declined ? { declined } : {}) });
-      if (state.tokens >= caps.tokens) return outcome({ status: 'stopped', stopped_by: 'token_cap', ...(declined ? { declined } : {}) });
+      if (state.steps >= caps.steps) return outcome({ status: 'stopped', stopped_by: 'step_cap' });
+      if (state.tokens >= caps.tokens) return outcome({ status: 'stopped', stopped_by: 'token_cap' });
       const executed = await this.execute(context, state, planned);
       calls.push(...executed.calls);
-      if (executed.pause) return outcome({ status: 'paused', pause: executed.pause, ...(declined ? { declined } : {}) });
+      if (executed.pause) return outcome({ status: 'paused', pause: executed.pause });
     }
   }
 
