@@ -129,12 +129,10 @@ describe('conductor access: credentials, bad input, the gateway route, MCP', fun
     const entries = conductorEntries(history, reply.body.message_id);
     assert.equal(0 - entries.reduce((sum, entry) => sum + entry.amount, 0), reply.body.spend.credits_total);
     assert.equal(reply.body.spend.credits_total, 10);
-    // Whatever else the ledger holds is what the gateway publishes for the message itself, if it prices one.
-    const costs = (await platform.call('gateway', 'GET', '/api/v1/credits/costs')).body.operations as Array<{ operation: string; cost: number }>;
-    const fee = costs.find((entry) => entry.operation === 'conductor.message')?.cost ?? 0;
+    // Nothing else: the gateway charges no fee for the message itself.
     const others = history.filter((entry) => !entry.idempotency_key.includes('conductor:') && entry.kind !== 'grant' && entry.kind !== 'signup_grant' && entry.operation !== 'test.setup');
-    assert.deepEqual(others.map((entry) => entry.amount), fee ? [-fee] : []);
-    assert.equal(await platform.balance(customer), 50 - 10 - fee);
+    assert.deepEqual(others, []);
+    assert.equal(await platform.balance(customer), 50 - 10);
     const settings = await platform.call('gateway', 'PATCH', '/api/v1/conductor/settings', { headers: customer.headers, body: { verbosity: 'brief' } });
     assert.equal(settings.body.verbosity, 'brief');
     assert.equal((await platform.call('conductor', 'GET', '/api/v1/conductor/settings', { headers: customer.headers })).body.verbosity, 'brief');

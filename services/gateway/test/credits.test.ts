@@ -88,7 +88,7 @@ describe('gateway: credits', function () {
     const costs = await gw.call('GET', '/api/v1/credits/costs');
     assert.equal(costs.status, 200);
     const operations = costs.body.operations.map((o: { operation: string }) => o.operation);
-    for (const expected of ['generation.hyper', 'generation.balanced', 'generation.hd', 'generation.gemini3', 'simulation.fidelity-1', 'conductor.message']) assert.ok(operations.includes(expected), expected);
+    for (const expected of ['generation.hyper', 'generation.balanced', 'generation.hd', 'generation.gemini3', 'simulation.fidelity-1']) assert.ok(operations.includes(expected), expected);
   });
 
   describe('charging proxied calls', () => {

@@ -7,8 +7,6 @@ export const IMAGE_SURCHARGE = 2;
 /** A simulation run by fidelity (1 to 5); the spec prices runs from $0.15 to $1.00. */
 export const SIMULATION_FIDELITY_COSTS = { 1: 3, 2: 5, 3: 8, 4: 12, 5: 20 } as const;
 export const DEFAULT_FIDELITY = 3;
-/** One conductor message; the tools it calls are charged by the services that run them. */
-export const CONDUCTOR_MESSAGE_COST = 1;
 
 export interface PricedOperation {
   operation: string;
@@ -38,7 +36,6 @@ const CHARGEABLE: ChargeableRoute[] = [
       return { operation: `simulation.fidelity-${fidelity}`, amount: SIMULATION_FIDELITY_COSTS[fidelity as 1] };
     },
   },
-  { method: 'POST', pattern: /^\/api\/v1\/conductor\/messages\/?$/, price: () => ({ operation: 'conductor.message', amount: CONDUCTOR_MESSAGE_COST }) },
 ];
 
 /** Whether a proxied request is chargeable (its body must then be read to price it). */
@@ -70,7 +67,6 @@ export function costTable(signupCredits: number, demoCredits: number) {
         cost,
         description: `one simulation run at fidelity ${fidelity}${Number(fidelity) === DEFAULT_FIDELITY ? ' (the default)' : ''}`,
       })),
-      { operation: 'conductor.message', method: 'POST', path: '/api/v1/conductor/messages', cost: CONDUCTOR_MESSAGE_COST, description: 'one conductor request; the tools it calls are charged as listed here' },
     ],
     grants: { signup: signupCredits, demo: demoCredits },
   };
