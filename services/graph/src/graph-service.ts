@@ -212,14 +212,14 @@ export class GraphService {
 
   // ---- reads ----
 
-  /** Public moments, filtered, sorted and paginated (lists, search, the MCP search tool). */
+  /** Published moments, filtered, sorted and paginated (lists, search, the MCP search tool). */
   list(filters: MomentFilters): Promise<MomentPage<MomentRow & { score?: number }>> {
     return this.repository.lists.list(filters);
   }
 
-  /** One moment by canonical path; private ones only for trusted callers. */
-  moment(path: string, includePrivate: boolean): Promise<MomentRow | undefined> {
-    return this.repository.moments.byPath(path, includePrivate);
+  /** One moment by canonical path; unpublished ones (pending, rejected, private) only for trusted callers. */
+  moment(path: string, trusted: boolean): Promise<MomentRow | undefined> {
+    return this.repository.moments.byPath(path, trusted);
   }
 
   /** Every edge touching a moment, strongest first. */
@@ -256,7 +256,7 @@ export class GraphService {
 
   // ---- graph queries ----
 
-  /** The anchor's id: from memory once loaded (it holds every public moment), else from SQL. */
+  /** The anchor's id: from memory once loaded (it holds every published moment), else from SQL. */
   private async anchor(path: string): Promise<number> {
     const id = this.memory ? this.memory.nodes.idOf(path) : (await this.repository.moments.byPath(path, false))?.id;
     if (id === undefined) throw new MomentNotFound(path);

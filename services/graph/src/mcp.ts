@@ -3,15 +3,22 @@ import type Router from '@koa/router';
 import { z } from 'zod';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
-import type { Principal } from '@tempora/kit/http';
 import { CAUSAL_TYPES, PATH_DEFAULT_TYPES } from './domain/edge-types.ts';
-import { MomentInput, momentPath } from './domain/moment.ts';
+import { momentPath } from './domain/moment.ts';
 import { MomentNotFound, type GraphService } from './graph-service.ts';
+import { MCP_PATHS, type GraphRateLimits } from './rate-limits.ts';
 import { GenerateResultSchema, MomentDetailSchema, MomentSchema, PathSchema, StatsSchema, TraverseSchema } from './schemas.ts';
 import { momentDetailView, momentView } from './views.ts';
-import { GenerateBody } from './routes/writes.ts';
+import { isTrusted } from './routes/context.ts';
+import { GenerateBody, queueGenerate } from './routes/writes.ts';
 import { cappedInt, edgeTypes, entity, place, text, year, yearRange } from './routes/params.ts';
 import { depth, direction } from './routes/traversal.ts';
+
+/**
+ * The interface version the spec gives the graph's MCP server, reported as `serverInfo.version` in the
+ * answer to `initialize` (where MCP clients read a server's version); the service's own version is /health's.
+ */
+export const MCP_INTERFACE_VERSION = '1.26.0';
 
 export const MCP_LIMITS = { traverseLimit: { fallback: 50, cap: 200 }, pathHops: { fallback: 6, cap: 10 }, searchLimit: { fallback: 10, cap: 50 } } as const;
 
@@ -49,7 +56,7 @@ const SUGGESTIONS: Record<string, string> = {
   graph_neighbors: 'Pass a canonical `path`; direction is past, future or both.',
   traverse_moments: 'Pass a canonical `path`, direction past|future|both, depth 1-4, limit up to 200, and edge_types from causes,caused_by,precedes,follows,influences,contemporaneous,same_location,thematic,same_era,same_conflict,same_figure,challenges.',
   find_path: 'Pass canonical `from_path` and `to_path` (graph_search finds them) and max_hops from 1 to 10.',
-  gen_render: 'Pass a canonical `path` and an `event_name`; this tool needs a writer token (Authorization: Bearer) or X-Service-Key.',
+  gen_render: 'Pass a canonical `path` and an `event_name`, with a writer token (Authorization: Bearer) or X-Service-Key on the graph service\'s own address; through the gateway it is not offered to signed-in users, who render scenes with POST /api/v1/timepoints/generate (paid in credits).',
 };
 
 /**
@@ -79,8 +86,18 @@ const failure = (tool: string, error: string): ToolResult => {
   return { content: [{ type: 'text', text: JSON.stringify(value) }], structuredContent: value, isError: true };
 };
 
-export function buildMcpServer(graph: GraphService, version: string, principal: Principal | undefined): McpServer {
-  const server = new McpServer({ name: 'tempora-graph', version }, { capabilities: { tools: {} } });
+/**
+ * What a tool call may do beyond the free reads: `writer`, the requester's name when the HTTP request came
+ * with a writer token or the service key of a service calling for itself (not the gateway's, which calls
+ * for a user); `chargeWrite` counts a write against the caller's write window, false when it is spent.
+ */
+export interface McpCaller {
+  writer: string | undefined;
+  chargeWrite(): Promise<{ admitted: boolean; retryAfterSeconds: number }>;
+}
+
+export function buildMcpServer(graph: GraphService, caller: McpCaller): McpServer {
+  const server = new McpServer({ name: 'tempora-graph', version: MCP_INTERFACE_VERSION }, { capabilities: { tools: {} } });
 
   const tool = <S extends z.ZodObject>(
     name: string,
@@ -127,7 +144,8 @@ export function buildMcpServer(graph: GraphService, version: string, principal: 
   });
 
   tool('graph_moment', 'One moment by canonical path, with its edges.', inputs.graph_moment, MomentDetailSchema, async (args) => {
-    const row = await graph.moment(args.path, false);
+    // Pending and rejected moments, like private ones, are shown by path to trusted callers only.
+    const row = await graph.moment(args.path, caller.writer !== undefined);
     if (!row) throw new MomentNotFound(args.path);
     return momentDetailView(row, await graph.edgesOf(row.id));
   });
@@ -150,16 +168,10 @@ export function buildMcpServer(graph: GraphService, version: string, principal: 
     inputs.gen_render,
     GenerateResultSchema,
     async (args) => {
-      if (!principal) throw new ToolError('gen_render requires a writer token or a service key');
-      const result = await graph.queueRender(MomentInput.parse({ path: args.path, event_name: args.event_name, layer: 0, source_type: 'generate' }), {
-        requestedBy: principal.id,
-        request: { query: args.query ?? args.event_name, preset: args.preset, generate_image: args.generate_image },
-      });
-      const job = result.job;
-      return {
-        job: { ...job, created_at: new Date(job.created_at).toISOString(), updated_at: new Date(job.updated_at).toISOString() },
-        moment: { path: args.path, layer: result.layer, created: result.created },
-      };
+      if (caller.writer === undefined) throw new ToolError('gen_render requires a writer token or a service key');
+      const write = await caller.chargeWrite();
+      if (!write.admitted) throw new ToolError(`rate limited: the write window of this credential is spent; retry in ${write.retryAfterSeconds} s`);
+      return queueGenerate(graph, args, caller.writer);
     },
     false,
   );
@@ -169,18 +181,25 @@ export function buildMcpServer(graph: GraphService, version: string, principal: 
 /** An expected failure of a tool call, answered as `{error, suggestion}`. */
 class ToolError extends Error {}
 
-/** Stateless Streamable HTTP: a fresh server and transport per request, so any replica can answer any call. */
-export function mountMcp(router: Router, graph: GraphService, version: string): void {
-  router.all('/mcp', async (ctx: Context) => {
+/**
+ * Stateless Streamable HTTP at each of MCP_PATHS: a fresh server and transport per request, so any replica
+ * can answer any call.
+ */
+export function mountMcp(router: Router, graph: GraphService, limits: GraphRateLimits): void {
+  router.all(MCP_PATHS, async (ctx: Context) => {
     if (ctx.method !== 'POST') {
       ctx.status = 405;
       ctx.set('Allow', 'POST');
       ctx.body = { jsonrpc: '2.0', error: { code: -32000, message: 'Method not allowed: this MCP server is stateless; POST JSON-RPC requests.' }, id: null };
       return;
     }
-    const principals = ctx.state.principals;
-    const principal = principals?.get('WriterToken') ?? principals?.get('ServiceKey');
-    const server = buildMcpServer(graph, version, principal);
+    const server = buildMcpServer(graph, {
+      writer: isTrusted(ctx) ? ctx.state.principal!.id : undefined,
+      chargeWrite: async () => {
+        const state = await limits.chargeWrite(ctx);
+        return { admitted: !state.limited, retryAfterSeconds: state.resetSeconds };
+      },
+    });
     const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
     ctx.respond = false;
     ctx.res.on('close', () => {

@@ -1,5 +1,5 @@
 import type Koa from 'koa';
-import { adminKeyAuth, serviceKeyAuth, writerTokenAuth, createApp, RateLimiter, type RateWindow } from '@tempora/kit/http';
+import { adminKeyAuth, serviceKeyAuth, writerTokenAuth, createApp, RateLimiter } from '@tempora/kit/http';
 import { openDatabase, connectRedis } from '@tempora/kit/data';
 import { createLogger, type Logger, Metrics } from '@tempora/kit/observability';
 import { Gauge } from 'prom-client';
@@ -8,6 +8,7 @@ import type { GraphConfig } from './config.ts';
 import { GraphService } from './graph-service.ts';
 import { mountMcp } from './mcp.ts';
 import { migrations } from './migrations.ts';
+import { GraphRateLimits } from './rate-limits.ts';
 import { GraphRepository } from './repository/index.ts';
 import { discoveryRoutes } from './routes/discovery.ts';
 import { momentRoutes } from './routes/moments.ts';
@@ -29,24 +30,6 @@ export interface GraphInstance {
   logger: Logger;
   drain(): void;
   close(): Promise<void>;
-}
-
-const READ_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
-
-/**
- * Public 60/min per IP; authenticated reads 300/min and writes 30/min per credential. A service calling on
- * behalf of a user (the gateway, with X-User-ID) is counted per user, so users do not share one budget.
- */
-export function graphRateWindows(config: GraphConfig) {
-  return (ctx: Koa.Context): RateWindow[] => {
-    const principal = ctx.state.principal;
-    if (!principal) return [{ name: 'public', points: config.RATE_LIMIT_PUBLIC_PER_MINUTE, durationSeconds: 60, key: `ip:${ctx.ip}` }];
-    const user = principal.kind === 'service' ? ctx.get('X-User-ID') : '';
-    const key = user ? `user:${user.slice(0, 128)}` : principal.id;
-    return READ_METHODS.has(ctx.method)
-      ? [{ name: 'read', points: config.RATE_LIMIT_READ_PER_MINUTE, durationSeconds: 60, key }]
-      : [{ name: 'write', points: config.RATE_LIMIT_WRITE_PER_MINUTE, durationSeconds: 60, key }];
-  };
 }
 
 export async function createGraphService(config: GraphConfig, logger = createLogger('graph', config.LOG_LEVEL)): Promise<GraphInstance> {
@@ -83,18 +66,20 @@ export async function createGraphService(config: GraphConfig, logger = createLog
   }
 
   const deps = { graph, version: VERSION };
+  const limiter = new RateLimiter({ redis, prefix: `${config.REDIS_KEY_PREFIX}:graph` });
+  const limits = new GraphRateLimits(config, limiter);
   const { app, openapi, drain: drainApp } = createApp({
     name: 'graph',
     version: VERSION,
     title: 'Tempora graph service',
-    description: 'The public temporal causal graph of historical moments: reads, traversal, shortest paths, TDF ingest and export. Also an MCP server at /mcp/.',
+    description: 'The public temporal causal graph of historical moments: reads, traversal, shortest paths, TDF ingest and export. Also an MCP server (Streamable HTTP) at /mcp/ and, where the gateway forwards it, /api/v1/graph/mcp.',
     config,
     logger,
     metrics,
     authenticators: [serviceKeyAuth(config.SERVICE_KEY), writerTokenAuth(config.WRITER_TOKENS), adminKeyAuth(config.ADMIN_KEY)],
-    rateLimit: { limiter: new RateLimiter({ redis, prefix: `${config.REDIS_KEY_PREFIX}:graph` }), windows: graphRateWindows(config) },
+    rateLimit: { limiter, windows: limits.windows },
     routes: [...momentRoutes(deps), ...discoveryRoutes(deps), ...traversalRoutes(deps), ...writeRoutes(deps)],
-    extend: (router) => mountMcp(router, graph, VERSION),
+    extend: (router) => mountMcp(router, graph, limits),
     health: async () => {
       const db = await database.ping();
       return { status: db ? 'ok' : 'degraded', database: db, redis: redis ? redis.isReady : null, index: graph.indexStats.loaded ? 'loaded' : 'loading' };

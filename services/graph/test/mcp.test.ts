@@ -107,6 +107,33 @@ describe('graph MCP server', function () {
     assert.equal((await h.get(`/api/v1/moments${path}`)).body.layer, 0);
   });
 
+  it('reports the interface version the spec names (v1.26.0) as serverInfo.version', () => {
+    assert.deepEqual(client.getServerVersion(), { name: 'tempora-graph', version: '1.26.0' });
+  });
+
+  it('answers under the graph prefix too, where the gateway forwards it', async () => {
+    const prefixed = new Client({ name: 'graph-test', version: '1.0.0' });
+    await prefixed.connect(new StreamableHTTPClientTransport(new URL(`${h.url}/api/v1/graph/mcp`)));
+    try {
+      assert.deepEqual((await call(prefixed, 'graph_stats')).structuredContent, (await call(client, 'graph_stats')).structuredContent);
+    } finally {
+      await prefixed.close();
+    }
+  });
+
+  it("does not lend the gateway's service key to its users: gen_render for a user (X-User-ID) is refused", async () => {
+    const forUser = await connect(h.url, { 'X-Service-Key': SERVICE_KEY, 'X-User-ID': 'user-7' });
+    try {
+      const refused = await call(forUser, 'gen_render', { path: '/1953/march/4/1200/testland/north/alpha/user-render', event_name: 'User render' });
+      assert.equal(refused.isError, true);
+      assert.match(refused.structuredContent.error, /writer token/);
+      assert.match(refused.structuredContent.suggestion, /timepoints\/generate/);
+    } finally {
+      await forUser.close();
+    }
+    assert.equal((await h.get('/api/v1/moments/1953/march/4/1200/testland/north/alpha/user-render', writer)).status, 404, 'nothing was recorded');
+  });
+
   it('refuses GET on the stateless endpoint', async () => {
     assert.equal((await fetch(`${h.url}/mcp/`)).status, 405);
   });

@@ -1,4 +1,6 @@
 import assert from 'node:assert/strict';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { startGraph, serviceKey, writer, type GraphHarness } from './harness.ts';
 import { record } from './fixtures.ts';
 
@@ -64,6 +66,28 @@ describe('graph rate limits', function () {
       assert.deepEqual(statuses, [200, 200, 429]);
     } finally {
       await direct.stop();
+    }
+  });
+
+  it('counts MCP requests as reads and gen_render also as a write', async () => {
+    const other = await startGraph({ RATE_LIMIT_PUBLIC_PER_MINUTE: '100', RATE_LIMIT_READ_PER_MINUTE: '100', RATE_LIMIT_WRITE_PER_MINUTE: '2' });
+    const client = new Client({ name: 'rate-test', version: '1.0.0' });
+    try {
+      const list = { jsonrpc: '2.0', id: 1, method: 'tools/list' };
+      const headers = { ...writer, accept: 'application/json, text/event-stream' };
+      assert.equal((await other.post('/mcp', list, headers)).headers.get('x-ratelimit-limit'), '100', 'a writer\'s MCP request is a read');
+      assert.equal((await other.post('/mcp', list, { accept: headers.accept })).headers.get('x-ratelimit-limit'), '100', 'an anonymous one is public');
+      await client.connect(new StreamableHTTPClientTransport(new URL(`${other.url}/mcp/`), { requestInit: { headers: writer } }));
+      const render = (slug: string) => client.callTool({ name: 'gen_render', arguments: { path: `/1800/may/2/1200/x/y/z/${slug}`, event_name: slug } }) as Promise<{ isError?: boolean; structuredContent: Record<string, string> }>;
+      assert.equal((await render('first')).isError, undefined);
+      assert.equal((await render('second')).isError, undefined);
+      const third = await render('third');
+      assert.equal(third.isError, true);
+      assert.match(third.structuredContent.error!, /rate limited.*retry in \d+ s/);
+      assert.equal((await client.callTool({ name: 'graph_stats', arguments: {} })).isError, undefined, 'reads go on');
+    } finally {
+      await client.close();
+      await other.stop();
     }
   });
 

@@ -272,8 +272,10 @@ describe('graph background workers', function () {
       assert.equal(moment.layer, 1);
       assert.equal(moment.status, 'pending');
       assert.equal(moment.source_type, 'expander');
-      const edges = (await api.get(`/api/v1/moments${anchor}`)).body.edges as Array<{ source: string; target: string; type: string }>;
-      assert.ok(edges.some((edge) => edge.source === anchor && edge.target === added && edge.type === 'causes'));
+      const edgesOf = async () => (await api.get(`/api/v1/moments${anchor}`)).body.edges as Array<{ source: string; target: string; type: string }>;
+      assert.ok(!(await edgesOf()).some((edge) => edge.target === added), 'the proposal is not shown beside its anchor before the judge passes it');
+      await judgePending(graph, offline, new SpendBudget(graph.repository.spend, 'judge', 0), 100);
+      assert.ok((await edgesOf()).some((edge) => edge.source === anchor && edge.target === added && edge.type === 'causes'));
       const jobs = await database.knex('render_jobs as j').join('moments as m', 'm.id', 'j.moment_id').where('m.path', added).select('j.status', 'j.requested_by');
       assert.deepEqual(jobs, [{ status: 'queued', requested_by: 'expander' }]);
 

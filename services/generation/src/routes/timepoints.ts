@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { z } from 'zod';
 import type { Context } from 'koa';
 import { defineRoute, type RouteDefinition, forbidden, notFound, unauthorized } from '@tempora/kit/http';
@@ -22,6 +23,30 @@ function owned(ctx: Context, row: TimepointRow | undefined, id: string): Timepoi
   if (!user) throw unauthorized('send X-User-ID (the gateway sets it)', 'ApiKey header="X-User-ID"');
   if (found.owner !== user) throw forbidden('only the owner of a scene may change it');
   return found;
+}
+
+/**
+ * How long caches may keep a scene's image (docs/generation.md, "Images"). Its bytes never change (a scene
+ * is rendered once), but who may see them can: a scene without an owner (the graph renderer's) can never
+ * be made private, so its image is cached for a year; an owned public scene may be made private at any
+ * time, so shared caches keep it an hour; a private one only the owner's own cache keeps, revalidated.
+ */
+function imageCaching(row: TimepointRow): string {
+  if (row.visibility === 'private') return 'private, no-cache';
+  return row.owner === null ? 'public, max-age=31536000, immutable' : 'public, max-age=3600';
+}
+
+/**
+ * Whether a conditional GET is answered 304, as RFC 9110 §13.2.2 orders it: If-None-Match (weak comparison)
+ * when present, else If-Modified-Since. Koa's `fresh` is not used: it answers 200 to any request carrying
+ * `Cache-Control: no-cache`, which fetch() adds to every conditional request, though that directive is
+ * addressed to caches, not to the origin.
+ */
+function notModified(ctx: Context, etag: string, lastModified: Date): boolean {
+  const noneMatch = ctx.get('If-None-Match');
+  if (noneMatch) return noneMatch.trim() === '*' || noneMatch.split(',').some((tag) => tag.trim().replace(/^W\//, '') === etag);
+  const since = Date.parse(ctx.get('If-Modified-Since'));
+  return !Number.isNaN(since) && Math.floor(lastModified.getTime() / 1000) * 1000 <= since;
 }
 
 const ListQuery = z.object({
@@ -72,15 +97,29 @@ export function timepointRoutes(deps: RouteDeps): RouteDefinition[] {
       path: '/api/v1/timepoints/{id}/image',
       operationId: 'getTimepointImage',
       summary: "A scene's generated image",
+      description:
+        "Public scenes' images to anyone, without a credential, cacheable (Cache-Control, a strong ETag of the bytes, Last-Modified; a conditional request is answered 304); private scenes' images only to their owner (X-User-ID), `private, no-cache`.",
       tags: ['timepoints'],
       params: idParams,
-      responses: { 200: { description: 'The image bytes', contentType: 'image/*' }, 404: { description: 'No such scene or no stored image' } },
+      responses: {
+        200: { description: 'The image bytes', contentType: 'image/*' },
+        304: { description: 'Not modified: the ETag in If-None-Match is the image\'s' },
+        404: { description: 'No such scene, a private scene of someone else, or no stored image' },
+      },
       handler: async (ctx, { params }) => {
-        visible(ctx, await repository.timepoint(params.id), params.id);
+        const row = visible(ctx, await repository.timepoint(params.id), params.id);
         const image = await repository.image(params.id);
         if (!image) throw notFound(`timepoint ${params.id} has no stored image`);
+        const etag = `"${createHash('sha256').update(image.data).digest('base64url')}"`;
+        const created = new Date(row.created_at);
+        ctx.set('Cache-Control', imageCaching(row));
+        ctx.set('ETag', etag);
+        ctx.lastModified = created;
+        if (notModified(ctx, etag, created)) {
+          ctx.status = 304;
+          return undefined;
+        }
         ctx.type = image.mime_type;
-        ctx.set('Cache-Control', 'private, max-age=3600');
         ctx.body = image.data;
         return undefined;
       },

@@ -3,6 +3,7 @@ import { EDGE_TYPES, IN, OUT, typeCode, type EdgeType } from '../domain/edge-typ
 import type { NeighborSource, Step } from '../domain/graph-search.ts';
 import type { IndexBuilder, IndexedEdge } from '../domain/adjacency-index.ts';
 import type { NodeFields, NodeStore } from '../domain/node-store.ts';
+import { published } from './rows.ts';
 
 /** The columns of a node, as an array row: id, path, name, type, layer, status, latitude, longitude, confidence. */
 const NODE_FIELDS = 'id::int4, path, event_name, type, layer, status, latitude, longitude, confidence';
@@ -32,7 +33,7 @@ export class AdjacencyReads {
    * is turned into its code by PostgreSQL and ids cast to int4, so no row object or string is made per edge.
    */
   async loadEdges(builder: IndexBuilder, pageSize = 200_000): Promise<{ hidden: number[]; maxNode: number }> {
-    const hidden = ((await this.knex('moments').where({ visibility: 'private' }).select('id')) as Array<{ id: string }>).map((row) => Number(row.id));
+    const hidden = ((await this.knex('moments').whereRaw(`not ${published()}`).select('id')) as Array<{ id: string }>).map((row) => Number(row.id));
     const [{ max }] = (await this.knex('moments').max({ max: 'id' })) as [{ max: string | null }];
     const typeArray = `array[${EDGE_TYPES.map((type) => `'${type}'`).join(',')}]::text[]`;
     let after = 0;
@@ -47,12 +48,12 @@ export class AdjacencyReads {
     return { hidden, maxNode: Number(max ?? 0) };
   }
 
-  /** Streams every public moment's node fields into `store`, a page at a time. */
+  /** Streams every published moment's node fields into `store`, a page at a time. */
   async loadNodes(store: NodeStore, pageSize = 100_000): Promise<void> {
     let after = 0;
     for (;;) {
       const { rows } = (await this.knex
-        .raw(`select ${NODE_FIELDS} from moments where visibility = 'public' and id > ? order by id limit ?`, [after, pageSize])
+        .raw(`select ${NODE_FIELDS} from moments where ${published()} and id > ? order by id limit ?`, [after, pageSize])
         .options({ rowMode: 'array' })) as { rows: NodeRow[] };
       for (const row of rows) store.set(nodeFields(row));
       if (rows.length < pageSize) break;
@@ -60,13 +61,13 @@ export class AdjacencyReads {
     }
   }
 
-  /** Current visibility, node fields and every edge of `ids`, to refresh the in-memory graph after a write. */
+  /** Whether each of `ids` is published, its node fields and every edge, to refresh the in-memory graph after a write. */
   async adjacencyOf(ids: readonly number[]): Promise<AdjacencyChange> {
     if (ids.length === 0) return { moments: [], edges: [] };
     const { rows: nodes } = (await this.knex
-      .raw(`select ${NODE_FIELDS}, visibility from moments where id = any(?::bigint[])`, [ids as number[]])
-      .options({ rowMode: 'array' })) as { rows: Array<[...NodeRow, string]> };
-    const moments = nodes.map((row) => ({ id: row[0], hidden: row[9] !== 'public', node: nodeFields(row as unknown as NodeRow) }));
+      .raw(`select ${NODE_FIELDS}, ${published()} from moments where id = any(?::bigint[])`, [ids as number[]])
+      .options({ rowMode: 'array' })) as { rows: Array<[...NodeRow, boolean]> };
+    const moments = nodes.map((row) => ({ id: row[0], hidden: !row[9], node: nodeFields(row as unknown as NodeRow) }));
     const present = new Set(moments.map((moment) => moment.id));
     const missing = ids.filter((id) => !present.has(id)).map((id) => ({ id, hidden: true }));
     const rows = (await this.knex('edges')
@@ -88,11 +89,11 @@ export class AdjacencyReads {
       const { rows } = (await this.knex.raw(
         `select e.source_id as "from", e.target_id as "to", e.type, e.weight, true as outgoing
            from edges e join moments m on m.id = e.target_id
-          where e.source_id = any(?::bigint[]) and e.type = any(?::text[]) and e.weight >= ? and m.visibility = 'public'
+          where e.source_id = any(?::bigint[]) and e.type = any(?::text[]) and e.weight >= ? and ${published('m')}
          union all
          select e.target_id as "from", e.source_id as "to", e.type, e.weight, false as outgoing
            from edges e join moments m on m.id = e.source_id
-          where e.target_id = any(?::bigint[]) and e.type = any(?::text[]) and e.weight >= ? and m.visibility = 'public'`,
+          where e.target_id = any(?::bigint[]) and e.type = any(?::text[]) and e.weight >= ? and ${published('m')}`,
         [nodes, outTypes, minWeight, nodes, inTypes, minWeight],
       )) as { rows: Array<{ from: string; to: string; type: EdgeType; weight: number; outgoing: boolean }> };
       const steps = rows.map((row): Step => ({ from: Number(row.from), to: Number(row.to), type: typeCode(row.type), weight: Math.fround(Number(row.weight)), outgoing: row.outgoing, detailed: true }));
@@ -101,7 +102,7 @@ export class AdjacencyReads {
   };
 }
 
-/** Moments whose adjacency changed (hidden when private or gone) and every edge touching them. */
+/** Moments whose adjacency changed (hidden when unpublished or gone) and every edge touching them. */
 export interface AdjacencyChange {
   moments: Array<{ id: number; hidden: boolean; node?: NodeFields }>;
   edges: IndexedEdge[];

@@ -1,5 +1,5 @@
 import type { Knex } from '@tempora/kit/data';
-import { MOMENT_COLUMNS, normaliseMoment, prefixed, type MomentRow } from './rows.ts';
+import { MOMENT_COLUMNS, normaliseMoment, prefixed, published, type MomentRow } from './rows.ts';
 
 export const SORTS = {
   year: [['year', 'asc'], ['month_num', 'asc'], ['day', 'asc'], ['id', 'asc']],
@@ -35,7 +35,7 @@ export interface MomentPage<T = MomentRow> {
   total: number;
 }
 
-/** Public moments in pages: filtered lists and search, today in history, a random pick, browsing and stats. */
+/** Published moments in pages: filtered lists and search, today in history, a random pick, browsing and stats. */
 export class MomentLists {
   private readonly knex: Knex;
 
@@ -64,7 +64,7 @@ export class MomentLists {
 
   /** Moments of every year on a calendar day, oldest first. */
   async today(monthNum: number, day: number, limit: number, offset: number): Promise<MomentPage> {
-    const base = this.knex('moments').where({ visibility: 'public', month_num: monthNum, day });
+    const base = this.knex('moments').whereRaw(published()).andWhere({ month_num: monthNum, day });
     const total = await count(base);
     const rows = (await base.clone().select(MOMENT_COLUMNS).orderBy([{ column: 'year' }, { column: 'time' }, { column: 'id' }]).limit(limit).offset(offset)) as MomentRow[];
     return { items: rows.map(normaliseMoment), total };
@@ -72,7 +72,7 @@ export class MomentLists {
 
   /** A uniformly chosen id range probe: O(log n) where `order by random()` would sort the whole table. */
   async random(layerMin: number): Promise<MomentRow | undefined> {
-    const qualifying = () => this.knex('moments').where({ visibility: 'public' }).andWhere('layer', '>=', layerMin);
+    const qualifying = () => this.knex('moments').whereRaw(published()).andWhere('layer', '>=', layerMin);
     const bounds = (await qualifying().first(this.knex.raw('min(id) as lo, max(id) as hi'))) as { lo: string | null; hi: string | null };
     if (bounds.lo === null || bounds.hi === null) return undefined;
     const pick = Number(bounds.lo) + Math.floor(Math.random() * (Number(bounds.hi) - Number(bounds.lo) + 1));
@@ -83,7 +83,7 @@ export class MomentLists {
   /** Next-segment counts under a path prefix of `depth` segments. */
   async browse(prefix: readonly string[]): Promise<Array<{ segment: string; count: number; year: number }>> {
     const depth = prefix.length;
-    const query = this.knex('moments').where({ visibility: 'public' });
+    const query = this.knex('moments').whereRaw(published());
     prefix.forEach((segment, index) => query.andWhereRaw(`split_part(path, '/', ?) = ?`, [index + 2, segment]));
     const rows = (await query
       .select(this.knex.raw(`split_part(path, '/', ?) as segment`, [depth + 2]))
@@ -101,7 +101,7 @@ export class MomentLists {
   async stats() {
     const knex = this.knex;
     const [totals] = (await knex('moments')
-      .where({ visibility: 'public' })
+      .whereRaw(published())
       .select(
         knex.raw('count(*) as total_nodes'),
         knex.raw('min(year) as min_year'),
@@ -110,12 +110,12 @@ export class MomentLists {
         knex.raw('max(updated_at) as last_updated'),
         knex.raw(`count(*) filter (where image_url is not null) as nodes_with_images`),
       )) as Array<Record<string, string | null | Date>>;
-    const layers = (await knex('moments').where({ visibility: 'public' }).select('layer').count({ count: '*' }).groupBy('layer')) as Array<{ layer: number; count: string }>;
-    const sources = (await knex('moments').where({ visibility: 'public' }).select('source_type').count({ count: '*' }).groupBy('source_type')) as Array<{ source_type: string; count: string }>;
+    const layers = (await knex('moments').whereRaw(published()).select('layer').count({ count: '*' }).groupBy('layer')) as Array<{ layer: number; count: string }>;
+    const sources = (await knex('moments').whereRaw(published()).select('source_type').count({ count: '*' }).groupBy('source_type')) as Array<{ source_type: string; count: string }>;
     const edgeTypes = (await knex('edges as e')
       .join('moments as s', 's.id', 'e.source_id')
       .join('moments as t', 't.id', 'e.target_id')
-      .where({ 's.visibility': 'public', 't.visibility': 'public' })
+      .whereRaw(published('s')).andWhereRaw(published('t'))
       .select('e.type')
       .count({ count: '*' })
       .groupBy('e.type')) as Array<{ type: string; count: string }>;
@@ -128,7 +128,7 @@ export class MomentLists {
   }
 
   private filtered(filters: Omit<MomentFilters, 'sort' | 'limit' | 'offset'>): Knex.QueryBuilder {
-    const query = this.knex('moments as m').where('m.visibility', 'public');
+    const query = this.knex('moments as m').whereRaw(published('m'));
     const text = filters.q;
     if (text) {
       query.andWhere((q) =>

@@ -1,7 +1,7 @@
 import type { Knex } from '@tempora/kit/data';
 import { typeCode, typeOf, type EdgeType } from '../domain/edge-types.ts';
 import type { StoredEdge } from '../domain/graph-search.ts';
-import { MOMENT_COLUMNS, normaliseEdge, normaliseMoment, type EdgeRow, type MomentRow } from './rows.ts';
+import { MOMENT_COLUMNS, normaliseEdge, normaliseMoment, published, type EdgeRow, type MomentRow } from './rows.ts';
 
 const EDGE_SELECT = ['e.id', 'e.source_id', 'e.target_id', 's.path as source', 't.path as target', 'e.type', 'e.weight', 'e.theme', 'e.description', 'e.origin'];
 
@@ -13,9 +13,10 @@ export class MomentReads {
     this.knex = knex;
   }
 
-  async byPath(path: string, includePrivate: boolean): Promise<MomentRow | undefined> {
+  /** A moment by path: published only, or (`trusted`) pending, rejected and private ones too. */
+  async byPath(path: string, trusted: boolean): Promise<MomentRow | undefined> {
     const query = this.knex('moments').where({ path });
-    if (!includePrivate) query.andWhere({ visibility: 'public' });
+    if (!trusted) query.andWhereRaw(published());
     const row = (await query.first(MOMENT_COLUMNS)) as MomentRow | undefined;
     return row && normaliseMoment(row);
   }
@@ -34,11 +35,11 @@ export class MomentReads {
     return new Set(rows.map((row) => row.path));
   }
 
-  /** Every edge touching a moment, both directions, with the paths of both ends; private neighbours left out. */
+  /** Every edge touching a moment, both directions, with the paths of both ends; unpublished neighbours left out. */
   async edgesOf(id: number): Promise<EdgeRow[]> {
     const query = this.edges()
-      // Only the other end must be public: a trusted caller reading a private moment sees its edges.
-      .where((q) => q.where({ 'e.source_id': id, 't.visibility': 'public' }).orWhere({ 'e.target_id': id, 's.visibility': 'public' }))
+      // Only the other end must be published: a trusted caller reading an unpublished moment sees its edges.
+      .where((q) => q.where('e.source_id', id).andWhereRaw(published('t')).orWhere((o) => o.where('e.target_id', id).andWhereRaw(published('s'))))
       .orderBy([{ column: 'e.weight', order: 'desc' }, { column: 'e.id', order: 'asc' }]);
     return ((await query) as EdgeRow[]).map(normaliseEdge);
   }
@@ -50,7 +51,7 @@ export class MomentReads {
     const rows = (await this.edges()
       .whereRaw('e.source_id = any(?::bigint[])', [ids as number[]])
       .andWhereNot('e.origin', 'auto')
-      .andWhere('t.visibility', 'public')) as EdgeRow[];
+      .andWhereRaw(published('t'))) as EdgeRow[];
     for (const row of rows.map(normaliseEdge)) byMoment.get(row.source_id)?.push(row);
     return byMoment;
   }

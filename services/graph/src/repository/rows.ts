@@ -74,6 +74,18 @@ export const NODE_COLUMNS = [
   'id', 'path', 'event_name', 'year', 'month_num', 'day', 'era', 'type', 'layer', 'country', 'region', 'city', 'latitude', 'longitude', 'confidence', 'status',
 ];
 
+/**
+ * What public reads show (SQL over the moments table, or its `alias`): public moments that the Judge or a
+ * writer has passed. A pending moment (an Expander's or Daily's proposal, model-written metadata, a
+ * writer's proposal) and a rejected one (archived and private) are seen only by service-key and writer
+ * callers, one at a time by path. Lists, search, browse, today, random, stats, the adjacency index (so
+ * traversal and path) and the MCP tools all read through it.
+ */
+export function published(alias?: string): string {
+  const column = alias ? `${alias}.` : '';
+  return `(${column}visibility = 'public' and ${column}status <> 'pending')`;
+}
+
 /** MOMENT_COLUMNS of a query's table alias. */
 export const prefixed = (alias: string) => MOMENT_COLUMNS.map((column) => `${alias}.${column}`);
 

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Knex } from '@tempora/kit/data';
 import { adjacentYears, momentColumns, storedOrder, type MomentInput } from '../domain/moment.ts';
-import type { MomentRow, RenderJobRow } from './rows.ts';
+import { published, type MomentRow, type RenderJobRow } from './rows.ts';
 
 export interface AutoLinkSettings {
   maxPerType: number;
@@ -161,7 +161,8 @@ async function relink(trx: Knex.Transaction, id: number, isNew: boolean, max: nu
     await trx('moments').where({ id }).update({ auto_contemporaneous: 0, auto_same_location: 0, auto_thematic: 0 });
   }
   const moment = (await trx('moments').where({ id }).first()) as (MomentRow & Record<string, unknown>) | undefined;
-  if (!moment || moment.visibility !== 'public' || max <= 0) return [...neighbors];
+  // Unpublished moments are not linked: their links would take the places of published neighbours' visible ones.
+  if (!moment || moment.visibility !== 'public' || moment.status === 'pending' || max <= 0) return [...neighbors];
 
   const [before, after] = adjacentYears(moment.year);
   const rules: Array<{ type: AutoLinkType; weight: number; where: Knex.Raw; order: Knex.Raw }> = [
@@ -193,7 +194,7 @@ async function relink(trx: Knex.Transaction, id: number, isNew: boolean, max: nu
       `insert into edges (source_id, target_id, type, weight, origin)
        select least(?::bigint, c.id), greatest(?::bigint, c.id), ?, ?, 'auto' from (
          select m.id from moments m
-         where ${rule.where.toQuery()} and m.id <> ? and m.visibility = 'public' and m.${degree} < ?
+         where ${rule.where.toQuery()} and m.id <> ? and ${published('m')} and m.${degree} < ?
          order by ${rule.order.toQuery()}
          limit ?
        ) c

@@ -5,6 +5,7 @@ import { tdfHash } from '@tempora/kit/moments';
 import { MomentInput, momentPath } from '../domain/moment.ts';
 import { MissingTargetError, type RenderJobRow } from '../repository/index.ts';
 import { GenerateResultSchema, IngestResultSchema, RenderJobSchema, TdfIngestRecord } from '../schemas.ts';
+import type { GraphService } from '../graph-service.ts';
 import type { GraphRouteDeps } from './context.ts';
 import { graphAliases } from './params.ts';
 
@@ -23,7 +24,7 @@ export type GenerateBody = z.output<typeof GenerateBody>;
 /** A job's request as its caller sent it: the trace context stored beside it is the renderer's (workers/renderer.ts). */
 const requestView = ({ trace: _trace, ...request }: Record<string, unknown>) => request;
 
-const jobView = (job: RenderJobRow) => ({
+export const jobView = (job: RenderJobRow) => ({
   id: job.id,
   status: job.status,
   path: job.path,
@@ -35,6 +36,21 @@ const jobView = (job: RenderJobRow) => ({
   created_at: new Date(job.created_at).toISOString(),
   updated_at: new Date(job.updated_at).toISOString(),
 });
+
+/**
+ * What POST /generate and the MCP tool gen_render do: the moment recorded at layer 0 when new and a render
+ * job for it, which keeps the trace context of the request that queued it, so the renderer's work on it
+ * continues that request's trace (docs/observability.md).
+ */
+export async function queueGenerate(graph: GraphService, body: GenerateBody, requestedBy: string) {
+  const trace: Record<string, string> = {};
+  propagation.inject(context.active(), trace);
+  const result = await graph.queueRender(MomentInput.parse({ path: body.path, event_name: body.event_name, layer: 0, source_type: 'generate', confidence: 0.5 }), {
+    requestedBy,
+    request: { query: body.query ?? body.event_name, preset: body.preset, generate_image: body.generate_image, ...(trace.traceparent ? { trace } : {}) },
+  });
+  return { job: jobView(result.job), moment: { path: body.path, layer: result.layer, created: result.created } };
+}
 
 /**
  * Validates a whole batch before writing any of it: each failure is reported with its record index,
@@ -113,17 +129,11 @@ export function writeRoutes(deps: GraphRouteDeps): RouteDefinition[] {
       body: GenerateBody,
       responses: { 202: { description: 'The render job, queued', schema: GenerateResultSchema } },
       handler: async (ctx, { body }) => {
-        // The job keeps this request's trace context: the renderer's work on it continues this trace (docs/observability.md).
-        const trace: Record<string, string> = {};
-        propagation.inject(context.active(), trace);
-        const result = await deps.graph.queueRender(
-          MomentInput.parse({ path: body.path, event_name: body.event_name, layer: 0, source_type: 'generate', confidence: 0.5 }),
-          // The kit authorizes the route's security before the handler runs, so a principal is set.
-          { requestedBy: ctx.state.principal!.id, request: { query: body.query ?? body.event_name, preset: body.preset, generate_image: body.generate_image, ...(trace.traceparent ? { trace } : {}) } },
-        );
+        // The kit authorizes the route's security before the handler runs, so a principal is set.
+        const accepted = await queueGenerate(deps.graph, body, ctx.state.principal!.id);
         ctx.status = 202;
-        ctx.set('Location', `/api/v1/graph/jobs/${result.job.id}`);
-        return { job: jobView(result.job), moment: { path: body.path, layer: result.layer, created: result.created } };
+        ctx.set('Location', `/api/v1/graph/jobs/${accepted.job.id}`);
+        return accepted;
       },
     }),
     defineRoute({
