@@ -7,6 +7,7 @@ import type { Tier } from './domain/limits.ts';
 import { API_KEY_PREFIX, sha256 } from './domain/secrets.ts';
 import { BEARER_CHALLENGE, type AccessClaims } from './domain/tokens.ts';
 import type { ApiKeyRow, GatewayRepository, UserRow } from './repository.ts';
+import { readsOnly } from './proxy/routing.ts';
 
 /** Security scheme names (the OpenAPI document's, shared with the kit's route authorizer). */
 export const BEARER = 'BearerJWT';
@@ -233,21 +234,18 @@ export function authenticate(deps: AuthDeps): Authentication {
   return { middleware, cachedUser };
 }
 
-/** API-key scopes: `read` admits GET and HEAD, `write` every other method. */
+/** API-key scopes: `read` admits GET and HEAD (and the graph's MCP server, see `readsOnly`), `write` every other request. */
 export const API_KEY_SCOPES = ['read', 'write'] as const;
-export function scopeFor(method: string): 'read' | 'write' {
-  return method === 'GET' || method === 'HEAD' ? 'read' : 'write';
-}
 
-/** Why `user` may not make a `method` request: an API key without the scope it needs; undefined when it may. */
-export function missingScope(user: UserPrincipal | undefined, method: string): string | undefined {
+/** Why `user` may not make a `method` request of `path`: an API key without the scope it needs; undefined when it may. */
+export function missingScope(user: UserPrincipal | undefined, method: string, path: string): string | undefined {
   if (user?.via !== 'api_key') return undefined;
-  const needed = scopeFor(method);
+  const needed = readsOnly(method, path) ? 'read' : 'write';
   return user.scopes?.includes(needed) ? undefined : `this API key lacks the "${needed}" scope that ${method} requests need`;
 }
 
 /** 403 when an API key lacks the scope the method needs. */
 export function requireScope(ctx: Context): void {
-  const missing = missingScope(ctx.state.user, ctx.method);
+  const missing = missingScope(ctx.state.user, ctx.method, ctx.path);
   if (missing) throw new Problem(403, missing);
 }

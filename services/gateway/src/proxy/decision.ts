@@ -2,9 +2,9 @@ import { Problem, unauthorized } from '@tempora/kit/http';
 import { API_KEY_CHALLENGE, missingScope, type UserPrincipal } from '../credentials.ts';
 import { isChargeable } from '../domain/costs.ts';
 import { BEARER_CHALLENGE } from '../domain/tokens.ts';
-import { routeOf, type UpstreamName } from './routing.ts';
+import { isOpen, routeOf, type UpstreamName } from './routing.ts';
 
-/** A request the proxy forwards: to which upstream, for which user (none: a public graph read), charged first or not. */
+/** A request the proxy forwards: to which upstream, for which user (none: an open path, see `isOpen`), charged first or not. */
 export interface Forwarding {
   upstream: UpstreamName;
   user: UserPrincipal | undefined;
@@ -23,13 +23,13 @@ export function decide(method: string, path: string, user: UserPrincipal | undef
   // body, which billing verifies. Forwarded uncharged, without identity, and byte for byte (the body streams).
   if (upstream === 'billing' && method === 'POST' && path.startsWith('/api/v1/billing/webhooks/')) return { upstream, user: undefined, chargeable: false };
   if (!user) {
-    // The graph's public reads pass without identity or service key.
-    if (upstream === 'graph' && (method === 'GET' || method === 'HEAD') && !otherCredential) return { upstream, user, chargeable: false };
+    // The open paths (the graph's public reads and MCP server, scenes' images) pass without identity or service key.
+    if (isOpen(upstream, method, path) && !otherCredential) return { upstream, user, chargeable: false };
     // Services call the backends at their direct addresses: the gateway does not lend them its upstream keys.
     if (otherCredential) return new Problem(403, 'proxied routes need a user credential (Bearer token or X-API-Key); services call the backends at their direct addresses');
     return unauthorized('this route needs a Bearer access token or an X-API-Key', `${BEARER_CHALLENGE}, ${API_KEY_CHALLENGE}`);
   }
-  const missing = missingScope(user, method);
+  const missing = missingScope(user, method, path);
   if (missing) return new Problem(403, missing);
   return { upstream, user, chargeable: isChargeable(method, path) };
 }

@@ -18,6 +18,30 @@ const TABLE: ReadonlyArray<readonly [prefix: string, destination: UpstreamName |
   ['/api/v1/conductor', 'conductor'],
 ];
 
+/** The graph's MCP server on the public host (Streamable HTTP: JSON-RPC POSTs), forwarded to the graph's same path. */
+export const GRAPH_MCP_PATH = '/api/v1/graph/mcp';
+const isGraphMcp = (path: string) => path === GRAPH_MCP_PATH || path === `${GRAPH_MCP_PATH}/`;
+/** A scene's image on the generation service (docs/generation.md, "Images"). */
+const SCENE_IMAGE = /^\/api\/v1\/timepoints\/[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\/image$/i;
+const isRead = (method: string) => method === 'GET' || method === 'HEAD';
+
+/**
+ * What anyone may ask without a credential, forwarded without identity or service key: the graph's public
+ * reads, its MCP server (the free read tools; gen_render needs a credential the graph checks itself) and
+ * scenes' images (the generation service serves public ones and answers 404 for private ones).
+ */
+export function isOpen(upstream: UpstreamName, method: string, path: string): boolean {
+  if (upstream === 'graph') return isRead(method) || isGraphMcp(path);
+  return upstream === 'generation' && isRead(method) && SCENE_IMAGE.test(path);
+}
+
+/**
+ * Whether a request only reads, whatever its method: GET and HEAD, and the graph's MCP server, whose POSTs
+ * offer users nothing but reads (gen_render needs a writer token or the graph's service key, which no
+ * user of the gateway holds). A read-only API key may make them.
+ */
+export const readsOnly = (method: string, path: string): boolean => isRead(method) || isGraphMcp(path);
+
 /** Undefined outside /api/v1/, `native` for the gateway's own paths, else the upstream. */
 export function routeOf(path: string): UpstreamName | 'native' | undefined {
   if (!path.startsWith('/api/v1/')) return undefined;
