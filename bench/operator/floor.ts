@@ -6,7 +6,7 @@
 // resource's status and Event, which this leaves out.
 import type { Cluster } from '../../operator/test/cluster.ts';
 import { applyAs, waitFor } from '../../operator/test/cluster.ts';
-import type { AgentPool, Gateway, GraphWorker, SimulationBudget } from '../../operator/src/api/v1alpha1/index.ts';
+import type { AgentPool, Gateway, GraphWorker } from '../../operator/src/api/v1alpha1/index.ts';
 import type { KubeClient } from '../../operator/src/kube/client.ts';
 import type { KubeObject } from '../../operator/src/kube/object.ts';
 import * as R from '../../operator/src/kube/resources.ts';
@@ -16,7 +16,6 @@ import { childObject } from '../../operator/src/reconcilers/apply-children.ts';
 import type { DesiredChild } from '../../operator/src/reconcilers/context.ts';
 import { desiredGatewayChildren } from '../../operator/src/reconcilers/gateway.ts';
 import { desiredGraphWorkerChildren } from '../../operator/src/reconcilers/graph-worker.ts';
-import { desiredBudgetChildren } from '../../operator/src/reconcilers/simulation-budget.ts';
 
 const CONCURRENCY = 32;
 
@@ -30,7 +29,8 @@ function childrenOf(owner: KubeObject): DesiredChild[] {
     case 'AgentPool':
       return desiredAgentPoolChildren(owner as AgentPool, { queueMetric: false, podMonitor: true });
     case 'SimulationBudget':
-      return desiredBudgetChildren(owner as SimulationBudget, false);
+      // A budget owns no child: it is a key of its Gateway's ConfigMap.
+      return [];
     default:
       throw new Error(`no children known for ${owner.kind}`);
   }

@@ -17,7 +17,23 @@ const EnvSchema = z.object({
   WORKERS_PER_CONTROLLER: z.coerce.number().int().min(1).max(64).default(4),
   RESYNC_SECONDS: z.coerce.number().int().min(0).default(600),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  /**
+   * Where the operator reaches a platform Service (today the simulation service, for the spend of each
+   * SimulationBudget): `{service}` (the Service's name), `{namespace}` and `{port}` are filled in. The
+   * default is the in-cluster DNS name; an operator run outside the cluster can go through `kubectl proxy`.
+   */
+  SERVICE_URL_TEMPLATE: z
+    .string()
+    .default('http://{service}.{namespace}.svc:{port}')
+    .refine((t) => /^https?:$/.test(URL.parse(serviceUrl(t, 'svc', 'ns', 1))?.protocol ?? ''), 'an http(s) URL, with {service}, {namespace} and {port} where they go'),
+  /** How often each SimulationBudget's spend is read from its simulation service (and at every period boundary). */
+  BUDGET_POLL_SECONDS: z.coerce.number().min(0.1).max(3600).default(30),
 });
+
+/** A platform Service's base URL for the operator's own calls (SERVICE_URL_TEMPLATE). */
+export function serviceUrl(template: string, service: string, namespace: string, port: number): string {
+  return template.replaceAll('{service}', service).replaceAll('{namespace}', namespace).replaceAll('{port}', String(port)).replace(/\/$/, '');
+}
 
 export interface OperatorConfig {
   kubeconfig: string | undefined;
@@ -30,6 +46,8 @@ export interface OperatorConfig {
   workers: number;
   resyncMs: number;
   logLevel: string;
+  serviceUrlTemplate: string;
+  budgetPollMs: number;
 }
 
 export function loadConfig(env: NodeJS.ProcessEnv): OperatorConfig {
@@ -50,6 +68,8 @@ export function loadConfig(env: NodeJS.ProcessEnv): OperatorConfig {
     workers: e.WORKERS_PER_CONTROLLER,
     resyncMs: e.RESYNC_SECONDS * 1000,
     logLevel: e.LOG_LEVEL,
+    serviceUrlTemplate: e.SERVICE_URL_TEMPLATE,
+    budgetPollMs: Math.round(e.BUDGET_POLL_SECONDS * 1000),
   };
 }
 

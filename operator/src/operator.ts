@@ -10,13 +10,14 @@ import { EventRecorder } from './kube/events.ts';
 import { Informer } from './kube/informer.ts';
 import { LeaderElector } from './kube/leader-election.ts';
 import { projectChild } from './kube/projection.ts';
-import type { AgentPool, Gateway } from './api/v1alpha1/index.ts';
+import type { AgentPool, Gateway, SimulationBudget } from './api/v1alpha1/index.ts';
 import { objectKey } from './kube/object.ts';
 import * as R from './kube/resources.ts';
 import { OPTIONAL_CHILDREN, WATCHED_CHILDREN, type ResourceType } from './kube/resources.ts';
 import { createMetrics, type OperatorMetrics } from './metrics.ts';
 import { OptionalApis } from './optional-apis.ts';
 import { agentPoolReconciler } from './reconcilers/agent-pool.ts';
+import { BudgetReports } from './reconcilers/budget-reports.ts';
 import { CHILD_READ_PATHS, MANAGED_BY, MANAGED_BY_LABEL, OWNER_UID_LABEL, type ReconcileContext } from './reconcilers/context.ts';
 import { gatewayReconciler } from './reconcilers/gateway.ts';
 import { graphWorkerReconciler } from './reconcilers/graph-worker.ts';
@@ -95,6 +96,9 @@ export class Operator {
       pods,
       owners: this.#owners,
       appliedGenerations: new Map(),
+      budgetReports: new BudgetReports(this.client, config.serviceUrlTemplate),
+      budgetPollMs: config.budgetPollMs,
+      budgetAlerts: new Map(),
     };
     this.controllers = RECONCILERS.map((reconciler) => {
       const primary = this.#newInformer(reconciler.resource, false);
@@ -181,14 +185,15 @@ export class Operator {
   }
 
   /**
-   * Kinds that depend on each other: a GraphWorker or AgentPool on the Gateway it names (its state,
-   * keys, tracing), a Gateway on the AgentPool serving it (its generation pods' agent pool), and pools
-   * naming one Gateway on each other (only the oldest serves). None owns the other, so no owner reference
-   * brings these events; they are mapped here.
+   * Kinds that depend on each other: a GraphWorker, AgentPool or SimulationBudget on the Gateway it names
+   * (its state, keys, tracing, its simulation service), a Gateway on the AgentPool serving it (its
+   * generation pods' agent pool) and on the SimulationBudgets naming it (its simulation pods' budgets
+   * ConfigMap), and pools naming one Gateway on each other (only the oldest serves). None owns the other,
+   * so no owner reference brings these events; they are mapped here.
    */
   #watchReferences(): void {
     const controller = (r: ResourceType) => this.controllers.find((c) => c.resource === r)!;
-    const [gateways, workers, pools] = [controller(R.Gateway), controller(R.GraphWorker), controller(R.AgentPool)];
+    const [gateways, workers, pools, budgets] = [controller(R.Gateway), controller(R.GraphWorker), controller(R.AgentPool), controller(R.SimulationBudget)];
     const naming = (c: Controller, namespace: string | undefined, gateway: string) => {
       for (const obj of this.#owners.get(c.resource.plural)!.list()) {
         if (obj.metadata.namespace === namespace && (obj.spec as { gatewayRef?: string } | undefined)?.gatewayRef === gateway) c.enqueue(namespace, obj.metadata.name);
@@ -202,7 +207,19 @@ export class Operator {
       if (event !== 'delete' && gatewayGenerations.get(key) === gw.metadata.generation) return;
       if (event === 'delete') gatewayGenerations.delete(key);
       else gatewayGenerations.set(key, gw.metadata.generation);
-      for (const c of [workers, pools]) naming(c, gw.metadata.namespace, gw.metadata.name);
+      for (const c of [workers, pools, budgets]) naming(c, gw.metadata.namespace, gw.metadata.name);
+    });
+    // A budget's spec is its Gateway's ConfigMap (also the Gateway it named before); its status, written
+    // at every change of spend, concerns no Gateway.
+    const budgetRefs = new Map<string, { generation: number | undefined; gatewayRef: string }>();
+    this.#owners.get(R.SimulationBudget.plural)!.onEvent((event, obj) => {
+      const budget = obj as SimulationBudget;
+      const key = objectKey(budget.metadata.namespace, budget.metadata.name);
+      const before = budgetRefs.get(key);
+      if (event !== 'delete' && before?.generation === budget.metadata.generation && !budget.metadata.deletionTimestamp) return;
+      if (event === 'delete') budgetRefs.delete(key);
+      else budgetRefs.set(key, { generation: budget.metadata.generation, gatewayRef: budget.spec.gatewayRef });
+      for (const ref of new Set([budget.spec.gatewayRef, before?.gatewayRef])) if (ref !== undefined) gateways.enqueue(budget.metadata.namespace, ref);
     });
     // A pool's Gateway, also the one it named before its spec changed.
     const poolGateways = new Map<string, string>();

@@ -161,11 +161,11 @@ export interface OperatorCluster extends Cluster {
   op: Operator;
 }
 
-export async function startOperatorCluster(identity: string): Promise<OperatorCluster> {
+export async function startOperatorCluster(identity: string, overrides: Partial<OperatorConfig> = {}): Promise<OperatorCluster> {
   const cluster = await startCluster();
   const kubelet = new KubeletStandIn(cluster.admin);
   kubelet.start();
-  const op = newOperator(cluster.operatorKubeconfig, identity);
+  const op = newOperator(cluster.operatorKubeconfig, identity, overrides);
   await op.start();
   await waitFor(`${identity} to lead`, async () => op.isLeader, 20_000);
   return { ...cluster, kubelet, op };
@@ -190,6 +190,8 @@ export function operatorConfig(identity: string, overrides: Partial<OperatorConf
     workers: 4,
     resyncMs: 0,
     logLevel: process.env.OPERATOR_TEST_LOG_LEVEL ?? 'silent',
+    serviceUrlTemplate: 'http://{service}.{namespace}.svc:{port}',
+    budgetPollMs: 30_000,
     ...overrides,
   };
 }

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { loadConfig } from '../src/config.ts';
+import { loadConfig, serviceUrl } from '../src/config.ts';
 
 describe('operator configuration', function () {
   it('uses the conventions when the environment is empty', function () {
@@ -10,6 +10,15 @@ describe('operator configuration', function () {
     assert.equal(config.port, 8090);
     assert.equal(config.leaderElection, true);
     assert.equal(config.resyncMs, 600_000);
+    assert.equal(config.budgetPollMs, 30_000);
+    assert.equal(serviceUrl(config.serviceUrlTemplate, 'prod-simulation', 'tempora', 8083), 'http://prod-simulation.tempora.svc:8083');
+  });
+
+  it('reaches the platform\'s Services through SERVICE_URL_TEMPLATE, e.g. kubectl proxy', function () {
+    const proxy = loadConfig({ SERVICE_URL_TEMPLATE: 'http://127.0.0.1:8001/api/v1/namespaces/{namespace}/services/{service}:{port}/proxy/' });
+    assert.equal(serviceUrl(proxy.serviceUrlTemplate, 'prod-simulation', 'tempora', 8083), 'http://127.0.0.1:8001/api/v1/namespaces/tempora/services/prod-simulation:8083/proxy');
+    assert.throws(() => loadConfig({ SERVICE_URL_TEMPLATE: 'ftp://{service}' }), /SERVICE_URL_TEMPLATE/);
+    assert.throws(() => loadConfig({ BUDGET_POLL_SECONDS: '0' }), /BUDGET_POLL_SECONDS/);
   });
 
   it('exits 1 with a clear message on an invalid environment', function () {

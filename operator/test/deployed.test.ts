@@ -13,6 +13,7 @@ import { GatewayConfigSchema } from '../../services/gateway/src/config.ts';
 import { KeyStore } from '../../services/gateway/src/domain/keys.ts';
 import { GenerationConfigSchema } from '../../services/generation/src/config.ts';
 import { GraphConfigSchema } from '../../services/graph/src/config.ts';
+import { SimulationConfigSchema } from '../../services/simulation/src/config.ts';
 import { applyAs, condition, CRD_DIR, manifests, ownedBy, startOperatorCluster, stopOperatorCluster, waitFor, waitReady as waitReadyIn, type OperatorCluster } from './cluster.ts';
 import { NS, agentPool, gateway, graphWorker } from './fixtures.ts';
 
@@ -25,6 +26,10 @@ interface Container {
   livenessProbe?: Record<string, unknown>;
   readinessProbe?: Record<string, unknown>;
 }
+
+const SERVICES = ['gateway', 'generation', 'graph', 'simulation'];
+/** Where the simulation pods find the SimulationBudgets: their Gateway's ConfigMap, mounted whole. */
+const BUDGETS_MOUNT = { name: 'budgets', mountPath: '/etc/tempora/simulation-budgets', readOnly: true };
 
 /** A Gateway without shared state: no database, no Redis, no Ingress, replicas left to the operator. */
 const embedded = (name: string, spec: Record<string, unknown> = {}) => gateway(name, { database: undefined, redis: undefined, ingress: undefined, services: undefined, ...spec });
@@ -70,20 +75,23 @@ describe('what the operator deploys', function () {
       await applyAs(admin, embedded('solo'));
       const gw = await waitReady(R.Gateway, 'solo');
       assert.equal(gw.status?.state, 'Embedded');
-      for (const svc of ['gateway', 'generation', 'graph']) {
+      for (const svc of SERVICES) {
         const dep = await admin.get(R.Deployment, NS, `solo-${svc}`);
         assert.equal((dep.spec as any).replicas, 1, `${svc}: the operator owns replicas`);
         const pod = (dep.spec as any).template.spec;
         const c = pod.containers[0] as Container;
         assert.equal(c.securityContext.readOnlyRootFilesystem, true);
         assert.equal(env(c, 'TEMPORA_DATA_DIR')?.value, '/var/lib/tempora');
+        const budgets = svc === 'simulation';
         assert.deepEqual(c.volumeMounts, [
           { name: 'tmp', mountPath: '/tmp' },
           { name: 'data', mountPath: '/var/lib/tempora' },
+          ...(budgets ? [BUDGETS_MOUNT] : []),
         ]);
         assert.deepEqual(pod.volumes, [
           { name: 'tmp', emptyDir: {} },
           { name: 'data', emptyDir: {} },
+          ...(budgets ? [{ name: 'budgets', configMap: { name: 'solo-simulation-budgets', defaultMode: 420 } }] : []),
         ]);
         assert.deepEqual([env(c, 'DATABASE_URL'), env(c, 'REDIS_URL')], [undefined, undefined]);
       }
@@ -100,7 +108,7 @@ describe('what the operator deploys', function () {
       await applyAs(admin, gateway('shared', { ingress: undefined }));
       const gw = await waitReady(R.Gateway, 'shared');
       assert.equal(gw.status?.state, 'External');
-      for (const svc of ['gateway', 'generation', 'graph']) {
+      for (const svc of SERVICES) {
         const c = await container(`shared-${svc}`);
         assert.deepEqual(env(c, 'DATABASE_URL')?.valueFrom, secretRef('tempora-db'), svc);
         assert.deepEqual(env(c, 'REDIS_URL')?.valueFrom, secretRef('tempora-redis'), svc);
@@ -137,6 +145,30 @@ describe('what the operator deploys', function () {
       assert.equal(((await admin.get(R.Deployment, NS, 'legacy-graph')).spec as any).replicas, 1, 'runs one meanwhile');
       await waitFor('a Warning Event', async () => (await events('Gateway', 'legacy')).some((e) => e.type === 'Warning' && e.reason === 'ExternalStateRequired'));
       await admin.delete(R.Gateway, NS, 'legacy');
+    });
+  });
+
+  describe('the simulation service', function () {
+    it('gets its state, keys, providers, peers and budgets directory, as its own configuration schema reads them', async function () {
+      const c = await container('shared-simulation');
+      assert.deepEqual(c.envFrom.map((s) => s.configMapRef?.name ?? s.secretRef?.name), ['shared-simulation', 'tempora-keys', 'tempora-providers']);
+      assert.deepEqual(env(c, 'DATABASE_URL')?.valueFrom, secretRef('tempora-db'), 'runs are durable: the shared PostgreSQL');
+      assert.deepEqual(env(c, 'REDIS_URL')?.valueFrom, secretRef('tempora-redis'));
+      assert.deepEqual(c.volumeMounts.at(-1), BUDGETS_MOUNT);
+      // The keys Secret brings SERVICE_KEY (GATEWAY_SERVICE_KEY defaults to its first) and SIMULATION_API_KEYS.
+      const config = SimulationConfigSchema.parse({ ...(await data('shared-simulation')), DATABASE_URL: 'postgres://db/tempora', SERVICE_KEY: 'k1,k2', SIMULATION_API_KEYS: 'ops:0123456789abcdef' });
+      assert.equal(config.SIMULATION_BUDGETS_PATH, '/etc/tempora/simulation-budgets');
+      assert.equal(config.GATEWAY_URL, 'http://shared-gateway.default.svc:8080', 'JWKS and token introspection');
+      assert.deepEqual(config.SIMULATION_API_KEYS.map((k) => k.name), ['ops']);
+      assert.equal(GatewayConfigSchema.parse(await data('shared-gateway')).SIMULATION_URL, 'http://shared-simulation.default.svc:8083', 'the gateway routes /api/v1/simulate* there');
+      // Budgets are read again by the service, not rolled out: they are not in the pods' config hash.
+      const hash = ((await admin.get(R.Deployment, NS, 'shared-simulation')).spec as any).template.metadata.annotations['tempora.dev/config-hash'];
+      await applyAs(admin, { apiVersion: 'tempora.dev/v1alpha1', kind: 'SimulationBudget', metadata: { name: 'rolling', namespace: NS }, spec: { gatewayRef: 'shared', scope: 'global', limitUsd: 5 } });
+      await waitFor('the budget in the ConfigMap', async () => (await data('shared-simulation-budgets'))['rolling.json'] !== undefined);
+      assert.equal(((await admin.get(R.Deployment, NS, 'shared-simulation')).spec as any).template.metadata.annotations['tempora.dev/config-hash'], hash);
+      await admin.delete(R.SimulationBudget, NS, 'rolling');
+      // Without budgets the ConfigMap is empty (the API server drops an empty data), and still there for the pods to mount.
+      await waitFor('the budget gone from the ConfigMap', async () => (await data('shared-simulation-budgets')) === undefined);
     });
   });
 
@@ -241,15 +273,16 @@ describe('what the operator deploys', function () {
         const gateway = GatewayConfigSchema.parse(await data(`${gw}-gateway`)).TRUSTED_PROXY_HOPS;
         const graph = GraphConfigSchema.parse(await data(`${gw}-graph`)).TRUSTED_PROXY_HOPS;
         const generation = GenerationConfigSchema.parse(await data(`${gw}-generation`)).TRUSTED_PROXY_HOPS;
-        return [gateway, graph, generation];
+        const simulation = SimulationConfigSchema.parse(await data(`${gw}-simulation`)).TRUSTED_PROXY_HOPS;
+        return [gateway, graph, generation, simulation];
       };
-      assert.deepEqual(await hops('shared'), [0, 1, 1], 'no Ingress: the gateway trusts nobody, the services behind it the gateway');
+      assert.deepEqual(await hops('shared'), [0, 1, 1, 1], 'no Ingress: the gateway trusts nobody, the services behind it the gateway');
       await applyAs(admin, gateway('behind'));
       await waitReady(R.Gateway, 'behind');
-      assert.deepEqual(await hops('behind'), [1, 2, 2], 'behind an Ingress');
+      assert.deepEqual(await hops('behind'), [1, 2, 2, 2], 'behind an Ingress');
       await applyAs(admin, gateway('behind', { trustedProxies: 2 }));
       await waitFor('two proxies', async () => (await hops('behind'))[0] === 2);
-      assert.deepEqual(await hops('behind'), [2, 3, 3]);
+      assert.deepEqual(await hops('behind'), [2, 3, 3, 3]);
       await admin.delete(R.Gateway, NS, 'behind');
     });
 
@@ -262,7 +295,7 @@ describe('what the operator deploys', function () {
         OTEL_TRACES_SAMPLER_ARG: '0.25',
         OTEL_RESOURCE_ATTRIBUTES: 'k8s.pod.name=$(POD_NAME),k8s.namespace.name=$(POD_NAMESPACE),k8s.node.name=$(NODE_NAME)',
       };
-      for (const deployment of ['shared-gateway', 'shared-generation', 'shared-graph', 'render']) {
+      for (const deployment of ['shared-gateway', 'shared-generation', 'shared-graph', 'shared-simulation', 'render']) {
         const c = await waitFor(`${deployment} traced`, async () => {
           const found = await container(deployment);
           return env(found, 'OTEL_EXPORTER_OTLP_ENDPOINT') ? found : undefined;
@@ -287,7 +320,7 @@ describe('what the operator deploys', function () {
       assert.equal(condition(waiting, 'Degraded')?.status, 'False', 'waiting is not failing');
       await applyAs(admin, embedded('slow', { image: { version: '1.0.0' } }));
       const ready = await waitReady(R.Gateway, 'slow');
-      assert.match(condition(ready, 'Ready')!.message, /3\/3 pods available/);
+      assert.match(condition(ready, 'Ready')!.message, /4\/4 pods available/);
     });
 
     for (const [tag, reason, message] of [

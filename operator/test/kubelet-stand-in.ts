@@ -6,9 +6,14 @@
 //   :unschedulable*  no node can take the pod (PodScheduled False, Unschedulable)
 //   :pending*        the pod is left as the controllers made it (waiting for a node)
 // The end-to-end tests on a real node (test/k8s) see the same states from a real kubelet.
+//
+// ConfigMapVolume does what a kubelet does for a ConfigMap mounted as a volume: it keeps a directory of
+// the ConfigMap's keys up to date, so that a process in the test reads it as a pod would.
+import { existsSync, mkdirSync, readdirSync, renameSync, rmSync, symlinkSync, unlinkSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import type { KubeClient } from '../src/kube/client.ts';
 import type { KubeObject } from '../src/kube/object.ts';
-import { collectionPath, objectPath, Pod } from '../src/kube/resources.ts';
+import { collectionPath, ConfigMap, objectPath, Pod } from '../src/kube/resources.ts';
 
 interface PodSpec {
   containers: { name: string; image: string }[];
@@ -102,5 +107,65 @@ export class KubeletStandIn {
         this.#reported.add(uid);
       }),
     );
+  }
+}
+
+/**
+ * A ConfigMap mounted as a directory, laid out as the kubelet's atomic writer does: the files are in a
+ * timestamped directory that the link `..data` points at, each key is a link `<key>` → `..data/<key>`,
+ * and an update writes a new directory and swaps `..data` in one rename, so a reader never sees half of
+ * it. Polls the ConfigMap; while it does not exist the directory stays as it is.
+ */
+export class ConfigMapVolume {
+  readonly #client: KubeClient;
+  readonly #namespace: string;
+  readonly #name: string;
+  readonly directory: string;
+  #written = '';
+  #timer: NodeJS.Timeout | undefined;
+  #pass: Promise<void> = Promise.resolve();
+  #updates = 0;
+
+  constructor(client: KubeClient, namespace: string, name: string, directory: string) {
+    this.#client = client;
+    this.#namespace = namespace;
+    this.#name = name;
+    this.directory = directory;
+  }
+
+  /** How many times the directory was rewritten. */
+  get updates(): number {
+    return this.#updates;
+  }
+
+  start(intervalMs = 200): void {
+    this.#timer = setInterval(() => {
+      this.#pass = this.#pass.then(() => this.sync()).catch(() => {});
+    }, intervalMs);
+  }
+
+  async stop(): Promise<void> {
+    clearInterval(this.#timer);
+    await this.#pass;
+  }
+
+  async sync(): Promise<void> {
+    const found = await this.#client.getOrUndefined(ConfigMap, this.#namespace, this.#name);
+    if (!found) return;
+    const data = (found.data ?? {}) as Record<string, string>;
+    const text = JSON.stringify(data);
+    if (text === this.#written) return;
+    const dir = this.directory;
+    const previous = readdirSync(dir).filter((entry) => entry.startsWith('..') && entry !== '..data');
+    const stamp = `..${new Date().toISOString().replace(/[:.]/g, '_')}.${this.#updates}`;
+    mkdirSync(join(dir, stamp));
+    for (const [key, value] of Object.entries(data)) writeFileSync(join(dir, stamp, key), value);
+    symlinkSync(stamp, join(dir, '..data_tmp'));
+    renameSync(join(dir, '..data_tmp'), join(dir, '..data'));
+    for (const key of Object.keys(data)) if (!existsSync(join(dir, key))) symlinkSync(join('..data', key), join(dir, key));
+    for (const entry of readdirSync(dir)) if (!entry.startsWith('..') && !Object.hasOwn(data, entry)) unlinkSync(join(dir, entry));
+    for (const old of previous) rmSync(join(dir, old), { recursive: true, force: true });
+    this.#written = text;
+    this.#updates += 1;
   }
 }

@@ -2,20 +2,27 @@
 // Tests run in order and share one cluster: later ones build on the resources earlier ones created.
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import type { KubeClient } from '../src/kube/client.ts';
 import type { KubeObject } from '../src/kube/object.ts';
 import * as R from '../src/kube/resources.ts';
 import type { Operator } from '../src/operator.ts';
+import type { OperatorConfig } from '../src/config.ts';
 import { applyAs, condition, counterSum, newOperator, ownedBy, startOperatorCluster, stopOperatorCluster, waitFor, waitReady as waitReadyIn, type OperatorCluster } from './cluster.ts';
 import { NS, agentPool, gateway, graphWorker, simulationBudget } from './fixtures.ts';
+import { ConfigMapVolume } from './kubelet-stand-in.ts';
 import { GatewayConfigSchema } from '../../services/gateway/src/config.ts';
 import { GenerationConfigSchema } from '../../services/generation/src/config.ts';
+import { SERVICE_KEY, service as asService, startSimulation, type SimulationHarness } from '../../services/simulation/test/harness.ts';
 import { QUEUE_DEPTH_METRIC } from '../src/reconcilers/agent-pool.ts';
 
-const SERVICES = ['gateway', 'generation', 'graph'];
+const SERVICES = ['gateway', 'generation', 'graph', 'simulation'];
 const ReplicaSet: R.ResourceType = { group: 'apps', version: 'v1', kind: 'ReplicaSet', plural: 'replicasets' };
 const Job: R.ResourceType = { group: 'batch', version: 'v1', kind: 'Job', plural: 'jobs' };
 const APIService: R.ResourceType = { group: 'apiregistration.k8s.io', version: 'v1', kind: 'APIService', plural: 'apiservices' };
@@ -25,17 +32,33 @@ describe('operator on a real control plane', function () {
   let cluster: OperatorCluster;
   let admin: KubeClient;
   let op: Operator;
+  // The real simulation service (on this test's PostgreSQL), reading its budgets from the directory that
+  // the ConfigMap of Gateway alpha is mounted as: the operator asks it for each budget's spend.
+  let sim: SimulationHarness;
+  let budgets: ConfigMapVolume;
+  const budgetsDir = mkdtempSync(join(tmpdir(), 'operator-budgets-'));
+  let operatorOverrides: Partial<OperatorConfig>;
 
   before(async function () {
     // A clean machine builds kube-apiserver and kube-controller-manager first (minutes, once).
     this.timeout(1_800_000);
-    cluster = await startOperatorCluster('operator-a');
+    sim = await startSimulation({ SIMULATION_BUDGETS_PATH: budgetsDir, BUDGETS_RELOAD_MS: '100' });
+    // No cluster DNS here: every Gateway's simulation Service is this process's service.
+    operatorOverrides = { serviceUrlTemplate: sim.url, budgetPollMs: 500 };
+    cluster = await startOperatorCluster('operator-a', operatorOverrides);
     ({ admin, op } = cluster);
+    budgets = new ConfigMapVolume(admin, NS, 'alpha-simulation-budgets', budgetsDir);
+    budgets.start();
+    // The Gateways' keys Secret (spec.secrets.keys): the operator reads its SERVICE_KEY to ask the service.
+    await applyAs(admin, { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'tempora-keys', namespace: NS }, data: { SERVICE_KEY: Buffer.from(SERVICE_KEY).toString('base64') } });
   });
 
   after(async function () {
     this.timeout(60_000);
+    await budgets?.stop();
     await stopOperatorCluster({ ...cluster, op });
+    await sim?.stop();
+    rmSync(budgetsDir, { recursive: true, force: true });
   });
 
   const waitReady = (resource: R.ResourceType, name: string, timeoutMs = 30_000) => waitReadyIn(admin, resource, NS, name, timeoutMs);
@@ -111,12 +134,15 @@ describe('operator on a real control plane', function () {
       await refused(simulationBudget('bad-run', { limitUsd: 5, perRunMaxUsd: 6 }), /perRunMaxUsd cannot exceed limitUsd/);
       await refused(simulationBudget('bad-scope', { scope: 'everything' }), /spec.scope/);
       await refused(simulationBudget('bad-period', { period: 'weekly' }), /spec.period: Unsupported value/);
+      await refused({ ...simulationBudget('x'), metadata: { name: 'b'.repeat(249), namespace: NS } }, /at most 248 characters/);
+      await refused(gateway('crowded', { database: undefined, services: { simulation: { replicas: 2 } } }), /more than one replica needs spec.database and spec.redis/);
     });
 
     it('applies defaults and refuses a change of an immutable field', async function () {
       const created = await applyAs(admin, simulationBudget('defaults'));
       assert.equal(created.spec?.period, 'daily');
       assert.deepEqual(created.spec?.alertThresholds, [0.5, 0.8, 1]);
+      assert.equal(created.spec?.gatewayRef, 'tempora');
       const gw = await applyAs(admin, graphWorker('immutable', 'renderer'));
       assert.equal(gw.spec?.concurrency, 2);
       assert.equal(gw.spec?.gatewayRef, 'tempora');
@@ -130,7 +156,9 @@ describe('operator on a real control plane', function () {
       const gw = await waitReady(R.Gateway, 'alpha');
       const deployments = await owned(R.Deployment, gw);
       assert.deepEqual(deployments.map((d) => d.metadata.name).sort(), SERVICES.map((s) => `alpha-${s}`).sort());
-      for (const kind of [R.Service, R.ConfigMap, R.PodDisruptionBudget, R.ServiceMonitor]) assert.equal((await owned(kind, gw)).length, 3, kind.kind);
+      for (const kind of [R.Service, R.PodDisruptionBudget, R.ServiceMonitor]) assert.equal((await owned(kind, gw)).length, 4, kind.kind);
+      // A ConfigMap of settings per service, and the SimulationBudgets naming the Gateway.
+      assert.deepEqual((await owned(R.ConfigMap, gw)).map((c) => c.metadata.name).sort(), [...SERVICES.map((s) => `alpha-${s}`), 'alpha-simulation-budgets'].sort());
       const [ingress] = await owned(R.Ingress, gw);
       assert.equal((ingress?.spec as { rules: { host: string }[] }).rules[0]?.host, 'alpha.tempora.test');
 
@@ -259,40 +287,95 @@ describe('operator on a real control plane', function () {
       await waitFor('cpu only again once the adapter is gone', async () => (await hpaMetrics()).length === 1);
     });
 
-    it('SimulationBudget: the budget ConfigMap, spent and remaining, Exhausted', async function () {
-      await applyAs(admin, simulationBudget('sim'));
-      const budget = await waitReady(R.SimulationBudget, 'sim');
-      assert.equal(budget.status?.remainingUsd, 10);
-      assert.equal(condition(budget, 'Exhausted')?.status, 'False');
-      const config = JSON.parse(((await admin.get(R.ConfigMap, NS, 'sim-budget')).data as Record<string, string>)['budget.json']!);
-      assert.deepEqual([config.scope, config.limitUsd, config.perRunMaxUsd, config.exhausted], ['global', 10, 1, false]);
-
-      // The simulation service reports spend into the usage ConfigMap under its own field manager.
-      const period = budget.status?.period as string;
-      const report = (spent: number) =>
-        admin.request('PATCH', R.objectPath(R.ConfigMap, NS, 'sim-usage'), {
-          body: { data: { period, spentUsd: String(spent) } },
-          contentType: 'application/merge-patch+json',
-          query: { fieldManager: 'tempora-simulation' },
-        });
-      await report(8.5);
-      await waitFor('spent 8.5', async () => (await admin.get(R.SimulationBudget, NS, 'sim')).status?.spentUsd === 8.5);
-      const partial = await admin.get(R.SimulationBudget, NS, 'sim');
-      assert.equal(partial.status?.remainingUsd, 1.5);
-      assert.deepEqual(partial.status?.alertsCrossed, [0.5, 0.8]);
-      await report(10.25);
-      const exhausted = await waitFor('Exhausted', async () => {
-        const b = await admin.get(R.SimulationBudget, NS, 'sim');
-        return condition(b, 'Exhausted')?.status === 'True' ? b : undefined;
+    it('SimulationBudget: enforced by the real simulation service, whose spend, alerts and exhaustion come back into status', async function () {
+      this.timeout(180_000);
+      const owner = 'budget-tester';
+      const thresholds = [0.25, 0.5, 0.75];
+      const spec = { gatewayRef: 'alpha', scope: `account:${owner}`, limitUsd: 0.2, perRunMaxUsd: 0.1, alertThresholds: thresholds };
+      // A budget of an earlier operator version owned two ConfigMaps of its own: they are pruned.
+      const created = await applyAs(admin, simulationBudget('sim', spec));
+      await applyAs(admin, {
+        apiVersion: 'v1',
+        kind: 'ConfigMap',
+        metadata: {
+          name: 'sim-usage',
+          namespace: NS,
+          labels: { 'app.kubernetes.io/managed-by': 'tempora-operator' },
+          ownerReferences: [{ apiVersion: 'tempora.dev/v1alpha1', kind: 'SimulationBudget', name: 'sim', uid: created.metadata.uid!, controller: true }],
+        },
+        data: { period: '2020-01-01', spentUsd: '3' },
       });
-      assert.equal(exhausted.status?.remainingUsd, 0);
-      await waitFor('budget.json exhausted', async () =>
-        JSON.parse(((await admin.get(R.ConfigMap, NS, 'sim-budget')).data as Record<string, string>)['budget.json']!).exhausted === true,
+
+      // The budget is a key of its Gateway's ConfigMap, which the simulation pods mount as a directory.
+      const key = await waitFor('sim.json in alpha-simulation-budgets', async () => ((await admin.get(R.ConfigMap, NS, 'alpha-simulation-budgets')).data as Record<string, string> | undefined)?.['sim.json']);
+      assert.deepEqual(JSON.parse(key), { scope: spec.scope, period: 'daily', limitUsd: 0.2, perRunMaxUsd: 0.1, alertThresholds: thresholds });
+      const dep = (await admin.get(R.Deployment, NS, 'alpha-simulation')).spec as any;
+      assert.deepEqual(dep.template.spec.volumes.find((v: { name: string }) => v.name === 'budgets'), { name: 'budgets', configMap: { name: 'alpha-simulation-budgets', defaultMode: 420 } });
+      assert.deepEqual(dep.template.spec.containers[0].volumeMounts.find((m: { name: string }) => m.name === 'budgets'), { name: 'budgets', mountPath: '/etc/tempora/simulation-budgets', readOnly: true }, 'the whole directory, no subPath');
+
+      const ready = await waitReady(R.SimulationBudget, 'sim');
+      const today = new Date().toISOString().slice(0, 10);
+      assert.deepEqual(ready.status, { ...ready.status, period: today, spentUsd: 0, reservedUsd: 0, remainingUsd: 0.2, alertsCrossed: [] });
+      assert.deepEqual([condition(ready, 'Exhausted')?.status, condition(ready, 'Exhausted')?.reason], ['False', 'WithinBudget']);
+      assert.equal(condition(ready, 'Ready')?.reason, 'Enforced');
+      await waitFor('sim-usage pruned', async () => !(await admin.getOrUndefined(R.ConfigMap, NS, 'sim-usage')));
+
+      // Runs of this owner reserve their maximum (perRunMaxUsd) and are charged what they spent, until the
+      // budget has no room for one more.
+      let refusal: Record<string, any> | undefined;
+      const runs: Record<string, any>[] = [];
+      while (!refusal && runs.length < 20) {
+        const reply = await sim.run({ template: 'apollo-13', fidelity: 5 }, owner);
+        if (reply.status === 402) refusal = reply.body;
+        else runs.push(reply.body);
+      }
+      assert.equal(refusal?.budget, 'sim', 'the budget refuses the run that does not fit');
+      assert.ok(runs.length >= 2 && runs.every((run) => ['completed', 'stopped'].includes(run.status)), JSON.stringify(runs.map((run) => run.status)));
+      const report = (await sim.call('GET', '/api/v1/simulations/budgets/sim', { headers: asService })).body;
+      assert.ok(report.spent_usd > 0.1 && report.reserved_usd === 0, JSON.stringify(report));
+      assert.deepEqual(report.alerts_crossed, [0.25, 0.5], 'over half of the limit spent: the first two thresholds');
+
+      // The operator writes the service's report into status, and one Warning Event per threshold crossed.
+      const reported = await waitFor('status as the service reports it', async () => {
+        const b = await admin.get(R.SimulationBudget, NS, 'sim');
+        return b.status?.spentUsd === report.spent_usd ? b : undefined;
+      });
+      assert.deepEqual(
+        [reported.status?.period, reported.status?.spentUsd, reported.status?.reservedUsd, reported.status?.remainingUsd, reported.status?.alertsCrossed],
+        [report.current_period, report.spent_usd, 0, report.remaining_usd, [0.25, 0.5]],
       );
-      const usage = await admin.get(R.ConfigMap, NS, 'sim-usage');
-      assert.equal((usage.data as Record<string, string>).spentUsd, '10.25', 'the operator never overwrites reported spend');
-      const events = await admin.list(R.Event, { fieldSelector: 'involvedObject.name=sim,involvedObject.kind=SimulationBudget' }, NS);
-      assert.ok(events.items.some((e) => e.reason === 'LimitReached' && e.type === 'Warning'));
+      assert.equal(condition(reported, 'Exhausted')?.status, 'False');
+      const alerts = async () =>
+        (await admin.list(R.Event, { fieldSelector: 'involvedObject.name=sim,involvedObject.kind=SimulationBudget' }, NS)).items.filter(
+          (e) => e.reason === 'AlertThresholdCrossed',
+        ) as (KubeObject & { type: string; message: string })[];
+      await waitFor('two alert Events', async () => (await alerts()).length === 2);
+      const statusWrites = () => counterSum(op, 'tempora_operator_api_writes_total', (l) => l.resource === 'simulationbudgets/status');
+      const writesBefore = await statusWrites();
+      // Several polls later, with nothing spent meanwhile: no write, no second Event for a threshold.
+      await sleep(2500);
+      assert.equal(await statusWrites(), writesBefore, 'no status write while the spend stands still');
+      const announced = await alerts();
+      assert.deepEqual(announced.map((e) => e.type), ['Warning', 'Warning']);
+      assert.deepEqual(announced.map((e) => /past the (\d+)% alert threshold/.exec(e.message)?.[1]).sort(), ['25', '50']);
+
+      // A run never spends more than it reserved, so spend reaches the limit only when the limit comes down
+      // to it: lowered below what was spent, the budget is exhausted, without restarting anything.
+      const lowered = await applyAs(admin, simulationBudget('sim', { ...spec, limitUsd: 0.1, perRunMaxUsd: 0.05 }));
+      const exhausted = await waitFor('Exhausted at the new generation', async () => {
+        const b = await admin.get(R.SimulationBudget, NS, 'sim');
+        const c = condition(b, 'Exhausted');
+        return c?.status === 'True' && c.observedGeneration === lowered.metadata.generation && condition(b, 'Ready')?.status === 'True' ? b : undefined;
+      });
+      assert.equal(condition(exhausted, 'Exhausted')?.reason, 'LimitReached');
+      assert.deepEqual([exhausted.status?.remainingUsd, exhausted.status?.alertsCrossed], [0, thresholds]);
+      const events = await waitFor('LimitReached and the third alert', async () => {
+        const all = (await admin.list(R.Event, { fieldSelector: 'involvedObject.name=sim,involvedObject.kind=SimulationBudget' }, NS)).items as (KubeObject & { type: string; reason: string })[];
+        return all.some((e) => e.reason === 'LimitReached') && all.filter((e) => e.reason === 'AlertThresholdCrossed').length === 3 ? all : undefined;
+      });
+      assert.ok(events.some((e) => e.reason === 'LimitReached' && e.type === 'Warning'));
+      const refused = await sim.run({ template: 'apollo-13', fidelity: 1 }, owner);
+      assert.deepEqual([refused.status, refused.body.budget], [402, 'sim']);
     });
   });
 
@@ -391,11 +474,11 @@ describe('operator on a real control plane', function () {
       await new Promise((r) => setTimeout(r, 1500));
       await cluster.cp.startApiserver();
       await applyAs(admin, gateway('alpha', { image: { version: '1.2.0' }, services: { gateway: { replicas: 3 }, generation: { replicas: 2 } } }));
-      await applyAs(admin, simulationBudget('after-restart'));
+      await applyAs(admin, simulationBudget('after-restart', { gatewayRef: 'alpha' }));
       await waitReady(R.SimulationBudget, 'after-restart', 60_000);
       const gw = await waitReady(R.Gateway, 'alpha', 60_000);
       const deployments = await owned(R.Deployment, gw);
-      assert.equal(deployments.length, 3);
+      assert.equal(deployments.length, 4);
       assert.ok(deployments.every((d) => (d.spec as any).template.spec.containers[0].image.endsWith(':1.2.0')));
       assert.ok((await counterSum(op, 'tempora_operator_informer_restarts_total')) > restartsBefore, 'watches restarted');
       assert.ok(op.isLeader);
@@ -415,8 +498,8 @@ describe('operator on a real control plane', function () {
       await applyAs(admin, gateway('alpha', { image: { version: '1.3.0' }, services: { gateway: { replicas: 3 }, generation: { replicas: 3 } } }));
       await waitFor('generation scaled', async () => ((await admin.get(R.Deployment, NS, 'alpha-generation')).spec as any).replicas === 3);
       const gw = await waitReady(R.Gateway, 'alpha');
-      assert.equal((await owned(R.Deployment, gw)).length, 3);
-      assert.equal((await owned(R.ConfigMap, gw)).length, 3);
+      assert.equal((await owned(R.Deployment, gw)).length, 4);
+      assert.equal((await owned(R.ConfigMap, gw)).length, 5);
     });
   });
 
@@ -442,7 +525,7 @@ describe('operator on a real control plane', function () {
     });
 
     it('elects one leader among two instances and hands over when it stops', async function () {
-      const second = newOperator(cluster.operatorKubeconfig, 'operator-b');
+      const second = newOperator(cluster.operatorKubeconfig, 'operator-b', operatorOverrides);
       await second.start();
       await new Promise((r) => setTimeout(r, 3000));
       assert.ok(op.isLeader);
@@ -455,7 +538,7 @@ describe('operator on a real control plane', function () {
       op = second;
       await waitFor('operator-b to lead', async () => second.isLeader, 20_000);
       assert.ok(Date.now() - stoppedAt < 5000, 'a released lease is taken over without waiting out its duration');
-      await applyAs(admin, simulationBudget('handover', { limitUsd: 3, perRunMaxUsd: 1 }));
+      await applyAs(admin, simulationBudget('handover', { gatewayRef: 'alpha', limitUsd: 3, perRunMaxUsd: 1 }));
       await waitReady(R.SimulationBudget, 'handover');
     });
 

@@ -6,6 +6,7 @@ import type { Informer } from '../kube/informer.ts';
 import type { KubeObject, OwnerReference } from '../kube/object.ts';
 import type { ReadPaths } from '../kube/projection.ts';
 import type { ResourceType } from '../kube/resources.ts';
+import type { BudgetReader } from './budget-reports.ts';
 
 export const MANAGED_BY_LABEL = 'app.kubernetes.io/managed-by';
 export const MANAGED_BY = 'tempora-operator';
@@ -31,8 +32,6 @@ export const CHILD_READ_PATHS: Record<string, ReadPaths> = {
   ],
   horizontalpodautoscalers: [['status', 'desiredReplicas']],
   cronjobs: [['status', 'lastScheduleTime']],
-  // A SimulationBudget's usage ConfigMap is written by the simulation service.
-  configmaps: [['data']],
   // Why a pod does not start (readiness.ts); the operator writes no pod.
   pods: [['status', 'phase'], ['status', 'reason'], ['status', 'message'], ['status', 'conditions'], ['status', 'initContainerStatuses'], ['status', 'containerStatuses']],
 };
@@ -61,6 +60,16 @@ export interface ReconcileContext {
    * In memory only: after a restart the Deployment's current generation stands in.
    */
   appliedGenerations: Map<string, number>;
+  /** What the simulation services report of the SimulationBudgets. */
+  budgetReports: BudgetReader;
+  /** BUDGET_POLL_SECONDS, in milliseconds. */
+  budgetPollMs: number;
+  /**
+   * The alert thresholds each SimulationBudget (by uid) has had an Event for, and in which period. In
+   * memory only: status keeps what was crossed across restarts; this covers a cache not yet showing the
+   * status just written.
+   */
+  budgetAlerts: Map<string, { period: string; thresholds: number[] }>;
 }
 
 export interface ReconcileResult {

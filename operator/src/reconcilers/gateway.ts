@@ -1,20 +1,52 @@
 // Gateway: the platform's root. One Deployment, Service, ConfigMap and PodDisruptionBudget per service
-// (the gateway and the backends it routes to), the gateway's signing key, an Ingress for the gateway, and
-// a ServiceMonitor per service when the Prometheus Operator is installed.
+// (the gateway and the backends it routes to), the gateway's signing key, the SimulationBudgets naming it
+// in one ConfigMap that the simulation pods mount, an Ingress for the gateway, and a ServiceMonitor per
+// service when the Prometheus Operator is installed.
 import { generateKeyPairSync } from 'node:crypto';
-import type { AgentPool, Gateway, IngressSpec } from '../api/v1alpha1/index.ts';
+import type { AgentPool, Gateway, IngressSpec, SimulationBudget } from '../api/v1alpha1/index.ts';
 import type { KubeObject } from '../kube/object.ts';
 import * as R from '../kube/resources.ts';
 import { applyChildren } from './apply-children.ts';
-import { childLabels, type DesiredChild, type Reconciler } from './context.ts';
+import { childLabels, type DesiredChild, type ReconcileContext, type Reconciler } from './context.ts';
 import { hasExternalState, poolRedis, redisKeyPrefix, servingPool } from './gateway-ref.ts';
 import { DEPLOYED_SERVICES, peerUrls, servicePort, type PlatformService } from './platform-services.ts';
 import { deploymentState, readiness, type Blocked } from './readiness.ts';
+import { budgetJson } from './simulation-budget.ts';
 import { updateStatus } from './status.ts';
-import { configMap, deployment, envFromSecretKey, image, modelSettings, obj, podDisruptionBudget, service, serviceMonitor, type EnvVar } from './workload.ts';
+import { configMap, deployment, envFromSecretKey, image, modelSettings, obj, podDisruptionBudget, service, serviceMonitor, type EnvVar, type ReadOnlyVolume } from './workload.ts';
 
 /** Services that call model providers and so receive the provider credentials. */
-const USES_PROVIDERS = new Set<PlatformService>(['generation', 'graph']);
+const USES_PROVIDERS = new Set<PlatformService>(['generation', 'graph', 'simulation']);
+
+/** Where the simulation pods find the SimulationBudgets of their Gateway: one `<budget>.json` per budget (SIMULATION_BUDGETS_PATH). */
+export const BUDGETS_DIR = '/etc/tempora/simulation-budgets';
+
+export function budgetsConfigMapName(gw: Gateway): string {
+  return `${gw.metadata.name}-simulation-budgets`;
+}
+
+/** The SimulationBudgets naming this Gateway (spec.gatewayRef), by name. */
+export function budgetsOf(ctx: ReconcileContext, gw: Gateway): SimulationBudget[] {
+  const budgets = (ctx.owners.get(R.SimulationBudget.plural)?.list() ?? []) as SimulationBudget[];
+  return budgets
+    .filter((b) => b.metadata.namespace === gw.metadata.namespace && b.spec.gatewayRef === gw.metadata.name && !b.metadata.deletionTimestamp)
+    .sort((a, b) => a.metadata.name.localeCompare(b.metadata.name));
+}
+
+/**
+ * The budgets as the simulation service reads them. The pods mount this ConfigMap as a directory, not
+ * key by key with subPath (a subPath mount never sees an update), and the service reads it again every
+ * few seconds: a budget added, changed or removed applies without a restart. Its content is not in the
+ * pods' config hash, for the same reason.
+ */
+function simulationBudgets(gw: Gateway, budgets: SimulationBudget[]): { child: DesiredChild; volume: ReadOnlyVolume } {
+  const name = budgetsConfigMapName(gw);
+  const data = Object.fromEntries(budgets.map((b) => [`${b.metadata.name}.json`, budgetJson(b.spec)]));
+  return {
+    child: configMap(gw, name, 'simulation-budgets', data),
+    volume: { name: 'budgets', mountPath: BUDGETS_DIR, source: { configMap: { name } } },
+  };
+}
 
 function ingressUrl(ingress: IngressSpec): string {
   return `${ingress.tlsSecretName ? 'https' : 'http'}://${ingress.host}`;
@@ -66,14 +98,18 @@ function crowdedWithoutState(gw: Gateway): Blocked | undefined {
   };
 }
 
-/** `pool`: the AgentPool serving this Gateway (servingPool), whose pods run the generation service's agents. */
-export function desiredGatewayChildren(gw: Gateway, withServiceMonitors: boolean, pool?: AgentPool): DesiredChild[] {
+/**
+ * `pool`: the AgentPool serving this Gateway (servingPool), whose pods run the generation service's agents.
+ * `budgets`: the SimulationBudgets naming it (budgetsOf), which its simulation service enforces.
+ */
+export function desiredGatewayChildren(gw: Gateway, withServiceMonitors: boolean, pool?: AgentPool, budgets: SimulationBudget[] = []): DesiredChild[] {
   const { spec } = gw;
   const namespace = gw.metadata.namespace ?? 'default';
   const external = hasExternalState(gw);
   const peers = peerUrls(gw.metadata.name, namespace, DEPLOYED_SERVICES);
   const hops = trustedProxies(gw);
-  const children: DesiredChild[] = [signingKey(gw)];
+  const budgetSource = simulationBudgets(gw, budgets);
+  const children: DesiredChild[] = [signingKey(gw), budgetSource.child];
   for (const svc of DEPLOYED_SERVICES) {
     const name = childName(gw, svc);
     const port = servicePort(svc);
@@ -87,6 +123,7 @@ export function desiredGatewayChildren(gw: Gateway, withServiceMonitors: boolean
     if (spec.corsDomain) config.TEMPORA_DOMAIN = spec.corsDomain;
     if (svc === 'gateway') config.RATE_LIMIT_TIERS = JSON.stringify(spec.rateLimits.tiers);
     if (svc === 'generation') Object.assign(config, generationSettings(spec, pool));
+    if (svc === 'simulation') config.SIMULATION_BUDGETS_PATH = BUDGETS_DIR;
     // Later sources win: a JWT_PRIVATE_KEY in the keys Secret replaces the operator's signing key.
     const envFrom: Record<string, unknown>[] = [{ configMapRef: { name } }];
     if (svc === 'gateway') envFrom.push({ secretRef: { name: signingKeyName(gw) } });
@@ -114,6 +151,7 @@ export function desiredGatewayChildren(gw: Gateway, withServiceMonitors: boolean
         envFrom,
         tracing: spec.tracing,
         config,
+        ...(svc === 'simulation' ? { volumes: [budgetSource.volume] } : {}),
       }),
       service(gw, name, svc, port),
       podDisruptionBudget(gw, name, svc, settings?.maxUnavailable ?? 1),
@@ -153,7 +191,7 @@ export const gatewayReconciler: Reconciler<Gateway> = {
   async reconcile(gw, ctx) {
     const { spec } = gw;
     const pool = servingPool(ctx, gw);
-    const applied = await applyChildren(gw, desiredGatewayChildren(gw, await ctx.features.serves(R.ServiceMonitor), pool), ctx);
+    const applied = await applyChildren(gw, desiredGatewayChildren(gw, await ctx.features.serves(R.ServiceMonitor), pool, budgetsOf(ctx, gw)), ctx);
     const { conditions, settling } = readiness(applied, { pods: ctx.pods.controlledBy(gw.metadata.uid ?? ''), blocked: crowdedWithoutState(gw) });
     const services = DEPLOYED_SERVICES.map((svc) => {
       const live = applied.live.get(`deployments/${childName(gw, svc)}`);

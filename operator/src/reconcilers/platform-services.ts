@@ -3,10 +3,10 @@
 import { DEFAULT_PORTS } from '@tempora/kit/runtime';
 
 /**
- * The services that exist and have an image (docs/images.md). Simulation, conductor and billing join
- * when they are built: deploying an image that does not exist would leave pods that never start.
+ * The services a Gateway deploys (docs/images.md). Conductor and billing are not deployed yet, so on a
+ * cluster the gateway's routes to them answer 502, as they would with the service down.
  */
-export const DEPLOYED_SERVICES = ['gateway', 'generation', 'graph'] as const;
+export const DEPLOYED_SERVICES = ['gateway', 'generation', 'graph', 'simulation'] as const;
 export type PlatformService = (typeof DEPLOYED_SERVICES)[number];
 
 export function servicePort(svc: PlatformService): number {

@@ -184,7 +184,8 @@ export function readiness(applied: AppliedChildren, input: ReadinessInput = {}):
       ready: false,
       settling: applied.wroteWatched,
       conditions: [
-        { type: 'Ready', status: 'False', reason: 'Progressing', message },
+        // A pod that cannot start is the news, even while another Deployment's change is not observed yet.
+        { type: 'Ready', status: 'False', reason: degraded.status === 'True' ? degraded.reason : 'Progressing', message },
         { type: 'Progressing', status: 'True', reason: 'RolloutPending', message },
         degraded,
       ],

@@ -1,24 +1,32 @@
-// SimulationBudget: a spend budget for the simulation service, reconciled into two ConfigMaps.
-//   <name>-budget: the limits the simulation service enforces (operator-owned, data key budget.json).
-//   <name>-usage:  the running spend the simulation service reports (data keys `period`, `spentUsd`).
-//                  The operator creates it for its labels and owner reference only and never sets its
-//                  data, so the service's writes are never overwritten.
-// Status carries spent and remaining for the current period and an Exhausted condition.
-import type { SimulationBudget, SimulationBudgetSpec } from '../api/v1alpha1/index.ts';
-import type { ConditionInput } from '../kube/conditions.ts';
-import type { KubeObject } from '../kube/object.ts';
+// SimulationBudget: a spend budget the simulation service of its Gateway (spec.gatewayRef) enforces.
+//   Limits: the budget is the key `<name>.json` of the Gateway's ConfigMap <gateway>-simulation-budgets
+//           (gateway.ts), which the simulation pods mount as a directory and read again every few seconds.
+//   Spend:  the service keeps the ledger; the operator reads what it reports of the budget
+//           (budget-reports.ts) every BUDGET_POLL_SECONDS and at each period boundary, and writes it into
+//           status: period, spent, reserved, remaining, the alert thresholds crossed (a Warning Event once
+//           per threshold and period) and the Exhausted condition (a Warning Event LimitReached).
+// A budget owns no child: the ConfigMaps <name>-budget and <name>-usage of earlier versions are pruned.
+import type { Condition, ConditionInput } from '../kube/conditions.ts';
+import type { SimulationBudget, SimulationBudgetSpec, SimulationBudgetStatus } from '../api/v1alpha1/index.ts';
 import * as R from '../kube/resources.ts';
 import { applyChildren } from './apply-children.ts';
-import { childLabels, type DesiredChild, type Reconciler } from './context.ts';
+import type { BudgetReport, ReportProblem } from './budget-reports.ts';
+import type { ReconcileContext, Reconciler } from './context.ts';
+import { gatewayOf } from './gateway-ref.ts';
 import { updateStatus } from './status.ts';
-import { readiness } from './readiness.ts';
-import { configMap, obj } from './workload.ts';
 
-export const BUDGET_COMPONENT_LABEL = 'tempora.dev/component';
-
-export function periodKey(period: SimulationBudgetSpec['period'], now: Date): string {
-  const iso = now.toISOString();
-  return period === 'daily' ? iso.slice(0, 10) : iso.slice(0, 7);
+/**
+ * A budget as the simulation service reads it (services/simulation/src/domain/budgets.ts). Whether it is
+ * exhausted is not in it: the service's ledger decides that, and reports it.
+ */
+export function budgetJson(spec: SimulationBudgetSpec): string {
+  return JSON.stringify({
+    scope: spec.scope,
+    period: spec.period,
+    limitUsd: spec.limitUsd,
+    perRunMaxUsd: spec.perRunMaxUsd ?? null,
+    alertThresholds: spec.alertThresholds,
+  });
 }
 
 export function nextPeriodStart(period: SimulationBudgetSpec['period'], now: Date): Date {
@@ -27,62 +35,135 @@ export function nextPeriodStart(period: SimulationBudgetSpec['period'], now: Dat
     : new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth() + 1, 1));
 }
 
-/** Dollars are kept to the cent; floats would otherwise make status flap between equal values. */
-function cents(usd: number): number {
-  return Math.round(usd * 100) / 100;
+/** Until the next poll: BUDGET_POLL_SECONDS, or just past the period boundary when that comes first, so spend resets on time. */
+export function untilNextPoll(period: SimulationBudgetSpec['period'], pollMs: number, now: Date): number {
+  return Math.min(pollMs, nextPeriodStart(period, now).getTime() - now.getTime() + 1000);
 }
 
-export function spentThisPeriod(usage: KubeObject | undefined, key: string): number {
-  const data = (usage?.data ?? {}) as Record<string, string>;
-  if (data.period !== key) return 0;
-  const spent = Number(data.spentUsd);
-  return Number.isFinite(spent) && spent > 0 ? cents(spent) : 0;
+/** While the budget is not reported yet (its ConfigMap on its way to the pods, the pods starting), ask more often. */
+const UNREPORTED_POLL_MS = 5_000;
+
+/** Whether the service enforces the spec as it stands: a changed budget reaches the pods with the kubelet's delay. */
+function enforces(report: BudgetReport, spec: SimulationBudgetSpec): boolean {
+  return (
+    report.scope === spec.scope &&
+    report.period === spec.period &&
+    report.limit_usd === spec.limitUsd &&
+    report.per_run_max_usd === (spec.perRunMaxUsd ?? null) &&
+    JSON.stringify(report.alert_thresholds) === JSON.stringify(spec.alertThresholds)
+  );
 }
 
-export function desiredBudgetChildren(budget: SimulationBudget, exhausted: boolean): DesiredChild[] {
-  const { spec } = budget;
-  const name = budget.metadata.name;
-  const config = configMap(budget, `${name}-budget`, 'simulation-budget', {
-    'budget.json': JSON.stringify({
-      scope: spec.scope,
-      period: spec.period,
-      limitUsd: spec.limitUsd,
-      perRunMaxUsd: spec.perRunMaxUsd ?? null,
-      alertThresholds: spec.alertThresholds,
-      exhausted,
-    }),
-  });
-  config.object.metadata.labels![BUDGET_COMPONENT_LABEL] = 'simulation-budget';
-  const usage = obj(`${name}-usage`, { ...childLabels(budget, 'simulation-budget-usage'), [BUDGET_COMPONENT_LABEL]: 'simulation-budget-usage' });
-  return [config, { resource: R.ConfigMap, object: usage }];
+const usd = (n: number) => `$${n}`;
+const percent = (fraction: number) => `${Math.round(fraction * 1000) / 10}%`;
+
+function exhaustedCondition(report: BudgetReport): ConditionInput {
+  return report.exhausted
+    ? {
+        type: 'Exhausted',
+        status: 'True',
+        reason: 'LimitReached',
+        message: `spent ${usd(report.spent_usd)} of ${usd(report.limit_usd)} in ${report.current_period}: new runs are refused until the period ends or the limit is raised`,
+      }
+    : { type: 'Exhausted', status: 'False', reason: 'WithinBudget', message: `${usd(report.remaining_usd)} of ${usd(report.limit_usd)} left in ${report.current_period}` };
+}
+
+function figures(report: BudgetReport): SimulationBudgetStatus {
+  return {
+    period: report.current_period,
+    spentUsd: report.spent_usd,
+    reservedUsd: report.reserved_usd,
+    remainingUsd: report.remaining_usd,
+    alertsCrossed: report.alerts_crossed,
+  };
+}
+
+/** Ready, Progressing and Degraded: whether the simulation service enforces this budget as its spec stands. */
+function serviceConditions(gateway: string, outcome: { report: BudgetReport; current: boolean } | { problem: ReportProblem }): ConditionInput[] {
+  if ('report' in outcome) {
+    if (outcome.current) {
+      const message = `the simulation service of Gateway ${gateway} enforces it`;
+      return [
+        { type: 'Ready', status: 'True', reason: 'Enforced', message },
+        { type: 'Progressing', status: 'False', reason: 'Enforced', message },
+        { type: 'Degraded', status: 'False', reason: 'Healthy', message: 'the simulation service reports the budget' },
+      ];
+    }
+    outcome = {
+      problem: {
+        reason: 'NotLoaded',
+        message: `the simulation service of Gateway ${gateway} still enforces an earlier version of this budget: the ConfigMap ${gateway}-simulation-budgets reaches its pods within about a minute`,
+      },
+    };
+  }
+  const { reason, message } = outcome.problem;
+  // A key missing or refused needs someone to act; a budget on its way to the pods, or pods starting, does not.
+  const failing = reason === 'ServiceKeyRequired' || reason === 'ServiceKeyRefused';
+  return [
+    { type: 'Ready', status: 'False', reason, message },
+    { type: 'Progressing', status: failing ? 'False' : 'True', reason, message },
+    failing ? { type: 'Degraded', status: 'True', reason, message } : { type: 'Degraded', status: 'False', reason: 'Healthy', message: 'nothing fails; waiting for the simulation service' },
+  ];
+}
+
+/** The last figures and Exhausted condition reported, kept while no new report comes (never reset to 0). */
+function lastReported(budget: SimulationBudget): { fields: SimulationBudgetStatus; exhausted: ConditionInput[] } {
+  const { period, spentUsd, reservedUsd, remainingUsd, alertsCrossed } = budget.status ?? {};
+  const fields = Object.fromEntries(Object.entries({ period, spentUsd, reservedUsd, remainingUsd, alertsCrossed }).filter(([, v]) => v !== undefined));
+  const exhausted = ((budget.status?.conditions ?? []) as Condition[]).filter((c) => c.type === 'Exhausted').map(({ type, status, reason, message }) => ({ type, status, reason, message }));
+  return { fields, exhausted };
 }
 
 export const simulationBudgetReconciler: Reconciler<SimulationBudget> = {
   resource: R.SimulationBudget,
   async reconcile(budget, ctx) {
     const { spec } = budget;
-    const now = new Date();
-    const key = periodKey(spec.period, now);
-    const usage = ctx.children.get(R.ConfigMap.plural)?.get(budget.metadata.namespace, `${budget.metadata.name}-usage`);
-    const spent = spentThisPeriod(usage, key);
-    const remaining = cents(Math.max(0, spec.limitUsd - spent));
-    const exhausted = spent >= spec.limitUsd;
-    const applied = await applyChildren(budget, desiredBudgetChildren(budget, exhausted), ctx);
-    const crossed = spec.alertThresholds.filter((t) => spec.limitUsd > 0 && spent / spec.limitUsd >= t);
-    const exhaustedCondition: ConditionInput = exhausted
-      ? { type: 'Exhausted', status: 'True', reason: 'LimitReached', message: `spent $${spent} of $${spec.limitUsd} this ${spec.period} period (${key})` }
-      : { type: 'Exhausted', status: 'False', reason: 'WithinBudget', message: `$${remaining} of $${spec.limitUsd} remaining (${key})` };
-    await updateStatus(
-      budget,
-      R.SimulationBudget,
-      {
-        conditions: [...readiness(applied).conditions, exhaustedCondition],
-        fields: { period: key, spentUsd: spent, remainingUsd: remaining, alertsCrossed: crossed },
-      },
-      ctx,
-    );
+    const name = budget.metadata.name;
+    const applied = await applyChildren(budget, [], ctx);
     if (applied.errors.length > 0) throw new Error(applied.errors.join('; '));
-    // The period rolls over at a known instant: come back then so spent resets without any event.
-    return { requeueAfterMs: nextPeriodStart(spec.period, now).getTime() - now.getTime() + 1000 };
+    const last = lastReported(budget);
+    const gateway = gatewayOf(ctx, budget.metadata.namespace, spec.gatewayRef);
+    if (!gateway) {
+      const message = `Gateway ${spec.gatewayRef} (spec.gatewayRef) does not exist in this namespace: no simulation service enforces this budget`;
+      const refused: ConditionInput[] = ['Ready', 'Progressing'].map((type) => ({ type, status: 'False', reason: 'GatewayNotFound', message }));
+      await updateStatus(budget, R.SimulationBudget, { conditions: [...refused, { type: 'Degraded', status: 'True', reason: 'GatewayNotFound', message }, ...last.exhausted], fields: last.fields }, ctx);
+      // The Gateway's coming brings the budget back (operator.ts maps Gateway events to the budgets naming it).
+      return;
+    }
+    const reading = await ctx.budgetReports.read(gateway, name);
+    const now = new Date();
+    if ('problem' in reading) {
+      await updateStatus(budget, R.SimulationBudget, { conditions: [...serviceConditions(gateway.metadata.name, reading), ...last.exhausted], fields: last.fields }, ctx);
+      return { requeueAfterMs: Math.min(UNREPORTED_POLL_MS, untilNextPoll(spec.period, ctx.budgetPollMs, now)) };
+    }
+    const { report } = reading;
+    const current = enforces(report, spec);
+    await updateStatus(budget, R.SimulationBudget, { conditions: [...serviceConditions(gateway.metadata.name, { report, current }), exhaustedCondition(report)], fields: figures(report) }, ctx);
+    await recordCrossedAlerts(budget, report, ctx);
+    return { requeueAfterMs: current ? untilNextPoll(spec.period, ctx.budgetPollMs, now) : Math.min(UNREPORTED_POLL_MS, ctx.budgetPollMs) };
   },
 };
+
+/**
+ * A Warning Event for each alert threshold the period's spend has newly reached: not in status for this
+ * period before this report, nor recorded by this process already (a reconcile may read the cache before
+ * the watch brought the status just written). So each threshold is announced once per period, across
+ * restarts too, since status keeps what was crossed.
+ */
+async function recordCrossedAlerts(budget: SimulationBudget, report: BudgetReport, ctx: ReconcileContext): Promise<void> {
+  const uid = budget.metadata.uid ?? '';
+  const before = budget.status?.period === report.current_period ? (budget.status.alertsCrossed ?? []) : [];
+  const recorded = ctx.budgetAlerts.get(uid);
+  const announced = new Set([...before, ...(recorded?.period === report.current_period ? recorded.thresholds : [])]);
+  const crossed = report.alerts_crossed.filter((t) => !announced.has(t));
+  ctx.budgetAlerts.set(uid, { period: report.current_period, thresholds: report.alerts_crossed });
+  const spent = report.limit_usd > 0 ? report.spent_usd / report.limit_usd : 1;
+  for (const threshold of crossed) {
+    await ctx.events.record(
+      budget,
+      'Warning',
+      'AlertThresholdCrossed',
+      `spent ${usd(report.spent_usd)} of ${usd(report.limit_usd)} (${percent(spent)}) in ${report.current_period}: past the ${percent(threshold)} alert threshold`,
+    );
+  }
+}

@@ -19,6 +19,14 @@ export const DATA_DIR = '/var/lib/tempora';
 
 export type EnvVar = Record<string, unknown> & { name: string };
 
+/** A volume mounted read-only into the container, whole (no subPath, so updates to its source reach the pod). */
+export interface ReadOnlyVolume {
+  name: string;
+  mountPath: string;
+  /** The volume's source, e.g. `{ configMap: { name } }`. */
+  source: Record<string, unknown>;
+}
+
 /** Model presets and policy, as the generation service reads them (services/generation/src/config.ts). */
 export function modelSettings(models: ModelsSpec): Record<string, string> {
   return { MODEL_PRESETS: JSON.stringify(models.presets), MODEL_POLICY: JSON.stringify(models.policy) };
@@ -69,6 +77,7 @@ export interface PodSpecInput {
   /** Settings the pods read; their hash goes on the template so a settings change rolls the pods. */
   config: Record<string, string> | undefined;
   restartPolicy?: string;
+  volumes?: ReadOnlyVolume[];
 }
 
 export function podTemplate(input: PodSpecInput): Record<string, unknown> {
@@ -98,6 +107,7 @@ export function podTemplate(input: PodSpecInput): Record<string, unknown> {
     volumeMounts: [
       { name: 'tmp', mountPath: '/tmp' },
       { name: 'data', mountPath: DATA_DIR },
+      ...(input.volumes ?? []).map((v) => ({ name: v.name, mountPath: v.mountPath, readOnly: true })),
     ],
   };
   if (port) {
@@ -119,6 +129,7 @@ export function podTemplate(input: PodSpecInput): Record<string, unknown> {
       volumes: [
         { name: 'tmp', emptyDir: {} },
         { name: 'data', emptyDir: {} },
+        ...(input.volumes ?? []).map((v) => ({ name: v.name, ...v.source })),
       ],
     },
   };

@@ -154,6 +154,7 @@ export type GatewaySpec = {
     gateway?: ServiceSettings;
     generation?: ServiceSettings;
     graph?: ServiceSettings;
+    simulation?: ServiceSettings;
   };
   /** Default: {}. */
   rateLimits: {
@@ -169,9 +170,9 @@ export type GatewaySpec = {
   logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace';
   /** Names of Secrets in the Gateway's namespace, passed to the pods as environment. */
   secrets?: {
-    /** SERVICE_KEY, ADMIN_KEY, WRITER_TOKENS, for every service and the graph workers; a JWT_PRIVATE_KEY here replaces the signing key the operator keeps in the Secret <gateway>-signing-key. */
+    /** SERVICE_KEY, ADMIN_KEY, WRITER_TOKENS, SIMULATION_API_KEYS, for every service and the graph workers; a JWT_PRIVATE_KEY here replaces the signing key the operator keeps in the Secret <gateway>-signing-key. The operator reads its SERVICE_KEY to ask the simulation service for the spend of each SimulationBudget. */
     keys?: string;
-    /** Model provider credentials (generation, graph; the default of GraphWorkers and AgentPools). */
+    /** Model provider credentials (generation, graph, simulation; the default of GraphWorkers and AgentPools). */
     providers?: string;
   };
   /** The key of a Secret holding the PostgreSQL URL (DATABASE_URL) that every service and the graph workers share. Unset, each service keeps an embedded database on its pod's data volume, lost with the pod, and runs one replica. */
@@ -272,6 +273,11 @@ export interface GraphWorker extends KubeObject {
 
 /** A spend budget the simulation service enforces. */
 export type SimulationBudgetSpec = {
+  /**
+   * The Gateway whose simulation service enforces the budget: the budget is a key of that Gateway's ConfigMap <gateway>-simulation-budgets, and its spend is read from <gateway>-simulation.
+   * Default: "tempora".
+   */
+  gatewayRef: string;
   /** What the budget covers: global, account:<id>, template:<name> or mode:<temporal mode>. */
   scope: string;
   /**
@@ -283,7 +289,7 @@ export type SimulationBudgetSpec = {
   /** Largest cost one simulation run may have. */
   perRunMaxUsd?: number;
   /**
-   * Fractions of the limit at which an Event is recorded.
+   * Fractions of the limit at which a Warning Event is recorded, once per threshold and period.
    * Default: [0.5,0.8,1].
    */
   alertThresholds: number[];
@@ -294,8 +300,13 @@ export type SimulationBudgetStatus = {
   conditions?: Condition[];
   /** The current period, YYYY-MM-DD or YYYY-MM (UTC). */
   period?: string;
+  /** Spent in the period by settled runs, as the simulation service reports it. */
   spentUsd?: number;
+  /** Held by runs in flight (their maximum cost) until they settle. */
+  reservedUsd?: number;
+  /** limitUsd - spentUsd - reservedUsd, at least 0: what new runs may still reserve. */
   remainingUsd?: number;
+  /** The alert thresholds the period's spend has reached. */
   alertsCrossed?: number[];
 };
 
