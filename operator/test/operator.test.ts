@@ -379,6 +379,38 @@ describe('operator on a real control plane', function () {
     });
   });
 
+  describe('SimulationBudget not enforced', function () {
+    const waitReason = (name: string, reason: string) =>
+      waitFor(`${name} Ready=False (${reason})`, async () => {
+        const b = await admin.get(R.SimulationBudget, NS, name);
+        const ready = condition(b, 'Ready');
+        return ready?.status === 'False' && ready.reason === reason && ready.observedGeneration === b.metadata.generation ? b : undefined;
+      });
+    const states = (b: KubeObject) => ['Ready', 'Progressing', 'Degraded'].map((type) => condition(b, type)?.status);
+
+    it('says why: no Gateway, a budget not read by the service yet, no service key', async function () {
+      const orphan = await waitReason((await applyAs(admin, simulationBudget('orphan', { gatewayRef: 'nowhere' }))).metadata.name, 'GatewayNotFound');
+      assert.deepEqual(states(orphan), ['False', 'False', 'True']);
+      assert.equal(orphan.status?.spentUsd, undefined, 'nothing reported, nothing made up');
+      assert.equal(condition(orphan, 'Exhausted'), undefined);
+
+      // beta's budgets ConfigMap reaches no simulation service here (only alpha's is mounted): waiting, not failing.
+      await applyAs(admin, gateway('beta', { ingress: undefined }));
+      await applyAs(admin, simulationBudget('unread', { gatewayRef: 'beta' }));
+      const unread = await waitReason('unread', 'NotLoaded');
+      assert.deepEqual(states(unread), ['False', 'True', 'False']);
+      assert.match(condition(unread, 'Ready')!.message, /beta-simulation has not read this budget yet/);
+
+      await applyAs(admin, gateway('beta', { ingress: undefined, secrets: undefined }));
+      const keyless = await waitReason('unread', 'ServiceKeyRequired');
+      assert.deepEqual(states(keyless), ['False', 'False', 'True']);
+      await admin.delete(R.Gateway, NS, 'beta');
+      await waitReason('unread', 'GatewayNotFound');
+      await admin.delete(R.SimulationBudget, NS, 'unread');
+      await admin.delete(R.SimulationBudget, NS, 'orphan');
+    });
+  });
+
   describe('convergence', function () {
     it('rolls spec changes through: image, replicas, schedule', async function () {
       const gw = await admin.get(R.Gateway, NS, 'alpha');
