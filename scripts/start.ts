@@ -19,6 +19,8 @@ const DEV_DEFAULTS: Record<string, string> = {
   WRITER_TOKENS: 'dev:dev-writer-token',
   // Signs asynchronous generation results POSTed to a callback_url (generation refuses callbacks without it).
   CALLBACK_SECRET: 'dev-callback-secret',
+  // Demo sign-ins from this machine itself, so the README tour can run again and again (others keep 5 an hour).
+  DEMO_SIGNINS_PER_HOUR_LOOPBACK: '1000',
   TEMPORA_DATA_DIR: `${root}.tempora`,
   TEMPORA_DOMAIN: 'localhost',
   LOG_LEVEL: 'info',
@@ -45,10 +47,33 @@ interface Unit {
   args: string[];
   port: number;
   env: NodeJS.ProcessEnv;
+  /** What answers 200 once it is ready (default /health). */
+  readyPath?: string;
 }
 
 const services = ORDER.filter((service) => existsSync(`${root}services/${service}/src/main.ts`));
-const units: Unit[] = services.map((service) => ({ name: service, script: `services/${service}/src/main.ts`, args: [], port: portOf(service), env: { PORT: String(portOf(service)) } }));
+const units: Unit[] = [];
+// Without Stripe keys, billing sells in test mode against the local Stripe stand-in, whose webhooks reach
+// billing through the gateway as Stripe's would.
+if (services.includes('billing') && !env.STRIPE_SECRET_KEY) {
+  const port = Number(env.STRIPE_STAND_IN_PORT ?? 12111);
+  Object.assign(env, {
+    STRIPE_SECRET_KEY: 'sk_test_tempora_dev',
+    STRIPE_API_URL: `http://127.0.0.1:${port}`,
+    STRIPE_WEBHOOK_SECRET: env.STRIPE_WEBHOOK_SECRET ?? 'whsec_tempora_dev',
+    CHECKOUT_SUCCESS_URL: env.CHECKOUT_SUCCESS_URL ?? `${url('gateway')}/docs?checkout=success&session={CHECKOUT_SESSION_ID}`,
+    CHECKOUT_CANCEL_URL: env.CHECKOUT_CANCEL_URL ?? `${url('gateway')}/docs?checkout=cancelled`,
+  });
+  units.push({
+    name: 'stripe-stand-in',
+    script: 'services/billing/test/stripe-server.ts',
+    args: [],
+    port,
+    env: { STRIPE_STAND_IN_PORT: String(port), STRIPE_WEBHOOK_URL: `${url('gateway')}/api/v1/billing/webhooks/stripe` },
+    readyPath: '/_stand_in/events',
+  });
+}
+for (const service of services) units.push({ name: service, script: `services/${service}/src/main.ts`, args: [], port: portOf(service), env: { PORT: String(portOf(service)) } });
 // Workers listen from WORKER_BASE_PORT (8100) up, in this order.
 let workerPort = Number(env.WORKER_BASE_PORT ?? 8100);
 const worker = (name: string, script: string, args: string[]): Unit => ({ name, script, args, port: workerPort, env: { WORKER_PORT: String(workerPort++) } });
@@ -82,7 +107,7 @@ process.on('SIGTERM', () => stopAll(0));
 async function healthy(unit: Unit, timeoutMs: number): Promise<boolean> {
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline && !stopping) {
-    const ok = await fetch(`http://127.0.0.1:${unit.port}/health`).then((r) => r.ok, () => false);
+    const ok = await fetch(`http://127.0.0.1:${unit.port}${unit.readyPath ?? '/health'}`).then((r) => r.ok, () => false);
     if (ok) return true;
     if (children.get(unit.name)?.exitCode !== null) return false;
     await new Promise((resolve) => setTimeout(resolve, 250));
@@ -101,7 +126,7 @@ function launch(unit: Unit): void {
   });
 }
 
-const workers = units.filter((unit) => !services.includes(unit.name as ServiceName));
+const workers = units.filter((unit) => unit.env.WORKER_PORT !== undefined);
 console.log(`starting ${units.map((unit) => unit.name).join(', ')} (the first start seeds the graph into ${env.DATABASE_URL ? 'the database' : env.TEMPORA_DATA_DIR}; it takes a minute)…`);
 // Services first (the graph seeds its database), then the workers that share it.
 for (const group of [units.filter((unit) => !workers.includes(unit)), workers]) {
@@ -121,6 +146,7 @@ if (!stopping) {
   for (const service of services) console.log(`  ${service.padEnd(17)} ${url(service)}   docs ${url(service)}/docs`);
   if (services.includes('graph')) console.log(`  ${'MCP'.padEnd(17)} ${url('graph')}/mcp/`);
   for (const unit of workers) console.log(`  ${unit.name.padEnd(17)} http://127.0.0.1:${unit.port}/metrics`);
+  if (units.some((unit) => unit.name === 'stripe-stand-in')) console.log(`  ${'Stripe stand-in'.padEnd(17)} ${env.STRIPE_API_URL}   (billing in test mode: no real payments)`);
   if (!env.DATABASE_URL) console.log('  (graph renderer in-process on the embedded database; set DATABASE_URL and REDIS_URL to run the workers as processes)');
   if (applied.length > 0) {
     console.log('\ndevelopment credentials (set these variables to use your own):');

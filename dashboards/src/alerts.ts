@@ -324,4 +324,58 @@ export const ALERTS: AlertRule[] = [
       { name: 'keys waiting and being worked on', input: [{ series: 'workqueue_depth{name="gateway"}', values: '3x40' }, { series: 'workqueue_work_duration_seconds_count{name="gateway"}', values: '10+5x40' }], at: '30m', fires: [] },
     ],
   },
+  {
+    alert: 'TemporaSimulationBudgetExhausted',
+    expr: 'max by (budget) (simulation_budget_remaining_usd) <= 0 and max by (budget) (simulation_budget_limit_usd) > 0',
+    for: '5m',
+    severity: 'warning',
+    summary: 'A simulation budget has no room left.',
+    description: 'The SimulationBudget {{ $labels.budget }} has nothing left in its current period: new runs against it are refused (402).',
+    runbook: {
+      meaning: 'Settled and reserved runs together reached the budget\'s limit for its period; the SimulationBudget also reports the `Exhausted` condition.',
+      impact: 'Every new run that this budget applies to is refused until the period ends or the limit is raised; runs in flight finish within their reservation.',
+      diagnosis: ['Tempora / Simulation, Spend against budget; `kubectl describe simulationbudget <name>` for its status and Events (one per alert threshold crossed).', '`GET /api/v1/simulations/usage` (service key) for who spent it.'],
+      mitigation: ['Raise `spec.limitUsd` if the spend is expected; the service reads the change without a restart.', 'Otherwise wait for the next period.'],
+    },
+    tests: [
+      { name: 'exhausted for ten minutes', input: [{ series: 'simulation_budget_remaining_usd{budget="research", period="2026-11"}', values: '0x15' }, { series: 'simulation_budget_limit_usd{budget="research", period="2026-11"}', values: '10x15' }], at: '10m', fires: [{ budget: 'research' }] },
+      { name: 'room left', input: [{ series: 'simulation_budget_remaining_usd{budget="research", period="2026-11"}', values: '4x15' }, { series: 'simulation_budget_limit_usd{budget="research", period="2026-11"}', values: '10x15' }], at: '10m', fires: [] },
+    ],
+  },
+  {
+    alert: 'TemporaBillingRefusals',
+    expr: 'sum by (channel, reason) (increase(billing_refusals_total[15m])) > 10',
+    for: '5m',
+    severity: 'warning',
+    summary: 'Billing refuses many payment messages.',
+    description: 'More than 10 {{ $labels.channel }} messages refused for {{ $labels.reason }} in 15 minutes.',
+    runbook: {
+      meaning: 'Webhook events, App Store notifications or posted transactions fail verification (signature, certificate chain, bundle id, environment, body). Nothing is granted for them.',
+      impact: 'If they are genuine (a rotated webhook secret, a new Apple root, the wrong environment), paid purchases are not credited until the provider retries after the fix. If not, someone is probing the webhooks.',
+      diagnosis: ['Tempora / Billing, Refused by channel and reason; billing\'s logs (the refusal is logged without the payload\'s secrets).', 'A bad signature after a secret rotation: is the new secret in STRIPE_WEBHOOK_SECRET beside the old one?'],
+      mitigation: ['Fix the configuration (secrets, APPLE_ROOT_CERTIFICATES, APPLE_BUNDLE_ID, APPLE_ENVIRONMENT); Stripe and Apple retry deliveries, and a re-sync catches up Stripe subscriptions.'],
+    },
+    tests: [
+      { name: 'a burst of bad signatures', input: [{ series: 'billing_refusals_total{channel="stripe", reason="signature"}', values: '0+2x30' }], at: '20m', fires: [{ channel: 'stripe', reason: 'signature' }] },
+      { name: 'an odd refusal', input: [{ series: 'billing_refusals_total{channel="stripe", reason="signature"}', values: '0x10 1x20' }], at: '20m', fires: [] },
+    ],
+  },
+  {
+    alert: 'TemporaBillingOutboxStuck',
+    expr: 'max(billing_outbox_oldest_pending_seconds) > 900',
+    for: '5m',
+    severity: 'critical',
+    summary: 'Paid credits are not reaching the gateway.',
+    description: 'An effect of a verified payment has waited over 15 minutes for the gateway.',
+    runbook: {
+      meaning: 'Billing recorded a payment durably but cannot deliver its grant, debit or tier change to the gateway\'s ledger.',
+      impact: 'Buyers paid and do not see their credits or tier yet. Nothing is lost: the outbox keeps retrying.',
+      diagnosis: ['Tempora / Billing, Outbox: pending and failed entries, deliveries by outcome.', 'Is the gateway up, and does billing\'s service key match one of the gateway\'s SERVICE_KEY values?'],
+      mitigation: ['Restore the gateway or the key; the outbox delivers by itself. Failed entries (a permanent 4xx) need the re-sync endpoint once the cause is fixed.'],
+    },
+    tests: [
+      { name: 'an entry pending for half an hour', input: [{ series: 'billing_outbox_oldest_pending_seconds', values: '1800x15' }], at: '10m', fires: [{}] },
+      { name: 'the outbox drains', input: [{ series: 'billing_outbox_oldest_pending_seconds', values: '3x15' }], at: '10m', fires: [] },
+    ],
+  },
 ];

@@ -14,6 +14,8 @@ export interface Platform {
   urls: Record<ServiceName, string>;
   /** Each worker's /metrics URL, by name (only with `shared`). */
   workers: Record<string, string>;
+  /** The local Stripe stand-in billing sells against in test mode. */
+  stripe: string;
   /** What the platform printed so far (for failure messages). */
   output(): string;
   stop(): Promise<void>;
@@ -27,7 +29,7 @@ export interface Platform {
 export async function startPlatform(options: { shared?: { databaseUrl: string; redisUrl: string }; env?: NodeJS.ProcessEnv } = {}): Promise<Platform> {
   const dataDir = mkdtempSync(join(tmpdir(), 'tempora-platform-'));
   const env: NodeJS.ProcessEnv = { ...process.env, TEMPORA_DATA_DIR: dataDir, LOG_LEVEL: 'warn' };
-  for (const name of ['DATABASE_URL', 'REDIS_URL', 'REDIS_KEY_PREFIX', 'SERVICE_KEY', 'ADMIN_KEY', 'WRITER_TOKENS', 'CALLBACK_SECRET']) delete env[name];
+  for (const name of ['DATABASE_URL', 'REDIS_URL', 'REDIS_KEY_PREFIX', 'SERVICE_KEY', 'ADMIN_KEY', 'WRITER_TOKENS', 'CALLBACK_SECRET', 'STRIPE_SECRET_KEY']) delete env[name];
   // Its own Redis key prefix, so rate-limit windows and queues are not shared with other tests on the same Redis.
   if (options.shared) Object.assign(env, { DATABASE_URL: options.shared.databaseUrl, REDIS_URL: options.shared.redisUrl, REDIS_KEY_PREFIX: `tempora-${randomBytes(4).toString('hex')}` });
   const urls = {} as Record<ServiceName, string>;
@@ -36,6 +38,7 @@ export async function startPlatform(options: { shared?: { databaseUrl: string; r
     env[`${service.toUpperCase()}_PORT`] = String(port);
     urls[service] = `http://127.0.0.1:${port}`;
   }
+  env.STRIPE_STAND_IN_PORT = String(await freePort());
   // Workers take consecutive ports from the base: a free port well away from the ephemeral ones just drawn.
   env.WORKER_BASE_PORT = String(20_000 + Math.floor(Math.random() * 20_000));
   Object.assign(env, options.env);
@@ -55,6 +58,7 @@ export async function startPlatform(options: { shared?: { databaseUrl: string; r
   return {
     urls,
     workers,
+    stripe: `http://127.0.0.1:${env.STRIPE_STAND_IN_PORT}`,
     output: () => said,
     async stop() {
       if (child.exitCode === null) {

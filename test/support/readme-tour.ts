@@ -11,7 +11,7 @@ const root = fileURLToPath(new URL('../..', import.meta.url));
  * The README tour's shell blocks, in order, as one script for `bash -euo pipefail`, pointed at `urls`
  * instead of the conventional ports; with `strict`, curl fails on an HTTP error instead of printing it.
  */
-export function readmeTour(urls: Record<ServiceName, string>, options: { strict?: boolean } = {}): string {
+export function readmeTour(urls: Record<ServiceName, string>, options: { strict?: boolean; stripe?: string } = {}): string {
   const readme = readFileSync(join(root, 'README.md'), 'utf8');
   const start = readme.indexOf('## A five-minute tour');
   const tour = readme.slice(start, readme.indexOf('\n## ', start + 1));
@@ -20,6 +20,8 @@ export function readmeTour(urls: Record<ServiceName, string>, options: { strict?
   let script = blocks.join('\n');
   if (options.strict) script = script.replaceAll(/curl -s /g, 'curl -sS --fail-with-body ');
   for (const [service, url] of Object.entries(urls)) script = script.replaceAll(`http://127.0.0.1:${DEFAULT_PORTS[service as ServiceName]}`, url);
+  // The Stripe stand-in's conventional port under npm start.
+  if (options.stripe) script = script.replaceAll('http://127.0.0.1:12111', options.stripe);
   return script;
 }
 

@@ -26,7 +26,7 @@ describe('the README tour, twice on a fresh npm start', function () {
 
   for (const pass of [1, 2]) {
     it(`runs clean, pass ${pass}`, async () => {
-      const run = await runTour(readmeTour(platform.urls, { strict: true }), workDir);
+      const run = await runTour(readmeTour(platform.urls, { strict: true, stripe: platform.stripe }), workDir);
       const said = `${run.stdout}\n--- stderr ---\n${run.stderr}`.slice(-6000);
       assert.equal(run.status, 0, `the tour failed:\n${said}`);
       assert.doesNotMatch(run.stdout, /^event: error$/m, `a stream ended in an error:\n${said}`);
