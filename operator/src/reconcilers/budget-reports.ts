@@ -8,6 +8,11 @@ import type { KubeClient } from '../kube/client.ts';
 import * as R from '../kube/resources.ts';
 import { servicePort } from './platform-services.ts';
 
+/**
+ * The service's answer (its BudgetViewSchema, services/simulation/src/schemas.ts), restated: the operator's
+ * image carries the kit, not the simulation service. operator.test.ts reads the real service with it, so
+ * the two cannot drift apart unnoticed.
+ */
 const BudgetReportSchema = z.object({
   name: z.string(),
   scope: z.string(),
