@@ -19,8 +19,21 @@ export const gateway = dashboard({
           queries: [{ expr: `sum by (provider, outcome) (rate(gateway_sign_ins_total{${SEL}}[$__rate_interval]))`, legend: '{{provider}} {{outcome}}' }],
         },
         {
+          title: 'Token refreshes',
+          description: 'Refresh-token exchanges per second by outcome: rotated, replayed in the grace window (two tabs at once), reuse detected (a stolen token: its whole sign-in is revoked), refused.',
+          unit: 'ops',
+          stacked: true,
+          queries: [{ expr: `sum by (outcome) (rate(gateway_token_refreshes_total{${SEL}}[$__rate_interval]))`, legend: '{{outcome}}' }],
+        },
+        {
+          title: 'API keys',
+          description: 'API keys created and revoked per second.',
+          unit: 'ops',
+          queries: [{ expr: `sum by (action) (rate(gateway_api_keys_total{${SEL}}[$__rate_interval]))`, legend: '{{action}}' }],
+        },
+        {
           title: 'Rate-limited requests',
-          description: 'Requests refused with 429 per second, by kind of window.',
+          description: 'Requests refused with 429 per second, by window: the tier of a signed-in user (tier-free, tier-pro, tier-enterprise), or the anonymous, daily and demo windows.',
           unit: 'reqps',
           stacked: true,
           queries: [{ expr: `sum by (window) (rate(gateway_rate_limit_rejections_total{${SEL}}[$__rate_interval]))`, legend: '{{window}}' }],

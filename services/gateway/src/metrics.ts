@@ -8,6 +8,8 @@ export class GatewayMetrics {
   readonly creditsCharged: Counter<'operation'>;
   readonly creditsRefunded: Counter<'operation'>;
   readonly signIns: Counter<'provider' | 'outcome'>;
+  readonly tokenRefreshes: Counter<'outcome'>;
+  readonly apiKeys: Counter<'action'>;
   readonly expressLane: Counter;
 
   constructor(metrics: Metrics) {
@@ -28,5 +30,15 @@ export class GatewayMetrics {
       registers,
     });
     this.signIns = new Counter({ name: 'gateway_sign_ins_total', help: 'Sign-in attempts by provider and outcome', labelNames: ['provider', 'outcome'], registers });
+    this.tokenRefreshes = new Counter({
+      name: 'gateway_token_refreshes_total',
+      help: 'Refresh-token exchanges by outcome: rotated, replayed_in_grace, reuse_detected (the sign-in revoked), refused',
+      labelNames: ['outcome'],
+      registers,
+    });
+    this.apiKeys = new Counter({ name: 'gateway_api_keys_total', help: 'API keys created and revoked', labelNames: ['action'], registers });
+    // Every outcome exists from the start at 0: a reuse detection is rare, and rate() of a missing series is no data.
+    for (const outcome of ['rotated', 'replayed_in_grace', 'reuse_detected', 'refused']) this.tokenRefreshes.inc({ outcome }, 0);
+    for (const action of ['created', 'revoked']) this.apiKeys.inc({ action }, 0);
   }
 }

@@ -53,15 +53,20 @@ export async function createGatewayService(config: GatewayConfig, logger = creat
     rotationMs: config.JWT_ROTATION_DAYS * 86_400_000,
     retainMs: Math.max(config.ACCESS_TOKEN_TTL_SECONDS, config.SERVICE_TOKEN_MAX_TTL_SECONDS) * 1000 + 60_000,
   });
-  const tokens = new TokenService(keys, repository, {
-    issuer: config.JWT_ISSUER,
-    audience: config.JWT_AUDIENCE,
-    accessTtlSeconds: config.ACCESS_TOKEN_TTL_SECONDS,
-    refreshTtlDays: config.REFRESH_TOKEN_TTL_DAYS,
-    reuseGraceSeconds: config.REFRESH_REUSE_GRACE_SECONDS,
-  });
   const metrics = new Metrics('gateway');
   const gatewayMetrics = new GatewayMetrics(metrics);
+  const tokens = new TokenService(
+    keys,
+    repository,
+    {
+      issuer: config.JWT_ISSUER,
+      audience: config.JWT_AUDIENCE,
+      accessTtlSeconds: config.ACCESS_TOKEN_TTL_SECONDS,
+      refreshTtlDays: config.REFRESH_TOKEN_TTL_DAYS,
+      reuseGraceSeconds: config.REFRESH_REUSE_GRACE_SECONDS,
+    },
+    (outcome) => gatewayMetrics.tokenRefreshes.inc({ outcome }),
+  );
   const limiter = new RateLimiter({ redis, prefix: `${config.REDIS_KEY_PREFIX}:gateway` });
   const defaultKey = config.SERVICE_KEY[0];
   const upstreamKey = (own: string | undefined) => own ?? defaultKey;

@@ -233,6 +233,10 @@ describe('gateway: sign-in and tokens', function () {
         const descendant = await harness.call('POST', '/api/v1/auth/refresh', { body: { refresh_token: rotated.body.refresh_token } });
         assert.equal(descendant.status, 401, 'the legitimate descendant is revoked too');
         assert.match(descendant.body.detail, /revoked/);
+        const metrics = String((await harness.call('GET', '/metrics')).body);
+        for (const [outcome, count] of [['rotated', 1], ['reuse_detected', 1], ['refused', 1], ['replayed_in_grace', 0]] as const) {
+          assert.match(metrics, new RegExp(`^gateway_token_refreshes_total\\{outcome="${outcome}",service="gateway"\\} ${count}$`, 'm'), outcome);
+        }
       } finally {
         await harness.stop();
       }

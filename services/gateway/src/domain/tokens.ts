@@ -39,13 +39,20 @@ export interface AccessClaims {
 
 const refreshRefused = (detail: string) => unauthorized(detail, 'Bearer realm="tempora", error="invalid_grant"');
 
+/** How a refresh ended: a new pair, a replay within the grace window, a reused token (its sign-in revoked), or refused. */
+export type RefreshOutcome = 'rotated' | 'replayed_in_grace' | 'reuse_detected' | 'refused';
+
 /** Signs access tokens and runs the refresh-token lifecycle (rotation, reuse detection, revocation). */
 export class TokenService {
   private readonly keys: KeyStore;
   private readonly repository: GatewayRepository;
   readonly settings: TokenSettings;
 
-  constructor(keys: KeyStore, repository: GatewayRepository, settings: TokenSettings) {
+  /** Told how each refresh ended, for the gateway's metrics. */
+  private readonly onRefresh: (outcome: RefreshOutcome) => void;
+
+  constructor(keys: KeyStore, repository: GatewayRepository, settings: TokenSettings, onRefresh: (outcome: RefreshOutcome) => void = () => {}) {
+    this.onRefresh = onRefresh;
     this.keys = keys;
     this.repository = repository;
     this.settings = settings;
@@ -115,12 +122,16 @@ export class TokenService {
           await this.repository.revokeFamily(row.family_id, 'reuse', trx);
           return { error: 'the refresh token was already used; every session token of this sign-in has been revoked', reuse: true } as const;
         }
-        return { userId: row.user_id, token: await this.refreshToken(row.user_id, row.family_id, trx) } as const;
+        return { userId: row.user_id, token: await this.refreshToken(row.user_id, row.family_id, trx), grace: true } as const;
       }
       await this.repository.markRotated(trx, row.id);
       return { userId: row.user_id, token: await this.refreshToken(row.user_id, row.family_id, trx) } as const;
     });
-    if ('error' in outcome) throw refreshRefused(outcome.error as string);
+    if ('error' in outcome) {
+      this.onRefresh('reuse' in outcome ? 'reuse_detected' : 'refused');
+      throw refreshRefused(outcome.error as string);
+    }
+    this.onRefresh('grace' in outcome ? 'replayed_in_grace' : 'rotated');
     const user = await this.repository.findUser(outcome.userId);
     if (!user) throw refreshRefused('the account no longer exists');
     return this.pair(user, outcome.token);

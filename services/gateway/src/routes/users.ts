@@ -125,6 +125,7 @@ export function userRoutes(deps: GatewayRouteDeps): RouteDefinition[] {
         if ((await repository.countActiveApiKeys(userId)) >= MAX_ACTIVE_API_KEYS) throw new Problem(409, `at most ${MAX_ACTIVE_API_KEYS} active API keys; revoke one first`);
         const key = opaqueSecret(API_KEY_PREFIX);
         const row = await repository.createApiKey({ id: randomUUID(), user_id: userId, name: body.name, prefix: key.slice(0, API_KEY_VISIBLE), key_hash: sha256(key), scopes: body.scopes });
+        deps.metrics.apiKeys.inc({ action: 'created' });
         ctx.status = 201;
         ctx.set('Cache-Control', 'no-store');
         ctx.set('Location', `/api/v1/users/me/api-keys/${row.id}`);
@@ -160,6 +161,7 @@ export function userRoutes(deps: GatewayRouteDeps): RouteDefinition[] {
         const user = currentUser(ctx);
         if (user.via === 'api_key' && user.apiKeyId !== params.id) throw new Problem(403, 'an API key can revoke only itself; use a Bearer token to revoke other keys');
         if (!(await repository.revokeApiKey(user.userId, params.id))) throw notFound(`no active API key ${params.id}`);
+        deps.metrics.apiKeys.inc({ action: 'revoked' });
         deps.authCache.clear();
         ctx.status = 204;
         return undefined;
