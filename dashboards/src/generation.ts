@@ -53,6 +53,26 @@ export const generation = dashboard({
       ],
     },
     {
+      title: 'Agent pool',
+      panels: [
+        {
+          title: 'Queue depth',
+          description: 'Agent tasks waiting or running on the Redis agent pool, by pool: the AgentPool autoscaler\'s signal (every process reports the same stream, hence max).',
+          unit: 'short',
+          queries: [{ expr: `max by (pool) (tempora_generation_queue_depth{${SEL}})`, legend: '{{pool}}' }],
+        },
+        {
+          title: 'Pool workers',
+          description: 'Agent-pool worker processes reporting, and the tasks each finishes per second.',
+          unit: 'short',
+          queries: [
+            { expr: `count(sum by (instance) (rate(generation_worker_tasks_total{${SEL}}[$__rate_interval])))`, legend: 'workers' },
+            { expr: `sum by (instance) (rate(generation_worker_tasks_total{${SEL}}[$__rate_interval]))`, legend: 'tasks/s {{instance}}' },
+          ],
+        },
+      ],
+    },
+    {
       title: 'Callbacks',
       panels: [
         {

@@ -46,7 +46,7 @@ describe('dashboards on a real Prometheus scraping the platform', function () {
 
     databaseUrl = await createDatabase('panels');
     // A SimulationBudget as the operator's ConfigMap renders it, for the budget panels.
-    writeFileSync(join(dir, 'budgets.json'), JSON.stringify({ panels: { scope: {}, period: 'monthly', limitUsd: 50, perRunMaxUsd: 1, alertThresholds: [0.5, 0.9], exhausted: false } }));
+    writeFileSync(join(dir, 'budgets.json'), JSON.stringify({ panels: { scope: 'global', period: 'monthly', limitUsd: 50, perRunMaxUsd: 1, alertThresholds: [0.5, 0.9] } }));
     platform = await startPlatform({
       shared: { databaseUrl, redisUrl: process.env.REDIS_URL! },
       env: { STABILITY_BASE_URL: vendor, STABILITY_API_KEY: 'test', CALLBACK_ALLOWLIST: '127.0.0.1', SIMULATION_BUDGETS_PATH: join(dir, 'budgets.json') },
@@ -118,14 +118,14 @@ async function driveTraffic(platform: Platform, vendor: string, callbackUrl: str
   await post('/api/v1/timepoints/generate/sync', { query: 'The signing of the Magna Carta, 1215', llm_params: { temperature: 3 } }, auth);
   // An asynchronous generation whose result is POSTed to a callback.
   await post('/api/v1/timepoints/generate', { query: 'The coronation of Charlemagne, 800', callback_url: callbackUrl }, auth);
+  // A payment webhook whose signature does not verify: refused, nothing granted.
+  const forged = await fetch(`${gw}/api/v1/billing/webhooks/stripe`, { method: 'POST', headers: { 'content-type': 'application/json', 'stripe-signature': 't=1,v1=00' }, body: '{"id":"evt_forged","type":"checkout.session.completed"}' });
+  assert.equal(forged.status, 400);
   // Anonymous reads past the public limit: rate-limited requests.
   await Promise.all(Array.from({ length: 80 }, () => fetch(`${gw}/api/v1/graph/moments?limit=1`).then((r) => r.arrayBuffer())));
   // A simulation run, charged through the gateway, waited for.
   const run = await fetch(`${gw}/api/v1/simulate?wait=30`, { method: 'POST', headers: { 'content-type': 'application/json', ...auth }, body: JSON.stringify({ prompt: 'A council in Vienna weighs war with the Ottomans, 1683', mode: 'FORWARD', fidelity: 1 }) });
   assert.ok(run.status < 300, `simulation: ${run.status} ${await run.text()}`);
-  // A payment webhook whose signature does not verify: refused, nothing granted.
-  const forged = await fetch(`${gw}/api/v1/billing/webhooks/stripe`, { method: 'POST', headers: { 'content-type': 'application/json', 'stripe-signature': 't=1,v1=00' }, body: '{"id":"evt_forged","type":"checkout.session.completed"}' });
-  assert.equal(forged.status, 400);
   // A moment waiting for moderation, for the judge to rule on.
   const graphUrl = platform.urls.graph;
   const bastille = (await (await fetch(`${graphUrl}/api/v1/moments/1789/july/14/1530/france/ile-de-france/paris/storming-of-the-bastille?format=tdf`, { headers: { 'x-service-key': 'dev-service-key' } })).json()) as { payload: Record<string, unknown> };
