@@ -13,12 +13,15 @@ import { GatewayConfigSchema } from '../../services/gateway/src/config.ts';
 import { KeyStore } from '../../services/gateway/src/domain/keys.ts';
 import { GenerationConfigSchema } from '../../services/generation/src/config.ts';
 import { GraphConfigSchema } from '../../services/graph/src/config.ts';
+import { BillingConfigSchema } from '../../services/billing/src/config.ts';
+import { ConductorConfigSchema } from '../../services/conductor/src/config.ts';
 import { SimulationConfigSchema } from '../../services/simulation/src/config.ts';
 import { applyAs, condition, CRD_DIR, manifests, ownedBy, startOperatorCluster, stopOperatorCluster, waitFor, waitReady as waitReadyIn, type OperatorCluster } from './cluster.ts';
 import { NS, agentPool, gateway, graphWorker } from './fixtures.ts';
 
 type Env = { name: string; value?: string; valueFrom?: Record<string, unknown> }[];
 interface Container {
+  image: string;
   env: Env;
   envFrom: Record<string, { name: string }>[];
   volumeMounts: { name: string; mountPath: string }[];
@@ -27,7 +30,7 @@ interface Container {
   readinessProbe?: Record<string, unknown>;
 }
 
-const SERVICES = ['gateway', 'generation', 'graph', 'simulation'];
+const SERVICES = ['gateway', 'generation', 'graph', 'simulation', 'conductor', 'billing'];
 /** Where the simulation pods find the SimulationBudgets: their Gateway's ConfigMap, mounted whole. */
 const BUDGETS_MOUNT = { name: 'budgets', mountPath: '/etc/tempora/simulation-budgets', readOnly: true };
 
@@ -172,6 +175,59 @@ describe('what the operator deploys', function () {
     });
   });
 
+  describe('the conductor and billing services', function () {
+    it('get their state, keys and peers; the conductor the providers, billing the payment settings, as their own configuration schemas read them', async function () {
+      const sources = async (deployment: string) => (await container(deployment)).envFrom.map((s) => s.configMapRef?.name ?? s.secretRef?.name);
+      assert.deepEqual(await sources('shared-conductor'), ['shared-conductor', 'tempora-keys', 'tempora-providers'], 'its model calls the providers');
+      assert.deepEqual(await sources('shared-billing'), ['shared-billing', 'tempora-keys', 'tempora-billing'], 'Stripe and App Store settings, and no model credentials');
+      for (const svc of ['conductor', 'billing']) {
+        const c = await container(`shared-${svc}`);
+        assert.equal(c.image, `ghcr.io/tempora/${svc}:1.0.0`);
+        assert.deepEqual(env(c, 'DATABASE_URL')?.valueFrom, secretRef('tempora-db'), `${svc}: its ledger and conversations are durable`);
+        assert.deepEqual(env(c, 'REDIS_URL')?.valueFrom, secretRef('tempora-redis'));
+      }
+      // The keys Secret brings SERVICE_KEY, whose first entry is each one's GATEWAY_SERVICE_KEY.
+      const conductor = ConductorConfigSchema.parse({ ...(await data('shared-conductor')), SERVICE_KEY: 'k1,k2' });
+      assert.equal(conductor.PORT, 8084);
+      assert.deepEqual(
+        [conductor.GATEWAY_URL, conductor.GRAPH_URL, conductor.GENERATION_URL, conductor.SIMULATION_URL],
+        ['http://shared-gateway.default.svc:8080', 'http://shared-graph.default.svc:8082', 'http://shared-generation.default.svc:8081', 'http://shared-simulation.default.svc:8083'],
+        'the tools it calls, and the ledger and JWKS of the gateway',
+      );
+      assert.equal(conductor.JWKS_URL, 'http://shared-gateway.default.svc:8080/.well-known/jwks.json');
+      // What the billing Secret holds (here a Stripe account) completes its configuration.
+      const billing = BillingConfigSchema.parse({
+        ...(await data('shared-billing')),
+        SERVICE_KEY: 'k1',
+        STRIPE_SECRET_KEY: 'sk_test_1',
+        STRIPE_WEBHOOK_SECRET: 'whsec_1',
+        CHECKOUT_SUCCESS_URL: 'https://tempora.test/paid',
+        CHECKOUT_CANCEL_URL: 'https://tempora.test/cancelled',
+      });
+      assert.equal(billing.PORT, 8085);
+      assert.equal(billing.GATEWAY_URL, 'http://shared-gateway.default.svc:8080', 'credits are granted through the gateway');
+      const gateway = GatewayConfigSchema.parse(await data('shared-gateway'));
+      assert.deepEqual(
+        [gateway.CONDUCTOR_URL, gateway.BILLING_URL],
+        ['http://shared-conductor.default.svc:8084', 'http://shared-billing.default.svc:8085'],
+        'the gateway routes to them',
+      );
+      for (const svc of ['conductor', 'billing']) {
+        const service = (await admin.get(R.Service, NS, `shared-${svc}`)).spec as { ports: { port: number; targetPort: unknown }[] };
+        assert.equal(service.ports[0]?.port, svc === 'conductor' ? 8084 : 8085);
+      }
+    });
+
+    it('more than one replica of either needs shared state', async function () {
+      for (const svc of ['conductor', 'billing']) {
+        await assert.rejects(applyAs(admin, embedded('crowded', { services: { [svc]: { replicas: 2 } } })), /more than one replica needs spec.database and spec.redis/, svc);
+      }
+      await applyAs(admin, gateway('shared', { ingress: undefined, services: { gateway: { replicas: 2 }, billing: { replicas: 2 } } }));
+      await waitFor('two billing replicas', async () => ((await admin.get(R.Deployment, NS, 'shared-billing')).spec as any).replicas === 2);
+      await applyAs(admin, gateway('shared', { ingress: undefined }));
+    });
+  });
+
   describe('the gateway\'s signing key', function () {
     it('is created once in a Secret the gateway reads, kept, and made anew when deleted', async function () {
       const gw = await admin.get(R.Gateway, NS, 'shared');
@@ -274,15 +330,17 @@ describe('what the operator deploys', function () {
         const graph = GraphConfigSchema.parse(await data(`${gw}-graph`)).TRUSTED_PROXY_HOPS;
         const generation = GenerationConfigSchema.parse(await data(`${gw}-generation`)).TRUSTED_PROXY_HOPS;
         const simulation = SimulationConfigSchema.parse(await data(`${gw}-simulation`)).TRUSTED_PROXY_HOPS;
-        return [gateway, graph, generation, simulation];
+        const conductor = ConductorConfigSchema.parse(await data(`${gw}-conductor`)).TRUSTED_PROXY_HOPS;
+        const billing = BillingConfigSchema.parse(await data(`${gw}-billing`)).TRUSTED_PROXY_HOPS;
+        return [gateway, graph, generation, simulation, conductor, billing];
       };
-      assert.deepEqual(await hops('shared'), [0, 1, 1, 1], 'no Ingress: the gateway trusts nobody, the services behind it the gateway');
+      assert.deepEqual(await hops('shared'), [0, 1, 1, 1, 1, 1], 'no Ingress: the gateway trusts nobody, the services behind it the gateway');
       await applyAs(admin, gateway('behind'));
       await waitReady(R.Gateway, 'behind');
-      assert.deepEqual(await hops('behind'), [1, 2, 2, 2], 'behind an Ingress');
+      assert.deepEqual(await hops('behind'), [1, 2, 2, 2, 2, 2], 'behind an Ingress');
       await applyAs(admin, gateway('behind', { trustedProxies: 2 }));
       await waitFor('two proxies', async () => (await hops('behind'))[0] === 2);
-      assert.deepEqual(await hops('behind'), [2, 3, 3, 3]);
+      assert.deepEqual(await hops('behind'), [2, 3, 3, 3, 3, 3]);
       await admin.delete(R.Gateway, NS, 'behind');
     });
 
@@ -295,7 +353,7 @@ describe('what the operator deploys', function () {
         OTEL_TRACES_SAMPLER_ARG: '0.25',
         OTEL_RESOURCE_ATTRIBUTES: 'k8s.pod.name=$(POD_NAME),k8s.namespace.name=$(POD_NAMESPACE),k8s.node.name=$(NODE_NAME)',
       };
-      for (const deployment of ['shared-gateway', 'shared-generation', 'shared-graph', 'shared-simulation', 'render']) {
+      for (const deployment of ['shared-gateway', 'shared-generation', 'shared-graph', 'shared-simulation', 'shared-conductor', 'shared-billing', 'render']) {
         const c = await waitFor(`${deployment} traced`, async () => {
           const found = await container(deployment);
           return env(found, 'OTEL_EXPORTER_OTLP_ENDPOINT') ? found : undefined;
@@ -320,7 +378,7 @@ describe('what the operator deploys', function () {
       assert.equal(condition(waiting, 'Degraded')?.status, 'False', 'waiting is not failing');
       await applyAs(admin, embedded('slow', { image: { version: '1.0.0' } }));
       const ready = await waitReady(R.Gateway, 'slow');
-      assert.match(condition(ready, 'Ready')!.message, /4\/4 pods available/);
+      assert.match(condition(ready, 'Ready')!.message, /6\/6 pods available/);
     });
 
     for (const [tag, reason, message] of [

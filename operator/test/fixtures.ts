@@ -11,7 +11,7 @@ export function gateway(name: string, spec: Record<string, unknown> = {}): KubeO
       image: { version: '1.0.0' },
       ingress: { host: `${name}.tempora.test`, className: 'nginx', tlsSecretName: `${name}-tls` },
       corsDomain: 'tempora.test',
-      secrets: { keys: 'tempora-keys', providers: 'tempora-providers' },
+      secrets: { keys: 'tempora-keys', providers: 'tempora-providers', billing: 'tempora-billing' },
       database: { secretName: 'tempora-db' },
       redis: { secretName: 'tempora-redis' },
       services: { gateway: { replicas: 2, resources: { requests: { cpu: '0.1', memory: '128Mi' } } } },

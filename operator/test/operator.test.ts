@@ -22,7 +22,7 @@ import { GenerationConfigSchema } from '../../services/generation/src/config.ts'
 import { SERVICE_KEY, service as asService, startSimulation, type SimulationHarness } from '../../services/simulation/test/harness.ts';
 import { QUEUE_DEPTH_METRIC } from '../src/reconcilers/agent-pool.ts';
 
-const SERVICES = ['gateway', 'generation', 'graph', 'simulation'];
+const SERVICES = ['gateway', 'generation', 'graph', 'simulation', 'conductor', 'billing'];
 const ReplicaSet: R.ResourceType = { group: 'apps', version: 'v1', kind: 'ReplicaSet', plural: 'replicasets' };
 const Job: R.ResourceType = { group: 'batch', version: 'v1', kind: 'Job', plural: 'jobs' };
 const APIService: R.ResourceType = { group: 'apiregistration.k8s.io', version: 'v1', kind: 'APIService', plural: 'apiservices' };
@@ -156,7 +156,7 @@ describe('operator on a real control plane', function () {
       const gw = await waitReady(R.Gateway, 'alpha');
       const deployments = await owned(R.Deployment, gw);
       assert.deepEqual(deployments.map((d) => d.metadata.name).sort(), SERVICES.map((s) => `alpha-${s}`).sort());
-      for (const kind of [R.Service, R.PodDisruptionBudget, R.ServiceMonitor]) assert.equal((await owned(kind, gw)).length, 4, kind.kind);
+      for (const kind of [R.Service, R.PodDisruptionBudget, R.ServiceMonitor]) assert.equal((await owned(kind, gw)).length, SERVICES.length, kind.kind);
       // A ConfigMap of settings per service, and the SimulationBudgets naming the Gateway.
       assert.deepEqual((await owned(R.ConfigMap, gw)).map((c) => c.metadata.name).sort(), [...SERVICES.map((s) => `alpha-${s}`), 'alpha-simulation-budgets'].sort());
       const [ingress] = await owned(R.Ingress, gw);
@@ -510,7 +510,7 @@ describe('operator on a real control plane', function () {
       await waitReady(R.SimulationBudget, 'after-restart', 60_000);
       const gw = await waitReady(R.Gateway, 'alpha', 60_000);
       const deployments = await owned(R.Deployment, gw);
-      assert.equal(deployments.length, 4);
+      assert.equal(deployments.length, SERVICES.length);
       assert.ok(deployments.every((d) => (d.spec as any).template.spec.containers[0].image.endsWith(':1.2.0')));
       assert.ok((await counterSum(op, 'tempora_operator_informer_restarts_total')) > restartsBefore, 'watches restarted');
       assert.ok(op.isLeader);
@@ -530,8 +530,8 @@ describe('operator on a real control plane', function () {
       await applyAs(admin, gateway('alpha', { image: { version: '1.3.0' }, services: { gateway: { replicas: 3 }, generation: { replicas: 3 } } }));
       await waitFor('generation scaled', async () => ((await admin.get(R.Deployment, NS, 'alpha-generation')).spec as any).replicas === 3);
       const gw = await waitReady(R.Gateway, 'alpha');
-      assert.equal((await owned(R.Deployment, gw)).length, 4);
-      assert.equal((await owned(R.ConfigMap, gw)).length, 5);
+      assert.equal((await owned(R.Deployment, gw)).length, SERVICES.length);
+      assert.equal((await owned(R.ConfigMap, gw)).length, SERVICES.length + 1, 'one per service and the SimulationBudgets');
     });
   });
 

@@ -16,7 +16,7 @@ import { updateStatus } from './status.ts';
 import { configMap, deployment, envFromSecretKey, image, modelSettings, obj, podDisruptionBudget, service, serviceMonitor, type EnvVar, type ReadOnlyVolume } from './workload.ts';
 
 /** Services that call model providers and so receive the provider credentials. */
-const USES_PROVIDERS = new Set<PlatformService>(['generation', 'graph', 'simulation']);
+const USES_PROVIDERS = new Set<PlatformService>(['generation', 'graph', 'simulation', 'conductor']);
 
 /** Where the simulation pods find the SimulationBudgets of their Gateway: one `<budget>.json` per budget (SIMULATION_BUDGETS_PATH). */
 export const BUDGETS_DIR = '/etc/tempora/simulation-budgets';
@@ -129,6 +129,7 @@ export function desiredGatewayChildren(gw: Gateway, withServiceMonitors: boolean
     if (svc === 'gateway') envFrom.push({ secretRef: { name: signingKeyName(gw) } });
     if (spec.secrets?.keys) envFrom.push({ secretRef: { name: spec.secrets.keys } });
     if (spec.secrets?.providers && USES_PROVIDERS.has(svc)) envFrom.push({ secretRef: { name: spec.secrets.providers } });
+    if (spec.secrets?.billing && svc === 'billing') envFrom.push({ secretRef: { name: spec.secrets.billing } });
     const redis = svc === 'generation' && pool ? poolRedis(pool, gw) : spec.redis;
     const env: EnvVar[] = [
       ...envFromSecretKey('DATABASE_URL', spec.database),

@@ -2,11 +2,8 @@
 // through the Services a Gateway owns, named `<gateway>-<service>`.
 import { DEFAULT_PORTS } from '@tempora/kit/runtime';
 
-/**
- * The services a Gateway deploys (docs/images.md). Conductor and billing are not deployed yet, so on a
- * cluster the gateway's routes to them answer 502, as they would with the service down.
- */
-export const DEPLOYED_SERVICES = ['gateway', 'generation', 'graph', 'simulation'] as const;
+/** The services a Gateway deploys (docs/images.md): every one of conventions.md's. */
+export const DEPLOYED_SERVICES = ['gateway', 'generation', 'graph', 'simulation', 'conductor', 'billing'] as const;
 export type PlatformService = (typeof DEPLOYED_SERVICES)[number];
 
 export function servicePort(svc: PlatformService): number {

@@ -155,6 +155,8 @@ export type GatewaySpec = {
     generation?: ServiceSettings;
     graph?: ServiceSettings;
     simulation?: ServiceSettings;
+    conductor?: ServiceSettings;
+    billing?: ServiceSettings;
   };
   /** Default: {}. */
   rateLimits: {
@@ -172,8 +174,10 @@ export type GatewaySpec = {
   secrets?: {
     /** SERVICE_KEY, ADMIN_KEY, WRITER_TOKENS, SIMULATION_API_KEYS, for every service and the graph workers; a JWT_PRIVATE_KEY here replaces the signing key the operator keeps in the Secret <gateway>-signing-key. The operator reads its SERVICE_KEY to ask the simulation service for the spend of each SimulationBudget. */
     keys?: string;
-    /** Model provider credentials (generation, graph, simulation; the default of GraphWorkers and AgentPools). */
+    /** Model provider credentials (generation, graph, simulation, conductor; the default of GraphWorkers and AgentPools). */
     providers?: string;
+    /** The billing service's payment settings: STRIPE_SECRET_KEY, STRIPE_WEBHOOK_SECRET, CHECKOUT_SUCCESS_URL, CHECKOUT_CANCEL_URL, APPLE_ROOT_CERTIFICATES, APPLE_BUNDLE_ID, APPLE_ENVIRONMENT, APPLE_APP_APPLE_ID, BILLING_CATALOGUE. Unset, Stripe checkout and webhooks and App Store purchases and notifications answer 503 (not configured). */
+    billing?: string;
   };
   /** The key of a Secret holding the PostgreSQL URL (DATABASE_URL) that every service and the graph workers share. Unset, each service keeps an embedded database on its pod's data volume, lost with the pod, and runs one replica. */
   database?: SecretKeyRef;
