@@ -1,9 +1,11 @@
 /**
  * `npm start`: the whole platform on this machine. Every service that exists runs as its own process on
  * its conventional port, on embedded defaults (PGlite under TEMPORA_DATA_DIR, in-memory Redis fallbacks,
- * the offline model provider), with development keys for whatever is not configured. Given DATABASE_URL
- * and REDIS_URL it runs as a cluster does: the graph's renderer, expander and judge as worker processes,
- * and generation's agents on the Redis agent pool with a pool worker. Ctrl-C stops all.
+ * the offline model provider), with development keys for whatever is not configured; the graph's four
+ * background workers (renderer, expander, judge, daily) run inside the graph service, which alone can open
+ * the embedded database. Given DATABASE_URL and REDIS_URL it runs as a cluster does: the graph's renderer,
+ * expander and judge as worker processes (daily, a CronJob's once-a-day run in a cluster, stays inside the
+ * graph service), and generation's agents on the Redis agent pool with a pool worker. Ctrl-C stops all.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
@@ -78,8 +80,10 @@ for (const service of services) units.push({ name: service, script: `services/${
 let workerPort = Number(env.WORKER_BASE_PORT ?? 8100);
 const worker = (name: string, script: string, args: string[]): Unit => ({ name, script, args, port: workerPort, env: { WORKER_PORT: String(workerPort++) } });
 if (env.DATABASE_URL) {
-  // The graph's API process renders in-process only on the embedded database; with PostgreSQL its workers do.
+  // On the embedded database the graph service runs every worker itself (GRAPH_WORKERS' default); with
+  // PostgreSQL the continuous ones are processes, and daily, which a CronJob runs once a day, stays inside it.
   for (const role of ['renderer', 'expander', 'judge']) units.push(worker(`graph-${role}`, 'services/graph/src/worker.ts', [role]));
+  env.GRAPH_WORKERS ??= 'daily';
 }
 if (env.REDIS_URL) {
   env.AGENT_POOL ??= 'redis';
@@ -147,7 +151,13 @@ if (!stopping) {
   if (services.includes('graph')) console.log(`  ${'MCP'.padEnd(17)} ${url('graph')}/mcp/`);
   for (const unit of workers) console.log(`  ${unit.name.padEnd(17)} http://127.0.0.1:${unit.port}/metrics`);
   if (units.some((unit) => unit.name === 'stripe-stand-in')) console.log(`  ${'Stripe stand-in'.padEnd(17)} ${env.STRIPE_API_URL}   (billing in test mode: no real payments)`);
-  if (!env.DATABASE_URL) console.log('  (graph renderer in-process on the embedded database; set DATABASE_URL and REDIS_URL to run the workers as processes)');
+  if (services.includes('graph')) {
+    const inside = env.GRAPH_WORKERS ?? 'renderer,expander,judge,daily';
+    console.log(`  (graph workers inside the graph service: ${inside === 'none' ? 'none' : inside.split(',').join(', ')}${env.DATABASE_URL ? '' : ', on the embedded database; set DATABASE_URL and REDIS_URL to run them as processes'})`);
+    if (!env.GEMINI_API_KEY && !env.OPENROUTER_API_KEY && !env.OPENROUTER_BASE_URL) {
+      console.log("  (no model key: every model is the offline provider; the Expander's metadata and proposals and the Daily job's entries are labelled placeholders, and the Judge refuses only plain spam)");
+    }
+  }
   if (applied.length > 0) {
     console.log('\ndevelopment credentials (set these variables to use your own):');
     for (const name of applied.filter((name) => /KEY|TOKENS|SECRET/.test(name))) console.log(`  ${name}=${env[name]}`);

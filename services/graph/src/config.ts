@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { baseConfigSchema, csv } from '@tempora/kit/runtime';
 import { parseWriterTokens } from '@tempora/kit/http';
+import { providerConfigFields } from '@tempora/kit/providers';
 
 const perMinute = (fallback: number) => z.coerce.number().int().min(1).default(fallback);
 /** Milliseconds, at least 1. */
@@ -13,8 +14,9 @@ export const envOptional = z
   .optional()
   .transform((value) => (value && value.trim() !== '' ? value.trim() : undefined));
 
-/** Where render jobs run: `in-process` in the graph service itself, `off` to leave them to GraphWorker renderer pods. */
-export const GRAPH_RENDERER_MODES = ['in-process', 'off'] as const;
+/** The graph's background workers (docs/graph.md, "Background workers"). */
+export const WORKER_ROLES = ['renderer', 'expander', 'judge', 'daily'] as const;
+export type WorkerRole = (typeof WORKER_ROLES)[number];
 
 /**
  * What a renderer needs, wherever it runs: the renderer worker process and the graph service's in-process
@@ -37,6 +39,22 @@ export const rendererConfigFields = {
   RENDER_BACKOFF_MS: envMs(30_000),
   /** A job running this long lost its worker and is reclaimed; must exceed RENDER_TIMEOUT_MS. */
   RENDER_STALE_MS: envMs(900_000),
+};
+
+/**
+ * What the expander, judge and daily need, wherever they run: the worker process and the graph service's
+ * in-process workers (GRAPH_WORKERS) read the same variables.
+ */
+export const roleConfigFields = {
+  /** Moments the expander looks at per run, and the moments it may add for each. */
+  EXPANDER_BATCH: envCount(5, 100),
+  EXPANDER_MAX_NEW: envCount(3, 10),
+  /** A moment with fewer curated (not automatic) edges than this is under-connected. */
+  EXPANDER_MIN_EDGES: envCount(2, 100),
+  DAILY_MOMENTS: envCount(5, 20),
+  /** Text model of the judge, expander and daily: native when GEMINI_API_KEY is set, else the aggregator, else offline. */
+  ...providerConfigFields,
+  WORKER_TEXT_MODEL: envOptional,
 };
 
 /** The cross-field rule of the renderer's variables, for every schema that holds them. */
@@ -66,15 +84,26 @@ export const GraphConfigFields = baseConfigSchema('graph').extend({
   INDEX_REBUILD_RATIO: z.coerce.number().min(0.01).max(10).default(0.25),
   BODY_LIMIT: z.string().regex(/^\d+(b|kb|mb)$/i).default('8mb'),
   /**
-   * Whether this process renders queued jobs itself. Unset: `in-process` on the embedded database (no
-   * DATABASE_URL; it serves one process, so no worker can), `off` with PostgreSQL (GraphWorker pods render).
+   * The background workers this process runs itself: comma-separated roles, or `none`. Unset: every role
+   * on the embedded database (no DATABASE_URL; it serves one process, so no worker process can), none with
+   * PostgreSQL (the GraphWorker pods run them).
    */
-  GRAPH_RENDERER: z.enum(GRAPH_RENDERER_MODES).optional(),
+  GRAPH_WORKERS: z
+    .string()
+    .optional()
+    .transform((value, ctx) => {
+      if (value === undefined || value.trim() === '') return undefined;
+      const roles = value.trim() === 'none' ? [] : value.split(',').map((role) => role.trim());
+      const unknown = roles.filter((role) => !(WORKER_ROLES as readonly string[]).includes(role));
+      if (unknown.length > 0) ctx.addIssue({ code: 'custom', message: `unknown roles ${unknown.join(', ')}: list some of ${WORKER_ROLES.join(', ')}, or none` });
+      return [...new Set(roles)] as WorkerRole[];
+    }),
   ...rendererConfigFields,
+  ...roleConfigFields,
 });
 
 export const GraphConfigSchema = GraphConfigFields.superRefine(checkRendererConfig).transform((config) => ({
   ...config,
-  GRAPH_RENDERER: config.GRAPH_RENDERER ?? (config.DATABASE_URL ? 'off' : 'in-process'),
+  GRAPH_WORKERS: config.GRAPH_WORKERS ?? (config.DATABASE_URL ? [] : [...WORKER_ROLES]),
 }));
 export type GraphConfig = z.output<typeof GraphConfigSchema>;

@@ -5,7 +5,7 @@ import type { ChangeFeed } from './change-feed.ts';
 import type { Direction, EdgeType } from './domain/edge-types.ts';
 import { shortestPath, traverse, type NeighborSource, type StoredEdge } from './domain/graph-search.ts';
 import { FIGURE_KEYS_VERSION, figureKeys } from './domain/figure-names.ts';
-import type { MomentInput } from './domain/moment.ts';
+import type { EdgeInput, MomentInput } from './domain/moment.ts';
 import { NODE_COLUMNS, type AdjacencyChange, type EdgeRow, type GraphRepository, type MomentFilters, type MomentPage, type MomentRow, type RenderJobRow } from './repository/index.ts';
 import { NodeStore } from './domain/node-store.ts';
 import { nodeView, storedEdgeView, type NodeView } from './views.ts';
@@ -157,6 +157,14 @@ export class GraphService {
     await this.refresh(ids);
     await this.feed.publish(ids);
     return { paths: inputs.map((input) => input.path), created };
+  }
+
+  /** Curated edges from `source`, added without rewriting the moment (MomentWrites.addEdges). */
+  async addEdges(source: string, edges: readonly EdgeInput[]): Promise<void> {
+    const ids = await this.repository.writes.addEdges(source, edges);
+    this.statsCache = undefined;
+    await this.refresh(ids);
+    await this.feed.publish(ids);
   }
 
   /**

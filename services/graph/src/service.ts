@@ -17,15 +17,15 @@ import { writeRoutes } from './routes/writes.ts';
 import { seedGraph } from './seed.ts';
 import { VERSION } from './version.ts';
 import { GraphWorkerMetrics } from './workers/metrics.ts';
-import { createRenderer, type Renderer } from './workers/renderer.ts';
+import { runRole, type RunningWorker } from './workers/runtime.ts';
 
 export { VERSION };
 
 export interface GraphInstance {
   app: Koa;
   graph: GraphService;
-  /** The in-process renderer, when GRAPH_RENDERER is `in-process`. */
-  renderer: Renderer | undefined;
+  /** The background workers this process runs itself (GRAPH_WORKERS), by role. */
+  workers: ReadonlyMap<string, RunningWorker>;
   openapi: object;
   logger: Logger;
   drain(): void;
@@ -46,8 +46,8 @@ export async function createGraphService(config: GraphConfig, logger = createLog
   }
   await graph.start();
 
-  // With the renderer in this process, its graph_worker_* series are served beside the service's own.
-  const workerMetrics = config.GRAPH_RENDERER === 'in-process' ? new GraphWorkerMetrics('graph') : undefined;
+  // With workers in this process, their graph_worker_* series are served beside the service's own.
+  const workerMetrics = config.GRAPH_WORKERS.length > 0 ? new GraphWorkerMetrics('graph') : undefined;
   const metrics = workerMetrics ?? new Metrics('graph');
   const indexGauges: Array<[name: string, help: string, read: () => number]> = [
     ['graph_index_edges', 'Edges held by the in-memory adjacency index (0 while it loads)', () => graph.indexStats.edges],
@@ -86,30 +86,27 @@ export async function createGraphService(config: GraphConfig, logger = createLog
     },
   });
 
-  // GRAPH_RENDERER=in-process (the default on the embedded database, which no worker process can share):
-  // this process renders the queued jobs itself, through the same GraphService, so its index sees them.
-  let renderer: Renderer | undefined;
-  if (config.GRAPH_RENDERER === 'in-process') {
-    renderer = createRenderer(graph, config, logger.child({ worker: 'renderer' }), workerMetrics);
-    renderer.start();
-    logger.info({ generation: config.GENERATION_URL, concurrency: config.WORKER_CONCURRENCY, budgetUsd: config.WORKER_DAILY_BUDGET_USD }, 'in-process renderer started');
-  }
-  // Stops claiming as soon as the shutdown begins; renders in flight get SHUTDOWN_GRACE_MS, then go back to the queue.
-  let rendererStopped: Promise<void> | undefined;
-  const stopRenderer = () => (rendererStopped ??= renderer ? renderer.stop(config.SHUTDOWN_GRACE_MS) : Promise.resolve());
+  // GRAPH_WORKERS (every role by default on the embedded database, which no worker process can share):
+  // this process runs those roles itself, through the same GraphService, so its index sees their writes.
+  const workers = new Map<string, RunningWorker>();
+  for (const role of config.GRAPH_WORKERS) workers.set(role, runRole(role, graph, config, logger.child({ worker: role }), workerMetrics!));
+  if (workers.size > 0) logger.info({ roles: [...workers.keys()], generation: config.GENERATION_URL, concurrency: config.WORKER_CONCURRENCY, budgetUsd: config.WORKER_DAILY_BUDGET_USD }, 'in-process workers started');
+  // They stop taking work as soon as the shutdown begins; work in flight gets SHUTDOWN_GRACE_MS, then goes back to the queue.
+  let workersStopped: Promise<unknown> | undefined;
+  const stopWorkers = () => (workersStopped ??= Promise.all([...workers.values()].map((worker) => worker.stop(config.SHUTDOWN_GRACE_MS))));
 
   return {
     app,
     graph,
-    renderer,
+    workers,
     openapi,
     logger,
     drain: () => {
       drainApp();
-      void stopRenderer();
+      void stopWorkers();
     },
     close: async () => {
-      await stopRenderer();
+      await stopWorkers();
       await feed.close();
       await redis?.quit().catch(() => {});
       await database.close();

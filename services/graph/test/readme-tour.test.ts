@@ -40,11 +40,27 @@ function tourLines(markdown: string): string[] {
     .filter((line) => line && !/^\w+\(\)\s*\{/.test(line));
 }
 
-/** What `field NAME` prints of an answer: the value at a dotted path, which must exist. */
-function field(body: unknown, name: string): string {
-  const value = name.split('.').reduce<unknown>((object, key) => (object as Record<string, unknown> | undefined)?.[key], body);
-  assert.ok(value !== undefined, `the answer has no ${name}: ${JSON.stringify(body)}`);
-  return String(value);
+/** What `field NAME…` prints of an answer: the values at dotted paths, which must exist, space-separated. */
+function field(body: unknown, names: string): string {
+  return names
+    .split(/\s+/)
+    .map((name) => {
+      const value = name.split('.').reduce<unknown>((object, key) => (object as Record<string, unknown> | undefined)?.[key], body);
+      assert.ok(value !== undefined, `the answer has no ${name}: ${JSON.stringify(body)}`);
+      return String(value);
+    })
+    .join(' ');
+}
+
+/**
+ * The command of a tour line: a `for … do COMMAND; sleep S; done [| uniq]` loop, which watches an answer
+ * change, stands for its COMMAND (the check asks again itself), and a leading `sleep S;` is dropped (the
+ * check waits for what the README waits for).
+ */
+function commandOf(line: string): string {
+  const loop = /^for .+?; do (.+?); sleep [\d.]+; done(?:\s*\|\s*uniq)?$/.exec(line);
+  if (loop) return loop[1]!;
+  return line.replace(/^sleep [\d.]+;\s*/, '');
 }
 
 /** A line without its `# comment` (a # that starts a word outside quotes). */
@@ -98,7 +114,8 @@ describe('README tour: the graph examples return what they promise', function ()
   let h: GraphHarness;
   before(async () => {
     await generation.start();
-    h = await startGraph({ GRAPH_SEED: 'true', GRAPH_RENDERER: 'in-process', GENERATION_URL: generation.url, WORKER_POLL_MS: '50' });
+    // Every worker in process, as under `npm start`.
+    h = await startGraph({ GRAPH_SEED: 'true', GRAPH_WORKERS: 'renderer,expander,judge,daily', GENERATION_URL: generation.url, WORKER_POLL_MS: '50' });
   });
   after(async () => {
     await h?.stop();
@@ -120,6 +137,21 @@ describe('README tour: the graph examples return what they promise', function ()
 
     const bastille = '/1789/july/14/1530/france/ile-de-france/paris/storming-of-the-bastille';
     // `optional`: a check for an example the README may show or leave out.
+    /** Asks `curl` again until `done` holds of what `field` prints (or 20 s pass); every distinct value printed, in order. */
+    const watch = async (curl: Curl, names: string, done: (printed: string) => boolean): Promise<string[]> => {
+      const seen: string[] = [];
+      const deadline = Date.now() + 20_000;
+      for (;;) {
+        const printed = field((await run(curl)).body, names);
+        if (seen.at(-1) !== printed) seen.push(printed);
+        if (done(printed) || Date.now() > deadline) return seen;
+        await new Promise((resolve) => setTimeout(resolve, 10));
+      }
+    };
+    const lifecycle = '/1900/july/19/1300/france/ile-de-france/paris/paris-metro-line-1-opens';
+    const spam = '/2024/may/1/1200/unknown/unknown/unknown/buy-now-casino-bonus';
+    let piped: string | undefined;
+
     const checks: Array<{ example: string; optional?: true; matches: (curl: Curl, url: URL) => boolean; check: (reply: Reply, curl: Curl) => Promise<void> | void }> = [
       {
         example: 'stats',
@@ -204,8 +236,46 @@ describe('README tour: the graph examples return what they promise', function ()
         },
       },
       {
+        example: 'a moment recorded bare (layer 0)',
+        optional: true,
+        matches: (curl, url) => url.pathname === '/ingest/tdf' && curl.data?.includes(lifecycle) === true,
+        check: ({ body }) => assert.deepEqual(body, { ingested: 1, created: 1, updated: 0, paths: [lifecycle] }),
+      },
+      {
+        example: 'its life watched: 0, 1 pending (the Expander), 1 active (the Judge), 2 (the Renderer)',
+        optional: true,
+        matches: (_, url) => url.pathname === `/api/v1/moments${lifecycle}`,
+        check: async (_reply, curl) => {
+          assert.equal(piped, 'layer status');
+          const seen = await watch(curl, 'layer status', (printed) => printed === '2 active');
+          const order = ['0 active', '1 pending', '1 active', '2 active'];
+          // The workers poll every 50 ms here (2 s under npm start), so a state may pass between two reads.
+          assert.deepEqual(seen, order.filter((state) => seen.includes(state)), seen.join(' → '));
+          assert.equal(seen.at(-1), '2 active', seen.join(' → '));
+          const moment = (await h.get(`/api/v1/moments${lifecycle}`)).body;
+          assert.match(moment.description, /^Placeholder written offline/, "layer 1's description, the Expander's");
+          assert.match(moment.image_url, /\/api\/v1\/timepoints\/.+\/image$/, "layer 2's image, the Renderer's");
+        },
+      },
+      {
+        example: 'a spam proposal for the Judge',
+        optional: true,
+        matches: (curl, url) => url.pathname === '/ingest/tdf' && curl.data?.includes(spam) === true,
+        check: ({ body }) => assert.deepEqual(body.paths, [spam]),
+      },
+      {
+        example: 'the Judge rejects it: archived and private',
+        optional: true,
+        matches: (_, url) => url.pathname === `/api/v1/moments${spam}`,
+        check: async (_reply, curl) => {
+          assert.equal(piped, 'status visibility');
+          assert.equal((await watch(curl, 'status visibility', (printed) => printed === 'archived private')).at(-1), 'archived private');
+          assert.equal((await h.get(`/api/v1/moments${spam}`)).status, 404, 'out of public reads');
+        },
+      },
+      {
         example: 'the export ingested back, with the same tdf_hash',
-        matches: (_, url) => url.pathname === '/ingest/tdf',
+        matches: (curl, url) => url.pathname === '/ingest/tdf' && curl.data === '@bastille.json',
         check: async ({ body }) => {
           assert.deepEqual(body, { ingested: 1, created: 0, updated: 1, paths: [bastille] });
           const before = JSON.parse(files.get('bastille.json')!).tdf_hash;
@@ -258,7 +328,8 @@ describe('README tour: the graph examples return what they promise', function ()
         variables[assignment[1]!] = local[assignment[1]!] ?? words(assignment[2]!, variables)[0] ?? '';
         continue;
       }
-      const [command, piped] = (substitution ? substitution[1]! : line).split(/\s*\|\s*field\s+/) as [string, string | undefined];
+      const [command, names] = commandOf(substitution ? substitution[1]! : line).split(/\s*\|\s*field\s+/) as [string, string | undefined];
+      piped = names?.trim();
       const curl = parseCurl(command, variables);
       const url = new URL(curl.url);
       const found = checks.filter((candidate) => candidate.matches(curl, url));
@@ -267,7 +338,7 @@ describe('README tour: the graph examples return what they promise', function ()
       assert.ok(reply.status < 300, `${line}: ${reply.status} ${JSON.stringify(reply.body)}`);
       await found[0]!.check(reply, curl);
       used.add(found[0]!.example);
-      const printed = piped ? field(reply.body, piped.trim()) : JSON.stringify(reply.body);
+      const printed = piped ? field(reply.body, piped) : JSON.stringify(reply.body);
       if (substitution) variables[assignment![1]!] = printed;
     }
     assert.deepEqual(checks.filter((check) => !check.optional && !used.has(check.example)).map((check) => check.example), [], 'every check has its README example');

@@ -13,7 +13,7 @@ import { migrations } from '../src/migrations.ts';
 import { GraphRepository } from '../src/repository/index.ts';
 import { BudgetExhausted, SpendBudget, nextUtcDay } from '../src/workers/budget.ts';
 import { runDaily } from '../src/workers/daily.ts';
-import { expandUnderConnected } from '../src/workers/expander.ts';
+import { describeBare, expandUnderConnected } from '../src/workers/expander.ts';
 import { GenerationClient } from '../src/workers/generation-client.ts';
 import { judgePending } from '../src/workers/judge.ts';
 import { Renderer, type RendererOptions } from '../src/workers/renderer.ts';
@@ -96,6 +96,20 @@ describe('graph background workers', function () {
   const job = async (id: string) => (await api.get(`/api/v1/graph/jobs/${id}`, writer)).body;
 
   describe('renderer', () => {
+    it('waits for the Judge: a job whose moment is pending is not rendered until the moment is passed', async () => {
+      const slug = 'pending-stage';
+      const id = await queue(slug);
+      const pending = { payload: { path: path(slug), event_name: 'The pending stage', layer: 0, status: 'pending' } };
+      assert.equal((await api.post('/ingest/tdf', pending, writer)).status, 200);
+      const worker = renderer();
+      await drain(worker);
+      assert.equal((await job(id)).status, 'queued', 'not claimed: nothing is paid for that may be rejected');
+      assert.equal(generation.calls.length, 0);
+      await judgePending(graph, offline, new SpendBudget(graph.repository.spend, 'judge', 0), 100);
+      await drain(worker);
+      assert.equal((await job(id)).status, 'succeeded');
+    });
+
     it('leaves a moment without coordinates when the scene\'s place is unknown (0, 0)', async () => {
       generation.coordinates = [0, 0];
       const id = await queue('nowhere-in-particular');
@@ -281,6 +295,61 @@ describe('graph background workers', function () {
 
       const again = await expandUnderConnected(graph, offline, budget, settings);
       assert.equal(again.added, 0, 'an expanded moment is not expanded again');
+    });
+
+    it('describes a bare moment (layer 0 → 1, pending the Judge) and queues its render; archived, private and rendering ones are left alone', async () => {
+      const bare = path('describe-me', 1810);
+      const records = [
+        { payload: { path: bare, event_name: 'A bare moment', layer: 0 } },
+        { payload: { path: path('describe-archived', 1810), event_name: 'An archived bare moment', layer: 0, status: 'archived' } },
+        { payload: { path: path('describe-private', 1810), event_name: 'A private bare moment', layer: 0, visibility: 'private' } },
+      ];
+      assert.equal((await api.post('/ingest/tdf', records, writer)).status, 200);
+      const rendering = 'describe-rendering';
+      await queue(rendering);
+      const budget = new SpendBudget(graph.repository.spend, 'expander', 0);
+      // Earlier tests' layer-0 moments whose jobs were cleared are bare too, and described with it.
+      assert.ok((await describeBare(graph, offline, budget, 100)) >= 1);
+
+      const moment = (await api.get(`/api/v1/moments${bare}`, writer)).body;
+      assert.deepEqual([moment.layer, moment.status, moment.visibility], [1, 'pending', 'public']);
+      assert.match(moment.description, /^Placeholder written offline \(no text model is configured\): A bare moment, 1 july 1810, montgeron, ile-de-france, france\.$/);
+      assert.equal((await api.get(`/api/v1/moments${bare}`)).status, 404, 'unpublished until the Judge passes it');
+      const jobs = await database.knex('render_jobs as j').join('moments as m', 'm.id', 'j.moment_id').where('m.path', bare).select('j.status', 'j.requested_by', 'j.request');
+      assert.equal(jobs.length, 1);
+      assert.deepEqual([jobs[0].status, jobs[0].requested_by], ['queued', 'expander']);
+      assert.match(jobs[0].request.query, /^A bare moment: Placeholder/);
+      for (const slug of ['describe-archived', 'describe-private', rendering]) assert.equal((await api.get(`/api/v1/moments${path(slug, slug === rendering ? 1903 : 1810)}`, writer)).body.layer, 0, slug);
+      assert.equal(await describeBare(graph, offline, budget, 100), 0, 'nothing is described twice');
+    });
+
+    it('offline, proposes neighbours only of moments people wrote: never of seeded moments or of its own placeholders', async () => {
+      const seeded = path('expander-seeded', 1811);
+      const proposed = path('expander-proposed', 1812);
+      const written = path('expander-written', 1813);
+      const records = [record(seeded, [], { source_type: 'seed' }), record(proposed, [], { source_type: 'expander' }), record(written, [], { source_type: 'generate' })];
+      assert.equal((await api.post('/ingest/tdf', records, writer)).status, 200);
+      const { model, prompts } = countingModel(0);
+      await expandUnderConnected(graph, model, new SpendBudget(graph.repository.spend, 'expander', 0), { batch: 100, maxNew: 1, minEdges: 1 });
+      const asked = prompts.map((prompt) => (JSON.parse(prompt) as { path: string }).path);
+      assert.ok(asked.includes(written));
+      assert.ok(!asked.includes(seeded) && !asked.includes(proposed), asked.join(', '));
+    });
+
+    it('links an anchor to its consequences without writing back its older read (a render finishing meanwhile keeps layer 2)', async () => {
+      const anchor = path('expander-rendered-meanwhile', 1814);
+      assert.equal((await api.post('/ingest/tdf', record(anchor, [], { source_type: 'generate' }), writer)).status, 200);
+      const { model } = countingModel(300);
+      const expanding = expandUnderConnected(graph, model, new SpendBudget(graph.repository.spend, 'expander', 0), { batch: 100, maxNew: 1, minEdges: 1 });
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      // The renderer's upgrade lands while the model is being asked about the anchor.
+      assert.equal((await api.post('/ingest/tdf', record(anchor, [], { source_type: 'generate', layer: 2 }), writer)).status, 200);
+      await expanding;
+      const moment = (await api.get(`/api/v1/moments${anchor}`, writer)).body;
+      assert.equal(moment.layer, 2);
+      const added = path('aftermath-of-expander-rendered-meanwhile', 1815);
+      const edges = await database.knex('edges as e').join('moments as s', 's.id', 'e.source_id').join('moments as t', 't.id', 'e.target_id').where('s.path', anchor).select('t.path', 'e.type');
+      assert.deepEqual(edges, [{ path: added, type: 'causes' }]);
     });
 
     it('expands each moment once when replicas run at the same time', async () => {

@@ -1,6 +1,9 @@
 import type { Knex } from '@tempora/kit/data';
 import { normaliseMoment, prefixed, type MomentRow } from './rows.ts';
 
+/** The claims of the expander's descriptions, apart from its expansions, so a moment described is not held from being expanded. */
+export const DESCRIBE_CLAIM = 'expander:describe';
+
 /**
  * The judge's and the expander's work: the moments waiting for them and the claims (`worker_claims`) by
  * which their replicas share it.
@@ -22,12 +25,33 @@ export class WorkerClaims {
     return rows.map(normaliseMoment);
   }
 
-  /** Public, active moments never expanded, that no expander holds, with fewer than `maxCurated` curated edges. */
-  async underConnectedMoments(limit: number, maxCurated: number): Promise<MomentRow[]> {
-    const rows = (await this.unclaimed('expander')
+  /**
+   * Public, active moments with their metadata (layer 1 or 2) never expanded, that no expander holds, with
+   * fewer than `maxCurated` curated edges; only those whose source_type is one of `sources`, when given.
+   */
+  async underConnectedMoments(limit: number, maxCurated: number, sources?: readonly string[]): Promise<MomentRow[]> {
+    const query = this.unclaimed('expander');
+    if (sources) query.whereIn('m.source_type', sources as string[]);
+    const rows = (await query
       .where({ 'm.visibility': 'public', 'm.status': 'active' })
+      .andWhere('m.layer', '>=', 1)
       .whereNull('m.expanded_at')
       .andWhereRaw(`(select count(*) from edges e where (e.source_id = m.id or e.target_id = m.id) and e.origin <> 'auto') < ?`, [maxCurated])
+      .orderBy('m.id')
+      .limit(limit)
+      .select(prefixed('m'))) as MomentRow[];
+    return rows.map(normaliseMoment);
+  }
+
+  /**
+   * Bare moments (layer 0: a path and a name) that no one is rendering and no expander holds, oldest
+   * first: the expander writes their metadata (layer 1). Rejected (archived) and private ones are left alone.
+   */
+  async bareMoments(limit: number): Promise<MomentRow[]> {
+    const rows = (await this.unclaimed(DESCRIBE_CLAIM)
+      .where({ 'm.layer': 0, 'm.visibility': 'public' })
+      .whereNot('m.status', 'archived')
+      .whereNotExists(this.knex('render_jobs as j').whereRaw('j.moment_id = m.id').whereIn('j.status', ['queued', 'running']).select(this.knex.raw('1')))
       .orderBy('m.id')
       .limit(limit)
       .select(prefixed('m'))) as MomentRow[];

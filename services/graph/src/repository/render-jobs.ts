@@ -16,13 +16,16 @@ export class RenderJobs {
 
   /**
    * Marks up to `limit` due queued jobs running for `worker`, oldest first, counting the attempt. SKIP
-   * LOCKED lets replicas claim at the same time without waiting on, or taking, each other's rows.
+   * LOCKED lets replicas claim at the same time without waiting on, or taking, each other's rows. A job
+   * whose moment waits for the Judge (status pending) waits too: nothing is paid for that may be rejected.
    */
   async claim(worker: string, limit: number): Promise<ClaimedRenderJob[]> {
     const { rows } = (await this.knex.raw(
       `with claimed as (
          update render_jobs set status = 'running', attempts = attempts + 1, claimed_by = ?, claimed_at = now(), updated_at = now()
-          where id in (select id from render_jobs where status = 'queued' and run_after <= now() order by created_at limit ? for update skip locked)
+          where id in (select j.id from render_jobs j join moments m on m.id = j.moment_id
+                        where j.status = 'queued' and j.run_after <= now() and m.status <> 'pending'
+                        order by j.created_at limit ? for update of j skip locked)
          returning *)
        select c.*, m.path, m.status as moment_status from claimed c join moments m on m.id = c.moment_id order by c.created_at`,
       [worker, limit],

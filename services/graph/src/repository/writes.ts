@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { Knex } from '@tempora/kit/data';
-import { adjacentYears, momentColumns, storedOrder, type MomentInput } from '../domain/moment.ts';
+import { adjacentYears, momentColumns, storedOrder, type EdgeInput, type MomentInput } from '../domain/moment.ts';
 import { published, type MomentRow, type RenderJobRow } from './rows.ts';
 
 export interface AutoLinkSettings {
@@ -74,6 +74,27 @@ export class MomentWrites {
       }
       return { ids: [...touched], created: written.filter((moment) => moment.inserted).length };
     });
+  }
+
+  /**
+   * Adds curated edges from the moment at `source` to stored moments, upserted by (source, target, type),
+   * without writing the moment itself: a worker that links a moment it read earlier must not write back
+   * fields another worker changed since (the renderer's layer 2). Returns the ids whose adjacency changed.
+   */
+  async addEdges(source: string, edges: readonly EdgeInput[]): Promise<number[]> {
+    const paths = [source, ...edges.map((edge) => edge.target)];
+    const rows = (await this.knex('moments').whereIn('path', paths).select('id', 'path')) as Array<{ id: string; path: string }>;
+    const ids = new Map(rows.map((row) => [row.path, Number(row.id)]));
+    const sourceId = ids.get(source);
+    if (sourceId === undefined) throw new MissingTargetError(0, source);
+    const inserts = edges.map((edge) => {
+      const targetId = ids.get(edge.target);
+      if (targetId === undefined) throw new MissingTargetError(0, edge.target);
+      const [from, to] = storedOrder(sourceId, targetId, edge.type);
+      return { source_id: from, target_id: to, type: edge.type, weight: edge.weight, theme: edge.theme, description: edge.description, origin: 'ingest' };
+    });
+    if (inserts.length > 0) await this.knex('edges').insert(inserts).onConflict(['source_id', 'target_id', 'type']).merge(['weight', 'theme', 'description']);
+    return [...new Set([sourceId, ...inserts.map((edge) => (edge.source_id === sourceId ? edge.target_id : edge.source_id))])];
   }
 
   /**

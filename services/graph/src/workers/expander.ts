@@ -1,11 +1,12 @@
 import { z } from 'zod';
-import { MONTHS } from '@tempora/kit/moments';
-import type { EdgeInput, MomentInput } from '../domain/moment.ts';
+import { MONTHS, toSlug } from '@tempora/kit/moments';
+import { MOMENT_TYPES, MomentInput, type EdgeInput } from '../domain/moment.ts';
 import type { GraphService } from '../graph-service.ts';
+import { DESCRIBE_CLAIM } from '../repository/claims.ts';
 import type { MomentRow } from '../repository/index.ts';
 import type { SpendBudget } from './budget.ts';
 import { askJson, type TextModel } from './model.ts';
-import { CLAIM_SECONDS, PROPOSED_MOMENT_SHAPE, ProposedMoment, addProposed, inputOf, proposedInput } from './moments.ts';
+import { CLAIM_SECONDS, PROPOSED_MOMENT_SHAPE, ProposedMoment, addProposed, inputOf, proposedInput, renderRequest } from './moments.ts';
 
 /** The one edge type the spec lets the expander create: a direct cause, stored cause → effect. */
 const EDGE = 'causes' as const;
@@ -21,6 +22,97 @@ const system = (max: number) =>
     'Only events you are confident happened; no speculation, no duplicates of the given moment.',
     `Answer with one JSON object: {"moments": [${PROPOSED_MOMENT_SHAPE.slice(0, -1)}, "relation": "cause" | "consequence", "weight": 0-1 strength of the causal link, "theme": short label}]}.`,
   ].join('\n');
+
+/** Layer 1 of a bare moment, as the model must give it: what the spec's layer table calls its metadata. */
+export const Description = z.object({
+  description: z.string().trim().min(1).max(2000),
+  type: z.enum(MOMENT_TYPES).catch('event'),
+  figures: z.array(z.string().trim().min(1).max(200)).max(20).default([]),
+  tags: z.array(z.string()).max(20).default([]),
+  latitude: z.number().min(-90).max(90).nullable().default(null),
+  longitude: z.number().min(-180).max(180).nullable().default(null),
+  confidence: z.number().min(0).max(1).default(0.5),
+});
+
+const DESCRIBE_SYSTEM = [
+  'You write the metadata of one real historical moment for a graph of history.',
+  'Given its name, date and place, answer with one JSON object: {"description": two to four neutral, factual sentences, "type": one of ' +
+    MOMENT_TYPES.join('|') +
+    ', "figures": [full names of the historical people involved], "tags": [lowercase topic words], "latitude": number or null, "longitude": number or null, "confidence": 0-1 how sure you are of the facts}.',
+  'If you do not know the event, say so in the description and give a low confidence; never invent people or facts.',
+].join('\n');
+
+/** Offline, a description that says what it is; no figures, tags or place are made up. */
+function offlineDescription(row: MomentRow): z.input<typeof Description> {
+  const place = [row.city, row.region, row.country].filter((part) => part !== 'unknown').join(', ');
+  return {
+    description: `Placeholder written offline (no text model is configured): ${row.event_name}, ${row.day} ${MONTHS[row.month_num - 1]} ${row.year}${place ? `, ${place}` : ''}.`,
+    type: row.type as z.input<typeof Description>['type'],
+    confidence: 0.2,
+  };
+}
+
+/**
+ * Layer 0 → 1: up to `batch` bare moments (a path and a name, that no one is rendering) get their
+ * metadata from the model, written at layer 1 with status `pending` (model-written text waits for the
+ * Judge, so the moment leaves public reads until it is passed), and a render job each, which the renderer
+ * takes once the Judge has passed the moment (layer 2). Returns how many were described.
+ */
+export async function describeBare(graph: GraphService, model: TextModel, budget: SpendBudget, batch: number, signal?: AbortSignal): Promise<number> {
+  const claims = graph.repository.claims;
+  let described = 0;
+  for (const row of await claims.bareMoments(batch)) {
+    if (!(await claims.claim(DESCRIBE_CLAIM, [row.id], CLAIM_SECONDS)).has(row.id)) continue;
+    try {
+      const meta = await askJson(model, budget, {
+        system: DESCRIBE_SYSTEM,
+        prompt: JSON.stringify({ path: row.path, event_name: row.event_name, date: `${row.day} ${MONTHS[row.month_num - 1]} ${row.year}`, place: [row.city, row.region, row.country].join(', ') }),
+        schema: Description,
+        offline: () => offlineDescription(row),
+        maxTokens: 800,
+        ...(signal ? { signal } : {}),
+      });
+      const input = MomentInput.parse(
+        inputOf(row, {
+          layer: 1,
+          status: 'pending',
+          description: meta.description,
+          type: meta.type,
+          figures: [...new Set([...row.figures, ...meta.figures])].slice(0, 50),
+          tags: [...new Set([...row.tags, ...meta.tags.map((tag) => toSlug(tag, 60)).filter(Boolean)])].slice(0, 30),
+          latitude: row.latitude ?? meta.latitude,
+          longitude: row.longitude ?? meta.longitude,
+          confidence: meta.confidence,
+        }),
+      );
+      await graph.writeMoments([input]);
+      await graph.queueRender(input, { requestedBy: 'expander', request: renderRequest(input) });
+    } catch (error) {
+      await claims.release(DESCRIBE_CLAIM, [row.id]);
+      throw error;
+    }
+    described += 1;
+  }
+  return described;
+}
+
+/**
+ * Offline, proposals are labelled placeholders: they are made only around moments people wrote, so that
+ * a seeded graph is not filled with them and a placeholder never begets another.
+ */
+const OFFLINE_ANCHOR_SOURCES = ['ingest', 'generate'];
+
+/** One expander run: bare moments described (layer 0 → 1), then under-connected moments expanded. */
+export async function expandGraph(
+  graph: GraphService,
+  model: TextModel,
+  budget: SpendBudget,
+  settings: { batch: number; maxNew: number; minEdges: number },
+  signal?: AbortSignal,
+): Promise<{ described: number; expanded: number; added: number }> {
+  const described = await describeBare(graph, model, budget, settings.batch, signal);
+  return { described, ...(await expandUnderConnected(graph, model, budget, settings, signal)) };
+}
 
 /** Offline, a consequence one year later in the same place, marked as such: deterministic and clearly not a real event. */
 function offlineExpansion(anchor: MomentRow): z.input<typeof Expansion> {
@@ -61,7 +153,8 @@ export async function expandUnderConnected(
   settings: { batch: number; maxNew: number; minEdges: number },
   signal?: AbortSignal,
 ): Promise<{ expanded: number; added: number }> {
-  const anchors = await graph.repository.claims.underConnectedMoments(settings.batch, settings.minEdges);
+  const offline = model.provider.kind === 'offline';
+  const anchors = await graph.repository.claims.underConnectedMoments(settings.batch, settings.minEdges, offline ? OFFLINE_ANCHOR_SOURCES : undefined);
   let added = 0;
   let expanded = 0;
   for (const anchor of anchors) {
@@ -104,7 +197,8 @@ async function expandOne(graph: GraphService, model: TextModel, budget: SpendBud
     proposals.push(input);
     if (moment.relation === 'consequence') fromAnchor.push({ ...edge, target: input.path });
   }
-  const added = (await addProposed(graph, proposals, 'expander', fromAnchor.length > 0 ? [inputOf(anchor, { edges: fromAnchor })] : [])).length;
+  // The anchor gets its edges to its consequences without being written back from this (older) read of it.
+  const added = (await addProposed(graph, proposals, 'expander', { from: anchor.path, edges: fromAnchor })).length;
   await graph.repository.claims.markExpanded([anchor.id]);
   return added;
 }

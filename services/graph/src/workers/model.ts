@@ -1,8 +1,7 @@
 import type { z } from 'zod';
-import { extractJson, textProviders, type TextProvider } from '@tempora/kit/providers';
+import { extractJson, textProviders, type ProviderConfig, type TextProvider } from '@tempora/kit/providers';
 import type { SpendBudget } from './budget.ts';
 import { textCallCeilingUsd, tokenCostUsd } from './costs.ts';
-import type { WorkerConfig } from './config.ts';
 
 export interface TextModel {
   provider: TextProvider;
@@ -10,7 +9,7 @@ export interface TextModel {
 }
 
 /** The generation service's choice for server defaults: native, else the aggregator, else offline (free, no keys). */
-export function workerTextModel(config: WorkerConfig): TextModel {
+export function workerTextModel(config: ProviderConfig & { WORKER_TEXT_MODEL?: string | undefined }): TextModel {
   const { native, aggregator, offline } = textProviders(config, 'Tempora graph worker');
   if (native) return { provider: native, model: config.WORKER_TEXT_MODEL ?? 'gemini-2.5-flash' };
   if (aggregator) return { provider: aggregator, model: config.WORKER_TEXT_MODEL ?? 'google/gemini-2.5-flash' };

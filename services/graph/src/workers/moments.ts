@@ -69,17 +69,28 @@ export function proposedInput(moment: ProposedMoment, sourceType: string, edges:
   return parsed.success ? parsed.data : undefined;
 }
 
+/** What a worker asks the renderer for a moment it wrote: its name and description, balanced, with an image. */
+export const renderRequest = (input: MomentInput) => ({
+  query: (input.description ? `${input.event_name}: ${input.description}` : input.event_name).slice(0, 500),
+  preset: 'balanced',
+  generate_image: true,
+});
+
 /**
  * Writes the moments whose paths are not stored yet (a model's proposal never overwrites a curated
- * moment) and queues a render job for each. Returns the paths written.
+ * moment), then `links`' edges from a stored moment to them, and queues a render job for each. Returns
+ * the paths written.
  */
-export async function addProposed(graph: GraphService, inputs: readonly MomentInput[], requestedBy: string, extra: readonly MomentInput[] = []): Promise<string[]> {
+export async function addProposed(graph: GraphService, inputs: readonly MomentInput[], requestedBy: string, links?: { from: string; edges: readonly EdgeInput[] }): Promise<string[]> {
   const existing = await graph.repository.moments.existingPaths(inputs.map((input) => input.path));
   const fresh = [...new Map(inputs.filter((input) => !existing.has(input.path)).map((input) => [input.path, input])).values()];
   if (fresh.length === 0) return [];
-  await graph.writeMoments([...fresh, ...extra]);
+  await graph.writeMoments(fresh);
+  const written = new Set(fresh.map((input) => input.path));
+  const edges = links?.edges.filter((edge) => written.has(edge.target)) ?? [];
+  if (links && edges.length > 0) await graph.addEdges(links.from, edges);
   for (const input of fresh) {
-    await graph.queueRender(input, { requestedBy, request: { query: (input.description ? `${input.event_name}: ${input.description}` : input.event_name).slice(0, 500), preset: 'balanced', generate_image: true } });
+    await graph.queueRender(input, { requestedBy, request: renderRequest(input) });
   }
   return fresh.map((input) => input.path);
 }

@@ -28,7 +28,7 @@ async function queue(api: GraphHarness, slug: string): Promise<string> {
   return reply.body.job.id as string;
 }
 
-describe('graph service: in-process renderer (GRAPH_RENDERER)', function () {
+describe('graph service: in-process workers (GRAPH_WORKERS)', function () {
   this.timeout(60_000);
   const generation = new FakeGeneration();
   before(() => generation.start());
@@ -41,16 +41,18 @@ describe('graph service: in-process renderer (GRAPH_RENDERER)', function () {
 
   describe('configuration', () => {
     const base = { WRITER_TOKENS: 'tester:writer-token-0123456789' };
-    it('defaults to in-process on the embedded database and off with PostgreSQL', () => {
-      assert.equal(loadConfig(GraphConfigSchema, base).GRAPH_RENDERER, 'in-process');
-      assert.equal(loadConfig(GraphConfigSchema, { ...base, DATABASE_URL: '' }).GRAPH_RENDERER, 'in-process');
-      assert.equal(loadConfig(GraphConfigSchema, { ...base, DATABASE_URL: 'postgres://db/graph' }).GRAPH_RENDERER, 'off');
-      assert.equal(loadConfig(GraphConfigSchema, { ...base, DATABASE_URL: 'postgres://db/graph', GRAPH_RENDERER: 'in-process' }).GRAPH_RENDERER, 'in-process');
-      assert.equal(loadConfig(GraphConfigSchema, { ...base, GRAPH_RENDERER: 'off' }).GRAPH_RENDERER, 'off');
+    const roles = (env: Record<string, string>) => loadConfig(GraphConfigSchema, { ...base, ...env }).GRAPH_WORKERS;
+    it('defaults to every role on the embedded database and none with PostgreSQL', () => {
+      assert.deepEqual(roles({}), ['renderer', 'expander', 'judge', 'daily']);
+      assert.deepEqual(roles({ DATABASE_URL: '' }), ['renderer', 'expander', 'judge', 'daily']);
+      assert.deepEqual(roles({ DATABASE_URL: 'postgres://db/graph' }), []);
+      assert.deepEqual(roles({ DATABASE_URL: 'postgres://db/graph', GRAPH_WORKERS: 'renderer, daily' }), ['renderer', 'daily']);
+      assert.deepEqual(roles({ GRAPH_WORKERS: 'none' }), []);
     });
 
-    it('validates the switch and the renderer variables it shares with the worker', () => {
-      assert.throws(() => loadConfig(GraphConfigSchema, { ...base, GRAPH_RENDERER: 'worker' }), (error: Error) => error instanceof ConfigError && /GRAPH_RENDERER/.test(error.message));
+    it('validates the switch and the variables it shares with the worker', () => {
+      assert.throws(() => roles({ GRAPH_WORKERS: 'renderer,worker' }), (error: Error) => error instanceof ConfigError && /GRAPH_WORKERS: unknown roles worker/.test(error.message));
+      assert.throws(() => roles({ EXPANDER_BATCH: '0' }), /EXPANDER_BATCH/);
       assert.throws(() => loadConfig(GraphConfigSchema, { ...base, RENDER_TIMEOUT_MS: '1000', RENDER_STALE_MS: '1000' }), /RENDER_STALE_MS: must exceed RENDER_TIMEOUT_MS/);
       assert.throws(() => loadConfig(GraphConfigSchema, { ...base, WORKER_CONCURRENCY: '0' }), /WORKER_CONCURRENCY/);
       const config = loadConfig(GraphConfigSchema, { ...base, WORKER_CONCURRENCY: '4', RENDER_MAX_ATTEMPTS: '2', GENERATION_SERVICE_KEY: 'gen-key' });
@@ -60,9 +62,9 @@ describe('graph service: in-process renderer (GRAPH_RENDERER)', function () {
     });
   });
 
-  const inProcess = () => ({ GRAPH_RENDERER: 'in-process', GENERATION_URL: generation.url, WORKER_POLL_MS: '50', RENDER_BACKOFF_MS: '1' });
+  const inProcess = () => ({ GRAPH_WORKERS: 'renderer', GENERATION_URL: generation.url, WORKER_POLL_MS: '50', RENDER_BACKOFF_MS: '1' });
 
-  describe('on PostgreSQL, switched on', () => {
+  describe('on PostgreSQL, the renderer switched on', () => {
     let api: GraphHarness;
     before(async () => {
       api = await startGraph(inProcess());
@@ -102,7 +104,7 @@ describe('graph service: in-process renderer (GRAPH_RENDERER)', function () {
   it('is off by default with PostgreSQL: jobs wait for the GraphWorker renderer', async () => {
     const api = await startGraph({ GENERATION_URL: generation.url, WORKER_POLL_MS: '50' });
     try {
-      assert.equal(api.instance.renderer, undefined);
+      assert.equal(api.instance.workers.size, 0);
       const id = await queue(api, 'waiting-stage');
       await sleep(300);
       assert.equal((await api.get(`/api/v1/graph/jobs/${id}`, writer)).body.status, 'queued');
@@ -137,17 +139,70 @@ describe('graph service: in-process renderer (GRAPH_RENDERER)', function () {
     }
   });
 
-  it('renders on the embedded database, the default of `npm start`', async () => {
+  it('runs the whole lifecycle on the embedded database, the default of `npm start`: layer 0 → 1 (the Expander) → Judge → 2 (the Renderer), and Daily', async () => {
     const dataDir = await mkdtemp(join(tmpdir(), 'tempora-graph-'));
     try {
-      const { GRAPH_RENDERER: _, ...env } = inProcess();
-      const api = await startGraph({ ...env, DATABASE_URL: '', TEMPORA_DATA_DIR: dataDir });
+      const { GRAPH_WORKERS: _, ...env } = inProcess();
+      const api = await startGraph({ ...env, DATABASE_URL: '', TEMPORA_DATA_DIR: dataDir, DAILY_MOMENTS: '2' });
       try {
-        assert.ok(api.instance.renderer, 'switched on by default without DATABASE_URL');
-        const id = await queue(api, 'embedded-stage');
-        const job = await settled(api, id);
-        assert.equal(job.status, 'succeeded', JSON.stringify(job));
-        assert.equal((await api.get(`/api/v1/moments${path('embedded-stage')}`)).body.layer, 2);
+        assert.deepEqual([...api.instance.workers.keys()], ['renderer', 'expander', 'judge', 'daily'], 'every role, by default without DATABASE_URL');
+
+        // Layer 0: a path and a name, as a writer records it; then every state the moment passes through.
+        const bare = path('embedded-lifecycle');
+        const states: string[] = [];
+        const watch = async () => {
+          const moment = (await api.get(`/api/v1/moments${bare}`, writer)).body;
+          const state = `${moment.layer} ${moment.status}${moment.image_url ? ' image' : ''}`;
+          if (states.at(-1) !== state) states.push(state);
+          return moment;
+        };
+        const ingested = await api.post('/ingest/tdf', { payload: { path: bare, event_name: 'An embedded lifecycle', layer: 0 } }, writer);
+        assert.equal(ingested.status, 200, JSON.stringify(ingested.body));
+        let moment = await watch();
+        const deadline = Date.now() + 20_000;
+        while (moment.layer < 2 && Date.now() < deadline) {
+          await sleep(5);
+          moment = await watch();
+        }
+        // The workers poll every 50 ms here, so a state may pass between two reads; those seen are in order.
+        const lifecycle = ['0 active', '1 pending', '1 active', '2 active image'];
+        assert.deepEqual(states, lifecycle.filter((state) => states.includes(state)), states.join(' → '));
+        assert.equal(states.at(-1), '2 active image', states.join(' → '));
+        assert.match(moment.description, /^Placeholder written offline/, "the Expander's description (layer 1), offline");
+        const renders = generation.calls.map((call) => call.body.request_context as { graph_render_job: string; path: string }).filter((context) => context.path === bare);
+        assert.equal(renders.length, 1, 'rendered once');
+        const job = (await api.get(`/api/v1/graph/jobs/${renders[0]!.graph_render_job}`, writer)).body;
+        assert.deepEqual([job.path, job.requested_by, job.status, job.attempts], [bare, 'expander', 'succeeded', 1], 'the Expander queued its render');
+        const verdicts = String((await api.get('/metrics')).body);
+        assert.match(verdicts, /graph_worker_judge_verdicts_total\{[^}]*verdict="publish"[^}]*\} [1-9]/, 'the Judge passed it');
+
+        // The Judge rejects what the offline moderator refuses: archived, private, and never rendered.
+        const spam = path('buy-now-casino');
+        assert.equal((await api.post('/ingest/tdf', { payload: { path: spam, event_name: 'Buy now at the casino', layer: 0 } }, writer)).status, 200);
+        const spamDeadline = Date.now() + 20_000;
+        let rejected = (await api.get(`/api/v1/moments${spam}`, writer)).body;
+        while (rejected.status !== 'archived' && Date.now() < spamDeadline) {
+          await sleep(20);
+          rejected = (await api.get(`/api/v1/moments${spam}`, writer)).body;
+        }
+        assert.deepEqual([rejected.status, rejected.visibility, rejected.layer], ['archived', 'private', 1]);
+        assert.equal((await api.get(`/api/v1/moments${spam}`)).status, 404);
+
+        // Daily ran at start: today's moments, passed by the Judge, in today's public list.
+        const now = new Date();
+        const today = `/today?month=${now.getUTCMonth() + 1}&day=${now.getUTCDate()}`;
+        const dailyDeadline = Date.now() + 20_000;
+        let entries: Array<{ source_type: string; status: string }> = [];
+        while (entries.length < 2 && Date.now() < dailyDeadline) {
+          entries = (await api.get(today, serviceKey)).body.items.filter((item: { source_type: string }) => item.source_type === 'daily');
+          if (entries.length < 2) await sleep(50);
+        }
+        assert.equal(entries.length, 2);
+        assert.ok(entries.every((entry) => entry.status === 'active'));
+
+        const metrics = String((await api.get('/metrics')).body);
+        for (const role of ['expander', 'judge']) assert.match(metrics, new RegExp(`graph_worker_runs_total\\{[^}]*role="${role}"[^}]*outcome="worked"`), role);
+        assert.match(metrics, /graph_worker_judge_verdicts_total\{[^}]*verdict="reject"[^}]*\} 1/);
       } finally {
         await api.stop();
       }
