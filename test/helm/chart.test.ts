@@ -294,6 +294,9 @@ describe('helm chart tempora-operator', function () {
           workers: defaults.workersPerController,
           resyncMs: defaults.resyncSeconds * 1000,
           logLevel: defaults.logLevel,
+          // Not set by the chart: the operator's defaults (in-cluster Service DNS, a budget report every 30 s).
+          serviceUrlTemplate: 'http://{service}.{namespace}.svc:{port}',
+          budgetPollMs: 30_000,
         },
       );
     });
