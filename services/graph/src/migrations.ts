@@ -171,4 +171,20 @@ export const migrations: Migration[] = [
       });
     },
   },
+  {
+    name: '005_claimed_versions',
+    async up(knex: Knex) {
+      // The moment's updated_at when it was claimed: a claim holds that version only, so a moment written
+      // again (a writer's new proposal) is a candidate at once, while a replica that read an older version
+      // can no longer claim it.
+      await knex.schema.alterTable('worker_claims', (table) => {
+        table.timestamp('version', { useTz: true });
+      });
+    },
+    async down(knex: Knex) {
+      await knex.schema.alterTable('worker_claims', (table) => {
+        table.dropColumn('version');
+      });
+    },
+  },
 ];

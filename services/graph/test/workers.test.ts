@@ -272,6 +272,32 @@ describe('graph background workers', function () {
     });
   });
 
+  describe('claims', () => {
+    it('judges a moment again when a writer proposes it again, and never from an older read', async () => {
+      const p = path('judge-again', 1830);
+      const propose = async (event_name: string) => assert.equal((await api.post('/ingest/tdf', { payload: { path: p, event_name, status: 'pending' } }, writer)).status, 200);
+      const judge = () => judgePending(graph, offline, new SpendBudget(graph.repository.spend, 'judge', 0), 100);
+      const state = async () => {
+        const moment = (await api.get(`/api/v1/moments${p}`, writer)).body;
+        return `${moment.status} ${moment.visibility}`;
+      };
+      await propose('A harmless proposal');
+      await judge();
+      assert.equal(await state(), 'active public');
+      await propose('Buy now: casino bonus');
+      await judge();
+      assert.equal(await state(), 'archived private', 'the claim of the first verdict binds that version only');
+
+      await propose('Proposed once more');
+      const stale = (await graph.repository.claims.pendingMoments(100)).filter((row) => row.path === p);
+      assert.equal(stale.length, 1);
+      await propose('Proposed once more, reworded');
+      assert.equal((await graph.repository.claims.claim('judge', stale, 60)).size, 0, 'a replica that read the older version gets no claim');
+      await judge();
+      assert.equal(await state(), 'active public');
+    });
+  });
+
   describe('expander (offline provider)', () => {
     it('adds a consequence of an under-connected moment at layer 1 with a causes edge, and queues its render', async () => {
       const anchor = path('expander-anchor', 1805);

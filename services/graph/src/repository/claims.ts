@@ -59,20 +59,28 @@ export class WorkerClaims {
   }
 
   /**
-   * Claims `ids` for `role` for `seconds`, those no other replica of the role holds: returns the ids
-   * claimed. Two replicas claiming one moment at once: the second waits for the first's insert and gets none.
-   * A claim is kept after the work succeeds, until it lapses: by then the moment is no longer a candidate,
-   * so a replica that chose it from an older read cannot take it again.
+   * Claims `moments` (as the caller read them) for `role` for `seconds`: those still at the version read
+   * (`updated_at`, to the millisecond a JavaScript Date keeps) that no live claim of the role holds at that
+   * version. Returns the ids claimed. Two replicas claiming one moment at once: the second waits for the
+   * first's insert and gets none. A replica that read a moment before another wrote it gets none either, so
+   * no worker writes back a stale read. A claim is kept after the work succeeds, until it lapses; it binds
+   * only the version claimed, so a moment written again (a writer's new proposal) is a candidate at once.
    */
-  async claim(role: string, ids: readonly number[], seconds: number): Promise<Set<number>> {
-    if (ids.length === 0) return new Set();
+  async claim(role: string, moments: ReadonlyArray<Pick<MomentRow, 'id' | 'updated_at'>>, seconds: number): Promise<Set<number>> {
+    if (moments.length === 0) return new Set();
+    const ids = moments.map((moment) => moment.id);
+    const seen = moments.map((moment) => new Date(moment.updated_at).toISOString());
     // Lapsed claims on other moments are cleared by the same statement, so the table holds live claims only.
     const { rows } = (await this.knex.raw(
       `with lapsed as (delete from worker_claims where role = ? and until <= now() and moment_id <> all(?::bigint[]))
-       insert into worker_claims (role, moment_id, until) select ?, id, now() + make_interval(secs => ?) from unnest(?::bigint[]) as id
-       on conflict (role, moment_id) do update set until = excluded.until where worker_claims.until <= now()
+       insert into worker_claims (role, moment_id, until, version)
+       select ?, m.id, now() + make_interval(secs => ?), m.updated_at
+         from unnest(?::bigint[], ?::timestamptz[]) as k(id, seen) join moments m on m.id = k.id
+        where date_trunc('milliseconds', m.updated_at) = k.seen
+       on conflict (role, moment_id) do update set until = excluded.until, version = excluded.version
+        where worker_claims.until <= now() or worker_claims.version is distinct from excluded.version
        returning moment_id`,
-      [role, ids as number[], role, seconds, ids as number[]],
+      [role, ids, role, seconds, ids, seen],
     )) as { rows: Array<{ moment_id: string }> };
     return new Set(rows.map((row) => Number(row.moment_id)));
   }
@@ -86,9 +94,15 @@ export class WorkerClaims {
     if (ids.length > 0) await this.knex('moments').whereIn('id', ids as number[]).update({ expanded_at: this.knex.fn.now() });
   }
 
+  /** Moments no live claim of `role` holds at their current version. */
   private unclaimed(role: string): Knex.QueryBuilder {
     return this.knex('moments as m').whereNotExists(
-      this.knex('worker_claims as c').whereRaw('c.moment_id = m.id').andWhere('c.role', role).andWhereRaw('c.until > now()').select(this.knex.raw('1')),
+      this.knex('worker_claims as c')
+        .whereRaw('c.moment_id = m.id')
+        .andWhere('c.role', role)
+        .andWhereRaw('c.until > now()')
+        .andWhereRaw('c.version is not distinct from m.updated_at')
+        .select(this.knex.raw('1')),
     );
   }
 }

@@ -62,7 +62,7 @@ export async function describeBare(graph: GraphService, model: TextModel, budget
   const claims = graph.repository.claims;
   let described = 0;
   for (const row of await claims.bareMoments(batch)) {
-    if (!(await claims.claim(DESCRIBE_CLAIM, [row.id], CLAIM_SECONDS)).has(row.id)) continue;
+    if (!(await claims.claim(DESCRIBE_CLAIM, [row], CLAIM_SECONDS)).has(row.id)) continue;
     try {
       const meta = await askJson(model, budget, {
         system: DESCRIBE_SYSTEM,
@@ -159,7 +159,7 @@ export async function expandUnderConnected(
   let expanded = 0;
   for (const anchor of anchors) {
     // Replicas of the expander never expand one moment twice: each claims an anchor before asking about it.
-    if (!(await graph.repository.claims.claim('expander', [anchor.id], CLAIM_SECONDS)).has(anchor.id)) continue;
+    if (!(await graph.repository.claims.claim('expander', [anchor], CLAIM_SECONDS)).has(anchor.id)) continue;
     try {
       added += await expandOne(graph, model, budget, settings, anchor, signal);
     } catch (error) {

@@ -31,7 +31,7 @@ export function offlineVerdict(moment: Pick<MomentRow, 'event_name' | 'descripti
 export async function judgePending(graph: GraphService, model: TextModel, budget: SpendBudget, batch: number, signal?: AbortSignal, metrics?: GraphWorkerMetrics): Promise<number> {
   const candidates = await graph.repository.claims.pendingMoments(batch);
   // Replicas of the judge never judge (and pay for) one moment twice: each takes the ones it could claim.
-  const claimed = await graph.repository.claims.claim('judge', candidates.map((row) => row.id), CLAIM_SECONDS);
+  const claimed = await graph.repository.claims.claim('judge', candidates, CLAIM_SECONDS);
   const moments = candidates.filter((row) => claimed.has(row.id));
   const outcomes = await Promise.allSettled(
     moments.map(async (row) => {
