@@ -60,7 +60,9 @@ export class GenerationRepository {
   }
 
   async image(id: string): Promise<{ mime_type: string; data: Buffer } | undefined> {
-    return this.knex('timepoint_images').select('mime_type', 'data').where({ timepoint_id: id }).first();
+    const row = (await this.knex('timepoint_images').select('mime_type', 'data').where({ timepoint_id: id }).first()) as { mime_type: string; data: Uint8Array } | undefined;
+    // pg reads bytea as a Buffer, the embedded database as a plain Uint8Array, which Koa would send as JSON.
+    return row && { mime_type: row.mime_type, data: Buffer.isBuffer(row.data) ? row.data : Buffer.from(row.data.buffer, row.data.byteOffset, row.data.byteLength) };
   }
 
   async listByOwner(owner: string, limit: number, offset: number): Promise<{ items: TimepointRow[]; total: number }> {

@@ -1,4 +1,7 @@
 import assert from 'node:assert/strict';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { QUERY, serviceKey, startGeneration, user, type GenerationHarness } from './harness.ts';
 
 /**
@@ -75,6 +78,21 @@ describe('generation: scene images', function () {
     const etag = own.headers.get('etag')!;
     assert.equal((await fetchImage(scene.image_url, { ...user('pia'), 'If-None-Match': etag })).status, 304);
     assert.equal((await fetchImage(scene.image_url, { 'If-None-Match': etag })).status, 404, 'a validator is no credential');
+  });
+
+  it('serves the bytes on the embedded database too (npm start\'s), not a JSON rendering of them', async () => {
+    const dataDir = await mkdtemp(join(tmpdir(), 'tempora-generation-'));
+    const embedded = await startGeneration({ DATABASE_URL: '', TEMPORA_DATA_DIR: dataDir });
+    try {
+      const reply = await embedded.post('/api/v1/timepoints/generate/sync', { query: QUERY, generate_image: true }, serviceKey);
+      const image = await fetch(`${embedded.url}${new URL(reply.body.image_url).pathname}`);
+      assert.equal(image.status, 200);
+      assert.equal(image.headers.get('content-type'), 'image/svg+xml');
+      assert.match(await image.text(), /^<svg /);
+    } finally {
+      await embedded.stop();
+      await rm(dataDir, { recursive: true, force: true });
+    }
   });
 
   it('answers 404 for a scene without an image, and 422 for an id that is not one', async () => {
