@@ -41,6 +41,8 @@ for (const [name, value] of Object.entries(DEV_DEFAULTS)) {
 const portOf = (service: ServiceName) => Number(env[`${service.toUpperCase()}_PORT`] ?? DEFAULT_PORTS[service]);
 const url = (service: ServiceName) => `http://127.0.0.1:${portOf(service)}`;
 for (const service of ORDER) env[`${service.toUpperCase()}_URL`] ??= url(service);
+// Links the platform hands out (scene images) point at the public host, as in a cluster.
+env.PUBLIC_URL ??= url('gateway');
 
 /** One process of the platform: a service, or a worker serving /health and /metrics on its WORKER_PORT. */
 interface Unit {
