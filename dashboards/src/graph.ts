@@ -9,9 +9,17 @@ export const graph = dashboard({
   rows: [
     { title: 'Requests by route', panels: red('route', 'route template') },
     {
-      title: 'Index',
+      title: 'Index and MCP',
       panels: [
         { title: 'Edges in the index', description: 'Edges held by the in-memory adjacency index of each replica.', unit: 'short', queries: [{ expr: `graph_index_edges{${SEL}}`, legend: '{{instance}}' }] },
+        { title: 'Index load time', description: 'How long the last load of the adjacency index from the database took, per replica (at start and after a large change).', unit: 's', queries: [{ expr: `graph_index_load_seconds{${SEL}}`, legend: '{{instance}}' }] },
+        {
+          title: 'MCP tool calls',
+          description: 'MCP tool calls per second by tool and outcome: ok, invalid (answered with error and suggestion), failed.',
+          unit: 'ops',
+          stacked: true,
+          queries: [{ expr: `sum by (tool, outcome) (rate(graph_mcp_tool_calls_total{${SEL}}[$__rate_interval]))`, legend: '{{tool}} {{outcome}}' }],
+        },
         {
           title: 'Index memory',
           description: 'Bytes held by the adjacency index and the node store of each replica.',

@@ -72,6 +72,8 @@ export class GraphService {
   private readonly feed: ChangeFeed;
   private readonly settings: GraphServiceSettings;
   private readonly logger: Logger;
+  /** How long the last completed load of the index took (0 before the first). */
+  private loadSeconds = 0;
   /** Moments changed while a rebuild was reading edges; replayed onto the new index. */
   private pendingDuringLoad: number[] | undefined;
 
@@ -96,10 +98,11 @@ export class GraphService {
     while (this.loading) await this.loading;
   }
 
-  get indexStats(): { loaded: boolean; edges: number; memoryBytes: number; nodes: number; nodeMemoryBytes: number } {
+  get indexStats(): { loaded: boolean; edges: number; memoryBytes: number; nodes: number; nodeMemoryBytes: number; loadSeconds: number } {
     const memory = this.memory;
     return {
       loaded: Boolean(memory),
+      loadSeconds: this.loadSeconds,
       edges: memory?.index.edgeCount ?? 0,
       memoryBytes: memory?.index.memoryBytes ?? 0,
       nodes: memory?.nodes.size ?? 0,
@@ -125,6 +128,7 @@ export class GraphService {
         this.pendingDuringLoad = undefined;
         if (replay.length > 0) apply(memory, await this.repository.adjacency.adjacencyOf([...new Set(replay)]));
         this.memory = memory;
+        this.loadSeconds = (performance.now() - started) / 1000;
         this.logger.info(
           { edges: memory.index.edgeCount, memoryBytes: memory.index.memoryBytes, nodes: nodes.size, nodeMemoryBytes: nodes.memoryBytes, ms: Math.round(performance.now() - started) },
           'adjacency index loaded',

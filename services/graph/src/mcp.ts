@@ -96,7 +96,10 @@ export interface McpCaller {
   chargeWrite(): Promise<{ admitted: boolean; retryAfterSeconds: number }>;
 }
 
-export function buildMcpServer(graph: GraphService, caller: McpCaller): McpServer {
+/** Counts each tool call by tool and outcome (ok, invalid input, failed), for the graph's metrics. */
+export type McpCallCounter = (tool: string, outcome: 'ok' | 'invalid' | 'failed') => void;
+
+export function buildMcpServer(graph: GraphService, caller: McpCaller, count: McpCallCounter = () => {}): McpServer {
   const server = new McpServer({ name: 'tempora-graph', version: MCP_INTERFACE_VERSION }, { capabilities: { tools: {} } });
 
   const tool = <S extends z.ZodObject>(
@@ -113,11 +116,15 @@ export function buildMcpServer(graph: GraphService, caller: McpCaller): McpServe
       async (args: unknown) => {
         const parsed = input.safeParse(args ?? {});
         if (!parsed.success) {
+          count(name, 'invalid');
           return failure(name, parsed.error.issues.map((issue) => `${issue.path.join('.') || 'arguments'}: ${issue.message}`).join('; '));
         }
         try {
-          return ok(await run(parsed.data));
+          const answer = ok(await run(parsed.data));
+          count(name, 'ok');
+          return answer;
         } catch (error) {
+          count(name, error instanceof MomentNotFound || error instanceof ToolError ? 'invalid' : 'failed');
           if (error instanceof MomentNotFound || error instanceof ToolError) return failure(name, error.message);
           throw error;
         }
@@ -185,7 +192,7 @@ class ToolError extends Error {}
  * Stateless Streamable HTTP at each of MCP_PATHS: a fresh server and transport per request, so any replica
  * can answer any call.
  */
-export function mountMcp(router: Router, graph: GraphService, limits: GraphRateLimits): void {
+export function mountMcp(router: Router, graph: GraphService, limits: GraphRateLimits, count?: McpCallCounter): void {
   router.all(MCP_PATHS, async (ctx: Context) => {
     if (ctx.method !== 'POST') {
       ctx.status = 405;
@@ -199,7 +206,7 @@ export function mountMcp(router: Router, graph: GraphService, limits: GraphRateL
         const state = await limits.chargeWrite(ctx);
         return { admitted: !state.limited, retryAfterSeconds: state.resetSeconds };
       },
-    });
+    }, count);
     const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
     ctx.respond = false;
     ctx.res.on('close', () => {

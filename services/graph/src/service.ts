@@ -2,7 +2,7 @@ import type Koa from 'koa';
 import { adminKeyAuth, serviceKeyAuth, writerTokenAuth, createApp, RateLimiter } from '@tempora/kit/http';
 import { openDatabase, connectRedis } from '@tempora/kit/data';
 import { createLogger, type Logger, Metrics } from '@tempora/kit/observability';
-import { Gauge } from 'prom-client';
+import { Counter, Gauge } from 'prom-client';
 import { PostgresChangeFeed, localChangeFeed } from './change-feed.ts';
 import type { GraphConfig } from './config.ts';
 import { GraphService } from './graph-service.ts';
@@ -53,7 +53,9 @@ export async function createGraphService(config: GraphConfig, logger = createLog
     ['graph_index_edges', 'Edges held by the in-memory adjacency index (0 while it loads)', () => graph.indexStats.edges],
     ['graph_node_store_memory_bytes', 'Bytes held (estimated) by the in-memory node fields of the public moments', () => graph.indexStats.nodeMemoryBytes],
     ['graph_index_memory_bytes', 'Bytes held by the in-memory adjacency index', () => graph.indexStats.memoryBytes],
+    ['graph_index_load_seconds', 'How long the last load of the adjacency index from the database took', () => graph.indexStats.loadSeconds],
   ];
+  const mcpCalls = new Counter({ name: 'graph_mcp_tool_calls_total', help: 'MCP tool calls by tool and outcome (ok, invalid: answered {error, suggestion}, failed)', labelNames: ['tool', 'outcome'], registers: [metrics.registry] });
   for (const [name, help, read] of indexGauges) {
     new Gauge({
       name,
@@ -79,7 +81,7 @@ export async function createGraphService(config: GraphConfig, logger = createLog
     authenticators: [serviceKeyAuth(config.SERVICE_KEY), writerTokenAuth(config.WRITER_TOKENS), adminKeyAuth(config.ADMIN_KEY)],
     rateLimit: { limiter, windows: limits.windows },
     routes: [...momentRoutes(deps), ...discoveryRoutes(deps), ...traversalRoutes(deps), ...writeRoutes(deps)],
-    extend: (router) => mountMcp(router, graph, limits),
+    extend: (router) => mountMcp(router, graph, limits, (tool, outcome) => mcpCalls.inc({ tool, outcome })),
     health: async () => {
       const db = await database.ping();
       return { status: db ? 'ok' : 'degraded', database: db, redis: redis ? redis.isReady : null, index: graph.indexStats.loaded ? 'loaded' : 'loading' };

@@ -137,4 +137,12 @@ describe('graph MCP server', function () {
   it('refuses GET on the stateless endpoint', async () => {
     assert.equal((await fetch(`${h.url}/mcp/`)).status, 405);
   });
+  it('counts tool calls by tool and outcome in /metrics', async () => {
+    await call(client, 'graph_stats');
+    await call(client, 'traverse_moments', { path: 'not a path' });
+    const metrics = await (await fetch(`${h.url}/metrics`)).text();
+    assert.match(metrics, /^graph_mcp_tool_calls_total\{tool="graph_stats",outcome="ok",service="graph"\} [1-9]/m);
+    assert.match(metrics, /^graph_mcp_tool_calls_total\{tool="traverse_moments",outcome="invalid",service="graph"\} [1-9]/m);
+    assert.match(metrics, /^graph_index_load_seconds\{service="graph"\} /m);
+  });
 });
