@@ -34,7 +34,13 @@ export const generation = dashboard({
           description: 'Failed agent calls per second by agent, provider and error code: a provider outage shows as one provider across agents.',
           unit: 'ops',
           stacked: true,
-          queries: [{ expr: `sum by (agent, provider, code) (rate(generation_agent_errors_total{${SEL}}[$__rate_interval]))`, legend: '{{agent}} {{provider}} {{code}}' }],
+          // `or … * 0`: every agent and provider drawn at 0 while nothing fails, rather than no data.
+          queries: [
+            {
+              expr: `sum by (agent, provider, code) (rate(generation_agent_errors_total{${SEL}}[$__rate_interval])) or sum by (agent, provider) (rate(generation_agent_duration_seconds_count{${SEL}}[$__rate_interval])) * 0`,
+              legend: '{{agent}} {{provider}} {{code}}',
+            },
+          ],
         },
         {
           title: 'Tokens',
