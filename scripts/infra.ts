@@ -4,7 +4,7 @@
  * DATABASE_URL / REDIS_URL are not given.
  */
 import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { chownSync, existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { appendFileSync, chownSync, existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir, userInfo } from 'node:os';
 import { join } from 'node:path';
@@ -52,7 +52,16 @@ function asDbUser(command: string, args: string[]): [string, string[]] {
   return userInfo().uid === 0 ? ['runuser', ['-u', 'postgres', '--', command, ...args]] : [command, args];
 }
 
-async function startPostgres(): Promise<{ url: string; stop(): Promise<void> }> {
+/**
+ * Where a server listens: loopback by default. `host` another address (the end-to-end tests' node address,
+ * which pods reach); `allow` the network whose clients PostgreSQL trusts besides loopback.
+ */
+export interface ListenOptions {
+  host?: string;
+  allow?: string;
+}
+
+export async function startPostgres({ host = '127.0.0.1', allow }: ListenOptions = {}): Promise<{ url: string; stop(): Promise<void> }> {
   let bin = postgresBin();
   if (!bin) {
     aptInstall('postgresql', 'postgresql-contrib');
@@ -73,14 +82,15 @@ async function startPostgres(): Promise<{ url: string; stop(): Promise<void> }> 
     if (result.status !== 0) throw new Error(`${command} failed: ${result.stderr || result.stdout}`);
   };
   run('initdb', ['-D', data, '-U', 'postgres', '--auth=trust', '-E', 'UTF8', '--locale=C.UTF-8']);
+  if (allow) appendFileSync(join(data, 'pg_hba.conf'), `host all all ${allow} trust\n`);
   const options = [
-    `-p ${port}`, `-k ${dir}`, '-c listen_addresses=127.0.0.1', '-c fsync=off', '-c synchronous_commit=off',
+    `-p ${port}`, `-k ${dir}`, `-c listen_addresses=${host}`, '-c fsync=off', '-c synchronous_commit=off',
     '-c full_page_writes=off', '-c max_connections=400', '-c shared_buffers=256MB',
   ].join(' ');
   run('pg_ctl', ['-D', data, '-o', options, '-l', join(dir, 'postgres.log'), '-w', 'start']);
-  log(`postgresql on 127.0.0.1:${port} (${dir})`);
+  log(`postgresql on ${host}:${port} (${dir})`);
   return {
-    url: `postgres://postgres@127.0.0.1:${port}/postgres`,
+    url: `postgres://postgres@${host}:${port}/postgres`,
     async stop() {
       try {
         run('pg_ctl', ['-D', data, '-m', 'fast', '-w', 'stop']);
@@ -91,12 +101,14 @@ async function startPostgres(): Promise<{ url: string; stop(): Promise<void> }> 
   };
 }
 
-async function startRedis(): Promise<{ url: string; stop(): Promise<void> }> {
+export async function startRedis({ host = '127.0.0.1' }: ListenOptions = {}): Promise<{ url: string; stop(): Promise<void> }> {
   const which = spawnSync('sh', ['-c', 'command -v redis-server'], { encoding: 'utf8' });
   if (which.status !== 0) aptInstall('redis-server');
   const dir = mkdtempSync(join(tmpdir(), 'tempora-redis-'));
   const port = await freePort();
-  const child: ChildProcess = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir], {
+  // Protected mode refuses every client but loopback ones while there is no password.
+  const protectedMode = host === '127.0.0.1' ? 'yes' : 'no';
+  const child: ChildProcess = spawn('redis-server', ['--port', String(port), '--bind', host, '--protected-mode', protectedMode, '--save', '', '--appendonly', 'no', '--dir', dir], {
     stdio: ['ignore', 'pipe', 'inherit'],
   });
   await new Promise<void>((resolve, reject) => {
@@ -110,9 +122,9 @@ async function startRedis(): Promise<{ url: string; stop(): Promise<void> }> {
     child.once('exit', (code) => reject(new Error(`redis-server exited with ${code}`)));
   });
   child.stdout!.resume();
-  log(`redis on 127.0.0.1:${port}`);
+  log(`redis on ${host}:${port}`);
   return {
-    url: `redis://127.0.0.1:${port}`,
+    url: `redis://${host}:${port}`,
     async stop() {
       if (child.exitCode === null) {
         const exited = new Promise((resolve) => child.once('exit', resolve));

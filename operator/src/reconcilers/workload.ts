@@ -16,6 +16,8 @@ const PORT_NAME = 'http';
  * read-only). It holds a service's embedded database when there is no DATABASE_URL, and lives as long as the pod.
  */
 export const DATA_DIR = '/var/lib/tempora';
+/** How long a pod with a port keeps serving after its deletion, before SIGTERM (within the 30 s grace period). */
+const PRE_STOP_SECONDS = 5;
 
 export type EnvVar = Record<string, unknown> & { name: string };
 
@@ -118,6 +120,10 @@ export function podTemplate(input: PodSpecInput): Record<string, unknown> {
     container.startupProbe = { tcpSocket: { port: PORT_NAME }, periodSeconds: 2, failureThreshold: 150 };
     container.readinessProbe = { httpGet: { path: '/health', port: PORT_NAME }, periodSeconds: 5 };
     container.livenessProbe = { tcpSocket: { port: PORT_NAME }, periodSeconds: 10, failureThreshold: 6 };
+    // A deleted pod leaves its Service's endpoints only once kube-proxy and ingress controllers have seen
+    // the change, a second or two after the kubelet stops it: the process keeps serving meanwhile, so
+    // that no request is sent to a port that has closed (tested on a real node: test/e2e).
+    container.lifecycle = { preStop: { sleep: { seconds: PRE_STOP_SECONDS } } };
   }
   return {
     metadata: { labels: { ...childLabels(owner, component), [OWNER_UID_LABEL]: owner.metadata.uid ?? '' }, annotations },

@@ -1,0 +1,411 @@
+// The platform end to end on a real node: the operator, running in the cluster from its own image,
+// turns a Gateway, four GraphWorkers and an AgentPool into pods of our images; the test then uses the
+// platform through the gateway's Service as a client would (sign-in, graph, a scene whose agents run on
+// the pool's pods, credits, per-client rate limits), runs the daily CronJob by hand, deletes a pod and
+// rolls out a new image tag while requests keep coming, and deletes the Gateway.
+//
+// The node needs Linux, root and cgroups; elsewhere the suite is skipped and says why.
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import { nodeUnavailableReason } from '../k8s/node.ts';
+import { applyAs, condition, waitFor, waitReady } from '../../operator/test/cluster.ts';
+import type { KubeObject } from '../../operator/src/kube/object.ts';
+import * as R from '../../operator/src/kube/resources.ts';
+import { DEPLOYED_SERVICES } from '../../operator/src/reconcilers/platform-services.ts';
+import { ensureTraefik, INGRESS_CLASS, startTraefik, type Ingress } from './ingress.ts';
+import {
+  agentPoolResource,
+  call,
+  gatewayResource,
+  gatewayUrl,
+  graphWorkerResource,
+  NAMESPACE,
+  startPlatform,
+  type Answer,
+  type Platform,
+} from './platform.ts';
+
+const GATEWAY = 'tempora';
+const TAG = 'e2e-1';
+const NEXT_TAG = 'e2e-2';
+const WORKERS = ['renderer', 'expander', 'judge', 'daily'] as const;
+const POOL = 'agents';
+const HOST = 'tempora.e2e.test';
+/**
+ * Two gateway replicas (one is deleted while the other answers), an Ingress for Traefik, and room for the
+ * loops below in the Free tier (demo accounts are Free: 10 requests a minute by default).
+ */
+const FREE_PER_MINUTE = 600;
+const GATEWAY_OPTIONS = {
+  replicas: { gateway: 2 },
+  ingress: { host: HOST, className: INGRESS_CLASS },
+  tiers: [{ name: 'free', requestsPerMinute: FREE_PER_MINUTE, dailyLimit: 10_000 }],
+};
+/** A moment of the graph's seed. */
+const BASTILLE = '1789/july/14/1530/france/ile-de-france/paris/storming-of-the-bastille';
+const Job: R.ResourceType = { group: 'batch', version: 'v1', kind: 'Job', plural: 'jobs' };
+const ReplicaSet: R.ResourceType = { group: 'apps', version: 'v1', kind: 'ReplicaSet', plural: 'replicasets' };
+
+interface PodStatus {
+  phase?: string;
+  podIP?: string;
+  conditions?: { type: string; status: string }[];
+}
+const podStatus = (pod: KubeObject) => (pod.status ?? {}) as PodStatus;
+/**
+ * The image a pod was made with. Its container status would name the image's first tag instead: the two
+ * tags of the rollout below are the same image, and containerd reports one name per image.
+ */
+const podImage = (pod: KubeObject) => (pod.spec as { containers: { image: string }[] }).containers[0]!.image;
+const podReady = (pod: KubeObject) => podStatus(pod).conditions?.some((c) => c.type === 'Ready' && c.status === 'True') ?? false;
+
+/**
+ * The two ways in: the gateway's Service (its ClusterIP), where the test appends the client's address to
+ * X-Forwarded-For as an ingress would, and the Ingress (Traefik), where clients are told apart by the
+ * address they connect from (any of 127.0.0.0/8 on Linux) and Traefik appends it.
+ */
+interface Entrance {
+  name: string;
+  /** A new client's identity: its address. */
+  newClient(): string;
+  request(path: string, client: string, options?: { method?: string; headers?: Record<string, string>; body?: unknown; timeoutMs?: number }): Promise<Answer>;
+}
+
+function serviceEntrance(url: () => string): Entrance {
+  let next = 1;
+  return {
+    name: "the gateway's Service",
+    newClient: () => `198.51.${100 + Math.floor(next / 250)}.${(next++ % 250) + 1}`,
+    request: (path, client, options = {}) => call(`${url()}${path}`, { ...options, headers: { ...options.headers, 'x-forwarded-for': client } }),
+  };
+}
+
+function ingressEntrance(ingress: () => Ingress): Entrance {
+  let next = 2;
+  return {
+    name: 'the Ingress (Traefik)',
+    newClient: () => `127.0.${Math.floor(next / 250)}.${(next++ % 250) + 1}`,
+    request: (path, client, options = {}) => call(`${ingress().url}${path}`, { ...options, localAddress: client, headers: { ...options.headers, host: HOST } }),
+  };
+}
+
+describe('the platform on a real node: operator, CRs, pods, traffic (test/e2e)', function () {
+  let platform: Platform | undefined;
+  let ingress: Ingress | undefined;
+  let gw = '';
+  const entrances = [serviceEntrance(() => gw), ingressEntrance(() => ingress!)];
+  /** Per entrance: its user's client address, access token and scene. */
+  const users = new Map<Entrance, { client: string; token: string; sceneId: string }>();
+
+  const admin = () => platform!.admin;
+  const asUser = (entrance: Entrance) => ({ authorization: `Bearer ${users.get(entrance)!.token}` });
+  const ok = (answer: Answer, what: string) => {
+    assert.equal(answer.status, 200, `${what}: ${answer.status} ${answer.body.slice(0, 500)}`);
+    return answer;
+  };
+  const podsOf = async (owner: KubeObject) =>
+    (await admin().list(R.Pod, { labelSelector: `tempora.dev/owner-uid=${owner.metadata.uid}` }, NAMESPACE)).items.filter((p) => !p.metadata.deletionTimestamp);
+
+  before(async function () {
+    const reason = nodeUnavailableReason();
+    if (reason) {
+      console.log(`    skipped: ${reason}`);
+      this.skip();
+    }
+    // A first run builds Kubernetes, BuildKit, CoreDNS, the base image and our five images (see
+    // docs/operator.md, "End to end"); cached, this takes a minute or two.
+    this.timeout(90 * 60_000);
+    const traefik = ensureTraefik();
+    platform = await startPlatform(TAG);
+    ingress = await startTraefik(platform.node, platform.admin, traefik);
+  });
+
+  after(async function () {
+    this.timeout(120_000);
+    await ingress?.stop();
+    if (platform) assert.deepEqual(await platform.stop(), [], 'the node left the host as it was');
+  });
+
+  it('brings every pod to Ready, and the custom resources report Ready only then', async function () {
+    this.timeout(15 * 60_000);
+    const resources = [
+      gatewayResource(GATEWAY, TAG, GATEWAY_OPTIONS),
+      ...WORKERS.map((role) => graphWorkerResource(role, role, GATEWAY, TAG)),
+      agentPoolResource(POOL, GATEWAY, TAG),
+    ];
+    const wanted: Record<string, number> = { Gateway: DEPLOYED_SERVICES.length + 1, GraphWorker: 1, AgentPool: 1 };
+    const applied: KubeObject[] = [];
+    for (const r of resources) applied.push(await applyAs(admin(), r));
+    const typeOf = (o: KubeObject) => ({ Gateway: R.Gateway, GraphWorker: R.GraphWorker, AgentPool: R.AgentPool })[o.kind]!;
+
+    // Each custom resource is watched until it and its pods are Ready; whenever it says Ready, its pods
+    // must be Ready then (read after it), and it must have said otherwise while they were not.
+    const violations: string[] = [];
+    const seenNotReady = new Set<string>();
+    const done = new Set<string>();
+    const started = Date.now();
+    await waitFor(
+      'every custom resource Ready with all its pods',
+      async () => {
+        for (const o of applied) {
+          const key = `${o.kind}/${o.metadata.name}`;
+          if (done.has(key)) continue;
+          const current = await admin().get(typeOf(o), NAMESPACE, o.metadata.name);
+          const ready = condition(current, 'Ready');
+          const isReady = ready?.status === 'True' && ready.observedGeneration === current.metadata.generation;
+          const daily = (current.spec as { role?: string }).role === 'daily';
+          const pods = daily ? [] : await podsOf(current);
+          const readyPods = pods.filter(podReady).length;
+          const want = daily ? 0 : wanted[o.kind]!;
+          if (!isReady) {
+            seenNotReady.add(key);
+            continue;
+          }
+          if (readyPods < want || readyPods < pods.length) violations.push(`${key} Ready with ${readyPods}/${Math.max(want, pods.length)} pods Ready (${ready?.message})`);
+          else done.add(key);
+        }
+        return done.size === applied.length;
+      },
+      12 * 60_000,
+      500,
+    );
+    console.log(`      all Ready ${((Date.now() - started) / 1000).toFixed(0)} s after the apply`);
+    gw = await gatewayUrl(admin(), GATEWAY);
+    assert.deepEqual(violations, []);
+    // Every resource with pods was seen not Ready while they started (the daily worker's CronJob has none).
+    for (const o of applied.filter((r) => (r.spec as { role?: string }).role !== 'daily')) assert.ok(seenNotReady.has(`${o.kind}/${o.metadata.name}`), `${o.kind}/${o.metadata.name} seen not Ready`);
+
+    // Every pod of the platform runs the image its custom resource names, none restarted for good.
+    const all = (await admin().list(R.Pod, { labelSelector: 'app.kubernetes.io/managed-by=tempora-operator' }, NAMESPACE)).items;
+    assert.equal(all.length, DEPLOYED_SERVICES.length + 1 + 3 + 1, all.map((p) => p.metadata.name).join(', '));
+    for (const pod of all) {
+      assert.ok(podReady(pod), `${pod.metadata.name} Ready`);
+      assert.match(podImage(pod), new RegExp(`^local/\\w+:${TAG}$`));
+    }
+    const gatewayStatus = (await admin().get(R.Gateway, NAMESPACE, GATEWAY)).status as { state: string; services: { name: string; availableReplicas: number }[] };
+    assert.equal(gatewayStatus.state, 'External');
+    assert.deepEqual(Object.fromEntries(gatewayStatus.services.map((s) => [s.name, s.availableReplicas])), Object.fromEntries(DEPLOYED_SERVICES.map((s) => [s, s === 'gateway' ? 2 : 1])));
+  });
+
+  for (const entrance of entrances) {
+    it(`signs in, walks the graph, renders a scene whose agents ran on the pool, and charges for it, through ${entrance.name}`, async function () {
+      this.timeout(5 * 60_000);
+      const client = entrance.newClient();
+      const send = (path: string, options: Parameters<Entrance['request']>[2] = {}) => entrance.request(path, client, options);
+      const signIn = await send('/api/v1/auth/demo', { body: {} });
+      assert.equal(signIn.status, 201, signIn.body);
+      const user = { client, token: signIn.json<{ access_token: string }>().access_token, sceneId: '' };
+      users.set(entrance, user);
+      const me = ok(await send('/api/v1/auth/me', { headers: asUser(entrance) }), 'me');
+      assert.equal(me.json<{ tier: string }>().tier, 'free');
+      // The Gateway's spec.rateLimits.tiers reached the gateway's pods (RATE_LIMIT_TIERS).
+      assert.equal(Number(me.headers['x-ratelimit-limit']), FREE_PER_MINUTE);
+
+      const traversal = ok(await send(`/api/v1/graph/traverse/${BASTILLE}?direction=both&depth=2`, { headers: asUser(entrance) }), 'traverse').json<{ nodes: { name: string; hop: number }[]; node_count: number }>();
+      assert.ok(traversal.node_count > 1, JSON.stringify(traversal).slice(0, 300));
+      assert.ok(traversal.nodes.some((n) => n.hop === 0 && /Bastille/.test(n.name)));
+      assert.ok(traversal.nodes.some((n) => n.hop >= 1));
+
+      const poolPods = await podsOf(await admin().get(R.AgentPool, NAMESPACE, POOL));
+      const poolTasks = async () => {
+        let sum = 0;
+        for (const pod of poolPods) {
+          const metrics = ok(await call(`http://${podStatus(pod).podIP}:8091/metrics`), 'pool metrics').body;
+          sum += Number(/^generation_worker_tasks_total(?:\{[^}]*\})? (\d+)/m.exec(metrics)?.[1] ?? NaN);
+        }
+        return sum;
+      };
+      const tasksBefore = await poolTasks();
+      const balance = async () => ok(await send('/api/v1/credits/balance', { headers: asUser(entrance) }), 'balance').json<{ balance: number }>().balance;
+      const balanceBefore = await balance();
+      const scene = await send('/api/v1/timepoints/generate/sync', { body: { query: 'Gutenberg prints the first Bible in Mainz, 1455' }, headers: asUser(entrance), timeoutMs: 240_000 });
+      assert.equal(scene.status, 200, scene.body.slice(0, 500));
+      const body = scene.json<{ id: string; title: string }>();
+      user.sceneId = body.id;
+      assert.ok(body.title, scene.body.slice(0, 300));
+      // The generation pod handed its agents to the pool's stream; the pool's pods ran them.
+      const ran = (await poolTasks()) - tasksBefore;
+      assert.ok(ran >= 10, `the pool ran ${ran} agent tasks`);
+
+      const charged = Number(scene.headers['x-credits-charged']);
+      assert.ok(charged > 0, `charged ${charged}`);
+      const balanceAfter = await balance();
+      assert.equal(balanceAfter, balanceBefore - charged);
+      assert.equal(Number(scene.headers['x-balance-after']), balanceAfter);
+      ok(await send(`/api/v1/timepoints/${user.sceneId}`, { headers: asUser(entrance) }), 'the scene, read back');
+    });
+  }
+
+  for (const entrance of entrances) {
+    it(`counts X-RateLimit-* per anonymous client, not per proxy, on both gateway replicas, through ${entrance.name}`, async function () {
+      this.timeout(60_000);
+      const [a, b] = [entrance.newClient(), entrance.newClient()];
+      const read = async (client: string, headers: Record<string, string> = {}) => {
+        const answer = ok(await entrance.request('/api/v1/graph/moments?limit=1', client, { headers }), `anonymous read as ${client}`);
+        return { limit: Number(answer.headers['x-ratelimit-limit']), remaining: Number(answer.headers['x-ratelimit-remaining']) };
+      };
+      const first = await read(a);
+      assert.ok(first.limit > 0 && first.remaining === first.limit - 1, JSON.stringify(first));
+      // Two replicas answer in turn (the proxy picks either); the count is Redis's, one for the client.
+      for (let i = 2; i <= 6; i++) assert.equal((await read(a)).remaining, first.limit - i);
+      // Another client starts afresh: the proxy's own address is not the key.
+      assert.equal((await read(b)).remaining, first.limit - 1);
+      // An address the client wrote itself buys no new budget: the Service's caller writes it left of the
+      // one the proxy appends; Traefik drops it, as it trusts no client's X-Forwarded-For.
+      const spoofed = entrance === entrances[0] ? `203.0.113.7, ${a}` : a;
+      const spoofHeaders: Record<string, string> = entrance === entrances[0] ? {} : { 'x-forwarded-for': '203.0.113.7' };
+      assert.equal((await read(spoofed, spoofHeaders)).remaining, first.limit - 7);
+    });
+  }
+
+  it('runs the daily CronJob by hand: its Job completes and adds today\'s moments', async function () {
+    this.timeout(6 * 60_000);
+    const [entrance] = entrances;
+    const today = async () => ok(await entrance!.request('/api/v1/graph/today?limit=100', users.get(entrance!)!.client, { headers: asUser(entrance!) }), 'today').json<{ items: { event_name?: string; name?: string }[]; total: number }>();
+    const before = await today();
+    const cron = await admin().get(R.CronJob, NAMESPACE, 'daily');
+    // What `kubectl create job --from=cronjob/daily` makes.
+    const name = `daily-manual-${randomUUID().slice(0, 5)}`;
+    await admin().create(Job, NAMESPACE, {
+      apiVersion: 'batch/v1',
+      kind: 'Job',
+      metadata: {
+        name,
+        namespace: NAMESPACE,
+        annotations: { 'cronjob.kubernetes.io/instantiate': 'manual' },
+        ownerReferences: [{ apiVersion: 'batch/v1', kind: 'CronJob', name: 'daily', uid: cron.metadata.uid!, controller: true }],
+      },
+      spec: (cron.spec as { jobTemplate: { spec: Record<string, unknown> } }).jobTemplate.spec,
+    });
+    const job = await waitFor(
+      `Job ${name} finished`,
+      async () => {
+        const j = await admin().get(Job, NAMESPACE, name);
+        const conditions = (j.status?.conditions ?? []) as { type: string; status: string }[];
+        return conditions.some((c) => (c.type === 'Complete' || c.type === 'Failed') && c.status === 'True') ? j : undefined;
+      },
+      5 * 60_000,
+      1000,
+    );
+    const logs = async () => {
+      const pods = (await admin().list(R.Pod, { labelSelector: `job-name=${name}` }, NAMESPACE)).items;
+      return Promise.all(pods.map((p) => admin().request<string>('GET', `/api/v1/namespaces/${NAMESPACE}/pods/${p.metadata.name}/log`).catch((e: unknown) => String(e))));
+    };
+    assert.equal(condition(job, 'Complete')?.status, 'True', `the Job failed:\n${(await logs()).join('\n---\n').slice(-3000)}`);
+    const after = await today();
+    assert.ok(after.total > before.total, `today's moments: ${before.total} before, ${after.total} after`);
+  });
+
+  /**
+   * Requests to every service through both entrances in turn, one after another (a new connection each)
+   * until `until` resolves; returns how many were answered and the failures (anything but 200).
+   */
+  async function trafficDuring(until: Promise<unknown>): Promise<{ answered: number; failures: string[] }> {
+    let finished = false;
+    const stop = until.finally(() => (finished = true));
+    const failures: string[] = [];
+    let answered = 0;
+    const requests: Array<() => Promise<Answer>> = entrances.flatMap((e) => {
+      const user = users.get(e)!;
+      return [
+        () => e.request('/api/v1/graph/moments?limit=1', e.newClient()),
+        () => e.request(`/api/v1/timepoints/${user.sceneId}`, user.client, { headers: asUser(e) }),
+        () => e.request('/api/v1/simulations?limit=1', user.client, { headers: asUser(e) }),
+        () => e.request('/api/v1/credits/balance', user.client, { headers: asUser(e) }),
+      ];
+    });
+    for (let i = 0; !finished; i++) {
+      const at = new Date().toISOString().slice(11, 23);
+      try {
+        const answer = await requests[i % requests.length]!();
+        if (answer.status === 200) answered++;
+        else failures.push(`${at} ${entrances[Math.floor((i % requests.length) / 4)]!.name}: ${answer.status} ${answer.body.slice(0, 200)}`);
+      } catch (err) {
+        failures.push(`${at} ${entrances[Math.floor((i % requests.length) / 4)]!.name}: ${String(err)}`);
+      }
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    await stop;
+    return { answered, failures };
+  }
+
+  it('replaces a deleted gateway pod while requests keep being answered (two replicas)', async function () {
+    this.timeout(5 * 60_000);
+    const owner = await admin().get(R.Gateway, NAMESPACE, GATEWAY);
+    const gatewayPods = async () => (await podsOf(owner)).filter((p) => p.metadata.labels?.['app.kubernetes.io/name'] === 'gateway');
+    const [victim] = await gatewayPods();
+    const replaced = (async () => {
+      await new Promise((r) => setTimeout(r, 3_000));
+      await admin().delete(R.Pod, NAMESPACE, victim!.metadata.name);
+      return waitFor(
+        'a new gateway pod Ready in place of the deleted one',
+        async () => {
+          const pods = await gatewayPods();
+          return pods.length === 2 && pods.every(podReady) && !pods.some((p) => p.metadata.name === victim!.metadata.name) ? pods : undefined;
+        },
+        3 * 60_000,
+        500,
+      );
+    })();
+    const traffic = await trafficDuring(replaced.then(() => new Promise((r) => setTimeout(r, 3_000))));
+    await replaced;
+    console.log(`      ${traffic.answered} requests answered during the replacement`);
+    assert.deepEqual(traffic.failures, []);
+    assert.ok(traffic.answered > 10);
+  });
+
+  it('rolls a new image tag out to every service with no failed request', async function () {
+    this.timeout(15 * 60_000);
+    await platform!.buildServiceImages(NEXT_TAG);
+    const rollout = (async () => {
+      const updated = await applyAs(admin(), gatewayResource(GATEWAY, NEXT_TAG, GATEWAY_OPTIONS));
+      const started = Date.now();
+      await waitReady(admin(), R.Gateway, NAMESPACE, GATEWAY, 10 * 60_000);
+      // Ready at the new generation means every Deployment rolled out; the old pods are gone too.
+      const owner = await admin().get(R.Gateway, NAMESPACE, GATEWAY);
+      assert.ok(owner.metadata.generation! >= updated.metadata.generation!);
+      const pods = () => podsOf(owner);
+      await waitFor('only new pods left', async () => {
+        const now = await pods();
+        return now.length === DEPLOYED_SERVICES.length + 1 && now.every((p) => podReady(p) && podImage(p).endsWith(`:${NEXT_TAG}`));
+      }, 3 * 60_000, 1000).catch(async (err: unknown) => {
+        throw new Error(`${String(err)}: ${(await pods()).map((p) => `${p.metadata.name} ${podImage(p)} ready=${podReady(p)}`).join(', ')}`);
+      });
+      return (Date.now() - started) / 1000;
+    })();
+    const traffic = await trafficDuring(rollout.then(() => new Promise((r) => setTimeout(r, 3_000))));
+    console.log(`      rolled out in ${(await rollout).toFixed(0)} s; ${traffic.answered} requests answered meanwhile`);
+    assert.deepEqual(traffic.failures, []);
+    // Only the Gateway changed: the workers and the pool keep their tag.
+    const poolPods = await podsOf(await admin().get(R.AgentPool, NAMESPACE, POOL));
+    assert.ok(poolPods.every((p) => podImage(p).endsWith(`:${TAG}`)));
+  });
+
+  it('deletes everything the Gateway owned when it is deleted', async function () {
+    this.timeout(5 * 60_000);
+    const owner = await admin().get(R.Gateway, NAMESPACE, GATEWAY);
+    const types = [R.Deployment, ReplicaSet, R.Service, R.ConfigMap, R.Secret, R.PodDisruptionBudget];
+    const owned = async () => {
+      const names: string[] = [];
+      for (const type of types) {
+        for (const o of (await admin().list(type, {}, NAMESPACE)).items) {
+          if (o.metadata.ownerReferences?.some((r) => r.uid === owner.metadata.uid)) names.push(`${type.kind}/${o.metadata.name}`);
+        }
+      }
+      for (const p of (await admin().list(R.Pod, { labelSelector: `tempora.dev/owner-uid=${owner.metadata.uid}` }, NAMESPACE)).items) names.push(`Pod/${p.metadata.name}`);
+      return names;
+    };
+    const before = await owned();
+    for (const kind of ['Deployment', 'Service', 'ConfigMap', 'Secret', 'PodDisruptionBudget', 'Pod']) assert.ok(before.some((n) => n.startsWith(`${kind}/`)), `${kind} owned before: ${before.join(', ')}`);
+    await admin().delete(R.Gateway, NAMESPACE, GATEWAY);
+    await waitFor('nothing the Gateway owned left', async () => (await owned()).length === 0, 4 * 60_000, 1000).catch(async (err: unknown) => {
+      throw new Error(`${String(err)}; left: ${(await owned()).join(', ')}`);
+    });
+    // Its workers and pool stay, saying why they run nothing.
+    const pool = await waitFor('the pool says its Gateway is gone', async () => {
+      const p = await admin().get(R.AgentPool, NAMESPACE, POOL);
+      return condition(p, 'Ready')?.reason === 'GatewayNotFound' ? p : undefined;
+    }, 60_000, 1000);
+    assert.equal(condition(pool, 'Ready')?.status, 'False');
+  });
+});
