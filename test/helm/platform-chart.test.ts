@@ -19,6 +19,7 @@ import type { KubeObject } from '../../operator/src/kube/object.ts';
 import { GatewayConfigSchema } from '../../services/gateway/src/config.ts';
 import { GraphConfigSchema } from '../../services/graph/src/config.ts';
 import { GenerationConfigSchema } from '../../services/generation/src/config.ts';
+import { SimulationConfigSchema } from '../../services/simulation/src/config.ts';
 import { ControlPlane } from '../k8s/control-plane.ts';
 import { Helm, keyPaths, lookup, only, parseObjects, schemaPaths, type SchemaNode } from './helm.ts';
 
@@ -47,7 +48,7 @@ interface GatewaySpec {
   image: { registry: string; version: string; pullPolicy: string };
   logLevel: string;
   services: Record<string, { replicas?: number; maxUnavailable?: number; resources?: unknown }>;
-  secrets: { keys: string; providers?: string };
+  secrets: { keys: string; providers?: string; billing?: string };
   database?: SecretKeyRef;
   redis?: SecretKeyRef;
   generation: { callbackSecret: SecretKeyRef; models?: unknown; publicUrl?: string };
@@ -78,6 +79,7 @@ function referencedSecrets(objects: KubeObject[]): string[] {
     const spec = (o as Custom<GatewaySpec>).spec;
     refs.push(`${spec.secrets.keys}/*`, `${spec.generation.callbackSecret.secretName}/${spec.generation.callbackSecret.key}`);
     if (spec.secrets.providers) refs.push(`${spec.secrets.providers}/*`);
+    if (spec.secrets.billing) refs.push(`${spec.secrets.billing}/*`);
     if (spec.database) refs.push(`${spec.database.secretName}/${spec.database.key}`);
     if (spec.redis) refs.push(`${spec.redis.secretName}/${spec.redis.key}`);
   }
@@ -199,9 +201,9 @@ describe('helm chart tempora (the platform)', function () {
       }
       assert.deepEqual(gateway.spec.database, { secretName: 'tempora-postgresql', key: 'url' });
       assert.deepEqual(gateway.spec.redis, { secretName: 'tempora-redis', key: 'url' });
-      assert.equal(gateway.spec.secrets.providers, undefined, 'no provider credentials by default');
+      assert.deepEqual(gateway.spec.secrets, { keys: 'tempora-keys' }, 'no provider or payment credentials by default');
       assert.deepEqual(gateway.spec.image, { registry: 'ghcr.io/tempora', version: '0.1.0', pullPolicy: 'IfNotPresent' });
-      for (const o of objects.filter((x) => x.kind === 'GraphWorker' || x.kind === 'AgentPool')) {
+      for (const o of objects.filter((x) => ['GraphWorker', 'AgentPool', 'SimulationBudget'].includes(x.kind))) {
         assert.equal((o as Custom<{ gatewayRef: string }>).spec.gatewayRef, RELEASE, `${o.kind}/${o.metadata.name}`);
       }
       assert.deepEqual(
@@ -219,6 +221,7 @@ describe('helm chart tempora (the platform)', function () {
       assert.deepEqual(loadConfig(GraphConfigSchema, env).WRITER_TOKENS, [{ name: 'tempora', token: keys.WRITER_TOKENS!.slice('tempora:'.length) }]);
       assert.deepEqual(loadConfig(GatewayConfigSchema, env).SERVICE_KEY, [keys.SERVICE_KEY]);
       assert.equal(loadConfig(GenerationConfigSchema, { ...env, CALLBACK_SECRET: callback['callback-secret'] }).CALLBACK_SECRET, callback['callback-secret']);
+      assert.deepEqual(loadConfig(SimulationConfigSchema, env).SIMULATION_API_KEYS, [{ name: 'tempora', key: keys.SIMULATION_API_KEYS!.slice('tempora:'.length) }]);
       assert.match(keys.SERVICE_KEY!, /^[A-Za-z0-9]{48}$/);
       assert.match(keys.WRITER_TOKENS!, /^tempora:[A-Za-z0-9]{48}$/);
       assert.notEqual(keys.SERVICE_KEY, keys.ADMIN_KEY);
@@ -288,11 +291,14 @@ describe('helm chart tempora (the platform)', function () {
           gateway: { replicas: 3, maxUnavailable: 2, resources: { requests: { cpu: '250m', memory: '256Mi' }, limits: { cpu: '2', memory: '1Gi' } } },
           generation: { replicas: 2, maxUnavailable: 1, resources: { requests: { cpu: '250m', memory: '384Mi' }, limits: { memory: '1536Mi' } } },
           graph: { replicas: 2, maxUnavailable: 0, resources: { requests: { cpu: '250m', memory: '512Mi' }, limits: { memory: '2Gi' } } },
+          simulation: { replicas: 2, maxUnavailable: 1, resources: { requests: { cpu: '200m', memory: '256Mi' }, limits: { memory: '1Gi' } } },
+          conductor: { replicas: 2, maxUnavailable: 1, resources: { requests: { cpu: '200m', memory: '256Mi' }, limits: { memory: '1Gi' } } },
+          billing: { replicas: 0, maxUnavailable: 0, resources: { requests: { cpu: '20m', memory: '64Mi' }, limits: { memory: '256Mi' } } },
         },
         ingress: { host: 'api.tempora.example.com', className: 'nginx', tlsSecretName: 'tempora-tls', annotations: { 'cert-manager.io/cluster-issuer': 'letsencrypt' } },
         rateLimits: { tiers: [{ name: 'free', requestsPerMinute: 20, dailyLimit: 200 }, { name: 'enterprise', requestsPerMinute: 600 }] },
         tracing: { endpoint: 'http://otel-collector.observability.svc:4318', protocol: 'http/json', samplingRatio: 0.25 },
-        secrets: { keys: 'platform-keys', providers: 'platform-providers' },
+        secrets: { keys: 'platform-keys', providers: 'platform-providers', billing: 'platform-billing' },
         database: { secretName: 'platform-postgresql', key: 'url' },
         redis: { secretName: 'platform-redis', key: 'url' },
         generation: {
@@ -302,9 +308,15 @@ describe('helm chart tempora (the platform)', function () {
         },
       });
       const keys = decoded(only<Secret>(objects, 'Secret', 'platform-keys'));
-      assert.deepEqual(keys, { SERVICE_KEY: 'service-key-0123456789abcdef', ADMIN_KEY: 'admin-key-0123456789abcdef', WRITER_TOKENS: 'curator:writer-token-0123456789abcdef,importer:writer-token-fedcba9876543210' });
+      assert.deepEqual(keys, {
+        SERVICE_KEY: 'service-key-0123456789abcdef',
+        ADMIN_KEY: 'admin-key-0123456789abcdef',
+        WRITER_TOKENS: 'curator:writer-token-0123456789abcdef,importer:writer-token-fedcba9876543210',
+        SIMULATION_API_KEYS: 'research:simulation-key-0123456789abcdef',
+      });
       assert.deepEqual(decoded(only<Secret>(objects, 'Secret', 'platform-callback')), { hmac: 'callback-secret-0123456789abcdef0123456789abcdef' });
       assert.deepEqual(decoded(only<Secret>(objects, 'Secret', 'platform-providers')), { GEMINI_API_KEY: 'gemini-test-key', OPENROUTER_API_KEY: 'openrouter-test-key' });
+      assert.deepEqual(decoded(only<Secret>(objects, 'Secret', 'platform-billing')), { STRIPE_SECRET_KEY: 'sk_test_0123456789', STRIPE_WEBHOOK_SECRET: 'whsec_0123456789' });
       assert.equal(decoded(only<Secret>(objects, 'Secret', 'platform-postgresql')).url, 'postgres://tempora:pg-password-0123456789@platform-postgresql.tempora.svc:5432/tempora');
 
       const workers = Object.fromEntries(objects.filter((o) => o.kind === 'GraphWorker').map((o) => [o.metadata.name, (o as Custom<Record<string, unknown>>).spec]));
@@ -321,8 +333,8 @@ describe('helm chart tempora (the platform)', function () {
       });
       const budgets = objects.filter((o) => o.kind === 'SimulationBudget').map((o) => [o.metadata.name, (o as Custom<unknown>).spec]);
       assert.deepEqual(budgets, [
-        ['platform-global', { scope: 'global', period: 'monthly', limitUsd: 500, perRunMaxUsd: 5, alertThresholds: [0.25, 0.9] }],
-        ['platform-acme', { scope: 'account:acme', period: 'daily', limitUsd: 20 }],
+        ['platform-global', { gatewayRef: 'platform', scope: 'global', period: 'monthly', limitUsd: 500, perRunMaxUsd: 5, alertThresholds: [0.25, 0.9] }],
+        ['platform-acme', { gatewayRef: 'platform', scope: 'account:acme', period: 'daily', limitUsd: 20 }],
       ]);
 
       const pg = only<StatefulSet>(objects, 'StatefulSet', 'platform-postgresql');
@@ -350,18 +362,22 @@ describe('helm chart tempora (the platform)', function () {
       assert.equal(objects.filter((o) => o.kind === 'StatefulSet').length, 2);
     });
 
-    it('for production: your own PostgreSQL, Redis and provider Secrets, no StatefulSets, nothing generated for them', function () {
+    it('for production: your own PostgreSQL, Redis, provider and payment Secrets, no StatefulSets, nothing generated for them', function () {
       const objects = render('-f', join(EXAMPLES, 'production.yaml'));
       const gw = only<Custom<GatewaySpec>>(objects, 'Gateway');
-      assert.deepEqual([gw.spec.database, gw.spec.redis, gw.spec.secrets.providers], [{ secretName: 'tempora-database', key: 'url' }, { secretName: 'tempora-redis', key: 'url' }, 'tempora-providers']);
+      assert.deepEqual([gw.spec.database, gw.spec.redis, gw.spec.secrets], [{ secretName: 'tempora-database', key: 'url' }, { secretName: 'tempora-redis', key: 'url' }, { keys: 'tempora-keys', providers: 'tempora-providers', billing: 'tempora-billing' }]);
       assert.deepEqual(objects.filter((o) => ['StatefulSet', 'Service'].includes(o.kind)), []);
       assert.deepEqual(objects.filter((o) => o.kind === 'Secret').map((o) => o.metadata.name).sort(), ['tempora-callback', 'tempora-keys']);
     });
 
     it('names existing Secrets instead of generating them', function () {
-      const objects = render('--set', 'secrets.keys.existingSecret=my-keys', '--set', 'secrets.callback.existingSecret=my-callback', '--set', 'secrets.callback.key=hmac', '--set', 'secrets.providers.existingSecret=my-providers');
+      const objects = render(
+        ...['secrets.keys.existingSecret=my-keys', 'secrets.callback.existingSecret=my-callback', 'secrets.callback.key=hmac', 'secrets.providers.existingSecret=my-providers', 'secrets.billing.existingSecret=my-billing'].flatMap((s) => ['--set', s]),
+        // A named Secret wins over values given for it.
+        '--set', 'secrets.billing.values.STRIPE_SECRET_KEY=ignored',
+      );
       const gw = only<Custom<GatewaySpec>>(objects, 'Gateway');
-      assert.deepEqual([gw.spec.secrets, gw.spec.generation.callbackSecret], [{ keys: 'my-keys', providers: 'my-providers' }, { secretName: 'my-callback', key: 'hmac' }]);
+      assert.deepEqual([gw.spec.secrets, gw.spec.generation.callbackSecret], [{ keys: 'my-keys', providers: 'my-providers', billing: 'my-billing' }, { secretName: 'my-callback', key: 'hmac' }]);
       assert.deepEqual(objects.filter((o) => o.kind === 'Secret').map((o) => o.metadata.name).sort(), ['tempora-postgresql', 'tempora-redis']);
     });
 
@@ -381,7 +397,7 @@ describe('helm chart tempora (the platform)', function () {
     const schemaRefusals: [string, string[], RegExp][] = [
       ['a misspelt top-level value', ['--set', 'ingres.enabled=true'], /additional properties 'ingres' not allowed|ingres/],
       ['a misspelt nested value', ['--set', 'services.gateway.replica=2'], /\/services\/gateway/],
-      ['a service the Gateway does not know', ['--set', 'services.billing.replicas=1'], /\/services/],
+      ['a service the Gateway does not know', ['--set', 'services.notary.replicas=1'], /\/services/],
       ['replicas that are not a number', ['--set', 'services.graph.replicas=two'], /\/services\/graph\/replicas/],
       ['an unknown pull policy', ['--set', 'image.pullPolicy=Sometimes'], /\/image\/pullPolicy/],
       ['an image version with a space', ['--set-string', 'image.version=1.0 beta'], /\/image\/version/],

@@ -9,6 +9,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parse } from 'yaml';
+import { DEPLOYED_SERVICES } from '../../operator/src/reconcilers/platform-services.ts';
 import { startPlatform, type Platform } from '../support/platform.ts';
 import { kindDocBlocks, ROOT, runnable, type DocBlock } from './kind-doc.ts';
 
@@ -55,8 +56,9 @@ describe('docs/kind.md', function () {
     });
     const loaded = images.find((l) => l.startsWith('kind load'))!;
     assert.equal(loaded, `kind load docker-image --name ${kindConfig.name} ${built.join(' ')}`);
-    // The platform chart's images, from the kind values: <registry>/<service>:<version> per service.
-    const platform = Object.keys(chartDefaults.services).map((s) => `${kindValues.image.registry}/${s}:${kindValues.image.version}`);
+    // The images the operator runs for a Gateway, named as the kind values make it: <registry>/<service>:<version>.
+    const platform = DEPLOYED_SERVICES.map((s) => `${kindValues.image.registry}/${s}:${kindValues.image.version}`);
+    for (const svc of DEPLOYED_SERVICES) assert.ok(svc in chartDefaults.services, `the chart's services.${svc}`);
     // The operator's, from the install command's --set flags.
     const install = runnable(blocks, ['5.']);
     const repository = /--set image\.repository=(\S+)/.exec(install)![1];

@@ -72,12 +72,16 @@ key: {{ .Values.externalRedis.key }}
 {{- .Values.secrets.callback.existingSecret | default (printf "%s-callback" (include "tempora.fullname" .)) -}}
 {{- end -}}
 
-{{- /* The providers Secret's name, or nothing when there are no provider credentials. */ -}}
-{{- define "tempora.providersSecret" -}}
-{{- if .Values.secrets.providers.existingSecret -}}
-{{- .Values.secrets.providers.existingSecret -}}
-{{- else if .Values.secrets.providers.values -}}
-{{- include "tempora.fullname" . }}-providers
+{{- /*
+The name of a Secret nothing can generate (secrets.providers, secrets.billing; "secret" names which): the
+existing one named, else <fullname>-<secret> made from its values, else nothing.
+*/ -}}
+{{- define "tempora.givenSecret" -}}
+{{- $s := index .root.Values.secrets .secret -}}
+{{- if $s.existingSecret -}}
+{{- $s.existingSecret -}}
+{{- else if $s.values -}}
+{{- include "tempora.fullname" .root }}-{{ .secret }}
 {{- end -}}
 {{- end -}}
 
