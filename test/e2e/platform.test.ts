@@ -112,8 +112,8 @@ describe('the platform on a real node: operator, CRs, pods, traffic (test/e2e)',
       console.log(`    skipped: ${reason}`);
       this.skip();
     }
-    // A first run builds Kubernetes, BuildKit, CoreDNS, the base image and our five images (see
-    // docs/operator.md, "End to end"); cached, this takes a minute or two.
+    // A first run builds Kubernetes, BuildKit, CoreDNS, Traefik, the base image and an image per
+    // deployable (docs/operator.md, "End to end"); cached, this takes seconds.
     this.timeout(90 * 60_000);
     const traefik = ensureTraefik();
     platform = await startPlatform(TAG);
