@@ -103,6 +103,10 @@ describe('the platform on a real node: operator, CRs, pods, traffic (test/e2e)',
     assert.equal(answer.status, 200, `${what}: ${answer.status} ${answer.body.slice(0, 500)}`);
     return answer;
   };
+  /** Rethrows a failed wait with what the cluster says about it. */
+  const explained = async (err: unknown): Promise<never> => {
+    throw new Error(`${String(err)}\n${await platform!.report().catch((e: unknown) => `(no report: ${String(e)})`)}`);
+  };
   const podsOf = async (owner: KubeObject) =>
     (await admin().list(R.Pod, { labelSelector: `tempora.dev/owner-uid=${owner.metadata.uid}` }, NAMESPACE)).items.filter((p) => !p.metadata.deletionTimestamp);
 
@@ -168,7 +172,7 @@ describe('the platform on a real node: operator, CRs, pods, traffic (test/e2e)',
       },
       12 * 60_000,
       500,
-    );
+    ).catch(explained);
     console.log(`      all Ready ${((Date.now() - started) / 1000).toFixed(0)} s after the apply`);
     gw = await gatewayUrl(admin(), GATEWAY);
     assert.deepEqual(violations, []);
@@ -345,7 +349,7 @@ describe('the platform on a real node: operator, CRs, pods, traffic (test/e2e)',
         },
         3 * 60_000,
         500,
-      );
+      ).catch(explained);
     })();
     const traffic = await trafficDuring(replaced.then(() => new Promise((r) => setTimeout(r, 3_000))));
     await replaced;
@@ -360,7 +364,7 @@ describe('the platform on a real node: operator, CRs, pods, traffic (test/e2e)',
     const rollout = (async () => {
       const updated = await applyAs(admin(), gatewayResource(GATEWAY, NEXT_TAG, GATEWAY_OPTIONS));
       const started = Date.now();
-      await waitReady(admin(), R.Gateway, NAMESPACE, GATEWAY, 10 * 60_000);
+      await waitReady(admin(), R.Gateway, NAMESPACE, GATEWAY, 10 * 60_000).catch(explained);
       // Ready at the new generation means every Deployment rolled out; the old pods are gone too.
       const owner = await admin().get(R.Gateway, NAMESPACE, GATEWAY);
       assert.ok(owner.metadata.generation! >= updated.metadata.generation!);

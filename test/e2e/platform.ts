@@ -47,6 +47,8 @@ export interface Platform {
   newDatabase(name: string): Promise<string>;
   /** Builds every service image under another tag (layers are cached: seconds). */
   buildServiceImages(tag: string): Promise<void>;
+  /** The custom resources' conditions and what is wrong with every pod not Ready (for a failed wait). */
+  report(): Promise<string>;
   stop(): Promise<string[]>;
 }
 
@@ -111,7 +113,18 @@ export async function startPlatform(tag: string): Promise<Platform> {
     await secret('tempora-keys', KEYS);
     // Named by the Gateway as a cluster's would be; no provider key in it, so every model call is offline.
     await secret('tempora-providers', { FREE_IMAGE_ENABLED: 'false' });
-    return { node, admin, databaseUrl: postgres.url, newDatabase, buildServiceImages, stop };
+    const report = async () => {
+      const lines: string[] = [];
+      for (const type of [R.Gateway, R.GraphWorker, R.AgentPool, R.SimulationBudget]) {
+        for (const o of (await admin.list(type, {}, NAMESPACE)).items) {
+          const conditions = (o.status?.conditions ?? []) as { type: string; status: string; reason?: string; message?: string }[];
+          lines.push(`${o.kind}/${o.metadata.name}: ${conditions.map((c) => `${c.type}=${c.status} ${c.reason ?? ''}: ${c.message ?? ''}`).join('; ')}`);
+        }
+      }
+      for (const ns of [NAMESPACE, OPERATOR_NAMESPACE]) lines.push(await node.report(ns));
+      return lines.join('\n');
+    };
+    return { node, admin, databaseUrl: postgres.url, newDatabase, buildServiceImages, report, stop };
   } catch (err) {
     await stop();
     throw err;

@@ -573,6 +573,38 @@ export class KubeNode {
     return `${name}.${namespace}.svc:${port}`;
   }
 
+  /**
+   * What `kubectl describe` and `kubectl logs --previous` would tell about a namespace's pods that are not
+   * Ready: phase, conditions, each container's state and restarts, the namespace's warning Events, and the
+   * last lines each such container wrote (this run and the one before). For a wait that timed out: on a CI
+   * machine the node is gone by the time anyone reads the failure.
+   */
+  async report(namespace: string, logLines = 25): Promise<string> {
+    type ContainerStatus = { name: string; ready: boolean; restartCount: number; state?: Record<string, { reason?: string; message?: string; exitCode?: number }>; lastState?: Record<string, { reason?: string; exitCode?: number }> };
+    type Pod = { metadata: { name: string }; status?: { phase?: string; conditions?: { type: string; status: string; reason?: string; message?: string }[]; containerStatuses?: ContainerStatus[] } };
+    const lines: string[] = [];
+    const tryApi = async <T>(path: string): Promise<T | string> => this.api<T>('GET', path).catch((err: unknown) => `(${String(err)})`);
+    const pods = await tryApi<{ items: Pod[] }>(`/api/v1/namespaces/${namespace}/pods`);
+    for (const pod of typeof pods === 'string' ? [] : pods.items) {
+      const conditions = pod.status?.conditions ?? [];
+      if (conditions.some((c) => c.type === 'Ready' && c.status === 'True')) continue;
+      lines.push(`pod ${pod.metadata.name}: ${pod.status?.phase}; ${conditions.map((c) => `${c.type}=${c.status}${c.reason ? ` (${c.reason}${c.message ? `: ${c.message}` : ''})` : ''}`).join(', ')}`);
+      for (const c of pod.status?.containerStatuses ?? []) {
+        const [state, detail] = Object.entries(c.state ?? {})[0] ?? ['unknown', {}];
+        const last = Object.entries(c.lastState ?? {})[0];
+        lines.push(`  ${c.name}: ${state}${detail.reason ? ` ${detail.reason}` : ''}${detail.message ? `: ${detail.message}` : ''}, ready ${c.ready}, ${c.restartCount} restarts${last ? `, last ${last[0]} ${last[1].reason ?? ''} exit ${last[1].exitCode ?? '?'}` : ''}`);
+        for (const previous of c.restartCount > 0 ? [false, true] : [false]) {
+          const text = await tryApi<string>(`/api/v1/namespaces/${namespace}/pods/${pod.metadata.name}/log?container=${c.name}&tailLines=${logLines}${previous ? '&previous=true' : ''}`);
+          lines.push(`  ${c.name} log${previous ? ' (previous run)' : ''}:`, ...String(text).trimEnd().split('\n').map((l) => `    ${l}`));
+        }
+      }
+    }
+    const events = await tryApi<{ items: { type: string; reason: string; message: string; count?: number; involvedObject: { kind: string; name: string } }[] }>(`/api/v1/namespaces/${namespace}/events`);
+    if (typeof events === 'string') lines.push(`events: ${events}`);
+    else for (const e of events.items.filter((e) => e.type === 'Warning').slice(-30)) lines.push(`event ${e.involvedObject.kind}/${e.involvedObject.name} ${e.reason} (x${e.count ?? 1}): ${e.message}`);
+    return lines.join('\n') || `every pod in ${namespace} is Ready`;
+  }
+
   /** Stops everything and puts the host back as it was; returns what still differs (nothing, normally). */
   async stop(): Promise<string[]> {
     return this.#teardown();
