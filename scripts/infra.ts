@@ -61,7 +61,7 @@ export interface ListenOptions {
   allow?: string;
 }
 
-export async function startPostgres({ host = '127.0.0.1', allow }: ListenOptions = {}): Promise<{ url: string; stop(): Promise<void> }> {
+export async function startPostgres({ host = '127.0.0.1', allow }: ListenOptions = {}): Promise<{ url: string; down(): Promise<void>; up(): Promise<void>; stop(): Promise<void> }> {
   let bin = postgresBin();
   if (!bin) {
     aptInstall('postgresql', 'postgresql-contrib');
@@ -91,6 +91,13 @@ export async function startPostgres({ host = '127.0.0.1', allow }: ListenOptions
   log(`postgresql on ${host}:${port} (${dir})`);
   return {
     url: `postgres://postgres@${host}:${port}/postgres`,
+    // Fault tests: an immediate shutdown (connections cut, as in a crash) and a start on the same port.
+    async down() {
+      run('pg_ctl', ['-D', data, '-m', 'immediate', '-w', 'stop']);
+    },
+    async up() {
+      run('pg_ctl', ['-D', data, '-o', options, '-l', join(dir, 'postgres.log'), '-w', 'start']);
+    },
     async stop() {
       try {
         run('pg_ctl', ['-D', data, '-m', 'fast', '-w', 'stop']);
@@ -101,36 +108,48 @@ export async function startPostgres({ host = '127.0.0.1', allow }: ListenOptions
   };
 }
 
-export async function startRedis({ host = '127.0.0.1' }: ListenOptions = {}): Promise<{ url: string; stop(): Promise<void> }> {
+export async function startRedis({ host = '127.0.0.1' }: ListenOptions = {}): Promise<{ url: string; kill(): Promise<void>; up(): Promise<void>; stop(): Promise<void> }> {
   const which = spawnSync('sh', ['-c', 'command -v redis-server'], { encoding: 'utf8' });
   if (which.status !== 0) aptInstall('redis-server');
   const dir = mkdtempSync(join(tmpdir(), 'tempora-redis-'));
   const port = await freePort();
   // Protected mode refuses every client but loopback ones while there is no password.
   const protectedMode = host === '127.0.0.1' ? 'yes' : 'no';
-  const child: ChildProcess = spawn('redis-server', ['--port', String(port), '--bind', host, '--protected-mode', protectedMode, '--save', '', '--appendonly', 'no', '--dir', dir], {
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  await new Promise<void>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error('redis-server did not start')), 15_000);
-    child.stdout!.on('data', (chunk: Buffer) => {
-      if (chunk.toString().includes('Ready to accept connections')) {
-        clearTimeout(timer);
-        resolve();
-      }
+  const launch = async (): Promise<ChildProcess> => {
+    const child = spawn('redis-server', ['--port', String(port), '--bind', host, '--protected-mode', protectedMode, '--save', '', '--appendonly', 'no', '--dir', dir], {
+      stdio: ['ignore', 'pipe', 'inherit'],
     });
-    child.once('exit', (code) => reject(new Error(`redis-server exited with ${code}`)));
-  });
-  child.stdout!.resume();
+    await new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error('redis-server did not start')), 15_000);
+      child.stdout!.on('data', (chunk: Buffer) => {
+        if (chunk.toString().includes('Ready to accept connections')) {
+          clearTimeout(timer);
+          resolve();
+        }
+      });
+      child.once('exit', (code) => reject(new Error(`redis-server exited with ${code}`)));
+    });
+    child.stdout!.resume();
+    return child;
+  };
+  let child = await launch();
   log(`redis on ${host}:${port}`);
+  const end = async (signal: NodeJS.Signals) => {
+    if (child.exitCode === null && child.signalCode === null) {
+      const exited = new Promise((resolve) => child.once('exit', resolve));
+      child.kill(signal);
+      await exited;
+    }
+  };
   return {
     url: `redis://${host}:${port}`,
+    // Fault tests: a crash (SIGKILL, nothing saved) and a fresh start on the same port.
+    kill: () => end('SIGKILL'),
+    async up() {
+      child = await launch();
+    },
     async stop() {
-      if (child.exitCode === null) {
-        const exited = new Promise((resolve) => child.once('exit', resolve));
-        child.kill('SIGTERM');
-        await exited;
-      }
+      await end('SIGTERM');
       rmSync(dir, { recursive: true, force: true });
     },
   };

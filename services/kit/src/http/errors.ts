@@ -84,9 +84,42 @@ export const unprocessable = (detail: string, errors: ProblemFieldError[]) =>
 /** The answer to an error nobody anticipated: no detail leaks, the request id leads to the log. */
 export const unexpectedProblem = () => new Problem(500, 'an unexpected error occurred; quote the X-Request-ID when reporting it');
 
-/** Maps errors raised by Koa's own middleware (body parser, http-errors) onto problems. */
+/** Seconds a client is told to wait when a dependency is down: about what a database restart takes. */
+export const OUTAGE_RETRY_AFTER_SECONDS = 5;
+
+/** PostgreSQL's SQLSTATEs for a server that is going, gone or not yet back (class 08, 57P01-57P03, 53300). */
+const UNAVAILABLE_SQLSTATE = /^(08...|57P0[1-3]|53300)$/;
+/** Socket failures (pg, node-redis) and node-redis's own "not connected" errors. */
+const UNAVAILABLE_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENOTCONN']);
+const UNAVAILABLE_NAMES = new Set(['KnexTimeoutError', 'ClientClosedError', 'ClientOfflineError', 'SocketClosedUnexpectedlyError', 'ConnectionTimeoutError', 'ReconnectStrategyError']);
+/** What pg says when a connection dies under a query (it sets no code then). */
+const UNAVAILABLE_MESSAGE = /^(Connection terminated|Client has encountered a connection error|Connection terminated unexpectedly|the database system is)/;
+
+/**
+ * Whether `error` (or what it wraps) says the database or Redis could not be reached: the request was
+ * fine and may be sent again shortly, so it is answered 503 with Retry-After, not 500.
+ */
+export function isDependencyOutage(error: unknown): boolean {
+  for (let current = error, depth = 0; current && typeof current === 'object' && depth < 5; current = (current as { cause?: unknown }).cause, depth += 1) {
+    const { code, name, message, errors } = current as { code?: unknown; name?: unknown; message?: unknown; errors?: unknown };
+    if (typeof code === 'string' && (UNAVAILABLE_SQLSTATE.test(code) || UNAVAILABLE_CODES.has(code))) return true;
+    if (typeof name === 'string' && UNAVAILABLE_NAMES.has(name)) return true;
+    if (typeof message === 'string' && UNAVAILABLE_MESSAGE.test(message)) return true;
+    // Node's AggregateError of a connection refused on every address.
+    if (Array.isArray(errors) && errors.some((inner) => isDependencyOutage(inner))) return true;
+  }
+  return false;
+}
+
+export const dependencyOutageProblem = () =>
+  new Problem(503, `a database or service this one depends on is unreachable; retry in ${OUTAGE_RETRY_AFTER_SECONDS} s`, {
+    headers: { 'Retry-After': String(OUTAGE_RETRY_AFTER_SECONDS) },
+  });
+
+/** Maps errors raised by Koa's own middleware (body parser, http-errors) and data store outages onto problems. */
 export function toProblem(error: unknown): Problem | undefined {
   if (error instanceof Problem) return error;
+  if (isDependencyOutage(error)) return dependencyOutageProblem();
   const candidate = error as { status?: unknown; statusCode?: unknown; expose?: unknown; message?: unknown; type?: unknown };
   const status = typeof candidate.status === 'number' ? candidate.status : typeof candidate.statusCode === 'number' ? candidate.statusCode : undefined;
   if (status === undefined || status < 400 || status >= 500) return undefined;
