@@ -61,7 +61,7 @@ export async function createGenerationService(config: GenerationConfig, logger =
     config,
     logger,
     metrics,
-    authenticators: [serviceKeyAuth(config.SERVICE_KEY), userHeaderAuth],
+    authenticators: [serviceKeyAuth(config.SERVICE_KEY), userHeaderAuth(serviceKeyAuth(config.SERVICE_KEY))],
     routes: [...generateRoutes(deps), ...timepointRoutes(deps)],
     health: async () => {
       const db = await database.ping();

@@ -10,7 +10,8 @@ import { FakeVendors } from './providers/fake-vendors.ts';
 
 export const SERVICE_KEY = 'gen-svc-test-key-0123456789';
 export const serviceKey = { 'X-Service-Key': SERVICE_KEY };
-export const user = (id: string) => ({ 'X-User-ID': id });
+/** A user as the gateway names them: X-User-ID beside its service key (the header alone is refused). */
+export const user = (id: string) => ({ 'X-User-ID': id, 'X-Service-Key': SERVICE_KEY });
 
 /** Environment pointing every provider at the fake vendor servers. */
 export function vendorEnv(fake: FakeVendors, which: Array<'native' | 'aggregator' | 'image_vendor' | 'free_image'> = ['native', 'aggregator', 'image_vendor', 'free_image']): Record<string, string> {

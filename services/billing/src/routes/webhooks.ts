@@ -53,6 +53,7 @@ export function webhookRoutes(deps: BillingRouteDeps): RouteDefinition[] {
       method: 'post',
       path: `${WEBHOOK_PREFIX}stripe`,
       operationId: 'stripeWebhook',
+      security: [],
       summary: 'Stripe webhook events (signed)',
       description:
         'Authenticated by its Stripe-Signature (HMAC-SHA256 over `t.rawbody`, any configured secret, 300 s tolerance), checked by the stripe package on the raw body before it is parsed. Acts on checkout.session.completed and async_payment_succeeded, invoice.paid, invoice.payment_failed, customer.subscription.created/updated/deleted, charge.refunded, charge.dispute.created/closed; other verified events are recorded as ignored.',
@@ -82,6 +83,7 @@ export function webhookRoutes(deps: BillingRouteDeps): RouteDefinition[] {
       method: 'post',
       path: `${WEBHOOK_PREFIX}apple`,
       operationId: 'appleWebhook',
+      security: [],
       summary: 'App Store Server Notifications v2 (signed)',
       description:
         'The body is `{"signedPayload": "<JWS>"}`; the JWS, its transaction and its renewal info are verified with Apple\'s library against the configured roots (chain of three, Apple\'s OIDs, bundle id, environment). Acts on SUBSCRIBED, DID_RENEW, DID_FAIL_TO_RENEW, GRACE_PERIOD_EXPIRED, EXPIRED, REFUND, REVOKE, DID_CHANGE_RENEWAL_STATUS and TEST; other verified types are recorded as ignored.',

@@ -73,6 +73,7 @@ export function creditRoutes(deps: GatewayRouteDeps): RouteDefinition[] {
       method: 'get',
       path: '/api/v1/credits/costs',
       operationId: 'getCosts',
+      security: [],
       summary: 'What every chargeable operation costs',
       tags: ['credits'],
       responses: { 200: { description: 'The price list' } },

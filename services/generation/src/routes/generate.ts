@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { defineRoute, notFound, openEventStream, type RouteDefinition } from '@tempora/kit/http';
+import { defineRoute, notFound, openEventStream, ServerSentEventSchema, type RouteDefinition } from '@tempora/kit/http';
 import { problemOf } from '../generator.ts';
 import type { AgentEvent } from '../pipeline/events.ts';
 import type { JobRow } from '../repository.ts';
@@ -43,6 +43,7 @@ export function generateRoutes(deps: RouteDeps): RouteDefinition[] {
       method: 'post',
       path: '/api/v1/timepoints/generate/sync',
       operationId: 'generateSync',
+      security: [],
       summary: 'Generate a scene and wait for it',
       description: 'Runs the 14-agent pipeline and returns the stored scene. The owner is X-User-ID (set by the gateway).',
       tags: ['generation'],
@@ -72,13 +73,14 @@ export function generateRoutes(deps: RouteDeps): RouteDefinition[] {
       method: 'post',
       path: '/api/v1/timepoints/generate/stream',
       operationId: 'generateStream',
+      security: [],
       summary: 'Generate a scene, reporting each agent as it completes (Server-Sent Events)',
       description:
         'Events: `start` (models chosen), one `agent` event per reported agent in the order Judge, Timeline, Grounding, Scene, Characters, Moment, Camera, Dialog, Critique, ImagePrompt, Optimizer, ImageGen (status completed, skipped or failed, with timing, model and tokens), then `done` carrying the scene id and the scene, or `error` carrying a problem. Comment heartbeats keep the connection open. Closing the connection cancels the remaining agents.',
       tags: ['generation'],
       body: GenerateRequestSchema,
       responses: {
-        200: { description: 'text/event-stream', contentType: 'text/event-stream', schema: z.string() },
+        200: { description: 'text/event-stream', contentType: 'text/event-stream', schema: ServerSentEventSchema },
         422: { description: 'Invalid field or unavailable model (before the stream starts)' },
       },
       handler: async (ctx, { body }) => {
@@ -108,6 +110,7 @@ export function generateRoutes(deps: RouteDeps): RouteDefinition[] {
       method: 'post',
       path: '/api/v1/timepoints/generate',
       operationId: 'generateAsync',
+      security: [],
       summary: 'Start an asynchronous generation',
       description:
         'Answers 202 with a job at once. With `callback_url`, the result is POSTed there when the job ends: body `{job_id, status, timepoint_id, timepoint | error, request_context}`, headers `X-Tempora-Timestamp` (Unix seconds) and `X-Tempora-Signature: sha256=<hex HMAC-SHA256 of "<timestamp>.<body>" keyed with CALLBACK_SECRET>`, retried with exponential back-off on network errors, 408, 429 and 5xx. Loopback and private callback hosts are refused unless allow-listed.',
@@ -127,6 +130,7 @@ export function generateRoutes(deps: RouteDeps): RouteDefinition[] {
       method: 'get',
       path: '/api/v1/models',
       operationId: 'listModels',
+      security: [],
       summary: 'Presets, providers and image models this server offers',
       tags: ['generation'],
       responses: { 200: { description: 'What text_model, image_model, preset and model_policy may name here' } },
@@ -147,6 +151,7 @@ export function generateRoutes(deps: RouteDeps): RouteDefinition[] {
       method: 'get',
       path: '/api/v1/timepoints/jobs/{job_id}',
       operationId: 'getJob',
+      security: [],
       summary: 'Status of an asynchronous generation',
       description: 'States: queued → running → completed | failed. A job with an owner is visible to that X-User-ID (and service-key callers) only.',
       tags: ['generation'],

@@ -72,7 +72,8 @@ export function timepointRoutes(deps: RouteDeps): RouteDefinition[] {
         401: { description: 'No X-User-ID' },
       },
       handler: async (ctx, { query }) => {
-        const limit = Math.min(query.limit, isService(ctx) ? 1000 : 100);
+        // The gateway's export comes with its service key (and the user's X-User-ID): a longer page for it.
+        const limit = Math.min(query.limit, ctx.state.principals?.has('ServiceKey') ? 1000 : 100);
         const page = await repository.listByOwner(userOf(ctx) as string, limit, query.offset);
         return { items: page.items.map((row) => sceneSummary(row.record)), total: page.total, limit, offset: query.offset };
       },
@@ -81,6 +82,7 @@ export function timepointRoutes(deps: RouteDeps): RouteDefinition[] {
       method: 'get',
       path: '/api/v1/timepoints/{id}',
       operationId: 'getTimepoint',
+      security: [],
       summary: 'One scene',
       description: 'Public scenes to anyone; private scenes only to their owner (X-User-ID). `format=tdf` returns the TDF envelope.',
       tags: ['timepoints'],
@@ -96,6 +98,7 @@ export function timepointRoutes(deps: RouteDeps): RouteDefinition[] {
       method: 'get',
       path: '/api/v1/timepoints/{id}/image',
       operationId: 'getTimepointImage',
+      security: [],
       summary: "A scene's generated image",
       description:
         "Public scenes' images to anyone, without a credential, cacheable (Cache-Control, a strong ETag of the bytes, Last-Modified; a conditional request is answered 304); private scenes' images only to their owner (X-User-ID), `private, no-cache`.",
@@ -169,6 +172,7 @@ export function timepointRoutes(deps: RouteDeps): RouteDefinition[] {
       params: z.object({ user_id: z.string().min(1).max(128) }),
       responses: { 204: { description: 'Deleted (or nothing to delete)' }, 401: { description: 'No or wrong X-Service-Key' } },
       handler: async (ctx, { params }) => {
+        if (!isService(ctx)) throw forbidden('an account deletion is the gateway\'s own call, not a user\'s (send X-Service-Key without X-User-ID)');
         await repository.deleteOwner(params.user_id);
         ctx.status = 204;
         return undefined;

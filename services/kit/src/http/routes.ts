@@ -36,8 +36,11 @@ export interface RouteDefinition<Q extends AnyObject = AnyObject, P extends AnyO
   summary: string;
   description?: string;
   tags: string[];
-  /** Security schemes of which any one admits the request; none means public. */
-  security?: string[];
+  /**
+   * Security schemes of which any one admits the request; `[]` declares the operation public. Required, so
+   * no route is public by omission: test/security's authorization matrix reads it from /openapi.json.
+   */
+  security: string[];
   query?: Q;
   params?: P;
   body?: B;
