@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { defineRoute, notFound, openEventStream, ServerSentEventSchema, type RouteDefinition } from '@tempora/kit/http';
+import { defineRoute, notFound, openEventStream, type RouteDefinition } from '@tempora/kit/http';
 import { problemOf } from '../generator.ts';
 import type { AgentEvent } from '../pipeline/events.ts';
 import type { JobRow } from '../repository.ts';
@@ -73,14 +73,13 @@ export function generateRoutes(deps: RouteDeps): RouteDefinition[] {
       method: 'post',
       path: '/api/v1/timepoints/generate/stream',
       operationId: 'generateStream',
-      security: [],
       summary: 'Generate a scene, reporting each agent as it completes (Server-Sent Events)',
       description:
         'Events: `start` (models chosen), one `agent` event per reported agent in the order Judge, Timeline, Grounding, Scene, Characters, Moment, Camera, Dialog, Critique, ImagePrompt, Optimizer, ImageGen (status completed, skipped or failed, with timing, model and tokens), then `done` carrying the scene id and the scene, or `error` carrying a problem. Comment heartbeats keep the connection open. Closing the connection cancels the remaining agents.',
       tags: ['generation'],
       body: GenerateRequestSchema,
       responses: {
-        200: { description: 'text/event-stream', contentType: 'text/event-stream', schema: ServerSentEventSchema },
+        200: { description: 'text/event-stream', contentType: 'text/event-stream', schema: z.string() },
         422: { description: 'Invalid field or unavailable model (before the stream starts)' },
       },
       handler: async (ctx, { body }) => {
