@@ -39,7 +39,10 @@ export class Controller {
     // the dashboards see "no errors" rather than no data.
     for (const result of ['success', 'requeue_after', 'error']) options.metrics.reconcileTotal.inc({ controller: this.name, result }, 0);
     options.metrics.reconcileErrors.inc({ controller: this.name }, 0);
-    options.informer.onEvent((_event, obj) => this.queue.add(objectKey(obj.metadata.namespace, obj.metadata.name)));
+    options.informer.onEvent((event, obj) => {
+      if (event === 'delete') options.context.heldStatus.delete(obj.metadata.uid ?? '');
+      this.queue.add(objectKey(obj.metadata.namespace, obj.metadata.name));
+    });
   }
 
   /** Enqueues every known object: used on becoming leader and by a full resync. */

@@ -96,6 +96,7 @@ export class Operator {
       pods,
       owners: this.#owners,
       appliedGenerations: new Map(),
+      heldStatus: new Map(),
       budgetReports: new BudgetReports(this.client, config.serviceUrlTemplate),
       budgetPollMs: config.budgetPollMs,
       budgetAlerts: new Map(),

@@ -9,6 +9,7 @@ import type { KubeClient } from '../src/kube/client.ts';
 import type { KubeObject } from '../src/kube/object.ts';
 import * as R from '../src/kube/resources.ts';
 import type { Operator } from '../src/operator.ts';
+import { COUNTS_HOLD_MS } from '../src/reconcilers/status.ts';
 import { GatewayConfigSchema } from '../../services/gateway/src/config.ts';
 import { KeyStore } from '../../services/gateway/src/domain/keys.ts';
 import { GenerationConfigSchema } from '../../services/generation/src/config.ts';
@@ -16,7 +17,7 @@ import { GraphConfigSchema } from '../../services/graph/src/config.ts';
 import { BillingConfigSchema } from '../../services/billing/src/config.ts';
 import { ConductorConfigSchema } from '../../services/conductor/src/config.ts';
 import { SimulationConfigSchema } from '../../services/simulation/src/config.ts';
-import { applyAs, condition, CRD_DIR, manifests, ownedBy, startOperatorCluster, stopOperatorCluster, waitFor, waitReady as waitReadyIn, type OperatorCluster } from './cluster.ts';
+import { applyAs, condition, counterSum, CRD_DIR, manifests, ownedBy, startOperatorCluster, stopOperatorCluster, waitFor, waitReady as waitReadyIn, type OperatorCluster } from './cluster.ts';
 import { NS, agentPool, gateway, graphWorker } from './fixtures.ts';
 
 type Env = { name: string; value?: string; valueFrom?: Record<string, unknown> }[];
@@ -372,7 +373,10 @@ describe('what the operator deploys', function () {
     it('is Ready only once the pods are available', async function () {
       // Pods of this tag stay as the controllers made them, waiting for a node.
       await applyAs(admin, embedded('slow', { image: { version: 'pending-1' } }));
-      const waiting = await waitCondition(R.Gateway, 'slow', 'Ready', 'False', 'PodsUnavailable');
+      await waitFor('Gateway slow Ready=False', async () => condition(await admin.get(R.Gateway, NS, 'slow'), 'Ready')?.status === 'False');
+      // That the Deployments are observed and their pods on their way is no news while they converge:
+      // status says so once the wait for the counts to settle is over (COUNTS_HOLD_MS).
+      const waiting = await waitCondition(R.Gateway, 'slow', 'Ready', 'False', 'PodsUnavailable', COUNTS_HOLD_MS + 15_000);
       assert.match(condition(waiting, 'Ready')!.message, /slow-gateway 0\/1 available/);
       assert.deepEqual([condition(waiting, 'Progressing')?.status, condition(waiting, 'Progressing')?.reason], ['True', 'RollingOut']);
       assert.equal(condition(waiting, 'Degraded')?.status, 'False', 'waiting is not failing');
@@ -404,10 +408,15 @@ describe('what the operator deploys', function () {
       await admin.delete(R.Gateway, NS, 'slow');
     });
 
-    it('waits for an AgentPool\'s minimum, and reports its available pods', async function () {
+    it('waits for an AgentPool\'s minimum, and reports its available pods in two status writes', async function () {
+      const statusWrites = () => counterSum(op, 'tempora_operator_api_writes_total', (l) => l.resource === 'agentpools/status');
+      const before = await statusWrites();
       await applyAs(admin, agentPool('pool-c', { gatewayRef: 'shared', redis: undefined, minReplicas: 2 }));
       const pool = await waitReady(R.AgentPool, 'pool-c', 60_000);
-      assert.deepEqual([pool.status?.replicas, pool.status?.availableReplicas], [2, 2]);
+      assert.deepEqual([pool.status?.replicas, pool.status?.availableReplicas, pool.status?.desiredReplicas], [2, 2, 2]);
+      // Not Ready, then Ready: the steps of the HPA's scale from one pod to two (replicas, available and
+      // desired, one at a time) wait for the counts to settle.
+      assert.ok((await statusWrites()) - before <= 2, `${(await statusWrites()) - before} status writes`);
       await admin.delete(R.AgentPool, NS, 'pool-c');
     });
   });

@@ -71,6 +71,16 @@ describe('readiness', function () {
     assert.equal(readiness(fresh, { minAvailable: new Map([['deployments/agents', 2]]) }).ready, false);
   });
 
+  it('says whether the counts are still moving: converging until every pod wanted is there, current and available', function () {
+    assert.equal(readiness(applied(deployment(1, 1))).converging, false, 'settled');
+    assert.equal(readiness(applied(deployment(2, 1), 2)).converging, true, 'not observed yet');
+    assert.equal(readiness(applied(deployment(1, 1, { available: 1 }))).converging, true, 'a pod starting');
+    assert.equal(readiness(applied(deployment(1, 1, { replicas: 3, updated: 2 }))).converging, true, 'an old pod still there');
+    // A pool Ready at its minimum while the autoscaler's further pods start.
+    const scaling = readiness(applied(deployment(4, 4, { wanted: 6, available: 2 }), 1), { minAvailable: new Map([['deployments/agents', 2]]) });
+    assert.deepEqual([scaling.ready, scaling.converging], [true, true]);
+  });
+
   it('says why pods do not start: Degraded with the first reason, Ready not', function () {
     const r = readiness(applied(deployment(1, 1, { available: 0 })), {
       pods: [pod('agents-b', 'ghcr.io/tempora/generation:missing'), pod('agents-a', 'ghcr.io/tempora/generation:crashloop')],

@@ -107,7 +107,7 @@ export const agentPoolReconciler: Reconciler<AgentPool> = {
     // A pool that cannot run keeps no workload: its children are pruned until it can.
     const applied = await applyChildren(pool, blocked ? [] : desiredAgentPoolChildren(pool, { queueMetric, podMonitor }, gateway), ctx);
     const depKey = `deployments/${pool.metadata.name}`;
-    const { conditions, settling } = readiness(applied, {
+    const { conditions, settling, converging } = readiness(applied, {
       pods: ctx.pods.controlledBy(pool.metadata.uid ?? ''),
       // The HPA adds pods as the queue grows; the pool is Ready while its minimum is available.
       minAvailable: new Map([[depKey, pool.spec.minReplicas]]),
@@ -116,12 +116,15 @@ export const agentPoolReconciler: Reconciler<AgentPool> = {
     const dep = applied.live.get(depKey);
     const state = dep ? deploymentState(dep) : undefined;
     const hpa = applied.live.get(`horizontalpodautoscalers/${pool.metadata.name}`);
-    const fields = {
-      replicas: state?.replicas ?? 0,
-      availableReplicas: state?.availableReplicas ?? 0,
-      desiredReplicas: (hpa?.status as { desiredReplicas?: number } | undefined)?.desiredReplicas ?? 0,
-    };
-    await updateStatus(pool, R.AgentPool, { conditions, fields, settling }, ctx);
+    const desiredReplicas = (hpa?.status as { desiredReplicas?: number } | undefined)?.desiredReplicas ?? 0;
+    const counts = { replicas: state?.replicas ?? 0, availableReplicas: state?.availableReplicas ?? 0, desiredReplicas };
+    // The HPA has yet to bring the Deployment to its count: the pool converges too. Until its first sync
+    // (up to 15 s after it is made) the HPA desires 0; it then brings the Deployment (one pod by default)
+    // into the pool's bounds.
+    const target = desiredReplicas || (state && Math.min(Math.max(state.wanted, pool.spec.minReplicas), pool.spec.maxReplicas));
+    const scaling = state !== undefined && target !== state.wanted;
+    const result = await updateStatus(pool, R.AgentPool, { conditions, counts, settling, converging: converging || scaling }, ctx);
     if (applied.errors.length > 0) throw new Error(applied.errors.join('; '));
+    return result;
   },
 };

@@ -60,6 +60,11 @@ export interface ReconcileContext {
    * In memory only: after a restart the Deployment's current generation stands in.
    */
   appliedGenerations: Map<string, number>;
+  /**
+   * Since when each custom resource (by uid) has had a change of counts alone waiting to be written
+   * (updateStatus). In memory only: after a restart the wait starts again.
+   */
+  heldStatus: Map<string, number>;
   /** What the simulation services report of the SimulationBudgets. */
   budgetReports: BudgetReader;
   /** BUDGET_POLL_SECONDS, in milliseconds. */

@@ -193,7 +193,7 @@ export const gatewayReconciler: Reconciler<Gateway> = {
     const { spec } = gw;
     const pool = servingPool(ctx, gw);
     const applied = await applyChildren(gw, desiredGatewayChildren(gw, await ctx.features.serves(R.ServiceMonitor), pool, budgetsOf(ctx, gw)), ctx);
-    const { conditions, settling } = readiness(applied, { pods: ctx.pods.controlledBy(gw.metadata.uid ?? ''), blocked: crowdedWithoutState(gw) });
+    const { conditions, settling, converging } = readiness(applied, { pods: ctx.pods.controlledBy(gw.metadata.uid ?? ''), blocked: crowdedWithoutState(gw) });
     const services = DEPLOYED_SERVICES.map((svc) => {
       const live = applied.live.get(`deployments/${childName(gw, svc)}`);
       const state = live ? deploymentState(live) : undefined;
@@ -204,9 +204,11 @@ export const gatewayReconciler: Reconciler<Gateway> = {
         availableReplicas: state?.availableReplicas ?? 0,
       };
     });
-    const fields: Record<string, unknown> = { services, state: hasExternalState(gw) ? 'External' : 'Embedded' };
+    const fields: Record<string, unknown> = { state: hasExternalState(gw) ? 'External' : 'Embedded' };
     if (spec.ingress) fields.url = ingressUrl(spec.ingress);
-    await updateStatus(gw, R.Gateway, { conditions, fields, settling }, ctx);
+    // The services' images change only with the spec, which a new observedGeneration writes anyway.
+    const result = await updateStatus(gw, R.Gateway, { conditions, fields, counts: { services }, settling, converging }, ctx);
     if (applied.errors.length > 0) throw new Error(applied.errors.join('; '));
+    return result;
   },
 };

@@ -86,16 +86,15 @@ export const graphWorkerReconciler: Reconciler<GraphWorker> = {
     const withPodMonitor = spec.role !== 'daily' && (await ctx.features.serves(R.PodMonitor));
     // A worker that cannot run keeps no workload: its children are pruned until it can.
     const applied = await applyChildren(worker, blocked ? [] : desiredGraphWorkerChildren(worker, withPodMonitor, gateway), ctx);
-    const { conditions, settling } = readiness(applied, { pods: ctx.pods.controlledBy(worker.metadata.uid ?? ''), blocked });
+    const { conditions, settling, converging } = readiness(applied, { pods: ctx.pods.controlledBy(worker.metadata.uid ?? ''), blocked });
     const workload = spec.role === 'daily' ? applied.live.get(`cronjobs/${worker.metadata.name}`) : applied.live.get(`deployments/${worker.metadata.name}`);
     const fields: Record<string, unknown> = { workload: spec.role === 'daily' ? 'CronJob' : 'Deployment' };
     const cronStatus = (workload?.kind === 'CronJob' ? workload.status : undefined) as { lastScheduleTime?: string } | undefined;
     if (cronStatus?.lastScheduleTime) fields.lastScheduleTime = cronStatus.lastScheduleTime;
-    if (workload?.kind === 'Deployment') {
-      const state = deploymentState(workload);
-      Object.assign(fields, { replicas: state.replicas, availableReplicas: state.availableReplicas });
-    }
-    await updateStatus(worker, R.GraphWorker, { conditions, fields, settling }, ctx);
+    const state = workload?.kind === 'Deployment' ? deploymentState(workload) : undefined;
+    const counts = state ? { replicas: state.replicas, availableReplicas: state.availableReplicas } : undefined;
+    const result = await updateStatus(worker, R.GraphWorker, { conditions, fields, counts, settling, converging }, ctx);
     if (applied.errors.length > 0) throw new Error(applied.errors.join('; '));
+    return result;
   },
 };

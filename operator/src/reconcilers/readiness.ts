@@ -23,6 +23,12 @@ export interface Readiness {
    * status waits for that reconcile (see updateStatus).
    */
   settling: boolean;
+  /**
+   * Some Deployment is still on its way to the count it wants: not observed yet, or pods being created,
+   * started or removed. Its counts then change from one moment to the next, and status need not follow
+   * each step (see updateStatus).
+   */
+  converging: boolean;
 }
 
 /** Why the owner's spec cannot be carried out as it stands (a refusal); it also makes the owner Degraded. */
@@ -52,6 +58,8 @@ export interface DeploymentState {
   observed: boolean;
   /** Rolled out: every pod runs the current template and enough are available. */
   available: boolean;
+  /** Observed, with exactly the pods it wants, all current and available: its counts stay as they are. */
+  settled: boolean;
   failed: string | undefined;
   wanted: number;
   replicas: number;
@@ -73,6 +81,7 @@ export function deploymentState(d: KubeObject, observeAt = d.metadata.generation
     name: d.metadata.name,
     observed,
     available: observed && updated >= wanted && replicas <= updated && availableReplicas >= (minAvailable ?? wanted),
+    settled: observed && replicas === wanted && updated === wanted && availableReplicas === wanted,
     failed: failure ? `${d.metadata.name}: ${failure.reason ?? failure.type} ${failure.message ?? ''}`.trim() : undefined,
     wanted,
     replicas,
@@ -159,6 +168,7 @@ export function readiness(applied: AppliedChildren, input: ReadinessInput = {}):
     return {
       ready: false,
       settling: false,
+      converging: false,
       conditions: [
         { type: 'Ready', status: 'False', reason: refusal.reason, message },
         { type: 'Progressing', status: 'False', reason: refusal.reason, message },
@@ -177,12 +187,14 @@ export function readiness(applied: AppliedChildren, input: ReadinessInput = {}):
       : problems.length > 0
         ? { type: 'Degraded', status: 'True', reason: problems[0]!.reason, message: clip(describe(problems)) }
         : { type: 'Degraded', status: 'False', reason: 'Healthy', message: 'no child reports a failure' };
+  const converging = states.some((s) => !s.settled);
   const pending = states.filter((s) => !s.observed).map((s) => s.name);
   if (pending.length > 0) {
     const message = `waiting for the controllers to observe ${pending.join(', ')}`;
     return {
       ready: false,
       settling: applied.wroteWatched,
+      converging,
       conditions: [
         // A pod that cannot start is the news, even while another Deployment's change is not observed yet.
         { type: 'Ready', status: 'False', reason: degraded.status === 'True' ? degraded.reason : 'Progressing', message },
@@ -198,6 +210,7 @@ export function readiness(applied: AppliedChildren, input: ReadinessInput = {}):
     return {
       ready: false,
       settling: false,
+      converging,
       conditions: [
         { type: 'Ready', status: 'False', reason: degraded.status === 'True' ? degraded.reason : 'PodsUnavailable', message },
         { type: 'Progressing', status: 'True', reason: 'RollingOut', message },
@@ -209,6 +222,7 @@ export function readiness(applied: AppliedChildren, input: ReadinessInput = {}):
   return {
     ready: true,
     settling: false,
+    converging,
     conditions: [
       { type: 'Ready', status: 'True', reason: 'Reconciled', message: summary },
       { type: 'Progressing', status: 'False', reason: 'Reconciled', message: 'every workload is rolled out and available' },
