@@ -48,7 +48,9 @@ export async function openDatabase(options: DatabaseOptions): Promise<Database> 
     getMigrationName: (migration) => migration.name,
     getMigration: async (migration) => migration,
   };
-  const [, applied] = (await knex.migrate.latest({ migrationSource, tableName: `${options.service}_migrations` })) as [number, string[]];
+  const config = { migrationSource, tableName: `${options.service}_migrations` };
+  const migrate = async () => (await knex.migrate.latest(config)) as [number, string[]];
+  const [, applied] = shared ? await oneMigratorAtATime(knex, config.tableName, migrate) : await migrate();
   if (applied.length > 0) options.logger.info({ applied }, 'database migrated');
 
   return {
@@ -64,6 +66,22 @@ export async function openDatabase(options: DatabaseOptions): Promise<Database> 
     },
     close: () => knex.destroy(),
   };
+}
+
+/**
+ * Runs knex's migrator while holding a PostgreSQL advisory lock named after the service's migrations.
+ * knex alone fails every process but one when several start on a fresh database (they race to create its
+ * tables) or while another migrates ("Migration table is already locked"), and a process killed while
+ * migrating leaves its lock row set for good, so that no process of the service starts again. The
+ * advisory lock makes the others wait instead, and dies with its holder's connection; whoever holds it is
+ * the only migrator, so a lock row it finds set is stale and is freed.
+ */
+async function oneMigratorAtATime<T>(knex: Knex, tableName: string, migrate: () => Promise<T>): Promise<T> {
+  return knex.transaction(async (trx) => {
+    await trx.raw('select pg_advisory_xact_lock(hashtext(?))', [tableName]);
+    await knex.migrate.forceFreeMigrationsLock({ tableName });
+    return migrate();
+  });
 }
 
 async function embedded(directory: string): Promise<Knex> {
