@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { Problem, unexpectedProblem, unprocessable } from '@tempora/kit/http';
+import { Problem, toProblem, unexpectedProblem, unprocessable } from '@tempora/kit/http';
 import type { Logger } from '@tempora/kit/observability';
 import type { GraphMoment } from './agents/types.ts';
 import { CallbackPolicy, deliverCallback } from './callbacks.ts';
@@ -39,7 +39,8 @@ export function problemOf(error: unknown): Problem {
     if (error.code === 'cancelled') return new Problem(503, error.message, { title: 'Cancelled' });
     return new Problem(502, error.message, { extensions: { agent: error.agent, code: error.code } });
   }
-  return unexpectedProblem();
+  // A database outage is a 503 with Retry-After, as the kit answers it.
+  return toProblem(error) ?? unexpectedProblem();
 }
 
 export class Generator {

@@ -46,13 +46,36 @@ export class CallCharge {
     this.refunding ??= this.credits.refund(this.userId, this.key, reason).then(
       (outcome) => outcome?.balance,
       (error: unknown) => {
-        this.credits.logger.error({ err: error, user: this.userId, charge: this.key }, 'refund failed');
+        this.credits.logger.error({ err: error, user: this.userId, charge: this.key }, 'refund failed; retrying in the background');
+        void this.retryRefund(reason);
         return undefined;
       },
     );
     return this.refunding;
   }
+
+  /**
+   * A refund that failed (the database was down when the call failed, often for the same reason) is booked
+   * again with backoff for REFUND_RETRY_MS: refunds are idempotent per charge, so a retry never pays twice.
+   */
+  private async retryRefund(reason: string): Promise<void> {
+    const until = Date.now() + REFUND_RETRY_MS;
+    for (let wait = 500; Date.now() < until; wait = Math.min(wait * 2, 10_000)) {
+      await new Promise((resolve) => setTimeout(resolve, wait).unref());
+      try {
+        await this.credits.refund(this.userId, this.key, reason);
+        this.credits.logger.info({ user: this.userId, charge: this.key }, 'refund booked on retry');
+        return;
+      } catch (error) {
+        this.credits.logger.warn({ err: error, user: this.userId, charge: this.key }, 'refund retry failed');
+      }
+    }
+    this.credits.logger.error({ user: this.userId, charge: this.key }, 'refund abandoned: the ledger keeps the charge');
+  }
 }
+
+/** How long a failed refund is retried in this process. */
+const REFUND_RETRY_MS = 15 * 60_000;
 
 /**
  * Spending and giving back credits, with the metrics that count them: proxied calls (priced from their

@@ -177,6 +177,8 @@ export function writeAnswerHead(request: ClientRequest, statusCode: number, upst
     const value = upstreamHeaders[name];
     if (value !== undefined && passable(name) && !dropped.has(name)) pushField(fields, name, value);
   }
+  // An upstream's Retry-After is its own rate limit's, except on a 503: when it will be back.
+  if (statusCode === 503 && upstreamHeaders['retry-after'] !== undefined) fields.push('Retry-After', headerValue(upstreamHeaders['retry-after']));
   if (credits) {
     fields.push('X-Credits-Charged', String(credits.charged));
     if (credits.balance !== undefined) fields.push('X-Balance-After', String(credits.balance));

@@ -58,6 +58,9 @@ export class PoolCoordinator implements AgentRunner {
       } catch (error) {
         if (!this.running) return;
         this.logger.warn({ err: error }, 'agent pool: reading results failed');
+        // Redis went away: the tasks in flight and their results may be gone with it (a Redis without
+        // persistence loses both), so their requests fail now instead of at the task timeout.
+        if (!this.reader!.isReady) this.failWaiting('pool_unavailable', 'the agent pool lost its Redis connection while the task was in flight');
         await new Promise((resolve) => setTimeout(resolve, 250));
       }
     }
@@ -100,13 +103,17 @@ export class PoolCoordinator implements AgentRunner {
     });
   }
 
+  private failWaiting(code: string, message: string): void {
+    for (const settle of [...this.waiting.values()]) settle(failureOf(code, message));
+  }
+
   depth(): Promise<number> {
     return queueDepth(this.redis, this.keys);
   }
 
   async close(): Promise<void> {
     this.running = false;
-    for (const resolve of this.waiting.values()) resolve(failureOf('cancelled', 'the service is shutting down'));
+    this.failWaiting('cancelled', 'the service is shutting down');
     await this.loop?.catch(() => {});
     await this.reader?.quit().catch(() => {});
     await this.redis.sendCommand(['DEL', this.keys.results(this.instance)]).catch(() => {});

@@ -84,6 +84,8 @@ export class PoolWorker {
       } catch (error) {
         if (!this.running) return;
         this.options.logger.warn({ err: error }, 'agent pool: reading tasks failed');
+        // A Redis that restarted without its data has lost the group too: made again, it reads the stream from its start.
+        if (String((error as Error).message).includes('NOGROUP')) await ensureGroup(connection, this.keys).catch(() => undefined);
         await new Promise((resolve) => setTimeout(resolve, 250));
         continue;
       }
