@@ -24,6 +24,31 @@ const AUTO_DEGREE: Record<AutoLinkType, string> = {
   thematic: 'auto_thematic',
 };
 
+interface CuratedEdgeRow {
+  source_id: number;
+  target_id: number;
+  type: string;
+  weight: number;
+  theme: string;
+  description: string;
+  origin: string;
+}
+
+/**
+ * Writes curated edges, upserted by (source, target, type). An automatic link in the place of one is
+ * removed first (with its ends' automatic degrees): merged into it, the curated edge would keep the
+ * automatic origin, leave the TDF export and be deleted with the next re-derivation of its moments' links.
+ */
+async function upsertCurated(trx: Knex, rows: readonly CuratedEdgeRow[]): Promise<void> {
+  if (rows.length === 0) return;
+  const automatic = rows.filter((row) => row.type in AUTO_DEGREE).map((row) => [row.source_id, row.target_id, row.type]);
+  if (automatic.length > 0) {
+    const replaced = (await trx('edges').where({ origin: 'auto' }).whereIn(['source_id', 'target_id', 'type'], automatic).del().returning(['source_id', 'target_id', 'type'])) as Array<{ source_id: string; target_id: string; type: AutoLinkType }>;
+    for (const edge of replaced) await trx('moments').whereIn('id', [edge.source_id, edge.target_id]).decrement(AUTO_DEGREE[edge.type], 1);
+  }
+  await trx('edges').insert(rows).onConflict(['source_id', 'target_id', 'type']).merge(['weight', 'theme', 'description']);
+}
+
 const searchDocument = (trx: Knex, parts: [name: string, description: string, figures: string, tags: string]) =>
   trx.raw(`to_tsvector('english', ? || ' ' || ? || ' ' || ? || ' ' || ?)`, parts);
 
@@ -58,16 +83,18 @@ export class MomentWrites {
       const touched = new Set(written.map((moment) => moment.id));
       for (const [index, input] of inputs.entries()) {
         const sourceId = written[index]!.id;
-        const rows = [];
+        // Keyed as stored: one INSERT .. ON CONFLICT cannot touch a row twice, so a record naming the same
+        // edge twice (or both ways, for a symmetric type) keeps its last mention.
+        const rows = new Map<string, CuratedEdgeRow>();
         for (const edge of input.edges) {
           const targetId = idByPath.get(edge.target) ?? (await idOf(trx, edge.target));
           if (targetId === undefined) throw new MissingTargetError(index, edge.target);
           if (targetId === sourceId) continue;
           const [source, target] = storedOrder(sourceId, targetId, edge.type);
-          rows.push({ source_id: source, target_id: target, type: edge.type, weight: edge.weight, theme: edge.theme, description: edge.description, origin: input.source_type === 'seed' ? 'seed' : 'ingest' });
+          rows.set(`${source}:${target}:${edge.type}`, { source_id: source, target_id: target, type: edge.type, weight: edge.weight, theme: edge.theme, description: edge.description, origin: input.source_type === 'seed' ? 'seed' : 'ingest' });
           touched.add(targetId);
         }
-        if (rows.length > 0) await trx('edges').insert(rows).onConflict(['source_id', 'target_id', 'type']).merge(['weight', 'theme', 'description']);
+        await upsertCurated(trx, [...rows.values()]);
       }
       for (const moment of written) {
         for (const neighbor of await relink(trx, moment.id, moment.inserted, autoLink.maxPerType)) touched.add(neighbor);
@@ -87,13 +114,22 @@ export class MomentWrites {
     const ids = new Map(rows.map((row) => [row.path, Number(row.id)]));
     const sourceId = ids.get(source);
     if (sourceId === undefined) throw new MissingTargetError(0, source);
-    const inserts = edges.map((edge) => {
+    const byKey = new Map<string, { source_id: number; target_id: number; type: EdgeInput['type']; weight: number; theme: string; description: string; origin: string }>();
+    for (const edge of edges) {
       const targetId = ids.get(edge.target);
       if (targetId === undefined) throw new MissingTargetError(0, edge.target);
       const [from, to] = storedOrder(sourceId, targetId, edge.type);
-      return { source_id: from, target_id: to, type: edge.type, weight: edge.weight, theme: edge.theme, description: edge.description, origin: 'ingest' };
-    });
-    if (inserts.length > 0) await this.knex('edges').insert(inserts).onConflict(['source_id', 'target_id', 'type']).merge(['weight', 'theme', 'description']);
+      // The last mention of an edge wins, as in writeMoments.
+      byKey.set(`${from}:${to}:${edge.type}`, { source_id: from, target_id: to, type: edge.type, weight: edge.weight, theme: edge.theme, description: edge.description, origin: 'ingest' });
+    }
+    const inserts = [...byKey.values()];
+    if (inserts.length > 0) {
+      await this.knex.transaction(async (trx) => {
+        // It may change automatic degrees, which the transactions re-deriving links serialise on.
+        await lockAutoLinks(trx);
+        await upsertCurated(trx, inserts);
+      });
+    }
     return [...new Set([sourceId, ...inserts.map((edge) => (edge.source_id === sourceId ? edge.target_id : edge.source_id))])];
   }
 
