@@ -24,10 +24,17 @@ export interface ServeOptions {
 
 export type ExpressLane = (request: IncomingMessage, response: ServerResponse) => boolean;
 
+/**
+ * How long a client may take to send its request: a slowloris trickling headers is cut after 10 s, a body
+ * after 30 s (Node's defaults, 60 s and 300 s checked every 30 s, let a few hundred idle sockets hold a
+ * replica's memory for minutes). Responses, streams included, are not bounded by these.
+ */
+export const CLIENT_TIMEOUTS = { headersTimeout: 10_000, requestTimeout: 30_000, connectionsCheckingInterval: 1_000 } as const;
+
 export async function serve(app: Koa, options: ServeOptions): Promise<RunningServer> {
   const callback = app.callback();
   const express = options.express;
-  const server = createServer(express ? (request, response) => void (express(request, response) || callback(request, response)) : callback);
+  const server = createServer(CLIENT_TIMEOUTS, express ? (request, response) => void (express(request, response) || callback(request, response)) : callback);
   server.listen(options.port, options.host);
   // Long-lived keep-alive sockets behind a load balancer must outlive its idle timeout.
   server.keepAliveTimeout = 65_000;
