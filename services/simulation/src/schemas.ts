@@ -57,7 +57,7 @@ export const RunSchema = z
     prompt: z.string().nullable(),
     mechanisms: z.array(z.string()),
     progress: z.object({ steps_done: z.number().int(), steps_total: z.number().int(), percent: z.number() }),
-    cost: z.object({ estimate_usd: z.number(), max_usd: z.number(), actual_usd: z.number(), calls: z.number().int(), tokens: z.object({ input: z.number(), output: z.number(), thinking: z.number() }) }),
+    cost: z.object({ currency: z.literal('USD'), estimate_usd: z.number(), max_usd: z.number(), actual_usd: z.number(), calls: z.number().int(), tokens: z.object({ input: z.number(), output: z.number(), thinking: z.number() }) }),
     budgets: z.array(z.object({ budget: z.string(), period: z.string(), reserved_usd: z.number() })),
     partial: z.object({ reason: z.string(), detail: z.string() }).nullable(),
     error: z.object({ status: z.number(), detail: z.string() }).passthrough().nullable(),

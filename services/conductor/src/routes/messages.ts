@@ -1,4 +1,4 @@
-import { defineRoute, type RouteDefinition } from '@tempora/kit/http';
+import { defineRoute, linksTo, type RouteDefinition } from '@tempora/kit/http';
 import { BEARER, SERVICE, requireCaller } from '../auth.ts';
 import { ConductorResponseSchema, MessageBody } from '../schemas.ts';
 import { asProblem, type ConductorRouteDeps } from './context.ts';
@@ -16,7 +16,7 @@ export function messageRoutes({ service }: ConductorRouteDeps): RouteDefinition[
       security: [BEARER, SERVICE],
       body: MessageBody,
       responses: {
-        200: { description: 'The reply (completed, paused or stopped by a cap)', schema: ConductorResponseSchema },
+        200: { description: 'The reply (completed, paused or stopped by a cap)', schema: ConductorResponseSchema, links: linksTo({ id: '$response.body#/conversation_id' }, 'getConversation', 'deleteConversation') },
         404: { description: 'No such conversation' },
         409: { description: 'The conversation is answering another message, or a decision came with nothing paused' },
         502: { description: 'The model could not be reached before anything was done' },

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
-import { defineRoute, type RouteDefinition, Problem, notFound } from '@tempora/kit/http';
+import { defineRoute, linksTo, type RouteDefinition, Problem, notFound } from '@tempora/kit/http';
 import { ADMIN, API_KEY, API_KEY_SCOPES, BEARER, SERVICE } from '../credentials.ts';
 import { TIERS } from '../domain/limits.ts';
 import { API_KEY_PREFIX, API_KEY_VISIBLE, opaqueSecret, sha256 } from '../domain/secrets.ts';
@@ -119,7 +119,7 @@ export function userRoutes(deps: GatewayRouteDeps): RouteDefinition[] {
       tags: ['api-keys'],
       security: [BEARER],
       body: CreateKeyBody,
-      responses: { 201: { description: 'The new key', schema: CreatedKeySchema }, 409: { description: 'Too many active keys' } },
+      responses: { 201: { description: 'The new key', schema: CreatedKeySchema, links: linksTo({ id: '$response.body#/id' }, 'revokeApiKey') }, 409: { description: 'Too many active keys' } },
       handler: async (ctx, { body }) => {
         const { userId } = currentUser(ctx);
         if ((await repository.countActiveApiKeys(userId)) >= MAX_ACTIVE_API_KEYS) throw new Problem(409, `at most ${MAX_ACTIVE_API_KEYS} active API keys; revoke one first`);

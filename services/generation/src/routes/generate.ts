@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { defineRoute, notFound, openEventStream, type RouteDefinition } from '@tempora/kit/http';
+import { defineRoute, linksTo, notFound, openEventStream, ServerSentEventSchema, type RouteDefinition } from '@tempora/kit/http';
 import { problemOf } from '../generator.ts';
 import type { AgentEvent } from '../pipeline/events.ts';
 import type { JobRow } from '../repository.ts';
@@ -49,7 +49,7 @@ export function generateRoutes(deps: RouteDeps): RouteDefinition[] {
       tags: ['generation'],
       body: GenerateRequestSchema,
       responses: {
-        200: { description: 'The scene record', schema: SceneSchema },
+        200: { description: 'The scene record', schema: SceneSchema, links: linksTo({ id: '$response.body#/id' }, 'getTimepoint', 'getTimepointImage', 'setTimepointVisibility', 'deleteTimepoint') },
         422: { description: 'Invalid field, unavailable model, or the Judge rejected the query' },
         502: { description: 'A required agent failed' },
         504: { description: 'The pipeline did not finish in time' },
@@ -79,7 +79,7 @@ export function generateRoutes(deps: RouteDeps): RouteDefinition[] {
       tags: ['generation'],
       body: GenerateRequestSchema,
       responses: {
-        200: { description: 'text/event-stream', contentType: 'text/event-stream', schema: z.string() },
+        200: { description: 'text/event-stream', contentType: 'text/event-stream', schema: ServerSentEventSchema },
         422: { description: 'Invalid field or unavailable model (before the stream starts)' },
       },
       handler: async (ctx, { body }) => {
@@ -115,7 +115,7 @@ export function generateRoutes(deps: RouteDeps): RouteDefinition[] {
         'Answers 202 with a job at once. With `callback_url`, the result is POSTed there when the job ends: body `{job_id, status, timepoint_id, timepoint | error, request_context}`, headers `X-Tempora-Timestamp` (Unix seconds) and `X-Tempora-Signature: sha256=<hex HMAC-SHA256 of "<timestamp>.<body>" keyed with CALLBACK_SECRET>`, retried with exponential back-off on network errors, 408, 429 and 5xx. Loopback and private callback hosts are refused unless allow-listed.',
       tags: ['generation'],
       body: GenerateRequestSchema,
-      responses: { 202: { description: 'The job', schema: JobSchema }, 422: { description: 'Invalid field, unavailable model or refused callback_url' } },
+      responses: { 202: { description: 'The job', schema: JobSchema, links: linksTo({ job_id: '$response.body#/job_id' }, 'getJob') }, 422: { description: 'Invalid field, unavailable model or refused callback_url' } },
       handler: async (ctx, { body }) => {
         const owner = userOf(ctx);
         const selection = generator.prepare(body, owner);

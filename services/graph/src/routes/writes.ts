@@ -1,6 +1,6 @@
 import { context, propagation } from '@opentelemetry/api';
 import { z } from 'zod';
-import { defineRoute, type RouteDefinition, notFound, unprocessable, type ProblemFieldError, zodIssues } from '@tempora/kit/http';
+import { defineRoute, linksTo, type RouteDefinition, notFound, unprocessable, type ProblemFieldError, zodIssues } from '@tempora/kit/http';
 import { tdfHash } from '@tempora/kit/moments';
 import { MomentInput, momentPath } from '../domain/moment.ts';
 import { MissingTargetError, type RenderJobRow } from '../repository/index.ts';
@@ -127,7 +127,7 @@ export function writeRoutes(deps: GraphRouteDeps): RouteDefinition[] {
       tags: ['writer'],
       security: ['WriterToken'],
       body: GenerateBody,
-      responses: { 202: { description: 'The render job, queued', schema: GenerateResultSchema } },
+      responses: { 202: { description: 'The render job, queued', schema: GenerateResultSchema, links: linksTo({ id: '$response.body#/job/id' }, 'getRenderJob') } },
       handler: async (ctx, { body }) => {
         // The kit authorizes the route's security before the handler runs, so a principal is set.
         const accepted = await queueGenerate(deps.graph, body, ctx.state.principal!.id);

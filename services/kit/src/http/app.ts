@@ -1,3 +1,4 @@
+import { METHODS } from 'node:http';
 import Koa from 'koa';
 import Router from '@koa/router';
 import { bodyParser } from '@koa/bodyparser';
@@ -75,7 +76,8 @@ export function createApp(definition: ServiceDefinition): ServiceApp {
   });
   const docs = docsRouter(openapi, definition.title);
 
-  const api = new Router();
+  // Every method counts as implemented, so one no route takes (TRACE, QUERY) is a 405 naming the allowed ones, not a 501.
+  const api = new Router({ methods: METHODS });
   definition.extend?.(api);
   mountRoutes(api, definition.routes, definition.authenticators);
 

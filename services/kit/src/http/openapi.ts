@@ -7,8 +7,9 @@ import { z } from 'zod';
 import { createDocument, type ZodOpenApiOperationObject, type ZodOpenApiPathsObject, type ZodOpenApiResponseObject } from 'zod-openapi';
 import type { RouteDefinition } from './routes.ts';
 
+// Loose: RFC 9457 lets a problem carry extension members (a 402's `required` and `available`, a webhook's `reason`).
 export const ProblemSchema = z
-  .object({
+  .looseObject({
     type: z.string(),
     title: z.string(),
     status: z.number().int(),
@@ -24,6 +25,7 @@ const SECURITY_SCHEMES = {
   WriterToken: { type: 'http', scheme: 'bearer', description: 'A graph writer token from WRITER_TOKENS' },
   BearerJWT: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT' },
   ApiKey: { type: 'apiKey', in: 'header', name: 'X-API-Key' },
+  UserId: { type: 'apiKey', in: 'header', name: 'X-User-ID', description: 'The end user the gateway acts for; believed only beside a valid X-Service-Key' },
 } as const;
 
 const problem = (description: string) => ({
@@ -38,9 +40,11 @@ function operation(route: RouteDefinition): ZodOpenApiOperationObject {
     // Every failure is a problem document, so a route names only why it fails.
     if (Number(status) >= 400 && !spec.schema) responses[status] = problem(spec.description);
     else
-      responses[status] = spec.schema
-        ? { description: spec.description, content: { [spec.contentType ?? 'application/json']: { schema: spec.schema } } }
-        : { description: spec.description };
+      responses[status] = {
+        description: spec.description,
+        ...(spec.schema ? { content: { [spec.contentType ?? 'application/json']: { schema: spec.schema } } } : {}),
+        ...(spec.links ? { links: spec.links } : {}),
+      };
   }
   if (route.query || route.params || body) responses['422'] ??= problem('A parameter or body field is invalid');
   if (body) {

@@ -12,6 +12,11 @@ export interface ResponseSpec {
   schema?: z.ZodType;
   /** Defaults to application/json. */
   contentType?: string;
+  /**
+   * OpenAPI links: operations this response's values feed (`{ getRun: { operationId: 'getRun', parameters:
+   * { id: '$response.body#/id' } } }`), so clients and stateful testers can follow the chain.
+   */
+  links?: Record<string, { operationId: string; parameters: Record<string, string>; description?: string }>;
 }
 
 export interface RouteInput<Q extends AnyObject, P extends AnyObject, B extends z.ZodType> {
@@ -49,6 +54,11 @@ export interface RouteDefinition<Q extends AnyObject = AnyObject, P extends AnyO
   responses: Record<number, ResponseSpec>;
   /** Returns the response body (or sets ctx.body itself and returns undefined). */
   handler(ctx: Context, input: RouteInput<Q, P, B>): unknown;
+}
+
+/** The same OpenAPI link to each of `operationIds`, filling their parameters from this response. */
+export function linksTo(parameters: Record<string, string>, ...operationIds: string[]): NonNullable<ResponseSpec['links']> {
+  return Object.fromEntries(operationIds.map((operationId) => [operationId, { operationId, parameters }]));
 }
 
 export function defineRoute<Q extends AnyObject = AnyObject, P extends AnyObject = AnyObject, B extends z.ZodType = z.ZodUnknown>(

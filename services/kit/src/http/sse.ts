@@ -1,4 +1,5 @@
 import type { Context } from 'koa';
+import { z } from 'zod';
 
 /** A Server-Sent Events response: numbered events, comment heartbeats, and the client's departure as an abort. */
 export interface EventStream {
@@ -13,6 +14,11 @@ export interface EventStream {
 }
 
 export const SSE_CONTENT_TYPE = 'text/event-stream';
+
+/** One event of a stream, as OpenAPI 3.1 describes a text/event-stream response: its fields, `data` a JSON text. */
+export const ServerSentEventSchema = z
+  .object({ id: z.string(), event: z.string(), data: z.string().meta({ contentMediaType: 'application/json' }) })
+  .meta({ id: 'ServerSentEvent', description: 'One event: `id` counts from 1, `event` names it, `data` is its JSON payload' });
 
 /**
  * Takes the response over from Koa and opens an event stream. `X-Accel-Buffering: no` and `no-transform`

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { conflict, defineRoute, openEventStream, Problem, unprocessable, type RouteDefinition } from '@tempora/kit/http';
+import { conflict, defineRoute, linksTo, openEventStream, Problem, ServerSentEventSchema, unprocessable, type RouteDefinition } from '@tempora/kit/http';
 import { ANY_CALLER, callerOf } from '../auth.ts';
 import { microsToUsd } from '../domain/budgets.ts';
 import { BudgetRefused, TERMINAL } from '../repository.ts';
@@ -10,6 +10,8 @@ import { visibleRun, type RouteDeps } from './context.ts';
 
 const idParams = z.object({ id: z.uuid() });
 const RUN_STATUSES = ['queued', 'running', 'completed', 'stopped', 'cancelled', 'failed'] as const;
+/** What a run's id opens. */
+const runLinks = linksTo({ id: '$response.body#/id' }, 'getSimulation', 'getSimulationResult', 'streamSimulation', 'cancelSimulation');
 
 export function simulationRoutes(deps: RouteDeps): RouteDefinition[] {
   const { simulations, repository, runner } = deps;
@@ -26,8 +28,8 @@ export function simulationRoutes(deps: RouteDeps): RouteDefinition[] {
       query: z.object({ wait: z.coerce.number().int().min(0).max(deps.maxWaitSeconds).default(0).meta({ description: `seconds to wait for the run to end, 0 to ${deps.maxWaitSeconds}` }) }),
       body: SimulateRequestSchema,
       responses: {
-        202: { description: 'The run, queued or running', schema: RunSchema },
-        200: { description: 'With `wait`: the run, ended', schema: RunSchema },
+        202: { description: 'The run, queued or running', schema: RunSchema, links: runLinks },
+        200: { description: 'With `wait`: the run, ended', schema: RunSchema, links: runLinks },
         402: { description: 'A budget has no room for the run\'s estimate (`budget`, `period`, `remaining_usd`, `needed_usd`)' },
         422: { description: 'An invalid field, or an unknown template' },
       },
@@ -118,7 +120,7 @@ export function simulationRoutes(deps: RouteDeps): RouteDefinition[] {
       tags: ['simulations'],
       security: ANY_CALLER,
       params: idParams,
-      responses: { 200: { description: 'text/event-stream', contentType: 'text/event-stream', schema: z.string() }, 404: { description: 'No such run' } },
+      responses: { 200: { description: 'text/event-stream', contentType: 'text/event-stream', schema: ServerSentEventSchema }, 404: { description: 'No such run' } },
       handler: async (ctx, { params }) => {
         const first = await visibleRun(ctx, deps, params.id);
         const stream = openEventStream(ctx, { heartbeatMs: deps.heartbeatMs });
