@@ -11,7 +11,9 @@ export async function connectRedis(url: string | undefined, logger: Logger): Pro
   if (!url) return undefined;
   const client: RedisClient = createClient({
     url,
-    socket: { reconnectStrategy: (retries) => Math.min(50 * 2 ** retries, 5_000), connectTimeout: 5_000 },
+    // Tried again at least once a second: a Redis that restarted is used again (and the rate limits shared
+    // again) within a second of its return.
+    socket: { reconnectStrategy: (retries) => Math.min(50 * 2 ** retries, 1_000), connectTimeout: 5_000 },
     // Commands fail fast while disconnected so rate limits fall back to their memory insurance.
     disableOfflineQueue: true,
   });

@@ -1,0 +1,179 @@
+import assert from 'node:assert/strict';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { allHealthy, assertLedger, call, describeAnswers, json, LONG, load, startFaultPlatform, tally, timeUntilServing, unclean, user, type Answer, type FaultPlatform } from './support.ts';
+
+/**
+ * The whole platform (every service and worker as its own process, as `npm start` runs it on PostgreSQL
+ * and Redis) under a steady mixed load while its database is restarted and its Redis killed. Clients see
+ * answers or clean refusals, never a 500 or a hang; services come back without a restart; the ledger and
+ * the runs are whole afterwards. FAULTS_LONG=1 lengthens the outages and the load (docs/reliability.md).
+ */
+describe('faults: PostgreSQL and Redis taken away under load', function () {
+  this.timeout(LONG ? 900_000 : 240_000);
+  let faults: FaultPlatform;
+  let heavy: { id: string; auth: Record<string, string> };
+  let gateway: string;
+  const outageMs = LONG ? 20_000 : 4_000;
+  /** Every answer of the suite's load: what the ledger must agree with. */
+  const charged: Answer[] = [];
+
+  before(async function () {
+    this.timeout(420_000);
+    // Enterprise without a practical limit, so the load meets the faults and not the rate limits; free keeps its 10 a minute.
+    faults = await startFaultPlatform({ RATE_LIMIT_TIERS: JSON.stringify([{ name: 'enterprise', requestsPerMinute: 100_000, dailyLimit: 10_000_000 }]) });
+    gateway = faults.platform.urls.gateway;
+    heavy = await user(gateway, 'enterprise', 100_000);
+  });
+
+  after(async function () {
+    this.timeout(60_000);
+    await faults?.stop();
+  });
+
+  /** The platform's logs of errors nobody anticipated (what a 500 hides). */
+  const unhandled = () =>
+    faults.platform
+      .output()
+      .split('\n')
+      .filter((line) => line.includes('unhandled error'))
+      .slice(-5)
+      .map((line) => line.slice(0, 1500))
+      .join('\n');
+
+  const said = (service: string) =>
+    faults.platform
+      .output()
+      .split('\n')
+      .filter((line) => line.includes(`"service":"${service}"`))
+      .slice(-8)
+      .map((line) => line.slice(0, 600))
+      .join('\n');
+
+  /** Reads, charged generations and charged simulations through the gateway, and reads on the graph directly. */
+  const mixedLoad = (): Array<() => Promise<Answer>> => [
+    () => call('balance', `${gateway}/api/v1/credits/balance`, { headers: heavy.auth }),
+    () => call('graph via gateway', `${gateway}/api/v1/graph/moments?q=rome&limit=2`, { headers: heavy.auth }),
+    () => call('generate', `${gateway}/api/v1/timepoints/generate/sync`, json(heavy.auth, { query: 'The sack of Rome, 410', preset: 'hyper' }), 60_000),
+    () => call('templates', `${gateway}/api/v1/simulate/templates`, { headers: heavy.auth }),
+    () => call('simulate', `${gateway}/api/v1/simulate`, json(heavy.auth, { prompt: 'Rome is not sacked in 410', fidelity: 1 })),
+    () => call('graph', `${faults.platform.urls.graph}/api/v1/moments?q=rome&limit=2`),
+  ];
+
+  it('PostgreSQL restarted under load: 503 with Retry-After meanwhile, every service back within 5 s of its return, no credit or run lost or doubled', async () => {
+    let back: Record<string, number> = {};
+    let down = 0;
+    let up = 0;
+    const outage = (async () => {
+      await sleep(3_000);
+      await faults.postgres.down();
+      down = Date.now();
+      await sleep(outageMs);
+      await faults.postgres.up();
+      up = Date.now();
+      back = await allHealthy(faults.platform.urls, 15_000);
+      await sleep(3_000);
+    })();
+    const answers = await load(LONG ? 8 : 4, mixedLoad(), outage);
+
+    const bad = unclean(answers);
+    assert.equal(bad.length, 0, `answers that were neither served nor refused cleanly (${JSON.stringify(tally(bad))}):\n${describeAnswers(bad)}\n${unhandled()}`);
+    const during = answers.filter((answer) => answer.at >= down && answer.at < up);
+    assert.ok(during.some((answer) => answer.status === 503), `some calls met the outage: ${JSON.stringify(tally(during))}`);
+    for (const [service, ms] of Object.entries(back)) assert.ok(ms <= 5_000, `${service} served again ${ms} ms after PostgreSQL came back; its last words:\n${said(service)}`);
+    // A call made once everything is back is served, by every route of the load.
+    const after = answers.filter((answer) => answer.at > up + Math.max(...Object.values(back)));
+    for (const name of new Set(answers.map((answer) => answer.name))) {
+      assert.ok(after.some((answer) => answer.name === name && answer.status < 300), `${name} serves after the outage: ${JSON.stringify(tally(after.filter((answer) => answer.name === name)))}`);
+    }
+    process.stderr.write(`      [faults] postgres: ${answers.length} calls, ${during.length} during ${outageMs} ms down; back in ${JSON.stringify(back)} ms; ${JSON.stringify(tally(answers))}\n`);
+    charged.push(...answers);
+    await assertWhole(charged);
+  });
+
+  it('Redis killed and restarted under load: rate limits hold in memory, streams end with an error event, the agent pool serves again', async () => {
+    const free = await user(gateway, 'free');
+    const balance = () => call('balance', `${gateway}/api/v1/credits/balance`, { headers: free.auth });
+    assert.equal((await balance()).status, 200);
+    const gauge = async () => Number(/^rate_limiter_memory_fallback(?:\{[^}]*\})? (\S+)$/m.exec((await call('metrics', `${gateway}/metrics`)).body)?.[1]);
+    assert.equal(await gauge(), 0);
+
+    // A generation streaming through the gateway, its agents on the pool's workers, when Redis dies.
+    const streamed = call('stream', `${gateway}/api/v1/timepoints/generate/stream`, json(heavy.auth, { query: 'The Congress of Vienna, 1815', preset: 'hyper' }), 60_000);
+    await sleep(1_500);
+    const background = load(2, mixedLoad(), sleep(outageMs + 8_000));
+    await faults.redis.kill();
+    const killed = Date.now();
+
+    // The free tier's 10 a minute hold on this replica's memory while Redis is gone.
+    const burst: Answer[] = [];
+    for (let i = 0; i < 25; i += 1) burst.push(await balance());
+    const admitted = burst.filter((answer) => answer.status === 200).length;
+    assert.ok(admitted <= 10, `at most the tier's 10 a minute admitted on memory: ${JSON.stringify(tally(burst))}`);
+    assert.ok(burst.filter((answer) => answer.status === 429).every((answer) => Number(answer.retryAfter) > 0), 'refusals say when to retry');
+    assert.equal(await gauge(), 1, 'the memory fallback shows on the gauge');
+
+    const stream = await streamed;
+    const events = [...String(stream.body).matchAll(/^event: (\S+)$/gm)].map((match) => match[1]);
+    assert.equal(stream.status, 200, JSON.stringify(stream.body).slice(0, 500));
+    assert.ok(['error', 'done'].includes(events.at(-1)!), `the stream ends with an error (or its scene): ${events.join(', ')}`);
+    const streamEnd = Date.now() - killed;
+    assert.ok(streamEnd < 20_000, `the stream ended ${streamEnd} ms after Redis died`);
+
+    await sleep(Math.max(0, outageMs - (Date.now() - killed)));
+    await faults.redis.up();
+    const up = Date.now();
+    let fallbackFor = Infinity;
+    while (Date.now() - up < 10_000) {
+      if ((await gauge()) === 0) {
+        fallbackFor = Date.now() - up;
+        break;
+      }
+      await sleep(100);
+    }
+    assert.ok(fallbackFor <= 5_000, `Redis counts the limits again ${fallbackFor} ms after it is back`);
+    const answers = await background;
+    const bad = unclean(answers);
+    assert.equal(bad.length, 0, `answers that were neither served nor refused cleanly (${JSON.stringify(tally(bad))}):\n${describeAnswers(bad)}\n${unhandled()}`);
+    // The pool's consumer group went with Redis's data: the workers make it again and generations run.
+    const generate = () => call('generate', `${gateway}/api/v1/timepoints/generate/sync`, json(heavy.auth, { query: 'The Treaty of Paris, 1814', preset: 'hyper' }), 30_000);
+    const generated = await timeUntilServing(() => generate().then((answer) => (charged.push(answer), answer)), 30_000);
+    assert.ok(generated < 30_000, 'generations run on the agent pool again');
+    process.stderr.write(`      [faults] redis: ${admitted}/25 admitted on memory; stream ended ${streamEnd} ms after the kill with ${events.at(-1)}; gauge back to 0 in ${fallbackFor} ms; first generation after ${generated} ms; ${JSON.stringify(tally(answers))}\n`);
+    charged.push(...answers, { ...stream, name: 'generate', status: events.at(-1) === 'done' ? 200 : 502 });
+    await assertWhole(charged);
+  });
+
+  /**
+   * What the clients were told matches what the database holds: every answered charged call is charged
+   * once and not refunded, every refused one refunded once; every run a client was given exists, and ends.
+   */
+  async function assertWhole(answers: Answer[]): Promise<void> {
+    const runs = answers.filter((answer) => answer.name === 'simulate' && answer.status < 300).map((answer) => answer.body.id as string);
+    // Runs end (none left running forever by the outage).
+    const deadline = Date.now() + 60_000;
+    let open: any[] = [];
+    do {
+      open = await faults.query(`select id, status from simulation_runs where owner like $1 and status in ('queued', 'running')`, [`%${heavy.id}%`]);
+      if (open.length === 0) break;
+      await sleep(500);
+    } while (Date.now() < deadline);
+    assert.deepEqual(open, [], 'every run ends');
+    const stored = await faults.query<{ id: string }>('select id from simulation_runs where owner like $1', [`%${heavy.id}%`]);
+    assert.deepEqual(stored.map((row) => row.id).sort(), [...runs].sort(), 'the runs stored are the runs clients were given');
+
+    // Refunds of refused calls may be retried in the background while the database was down.
+    let ledger = await assertLedger(faults, heavy.id);
+    const served = (prefix: string, name: string) => answers.filter((answer) => answer.name === name && answer.status < 300).length;
+    const kept = (prefix: string, entries: typeof ledger) => {
+      const refunded = new Set(entries.refunds.map((refund: any) => String(refund.refund_of)));
+      return entries.charges.filter((charge: any) => String(charge.operation).startsWith(prefix) && !refunded.has(String(charge.id))).length;
+    };
+    const settled = Date.now() + 30_000;
+    while ((kept('generation', ledger) !== served('generation', 'generate') || kept('simulation', ledger) !== served('simulation', 'simulate')) && Date.now() < settled) {
+      await sleep(500);
+      ledger = await assertLedger(faults, heavy.id);
+    }
+    assert.equal(kept('generation', ledger), served('generation', 'generate'), 'one kept charge per generation served');
+    assert.equal(kept('simulation', ledger), served('simulation', 'simulate'), 'one kept charge per run started');
+  }
+});
