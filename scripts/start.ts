@@ -21,6 +21,8 @@ const DEV_DEFAULTS: Record<string, string> = {
   WRITER_TOKENS: 'dev:dev-writer-token',
   // Signs asynchronous generation results POSTed to a callback_url (generation refuses callbacks without it).
   CALLBACK_SECRET: 'dev-callback-secret',
+  // Callbacks to this machine (a developer's receiver): refused anywhere else unless allow-listed (docs/reliability.md, "Who gets in").
+  CALLBACK_ALLOWLIST: '127.0.0.0/8,::1/128,localhost',
   // Demo sign-ins from this machine itself, so the README tour can run again and again (others keep 5 an hour).
   DEMO_SIGNINS_PER_HOUR_LOOPBACK: '1000',
   TEMPORA_DATA_DIR: `${root}.tempora`,

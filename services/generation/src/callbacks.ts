@@ -1,6 +1,8 @@
 import { createHmac } from 'node:crypto';
+import { lookup as lookupCallback, type LookupAddress, type LookupOptions } from 'node:dns';
 import { lookup } from 'node:dns/promises';
 import { BlockList, isIP } from 'node:net';
+import { Agent, fetch as undiciFetch } from 'undici';
 import type { Logger } from '@tempora/kit/observability';
 
 /**
@@ -29,9 +31,16 @@ for (const [network, prefix] of [
 ] as const) {
   blocked.addSubnet(network, prefix, 'ipv4');
 }
+// Besides loopback, unique-local, link-local and multicast: the ranges that carry an IPv4 address inside an
+// IPv6 one (IPv4-compatible, NAT64, 6to4, Teredo) and the discard prefix, none of them a callback receiver.
 for (const [network, prefix] of [
-  ['::', 128],
+  ['::', 96],
   ['::1', 128],
+  ['64:ff9b::', 96],
+  ['64:ff9b:1::', 48],
+  ['100::', 64],
+  ['2001::', 32],
+  ['2002::', 16],
   ['fc00::', 7],
   ['fe80::', 10],
   ['ff00::', 8],
@@ -67,6 +76,25 @@ export class CallbackPolicy {
     if (this.hosts.has(host) || this.hosts.has(`${host}:${url.port || (url.protocol === 'https:' ? '443' : '80')}`)) return true;
     if (address && isIP(address) && this.networks.check(address, isIP(address) === 4 ? 'ipv4' : 'ipv6')) return true;
     return false;
+  }
+
+  /**
+   * Connections for one callback URL whose every address is checked as the connection resolves it: `check`
+   * resolves the name before, but a name can answer a public address then and a private one at connect
+   * time (DNS rebinding), so the address actually dialled is held to the same rule.
+   */
+  dispatcher(raw: string): Agent {
+    const url = new URL(raw);
+    const guarded = (hostname: string, options: LookupOptions, callback: (error: NodeJS.ErrnoException | null, address: string | LookupAddress[], family?: number) => void) => {
+      lookupCallback(hostname, { ...options, all: true }, (error, addresses) => {
+        if (error) return callback(error, '');
+        const refused = addresses.find((entry) => isPrivateAddress(entry.address) && !this.allowed(url, entry.address));
+        if (refused) return callback(Object.assign(new Error(`the callback host resolved to a loopback or private address (${refused.address}) when connecting`), { code: 'ECONNREFUSED' }), '');
+        if (options.all) return callback(null, addresses);
+        return callback(null, addresses[0]!.address, addresses[0]!.family);
+      });
+    };
+    return new Agent({ connect: { lookup: guarded as never } });
   }
 
   /** Undefined when the URL may be called; otherwise why not. */
@@ -115,8 +143,11 @@ export async function deliverCallback(url: string, jobId: string, payload: unkno
     const refused = await options.policy.check(url);
     if (refused) return { delivered: false, attempts: attempt, error: refused };
     const timestamp = Math.floor(Date.now() / 1000);
+    const dispatcher = options.policy.dispatcher(url);
     try {
-      const response = await fetch(url, {
+      // Redirects are not followed: a receiver could otherwise send the signed result on to any address.
+      const response = await undiciFetch(url, {
+        dispatcher,
         method: 'POST',
         redirect: 'manual',
         headers: {
@@ -135,7 +166,10 @@ export async function deliverCallback(url: string, jobId: string, payload: unkno
       error = `the receiver answered ${response.status}`;
       if (response.status < 500 && response.status !== 429 && response.status !== 408) return { delivered: false, attempts: attempt, error };
     } catch (caught) {
-      error = `the receiver could not be reached: ${(caught as Error).message}`;
+      const cause = (caught as Error & { cause?: Error }).cause;
+      error = `the receiver could not be reached: ${cause?.message ?? (caught as Error).message}`;
+    } finally {
+      void dispatcher.close().catch(() => {});
     }
     if (attempt < options.maxAttempts) await new Promise((resolve) => setTimeout(resolve, options.backoffMs * 2 ** (attempt - 1)));
   }
