@@ -5,12 +5,13 @@ import type { ResourceType } from '../kube/resources.ts';
 import type { ReconcileContext, ReconcileResult } from './context.ts';
 
 /**
- * How long a change of counts alone may wait while the workloads converge. Longer than a
- * HorizontalPodAutoscaler's first sync (15 s by default) plus a pod's start, so that a pool scaled from one
- * pod to its minimum writes status twice (not Ready, then Ready) rather than at every step; short enough
- * that counts stuck on their way (pods that stay Pending) still show within a minute.
+ * How long a change of counts alone may wait while the workloads converge. Well above a
+ * HorizontalPodAutoscaler's first sync (15 s by default, later on a busy kube-controller-manager) plus a
+ * pod's start, so that a pool scaled from one pod to its minimum writes status twice (not Ready, then
+ * Ready) rather than at every step; counts stuck on their way (pods that stay Pending) still show within
+ * a minute.
  */
-export const COUNTS_HOLD_MS = 30_000;
+export const COUNTS_HOLD_MS = 60_000;
 
 export interface StatusUpdate {
   conditions: ConditionInput[];
