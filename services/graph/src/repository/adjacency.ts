@@ -20,6 +20,14 @@ const nodeFields = ([id, path, name, type, layer, status, latitude, longitude, c
   confidence: Number(confidence),
 });
 
+/** The float32 just below `value`'s own float32: every weight whose float32 reaches that of `value` is above it. */
+function below32(value: number): number {
+  const single = new Float32Array([value]);
+  if (!(single[0]! > 0)) return -1;
+  new Int32Array(single.buffer)[0]! -= 1;
+  return single[0]!;
+}
+
 /** What the in-memory graph is built and refreshed from, and the SQL neighbour expansion used until it is. */
 export class AdjacencyReads {
   private readonly knex: Knex;
@@ -80,7 +88,12 @@ export class AdjacencyReads {
     };
   }
 
-  /** The same neighbour expansion as the in-memory index, answered by SQL (used while the index loads). */
+  /**
+   * The same neighbour expansion as the in-memory index, answered by SQL (used while the index loads).
+   * Weights are compared in single precision, as the index holds them, so a bound within float32
+   * resolution of a weight gets the same answer from both: SQL selects from just below the bound's float32
+   * (a cast to real in SQL would fail on weights and bounds under its range) and the exact test is below.
+   */
   readonly sqlNeighbors: NeighborSource = {
     expand: async (frontier, plan, minWeight, within) => {
       const outTypes = EDGE_TYPES.filter((_, code) => (plan[code]! & OUT) !== 0);
@@ -94,9 +107,12 @@ export class AdjacencyReads {
          select e.target_id as "from", e.source_id as "to", e.type, e.weight, false as outgoing
            from edges e join moments m on m.id = e.source_id
           where e.target_id = any(?::bigint[]) and e.type = any(?::text[]) and e.weight >= ? and ${published('m')}`,
-        [nodes, outTypes, minWeight, nodes, inTypes, minWeight],
+        [nodes, outTypes, below32(minWeight), nodes, inTypes, below32(minWeight)],
       )) as { rows: Array<{ from: string; to: string; type: EdgeType; weight: number; outgoing: boolean }> };
-      const steps = rows.map((row): Step => ({ from: Number(row.from), to: Number(row.to), type: typeCode(row.type), weight: Math.fround(Number(row.weight)), outgoing: row.outgoing, detailed: true }));
+      const bound = Math.fround(minWeight);
+      const steps = rows
+        .map((row): Step => ({ from: Number(row.from), to: Number(row.to), type: typeCode(row.type), weight: Math.fround(Number(row.weight)), outgoing: row.outgoing, detailed: true }))
+        .filter((step) => step.weight >= bound);
       return within ? steps.filter((step) => within.has(step.to)) : steps;
     },
   };
