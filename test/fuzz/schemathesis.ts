@@ -24,6 +24,8 @@ export interface RunOptions {
   /** Only these operationIds, or all but these. */
   include?: string[];
   exclude?: string[];
+  /** Phases to run (default all; a run of one operation has no links to follow, so no stateful phase). */
+  phases?: ('examples' | 'coverage' | 'fuzzing' | 'stateful')[];
   /** Test cases per operation and phase (Schemathesis' --max-examples). */
   examples: number;
   seed: number;
@@ -103,6 +105,7 @@ export async function runSchemathesis(options: RunOptions): Promise<RunResult> {
       '--output-sanitize', 'false',
       '--report', 'junit',
       '--report-junit-path', junit,
+      ...(options.phases ? ['--phases', options.phases.join(',')] : []),
       ...(options.include ?? []).flatMap((id) => ['--include-operation-id', id]),
       ...(options.exclude ?? []).flatMap((id) => ['--exclude-operation-id', id]),
     ];
