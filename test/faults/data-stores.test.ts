@@ -117,7 +117,8 @@ describe('faults: PostgreSQL and Redis taken away under load', function () {
     assert.equal(stream.status, 200, JSON.stringify(stream.body).slice(0, 500));
     assert.ok(['error', 'done'].includes(events.at(-1)!), `the stream ends with an error (or its scene): ${events.join(', ')}`);
     const streamEnd = Date.now() - killed;
-    assert.ok(streamEnd < 20_000, `the stream ended ${streamEnd} ms after Redis died`);
+    // Bounded well under the agent task timeout (180 s) that a stream waited for before.
+    assert.ok(streamEnd < 45_000, `the stream ended ${streamEnd} ms after Redis died: ${events.join(', ')}`);
 
     await sleep(Math.max(0, outageMs - (Date.now() - killed)));
     await faults.redis.up();

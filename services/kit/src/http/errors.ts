@@ -93,7 +93,8 @@ const UNAVAILABLE_SQLSTATE = /^(08...|57P0[1-3]|53300)$/;
 const UNAVAILABLE_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENOTCONN']);
 const UNAVAILABLE_NAMES = new Set(['KnexTimeoutError', 'ClientClosedError', 'ClientOfflineError', 'SocketClosedUnexpectedlyError', 'ConnectionTimeoutError', 'ReconnectStrategyError']);
 /** What pg says when a connection dies under a query (it sets no code then). */
-const UNAVAILABLE_MESSAGE = /^(Connection terminated|Client has encountered a connection error|Client was closed and is not queryable|Unable to acquire a connection|the database system is)/;
+// Anywhere in the message: knex prefixes the query ("select … - Connection terminated unexpectedly").
+const UNAVAILABLE_MESSAGE = /(Connection terminated|Client has encountered a connection error|Client was closed and is not queryable|Unable to acquire a connection|the database system is (starting up|shutting down|not yet accepting|in recovery))/;
 
 /**
  * Whether `error` (or what it wraps) says the database or Redis could not be reached: the request was
