@@ -13,6 +13,7 @@ import type { KubeObject } from '../../operator/src/kube/object.ts';
 import * as R from '../../operator/src/kube/resources.ts';
 import { DEPLOYED_SERVICES } from '../../operator/src/reconcilers/platform-services.ts';
 import { ensureTraefik, INGRESS_CLASS, startTraefik, type Ingress } from './ingress.ts';
+import { signatureFor } from '../../services/billing/test/stripe-server.ts';
 import {
   agentPoolResource,
   call,
@@ -20,7 +21,9 @@ import {
   gatewayUrl,
   graphWorkerResource,
   NAMESPACE,
+  simulationBudgetResource,
   startPlatform,
+  STRIPE_WEBHOOK_SECRET,
   type Answer,
   type Platform,
 } from './platform.ts';
@@ -30,6 +33,7 @@ const TAG = 'e2e-1';
 const NEXT_TAG = 'e2e-2';
 const WORKERS = ['renderer', 'expander', 'judge', 'daily'] as const;
 const POOL = 'agents';
+const BUDGET = 'platform-daily';
 const HOST = 'tempora.e2e.test';
 /**
  * Two gateway replicas (one is deleted while the other answers), an Ingress for Traefik, and room for the
@@ -136,11 +140,14 @@ describe('the platform on a real node: operator, CRs, pods, traffic (test/e2e)',
       gatewayResource(GATEWAY, TAG, GATEWAY_OPTIONS),
       ...WORKERS.map((role) => graphWorkerResource(role, role, GATEWAY, TAG)),
       agentPoolResource(POOL, GATEWAY, TAG),
+      simulationBudgetResource(BUDGET, GATEWAY),
     ];
     const wanted: Record<string, number> = { Gateway: DEPLOYED_SERVICES.length + 1, GraphWorker: 1, AgentPool: 1 };
     const applied: KubeObject[] = [];
     for (const r of resources) applied.push(await applyAs(admin(), r));
-    const typeOf = (o: KubeObject) => ({ Gateway: R.Gateway, GraphWorker: R.GraphWorker, AgentPool: R.AgentPool })[o.kind]!;
+    const typeOf = (o: KubeObject) => ({ Gateway: R.Gateway, GraphWorker: R.GraphWorker, AgentPool: R.AgentPool, SimulationBudget: R.SimulationBudget })[o.kind]!;
+    // The daily worker's CronJob and a budget (enforced by the simulation pods) have no pods of their own.
+    const podless = (o: KubeObject) => (o.spec as { role?: string }).role === 'daily' || o.kind === 'SimulationBudget';
 
     // Each custom resource is watched until it and its pods are Ready; whenever it says Ready, its pods
     // must be Ready then (read after it), and it must have said otherwise while they were not.
@@ -157,10 +164,9 @@ describe('the platform on a real node: operator, CRs, pods, traffic (test/e2e)',
           const current = await admin().get(typeOf(o), NAMESPACE, o.metadata.name);
           const ready = condition(current, 'Ready');
           const isReady = ready?.status === 'True' && ready.observedGeneration === current.metadata.generation;
-          const daily = (current.spec as { role?: string }).role === 'daily';
-          const pods = daily ? [] : await podsOf(current);
+          const pods = podless(current) ? [] : await podsOf(current);
           const readyPods = pods.filter(podReady).length;
-          const want = daily ? 0 : wanted[o.kind]!;
+          const want = podless(current) ? 0 : wanted[o.kind]!;
           if (!isReady) {
             seenNotReady.add(key);
             continue;
@@ -176,8 +182,8 @@ describe('the platform on a real node: operator, CRs, pods, traffic (test/e2e)',
     console.log(`      all Ready ${((Date.now() - started) / 1000).toFixed(0)} s after the apply`);
     gw = await gatewayUrl(admin(), GATEWAY);
     assert.deepEqual(violations, []);
-    // Every resource with pods was seen not Ready while they started (the daily worker's CronJob has none).
-    for (const o of applied.filter((r) => (r.spec as { role?: string }).role !== 'daily')) assert.ok(seenNotReady.has(`${o.kind}/${o.metadata.name}`), `${o.kind}/${o.metadata.name} seen not Ready`);
+    // Every resource with pods was seen not Ready while they started.
+    for (const o of applied.filter((r) => !podless(r))) assert.ok(seenNotReady.has(`${o.kind}/${o.metadata.name}`), `${o.kind}/${o.metadata.name} seen not Ready`);
 
     // Every pod of the platform runs the image its custom resource names, none restarted for good.
     const all = (await admin().list(R.Pod, { labelSelector: 'app.kubernetes.io/managed-by=tempora-operator' }, NAMESPACE)).items;
@@ -261,6 +267,113 @@ describe('the platform on a real node: operator, CRs, pods, traffic (test/e2e)',
       assert.equal((await read(spoofed, spoofHeaders)).remaining, first.limit - 7);
     });
   }
+
+  /** The first entrance's user (signed in above), for the services behind the gateway. */
+  const asFirstUser = (path: string, options: Parameters<Entrance['request']>[2] = {}) => {
+    const entrance = entrances[0]!;
+    return entrance.request(path, users.get(entrance)!.client, { ...options, headers: { ...asUser(entrance), ...options.headers } });
+  };
+  const firstUserBalance = async () => ok(await asFirstUser('/api/v1/credits/balance'), 'balance').json<{ balance: number }>().balance;
+
+  it("sells a credit pack: checkout through the gateway, Stripe's signed webhook through the gateway to the billing pod, granted once", async function () {
+    this.timeout(3 * 60_000);
+    const stripe = platform!.stripe;
+    stripe.setWebhookUrl(`${gw}/api/v1/billing/webhooks/stripe`);
+    const pack = ok(await asFirstUser('/api/v1/billing/packs'), 'packs').json<{ items: { id: string; credits: number }[] }>().items.find((p) => p.id === 'starter')!;
+    const before = await firstUserBalance();
+    const checkout = await asFirstUser('/api/v1/billing/checkout', { body: { kind: 'pack', id: 'starter' } });
+    assert.equal(checkout.status, 201, checkout.body.slice(0, 500));
+    const session = checkout.json<{ id: string; url: string }>();
+    assert.ok(session.url.startsWith('http'), session.url);
+
+    // What the buyer's payment on the checkout page makes Stripe send: signed events, delivered through the
+    // gateway (no user credential: the signature is the credential) to the billing pod.
+    const events = await stripe.pay(session.id);
+    const deliveries = stripe.deliveries.filter((d) => events.some((e) => e.id === d.event));
+    assert.ok(deliveries.length > 0 && deliveries.every((d) => d.status === 200), JSON.stringify(deliveries));
+    // Billing grants through its outbox into the gateway's ledger.
+    await waitFor('the pack credited', async () => (await firstUserBalance()) === before + pack.credits, 60_000, 500);
+
+    // Stripe delivers at least once: the same event again, freshly signed, grants nothing more.
+    const completed = events.find((e) => e.type === 'checkout.session.completed')!;
+    const payload = JSON.stringify(completed);
+    const again = await call(`${gw}/api/v1/billing/webhooks/stripe`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'stripe-signature': signatureFor(payload, [STRIPE_WEBHOOK_SECRET]) },
+      body: completed,
+    });
+    assert.equal(again.status, 200, again.body.slice(0, 300));
+    // A forged one (another secret) is refused and grants nothing.
+    const forged = await call(`${gw}/api/v1/billing/webhooks/stripe`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'stripe-signature': signatureFor(payload, ['whsec_forged_0123456789']) },
+      body: completed,
+    });
+    assert.equal(forged.status, 400, forged.body.slice(0, 300));
+    await new Promise((r) => setTimeout(r, 3_000));
+    assert.equal(await firstUserBalance(), before + pack.credits);
+    const purchases = ok(await asFirstUser('/api/v1/billing/history'), 'billing history').json<{ items: { kind: string; credits: number; provider: string }[] }>().items;
+    assert.deepEqual(purchases.map((p) => [p.kind, p.credits, p.provider]), [['purchase', pack.credits, 'stripe']]);
+  });
+
+  it('runs a simulation on its pod through the gateway, charged once, and its SimulationBudget reports the spend', async function () {
+    this.timeout(5 * 60_000);
+    const before = await firstUserBalance();
+    const started = await asFirstUser('/api/v1/simulate?wait=60', { body: { prompt: 'The Congress of Vienna redraws Europe, 1815', mode: 'BRANCHING', fidelity: 1 }, timeoutMs: 90_000 });
+    assert.ok([200, 202].includes(started.status), `${started.status} ${started.body.slice(0, 500)}`);
+    const charged = Number(started.headers['x-credits-charged']);
+    assert.ok(charged > 0, `charged ${charged}`);
+    const id = started.json<{ id: string }>().id;
+    const run = await waitFor(
+      `run ${id} ended`,
+      async () => {
+        const r = ok(await asFirstUser(`/api/v1/simulations/${id}`), 'the run').json<{ status: string; progress: { percent: number }; cost: { actual_usd: number } }>();
+        return ['completed', 'failed', 'stopped', 'cancelled'].includes(r.status) ? r : undefined;
+      },
+      3 * 60_000,
+      1000,
+    );
+    assert.equal(run.status, 'completed', JSON.stringify(run).slice(0, 500));
+    assert.equal(run.progress.percent, 100);
+    const result = ok(await asFirstUser(`/api/v1/simulations/${id}/result`), 'result').json<{ result: { branching?: unknown } }>();
+    assert.ok(result.result.branching, 'a branching run compares the counterfactual with its baseline');
+    assert.equal(await firstUserBalance(), before - charged);
+
+    // The operator's ConfigMap is what the pod enforces; the pod's report comes back into the CR's status.
+    const budget = await waitFor(
+      'the budget reports the run',
+      async () => {
+        const b = await admin().get(R.SimulationBudget, NAMESPACE, BUDGET);
+        return Number(b.status?.spentUsd ?? 0) >= run.cost.actual_usd && condition(b, 'Ready')?.status === 'True' ? b : undefined;
+      },
+      90_000,
+      1000,
+    ).catch(explained);
+    assert.ok(Number(budget.status?.spentUsd) > 0, JSON.stringify(budget.status));
+    assert.equal(condition(budget, 'Exhausted')?.status, 'False');
+  });
+
+  it('answers a request in plain words through the conductor pod: its tool calls are charged once each, as the ledger shows', async function () {
+    this.timeout(5 * 60_000);
+    const before = await firstUserBalance();
+    const answer = await asFirstUser('/api/v1/conductor/messages', {
+      body: { content: 'Show me what led from the Bastille to Waterloo, then render the coronation of 1804' },
+      timeoutMs: 240_000,
+    });
+    assert.equal(answer.status, 200, answer.body.slice(0, 500));
+    const reply = answer.json<{ reply: string; tools_called: { tool: string; credits: number; status: string }[]; spend: { credits_total: number } }>();
+    assert.ok(reply.reply.length > 0);
+    const tools = reply.tools_called.map((t) => t.tool);
+    assert.ok(tools.length >= 2, `tools called: ${tools.join(', ')}`);
+    assert.ok(reply.tools_called.every((t) => t.status === 'ok'), JSON.stringify(reply.tools_called));
+    const paid = reply.tools_called.filter((t) => t.credits > 0);
+    assert.ok(paid.length >= 1, 'rendering a scene is paid');
+    assert.equal(reply.spend.credits_total, paid.reduce((sum, t) => sum + t.credits, 0));
+    // Charged once per paid call, by the conductor (the gateway charges nothing for the message itself).
+    assert.equal(await firstUserBalance(), before - reply.spend.credits_total);
+    const history = ok(await asFirstUser(`/api/v1/credits/history?limit=${paid.length}`), 'history').json<{ items: { amount: number }[] }>();
+    assert.deepEqual(history.items.map((i) => -Number(i.amount)).sort(), paid.map((t) => t.credits).sort());
+  });
 
   it('runs the daily CronJob by hand: its Job completes and adds today\'s moments', async function () {
     this.timeout(6 * 60_000);

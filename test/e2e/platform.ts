@@ -17,6 +17,7 @@ import type { KubeClient } from '../../operator/src/kube/client.ts';
 import type { KubeObject } from '../../operator/src/kube/object.ts';
 import * as R from '../../operator/src/kube/resources.ts';
 import { DEPLOYED_SERVICES } from '../../operator/src/reconcilers/platform-services.ts';
+import { startStripeStandIn, type StripeStandIn } from '../../services/billing/test/stripe-server.ts';
 
 export const NAMESPACE = 'tempora-e2e';
 export const OPERATOR_NAMESPACE = 'tempora-system';
@@ -37,12 +38,20 @@ export const KEYS = {
   ADMIN_KEY: 'e2e-admin-key-0123456789abcdef',
   WRITER_TOKENS: 'e2e:e2e-writer-token-0123456789abcdef',
 };
+/** The billing pods' payment settings (the Gateway's spec.secrets.billing), against the Stripe stand-in. */
+export const STRIPE_WEBHOOK_SECRET = 'whsec_e2e_0123456789abcdef';
+const STRIPE_SECRET_KEY = 'sk_test_e2e_0123456789abcdef';
 
 export interface Platform {
   node: KubeNode;
   admin: KubeClient;
   /** PostgreSQL's URL from the host (the test reads what the platform wrote). */
   databaseUrl: string;
+  /**
+   * The Stripe stand-in on the host, as the billing pods reach it (STRIPE_API_URL); its signed events go
+   * wherever `setWebhookUrl` says (the gateway's webhook route, once the gateway has an address).
+   */
+  stripe: StripeStandIn;
   /** Creates an empty database and a Secret `<name>` (key `url`) naming it, for a Gateway's `spec.database`. */
   newDatabase(name: string): Promise<string>;
   /** Builds every service image under another tag (layers are cached: seconds). */
@@ -83,6 +92,8 @@ export async function startPlatform(tag: string): Promise<Platform> {
     stops.push(postgres.stop);
     const redis = await startRedis({ host: NODE_ADDRESS });
     stops.push(redis.stop);
+    const stripe = await startStripeStandIn({ host: NODE_ADDRESS, port: 0, webhookSecrets: [STRIPE_WEBHOOK_SECRET], secretKey: STRIPE_SECRET_KEY });
+    stops.push(() => stripe.close());
 
     for (const name of [OPERATOR_NAMESPACE, NAMESPACE]) {
       await applyAs(admin, { apiVersion: 'v1', kind: 'Namespace', metadata: { name } });
@@ -113,6 +124,14 @@ export async function startPlatform(tag: string): Promise<Platform> {
     await secret('tempora-keys', KEYS);
     // Named by the Gateway as a cluster's would be; no provider key in it, so every model call is offline.
     await secret('tempora-providers', { FREE_IMAGE_ENABLED: 'false' });
+    const stripeService = await node.exposeHostPort('stripe', Number(new URL(stripe.url).port), NAMESPACE);
+    await secret('tempora-billing', {
+      STRIPE_SECRET_KEY,
+      STRIPE_WEBHOOK_SECRET,
+      STRIPE_API_URL: `http://${stripeService}`,
+      CHECKOUT_SUCCESS_URL: `https://${NAMESPACE}.test/paid?session={CHECKOUT_SESSION_ID}`,
+      CHECKOUT_CANCEL_URL: `https://${NAMESPACE}.test/cancelled`,
+    });
     const report = async () => {
       const lines: string[] = [];
       for (const type of [R.Gateway, R.GraphWorker, R.AgentPool, R.SimulationBudget]) {
@@ -124,7 +143,7 @@ export async function startPlatform(tag: string): Promise<Platform> {
       for (const ns of [NAMESPACE, OPERATOR_NAMESPACE]) lines.push(await node.report(ns));
       return lines.join('\n');
     };
-    return { node, admin, databaseUrl: postgres.url, newDatabase, buildServiceImages, report, stop };
+    return { node, admin, databaseUrl: postgres.url, stripe, newDatabase, buildServiceImages, report, stop };
   } catch (err) {
     await stop();
     throw err;
@@ -205,7 +224,7 @@ export function gatewayResource(name: string, tag: string, { replicas = {}, data
     spec: {
       image: { registry: 'local', version: tag, pullPolicy: 'Never' },
       logLevel: 'info',
-      secrets: { keys: 'tempora-keys', providers: 'tempora-providers' },
+      secrets: { keys: 'tempora-keys', providers: 'tempora-providers', billing: 'tempora-billing' },
       database: { secretName: databaseSecret },
       redis: { secretName: 'tempora-redis' },
       // One proxy appends the client's address to X-Forwarded-For: the ingress, or the test where it calls
@@ -241,6 +260,16 @@ export function agentPoolResource(name: string, gatewayRef: string, tag: string)
       models: { presets: [{ name: 'balanced', provider: 'offline', model: 'offline' }], policy: { default: 'balanced' } },
       resources: POD_RESOURCES,
     },
+  };
+}
+
+/** A daily budget for every run the Gateway's simulation pods make, room for many small runs. */
+export function simulationBudgetResource(name: string, gatewayRef: string): KubeObject {
+  return {
+    apiVersion: 'tempora.dev/v1alpha1',
+    kind: 'SimulationBudget',
+    metadata: { name, namespace: NAMESPACE },
+    spec: { gatewayRef, scope: 'global', period: 'daily', limitUsd: 5, alertThresholds: [0.5, 0.9] },
   };
 }
 

@@ -285,8 +285,10 @@ function buildkitdConfig(run: string, root: string, containerdSocket: string): s
   # npm ci reaches the npm registry from the build's RUN steps.
   networkMode = "host"
   gc = true
-  # MB of build cache kept between runs: the dependency stages of every image (about 360 MB each).
-  gckeepstorage = 3000
+  # MB of build cache kept: the dependency stages of every image (about 360 MB each, seven images) and npm's
+  # cache mount. At 3000 a first run's second build of the same sources (the e2e rollout's new tag) found
+  # its cache collected and ran npm ci again for every image: 12 minutes instead of seconds.
+  gckeepstorage = 8000
 `;
 }
 
