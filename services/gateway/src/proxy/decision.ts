@@ -19,6 +19,10 @@ export interface Forwarding {
 export function decide(method: string, path: string, user: UserPrincipal | undefined, otherCredential: boolean): Forwarding | Problem | undefined {
   const upstream = routeOf(path);
   if (upstream === undefined || upstream === 'native') return undefined;
+  // An API key is held to its scope on every request (the Koa lane's requireScope does the same before
+  // this), webhooks included, so both lanes answer alike.
+  const missing = missingScope(user, method, path);
+  if (missing) return new Problem(403, missing);
   // Payment providers' webhooks carry no user credential: they authenticate by a signature over the raw
   // body, which billing verifies. Forwarded uncharged, without identity, and byte for byte (the body streams).
   if (upstream === 'billing' && method === 'POST' && path.startsWith('/api/v1/billing/webhooks/')) return { upstream, user: undefined, chargeable: false };
@@ -29,7 +33,5 @@ export function decide(method: string, path: string, user: UserPrincipal | undef
     if (otherCredential) return new Problem(403, 'proxied routes need a user credential (Bearer token or X-API-Key); services call the backends at their direct addresses');
     return unauthorized('this route needs a Bearer access token or an X-API-Key', `${BEARER_CHALLENGE}, ${API_KEY_CHALLENGE}`);
   }
-  const missing = missingScope(user, method, path);
-  if (missing) return new Problem(403, missing);
   return { upstream, user, chargeable: isChargeable(method, path) };
 }

@@ -1,0 +1,194 @@
+/**
+ * Who a request acts for (issue 21, "Who gets in"): one user's credential never reaches another user's
+ * resources, through the gateway or directly; identity headers a client sends (X-User-ID, X-User-Tier,
+ * X-Forwarded-*) are stripped at the gateway and not believed by a service reached without the service key.
+ * Every operation with a path parameter is either a user-owned resource checked here or named as not
+ * user-owned, so a new one fails the test until it is classified.
+ */
+import assert from 'node:assert/strict';
+import { before, describe, it } from 'mocha';
+import { signIn, type SignedIn } from './credentials.ts';
+import { ERROR_BODIES, SECRETS, securityPlatform, type SecurityPlatform } from './platform.ts';
+
+/** Operations on one user's resource, by service:operationId: checked below against another user. */
+const OWNED = new Set([
+  'gateway:revokeApiKey',
+  'generation:getTimepoint',
+  'generation:getTimepointImage',
+  'generation:setTimepointVisibility',
+  'generation:deleteTimepoint',
+  'generation:getJob',
+  'simulation:getSimulation',
+  'simulation:getSimulationResult',
+  'simulation:streamSimulation',
+  'simulation:cancelSimulation',
+  'conductor:getConversation',
+  'conductor:deleteConversation',
+]);
+/** Operations with a path parameter that is not one user's resource, and why. */
+const NOT_OWNED: Record<string, string> = {
+  'gateway:getUserBalance': 'service key only: any user, by id',
+  'gateway:setUserTier': 'service or admin key only',
+  'generation:deleteUserTimepoints': "the gateway's account deletion (service key only)",
+  'graph:getMoment': 'the public graph',
+  'graph:traverse': 'the public graph (service key)',
+  'graph:getRenderJob': "the graph's own render jobs (writer token or service key)",
+  'simulation:getSimulationBudget': 'budgets: a service acting as itself',
+  'simulation:getSimulationTemplate': 'public templates',
+  'billing:getUserBilling': 'operators (service or admin key)',
+  'billing:resyncUserBilling': 'operators (service or admin key)',
+};
+
+interface Reply {
+  status: number;
+  body: any;
+  headers: Headers;
+}
+
+async function call(base: string, method: string, path: string, headers: Record<string, string>, body?: unknown): Promise<Reply> {
+  const response = await fetch(`${base}${path}`, {
+    method,
+    headers: { accept: 'application/json', ...headers, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+    signal: AbortSignal.timeout(60_000),
+  });
+  const text = response.headers.get('content-type')?.includes('event-stream') ? '' : await response.text();
+  if (!text) await response.body?.cancel().catch(() => {});
+  if (response.status >= 400) ERROR_BODIES.push(`${response.status} ${text}`);
+  let parsed: unknown = text;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    // not JSON: kept as text
+  }
+  return { status: response.status, body: parsed, headers: response.headers };
+}
+
+describe('security: identity (another user\'s resources, spoofed identity headers)', function () {
+  this.timeout(300_000);
+  let platform: SecurityPlatform;
+  let gw: string;
+  let alice: SignedIn;
+  let bob: SignedIn;
+  const as = (user: SignedIn, extra: Record<string, string> = {}) => ({ authorization: `Bearer ${user.access}`, ...extra });
+
+  before(async function () {
+    this.timeout(400_000);
+    platform = await securityPlatform();
+    gw = platform.urls.gateway;
+    [alice, bob] = [await signIn(gw), await signIn(gw)];
+  });
+
+  it('classifies every operation with a path parameter as user-owned or not', async () => {
+    const unclassified: string[] = [];
+    const stale = new Set([...OWNED, ...Object.keys(NOT_OWNED)]);
+    for (const service of ['gateway', 'generation', 'graph', 'simulation', 'conductor', 'billing'] as const) {
+      const document = (await (await fetch(`${platform.urls[service]}/openapi.json`)).json()) as { paths: Record<string, Record<string, { operationId: string }>> };
+      for (const [path, item] of Object.entries(document.paths)) {
+        for (const operation of Object.values(item)) {
+          const key = `${service}:${operation.operationId}`;
+          stale.delete(key);
+          if (path.includes('{') && !OWNED.has(key) && !(key in NOT_OWNED)) unclassified.push(`${key} ${path}`);
+        }
+      }
+    }
+    assert.deepEqual(unclassified, [], 'operations on a path parameter that are neither OWNED nor NOT_OWNED');
+    assert.deepEqual([...stale], [], 'entries that name no operation');
+  });
+
+  it("keeps a user's scenes and jobs from every other user, through the gateway", async () => {
+    const job = await call(gw, 'POST', '/api/v1/timepoints/generate', as(bob), { query: 'The signing of the Magna Carta', visibility: 'private' });
+    assert.equal(job.status, 202, JSON.stringify(job.body));
+    let state: Reply;
+    const deadline = Date.now() + 120_000;
+    do {
+      state = await call(gw, 'GET', `/api/v1/timepoints/jobs/${job.body.job_id}`, as(bob));
+      assert.equal(state.status, 200, JSON.stringify(state.body));
+      if (state.body.status === 'completed' || state.body.status === 'failed') break;
+      await new Promise((resolve) => setTimeout(resolve, 500));
+    } while (Date.now() < deadline);
+    assert.equal(state.body.status, 'completed', JSON.stringify(state.body));
+    const scene = state.body.timepoint_id as string;
+    // Alice, also claiming to be Bob in every identity header the gateway might be fooled by.
+    const spoofing = as(alice, { 'x-user-id': bob.id, 'x-user-tier': 'enterprise', 'x-forwarded-for': '10.0.0.1', 'x-forwarded-user': bob.id });
+    for (const headers of [as(alice), spoofing]) {
+      assert.equal((await call(gw, 'GET', `/api/v1/timepoints/jobs/${job.body.job_id}`, headers)).status, 404, 'job');
+      assert.equal((await call(gw, 'GET', `/api/v1/timepoints/${scene}`, headers)).status, 404, 'private scene');
+      assert.equal((await call(gw, 'GET', `/api/v1/timepoints/${scene}/image`, headers)).status, 404, 'private image');
+      assert.equal((await call(gw, 'PATCH', `/api/v1/timepoints/${scene}`, headers, { visibility: 'public' })).status, 404, 'visibility');
+      assert.equal((await call(gw, 'DELETE', `/api/v1/timepoints/${scene}`, headers)).status, 404, 'delete');
+      const list = await call(gw, 'GET', '/api/v1/users/me/timepoints', headers);
+      assert.equal(list.status, 200);
+      assert.ok(!JSON.stringify(list.body).includes(scene), "Bob's scene in Alice's list");
+    }
+    // Made public, Alice may see it but still not change or delete it.
+    assert.equal((await call(gw, 'PATCH', `/api/v1/timepoints/${scene}`, as(bob), { visibility: 'public' })).status, 200);
+    assert.equal((await call(gw, 'GET', `/api/v1/timepoints/${scene}`, as(alice))).status, 200);
+    assert.equal((await call(gw, 'PATCH', `/api/v1/timepoints/${scene}`, spoofing, { visibility: 'private' })).status, 403);
+    assert.equal((await call(gw, 'DELETE', `/api/v1/timepoints/${scene}`, spoofing)).status, 403);
+    assert.equal((await call(gw, 'DELETE', `/api/v1/timepoints/${scene}`, as(bob))).status, 204);
+  });
+
+  it("keeps a user's simulation runs and conductor conversations from every other user", async () => {
+    const run = await call(gw, 'POST', '/api/v1/simulate', as(bob), { prompt: 'Two merchants haggle in Venice, 1450', fidelity: 1 });
+    assert.ok(run.status === 201 || run.status === 202, JSON.stringify(run.body));
+    const id = run.body.id as string;
+    const spoofing = as(alice, { 'x-user-id': bob.id });
+    for (const headers of [as(alice), spoofing]) {
+      for (const path of [`/api/v1/simulations/${id}`, `/api/v1/simulations/${id}/result`, `/api/v1/simulations/${id}/events`]) {
+        assert.equal((await call(gw, 'GET', path, headers)).status, 404, path);
+      }
+      assert.equal((await call(gw, 'POST', `/api/v1/simulations/${id}/cancel`, headers)).status, 404, 'cancel');
+    }
+    assert.equal((await call(gw, 'GET', `/api/v1/simulations/${id}`, as(bob))).status, 200);
+    // Directly, with the simulation service's own user credential (the access token).
+    assert.equal((await call(platform.urls.simulation, 'GET', `/api/v1/simulations/${id}`, as(alice))).status, 404);
+
+    const message = await call(gw, 'POST', '/api/v1/conductor/messages', as(bob), { content: 'What happened on 20 July 1969?' });
+    assert.equal(message.status, 200, JSON.stringify(message.body));
+    const conversation = message.body.conversation_id as string;
+    for (const base of [gw, platform.urls.conductor]) {
+      assert.equal((await call(base, 'GET', `/api/v1/conductor/conversations/${conversation}`, as(alice))).status, 404, base);
+      assert.equal((await call(base, 'DELETE', `/api/v1/conductor/conversations/${conversation}`, as(alice))).status, 404, base);
+      assert.equal((await call(base, 'POST', '/api/v1/conductor/messages', as(alice), { content: 'and then?', conversation_id: conversation })).status, 404, base);
+    }
+    // The conductor believes X-User-ID only beside the service key: with Alice's token it stays Alice.
+    assert.equal((await call(platform.urls.conductor, 'GET', `/api/v1/conductor/conversations/${conversation}`, as(alice, { 'x-user-id': bob.id }))).status, 404);
+    assert.equal((await call(gw, 'GET', `/api/v1/conductor/conversations/${conversation}`, as(bob))).status, 200);
+  });
+
+  it("lets no user revoke another's API key", async () => {
+    const created = await call(gw, 'POST', '/api/v1/users/me/api-keys', as(bob), { name: 'bobs', scopes: ['read'] });
+    assert.equal(created.status, 201);
+    assert.equal((await call(gw, 'DELETE', `/api/v1/users/me/api-keys/${created.body.id}`, as(alice, { 'x-user-id': bob.id }))).status, 404);
+    const keys = await call(gw, 'GET', '/api/v1/users/me/api-keys', as(bob));
+    assert.ok(keys.body.items.some((key: { id: string; revoked_at: string | null }) => key.id === created.body.id && key.revoked_at === null));
+  });
+
+  it('strips X-User-Tier at the gateway: a free user claiming enterprise keeps the free limits', async () => {
+    const plain = await call(gw, 'GET', '/api/v1/credits/balance', as(alice));
+    const claiming = await call(gw, 'GET', '/api/v1/credits/balance', as(alice, { 'x-user-tier': 'enterprise', 'x-user-id': bob.id }));
+    assert.equal(claiming.status, 200);
+    assert.equal(claiming.headers.get('x-ratelimit-limit'), plain.headers.get('x-ratelimit-limit'));
+    assert.equal(claiming.body.balance, plain.body.balance);
+  });
+
+  it('believes X-User-ID at no service reached directly without the service key', async () => {
+    const claim = { 'x-user-id': alice.id, 'x-user-tier': 'enterprise' };
+    const cases: Array<[string, string, string, unknown?]> = [
+      [platform.urls.generation, 'GET', '/api/v1/users/me/timepoints'],
+      [platform.urls.generation, 'POST', '/api/v1/timepoints/generate', { query: 'The fall of Constantinople', visibility: 'private' }],
+      [platform.urls.simulation, 'GET', '/api/v1/simulations'],
+      [platform.urls.conductor, 'GET', '/api/v1/conductor/settings'],
+      [platform.urls.billing, 'GET', '/api/v1/billing/subscription'],
+      [platform.urls.graph, 'GET', '/browse'],
+    ];
+    for (const [base, method, path, body] of cases) {
+      const reply = await call(base, method, path, claim, body);
+      assert.equal(reply.status, 401, `${method} ${base}${path}: ${JSON.stringify(reply.body)}`);
+      // With the key, the same claim is the gateway's and is believed.
+      const keyed = await call(base, method, path, { ...claim, 'x-service-key': SECRETS.serviceKey }, body);
+      assert.ok(keyed.status < 400 || keyed.status === 404, `${method} ${base}${path} with the key: ${keyed.status} ${JSON.stringify(keyed.body)}`);
+    }
+  });
+});
