@@ -92,8 +92,10 @@ const UNAVAILABLE_SQLSTATE = /^(08...|57P0[1-3]|53300)$/;
 /** Socket failures (pg, node-redis) and node-redis's own "not connected" errors. */
 const UNAVAILABLE_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENOTCONN']);
 const UNAVAILABLE_NAMES = new Set(['KnexTimeoutError', 'ClientClosedError', 'ClientOfflineError', 'SocketClosedUnexpectedlyError', 'ConnectionTimeoutError', 'ReconnectStrategyError']);
-/** What pg says when a connection dies under a query (it sets no code then). */
-// Anywhere in the message: knex prefixes the query ("select … - Connection terminated unexpectedly").
+/**
+ * What pg says when a connection dies under a query (it sets no code then), anywhere in the message: knex
+ * prefixes the query ("select … - Connection terminated unexpectedly").
+ */
 const UNAVAILABLE_MESSAGE = /(Connection terminated|Client has encountered a connection error|Client was closed and is not queryable|Unable to acquire a connection|the database system is (starting up|shutting down|not yet accepting|in recovery))/;
 
 /**
@@ -153,6 +155,8 @@ export function problemMiddleware(logger: Logger) {
     } catch (error) {
       const problem = toProblem(error);
       if (problem) {
+        // An outage answered 503 is still the operator's to see.
+        if (problem.status === 503 && !(error instanceof Problem)) logger.warn({ err: error, requestId: ctx.state.requestId, path: ctx.path }, 'data store unreachable');
         writeProblem(ctx, problem);
         return;
       }
