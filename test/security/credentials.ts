@@ -77,34 +77,23 @@ export async function credentials(platform: SecurityPlatform): Promise<Credentia
   const apiKeys = { read: await apiKey(gateway, alice, ['read']), write: await apiKey(gateway, alice, ['write']) };
   const kid = await kidOf(SIGNING_KEY);
   const now = Math.floor(Date.now() / 1000);
-  // Signed with the gateway's own key and right in every claim but its expiry.
-  const expired = await new SignJWT(claims(alice.id))
-    .setProtectedHeader({ alg: 'ES256', kid })
-    .setIssuer('tempora-gateway')
-    .setAudience('tempora')
-    .setIssuedAt(now - 7200)
-    .setExpirationTime(now - 3600)
-    .sign(SIGNING_KEY);
-  // Right in every claim, signed by a key that is not the gateway's but named with its key id.
-  const other = await generateKeyPair('ES256');
-  const forged = await new SignJWT(claims(alice.id))
-    .setProtectedHeader({ alg: 'ES256', kid })
-    .setIssuer('tempora-gateway')
-    .setAudience('tempora')
-    .setIssuedAt(now)
-    .setExpirationTime(now + 600)
-    .sign(other.privateKey);
+  /** A token right in every claim the gateway checks, under the gateway's key id, issued `age` seconds ago. */
+  const token = (alg: 'ES256' | 'HS256', key: Parameters<SignJWT['sign']>[0], age: number) =>
+    new SignJWT(claims(alice.id))
+      .setProtectedHeader({ alg, kid })
+      .setIssuer('tempora-gateway')
+      .setAudience('tempora')
+      .setIssuedAt(now - age)
+      .setExpirationTime(now - age + 900)
+      .sign(key);
+  // Signed with the gateway's own key; expired an hour ago.
+  const expired = await token('ES256', SIGNING_KEY, 4500);
+  // Signed by a key that is not the gateway's.
+  const forged = await token('ES256', (await generateKeyPair('ES256')).privateKey, 0);
   // Algorithm confusion: HMAC keyed with the gateway's published public key.
-  const publicPem = createPublicKey(SIGNING_KEY).export({ type: 'spki', format: 'pem' }) as string;
-  const hs256 = await new SignJWT(claims(alice.id))
-    .setProtectedHeader({ alg: 'HS256', kid })
-    .setIssuer('tempora-gateway')
-    .setAudience('tempora')
-    .setIssuedAt(now)
-    .setExpirationTime(now + 600)
-    .sign(new TextEncoder().encode(publicPem));
+  const hs256 = await token('HS256', new TextEncoder().encode(createPublicKey(SIGNING_KEY).export({ type: 'spki', format: 'pem' }) as string), 0);
   const b64 = (value: object) => Buffer.from(JSON.stringify(value)).toString('base64url');
-  const algNone = `${b64({ alg: 'none', typ: 'JWT' })}.${b64({ ...claims(alice.id), iss: 'tempora-gateway', aud: 'tempora', iat: now, exp: now + 600 })}.`;
+  const algNone = `${b64({ alg: 'none', typ: 'JWT' })}.${b64({ ...claims(alice.id), iss: 'tempora-gateway', aud: 'tempora', iat: now, exp: now + 900 })}.`;
 
   const bearer = (token: string) => ({ authorization: `Bearer ${token}` });
   const table: Record<Kind, Record<string, string>> = {
