@@ -73,6 +73,7 @@ export function generateRoutes(deps: RouteDeps): RouteDefinition[] {
       method: 'post',
       path: '/api/v1/timepoints/generate/stream',
       operationId: 'generateStream',
+      security: [],
       summary: 'Generate a scene, reporting each agent as it completes (Server-Sent Events)',
       description:
         'Events: `start` (models chosen), one `agent` event per reported agent in the order Judge, Timeline, Grounding, Scene, Characters, Moment, Camera, Dialog, Critique, ImagePrompt, Optimizer, ImageGen (status completed, skipped or failed, with timing, model and tokens), then `done` carrying the scene id and the scene, or `error` carrying a problem. Comment heartbeats keep the connection open. Closing the connection cancels the remaining agents.',

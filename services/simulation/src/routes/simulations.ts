@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { conflict, defineRoute, linksTo, openEventStream, Problem, ServerSentEventSchema, unprocessable, type RouteDefinition } from '@tempora/kit/http';
+import { conflict, defineRoute, linksTo, openEventStream, Problem, ServerSentEventSchema, toProblem, unprocessable, type RouteDefinition } from '@tempora/kit/http';
 import { ANY_CALLER, callerOf } from '../auth.ts';
 import { microsToUsd } from '../domain/budgets.ts';
 import { BudgetRefused, TERMINAL } from '../repository.ts';
@@ -116,7 +116,7 @@ export function simulationRoutes(deps: RouteDeps): RouteDefinition[] {
       operationId: 'streamSimulation',
       summary: 'Progress as Server-Sent Events',
       description:
-        'Events: `run` (the run as it stands), one `step` per completed step (seq, kind, label, detail, cost), in order, including those completed before the stream opened, then `end` (the run as it ended) and the stream closes. Comment heartbeats keep the connection open. Closing the stream does not cancel the run.',
+        'Events: `run` (the run as it stands), one `step` per completed step (seq, kind, label, detail, cost), in order, including those completed before the stream opened, then `end` (the run as it ended) and the stream closes; `error` (a problem) in place of `end` when the stream cannot go on (the run itself goes on: reconnect). Comment heartbeats keep the connection open. Closing the stream does not cancel the run.',
       tags: ['simulations'],
       security: ANY_CALLER,
       params: idParams,
@@ -161,6 +161,10 @@ export function simulationRoutes(deps: RouteDeps): RouteDefinition[] {
             }
             wake = undefined;
           }
+        } catch (error) {
+          // The answer has begun: a client learns of a failure (a database outage, say) from an `error`
+          // event in place of `end`, and reconnects, instead of reading a stream that stops saying nothing.
+          stream.send('error', (toProblem(error) ?? new Problem(500, 'the progress stream failed')).toJSON(ctx.path));
         } finally {
           runner.events.off(`run:${first.id}`, listener);
           stream.end();
