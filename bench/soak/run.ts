@@ -16,7 +16,7 @@
  * and each user's balance is the sum of its ledger. Exits 1 when the reconciliation fails.
  */
 import { randomUUID } from 'node:crypto';
-import { readdirSync, readFileSync } from 'node:fs';
+import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import { cpus, loadavg } from 'node:os';
 import { parseArgs } from 'node:util';
 import pg from 'pg';
@@ -42,6 +42,8 @@ const WARMUP_S = Math.min(Number(args.warmup), SECONDS / 4);
 /** Flat: a least-squares slope after warm-up below these. */
 const RSS_FLAT_MIB_PER_MIN = 2;
 const FD_FLAT_PER_MIN = 1;
+/** Quiet seconds after the load before the last look at each process's descriptors. */
+const IDLE_S = 15;
 const ADMIN = { 'X-Admin-Key': 'dev-admin-key' };
 const BASTILLE = '1789/july/14/1530/france/ile-de-france/paris/storming-of-the-bastille';
 const step = (message: string) => process.stderr.write(`[soak] ${message}\n`);
@@ -113,6 +115,37 @@ function platformProcesses(): Record<string, number> {
 function measure(pid: number): { rss: number; fds: number } {
   const rss = Number(/VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))![1]) / 1024;
   return { rss, fds: readdirSync(`/proc/${pid}/fd`).length };
+}
+
+/** A process's descriptors by what they are: connections by the peer they reach, listening sockets, the rest. */
+function descriptorsOf(pid: number, peers: Record<number, string>): string {
+  const sockets = new Map<string, string>();
+  for (const table of ['tcp', 'tcp6']) {
+    for (const line of readFileSync(`/proc/${pid}/net/${table}`, 'utf8').split('\n').slice(1)) {
+      const fields = line.trim().split(/\s+/);
+      if (fields.length < 10) continue;
+      const [local, remote, state, inode] = [fields[1]!, fields[2]!, fields[3]!, fields[9]!];
+      const remotePort = parseInt(remote.split(':')[1]!, 16);
+      const localPort = parseInt(local.split(':')[1]!, 16);
+      sockets.set(inode, state === '0A' ? 'listening' : peers[remotePort] ? `to ${peers[remotePort]}` : peers[localPort] ? 'from clients' : 'other tcp');
+    }
+  }
+  const counts: Record<string, number> = {};
+  for (const fd of readdirSync(`/proc/${pid}/fd`)) {
+    let kind = 'other';
+    try {
+      const target = readlinkSync(`/proc/${pid}/fd/${fd}`);
+      const inode = /^socket:\[(\d+)\]$/.exec(target)?.[1];
+      kind = inode ? (sockets.get(inode) ?? 'other socket') : target.startsWith('anon_inode:') ? 'epoll/event' : target.startsWith('pipe:') ? 'pipe' : 'file';
+    } catch {
+      continue;
+    }
+    counts[kind] = (counts[kind] ?? 0) + 1;
+  }
+  return Object.entries(counts)
+    .sort((a, b) => b[1] - a[1])
+    .map(([kind, count]) => `${count} ${kind}`)
+    .join(', ');
 }
 
 const percentile = (sorted: number[], p: number) => (sorted.length ? sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * p))]! : NaN);
@@ -269,6 +302,13 @@ try {
   for (const row of balances) if (Number(row.balance) !== Number(row.sum)) problems.push(`user ${row.id}: balance ${row.balance}, ledger sums to ${row.sum}`);
   if (pendingJobs > 0) problems.push(`${pendingJobs} followed jobs still pending after 120 s`);
   await db.end();
+  // Idle again: the client's and the gateway's keep-alive connections time out (undici: 4 s), so what a
+  // process still holds then against what it held idle before the run is what the run left behind.
+  await new Promise((resolve) => setTimeout(resolve, IDLE_S * 1000));
+  const idle = Object.fromEntries(Object.entries(processes).map(([name, pid]) => [name, measure(pid)]));
+  const peers: Record<number, string> = { [Number(new URL(databaseUrl).port)]: 'postgres', [Number(new URL(infra.env.REDIS_URL!).port)]: 'redis' };
+  for (const [service, url] of Object.entries(platform.urls)) peers[Number(new URL(url).port)] = service;
+  const held = Object.fromEntries(Object.entries(processes).map(([name, pid]) => [name, descriptorsOf(pid, peers)]));
 
   // Figures.
   const warm = samples.filter((entry) => entry.at / 1000 >= WARMUP_S);
@@ -277,9 +317,12 @@ try {
     const afterWarmup = warm[0]!.processes[name]!;
     const last = samples.at(-1)!.processes[name]!;
     const rssSlope = slope(warm.map((entry) => [entry.at / 60_000, entry.processes[name]!.rss])) as number;
-    const fdSlope = slope(warm.map((entry) => [entry.at / 60_000, entry.processes[name]!.fds])) as number;
+    const peakFds = Math.max(...samples.map((entry) => entry.processes[name]!.fds));
+    // Descriptors follow the connection pools, which grow to the concurrency they meet and then stay:
+    // flat is no growth over the second half of the load.
+    const fdSlope = slope(samples.filter((entry) => entry.at / 1000 >= SECONDS / 2).map((entry) => [entry.at / 60_000, entry.processes[name]!.fds])) as number;
     const flat = rssSlope < RSS_FLAT_MIB_PER_MIN && fdSlope < FD_FLAT_PER_MIN;
-    return [name, fixed(first.rss), fixed(afterWarmup.rss), fixed(last.rss), fixed(rssSlope, 2), first.fds, afterWarmup.fds, last.fds, fixed(fdSlope, 2), flat ? 'flat' : 'GROWING'];
+    return [name, fixed(first.rss), fixed(afterWarmup.rss), fixed(last.rss), fixed(idle[name]!.rss), fixed(rssSlope, 2), first.fds, peakFds, last.fds, idle[name]!.fds, fixed(fdSlope, 2), flat ? 'flat' : 'GROWING'];
   });
   const windows = [...new Set(calls.map(windowOf))].sort((a, b) => a - b);
   const firstWindow = windows.find((window) => window * SAMPLE_S >= WARMUP_S) ?? windows[0]!;
@@ -312,8 +355,12 @@ try {
 
   console.log(`\nSoak through the gateway: ${SECONDS} s at ${RATE} requests/s (${total} calls, open loop), ${USERS} users, samples every ${SAMPLE_S} s, warm-up ${WARMUP_S} s`);
   console.log(`machine: ${cpus().length} cores, load average (1 min) ${fixed(Math.min(...load1))}–${fixed(Math.max(...load1))} during the run, mean ${fixed(load1.reduce((s, v) => s + v, 0) / load1.length)}\n`);
-  console.log(`Memory (RSS MiB) and open descriptors per process; slopes after warm-up, flat below ${RSS_FLAT_MIB_PER_MIN} MiB/min and ${FD_FLAT_PER_MIN} fd/min:\n`);
-  console.log(table(['process', 'RSS start', `RSS at ${WARMUP_S} s`, 'RSS end', 'RSS MiB/min', 'FDs start', `FDs at ${WARMUP_S} s`, 'FDs end', 'FDs /min', ''], processRows));
+  console.log(`Memory (RSS MiB) and open descriptors per process: before the load, after warm-up, at the end of the load and after ${IDLE_S} s idle; flat: RSS slope after warm-up below ${RSS_FLAT_MIB_PER_MIN} MiB/min and descriptors' slope over the load's second half below ${FD_FLAT_PER_MIN}/min:\n`);
+  console.log(table(['process', 'RSS start', `RSS at ${WARMUP_S} s`, 'RSS end', 'RSS idle', 'RSS MiB/min', 'FDs start', 'FDs peak', 'FDs end', 'FDs idle', 'FDs/min (2nd half)', ''], processRows));
+  console.log(`\nDescriptors held after ${IDLE_S} s idle:\n`);
+  console.log(table(['process', 'descriptors'], Object.entries(held).map(([name, what]) => [name, what])));
+  console.log('\nDescriptors per sample:\n');
+  console.log(table(['process', ...samples.map((entry) => `${Math.round(entry.at / 1000)} s`)], Object.keys(processes).map((name) => [name, ...samples.map((entry) => entry.processes[name]!.fds)])));
   console.log(`\nLatency ms p50 / p95 / p99 from the moment each call was due, window ${firstWindow * SAMPLE_S}–${(firstWindow + 1) * SAMPLE_S} s against ${lastWindow * SAMPLE_S}–${(lastWindow + 1) * SAMPLE_S} s and the whole run:\n`);
   console.log(table(['class', 'first window', 'last window', 'whole run', 'calls', 'errors'], latencyRows));
   console.log('\nPer window (all classes):\n');
