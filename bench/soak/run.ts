@@ -1,5 +1,6 @@
 /**
- * Soak through the gateway: `node bench/soak/run.ts [--seconds 120] [--rate 20] [--users 4] [--sample 5]`
+ * Soak through the gateway: `node bench/soak/run.ts [--seconds 120] [--rate 20] [--users 4] [--sample 5] [--warmup 20]`;
+ * the long variant `--seconds 1800 --sample 30 --warmup 120`. Figures in bench/README.md.
  *
  * The platform as `npm start` runs it on PostgreSQL and Redis (DATABASE_URL / REDIS_URL when set, a fresh
  * database on that server; else both started like `npm test`), driven through the gateway on loopback by
@@ -9,7 +10,8 @@
  * the calls in turn.
  *
  * Every `--sample` seconds: each service process's RSS (/proc/<pid>/status) and open descriptors
- * (/proc/<pid>/fd), and the window's latency percentiles and errors per route class. At the end, once the
+ * (/proc/<pid>/fd), and the window's latency percentiles and errors per route class; after the load and
+ * 15 s of quiet, each process's descriptors by what they are (connections by peer). At the end, once the
  * followed simulation jobs are settled: every call the client saw charged (X-Credits-Charged) has exactly
  * one charge in the gateway's ledger with that amount (matched by the X-Request-ID the client sent, which
  * the gateway records with the charge), every refunded call its one refund, no charge belongs to no call,
