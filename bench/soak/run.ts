@@ -66,6 +66,9 @@ const MIX: Kind[] = [
   { name: 'balance', weight: 3, charged: false, request: () => ({ method: 'GET', path: '/api/v1/credits/balance' }) },
   { name: 'generate', weight: 2, charged: true, request: () => ({ method: 'POST', path: '/api/v1/timepoints/generate/sync', body: { query: `${pick(QUERIES)} in ${1000 + Math.floor(Math.random() * 900)}`, preset: 'hyper' } }) },
   { name: 'simulate', weight: 1, charged: true, request: () => ({ method: 'POST', path: '/api/v1/simulate', body: { prompt: `What if the ${pick(QUERIES)} had gone otherwise`, fidelity: 1 } }) },
+  // Priced and charged by the gateway, refused by the simulation service (a prompt under 3 characters): the
+  // refund path, which the reconciliation must find as one refund per charge.
+  { name: 'refused', weight: 1, charged: true, request: () => ({ method: 'POST', path: '/api/v1/simulate', body: { prompt: 'x', fidelity: 1 } }) },
 ];
 const WHEEL = MIX.flatMap((kind) => Array.from({ length: kind.weight }, () => kind));
 
@@ -296,6 +299,7 @@ try {
       else if (Number(refunds[0]!.amount) !== -Number(charge.amount)) problems.push(`${id}: refund ${refunds[0]!.amount} of a charge of ${charge.amount}`);
       refundedBeforeAnswer += 1;
     }
+    if (call.status >= 400 && call.charged! > 0) problems.push(`${id}: refused, yet answered X-Credits-Charged ${call.charged}`);
     if (call.status >= 200 && call.status < 300 && MIX.find((kind) => kind.name === call.kind)!.charged && !(call.charged! > 0)) problems.push(`${id}: a charged route answered with X-Credits-Charged ${call.charged}`);
   }
   for (const requestId of chargesByRequest.keys()) if (!byRequest.has(requestId)) problems.push(`charge for request ${requestId}, which the client never sent`);
