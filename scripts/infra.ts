@@ -59,9 +59,14 @@ function asDbUser(command: string, args: string[]): [string, string[]] {
 export interface ListenOptions {
   host?: string;
   allow?: string;
+  /**
+   * PostgreSQL keeps every acknowledged commit across a crash, as in production. Otherwise commits are
+   * acknowledged before they reach the disk (fast tests), and an immediate stop loses the last ones.
+   */
+  durable?: boolean;
 }
 
-export async function startPostgres({ host = '127.0.0.1', allow }: ListenOptions = {}): Promise<{ url: string; down(): Promise<void>; up(): Promise<void>; stop(): Promise<void> }> {
+export async function startPostgres({ host = '127.0.0.1', allow, durable = false }: ListenOptions = {}): Promise<{ url: string; down(): Promise<void>; up(): Promise<void>; stop(): Promise<void> }> {
   let bin = postgresBin();
   if (!bin) {
     aptInstall('postgresql', 'postgresql-contrib');
@@ -84,8 +89,9 @@ export async function startPostgres({ host = '127.0.0.1', allow }: ListenOptions
   run('initdb', ['-D', data, '-U', 'postgres', '--auth=trust', '-E', 'UTF8', '--locale=C.UTF-8']);
   if (allow) appendFileSync(join(data, 'pg_hba.conf'), `host all all ${allow} trust\n`);
   const options = [
-    `-p ${port}`, `-k ${dir}`, `-c listen_addresses=${host}`, '-c fsync=off', '-c synchronous_commit=off',
-    '-c full_page_writes=off', '-c max_connections=400', '-c shared_buffers=256MB',
+    `-p ${port}`, `-k ${dir}`, `-c listen_addresses=${host}`,
+    ...(durable ? [] : ['-c fsync=off', '-c synchronous_commit=off', '-c full_page_writes=off']),
+    '-c max_connections=400', '-c shared_buffers=256MB',
   ].join(' ');
   run('pg_ctl', ['-D', data, '-o', options, '-l', join(dir, 'postgres.log'), '-w', 'start']);
   log(`postgresql on ${host}:${port} (${dir})`);

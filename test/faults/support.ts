@@ -25,7 +25,8 @@ export interface FaultPlatform {
 }
 
 export async function startFaultPlatform(env: NodeJS.ProcessEnv = {}): Promise<FaultPlatform> {
-  const postgres = await startPostgres();
+  // Durable: an immediate stop must lose no acknowledged commit, or a run a client was given could vanish.
+  const postgres = await startPostgres({ durable: true });
   const redis = await startRedis().catch(async (error: unknown) => {
     await postgres.stop();
     throw error;
