@@ -7,7 +7,7 @@
 // The node needs Linux, root and cgroups; elsewhere the suite is skipped and says why.
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
-import { nodeUnavailableReason } from '../k8s/node.ts';
+import { skipWithoutNode } from '../k8s/node.ts';
 import { applyAs, condition, waitFor, waitReady } from '../../operator/test/cluster.ts';
 import type { KubeObject } from '../../operator/src/kube/object.ts';
 import * as R from '../../operator/src/kube/resources.ts';
@@ -115,11 +115,7 @@ describe('the platform on a real node: operator, CRs, pods, traffic (test/e2e)',
     (await admin().list(R.Pod, { labelSelector: `tempora.dev/owner-uid=${owner.metadata.uid}` }, NAMESPACE)).items.filter((p) => !p.metadata.deletionTimestamp);
 
   before(async function () {
-    const reason = nodeUnavailableReason();
-    if (reason) {
-      console.log(`    skipped: ${reason}`);
-      this.skip();
-    }
+    skipWithoutNode(this);
     // A first run builds Kubernetes, BuildKit, CoreDNS, Traefik, the base image and an image per
     // deployable (docs/operator.md, "End to end"); cached, this takes seconds.
     this.timeout(90 * 60_000);

@@ -8,7 +8,7 @@ import type { AddressInfo } from 'node:net';
 import { Resolver } from 'node:dns/promises';
 import { K8S_VERSION } from './control-plane.ts';
 import { diffHost, processesMentioning, snapshotHost, type HostSnapshot } from './host-state.ts';
-import { KubeNode, NODE_ADDRESS, nodeUnavailableReason } from './node.ts';
+import { KubeNode, NODE_ADDRESS, skipWithoutNode } from './node.ts';
 
 function get(url: string): Promise<{ status: number; body: string }> {
   return new Promise((resolve, reject) => {
@@ -49,11 +49,7 @@ describe('a real one-node cluster (test/k8s/node.ts)', function () {
   let runDir = '';
 
   before(async function () {
-    const reason = nodeUnavailableReason();
-    if (reason) {
-      console.log(`    skipped: ${reason}`);
-      this.skip();
-    }
+    skipWithoutNode(this);
     // A first run builds the Kubernetes binaries, BuildKit, CoreDNS and the base image (about 15 min on
     // 2 cores); cached, the node starts in seconds.
     this.timeout(60 * 60_000);

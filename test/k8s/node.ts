@@ -54,6 +54,14 @@ export function nodeUnavailableReason(): string | undefined {
   return undefined;
 }
 
+/** From a suite's `before`: skips the suite, saying why, on a machine that cannot run the node. */
+export function skipWithoutNode(context: Mocha.Context): void {
+  const reason = nodeUnavailableReason();
+  if (!reason) return;
+  console.log(`    skipped: ${reason}`);
+  context.skip();
+}
+
 function run(command: string, args: string[], options: { input?: string; env?: NodeJS.ProcessEnv } = {}): string {
   return execFileSync(command, args, { encoding: 'utf8', input: options.input, env: options.env, stdio: ['pipe', 'pipe', 'pipe'] });
 }

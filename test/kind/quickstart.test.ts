@@ -14,7 +14,7 @@ import { chownSync, mkdirSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { parse } from 'yaml';
 import { binaryDir } from '../k8s/control-plane.ts';
-import { KubeNode, nodeUnavailableReason } from '../k8s/node.ts';
+import { KubeNode, skipWithoutNode } from '../k8s/node.ts';
 import { DEPLOYED_SERVICES } from '../../operator/src/reconcilers/platform-services.ts';
 import { Helm } from '../helm/helm.ts';
 import { kindDocBlocks, ROOT, runnable } from './kind-doc.ts';
@@ -77,11 +77,7 @@ describe('docs/kind.md on the test node (install, sign in, render, upgrade, roll
   }
 
   before(async function () {
-    const reason = nodeUnavailableReason();
-    if (reason) {
-      console.log(`    skipped: ${reason}`);
-      this.skip();
-    }
+    skipWithoutNode(this);
     // A first run builds Kubernetes, BuildKit, CoreDNS, kubectl and helm (about 25 min on 2 cores); cached,
     // the images still take minutes to build.
     this.timeout(90 * 60_000);

@@ -74,7 +74,8 @@ export async function openDatabase(options: DatabaseOptions): Promise<Database> 
  * tables) or while another migrates ("Migration table is already locked"), and a process killed while
  * migrating leaves its lock row set for good, so that no process of the service starts again. The
  * advisory lock makes the others wait instead, and dies with its holder's connection; whoever holds it is
- * the only migrator, so a lock row it finds set is stale and is freed.
+ * the only migrator, so a lock row it finds set is stale and is freed. The lock's transaction holds one
+ * pool connection while knex migrates on another: a pool needs at least two.
  */
 async function oneMigratorAtATime<T>(knex: Knex, tableName: string, migrate: () => Promise<T>): Promise<T> {
   return knex.transaction(async (trx) => {
