@@ -1,40 +1,10 @@
 import assert from 'node:assert/strict';
-import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { fileURLToPath } from 'node:url';
 import { freePort } from '../../scripts/infra.ts';
 import { FakeGeneration } from '../../services/graph/test/fake-generation.ts';
 import { createDatabase, dropDatabase } from '../support/database.ts';
-import { call, json } from './support.ts';
-
-const root = fileURLToPath(new URL('../..', import.meta.url));
-
-/** A service or worker as its own process (as a pod runs it), its output kept; killed with SIGKILL by the test. */
-class Proc {
-  readonly child: ChildProcess;
-  output = '';
-  constructor(script: string, env: NodeJS.ProcessEnv, args: string[] = []) {
-    this.child = spawn(process.execPath, [script, ...args], { cwd: root, env: { ...process.env, LOG_LEVEL: 'info', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
-    this.child.stdout!.on('data', (chunk) => (this.output += chunk));
-    this.child.stderr!.on('data', (chunk) => (this.output += chunk));
-  }
-
-  async said(pattern: RegExp, timeoutMs: number): Promise<void> {
-    const deadline = Date.now() + timeoutMs;
-    while (!pattern.test(this.output)) {
-      if (Date.now() > deadline || this.child.exitCode !== null) throw new Error(`no ${pattern} within ${timeoutMs} ms:\n${this.output.slice(-3000)}`);
-      await sleep(50);
-    }
-  }
-
-  async kill(signal: NodeJS.Signals = 'SIGKILL'): Promise<void> {
-    if (this.child.exitCode !== null || this.child.signalCode !== null) return;
-    const exited = new Promise((resolve) => this.child.once('exit', resolve));
-    this.child.kill(signal);
-    await exited;
-  }
-}
+import { call, json, Proc } from './support.ts';
 
 /**
  * Processes killed with SIGKILL while they hold work: nothing they held is lost or done twice. Each

@@ -1,9 +1,13 @@
 /**
  * What the fault suites share: the platform as `npm start` runs it on a PostgreSQL and a Redis of their
  * own (the suites stop and kill them), users with credits, a load of mixed calls that records every
- * answer, and the ledger's invariants read straight from the database.
+ * answer, the ledger's invariants read straight from the database, and a service or worker run as its
+ * own process for the suites that kill it.
  */
 import assert from 'node:assert/strict';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { startPostgres, startRedis } from '../../scripts/infra.ts';
 import { startPlatform, type Platform } from '../support/platform.ts';
@@ -179,4 +183,32 @@ export async function assertLedger(faults: FaultPlatform, userId: string): Promi
 export async function allHealthy(urls: Record<ServiceName, string>, limitMs: number): Promise<Record<string, number>> {
   const times = await Promise.all(Object.entries(urls).map(async ([service, url]) => [service, await timeUntilServing(() => call(service, `${url}/health`, {}, 2_000), limitMs)] as const));
   return Object.fromEntries(times);
+}
+
+const root = fileURLToPath(new URL('../..', import.meta.url));
+
+/** A service or worker as its own process (as a pod runs it), its output kept; killed with SIGKILL by the test. */
+export class Proc {
+  readonly child: ChildProcess;
+  output = '';
+  constructor(script: string, env: NodeJS.ProcessEnv, args: string[] = []) {
+    this.child = spawn(process.execPath, [script, ...args], { cwd: root, env: { ...process.env, LOG_LEVEL: 'info', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    this.child.stdout!.on('data', (chunk) => (this.output += chunk));
+    this.child.stderr!.on('data', (chunk) => (this.output += chunk));
+  }
+
+  async said(pattern: RegExp, timeoutMs: number): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    while (!pattern.test(this.output)) {
+      if (Date.now() > deadline || this.child.exitCode !== null) throw new Error(`no ${pattern} within ${timeoutMs} ms:\n${this.output.slice(-3000)}`);
+      await sleep(50);
+    }
+  }
+
+  async kill(signal: NodeJS.Signals = 'SIGKILL'): Promise<void> {
+    if (this.child.exitCode !== null || this.child.signalCode !== null) return;
+    const exited = new Promise((resolve) => this.child.once('exit', resolve));
+    this.child.kill(signal);
+    await exited;
+  }
 }

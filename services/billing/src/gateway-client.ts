@@ -26,8 +26,11 @@ const permanent = (status: number) => status >= 400 && status < 500 && status !=
 /** The gateway's ledger and tiers, as billing uses them: each call idempotent, so a retry is always safe. */
 export class GatewayClient {
   private readonly client: ServiceClient;
+  /** Each call is cut at this, all of it (connecting, the answer's head and body): the outbox's leases are sized on it. */
+  private readonly timeoutMs: number;
   constructor(baseUrl: string, serviceKey: string | undefined, timeoutMs: number) {
     this.client = new ServiceClient(baseUrl, serviceKey, timeoutMs);
+    this.timeoutMs = timeoutMs;
   }
 
   grant(booking: Booking): Promise<Booked> {
@@ -39,7 +42,7 @@ export class GatewayClient {
   }
 
   async setTier(userId: string, tier: Tier, requestId: string): Promise<void> {
-    const reply = await this.client.call('PUT', `/api/v1/users/${encodeURIComponent(userId)}/tier`, { requestId, json: { tier } });
+    const reply = await this.client.call('PUT', `/api/v1/users/${encodeURIComponent(userId)}/tier`, { requestId, json: { tier }, signal: AbortSignal.timeout(this.timeoutMs) });
     this.check('tier', reply.status, reply.text);
   }
 
@@ -47,6 +50,7 @@ export class GatewayClient {
     const reply = await this.client.call('POST', path, {
       requestId: booking.requestId,
       json: { user_id: booking.userId, amount: booking.amount, operation: booking.operation, idempotency_key: booking.idempotencyKey, metadata: booking.metadata },
+      signal: AbortSignal.timeout(this.timeoutMs),
     });
     this.check(path, reply.status, reply.text);
     const body = JSON.parse(reply.text) as { balance: number; replayed: boolean; taken?: number };

@@ -95,14 +95,22 @@ export interface HistoryRow {
 export type NewOutboxEntry = Pick<OutboxRow, 'user_id' | 'kind' | 'amount' | 'idempotency_key' | 'operation' | 'provider' | 'payment_ref'>;
 export type NewHistoryEntry = Omit<HistoryRow, 'id' | 'created_at'>;
 
-/** Leases outlast any one delivery (its call times out first), so two replicas never deliver one entry at once. */
-const LEASE = "interval '60 seconds'";
-
 /** Every SQL statement of billing; the methods that take `db` run inside the caller's transaction. */
 export class BillingRepository {
   readonly knex: Knex;
-  constructor(knex: Knex) {
+  /**
+   * How long a delivery or tier push is leased: longer than one attempt (its gateway call is cut at its
+   * time-out), so two replicas do not deliver one entry at once, and no longer, because a lease whose
+   * process died (a SIGKILL, a lost node) holds its entry back until it runs out.
+   */
+  readonly leaseMs: number;
+  constructor(knex: Knex, leaseMs: number) {
     this.knex = knex;
+    this.leaseMs = leaseMs;
+  }
+
+  private leaseEnd() {
+    return this.knex.raw('now() + make_interval(secs => ?::double precision)', [this.leaseMs / 1000]);
   }
 
   // ---------------------------------------------------------------- events
@@ -208,7 +216,7 @@ export class BillingRepository {
     if (userIds) due.whereIn('user_id', userIds);
     const rows: Pick<AccountRow, 'user_id' | 'tier' | 'push_attempts'>[] = await this.knex('billing_accounts')
       .whereIn('user_id', due)
-      .update({ push_lease_until: this.knex.raw(`now() + ${LEASE}`) }, ['user_id', 'tier', 'push_attempts']);
+      .update({ push_lease_until: this.leaseEnd() }, ['user_id', 'tier', 'push_attempts']);
     return rows;
   }
 
@@ -251,7 +259,7 @@ export class BillingRepository {
     if (userIds) due.whereIn('o.user_id', userIds);
     return this.knex<OutboxRow>('billing_outbox')
       .whereIn('id', due)
-      .update({ lease_until: this.knex.raw(`now() + ${LEASE}`), attempts: this.knex.raw('attempts + 1') })
+      .update({ lease_until: this.leaseEnd(), attempts: this.knex.raw('attempts + 1') })
       .returning('*');
   }
 

@@ -34,10 +34,14 @@ export interface BillingInstance {
 
 /** Past-due subscribers are looked at this often for a grace period that ran out. */
 const LAPSE_EVERY_MS = 60_000;
+/** What an outbox lease allows beyond the gateway call's time-out: the database statements before and after it. */
+const LEASE_MARGIN_MS = 5_000;
 
 export async function createBillingService(config: BillingConfig, logger = createLogger('billing', config.LOG_LEVEL)): Promise<BillingInstance> {
   const database = await openDatabase({ service: 'billing', url: config.DATABASE_URL, dataDir: config.TEMPORA_DATA_DIR, migrations, logger });
-  const repository = new BillingRepository(database.knex);
+  // A delivery's lease covers its gateway call (cut at GATEWAY_TIMEOUT_MS) and the statements around it;
+  // an entry whose process was killed mid-call is delivered again by another once the lease runs out.
+  const repository = new BillingRepository(database.knex, config.GATEWAY_TIMEOUT_MS + LEASE_MARGIN_MS);
   const catalogue = new Catalogue(config.BILLING_CATALOGUE);
   const metrics = new Metrics('billing');
   const billingMetrics = new BillingMetrics(metrics, repository);
