@@ -3,8 +3,7 @@ import { request } from 'undici';
 import type { Knex } from '@tempora/kit/data';
 import type { Logger } from '@tempora/kit/observability';
 import type { Credits } from './domain/credits.ts';
-import type { UpstreamTarget } from './proxy/proxy.ts';
-import { UPSTREAMS, type UpstreamName } from './proxy/routing.ts';
+import { UPSTREAMS, type UpstreamName, type UpstreamTarget } from './proxy/routing.ts';
 
 interface ChargedJobRow {
   charge_key: string;
@@ -80,23 +79,32 @@ export class ChargedJobs {
 
   /** Follows the job at `location` (already resolved against the call's URL) that the charge `chargeKey` paid for. */
   async follow(userId: string, chargeKey: string, upstream: UpstreamName, location: URL): Promise<void> {
-    await this.knex('charged_jobs')
-      .insert({
-        charge_key: chargeKey,
-        user_id: userId,
-        upstream,
-        location: `${location.pathname}${location.search}`,
-        check_after: this.knex.raw('now() + make_interval(secs => ?)', [seconds(this.settings.checkMs)]),
-      })
-      .onConflict('charge_key')
-      .ignore();
+    await this.knex.transaction(async (trx) => {
+      await trx('charged_jobs')
+        .insert({
+          charge_key: chargeKey,
+          user_id: userId,
+          upstream,
+          location: `${location.pathname}${location.search}`,
+          check_after: trx.raw('now() + make_interval(secs => ?)', [seconds(this.settings.checkMs)]),
+        })
+        .onConflict('charge_key')
+        .ignore();
+      // Followed from now on: the job's end settles the charge, no longer the call's.
+      await this.credits.close(userId, chargeKey, trx);
+    });
   }
 
-  /** Checks due jobs every CHARGED_JOB_CHECK_MS until `stop`. */
+  /**
+   * Checks due jobs every CHARGED_JOB_CHECK_MS until `stop`, and refunds the charges of calls that a
+   * stopped replica left unsettled (Credits.refundUnsettled).
+   */
   start(): void {
     const tick = () => {
-      this.round = this.checkDue()
-        .catch((error: unknown) => this.logger.warn({ err: error }, 'checking charged jobs failed'))
+      this.round = Promise.all([
+        this.checkDue().catch((error: unknown) => this.logger.warn({ err: error }, 'checking charged jobs failed')),
+        this.credits.refundUnsettled().catch((error: unknown) => this.logger.warn({ err: error }, 'refunding unsettled charges failed')),
+      ])
         .finally(() => {
           if (!this.stopped) this.timer = setTimeout(tick, this.settings.checkMs).unref();
         });

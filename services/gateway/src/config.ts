@@ -96,6 +96,10 @@ export const GatewayConfigSchema = baseConfigSchema('gateway').extend({
   /** Longest silence allowed inside a streamed upstream body (SSE keeps long streams alive with events). */
   UPSTREAM_BODY_TIMEOUT_MS: positiveInt(300_000),
   UPSTREAM_CONNECT_TIMEOUT_MS: positiveInt(5_000),
+  /** A charged call still running after this is cut off (504, or its stream ended) and refunded unless it delivered; above any call's own deadline. */
+  CHARGED_CALL_MAX_MS: positiveInt(900_000),
+  /** How long a replica retries booking a charged call's settlement the database refused; after that any replica refunds the charge. */
+  CHARGE_SETTLE_GRACE_MS: positiveInt(300_000),
   /** A charged call accepted for later (202) has its job checked this long after, then half as often each time, down to once a minute. */
   CHARGED_JOB_CHECK_MS: positiveInt(5_000),
   /** X-Service-Key the gateway presents to each upstream; unset: the first SERVICE_KEY. */

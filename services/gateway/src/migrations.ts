@@ -115,4 +115,23 @@ export const migrations: Migration[] = [
       await knex.schema.dropTableIfExists('charged_jobs');
     },
   },
+  {
+    name: '003_open_charges',
+    async up(knex: Knex) {
+      // A proxied call's charge until the call is settled: delivered (the row goes), refunded (the row
+      // goes with the refund, in one transaction) or followed as a job (charged_jobs takes over). A row
+      // past its settle_by belongs to a replica that stopped mid-call: any replica refunds it.
+      await knex.schema.createTable('open_charges', (table) => {
+        table.uuid('user_id').notNullable().references('users.id').onDelete('CASCADE');
+        table.text('charge_key').notNullable();
+        table.timestamp('settle_by', { useTz: true }).notNullable();
+        table.timestamp('created_at', { useTz: true }).notNullable().defaultTo(knex.fn.now());
+        table.primary(['user_id', 'charge_key']);
+        table.index(['settle_by']);
+      });
+    },
+    async down(knex: Knex) {
+      await knex.schema.dropTableIfExists('open_charges');
+    },
+  },
 ];

@@ -296,7 +296,7 @@ export class GatewayRepository {
    * overdraw, and the row lock is held for that one statement. A read without a lock answers replays and
    * obvious shortfalls first. The same idempotency key never charges twice.
    */
-  async charge(userId: string, amount: number, key: string, operation: string, metadata: object = {}): Promise<LedgerOutcome> {
+  async charge(userId: string, amount: number, key: string, operation: string, metadata: object = {}, settleWithinMs?: number): Promise<LedgerOutcome> {
     const pre = await this.knex('users')
       .leftJoin('credit_ledger', (join) => join.on('credit_ledger.user_id', 'users.id').andOnVal('credit_ledger.idempotency_key', key))
       .where('users.id', userId)
@@ -309,10 +309,17 @@ export class GatewayRepository {
         `with debit as (
            update users set balance = balance - ?, updated_at = now() where id = ? and balance >= ? returning balance
          )
-         insert into credit_ledger (user_id, amount, balance_after, kind, operation, idempotency_key, metadata)
-         select ?, ?, debit.balance, 'charge', ?, ?, ?::jsonb from debit
-         returning *`,
-        [amount, userId, amount, userId, -amount, operation, key, JSON.stringify(metadata)],
+         , entry as (
+           insert into credit_ledger (user_id, amount, balance_after, kind, operation, idempotency_key, metadata)
+           select ?, ?, debit.balance, 'charge', ?, ?, ?::jsonb from debit
+           returning *
+         )
+         , opened as (
+           insert into open_charges (user_id, charge_key, settle_by)
+           select user_id, idempotency_key, now() + make_interval(secs => ?::double precision) from entry where ?::double precision is not null
+         )
+         select * from entry`,
+        [amount, userId, amount, userId, -amount, operation, key, JSON.stringify(metadata), ...Array(2).fill(settleWithinMs === undefined ? null : settleWithinMs / 1000)],
       );
       const entry = result.rows[0];
       if (!entry) {
@@ -327,14 +334,20 @@ export class GatewayRepository {
     }
   }
 
-  /** The compensating entry for a charge; a charge is refunded at most once. */
-  async refund(userId: string, chargeKey: string, reason: string): Promise<LedgerOutcome | undefined> {
+  /**
+   * The compensating entry for a charge; a charge is refunded at most once, and is no longer open after.
+   * `onlyIfOpen`: only a charge still open is refunded (the sweep of charges a stopped replica left must
+   * not refund one that its call settled as delivered meanwhile).
+   */
+  async refund(userId: string, chargeKey: string, reason: string, onlyIfOpen = false): Promise<LedgerOutcome | undefined> {
     const charge = await this.knex<LedgerRow>('credit_ledger').where({ user_id: userId, idempotency_key: chargeKey, kind: 'charge' }).first();
     if (!charge) return undefined;
     const amount = -Number(charge.amount);
     const key = `refund:${chargeKey}`;
     try {
       return await this.knex.transaction(async (trx) => {
+        const closed = await this.closeCharge(userId, chargeKey, trx);
+        if (onlyIfOpen && !closed) return undefined;
         const [updated] = await trx('users').where({ id: userId }).increment('balance', amount).returning('balance');
         if (!updated) throw new UnknownUser(userId);
         const balance = Number((updated as { balance: string }).balance);
@@ -345,9 +358,46 @@ export class GatewayRepository {
       });
     } catch (error) {
       if (!isUniqueViolation(error)) throw error;
+      await this.closeCharge(userId, chargeKey);
       const entry = await this.knex<LedgerRow>('credit_ledger').where({ refund_of: charge.id }).first();
       return entry ? { entry, balance: (await this.balance(userId)) ?? 0, replayed: true } : undefined;
     }
+  }
+
+  /**
+   * The key to charge a call under that a client keyed `base` (its Idempotency-Key): `base` at first, the
+   * same key again while that charge stands (a retry rides on it, replayed), and a new one (`base#2`, …)
+   * once it was refunded, since the call it paid for failed and a retry is a new attempt to be paid.
+   */
+  async chargeKeyFor(userId: string, base: string): Promise<string> {
+    const latest = await this.knex('credit_ledger as c')
+      .where({ 'c.user_id': userId, 'c.kind': 'charge' })
+      .andWhere((where) => where.where('c.idempotency_key', base).orWhereLike('c.idempotency_key', `${base}#%`))
+      .orderBy('c.id', 'desc')
+      .first('c.idempotency_key', this.knex.raw('exists (select 1 from credit_ledger r where r.refund_of = c.id) as refunded'));
+    if (!latest) return base;
+    if (!latest.refunded) return latest.idempotency_key as string;
+    const attempt = Number(/#(\d+)$/.exec(latest.idempotency_key as string)?.[1] ?? 1);
+    return `${base}#${attempt + 1}`;
+  }
+
+  /** Ends a charge's open state (its call delivered, or a job follows it now); whether it was open. */
+  async closeCharge(userId: string, chargeKey: string, trx: Knex = this.knex): Promise<boolean> {
+    return (await trx('open_charges').where({ user_id: userId, charge_key: chargeKey }).delete()) > 0;
+  }
+
+  /**
+   * Charges left open past their settle_by, leased to this replica for `leaseMs` (another takes them up
+   * after that if this one stops too).
+   */
+  async leaseUnsettledCharges(leaseMs: number, limit: number): Promise<{ user_id: string; charge_key: string }[]> {
+    const result = await this.knex.raw<{ rows: { user_id: string; charge_key: string }[] }>(
+      `update open_charges set settle_by = now() + make_interval(secs => ?)
+       where (user_id, charge_key) in (select user_id, charge_key from open_charges where settle_by <= now() order by settle_by limit ? for update skip locked)
+       returning user_id, charge_key`,
+      [leaseMs / 1000, limit],
+    );
+    return result.rows;
   }
 
   async history(userId: string, limit: number, offset: number): Promise<{ items: LedgerRow[]; total: number }> {

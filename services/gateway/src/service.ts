@@ -70,7 +70,7 @@ export async function createGatewayService(config: GatewayConfig, logger = creat
   const limiter = new RateLimiter({ redis, prefix: `${config.REDIS_KEY_PREFIX}:gateway` });
   const defaultKey = config.SERVICE_KEY[0];
   const upstreamKey = (own: string | undefined) => own ?? defaultKey;
-  const credits = new Credits(repository, gatewayMetrics, logger);
+  const credits = new Credits(repository, gatewayMetrics, logger, { callMaxMs: config.CHARGED_CALL_MAX_MS, settleGraceMs: config.CHARGE_SETTLE_GRACE_MS });
   const upstreams = {
     generation: { url: config.GENERATION_URL, serviceKey: upstreamKey(config.GENERATION_SERVICE_KEY) },
     graph: { url: config.GRAPH_URL, serviceKey: upstreamKey(config.GRAPH_SERVICE_KEY) },

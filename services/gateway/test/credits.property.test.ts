@@ -50,7 +50,7 @@ describe('gateway credits ledger: properties on PostgreSQL', function () {
     const logger = createLogger('gateway', 'silent');
     database = await openDatabase({ service: 'gateway', url, dataDir: '', migrations, logger, pool: { min: 0, max: 12 } });
     repository = new GatewayRepository(database.knex);
-    credits = new Credits(repository, new GatewayMetrics(new Metrics('gateway')), logger);
+    credits = new Credits(repository, new GatewayMetrics(new Metrics('gateway')), logger, { callMaxMs: 900_000, settleGraceMs: 300_000 });
   });
   after(async () => {
     await database?.close();

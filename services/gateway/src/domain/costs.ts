@@ -11,6 +11,8 @@ export const DEFAULT_FIDELITY = 3;
 export interface PricedOperation {
   operation: string;
   amount: number;
+  /** Its service answers a retry carrying the first call's Idempotency-Key with that call's result: the retry is not charged again. */
+  keyed?: boolean;
 }
 
 /** A proxied route that costs credits, and how its price is read from the request body. */
@@ -33,7 +35,7 @@ const CHARGEABLE: ChargeableRoute[] = [
     pattern: /^\/api\/v1\/simulate\/?$/,
     price: (body) => {
       const fidelity = typeof body.fidelity === 'number' && Number.isInteger(body.fidelity) && body.fidelity >= 1 && body.fidelity <= 5 ? body.fidelity : DEFAULT_FIDELITY;
-      return { operation: `simulation.fidelity-${fidelity}`, amount: SIMULATION_FIDELITY_COSTS[fidelity as 1] };
+      return { operation: `simulation.fidelity-${fidelity}`, amount: SIMULATION_FIDELITY_COSTS[fidelity as 1], keyed: true };
     },
   },
 ];

@@ -1,8 +1,9 @@
-import { randomUUID } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import { Problem } from '@tempora/kit/http';
+import type { Knex } from '@tempora/kit/data';
 import type { Logger } from '@tempora/kit/observability';
 import type { GatewayMetrics } from '../metrics.ts';
-import { InsufficientCredits, type GatewayRepository, type LedgerOutcome } from '../repository.ts';
+import { IdempotencyConflict, InsufficientCredits, type GatewayRepository, type LedgerOutcome } from '../repository.ts';
 import { priceOf, type PricedOperation } from './costs.ts';
 
 /** 402 with what the operation needs and what the balance holds; for a proxied call, also its credit fields. */
@@ -17,65 +18,94 @@ export function insufficientCredits(error: InsufficientCredits, call?: { operati
 }
 
 /**
- * What a proxied call was charged: booked before the call is forwarded, and refunded at most once when
- * the call does not deliver what was paid for (the proxy says when).
+ * What a proxied call was charged: booked before the call is forwarded, open until the call settles it
+ * once: delivered (`deliver`), refunded (`refund`), or handed to the charged-jobs follower. A settlement
+ * the database refused is retried until the charge's settle-by time; past it, any replica refunds the
+ * charge (`Credits.refundUnsettled`), so a replica killed mid-call or mid-retry loses no refund.
+ * A call that replays an earlier one by its Idempotency-Key rides on that call's charge: it settles
+ * nothing and reports nothing charged.
  */
 export class CallCharge {
   readonly userId: string;
-  /** The ledger entry's idempotency key (`proxy:<uuid>`). */
+  /** The ledger entry's idempotency key (`proxy:<uuid>`, or derived from the client's Idempotency-Key). */
   readonly key: string;
   readonly price: PricedOperation;
   /** The balance right after the charge. */
   readonly balance: number;
+  /** This call booked the charge (false: it replays an earlier call that did). */
+  readonly owned: boolean;
   private readonly credits: Credits;
-  private refunding: Promise<number | undefined> | undefined;
+  /** Until when this replica retries a settlement the database refused. */
+  private readonly retryUntil: number;
+  private settling: Promise<number | undefined> | undefined;
 
-  constructor(credits: Credits, userId: string, key: string, price: PricedOperation, balance: number) {
+  constructor(credits: Credits, userId: string, key: string, price: PricedOperation, outcome: LedgerOutcome) {
     this.credits = credits;
     this.userId = userId;
     this.key = key;
     this.price = price;
-    this.balance = balance;
+    this.balance = outcome.balance;
+    this.owned = !outcome.replayed;
+    this.retryUntil = Date.now() + credits.settleWithinMs - SETTLE_MARGIN_MS;
+  }
+
+  /** Credits this call was charged. */
+  get charged(): number {
+    return this.owned ? this.price.amount : 0;
+  }
+
+  /** The call delivered what was paid for: the charge stands. */
+  deliver(): void {
+    if (this.owned) void this.settle('capture', () => this.credits.close(this.userId, this.key).then(() => undefined));
   }
 
   /**
-   * Books the refund, once: asking again returns the first refund's outcome. Resolves to the balance after
-   * it, or undefined when it could not be booked (logged: the ledger then still holds the charge).
+   * Books the refund, once: asking again (or after `deliver`) returns the first settlement's outcome.
+   * Resolves to the balance after it, or undefined when it could not be booked now (retried meanwhile).
    */
   refund(reason: string): Promise<number | undefined> {
-    this.refunding ??= this.credits.refund(this.userId, this.key, reason).then(
-      (outcome) => outcome?.balance,
-      (error: unknown) => {
-        this.credits.logger.error({ err: error, user: this.userId, charge: this.key }, 'refund failed; retrying in the background');
-        void this.retryRefund(reason);
-        return undefined;
-      },
-    );
-    return this.refunding;
+    if (!this.owned) return Promise.resolve(undefined);
+    return this.settle('refund', () => this.credits.refund(this.userId, this.key, reason).then((outcome) => outcome?.balance));
   }
 
-  /**
-   * A refund that failed (the database was down when the call failed, often for the same reason) is booked
-   * again with backoff for REFUND_RETRY_MS: refunds are idempotent per charge, so a retry never pays twice.
-   */
-  private async retryRefund(reason: string): Promise<void> {
-    const until = Date.now() + REFUND_RETRY_MS;
-    for (let wait = 500; Date.now() < until; wait = Math.min(wait * 2, 10_000)) {
+  private settle(kind: 'capture' | 'refund', book: () => Promise<number | undefined>): Promise<number | undefined> {
+    this.settling ??= book().catch((error: unknown) => {
+      this.credits.logger.error({ err: error, user: this.userId, charge: this.key }, `${kind} failed; retrying in the background`);
+      void this.retry(kind, book);
+      return undefined;
+    });
+    return this.settling;
+  }
+
+  /** A settlement that failed (the database was down, often the reason the call failed) is booked again with backoff. */
+  private async retry(kind: 'capture' | 'refund', book: () => Promise<unknown>): Promise<void> {
+    for (let wait = 500; Date.now() + wait < this.retryUntil; wait = Math.min(wait * 2, 10_000)) {
       await new Promise((resolve) => setTimeout(resolve, wait).unref());
       try {
-        await this.credits.refund(this.userId, this.key, reason);
-        this.credits.logger.info({ user: this.userId, charge: this.key }, 'refund booked on retry');
+        await book();
+        this.credits.logger.info({ user: this.userId, charge: this.key }, `${kind} booked on retry`);
         return;
       } catch (error) {
-        this.credits.logger.warn({ err: error, user: this.userId, charge: this.key }, 'refund retry failed');
+        this.credits.logger.warn({ err: error, user: this.userId, charge: this.key }, `${kind} retry failed`);
       }
     }
-    this.credits.logger.error({ user: this.userId, charge: this.key }, 'refund abandoned: the ledger keeps the charge');
+    this.credits.logger.error({ user: this.userId, charge: this.key }, `${kind} not booked; the charge is refunded once past its settle-by time`);
   }
 }
 
-/** How long a failed refund is retried in this process. */
-const REFUND_RETRY_MS = 15 * 60_000;
+/** A replica stops retrying this long before the charge's settle-by time, when the sweep may refund it. */
+const SETTLE_MARGIN_MS = 5_000;
+/** Unsettled charges refunded per statement by the sweep, and how long a replica holds them meanwhile. */
+const SWEEP_BATCH = 50;
+const SWEEP_LEASE_MS = 60_000;
+
+/** How long a charged call may run, and how long its settlement may be retried after. */
+export interface ChargeTimes {
+  /** CHARGED_CALL_MAX_MS: a charged call still running after this is cut off (and refunded unless delivered). */
+  callMaxMs: number;
+  /** CHARGE_SETTLE_GRACE_MS: how long a settlement the database refused is retried before the sweep refunds the charge. */
+  settleGraceMs: number;
+}
 
 /**
  * Spending and giving back credits, with the metrics that count them: proxied calls (priced from their
@@ -86,10 +116,18 @@ export class Credits {
   private readonly repository: GatewayRepository;
   private readonly metrics: GatewayMetrics;
 
-  constructor(repository: GatewayRepository, metrics: GatewayMetrics, logger: Logger) {
+  readonly times: ChargeTimes;
+
+  constructor(repository: GatewayRepository, metrics: GatewayMetrics, logger: Logger, times: ChargeTimes) {
     this.repository = repository;
     this.metrics = metrics;
     this.logger = logger;
+    this.times = times;
+  }
+
+  /** How long after its charge a proxied call's charge may stay open before any replica refunds it. */
+  get settleWithinMs(): number {
+    return this.times.callMaxMs + this.times.settleGraceMs;
   }
 
   /**
@@ -97,7 +135,7 @@ export class Credits {
    * it under a key of its own (never the client's request id, which a client could replay): 402 when the
    * balance is short.
    */
-  async chargeCall(userId: string, method: string, path: string, body: Buffer, metadata: object): Promise<CallCharge> {
+  async chargeCall(userId: string, method: string, path: string, body: Buffer, metadata: object, idempotencyKey?: string): Promise<CallCharge> {
     let parsed: unknown;
     try {
       parsed = body.length > 0 ? JSON.parse(body.toString('utf8')) : {};
@@ -106,27 +144,59 @@ export class Credits {
     }
     const price = priceOf(method, path, parsed);
     if (!price) throw new Error(`${method} ${path} is not chargeable`);
-    const key = `proxy:${randomUUID()}`;
+    const key = idempotencyKey === undefined || !price.keyed ? `proxy:${randomUUID()}` : await this.repository.chargeKeyFor(userId, idempotencyChargeKey(method, path, idempotencyKey));
     try {
-      const outcome = await this.charge(userId, price.amount, key, price.operation, metadata);
-      return new CallCharge(this, userId, key, price, outcome.balance);
+      const outcome = await this.charge(userId, price.amount, key, price.operation, metadata, this.settleWithinMs);
+      return new CallCharge(this, userId, key, price, outcome);
     } catch (error) {
       if (error instanceof InsufficientCredits) throw insufficientCredits(error, price);
+      if (error instanceof IdempotencyConflict) throw new Problem(422, 'the Idempotency-Key was used with a different request (another price)', { headers: { 'X-Credits-Charged': '0' } });
       throw error;
     }
   }
 
   /** Takes `amount` credits (the same key never twice); throws InsufficientCredits when the balance is short. */
-  async charge(userId: string, amount: number, key: string, operation: string, metadata: object = {}): Promise<LedgerOutcome> {
-    const outcome = await this.repository.charge(userId, amount, key, operation, metadata);
+  async charge(userId: string, amount: number, key: string, operation: string, metadata: object = {}, settleWithinMs?: number): Promise<LedgerOutcome> {
+    const outcome = await this.repository.charge(userId, amount, key, operation, metadata, settleWithinMs);
     if (!outcome.replayed) this.metrics.creditsCharged.inc({ operation }, amount);
     return outcome;
   }
 
   /** Gives back the charge booked under `chargeKey` (at most once); undefined when there is no such charge. */
-  async refund(userId: string, chargeKey: string, reason: string): Promise<LedgerOutcome | undefined> {
-    const outcome = await this.repository.refund(userId, chargeKey, reason);
+  async refund(userId: string, chargeKey: string, reason: string, onlyIfOpen = false): Promise<LedgerOutcome | undefined> {
+    const outcome = await this.repository.refund(userId, chargeKey, reason, onlyIfOpen);
     if (outcome && !outcome.replayed) this.metrics.creditsRefunded.inc({ operation: outcome.entry.operation ?? 'unknown' }, Number(outcome.entry.amount));
     return outcome;
   }
+
+  /** The call a charge paid for delivered, or a job follows it now: the charge is no longer open. */
+  async close(userId: string, chargeKey: string, trx?: Knex): Promise<void> {
+    await this.repository.closeCharge(userId, chargeKey, trx);
+  }
+
+  /**
+   * Refunds the charges whose calls were never settled by their settle-by time: the replica that held the
+   * call stopped (killed mid-call, or while it retried a settlement). Returns how many it refunded.
+   */
+  async refundUnsettled(): Promise<number> {
+    let refunded = 0;
+    for (;;) {
+      const due = await this.repository.leaseUnsettledCharges(SWEEP_LEASE_MS, SWEEP_BATCH);
+      for (const charge of due) {
+        const outcome = await this.refund(charge.user_id, charge.charge_key, 'the call was never settled: the gateway replica that held it stopped', true);
+        if (outcome && !outcome.replayed) {
+          refunded += 1;
+          this.logger.warn({ user: charge.user_id, charge: charge.charge_key }, 'refunded a charge left open by a stopped replica');
+        }
+      }
+      if (due.length < SWEEP_BATCH) return refunded;
+    }
+  }
 }
+
+/**
+ * The ledger key of a charged call that carries an Idempotency-Key: one per user (the ledger's keys are
+ * per user), method, path and client key, hashed so that any key the client chose fits.
+ */
+const idempotencyChargeKey = (method: string, path: string, idempotencyKey: string) =>
+  `proxy:idem:${createHash('sha256').update(`${method} ${path.replace(/\/$/, '')} ${idempotencyKey}`).digest('hex')}`;

@@ -8,14 +8,9 @@ import type { ChargedJobs } from '../charged-jobs.ts';
 import type { CallCharge, Credits } from '../domain/credits.ts';
 import type { GatewayMetrics } from '../metrics.ts';
 import { decide, type Forwarding } from './decision.ts';
-import { upstreamRequestFields, type ClientRequest } from './header-contract.ts';
-import { PROXY_ROUTE, UPSTREAMS, type UpstreamName } from './routing.ts';
+import { headerValue, upstreamRequestFields, type ClientRequest } from './header-contract.ts';
+import { PROXY_ROUTE, UPSTREAMS, type UpstreamName, type UpstreamTarget } from './routing.ts';
 import { UpstreamCall, type CallDeps } from './upstream-call.ts';
-
-export interface UpstreamTarget {
-  url: string;
-  serviceKey: string | undefined;
-}
 
 export interface ProxySettings {
   upstreams: Record<UpstreamName, UpstreamTarget>;
@@ -66,11 +61,13 @@ export class Proxy {
       metrics,
       logger,
       timeoutMs: settings.timeoutMs,
+      chargedCallMaxMs: credits.times.callMaxMs,
       followJob: async (charge, upstream, path, location) => {
         const target = this.targets[upstream];
         const url = URL.parse(location, `${target.origin}${target.basePath}${path}`);
         if (url?.origin !== target.origin) {
           logger.warn({ upstream, path, location }, 'a charged call was accepted for later with a Location the gateway cannot follow; its charge stands');
+          charge.deliver();
           return;
         }
         await jobs.follow(charge.userId, charge.key, upstream, url).catch((error: unknown) => logger.error({ err: error, charge: charge.key }, 'could not follow a charged job'));
@@ -123,7 +120,8 @@ export class Proxy {
     if (forwarding.user && forwarding.chargeable) {
       const raw = body ? await readLimited(req, this.settings.bodyLimitBytes) : Buffer.alloc(0);
       body = raw.length > 0 ? raw : undefined;
-      charge = await this.credits.chargeCall(forwarding.user.userId, request.method, request.path, raw, { path: request.path, request_id: request.requestId });
+      const idempotencyKey = headerValue(req.headers['idempotency-key']) || undefined;
+      charge = await this.credits.chargeCall(forwarding.user.userId, request.method, request.path, raw, { path: request.path, request_id: request.requestId }, idempotencyKey);
     }
     return new Promise((resolve, reject) => {
       this.relay(request, forwarding, body, charge, onAnswer, (error) => (error === undefined ? resolve() : reject(error)));

@@ -3,6 +3,12 @@
 export const UPSTREAMS = ['generation', 'graph', 'billing', 'simulation', 'conductor'] as const;
 export type UpstreamName = (typeof UPSTREAMS)[number];
 
+/** Where an upstream is, and the X-Service-Key the gateway presents to it. */
+export interface UpstreamTarget {
+  url: string;
+  serviceKey: string | undefined;
+}
+
 /** The route label of proxied requests in the request metrics, per upstream. */
 export const PROXY_ROUTE = Object.fromEntries(UPSTREAMS.map((name) => [name, `proxy:${name}`])) as Record<UpstreamName, string>;
 

@@ -15,6 +15,8 @@ export interface CallDeps {
   logger: Logger;
   /** UPSTREAM_TIMEOUT_MS, for the 504's words. */
   timeoutMs: number;
+  /** CHARGED_CALL_MAX_MS: a charged call is cut off after this, before its charge's settle-by time (domain/credits.ts). */
+  chargedCallMaxMs: number;
   /** Books the job a charged call started (a 202 answer's Location) to be followed, and refunded if it fails. */
   followJob(charge: CallCharge, upstream: UpstreamName, path: string, location: string): Promise<void>;
 }
@@ -68,6 +70,8 @@ export class UpstreamCall implements Dispatcher.DispatchHandler {
   private held: HeldAnswer | undefined;
   /** A charged call's event stream, watched for the event that ends it: it delivered only if that is `done`. */
   private events: EventStreamWatch | undefined;
+  /** A charged call's limit: it was cut off at CHARGED_CALL_MAX_MS. */
+  private cutOff = false;
   private readonly onClientGone = () => {
     if (this.call.request.res.writableFinished) return;
     this.abandoned = true;
@@ -77,10 +81,24 @@ export class UpstreamCall implements Dispatcher.DispatchHandler {
   private readonly deps: CallDeps;
   private readonly call: CallSpec;
 
-  constructor(deps: CallDeps, call: CallSpec) {
+  constructor(deps: CallDeps, spec: CallSpec) {
     this.deps = deps;
-    this.call = call;
+    let call = spec;
     call.request.res.on('close', this.onClientGone);
+    if (call.charge?.owned) {
+      const limit = setTimeout(() => {
+        this.cutOff = true;
+        this.controller?.abort(new Error('the charged call outlived CHARGED_CALL_MAX_MS'));
+      }, deps.chargedCallMaxMs).unref();
+      call = {
+        ...call,
+        done: (error) => {
+          clearTimeout(limit);
+          spec.done(error);
+        },
+      };
+    }
+    this.call = call;
   }
 
   /** The balance the response reports when nothing is refunded. */
@@ -116,7 +134,7 @@ export class UpstreamCall implements Dispatcher.DispatchHandler {
       if (isEventStream(headers)) this.events = new EventStreamWatch();
     }
     this.call.onAnswer?.();
-    writeAnswerHead(this.call.request, statusCode, headers, user ? { charged: charge?.price.amount ?? 0, balance: this.balance } : undefined);
+    writeAnswerHead(this.call.request, statusCode, headers, user ? { charged: charge?.charged ?? 0, balance: this.balance } : undefined);
   }
 
   onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
@@ -148,6 +166,7 @@ export class UpstreamCall implements Dispatcher.DispatchHandler {
       });
       return;
     }
+    charge?.deliver();
     request.res.end();
     done();
   }
@@ -175,7 +194,7 @@ export class UpstreamCall implements Dispatcher.DispatchHandler {
     this.held = held;
     const charge = this.call.charge!;
     void booking.then((credits) => {
-      held.credits = credits ?? { charged: charge.price.amount, balance: charge.balance };
+      held.credits = credits ?? { charged: charge.charged, balance: charge.balance };
       this.release(controller);
     });
   }
@@ -210,7 +229,8 @@ export class UpstreamCall implements Dispatcher.DispatchHandler {
       // delivered. An event stream delivered only if its `done` passed; another answer unless the
       // upstream broke it off (a client that leaves it midway was being given work already done).
       const undelivered = this.events ? this.events.outcome !== 'done' : !abandoned;
-      if (charge && undelivered) await charge.refund(abandoned ? 'the client went away before the stream was done' : 'upstream stream failed');
+      if (charge && undelivered) await charge.refund(this.cutOff ? 'the call outlived CHARGED_CALL_MAX_MS' : abandoned ? 'the client went away before the stream was done' : 'upstream stream failed');
+      else charge?.deliver();
       deps.logger.debug({ err: error, upstream }, 'proxied stream ended early');
       res.destroy();
       return;
@@ -223,6 +243,7 @@ export class UpstreamCall implements Dispatcher.DispatchHandler {
     if (error instanceof undiciErrors.HeadersTimeoutError || error instanceof undiciErrors.BodyTimeoutError) {
       throw new Problem(504, `the ${upstream} service did not answer within ${Math.round(deps.timeoutMs / 1000)} s`, { headers: creditHeaders });
     }
+    if (this.cutOff) throw new Problem(504, `the ${upstream} service did not finish within ${Math.round(deps.chargedCallMaxMs / 1000)} s`, { headers: creditHeaders });
     // Also a client gone while the request waited in the gateway (e.g. during a shutdown's drain).
     if (abandoned || res.destroyed) {
       deps.logger.debug({ upstream }, 'client went away before the upstream answered');
