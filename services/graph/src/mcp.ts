@@ -1,6 +1,7 @@
 import type { Context } from 'koa';
 import type Router from '@koa/router';
 import { z } from 'zod';
+import { findUnstorableText, type ProblemFieldError } from '@tempora/kit/http';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import { CAUSAL_TYPES, PATH_DEFAULT_TYPES } from './domain/edge-types.ts';
@@ -114,6 +115,12 @@ export function buildMcpServer(graph: GraphService, caller: McpCaller, count: Mc
       name,
       { description, inputSchema: lenient(input), outputSchema: orError(output).shape, annotations: { readOnlyHint: readOnly, openWorldHint: false } },
       async (args: unknown) => {
+        const unstorable: ProblemFieldError[] = [];
+        findUnstorableText(args, 'arguments', unstorable);
+        if (unstorable.length > 0) {
+          count(name, 'invalid');
+          return failure(name, unstorable.map((issue) => `${issue.path}: ${issue.message}`).join('; '));
+        }
         const parsed = input.safeParse(args ?? {});
         if (!parsed.success) {
           count(name, 'invalid');

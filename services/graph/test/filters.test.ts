@@ -140,6 +140,16 @@ describe('graph filters', function () {
       });
     }
 
+    it('POST /ingest/tdf with a NUL character or a lone surrogate in a record → 422 naming the field, nothing stored', async () => {
+      const path = '/1800/may/1/1200/figureland/north/alpha/nul-in-name';
+      for (const [event_name, field] of [['Nul\u0000name', 'body.payload.event_name'], ['Lone \ud800', 'body.payload.event_name']]) {
+        const reply = await h.post('/ingest/tdf', { payload: { path, event_name, layer: 0 } }, writer);
+        assert.equal(reply.status, 422, JSON.stringify(reply.body));
+        assert.deepEqual(reply.body.errors.map((error: { path: string }) => error.path), [field]);
+      }
+      assert.equal((await h.get(`/api/v1/moments${path}`, serviceKey)).status, 404);
+    });
+
     it('still applies valid values of the same filters', async () => {
       assert.deepEqual(slugs((await h.get('/search?tags=fixture&country=figureland&city=alpha&entity=walesa', serviceKey)).body.items), ['walesa']);
       assert.equal((await h.get('/api/v1/moments?year_from=1800&year_to=1800&offset=0')).body.total, Object.keys(FIGURES).length);

@@ -81,6 +81,9 @@ describe('graph MCP server', function () {
       ['find_path', { from_path: chain(0) }],
       ['graph_moment', { path: '/1900/march/1/1200/testland/north/alpha/missing' }],
       ['graph_search', { year_from: 'long ago' }],
+      // Text PostgreSQL cannot store is refused before it reaches the database.
+      ['graph_search', { query: 'moon\u0000landing' }],
+      ['graph_search', { entity: '\ud800' }],
     ] as const) {
       const reply = await call(client, tool, args);
       assert.equal(reply.isError, true, `${tool} ${JSON.stringify(args)}`);

@@ -119,6 +119,12 @@ describe('kit validation', () => {
     assert.deepEqual(reply.body.errors, [{ path: 'body', message: 'a JSON body is required' }]);
   });
 
+  it('refuses unstorable text in the body of a route that validates its body itself (POST /ingest/tdf is one)', async () => {
+    const reply = await request(base, '/api/v1/batch', { method: 'POST', headers: { 'content-type': 'application/json' }, raw: '[{"name":"a\\u0000b"}]' });
+    assert.equal(reply.status, 422);
+    assert.deepEqual(reply.body.errors.map((e: { path: string }) => e.path), ['body.0.name']);
+  });
+
   it('still answers a body of another media type with a 415 naming it', async () => {
     const reply = await request(base, '/api/v1/things', { method: 'POST', headers: { 'content-type': 'text/plain' }, raw: 'name' });
     assert.equal(reply.status, 415);

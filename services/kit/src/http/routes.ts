@@ -98,11 +98,12 @@ export function findUnstorableText(value: unknown, path: string, errors: Problem
   }
 }
 
+/** A part checked for unstorable text, then by its schema; a route that validates a part itself (no schema) gets it checked for text only. */
 function parsePart<S extends z.ZodType>(schema: S | undefined, value: unknown, part: string, errors: ProblemFieldError[]): unknown {
-  if (!schema) return value;
   const before = errors.length;
   findUnstorableText(value, part, errors);
   if (errors.length > before) return undefined;
+  if (!schema) return value;
   const result = schema.safeParse(value);
   if (result.success) return result.data;
   errors.push(...zodIssues(result.error, part));
