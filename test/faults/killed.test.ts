@@ -1,10 +1,12 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { freePort } from '../../scripts/infra.ts';
 import { FakeGeneration } from '../../services/graph/test/fake-generation.ts';
 import { createDatabase, dropDatabase } from '../support/database.ts';
-import { call, json, Proc } from './support.ts';
+import { ADMIN, call, json, Proc, user } from './support.ts';
 
 /**
  * Processes killed with SIGKILL while they hold work: nothing they held is lost or done twice. Each
@@ -25,6 +27,70 @@ describe('faults: a process killed (SIGKILL) while it holds work', function () {
   // An agent pool worker killed mid-task: services/generation/test/pool.test.ts (redelivered, answered
   // once); a simulation service killed mid-run: services/simulation/test/runs.test.ts (resumed from its
   // last step, budget settled once). Both kill real processes with SIGKILL.
+
+  describe('a gateway holding a charged call', () => {
+    let database: string;
+    let generation: Server;
+    let held = 0;
+    before(async () => {
+      database = await createDatabase('faults_gateway');
+      // A generation service that takes every render and never answers: the call is in flight when the gateway dies.
+      generation = createServer((req) => {
+        if (req.method === 'POST') held += 1;
+      });
+      await new Promise<void>((resolve) => generation.listen(0, '127.0.0.1', resolve));
+    });
+    after(async () => {
+      generation.closeAllConnections();
+      await new Promise((resolve) => generation.close(resolve));
+      await dropDatabase(database);
+    });
+
+    it('leaves the charge open in the database; another replica refunds it once past its settle-by time, once', async () => {
+      const port = await freePort();
+      const base = `http://127.0.0.1:${port}`;
+      const env: NodeJS.ProcessEnv = {
+        PORT: String(port),
+        DATABASE_URL: database,
+        REDIS_URL: process.env.REDIS_URL,
+        REDIS_KEY_PREFIX: `faults-${randomBytes(4).toString('hex')}`,
+        SERVICE_KEY: 'faults-service-key',
+        ADMIN_KEY: ADMIN['X-Admin-Key'],
+        GENERATION_URL: `http://127.0.0.1:${(generation.address() as AddressInfo).port}`,
+        // Settle-by 4 s after the charge (its call cut off at 3 s, its settlement retried 1 s more); swept every 250 ms.
+        CHARGED_CALL_MAX_MS: '3000',
+        CHARGE_SETTLE_GRACE_MS: '1000',
+        CHARGED_JOB_CHECK_MS: '250',
+        OTEL_SDK_DISABLED: 'true',
+      };
+      const first = start('services/gateway/src/main.ts', env);
+      await first.said(/gateway service listening/, 90_000);
+      const buyer = await user(base, 'pro');
+      const before = (await call('balance', `${base}/api/v1/credits/balance`, { headers: buyer.auth })).body.balance as number;
+      const pending = call('generate', `${base}/api/v1/timepoints/generate/sync`, json(buyer.auth, { query: 'The fall of Constantinople, 1453' }), 30_000);
+      const deadline = Date.now() + 30_000;
+      while (held === 0 && Date.now() < deadline) await sleep(25);
+      assert.equal(held, 1, `the call reached generation:\n${first.output.slice(-2000)}`);
+      await first.kill();
+      const killedAt = Date.now();
+      assert.equal((await pending).status, 0, 'the client lost its connection with the gateway');
+      const second = start('services/gateway/src/main.ts', env);
+      await second.said(/gateway service listening/, 90_000);
+      let balance = -1;
+      while (balance !== before && Date.now() < killedAt + 30_000) {
+        balance = (await call('balance', `${base}/api/v1/credits/balance`, { headers: buyer.auth })).body.balance;
+        await sleep(100);
+      }
+      const refundedMs = Date.now() - killedAt;
+      assert.equal(balance, before, `refunded:\n${second.output.slice(-2000)}`);
+      assert.match(second.output, /refunded a charge left open by a stopped replica/);
+      await sleep(1_000);
+      const history = (await call('history', `${base}/api/v1/credits/history`, { headers: buyer.auth })).body.items as Array<{ kind: string; refund_of: string | null }>;
+      assert.deepEqual(history.slice(0, 2).map((entry) => entry.kind), ['refund', 'charge'], 'one charge, refunded once');
+      assert.equal((await call('balance', `${base}/api/v1/credits/balance`, { headers: buyer.auth })).body.balance, before);
+      process.stderr.write(`      [faults] gateway killed holding a charged call: refunded by the next replica ${refundedMs} ms after the kill (settle-by 4 s after the charge)\n`);
+    });
+  });
 
   describe('a graph renderer in the middle of a render', () => {
     const generation = new FakeGeneration();
