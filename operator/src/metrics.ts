@@ -17,6 +17,8 @@ export interface OperatorMetrics {
   informerRelists: Counter<'resource' | 'reason'>;
   informerRestarts: Counter<'resource'>;
   leaderStatus: Gauge<'name'>;
+  certificateExpiry: Gauge<'namespace' | 'gateway' | 'secret'>;
+  secretMissing: Gauge<'namespace' | 'gateway' | 'secret'>;
 }
 
 const DURATION_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
@@ -101,6 +103,19 @@ export function createMetrics(): OperatorMetrics {
       name: 'leader_election_master_status',
       help: 'Whether this instance currently holds the leader lease (1) or not (0)',
       labelNames: ['name'],
+      registers,
+    }),
+    // Named like cert-manager's certmanager_certificate_expiration_timestamp_seconds, so alerts read it the same way.
+    certificateExpiry: new Gauge({
+      name: 'tempora_operator_certificate_expiry_timestamp_seconds',
+      help: "When the certificate in a Gateway's Ingress TLS Secret (tls.crt) expires, in Unix seconds; no series while the Secret is missing or holds no certificate (see tempora_operator_secret_missing)",
+      labelNames: ['namespace', 'gateway', 'secret'],
+      registers,
+    }),
+    secretMissing: new Gauge({
+      name: 'tempora_operator_secret_missing',
+      help: 'Whether a Secret a Gateway names is missing, lacks a key read from it, or (its Ingress TLS Secret) holds no certificate (1), or is there (0)',
+      labelNames: ['namespace', 'gateway', 'secret'],
       registers,
     }),
   };

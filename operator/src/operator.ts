@@ -20,6 +20,7 @@ import { agentPoolReconciler } from './reconcilers/agent-pool.ts';
 import { BudgetReports } from './reconcilers/budget-reports.ts';
 import { CHILD_READ_PATHS, MANAGED_BY, MANAGED_BY_LABEL, OWNER_UID_LABEL, type ReconcileContext } from './reconcilers/context.ts';
 import { gatewayReconciler } from './reconcilers/gateway.ts';
+import { GatewaySecrets } from './reconcilers/gateway-secrets.ts';
 import { graphWorkerReconciler } from './reconcilers/graph-worker.ts';
 import { simulationBudgetReconciler } from './reconcilers/simulation-budget.ts';
 
@@ -53,6 +54,7 @@ export class Operator {
   readonly #owners = new Map<string, Informer>();
   readonly #optionalApis: OptionalApis;
   readonly #featureTtlMs: number;
+  readonly #secrets: GatewaySecrets;
   #featureTimer: NodeJS.Timeout | undefined;
   #server: Server | undefined;
   #leading = false;
@@ -87,6 +89,7 @@ export class Operator {
     this.informers.set(R.Pod.plural, pods);
     this.#featureTtlMs = options.featureTtlMs ?? 30_000;
     this.#optionalApis = new OptionalApis(this.client, this.#featureTtlMs);
+    this.#secrets = new GatewaySecrets(this.client, this.metrics, log);
     const context: ReconcileContext = {
       client: this.client,
       log,
@@ -100,6 +103,7 @@ export class Operator {
       budgetReports: new BudgetReports(this.client, config.serviceUrlTemplate),
       budgetPollMs: config.budgetPollMs,
       budgetAlerts: new Map(),
+      secrets: this.#secrets,
     };
     this.controllers = RECONCILERS.map((reconciler) => {
       const primary = this.#newInformer(reconciler.resource, false);
@@ -206,8 +210,10 @@ export class Operator {
       const gw = obj as Gateway;
       const key = objectKey(gw.metadata.namespace, gw.metadata.name);
       if (event !== 'delete' && gatewayGenerations.get(key) === gw.metadata.generation) return;
-      if (event === 'delete') gatewayGenerations.delete(key);
-      else gatewayGenerations.set(key, gw.metadata.generation);
+      if (event === 'delete') {
+        gatewayGenerations.delete(key);
+        this.#secrets.forget(gw.metadata.namespace, gw.metadata.name);
+      } else gatewayGenerations.set(key, gw.metadata.generation);
       for (const c of [workers, pools, budgets]) naming(c, gw.metadata.namespace, gw.metadata.name);
     });
     // A budget's spec is its Gateway's ConfigMap (also the Gateway it named before); its status, written
@@ -263,5 +269,6 @@ export class Operator {
     this.#leading = false;
     clearInterval(this.#featureTimer);
     await Promise.all(this.controllers.map((c) => c.stop()));
+    this.#secrets.forgetAll();
   }
 }

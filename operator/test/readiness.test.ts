@@ -94,6 +94,15 @@ describe('readiness', function () {
     assert.equal(conditionOf(r, 'Ready').reason, 'CrashLoopBackOff');
   });
 
+  it('says what the spec names but is missing before what the pods report, without changing Ready', function () {
+    const failing = { reason: 'SecretMissing', message: 'Secret keys (spec.secrets.keys) does not exist' };
+    const waiting = readiness(applied(deployment(1, 1, { available: 0 })), { pods: [pod('agents-a', 'ghcr.io/tempora/generation:crashloop')], failing });
+    assert.deepEqual([conditionOf(waiting, 'Degraded').status, conditionOf(waiting, 'Degraded').reason, conditionOf(waiting, 'Degraded').message], ['True', 'SecretMissing', failing.message]);
+    assert.equal(conditionOf(waiting, 'Ready').reason, 'SecretMissing');
+    const running = readiness(applied(deployment(1, 1)), { failing });
+    assert.deepEqual([running.ready, conditionOf(running, 'Ready').status, conditionOf(running, 'Degraded').reason], [true, 'True', 'SecretMissing']);
+  });
+
   it('tells pods on their way from pods that cannot start', function () {
     const creating: KubeObject = {
       apiVersion: 'v1',

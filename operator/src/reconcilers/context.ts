@@ -7,6 +7,7 @@ import type { KubeObject, OwnerReference } from '../kube/object.ts';
 import type { ReadPaths } from '../kube/projection.ts';
 import type { ResourceType } from '../kube/resources.ts';
 import type { BudgetReader } from './budget-reports.ts';
+import type { GatewaySecrets } from './gateway-secrets.ts';
 
 export const MANAGED_BY_LABEL = 'app.kubernetes.io/managed-by';
 export const MANAGED_BY = 'tempora-operator';
@@ -75,6 +76,8 @@ export interface ReconcileContext {
    * status just written.
    */
   budgetAlerts: Map<string, { period: string; thresholds: number[] }>;
+  /** The Secrets each Gateway names: whether they are there, and when its certificate expires. */
+  secrets: GatewaySecrets;
 }
 
 export interface ReconcileResult {

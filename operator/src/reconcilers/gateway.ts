@@ -9,6 +9,7 @@ import * as R from '../kube/resources.ts';
 import { applyChildren } from './apply-children.ts';
 import { childLabels, type DesiredChild, type ReconcileContext, type Reconciler } from './context.ts';
 import { hasExternalState, poolRedis, redisKeyPrefix, servingPool } from './gateway-ref.ts';
+import { SECRET_RECHECK_MS } from './gateway-secrets.ts';
 import { DEPLOYED_SERVICES, peerUrls, servicePort, type PlatformService } from './platform-services.ts';
 import { deploymentState, readiness, type Blocked } from './readiness.ts';
 import { budgetJson } from './simulation-budget.ts';
@@ -192,8 +193,12 @@ export const gatewayReconciler: Reconciler<Gateway> = {
   async reconcile(gw, ctx) {
     const { spec } = gw;
     const pool = servingPool(ctx, gw);
-    const applied = await applyChildren(gw, desiredGatewayChildren(gw, await ctx.features.serves(R.ServiceMonitor), pool, budgetsOf(ctx, gw)), ctx);
-    const { conditions, settling, converging } = readiness(applied, { pods: ctx.pods.controlledBy(gw.metadata.uid ?? ''), blocked: crowdedWithoutState(gw) });
+    const [applied, missing] = await Promise.all([
+      applyChildren(gw, desiredGatewayChildren(gw, await ctx.features.serves(R.ServiceMonitor), pool, budgetsOf(ctx, gw)), ctx),
+      ctx.secrets.check(gw),
+    ]);
+    const failing = missing.length > 0 ? { reason: 'SecretMissing', message: missing.join('; ') } : undefined;
+    const { conditions, settling, converging } = readiness(applied, { pods: ctx.pods.controlledBy(gw.metadata.uid ?? ''), blocked: crowdedWithoutState(gw), failing });
     const services = DEPLOYED_SERVICES.map((svc) => {
       const live = applied.live.get(`deployments/${childName(gw, svc)}`);
       const state = live ? deploymentState(live) : undefined;
@@ -209,6 +214,8 @@ export const gatewayReconciler: Reconciler<Gateway> = {
     // The services' images change only with the spec, which a new observedGeneration writes anyway.
     const result = await updateStatus(gw, R.Gateway, { conditions, fields, counts: { services }, settling, converging }, ctx);
     if (applied.errors.length > 0) throw new Error(applied.errors.join('; '));
+    // No watch tells of a Secret created or fixed (gateway-secrets.ts): look again while one is missing.
+    if (failing) return { requeueAfterMs: Math.min(result?.requeueAfterMs ?? SECRET_RECHECK_MS, SECRET_RECHECK_MS) };
     return result;
   },
 };

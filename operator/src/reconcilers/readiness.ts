@@ -43,6 +43,11 @@ export interface ReadinessInput {
   /** Available pods enough for a Deployment, by `deployments/<name>`, where fewer than all it wants will do. */
   minAvailable?: Map<string, number>;
   blocked?: Blocked;
+  /**
+   * What the owner's spec names but is not there (a Secret): the owner is applied all the same, and Degraded
+   * says so before what its pods report, which it usually explains (a pod waiting for a missing Secret).
+   */
+  failing?: Blocked;
 }
 
 interface DeploymentStatus {
@@ -181,8 +186,9 @@ export function readiness(applied: AppliedChildren, input: ReadinessInput = {}):
     .map(([key, o]) => deploymentState(o, applied.observeAt.get(key), input.minAvailable?.get(key)));
   const failures = states.map((d) => d.failed).filter((f): f is string => f !== undefined);
   const problems = podProblems(input.pods ?? []);
-  const degraded: ConditionInput =
-    failures.length > 0
+  const degraded: ConditionInput = input.failing
+    ? { type: 'Degraded', status: 'True', reason: input.failing.reason, message: clip(input.failing.message) }
+    : failures.length > 0
       ? { type: 'Degraded', status: 'True', reason: 'RolloutFailed', message: clip([...failures, describe(problems)].filter(Boolean).join('; ')) }
       : problems.length > 0
         ? { type: 'Degraded', status: 'True', reason: problems[0]!.reason, message: clip(describe(problems)) }
