@@ -99,4 +99,23 @@ export const migrations: Migration[] = [
       await knex.schema.dropTable('simulation_runs');
     },
   },
+  {
+    name: '002_idempotency_keys',
+    async up(knex: Knex) {
+      // Per owner, the Idempotency-Key a run was created with, kept as long as the run. The primary key is
+      // what lets only one of concurrent requests with the same key create a run.
+      await knex.schema.createTable('simulation_idempotency_keys', (table) => {
+        table.text('owner').notNullable();
+        table.text('key').notNullable();
+        table.text('fingerprint').notNullable();
+        // Deferred: the key is claimed before its run is inserted, in the same transaction (repository.createRun).
+        table.uuid('run_id').notNullable().unique().references('simulation_runs.id').onDelete('CASCADE').deferrable('deferred');
+        table.timestamp('created_at', { useTz: true }).notNullable().defaultTo(knex.fn.now());
+        table.primary(['owner', 'key']);
+      });
+    },
+    async down(knex: Knex) {
+      await knex.schema.dropTable('simulation_idempotency_keys');
+    },
+  },
 ];

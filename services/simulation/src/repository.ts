@@ -93,6 +93,16 @@ export interface Reservation {
   amountMicros: number;
 }
 
+/** An Idempotency-Key as its owner used it, with the fingerprint of the request it came with. */
+export interface IdempotencyKey {
+  owner: string;
+  key: string;
+  fingerprint: string;
+}
+
+/** What creating a run did: created it, or found the run its idempotency key had already created. */
+export type Creation = { created: true; run: RunRow } | { created: false; run: RunRow; fingerprint: string };
+
 export class SimulationRepository {
   readonly knex: Knex;
 
@@ -104,9 +114,24 @@ export class SimulationRepository {
    * Reserves `amount` against every budget and inserts the run, all in one transaction. Each budget's
    * ledger row is locked (in name order, so concurrent runs never deadlock) before its remainder is read:
    * of any number of concurrent runs, exactly as many start as the budgets have room for.
+   *
+   * With `idempotency`, the key is claimed first, before any budget is touched. A concurrent request with
+   * the same key waits on the key's primary key until this transaction ends: once it commits, that request
+   * finds this run (and reserves nothing); if it rolls back (a budget refused the run), the key is free again.
    */
-  async createRun(run: NewRun, reservations: Reservation[]): Promise<RunRow> {
-    return this.knex.transaction(async (trx) => {
+  async createRun(run: NewRun, reservations: Reservation[], idempotency?: IdempotencyKey): Promise<Creation> {
+    return this.knex.transaction(async (trx): Promise<Creation> => {
+      if (idempotency) {
+        const claimed = await trx('simulation_idempotency_keys').insert({ ...idempotency, run_id: run.id }).onConflict(['owner', 'key']).ignore().returning('run_id');
+        if (!claimed.length) {
+          // A new statement under READ COMMITTED: it sees the key and the run as the transaction that held the key committed them.
+          const { fingerprint, ...earlier } = (await trx('simulation_idempotency_keys as k')
+            .join('simulation_runs as r', 'r.id', 'k.run_id')
+            .where({ 'k.owner': idempotency.owner, 'k.key': idempotency.key })
+            .first('r.*', 'k.fingerprint')) as RunRow & { fingerprint: string };
+          return { created: false, run: numbers(earlier), fingerprint };
+        }
+      }
       const sorted = [...reservations].sort((a, b) => a.budget.localeCompare(b.budget));
       for (const reservation of sorted) {
         await trx.raw('insert into simulation_budget_ledger (budget, period) values (?, ?) on conflict do nothing', [reservation.budget, reservation.period]);
@@ -125,7 +150,7 @@ export class SimulationRepository {
         })
         .returning('*');
       if (sorted.length) await trx('simulation_budget_reservations').insert(sorted.map((reservation) => ({ run_id: run.id, budget: reservation.budget, period: reservation.period, amount_micros: reservation.amountMicros })));
-      return numbers(row as RunRow);
+      return { created: true, run: numbers(row as RunRow) };
     });
   }
 

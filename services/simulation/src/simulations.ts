@@ -1,4 +1,5 @@
-import { randomUUID } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
+import { canonicalJson } from '@tempora/kit/moments';
 import { covers, microsToUsd, periodKey, usdToMicros, type Budget } from './domain/budgets.ts';
 import { initialState, planRun } from './domain/engine.ts';
 import type { Plan } from './domain/plan.ts';
@@ -19,6 +20,23 @@ const PROMPT_MECHANISMS: Mechanism[] = ['M3', 'M7', 'M11', 'M13'];
 export class UnknownTemplate extends Error {
   override name = 'UnknownTemplate';
 }
+
+/** An Idempotency-Key its owner already used with a different request. */
+export class IdempotencyKeyReused extends Error {
+  override name = 'IdempotencyKeyReused';
+}
+
+/** A run started, or the run an Idempotency-Key had already started (`replayed`). */
+export interface Started {
+  run: RunRow;
+  replayed: boolean;
+}
+
+/**
+ * What makes two requests the same for an Idempotency-Key: the validated request in RFC 8785 form, so
+ * field order, spacing, letter case where it is folded and defaults written out or left implicit do not count.
+ */
+const fingerprintOf = (request: SimulateRequest) => createHash('sha256').update(canonicalJson(request)).digest('hex');
 
 export interface BudgetStatus {
   name: string;
@@ -75,8 +93,12 @@ export class Simulations {
    * Starts a run: its estimate is reserved against every budget that covers it (refused with the budget
    * that has no room), its maximum is the least of the spec's $1.00, the caller's max_cost_usd and every
    * such budget's perRunMaxUsd, and it is queued durably for a runner to claim.
+   *
+   * With an `idempotencyKey` (the caller's own: keys are per owner), the key is stored with the run in
+   * the same transaction; a request that comes with a key already stored starts nothing and answers that
+   * key's run, if the request is the same (else IdempotencyKeyReused).
    */
-  async start(request: SimulateRequest, caller: Caller): Promise<RunRow> {
+  async start(request: SimulateRequest, caller: Caller, idempotencyKey?: string): Promise<Started> {
     const id = randomUUID();
     const plan = this.plan(request, id);
     const now = new Date();
@@ -88,8 +110,9 @@ export class Simulations {
       ...applying.map((budget) => (budget.perRunMaxUsd != null ? usdToMicros(budget.perRunMaxUsd) : Number.POSITIVE_INFINITY)),
     );
     const reservations: Reservation[] = applying.map((budget) => ({ budget: budget.name, period: periodKey(budget.period, now), limitMicros: usdToMicros(budget.limitUsd), amountMicros: cap }));
+    const idempotency = idempotencyKey === undefined ? undefined : { owner: caller.owner, key: idempotencyKey, fingerprint: fingerprintOf(request) };
     try {
-      const row = await this.repository.createRun(
+      const creation = await this.repository.createRun(
         {
           id,
           owner: caller.owner,
@@ -106,10 +129,15 @@ export class Simulations {
           cap_micros: cap,
         },
         reservations,
+        idempotency,
       );
+      if (!creation.created) {
+        if (creation.fingerprint !== idempotency?.fingerprint) throw new IdempotencyKeyReused(`the Idempotency-Key was used with a different request (it started simulation ${creation.run.id}); use a new key for a new request`);
+        return { run: creation.run, replayed: true };
+      }
       this.metrics().runsStarted.inc({ mode: plan.mode });
       this.runner.wake();
-      return row;
+      return { run: creation.run, replayed: false };
     } catch (error) {
       if (error instanceof BudgetRefused) this.metrics().budgetRefusals.inc({ budget: error.budget });
       throw error;

@@ -1,10 +1,11 @@
+import type { Context } from 'koa';
 import { z } from 'zod';
-import { conflict, defineRoute, linksTo, openEventStream, Problem, ServerSentEventSchema, toProblem, unprocessable, type RouteDefinition } from '@tempora/kit/http';
+import { conflict, defineRoute, linksTo, openEventStream, Problem, ServerSentEventSchema, toProblem, unprocessable, zodIssues, type RouteDefinition } from '@tempora/kit/http';
 import { ANY_CALLER, callerOf } from '../auth.ts';
 import { microsToUsd } from '../domain/budgets.ts';
 import { BudgetRefused, TERMINAL } from '../repository.ts';
-import { RunSchema, SimulateRequestSchema } from '../schemas.ts';
-import { UnknownTemplate } from '../simulations.ts';
+import { IdempotencyKeySchema, RunSchema, SimulateRequestSchema } from '../schemas.ts';
+import { IdempotencyKeyReused, UnknownTemplate } from '../simulations.ts';
 import { runTdf, runView, stepView } from '../views.ts';
 import { visibleRun, type RouteDeps } from './context.ts';
 
@@ -12,6 +13,17 @@ const idParams = z.object({ id: z.uuid() });
 const RUN_STATUSES = ['queued', 'running', 'completed', 'stopped', 'cancelled', 'failed'] as const;
 /** What a run's id opens. */
 const runLinks = linksTo({ id: '$response.body#/id' }, 'getSimulation', 'getSimulationResult', 'streamSimulation', 'cancelSimulation');
+const IDEMPOTENCY_KEY_PATH = 'headers.idempotency-key';
+
+/** The request's Idempotency-Key, if it has one: the kit's routes validate query, path and body, not headers. */
+function idempotencyKeyOf(ctx: Context): string | undefined {
+  const header = ctx.headers['idempotency-key'];
+  if (header === undefined) return undefined;
+  const parsed = IdempotencyKeySchema.safeParse(header);
+  if (parsed.success) return parsed.data;
+  const errors = zodIssues(parsed.error, IDEMPOTENCY_KEY_PATH);
+  throw unprocessable(`the Idempotency-Key header is invalid: ${errors.map((error) => error.message).join('; ')}`, errors);
+}
 
 export function simulationRoutes(deps: RouteDeps): RouteDefinition[] {
   const { simulations, repository, runner } = deps;
@@ -22,23 +34,28 @@ export function simulationRoutes(deps: RouteDeps): RouteDefinition[] {
       operationId: 'simulate',
       summary: 'Start a simulation run',
       description:
-        'Answers 202 with the run (queued), its cost estimate and its links at once; `wait=N` holds the answer up to N seconds (at most MAX_WAIT_SECONDS) and answers 200 if the run ended by then. The estimate is reserved against every SimulationBudget that covers the run (global, its account, its template, its mode); a budget without room refuses it with 402 naming the budget and what it has left.',
+        'Answers 202 with the run (queued), its cost estimate and its links at once; `wait=N` holds the answer up to N seconds (at most MAX_WAIT_SECONDS) and answers 200 if the run ended by then. The estimate is reserved against every SimulationBudget that covers the run (global, its account, its template, its mode); a budget without room refuses it with 402 naming the budget and what it has left.\n\n' +
+        `Header \`Idempotency-Key\` (optional; draft-ietf-httpapi-idempotency-key-header): ${IdempotencyKeySchema.description} A request arriving while another with its key is being created waits for it and gets its run. A replay is answered as a creation is (202, or 200 with \`wait\` once the run ended; the run as it stands now; Location).`,
       tags: ['simulations'],
       security: ANY_CALLER,
       query: z.object({ wait: z.coerce.number().int().min(0).max(deps.maxWaitSeconds).default(0).meta({ description: `seconds to wait for the run to end, 0 to ${deps.maxWaitSeconds}` }) }),
       body: SimulateRequestSchema,
       responses: {
-        202: { description: 'The run, queued or running', schema: RunSchema, links: runLinks },
+        202: { description: 'The run (queued or running when created; as it stands now on a replay, marked `Idempotent-Replayed: true`)', schema: RunSchema, links: runLinks },
         200: { description: 'With `wait`: the run, ended', schema: RunSchema, links: runLinks },
         402: { description: 'A budget has no room for the run\'s estimate (`budget`, `period`, `remaining_usd`, `needed_usd`)' },
-        422: { description: 'An invalid field, or an unknown template' },
+        422: { description: 'An invalid field, an unknown template, an invalid Idempotency-Key, or one already used with a different request' },
       },
       handler: async (ctx, { body, query }) => {
-        let row;
+        const idempotencyKey = idempotencyKeyOf(ctx);
+        let started;
         try {
-          row = await simulations.start(body, callerOf(ctx));
+          started = await simulations.start(body, callerOf(ctx), idempotencyKey);
         } catch (error) {
           if (error instanceof UnknownTemplate) throw unprocessable(error.message, [{ path: 'body.template', message: error.message }]);
+          if (error instanceof IdempotencyKeyReused) {
+            throw new Problem(422, error.message, { title: 'Idempotency-Key reused', type: 'https://tempora.dev/problems/idempotency-key-reused', errors: [{ path: IDEMPOTENCY_KEY_PATH, message: 'was used with a different request' }] });
+          }
           if (error instanceof BudgetRefused) {
             throw new Problem(402, error.message, {
               title: 'Budget exhausted',
@@ -48,13 +65,15 @@ export function simulationRoutes(deps: RouteDeps): RouteDefinition[] {
           }
           throw error;
         }
+        let row = started.run;
         if (query.wait > 0) {
           await simulations.waitFor(row.id, query.wait * 1000);
           row = (await repository.run(row.id))!;
         }
-        const ended = TERMINAL.includes(row.status);
-        ctx.status = ended ? 200 : 202;
+        // Not `ended` alone: a replay without `wait` of a run that has ended is answered 202, as its creation was.
+        ctx.status = query.wait > 0 && TERMINAL.includes(row.status) ? 200 : 202;
         ctx.set('Location', `/api/v1/simulations/${row.id}`);
+        if (started.replayed) ctx.set('Idempotent-Replayed', 'true');
         return { ...runView(row), estimate: { usd: row.estimate_micros / 1e6, steps: row.steps_total }, status_url: `/api/v1/simulations/${row.id}` };
       },
     }),
