@@ -17,8 +17,12 @@ export interface WorkerOptions {
   claimIdleMs: number;
 }
 
-/** A worker runs a task to its end: a cancelled request only makes workers skip its queued tasks. */
-const RUN_TO_END = new AbortController().signal;
+/**
+ * How often a worker asks whether the request of a task it runs is gone (the client left, the generation's
+ * deadline passed, a required agent failed): the task's model calls are then aborted, so a hung vendor does
+ * not keep a worker slot, and its retries do not go on, long after the request ended.
+ */
+const CANCEL_CHECK_MS = 500;
 
 /** An agent pool worker: consumes tasks through the consumer group, heartbeats them, returns outcomes. */
 export class PoolWorker {
@@ -99,6 +103,8 @@ export class PoolWorker {
     const heartbeat = setInterval(() => {
       void redis.sendCommand(['XCLAIM', this.keys.tasks, this.keys.group, this.consumer, '0', id, 'JUSTID']).catch(() => {});
     }, Math.max(50, Math.floor(this.options.claimIdleMs / 3)));
+    const cancelled = new AbortController();
+    let watch: NodeJS.Timeout | undefined;
     try {
       const task = JSON.parse(fields.task ?? 'null') as AgentTask | null;
       if (!task || !fields.reply_to) throw new Error('malformed task entry');
@@ -107,6 +113,18 @@ export class PoolWorker {
         outcome = failureOf('cancelled', 'the request was cancelled');
       } else {
         this.options.logger.info({ task: task.id, agent: task.agent, entry: id }, 'agent task started');
+        // The coordinator marks a request's tasks cancelled when it ends without them.
+        watch = setInterval(() => {
+          void redis
+            .sendCommand(['EXISTS', this.keys.cancelled(task.id)])
+            .then((found) => {
+              if (Number(found) && !cancelled.signal.aborted) {
+                this.options.logger.info({ task: task.id, agent: task.agent }, 'agent task cancelled: its request has ended');
+                cancelled.abort(new Error('the request was cancelled'));
+              }
+            })
+            .catch(() => {});
+        }, CANCEL_CHECK_MS);
         // The coordinator's producer span is the parent, and a link as the messaging conventions ask of a process span.
         const parent = propagation.extract(otelContext.active(), task.trace ?? {});
         const producer = trace.getSpanContext(parent);
@@ -121,7 +139,7 @@ export class PoolWorker {
           .getTracer('tempora-generation')
           .startActiveSpan(`process ${this.keys.tasks}`, { kind: SpanKind.CONSUMER, attributes, links: producer ? [{ context: producer }] : [] }, parent, async (span) => {
             try {
-              const result = await executeTask(task, this.options.providers, RUN_TO_END);
+              const result = await executeTask(task, this.options.providers, cancelled.signal);
               if (!result.ok) span.setStatus({ code: SpanStatusCode.ERROR, message: result.error.message });
               return result;
             } finally {
@@ -138,6 +156,7 @@ export class PoolWorker {
       this.options.logger.error({ err: error, entry: id }, 'agent pool: task failed');
     } finally {
       clearInterval(heartbeat);
+      clearInterval(watch);
       await redis.sendCommand(['XACK', this.keys.tasks, this.keys.group, id]).catch(() => {});
       await redis.sendCommand(['XDEL', this.keys.tasks, id]).catch(() => {});
     }
