@@ -1,8 +1,7 @@
-import type { Context } from 'koa';
 import type Router from '@koa/router';
 import { z } from 'zod';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
-import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
+import { mountStatelessMcp } from '@tempora/kit/mcp';
 import { unauthorized } from '@tempora/kit/http';
 import { BEARER_CHALLENGE, type Caller } from './auth.ts';
 import { ConversationBusy, ConversationNotFound, ModelUnavailable, NothingToDecide, type ConductorService } from './conductor-service.ts';
@@ -76,27 +75,13 @@ export function buildMcpServer(service: ConductorService, version: string, calle
 }
 
 /**
- * MCP at /mcp (Streamable HTTP, stateless: a fresh server and transport per request, so any replica can
- * answer any call), for the same callers as the REST route: an MCP client sends the user's access token.
+ * MCP at /mcp (Streamable HTTP, stateless), for the same callers as the REST route: an MCP client sends
+ * the user's access token.
  */
 export function mountMcp(router: Router, service: ConductorService, version: string): void {
-  router.all('/mcp', async (ctx: Context) => {
-    if (ctx.method !== 'POST') {
-      ctx.status = 405;
-      ctx.set('Allow', 'POST');
-      ctx.body = { jsonrpc: '2.0', error: { code: -32000, message: 'Method not allowed: this MCP server is stateless; POST JSON-RPC requests.' }, id: null };
-      return;
-    }
+  mountStatelessMcp(router, '/mcp', (ctx) => {
     const caller = ctx.state.caller;
     if (!caller) throw unauthorized('the conductor acts for a user: send Authorization: Bearer <access token>', BEARER_CHALLENGE);
-    const server = buildMcpServer(service, version, caller, ctx.state.requestId);
-    const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
-    ctx.respond = false;
-    ctx.res.on('close', () => {
-      void transport.close();
-      void server.close();
-    });
-    await server.connect(transport);
-    await transport.handleRequest(ctx.req, ctx.res, (ctx.request as { body?: unknown }).body);
+    return buildMcpServer(service, version, caller, ctx.state.requestId);
   });
 }

@@ -51,7 +51,9 @@ describe('gateway: charges are settled durably', function () {
     const user = await gw.user();
     const delivered = await generate(user);
     assert.equal(delivered.status, 200);
-    gw.upstreams.generation.on('POST /api/v1/timepoints/generate/sync', (_req, res) => res.writeHead(500).end());
+    gw.upstreams.generation.on('POST /api/v1/timepoints/generate/sync', (_req, res) => {
+      res.writeHead(500).end();
+    });
     assert.equal((await generate(user)).status, 500);
     await balanceReaches(gw, user, SIGNUP - 2, 2_000);
     assert.equal(await openCharges(gw, user), 0);
@@ -103,11 +105,16 @@ describe('gateway: charges are settled durably', function () {
         const key = String(req.headers['idempotency-key'] ?? randomUUID());
         const replayed = runs.has(key);
         if (!replayed) runs.set(key, randomUUID());
-        if (options.failFirst && calls === 1) return res.writeHead(503, { 'content-type': 'application/problem+json', 'retry-after': '1' }).end('{"status":503}');
+        if (options.failFirst && calls === 1) {
+          res.writeHead(503, { 'content-type': 'application/problem+json', 'retry-after': '1' }).end('{"status":503}');
+          return;
+        }
         const id = runs.get(key)!;
         res.writeHead(202, { 'content-type': 'application/json', location: `/api/v1/simulations/${id}`, ...(replayed ? { 'idempotent-replayed': 'true' } : {}) }).end(JSON.stringify({ id, status: 'queued' }));
       });
-      gw.upstreams.simulation.on('GET /api/v1/simulations/*', (_req, res) => res.writeHead(200, { 'content-type': 'application/json' }).end('{"status":"running"}'));
+      gw.upstreams.simulation.on('GET /api/v1/simulations/*', (_req, res) => {
+        res.writeHead(200, { 'content-type': 'application/json' }).end('{"status":"running"}');
+      });
       return runs;
     }
     const simulate = (user: SignedIn, key: string | undefined, body: object = { template: 'council-before-war' }) =>

@@ -1,9 +1,8 @@
-import type { Context } from 'koa';
 import type Router from '@koa/router';
 import { z } from 'zod';
 import { findUnstorableText, type ProblemFieldError } from '@tempora/kit/http';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
-import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
+import { mountStatelessMcp } from '@tempora/kit/mcp';
 import { CAUSAL_TYPES, PATH_DEFAULT_TYPES } from './domain/edge-types.ts';
 import { momentPath } from './domain/moment.ts';
 import { MomentNotFound, type GraphService } from './graph-service.ts';
@@ -195,32 +194,19 @@ export function buildMcpServer(graph: GraphService, caller: McpCaller, count: Mc
 /** An expected failure of a tool call, answered as `{error, suggestion}`. */
 class ToolError extends Error {}
 
-/**
- * Stateless Streamable HTTP at each of MCP_PATHS: a fresh server and transport per request, so any replica
- * can answer any call.
- */
+/** MCP at each of MCP_PATHS (Streamable HTTP, stateless). */
 export function mountMcp(router: Router, graph: GraphService, limits: GraphRateLimits, count?: McpCallCounter): void {
-  router.all(MCP_PATHS, async (ctx: Context) => {
-    if (ctx.method !== 'POST') {
-      ctx.status = 405;
-      ctx.set('Allow', 'POST');
-      ctx.body = { jsonrpc: '2.0', error: { code: -32000, message: 'Method not allowed: this MCP server is stateless; POST JSON-RPC requests.' }, id: null };
-      return;
-    }
-    const server = buildMcpServer(graph, {
-      writer: isTrusted(ctx) ? ctx.state.principal!.id : undefined,
-      chargeWrite: async () => {
-        const state = await limits.chargeWrite(ctx);
-        return { admitted: !state.limited, retryAfterSeconds: state.resetSeconds };
+  mountStatelessMcp(router, MCP_PATHS, (ctx) =>
+    buildMcpServer(
+      graph,
+      {
+        writer: isTrusted(ctx) ? ctx.state.principal!.id : undefined,
+        chargeWrite: async () => {
+          const state = await limits.chargeWrite(ctx);
+          return { admitted: !state.limited, retryAfterSeconds: state.resetSeconds };
+        },
       },
-    }, count);
-    const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
-    ctx.respond = false;
-    ctx.res.on('close', () => {
-      void transport.close();
-      void server.close();
-    });
-    await server.connect(transport);
-    await transport.handleRequest(ctx.req, ctx.res, (ctx.request as { body?: unknown }).body);
-  });
+      count,
+    ),
+  );
 }
