@@ -102,7 +102,7 @@ describe('gateway: charges are settled durably', function () {
       let calls = 0;
       gw.upstreams.simulation.on('POST /api/v1/simulate', (req, res) => {
         calls += 1;
-        const key = String(req.headers['idempotency-key'] ?? randomUUID());
+        const key = String(req.headers['idempotency-key'] ?? randomUUID()).replace(/^"(.*)"$/, '$1');
         const replayed = runs.has(key);
         if (!replayed) runs.set(key, randomUUID());
         if (options.failFirst && calls === 1) {
@@ -160,6 +160,14 @@ describe('gateway: charges are settled durably', function () {
       assert.equal(other.status, 422);
       assert.match(other.body.detail, /Idempotency-Key/);
       await balanceReaches(gw, user, SIGNUP - RUN, 0);
+    });
+
+    it('reads the key as the services do: a quoted key (the draft\'s structured string) is the bare one', async () => {
+      const user = await gw.user();
+      simulationStandIn();
+      const key = randomUUID();
+      assert.equal((await simulate(user, key)).headers.get('x-credits-charged'), String(RUN));
+      assert.equal((await simulate(user, `"${key}"`)).headers.get('x-credits-charged'), '0');
     });
 
     it('keys are per user: the same key of two users makes two charges', async () => {

@@ -196,7 +196,12 @@ export class Credits {
 
 /**
  * The ledger key of a charged call that carries an Idempotency-Key: one per user (the ledger's keys are
- * per user), method, path and client key, hashed so that any key the client chose fits.
+ * per user), method, path and client key, hashed so that any key the client chose fits. The key as the
+ * services read it: the draft's structured-field string (`"k"`) and the bare form (`k`, Stripe's) are one.
  */
-const idempotencyChargeKey = (method: string, path: string, idempotencyKey: string) =>
-  `proxy:idem:${createHash('sha256').update(`${method} ${path.replace(/\/$/, '')} ${idempotencyKey}`).digest('hex')}`;
+const idempotencyChargeKey = (method: string, path: string, idempotencyKey: string) => {
+  const quoted = SF_STRING.exec(idempotencyKey);
+  const key = quoted ? quoted[1]!.replace(/\\(["\\])/g, '$1') : idempotencyKey;
+  return `proxy:idem:${createHash('sha256').update(`${method} ${path.replace(/\/$/, '')} ${key}`).digest('hex')}`;
+};
+const SF_STRING = /^"((?:[\x20\x21\x23-\x5B\x5D-\x7E]|\\["\\])*)"$/;
