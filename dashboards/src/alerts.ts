@@ -87,6 +87,61 @@ const fastRequests = (job: string, perMinute: number, fastPerMinute: number) => 
   { series: `${METRIC}_count{job="${job}", route="/api/v1/moments", status="200"}`, values: `0+${perMinute}x200` },
 ];
 
+/**
+ * TemporaCertificateExpiringSoon at two severities, as kube-prometheus's certificate alerts are: warning with
+ * 3 to 14 days left, critical under 3 days or expired. The windows do not overlap, so one certificate fires
+ * one of them at a time (and promtool, which compares every alert of a name, sees only the one a case expects).
+ */
+function certificateAlerts(): AlertRule[] {
+  const left = 'max by (namespace, gateway, secret) (tempora_operator_certificate_expiry_timestamp_seconds) - time()';
+  const day = 86_400;
+  const expiry = (seconds: number) => [{ series: 'tempora_operator_certificate_expiry_timestamp_seconds{namespace="prod", gateway="tempora", secret="tempora-tls"}', values: `${seconds}x120` }];
+  const labels = { namespace: 'prod', gateway: 'tempora', secret: 'tempora-tls' };
+  const runbook: Runbook = {
+    meaning:
+      'The certificate in the Ingress TLS Secret of a Gateway (`spec.ingress.tlsSecretName`, its `tls.crt`) expires in under 14 days (warning) or under 3 days, or has expired (critical). cert-manager renews a certificate a third of its lifetime before it expires (30 days for Let\'s Encrypt\'s 90), so a warning means its renewal is failing. A TLS Secret that is missing or holds no certificate has no expiry: TemporaSecretMissing fires for it instead.',
+    impact: 'Nothing until it expires; then browsers and API clients refuse the gateway\'s HTTPS, and every request through the Ingress fails.',
+    diagnosis: [
+      'Tempora / Operator, Certificate expiry: which Gateway and Secret, how long is left.',
+      '`kubectl get secret <secret> -n <namespace> -o jsonpath=\'{.data.tls\\.crt}\' | base64 -d | openssl x509 -noout -subject -enddate`: the certificate the Ingress serves.',
+      'With cert-manager: `kubectl describe certificate -n <namespace>` (Ready, Renewal Time), then its CertificateRequest, Order and Challenges (an ACME challenge the Ingress or DNS does not answer is the usual cause).',
+    ],
+    mitigation: [
+      'Fix what stops the renewal, then renew: `cmctl renew <certificate> -n <namespace>`.',
+      'Without cert-manager: replace the Secret with a new certificate and key (`kubectl create secret tls <secret> --cert=… --key=… --dry-run=client -o yaml | kubectl apply -f -`); the Ingress controller serves it without a restart.',
+      'The operator reads the new expiry at its next resync (`RESYNC_SECONDS`, 10 minutes by default), and the alert resolves.',
+    ],
+  };
+  const common = { alert: 'TemporaCertificateExpiringSoon', runbook };
+  return [
+    {
+      ...common,
+      expr: `${left} < 14 * ${day} and ${left} >= 3 * ${day}`,
+      for: '1h',
+      severity: 'warning',
+      summary: 'A Gateway\'s TLS certificate expires within 14 days.',
+      description: 'The certificate in Secret {{ $labels.secret }} ({{ $labels.namespace }}), served by Gateway {{ $labels.gateway }}\'s Ingress, expires within 14 days: its renewal is not happening.',
+      tests: [
+        { name: 'ten days left', input: expiry(10 * day), at: '90m', fires: [labels] },
+        { name: 'thirty days left', input: expiry(30 * day), at: '90m', fires: [] },
+      ],
+    },
+    {
+      ...common,
+      expr: `${left} < 3 * ${day}`,
+      for: '5m',
+      severity: 'critical',
+      summary: 'A Gateway\'s TLS certificate expires within 3 days, or has expired.',
+      description: 'The certificate in Secret {{ $labels.secret }} ({{ $labels.namespace }}), served by Gateway {{ $labels.gateway }}\'s Ingress, expires within 3 days or has expired: HTTPS clients will refuse the gateway.',
+      tests: [
+        { name: 'one day left', input: expiry(day), at: '30m', fires: [labels] },
+        { name: 'expired', input: expiry(0), at: '30m', fires: [labels] },
+        { name: 'expired, then renewed for thirty days', input: [{ ...expiry(0)[0]!, values: `0x10 ${30 * day}x110` }], at: '30m', fires: [] },
+      ],
+    },
+  ];
+}
+
 const SLO_DIAGNOSIS = [
   'Open the Tempora / Overview dashboard, pick the job: which routes fail (Errors) or are slow (Latency p50 / p99)?',
   'Read the service\'s logs for the failing requests: each log line carries the request id that the caller saw in X-Request-ID.',
@@ -254,20 +309,30 @@ export const ALERTS: AlertRule[] = [
   },
   {
     alert: 'TemporaAgentPoolBacklog',
-    expr: 'max(generation_agent_queue_depth) > 100',
+    // Every process of a pool (the generation pods and its workers) reports the same stream's depth: max, per pool.
+    expr: 'max by (namespace, pool) (tempora_generation_queue_depth) > 100',
     for: '10m',
     severity: 'warning',
-    summary: 'Agent tasks are piling up in the agent pool.',
-    description: 'More than 100 agent tasks have waited on the Redis agent pool for 10 minutes: the pool cannot keep up.',
+    summary: 'Agent tasks are piling up in an agent pool.',
+    description: 'More than 100 agent tasks have waited on the agent pool {{ $labels.pool }} for 10 minutes: its workers cannot keep up.',
     runbook: {
-      meaning: 'The generation service puts agent tasks on the pool faster than the AgentPool\'s workers finish them.',
+      meaning: 'The generation service puts agent tasks on the pool\'s Redis stream faster than the AgentPool\'s workers finish them.',
       impact: 'Scenes take longer; synchronous generations may time out.',
-      diagnosis: ['Tempora / Generation: queue depth and agent latency; `kubectl get hpa` for the AgentPool (at its maximum?).', 'Worker pods: running and Ready? Their provider errors?'],
+      diagnosis: ['Tempora / Generation: Queue depth by pool and agent latency; `kubectl get hpa` for the AgentPool (at its maximum?).', 'The pool\'s worker pods: running and Ready? Their provider errors?'],
       mitigation: ['Raise the AgentPool\'s `maxReplicas`, or fix the workers\' provider errors that slow every task.'],
     },
     tests: [
-      { name: 'a backlog of 500 for a quarter hour', input: [{ series: 'generation_agent_queue_depth', values: '500x20' }], at: '15m', fires: [{}] },
-      { name: 'a short queue', input: [{ series: 'generation_agent_queue_depth', values: '5x20' }], at: '15m', fires: [] },
+      {
+        name: 'a backlog of 500 on one pool for a quarter hour, reported by two of its processes; another pool keeps up',
+        input: [
+          { series: 'tempora_generation_queue_depth{pool="agents", instance="generation-0"}', values: '500x20' },
+          { series: 'tempora_generation_queue_depth{pool="agents", instance="agents-0"}', values: '500x20' },
+          { series: 'tempora_generation_queue_depth{pool="batch", instance="batch-0"}', values: '5x20' },
+        ],
+        at: '15m',
+        fires: [{ pool: 'agents' }],
+      },
+      { name: 'short queues on every pool', input: [{ series: 'tempora_generation_queue_depth{pool="agents", instance="agents-0"}', values: '5x20' }, { series: 'tempora_generation_queue_depth{pool="batch", instance="batch-0"}', values: '50x20' }], at: '15m', fires: [] },
     ],
   },
   {
@@ -376,6 +441,34 @@ export const ALERTS: AlertRule[] = [
     tests: [
       { name: 'an entry pending for half an hour', input: [{ series: 'billing_outbox_oldest_pending_seconds', values: '1800x15' }], at: '10m', fires: [{}] },
       { name: 'the outbox drains', input: [{ series: 'billing_outbox_oldest_pending_seconds', values: '3x15' }], at: '10m', fires: [] },
+    ],
+  },
+  ...certificateAlerts(),
+  {
+    alert: 'TemporaSecretMissing',
+    expr: 'max by (namespace, gateway, secret) (tempora_operator_secret_missing) == 1',
+    for: '10m',
+    severity: 'critical',
+    summary: 'A Secret the platform needs is missing or incomplete.',
+    description: 'Secret {{ $labels.secret }} in {{ $labels.namespace }}, named by Gateway {{ $labels.gateway }}, does not exist, lacks a key the platform reads from it, or (a TLS Secret) holds no certificate.',
+    runbook: {
+      meaning: 'The operator reads every Secret a Gateway names: the Ingress\'s TLS Secret (`tls.crt` holding a certificate, `tls.key`), the keys, providers and billing Secrets (passed whole to the pods), and the database, Redis and callback keys (`spec.database`, `spec.redis`, `spec.generation.callbackSecret`: the key they name). One of them has been missing, or without what is read from it, for 10 minutes.',
+      impact: 'A TLS Secret: the Ingress controller serves its own default certificate, which browsers and API clients refuse. Any other: pods that start now (a rollout, a rescheduled or restarted pod) wait in `CreateContainerConfigError`, and the pods still running lose their service when they go.',
+      diagnosis: [
+        '`kubectl describe gateway <gateway> -n <namespace>`: the Degraded condition (reason SecretMissing) names each Secret, the spec field that names it, and the key it lacks; the Events show when it started.',
+        '`kubectl get secret <secret> -n <namespace> -o jsonpath=\'{.data}\'`: which keys it has (a typo in a key, or a Secret in another namespace, is the usual cause).',
+        'A TLS Secret made by cert-manager: `kubectl describe certificate -n <namespace>` and its CertificateRequest, Order and Challenges say why it is not issued.',
+        'Tempora / Operator, Secrets row: which Gateways and Secrets, since when.',
+      ],
+      mitigation: [
+        'Create the Secret or add the key (`kubectl create secret generic|tls …`), or correct the Gateway\'s field. The operator looks again within a minute; pods waiting for it start by themselves.',
+        'A TLS Secret: fix its issuer (cert-manager), or create it from a certificate and key with `kubectl create secret tls <secret> --cert=… --key=…`.',
+      ],
+    },
+    tests: [
+      { name: 'a TLS Secret missing for a quarter hour', input: [{ series: 'tempora_operator_secret_missing{namespace="prod", gateway="tempora", secret="tempora-tls"}', values: '1x20' }], at: '15m', fires: [{ namespace: 'prod', gateway: 'tempora', secret: 'tempora-tls' }] },
+      { name: 'created five minutes after its Gateway (cert-manager issuing it)', input: [{ series: 'tempora_operator_secret_missing{namespace="prod", gateway="tempora", secret="tempora-tls"}', values: '1x5 0x15' }], at: '15m', fires: [] },
+      { name: 'every Secret there', input: [{ series: 'tempora_operator_secret_missing{namespace="prod", gateway="tempora", secret="tempora-keys"}', values: '0x20' }], at: '15m', fires: [] },
     ],
   },
 ];

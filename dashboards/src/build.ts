@@ -1,9 +1,8 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { stringify } from 'yaml';
-import { ALERTS } from './alerts.ts';
 import { DASHBOARDS } from './index.ts';
-import { ruleGroups, ruleTests, runbookMarkdown } from './rules.ts';
+import { alertsByName, ruleGroups, ruleTests, runbookMarkdown } from './rules.ts';
 
 /** Serialised as Grafana stores it, so the committed JSON is what a provisioner or the chart's ConfigMaps load. */
 export const dashboardJson = (dashboard: object): string => `${JSON.stringify(dashboard, null, 2)}\n`;
@@ -19,7 +18,7 @@ export function generated(): Map<string, string> {
   for (const dashboard of DASHBOARDS) files.set(`${GRAFANA_DIR}${dashboard.uid}.json`, dashboardJson(dashboard));
   files.set(`${PROMETHEUS_DIR}tempora.rules.yaml`, yaml(ruleGroups()));
   files.set(`${PROMETHEUS_DIR}tempora.rules.test.yaml`, yaml(ruleTests('tempora.rules.yaml')));
-  for (const rule of ALERTS) files.set(`${RUNBOOK_DIR}${rule.alert}.md`, runbookMarkdown(rule));
+  for (const [alert, rules] of alertsByName()) files.set(`${RUNBOOK_DIR}${alert}.md`, runbookMarkdown(rules));
   return files;
 }
 
@@ -27,5 +26,5 @@ if (import.meta.main) {
   for (const dir of [GRAFANA_DIR, PROMETHEUS_DIR, RUNBOOK_DIR]) mkdirSync(dir, { recursive: true });
   const files = generated();
   for (const [path, content] of files) writeFileSync(path, content);
-  console.log(`wrote ${files.size} files: ${DASHBOARDS.length} dashboards, the rule file and its tests, ${ALERTS.length} runbooks`);
+  console.log(`wrote ${files.size} files: ${DASHBOARDS.length} dashboards, the rule file and its tests, ${alertsByName().size} runbooks`);
 }

@@ -5,7 +5,8 @@ export const generation = dashboard({
   uid: 'tempora-generation',
   title: 'Tempora / Generation',
   description: 'Generation requests, the 14 agents, model providers and the agent pool.',
-  jobMetric: 'generation_agent_duration_seconds_count',
+  // The service and the pool's workers both report it (the workers no agent latency), so both jobs can be picked.
+  jobMetric: 'generation_agent_queue_depth',
   rows: [
     {
       title: 'Requests',

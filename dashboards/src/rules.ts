@@ -54,14 +54,22 @@ export function ruleTests(ruleFile: string) {
   };
 }
 
-/** docs/runbooks/<alert>.md: what the alert means and what to do, from the same definition as the rule. */
-export function runbookMarkdown(rule: AlertRule): string {
+/** The rules of each alert name: one, or one per severity (TemporaCertificateExpiringSoon), sharing one runbook. */
+export function alertsByName(): Map<string, AlertRule[]> {
+  const byName = new Map<string, AlertRule[]>();
+  for (const rule of ALERTS) byName.set(rule.alert, [...(byName.get(rule.alert) ?? []), rule]);
+  return byName;
+}
+
+/** docs/runbooks/<alert>.md: what the alert means and what to do, from the same definitions as its rules. */
+export function runbookMarkdown(rules: AlertRule[]): string {
   const list = (items: string[]) => items.map((item) => `- ${item}`).join('\n');
+  const [rule] = rules as [AlertRule];
   return `# ${rule.alert}
 
 <!-- Generated from dashboards/src/alerts.ts (npm run build -w dashboards); edit it there. -->
 
-**Severity:** ${rule.severity}. **Fires when** \`${rule.expr}\` holds for ${rule.for}.
+${rules.map((level) => `**Severity:** ${level.severity}. **Fires when** \`${level.expr}\` holds for ${level.for}.`).join('\n\n')}
 
 ${rule.summary}
 

@@ -5,7 +5,7 @@ import { prometheusBinaries } from '../../test/support/prometheus.ts';
 import { ALERTS, RECORDING_RULES } from '../src/alerts.ts';
 import { PROMETHEUS_DIR } from '../src/build.ts';
 import { inspect } from '../src/lint.ts';
-import { ruleGroups } from '../src/rules.ts';
+import { alertsByName, ruleGroups } from '../src/rules.ts';
 
 const promtool = (...args: string[]) => spawnSync(prometheusBinaries().promtool, args, { cwd: PROMETHEUS_DIR, encoding: 'utf8' });
 
@@ -34,6 +34,11 @@ describe('alert rules', () => {
       for (const key of ['summary', 'description', 'runbook_url']) assert.ok(alert.annotations[key]?.trim(), `${alert.alert}: ${key}`);
       assert.ok(existsSync(new URL(`../../${alert.annotations.runbook_url}`, import.meta.url)), `${alert.alert}: its runbook exists`);
       assert.deepEqual(inspect(alert.expr).errors, [], `${alert.alert}: PromQL`);
+    }
+    // One name at several severities (kube-prometheus's way) is one alert to the on-call: one runbook, each severity once.
+    for (const [name, rules] of alertsByName()) {
+      assert.ok(rules.every((rule) => rule.runbook === rules[0]!.runbook), `${name}: one runbook for every severity`);
+      assert.equal(new Set(rules.map((rule) => rule.severity)).size, rules.length, `${name}: each severity once`);
     }
   });
 

@@ -7,9 +7,11 @@ import { join } from 'node:path';
 import { stringify } from 'yaml';
 import { freePort } from '../../scripts/infra.ts';
 import { DASHBOARDS } from '../../dashboards/src/index.ts';
+import { inspect, substitute } from '../../dashboards/src/lint.ts';
 import { newOperator, startCluster, applyAs, waitFor, type Cluster } from '../../operator/test/cluster.ts';
 import type { Operator } from '../../operator/src/operator.ts';
-import { gateway } from '../../operator/test/fixtures.ts';
+import { NS, gateway } from '../../operator/test/fixtures.ts';
+import { tlsSecret } from '../../operator/test/tls-secret.ts';
 import { createDatabase, dropDatabase } from '../support/database.ts';
 import { startPlatform, type Platform } from '../support/platform.ts';
 import { prometheusBinaries } from '../support/prometheus.ts';
@@ -17,6 +19,22 @@ import { readmeTour, runTour } from '../support/readme-tour.ts';
 
 /** Grafana's variables as the dashboards' All option and a short range resolve them. */
 const resolve = (expr: string) => expr.replaceAll('$__rate_interval', '1m').replaceAll(/\$\{?(job|instance)\}?/g, '.+');
+
+/**
+ * Series that every process has (prom-client's defaults, the scrape's `up`) or every service (the kit's
+ * request histogram): a panel on them draws whichever job is picked, so they do not tell which jobs a
+ * dashboard is about.
+ */
+const EVERY_PROCESS = /^(up|process_|nodejs_|http_server_request_duration_seconds)/;
+
+/** A value as a variable puts it in `=~"…"`, as Grafana does: regex-escaped, the backslashes doubled for the PromQL string. */
+const asRegexLiteral = (text: string) => text.replaceAll(/[.*+?^${}()|[\]\\]/g, '\\\\$&');
+
+interface QueryVariable {
+  name: string;
+  type: string;
+  query: string;
+}
 
 /**
  * Every panel of every dashboard against a real Prometheus scraping the running platform (services, graph
@@ -80,7 +98,40 @@ describe('dashboards on a real Prometheus scraping the platform', function () {
     rmSync(dir, { recursive: true, force: true });
   });
 
+  /**
+   * A query variable's `label_values(selector, label)` as Grafana's Prometheus data source runs it over the
+   * dashboard's hour: the label's values on the series the selector matches, other variables filled in.
+   */
+  async function labelValues(query: string, variables: Record<string, string> = {}): Promise<string[]> {
+    const [, selector, label] = /^label_values\((.+),\s*(\w+)\)$/.exec(query) ?? [];
+    assert.ok(selector && label, `a label_values query: ${query}`);
+    const filled = selector.replaceAll(/\$\{?(\w+)\}?/g, (_, name: string) => variables[name] ?? assert.fail(`no value for $${name} in ${query}`));
+    const start = Math.floor(Date.now() / 1000) - 3600;
+    const answer = (await (await fetch(`${prometheusUrl}/api/v1/label/${label}/values?match[]=${encodeURIComponent(filled)}&start=${start}`)).json()) as { status: string; data?: string[]; error?: string };
+    assert.equal(answer.status, 'success', `${answer.error} in ${query}`);
+    return answer.data!;
+  }
+
   for (const dashboard of DASHBOARDS) {
+    it(`${dashboard.title}: every variable's query returns values, and $job offers every job its panels draw`, async () => {
+      const variables = (dashboard.templating?.list ?? []) as unknown as QueryVariable[];
+      const query = (name: string) => variables.find((v) => v.name === name && v.type === 'query')?.query ?? assert.fail(`${dashboard.title}: no $${name}`);
+      const jobs = await labelValues(query('job'));
+      assert.ok(jobs.length > 0, `$job: ${query('job')} returns no job`);
+      for (const job of jobs) assert.ok((await labelValues(query('instance'), { job: asRegexLiteral(job) })).length > 0, `$instance: ${query('instance')} returns nothing for job ${job}`);
+      for (const v of variables.filter((v) => v.type === 'query' && !['job', 'instance'].includes(v.name))) assert.ok((await labelValues(v.query, { job: '.+', instance: '.+' })).length > 0, `$${v.name}: ${v.query}`);
+
+      // Every job that has a series a panel selects can be picked, to narrow the dashboard to it.
+      const metrics = new Set<string>();
+      for (const panel of dashboard.panels ?? []) {
+        if (!('targets' in panel)) continue;
+        for (const target of (panel.targets ?? []) as unknown as Array<{ expr: string }>) for (const { metric } of inspect(substitute(target.expr)).selectors) if (!EVERY_PROCESS.test(metric)) metrics.add(metric);
+      }
+      const drawn = new Set<string>();
+      for (const metric of metrics) for (const job of await labelValues(`label_values(${metric}, job)`)) drawn.add(job);
+      assert.deepEqual([...drawn].filter((job) => !jobs.includes(job)).sort(), [], `jobs the panels draw that ${query('job')} does not offer`);
+    });
+
     it(`${dashboard.title}: every panel's queries return series`, async () => {
       const empty: string[] = [];
       for (const panel of dashboard.panels ?? []) {
@@ -124,6 +175,7 @@ async function driveTraffic(platform: Platform, callbackUrl: string, cluster: Cl
   const pending = { ...bastille.payload, path: '/1789/july/15/1200/france/ile-de-france/paris/crowds-hold-the-bastille', event_name: 'Crowds hold the Bastille', status: 'pending', edges: [] };
   const ingested = await fetch(`${graphUrl}/ingest/tdf`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: 'Bearer dev-writer-token' }, body: JSON.stringify({ payload: pending }) });
   assert.equal(ingested.status, 200, await ingested.text());
-  // A Gateway for the operator to reconcile.
+  // A Gateway for the operator to reconcile, with its Ingress's certificate (the other Secrets it names are missing).
+  await applyAs(cluster.admin, tlsSecret('panels-tls', NS, 'panels.tempora.test', 30).secret);
   await applyAs(cluster.admin, gateway('panels'));
 }
