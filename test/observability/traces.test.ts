@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
+import { OFFLINE_MODEL } from '../../services/kit/src/providers/offline.ts';
 import { FakeVendors } from '../../services/generation/test/providers/fake-vendors.ts';
 import { vendorEnv } from '../../services/generation/test/harness.ts';
 import { createDatabase, dropDatabase } from '../support/database.ts';
@@ -252,6 +253,8 @@ describe('one trace per request across the platform', function () {
       shared: { databaseUrl, redisUrl: process.env.REDIS_URL },
       env: {
         ...vendorEnv(vendors, ['native']),
+        // The conductor plans with its offline planner, which maps a request's words to tools; the vendor stand-in calls none.
+        CONDUCTOR_MODEL: OFFLINE_MODEL,
         REDIS_KEY_PREFIX: prefix,
         OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url,
         OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json',
@@ -305,6 +308,61 @@ describe('one trace per request across the platform', function () {
     const lookup = trace.spans.find((span) => span.service === 'tempora-graph' && span.kind === KIND.server);
     if (lookup) assert.ok(trace.under(lookup, generation), "the graph's server span under generation's");
     assertWhole(trace, caller, [query]);
+  });
+
+  it('a conductor request through the gateway: gateway → conductor → execute_tool per tool call → its call → the service it reaches, one trace', async () => {
+    const gateway = platform.urls.gateway;
+    const signIn = await fetch(`${gateway}/api/v1/auth/demo`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
+    assert.ok(signIn.ok, await signIn.clone().text());
+    const { access_token: token } = (await signIn.json()) as { access_token: string };
+    // The offline planner maps it to start_simulation (paid) and then follow_simulation (free).
+    const content = 'Simulate what would have happened had the Continental System failed in 1807';
+    const caller = callerContext();
+    const reply = await fetch(`${gateway}/api/v1/conductor/messages`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${token}`, traceparent: caller.traceparent },
+      body: JSON.stringify({ content }),
+    });
+    assert.equal(reply.status, 200, `${await reply.clone().text()}\n${platform.output().slice(-3000)}`);
+    const answer = (await reply.json()) as { tools_called: Array<{ tool: string; status: string; credits: number; note: string }> };
+    const called = answer.tools_called;
+    assert.equal(called.find((call) => call.tool === 'start_simulation')?.status, 'ok', JSON.stringify(answer));
+
+    const reaches = (t: Trace, tool: string) => t.spans.some((span) => span.name === `execute_tool ${tool}`) && t.spans.some((span) => span.service === 'tempora-simulation' && span.kind === KIND.server);
+    const trace = await collect(caller.traceId, (t) => called.every((call) => reaches(t, call.tool)));
+
+    // The gateway serves the conductor's own calls too (prices, charges): its entry is the caller's child.
+    const entry = trace.find((span) => span.service === 'tempora-gateway' && span.kind === KIND.server && span.parentSpanId === caller.spanId, "the gateway's server span, the caller's child");
+    assert.equal(entry.attributes['url.path'], '/api/v1/conductor/messages');
+    const server = trace.find((span) => span.service === 'tempora-conductor' && span.kind === KIND.server && span.attributes['http.route'] === '/api/v1/conductor/messages', "the conductor's server span");
+    assert.ok(trace.under(server, entry), `the conductor under the gateway:\n${trace.render()}`);
+    assert.equal(server.attributes['http.response.status_code'], 200);
+
+    const tools = trace.spans.filter((span) => span.attributes['gen_ai.operation.name'] === 'execute_tool');
+    assert.deepEqual(tools.map((span) => span.attributes['gen_ai.tool.name']).sort(), called.map((call) => call.tool).sort(), 'one execute_tool span per tool call');
+    for (const tool of tools) {
+      const name = String(tool.attributes['gen_ai.tool.name']);
+      const record = called.find((call) => call.tool === name)!;
+      assert.deepEqual([tool.service, tool.kind, tool.name], ['tempora-conductor', KIND.internal, `execute_tool ${name}`]);
+      assert.ok(trace.under(tool, server), `${tool.name} under the conductor's server span`);
+      assert.equal(tool.attributes['tempora.credits.charged'], record.credits, `${name}: the credits it was charged`);
+      assert.equal(typeof tool.attributes['gen_ai.tool.call.id'], 'string', `${name}: the model's call id`);
+      assert.equal(tool.status, 0, `${name}: no error`);
+
+      // The tool's own call to the simulation service, and the service's server span under it.
+      const call = trace.children(tool).find((span) => span.kind === KIND.client && String(span.attributes['url.full']).startsWith(`${platform.urls.simulation}/api/v1/simulat`));
+      assert.ok(call, `${name}: its HTTP call to the simulation service under its span:\n${trace.render()}`);
+      assert.equal(call.service, 'tempora-conductor');
+      const target = trace.children(call).find((span) => span.kind === KIND.server);
+      assert.ok(target, `${name}: the simulation service's server span under the call:\n${trace.render()}`);
+      assert.equal(target.service, 'tempora-simulation');
+      assert.equal(target.attributes['http.response.status_code'], call.attributes['http.response.status_code']);
+    }
+    const start = tools.find((span) => span.attributes['gen_ai.tool.name'] === 'start_simulation')!;
+    assert.ok(Number(start.attributes['tempora.credits.charged']) > 0, 'a paid call');
+    assert.equal(typeof start.attributes['tempora.credits.operation'], 'string');
+    assert.equal(trace.children(trace.children(start).find((span) => span.kind === KIND.client)!).find((span) => span.kind === KIND.server)?.attributes['http.route'], '/api/v1/simulate');
+    assertWhole(trace, caller, [content]);
   });
 
   it('a graph render: POST /generate → its render job → the renderer worker → generation → agents → pool worker, one trace', async () => {

@@ -4,6 +4,7 @@ import { InsufficientCredits, type Ledger } from '../clients/gateway.ts';
 import type { ModelChoice } from './models.ts';
 import type { PriceBook, Priced } from './prices.ts';
 import { pauseReason, type ConductorSettings, type PauseReason, type Verbosity } from './settings.ts';
+import { inToolSpan, type ToolSpanEnd } from './tool-span.ts';
 import { toolSpecs, ToolFailure, type ConductorTool, type GraphSession, type ToolOutcome } from './tools.ts';
 
 /** One tool call of a request, as `tools_called` reports it and the journal keeps it. */
@@ -340,15 +341,19 @@ export class Conductor {
     return { calls: settled.map((entry) => entry.record), ...(pause ? { pause } : {}) };
   }
 
-  /** Runs one call; a paid one that fails is refunded (its credits come off the running total). */
-  private async runTool(
+  /** Runs one call, as its `execute_tool` span; a paid one that fails is refunded (its credits come off the running total). */
+  private runTool(context: RequestContext, state: RunState, item: PlannedCall, tool: ConductorTool, value: unknown, paid?: { price: Priced; key: string }): Promise<Ended> {
+    return inToolSpan(item.call, paid?.price, () => this.carryOut(context, state, item, tool, value, paid));
+  }
+
+  private async carryOut(
     context: RequestContext,
     state: RunState,
     item: PlannedCall,
     tool: ConductorTool,
     value: unknown,
     paid?: { price: Priced; key: string },
-  ): Promise<Ended> {
+  ): Promise<Ended & { span: ToolSpanEnd }> {
     const began = performance.now();
     // The arguments as carried out: the model's, with the defaults the tool applied.
     const base = { index: item.index, tool: item.call.name, arguments: value as Record<string, unknown>, operation: paid?.price.operation ?? null };
@@ -369,11 +374,11 @@ export class Conductor {
       const note = `failed: ${message}${paid ? (pending ? `; the refund of ${paid.price.amount} credits is pending` : `; refunded ${paid.price.amount} credits`) : ''}`;
       const record: CallRecord = { ...base, status: 'failed', credits: (paid?.price.amount ?? 0) - refunded, note, output: null, refund_pending: pending, duration_ms: Math.round(performance.now() - began) };
       this.deps.observe?.(record, refunded);
-      return { record, key: paid?.key ?? null, content: json({ error: message, ...(paid ? { refunded: refunded > 0 } : {}) }) };
+      return { record, key: paid?.key ?? null, content: json({ error: message, ...(paid ? { refunded: refunded > 0 } : {}) }), span: { refunded, failure: error instanceof ToolFailure ? 'ToolFailure' : '_OTHER' } };
     }
     const record: CallRecord = { ...base, status: 'ok', credits: paid?.price.amount ?? 0, note: outcome.note, output: outcome.output, refund_pending: false, duration_ms: Math.round(performance.now() - began) };
     this.deps.observe?.(record, 0);
-    return { record, key: paid?.key ?? null, content: json(outcome.result) };
+    return { record, key: paid?.key ?? null, content: json(outcome.result), span: { refunded: 0 } };
   }
 
   /** Refunds the charge under `key`, trying a few times; false when the gateway could not book it (the journal keeps it pending). */
