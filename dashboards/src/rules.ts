@@ -1,10 +1,14 @@
 import { ALERTS, RECORDING_RULES, type AlertRule } from './alerts.ts';
 
-/** Where each alert's runbook lies, relative to the repository (the chart may set a full URL base). */
-export const runbookUrl = (alert: string, base = 'docs/runbooks/') => `${base}${alert}.md`;
+/**
+ * Where each alert's runbook lies, relative to the repository: it declares no public URL to make it absolute
+ * with. The platform chart rewrites it to `<monitoring.prometheusRules.runbookBaseUrl>/<alert>.md` in the
+ * PrometheusRule when that value says where `docs/runbooks/` is published.
+ */
+export const runbookUrl = (alert: string) => `docs/runbooks/${alert}.md`;
 
 /** The rule groups, as a Prometheus rule file and a PrometheusRule's `spec` both hold them. */
-export function ruleGroups(runbookBase?: string) {
+export function ruleGroups() {
   return {
     groups: [
       { name: 'tempora-slo', rules: RECORDING_RULES },
@@ -15,15 +19,15 @@ export function ruleGroups(runbookBase?: string) {
           expr: rule.expr,
           for: rule.for,
           labels: { severity: rule.severity },
-          annotations: annotationsOf(rule, runbookBase),
+          annotations: annotationsOf(rule),
         })),
       },
     ],
   };
 }
 
-function annotationsOf(rule: AlertRule, runbookBase?: string) {
-  return { summary: rule.summary, description: rule.description, runbook_url: runbookUrl(rule.alert, runbookBase) };
+function annotationsOf(rule: AlertRule) {
+  return { summary: rule.summary, description: rule.description, runbook_url: runbookUrl(rule.alert) };
 }
 
 /** promtool's unit tests: every case of every alert, with the annotations it must carry, rendered. */
