@@ -381,6 +381,10 @@ export class GatewayRepository {
     return `${base}#${attempt + 1}`;
   }
 
+  async isChargeOpen(userId: string, chargeKey: string): Promise<boolean> {
+    return (await this.knex('open_charges').where({ user_id: userId, charge_key: chargeKey }).first('charge_key')) !== undefined;
+  }
+
   /** Ends a charge's open state (its call delivered, or a job follows it now); whether it was open. */
   async closeCharge(userId: string, chargeKey: string, trx: Knex = this.knex): Promise<boolean> {
     return (await trx('open_charges').where({ user_id: userId, charge_key: chargeKey }).delete()) > 0;

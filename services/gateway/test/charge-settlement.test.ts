@@ -151,6 +151,30 @@ describe('gateway: charges are settled durably', function () {
       assert.deepEqual(entries.map((entry) => entry.kind), ['charge', 'refund', 'charge', 'signup_grant']);
     });
 
+    it('answers a retry while the first call is unanswered 409 with Retry-After, charging nothing', async () => {
+      const user = await gw.user();
+      let release!: () => void;
+      const held = new Promise<void>((resolve) => (release = resolve));
+      gw.upstreams.simulation.on('POST /api/v1/simulate', async (_req, res) => {
+        await held;
+        res.writeHead(202, { 'content-type': 'application/json', location: '/api/v1/simulations/r1' }).end('{"id":"r1","status":"queued"}');
+      });
+      gw.upstreams.simulation.on('GET /api/v1/simulations/*', (_req, res) => {
+        res.writeHead(200, { 'content-type': 'application/json' }).end('{"status":"running"}');
+      });
+      const key = randomUUID();
+      const first = simulate(user, key);
+      while (gw.upstreams.simulation.requests.length === 0) await sleep(10);
+      const retry = await simulate(user, key);
+      assert.equal(retry.status, 409, JSON.stringify(retry.body));
+      assert.equal(retry.headers.get('retry-after'), '1');
+      assert.equal(retry.headers.get('x-credits-charged'), '0');
+      release();
+      assert.equal((await first).status, 202);
+      assert.equal((await simulate(user, key)).headers.get('x-credits-charged'), '0', 'then it rides on the first charge');
+      await balanceReaches(gw, user, SIGNUP - RUN, 0);
+    });
+
     it('refuses the same key with a request of another price (422), charging nothing', async () => {
       const user = await gw.user();
       simulationStandIn();

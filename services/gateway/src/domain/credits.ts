@@ -147,6 +147,11 @@ export class Credits {
     const key = idempotencyKey === undefined || !price.keyed ? `proxy:${randomUUID()}` : await this.repository.chargeKeyFor(userId, idempotencyChargeKey(method, path, idempotencyKey));
     try {
       const outcome = await this.charge(userId, price.amount, key, price.operation, metadata, this.settleWithinMs);
+      // A retry may ride only on a settled charge: one still open belongs to a call not yet answered, or
+      // answered but not yet refunded (a database outage delays it), which the draft answers with 409.
+      if (outcome.replayed && (await this.repository.isChargeOpen(userId, key))) {
+        throw new Problem(409, 'a request with this Idempotency-Key is still being answered; retry once it is', { headers: { 'Retry-After': '1', 'X-Credits-Charged': '0' } });
+      }
       return new CallCharge(this, userId, key, price, outcome);
     } catch (error) {
       if (error instanceof InsufficientCredits) throw insufficientCredits(error, price);
