@@ -7,7 +7,7 @@
 // with generated Secrets kept across all of them and only the documented data left after uninstall.
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { lstatSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, realpathSync, rmSync } from 'node:fs';
+import { lstatSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -413,6 +413,11 @@ describe('helm chart tempora (the platform)', function () {
       ['a password that would break the URL', ['--set', 'postgresql.password=p@ss/word:0123456789'], /\/postgresql\/password/],
       ['a volume size that is no quantity', ['--set', 'postgresql.persistence.size=lots'], /\/postgresql\/persistence\/size/],
       ['a memory limit that is no quantity', ['--set', 'redis.resources.limits.memory=lots'], /\/redis\/resources\/limits\/memory/],
+      // The CRDs take any name under resources; without the schema's names the operator's Deployment would be refused later.
+      ['a misspelt resource name', ['--set', 'services.graph.resources.requests.memroy=1Gi'], /at '\/services\/graph\/resources\/requests': additional properties 'memroy' not allowed/],
+      ['a resource name that is no container resource', ['--set', 'agentPool.resources.limits.storage=1Gi'], /at '\/agentPool\/resources\/limits': additional properties 'storage' not allowed/],
+      ['a kubernetes.io/ resource name, which is no extended resource', ['--set', 'services.graph.resources.limits.kubernetes\\.io/gpu=1'], /at '\/services\/graph\/resources\/limits\/kubernetes\.io~1gpu': false schema/],
+      ['an extended resource without its domain', ['--set', 'graphWorkers.renderer.resources.limits.gpu=1'], /at '\/graphWorkers\/renderer\/resources\/limits': additional properties 'gpu' not allowed/],
       ['an unknown worker role', ['--set', 'graphWorkers.painter.enabled=true'], /\/graphWorkers/],
       ['a schedule on a Deployment worker', ['--set', 'graphWorkers.renderer.schedule=0 4 * * *'], /\/graphWorkers\/renderer/],
       ['worker concurrency 0', ['--set', 'graphWorkers.judge.concurrency=0'], /\/graphWorkers\/judge\/concurrency/],
@@ -462,6 +467,25 @@ describe('helm chart tempora (the platform)', function () {
       const r = helm.run('lint', CHART, '--strict', '--set', 'logLevel=verbose');
       assert.notEqual(r.status, 0);
       assert.match(r.stdout + r.stderr, /\/logLevel/);
+    });
+
+    it('lint and template refuse a misspelt resource name with the schema message, and take the names Kubernetes knows', function () {
+      const misspelt = ['--set', 'services.graph.resources.requests.memroy=1Gi'];
+      for (const command of [['lint', CHART, '--strict'], ['template', RELEASE, CHART]]) {
+        const r = helm.run(...command, '--namespace', NAMESPACE, ...misspelt);
+        assert.notEqual(r.status, 0, `helm ${command[0]} should fail`);
+        assert.match(r.stdout + r.stderr, /values don't meet the specifications of the schema/);
+        assert.match(r.stdout + r.stderr, /at '\/services\/graph\/resources\/requests': additional properties 'memroy' not allowed/);
+      }
+      // Standard, huge pages and extended names reach the Gateway as given (an escaped dot stays in the key).
+      const gw = only<Custom<GatewaySpec>>(
+        render(...['requests.ephemeral-storage=1Gi', 'requests.hugepages-2Mi=2Mi', 'limits.hugepages-2Mi=2Mi', 'requests.nvidia\\.com/gpu=1', 'limits.nvidia\\.com/gpu=1'].flatMap((v) => ['--set', `services.graph.resources.${v}`])),
+        'Gateway',
+      );
+      assert.deepEqual(gw.spec.services.graph!.resources, {
+        requests: { cpu: '100m', memory: '256Mi', 'ephemeral-storage': '1Gi', 'hugepages-2Mi': '2Mi', 'nvidia.com/gpu': 1 },
+        limits: { memory: '1Gi', 'hugepages-2Mi': '2Mi', 'nvidia.com/gpu': 1 },
+      });
     });
   });
 
@@ -575,6 +599,50 @@ describe('helm chart tempora (the platform)', function () {
         const rule = only<Custom<{ groups: { rules: Record<string, unknown>[] }[] }>>(helm.template(RELEASE, CHART, 'dry-run', '--api-versions', PROMETHEUS_RULE_API), 'PrometheusRule');
         rule.spec.groups[0]!.rules[0]!.for = 'two minutes';
         await assert.rejects(dryRun(rule), /spec\.groups\[0\]\.rules\[0\]\.for/);
+      });
+
+      it('the schema takes exactly the container resource names the API server takes', async function () {
+        this.timeout(120_000);
+        const domain244 = ['a'.repeat(63), 'b'.repeat(63), 'c'.repeat(63), 'd'.repeat(52)].join('.');
+        // [name, a quantity the API server takes for it (huge pages in multiples of their size, extended resources whole)]
+        const names: [string, string][] = [
+          ['cpu', '1'], ['memory', '64Mi'], ['ephemeral-storage', '1Gi'], ['hugepages-2Mi', '2Mi'], ['hugepages-1Gi', '1Gi'],
+          ['nvidia.com/gpu', '1'], ['example.com/foo_bar.Baz-1', '1'], ['vendor/device', '1'], [`${domain244}/x`, '1'], [`example.com/${'n'.repeat(63)}`, '1'],
+          ['memroy', '1Gi'], ['storage', '1Gi'], ['pods', '1'], ['gpu', '1'], ['hugepages-', '1'], ['hugepages-big', '1'], ['Example.com/gpu', '1'],
+          ['example.com/', '1'], ['example.com/-gpu', '1'], ['example..com/gpu', '1'], ['requests.example.com/gpu', '1'], [`${domain244}d/x`, '1'], [`example.com/${'n'.repeat(64)}`, '1'],
+        ];
+        const dir = mkdtempSync(join(tmpdir(), 'tempora-resource-names-'));
+        try {
+          for (const [name, quantity] of names) {
+            // memory beside every name: huge pages need it; requests equal to limits, as extended resources and huge pages need.
+            const resources = { requests: { memory: '64Mi', [name]: quantity }, limits: { memory: '64Mi', [name]: quantity } };
+            const file = join(dir, 'values.json');
+            writeFileSync(file, JSON.stringify({ services: { graph: { resources } } }));
+            const schemaTakes = helm.run('template', RELEASE, CHART, '--namespace', NAMESPACE, '-f', file).status === 0;
+            const deployment = {
+              apiVersion: 'apps/v1',
+              kind: 'Deployment',
+              metadata: { name: 'resource-names', namespace: 'dry-run' },
+              spec: {
+                selector: { matchLabels: { app: 'resource-names' } },
+                template: { metadata: { labels: { app: 'resource-names' } }, spec: { containers: [{ name: 'c', image: 'example.com/c:1', resources }] } },
+              },
+            } as KubeObject;
+            const apiTakes = await dryRun(deployment).then(
+              () => true,
+              (err: unknown) => {
+                assert.match(String(err), /resources\.(requests|limits)/, `${name}: refused for its resources, not for something else`);
+                return false;
+              },
+            );
+            assert.equal(schemaTakes, apiTakes, `${name}: the schema ${schemaTakes ? 'takes' : 'refuses'} it, the API server ${apiTakes ? 'takes' : 'refuses'} it`);
+          }
+          // Taken by the API server's validation, yet no resource: kubernetes.io/ names are Kubernetes' own, none is a container's.
+          writeFileSync(join(dir, 'values.json'), JSON.stringify({ services: { graph: { resources: { limits: { 'kubernetes.io/gpu': 1 } } } } }));
+          assert.match(helm.run('template', RELEASE, CHART, '--namespace', NAMESPACE, '-f', join(dir, 'values.json')).stderr, /at '\/services\/graph\/resources\/limits\/kubernetes\.io~1gpu': false schema/);
+        } finally {
+          rmSync(dir, { recursive: true, force: true });
+        }
       });
 
       describe('helm install, upgrade, rollback and uninstall', function () {
