@@ -156,10 +156,14 @@ describe('simulation Idempotency-Key', function () {
     assert.equal((await sim.call('GET', `/api/v1/simulations/${replies[1]!.body.id}`, { headers: asUser('alice') })).status, 404);
   });
 
-  it('documents the header and the replay in /openapi.json', async () => {
+  it('documents the header as a parameter, and the replay, in /openapi.json', async () => {
     const operation = (await sim.call('GET', '/openapi.json')).body.paths['/api/v1/simulate'].post;
-    assert.match(operation.description, /Idempotency-Key.*1–255 printable ASCII/s);
-    assert.match(operation.description, /Idempotent-Replayed: true/);
+    const header = operation.parameters.find((parameter: { in: string; name: string }) => parameter.in === 'header' && parameter.name === 'idempotency-key');
+    assert.ok(header, JSON.stringify(operation.parameters));
+    assert.notEqual(header.required, true, 'optional');
+    assert.match(header.description, /1–255 printable ASCII/);
+    assert.match(operation.responses['202'].description, /Idempotent-Replayed: true/);
+    assert.deepEqual(Object.keys(operation.responses['202'].headers), ['Location', 'Idempotent-Replayed']);
     assert.match(operation.responses['422'].description, /Idempotency-Key/);
   });
 

@@ -44,9 +44,10 @@ function operation(route: RouteDefinition): ZodOpenApiOperationObject {
         description: spec.description,
         ...(spec.schema ? { content: { [spec.contentType ?? 'application/json']: { schema: spec.schema } } } : {}),
         ...(spec.links ? { links: spec.links } : {}),
+        ...(spec.headers ? { headers: spec.headers } : {}),
       };
   }
-  if (route.query || route.params || body) responses['422'] ??= problem('A parameter or body field is invalid');
+  if (route.query || route.params || route.headers || body) responses['422'] ??= problem('A parameter or body field is invalid');
   if (body) {
     responses['400'] ??= problem('The body is not valid JSON');
     responses['413'] ??= problem('The body is larger than the limit');
@@ -63,8 +64,8 @@ function operation(route: RouteDefinition): ZodOpenApiOperationObject {
     ...(route.description ? { description: route.description } : {}),
     tags: route.tags,
     ...(route.security?.length ? { security: route.security.map((scheme) => ({ [scheme]: [] })) } : { security: [] }),
-    ...(route.query || route.params
-      ? { requestParams: { ...(route.query ? { query: route.query } : {}), ...(route.params ? { path: route.params } : {}) } }
+    ...(route.query || route.params || route.headers
+      ? { requestParams: { ...(route.query ? { query: route.query } : {}), ...(route.params ? { path: route.params } : {}), ...(route.headers ? { header: route.headers } : {}) } }
       : {}),
     ...(body ? { requestBody: { required: true, content: { 'application/json': { schema: body } } } } : {}),
     responses: responses as ZodOpenApiOperationObject['responses'],

@@ -17,11 +17,14 @@ export interface ResponseSpec {
    * { id: '$response.body#/id' } } }`), so clients and stateful testers can follow the chain.
    */
   links?: Record<string, { operationId: string; parameters: Record<string, string>; description?: string }>;
+  /** Response header fields the operation sets (documented only), by name. */
+  headers?: AnyObject;
 }
 
-export interface RouteInput<Q extends AnyObject, P extends AnyObject, B extends z.ZodType> {
+export interface RouteInput<Q extends AnyObject, P extends AnyObject, B extends z.ZodType, H extends AnyObject = AnyObject> {
   query: z.output<Q>;
   params: z.output<P>;
+  headers: z.output<H>;
   body: z.output<B>;
 }
 
@@ -29,7 +32,7 @@ export interface RouteInput<Q extends AnyObject, P extends AnyObject, B extends 
  * One HTTP operation: the zod schemas that validate its input are the ones the OpenAPI document is
  * generated from, so the documentation cannot drift from what the service accepts.
  */
-export interface RouteDefinition<Q extends AnyObject = AnyObject, P extends AnyObject = AnyObject, B extends z.ZodType = z.ZodType> {
+export interface RouteDefinition<Q extends AnyObject = AnyObject, P extends AnyObject = AnyObject, B extends z.ZodType = z.ZodType, H extends AnyObject = AnyObject> {
   method: HttpMethod;
   /** OpenAPI path template, e.g. `/api/v1/moments/{path}`. */
   path: string;
@@ -48,12 +51,17 @@ export interface RouteDefinition<Q extends AnyObject = AnyObject, P extends AnyO
   security: string[];
   query?: Q;
   params?: P;
+  /**
+   * Request header fields the operation reads, by lower-case name (Node's), validated and documented like
+   * the query; only the fields named are checked (a request carries many others).
+   */
+  headers?: H;
   body?: B;
   /** A body the handler validates itself (e.g. to report errors per batch item); documented only. */
   documentedBody?: z.ZodType;
   responses: Record<number, ResponseSpec>;
   /** Returns the response body (or sets ctx.body itself and returns undefined). */
-  handler(ctx: Context, input: RouteInput<Q, P, B>): unknown;
+  handler(ctx: Context, input: RouteInput<Q, P, B, H>): unknown;
 }
 
 /** The same OpenAPI link to each of `operationIds`, filling their parameters from this response. */
@@ -61,8 +69,8 @@ export function linksTo(parameters: Record<string, string>, ...operationIds: str
   return Object.fromEntries(operationIds.map((operationId) => [operationId, { operationId, parameters }]));
 }
 
-export function defineRoute<Q extends AnyObject = AnyObject, P extends AnyObject = AnyObject, B extends z.ZodType = z.ZodUnknown>(
-  route: RouteDefinition<Q, P, B>,
+export function defineRoute<Q extends AnyObject = AnyObject, P extends AnyObject = AnyObject, B extends z.ZodType = z.ZodUnknown, H extends AnyObject = AnyObject>(
+  route: RouteDefinition<Q, P, B, H>,
 ): RouteDefinition {
   return route as unknown as RouteDefinition;
 }
@@ -162,6 +170,7 @@ function validateAndHandle(route: RouteDefinition): Middleware {
     const errors: ProblemFieldError[] = [];
     const query = parsePart(route.query, ctx.query, 'query', errors);
     const params = parsePart(route.params, ctx.params, 'params', errors);
+    const headers = route.headers ? parsePart(route.headers, ctx.headers, 'headers', errors) : {};
     // No bytes at all (no Content-Length or 0, not chunked) is a missing body, whatever its declared type.
     const empty = !ctx.get('transfer-encoding') && !(ctx.request.length > 0);
     if ((route.body || route.documentedBody) && !empty && ctx.request.type && !ctx.is('json')) {
@@ -172,7 +181,7 @@ function validateAndHandle(route: RouteDefinition): Middleware {
     if (empty && bodySchema && !bodySchema.safeParse(undefined).success) errors.push({ path: 'body', message: 'a JSON body is required' });
     else body = parsePart(route.body, empty ? undefined : (ctx.request as { body?: unknown }).body, 'body', errors);
     if (errors.length > 0) throw unprocessable(`the request is invalid: ${errors.map((e) => `${e.path}: ${e.message}`).join('; ')}`, errors);
-    const result = await route.handler(ctx, { query, params, body } as RouteInput<AnyObject, AnyObject, z.ZodType>);
+    const result = await route.handler(ctx, { query, params, headers, body } as RouteInput<AnyObject, AnyObject, z.ZodType>);
     if (result !== undefined) ctx.body = result;
   };
 }

@@ -1,6 +1,5 @@
-import type { Context } from 'koa';
 import { z } from 'zod';
-import { conflict, defineRoute, linksTo, openEventStream, Problem, ServerSentEventSchema, toProblem, unprocessable, zodIssues, type RouteDefinition } from '@tempora/kit/http';
+import { conflict, defineRoute, linksTo, openEventStream, Problem, ServerSentEventSchema, toProblem, unprocessable, type RouteDefinition } from '@tempora/kit/http';
 import { ANY_CALLER, callerOf } from '../auth.ts';
 import { microsToUsd } from '../domain/budgets.ts';
 import { BudgetRefused, TERMINAL } from '../repository.ts';
@@ -14,16 +13,11 @@ const RUN_STATUSES = ['queued', 'running', 'completed', 'stopped', 'cancelled', 
 /** What a run's id opens. */
 const runLinks = linksTo({ id: '$response.body#/id' }, 'getSimulation', 'getSimulationResult', 'streamSimulation', 'cancelSimulation');
 const IDEMPOTENCY_KEY_PATH = 'headers.idempotency-key';
-
-/** The request's Idempotency-Key, if it has one: the kit's routes validate query, path and body, not headers. */
-function idempotencyKeyOf(ctx: Context): string | undefined {
-  const header = ctx.headers['idempotency-key'];
-  if (header === undefined) return undefined;
-  const parsed = IdempotencyKeySchema.safeParse(header);
-  if (parsed.success) return parsed.data;
-  const errors = zodIssues(parsed.error, IDEMPOTENCY_KEY_PATH);
-  throw unprocessable(`the Idempotency-Key header is invalid: ${errors.map((error) => error.message).join('; ')}`, errors);
-}
+/** What a creation's answer carries besides the run. */
+const createdHeaders = z.object({
+  Location: z.string().meta({ description: 'the run' }),
+  'Idempotent-Replayed': z.literal('true').optional().meta({ description: 'present on the answer to a retry under an Idempotency-Key: the run that key started' }),
+});
 
 export function simulationRoutes(deps: RouteDeps): RouteDefinition[] {
   const { simulations, repository, runner } = deps;
@@ -34,23 +28,22 @@ export function simulationRoutes(deps: RouteDeps): RouteDefinition[] {
       operationId: 'simulate',
       summary: 'Start a simulation run',
       description:
-        'Answers 202 with the run (queued), its cost estimate and its links at once; `wait=N` holds the answer up to N seconds (at most MAX_WAIT_SECONDS) and answers 200 if the run ended by then. The estimate is reserved against every SimulationBudget that covers the run (global, its account, its template, its mode); a budget without room refuses it with 402 naming the budget and what it has left.\n\n' +
-        `Header \`Idempotency-Key\` (optional; draft-ietf-httpapi-idempotency-key-header): ${IdempotencyKeySchema.description} A request arriving while another with its key is being created waits for it and gets its run. A replay is answered as a creation is (202, or 200 with \`wait\` once the run ended; the run as it stands now; Location).`,
+        'Answers 202 with the run (queued), its cost estimate and its links at once; `wait=N` holds the answer up to N seconds (at most MAX_WAIT_SECONDS) and answers 200 if the run ended by then. The estimate is reserved against every SimulationBudget that covers the run (global, its account, its template, its mode); a budget without room refuses it with 402 naming the budget and what it has left. With an `Idempotency-Key` (draft-ietf-httpapi-idempotency-key-header), a request arriving while another with its key is being created waits for it and gets its run; a replay is answered as a creation is (202, or 200 with `wait` once the run ended; the run as it stands now; Location).',
       tags: ['simulations'],
       security: ANY_CALLER,
       query: z.object({ wait: z.coerce.number().int().min(0).max(deps.maxWaitSeconds).default(0).meta({ description: `seconds to wait for the run to end, 0 to ${deps.maxWaitSeconds}` }) }),
+      headers: z.object({ 'idempotency-key': IdempotencyKeySchema.optional().meta({ description: IdempotencyKeySchema.description }) }),
       body: SimulateRequestSchema,
       responses: {
-        202: { description: 'The run (queued or running when created; as it stands now on a replay, marked `Idempotent-Replayed: true`)', schema: RunSchema, links: runLinks },
-        200: { description: 'With `wait`: the run, ended', schema: RunSchema, links: runLinks },
+        202: { description: 'The run (queued or running when created; as it stands now on a replay, marked `Idempotent-Replayed: true`)', schema: RunSchema, links: runLinks, headers: createdHeaders },
+        200: { description: 'With `wait`: the run, ended', schema: RunSchema, links: runLinks, headers: createdHeaders },
         402: { description: 'A budget has no room for the run\'s estimate (`budget`, `period`, `remaining_usd`, `needed_usd`)' },
         422: { description: 'An invalid field, an unknown template, an invalid Idempotency-Key, or one already used with a different request' },
       },
-      handler: async (ctx, { body, query }) => {
-        const idempotencyKey = idempotencyKeyOf(ctx);
+      handler: async (ctx, { body, query, headers }) => {
         let started;
         try {
-          started = await simulations.start(body, callerOf(ctx), idempotencyKey);
+          started = await simulations.start(body, callerOf(ctx), headers['idempotency-key']);
         } catch (error) {
           if (error instanceof UnknownTemplate) throw unprocessable(error.message, [{ path: 'body.template', message: error.message }]);
           if (error instanceof IdempotencyKeyReused) {
