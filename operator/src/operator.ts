@@ -89,7 +89,7 @@ export class Operator {
     this.informers.set(R.Pod.plural, pods);
     this.#featureTtlMs = options.featureTtlMs ?? 30_000;
     this.#optionalApis = new OptionalApis(this.client, this.#featureTtlMs);
-    this.#secrets = new GatewaySecrets(this.client, this.metrics, log);
+    this.#secrets = new GatewaySecrets(this.client, this.metrics, log, (namespace, name) => this.#owners.get(R.Gateway.plural)?.get(namespace, name) !== undefined);
     const context: ReconcileContext = {
       client: this.client,
       log,

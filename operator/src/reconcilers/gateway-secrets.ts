@@ -77,13 +77,16 @@ export class GatewaySecrets {
   readonly #client: KubeClient;
   readonly #metrics: OperatorMetrics;
   readonly #log: Logger;
+  readonly #exists: (namespace: string, gateway: string) => boolean;
   /** The label sets each Gateway has series under, by `namespace/name`, so that a dropped reference drops its series. */
   readonly #series = new Map<string, { secrets: Labels[]; certificates: Labels[] }>();
 
-  constructor(client: KubeClient, metrics: OperatorMetrics, log: Logger) {
+  /** `exists`: whether the Gateway is still in the informer's cache. */
+  constructor(client: KubeClient, metrics: OperatorMetrics, log: Logger, exists: (namespace: string, gateway: string) => boolean) {
     this.#client = client;
     this.#metrics = metrics;
     this.#log = log;
+    this.#exists = exists;
   }
 
   /**
@@ -125,6 +128,13 @@ export class GatewaySecrets {
         return found;
       }),
     );
+    // Deleted while its Secrets were read: forget() has run already and would not run again for these series.
+    if (!this.#exists(namespace, gateway)) {
+      this.#drop(after, { secrets: [], certificates: [] });
+      this.#drop(before, { secrets: [], certificates: [] });
+      this.#series.delete(objectKey(namespace, gateway));
+      return [];
+    }
     this.#drop(before, after);
     this.#series.set(objectKey(namespace, gateway), after);
     return problems.flat();
