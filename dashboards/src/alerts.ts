@@ -458,7 +458,7 @@ export const ALERTS: AlertRule[] = [
         '`kubectl describe gateway <gateway> -n <namespace>`: the Degraded condition (reason SecretMissing) names each Secret, the spec field that names it, and the key it lacks; the Events show when it started.',
         '`kubectl get secret <secret> -n <namespace> -o jsonpath=\'{.data}\'`: which keys it has (a typo in a key, or a Secret in another namespace, is the usual cause).',
         'A TLS Secret made by cert-manager: `kubectl describe certificate -n <namespace>` and its CertificateRequest, Order and Challenges say why it is not issued.',
-        'Tempora / Operator, Secrets row: which Gateways and Secrets, since when.',
+        'Tempora / Operator, Secrets missing (row Certificates and Secrets): which Gateways and Secrets, since when.',
       ],
       mitigation: [
         'Create the Secret or add the key (`kubectl create secret generic|tls …`), or correct the Gateway\'s field. The operator looks again within a minute; pods waiting for it start by themselves.',
