@@ -1,23 +1,8 @@
 import { z } from 'zod';
+import { LlmParamsSchema } from '@tempora/kit/providers';
 import { PRICE_TABLE } from './domain/pricing.ts';
 import { MECHANISM_IDS, MODES } from './domain/vocabulary.ts';
 
-/** platform-interface.md, "llm_params", where they apply to a simulation's calls (max_tokens lowers each call's allowance). */
-export const SimulationLlmParamsSchema = z
-  .strictObject({
-    temperature: z.number().min(0).max(2).optional(),
-    max_tokens: z.number().int().min(1).max(32768).optional().meta({ description: 'caps every call below what the fidelity allows' }),
-    top_p: z.number().min(0).max(1).optional(),
-    top_k: z.number().int().min(1).optional(),
-    frequency_penalty: z.number().min(-2).max(2).optional().meta({ description: 'aggregator only' }),
-    presence_penalty: z.number().min(-2).max(2).optional().meta({ description: 'aggregator only' }),
-    repetition_penalty: z.number().min(0).max(2).optional().meta({ description: 'aggregator only; multiplicative' }),
-    stop: z.array(z.string().min(1)).max(4).optional(),
-    thinking_level: z.enum(['none', 'low', 'medium', 'high']).optional().meta({ description: 'native provider only' }),
-    system_prompt_prefix: z.string().max(2000).optional(),
-    system_prompt_suffix: z.string().max(2000).optional(),
-  })
-  .meta({ id: 'SimulationLlmParams' });
 
 const upper = (value: unknown) => (typeof value === 'string' ? value.trim().toUpperCase() : value);
 
@@ -33,7 +18,7 @@ export const SimulateRequestSchema = z
       .refine((list) => new Set(list).size === list.length, 'mechanisms repeat')
       .optional()
       .meta({ description: 'a subset of M1–M19; default: the template\'s, or M3, M7, M11, M13 for a prompt; [] runs with none' }),
-    llm_params: SimulationLlmParamsSchema.optional(),
+    llm_params: LlmParamsSchema.optional().meta({ description: 'applied to every model call of the run; max_tokens caps each call below what the fidelity allows' }),
     text_model: z
       .string()
       .trim()

@@ -3,11 +3,10 @@
  * under the request's values), routed to what the selected provider takes, the system prompt wrapped in
  * the prefix and suffix, and the parameters as the scene records them.
  */
-import { AGGREGATOR_ONLY_PARAMS, NATIVE_ONLY_PARAMS, type ProviderKind, type SamplingParams } from '@tempora/kit/providers';
+import { AGGREGATOR_ONLY_PARAMS, NATIVE_ONLY_PARAMS, type ProviderKind, type SamplingParams, type LlmParams } from '@tempora/kit/providers';
 import { TEXT_AGENTS } from '../agents/index.ts';
 import { TEMPERATURES, type TextAgentName } from '../agents/types.ts';
 import type { Selection } from '../models.ts';
-import type { LlmParams } from '../schemas.ts';
 
 /** The sampling part of llm_params (the system prompt parts wrap the prompt instead). */
 function samplingOf(llm: LlmParams | undefined): SamplingParams {

@@ -1,11 +1,10 @@
 import { randomUUID } from 'node:crypto';
 import { SpanStatusCode, trace } from '@opentelemetry/api';
-import { addUsage, emptyUsage, GEN_AI_PROVIDER_NAMES, type Citation } from '@tempora/kit/providers';
+import { addUsage, emptyUsage, GEN_AI_PROVIDER_NAMES, type Citation, type LlmParams } from '@tempora/kit/providers';
 import type { AgentOutput } from '../agents/index.ts';
 import type { AgentName, Brief } from '../agents/types.ts';
 import type { GenerationMetrics } from '../metrics.ts';
 import type { Selection } from '../models.ts';
-import type { LlmParams } from '../schemas.ts';
 import { OrderedReporter, type AgentEvent, type StepRecord } from './events.ts';
 import { callParams, unsentParamWarnings } from './params.ts';
 import type { AgentRunner } from './runner.ts';

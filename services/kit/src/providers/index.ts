@@ -1,4 +1,5 @@
 export * from './types.ts';
+export { LlmParamsSchema, type LlmParams } from './llm-params.ts';
 export { callProvider, retryAfterMs, type HttpCallOptions, type ProviderHttpSettings } from './http.ts';
 export { GeminiProvider, thinkingConfig, type GeminiOptions } from './gemini.ts';
 export { OpenRouterProvider, type OpenRouterOptions } from './openrouter.ts';
