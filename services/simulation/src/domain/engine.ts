@@ -10,7 +10,7 @@ import { allowanceMicros, DEFAULT_MODEL } from './pricing.ts';
 import { PlanReplySchema, type PlanReply } from './replies.ts';
 import { pick, randomFor } from './synth.ts';
 import type { Template } from './templates.ts';
-import { askValidated, type StepContext } from './timepoint.ts';
+import { askValidated, type StepContext } from './step-calls.ts';
 import type { Mechanism, Mode } from './vocabulary.ts';
 import { round, type World } from './world.ts';
 

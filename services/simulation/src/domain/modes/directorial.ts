@@ -1,7 +1,8 @@
 import { timepointWeight } from '../plan.ts';
 import { DirectorReplySchema, type DirectorReply } from '../replies.ts';
 import { randomFor } from '../synth.ts';
-import { askValidated, resolveTimepoint } from '../timepoint.ts';
+import { askValidated } from '../step-calls.ts';
+import { resolveTimepoint } from '../timepoint.ts';
 import { createWorld, round, type World } from '../world.ts';
 import type { ModeAlgorithm } from './types.ts';
 

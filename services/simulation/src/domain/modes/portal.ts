@@ -1,7 +1,8 @@
 import { timepointWeight } from '../plan.ts';
 import { AntecedentsReplySchema, type AntecedentsReply } from '../replies.ts';
 import { pick, randomFor } from '../synth.ts';
-import { askValidated, resolveTimepoint } from '../timepoint.ts';
+import { askValidated } from '../step-calls.ts';
+import { resolveTimepoint } from '../timepoint.ts';
 import { createWorld, round, type World } from '../world.ts';
 import type { ModeAlgorithm } from './types.ts';
 

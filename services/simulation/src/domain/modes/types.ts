@@ -1,5 +1,5 @@
 import type { Plan, Scenario, Shape } from '../plan.ts';
-import type { StepContext } from '../timepoint.ts';
+import type { StepContext } from '../step-calls.ts';
 import type { Mode } from '../vocabulary.ts';
 import type { World } from '../world.ts';
 
