@@ -35,7 +35,7 @@ export function problemOf(error: unknown): Problem {
     });
   }
   if (error instanceof StepFailed) {
-    if (error.code === 'timeout') return new Problem(504, error.message, { extensions: { agent: error.agent } });
+    if (error.code === 'timeout') return new Problem(504, error.message, { extensions: { agent: error.agent, code: error.code } });
     if (error.code === 'cancelled') return new Problem(503, error.message, { title: 'Cancelled' });
     return new Problem(502, error.message, { extensions: { agent: error.agent, code: error.code } });
   }
