@@ -31,13 +31,16 @@ let aptUpdated = false;
 export function aptInstall(...packages: string[]): void {
   if (userInfo().uid !== 0) throw new Error(`install ${packages.join(' ')} (needs root) or set DATABASE_URL/REDIS_URL`);
   const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
+  // Another apt (a fresh machine's unattended upgrades, or a parallel install) holds dpkg's lock for a
+  // while: wait for it rather than fail the suite that needed the package.
+  const wait = ['-o', 'DPkg::Lock::Timeout=600'];
   if (!aptUpdated) {
     log('apt-get update');
-    execFileSync('apt-get', ['update', '-qq'], { stdio: 'inherit', env });
+    execFileSync('apt-get', [...wait, 'update', '-qq'], { stdio: 'inherit', env });
     aptUpdated = true;
   }
   log(`apt-get install ${packages.join(' ')}`);
-  execFileSync('apt-get', ['install', '-y', '-qq', '--no-install-recommends', ...packages], { stdio: 'inherit', env });
+  execFileSync('apt-get', [...wait, 'install', '-y', '-qq', '--no-install-recommends', ...packages], { stdio: 'inherit', env });
 }
 
 function postgresBin(): string | undefined {
