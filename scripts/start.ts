@@ -152,7 +152,11 @@ for (const group of [units.filter((unit) => !workers.includes(unit)), workers]) 
 if (!stopping) {
   console.log('\nTempora is running:');
   for (const service of services) console.log(`  ${service.padEnd(17)} ${url(service)}   docs ${url(service)}/docs`);
-  if (services.includes('graph')) console.log(`  ${'MCP'.padEnd(17)} ${url('graph')}/mcp/`);
+  if (services.includes('graph')) {
+    // The public host's address first: free read tools with no credential, as a consumer's client meets them.
+    if (services.includes('gateway')) console.log(`  ${'MCP'.padEnd(17)} ${url('gateway')}/api/v1/graph/mcp   (the graph's, on the public host; also ${url('graph')}/mcp/)`);
+    else console.log(`  ${'MCP'.padEnd(17)} ${url('graph')}/mcp/`);
+  }
   for (const unit of workers) console.log(`  ${unit.name.padEnd(17)} http://127.0.0.1:${unit.port}/metrics`);
   if (units.some((unit) => unit.name === 'stripe-stand-in')) console.log(`  ${'Stripe stand-in'.padEnd(17)} ${env.STRIPE_API_URL}   (billing in test mode: no real payments)`);
   if (services.includes('graph')) {
