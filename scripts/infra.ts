@@ -27,6 +27,24 @@ export async function freePort(): Promise<number> {
   });
 }
 
+function portIsFree(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const server = createServer();
+    server.once('error', () => resolve(false));
+    server.listen(port, '127.0.0.1', () => server.close(() => resolve(true)));
+  });
+}
+
+/** The first of `count` consecutive ports free now (workers take consecutive ports from a base), away from the ephemeral range. */
+export async function freePortRange(count: number): Promise<number> {
+  for (;;) {
+    const base = 20_000 + Math.floor(Math.random() * 10_000);
+    let free = true;
+    for (let port = base; free && port < base + count; port += 1) free = await portIsFree(port);
+    if (free) return base;
+  }
+}
+
 let aptUpdated = false;
 export function aptInstall(...packages: string[]): void {
   if (userInfo().uid !== 0) throw new Error(`install ${packages.join(' ')} (needs root) or set DATABASE_URL/REDIS_URL`);

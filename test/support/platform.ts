@@ -4,7 +4,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { freePort } from '../../scripts/infra.ts';
+import { freePort, freePortRange } from '../../scripts/infra.ts';
 import { DEFAULT_PORTS, type ServiceName } from '../../services/kit/src/runtime/config.ts';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
@@ -39,8 +39,8 @@ export async function startPlatform(options: { shared?: { databaseUrl: string; r
     urls[service] = `http://127.0.0.1:${port}`;
   }
   env.STRIPE_STAND_IN_PORT = String(await freePort());
-  // Workers take consecutive ports from the base: a free port well away from the ephemeral ones just drawn.
-  env.WORKER_BASE_PORT = String(20_000 + Math.floor(Math.random() * 20_000));
+  // Workers take consecutive ports from the base (npm start runs up to four), free when drawn.
+  env.WORKER_BASE_PORT = String(await freePortRange(4));
   Object.assign(env, options.env);
 
   let said = '';
