@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { freePort } from '../../scripts/infra.ts';
-import { signatureFor, stripeEvent, type StripeEvent } from '../../services/billing/test/stripe-server.ts';
+import { paidPackSession, signatureFor, stripeEvent, type StripeEvent } from '../../services/billing/test/stripe-server.ts';
 import { createDatabase, dropDatabase } from '../support/database.ts';
 import { call, Proc } from './support.ts';
 
@@ -105,22 +105,6 @@ class PassThrough {
     await new Promise((resolve) => this.server?.close(resolve) ?? resolve(undefined));
   }
 }
-
-/** A paid Checkout Session for the starter pack, as Stripe sends it in `checkout.session.completed`. */
-const paidSession = (userId: string) => ({
-  id: `cs_test_${randomUUID().replace(/-/g, '')}`,
-  object: 'checkout.session',
-  mode: 'payment',
-  status: 'complete',
-  payment_status: 'paid',
-  payment_intent: `pi_test_${randomUUID().replace(/-/g, '')}`,
-  subscription: null,
-  customer: null,
-  client_reference_id: userId,
-  metadata: { user_id: userId, pack_id: 'starter' },
-  amount_total: 499,
-  currency: 'usd',
-});
 
 /**
  * The billing service killed with SIGKILL while it holds a webhook's work, as its own process (as a pod
@@ -250,7 +234,7 @@ describe('faults: billing killed (SIGKILL) while it applies a webhook', function
 
   it('killed with its grant call in flight, after the gateway booked and before billing heard: the next process delivers again under the same key, the gateway replays, one grant', async () => {
     const userId = await newUser();
-    const session = paidSession(userId);
+    const session = paidPackSession(userId);
     const event = stripeEvent('checkout.session.completed', session);
 
     // Stripe's first delivery: billing commits the payment and its outbox entry, then calls the gateway,
@@ -305,7 +289,7 @@ describe('faults: billing killed (SIGKILL) while it applies a webhook', function
 
   it("killed inside the webhook's database transaction: nothing of it is kept, Stripe's next delivery to the next process applies it once, one grant; a delivery after that is a duplicate", async () => {
     const userId = await newUser();
-    const session = paidSession(userId);
+    const session = paidPackSession(userId);
     const event = stripeEvent('checkout.session.completed', session);
     const databaseName = new URL(billingDb).pathname.slice(1);
 

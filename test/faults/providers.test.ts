@@ -1,10 +1,10 @@
 import assert from 'node:assert/strict';
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo, Socket } from 'node:net';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { AGENT_NAMES } from '../../services/generation/src/agents/types.ts';
 import { FakeVendors, type Vendor } from '../../services/generation/test/providers/fake-vendors.ts';
 import { agentOf } from '../../services/generation/test/providers/recorded.ts';
+import { listenStandIn, type StandIn } from '../support/http.ts';
 import { assertLedger, call, json, startFaultPlatform, user, type Answer, type FaultPlatform } from './support.ts';
 
 /** What a stand-in does to one call instead of answering it. */
@@ -38,8 +38,7 @@ const GENERATION_AGENTS = new Set<string>(AGENT_NAMES);
 class Misbehaving {
   readonly seen: Seen[] = [];
   url = '';
-  private server!: Server;
-  private readonly sockets = new Set<Socket>();
+  private server: StandIn | undefined;
   private readonly scripted = new Map<string, Misbehaviour[]>();
   private readonly standing = new Map<string, Misbehaviour>();
   private readonly fake: FakeVendors;
@@ -49,19 +48,13 @@ class Misbehaving {
   }
 
   async start(): Promise<this> {
-    this.server = createServer((request, response) => void this.handle(request, response).catch(() => response.destroy()));
-    this.server.on('connection', (socket) => {
-      this.sockets.add(socket);
-      socket.on('close', () => this.sockets.delete(socket));
-    });
-    await new Promise<void>((resolve) => this.server.listen(0, '127.0.0.1', resolve));
-    this.url = `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
+    this.server = await listenStandIn((request, response) => void this.handle(request, response).catch(() => response.destroy()));
+    this.url = this.server.url;
     return this;
   }
 
   async stop(): Promise<void> {
-    for (const socket of this.sockets) socket.destroy();
-    await new Promise<void>((resolve) => this.server.close(() => resolve()));
+    await this.server?.stop();
   }
 
   /** These faults, one per call, for the next calls of `agent` (or any generation agent: `*`) at `vendor`. */

@@ -2,23 +2,7 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { notificationBody, signJws, transaction } from './apple-pki.ts';
 import { asUser, useBilling, type BillingHarness } from './harness.ts';
-import { stripeEvent } from './stripe-server.ts';
-
-const sessionObject = (userId: string, fields: Record<string, unknown> = {}) => ({
-  id: `cs_test_${randomUUID().replace(/-/g, '')}`,
-  object: 'checkout.session',
-  mode: 'payment',
-  status: 'complete',
-  payment_status: 'paid',
-  payment_intent: `pi_test_${randomUUID().replace(/-/g, '')}`,
-  subscription: null,
-  customer: null,
-  client_reference_id: userId,
-  metadata: { user_id: userId, pack_id: 'starter' },
-  amount_total: 499,
-  currency: 'usd',
-  ...fields,
-});
+import { paidPackSession, stripeEvent } from './stripe-server.ts';
 
 const subscriptionObject = (id: string, userId: string, fields: Record<string, unknown> = {}) => ({
   id,
@@ -52,7 +36,7 @@ describe('billing: exactly once', function () {
 
   it('50 concurrent deliveries of one event grant once', async () => {
     const userId = await h.user();
-    const event = stripeEvent('checkout.session.completed', sessionObject(userId));
+    const event = stripeEvent('checkout.session.completed', paidPackSession(userId));
     const replies = await Promise.all(Array.from({ length: 50 }, () => h.stripeEvent(event)));
     assert.deepEqual(new Set(replies.map((reply) => reply.status)), new Set([200]));
     const outcomes = replies.map((reply) => reply.body.outcome);
@@ -65,7 +49,7 @@ describe('billing: exactly once', function () {
 
   it('two different events about one payment grant once', async () => {
     const userId = await h.user();
-    const session = sessionObject(userId);
+    const session = paidPackSession(userId);
     const completed = await h.stripeEvent(stripeEvent('checkout.session.completed', session));
     const succeeded = await h.stripeEvent(stripeEvent('checkout.session.async_payment_succeeded', session));
     assert.equal(completed.body.outcome, 'applied');
@@ -88,7 +72,7 @@ describe('billing: exactly once', function () {
 
   it('the gateway down during a webhook: the provider gets 200 once recorded, the grant arrives once when it is back', async () => {
     const userId = await h.user();
-    const event = stripeEvent('checkout.session.completed', sessionObject(userId));
+    const event = stripeEvent('checkout.session.completed', paidPackSession(userId));
     await h.stopGateway();
     try {
       const reply = await h.stripeEvent(event);
@@ -138,7 +122,7 @@ describe('billing: exactly once', function () {
 
   it('a refund that arrives before its payment is settled when the payment does: nothing granted for good', async () => {
     const userId = await h.user();
-    const session = sessionObject(userId);
+    const session = paidPackSession(userId);
     const refund = await h.stripeEvent(stripeEvent('charge.refunded', { id: 'ch_test_early', object: 'charge', amount: 499, amount_refunded: 499, payment_intent: session.payment_intent }));
     assert.equal(refund.status, 200);
     assert.equal(await h.balance(userId), 0);

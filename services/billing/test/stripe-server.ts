@@ -78,6 +78,25 @@ export function stripeEvent(type: string, object: StripeObject, created = now())
   return { id: newId('evt'), object: 'event', api_version: Stripe.API_VERSION, created, livemode: false, pending_webhooks: 1, type, data: { object } };
 }
 
+/** A paid Checkout Session for a pack (the starter by default), as `checkout.session.completed` carries it. */
+export function paidPackSession(userId: string, fields: Record<string, unknown> = {}): StripeObject {
+  return {
+    id: newId('cs'),
+    object: 'checkout.session',
+    mode: 'payment',
+    status: 'complete',
+    payment_status: 'paid',
+    payment_intent: newId('pi'),
+    subscription: null,
+    customer: null,
+    client_reference_id: userId,
+    metadata: { user_id: userId, pack_id: 'starter' },
+    amount_total: 499,
+    currency: 'usd',
+    ...fields,
+  };
+}
+
 class StripeError extends Error {
   readonly status: number;
   readonly type: string;
