@@ -255,7 +255,9 @@ export const ALERTS: AlertRule[] = [
   },
   {
     alert: 'TemporaModelProviderFailing',
-    expr: 'sum by (provider) (rate(generation_agent_errors_total[5m])) / sum by (provider) (rate(generation_agent_duration_seconds_count[5m])) > 0.1',
+    // A failure the image chain absorbed is an error of the provider it left and a call to it: the fallback
+    // counter, relabelled by the provider it came from, adds those calls (its labels never equal the histogram's, so `or` keeps both).
+    expr: 'sum by (provider) (rate(generation_agent_errors_total[5m])) / sum by (provider) (rate(generation_agent_duration_seconds_count[5m]) or label_replace(rate(generation_provider_fallbacks_total[5m]), "provider", "$1", "from", "(.+)")) > 0.1',
     for: '10m',
     severity: 'warning',
     summary: 'A model provider fails agent calls.',
@@ -263,12 +265,32 @@ export const ALERTS: AlertRule[] = [
     runbook: {
       meaning: 'A model vendor (native provider, aggregator or image vendor) answers errors, rate limits (429) or times out.',
       impact: 'Scenes take longer (fallbacks) or fail; failed generations are refunded.',
-      diagnosis: ['Tempora / Generation, Agent failures by provider and code: 429 is quota, 401/403 a key, 5xx or timeout the vendor.'],
+      diagnosis: ['Tempora / Generation, Agent failures by provider and code: 429 is quota, 401/403 a key, 5xx or timeout the vendor.', 'Tempora / Generation, Provider fallbacks: failures the image chain absorbed (the scene still got an image from the next provider) count here too.'],
       mitigation: ['Quota or key: renew it in the provider Secret; the pods read it on restart.', 'Vendor outage: steer traffic with `model_policy`/preset defaults, or wait it out.'],
     },
     tests: [
       { name: 'a fifth of aggregator calls fail', input: [{ series: 'generation_agent_duration_seconds_count{provider="openrouter", agent="scene", status="ok"}', values: '0+100x30' }, { series: 'generation_agent_errors_total{provider="openrouter", agent="scene", code="429"}', values: '0+20x30' }], at: '20m', fires: [{ provider: 'openrouter' }] },
       { name: 'a few errors among many calls', input: [{ series: 'generation_agent_duration_seconds_count{provider="openrouter", agent="scene", status="ok"}', values: '0+100x30' }, { series: 'generation_agent_errors_total{provider="openrouter", agent="scene", code="429"}', values: '0+1x30' }], at: '20m', fires: [] },
+      {
+        name: 'every native image call fails and the image vendor absorbs it',
+        input: [
+          { series: 'generation_agent_duration_seconds_count{provider="image_vendor", agent="ImageGen", status="completed"}', values: '0+10x30' },
+          { series: 'generation_provider_fallbacks_total{agent="ImageGen", from="native", to="image_vendor"}', values: '0+10x30' },
+          { series: 'generation_agent_errors_total{provider="native", agent="ImageGen", code="http"}', values: '0+10x30' },
+        ],
+        at: '20m',
+        fires: [{ provider: 'native' }],
+      },
+      {
+        name: 'a rare native failure among many native calls, absorbed',
+        input: [
+          { series: 'generation_agent_duration_seconds_count{provider="native", agent="ImageGen", status="completed"}', values: '0+100x30' },
+          { series: 'generation_provider_fallbacks_total{agent="ImageGen", from="native", to="image_vendor"}', values: '0+1x30' },
+          { series: 'generation_agent_errors_total{provider="native", agent="ImageGen", code="http"}', values: '0+1x30' },
+        ],
+        at: '20m',
+        fires: [],
+      },
     ],
   },
   {

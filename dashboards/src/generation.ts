@@ -18,6 +18,15 @@ export const generation = dashboard({
           stacked: true,
           queries: [{ expr: `sum by (mode, outcome) (rate(generation_requests_total{${SEL}}[$__rate_interval]))`, legend: '{{mode}} {{outcome}}' }],
         },
+        {
+          title: 'Pipeline duration',
+          description: 'Whole generations, from the graph lookup to the stored scene, sync, stream and async alike: median and 95th percentile by mode (the route latency below ends when a 202 or a stream starts).',
+          unit: 's',
+          queries: [
+            { expr: `histogram_quantile(0.5, sum by (mode, le) (rate(generation_pipeline_duration_seconds_bucket{${SEL}}[$__rate_interval])))`, legend: 'p50 {{mode}}' },
+            { expr: `histogram_quantile(0.95, sum by (mode, le) (rate(generation_pipeline_duration_seconds_bucket{${SEL}}[$__rate_interval])))`, legend: 'p95 {{mode}}' },
+          ],
+        },
         ...red('route', 'route template').slice(1),
       ],
     },
@@ -57,6 +66,13 @@ export const generation = dashboard({
           stacked: true,
           queries: [{ expr: `sum by (provider, status) (rate(generation_agent_duration_seconds_count{${SEL}}[$__rate_interval]))`, legend: '{{provider}} {{status}}' }],
         },
+        {
+          title: 'Provider fallbacks',
+          description: 'Provider failures a fallback absorbed, per second, by agent and the providers it went from and to: the call still succeeded (or failed further down the chain), so only this and Agent failures show the failed provider.',
+          unit: 'ops',
+          stacked: true,
+          queries: [{ expr: `sum by (agent, from, to) (rate(generation_provider_fallbacks_total{${SEL}}[$__rate_interval]))`, legend: '{{agent}} {{from}} → {{to}}' }],
+        },
       ],
     },
     {
@@ -69,11 +85,23 @@ export const generation = dashboard({
           queries: [{ expr: `max by (pool) (tempora_generation_queue_depth{${SEL}})`, legend: '{{pool}}' }],
         },
         {
+          title: 'Oldest task age',
+          description: 'Age of the oldest agent task not yet finished, by pool: the pool\'s lag. It grows while tasks wait for a free worker (or one runs long); a task waits at most AGENT_POOL_TASK_TIMEOUT_MS.',
+          unit: 's',
+          queries: [{ expr: `max by (pool) (generation_agent_pool_oldest_task_age_seconds{${SEL}})`, legend: '{{pool}}' }],
+        },
+        {
+          title: 'Tasks waiting',
+          description: 'Agent tasks no worker has picked up yet, by pool (the queue depth less the tasks running).',
+          unit: 'short',
+          queries: [{ expr: `max by (pool) (generation_agent_pool_waiting_tasks{${SEL}})`, legend: '{{pool}}' }],
+        },
+        {
           title: 'Pool workers',
-          description: 'Agent-pool worker processes reporting, and the tasks each finishes per second.',
+          description: 'Workers alive in each pool\'s consumer group, idle ones included (read, claimed or heartbeat within AGENT_POOL_CLAIM_IDLE_MS), and the tasks each worker finishes per second.',
           unit: 'short',
           queries: [
-            { expr: `count(sum by (instance) (rate(generation_worker_tasks_total{${SEL}}[$__rate_interval])))`, legend: 'workers' },
+            { expr: `max by (pool) (generation_agent_pool_workers{${SEL}})`, legend: 'workers {{pool}}' },
             { expr: `sum by (instance) (rate(generation_worker_tasks_total{${SEL}}[$__rate_interval]))`, legend: 'tasks/s {{instance}}' },
           ],
         },

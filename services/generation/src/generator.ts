@@ -82,6 +82,11 @@ export class Generator {
 
   /** Runs the pipeline and stores the scene. */
   async generate(request: GenerateRequest, selection: Selection, owner: string | null, mode: 'sync' | 'stream' | 'async', options: RunOptions = {}): Promise<SceneRecord> {
+    const started = performance.now();
+    const observe = (outcome: string) => {
+      this.deps.metrics.requests.inc({ mode, outcome });
+      this.deps.metrics.pipelineDuration.observe({ mode, preset: selection.preset, outcome }, (performance.now() - started) / 1000);
+    };
     try {
       const graphMoment = await this.lookup(request.query, options.signal);
       const result = await runPipeline(
@@ -97,11 +102,10 @@ export class Generator {
       const imageUrl = image ? (image.data ? this.imageUrl(id) : (image.url ?? null)) : null;
       const record = buildScene({ id, request, selection, result, graphMoment, owner, imageUrl, now: new Date() });
       await this.deps.repository.insertTimepoint(record, image?.data ? { data: Buffer.from(image.data, 'base64'), mime_type: image.mime_type } : null);
-      this.deps.metrics.requests.inc({ mode, outcome: 'completed' });
+      observe('completed');
       return record;
     } catch (error) {
-      const outcome = error instanceof JudgeRejected ? 'rejected' : error instanceof StepFailed && error.code === 'cancelled' ? 'cancelled' : 'failed';
-      this.deps.metrics.requests.inc({ mode, outcome });
+      observe(error instanceof JudgeRejected ? 'rejected' : error instanceof StepFailed && error.code === 'cancelled' ? 'cancelled' : 'failed');
       throw error;
     }
   }

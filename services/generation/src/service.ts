@@ -40,7 +40,7 @@ export async function createGenerationService(config: GenerationConfig, logger =
 
   let runner: AgentRunner;
   if (config.AGENT_POOL === 'redis' && redis) {
-    const pool = new PoolCoordinator(redis, config.REDIS_KEY_PREFIX, config.AGENT_POOL_TASK_TIMEOUT_MS, logger);
+    const pool = new PoolCoordinator(redis, config.REDIS_KEY_PREFIX, config.AGENT_POOL_TASK_TIMEOUT_MS, config.AGENT_POOL_CLAIM_IDLE_MS, logger);
     await pool.start();
     runner = pool;
   } else {
@@ -48,7 +48,7 @@ export async function createGenerationService(config: GenerationConfig, logger =
   }
 
   const metrics = new Metrics('generation');
-  const generationMetrics = new GenerationMetrics(metrics, () => runner.depth(), config.AGENT_POOL_NAME);
+  const generationMetrics = new GenerationMetrics(metrics, { depth: () => runner.depth(), stats: () => runner.stats() }, config.AGENT_POOL_NAME);
   const generator = new Generator({ config, repository, runner, providers, metrics: generationMetrics, logger });
   const deps = { generator, repository, version: VERSION, heartbeatMs: config.STREAM_HEARTBEAT_MS, providers, permissiveTextModel: config.PERMISSIVE_TEXT_MODEL };
 

@@ -7,7 +7,7 @@ import { VERSION } from './version.ts';
  * Optional WORKER_PORT serves /health and /metrics (the kit's worker endpoints).
  */
 await runWorker('generation-worker', VERSION, async () => {
-  const [{ createLogger, Metrics }, { connectRedis }, { serveWorkerEndpoints, workerPortField }, { Counter }, { GenerationConfigSchema }, { registerQueueDepth }, { createProviders }, { PoolWorker }, { poolKeys, queueDepth }] =
+  const [{ createLogger, Metrics }, { connectRedis }, { serveWorkerEndpoints, workerPortField }, { Counter }, { GenerationConfigSchema }, { registerPoolMetrics }, { createProviders }, { PoolWorker }, { poolKeys, queueDepth }, { poolStats }] =
     await Promise.all([
       import('@tempora/kit/observability'),
       import('@tempora/kit/data'),
@@ -18,6 +18,7 @@ await runWorker('generation-worker', VERSION, async () => {
       import('./providers.ts'),
       import('./pool/worker.ts'),
       import('./pool/protocol.ts'),
+      import('./pool/stats.ts'),
     ]);
   return {
     configSchema: GenerationConfigSchema.extend(workerPortField),
@@ -39,7 +40,7 @@ await runWorker('generation-worker', VERSION, async () => {
       const registers = [metrics.registry];
       new Counter({ name: 'generation_worker_tasks_total', help: 'Agent tasks this worker finished', registers, collect() { this.reset(); this.inc(worker.processed); } });
       const keys = poolKeys(config.REDIS_KEY_PREFIX);
-      registerQueueDepth(registers, () => queueDepth(redis, keys), config.AGENT_POOL_NAME);
+      registerPoolMetrics(registers, { depth: () => queueDepth(redis, keys), stats: () => poolStats(redis, keys, config.AGENT_POOL_CLAIM_IDLE_MS) }, config.AGENT_POOL_NAME);
       const server =
         config.WORKER_PORT === undefined
           ? undefined

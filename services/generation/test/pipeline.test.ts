@@ -162,6 +162,11 @@ describe('generation: pipeline over the native provider', function () {
     assert.deepEqual(reply.body.models.image_chain.map((c: any) => c.model), ['gemini-2.5-flash-image', 'stability/sd3.5-large', 'google/gemini-2.5-flash-image']);
     assert.equal(fake.of('image_vendor')[0]!.form!.model, 'sd3.5-large');
     assert.ok(reply.body.warnings.some((w: string) => /gemini-2.5-flash-image failed/.test(w)));
+    // The failure the image vendor absorbed: a fallback, and an error of the native provider (what TemporaModelProviderFailing reads).
+    const metrics = (await gen.get('/metrics')).body as string;
+    assert.match(metrics, /generation_provider_fallbacks_total\{[^}]*agent="ImageGen",from="native",to="image_vendor"[^}]*\} [1-9]/);
+    assert.match(metrics, /generation_agent_errors_total\{[^}]*agent="ImageGen",provider="native",code="http"[^}]*\} [1-9]/);
+    assert.match(metrics, /generation_pipeline_duration_seconds_count\{[^}]*mode="sync",preset="hd",outcome="completed"[^}]*\} [1-9]/);
   });
 
   it('lets Critique send Dialog back exactly once', async () => {

@@ -47,7 +47,8 @@ describe('generation: agent pool on Redis streams', function () {
 
   before(async () => {
     await fake.start();
-    gen = await startGeneration({ ...vendorEnv(fake, ['native']), AGENT_POOL: 'redis', AGENT_POOL_NAME: 'agents', AGENT_POOL_TASK_TIMEOUT_MS: '20000' });
+    // The service counts a worker live while it was seen within AGENT_POOL_CLAIM_IDLE_MS: short, so a killed one drops out within the test.
+    gen = await startGeneration({ ...vendorEnv(fake, ['native']), AGENT_POOL: 'redis', AGENT_POOL_NAME: 'agents', AGENT_POOL_TASK_TIMEOUT_MS: '20000', AGENT_POOL_CLAIM_IDLE_MS: '2000' });
     const env = {
       ...vendorEnv(fake, ['native']),
       REDIS_URL: process.env.REDIS_URL as string,
@@ -106,5 +107,32 @@ describe('generation: agent pool on Redis streams', function () {
     assert.match(metrics.body, /generation_agent_queue_depth\{service="generation"\} \d+/);
     // The series the AgentPool's autoscaler selects by its pool's name (AGENT_POOL_NAME).
     assert.match(metrics.body, /tempora_generation_queue_depth\{[^}]*pool="agents"[^}]*\} \d+/);
+  });
+
+  it("reports the pool's live workers (idle ones included, a dead one gone after the heartbeat window) and its oldest task's age", async () => {
+    const alive = workers.filter((worker) => !worker.exited).length;
+    // Idle workers are live: no task is running.
+    const idle = await until(async () => {
+      const stats = await gen.instance.runner.stats();
+      return stats?.workers === alive && stats.depth === 0 ? stats : undefined;
+    }, 10_000, 100);
+    assert.deepEqual(idle, { depth: 0, waiting: 0, oldestAgeSeconds: 0, workers: alive });
+    // A scrape reuses the readings of the last second's, so the dead worker may still show in the first one.
+    const workersLine = new RegExp(`generation_agent_pool_workers\\{[^}]*pool="agents"[^}]*\\} ${alive}\n`);
+    let metrics = await until(async () => {
+      const body = (await gen.get('/metrics')).body as string;
+      return workersLine.test(body) ? body : undefined;
+    }, 5_000, 250);
+    assert.match(metrics, /generation_agent_pool_oldest_task_age_seconds\{[^}]*pool="agents"[^}]*\} 0\n/);
+
+    fake.latencyMs = 400;
+    const ages: number[] = [];
+    const sampler = setInterval(() => void gen.instance.runner.stats().then((stats) => ages.push(stats?.oldestAgeSeconds ?? 0)), 50);
+    const reply = await gen.post('/api/v1/timepoints/generate/sync', { query: QUERY });
+    clearInterval(sampler);
+    assert.equal(reply.status, 200, JSON.stringify(reply.body));
+    assert.ok(Math.max(...ages) >= 0.3, `the oldest task aged while the vendor answered in 400 ms: ${Math.max(...ages)} s`);
+    metrics = (await gen.get('/metrics')).body as string;
+    assert.match(metrics, /generation_agent_pool_waiting_tasks\{[^}]*pool="agents"[^}]*\} \d+/);
   });
 });

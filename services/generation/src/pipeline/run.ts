@@ -188,6 +188,11 @@ export class PipelineRun {
     metrics.agentTokens.inc({ agent, provider: used, direction: 'input' }, outcome.usage.input_tokens);
     metrics.agentTokens.inc({ agent, provider: used, direction: 'output' }, outcome.usage.output_tokens);
     if (!outcome.ok && outcome.error.code !== 'cancelled') metrics.agentErrors.inc({ agent, provider: used, code: outcome.error.code });
+    for (const fallback of outcome.fallbacks ?? []) {
+      metrics.providerFallbacks.inc({ agent, from: fallback.from, to: fallback.to });
+      // Counted against the provider that failed, where TemporaModelProviderFailing reads provider errors.
+      metrics.agentErrors.inc({ agent, provider: fallback.from, code: fallback.code });
+    }
     if (outcome.ok) {
       this.citations.push(...(outcome.citations ?? []));
       this.warnings.push(...outcome.warnings.map((warning) => `${agent}: ${warning}`));

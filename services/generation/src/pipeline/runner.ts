@@ -1,3 +1,4 @@
+import type { PoolStats } from '../pool/stats.ts';
 import type { ProviderSet } from '../providers.ts';
 import { executeTask, type AgentOutcome, type AgentTask } from './task.ts';
 
@@ -7,6 +8,8 @@ export interface AgentRunner {
   run(task: AgentTask, signal: AbortSignal): Promise<AgentOutcome>;
   /** Tasks waiting or running on the pool (0 in-process). */
   depth(): Promise<number>;
+  /** The pool's backlog and live workers; undefined in-process, where there is no pool to describe. */
+  stats(): Promise<PoolStats | undefined>;
   close(): Promise<void>;
 }
 
@@ -24,6 +27,10 @@ export class InProcessRunner implements AgentRunner {
 
   async depth() {
     return 0;
+  }
+
+  async stats() {
+    return undefined;
   }
 
   async close() {}

@@ -25,6 +25,14 @@ export interface AgentTask {
   trace?: Record<string, string>;
 }
 
+/** A provider failure the image chain absorbed by going on to the next provider. */
+export interface Fallback {
+  from: ProviderKind;
+  to: ProviderKind;
+  /** The failed call's error code, as generation_agent_errors_total counts it. */
+  code: string;
+}
+
 export interface AgentSuccess {
   ok: true;
   /** Valid by the agent's schema (AgentOutput); plain JSON, as it crosses the agent pool. */
@@ -36,6 +44,7 @@ export interface AgentSuccess {
   duration_ms: number;
   citations?: Citation[];
   warnings: string[];
+  fallbacks?: Fallback[];
   /** ImageGen: the image bytes, base64 (or a remote URL). */
   image?: { data?: string; url?: string; mime_type: string };
 }
@@ -45,17 +54,20 @@ export interface AgentFailure {
   error: { message: string; code: string; provider?: ProviderKind; status?: number };
   usage: Usage;
   duration_ms: number;
+  fallbacks?: Fallback[];
 }
 
 export type AgentOutcome = AgentSuccess | AgentFailure;
+
+const codeOf = (error: unknown): string =>
+  error instanceof ProviderError ? error.code : ((error as { code?: string })?.code ?? (error instanceof Error && error.name === 'AbortError' ? 'cancelled' : 'failed'));
 
 function failure(error: unknown, usage: Usage, started: number): AgentFailure {
   if (error instanceof ProviderError) {
     return { ok: false, error: { message: error.message, code: error.code, provider: error.provider, status: error.status }, usage, duration_ms: Date.now() - started };
   }
   const message = error instanceof Error ? error.message : String(error);
-  const code = (error as { code?: string })?.code ?? (error instanceof Error && error.name === 'AbortError' ? 'cancelled' : 'failed');
-  return { ok: false, error: { message, code }, usage, duration_ms: Date.now() - started };
+  return { ok: false, error: { message, code: codeOf(error) }, usage, duration_ms: Date.now() - started };
 }
 
 async function runText(task: AgentTask, providers: ProviderSet, signal: AbortSignal, started: number): Promise<AgentOutcome> {
@@ -109,18 +121,23 @@ async function runText(task: AgentTask, providers: ProviderSet, signal: AbortSig
 
 /**
  * ImageGen renders the optimised prompt with the first image model of the chain that succeeds (native, then
- * image vendor, then aggregator; permissive: image vendor only); each failure is a warning.
+ * image vendor, then aggregator; permissive: image vendor only); each failure is a warning, and each one the
+ * next provider absorbs is a fallback in the outcome, for the metrics (the last failure is the outcome's error).
  */
 async function runImage(task: AgentTask, providers: ProviderSet, signal: AbortSignal, started: number): Promise<AgentOutcome> {
   const usage = emptyUsage();
   const warnings: string[] = [];
+  const fallbacks: Fallback[] = [];
   let lastError: unknown = new Error('no image model was selected');
+  let failed: { provider: ProviderKind; code: string } | undefined;
   for (const choice of task.images ?? []) {
     const provider = providers.image[choice.provider];
     if (!provider) {
+      // A provider this process lacks was never called: nothing failed, so no fallback is counted.
       warnings.push(`${choice.model}: ${choice.provider} is not configured in this process`);
       continue;
     }
+    if (failed) fallbacks.push({ from: failed.provider, to: choice.provider, code: failed.code });
     try {
       const result = await provider.generateImage({ model: choice.model, prompt: task.image?.prompt ?? task.brief.query, negative_prompt: task.image?.negative_prompt, aspect_ratio: task.image?.aspect_ratio, seed: task.image?.seed, signal });
       addUsage(usage, result.usage);
@@ -134,15 +151,17 @@ async function runImage(task: AgentTask, providers: ProviderSet, signal: AbortSi
         attempts: 1,
         duration_ms: Date.now() - started,
         warnings,
+        ...(fallbacks.length ? { fallbacks } : {}),
         image: { data: result.data?.toString('base64'), url: result.url, mime_type: result.mime_type },
       };
     } catch (error) {
-      if (signal.aborted) return failure(error, usage, started);
+      if (signal.aborted) return { ...failure(error, usage, started), ...(fallbacks.length ? { fallbacks } : {}) };
       lastError = error;
+      failed = { provider: choice.provider, code: codeOf(error) };
       warnings.push(`${choice.model} failed: ${(error as Error).message}`);
     }
   }
-  const outcome = failure(lastError, usage, started);
+  const outcome: AgentFailure = { ...failure(lastError, usage, started), ...(fallbacks.length ? { fallbacks } : {}) };
   if (warnings.length) outcome.error.message = warnings.join('; ');
   return outcome;
 }

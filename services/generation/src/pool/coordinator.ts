@@ -6,6 +6,7 @@ import type { RedisClient } from '@tempora/kit/data';
 import type { AgentRunner } from '../pipeline/runner.ts';
 import type { AgentOutcome, AgentTask } from '../pipeline/task.ts';
 import { ensureGroup, failureOf, fieldsOf, messagingAttributes, poolKeys, queueDepth, streamsOf, type PoolKeys } from './protocol.ts';
+import { poolStats, type PoolStats } from './stats.ts';
 
 const tracer = trace.getTracer('tempora-generation');
 
@@ -21,14 +22,16 @@ export class PoolCoordinator implements AgentRunner {
   private readonly instance = `${hostname()}-${process.pid}-${randomBytes(4).toString('hex')}`;
   private readonly waiting = new Map<string, (outcome: AgentOutcome) => void>();
   private readonly timeoutMs: number;
+  private readonly claimIdleMs: number;
   private readonly logger: Logger;
   private running = true;
   private loop: Promise<void> | undefined;
 
-  constructor(redis: RedisClient, prefix: string, timeoutMs: number, logger: Logger) {
+  constructor(redis: RedisClient, prefix: string, timeoutMs: number, claimIdleMs: number, logger: Logger) {
     this.redis = redis;
     this.keys = poolKeys(prefix);
     this.timeoutMs = timeoutMs;
+    this.claimIdleMs = claimIdleMs;
     this.logger = logger;
   }
 
@@ -109,6 +112,10 @@ export class PoolCoordinator implements AgentRunner {
 
   depth(): Promise<number> {
     return queueDepth(this.redis, this.keys);
+  }
+
+  stats(): Promise<PoolStats> {
+    return poolStats(this.redis, this.keys, this.claimIdleMs);
   }
 
   async close(): Promise<void> {
