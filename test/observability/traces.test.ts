@@ -365,6 +365,63 @@ describe('one trace per request across the platform', function () {
     assertWhole(trace, caller, [content]);
   });
 
+  it('a simulation through the gateway: its run processed under the request that created it (child and link), a span per step, the model calls beneath the steps', async () => {
+    const gateway = platform.urls.gateway;
+    const signIn = await fetch(`${gateway}/api/v1/auth/demo`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
+    assert.ok(signIn.ok, await signIn.clone().text());
+    const { access_token: token } = (await signIn.json()) as { access_token: string };
+    const prompt = `A council in Ragusa ${randomBytes(3).toString('hex')} weighs neutrality, 1667`;
+    const caller = callerContext();
+    const reply = await fetch(`${gateway}/api/v1/simulate?wait=30`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${token}`, traceparent: caller.traceparent },
+      body: JSON.stringify({ prompt, mode: 'FORWARD', fidelity: 1 }),
+    });
+    assert.ok(reply.status < 300, `${reply.status} ${await reply.clone().text()}\n${platform.output().slice(-3000)}`);
+    const run = (await reply.json()) as { id: string; status: string; progress: { steps_total: number } };
+    assert.ok(['completed', 'stopped', 'failed'].includes(run.status), `the run ended: ${JSON.stringify(run)}`);
+
+    const steps = (t: Trace) => t.spans.filter((span) => span.name === 'simulation step');
+    const trace = await collect(caller.traceId, (t) => t.spans.some((span) => span.name === 'process simulation_runs' && span.attributes['tempora.simulation.status'] !== undefined) && steps(t).length >= 1);
+
+    const server = trace.find((span) => span.service === 'tempora-simulation' && span.kind === KIND.server && span.attributes['http.route'] === '/api/v1/simulate', "the simulation service's POST /api/v1/simulate");
+    const proxy = trace.parent(server);
+    assert.deepEqual([proxy?.service, proxy?.kind], ['tempora-gateway', KIND.client], `the gateway's proxy call above it:\n${trace.render()}`);
+
+    const processes = trace.spans.filter((span) => span.name === 'process simulation_runs');
+    assert.equal(processes.length, 1, `one execution of the run:\n${trace.render()}`);
+    const processed = processes[0]!;
+    assert.deepEqual([processed.service, processed.kind], ['tempora-simulation', KIND.consumer]);
+    assert.ok(trace.under(processed, server), `the run under the request that created it:\n${trace.render()}`);
+    assert.deepEqual(processed.links, [{ traceId: caller.traceId, spanId: processed.parentSpanId }], 'and linked to it, as the messaging conventions ask');
+    assert.deepEqual(
+      [processed.attributes['messaging.system'], processed.attributes['messaging.destination.name'], processed.attributes['messaging.operation.type'], processed.attributes['messaging.message.id']],
+      ['postgresql', 'simulation_runs', 'process', run.id],
+    );
+    assert.deepEqual([processed.attributes['tempora.simulation.mode'], processed.attributes['tempora.simulation.attempt'], processed.attributes['tempora.simulation.status']], ['FORWARD', 1, run.status]);
+
+    const stepSpans = steps(trace);
+    if (run.status === 'completed') assert.equal(stepSpans.length, run.progress.steps_total, `a span per step:\n${trace.render()}`);
+    for (const step of stepSpans) {
+      assert.equal(trace.parent(step), processed, `a step under the run's process span:\n${trace.render()}`);
+      assert.equal(step.attributes['tempora.simulation.mode'], 'FORWARD');
+    }
+    assert.deepEqual(stepSpans.map((step) => step.attributes['tempora.simulation.step']).sort((a, b) => Number(a) - Number(b)), stepSpans.map((_, index) => index), 'the steps in order from 0');
+    // A prompt-only run plans its scenario first. The vendor stand-in answers only generation's agents, so the
+    // plan may be refused and the run fail in it: the failed step carries the error, no kind.
+    const first = stepSpans.find((step) => step.attributes['tempora.simulation.step'] === 0)!;
+    if (run.status === 'failed' && stepSpans.length === 1) assert.equal(first.status, 2, 'the failed step is an error');
+    else assert.equal(first.attributes['tempora.simulation.step.kind'], 'plan');
+    // Every model call of the run is made inside a step.
+    const calls = trace.spans.filter((span) => span.service === 'tempora-simulation' && isModelCall(span));
+    assert.ok(calls.length > 0, `model calls:\n${trace.render()}`);
+    for (const call of calls) {
+      assert.ok(stepSpans.includes(trace.parent(call)!), `${call.name} under a step:\n${trace.render()}`);
+      assert.equal(call.attributes['gen_ai.provider.name'], 'gcp.gemini');
+    }
+    assertWhole(trace, caller, [prompt]);
+  });
+
   it('a graph render: POST /generate → its render job → the renderer worker → generation → agents → pool worker, one trace', async () => {
     const graph = platform.urls.graph;
     const writer = { authorization: 'Bearer dev-writer-token' };

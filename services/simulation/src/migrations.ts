@@ -118,4 +118,18 @@ export const migrations: Migration[] = [
       await knex.schema.dropTable('simulation_idempotency_keys');
     },
   },
+  {
+    name: '003_run_trace_context',
+    async up(knex: Knex) {
+      // The W3C trace context of the request that created the run: its execution, later and on any replica, continues that trace.
+      await knex.schema.alterTable('simulation_runs', (table) => {
+        table.jsonb('trace');
+      });
+    },
+    async down(knex: Knex) {
+      await knex.schema.alterTable('simulation_runs', (table) => {
+        table.dropColumn('trace');
+      });
+    },
+  },
 ];

@@ -35,6 +35,8 @@ export interface RunRow {
   lease_owner: string | null;
   lease_until: Date | null;
   attempts: number;
+  /** The creating request's W3C trace context (traceparent, tracestate); never shown in the run's views. */
+  trace: Record<string, string> | null;
   created_at: Date;
   updated_at: Date;
   started_at: Date | null;
@@ -84,7 +86,7 @@ function numbers<T>(row: T): T {
   return row;
 }
 
-export type NewRun = Pick<RunRow, 'id' | 'owner' | 'caller' | 'mode' | 'fidelity' | 'template' | 'prompt' | 'mechanisms' | 'plan' | 'state' | 'steps_total' | 'estimate_micros' | 'cap_micros'>;
+export type NewRun = Pick<RunRow, 'id' | 'owner' | 'caller' | 'mode' | 'fidelity' | 'template' | 'prompt' | 'mechanisms' | 'plan' | 'state' | 'steps_total' | 'estimate_micros' | 'cap_micros'> & Partial<Pick<RunRow, 'trace'>>;
 
 export interface Reservation {
   budget: string;
@@ -146,6 +148,7 @@ export class SimulationRepository {
           mechanisms: JSON.stringify(run.mechanisms),
           plan: JSON.stringify(run.plan),
           state: JSON.stringify(run.state),
+          trace: run.trace ? JSON.stringify(run.trace) : null,
           budgets: JSON.stringify(reservations.map((reservation) => ({ budget: reservation.budget, period: reservation.period, amount_micros: reservation.amountMicros }))),
         })
         .returning('*');

@@ -10,6 +10,7 @@ import type { Mechanism } from './domain/vocabulary.ts';
 import { clone } from './domain/world.ts';
 import type { SimulationMetrics } from './metrics.ts';
 import type { RunRow, RunStatus, SimulationRepository } from './repository.ts';
+import { traceRun, traceStep, type RunEnding } from './tracing.ts';
 
 export interface RunnerSettings {
   concurrency: number;
@@ -43,7 +44,7 @@ export class Runner {
   private readonly settings: RunnerSettings;
   private readonly metrics: SimulationMetrics;
   private readonly logger: Logger;
-  private readonly active = new Map<string, { controller: AbortController; done: Promise<void> }>();
+  private readonly active = new Map<string, { controller: AbortController; done: Promise<unknown> }>();
   private claimTimer: NodeJS.Timeout | undefined;
   private renewTimer: NodeJS.Timeout | undefined;
   private claiming: Promise<void> | undefined;
@@ -132,7 +133,7 @@ export class Runner {
 
   private execute(row: RunRow): void {
     const controller = new AbortController();
-    const done = this.loop(row, controller)
+    const done = traceRun(row, () => this.loop(row, controller))
       .catch((error) => this.logger.error({ err: error, run: row.id }, 'run loop failed'))
       .finally(() => {
         this.active.delete(row.id);
@@ -141,13 +142,13 @@ export class Runner {
     this.active.set(row.id, { controller, done });
   }
 
-  private async loop(row: RunRow, controller: AbortController): Promise<void> {
+  private async loop(row: RunRow, controller: AbortController): Promise<RunEnding> {
     const plan = row.plan as Plan;
     let state = row.state as EngineState;
     const started = Date.now();
     if (row.cancel_requested) {
       await this.end(row, this.owner, 'cancelled', { plan, state, partial: { reason: 'cancelled', detail: 'cancelled before its first step' }, started });
-      return;
+      return 'cancelled';
     }
     const meter = new RunMeter(row.cap_micros, row.cost_micros);
     // Call rows are written off the critical path and awaited before the step that made them is saved.
@@ -184,7 +185,11 @@ export class Runner {
         const stepStarted = performance.now();
         models.step = seq;
         const refusalsBefore = working.refusals.length;
-        const report = await runStep(plan, working, seq, { plan, models, step: seq, has: (mechanism) => mechanisms.has(mechanism), exposureRetries: this.settings.exposureRetries, refusals: working.refusals });
+        const report = await traceStep(
+          { index: seq, mode: plan.mode },
+          () => runStep(plan, working, seq, { plan, models, step: seq, has: (mechanism) => mechanisms.has(mechanism), exposureRetries: this.settings.exposureRetries, refusals: working.refusals }),
+          () => meter.spentMicros - before,
+        );
         this.metrics.exposureRefusals.inc(working.refusals.length - refusalsBefore);
         this.metrics.stepDuration.observe({ mode: plan.mode, kind: report.kind }, (performance.now() - stepStarted) / 1000);
         const done = seq;
@@ -202,6 +207,7 @@ export class Runner {
       }
       await saving;
       await this.end(row, this.owner, 'completed', { plan, state, started });
+      return 'completed';
     } catch (caught) {
       await models.abandonStep();
       await written().catch((error) => this.logger.error({ err: error, run: row.id }, 'a call could not be recorded'));
@@ -211,17 +217,20 @@ export class Runner {
       if (error instanceof Stop && error.why !== 'cancelled') {
         // Shutdown or a lost lease: the run is left as it is, to be resumed from its last saved step.
         this.logger.info({ run: row.id, why: error.why, step: seq }, 'run interrupted; it will be resumed');
-        return;
+        return 'interrupted';
       }
       if (error instanceof Stop) {
         await this.end(row, this.owner, 'cancelled', { plan, state, partial: { reason: 'cancelled', detail: `cancelled after ${seq} of ${plan.steps} steps` }, started });
-      } else if (error instanceof RunCapReached) {
-        await this.end(row, this.owner, 'stopped', { plan, state, partial: { reason: 'per_run_max', detail: `stopped after ${seq} of ${plan.steps} steps at the run's maximum of $${(row.cap_micros / 1e6).toFixed(6)}: ${error.message}` }, started });
-      } else {
-        const failure = failureOf(error);
-        if (failure.status === 500) this.logger.error({ err: error, run: row.id }, 'run failed');
-        await this.end(row, this.owner, 'failed', { plan, state, error: failure, started });
+        return 'cancelled';
       }
+      if (error instanceof RunCapReached) {
+        await this.end(row, this.owner, 'stopped', { plan, state, partial: { reason: 'per_run_max', detail: `stopped after ${seq} of ${plan.steps} steps at the run's maximum of $${(row.cap_micros / 1e6).toFixed(6)}: ${error.message}` }, started });
+        return 'stopped';
+      }
+      const failure = failureOf(error);
+      if (failure.status === 500) this.logger.error({ err: error, run: row.id }, 'run failed');
+      await this.end(row, this.owner, 'failed', { plan, state, error: failure, started });
+      return 'failed';
     }
   }
 

@@ -12,6 +12,7 @@ import type { BudgetFigures, SimulationMetrics } from './metrics.ts';
 import { BudgetRefused, TERMINAL, type Reservation, type RunRow, type SimulationRepository } from './repository.ts';
 import type { Runner } from './runner.ts';
 import type { SimulateRequest } from './schemas.ts';
+import { activeTraceContext } from './tracing.ts';
 
 /** The spec's ceiling on one run: $1.00 (platform-interface.md, "Limits"). */
 export const RUN_CEILING_MICROS = 1_000_000;
@@ -127,6 +128,7 @@ export class Simulations {
           steps_total: plan.steps,
           estimate_micros: plan.allowanceMicros,
           cap_micros: cap,
+          trace: activeTraceContext(),
         },
         reservations,
         idempotency,

@@ -1,0 +1,75 @@
+import { context, propagation, ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, type Span } from '@opentelemetry/api';
+
+const tracer = trace.getTracer('tempora-simulation');
+
+/** The W3C trace context of the active span (the request creating a run), kept with the run. */
+export function activeTraceContext(): Record<string, string> | null {
+  const carrier: Record<string, string> = {};
+  propagation.inject(context.active(), carrier);
+  return carrier.traceparent ? carrier : null;
+}
+
+/** What a run's execution ended in: its terminal status, or interrupted (shutdown, lost lease) to be resumed. */
+export type RunEnding = 'completed' | 'stopped' | 'cancelled' | 'failed' | 'interrupted';
+
+/**
+ * One execution of a run by a runner, as OpenTelemetry's messaging conventions have a consumer process a
+ * message (the simulation_runs table is the queue): a child of the request that created the run, whose
+ * trace context the run stores, and linked to it, so that however much later or on whichever replica it
+ * runs, its steps and their model calls are that request's trace. A resumed run adds another such span.
+ */
+export function traceRun(run: { id: string; mode: string; fidelity: number; attempts: number; steps_total: number; trace: Record<string, string> | null }, execute: () => Promise<RunEnding>): Promise<RunEnding> {
+  const parent = propagation.extract(ROOT_CONTEXT, run.trace ?? {});
+  const created = trace.getSpanContext(parent);
+  const attributes = {
+    'messaging.system': 'postgresql',
+    'messaging.destination.name': 'simulation_runs',
+    'messaging.operation.type': 'process',
+    'messaging.operation.name': 'process',
+    'messaging.message.id': run.id,
+    'tempora.simulation.mode': run.mode,
+    'tempora.simulation.fidelity': run.fidelity,
+    'tempora.simulation.attempt': run.attempts,
+    'tempora.simulation.steps_total': run.steps_total,
+  };
+  return tracer.startActiveSpan('process simulation_runs', { kind: SpanKind.CONSUMER, attributes, links: created ? [{ context: created }] : [] }, parent, async (span) => {
+    try {
+      const ending = await execute();
+      span.setAttribute('tempora.simulation.status', ending);
+      if (ending === 'failed') span.setStatus({ code: SpanStatusCode.ERROR, message: 'the run failed' });
+      return ending;
+    } catch (error) {
+      fail(span, error);
+      throw error;
+    } finally {
+      span.end();
+    }
+  });
+}
+
+/**
+ * One step of a run, under its process span, the step's model calls (the kit providers' GenAI client spans)
+ * beneath it. Its kind (plan, or the mode's own) is an attribute, not part of the name: a step that fails
+ * never learns it, and the name stays the same for every step.
+ */
+export function traceStep<R extends { kind: string }>(step: { index: number; mode: string }, execute: () => Promise<R>, costMicros: () => number): Promise<R> {
+  const attributes = { 'tempora.simulation.step': step.index, 'tempora.simulation.mode': step.mode };
+  return tracer.startActiveSpan('simulation step', { attributes }, async (span) => {
+    try {
+      const report = await execute();
+      span.setAttribute('tempora.simulation.step.kind', report.kind);
+      return report;
+    } catch (error) {
+      fail(span, error);
+      throw error;
+    } finally {
+      span.setAttribute('tempora.simulation.step.cost_usd', costMicros() / 1e6);
+      span.end();
+    }
+  });
+}
+
+function fail(span: Span, error: unknown): void {
+  span.setAttribute('error.type', error instanceof Error ? error.constructor.name : '_OTHER');
+  span.setStatus({ code: SpanStatusCode.ERROR, message: error instanceof Error ? error.message : String(error) });
+}
