@@ -1,4 +1,7 @@
 import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { openDatabase, type Database, type Migration } from '../src/data/index.ts';
 import { createLogger } from '../src/observability/logger.ts';
 import { createDatabase, dropDatabase } from '../../../test/support/database.ts';
@@ -50,5 +53,31 @@ describe('openDatabase on shared PostgreSQL: migrations across processes', funct
     const second = await open();
     assert.ok(await second.ping());
     assert.deepEqual(await second.knex('kittest_migrations_lock').select('is_locked'), [{ is_locked: 0 }]);
+  });
+});
+
+describe('openDatabase embedded (PGlite, npm start): statements answer as on PostgreSQL', function () {
+  this.timeout(60_000);
+  let db: Database;
+  let dir = '';
+  before(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'kit-embedded-'));
+    const things: Migration = {
+      name: '0001_things',
+      up: (knex) => knex.schema.createTable('things', (t) => t.increments('id')),
+      down: (knex) => knex.schema.dropTable('things'),
+    };
+    db = await openDatabase({ service: 'kittest', url: undefined, dataDir: dir, migrations: [things], logger: createLogger('kit-test', 'silent') });
+  });
+  after(async () => {
+    await db.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('delete() and update() resolve to the number of rows they touched', async () => {
+    await db.knex('things').insert([{ id: 1 }, { id: 2 }, { id: 3 }]);
+    assert.equal(await db.knex('things').where('id', '>', 1).update({ id: db.knex.raw('id + 10') }), 2);
+    assert.equal(await db.knex('things').where('id', '>', 10).delete(), 2);
+    assert.equal(await db.knex('things').where('id', '>', 10).delete(), 0);
   });
 });

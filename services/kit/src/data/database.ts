@@ -85,6 +85,17 @@ async function oneMigratorAtATime<T>(knex: Knex, tableName: string, migrate: () 
   });
 }
 
+/**
+ * knex-pglite names a statement's kind after knex's method, and knex's is `del` for a delete: knex's
+ * PostgreSQL reader knows no `DEL`, so `delete()` resolved to the driver's result object instead of the
+ * number of rows deleted (on the embedded database, a deleted account or scene read as none deleted).
+ */
+class EmbeddedClient extends (ClientPgLite as unknown as new (config: object) => { processResponse(obj: { method?: string }, runner: unknown): unknown }) {
+  override processResponse(obj: { method?: string }, runner: unknown): unknown {
+    return super.processResponse(obj.method === 'del' ? { ...obj, method: 'delete' } : obj, runner);
+  }
+}
+
 async function embedded(directory: string): Promise<Knex> {
   mkdirSync(directory, { recursive: true });
   // Ready before knex sees it: a first start creates the cluster in WebAssembly, which on a busy machine
@@ -92,7 +103,7 @@ async function embedded(directory: string): Promise<Knex> {
   const pglite = new PGlite(directory, { extensions: { pg_trgm } });
   await pglite.waitReady;
   return knexFactory({
-    client: ClientPgLite as unknown as typeof knexFactory.Client,
+    client: EmbeddedClient as unknown as typeof knexFactory.Client,
     // The single connection is held by long transactions such as the seed: waiting for it must not time
     // out as fast as a pooled server's.
     acquireConnectionTimeout: 600_000,
