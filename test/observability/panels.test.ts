@@ -12,6 +12,8 @@ import { newOperator, startCluster, applyAs, waitFor, type Cluster } from '../..
 import type { Operator } from '../../operator/src/operator.ts';
 import { NS, gateway } from '../../operator/test/fixtures.ts';
 import { tlsSecret } from '../../operator/test/tls-secret.ts';
+import { FakeVendors } from '../../services/generation/test/providers/fake-vendors.ts';
+import { startGeneration, vendorEnv, type GenerationHarness } from '../../services/generation/test/harness.ts';
 import { createDatabase, dropDatabase } from '../support/database.ts';
 import { startPlatform, type Platform } from '../support/platform.ts';
 import { prometheusBinaries } from '../support/prometheus.ts';
@@ -50,6 +52,8 @@ describe('dashboards on a real Prometheus scraping the platform', function () {
   let operator: Operator | undefined;
   let prometheus: ChildProcess | undefined;
   let prometheusUrl = '';
+  let vendors: FakeVendors | undefined;
+  let fallbacks: GenerationHarness | undefined;
   const dir = mkdtempSync(join(tmpdir(), 'tempora-prometheus-'));
 
   before(async () => {
@@ -69,15 +73,21 @@ describe('dashboards on a real Prometheus scraping the platform', function () {
     await operator.start();
     await waitFor('the operator to lead', async () => operator!.isLeader, 20_000);
 
-    const targets: Record<string, string> = { operator: `127.0.0.1:${operator.port}` };
-    for (const [service, url] of Object.entries(platform.urls)) targets[service] = new URL(url).host;
-    for (const [worker, url] of Object.entries(platform.workers)) targets[worker] = new URL(url).host;
+    // The platform runs offline, where no provider fails: a second generation replica on vendor stand-ins
+    // whose native image model refuses, so its image chain falls back to the image vendor.
+    vendors = await new FakeVendors().start();
+    fallbacks = await startGeneration(vendorEnv(vendors, ['native', 'image_vendor']));
+
+    const targets: Record<string, string[]> = { operator: [`127.0.0.1:${operator.port}`] };
+    for (const [service, url] of Object.entries(platform.urls)) targets[service] = [new URL(url).host];
+    for (const [worker, url] of Object.entries(platform.workers)) targets[worker] = [new URL(url).host];
+    targets.generation!.push(new URL(fallbacks.url).host);
     const port = await freePort();
     writeFileSync(
       join(dir, 'prometheus.yml'),
       stringify({
         global: { scrape_interval: '1s', evaluation_interval: '1s' },
-        scrape_configs: Object.entries(targets).map(([job, target]) => ({ job_name: job, static_configs: [{ targets: [target] }] })),
+        scrape_configs: Object.entries(targets).map(([job, hosts]) => ({ job_name: job, static_configs: [{ targets: hosts }] })),
       }),
     );
     prometheusUrl = `http://127.0.0.1:${port}`;
@@ -85,6 +95,9 @@ describe('dashboards on a real Prometheus scraping the platform', function () {
     await waitFor('Prometheus to be ready', async () => (await fetch(`${prometheusUrl}/-/ready`).catch(() => undefined))?.ok, 60_000, 250);
 
     await driveTraffic(platform, `http://127.0.0.1:${(callbacks.address() as { port: number }).port}/done`, cluster);
+    vendors.fail('native', 'ImageGen', { kind: 'status', status: 400 });
+    const fellBack = await fallbacks.post('/api/v1/timepoints/generate/sync', { query: 'The launch of Sputnik, 1957', generate_image: true });
+    assert.equal(fellBack.body.models?.image?.provider, 'image_vendor', `the image chain fell back: ${JSON.stringify(fellBack.body).slice(0, 2000)}`);
     // Two minutes of scrapes at 1 s give every rate() over 1m its samples on both sides of the traffic.
     await new Promise((resolve) => setTimeout(resolve, 70_000));
   });
@@ -94,6 +107,8 @@ describe('dashboards on a real Prometheus scraping the platform', function () {
     await operator?.stop();
     await cluster?.cp.stop();
     await platform?.stop();
+    await fallbacks?.stop();
+    await vendors?.stop();
     if (databaseUrl) await dropDatabase(databaseUrl).catch(() => undefined);
     rmSync(dir, { recursive: true, force: true });
   });
