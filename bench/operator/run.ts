@@ -15,6 +15,7 @@ import { freePort } from '../../test/k8s/control-plane.ts';
 import { applyAs, clientFor, startCluster, waitFor, type Cluster } from '../../operator/test/cluster.ts';
 import { KubeletStandIn } from '../../operator/test/kubelet-stand-in.ts';
 import { agentPool, gateway, graphWorker, simulationBudget } from '../../operator/test/fixtures.ts';
+import { tlsSecret } from '../../operator/test/tls-secret.ts';
 import type { KubeObject } from '../../operator/src/kube/object.ts';
 import * as R from '../../operator/src/kube/resources.ts';
 import { collectionPath } from '../../operator/src/kube/resources.ts';
@@ -98,6 +99,21 @@ async function withCluster<T>(fn: (cluster: Cluster) => Promise<T>): Promise<T> 
   }
 }
 
+/**
+ * The Secrets the Gateways name (operator/test/fixtures.ts), as an install has them before its custom
+ * resources: without them every Gateway is Degraded (SecretMissing) and looked at again each minute. One
+ * certificate serves every Gateway's TLS Secret (openssl once, not once per Gateway).
+ */
+function secrets(objs: KubeObject[]): KubeObject[] {
+  const { secret: tls } = tlsSecret('tls', 'default', 'bench.tempora.test', 365);
+  const url = Buffer.from('postgres://bench').toString('base64');
+  return [
+    ...['tempora-keys', 'tempora-providers', 'tempora-billing'].map((name) => ({ apiVersion: 'v1', kind: 'Secret', metadata: { name, namespace: 'default' }, data: {} })),
+    ...['tempora-db', 'tempora-redis'].map((name) => ({ apiVersion: 'v1', kind: 'Secret', metadata: { name, namespace: 'default' }, data: { url } })),
+    ...objs.filter((o) => o.kind === 'Gateway').map((gw) => ({ ...tls, metadata: { name: `${gw.metadata.name}-tls`, namespace: 'default' } })),
+  ];
+}
+
 const floorRun = (): Promise<FloorFigures> => withCluster((cluster) => controlPlaneFloor(cluster, clientFor(cluster.operatorKubeconfig), resources(count, gatewayEvery)));
 
 const operatorRun = () => withCluster(async (cluster) => {
@@ -141,6 +157,7 @@ const operatorRun = () => withCluster(async (cluster) => {
       watching.abort();
       await Promise.all(watches);
     };
+    for (const secret of secrets(objs)) await applyAs(cluster.admin, secret);
     const started = performance.now();
     const queue = [...objs];
     const applying = Promise.all(
