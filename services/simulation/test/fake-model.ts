@@ -1,5 +1,5 @@
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo, Socket } from 'node:net';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { listenStandIn, type StandIn } from '../../../test/support/http.ts';
 
 /** What the simulation asked: the call's kind (from its system prompt), its prompt as JSON, its model. */
 export interface ModelRequest {
@@ -55,7 +55,7 @@ export const minimalReply: Responder = (request) => {
  * and a record of every call, including calls whose client went away before the answer.
  */
 export class FakeModel {
-  server!: Server;
+  private server: StandIn | undefined;
   url = '';
   latencyMs = 0;
   responder: Responder = minimalReply;
@@ -65,24 +65,17 @@ export class FakeModel {
   inFlight = 0;
   private gate: Promise<void> | null = null;
   private openGate: (() => void) | null = null;
-  private readonly sockets = new Set<Socket>();
   private readonly arrivals: Array<() => void> = [];
 
   async start(): Promise<this> {
-    this.server = createServer((request, response) => void this.handle(request, response));
-    this.server.on('connection', (socket) => {
-      this.sockets.add(socket);
-      socket.on('close', () => this.sockets.delete(socket));
-    });
-    await new Promise<void>((resolve) => this.server.listen(0, '127.0.0.1', resolve));
-    this.url = `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
+    this.server = await listenStandIn((request, response) => void this.handle(request, response));
+    this.url = this.server.url;
     return this;
   }
 
   async stop(): Promise<void> {
     this.release();
-    for (const socket of this.sockets) socket.destroy();
-    await new Promise<void>((resolve) => this.server.close(() => resolve()));
+    await this.server?.stop();
   }
 
   /** Holds every answer from now until `release`. */

@@ -1,5 +1,5 @@
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { listenStandIn, type StandIn } from '../../../../test/support/http.ts';
 import { PNG, RECORDED, agentOf } from './recorded.ts';
 
 /**
@@ -28,29 +28,22 @@ export interface Recorded {
 }
 
 export class FakeVendors {
-  server!: Server;
+  private server: StandIn | undefined;
   url = '';
   readonly requests: Recorded[] = [];
   /** Faults by `${vendor}:${agent}` or `${vendor}:*`, consumed in order. */
   private readonly faults = new Map<string, Fault[]>();
   /** Added to every reply (ms), for concurrency and cancellation tests. */
   latencyMs = 0;
-  private readonly sockets = new Set<import('node:net').Socket>();
 
   async start(): Promise<this> {
-    this.server = createServer((request, response) => void this.handle(request, response));
-    this.server.on('connection', (socket) => {
-      this.sockets.add(socket);
-      socket.on('close', () => this.sockets.delete(socket));
-    });
-    await new Promise<void>((resolve) => this.server.listen(0, '127.0.0.1', resolve));
-    this.url = `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
+    this.server = await listenStandIn((request, response) => void this.handle(request, response));
+    this.url = this.server.url;
     return this;
   }
 
   async stop(): Promise<void> {
-    for (const socket of this.sockets) socket.destroy();
-    await new Promise<void>((resolve) => this.server.close(() => resolve()));
+    await this.server?.stop();
   }
 
   fail(vendor: Vendor, agent: string, ...faults: Fault[]): void {
