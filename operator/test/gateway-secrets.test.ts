@@ -67,8 +67,11 @@ describe("a Gateway's Secrets on a real control plane", function () {
       return c?.status === 'True' && c.reason === 'SecretMissing' ? c : undefined;
     });
     assert.equal(failing.message, 'Secret certs-keys (spec.secrets.keys, spec.redis) has no REDIS_URL; Secret certs-providers (spec.secrets.providers) does not exist');
-    const events = await admin.list(R.Event, { fieldSelector: 'involvedObject.name=certs,involvedObject.kind=Gateway' }, NS);
-    assert.ok(events.items.some((e) => e.type === 'Warning' && e.reason === 'SecretMissing'), 'a Warning Event');
+    // Recorded right after the status it reports, so it may trail the condition by a moment.
+    await waitFor('a Warning Event', async () => {
+      const events = await admin.list(R.Event, { fieldSelector: 'involvedObject.name=certs,involvedObject.kind=Gateway' }, NS);
+      return events.items.some((e) => e.type === 'Warning' && e.reason === 'SecretMissing');
+    });
     assert.ok((await scrape(EXPIRY, 'certs')).has('certs-tls'), 'the certificate is still read');
 
     // No watch tells of the new Secrets, and once the rollout is over no child's event reconciles the
