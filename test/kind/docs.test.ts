@@ -1,5 +1,5 @@
-// docs/kind.md, the kind quickstart, checked where no kind cluster can run: its blocks are either marked
-// "kind only" or runnable; the page, kind-config.yaml and the charts' kind values agree on the cluster's name,
+// docs/kind.md, the kind quickstart, checked where no kind cluster can run: its blocks are either runnable or
+// marked "kind only" (kind's node container, Docker) or "needs internet", and only those that must be; the page, kind-config.yaml and the charts' kind values agree on the cluster's name,
 // the image names and the host; and its API commands (sign in, render a scene, open the graph, read the
 // metrics) run as written against a fresh `npm start`. quickstart.test.ts runs the cluster half on the
 // test node.
@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { parse } from 'yaml';
 import { DEPLOYED_SERVICES } from '../../operator/src/reconcilers/platform-services.ts';
 import { startPlatform, type Platform } from '../support/platform.ts';
-import { kindDocBlocks, ROOT, runnable, type DocBlock } from './kind-doc.ts';
+import { BLOCK_INFO, kindDocBlocks, ROOT, runnable, type DocBlock } from './kind-doc.ts';
 
 const blocks = kindDocBlocks();
 const kindConfig = parse(readFileSync(join(ROOT, 'kind-config.yaml'), 'utf8')) as { name: string };
@@ -30,13 +30,20 @@ function dryRunKindOnly(block: DocBlock): string[] {
 }
 
 describe('docs/kind.md', function () {
-  it('has shell blocks only, each runnable or marked kind only, and names what only kind can run', function () {
+  it('has shell blocks only, each runnable, kind only or needing the internet, and names what the tests cannot run', function () {
     assert.ok(blocks.length >= 10);
-    for (const b of blocks) assert.ok(['sh', 'sh kind only'].includes(b.info), `block under "${b.section}" has info "${b.info}"`);
-    const kindOnly = blocks.filter((b) => b.kindOnly).map((b) => b.section);
-    assert.deepEqual([...new Set(kindOnly)], ['1. The cluster', '2. An ingress controller', '3. Prometheus and Grafana (optional)', '4. The images', '7. Sign in through the ingress', '10. Watch the metrics', '11. Change, roll back, remove']);
-    // Runnable blocks never need Docker, kind or the internet.
-    for (const b of blocks.filter((x) => !x.kindOnly)) assert.doesNotMatch(b.script, /\b(docker|kind) |helm repo add|https:\/\/(?!.*localhost)/, `runnable block under "${b.section}"`);
+    for (const b of blocks) assert.ok((Object.values(BLOCK_INFO) as string[]).includes(b.info), `block under "${b.section}" has info "${b.info}"`);
+    // Only what needs kind's node container or Docker: the cluster itself, docker build and kind load.
+    const kindOnly = blocks.filter((b) => b.kindOnly);
+    assert.deepEqual([...new Set(kindOnly.map((b) => b.section))], ['1. The cluster', '4. The images', '11. Change, roll back, remove']);
+    for (const b of kindOnly) assert.match(b.script, /^(kind|docker) /m, `kind-only block under "${b.section}" runs kind or docker`);
+    // Only what downloads from the internet: Traefik's and kube-prometheus-stack's charts and images, and the Grafana of the latter.
+    const needsInternet = blocks.filter((b) => b.needsInternet);
+    assert.deepEqual([...new Set(needsInternet.map((b) => b.section))], ['2. An ingress controller', '3. Prometheus and Grafana (optional)', '10. Watch the metrics']);
+    for (const b of needsInternet) assert.match(b.script, /helm repo add \S+ https:\/\/|monitoring-grafana/, `block under "${b.section}" downloads, or uses what step 3 downloaded`);
+    // Runnable blocks never need Docker, kind or the internet; the sign-in goes through the Ingress.
+    for (const b of blocks.filter((x) => x.run)) assert.doesNotMatch(b.script, /\b(docker|kind) |helm repo add|https:\/\/(?!.*localhost)/, `runnable block under "${b.section}"`);
+    assert.match(runnable(blocks, ['7.']), /^GW=http:\/\/tempora\.localhost$/m);
   });
 
   it('creates the cluster from kind-config.yaml and names it as kind-config.yaml does', function () {
@@ -68,7 +75,7 @@ describe('docs/kind.md', function () {
   });
 
   it('signs in at the Ingress host of the kind values, through the class the ingress controller serves', function () {
-    const gw = blocks.find((b) => b.section.startsWith('7.') && b.kindOnly)!.script.trim();
+    const gw = blocks.find((b) => b.section.startsWith('7.') && b.script.startsWith('GW='))!.script.trim();
     assert.equal(gw, `GW=http://${kindValues.ingress.host}`);
     assert.match(kindValues.ingress.host, /\.localhost$/, 'resolves to this machine without /etc/hosts');
     assert.equal(kindValues.ingress.className, 'traefik');
@@ -95,9 +102,12 @@ describe('docs/kind.md', function () {
     });
 
     it('signs in, renders a scene, opens the graph and reads the metrics', function () {
-      // curl fails on an HTTP error instead of printing it, so every command must succeed.
-      const script = runnable(blocks, ['7.', '8.', '9.', '10.']).replaceAll(/curl -s /g, 'curl -sS --fail-with-body ');
-      const run = spawnSync('bash', ['-euo', 'pipefail', '-c', script], { cwd: workDir, encoding: 'utf8', timeout: 300_000, env: { ...process.env, GW: platform.urls.gateway } });
+      // curl fails on an HTTP error instead of printing it, so every command must succeed; the page's
+      // http://tempora.localhost is connected to npm start's gateway.
+      const gateway = new URL(platform.urls.gateway);
+      const connectTo = `--connect-to ${kindValues.ingress.host}:80:${gateway.hostname}:${gateway.port}`;
+      const script = runnable(blocks, ['7.', '8.', '9.', '10.']).replaceAll(/curl -s /g, `curl -sS --fail-with-body ${connectTo} `);
+      const run = spawnSync('bash', ['-euo', 'pipefail', '-c', script], { cwd: workDir, encoding: 'utf8', timeout: 300_000, env: process.env });
       const said = `${run.stdout}\n--- stderr ---\n${run.stderr}`.slice(-6000);
       assert.equal(run.status, 0, `the commands failed:\n${said}`);
       const [user, balance, title, path, moment, ...metrics] = run.stdout.trim().split('\n');

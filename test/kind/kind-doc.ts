@@ -1,5 +1,6 @@
-// docs/kind.md as the tests read it: its shell blocks in order, each with the section it is in and whether it
-// is marked "kind only" (needs kind's node container, Docker or the internet, so no test can run it).
+// docs/kind.md as the tests read it: its shell blocks in order, each with the section it is in and, when no
+// test can run it, why: "kind only" (needs kind's node container or Docker) or "needs internet" (downloads
+// from the internet, which the test machines cannot reach).
 import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -7,12 +8,20 @@ import { fileURLToPath } from 'node:url';
 export const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 export const KIND_DOC = join(ROOT, 'docs', 'kind.md');
 
+/** The fence info strings of the page: run by the tests, or not and why. */
+export const BLOCK_INFO = { run: 'sh', kindOnly: 'sh kind only', needsInternet: 'sh needs internet' } as const;
+
 export interface DocBlock {
   /** The `## ` heading the block is under. */
   section: string;
-  /** The fence's info string: `sh`, or `sh kind only`. */
+  /** The fence's info string: one of BLOCK_INFO. */
   info: string;
+  /** Needs kind's node container or Docker. */
   kindOnly: boolean;
+  /** Downloads from the internet. */
+  needsInternet: boolean;
+  /** Neither: the tests run it as written. */
+  run: boolean;
   script: string;
 }
 
@@ -29,16 +38,18 @@ export function kindDocBlocks(text = readFileSync(KIND_DOC, 'utf8')): DocBlock[]
     } else if (line.startsWith('## ')) section = line.slice(3).trim();
     else if (line.startsWith('```')) {
       const info = line.slice(3).trim();
-      open = { section, info, kindOnly: info === 'sh kind only', script: '' };
+      const kindOnly = info === BLOCK_INFO.kindOnly;
+      const needsInternet = info === BLOCK_INFO.needsInternet;
+      open = { section, info, kindOnly, needsInternet, run: !kindOnly && !needsInternet, script: '' };
     }
   }
   return blocks;
 }
 
-/** The runnable blocks of the sections whose heading starts with one of `prefixes` ("5.", "6." ...), joined. */
+/** The blocks the tests run, of the sections whose heading starts with one of `prefixes` ("5.", "6." ...), joined. */
 export function runnable(blocks: DocBlock[], prefixes: string[]): string {
   return blocks
-    .filter((b) => !b.kindOnly && prefixes.some((p) => b.section.startsWith(p)))
+    .filter((b) => b.run && prefixes.some((p) => b.section.startsWith(p)))
     .map((b) => b.script)
     .join('\n');
 }
