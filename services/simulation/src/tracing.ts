@@ -1,4 +1,5 @@
-import { context, propagation, ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, type Span } from '@opentelemetry/api';
+import { context, propagation, SpanStatusCode, trace, type Span } from '@opentelemetry/api';
+import { processStoredWork } from '@tempora/kit/observability';
 
 const tracer = trace.getTracer('tempora-simulation');
 
@@ -13,26 +14,17 @@ export function activeTraceContext(): Record<string, string> | null {
 export type RunEnding = 'completed' | 'stopped' | 'cancelled' | 'failed' | 'interrupted';
 
 /**
- * One execution of a run by a runner, as OpenTelemetry's messaging conventions have a consumer process a
- * message (the simulation_runs table is the queue): a child of the request that created the run, whose
- * trace context the run stores, and linked to it, so that however much later or on whichever replica it
- * runs, its steps and their model calls are that request's trace. A resumed run adds another such span.
+ * One execution of a run by a runner in a `process simulation_runs` span: its steps and their model calls
+ * join the trace of the request that created the run. A resumed run adds another such span.
  */
 export function traceRun(run: { id: string; mode: string; fidelity: number; attempts: number; steps_total: number; trace: Record<string, string> | null }, execute: () => Promise<RunEnding>): Promise<RunEnding> {
-  const parent = propagation.extract(ROOT_CONTEXT, run.trace ?? {});
-  const created = trace.getSpanContext(parent);
   const attributes = {
-    'messaging.system': 'postgresql',
-    'messaging.destination.name': 'simulation_runs',
-    'messaging.operation.type': 'process',
-    'messaging.operation.name': 'process',
-    'messaging.message.id': run.id,
     'tempora.simulation.mode': run.mode,
     'tempora.simulation.fidelity': run.fidelity,
     'tempora.simulation.attempt': run.attempts,
     'tempora.simulation.steps_total': run.steps_total,
   };
-  return tracer.startActiveSpan('process simulation_runs', { kind: SpanKind.CONSUMER, attributes, links: created ? [{ context: created }] : [] }, parent, async (span) => {
+  return processStoredWork('tempora-simulation', { queue: 'simulation_runs', id: run.id, carrier: run.trace, attributes }, async (span) => {
     try {
       const ending = await execute();
       span.setAttribute('tempora.simulation.status', ending);

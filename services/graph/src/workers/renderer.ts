@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
-import { propagation, ROOT_CONTEXT, SpanKind, SpanStatusCode, trace } from '@opentelemetry/api';
-import type { Logger } from '@tempora/kit/observability';
+import { SpanStatusCode } from '@opentelemetry/api';
+import { processStoredWork, type Logger } from '@tempora/kit/observability';
 import type { GraphConfig } from '../config.ts';
 import type { GraphService } from '../graph-service.ts';
 import type { ClaimedRenderJob } from '../repository/index.ts';
@@ -53,8 +53,6 @@ export function createRenderer(graph: GraphService, config: RendererConfig, logg
     ...(metrics ? { metrics } : {}),
   });
 }
-
-const tracer = trace.getTracer('tempora-graph');
 
 /** A job's request as the generation service takes it, and the trace context of the request that queued it. */
 function requestOf(job: ClaimedRenderJob): { request: RenderRequest; trace: Record<string, string> } {
@@ -118,24 +116,10 @@ export class Renderer {
     this.options.metrics?.jobs.inc({ role: 'renderer', outcome });
   }
 
-  /**
-   * A job's attempt in a `process render_jobs` span (OpenTelemetry's messaging conventions, the table as
-   * the queue): a child of the POST /generate that queued the job, whose trace context the job stores, and
-   * linked to it, so that the render, its generation call and its agents are that request's trace.
-   */
+  /** A job's attempt in a `process render_jobs` span: the render, its generation call and its agents join the trace of the POST /generate that queued it. */
   private traced(job: ClaimedRenderJob, signal: AbortSignal): Promise<RenderOutcome> {
-    const parent = propagation.extract(ROOT_CONTEXT, requestOf(job).trace);
-    const queued = trace.getSpanContext(parent);
-    const attributes = {
-      'messaging.system': 'postgresql',
-      'messaging.destination.name': 'render_jobs',
-      'messaging.operation.type': 'process',
-      'messaging.operation.name': 'process',
-      'messaging.message.id': job.id,
-      'tempora.render.path': job.path,
-      'tempora.render.attempt': job.attempts,
-    };
-    return tracer.startActiveSpan('process render_jobs', { kind: SpanKind.CONSUMER, attributes, links: queued ? [{ context: queued }] : [] }, parent, async (span) => {
+    const attributes = { 'tempora.render.path': job.path, 'tempora.render.attempt': job.attempts };
+    return processStoredWork('tempora-graph', { queue: 'render_jobs', id: job.id, carrier: requestOf(job).trace, attributes }, async (span) => {
       try {
         const outcome = await this.process(job, signal);
         span.setAttribute('tempora.render.outcome', outcome);

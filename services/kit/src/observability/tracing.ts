@@ -1,4 +1,5 @@
 import { register } from 'node:module';
+import { propagation, ROOT_CONTEXT, SpanKind, trace, type Attributes, type Span } from '@opentelemetry/api';
 import { NodeSDK } from '@opentelemetry/sdk-node';
 import { HttpInstrumentation } from '@opentelemetry/instrumentation-http';
 import { KoaInstrumentation } from '@opentelemetry/instrumentation-koa';
@@ -69,4 +70,28 @@ export function startTracing(service: string, version: string, env: NodeJS.Proce
   });
   sdk.start();
   return { exporting, shutdown: () => sdk.shutdown() };
+}
+
+/**
+ * Runs `work` in a `process <queue>` span, as OpenTelemetry's messaging conventions trace a consumer, for
+ * work kept in a table that serves as a queue (render jobs, simulation runs): the span is a child of the
+ * request that stored the work, whose W3C trace context `carrier` holds, and linked to it, so that however
+ * much later or on whichever replica the work runs, it is part of that request's trace. `work` ends the span.
+ */
+export function processStoredWork<T>(
+  tracerName: string,
+  message: { queue: string; id: string; carrier: Record<string, string> | null | undefined; attributes?: Attributes },
+  work: (span: Span) => Promise<T>,
+): Promise<T> {
+  const parent = propagation.extract(ROOT_CONTEXT, message.carrier ?? {});
+  const created = trace.getSpanContext(parent);
+  const attributes: Attributes = {
+    'messaging.system': 'postgresql',
+    'messaging.destination.name': message.queue,
+    'messaging.operation.type': 'process',
+    'messaging.operation.name': 'process',
+    'messaging.message.id': message.id,
+    ...message.attributes,
+  };
+  return trace.getTracer(tracerName).startActiveSpan(`process ${message.queue}`, { kind: SpanKind.CONSUMER, attributes, links: created ? [{ context: created }] : [] }, parent, work);
 }
