@@ -16,17 +16,6 @@ export interface Infra {
 
 const log = (message: string) => process.stderr.write(`[infra] ${message}\n`);
 
-export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-  });
-}
-
 function portIsFree(port: number): Promise<boolean> {
   return new Promise((resolve) => {
     const server = createServer();
@@ -43,6 +32,14 @@ export async function freePortRange(count: number): Promise<number> {
     for (let port = base; free && port < base + count; port += 1) free = await portIsFree(port);
     if (free) return base;
   }
+}
+
+/**
+ * A port free now, away from the ephemeral range: a port the kernel hands out for listen(0) is also one it
+ * may pick as an outgoing connection's source port before the caller binds it (CI saw EADDRINUSE).
+ */
+export function freePort(): Promise<number> {
+  return freePortRange(1);
 }
 
 let aptUpdated = false;

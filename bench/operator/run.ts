@@ -11,7 +11,7 @@ import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { fileURLToPath } from 'node:url';
-import { freePort } from '../../test/k8s/control-plane.ts';
+import { freePort } from '../../scripts/infra.ts';
 import { applyAs, clientFor, startCluster, waitFor, type Cluster } from '../../operator/test/cluster.ts';
 import { KubeletStandIn } from '../../operator/test/kubelet-stand-in.ts';
 import { agentPool, gateway, graphWorker, simulationBudget } from '../../operator/test/fixtures.ts';

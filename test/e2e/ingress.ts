@@ -10,7 +10,7 @@ import { homedir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { KubeNode } from '../k8s/node.ts';
-import { freePort } from '../k8s/control-plane.ts';
+import { freePort } from '../../scripts/infra.ts';
 import { applyAs, waitFor } from '../../operator/test/cluster.ts';
 import type { KubeClient } from '../../operator/src/kube/client.ts';
 import type { KubeObject } from '../../operator/src/kube/object.ts';

@@ -7,11 +7,10 @@
 import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { createWriteStream, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { request } from 'node:https';
-import { createServer } from 'node:net';
 import { homedir, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { aptInstall } from '../../scripts/infra.ts';
+import { aptInstall, freePort } from '../../scripts/infra.ts';
 
 export const K8S_VERSION = process.env.K8S_VERSION ?? 'v1.33.13';
 const HERE = dirname(fileURLToPath(import.meta.url));
@@ -30,18 +29,6 @@ export function ensureBinaries(): void {
   // etcd, and openssl for the certificates, from Debian when missing.
   const missing = [['etcd', 'etcd-server'], ['openssl', 'openssl']].filter(([cmd]) => spawnSync('sh', ['-c', `command -v ${cmd}`]).status !== 0).map(([, pkg]) => pkg!);
   if (missing.length > 0) aptInstall(...missing);
-}
-
-export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const address = srv.address();
-      const port = typeof address === 'object' && address ? address.port : 0;
-      srv.close(() => resolve(port));
-    });
-  });
 }
 
 interface Pki {

@@ -12,8 +12,8 @@ import { request } from 'node:https';
 import { homedir, tmpdir, userInfo } from 'node:os';
 import { basename, dirname, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { aptInstall } from '../../scripts/infra.ts';
-import { binaryDir, ControlPlane, firstAddress, freePort, K8S_VERSION } from './control-plane.ts';
+import { aptInstall, freePort } from '../../scripts/infra.ts';
+import { binaryDir, ControlPlane, firstAddress, K8S_VERSION } from './control-plane.ts';
 import { alive, killAndWait, restoreHost, snapshotHost, type HostSnapshot, type RestoreScope } from './host-state.ts';
 
 const HERE = dirname(fileURLToPath(import.meta.url));

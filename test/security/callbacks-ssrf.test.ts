@@ -7,29 +7,18 @@
  * port, 127.0.0.1:CALLBACK_PORT; `npm start` admits this machine (scripts/start.ts).
  */
 import assert from 'node:assert/strict';
-import { createServer, type IncomingMessage, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'mocha';
 import { CallbackPolicy, deliverCallback } from '../../services/generation/src/callbacks.ts';
 import { createLogger } from '../../services/kit/src/observability/index.ts';
-import { CALLBACK_PORT, SECRETS, securityPlatform, type SecurityPlatform } from './platform.ts';
+import { listenStandIn, type StandIn } from '../support/http.ts';
+import { answerCallbacks, CALLBACK_PORT, SECRETS, securityPlatform, type SecurityPlatform } from './platform.ts';
 
 const service = { 'x-service-key': SECRETS.serviceKey };
-
-async function listen(port: number, handler: (req: IncomingMessage, res: import('node:http').ServerResponse) => void): Promise<Server> {
-  const server = createServer(handler);
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(port, '127.0.0.1', resolve);
-  });
-  return server;
-}
 
 describe('security: SSRF through user-supplied URLs (generation callbacks)', function () {
   this.timeout(300_000);
   let platform: SecurityPlatform;
-  let receiver: Server;
-  let trap: Server;
+  let trap: StandIn;
   let trapPort: number;
   const received: string[] = [];
   const trapped: string[] = [];
@@ -37,24 +26,21 @@ describe('security: SSRF through user-supplied URLs (generation callbacks)', fun
 
   before(async function () {
     this.timeout(400_000);
-    receiver = await listen(CALLBACK_PORT, (req, res) => {
+    answerCallbacks((req, res) => {
       received.push(req.url ?? '');
       req.resume();
       if (redirecting) res.writeHead(302, { location: `http://127.0.0.1:${trapPort}/stolen` }).end();
       else res.writeHead(204).end();
     });
-    trap = await listen(0, (req, res) => {
+    trap = await listenStandIn((req, res) => {
       trapped.push(req.url ?? '');
       req.resume();
       res.writeHead(204).end();
     });
-    trapPort = (trap.address() as AddressInfo).port;
+    trapPort = Number(new URL(trap.url).port);
     platform = await securityPlatform();
   });
-  after(() => {
-    receiver?.close();
-    trap?.close();
-  });
+  after(() => trap?.stop());
 
   const start = (callbackUrl: string) =>
     fetch(`${platform.urls.generation}/api/v1/timepoints/generate`, {

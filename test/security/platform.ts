@@ -6,8 +6,9 @@
  */
 import { after } from 'mocha';
 import { generateKeyPairSync, randomBytes } from 'node:crypto';
-import { freePort } from '../../scripts/infra.ts';
+import type { RequestListener } from 'node:http';
 import { createDatabase, dropDatabase } from '../support/database.ts';
+import { listenStandIn } from '../support/http.ts';
 import { startPlatform, type Platform } from '../support/platform.ts';
 
 const secret = (label: string) => `${label}-${randomBytes(18).toString('base64url')}`;
@@ -26,8 +27,18 @@ export const SECRETS = {
 export const SIGNING_KEY = signing.privateKey;
 export const SIGNING_JWK = signing.privateKey.export({ format: 'jwk' });
 
-/** The one callback receiver the platform's allow-list admits (host and port pinned): test/security/callbacks-ssrf.test.ts listens here. */
-export const CALLBACK_PORT = await freePort();
+let answerCallback: RequestListener = (_request, response) => response.writeHead(503).end();
+/**
+ * The one callback receiver the platform's allow-list admits (host and port pinned). It listens from the
+ * moment the suites load, though test/security/callbacks-ssrf.test.ts answers on it minutes later: a port
+ * only found free at load was by then another connection's (CI saw EADDRINUSE).
+ */
+const callbackReceiver = await listenStandIn((request, response) => answerCallback(request, response));
+export const CALLBACK_PORT = Number(new URL(callbackReceiver.url).port);
+/** Sets how the callback receiver answers. */
+export function answerCallbacks(handler: RequestListener): void {
+  answerCallback = handler;
+}
 
 /** The secrets' configured values, by the variable that holds them. */
 /** `npm start`'s Stripe stand-in key (start.ts sets it when STRIPE_SECRET_KEY is unset, which startPlatform ensures). */
@@ -80,6 +91,7 @@ export function securityPlatform(): Promise<SecurityPlatform> {
 
 after(async function () {
   this.timeout(60_000);
+  await callbackReceiver.stop();
   if (!started) return;
   const platform = await started.catch(() => undefined);
   if (!platform) return;
