@@ -9,6 +9,7 @@ import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_pr
 import { createHash } from 'node:crypto';
 import { createWriteStream, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
 import { request } from 'node:https';
+import { connect } from 'node:net';
 import { homedir, tmpdir, userInfo } from 'node:os';
 import { basename, dirname, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -568,7 +569,7 @@ export class KubeNode {
    * `host:port` for the pods (`<name>.<namespace>.svc:<port>`).
    */
   async exposeHostPort(name: string, port: number, namespace = 'default'): Promise<string> {
-    await this.apply({ apiVersion: 'v1', kind: 'Service', metadata: { name, namespace }, spec: { ports: [{ name: 'tcp', port, targetPort: port }] } } as never);
+    const service = await this.apply<{ spec: { clusterIP: string } }>({ apiVersion: 'v1', kind: 'Service', metadata: { name, namespace }, spec: { ports: [{ name: 'tcp', port, targetPort: port }] } } as never);
     await this.apply(
       {
         apiVersion: 'discovery.k8s.io/v1',
@@ -580,6 +581,9 @@ export class KubeNode {
       } as never,
       'endpointslices',
     );
+    // A pod started before kube-proxy programs the Service would find its ClusterIP unroutable
+    // (EHOSTUNREACH, seen in CI): the Service is handed out once the host reaches the process through it.
+    await waitUntil(`kube-proxy routing Service ${namespace}/${name}`, () => connects(service.spec.clusterIP, port), 30_000);
     return `${name}.${namespace}.svc:${port}`;
   }
 
@@ -695,6 +699,20 @@ export class KubeNode {
     if (!keepLogs && !process.env.TEMPORA_KEEP_K8S) rmSync(this.runDir, { recursive: true, force: true });
     return left;
   }
+}
+
+/** Whether a TCP connection to host:port opens within a second. */
+function connects(host: string, port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = connect({ host, port, timeout: 1_000 });
+    const end = (ok: boolean) => {
+      socket.destroy();
+      resolve(ok);
+    };
+    socket.once('connect', () => end(true));
+    socket.once('timeout', () => end(false));
+    socket.once('error', () => end(false));
+  });
 }
 
 async function waitUntil(what: string, check: () => boolean | Promise<boolean>, timeoutMs: number): Promise<void> {
