@@ -91,8 +91,13 @@ export const GatewayConfigSchema = baseConfigSchema('gateway').extend({
   RATE_LIMIT_ANONYMOUS_PER_MINUTE: positiveInt(60),
   RATE_LIMIT_SERVICE_PER_MINUTE: positiveInt(6000),
 
-  /** Time allowed for an upstream to answer with headers (the synchronous generation call blocks for a whole render). */
+  /** Time allowed for an upstream to answer with headers (the conductor's answer may wait for a render). */
   UPSTREAM_TIMEOUT_MS: positiveInt(120_000),
+  /**
+   * The same for a synchronous generation, which answers once its whole render is done: above the
+   * generation service's own GENERATION_TIMEOUT_MS (300 s), so that its 504 (naming the agent) arrives first.
+   */
+  SYNC_GENERATION_TIMEOUT_MS: positiveInt(310_000),
   /** Longest silence allowed inside a streamed upstream body (SSE keeps long streams alive with events). */
   UPSTREAM_BODY_TIMEOUT_MS: positiveInt(300_000),
   UPSTREAM_CONNECT_TIMEOUT_MS: positiveInt(5_000),

@@ -83,6 +83,7 @@ export async function createGatewayService(config: GatewayConfig, logger = creat
     {
       upstreams,
       timeoutMs: config.UPSTREAM_TIMEOUT_MS,
+      syncGenerationTimeoutMs: config.SYNC_GENERATION_TIMEOUT_MS,
       bodyTimeoutMs: config.UPSTREAM_BODY_TIMEOUT_MS,
       connectTimeoutMs: config.UPSTREAM_CONNECT_TIMEOUT_MS,
       bodyLimitBytes: sizeInBytes(config.BODY_LIMIT),

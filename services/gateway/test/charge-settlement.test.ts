@@ -44,7 +44,7 @@ describe('gateway: charges are settled durably', function () {
     },
     // CHARGED_CALL_MAX_MS leaves a held call's retry (409) seconds to arrive on a busy machine: at 1 s, CI's
     // retry once came after the cut-off and was forwarded as a new attempt.
-    { env: { CHARGED_JOB_CHECK_MS: '50', CHARGED_CALL_MAX_MS: '3000', CHARGE_SETTLE_GRACE_MS: '500', UPSTREAM_TIMEOUT_MS: '8000' }, resetUpstreams: true },
+    { env: { CHARGED_JOB_CHECK_MS: '50', CHARGED_CALL_MAX_MS: '3000', CHARGE_SETTLE_GRACE_MS: '500', UPSTREAM_TIMEOUT_MS: '8000', SYNC_GENERATION_TIMEOUT_MS: '8000' }, resetUpstreams: true },
   );
 
   const generate = (user: SignedIn) => gw.call('POST', '/api/v1/timepoints/generate/sync', { headers: user.headers, body: { query: 'The fall of Constantinople, 1453' } });

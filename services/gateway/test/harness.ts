@@ -117,6 +117,7 @@ export async function startGateway(env: Record<string, string> = {}): Promise<Ga
     RATE_LIMIT_MULTIPLIER: '1000',
     DEMO_SIGNINS_PER_HOUR: '1000',
     UPSTREAM_TIMEOUT_MS: '1500',
+    SYNC_GENERATION_TIMEOUT_MS: '1500',
     ...env,
   });
   const instance = await createGatewayService(config, createLogger('gateway', 'silent'));

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { request as httpRequest } from 'node:http';
+import { request as httpRequest, type ServerResponse } from 'node:http';
 import { once } from 'node:events';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { startGateway, useGateway, service, admin, pausedRequest, type GatewayHarness, type SignedIn } from './harness.ts';
@@ -266,6 +266,33 @@ describe('gateway: proxy', function () {
       const reply = await gw.call('GET', '/api/v1/slow', { headers: user.headers });
       assert.equal(reply.status, 504, 'the upstream would have answered 200 after 2.5 s; the gateway gave up at 1.5 s');
       assert.equal(reply.headers.get('content-type'), 'application/problem+json');
+    });
+    it('gives a synchronous generation SYNC_GENERATION_TIMEOUT_MS to answer, and every other call UPSTREAM_TIMEOUT_MS', async () => {
+      const harness = await startGateway({ UPSTREAM_TIMEOUT_MS: '500', SYNC_GENERATION_TIMEOUT_MS: '3000' });
+      try {
+        const someone = await harness.user();
+        const answerAfter = (ms: number) => async (_req: unknown, res: ServerResponse) => {
+          await sleep(ms);
+          res.writeHead(200, { 'content-type': 'application/json' }).end('{"id":"s1"}');
+        };
+        harness.upstreams.generation.on('GET /api/v1/timepoints/slow', answerAfter(1_200));
+        const read = await harness.call('GET', '/api/v1/timepoints/slow', { headers: someone.headers });
+        assert.equal(read.status, 504);
+        assert.match(read.body.detail, /did not answer within 1 s/);
+        harness.upstreams.generation.on('POST /api/v1/timepoints/generate/sync', answerAfter(1_200));
+        const render = await harness.call('POST', '/api/v1/timepoints/generate/sync', { headers: someone.headers, body: { query: 'The first flight at Kitty Hawk, 1903' } });
+        assert.equal(render.status, 200, 'a render past UPSTREAM_TIMEOUT_MS is still waited for');
+        assert.equal(render.headers.get('x-credits-charged'), '2');
+        harness.upstreams.generation.on('POST /api/v1/timepoints/generate/sync', answerAfter(4_000));
+        const started = Date.now();
+        const late = await harness.call('POST', '/api/v1/timepoints/generate/sync', { headers: someone.headers, body: { query: 'The first flight at Kitty Hawk, 1903' } });
+        assert.equal(late.status, 504);
+        assert.match(late.body.detail, /did not answer within 3 s/);
+        assert.ok(Date.now() - started < 3_900, `gave up after ${Date.now() - started} ms`);
+        assert.equal(late.headers.get('x-credits-charged'), '0');
+      } finally {
+        await harness.stop();
+      }
     });
     it('passes upstream errors through unchanged', async () => {
       gw.upstreams.generation.on('GET /api/v1/teapot', (_req, res) => {

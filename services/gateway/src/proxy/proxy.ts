@@ -9,12 +9,14 @@ import type { CallCharge, Credits } from '../domain/credits.ts';
 import type { GatewayMetrics } from '../metrics.ts';
 import { decide, type Forwarding } from './decision.ts';
 import { headerValue, upstreamRequestFields, type ClientRequest } from './header-contract.ts';
-import { PROXY_ROUTE, UPSTREAMS, type UpstreamName, type UpstreamTarget } from './routing.ts';
+import { holdsForRender, PROXY_ROUTE, UPSTREAMS, type UpstreamName, type UpstreamTarget } from './routing.ts';
 import { UpstreamCall, type CallDeps } from './upstream-call.ts';
 
 export interface ProxySettings {
   upstreams: Record<UpstreamName, UpstreamTarget>;
   timeoutMs: number;
+  /** The headers timeout of `POST /api/v1/timepoints/generate/sync` (holdsForRender). */
+  syncGenerationTimeoutMs: number;
   bodyTimeoutMs: number;
   connectTimeoutMs: number;
   bodyLimitBytes: number;
@@ -60,7 +62,6 @@ export class Proxy {
     this.callDeps = {
       metrics,
       logger,
-      timeoutMs: settings.timeoutMs,
       chargedCallMaxMs: credits.times.callMaxMs,
       followJob: async (charge, upstream, path, location) => {
         const target = this.targets[upstream];
@@ -149,9 +150,10 @@ export class Proxy {
     const target = this.targets[upstream];
     const identity = { user, serviceKey: this.settings.upstreams[upstream].serviceKey, trustProxy: this.settings.trustProxy };
     const headers = upstreamRequestFields(request, identity, Buffer.isBuffer(body) ? body.length : undefined);
-    const handler = new UpstreamCall(this.callDeps, { request, upstream, user, charge, onAnswer, done });
+    const headersTimeout = holdsForRender(upstream, request.method, request.path) ? this.settings.syncGenerationTimeoutMs : this.settings.timeoutMs;
+    const handler = new UpstreamCall(this.callDeps, { request, upstream, user, charge, headersTimeout, onAnswer, done });
     this.agent.dispatch(
-      { origin: target.origin, path: `${target.basePath}${request.path}${request.querystring ? `?${request.querystring}` : ''}`, method: request.method as 'GET', headers, body },
+      { origin: target.origin, path: `${target.basePath}${request.path}${request.querystring ? `?${request.querystring}` : ''}`, method: request.method as 'GET', headers, body, headersTimeout },
       handler,
     );
   }

@@ -48,6 +48,13 @@ export function isOpen(upstream: UpstreamName, method: string, path: string): bo
  */
 export const readsOnly = (method: string, path: string): boolean => isRead(method) || isGraphMcp(path);
 
+/**
+ * Whether a call answers only once a whole render is done, and so gets SYNC_GENERATION_TIMEOUT_MS rather
+ * than UPSTREAM_TIMEOUT_MS to answer: the synchronous generation.
+ */
+export const holdsForRender = (upstream: UpstreamName, method: string, path: string): boolean => upstream === 'generation' && method === 'POST' && SYNC_GENERATION.test(path);
+const SYNC_GENERATION = /^\/api\/v1\/timepoints\/generate\/sync\/?$/;
+
 /** Undefined outside /api/v1/, `native` for the gateway's own paths, else the upstream. */
 export function routeOf(path: string): UpstreamName | 'native' | undefined {
   if (!path.startsWith('/api/v1/')) return undefined;

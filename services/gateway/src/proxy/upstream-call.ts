@@ -13,8 +13,6 @@ import type { UpstreamName } from './routing.ts';
 export interface CallDeps {
   metrics: GatewayMetrics;
   logger: Logger;
-  /** UPSTREAM_TIMEOUT_MS, for the 504's words. */
-  timeoutMs: number;
   /** CHARGED_CALL_MAX_MS: a charged call is cut off after this, before its charge's settle-by time (domain/credits.ts). */
   chargedCallMaxMs: number;
   /** Books the job a charged call started (a 202 answer's Location) to be followed, and refunded if it fails. */
@@ -27,6 +25,8 @@ export interface CallSpec {
   upstream: UpstreamName;
   user: UserPrincipal | undefined;
   charge: CallCharge | undefined;
+  /** How long the upstream may take to answer with headers (the 504's words). */
+  headersTimeout: number;
   /** Runs when the upstream's answer is about to be passed on: from then on the response is the proxy's own. */
   onAnswer: (() => void) | undefined;
   done: (error?: unknown) => void;
@@ -241,7 +241,7 @@ export class UpstreamCall implements Dispatcher.DispatchHandler {
     const refunded = charge ? await charge.refund(abandoned ? 'client went away' : 'upstream unavailable') : undefined;
     const creditHeaders: Record<string, string> = user ? { 'X-Credits-Charged': '0', 'X-Balance-After': String(refunded ?? this.balance) } : {};
     if (error instanceof undiciErrors.HeadersTimeoutError || error instanceof undiciErrors.BodyTimeoutError) {
-      throw new Problem(504, `the ${upstream} service did not answer within ${Math.round(deps.timeoutMs / 1000)} s`, { headers: creditHeaders });
+      throw new Problem(504, `the ${upstream} service did not answer within ${Math.round(this.call.headersTimeout / 1000)} s`, { headers: creditHeaders });
     }
     if (this.cutOff) throw new Problem(504, `the ${upstream} service did not finish within ${Math.round(deps.chargedCallMaxMs / 1000)} s`, { headers: creditHeaders });
     // Also a client gone while the request waited in the gateway (e.g. during a shutdown's drain).
