@@ -86,6 +86,7 @@ describe('gateway: API keys, export, CORS, health and metrics', function () {
         assert.equal(reply.headers.get('access-control-allow-origin'), origin);
         assert.equal(reply.headers.get('access-control-allow-credentials'), 'true');
         assert.match(reply.headers.get('access-control-expose-headers') ?? '', /X-RateLimit-Remaining/);
+        assert.match(reply.headers.get('access-control-expose-headers') ?? '', /Idempotent-Replayed/);
       }
     });
     it('answers preflights for allowed origins, including proxied paths', async () => {

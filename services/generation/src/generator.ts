@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
-import { Problem, toProblem, unexpectedProblem, unprocessable } from '@tempora/kit/http';
+import { idempotencyKeyReused, Problem, toProblem, unexpectedProblem, unprocessable } from '@tempora/kit/http';
+import { canonicalHash } from '@tempora/kit/moments';
 import type { Logger } from '@tempora/kit/observability';
 import type { GraphMoment } from './agents/types.ts';
 import { CallbackPolicy, deliverCallback } from './callbacks.ts';
@@ -111,17 +112,29 @@ export class Generator {
   }
 
   /** Async generation: the job row now, the pipeline and the callback in the background. */
-  async submit(request: GenerateRequest, selection: Selection, owner: string | null): Promise<JobRow> {
+  /**
+   * Stores a job and runs it in the background. With an `idempotencyKey` (its owner's own), the key is
+   * stored with the job; a request that comes with a key already stored submits nothing and is given that
+   * key's job (`replayed`), if the request is the same (else 422).
+   */
+  async submit(request: GenerateRequest, selection: Selection, owner: string | null, idempotencyKey?: string): Promise<{ job: JobRow; replayed: boolean }> {
     if (request.callback_url) {
       if (!this.deps.config.CALLBACK_SECRET) throw unprocessable('callbacks are not enabled on this server', [{ path: 'body.callback_url', message: 'this server has no CALLBACK_SECRET to sign callbacks with' }]);
       const refused = await this.callbackPolicy.check(request.callback_url);
       if (refused) throw unprocessable(`callback_url refused: ${refused}`, [{ path: 'body.callback_url', message: refused }]);
     }
-    const job = await this.deps.repository.insertJob({ id: randomUUID(), owner, request, callback_url: request.callback_url ?? null });
+    // Two requests are the same for a key when their validated forms are (RFC 8785), whatever their field order or spacing.
+    const idempotency = idempotencyKey === undefined ? undefined : { owner: owner ?? '', key: idempotencyKey, fingerprint: canonicalHash(request) };
+    const creation = await this.deps.repository.insertJob({ id: randomUUID(), owner, request, callback_url: request.callback_url ?? null }, idempotency);
+    if (!creation.created) {
+      if (creation.fingerprint !== idempotency?.fingerprint) throw idempotencyKeyReused(`the Idempotency-Key was used with a different request (it submitted job ${creation.job.id}); use a new key for a new request`);
+      return { job: creation.job, replayed: true };
+    }
+    const { job } = creation;
     const running = this.runJob(job, request, selection, owner).catch((error: unknown) => this.deps.logger.error({ err: error, job: job.id }, 'job bookkeeping failed'));
     this.jobs.add(running);
     void running.finally(() => this.jobs.delete(running));
-    return job;
+    return { job, replayed: false };
   }
 
   private async runJob(job: JobRow, request: GenerateRequest, selection: Selection, owner: string | null): Promise<void> {

@@ -53,4 +53,24 @@ export const migrations: Migration[] = [
       await knex.schema.dropTable('timepoints');
     },
   },
+  {
+    name: '002_idempotency_keys',
+    async up(knex: Knex) {
+      // Per owner ('' for a service caller without X-User-ID), the Idempotency-Key a job was submitted
+      // with, kept as long as the job. The primary key is what lets only one of concurrent requests with
+      // the same key submit a job.
+      await knex.schema.createTable('generation_idempotency_keys', (table) => {
+        table.text('owner').notNullable();
+        table.text('key').notNullable();
+        table.text('fingerprint').notNullable();
+        // Deferred: the key is claimed before its job is inserted, in the same transaction (repository.insertJob).
+        table.uuid('job_id').notNullable().unique().references('generation_jobs.id').onDelete('CASCADE').deferrable('deferred');
+        table.timestamp('created_at', { useTz: true }).notNullable().defaultTo(knex.fn.now());
+        table.primary(['owner', 'key']);
+      });
+    },
+    async down(knex: Knex) {
+      await knex.schema.dropTable('generation_idempotency_keys');
+    },
+  },
 ];

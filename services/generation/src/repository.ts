@@ -1,6 +1,11 @@
-import type { Knex } from '@tempora/kit/data';
+import { claimIdempotencyKey, type IdempotencyKey, type Knex } from '@tempora/kit/data';
 import type { SceneRecord } from './scene.ts';
 import type { GenerateRequest } from './schemas.ts';
+
+const JOB_KEYS = { table: 'generation_idempotency_keys', column: 'job_id', target: 'generation_jobs' };
+
+/** What submitting a job did: inserted it, or found the job its idempotency key had already submitted. */
+export type JobCreation = { created: true; job: JobRow } | { created: false; job: JobRow; fingerprint: string };
 
 export interface JobRow {
   id: string;
@@ -29,7 +34,7 @@ export interface TimepointRow {
 
 /** All SQL of the generation service. */
 export class GenerationRepository {
-  private readonly knex: Knex;
+  readonly knex: Knex;
 
   constructor(knex: Knex) {
     this.knex = knex;
@@ -98,11 +103,19 @@ export class GenerationRepository {
     });
   }
 
-  async insertJob(job: { id: string; owner: string | null; request: GenerateRequest; callback_url: string | null }): Promise<JobRow> {
-    const rows = await this.knex('generation_jobs')
-      .insert({ id: job.id, owner: job.owner, request: JSON.stringify(job.request), callback_url: job.callback_url, callback_status: job.callback_url ? 'pending' : 'none' })
-      .returning('*');
-    return rows[0] as JobRow;
+  /**
+   * Inserts a job. With `idempotency`, its key is claimed first, in the same transaction
+   * (claimIdempotencyKey): of concurrent requests with one key, one inserts the job and the rest find it.
+   */
+  async insertJob(job: { id: string; owner: string | null; request: GenerateRequest; callback_url: string | null }, idempotency?: IdempotencyKey): Promise<JobCreation> {
+    return this.knex.transaction(async (trx): Promise<JobCreation> => {
+      const earlier = idempotency && (await claimIdempotencyKey<JobRow>(trx, JOB_KEYS, idempotency, job.id));
+      if (earlier) return { created: false, job: earlier.row, fingerprint: earlier.fingerprint };
+      const rows = await trx('generation_jobs')
+        .insert({ id: job.id, owner: job.owner, request: JSON.stringify(job.request), callback_url: job.callback_url, callback_status: job.callback_url ? 'pending' : 'none' })
+        .returning('*');
+      return { created: true, job: rows[0] as JobRow };
+    });
   }
 
   async job(id: string): Promise<JobRow | undefined> {

@@ -128,3 +128,61 @@ describe('generation: async jobs and signed callbacks', function () {
     assert.match((await new CallbackPolicy([], resolve).check('https://user:pw@public.example/x'))!, /credentials/);
   });
 });
+
+describe('generation: Idempotency-Key on an asynchronous generation', function () {
+  this.timeout(30_000);
+  let gen: GenerationHarness;
+  before(async () => {
+    gen = await startGeneration();
+  });
+  after(() => gen.stop());
+
+  const submit = (owner: string, key: string | undefined, body: Record<string, unknown> = { query: QUERY }) =>
+    gen.post('/api/v1/timepoints/generate', body, { ...user(owner), ...(key === undefined ? {} : { 'Idempotency-Key': key }) });
+  const jobsOf = async (owner: string) => Number((await gen.instance.repository.knex('generation_jobs').where({ owner }).count<Array<{ count: string }>>('* as count'))[0]!.count);
+
+  it('answers a retry with the job its key submitted, as it stands now, and submits nothing', async () => {
+    const first = await submit('replayer', 'order-1');
+    assert.equal(first.status, 202);
+    assert.equal(first.headers.get('idempotent-replayed'), null);
+    await until(async () => (await gen.get(`/api/v1/timepoints/jobs/${first.body.job_id}`, user('replayer'))).body.status === 'completed');
+    // The same request written otherwise (field order, the key as the draft's quoted string) is the same request.
+    const retry = await submit('replayer', '"order-1"', { query: QUERY });
+    assert.equal(retry.status, 202);
+    assert.equal(retry.body.job_id, first.body.job_id);
+    assert.equal(retry.body.status, 'completed', 'the job as it stands now');
+    assert.equal(retry.headers.get('idempotent-replayed'), 'true');
+    assert.equal(retry.headers.get('location'), first.headers.get('location'));
+    assert.equal(await jobsOf('replayer'), 1);
+  });
+
+  it('refuses the key with a different request (422, naming the header and the job), submitting nothing', async () => {
+    const first = await submit('changer', 'order-2');
+    const changed = await submit('changer', 'order-2', { query: 'The fall of the Berlin Wall, November 1989' });
+    assert.equal(changed.status, 422);
+    assert.equal(changed.body.type, 'https://tempora.dev/problems/idempotency-key-reused');
+    assert.deepEqual(changed.body.errors.map((e: { path: string }) => e.path), ['headers.idempotency-key']);
+    assert.match(changed.body.detail, new RegExp(first.body.job_id));
+    assert.equal(await jobsOf('changer'), 1);
+  });
+
+  it('keeps keys per owner, and submits one job for concurrent requests with one key', async () => {
+    const mine = await submit('owner-a', 'shared');
+    const theirs = await submit('owner-b', 'shared');
+    assert.notEqual(mine.body.job_id, theirs.body.job_id);
+    const crowd = await Promise.all(Array.from({ length: 10 }, () => submit('crowd', 'order-3')));
+    assert.deepEqual([...new Set(crowd.map((reply) => reply.status))], [202]);
+    assert.equal(new Set(crowd.map((reply) => reply.body.job_id)).size, 1);
+    assert.equal(crowd.filter((reply) => reply.headers.get('idempotent-replayed') === 'true').length, 9);
+    assert.equal(await jobsOf('crowd'), 1);
+  });
+
+  it('refuses a key that is empty, too long, not ASCII or a broken quoted string (422 naming the header)', async () => {
+    for (const key of ['', 'k'.repeat(256), 'clé', '"open']) {
+      const reply = await submit('bad-keys', key);
+      assert.equal(reply.status, 422, JSON.stringify(key));
+      assert.deepEqual(reply.body.errors.map((e: { path: string }) => e.path), ['headers.idempotency-key'], JSON.stringify(key));
+    }
+    assert.equal(await jobsOf('bad-keys'), 0);
+  });
+});

@@ -1,4 +1,4 @@
-import type { Knex } from '@tempora/kit/data';
+import { claimIdempotencyKey, type IdempotencyKey, type Knex } from '@tempora/kit/data';
 import type { CallRecord } from './domain/model.ts';
 import type { StepReport } from './domain/modes/types.ts';
 import type { RUN_STATUSES } from './migrations.ts';
@@ -95,12 +95,7 @@ export interface Reservation {
   amountMicros: number;
 }
 
-/** An Idempotency-Key as its owner used it, with the fingerprint of the request it came with. */
-export interface IdempotencyKey {
-  owner: string;
-  key: string;
-  fingerprint: string;
-}
+const RUN_KEYS = { table: 'simulation_idempotency_keys', column: 'run_id', target: 'simulation_runs' };
 
 /** What creating a run did: created it, or found the run its idempotency key had already created. */
 export type Creation = { created: true; run: RunRow } | { created: false; run: RunRow; fingerprint: string };
@@ -123,17 +118,8 @@ export class SimulationRepository {
    */
   async createRun(run: NewRun, reservations: Reservation[], idempotency?: IdempotencyKey): Promise<Creation> {
     return this.knex.transaction(async (trx): Promise<Creation> => {
-      if (idempotency) {
-        const claimed = await trx('simulation_idempotency_keys').insert({ ...idempotency, run_id: run.id }).onConflict(['owner', 'key']).ignore().returning('run_id');
-        if (!claimed.length) {
-          // A new statement under READ COMMITTED: it sees the key and the run as the transaction that held the key committed them.
-          const { fingerprint, ...earlier } = (await trx('simulation_idempotency_keys as k')
-            .join('simulation_runs as r', 'r.id', 'k.run_id')
-            .where({ 'k.owner': idempotency.owner, 'k.key': idempotency.key })
-            .first('r.*', 'k.fingerprint')) as RunRow & { fingerprint: string };
-          return { created: false, run: numbers(earlier), fingerprint };
-        }
-      }
+      const earlier = idempotency && (await claimIdempotencyKey<RunRow>(trx, RUN_KEYS, idempotency, run.id));
+      if (earlier) return { created: false, run: numbers(earlier.row), fingerprint: earlier.fingerprint };
       const sorted = [...reservations].sort((a, b) => a.budget.localeCompare(b.budget));
       for (const reservation of sorted) {
         await trx.raw('insert into simulation_budget_ledger (budget, period) values (?, ?) on conflict do nothing', [reservation.budget, reservation.period]);

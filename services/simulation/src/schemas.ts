@@ -33,30 +33,6 @@ export const SimulateRequestSchema = z
 export type SimulateRequest = z.output<typeof SimulateRequestSchema>;
 
 /** RFC 8941's sf-string, the draft's form of the header: printable ASCII in double quotes, with `\"` and `\\` escaped. */
-const SF_STRING = /^"((?:[\x20\x21\x23-\x5B\x5D-\x7E]|\\["\\])*)"$/;
-const PRINTABLE_ASCII = /^[\x20-\x7E]{1,255}$/;
-
-/**
- * The Idempotency-Key request header (draft-ietf-httpapi-idempotency-key-header), as the key it carries:
- * the draft's quoted sf-string, or the bare value Stripe's clients send; either way 1–255 printable ASCII
- * characters once unquoted.
- */
-export const IdempotencyKeySchema = z
-  .string()
-  .transform((value, ctx) => {
-    const quoted = value.startsWith('"') ? SF_STRING.exec(value) : null;
-    const key = quoted ? quoted[1]!.replace(/\\(["\\])/g, '$1') : value;
-    if ((value.startsWith('"') && !quoted) || !PRINTABLE_ASCII.test(key)) {
-      ctx.addIssue({ code: 'custom', message: 'must be 1 to 255 printable ASCII characters, bare or as a quoted string (RFC 8941)' });
-      return z.NEVER;
-    }
-    return key;
-  })
-  .meta({
-    description:
-      '1–255 printable ASCII characters, bare or as an RFC 8941 quoted string. A retry with the same key and the same request answers the run the key started (marked `Idempotent-Replayed: true`) instead of starting another; the same key with a different request is 422. Keys are per caller and kept as long as their run.',
-  });
-
 export const RunSchema = z
   .object({
     id: z.uuid(),

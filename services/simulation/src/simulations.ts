@@ -1,5 +1,5 @@
-import { createHash, randomUUID } from 'node:crypto';
-import { canonicalJson } from '@tempora/kit/moments';
+import { randomUUID } from 'node:crypto';
+import { canonicalHash } from '@tempora/kit/moments';
 import { covers, microsToUsd, periodKey, usdToMicros, type Budget } from './domain/budgets.ts';
 import { initialState, planRun } from './domain/engine.ts';
 import type { Plan } from './domain/plan.ts';
@@ -33,11 +33,6 @@ export interface Started {
   replayed: boolean;
 }
 
-/**
- * What makes two requests the same for an Idempotency-Key: the validated request in RFC 8785 form, so
- * field order, spacing, letter case where it is folded and defaults written out or left implicit do not count.
- */
-const fingerprintOf = (request: SimulateRequest) => createHash('sha256').update(canonicalJson(request)).digest('hex');
 
 export interface BudgetStatus {
   name: string;
@@ -111,7 +106,9 @@ export class Simulations {
       ...applying.map((budget) => (budget.perRunMaxUsd != null ? usdToMicros(budget.perRunMaxUsd) : Number.POSITIVE_INFINITY)),
     );
     const reservations: Reservation[] = applying.map((budget) => ({ budget: budget.name, period: periodKey(budget.period, now), limitMicros: usdToMicros(budget.limitUsd), amountMicros: cap }));
-    const idempotency = idempotencyKey === undefined ? undefined : { owner: caller.owner, key: idempotencyKey, fingerprint: fingerprintOf(request) };
+    // Two requests are the same for a key when their validated forms are (RFC 8785): field order, spacing,
+    // folded letter case and defaults written out or left implicit do not count.
+    const idempotency = idempotencyKey === undefined ? undefined : { owner: caller.owner, key: idempotencyKey, fingerprint: canonicalHash(request) };
     try {
       const creation = await this.repository.createRun(
         {

@@ -29,7 +29,9 @@ const generation = (body: Record<string, unknown>): PricedOperation => {
 };
 
 const CHARGEABLE: ChargeableRoute[] = [
-  { method: 'POST', pattern: /^\/api\/v1\/timepoints\/generate(\/(sync|stream|async))?\/?$/, price: generation },
+  // The asynchronous generation replays a job by its Idempotency-Key; a synchronous one or a stream renders anew.
+  { method: 'POST', pattern: /^\/api\/v1\/timepoints\/generate\/?$/, price: (body) => ({ ...generation(body), keyed: true }) },
+  { method: 'POST', pattern: /^\/api\/v1\/timepoints\/generate\/(sync|stream|async)\/?$/, price: generation },
   {
     method: 'POST',
     pattern: /^\/api\/v1\/simulate\/?$/,

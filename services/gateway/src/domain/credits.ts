@@ -1,5 +1,5 @@
 import { createHash, randomUUID } from 'node:crypto';
-import { Problem } from '@tempora/kit/http';
+import { idempotencyKeyOf, Problem } from '@tempora/kit/http';
 import type { Knex } from '@tempora/kit/data';
 import type { Logger } from '@tempora/kit/observability';
 import type { GatewayMetrics } from '../metrics.ts';
@@ -205,8 +205,6 @@ export class Credits {
  * services read it: the draft's structured-field string (`"k"`) and the bare form (`k`, Stripe's) are one.
  */
 const idempotencyChargeKey = (method: string, path: string, idempotencyKey: string) => {
-  const quoted = SF_STRING.exec(idempotencyKey);
-  const key = quoted ? quoted[1]!.replace(/\\(["\\])/g, '$1') : idempotencyKey;
+  const key = idempotencyKeyOf(idempotencyKey) ?? idempotencyKey;
   return `proxy:idem:${createHash('sha256').update(`${method} ${path.replace(/\/$/, '')} ${key}`).digest('hex')}`;
 };
-const SF_STRING = /^"((?:[\x20\x21\x23-\x5B\x5D-\x7E]|\\["\\])*)"$/;

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { defineRoute, linksTo, notFound, openEventStream, ServerSentEventSchema, type RouteDefinition } from '@tempora/kit/http';
+import { defineRoute, IdempotencyKeySchema, linksTo, notFound, openEventStream, ServerSentEventSchema, type RouteDefinition } from '@tempora/kit/http';
 import { problemOf } from '../generator.ts';
 import type { AgentEvent } from '../pipeline/events.ts';
 import type { JobRow } from '../repository.ts';
@@ -113,16 +113,29 @@ export function generateRoutes(deps: RouteDeps): RouteDefinition[] {
       security: [],
       summary: 'Start an asynchronous generation',
       description:
-        'Answers 202 with a job at once. With `callback_url`, the result is POSTed there when the job ends: body `{job_id, status, timepoint_id, timepoint | error, request_context}`, headers `X-Tempora-Timestamp` (Unix seconds) and `X-Tempora-Signature: sha256=<hex HMAC-SHA256 of "<timestamp>.<body>" keyed with CALLBACK_SECRET>`, retried with exponential back-off on network errors, 408, 429 and 5xx. Loopback and private callback hosts are refused unless allow-listed.',
+        'Answers 202 with a job at once. With `callback_url`, the result is POSTed there when the job ends: body `{job_id, status, timepoint_id, timepoint | error, request_context}`, headers `X-Tempora-Timestamp` (Unix seconds) and `X-Tempora-Signature: sha256=<hex HMAC-SHA256 of "<timestamp>.<body>" keyed with CALLBACK_SECRET>`, retried with exponential back-off on network errors, 408, 429 and 5xx. Loopback and private callback hosts are refused unless allow-listed. With an `Idempotency-Key` (draft-ietf-httpapi-idempotency-key-header, per X-User-ID), a retry is given the job its key submitted, as it stands now, instead of a second job; a request arriving while another with its key is being submitted waits for it.',
       tags: ['generation'],
+      headers: z.object({ 'idempotency-key': IdempotencyKeySchema.optional().meta({ description: IdempotencyKeySchema.description }) }),
       body: GenerateRequestSchema,
-      responses: { 202: { description: 'The job', schema: JobSchema, links: linksTo({ job_id: '$response.body#/job_id' }, 'getJob') }, 422: { description: 'Invalid field, unavailable model or refused callback_url' } },
-      handler: async (ctx, { body }) => {
+      responses: {
+        202: {
+          description: 'The job (queued when submitted; as it stands now on a replay, marked `Idempotent-Replayed: true`)',
+          schema: JobSchema,
+          links: linksTo({ job_id: '$response.body#/job_id' }, 'getJob'),
+          headers: z.object({
+            Location: z.string().meta({ description: 'the job' }),
+            'Idempotent-Replayed': z.literal('true').optional().meta({ description: 'present on the answer to a retry under an Idempotency-Key: the job that key submitted' }),
+          }),
+        },
+        422: { description: 'Invalid field, unavailable model, refused callback_url, an invalid Idempotency-Key, or one already used with a different request' },
+      },
+      handler: async (ctx, { body, headers }) => {
         const owner = userOf(ctx);
         const selection = generator.prepare(body, owner);
-        const job = await generator.submit(body, selection, owner);
+        const { job, replayed } = await generator.submit(body, selection, owner, headers['idempotency-key']);
         ctx.status = 202;
         ctx.set('Location', `/api/v1/timepoints/jobs/${job.id}`);
+        if (replayed) ctx.set('Idempotent-Replayed', 'true');
         return jobView(job);
       },
     }),

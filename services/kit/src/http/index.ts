@@ -3,6 +3,7 @@ export * from './app.ts';
 export * from './auth.ts';
 export * from './cors.ts';
 export * from './errors.ts';
+export * from './idempotency-key.ts';
 export * from './jwt.ts';
 export * from './openapi.ts';
 export * from './rate-limit.ts';

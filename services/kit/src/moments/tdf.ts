@@ -27,9 +27,12 @@ export function canonicalJson(value: unknown): string {
   return text;
 }
 
-export function tdfHash(payload: unknown): string {
-  return createHash('sha256').update(canonicalJson(payload), 'utf8').digest('hex');
+/** SHA-256 (hex) of a value's RFC 8785 form: the same for values that differ only in key order or spacing. */
+export function canonicalHash(value: unknown): string {
+  return createHash('sha256').update(canonicalJson(value), 'utf8').digest('hex');
 }
+
+export const tdfHash = (payload: unknown): string => canonicalHash(payload);
 
 export function toTdf<P extends Record<string, unknown>>(fields: Omit<TdfRecord<P>, 'tdf_hash' | 'version'>): TdfRecord<P> {
   return { ...fields, version: TDF_VERSION, tdf_hash: tdfHash(fields.payload) };

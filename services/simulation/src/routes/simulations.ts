@@ -1,9 +1,9 @@
 import { z } from 'zod';
-import { conflict, defineRoute, linksTo, openEventStream, Problem, ServerSentEventSchema, toProblem, unprocessable, type RouteDefinition } from '@tempora/kit/http';
+import { conflict, defineRoute, idempotencyKeyReused, IdempotencyKeySchema, linksTo, openEventStream, Problem, ServerSentEventSchema, toProblem, unprocessable, type RouteDefinition } from '@tempora/kit/http';
 import { ANY_CALLER, callerOf } from '../auth.ts';
 import { microsToUsd } from '../domain/budgets.ts';
 import { BudgetRefused, TERMINAL } from '../repository.ts';
-import { IdempotencyKeySchema, RunSchema, SimulateRequestSchema } from '../schemas.ts';
+import { RunSchema, SimulateRequestSchema } from '../schemas.ts';
 import { IdempotencyKeyReused, UnknownTemplate } from '../simulations.ts';
 import { runTdf, runView, stepView } from '../views.ts';
 import { visibleRun, type RouteDeps } from './context.ts';
@@ -12,7 +12,6 @@ const idParams = z.object({ id: z.uuid() });
 const RUN_STATUSES = ['queued', 'running', 'completed', 'stopped', 'cancelled', 'failed'] as const;
 /** What a run's id opens. */
 const runLinks = linksTo({ id: '$response.body#/id' }, 'getSimulation', 'getSimulationResult', 'streamSimulation', 'cancelSimulation');
-const IDEMPOTENCY_KEY_PATH = 'headers.idempotency-key';
 /** What a creation's answer carries besides the run. */
 const createdHeaders = z.object({
   Location: z.string().meta({ description: 'the run' }),
@@ -46,9 +45,7 @@ export function simulationRoutes(deps: RouteDeps): RouteDefinition[] {
           started = await simulations.start(body, callerOf(ctx), headers['idempotency-key']);
         } catch (error) {
           if (error instanceof UnknownTemplate) throw unprocessable(error.message, [{ path: 'body.template', message: error.message }]);
-          if (error instanceof IdempotencyKeyReused) {
-            throw new Problem(422, error.message, { title: 'Idempotency-Key reused', type: 'https://tempora.dev/problems/idempotency-key-reused', errors: [{ path: IDEMPOTENCY_KEY_PATH, message: 'was used with a different request' }] });
-          }
+          if (error instanceof IdempotencyKeyReused) throw idempotencyKeyReused(error.message);
           if (error instanceof BudgetRefused) {
             throw new Problem(402, error.message, {
               title: 'Budget exhausted',
