@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { tdfHash } from '@tempora/kit/moments';
+import { TdfRecordSchema, tdfHash } from '@tempora/kit/moments';
 import { QUERY, serviceKey, startGeneration, user, type GenerationHarness } from './harness.ts';
 
 describe('generation: stored scenes, visibility, owner list, account deletion, TDF', function () {
@@ -103,6 +103,10 @@ describe('generation: stored scenes, visibility, owner list, account deletion, T
     assert.equal(tdf.payload.request_context, undefined);
     assert.ok(tdf.entity_ids.some((id: string) => id.startsWith('place:')));
     assert.equal((await gen.get(`/api/v1/timepoints/${scene.id}?format=tdf`)).body.tdf_hash, tdf.tdf_hash, 'stable');
+    // The envelope is what the document says it may answer (Schemathesis found it answered outside the Scene schema).
+    assert.equal(TdfRecordSchema.safeParse(tdf).success, true);
+    const documented = (await gen.get('/openapi.json')).body.paths['/api/v1/timepoints/{id}'].get.responses['200'].content['application/json'].schema;
+    assert.deepEqual(documented.anyOf.map((s: { $ref: string }) => s.$ref).sort(), ['#/components/schemas/Scene', '#/components/schemas/TdfRecord']);
   });
 
   it('/health reports status, version 2.4.0, database and one boolean per provider; /openapi.json documents the routes', async () => {

@@ -137,18 +137,7 @@ export const BrowseSchema = z
   })
   .meta({ id: 'Browse' });
 
-export const TdfRecordSchema = z
-  .object({
-    id: z.string(),
-    version: z.string(),
-    source: z.string(),
-    timestamp: z.string(),
-    provenance: z.record(z.string(), z.unknown()),
-    payload: z.record(z.string(), z.unknown()),
-    entity_ids: z.array(z.string()),
-    tdf_hash: z.string().regex(/^[0-9a-f]{64}$/),
-  })
-  .meta({ id: 'TdfRecord', description: 'Temporal Data Format record; tdf_hash is SHA-256 of the RFC 8785 canonical JSON of payload' });
+export { TdfRecordSchema } from '@tempora/kit/moments';
 
 /** What POST /ingest/tdf accepts per record: envelope fields optional, payload required. */
 export const TdfIngestRecord = z.object({

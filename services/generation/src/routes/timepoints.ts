@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import { z } from 'zod';
 import type { Context } from 'koa';
 import { defineRoute, type RouteDefinition, forbidden, notFound, unauthorized } from '@tempora/kit/http';
+import { TdfRecordSchema } from '@tempora/kit/moments';
 import type { TimepointRow } from '../repository.ts';
 import { sceneSummary, sceneTdf } from '../scene.ts';
 import { SceneSchema, VisibilityBodySchema } from '../schemas.ts';
@@ -88,7 +89,7 @@ export function timepointRoutes(deps: RouteDeps): RouteDefinition[] {
       tags: ['timepoints'],
       params: idParams,
       query: z.object({ format }),
-      responses: { 200: { description: 'The scene record or its TDF envelope', schema: SceneSchema }, 404: { description: 'No such scene (or private to someone else)' } },
+      responses: { 200: { description: 'The scene record, or with `format=tdf` its TDF envelope', schema: z.union([SceneSchema, TdfRecordSchema]) }, 404: { description: 'No such scene (or private to someone else)' } },
       handler: async (ctx, { params, query }) => {
         const row = visible(ctx, await repository.timepoint(params.id), params.id);
         return query.format === 'tdf' ? sceneTdf(row.record, deps.version) : row.record;

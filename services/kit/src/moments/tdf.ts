@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import canonicalize from 'canonicalize';
+import { z } from 'zod';
 import { toSlug } from './canonical-path.ts';
 
 /**
@@ -18,6 +19,20 @@ export interface TdfRecord<P = Record<string, unknown>> {
   entity_ids: string[];
   tdf_hash: string;
 }
+
+/** The TdfRecord as an API answers it, for the OpenAPI documents of both services. */
+export const TdfRecordSchema = z
+  .object({
+    id: z.string(),
+    version: z.string(),
+    source: z.string(),
+    timestamp: z.string(),
+    provenance: z.record(z.string(), z.unknown()),
+    payload: z.record(z.string(), z.unknown()),
+    entity_ids: z.array(z.string()),
+    tdf_hash: z.string().regex(/^[0-9a-f]{64}$/),
+  })
+  .meta({ id: 'TdfRecord', description: 'Temporal Data Format record; tdf_hash is SHA-256 of the RFC 8785 canonical JSON of payload' });
 
 export const TDF_VERSION = '1.0';
 
