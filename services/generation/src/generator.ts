@@ -111,11 +111,11 @@ export class Generator {
     }
   }
 
-  /** Async generation: the job row now, the pipeline and the callback in the background. */
   /**
-   * Stores a job and runs it in the background. With an `idempotencyKey` (its owner's own), the key is
-   * stored with the job; a request that comes with a key already stored submits nothing and is given that
-   * key's job (`replayed`), if the request is the same (else 422).
+   * Async generation: the job row now, the pipeline and the callback in the background. With an
+   * `idempotencyKey` (its owner's own), the key is stored with the job; a request that comes with a key
+   * already stored submits nothing and is given that key's job (`replayed`), if the request is the same
+   * (else 422).
    */
   async submit(request: GenerateRequest, selection: Selection, owner: string | null, idempotencyKey?: string): Promise<{ job: JobRow; replayed: boolean }> {
     if (request.callback_url) {

@@ -33,7 +33,6 @@ export interface Started {
   replayed: boolean;
 }
 
-
 export interface BudgetStatus {
   name: string;
   scope: string;
