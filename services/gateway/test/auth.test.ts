@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { createHash, createHmac, createPublicKey } from 'node:crypto';
+import { createHash, createHmac, createPublicKey, randomUUID } from 'node:crypto';
 import { SignJWT, generateKeyPair } from 'jose';
 import { admin, bearer, service, startGateway, useGateway, type GatewayHarness } from './harness.ts';
 
@@ -354,6 +354,29 @@ describe('gateway: sign-in and tokens', function () {
       const user = await gw.user();
       assert.equal((await verify(user.access)).sub, user.userId);
       await assert.rejects(verify(`${b64({ alg: 'none' })}.${b64({ sub: 'x' })}.`), /not valid|algorithm/);
+    });
+    it('refuses tokens signed with its own key but shaped unlike any it issues, here (401) and where other services verify them', async () => {
+      const { kid, privateKey } = gw.instance.deps.keys.signingKey();
+      const { JWT_ISSUER: iss, JWT_AUDIENCE: aud } = gw.instance.deps.config;
+      const user = await gw.user();
+      const now = Math.floor(Date.now() / 1000);
+      const forge = (claims: Record<string, unknown>) =>
+        new SignJWT({ iss, aud, jti: randomUUID(), iat: now, exp: now + 600, ...claims }).setProtectedHeader({ alg: 'ES256', kid }).sign(privateKey);
+      const forged: Record<string, string> = {
+        'a service subject without scope service': await forge({ sub: 'service:conductor' }),
+        'a subject that is no UUID': await forge({ sub: 'not-a-uuid', tier: 'enterprise' }),
+        'no exp': await new SignJWT({ iss, aud, sub: user.userId, jti: randomUUID(), iat: now }).setProtectedHeader({ alg: 'ES256', kid }).sign(privateKey),
+        'an iat an hour ahead': await forge({ sub: user.userId, iat: now + 3600, exp: now + 7200 }),
+      };
+      // What the conductor and the simulation service run, against this gateway's key set.
+      const { createAccessTokenVerifier, AccessTokenError } = await import('@tempora/kit/http');
+      const verify = createAccessTokenVerifier({ jwksUrl: `${gw.url}/.well-known/jwks.json`, issuer: iss, audience: aud });
+      for (const [name, token] of Object.entries(forged)) {
+        const reply = await gw.call('GET', '/api/v1/credits/balance', { headers: bearer(token) });
+        assert.equal(reply.status, 401, `${name}: ${JSON.stringify(reply.body)}`);
+        assert.match(reply.headers.get('www-authenticate') ?? '', /invalid_token/, name);
+        await assert.rejects(verify(token), AccessTokenError, name);
+      }
     });
   });
 

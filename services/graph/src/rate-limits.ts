@@ -2,8 +2,11 @@ import type Koa from 'koa';
 import type { RateLimiter, RateState, RateWindow } from '@tempora/kit/http';
 import type { GraphConfig } from './config.ts';
 
-/** Where the MCP server answers: its own path, and under the graph's prefix, where the gateway forwards it. */
-export const MCP_PATHS = ['/mcp', '/api/v1/graph/mcp'];
+/**
+ * Where the MCP server answers: the spec's `{graph_url}/mcp/` and its slashless form (routes are strict),
+ * and under the graph's prefix, where the gateway forwards its public alias.
+ */
+export const MCP_PATHS = ['/mcp', '/mcp/', '/api/v1/graph/mcp'];
 
 const READ_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
 const isMcp = (path: string) => MCP_PATHS.some((prefix) => path === prefix || path === `${prefix}/`);

@@ -19,7 +19,7 @@ describe('kit validation', () => {
       version: '0.0.0',
       title: 't',
       description: 't',
-      config: { TEMPORA_DOMAIN: undefined, BODY_LIMIT: '1kb', TRUSTED_PROXY_HOPS: 0 },
+      config: { TEMPORA_DOMAIN: undefined, BODY_LIMIT: '1kb', TRUSTED_PROXIES: [], TRUSTED_PROXY_HOPS: 0 },
       logger: createLogger('t', 'silent'),
       metrics: new Metrics('validation_test'),
       authenticators: [],

@@ -1,18 +1,20 @@
 import { METHODS } from 'node:http';
 import Koa from 'koa';
 import Router from '@koa/router';
-import { bodyParser } from '@koa/bodyparser';
 import { Gauge } from 'prom-client';
 import type { Authenticator } from './auth.ts';
 import type { BaseConfig, ServiceName } from '../runtime/config.ts';
+import { createClientAddress } from './client-address.ts';
 import { corsForDomain } from './cors.ts';
+import { refuseRepeatedCredentials } from './credential-headers.ts';
 import { problemMiddleware } from './errors.ts';
 import type { Logger } from '../observability/logger.ts';
 import type { Metrics } from '../observability/metrics.ts';
+import { jsonBody } from './json-body.ts';
 import { buildOpenApi, docsRouter } from './openapi.ts';
 import type { RateLimiter, RateWindow, WindowResolver } from './rate-limit.ts';
 import { requestId } from './request-id.ts';
-import { identify, mountRoutes, refuseInvalidCredentials, type RouteDefinition } from './routes.ts';
+import { identify, mountRoutes, refuseInvalidCredentials, STRICT_PATHS, type RouteDefinition } from './routes.ts';
 
 export interface HealthReport {
   status: 'ok' | 'degraded';
@@ -24,7 +26,7 @@ export interface ServiceDefinition {
   version: string;
   title: string;
   description: string;
-  config: Pick<BaseConfig, 'TEMPORA_DOMAIN' | 'BODY_LIMIT' | 'TRUSTED_PROXY_HOPS'>;
+  config: Pick<BaseConfig, 'TEMPORA_DOMAIN' | 'BODY_LIMIT' | 'TRUSTED_PROXIES' | 'TRUSTED_PROXY_HOPS'>;
   logger: Logger;
   metrics: Metrics;
   authenticators: Authenticator[];
@@ -54,12 +56,13 @@ export interface ServiceApp {
 }
 
 export function createApp(definition: ServiceDefinition): ServiceApp {
-  const hops = definition.config.TRUSTED_PROXY_HOPS;
-  const app = new Koa({ proxy: hops > 0, maxIpsCount: hops });
+  // Koa's own proxy trust (any peer's X-Forwarded-*) stays off: ctx.ip is set from createClientAddress.
+  const app = new Koa();
+  const clientAddress = createClientAddress(definition.config);
   let draining = false;
   const openapi = buildOpenApi({ title: definition.title, version: definition.version, description: definition.description }, definition.routes);
 
-  const operations = new Router();
+  const operations = new Router(STRICT_PATHS);
   operations.get('/health', async (ctx) => {
     if (draining) {
       ctx.status = 503;
@@ -77,7 +80,7 @@ export function createApp(definition: ServiceDefinition): ServiceApp {
   const docs = docsRouter(openapi, definition.title);
 
   // Every method counts as implemented, so one no route takes (TRACE, QUERY) is a 405 naming the allowed ones, not a 501.
-  const api = new Router({ methods: METHODS });
+  const api = new Router({ ...STRICT_PATHS, methods: METHODS });
   definition.extend?.(api);
   mountRoutes(api, definition.routes, definition.authenticators);
 
@@ -93,9 +96,14 @@ export function createApp(definition: ServiceDefinition): ServiceApp {
     });
   }
 
+  app.use((ctx, next) => {
+    ctx.request.ip = clientAddress(ctx.req);
+    return next();
+  });
   app.use(requestId);
   app.use(definition.metrics.middleware());
   app.use(problemMiddleware(definition.logger));
+  app.use(refuseRepeatedCredentials);
   for (const middleware of definition.beforeOperations ?? []) app.use(middleware);
   app.use(corsForDomain(definition.config.TEMPORA_DOMAIN));
   // The operational and documentation routes live outside /api/, so API requests skip their routers.
@@ -106,7 +114,7 @@ export function createApp(definition: ServiceDefinition): ServiceApp {
   if (definition.rateLimit) app.use(definition.rateLimit.limiter.middleware(definition.rateLimit.windows, definition.rateLimit.onLimited));
   app.use(refuseInvalidCredentials);
   for (const middleware of definition.beforeBody ?? []) app.use(middleware);
-  app.use(bodyParser({ enableTypes: ['json'], jsonLimit: definition.config.BODY_LIMIT, jsonStrict: true }));
+  app.use(jsonBody(definition.config.BODY_LIMIT));
   app.use(api.routes());
   app.use(api.allowedMethods());
 

@@ -119,17 +119,13 @@ export const dependencyOutageProblem = () =>
     headers: { 'Retry-After': String(OUTAGE_RETRY_AFTER_SECONDS) },
   });
 
-/** Maps errors raised by Koa's own middleware (body parser, http-errors) and data store outages onto problems. */
+/** Maps errors raised by Koa's own middleware (http-errors) and data store outages onto problems. */
 export function toProblem(error: unknown): Problem | undefined {
   if (error instanceof Problem) return error;
   if (isDependencyOutage(error)) return dependencyOutageProblem();
-  const candidate = error as { status?: unknown; statusCode?: unknown; expose?: unknown; message?: unknown; type?: unknown };
+  const candidate = error as { status?: unknown; statusCode?: unknown; expose?: unknown; message?: unknown };
   const status = typeof candidate.status === 'number' ? candidate.status : typeof candidate.statusCode === 'number' ? candidate.statusCode : undefined;
   if (status === undefined || status < 400 || status >= 500) return undefined;
-  if (status === 413 || candidate.type === 'entity.too.large') return new Problem(413, 'request body exceeds the size limit');
-  if (candidate.type === 'entity.parse.failed' || (status === 400 && /json/i.test(String(candidate.message)))) {
-    return badRequest('request body is not valid JSON');
-  }
   return new Problem(status, candidate.expose === false ? (TITLES[status] ?? 'Error') : String(candidate.message ?? TITLES[status]));
 }
 

@@ -1,9 +1,13 @@
 /** The HTTP side of a service: app, server, routes, problems, credentials, rate limits, SSE, peers. */
 export * from './app.ts';
 export * from './auth.ts';
+export * from './client-address.ts';
+export * from './callback-target.ts';
 export * from './cors.ts';
+export * from './credential-headers.ts';
 export * from './errors.ts';
 export * from './idempotency-key.ts';
+export * from './json-body.ts';
 export * from './jwt.ts';
 export * from './openapi.ts';
 export * from './rate-limit.ts';

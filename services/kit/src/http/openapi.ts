@@ -5,7 +5,7 @@ import type { Context } from 'koa';
 import Router from '@koa/router';
 import { z } from 'zod';
 import { createDocument, type ZodOpenApiOperationObject, type ZodOpenApiPathsObject, type ZodOpenApiResponseObject } from 'zod-openapi';
-import type { RouteDefinition } from './routes.ts';
+import { STRICT_PATHS, type RouteDefinition } from './routes.ts';
 
 // Loose: RFC 9457 lets a problem carry extension members (a 402's `required` and `available`, a webhook's `reason`).
 export const ProblemSchema = z
@@ -99,7 +99,7 @@ const page = (title: string, head: string, body: string) =>
 
 /** `/openapi.json`, `/docs` (Swagger UI) and `/redoc`, for a document built once at start-up. */
 export function docsRouter(document: object, title: string): Router {
-  const router = new Router();
+  const router = new Router(STRICT_PATHS);
   const json = JSON.stringify(document);
   router.get('/openapi.json', (ctx: Context) => {
     ctx.type = 'application/json';

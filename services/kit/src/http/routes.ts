@@ -3,6 +3,7 @@ import type Router from '@koa/router';
 import { z } from 'zod';
 import { Problem, unauthorized, unprocessable, type ProblemFieldError } from './errors.ts';
 import type { Authenticator, Principal } from './auth.ts';
+import { carriesBody, isJsonContentType } from './json-body.ts';
 
 export type HttpMethod = 'get' | 'post' | 'put' | 'patch' | 'delete';
 type AnyObject = z.ZodObject<z.ZodRawShape>;
@@ -75,6 +76,13 @@ export function defineRoute<Q extends AnyObject = AnyObject, P extends AnyObject
   return route as unknown as RouteDefinition;
 }
 
+/**
+ * Every router of a service matches paths exactly: case-sensitively, and a trailing slash is another
+ * path. The gateway prices and authorizes by path, so a service must not answer a spelling of a path
+ * (`/API/v1/…`, `…/generate/`) that the gateway read as a different one; aliases are listed explicitly.
+ */
+export const STRICT_PATHS = { sensitive: true, strict: true } as const;
+
 /** `{name}` becomes `:name`, and the wildcard parameter `*name`, in the router's syntax. */
 export function toRouterPath(template: string, wildcard?: string): string {
   return template.replace(/\{(\w+)\}/g, (_, name: string) => (name === wildcard ? `*${name}` : `:${name}`));
@@ -90,18 +98,24 @@ export function zodIssues(error: z.ZodError, prefix: string): ProblemFieldError[
 /**
  * Adds an error for every string (or object key) PostgreSQL cannot store: a NUL character, or a lone UTF-16
  * surrogate (no UTF-8 encoding exists for it). Refused here, once for every route of every service, rather
- * than by the database as a 500 after the request has been accepted.
+ * than by the database as a 500 after the request has been accepted. Walked with a stack of its own, not
+ * by recursion, so no depth of value (a query, or a body from any reader) can exhaust the call stack.
  */
 export function findUnstorableText(value: unknown, path: string, errors: ProblemFieldError[]): void {
-  if (typeof value === 'string') {
-    if (value.includes('\u0000')) errors.push({ path, message: 'must not contain a NUL character (U+0000)' });
-    else if (!value.isWellFormed()) errors.push({ path, message: 'must be well-formed Unicode (it holds a lone UTF-16 surrogate)' });
-  } else if (Array.isArray(value)) {
-    value.forEach((item, index) => findUnstorableText(item, `${path}.${index}`, errors));
-  } else if (value !== null && typeof value === 'object') {
-    for (const [key, item] of Object.entries(value)) {
-      findUnstorableText(key, `${path}.${key}`, errors);
-      findUnstorableText(item, `${path}.${key}`, errors);
+  const pending: Array<[unknown, string]> = [[value, path]];
+  while (pending.length > 0) {
+    const [current, at] = pending.pop()!;
+    if (typeof current === 'string') {
+      if (current.includes('\u0000')) errors.push({ path: at, message: 'must not contain a NUL character (U+0000)' });
+      else if (!current.isWellFormed()) errors.push({ path: at, message: 'must be well-formed Unicode (it holds a lone UTF-16 surrogate)' });
+    } else if (current !== null && typeof current === 'object') {
+      // Pushed in reverse, so errors come out in document order, as the recursive walk reported them.
+      const entries = Array.isArray(current) ? current.map((item, index) => [String(index), item] as const) : Object.entries(current);
+      for (let index = entries.length - 1; index >= 0; index -= 1) {
+        const [key, item] = entries[index]!;
+        pending.push([item, `${at}.${key}`]);
+        if (!Array.isArray(current)) pending.push([key, `${at}.${key}`]);
+      }
     }
   }
 }
@@ -172,8 +186,8 @@ function validateAndHandle(route: RouteDefinition): Middleware {
     const params = parsePart(route.params, ctx.params, 'params', errors);
     const headers = route.headers ? parsePart(route.headers, ctx.headers, 'headers', errors) : {};
     // No bytes at all (no Content-Length or 0, not chunked) is a missing body, whatever its declared type.
-    const empty = !ctx.get('transfer-encoding') && !(ctx.request.length > 0);
-    if ((route.body || route.documentedBody) && !empty && ctx.request.type && !ctx.is('json')) {
+    const empty = !carriesBody(ctx.req);
+    if ((route.body || route.documentedBody) && !empty && ctx.request.type && !isJsonContentType(ctx.get('Content-Type'))) {
       throw new Problem(415, `send the body as application/json, not ${ctx.request.type}`);
     }
     let body: unknown;

@@ -1,3 +1,4 @@
+import proxyAddr from 'proxy-addr';
 import { z } from 'zod';
 
 /** Raised when the environment does not satisfy a service's schema; `main` prints it and exits 1. */
@@ -45,9 +46,20 @@ export function baseConfigSchema(service: ServiceName) {
     BODY_LIMIT: z.string().regex(/^\d+(b|kb|mb)$/i, 'a size such as 1mb or 512kb').default('1mb'),
     SHUTDOWN_GRACE_MS: z.coerce.number().int().min(0).default(10_000),
     /**
-     * Proxies in front of the service whose X-Forwarded-For entries are trusted (an ingress is 1). The
-     * client address is the entry that many hops from the right, so a client cannot choose its own.
+     * The proxies (addresses or CIDRs, comma-separated; none by default) whose X-Forwarded-For entries
+     * are believed: the client address is the first one, walking the peer and then the entries from the
+     * right, that is not among them (createClientAddress). With none, X-Forwarded-For is ignored.
      */
+    TRUSTED_PROXIES: csv.superRefine((entries, ctx) => {
+      for (const entry of entries) {
+        try {
+          proxyAddr.compile(entry);
+        } catch {
+          ctx.addIssue({ code: 'custom', message: `"${entry}" is neither an IP address nor a CIDR range` });
+        }
+      }
+    }),
+    /** At most this many TRUSTED_PROXIES are walked through (an ingress, then the gateway: 2). */
     TRUSTED_PROXY_HOPS: z.coerce.number().int().min(0).max(10).default(1),
     GATEWAY_URL: peerUrl('gateway'),
     GENERATION_URL: peerUrl('generation'),
