@@ -1,6 +1,7 @@
 import type { Context, Middleware, Next } from 'koa';
 import koaJwt from 'koa-jwt';
-import { adminKeyAuth, serviceKeyAuth, type Authenticator, type Principal, Problem, unauthorized } from '@tempora/kit/http';
+import type { JWTPayload } from 'jose';
+import { accessClaimsRefusal, ACCESS_TOKEN_CLOCK_TOLERANCE_SECONDS, adminKeyAuth, serviceKeyAuth, type Authenticator, type Principal, Problem, unauthorized } from '@tempora/kit/http';
 import type { AuthCache } from './auth-cache.ts';
 import type { KeyStore } from './domain/keys.ts';
 import type { Tier } from './domain/limits.ts';
@@ -65,9 +66,17 @@ function bearerToken(authorization: string): string {
   return value.split(/\s+/)[1]!;
 }
 
+/**
+ * Why a verified token's claims are not those of a token this gateway signs, or undefined: the kit's one
+ * rule for every service (a subject that is an account or a service, a UUID jti, an expiry, an issue time
+ * not in the future). jsonwebtoken accepts a token without exp and checks no iat, so it is checked here.
+ */
+export const claimsProblem = (claims: AccessClaims | undefined): string | undefined => (claims ? accessClaimsRefusal(claims as unknown as JWTPayload) : 'the access token has no claims');
+
 function checkClaims(claims: AccessClaims | undefined): AccessClaims {
-  if (!claims || typeof claims.sub !== 'string' || typeof claims.jti !== 'string') throw bearerRefused('the access token lacks sub or jti');
-  return claims;
+  const problem = claimsProblem(claims);
+  if (problem) throw bearerRefused(problem);
+  return claims!;
 }
 
 const isServiceToken = (claims: AccessClaims) => claims.scope === 'service' && claims.sub.startsWith('service:');
@@ -121,7 +130,7 @@ export function authenticate(deps: AuthDeps): Authentication {
     audience: deps.audience,
     passthrough: true,
     key: 'jwt',
-    clockTolerance: 5,
+    clockTolerance: ACCESS_TOKEN_CLOCK_TOLERANCE_SECONDS,
   } as koaJwt.Options);
   const keyed: Authenticator[] = [serviceKeyAuth(deps.serviceKeys), adminKeyAuth(deps.adminKey)];
   // last_used_at is written at most once a minute per key: remembered here so a busy key costs no write.

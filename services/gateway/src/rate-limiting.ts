@@ -5,8 +5,11 @@ import type { Authentication, UserPrincipal } from './credentials.ts';
 import { anonymousWindows, serviceWindows, tierWindows, type LimitSettings } from './domain/limits.ts';
 import type { GatewayMetrics } from './metrics.ts';
 
-/** A signed-in user's windows: their tier's, keyed by user or API key. */
-export const userWindows = (user: UserPrincipal, settings: LimitSettings) => tierWindows(user.tier, user.id, settings);
+/**
+ * A signed-in user's windows: their tier's, keyed by the account, so every credential of it (each token,
+ * each API key) spends the same minute and day.
+ */
+export const userWindows = (user: UserPrincipal, settings: LimitSettings) => tierWindows(user.tier, `user:${user.userId}`, settings);
 
 /** Which windows a request counts against: its user's tier, its service, or its address. */
 export function gatewayWindows(settings: LimitSettings) {

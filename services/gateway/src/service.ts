@@ -1,6 +1,6 @@
 import { join, resolve } from 'node:path';
 import type Koa from 'koa';
-import { createApp, RateLimiter, type ExpressLane } from '@tempora/kit/http';
+import { createApp, createProxyTrust, RateLimiter, type ExpressLane } from '@tempora/kit/http';
 import { sizeInBytes } from '@tempora/kit/runtime';
 import { openDatabase, connectRedis } from '@tempora/kit/data';
 import { createLogger, type Logger, Metrics } from '@tempora/kit/observability';
@@ -18,6 +18,7 @@ import { GatewayMetrics } from './metrics.ts';
 import { migrations } from './migrations.ts';
 import { expressLane } from './proxy/express-lane.ts';
 import { Proxy } from './proxy/proxy.ts';
+import { canonicalRequestTarget } from './proxy/request-target.ts';
 import { countRejection, gatewayWindows, reportUncounted, userWindows } from './rate-limiting.ts';
 import { GatewayRepository } from './repository.ts';
 import { authRoutes } from './routes/auth.ts';
@@ -87,7 +88,7 @@ export async function createGatewayService(config: GatewayConfig, logger = creat
       bodyTimeoutMs: config.UPSTREAM_BODY_TIMEOUT_MS,
       connectTimeoutMs: config.UPSTREAM_CONNECT_TIMEOUT_MS,
       bodyLimitBytes: sizeInBytes(config.BODY_LIMIT),
-      trustProxy: config.TRUSTED_PROXY_HOPS > 0,
+      trust: createProxyTrust(config),
     },
     credits,
     jobs,
@@ -127,7 +128,7 @@ export async function createGatewayService(config: GatewayConfig, logger = creat
     authenticators: [],
     identify: authentication.middleware,
     rateLimit: { limiter, windows: gatewayWindows(limits), onLimited: (ctx, windows) => rejected(windows, ctx.state.user) },
-    beforeOperations: [reportUncounted(authentication, limiter, gatewayWindows(limits), logger)],
+    beforeOperations: [canonicalRequestTarget, reportUncounted(authentication, limiter, gatewayWindows(limits), logger)],
     beforeBody: [
       async (ctx, next) => {
         requireScope(ctx);

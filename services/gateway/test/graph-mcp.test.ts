@@ -36,9 +36,9 @@ describe('gateway: the graph MCP server through the public host', function () {
   before(async () => {
     graph = await startGraph({ AUTOLINK_MAX_PER_TYPE: '0' });
     assert.equal((await graph.post('/ingest/tdf', [record(FROM, [{ target: TO, type: 'causes' }]), record(TO)], writer)).status, 200);
-    // The real limits: the spec's public 60/min per address (the gateway's anonymous window), Free 10/min.
+    // The real limits: the spec's public 60/min per address (the gateway's anonymous window), Pro 60/min per account.
     gw = await startGateway({ GRAPH_URL: graph.url, GRAPH_SERVICE_KEY, RATE_LIMIT_MULTIPLIER: '1' });
-    user = await gw.user();
+    user = await gw.user({ tier: 'pro' });
     mcpUrl = `${gw.url}/api/v1/graph/mcp`;
   });
   after(async () => {

@@ -114,6 +114,8 @@ export async function startGateway(env: Record<string, string> = {}): Promise<Ga
     BILLING_URL: billing.url,
     SIMULATION_URL: simulation.url,
     CONDUCTOR_URL: conductor.url,
+    // The tests' clients play the ingress too: loopback is the trusted proxy.
+    TRUSTED_PROXIES: '127.0.0.1',
     RATE_LIMIT_MULTIPLIER: '1000',
     DEMO_SIGNINS_PER_HOUR: '1000',
     UPSTREAM_TIMEOUT_MS: '1500',

@@ -131,18 +131,12 @@ export class Credits {
   }
 
   /**
-   * Prices a chargeable call from its body (JSON; a body that is not prices at the defaults) and charges
+   * Prices a chargeable call from its body's JSON (read once, by request-body.ts) and charges
    * it under a key of its own (never the client's request id, which a client could replay): 402 when the
    * balance is short.
    */
-  async chargeCall(userId: string, method: string, path: string, body: Buffer, metadata: object, idempotencyKey?: string): Promise<CallCharge> {
-    let parsed: unknown;
-    try {
-      parsed = body.length > 0 ? JSON.parse(body.toString('utf8')) : {};
-    } catch {
-      parsed = {};
-    }
-    const price = priceOf(method, path, parsed);
+  async chargeCall(userId: string, method: string, path: string, body: unknown, metadata: object, idempotencyKey?: string): Promise<CallCharge> {
+    const price = priceOf(method, path, body);
     if (!price) throw new Error(`${method} ${path} is not chargeable`);
     const key = idempotencyKey === undefined || !price.keyed ? `proxy:${randomUUID()}` : await this.repository.chargeKeyFor(userId, idempotencyChargeKey(method, path, idempotencyKey));
     try {

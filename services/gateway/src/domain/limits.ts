@@ -21,7 +21,7 @@ export interface LimitSettings {
 
 const scaled = (points: number, multiplier: number) => Math.max(1, Math.round(points * multiplier));
 
-/** The windows for a user or API key of `tier`, keyed by `subject` (user:<id> or apikey:<id>). */
+/** The windows of an account of `tier`, keyed by `subject` (user:<id>). */
 export function tierWindows(tier: Tier, subject: string, settings: LimitSettings): RateWindow[] {
   const limits = (settings.tiers ?? TIER_LIMITS)[tier];
   return [

@@ -4,6 +4,7 @@
  */
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
 import { context as otelContext, propagation } from '@opentelemetry/api';
+import type { ProxyTrust } from '@tempora/kit/http';
 import { randomHex } from '@tempora/kit/observability';
 import type { UserPrincipal } from '../credentials.ts';
 
@@ -89,13 +90,13 @@ export function outgoingTraceContext(incomingHeaders: IncomingHttpHeaders): Reco
 const firstListed = (value: string | string[] | undefined) => headerValue(value).split(',')[0]!.trim();
 
 /**
- * The scheme and host the client used, as Koa reads them: X-Forwarded-Proto and X-Forwarded-Host count
- * only behind trusted proxies (TRUSTED_PROXY_HOPS).
+ * The scheme and host the client used: X-Forwarded-Proto and X-Forwarded-Host count only when the peer is
+ * a trusted proxy (TRUSTED_PROXIES), as the kit decides the client's address.
  */
-export function clientOrigin(req: IncomingMessage, trustProxy: boolean): { protocol: string; host: string } {
-  const forwardedProto = trustProxy ? firstListed(req.headers['x-forwarded-proto']) : '';
+export function clientOrigin(req: IncomingMessage, peerTrusted: boolean): { protocol: string; host: string } {
+  const forwardedProto = peerTrusted ? firstListed(req.headers['x-forwarded-proto']) : '';
   const protocol = (req.socket as { encrypted?: boolean }).encrypted ? 'https' : forwardedProto ? forwardedProto.toLowerCase() : 'http';
-  let host = (trustProxy && firstListed(req.headers['x-forwarded-host'])) || firstListed(req.headers.host);
+  let host = (peerTrusted && firstListed(req.headers['x-forwarded-host'])) || firstListed(req.headers.host);
   if (host.includes('@')) {
     try {
       host = new URL(`http://${host}`).host;
@@ -112,14 +113,14 @@ export interface UpstreamIdentity {
   user: UserPrincipal | undefined;
   /** The upstream's X-Service-Key. */
   serviceKey: string | undefined;
-  trustProxy: boolean;
+  trust: ProxyTrust;
 }
 
 /**
  * The upstream request's fields as a flat list (undici takes it as is, without an object per request):
  * the client's, less hop-by-hop fields, credentials and spoofable claims, plus X-Forwarded-*, the request
  * id, trace context and the gateway's identity assertions. `bodyLength`: the body was read into memory
- * (a charged call), and is sent with this length.
+ * and decoded (a charged call), and is sent with this length and no content coding.
  */
 export function upstreamRequestFields(request: ClientRequest, identity: UpstreamIdentity, bodyLength: number | undefined): string[] {
   const incoming = request.req.headers;
@@ -128,13 +129,15 @@ export function upstreamRequestFields(request: ClientRequest, identity: Upstream
   for (const name in incoming) {
     const value = incoming[name];
     if (value === undefined || HOP_BY_HOP.has(name) || STRIPPED_REQUEST.has(name) || dropped.has(name)) continue;
-    if (bodyLength !== undefined && name === 'content-length') continue;
+    if (bodyLength !== undefined && (name === 'content-length' || name === 'content-encoding')) continue;
     pushField(fields, name, value);
   }
   if (bodyLength !== undefined) fields.push('content-length', String(bodyLength));
-  const previous = headerValue(incoming['x-forwarded-for']);
   const peer = request.req.socket.remoteAddress ?? '';
-  const origin = clientOrigin(request.req, identity.trustProxy);
+  const peerTrusted = identity.trust(peer, 0);
+  // What a client wrote itself is not passed on as if a proxy had vouched for it.
+  const previous = peerTrusted ? headerValue(incoming['x-forwarded-for']) : '';
+  const origin = clientOrigin(request.req, peerTrusted);
   fields.push('x-forwarded-for', previous ? `${previous}, ${peer}` : peer, 'x-forwarded-proto', origin.protocol);
   if (origin.host) fields.push('x-forwarded-host', origin.host);
   fields.push('x-request-id', request.requestId);

@@ -2,13 +2,14 @@ import type { IncomingMessage } from 'node:http';
 import type { Readable } from 'node:stream';
 import { Agent } from 'undici';
 import type { Context, Middleware } from 'koa';
-import { Problem } from '@tempora/kit/http';
+import { Problem, type ProxyTrust } from '@tempora/kit/http';
 import type { Logger } from '@tempora/kit/observability';
 import type { ChargedJobs } from '../charged-jobs.ts';
 import type { CallCharge, Credits } from '../domain/credits.ts';
 import type { GatewayMetrics } from '../metrics.ts';
 import { decide, type Forwarding } from './decision.ts';
 import { headerValue, upstreamRequestFields, type ClientRequest } from './header-contract.ts';
+import { readChargedBody } from './request-body.ts';
 import { holdsForRender, PROXY_ROUTE, UPSTREAMS, type UpstreamName, type UpstreamTarget } from './routing.ts';
 import { UpstreamCall, type CallDeps } from './upstream-call.ts';
 
@@ -20,27 +21,16 @@ export interface ProxySettings {
   bodyTimeoutMs: number;
   connectTimeoutMs: number;
   bodyLimitBytes: number;
-  /** Behind trusted proxies (TRUSTED_PROXY_HOPS > 0): their X-Forwarded-* fields describe the client. */
-  trustProxy: boolean;
-}
-
-async function readLimited(stream: Readable, limit: number): Promise<Buffer> {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of stream) {
-    size += (chunk as Buffer).length;
-    if (size > limit) throw new Problem(413, 'request body exceeds the size limit');
-    chunks.push(chunk as Buffer);
-  }
-  return Buffer.concat(chunks);
+  /** The proxies whose X-Forwarded-* fields describe the client (TRUSTED_PROXIES, the kit's one decision). */
+  trust: ProxyTrust;
 }
 
 const hasBody = (req: IncomingMessage) => req.method !== 'GET' && req.method !== 'HEAD' && (Boolean(req.headers['transfer-encoding']) || Number(req.headers['content-length'] || 0) > 0);
 
 /**
  * Forwards requests to the backend services with undici, streaming bodies both ways. Chargeable calls are
- * priced from their (small, JSON) body, charged before forwarding and refunded when the call does not
- * deliver (upstream-call.ts says when).
+ * read and decoded once (request-body.ts), priced from that JSON and charged before the decoded bytes are
+ * forwarded, then refunded when the call does not deliver (upstream-call.ts says when).
  */
 export class Proxy {
   private readonly settings: ProxySettings;
@@ -119,10 +109,10 @@ export class Proxy {
     let body: Buffer | Readable | undefined = hasBody(req) ? req : undefined;
     let charge: CallCharge | undefined;
     if (forwarding.user && forwarding.chargeable) {
-      const raw = body ? await readLimited(req, this.settings.bodyLimitBytes) : Buffer.alloc(0);
-      body = raw.length > 0 ? raw : undefined;
+      const read = await readChargedBody(req, body !== undefined, this.settings.bodyLimitBytes);
+      body = read.bytes.length > 0 ? read.bytes : undefined;
       const idempotencyKey = headerValue(req.headers['idempotency-key']) || undefined;
-      charge = await this.credits.chargeCall(forwarding.user.userId, request.method, request.path, raw, { path: request.path, request_id: request.requestId }, idempotencyKey);
+      charge = await this.credits.chargeCall(forwarding.user.userId, request.method, request.path, read.json, { path: request.path, request_id: request.requestId }, idempotencyKey);
     }
     return new Promise((resolve, reject) => {
       this.relay(request, forwarding, body, charge, onAnswer, (error) => (error === undefined ? resolve() : reject(error)));
@@ -148,8 +138,8 @@ export class Proxy {
   ): void {
     const { upstream, user } = forwarding;
     const target = this.targets[upstream];
-    const identity = { user, serviceKey: this.settings.upstreams[upstream].serviceKey, trustProxy: this.settings.trustProxy };
-    const headers = upstreamRequestFields(request, identity, Buffer.isBuffer(body) ? body.length : undefined);
+    const identity = { user, serviceKey: this.settings.upstreams[upstream].serviceKey, trust: this.settings.trust };
+    const headers = upstreamRequestFields(request, identity, charge ? ((body as Buffer | undefined)?.length ?? 0) : undefined);
     const headersTimeout = holdsForRender(upstream, request.method, request.path) ? this.settings.syncGenerationTimeoutMs : this.settings.timeoutMs;
     const handler = new UpstreamCall(this.callDeps, { request, upstream, user, charge, headersTimeout, onAnswer, done });
     this.agent.dispatch(

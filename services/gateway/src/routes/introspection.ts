@@ -2,6 +2,7 @@ import type { Context } from 'koa';
 import { z } from 'zod';
 import { jwtVerify } from 'jose';
 import { defineRoute, type RouteDefinition, unprocessable, zodIssues, Problem } from '@tempora/kit/http';
+import { claimsProblem, SERVICE } from '../credentials.ts';
 import type { AccessClaims } from '../domain/tokens.ts';
 import type { GatewayRouteDeps } from './context.ts';
 
@@ -27,8 +28,6 @@ const IntrospectionSchema = z
 type Introspection = z.output<typeof IntrospectionSchema>;
 
 const FORM_LIMIT_BYTES = 16_384;
-/** The kit's service-key scheme (the gateway's SERVICE), named here so this file depends on the kit alone. */
-const SERVICE = 'ServiceKey';
 
 /** RFC 7662 §2.1 sends the token form-encoded; the kit parses JSON bodies only, so a form body is read here. */
 async function formBody(ctx: Context): Promise<Record<string, string>> {
@@ -68,6 +67,7 @@ export function introspectionRoutes(deps: GatewayRouteDeps): RouteDefinition[] {
     } catch {
       return inactive;
     }
+    if (claimsProblem(claims)) return inactive;
     const common = { active: true, token_type: 'access_token' as const, sub: claims.sub, jti: claims.jti, iat: claims.iat, exp: claims.exp, iss: claims.iss, aud: claims.aud };
     if (claims.scope === 'service' && claims.sub.startsWith('service:')) return { ...common, scope: 'service' };
     const found = await repository.userForToken(claims.sub, claims.jti);
