@@ -99,6 +99,11 @@ for (const op of ['listSimulationBudgets', 'getSimulationBudget']) {
     refine: (kind, outcome) => (outcome === 'admitted' && kind !== 'serviceKey' ? 403 : outcome),
   };
 }
+REFINED['simulation:simulate'] = {
+  reason: 'a start is paid: only a service (the gateway, which charged it, or the conductor) starts runs; a user\'s own token or the simulation key is refused',
+  refine: (kind, outcome) => (outcome === 'admitted' && (kind === 'userJwt' || kind === 'simulationKey') ? 403 : outcome),
+  inHandler: true,
+};
 REFINED['generation:deleteUserTimepoints'] = {
   reason: "account deletion is the gateway's own call: the service key without X-User-ID",
   refine: (kind, outcome) => (kind === 'gatewayUser' && outcome === 'admitted' ? 403 : outcome),

@@ -32,7 +32,7 @@ const NOT_OWNED: Record<string, string> = {
   'generation:deleteUserTimepoints': "the gateway's account deletion (service key only)",
   'graph:getMoment': 'the public graph',
   'graph:traverse': 'the public graph (service key)',
-  'graph:getRenderJob': "the graph's own render jobs (writer token or service key)",
+  'graph:getRenderJob': "the graph's own render jobs (the writer that asked, an admin key, or the service key acting as itself)",
   'simulation:getSimulationBudget': 'budgets: a service acting as itself',
   'simulation:getSimulationTemplate': 'public templates',
   'billing:getUserBilling': 'operators (service or admin key)',

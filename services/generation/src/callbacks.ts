@@ -3,13 +3,14 @@ import { lookup as lookupCallback, type LookupAddress, type LookupOptions } from
 import { lookup } from 'node:dns/promises';
 import { BlockList, isIP } from 'node:net';
 import { Agent, fetch as undiciFetch } from 'undici';
+import { platformTargetRefusal, platformTargets, PlatformTargets, type PlatformTarget } from '@tempora/kit/http';
 import type { Logger } from '@tempora/kit/observability';
 
 /**
  * Callbacks: the result of an async generation POSTed to callback_url, signed with HMAC-SHA256 over
  * `${timestamp}.${body}` (hex, header `X-Tempora-Signature: sha256=<hex>`, timestamp in `X-Tempora-Timestamp`,
  * Unix seconds), retried with exponential back-off. Loopback, private, link-local and other non-public
- * addresses are refused unless allow-listed.
+ * addresses are refused unless allow-listed, and the platform's own services and stand-ins always.
  */
 export function signCallback(secret: string, timestamp: number, body: string): string {
   return `sha256=${createHmac('sha256', secret).update(`${timestamp}.${body}`).digest('hex')}`;
@@ -56,19 +57,25 @@ export function isPrivateAddress(address: string): boolean {
   return blocked.check(address, family === 4 ? 'ipv4' : 'ipv6');
 }
 
-/** Allow-list entries: a host name, an IP, or a CIDR (`10.0.0.0/8`); `host:port` pins a port. */
+/**
+ * Allow-list entries: a host name, an IP, or a CIDR (`10.0.0.0/8`); `host:port` pins a port. The platform's
+ * own listeners (`platform`, by default those named in this process's environment, which its configuration
+ * is read from) are refused before the allow-list is consulted.
+ */
 export class CallbackPolicy {
   private readonly hosts = new Set<string>();
   private readonly networks = new BlockList();
   private readonly resolve: (host: string) => Promise<string[]>;
+  private readonly platform: PlatformTargets;
 
-  constructor(allowlist: readonly string[], resolve?: (host: string) => Promise<string[]>) {
+  constructor(allowlist: readonly string[], resolve?: (host: string) => Promise<string[]>, platform: readonly PlatformTarget[] = platformTargets(process.env)) {
     for (const entry of allowlist) {
       const [network, prefix] = entry.split('/');
       if (prefix && isIP(network as string)) this.networks.addSubnet(network as string, Number(prefix), isIP(network as string) === 4 ? 'ipv4' : 'ipv6');
       else this.hosts.add(entry.toLowerCase());
     }
     this.resolve = resolve ?? (async (host) => (await lookup(host, { all: true })).map((entry) => entry.address));
+    this.platform = new PlatformTargets(platform);
   }
 
   private allowed(url: URL, address?: string): boolean {
@@ -88,10 +95,14 @@ export class CallbackPolicy {
     const guarded = (hostname: string, options: LookupOptions, callback: (error: NodeJS.ErrnoException | null, address: string | LookupAddress[], family?: number) => void) => {
       lookupCallback(hostname, { ...options, all: true }, (error, addresses) => {
         if (error) return callback(error, '');
-        const refused = addresses.find((entry) => isPrivateAddress(entry.address) && !this.allowed(url, entry.address));
-        if (refused) return callback(Object.assign(new Error(`the callback host resolved to a loopback or private address (${refused.address}) when connecting`), { code: 'ECONNREFUSED' }), '');
-        if (options.all) return callback(null, addresses);
-        return callback(null, addresses[0]!.address, addresses[0]!.family);
+        const refuse = (reason: string) => callback(Object.assign(new Error(reason), { code: 'ECONNREFUSED' }), '');
+        void this.platform.reached(url, addresses.map((entry) => entry.address)).then((own) => {
+          if (own) return refuse(`${platformTargetRefusal(own)}, resolved when connecting`);
+          const refused = addresses.find((entry) => isPrivateAddress(entry.address) && !this.allowed(url, entry.address));
+          if (refused) return refuse(`the callback host resolved to a loopback or private address (${refused.address}) when connecting`);
+          if (options.all) return callback(null, addresses);
+          return callback(null, addresses[0]!.address, addresses[0]!.family);
+        }, () => refuse('the callback host could not be checked against the platform\'s own addresses when connecting'));
       });
     };
     return new Agent({ connect: { lookup: guarded as never } });
@@ -107,14 +118,12 @@ export class CallbackPolicy {
     }
     if (url.protocol !== 'http:' && url.protocol !== 'https:') return 'only http and https callbacks are allowed';
     if (url.username || url.password) return 'credentials in the callback URL are not allowed';
-    if (this.allowed(url)) return undefined;
     const host = url.hostname.replace(/^\[|\]$/g, '');
-    let addresses: string[];
-    try {
-      addresses = isIP(host) ? [host] : await this.resolve(host);
-    } catch {
-      return `the host ${host} does not resolve`;
-    }
+    // Resolved before the allow-list is consulted: an allow-listed name may still lead to the platform itself.
+    const addresses = isIP(host) ? [host] : await this.resolve(host).catch((): string[] => []);
+    const own = await this.platform.reached(url, addresses);
+    if (own) return platformTargetRefusal(own);
+    if (this.allowed(url)) return undefined;
     if (addresses.length === 0) return `the host ${host} does not resolve`;
     for (const address of addresses) {
       if (isPrivateAddress(address) && !this.allowed(url, address)) return `the callback host resolves to a loopback or private address (${address}); allow-list it in CALLBACK_ALLOWLIST`;

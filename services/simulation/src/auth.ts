@@ -171,3 +171,18 @@ export function callerOf(ctx: Context): Caller {
 export function requireServiceLevel(caller: Caller): void {
   if (!caller.service) throw new Problem(403, 'only a service acting as itself (X-Service-Key without X-User-ID, or a service token) may read this');
 }
+
+/**
+ * Starting a run is paid, and only the gateway takes the payment: it charges the user's credits, then
+ * forwards with its service key and X-User-ID (the conductor charges through the gateway's ledger the same
+ * way). A user's own access token or the simulation API key presented here would start runs nobody paid
+ * for, so they read (runs, results, events, templates) but do not start; a service acting as itself (the
+ * service key alone, a service token) is the platform's own caller, held by the budgets.
+ */
+export function requirePaidStart(caller: Caller, gatewayUrl: string): void {
+  if (caller.via === 'service_key' || caller.service) return;
+  const credential = caller.via === 'api_key' ? 'the simulation API key' : 'an access token presented here';
+  throw new Problem(403, `starting a simulation is paid: start it through the gateway at ${gatewayUrl.replace(/\/$/, '')}/api/v1/simulate, which charges it to your credits; ${credential} may read runs, results, events and templates but not start a run`, {
+    title: 'Starts are paid through the gateway',
+  });
+}

@@ -88,6 +88,7 @@ export async function createSimulationService(config: SimulationConfig, logger =
     maxWaitSeconds: config.MAX_WAIT_SECONDS,
     heartbeatMs: config.STREAM_HEARTBEAT_MS,
     streamPollMs: config.STREAM_POLL_MS,
+    gatewayUrl: config.GATEWAY_URL,
   };
   const { app, openapi, drain } = createApp({
     name: 'simulation',

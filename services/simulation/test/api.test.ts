@@ -95,13 +95,29 @@ describe('simulation API', function () {
       assert.equal((await sim.call('GET', '/api/v1/simulations', { headers: { Authorization: 'Basic abc' } })).status, 401);
     });
 
-    it('the simulation API key owns its own runs', async () => {
-      const started = await sim.call('POST', '/api/v1/simulate?wait=30', { headers: apiKey, body: { template: 'athens-war-council', fidelity: 1 } });
-      assert.equal(started.status, 200, JSON.stringify(started.body));
-      assert.equal(started.body.owner, 'apikey:tester');
+    it('the simulation API key reads, but a start is paid and goes through the gateway: 403, no run', async () => {
+      const refused = await sim.call('POST', '/api/v1/simulate?wait=30', { headers: apiKey, body: { template: 'athens-war-council', fidelity: 1 } });
+      assert.equal(refused.status, 403, JSON.stringify(refused.body));
+      assert.match(refused.headers.get('content-type') ?? '', /application\/problem\+json/);
+      assert.match(refused.body.detail, /paid: start it through the gateway at http:\/\/127\.0\.0\.1:8080\/api\/v1\/simulate/);
+      assert.match(refused.body.detail, /simulation API key/);
       const mine = await sim.call('GET', '/api/v1/simulations', { headers: apiKey });
-      assert.ok(mine.body.items.some((item: any) => item.id === started.body.id));
-      assert.equal((await sim.call('GET', `/api/v1/simulations/${started.body.id}`, { headers: asUser('someone-else') })).status, 404);
+      assert.equal(mine.status, 200);
+      assert.equal(mine.body.total, 0, 'nothing was started');
+      assert.equal((await sim.call('GET', '/api/v1/simulate/templates', { headers: apiKey })).status, 200);
+      const theirs = await sim.run({ template: 'athens-war-council', fidelity: 1 }, 'someone-else', 0);
+      assert.equal((await sim.call('GET', `/api/v1/simulations/${theirs.body.id}`, { headers: apiKey })).status, 404, "another's run is not the key's to read");
+    });
+
+    it('a service key, for a user or acting as itself, starts runs: the gateway and the conductor charged them first', async () => {
+      assert.equal((await sim.call('POST', '/api/v1/simulate', { headers: asUser('charged-user'), body: { template: 'athens-war-council', fidelity: 1 } })).status, 202);
+      assert.equal((await sim.call('POST', '/api/v1/simulate', { headers: service, body: { template: 'athens-war-council', fidelity: 1 } })).status, 202);
+    });
+
+    it('documents the refusal of unpaid starts in /openapi.json', async () => {
+      const operation = (await sim.call('GET', '/openapi.json')).body.paths['/api/v1/simulate'].post;
+      assert.match(operation.responses['403'].description, /paid, through the gateway/);
+      assert.match(operation.description, /simulation API key may read runs but not start one/);
     });
   });
 

@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { FakeModel } from './fake-model.ts';
-import { apiKey, asUser, service, startSimulation, type SimulationHarness, until } from './harness.ts';
+import { asUser, service, startSimulation, type SimulationHarness, until } from './harness.ts';
 
 const ATHENS = { template: 'athens-war-council', fidelity: 1, mechanisms: [] };
 
@@ -141,8 +141,8 @@ describe('simulation Idempotency-Key', function () {
     assert.equal(await runsOf(asUser('invalid')), 2);
   });
 
-  it('keys are per caller: two users, the API key and a service acting as itself each get their own run', async () => {
-    const callers = [asUser('alice'), asUser('bob'), apiKey, service];
+  it('keys are per caller: three users and a service acting as itself each get their own run', async () => {
+    const callers = [asUser('alice'), asUser('bob'), asUser('carol'), service];
     const replies = [];
     for (const headers of callers) replies.push(await post(headers, 'shared-key', ATHENS));
     assert.deepEqual(replies.map((reply) => reply.status), [202, 202, 202, 202]);

@@ -18,13 +18,17 @@ describe('simulation: gateway access tokens', function () {
     await gw?.stop();
   });
 
-  it('a signed-in user starts and reads their own runs with their access token', async () => {
+  it("a signed-in user reads with their access token the runs the gateway started for them, but cannot start one unpaid", async () => {
     const user = await gw.user();
-    const started = await sim.call('POST', '/api/v1/simulate?wait=30', { headers: bearer(user.access), body: { template: 'tulip-mania', fidelity: 1 } });
+    const refused = await sim.call('POST', '/api/v1/simulate?wait=30', { headers: bearer(user.access), body: { template: 'tulip-mania', fidelity: 1 } });
+    assert.equal(refused.status, 403, JSON.stringify(refused.body));
+    assert.match(refused.body.detail, new RegExp(`paid: start it through the gateway at ${gw.url.replace(/[.]/g, '\\.')}/api/v1/simulate`));
+    // As the gateway starts it once the user's credits are charged: its service key and the user's id.
+    const started = await sim.run({ template: 'tulip-mania', fidelity: 1 }, user.userId, 30);
     assert.equal(started.status, 200, JSON.stringify(started.body));
-    assert.equal(started.body.owner, user.userId, 'the same user id the gateway sends as X-User-ID');
     const list = await sim.call('GET', '/api/v1/simulations', { headers: bearer(user.access) });
-    assert.deepEqual(list.body.items.map((item: any) => item.id), [started.body.id]);
+    assert.deepEqual(list.body.items.map((item: any) => item.id), [started.body.id], 'the same user id the gateway sends as X-User-ID; the refused start left no run');
+    assert.equal((await sim.call('GET', `/api/v1/simulations/${started.body.id}/result`, { headers: bearer(user.access) })).status, 200);
     assert.equal((await sim.call('GET', '/api/v1/simulations/budgets', { headers: bearer(user.access) })).status, 403, 'a user is not a service');
   });
 
@@ -56,6 +60,8 @@ describe('simulation: gateway access tokens', function () {
     const issued = await gw.call('POST', '/api/v1/auth/service-token', { headers: admin, body: { service: 'conductor', ttl_seconds: 600 } });
     const reply = await sim.call('GET', '/api/v1/simulations/budgets', { headers: bearer(issued.body.access_token) });
     assert.equal(reply.status, 200, JSON.stringify(reply.body));
+    const started = await sim.call('POST', '/api/v1/simulate', { headers: bearer(issued.body.access_token), body: { template: 'tulip-mania', fidelity: 1 } });
+    assert.equal(started.status, 202, `a service acting as itself starts runs: ${JSON.stringify(started.body)}`);
   });
 
   it('answers 502 when the gateway cannot say whether a valid token is still active', async () => {

@@ -17,6 +17,8 @@ export interface RouteDeps {
   maxWaitSeconds: number;
   heartbeatMs: number;
   streamPollMs: number;
+  /** Where paid starts go instead (GATEWAY_URL). */
+  gatewayUrl: string;
 }
 
 /** A run is visible to its owner and to services acting as themselves; to anyone else it does not exist. */

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { conflict, defineRoute, idempotencyKeyReused, IdempotencyKeySchema, linksTo, openEventStream, Problem, ServerSentEventSchema, toProblem, unprocessable, type RouteDefinition } from '@tempora/kit/http';
-import { ANY_CALLER, callerOf } from '../auth.ts';
+import { ANY_CALLER, callerOf, requirePaidStart } from '../auth.ts';
 import { microsToUsd } from '../domain/budgets.ts';
 import { BudgetRefused, TERMINAL } from '../repository.ts';
 import { RunSchema, SimulateRequestSchema } from '../schemas.ts';
@@ -27,7 +27,7 @@ export function simulationRoutes(deps: RouteDeps): RouteDefinition[] {
       operationId: 'simulate',
       summary: 'Start a simulation run',
       description:
-        'Answers 202 with the run (queued), its cost estimate and its links at once; `wait=N` holds the answer up to N seconds (at most MAX_WAIT_SECONDS) and answers 200 if the run ended by then. The estimate is reserved against every SimulationBudget that covers the run (global, its account, its template, its mode); a budget without room refuses it with 402 naming the budget and what it has left. With an `Idempotency-Key` (draft-ietf-httpapi-idempotency-key-header), a request arriving while another with its key is being created waits for it and gets its run; a replay is answered as a creation is (202, or 200 with `wait` once the run ended; the run as it stands now; Location).',
+        'Starting a run is paid: the gateway charges it, then calls with its service key and the user\'s X-User-ID (so does the conductor); a service acting as itself may start runs too. A user\'s own access token or the simulation API key may read runs but not start one (403 naming the gateway\'s `/api/v1/simulate`). Answers 202 with the run (queued), its cost estimate and its links at once; `wait=N` holds the answer up to N seconds (at most MAX_WAIT_SECONDS) and answers 200 if the run ended by then. The estimate is reserved against every SimulationBudget that covers the run (global, its account, its template, its mode); a budget without room refuses it with 402 naming the budget and what it has left. With an `Idempotency-Key` (draft-ietf-httpapi-idempotency-key-header), a request arriving while another with its key is being created waits for it and gets its run; a replay is answered as a creation is (202, or 200 with `wait` once the run ended; the run as it stands now; Location).',
       tags: ['simulations'],
       security: ANY_CALLER,
       query: z.object({ wait: z.coerce.number().int().min(0).max(deps.maxWaitSeconds).default(0).meta({ description: `seconds to wait for the run to end, 0 to ${deps.maxWaitSeconds}` }) }),
@@ -37,12 +37,15 @@ export function simulationRoutes(deps: RouteDeps): RouteDefinition[] {
         202: { description: 'The run (queued or running when created; as it stands now on a replay, marked `Idempotent-Replayed: true`)', schema: RunSchema, links: runLinks, headers: createdHeaders },
         200: { description: 'With `wait`: the run, ended', schema: RunSchema, links: runLinks, headers: createdHeaders },
         402: { description: 'A budget has no room for the run\'s estimate (`budget`, `period`, `remaining_usd`, `needed_usd`)' },
+        403: { description: 'A user\'s access token or the simulation API key: starts are paid, through the gateway' },
         422: { description: 'An invalid field, an unknown template, an invalid Idempotency-Key, or one already used with a different request' },
       },
       handler: async (ctx, { body, query, headers }) => {
+        const caller = callerOf(ctx);
+        requirePaidStart(caller, deps.gatewayUrl);
         let started;
         try {
-          started = await simulations.start(body, callerOf(ctx), headers['idempotency-key']);
+          started = await simulations.start(body, caller, headers['idempotency-key']);
         } catch (error) {
           if (error instanceof UnknownTemplate) throw unprocessable(error.message, [{ path: 'body.template', message: error.message }]);
           if (error instanceof IdempotencyKeyReused) throw idempotencyKeyReused(error.message);
