@@ -47,9 +47,9 @@ export const BillingConfigSchema = baseConfigSchema('billing')
   .extend({
     BILLING_CATALOGUE: catalogue,
 
-    /** Secret API key; unset: checkout answers 503 (webhooks still verify with STRIPE_WEBHOOK_SECRET). */
+    /** Secret API key; unset: no checkout route (404; webhooks still verify with STRIPE_WEBHOOK_SECRET). */
     STRIPE_SECRET_KEY: optionalString,
-    /** Endpoint signing secrets (whsec_…), comma-separated: the old and the new one while rotating. */
+    /** Endpoint signing secrets (whsec_…), comma-separated: the old and the new one while rotating; unset: no Stripe webhook route (404). */
     STRIPE_WEBHOOK_SECRET: csv,
     /** Where the Stripe API is (a local stand-in in tests and development); unset: Stripe's own. */
     STRIPE_API_URL: optionalString.pipe(z.url().optional()),
@@ -59,6 +59,7 @@ export const BillingConfigSchema = baseConfigSchema('billing')
     CHECKOUT_SUCCESS_URL: optionalString.pipe(z.url().optional()),
     CHECKOUT_CANCEL_URL: optionalString.pipe(z.url().optional()),
 
+    /** With APPLE_BUNDLE_ID, the App Store channel; unset: no App Store routes (404). */
     APPLE_ROOT_CERTIFICATES: appleRoots,
     APPLE_BUNDLE_ID: optionalString,
     /** Xcode and LocalTesting data is unsigned: the library skips verification for them, so they are refused here. */

@@ -5,6 +5,14 @@ import type { HistoryRow, OutboxRow, PaymentRow, SubscriptionRow } from './repos
 const iso = (date: Date | null) => (date ? date.toISOString() : null);
 const num = (value: string | number | null) => (value === null ? null : Number(value));
 
+/** One page of a list held in memory (the catalogue), in the list envelope. */
+export const pageOf = <T, V>(all: readonly T[], view: (item: T) => V, page: { limit: number; offset: number }) => ({
+  items: all.slice(page.offset, page.offset + page.limit).map(view),
+  total: all.length,
+  limit: page.limit,
+  offset: page.offset,
+});
+
 export const packView = (pack: Catalogue['packs'][number]) => ({ id: pack.id, name: pack.name, credits: pack.credits, price: pack.price, apple_product_id: pack.apple_product_id ?? null });
 export const planView = (plan: Catalogue['plans'][number]) => ({
   id: plan.id,

@@ -64,15 +64,26 @@ export function checkRendererConfig(config: { RENDER_STALE_MS: number; RENDER_TI
   }
 }
 
+const WRITER_NAME = /^[A-Za-z0-9._@|+-]{1,100}$/;
+
 /** The graph service's variables as a plain object schema, for the worker's schema to extend. */
 export const GraphConfigFields = baseConfigSchema('graph').extend({
   WRITER_TOKENS: csv.transform((entries, ctx) => {
+    let writers;
     try {
-      return parseWriterTokens(entries);
+      writers = parseWriterTokens(entries);
     } catch (error) {
       ctx.addIssue({ code: 'custom', message: (error as Error).message });
       return z.NEVER;
     }
+    // `writer:<name>` owns the scenes rendered for the writer's private moments, named to the generation
+    // service in X-User-ID, which takes these characters only.
+    const misnamed = writers.find((writer) => !WRITER_NAME.test(writer.name));
+    if (misnamed) {
+      ctx.addIssue({ code: 'custom', message: `writer name "${misnamed.name}" must be 1 to 100 letters, digits or ._@|+-` });
+      return z.NEVER;
+    }
+    return writers;
   }),
   /** Automatic links per type per moment (contemporaneous, same_location, thematic). */
   AUTOLINK_MAX_PER_TYPE: z.coerce.number().int().min(0).max(100).default(8),

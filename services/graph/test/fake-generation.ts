@@ -4,7 +4,7 @@ import type { AddressInfo } from 'node:net';
 
 /** The generation service's sync endpoint, answering with its scene record's shape (docs/generation.md). */
 export class FakeGeneration {
-  readonly calls: Array<{ body: Record<string, unknown>; serviceKey: string | undefined }> = [];
+  readonly calls: Array<{ body: Record<string, unknown>; serviceKey: string | undefined; userId: string | undefined }> = [];
   /** Status to answer with; 200 renders a scene. */
   status = 200;
   delayMs = 0;
@@ -22,7 +22,7 @@ export class FakeGeneration {
         return;
       }
       const body = JSON.parse(text) as Record<string, unknown>;
-      this.calls.push({ body, serviceKey: request.headers['x-service-key'] as string | undefined });
+      this.calls.push({ body, serviceKey: request.headers['x-service-key'] as string | undefined, userId: request.headers['x-user-id'] as string | undefined });
       if (this.delayMs) await new Promise((resolve) => setTimeout(resolve, this.delayMs));
       if (this.status !== 200) {
         response.writeHead(this.status, { 'content-type': 'application/problem+json' });
@@ -62,7 +62,7 @@ export class FakeGeneration {
           sources: [],
           model_provider: 'offline',
           models: {},
-          visibility: 'public',
+          visibility: body.visibility ?? 'public',
           request_context: body.request_context,
         }),
       );

@@ -171,7 +171,9 @@ describe('graph service: in-process workers (GRAPH_WORKERS)', function () {
         assert.match(moment.description, /^Placeholder written offline/, "the Expander's description (layer 1), offline");
         const renders = generation.calls.map((call) => call.body.request_context as { graph_render_job: string; path: string }).filter((context) => context.path === bare);
         assert.equal(renders.length, 1, 'rendered once');
-        const job = (await api.get(`/api/v1/graph/jobs/${renders[0]!.graph_render_job}`, writer)).body;
+        // The Expander's job is the service's own: a writer does not see it, the service key does.
+        assert.equal((await api.get(`/api/v1/graph/jobs/${renders[0]!.graph_render_job}`, writer)).status, 404);
+        const job = (await api.get(`/api/v1/graph/jobs/${renders[0]!.graph_render_job}`, serviceKey)).body;
         assert.deepEqual([job.path, job.requested_by, job.status, job.attempts], [bare, 'expander', 'succeeded', 1], 'the Expander queued its render');
         const verdicts = String((await api.get('/metrics')).body);
         assert.match(verdicts, /graph_worker_judge_verdicts_total\{[^}]*verdict="publish"[^}]*\} [1-9]/, 'the Judge passed it');

@@ -129,6 +129,8 @@ describe('graph background workers', function () {
       assert.equal(generation.calls[0]!.serviceKey, SERVICE_KEY);
       assert.equal(generation.calls[0]!.body.query, 'The first tour de france');
       assert.deepEqual(generation.calls[0]!.body.request_context, { graph_render_job: id, path: path('first-tour-de-france') });
+      assert.equal(generation.calls[0]!.body.visibility, undefined, 'a public moment\'s scene is public');
+      assert.equal(generation.calls[0]!.userId, undefined, 'and ownerless');
       const done = await job(id);
       assert.equal(done.status, 'succeeded');
       assert.equal(done.attempts, 1);
@@ -153,6 +155,23 @@ describe('graph background workers', function () {
         if (layer !== 2) await new Promise((resolve) => setTimeout(resolve, 50));
       }
       assert.equal(layer, 2);
+    });
+
+    it('keeps a private moment\'s render private: its scene is private to the writer who asked for it', async () => {
+      const slug = 'a-private-stage';
+      const hidden = { payload: { path: path(slug), event_name: 'A private stage', layer: 1, visibility: 'private', description: 'Not for everyone.' } };
+      assert.equal((await api.post('/ingest/tdf', hidden, writer)).status, 200);
+      const id = await queue(slug);
+      await drain(renderer());
+      assert.equal((await job(id)).status, 'succeeded');
+      assert.equal(generation.calls.length, 1);
+      assert.equal(generation.calls[0]!.body.visibility, 'private');
+      assert.equal(generation.calls[0]!.userId, 'writer:tester', 'the scene and its image keep an owner, so they are never public');
+      assert.equal(generation.calls[0]!.serviceKey, SERVICE_KEY);
+      const moment = (await api.get(`/api/v1/moments${path(slug)}`, writer)).body;
+      assert.equal(moment.layer, 2);
+      assert.equal(moment.visibility, 'private', 'the render leaves the moment private');
+      assert.equal((await api.get(`/api/v1/moments${path(slug)}`)).status, 404);
     });
 
     it('two renderers never process the same job twice', async () => {

@@ -1,5 +1,6 @@
 import type { Context } from 'koa';
-import { Problem, unauthorized } from '@tempora/kit/http';
+import { z } from 'zod';
+import { Problem, type RouteDefinition, unauthorized } from '@tempora/kit/http';
 import type { Logger } from '@tempora/kit/observability';
 import type { AppleChannel } from '../apple-channel.ts';
 import type { Book } from '../book.ts';
@@ -51,5 +52,16 @@ export function refuseUsers(ctx: Context): void {
   if (ctx.get('X-User-ID')) throw new Problem(403, 'an operator operation: not available to users');
 }
 
-/** A problem for a channel that is not configured: the caller (or provider) may retry once it is. */
-export const notConfigured = (what: string) => new Problem(503, `${what} is not configured on this billing service`);
+/**
+ * A channel's route, mounted only when the channel is configured: an unconfigured one answers 404 and is
+ * absent from the OpenAPI document, as a path this service does not serve. It is never a 5xx: nothing
+ * on our side failed, and no retry by the caller or provider would change the answer.
+ */
+export const whenConfigured = (configured: boolean, route: RouteDefinition): RouteDefinition[] => (configured ? [route] : []);
+
+/** `limit` and `offset` of a list answered in the list envelope `{items, total, limit, offset}`. */
+export const pageQuery = (defaultLimit: number) =>
+  z.object({
+    limit: z.coerce.number().int().min(1).max(100).default(defaultLimit).meta({ description: `1 to 100, default ${defaultLimit}` }),
+    offset: z.coerce.number().int().min(0).default(0),
+  });

@@ -3,14 +3,13 @@ import { defineRoute, type RouteDefinition, Problem } from '@tempora/kit/http';
 import type { Interpretation } from '../domain/intents.ts';
 import { RecordedSchema } from '../schemas.ts';
 import { Refusal } from '../refusal.ts';
-import { notConfigured, type BillingRouteDeps } from './context.ts';
+import { whenConfigured, type BillingRouteDeps } from './context.ts';
 
 export const WEBHOOK_PREFIX = '/api/v1/billing/webhooks/';
 
 const responses = {
   200: { description: 'Durably recorded (or recorded before): the provider may stop retrying', schema: RecordedSchema },
   400: { description: 'Not verifiable: nothing was recorded (counted in billing_refusals_total)' },
-  503: { description: 'The channel is not configured' },
 };
 
 export function webhookRoutes(deps: BillingRouteDeps): RouteDefinition[] {
@@ -49,59 +48,63 @@ export function webhookRoutes(deps: BillingRouteDeps): RouteDefinition[] {
   };
 
   return [
-    defineRoute({
-      method: 'post',
-      path: `${WEBHOOK_PREFIX}stripe`,
-      operationId: 'stripeWebhook',
-      security: [],
-      summary: 'Stripe webhook events (signed)',
-      description:
-        'Authenticated by its Stripe-Signature (HMAC-SHA256 over `t.rawbody`, any configured secret, 300 s tolerance), checked by the stripe package on the raw body before it is parsed. Acts on checkout.session.completed and async_payment_succeeded, invoice.paid, invoice.payment_failed, customer.subscription.created/updated/deleted, charge.refunded, charge.dispute.created/closed; other verified events are recorded as ignored.',
-      tags: ['webhooks'],
-      responses,
-      handler: async (ctx) => {
-        if (!stripe.canVerify) throw notConfigured('Stripe webhooks (STRIPE_WEBHOOK_SECRET)');
-        let event;
-        let interpretation;
-        try {
-          event = stripe.verify(ctx.state.rawBody ?? Buffer.alloc(0), ctx.get('Stripe-Signature') || undefined);
-          interpretation = stripe.interpret(event);
-        } catch (error) {
-          if (error instanceof Refusal) return refuse(ctx, 'stripe-webhook', error);
-          throw error;
-        }
-        try {
-          interpretation = await resolvePaymentIntents(interpretation);
-        } catch (error) {
-          logger.error({ err: error, event: event.id }, 'Stripe could not say which invoice a PaymentIntent paid');
-          throw new Problem(503, 'Stripe could not be asked about this payment; deliver the event again later');
-        }
-        return record('stripe', event.id, event.type, interpretation);
-      },
-    }),
-    defineRoute({
-      method: 'post',
-      path: `${WEBHOOK_PREFIX}apple`,
-      operationId: 'appleWebhook',
-      security: [],
-      summary: 'App Store Server Notifications v2 (signed)',
-      description:
-        'The body is `{"signedPayload": "<JWS>"}`; the JWS, its transaction and its renewal info are verified with Apple\'s library against the configured roots (chain of three, Apple\'s OIDs, bundle id, environment). Acts on SUBSCRIBED, DID_RENEW, DID_FAIL_TO_RENEW, GRACE_PERIOD_EXPIRED, EXPIRED, REFUND, REVOKE, DID_CHANGE_RENEWAL_STATUS and TEST; other verified types are recorded as ignored.',
-      tags: ['webhooks'],
-      responses,
-      handler: async (ctx) => {
-        if (!apple.configured) throw notConfigured('the App Store (APPLE_ROOT_CERTIFICATES, APPLE_BUNDLE_ID)');
-        let notification;
-        let interpretation;
-        try {
-          notification = await apple.verifyNotification(ctx.state.rawBody ?? Buffer.alloc(0));
-          interpretation = apple.interpretNotification(notification);
-        } catch (error) {
-          if (error instanceof Refusal) return refuse(ctx, 'apple-webhook', error);
-          throw error;
-        }
-        return record('apple', notification.notificationUUID, notification.notificationType, interpretation);
-      },
-    }),
+    ...whenConfigured(
+      stripe.canVerify,
+      defineRoute({
+        method: 'post',
+        path: `${WEBHOOK_PREFIX}stripe`,
+        operationId: 'stripeWebhook',
+        security: [],
+        summary: 'Stripe webhook events (signed)',
+        description:
+          'Authenticated by its Stripe-Signature (HMAC-SHA256 over `t.rawbody`, any configured secret, 300 s tolerance), checked by the stripe package on the raw body before it is parsed. Acts on checkout.session.completed and async_payment_succeeded, invoice.paid, invoice.payment_failed, customer.subscription.created/updated/deleted, charge.refunded, charge.dispute.created/closed; other verified events are recorded as ignored.',
+        tags: ['webhooks'],
+        responses: { ...responses, 503: { description: 'Stripe could not be asked which invoice a refunded or disputed payment paid: delivered again later' } },
+        handler: async (ctx) => {
+          let event;
+          let interpretation;
+          try {
+            event = stripe.verify(ctx.state.rawBody ?? Buffer.alloc(0), ctx.get('Stripe-Signature') || undefined);
+            interpretation = stripe.interpret(event);
+          } catch (error) {
+            if (error instanceof Refusal) return refuse(ctx, 'stripe-webhook', error);
+            throw error;
+          }
+          try {
+            interpretation = await resolvePaymentIntents(interpretation);
+          } catch (error) {
+            logger.error({ err: error, event: event.id }, 'Stripe could not say which invoice a PaymentIntent paid');
+            throw new Problem(503, 'Stripe could not be asked about this payment; deliver the event again later');
+          }
+          return record('stripe', event.id, event.type, interpretation);
+        },
+      }),
+    ),
+    ...whenConfigured(
+      apple.configured,
+      defineRoute({
+        method: 'post',
+        path: `${WEBHOOK_PREFIX}apple`,
+        operationId: 'appleWebhook',
+        security: [],
+        summary: 'App Store Server Notifications v2 (signed)',
+        description:
+          'The body is `{"signedPayload": "<JWS>"}`; the JWS, its transaction and its renewal info are verified with Apple\'s library against the configured roots (chain of three, Apple\'s OIDs, bundle id, environment). Acts on SUBSCRIBED, DID_RENEW, DID_FAIL_TO_RENEW, GRACE_PERIOD_EXPIRED, EXPIRED, REFUND, REVOKE, DID_CHANGE_RENEWAL_STATUS and TEST; other verified types are recorded as ignored.',
+        tags: ['webhooks'],
+        responses,
+        handler: async (ctx) => {
+          let notification;
+          let interpretation;
+          try {
+            notification = await apple.verifyNotification(ctx.state.rawBody ?? Buffer.alloc(0));
+            interpretation = apple.interpretNotification(notification);
+          } catch (error) {
+            if (error instanceof Refusal) return refuse(ctx, 'apple-webhook', error);
+            throw error;
+          }
+          return record('apple', notification.notificationUUID, notification.notificationType, interpretation);
+        },
+      }),
+    ),
   ];
 }

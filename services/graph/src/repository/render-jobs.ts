@@ -27,7 +27,7 @@ export class RenderJobs {
                         where j.status = 'queued' and j.run_after <= now() and m.status <> 'pending'
                         order by j.created_at limit ? for update of j skip locked)
          returning *)
-       select c.*, m.path, m.status as moment_status from claimed c join moments m on m.id = c.moment_id order by c.created_at`,
+       select c.*, m.path, m.status as moment_status, m.visibility as moment_visibility from claimed c join moments m on m.id = c.moment_id order by c.created_at`,
       [worker, limit],
     )) as { rows: ClaimedRenderJob[] };
     return rows.map((row) => ({ ...row, moment_id: Number(row.moment_id) }));

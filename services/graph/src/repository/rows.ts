@@ -61,6 +61,7 @@ export interface RenderJobRow {
 /** A render job a renderer has claimed, with what it needs to know of its moment. */
 export interface ClaimedRenderJob extends RenderJobRow {
   moment_status: string;
+  moment_visibility: string;
 }
 
 /** The columns a MomentRow is read from. */

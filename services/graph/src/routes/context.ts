@@ -1,5 +1,6 @@
 import type { Context } from 'koa';
 import type { GraphService } from '../graph-service.ts';
+import type { RenderJobRow } from '../repository/index.ts';
 
 export interface GraphRouteDeps {
   graph: GraphService;
@@ -15,3 +16,17 @@ export const isTrusted = (ctx: Context): boolean => {
   if (principal?.kind === 'writer') return true;
   return principal?.kind === 'service' && !ctx.get('X-User-ID');
 };
+
+/**
+ * Who may read a render job: an admin, the service acting as itself, and the writer who queued it. A job
+ * is recorded under its requester: a writer's principal (`writer:<name>`), the service key's
+ * (`service:<key fingerprint>`, the MCP tool gen_render) or a worker role (`expander`, `daily`). Users never
+ * queue one, so a user forwarded by the gateway (its service key with X-User-ID) reads none. Everyone else
+ * is told there is no such job.
+ */
+export function mayReadRenderJob(ctx: Context, job: Pick<RenderJobRow, 'requested_by'>): boolean {
+  const principals = ctx.state.principals;
+  if (principals?.has('AdminKey')) return true;
+  if (principals?.has('ServiceKey') && !ctx.get('X-User-ID')) return true;
+  return principals?.get('WriterToken')?.id === job.requested_by;
+}

@@ -6,7 +6,7 @@ import { MomentInput, momentPath } from '../domain/moment.ts';
 import { MissingTargetError, type RenderJobRow } from '../repository/index.ts';
 import { GenerateResultSchema, IngestResultSchema, RenderJobSchema, TdfIngestRecord } from '../schemas.ts';
 import type { GraphService } from '../graph-service.ts';
-import type { GraphRouteDeps } from './context.ts';
+import { mayReadRenderJob, type GraphRouteDeps } from './context.ts';
 import { graphAliases } from './params.ts';
 
 export const MAX_INGEST_BATCH = 1000;
@@ -142,13 +142,14 @@ export function writeRoutes(deps: GraphRouteDeps): RouteDefinition[] {
       aliases: graphAliases('/api/v1/graph/jobs/{id}'),
       operationId: 'getRenderJob',
       summary: 'A render job',
+      description: 'Readable by the writer who queued it, admins and the service key acting as itself (not a user the gateway forwards with X-User-ID); to anyone else a job does not exist.',
       tags: ['writer'],
-      security: ['WriterToken', 'ServiceKey'],
+      security: ['WriterToken', 'ServiceKey', 'AdminKey'],
       params: z.object({ id: z.uuid() }),
-      responses: { 200: { description: 'The job', schema: RenderJobSchema }, 404: { description: 'No such job' } },
-      handler: async (_ctx, { params }) => {
+      responses: { 200: { description: 'The job', schema: RenderJobSchema }, 404: { description: 'No such job, or not one the caller may read' } },
+      handler: async (ctx, { params }) => {
         const job = await deps.graph.renderJob(params.id);
-        if (!job) throw notFound(`no render job ${params.id}`);
+        if (!job || !mayReadRenderJob(ctx, job)) throw notFound(`no render job ${params.id}`);
         return jobView(job);
       },
     }),

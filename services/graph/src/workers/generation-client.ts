@@ -41,13 +41,19 @@ export class GenerationClient {
     this.service = new ServiceClient(baseUrl, serviceKey, timeoutMs);
   }
 
-  async render(body: RenderRequest, context: { jobId: string; path: string }, signal?: AbortSignal): Promise<RenderedScene> {
+  /**
+   * `privateTo`: the moment is private, so its scene must be too. The generation service keeps a private
+   * scene (and its image) for its owner, named by X-User-ID beside the service key; without one a scene is
+   * public and ownerless, its image cached by anyone for a year (docs/generation.md, "Images").
+   */
+  async render(body: RenderRequest, context: { jobId: string; path: string; privateTo?: string }, signal?: AbortSignal): Promise<RenderedScene> {
     let status: number;
     let text: string;
     try {
       ({ status, text } = await this.service.call('POST', '/api/v1/timepoints/generate/sync', {
         requestId: `render-${context.jobId}`,
-        json: { ...body, request_context: { graph_render_job: context.jobId, path: context.path } },
+        json: { ...body, ...(context.privateTo ? { visibility: 'private' } : {}), request_context: { graph_render_job: context.jobId, path: context.path } },
+        headers: context.privateTo ? { 'x-user-id': context.privateTo } : {},
         signal,
       }));
     } catch (error) {

@@ -155,7 +155,9 @@ export class Renderer {
     }
     const timer = this.options.metrics?.jobDuration.startTimer({ role: 'renderer' });
     try {
-      const scene = await generation.render(request, { jobId: job.id, path: job.path }, signal);
+      // A private moment's scene belongs to whoever asked for the render: the moment has no owner of its own.
+      const privateTo = job.moment_visibility === 'private' ? job.requested_by : undefined;
+      const scene = await generation.render(request, { jobId: job.id, path: job.path, privateTo }, signal);
       await this.upgrade(job.path, scene);
       if (await jobs.complete(job.id, workerId, scene.id)) {
         this.processed += 1;
