@@ -4,6 +4,7 @@ import type { Logger } from '@tempora/kit/observability';
 import type { GatewayClient } from './clients/gateway.ts';
 import type { GraphMcp } from './clients/graph-mcp.ts';
 import { Conductor, chargeKey, type CallRecord, type Caps, type RunOutcome, type RunState } from './domain/conductor.ts';
+import { decisionIn, type Decision } from './domain/decision.ts';
 import { graphTools } from './domain/graph-tools.ts';
 import { offlinePlanner, type PlannerMemory } from './domain/planner.ts';
 import { composeReply, systemPrompt } from './domain/reply.ts';
@@ -18,22 +19,26 @@ export class ConversationNotFound extends Error {
 export class ConversationBusy extends Error {
   override name = 'ConversationBusy';
 }
-/** A confirmation or refusal came, and nothing waits for one. */
+/** A confirmation or refusal came that names no paused call, or one that no longer waits for a decision. */
 export class NothingToDecide extends Error {
   override name = 'NothingToDecide';
+}
+/** A decision named a paused call the conversation never had. */
+export class PausedCallNotFound extends Error {
+  override name = 'PausedCallNotFound';
 }
 /** The model failed before the request did anything. */
 export class ModelUnavailable extends Error {
   override name = 'ModelUnavailable';
 }
 
-export type Decision = 'confirm' | 'decline';
-
 export interface MessageInput {
   userId: string;
   content: string;
   conversationId?: string | undefined;
   decision?: Decision | undefined;
+  /** The paused call the decision answers (the `pending.id` its sender was shown). */
+  pendingId?: string | undefined;
   requestId: string;
 }
 
@@ -56,21 +61,11 @@ export interface ConductorResponse {
   reply: string;
   tools_called: CalledTool[];
   spend: { credits_total: number; running_total: number; ceiling: number };
-  pending: { index: number; tool: string; action: string; credits: number; operation: string; reason: string; running_total_after: number; ceiling: number; available?: number } | null;
+  pending: { id: string; index: number; tool: string; action: string; credits: number; operation: string; reason: string; running_total_after: number; ceiling: number; available?: number } | null;
   stopped_by: RunOutcome['stopped_by'] | null;
   decision: Decision | null;
   model: { provider: string; model: string; offline: boolean };
   usage: { steps: number; tokens: number };
-}
-
-const CONFIRM = /^\s*(yes|y|confirm(ed)?|go ahead|ok(ay)?|proceed|do it|sure)[\s.!]*$/i;
-const DECLINE = /^\s*(no|n|decline|cancel|skip( it)?|don'?t|do not|stop)[\s.!]*$/i;
-
-/** A follow-up that is only a yes or a no, read as the decision on a paused request. */
-export function decisionIn(content: string): Decision | undefined {
-  if (CONFIRM.test(content)) return 'confirm';
-  if (DECLINE.test(content)) return 'decline';
-  return undefined;
 }
 
 const HISTORY_MESSAGES = 10;
@@ -169,19 +164,31 @@ export class ConductorService {
     if (claimed === 'busy') throw new ConversationBusy(`conversation ${claim.conversationId} is answering another message; send this one when it is done`);
     try {
       const paused = await repository.pausedMessage(claim.conversationId);
-      const decision = input.decision ?? (paused ? decisionIn(input.content) : undefined);
-      if (decision && !paused) throw new NothingToDecide('nothing in this conversation is waiting for a confirmation');
-      if (paused && decision) {
-        await repository.resumeMessage(paused.id);
-        return await this.answer(input, claim, { id: paused.id, content: paused.content, state: paused.state! }, settings, decision, true);
+      const decision = input.decision ?? (paused || input.pendingId ? decisionIn(input.content) : undefined);
+      if (decision) {
+        const resumed = await this.claimPause(claim.conversationId, input.pendingId, decision);
+        return await this.answer(input, claim, { id: resumed.id, content: resumed.content, state: resumed.state! }, settings, decision, true);
       }
       // A new request while one is paused leaves the paused one declined.
-      if (paused) await repository.finishMessage(paused.id, { status: 'declined', reply: paused.reply ?? '', response: paused.response ?? {}, state: null });
+      if (paused) await repository.supersedePaused(paused.id);
       await repository.insertMessage({ id: messageId, conversation_id: claim.conversationId, user_id: input.userId, content: input.content, status: 'running' });
       return await this.answer(input, claim, fresh, settings, undefined, true);
     } finally {
       if (!claim.released) await repository.releaseConversation(claim.conversationId, messageId);
     }
+  }
+
+  /**
+   * The paused message a decision resumes, claimed for it: only a decision naming the call that waits
+   * (its pause's id) gets it, and only once, so a repeated or stale "yes" never approves a call its
+   * sender was not shown.
+   */
+  private async claimPause(conversationId: string, pendingId: string | undefined, decision: Decision): Promise<MessageRow> {
+    if (!pendingId) throw new NothingToDecide("a decision names the paused call it answers: send the paused reply's pending.id as pending_id; nothing was run");
+    const claimed = await this.deps.repository.claimPause(conversationId, pendingId, decision);
+    if (claimed.message) return claimed.message;
+    if (!claimed.state) throw new PausedCallNotFound(`no paused call ${pendingId} in conversation ${conversationId}`);
+    throw new NothingToDecide(`call ${pendingId} is not waiting for a decision (it was ${claimed.state}); nothing was run or charged`);
   }
 
   private async answer(
@@ -223,16 +230,18 @@ export class ConductorService {
       throw error;
     }
     const reply = composeReply(outcome, settings, caps);
-    const response = this.view(message.id, conversationId, outcome, reply, settings, decision);
+    // Each pause gets its own id, so a decision can only answer the pause its sender was shown.
+    const pause = outcome.pause ? { id: randomUUID(), index: outcome.pause.index } : undefined;
+    const response = this.view(message.id, conversationId, outcome, reply, settings, decision, pause?.id);
     const nothingDone = outcome.stopped_by === 'model_error' && outcome.state.next_index === 0;
-    await repository.finishAndRelease(message.id, { status: nothingDone ? 'failed' : outcome.status, reply, response, state: outcome.status === 'paused' ? outcome.state : null }, conversationId, claim.holder);
+    await repository.finishAndRelease(message.id, { status: nothingDone ? 'failed' : outcome.status, reply, response, state: outcome.status === 'paused' ? outcome.state : null }, conversationId, claim.holder, pause);
     claim.released = true;
     this.deps.onMessage?.(nothingDone ? 'failed' : outcome.status);
     if (nothingDone) throw new ModelUnavailable(`the model could not be reached: ${outcome.text}`);
     return response;
   }
 
-  private view(messageId: string, conversationId: string, outcome: RunOutcome, reply: string, settings: ConductorSettings, decision: Decision | undefined): ConductorResponse {
+  private view(messageId: string, conversationId: string, outcome: RunOutcome, reply: string, settings: ConductorSettings, decision: Decision | undefined, pauseId: string | undefined): ConductorResponse {
     let total = outcome.started_total;
     const tools_called = outcome.calls.map((call) => {
       total += call.credits;
@@ -249,6 +258,7 @@ export class ConductorService {
       spend: { credits_total: outcome.state.running_total - outcome.started_total, running_total: outcome.state.running_total, ceiling: settings.spend_ceiling },
       pending: pause
         ? {
+            id: pauseId!,
             index: pause.index,
             tool: pause.tool,
             action: pause.action,

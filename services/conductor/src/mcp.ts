@@ -4,14 +4,15 @@ import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { mountStatelessMcp } from '@tempora/kit/mcp';
 import { unauthorized } from '@tempora/kit/http';
 import { BEARER_CHALLENGE, type Caller } from './auth.ts';
-import { ConversationBusy, ConversationNotFound, ModelUnavailable, NothingToDecide, type ConductorService } from './conductor-service.ts';
+import { ConversationBusy, ConversationNotFound, ModelUnavailable, NothingToDecide, PausedCallNotFound, type ConductorService } from './conductor-service.ts';
 import { ConductorResponseSchema, MessageBody } from './schemas.ts';
 
 const SUGGESTIONS = {
-  input: 'Pass `content` (1 to 4000 characters of natural language), optionally `conversation_id` (a UUID from an earlier reply) and `decision` (confirm or decline) to answer a paused request.',
+  input: 'Pass `content` (1 to 4000 characters of natural language), optionally `conversation_id` (a UUID from an earlier reply), and `decision` (confirm or decline) with `pending_id` (the paused reply\'s `pending.id`) to answer a paused request.',
   missing: 'Leave out `conversation_id` to start a new conversation, or pass one from an earlier reply.',
   busy: 'Wait for the conversation\'s current message to be answered, then send this one again.',
-  decide: 'Send `decision` only when the conversation\'s last reply has status "paused".',
+  decide: 'Send `decision` with `pending_id` set to the `pending.id` of the conversation\'s latest paused reply (its GET shows it); each paused call is decided once.',
+  pending: 'Use the `pending.id` of a paused reply of this conversation as `pending_id`.',
   model: 'The model was unreachable and nothing was done or charged; try again shortly.',
 };
 
@@ -43,7 +44,7 @@ const result = (value: object, isError = false): ToolResult => ({
 
 function refusal(error: unknown): ToolResult {
   const suggestion =
-    error instanceof ConversationNotFound ? SUGGESTIONS.missing : error instanceof ConversationBusy ? SUGGESTIONS.busy : error instanceof NothingToDecide ? SUGGESTIONS.decide : error instanceof ModelUnavailable ? SUGGESTIONS.model : undefined;
+    error instanceof ConversationNotFound ? SUGGESTIONS.missing : error instanceof PausedCallNotFound ? SUGGESTIONS.pending : error instanceof ConversationBusy ? SUGGESTIONS.busy : error instanceof NothingToDecide ? SUGGESTIONS.decide : error instanceof ModelUnavailable ? SUGGESTIONS.model : undefined;
   if (suggestion === undefined) throw error;
   return result({ error: (error as Error).message, suggestion }, true);
 }
@@ -54,7 +55,7 @@ export function buildMcpServer(service: ConductorService, version: string, calle
     'converse',
     {
       description:
-        "Send one natural-language request to Tempora's conductor, which searches and walks the historical graph, renders scenes and starts simulations as needed, paying for them from your credits. Returns the reply, the tools it called with their credits, and the spend. A request that needs your confirmation comes back paused: answer it with decision confirm or decline in the same conversation.",
+        "Send one natural-language request to Tempora's conductor, which searches and walks the historical graph, renders scenes and starts simulations as needed, paying for them from your credits. Returns the reply, the tools it called with their credits, and the spend. A request that needs your confirmation comes back paused: answer it with decision confirm or decline and pending_id (the paused reply's pending.id) in the same conversation.",
       inputSchema: lenientInput,
       outputSchema: output.shape,
       annotations: { readOnlyHint: false, openWorldHint: false },
@@ -65,7 +66,7 @@ export function buildMcpServer(service: ConductorService, version: string, calle
         return result({ error: parsed.error.issues.map((issue) => `${issue.path.join('.') || 'arguments'}: ${issue.message}`).join('; '), suggestion: SUGGESTIONS.input }, true);
       }
       try {
-        return result(await service.send({ userId: caller.userId, content: parsed.data.content, conversationId: parsed.data.conversation_id, decision: parsed.data.decision, requestId }));
+        return result(await service.send({ userId: caller.userId, content: parsed.data.content, conversationId: parsed.data.conversation_id, decision: parsed.data.decision, pendingId: parsed.data.pending_id, requestId }));
       } catch (error) {
         return refusal(error);
       }

@@ -67,4 +67,37 @@ export const migrations: Migration[] = [
       await knex.schema.dropTable('conductor_settings');
     },
   },
+  {
+    name: '002_pauses',
+    async up(knex: Knex) {
+      // One row per pause: the id a decision must name, so a decision answers the call its sender saw and
+      // no other, and only once (claimed by moving `state` off pending).
+      await knex.schema.createTable('conductor_pauses', (table) => {
+        table.uuid('id').primary();
+        table.uuid('message_id').notNullable().references('conductor_messages.id').onDelete('CASCADE');
+        table.uuid('conversation_id').notNullable();
+        // The call's index in its request: the first of the run state's pending calls.
+        table.integer('index').notNullable();
+        // pending, confirmed, declined, superseded (a new request came instead of a decision)
+        table.text('state').notNullable().defaultTo('pending');
+        table.timestamp('created_at', { useTz: true }).notNullable().defaultTo(knex.fn.now());
+        table.timestamp('decided_at', { useTz: true });
+        table.index(['message_id']);
+        table.index(['conversation_id']);
+      });
+      // Requests paused before pauses had ids get one, shown in their stored reply, so they can still be decided.
+      await knex.raw(
+        `insert into conductor_pauses (id, message_id, conversation_id, index)
+         select gen_random_uuid(), id, conversation_id, (state->'pending'->0->>'index')::int from conductor_messages
+         where status = 'paused' and state->'pending'->0 is not null`,
+      );
+      await knex.raw(
+        `update conductor_messages m set response = jsonb_set(m.response, '{pending,id}', to_jsonb(p.id::text))
+         from conductor_pauses p where p.message_id = m.id and m.response->'pending' is not null and jsonb_typeof(m.response->'pending') = 'object'`,
+      );
+    },
+    async down(knex: Knex) {
+      await knex.schema.dropTable('conductor_pauses');
+    },
+  },
 ];

@@ -1,5 +1,6 @@
 import type { Knex } from '@tempora/kit/data';
 import type { CallJournal, CallRecord, RunState } from './domain/conductor.ts';
+import type { Decision } from './domain/decision.ts';
 import { DEFAULT_SETTINGS, type ConductorSettings, type SettingsPatch } from './domain/settings.ts';
 
 export interface ConversationRow {
@@ -48,9 +49,14 @@ export interface ToolCallRow {
 /** How claiming a conversation for a message went. */
 export type Claim = 'claimed' | 'busy' | 'missing';
 
+export type PauseState = 'pending' | 'confirmed' | 'declined' | 'superseded';
+
+/** How claiming a paused call for a decision went: the message to resume, or the state of the call named (none: unknown). */
+export type PauseClaim = { message: MessageRow } | { message?: undefined; state: PauseState | undefined };
+
 const jsonb = (value: unknown) => JSON.stringify(value) as never;
 
-/** All of the conductor's SQL: settings, conversations, messages and the journal of tool calls. */
+/** All of the conductor's SQL: settings, conversations, messages, their pauses and the journal of tool calls. */
 export class ConductorRepository {
   private readonly knex: Knex;
 
@@ -113,20 +119,59 @@ export class ConductorRepository {
       .update({ status: fields.status, reply: fields.reply, response: jsonb(fields.response), state: fields.state ? jsonb(fields.state) : null, updated_at: this.knex.fn.now() });
   }
 
-  /** Stores a message's answer and frees its conversation (held by `holder`) in one statement. */
-  async finishAndRelease(id: string, fields: { status: MessageStatus; reply: string; response: object; state: RunState | null }, conversationId: string, holder: string): Promise<void> {
+  /**
+   * Stores a message's answer and frees its conversation (held by `holder`) in one statement; a paused
+   * answer records its pause (`pause.id`, the id a decision must name) in the same statement.
+   */
+  async finishAndRelease(
+    id: string,
+    fields: { status: MessageStatus; reply: string; response: object; state: RunState | null },
+    conversationId: string,
+    holder: string,
+    pause?: { id: string; index: number },
+  ): Promise<void> {
     await this.knex.raw(
       `with finished as (
          update conductor_messages set status = ?, reply = ?, response = ?::jsonb, state = ?::jsonb, updated_at = now() where id = ? returning id
+       ), paused as (
+         insert into conductor_pauses (id, message_id, conversation_id, index) select ?::uuid, finished.id, ?::uuid, ?::int from finished where ?::uuid is not null
        )
        update conductor_conversations set busy_message = null, busy_since = null, updated_at = now() where id = ? and busy_message = ?`,
-      [fields.status, fields.reply, JSON.stringify(fields.response), fields.state ? JSON.stringify(fields.state) : null, id, conversationId, holder],
+      [fields.status, fields.reply, JSON.stringify(fields.response), fields.state ? JSON.stringify(fields.state) : null, id, pause?.id ?? null, conversationId, pause?.index ?? 0, pause?.id ?? null, conversationId, holder],
     );
   }
 
-  /** Marks the message as being worked on again (a confirmed or declined pause). */
-  async resumeMessage(id: string): Promise<void> {
-    await this.knex('conductor_messages').where({ id }).update({ status: 'running', updated_at: this.knex.fn.now() });
+  /**
+   * Claims the paused call `pauseId` of the conversation for `decision`, and marks its message as being
+   * worked on again, in one statement: of concurrent claims of one call exactly one gets the message (the
+   * others wait on the pause's row, then find it no longer pending), so a call runs at most once and only
+   * for a decision that names it.
+   */
+  async claimPause(conversationId: string, pauseId: string, decision: Decision): Promise<PauseClaim> {
+    const { rows } = (await this.knex.raw(
+      `with claimed as (
+         update conductor_pauses p set state = ?, decided_at = now()
+         from conductor_messages m
+         where p.id = ? and p.conversation_id = ? and p.state = 'pending' and m.id = p.message_id and m.status = 'paused'
+         returning p.message_id
+       )
+       update conductor_messages set status = 'running', updated_at = now() from claimed where conductor_messages.id = claimed.message_id returning conductor_messages.*`,
+      [decision === 'confirm' ? 'confirmed' : 'declined', pauseId, conversationId],
+    )) as { rows: MessageRow[] };
+    if (rows[0]) return { message: rows[0] };
+    const known = await this.knex('conductor_pauses').where({ id: pauseId, conversation_id: conversationId }).first<{ state: PauseState } | undefined>('state');
+    return { state: known?.state };
+  }
+
+  /** A new request came instead of a decision: the paused message is left declined and its pause can no longer be decided. */
+  async supersedePaused(messageId: string): Promise<void> {
+    await this.knex.raw(
+      `with superseded as (
+         update conductor_pauses set state = 'superseded', decided_at = now() where message_id = ? and state = 'pending' returning id
+       )
+       update conductor_messages set status = 'declined', state = null, updated_at = now() where id = ? and status = 'paused'`,
+      [messageId, messageId],
+    );
   }
 
   /** The conversation's paused message, if its latest message is one. */

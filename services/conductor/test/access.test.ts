@@ -1,17 +1,7 @@
 import assert from 'node:assert/strict';
-import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { SignJWT, generateKeyPair } from 'jose';
-import { ADMIN_KEY, CONDUCTOR_KEY, README_REQUEST, conductorEntries, startPlatform, type Platform, type User } from './harness.ts';
+import { ADMIN_KEY, CONDUCTOR_KEY, README_REQUEST, conductorEntries, mcpClient, startPlatform, type Platform, type ToolReply, type User } from './harness.ts';
 import { startSimulation, SERVICE_KEY as SIMULATION_KEY, asUser, type SimulationHarness } from '../../simulation/test/harness.ts';
-
-async function mcpClient(url: string, headers: Record<string, string>): Promise<Client> {
-  const client = new Client({ name: 'conductor-test', version: '1.0.0' });
-  await client.connect(new StreamableHTTPClientTransport(new URL(`${url}/mcp`), { requestInit: { headers } }));
-  return client;
-}
-
-type ToolReply = { structuredContent: Record<string, any>; isError?: boolean; content: Array<{ type: string; text: string }> };
 
 describe('conductor access: credentials, bad input, the gateway route, MCP', function () {
   this.timeout(120_000);
@@ -99,6 +89,10 @@ describe('conductor access: credentials, bad input, the gateway route, MCP', fun
         [{ content: 'hello', conversation_id: 'not-a-uuid' }, 422, /body.conversation_id/],
         [{ content: 'hello', decision: 'maybe', conversation_id: '00000000-0000-4000-8000-000000000000' }, 422, /body.decision/],
         [{ content: 'yes', decision: 'confirm' }, 422, /body.decision/],
+        [{ content: 'yes', decision: 'confirm', conversation_id: '00000000-0000-4000-8000-000000000000' }, 422, /body.pending_id.*pending\.id/],
+        [{ content: 'yes', decision: 'confirm', conversation_id: '00000000-0000-4000-8000-000000000000', pending_id: 'nope' }, 422, /body.pending_id/],
+        [{ content: 'yes', pending_id: '00000000-0000-4000-8000-000000000000' }, 422, /body.pending_id.*conversation_id/],
+        [{ content: 'render it', conversation_id: '00000000-0000-4000-8000-000000000000', pending_id: '00000000-0000-4000-8000-000000000000' }, 422, /body.pending_id.*comes with a decision/],
         [{ content: 'hello', conversation_id: '00000000-0000-4000-8000-000000000000' }, 404, /no conversation/],
       ];
       for (const [body, status, detail] of cases) {
@@ -110,11 +104,11 @@ describe('conductor access: credentials, bad input, the gateway route, MCP', fun
       assert.equal(raw.status, 400);
     });
 
-    it('answers a decision with nothing paused with 409, and one conversation one message at a time', async () => {
+    it('answers a decision naming no paused call with 404, and one conversation one message at a time', async () => {
       const first = (await post(user.headers, { content: 'Tell me about Waterloo' })).body;
-      const decided = await post(user.headers, { content: 'yes', decision: 'confirm', conversation_id: first.conversation_id });
-      assert.equal(decided.status, 409);
-      assert.match(decided.body.detail, /nothing in this conversation is waiting/);
+      const decided = await post(user.headers, { content: 'yes', decision: 'confirm', conversation_id: first.conversation_id, pending_id: '00000000-0000-4000-8000-000000000000' });
+      assert.equal(decided.status, 404);
+      assert.match(decided.body.detail, /no paused call/);
       const both = await Promise.all([0, 1].map(() => post(user.headers, { content: README_REQUEST, conversation_id: first.conversation_id })));
       assert.deepEqual(both.map((reply) => reply.status).sort(), [200, 409]);
     });

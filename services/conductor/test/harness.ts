@@ -3,6 +3,8 @@ import { readFileSync, mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { loadConfig } from '@tempora/kit/runtime';
 import { createLogger } from '@tempora/kit/observability';
 import { serve, type RunningServer } from '@tempora/kit/http';
@@ -225,3 +227,12 @@ export async function startPlatform(options: PlatformOptions = {}): Promise<Plat
 export function conductorEntries(history: Awaited<ReturnType<Platform['history']>>, messageId: string) {
   return history.filter((entry) => entry.idempotency_key.includes(`conductor:${messageId}:`));
 }
+
+/** An MCP client of the conductor's `/mcp`, sending `headers` (the user's credentials) with each request. */
+export async function mcpClient(url: string, headers: Record<string, string>): Promise<Client> {
+  const client = new Client({ name: 'conductor-test', version: '1.0.0' });
+  await client.connect(new StreamableHTTPClientTransport(new URL(`${url}/mcp`), { requestInit: { headers } }));
+  return client;
+}
+
+export type ToolReply = { structuredContent: Record<string, any>; isError?: boolean; content: Array<{ type: string; text: string }> };

@@ -133,7 +133,7 @@ describe('conductor, models through their tool-calling protocols', function () {
       assert.equal(paused.pending.reason, 'ceiling');
       assert.equal(paused.pending.credits, 2);
       assert.equal(aggregator.requests.length, 1);
-      const done = (await viaAggregator.send(user, { content: 'yes', conversation_id: paused.conversation_id })).body;
+      const done = (await viaAggregator.send(user, { content: 'yes', conversation_id: paused.conversation_id, pending_id: paused.pending.id })).body;
       assert.equal(done.status, 'completed');
       assert.equal(done.reply.split('\n')[0], 'Rendered.');
       assert.equal(done.spend.running_total, 2);

@@ -98,7 +98,7 @@ describe('conductor, offline planner', function () {
       assert.ok(first.tools_called.every((call: { credits: number }) => call.credits === 0));
       assert.equal(await platform.balance(user), 50);
 
-      const second = (await platform.send(user, { content: 'confirm', conversation_id: first.conversation_id })).body;
+      const second = (await platform.send(user, { content: 'confirm', conversation_id: first.conversation_id, pending_id: first.pending.id })).body;
       assert.equal(second.message_id, first.message_id);
       assert.equal(second.decision, 'confirm');
       assert.equal(second.status, 'paused');
@@ -106,7 +106,7 @@ describe('conductor, offline planner', function () {
       assert.deepEqual(second.tools_called.map((call: { tool: string; credits: number }) => [call.tool, call.credits]), [['render_scene', 2]]);
       assert.equal(second.spend.running_total, 2);
 
-      const third = (await platform.send(user, { content: 'skip the simulation', conversation_id: first.conversation_id, decision: 'decline' })).body;
+      const third = (await platform.send(user, { content: 'skip the simulation', conversation_id: first.conversation_id, decision: 'decline', pending_id: second.pending.id })).body;
       assert.equal(third.status, 'completed');
       assert.match(third.reply, /As you declined, I did not start a BRANCHING simulation/);
       assert.equal(third.tools_called.some((call: { tool: string }) => call.tool === 'start_simulation'), false);
@@ -120,7 +120,7 @@ describe('conductor, offline planner', function () {
       await settings(user, { autonomy: 'ask_once' });
       const first = (await platform.send(user, { content: README_REQUEST })).body;
       assert.equal(first.pending.tool, 'render_scene');
-      const second = (await platform.send(user, { content: 'yes', conversation_id: first.conversation_id })).body;
+      const second = (await platform.send(user, { content: 'yes', conversation_id: first.conversation_id, pending_id: first.pending.id })).body;
       assert.equal(second.status, 'completed');
       assert.deepEqual(second.tools_called.filter((call: { credits: number }) => call.credits > 0).map((call: { tool: string }) => call.tool), ['render_scene', 'start_simulation']);
       assert.equal(second.spend.running_total, 10);
@@ -133,13 +133,14 @@ describe('conductor, offline planner', function () {
       const first = (await platform.send(user, { content: README_REQUEST })).body;
       assert.equal(first.status, 'paused');
       assert.equal(first.spend.credits_total, 2);
-      assert.deepEqual(first.pending, { index: first.pending.index, tool: 'start_simulation', action: first.pending.action, credits: 8, operation: 'simulation.fidelity-3', reason: 'ceiling', running_total_after: 10, ceiling: 5 });
+      assert.deepEqual(first.pending, { id: first.pending.id, index: first.pending.index, tool: 'start_simulation', action: first.pending.action, credits: 8, operation: 'simulation.fidelity-3', reason: 'ceiling', running_total_after: 10, ceiling: 5 });
       assert.match(first.reply, /start a BRANCHING simulation at fidelity 3.*costs 8 credits.*10 credits, past your spend ceiling of 5 credits/s);
       const paused = await platform.call('conductor', 'GET', `/api/v1/conductor/conversations/${first.conversation_id}`, { headers: user.headers });
       assert.equal(paused.body.messages[0].status, 'paused');
       assert.equal(paused.body.messages[0].pending.tool, 'start_simulation');
+      assert.equal(paused.body.messages[0].pending.id, first.pending.id);
 
-      const second = (await platform.send(user, { content: 'Go ahead', conversation_id: first.conversation_id })).body;
+      const second = (await platform.send(user, { content: 'Go ahead', conversation_id: first.conversation_id, pending_id: first.pending.id })).body;
       assert.equal(second.status, 'completed');
       assert.equal(second.spend.credits_total, 8);
       assert.equal(second.spend.running_total, 10);
