@@ -5,11 +5,12 @@
  * background workers (renderer, expander, judge, daily) run inside the graph service, which alone can open
  * the embedded database. Given DATABASE_URL and REDIS_URL it runs as a cluster does: the graph's renderer,
  * expander and judge as worker processes (daily, a CronJob's once-a-day run in a cluster, stays inside the
- * graph service), and generation's agents on the Redis agent pool with a pool worker. Ctrl-C stops all.
+ * graph service), and generation's agents on the Redis agent pool with a pool worker. Everything listens
+ * on loopback only unless HOST says otherwise. Ctrl-C stops all.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { DEFAULT_PORTS, type ServiceName } from '../services/kit/src/runtime/config.ts';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
@@ -28,147 +29,179 @@ const DEV_DEFAULTS: Record<string, string> = {
   TEMPORA_DATA_DIR: `${root}.tempora`,
   TEMPORA_DOMAIN: 'localhost',
   LOG_LEVEL: 'info',
+  // Every service, metrics port and worker listens on loopback only (conventions.md, "Ports"): set HOST
+  // (0.0.0.0, or one address) to reach them from elsewhere.
+  HOST: '127.0.0.1',
 };
 
-const env: NodeJS.ProcessEnv = { ...process.env };
-const applied: string[] = [];
-for (const [name, value] of Object.entries(DEV_DEFAULTS)) {
-  if (!env[name]) {
-    env[name] = value;
-    applied.push(name);
-  }
-}
-// Each service listens on <SERVICE>_PORT when set (a second platform beside the first, the tour's test),
-// else its conventional port, and reaches its peers there unless told otherwise.
-const portOf = (service: ServiceName) => Number(env[`${service.toUpperCase()}_PORT`] ?? DEFAULT_PORTS[service]);
-const url = (service: ServiceName) => `http://127.0.0.1:${portOf(service)}`;
-for (const service of ORDER) env[`${service.toUpperCase()}_URL`] ??= url(service);
-// Links the platform hands out (scene images) point at the public host, as in a cluster.
-env.PUBLIC_URL ??= url('gateway');
-
 /** One process of the platform: a service, or a worker serving /health and /metrics on its WORKER_PORT. */
-interface Unit {
+export interface Unit {
   name: string;
   script: string;
   args: string[];
-  port: number;
+  /** Where it answers on this machine (its port at HOST, or on loopback). */
+  url: string;
   env: NodeJS.ProcessEnv;
   /** What answers 200 once it is ready (default /health). */
   readyPath?: string;
 }
 
-const services = ORDER.filter((service) => existsSync(`${root}services/${service}/src/main.ts`));
-const units: Unit[] = [];
-// Without Stripe keys, billing sells in test mode against the local Stripe stand-in, whose webhooks reach
-// billing through the gateway as Stripe's would.
-if (services.includes('billing') && !env.STRIPE_SECRET_KEY) {
-  const port = Number(env.STRIPE_STAND_IN_PORT ?? 12111);
-  Object.assign(env, {
-    STRIPE_SECRET_KEY: 'sk_test_tempora_dev',
-    STRIPE_API_URL: `http://127.0.0.1:${port}`,
-    STRIPE_WEBHOOK_SECRET: env.STRIPE_WEBHOOK_SECRET ?? 'whsec_tempora_dev',
-    CHECKOUT_SUCCESS_URL: env.CHECKOUT_SUCCESS_URL ?? `${url('gateway')}/docs?checkout=success&session={CHECKOUT_SESSION_ID}`,
-    CHECKOUT_CANCEL_URL: env.CHECKOUT_CANCEL_URL ?? `${url('gateway')}/docs?checkout=cancelled`,
-  });
-  units.push({
-    name: 'stripe-stand-in',
-    script: 'services/billing/test/stripe-server.ts',
-    args: [],
-    port,
-    env: { STRIPE_STAND_IN_PORT: String(port), STRIPE_WEBHOOK_URL: `${url('gateway')}/api/v1/billing/webhooks/stripe` },
-    readyPath: '/_stand_in/events',
-  });
-}
-for (const service of services) units.push({ name: service, script: `services/${service}/src/main.ts`, args: [], port: portOf(service), env: { PORT: String(portOf(service)) } });
-// Workers listen from WORKER_BASE_PORT (8100) up, in this order.
-let workerPort = Number(env.WORKER_BASE_PORT ?? 8100);
-const worker = (name: string, script: string, args: string[]): Unit => ({ name, script, args, port: workerPort, env: { WORKER_PORT: String(workerPort++) } });
-if (env.DATABASE_URL) {
-  // On the embedded database the graph service runs every worker itself (GRAPH_WORKERS' default); with
-  // PostgreSQL the continuous ones are processes, and daily, which a CronJob runs once a day, stays inside it.
-  for (const role of ['renderer', 'expander', 'judge']) units.push(worker(`graph-${role}`, 'services/graph/src/worker.ts', [role]));
-  env.GRAPH_WORKERS ??= 'daily';
-}
-if (env.REDIS_URL) {
-  env.AGENT_POOL ??= 'redis';
-  if (env.AGENT_POOL === 'redis') units.push(worker('generation-worker', 'services/generation/src/worker.ts', []));
+export interface Plan {
+  /** What every process is given (each unit's own `env` on top). */
+  env: NodeJS.ProcessEnv;
+  /** The development defaults that were applied, by name. */
+  applied: string[];
+  services: ServiceName[];
+  units: Unit[];
+  /** Where a service is reached on this machine. */
+  url(service: ServiceName): string;
 }
 
-const children = new Map<string, ChildProcess>();
-let stopping = false;
-
-function stopAll(code: number): void {
-  if (stopping) return;
-  stopping = true;
-  console.log('\nstopping the platform…');
-  for (const child of children.values()) if (child.exitCode === null) child.kill('SIGTERM');
-  const force = setTimeout(() => {
-    for (const child of children.values()) if (child.exitCode === null) child.kill('SIGKILL');
-  }, 15_000);
-  force.unref();
-  void Promise.all([...children.values()].map((child) => (child.exitCode === null ? new Promise((resolve) => child.once('exit', resolve)) : undefined))).then(() => process.exit(code));
-}
-
-process.on('SIGINT', () => stopAll(0));
-process.on('SIGTERM', () => stopAll(0));
-
-async function healthy(unit: Unit, timeoutMs: number): Promise<boolean> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline && !stopping) {
-    const ok = await fetch(`http://127.0.0.1:${unit.port}${unit.readyPath ?? '/health'}`).then((r) => r.ok, () => false);
-    if (ok) return true;
-    if (children.get(unit.name)?.exitCode !== null) return false;
-    await new Promise((resolve) => setTimeout(resolve, 250));
-  }
-  return false;
-}
-
-function launch(unit: Unit): void {
-  const child = spawn(process.execPath, [unit.script, ...unit.args], { cwd: root, env: { ...env, ...unit.env }, stdio: ['ignore', 'inherit', 'inherit'] });
-  children.set(unit.name, child);
-  child.once('exit', (code, signal) => {
-    if (!stopping) {
-      console.error(`${unit.name} exited (${signal ?? code}); stopping the platform`);
-      stopAll(1);
+/** What `npm start` runs given the environment `base`, and with what: nothing is started. */
+export function plan(base: NodeJS.ProcessEnv): Plan {
+  const env: NodeJS.ProcessEnv = { ...base };
+  const applied: string[] = [];
+  for (const [name, value] of Object.entries(DEV_DEFAULTS)) {
+    if (!env[name]) {
+      env[name] = value;
+      applied.push(name);
     }
-  });
+  }
+  // Each service listens on <SERVICE>_PORT when set (a second platform beside the first, the tour's test),
+  // else its conventional port, and reaches its peers there unless told otherwise: at HOST itself when it
+  // names one address, on loopback when it names all of them.
+  const portOf = (service: ServiceName) => Number(env[`${service.toUpperCase()}_PORT`] ?? DEFAULT_PORTS[service]);
+  const host = ['0.0.0.0', '::'].includes(env.HOST!) ? '127.0.0.1' : env.HOST!.includes(':') ? `[${env.HOST}]` : env.HOST!;
+  const url = (service: ServiceName) => `http://${host}:${portOf(service)}`;
+  for (const service of ORDER) env[`${service.toUpperCase()}_URL`] ??= url(service);
+  // Links the platform hands out (scene images) point at the public host, as in a cluster.
+  env.PUBLIC_URL ??= url('gateway');
+
+  const services = ORDER.filter((service) => existsSync(`${root}services/${service}/src/main.ts`));
+  const units: Unit[] = [];
+  // Without Stripe keys, billing sells in test mode against the local Stripe stand-in (which listens on
+  // loopback only, whatever HOST says), whose webhooks reach billing through the gateway as Stripe's would.
+  if (services.includes('billing') && !env.STRIPE_SECRET_KEY) {
+    const port = Number(env.STRIPE_STAND_IN_PORT ?? 12111);
+    Object.assign(env, {
+      STRIPE_SECRET_KEY: 'sk_test_tempora_dev',
+      STRIPE_API_URL: `http://127.0.0.1:${port}`,
+      STRIPE_WEBHOOK_SECRET: env.STRIPE_WEBHOOK_SECRET ?? 'whsec_tempora_dev',
+      CHECKOUT_SUCCESS_URL: env.CHECKOUT_SUCCESS_URL ?? `${url('gateway')}/docs?checkout=success&session={CHECKOUT_SESSION_ID}`,
+      CHECKOUT_CANCEL_URL: env.CHECKOUT_CANCEL_URL ?? `${url('gateway')}/docs?checkout=cancelled`,
+    });
+    units.push({
+      name: 'stripe-stand-in',
+      script: 'services/billing/test/stripe-server.ts',
+      args: [],
+      url: env.STRIPE_API_URL!,
+      env: { STRIPE_STAND_IN_PORT: String(port), STRIPE_WEBHOOK_URL: `${url('gateway')}/api/v1/billing/webhooks/stripe` },
+      readyPath: '/_stand_in/events',
+    });
+  }
+  // The services behind the gateway believe its X-Forwarded-For (it reaches them from this machine), so the
+  // graph's per-address limits see the client; the gateway believes no one unless TRUSTED_PROXIES says so.
+  const gatewayAddresses = ['127.0.0.0/8', '::1', ...(['0.0.0.0', '::', '127.0.0.1'].includes(env.HOST!) ? [] : [env.HOST!])].join(',');
+  for (const service of services) {
+    const own = service === 'gateway' ? {} : { TRUSTED_PROXIES: gatewayAddresses };
+    units.push({ name: service, script: `services/${service}/src/main.ts`, args: [], url: url(service), env: { PORT: String(portOf(service)), ...own } });
+  }
+  // Workers listen from WORKER_BASE_PORT (8100) up, in this order.
+  let workerPort = Number(env.WORKER_BASE_PORT ?? 8100);
+  const worker = (name: string, script: string, args: string[]): Unit => ({ name, script, args, url: `http://${host}:${workerPort}`, env: { WORKER_PORT: String(workerPort++) } });
+  if (env.DATABASE_URL) {
+    // On the embedded database the graph service runs every worker itself (GRAPH_WORKERS' default); with
+    // PostgreSQL the continuous ones are processes, and daily, which a CronJob runs once a day, stays inside it.
+    for (const role of ['renderer', 'expander', 'judge']) units.push(worker(`graph-${role}`, 'services/graph/src/worker.ts', [role]));
+    env.GRAPH_WORKERS ??= 'daily';
+  }
+  if (env.REDIS_URL) {
+    env.AGENT_POOL ??= 'redis';
+    if (env.AGENT_POOL === 'redis') units.push(worker('generation-worker', 'services/generation/src/worker.ts', []));
+  }
+  return { env, applied, services, units, url };
 }
 
-const workers = units.filter((unit) => unit.env.WORKER_PORT !== undefined);
-console.log(`starting ${units.map((unit) => unit.name).join(', ')} (the first start seeds the graph into ${env.DATABASE_URL ? 'the database' : env.TEMPORA_DATA_DIR}; it takes a minute)…`);
-// Services first (the graph seeds its database), then the workers that share it.
-for (const group of [units.filter((unit) => !workers.includes(unit)), workers]) {
-  for (const unit of group) launch(unit);
-  for (const unit of group) {
-    if (!(await healthy(unit, 300_000))) {
+/** Starts every unit of the plan, services before workers, and stops them all on Ctrl-C or when one exits. */
+async function run({ env, applied, services, units, url }: Plan): Promise<void> {
+  const children = new Map<string, ChildProcess>();
+  let stopping = false;
+
+  function stopAll(code: number): void {
+    if (stopping) return;
+    stopping = true;
+    console.log('\nstopping the platform…');
+    for (const child of children.values()) if (child.exitCode === null) child.kill('SIGTERM');
+    const force = setTimeout(() => {
+      for (const child of children.values()) if (child.exitCode === null) child.kill('SIGKILL');
+    }, 15_000);
+    force.unref();
+    void Promise.all([...children.values()].map((child) => (child.exitCode === null ? new Promise((resolve) => child.once('exit', resolve)) : undefined))).then(() => process.exit(code));
+  }
+
+  process.on('SIGINT', () => stopAll(0));
+  process.on('SIGTERM', () => stopAll(0));
+
+  async function healthy(unit: Unit, timeoutMs: number): Promise<boolean> {
+    const deadline = Date.now() + timeoutMs;
+    while (Date.now() < deadline && !stopping) {
+      const ok = await fetch(`${unit.url}${unit.readyPath ?? '/health'}`).then((r) => r.ok, () => false);
+      if (ok) return true;
+      if (children.get(unit.name)?.exitCode !== null) return false;
+      await new Promise((resolve) => setTimeout(resolve, 250));
+    }
+    return false;
+  }
+
+  function launch(unit: Unit): void {
+    const child = spawn(process.execPath, [unit.script, ...unit.args], { cwd: root, env: { ...env, ...unit.env }, stdio: ['ignore', 'inherit', 'inherit'] });
+    children.set(unit.name, child);
+    child.once('exit', (code, signal) => {
       if (!stopping) {
-        console.error(`${unit.name} did not answer http://127.0.0.1:${unit.port}/health within 5 minutes; stopping the platform`);
+        console.error(`${unit.name} exited (${signal ?? code}); stopping the platform`);
         stopAll(1);
       }
-      break;
+    });
+  }
+
+  const workers = units.filter((unit) => unit.env.WORKER_PORT !== undefined);
+  console.log(`starting ${units.map((unit) => unit.name).join(', ')} (the first start seeds the graph into ${env.DATABASE_URL ? 'the database' : env.TEMPORA_DATA_DIR}; it takes a minute)…`);
+  // Services first (the graph seeds its database), then the workers that share it.
+  for (const group of [units.filter((unit) => !workers.includes(unit)), workers]) {
+    for (const unit of group) launch(unit);
+    for (const unit of group) {
+      if (!(await healthy(unit, 300_000))) {
+        if (!stopping) {
+          console.error(`${unit.name} did not answer ${unit.url}${unit.readyPath ?? '/health'} within 5 minutes; stopping the platform`);
+          stopAll(1);
+        }
+        break;
+      }
     }
   }
-}
-if (!stopping) {
-  console.log('\nTempora is running:');
-  for (const service of services) console.log(`  ${service.padEnd(17)} ${url(service)}   docs ${url(service)}/docs`);
-  if (services.includes('graph')) {
-    // The public host's address first: free read tools with no credential, as a consumer's client meets them.
-    if (services.includes('gateway')) console.log(`  ${'MCP'.padEnd(17)} ${url('gateway')}/api/v1/graph/mcp   (the graph's, on the public host; also ${url('graph')}/mcp/)`);
-    else console.log(`  ${'MCP'.padEnd(17)} ${url('graph')}/mcp/`);
-  }
-  for (const unit of workers) console.log(`  ${unit.name.padEnd(17)} http://127.0.0.1:${unit.port}/metrics`);
-  if (units.some((unit) => unit.name === 'stripe-stand-in')) console.log(`  ${'Stripe stand-in'.padEnd(17)} ${env.STRIPE_API_URL}   (billing in test mode: no real payments)`);
-  if (services.includes('graph')) {
-    const inside = env.GRAPH_WORKERS ?? 'renderer,expander,judge,daily';
-    console.log(`  (graph workers inside the graph service: ${inside === 'none' ? 'none' : inside.split(',').join(', ')}${env.DATABASE_URL ? '' : ', on the embedded database; set DATABASE_URL and REDIS_URL to run them as processes'})`);
-    if (!env.GEMINI_API_KEY && !env.OPENROUTER_API_KEY && !env.OPENROUTER_BASE_URL) {
-      console.log("  (no model key: every model is the offline provider; the Expander's metadata and proposals and the Daily job's entries are labelled placeholders, and the Judge refuses only plain spam)");
+  if (!stopping) {
+    console.log('\nTempora is running:');
+    for (const service of services) console.log(`  ${service.padEnd(17)} ${url(service)}   docs ${url(service)}/docs`);
+    if (services.includes('graph')) {
+      // The public host's address first: free read tools with no credential, as a consumer's client meets them.
+      if (services.includes('gateway')) console.log(`  ${'MCP'.padEnd(17)} ${url('gateway')}/api/v1/graph/mcp   (the graph's, on the public host; also ${url('graph')}/mcp/)`);
+      else console.log(`  ${'MCP'.padEnd(17)} ${url('graph')}/mcp/`);
     }
+    for (const unit of workers) console.log(`  ${unit.name.padEnd(17)} ${unit.url}/metrics`);
+    if (units.some((unit) => unit.name === 'stripe-stand-in')) console.log(`  ${'Stripe stand-in'.padEnd(17)} ${env.STRIPE_API_URL}   (billing in test mode: no real payments)`);
+    if (services.includes('graph')) {
+      const inside = env.GRAPH_WORKERS ?? 'renderer,expander,judge,daily';
+      console.log(`  (graph workers inside the graph service: ${inside === 'none' ? 'none' : inside.split(',').join(', ')}${env.DATABASE_URL ? '' : ', on the embedded database; set DATABASE_URL and REDIS_URL to run them as processes'})`);
+      if (!env.GEMINI_API_KEY && !env.OPENROUTER_API_KEY && !env.OPENROUTER_BASE_URL) {
+        console.log("  (no model key: every model is the offline provider; the Expander's metadata and proposals and the Daily job's entries are labelled placeholders, and the Judge refuses only plain spam)");
+      }
+    }
+    if (applied.length > 0) {
+      console.log('\ndevelopment credentials (set these variables to use your own):');
+      for (const name of applied.filter((name) => /KEY|TOKENS|SECRET/.test(name))) console.log(`  ${name}=${env[name]}`);
+    }
+    console.log('\nCtrl-C stops everything.');
   }
-  if (applied.length > 0) {
-    console.log('\ndevelopment credentials (set these variables to use your own):');
-    for (const name of applied.filter((name) => /KEY|TOKENS|SECRET/.test(name))) console.log(`  ${name}=${env[name]}`);
-  }
-  console.log('\nCtrl-C stops everything.');
 }
+
+if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) await run(plan(process.env));

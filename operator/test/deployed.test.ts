@@ -10,6 +10,7 @@ import type { KubeObject } from '../src/kube/object.ts';
 import * as R from '../src/kube/resources.ts';
 import type { Operator } from '../src/operator.ts';
 import { COUNTS_HOLD_MS } from '../src/reconcilers/status.ts';
+import { PRIVATE_RANGES } from '../src/reconcilers/gateway.ts';
 import { GatewayConfigSchema } from '../../services/gateway/src/config.ts';
 import { KeyStore } from '../../services/gateway/src/domain/keys.ts';
 import { GenerationConfigSchema } from '../../services/generation/src/config.ts';
@@ -345,6 +346,13 @@ describe('what the operator deploys', function () {
       await applyAs(admin, gateway('behind', { trustedProxies: 2 }));
       await waitFor('two proxies', async () => (await hops('behind'))[0] === 2);
       assert.deepEqual(await hops('behind'), [2, 3, 3, 3, 3, 3]);
+      // X-Forwarded-For is believed only from the proxies' addresses: the private ranges by default, or those named.
+      const trusted = async (gw: string) => [GatewayConfigSchema.parse(await data(`${gw}-gateway`)).TRUSTED_PROXIES, GraphConfigSchema.parse(await data(`${gw}-graph`)).TRUSTED_PROXIES];
+      assert.deepEqual(await trusted('behind'), [PRIVATE_RANGES, PRIVATE_RANGES]);
+      assert.deepEqual(await trusted('shared'), [[], PRIVATE_RANGES], 'no proxy in front: the gateway believes no one');
+      await applyAs(admin, gateway('behind', { trustedProxies: 2, trustedProxyAddresses: ['10.42.0.0/16'] }));
+      await waitFor('the named range', async () => (await trusted('behind'))[0]?.[0] === '10.42.0.0/16');
+      assert.deepEqual(await trusted('behind'), [['10.42.0.0/16'], [...PRIVATE_RANGES, '10.42.0.0/16']]);
       await admin.delete(R.Gateway, NS, 'behind');
     });
 

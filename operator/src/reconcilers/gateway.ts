@@ -88,6 +88,19 @@ export function trustedProxies(gw: Gateway): number {
   return gw.spec.trustedProxies ?? (gw.spec.ingress ? 1 : 0);
 }
 
+/** Where pods live on (nearly) every cluster network: the gateway's, and by default the ingress controller's. */
+export const PRIVATE_RANGES = ['10.0.0.0/8', '172.16.0.0/12', '192.168.0.0/16', '100.64.0.0/10', 'fc00::/7'];
+
+/**
+ * TRUSTED_PROXIES of each service: the gateway believes X-Forwarded-For from the proxies in front of it
+ * (spec.trustedProxyAddresses, else the private ranges when it has any), the services behind it from the
+ * gateway's pods too. The kit believes nothing by default, so a client can never pick its own address.
+ */
+export function trustedProxyAddresses(gw: Gateway, svc: string): string {
+  const front = trustedProxies(gw) > 0 ? (gw.spec.trustedProxyAddresses ?? PRIVATE_RANGES) : [];
+  return (svc === 'gateway' ? front : [...new Set([...PRIVATE_RANGES, ...front])]).join(',');
+}
+
 /** Without shared state each service keeps its own, so more than one replica would split it: such a spec is refused. */
 function crowdedWithoutState(gw: Gateway): Blocked | undefined {
   if (hasExternalState(gw)) return undefined;
@@ -120,6 +133,7 @@ export function desiredGatewayChildren(gw: Gateway, withServiceMonitors: boolean
       LOG_LEVEL: spec.logLevel,
       REDIS_KEY_PREFIX: redisKeyPrefix(namespace, gw.metadata.name),
       TRUSTED_PROXY_HOPS: String(svc === 'gateway' ? hops : hops + 1),
+      TRUSTED_PROXIES: trustedProxyAddresses(gw, svc),
     };
     if (spec.corsDomain) config.TEMPORA_DOMAIN = spec.corsDomain;
     if (svc === 'gateway') config.RATE_LIMIT_TIERS = JSON.stringify(spec.rateLimits.tiers);

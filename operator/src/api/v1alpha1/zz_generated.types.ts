@@ -66,7 +66,7 @@ export type RateLimitTier = {
   /** The tiers the gateway knows users by. */
   name: 'free' | 'pro' | 'enterprise';
   requestsPerMinute: number;
-  /** Requests per UTC day; unset keeps the tier's default. */
+  /** Requests per day: a 24-hour window that starts at the account's first request counted in it (not a calendar day); unset keeps the tier's default. */
   dailyLimit?: number;
 };
 
@@ -185,6 +185,8 @@ export type GatewaySpec = {
   redis?: SecretKeyRef;
   /** Proxies in front of the gateway that append the client's address to X-Forwarded-For (an ingress controller is one). Unset, 1 with spec.ingress, else 0. The services behind the gateway trust one more (TRUSTED_PROXY_HOPS). */
   trustedProxies?: number;
+  /** Addresses or CIDRs of those proxies (the ingress controller's pods); X-Forwarded-For is believed only from them (TRUSTED_PROXIES). Unset with proxies to trust, the private ranges (10.0.0.0/8, 172.16.0.0/12, 192.168.0.0/16, 100.64.0.0/10, fc00::/7), where ingress controllers' pods live; set it to the controller's own range where clients can reach the gateway from those ranges too. The services behind the gateway also believe the private ranges, where the gateway's pods are. */
+  trustedProxyAddresses?: string[];
   /** Where every pod of the platform (services and workers) sends its OpenTelemetry traces (OTEL_*). Unset, traces are propagated but exported nowhere. */
   tracing?: TracingSpec;
   /** Exposes the gateway. Without it the platform is reachable only inside the cluster. */
