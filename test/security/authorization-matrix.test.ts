@@ -74,7 +74,7 @@ const REFINED: Record<string, { reason: string; refine: (kind: Kind, outcome: Ou
 for (const op of ['listConversations', 'getConversation', 'deleteConversation', 'sendMessage', 'getSettings', 'updateSettings']) {
   REFINED[`conductor:${op}`] = { reason: 'the conductor acts for a user: a service key must name one in X-User-ID', refine: userOnly, inHandler: true };
 }
-for (const op of ['createCheckout', 'postAppleTransaction', 'getSubscription', 'getBillingHistory']) {
+for (const op of ['createCheckout', 'getSubscription', 'getBillingHistory']) {
   REFINED[`billing:${op}`] = {
     reason: "a user's purchase: the service key must name the user in X-User-ID",
     refine: (kind, outcome) => (kind === 'serviceKey' && outcome === 'admitted' ? 401 : outcome),
