@@ -4,14 +4,14 @@
  * what the upstreams received reconciles with what the ledger charged.
  */
 import assert from 'node:assert/strict';
-import { randomUUID } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import { request as httpRequest, type IncomingHttpHeaders } from 'node:http';
 import { deflateSync, gzipSync } from 'node:zlib';
 import fc from 'fast-check';
 import { SignJWT } from 'jose';
-import { serve, type RunningServer } from '@tempora/kit/http';
+import { serve, signPricedCall, type RunningServer } from '@tempora/kit/http';
 import { isChargeable, priceOf } from '../src/domain/costs.ts';
-import { startGateway, useGateway, type GatewayHarness, type SignedIn } from './harness.ts';
+import { SERVICE_KEY, startGateway, useGateway, type GatewayHarness, type SignedIn } from './harness.ts';
 import type { Recorded } from './upstream.ts';
 
 interface RawReply {
@@ -111,6 +111,9 @@ describe('gateway: one reading of every request (issue 25)', function () {
         assert.deepEqual(JSON.parse(seen.body), { template: 'x', fidelity: 5 });
         assert.equal(seen.headers['content-encoding'], undefined);
         assert.equal(seen.headers['content-length'], String(Buffer.byteLength(seen.body)));
+        // The priced operation, bound to the bytes forwarded, for the service to check against what it runs.
+        const bound = { operation: 'simulation.fidelity-5', method: 'POST', path: '/api/v1/simulate', bodyDigest: createHash('sha256').update(seen.body).digest('hex') };
+        assert.equal(seen.headers['x-priced-operation'], signPricedCall(SERVICE_KEY, bound));
         assert.equal(await balanceOf(gw, payer), start - 20);
       });
     }
@@ -161,7 +164,7 @@ describe('gateway: one reading of every request (issue 25)', function () {
           assert.equal(reply.status, 401, `${name} at ${path}`);
           assert.match(String(reply.headers['www-authenticate']), /invalid_token/);
         }
-        const introspected = await gw.call('POST', '/api/v1/auth/introspect', { headers: { 'X-Service-Key': 'gw-service-key-0123456789' }, body: { token } });
+        const introspected = await gw.call('POST', '/api/v1/auth/introspect', { headers: { 'X-Service-Key': SERVICE_KEY }, body: { token } });
         assert.deepEqual(introspected.body, { active: false }, name);
       }
     });

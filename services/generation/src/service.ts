@@ -50,7 +50,7 @@ export async function createGenerationService(config: GenerationConfig, logger =
   const metrics = new Metrics('generation');
   const generationMetrics = new GenerationMetrics(metrics, { depth: () => runner.depth(), stats: () => runner.stats() }, config.AGENT_POOL_NAME);
   const generator = new Generator({ config, repository, runner, providers, metrics: generationMetrics, logger });
-  const deps = { generator, repository, version: VERSION, heartbeatMs: config.STREAM_HEARTBEAT_MS, providers, permissiveTextModel: config.PERMISSIVE_TEXT_MODEL };
+  const deps = { generator, repository, version: VERSION, heartbeatMs: config.STREAM_HEARTBEAT_MS, providers, permissiveTextModel: config.PERMISSIVE_TEXT_MODEL, serviceKeys: config.SERVICE_KEY };
 
   const { app, openapi, drain } = createApp({
     name: 'generation',

@@ -89,6 +89,7 @@ export async function createSimulationService(config: SimulationConfig, logger =
     heartbeatMs: config.STREAM_HEARTBEAT_MS,
     streamPollMs: config.STREAM_POLL_MS,
     gatewayUrl: config.GATEWAY_URL,
+    serviceKeys: config.SERVICE_KEY,
   };
   const { app, openapi, drain } = createApp({
     name: 'simulation',

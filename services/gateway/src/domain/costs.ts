@@ -1,3 +1,5 @@
+import { generationOperation, simulationOperation } from '@tempora/kit/http';
+
 /** Credits each chargeable operation costs. Published at GET /api/v1/credits/costs. */
 export const GENERATION_PRESET_COSTS = { hyper: 1, balanced: 2, gemini3: 3, hd: 5 } as const;
 export type Preset = keyof typeof GENERATION_PRESET_COSTS;
@@ -25,7 +27,7 @@ interface ChargeableRoute {
 const generation = (body: Record<string, unknown>): PricedOperation => {
   const preset = typeof body.preset === 'string' && body.preset in GENERATION_PRESET_COSTS ? (body.preset as Preset) : DEFAULT_PRESET;
   const image = body.generate_image === true;
-  return { operation: `generation.${preset}${image ? '+image' : ''}`, amount: GENERATION_PRESET_COSTS[preset] + (image ? IMAGE_SURCHARGE : 0) };
+  return { operation: generationOperation(preset, image), amount: GENERATION_PRESET_COSTS[preset] + (image ? IMAGE_SURCHARGE : 0) };
 };
 
 const CHARGEABLE: ChargeableRoute[] = [
@@ -37,7 +39,7 @@ const CHARGEABLE: ChargeableRoute[] = [
     pattern: /^\/api\/v1\/simulate\/?$/,
     price: (body) => {
       const fidelity = typeof body.fidelity === 'number' && Number.isInteger(body.fidelity) && body.fidelity >= 1 && body.fidelity <= 5 ? body.fidelity : DEFAULT_FIDELITY;
-      return { operation: `simulation.fidelity-${fidelity}`, amount: SIMULATION_FIDELITY_COSTS[fidelity as 1], keyed: true };
+      return { operation: simulationOperation(fidelity), amount: SIMULATION_FIDELITY_COSTS[fidelity as 1], keyed: true };
     },
   },
 ];

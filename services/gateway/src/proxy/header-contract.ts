@@ -4,7 +4,7 @@
  */
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
 import { context as otelContext, propagation } from '@opentelemetry/api';
-import type { ProxyTrust } from '@tempora/kit/http';
+import { signPricedCall, type PricedCall, type ProxyTrust } from '@tempora/kit/http';
 import { randomHex } from '@tempora/kit/observability';
 import type { UserPrincipal } from '../credentials.ts';
 
@@ -27,7 +27,7 @@ export interface ClientRequest {
 /** RFC 9110 §7.6.1 hop-by-hop fields, plus the legacy ones proxies still see. */
 const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-authenticate', 'proxy-authorization', 'te', 'trailer', 'trailers', 'transfer-encoding', 'upgrade', 'proxy-connection']);
 /** Request fields that never leave the gateway: credentials, identity claims only the gateway may assert, and fields it sets itself. */
-const STRIPPED_REQUEST = new Set(['host', 'authorization', 'cookie', 'x-api-key', 'x-admin-key', 'x-service-key', 'x-user-id', 'x-user-tier', 'x-request-id', 'traceparent', 'tracestate', 'expect', 'x-forwarded-for', 'x-forwarded-host', 'x-forwarded-proto']);
+const STRIPPED_REQUEST = new Set(['host', 'authorization', 'cookie', 'x-api-key', 'x-admin-key', 'x-service-key', 'x-user-id', 'x-user-tier', 'x-priced-operation', 'x-request-id', 'traceparent', 'tracestate', 'expect', 'x-forwarded-for', 'x-forwarded-host', 'x-forwarded-proto']);
 /** Response fields the gateway owns: its rate-limit state, its CORS policy, its request id, its credit fields. */
 const STRIPPED_RESPONSE = /^(x-ratelimit-|access-control-|x-request-id$|x-credits-|x-balance-after$|retry-after$)/i;
 
@@ -114,6 +114,8 @@ export interface UpstreamIdentity {
   /** The upstream's X-Service-Key. */
   serviceKey: string | undefined;
   trust: ProxyTrust;
+  /** A charged call: what it was priced as, bound to the forwarded request under the service key. */
+  priced?: PricedCall;
 }
 
 /**
@@ -143,10 +145,11 @@ export function upstreamRequestFields(request: ClientRequest, identity: Upstream
   fields.push('x-request-id', request.requestId);
   const trace = outgoingTraceContext(incoming);
   for (const name in trace) fields.push(name, trace[name]!);
-  const { user, serviceKey } = identity;
+  const { user, serviceKey, priced } = identity;
   if (user) {
     fields.push('x-user-id', user.userId, 'x-user-tier', user.tier);
     if (serviceKey) fields.push('x-service-key', serviceKey);
+    if (serviceKey && priced) fields.push('x-priced-operation', signPricedCall(serviceKey, priced));
   }
   return fields;
 }

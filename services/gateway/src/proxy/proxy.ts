@@ -2,7 +2,7 @@ import type { IncomingMessage } from 'node:http';
 import type { Readable } from 'node:stream';
 import { Agent } from 'undici';
 import type { Context, Middleware } from 'koa';
-import { Problem, type ProxyTrust } from '@tempora/kit/http';
+import { bodyDigest, Problem, type ProxyTrust } from '@tempora/kit/http';
 import type { Logger } from '@tempora/kit/observability';
 import type { ChargedJobs } from '../charged-jobs.ts';
 import type { CallCharge, Credits } from '../domain/credits.ts';
@@ -138,7 +138,8 @@ export class Proxy {
   ): void {
     const { upstream, user } = forwarding;
     const target = this.targets[upstream];
-    const identity = { user, serviceKey: this.settings.upstreams[upstream].serviceKey, trust: this.settings.trust };
+    const priced = charge && { operation: charge.price.operation, method: request.method, path: `${target.basePath}${request.path}`, bodyDigest: bodyDigest(Buffer.isBuffer(body) ? body : Buffer.alloc(0)) };
+    const identity = { user, serviceKey: this.settings.upstreams[upstream].serviceKey, trust: this.settings.trust, priced };
     const headers = upstreamRequestFields(request, identity, charge ? ((body as Buffer | undefined)?.length ?? 0) : undefined);
     const headersTimeout = holdsForRender(upstream, request.method, request.path) ? this.settings.syncGenerationTimeoutMs : this.settings.timeoutMs;
     const handler = new UpstreamCall(this.callDeps, { request, upstream, user, charge, headersTimeout, onAnswer, done });

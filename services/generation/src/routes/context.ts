@@ -11,6 +11,8 @@ export interface RouteDeps {
   heartbeatMs: number;
   providers: ProviderSet;
   permissiveTextModel: string;
+  /** SERVICE_KEY: the keys a priced operation from the gateway is signed with (requirePricedAs). */
+  serviceKeys: readonly string[];
 }
 
 const USER_ID = /^[A-Za-z0-9._:@|+-]{1,128}$/;

@@ -10,6 +10,7 @@ export * from './idempotency-key.ts';
 export * from './json-body.ts';
 export * from './jwt.ts';
 export * from './openapi.ts';
+export * from './priced-call.ts';
 export * from './rate-limit.ts';
 export * from './raw-response.ts';
 export * from './request-id.ts';

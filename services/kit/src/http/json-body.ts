@@ -2,6 +2,7 @@ import type { IncomingMessage } from 'node:http';
 import type { Context, Middleware } from 'koa';
 import { sizeInBytes } from '../runtime/config.ts';
 import { Problem } from './errors.ts';
+import { bodyDigest } from './priced-call.ts';
 
 /** Objects and arrays nested deeper than this are refused: no route takes more, and each level costs whoever walks the value. */
 export const JSON_MAX_DEPTH = 64;
@@ -180,6 +181,8 @@ export function jsonBody(limit: string): Middleware {
       return next();
     }
     const bytes = await bodyBytes(ctx.req, maxBytes, tooLarge);
+    // What a priced operation is bound to (priced-call.ts): the bytes as received.
+    ctx.state.bodyDigest = bodyDigest(bytes);
     if (bytes.length === 0) request.body = {};
     else {
       const value = readJson(bytes);

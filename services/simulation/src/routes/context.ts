@@ -19,6 +19,8 @@ export interface RouteDeps {
   streamPollMs: number;
   /** Where paid starts go instead (GATEWAY_URL). */
   gatewayUrl: string;
+  /** SERVICE_KEY: the keys a priced operation from the gateway is signed with (requirePricedAs). */
+  serviceKeys: readonly string[];
 }
 
 /** A run is visible to its owner and to services acting as themselves; to anyone else it does not exist. */

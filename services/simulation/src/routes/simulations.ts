@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { conflict, defineRoute, idempotencyKeyReused, IdempotencyKeySchema, linksTo, openEventStream, Problem, ServerSentEventSchema, toProblem, unprocessable, type RouteDefinition } from '@tempora/kit/http';
+import { conflict, defineRoute, idempotencyKeyReused, IdempotencyKeySchema, linksTo, openEventStream, Problem, requirePricedAs, ServerSentEventSchema, simulationOperation, toProblem, unprocessable, type RouteDefinition } from '@tempora/kit/http';
 import { ANY_CALLER, callerOf, requirePaidStart } from '../auth.ts';
 import { microsToUsd } from '../domain/budgets.ts';
 import { BudgetRefused, TERMINAL } from '../repository.ts';
@@ -43,6 +43,7 @@ export function simulationRoutes(deps: RouteDeps): RouteDefinition[] {
       handler: async (ctx, { body, query, headers }) => {
         const caller = callerOf(ctx);
         requirePaidStart(caller, deps.gatewayUrl);
+        requirePricedAs(ctx, simulationOperation(body.fidelity), deps.serviceKeys);
         let started;
         try {
           started = await simulations.start(body, caller, headers['idempotency-key']);
