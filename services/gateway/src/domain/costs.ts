@@ -1,9 +1,9 @@
-import { generationOperation, simulationOperation } from '@tempora/kit/http';
+import { DEFAULT_GENERATION_PRESET, generationOperation, simulationOperation } from '@tempora/kit/http';
 
 /** Credits each chargeable operation costs. Published at GET /api/v1/credits/costs. */
 export const GENERATION_PRESET_COSTS = { hyper: 1, balanced: 2, gemini3: 3, hd: 5 } as const;
 export type Preset = keyof typeof GENERATION_PRESET_COSTS;
-export const DEFAULT_PRESET: Preset = 'balanced';
+export const DEFAULT_PRESET: Preset = DEFAULT_GENERATION_PRESET;
 /** Added to a generation when `generate_image` is true. */
 export const IMAGE_SURCHARGE = 2;
 /** A simulation run by fidelity (1 to 5); the spec prices runs from $0.15 to $1.00. */

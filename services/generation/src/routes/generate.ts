@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { defineRoute, generationOperation, IdempotencyKeySchema, requirePricedAs, linksTo, notFound, openEventStream, ServerSentEventSchema, type RouteDefinition } from '@tempora/kit/http';
+import { DEFAULT_GENERATION_PRESET, defineRoute, generationOperation, IdempotencyKeySchema, requirePricedAs, linksTo, notFound, openEventStream, ServerSentEventSchema, type RouteDefinition } from '@tempora/kit/http';
 import { problemOf } from '../generator.ts';
 import type { AgentEvent } from '../pipeline/events.ts';
 import type { JobRow } from '../repository.ts';
@@ -57,7 +57,7 @@ export function generateRoutes(deps: RouteDeps): RouteDefinition[] {
       handler: async (ctx, { body }) => {
         const owner = userOf(ctx);
         const selection = generator.prepare(body, owner);
-        requirePricedAs(ctx, generationOperation(selection.preset, body.generate_image), deps.serviceKeys);
+        requirePricedAs(ctx, generationOperation(body.preset ?? DEFAULT_GENERATION_PRESET, body.generate_image), deps.serviceKeys);
         const controller = new AbortController();
         // The response closing before it was written means the client went away: cancel the remaining agents.
         ctx.res.on('close', () => {
@@ -87,7 +87,7 @@ export function generateRoutes(deps: RouteDeps): RouteDefinition[] {
       handler: async (ctx, { body }) => {
         const owner = userOf(ctx);
         const selection = generator.prepare(body, owner);
-        requirePricedAs(ctx, generationOperation(selection.preset, body.generate_image), deps.serviceKeys);
+        requirePricedAs(ctx, generationOperation(body.preset ?? DEFAULT_GENERATION_PRESET, body.generate_image), deps.serviceKeys);
         const stream = openEventStream(ctx, { heartbeatMs: deps.heartbeatMs });
         stream.send('start', {
           request_id: ctx.state.requestId,
@@ -134,7 +134,7 @@ export function generateRoutes(deps: RouteDeps): RouteDefinition[] {
       handler: async (ctx, { body, headers }) => {
         const owner = userOf(ctx);
         const selection = generator.prepare(body, owner);
-        requirePricedAs(ctx, generationOperation(selection.preset, body.generate_image), deps.serviceKeys);
+        requirePricedAs(ctx, generationOperation(body.preset ?? DEFAULT_GENERATION_PRESET, body.generate_image), deps.serviceKeys);
         const { job, replayed } = await generator.submit(body, selection, owner, headers['idempotency-key']);
         ctx.status = 202;
         ctx.set('Location', `/api/v1/timepoints/jobs/${job.id}`);

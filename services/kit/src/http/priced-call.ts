@@ -28,6 +28,12 @@ const mac = (key: string, call: PricedCall) => createHmac('sha256', key).update(
 /** The header's value for `call`, signed with the service key the caller presents. */
 export const signPricedCall = (key: string, call: PricedCall) => `${call.operation}; sig=${mac(key, call).toString('hex')}`;
 
+/**
+ * The preset a generation without one is priced at (the spec's default). The generation service may select
+ * another (an AgentPool's policy default), but what it checks against the price is what was asked.
+ */
+export const DEFAULT_GENERATION_PRESET = 'balanced';
+
 /** The operation names, one spelling for the gateway's price list and the services that run them. */
 export const generationOperation = (preset: string, image: boolean) => `generation.${preset}${image ? '+image' : ''}`;
 export const simulationOperation = (fidelity: number) => `simulation.fidelity-${fidelity}`;
