@@ -287,6 +287,7 @@ describe('helm chart tempora (the platform)', function () {
         logLevel: 'debug',
         corsDomain: 'tempora.example.com',
         trustedProxies: 2,
+        trustedProxyAddresses: ['10.42.0.0/16', 'fd00:42::/64'],
         services: {
           gateway: { replicas: 3, maxUnavailable: 2, resources: { requests: { cpu: '250m', memory: '256Mi' }, limits: { cpu: '2', memory: '1Gi' } } },
           generation: { replicas: 2, maxUnavailable: 1, resources: { requests: { cpu: '250m', memory: '384Mi' }, limits: { memory: '1536Mi' } } },
