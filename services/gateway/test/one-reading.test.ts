@@ -91,6 +91,15 @@ describe('gateway: one reading of every request (issue 25)', function () {
       }
       assert.equal(gw.upstreams.generation.requests.length + gw.upstreams.simulation.requests.length, 0);
     });
+
+    it('answers 404 itself for a canonical target outside its routing table, before any upstream call', async () => {
+      for (const target of ['/API/v1/simulate', '/api/V1/timepoints/generate/sync', '/api/v2/simulate', '/simulate', '/api/v1']) {
+        const reply = await send(gw.url, 'POST', target, { ...user.headers, ...jsonType }, json({ fidelity: 5 }));
+        assert.equal(reply.status, 404, target);
+        assert.match(reply.headers['content-type'] ?? '', /application\/problem\+json/);
+      }
+      assert.equal(Object.values(gw.upstreams).reduce((sum, upstream) => sum + upstream.requests.length, 0), 0);
+    });
   });
 
   describe('the body', () => {
