@@ -2,7 +2,8 @@ import type { Parameters } from 'fast-check';
 
 /**
  * The fast-check parameters of a property: `defaultRuns` in `npm test` (bounded, so the suite stays quick),
- * FC_NUM_RUNS runs when set (the long run of docs/reliability.md), and FC_SEED to replay a reported failure.
+ * FC_NUM_RUNS runs when set (the long run of docs/reliability.md), and FC_SEED with FC_PATH to replay a
+ * reported failure (fast-check prints both).
  */
 export function propertyParameters<T>(defaultRuns: number): Parameters<T> {
   const runs = Number(process.env.FC_NUM_RUNS);
@@ -10,6 +11,7 @@ export function propertyParameters<T>(defaultRuns: number): Parameters<T> {
   return {
     numRuns: Number.isInteger(runs) && runs > 0 ? runs : defaultRuns,
     ...(Number.isInteger(seed) ? { seed } : {}),
+    ...(process.env.FC_PATH ? { path: process.env.FC_PATH } : {}),
   };
 }
 

@@ -76,6 +76,8 @@ export class GraphService {
   private loadSeconds = 0;
   /** Moments changed while a rebuild was reading edges; replayed onto the new index. */
   private pendingDuringLoad: number[] | undefined;
+  /** The last refresh queued; the next one starts when it has applied. */
+  private refreshes: Promise<void> = Promise.resolve();
 
   constructor(repository: GraphRepository, feed: ChangeFeed, settings: GraphServiceSettings, logger: Logger) {
     this.repository = repository;
@@ -87,7 +89,7 @@ export class GraphService {
   /** Subscribes to other replicas' changes and loads the index in the background. */
   async start(): Promise<void> {
     await this.feed.subscribe(
-      (ids) => void this.refresh(ids),
+      (ids) => void this.refresh(ids).catch((error: unknown) => this.logger.error({ err: error }, 'refreshing the index after another replica wrote failed')),
       () => void this.rebuild(),
     );
     void this.rebuild();
@@ -124,9 +126,13 @@ export class GraphService {
         const builder = new IndexBuilder();
         const { hidden, maxNode } = await this.repository.adjacency.loadEdges(builder);
         const memory = { index: builder.freeze(hidden, maxNode), nodes };
-        const replay = this.pendingDuringLoad;
+        // Changes made while the edges were read are replayed onto the new index, and so are those made
+        // while a replay is read: the swap happens only once nothing is left, with no await in between,
+        // so no change lands on the old index alone.
+        for (let replay = this.pendingDuringLoad.splice(0); replay.length > 0; replay = this.pendingDuringLoad.splice(0)) {
+          apply(memory, await this.repository.adjacency.adjacencyOf([...new Set(replay)]));
+        }
         this.pendingDuringLoad = undefined;
-        if (replay.length > 0) apply(memory, await this.repository.adjacency.adjacencyOf([...new Set(replay)]));
         this.memory = memory;
         this.loadSeconds = (performance.now() - started) / 1000;
         this.logger.info(
@@ -143,14 +149,22 @@ export class GraphService {
     return this.loading;
   }
 
-  /** Brings the index up to date for moments whose adjacency changed (here or on another replica). */
-  private async refresh(ids: readonly number[]): Promise<void> {
-    if (ids.length === 0) return;
+  /**
+   * Brings the index up to date for moments whose adjacency changed (here or on another replica).
+   * Refreshes run one after another: two overlapping ones could otherwise apply out of order, and the
+   * older reading would undo the newer (an edge written by a later ingest vanishing from the index).
+   */
+  private refresh(ids: readonly number[]): Promise<void> {
+    if (ids.length === 0) return Promise.resolve();
     this.pendingDuringLoad?.push(...ids);
-    const memory = this.memory;
-    if (!memory) return;
-    apply(memory, await this.repository.adjacency.adjacencyOf(ids));
-    if (memory.index.overlayRatio > this.settings.rebuildRatio && !this.loading) void this.rebuild();
+    const run = this.refreshes.then(async () => {
+      const memory = this.memory;
+      if (!memory) return;
+      apply(memory, await this.repository.adjacency.adjacencyOf(ids));
+      if (memory.index.overlayRatio > this.settings.rebuildRatio && !this.loading) void this.rebuild();
+    });
+    this.refreshes = run.catch(() => undefined);
+    return run;
   }
 
   // ---- writes ----

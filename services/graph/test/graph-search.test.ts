@@ -50,6 +50,13 @@ describe('graph search over the adjacency index', () => {
     assert.deepEqual([...result.hops.keys()], [1, 2]);
   });
 
+  it('filters edges written after the build at the boundary too (found by the index-vs-SQL property)', async () => {
+    const index = build([edge(1, 2, 'thematic', 0.3)]);
+    index.refresh([{ id: 1, hidden: false }], [{ id: 1, ...edge(1, 2, 'thematic', 0.3) }, { id: 2, ...edge(1, 3, 'thematic', 0.3) }]);
+    const result = await traverse(index, 1, { direction: 'future', depth: 1, types: ['thematic'], limit: 10, minWeight: 0.3 });
+    assert.deepEqual([...result.hops.keys()].sort(), [1, 2, 3]);
+  });
+
   it('skips hidden (private) moments', async () => {
     const index = build([edge(1, 2, 'causes'), edge(2, 3, 'causes')], [2]);
     const result = await traverse(index, 1, { direction: 'future', depth: 3, types: ['causes'], limit: 10, minWeight: 0 });

@@ -197,8 +197,11 @@ export class AdjacencyIndex implements NeighborSource {
     }
     for (const edge of edges) {
       if ((this.overlayOut.get(edge.source) ?? []).some((existing) => existing.id === edge.id)) continue;
-      push(this.overlayOut, edge.source, { id: edge.id, neighbor: edge.target, type: packType(edge), weight: edge.weight });
-      push(this.overlayIn, edge.target, { id: edge.id, neighbor: edge.source, type: packType(edge), weight: edge.weight });
+      // Held in single precision like the built rows: a weight of 0.3 kept in double precision would fall
+      // below a min_weight of 0.3, whose bound is rounded to single precision.
+      const weight = Math.fround(edge.weight);
+      push(this.overlayOut, edge.source, { id: edge.id, neighbor: edge.target, type: packType(edge), weight });
+      push(this.overlayIn, edge.target, { id: edge.id, neighbor: edge.source, type: packType(edge), weight });
       this.overlayEdges += 1;
     }
   }
