@@ -107,6 +107,10 @@ export const GatewayConfigSchema = baseConfigSchema('gateway').extend({
   CHARGE_SETTLE_GRACE_MS: positiveInt(300_000),
   /** A charged call accepted for later (202) has its job checked this long after, then half as often each time, down to once a minute. */
   CHARGED_JOB_CHECK_MS: positiveInt(5_000),
+  /** A service that could not delete its part of an account is asked again after this, then twice as long each time (up to an hour). */
+  ACCOUNT_DELETION_RETRY_MS: positiveInt(30_000),
+  /** How often each replica looks for account-deletion steps that are due. */
+  ACCOUNT_DELETION_SWEEP_MS: positiveInt(10_000),
   /** X-Service-Key the gateway presents to each upstream; unset: the first SERVICE_KEY. */
   GENERATION_SERVICE_KEY: optional,
   GRAPH_SERVICE_KEY: optional,

@@ -134,4 +134,34 @@ export const migrations: Migration[] = [
       await knex.schema.dropTableIfExists('open_charges');
     },
   },
+  {
+    name: '004_account_deletions',
+    async up(knex: Knex) {
+      // An account deletion is recorded with the gateway's own rows' removal, in one transaction; each
+      // other service's part is a step, retried until that service confirms it (docs/accounts.md). No
+      // foreign key: the user row is gone. The record keeps only the user's id and the counts deleted.
+      await knex.schema.createTable('account_deletions', (table) => {
+        table.uuid('user_id').primary();
+        table.jsonb('gateway').notNullable();
+        table.timestamp('requested_at', { useTz: true }).notNullable().defaultTo(knex.fn.now());
+        table.timestamp('completed_at', { useTz: true });
+      });
+      await knex.schema.createTable('account_deletion_steps', (table) => {
+        table.uuid('user_id').notNullable().references('account_deletions.user_id').onDelete('CASCADE');
+        table.text('service').notNullable();
+        table.integer('attempts').notNullable().defaultTo(0);
+        table.timestamp('try_after', { useTz: true }).notNullable().defaultTo(knex.fn.now());
+        table.text('last_error');
+        // The service's answer (AccountDeletion) once it confirmed; null while pending.
+        table.jsonb('result');
+        table.timestamp('done_at', { useTz: true });
+        table.primary(['user_id', 'service']);
+      });
+      await knex.raw('create index account_deletion_steps_pending_idx on account_deletion_steps (try_after) where done_at is null');
+    },
+    async down(knex: Knex) {
+      await knex.schema.dropTableIfExists('account_deletion_steps');
+      await knex.schema.dropTableIfExists('account_deletions');
+    },
+  },
 ];

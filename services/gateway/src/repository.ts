@@ -165,14 +165,6 @@ export class GatewayRepository {
   }
 
   /** Deletes the user and, by cascade, every row that belongs to it (the ledger opts in to the deletion). */
-  async deleteUser(id: string): Promise<boolean> {
-    return this.knex.transaction(async (trx) => {
-      await trx.raw(`select set_config('tempora.deleting_account', 'on', true)`);
-      const deleted = await trx('users').where({ id }).delete();
-      return deleted > 0;
-    });
-  }
-
   // ---------------------------------------------------------------- refresh tokens and revocation
 
   async insertRefreshToken(row: { id: string; family_id: string; user_id: string; token_hash: string; expires_at: Date }, trx: Knex = this.knex): Promise<void> {
@@ -415,6 +407,11 @@ export class GatewayRepository {
       base.clone().count<{ count: string }[]>('* as count'),
     ]);
     return { items: items as LedgerRow[], total: Number(count?.count ?? 0) };
+  }
+
+  /** The user's ledger in order, a page after `afterId` at a time (the export streams it whole). */
+  async ledgerAfter(userId: string, afterId: number, limit: number): Promise<LedgerRow[]> {
+    return (await this.knex<LedgerRow>('credit_ledger').where({ user_id: userId }).andWhere('id', '>', afterId).orderBy('id').limit(limit)) as LedgerRow[];
   }
 
   async ledgerSum(userId: string): Promise<number> {

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { AccountDeletionSchema } from '@tempora/kit/http';
 import { TIERS } from './domain/limits.ts';
 
 export const UserSchema = z
@@ -60,3 +61,21 @@ export const Page = z.object({
 });
 
 export const JwksSchema = z.object({ keys: z.array(z.object({ kty: z.string(), crv: z.string(), x: z.string(), y: z.string(), kid: z.string(), alg: z.string(), use: z.string() })) }).meta({ id: 'JWKS' });
+
+export const AccountDeletionReportSchema = z
+  .object({
+    user_id: z.string(),
+    status: z.enum(['completed', 'pending']).describe('pending: a service has not confirmed yet; the gateway retries until it does'),
+    requested_at: z.string(),
+    completed_at: z.string().nullable(),
+    services: z
+      .record(
+        z.string(),
+        z.union([
+          AccountDeletionSchema.extend({ status: z.literal('deleted') }),
+          z.object({ status: z.literal('pending'), attempts: z.number().int(), error: z.string().nullable() }),
+        ]),
+      )
+      .describe('Every service holding account data (the gateway included): what it deleted and kept, or that its part is still pending'),
+  })
+  .meta({ id: 'AccountDeletionReport' });

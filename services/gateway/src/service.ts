@@ -13,7 +13,9 @@ import { KeyStore } from './domain/keys.ts';
 import type { LimitSettings } from './domain/limits.ts';
 import { GitHubSignIn, OidcVerifier } from './domain/providers.ts';
 import { TokenService } from './domain/tokens.ts';
-import { GenerationClient } from './generation-client.ts';
+import { AccountDeletions } from './accounts/account-deletions.ts';
+import { AccountServices } from './accounts/account-services.ts';
+import { DeletionsRepository } from './accounts/deletions-repository.ts';
 import { GatewayMetrics } from './metrics.ts';
 import { migrations } from './migrations.ts';
 import { expressLane } from './proxy/express-lane.ts';
@@ -96,6 +98,8 @@ export async function createGatewayService(config: GatewayConfig, logger = creat
     logger,
   );
   const authCache = new AuthCache(config.AUTH_CACHE_MS);
+  const accountServices = new AccountServices(upstreams, config.UPSTREAM_TIMEOUT_MS);
+  const deletions = new AccountDeletions(new DeletionsRepository(database.knex), accountServices, { retryMs: config.ACCOUNT_DELETION_RETRY_MS, sweepMs: config.ACCOUNT_DELETION_SWEEP_MS }, logger);
   const deps: GatewayRouteDeps = {
     authCache,
     config,
@@ -108,7 +112,9 @@ export async function createGatewayService(config: GatewayConfig, logger = creat
     github: new GitHubSignIn({ clientId: config.GITHUB_CLIENT_ID, clientSecret: config.GITHUB_CLIENT_SECRET, tokenUrl: config.GITHUB_TOKEN_URL, apiUrl: config.GITHUB_API_URL, timeoutMs: config.IDP_TIMEOUT_MS }),
     limiter,
     metrics: gatewayMetrics,
-    generation: new GenerationClient(config.GENERATION_URL, upstreamKey(config.GENERATION_SERVICE_KEY), config.UPSTREAM_TIMEOUT_MS),
+    accountServices,
+    deletions,
+    logger,
     proxy,
   };
   const limits: LimitSettings = { multiplier: config.RATE_LIMIT_MULTIPLIER, anonymousPerMinute: config.RATE_LIMIT_ANONYMOUS_PER_MINUTE, servicePerMinute: config.RATE_LIMIT_SERVICE_PER_MINUTE, tiers: config.RATE_LIMIT_TIERS };
@@ -144,6 +150,7 @@ export async function createGatewayService(config: GatewayConfig, logger = creat
   });
 
   jobs.start();
+  deletions.start();
   return {
     app,
     express: expressLane({ authentication, limiter, windows: (user) => userWindows(user, limits), onLimited: rejected, proxy, metrics, gatewayMetrics, logger }),
@@ -153,6 +160,7 @@ export async function createGatewayService(config: GatewayConfig, logger = creat
     drain,
     close: async () => {
       await jobs.stop();
+      await deletions.stop();
       await proxy.close().catch(() => undefined);
       await redis?.quit().catch(() => undefined);
       await database.close();

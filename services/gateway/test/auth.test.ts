@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { createHash, createHmac, createPublicKey, randomUUID } from 'node:crypto';
 import { SignJWT, generateKeyPair } from 'jose';
-import { admin, bearer, service, startGateway, useGateway, type GatewayHarness } from './harness.ts';
+import { admin, bearer, service, SERVICE_KEY, startGateway, UPSTREAM_KEY, useGateway, type GatewayHarness } from './harness.ts';
 
 const b64 = (value: object) => Buffer.from(JSON.stringify(value)).toString('base64url');
 
@@ -290,21 +290,35 @@ describe('gateway: sign-in and tokens', function () {
       assert.equal(reply.body.tier, 'pro');
       assert.deepEqual(reply.body.providers, ['dev']);
     });
-    it('DELETE /auth/me deletes the scenes through the generation service, then everything here; again: 204', async () => {
-      const generation = gw.upstreams.generation;
-      generation.reset();
-      generation.on('DELETE /api/v1/users/*', (_req, res) => {
+    it('DELETE /auth/me deletes here and in every service, says what went where, and answers the same again', async () => {
+      const services = ['generation', 'graph', 'simulation', 'conductor', 'billing'] as const;
+      for (const name of services) gw.upstreams[name].reset();
+      gw.upstreams.generation.on('DELETE /api/v1/users/*', (_req, res) => {
         res.writeHead(200, { 'content-type': 'application/json' });
-        res.end(JSON.stringify({ deleted: 3 }));
+        res.end(JSON.stringify({ service: 'generation', deleted: { timepoints: 3, jobs: 1 }, kept: {}, notes: [] }));
+      });
+      gw.upstreams.billing.on('DELETE /api/v1/users/*', (_req, res) => {
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end(JSON.stringify({ service: 'billing', deleted: { subscriptions: 1 }, kept: { payments: { count: 2, reason: 'accounting law' } }, notes: [] }));
       });
       const user = await gw.user();
       await gw.call('POST', '/api/v1/users/me/api-keys', { headers: user.headers, body: { name: 'k' } });
       const first = await gw.call('DELETE', '/api/v1/auth/me', { headers: user.headers });
-      assert.equal(first.status, 204);
-      const call = generation.requests.find((r) => r.method === 'DELETE');
-      assert.equal(call?.url, `/api/v1/users/${user.userId}/timepoints`);
-      assert.equal(call?.headers['x-service-key'], 'upstream-service-key-0123456789');
-      assert.equal((await gw.call('DELETE', '/api/v1/auth/me', { headers: user.headers })).status, 204, 'idempotent');
+      assert.equal(first.status, 200, JSON.stringify(first.body));
+      assert.equal(first.body.status, 'completed');
+      assert.deepEqual(first.body.services.gateway.deleted, { identities: 1, sessions: 1, api_keys: 1, ledger_entries: 1, followed_jobs: 0, open_charges: 0, users: 1 });
+      assert.deepEqual(first.body.services.generation.deleted, { timepoints: 3, jobs: 1 });
+      assert.deepEqual(first.body.services.billing.kept, { payments: { count: 2, reason: 'accounting law' } });
+      for (const name of services) {
+        const calls = gw.upstreams[name].requests.filter((r) => r.method === 'DELETE');
+        assert.deepEqual(calls.map((r) => r.url), [`/api/v1/users/${user.userId}/data`], name);
+        assert.equal(calls[0]!.headers['x-service-key'], name === 'generation' || name === 'graph' ? UPSTREAM_KEY : SERVICE_KEY, 'the key configured for that service');
+        assert.equal(first.body.services[name].status, 'deleted');
+      }
+      const again = await gw.call('DELETE', '/api/v1/auth/me', { headers: user.headers });
+      assert.equal(again.status, 200, 'idempotent');
+      assert.deepEqual(again.body, first.body);
+      assert.equal(gw.upstreams.generation.requests.filter((r) => r.method === 'DELETE').length, 1, 'a confirmed part is not asked again');
       assert.equal((await gw.call('GET', '/api/v1/auth/me', { headers: user.headers })).status, 401);
       assert.equal((await gw.call('POST', '/api/v1/auth/refresh', { body: { refresh_token: user.refresh } })).status, 401);
       const knex = gw.instance.deps.repository.knex;
@@ -314,22 +328,45 @@ describe('gateway: sign-in and tokens', function () {
         assert.equal(Number(row!.count), 0, `${table} emptied`);
       }
     });
-    it('treats a 404 from the generation route as nothing to delete, and keeps the account when generation fails', async () => {
-      const generation = gw.upstreams.generation;
-      generation.reset();
-      generation.on('DELETE /api/v1/users/*', (_req, res) => {
-        res.writeHead(404).end();
+    it('completes a deletion once a service that was down is back, asking each service until it confirms', async () => {
+      for (const upstream of Object.values(gw.upstreams)) upstream.reset();
+      let billingUp = false;
+      gw.upstreams.billing.on('DELETE /api/v1/users/*', (req, res) => {
+        if (!billingUp) return void req.socket.destroy();
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end(JSON.stringify({ service: 'billing', deleted: { customers: 1 }, kept: {}, notes: [] }));
       });
-      const gone = await gw.user();
-      assert.equal((await gw.call('DELETE', '/api/v1/auth/me', { headers: gone.headers })).status, 204);
-      generation.on('DELETE /api/v1/users/*', (_req, res) => {
-        res.writeHead(500).end();
+      // An answer outside the contract is not taken for "nothing there".
+      let conductorAnswers = 0;
+      gw.upstreams.conductor.on('DELETE /api/v1/users/*', (_req, res) => {
+        conductorAnswers += 1;
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end(conductorAnswers === 1 ? JSON.stringify({ ok: true }) : JSON.stringify({ service: 'conductor', deleted: { conversations: 2 }, kept: {}, notes: [] }));
       });
-      const kept = await gw.user();
-      const failed = await gw.call('DELETE', '/api/v1/auth/me', { headers: kept.headers });
-      assert.equal(failed.status, 502);
-      assert.equal((await gw.call('GET', '/api/v1/auth/me', { headers: kept.headers })).status, 200, 'nothing deleted');
-      generation.reset();
+      const user = await gw.user();
+      const first = await gw.call('DELETE', '/api/v1/auth/me', { headers: user.headers });
+      assert.equal(first.status, 202, JSON.stringify(first.body));
+      assert.equal(first.body.status, 'pending');
+      assert.equal(first.body.services.billing.status, 'pending');
+      assert.match(first.body.services.billing.error, /billing service could not be reached/);
+      assert.match(first.body.services.conductor.error, /outside the account-data contract/);
+      assert.equal(first.body.services.generation.status, 'deleted');
+      assert.equal((await gw.call('GET', '/api/v1/auth/me', { headers: user.headers })).status, 401, 'every credential stops at once');
+
+      await gw.instance.deps.deletions.sweep();
+      const meanwhile = await gw.call('DELETE', '/api/v1/auth/me', { headers: user.headers });
+      assert.equal(meanwhile.body.services.conductor.status, 'deleted');
+      assert.equal(meanwhile.body.services.billing.status, 'pending');
+      billingUp = true;
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      await gw.instance.deps.deletions.sweep();
+      const done = await gw.call('DELETE', '/api/v1/auth/me', { headers: user.headers });
+      assert.equal(done.status, 200);
+      assert.equal(done.body.status, 'completed');
+      assert.deepEqual(done.body.services.billing.deleted, { customers: 1 });
+      assert.equal(gw.upstreams.generation.requests.filter((r) => r.method === 'DELETE').length, 1, 'generation confirmed once and was not asked again');
+      const steps = await gw.instance.deps.repository.knex('account_deletion_steps').where({ user_id: user.userId }).whereNull('done_at');
+      assert.equal(steps.length, 0, 'nothing left pending');
     });
   });
 

@@ -120,6 +120,9 @@ export async function startGateway(env: Record<string, string> = {}): Promise<Ga
     DEMO_SIGNINS_PER_HOUR: '1000',
     UPSTREAM_TIMEOUT_MS: '1500',
     SYNC_GENERATION_TIMEOUT_MS: '1500',
+    // Tests run the account-deletion sweep themselves; a failed step is due again at once.
+    ACCOUNT_DELETION_SWEEP_MS: '3600000',
+    ACCOUNT_DELETION_RETRY_MS: '1',
     ...env,
   });
   const instance = await createGatewayService(config, createLogger('gateway', 'silent'));

@@ -37,7 +37,7 @@ const CASES: Case[] = [
   { method: 'POST', path: '/api/v1/auth/refresh', body: () => ({ refresh_token: 'tmr_unknown' }), expect: row(401, 401, 401, 401, 403, 401, 401, 401) },
   { method: 'POST', path: '/api/v1/auth/logout', body: () => ({}), expect: row(401, 401, 204, 403, 403, 403, 403, 403) },
   { method: 'GET', path: '/api/v1/auth/me', expect: row(401, 401, 200, 200, 200, 403, 403, 403) },
-  { method: 'DELETE', path: '/api/v1/auth/me', expect: row(401, 401, 204, 403, 403, 403, 403, 403) },
+  { method: 'DELETE', path: '/api/v1/auth/me', expect: row(401, 401, 200, 403, 403, 403, 403, 403) },
   { method: 'POST', path: '/api/v1/auth/dev/token', body: () => ({ external_id: `m-${randomUUID()}` }), expect: row(401, 401, 403, 403, 403, 403, 403, 201) },
   { method: 'POST', path: '/api/v1/auth/service-token', body: () => ({ service: 'matrix' }), expect: row(401, 401, 403, 403, 403, 403, 403, 201) },
   { method: 'POST', path: '/api/v1/users/resolve', body: () => ({ external_id: `r-${randomUUID()}` }), expect: row(401, 401, 403, 403, 403, 201, 201, 403) },

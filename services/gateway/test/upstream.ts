@@ -18,7 +18,10 @@ export interface Upstream {
   url: string;
   name: string;
   requests: Recorded[];
-  /** Handlers by "METHOD /path" (query excluded) or "METHOD /prefix*"; default: 200 JSON echo. */
+  /**
+   * Handlers by "METHOD /path" (query excluded) or "METHOD /prefix*"; default: 200 JSON echo, and the
+   * account-data contract's answers of a service holding nothing of the user.
+   */
   on(route: string, handler: Handler): void;
   reset(): void;
   close(): Promise<void>;
@@ -41,6 +44,11 @@ export async function startUpstream(name: string): Promise<Upstream> {
     const prefix = [...handlers.entries()].find(([key]) => key.endsWith('*') && `${request.method} ${path}`.startsWith(key.slice(0, -1)))?.[1];
     const handler = exact ?? prefix;
     if (handler) return handler(request, response, body);
+    // A service holding no data of the user, as the account-data contract answers it.
+    if (/^\/api\/v1\/users\/[^/]+\/data$/.test(path) && (request.method === 'DELETE' || request.method === 'GET')) {
+      response.writeHead(200, { 'content-type': 'application/json' });
+      return void response.end(JSON.stringify(request.method === 'DELETE' ? { service: name, deleted: {}, kept: {}, notes: [] } : { service: name, kind: 'data', items: [], next_cursor: null }));
+    }
     response.writeHead(200, { 'content-type': 'application/json', 'x-upstream': name });
     response.end(JSON.stringify({ upstream: name, method: request.method, url: request.url }));
   });

@@ -56,26 +56,53 @@ describe('gateway: API keys, export, CORS, health and metrics', function () {
   });
 
   describe('export', () => {
-    it('returns every piece of the user\'s data, scenes included', async () => {
-      gw.upstreams.generation.on('GET /api/v1/users/me/timepoints', (req, res) => {
+    it('streams every piece of the user\'s data from every service, each paged to its end', async () => {
+      const scenes = 2_500;
+      gw.upstreams.generation.on('GET /api/v1/users/*', (req, res) => {
+        const url = new URL(req.url!, 'http://x');
+        assert.equal(req.headers['x-service-key'], 'upstream-service-key-0123456789');
+        const from = Number(url.searchParams.get('cursor') ?? 0);
+        const page = from < scenes ? { kind: 'timepoints', items: Array.from({ length: Math.min(500, scenes - from) }, (_, i) => ({ id: `scene-${from + i}` })), next_cursor: String(from + 500) } : { kind: 'jobs', items: [{ id: 'job-1' }], next_cursor: null };
         res.writeHead(200, { 'content-type': 'application/json' });
-        res.end(JSON.stringify({ items: [{ id: 'scene-1', owner: req.headers['x-user-id'] }], total: 1, limit: 1000, offset: 0 }));
+        res.end(JSON.stringify({ service: 'generation', ...page }));
       });
       const user = await gw.user();
       await gw.call('POST', '/api/v1/users/me/api-keys', { headers: user.headers, body: { name: 'export' } });
       const reply = await gw.call('GET', '/api/v1/users/me/export', { headers: user.headers });
       assert.equal(reply.status, 200);
       assert.match(reply.headers.get('content-disposition') ?? '', /attachment/);
+      assert.equal(reply.body.format, 'tempora-user-export');
+      assert.equal(reply.body.version, 2);
       assert.equal(reply.body.user.id, user.userId);
       assert.equal(reply.body.identities[0].provider, 'dev');
       assert.equal(reply.body.sessions.length, 1);
       assert.equal(reply.body.api_keys[0].name, 'export');
       assert.equal(reply.body.credits.balance, 50);
       assert.equal(reply.body.credits.ledger[0].kind, 'signup_grant');
-      assert.equal(reply.body.timepoints.items[0].owner, user.userId);
+      const exported = reply.body.services.generation.timepoints.map((scene: { id: string }) => scene.id);
+      assert.equal(exported.length, scenes, 'nothing truncated');
+      assert.equal(new Set(exported).size, scenes, 'nothing twice');
+      assert.deepEqual(reply.body.services.generation.jobs, [{ id: 'job-1' }]);
+      assert.deepEqual(Object.keys(reply.body.services), ['generation', 'graph', 'simulation', 'conductor', 'billing']);
+      assert.deepEqual(reply.body.errors, {});
+      assert.equal(reply.body.complete, true);
       assert.ok(!JSON.stringify(reply.body).includes('key_hash'));
       assert.ok(!JSON.stringify(reply.body).includes('token_hash'));
-      gw.upstreams.generation.reset();
+      for (const upstream of Object.values(gw.upstreams)) upstream.reset();
+    });
+    it('names a service that fails midway and marks the document incomplete, never cutting it short silently', async () => {
+      gw.upstreams.simulation.on('GET /api/v1/users/*', (req, res) => {
+        if (new URL(req.url!, 'http://x').searchParams.get('cursor')) return void res.writeHead(503).end();
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end(JSON.stringify({ service: 'simulation', kind: 'runs', items: [{ id: 'run-1' }], next_cursor: 'more' }));
+      });
+      const user = await gw.user();
+      const reply = await gw.call('GET', '/api/v1/users/me/export', { headers: user.headers });
+      assert.equal(reply.status, 200);
+      assert.deepEqual(reply.body.services.simulation, { runs: [{ id: 'run-1' }] });
+      assert.match(reply.body.errors.simulation, /simulation service answered 503/);
+      assert.equal(reply.body.complete, false);
+      for (const upstream of Object.values(gw.upstreams)) upstream.reset();
     });
   });
 

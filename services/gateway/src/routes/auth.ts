@@ -6,7 +6,7 @@ import { demoWindow } from '../domain/limits.ts';
 import type { ExternalIdentity } from '../domain/providers.ts';
 import { TIERS } from '../domain/limits.ts';
 import type { UserRow } from '../repository.ts';
-import { JwksSchema, SignInSchema, TokenPairSchema, UserSchema } from '../schemas.ts';
+import { AccountDeletionReportSchema, JwksSchema, SignInSchema, TokenPairSchema, UserSchema } from '../schemas.ts';
 import { userView } from '../views.ts';
 import { currentUser, type GatewayRouteDeps } from './context.ts';
 
@@ -223,19 +223,26 @@ export function authRoutes(deps: GatewayRouteDeps): RouteDefinition[] {
       method: 'delete',
       path: '/api/v1/auth/me',
       operationId: 'deleteMe',
-      summary: 'Delete the account and all its data',
+      summary: 'Delete the account and all its data, in every service',
       description:
-        'Deletes the user\'s scenes in the generation service first, then every gateway row (identities, sessions, API keys, ledger). Idempotent: a still-valid access token of a deleted account gets 204 again.',
+        'Removes the gateway\'s rows at once (identities, sessions, API keys, ledger: every credential stops working) and records the deletion durably; then asks every service holding the user\'s data (generation, graph, simulation, conductor, billing, which also cancels a paid Stripe plan) to delete it, retrying one that is down until it confirms. 200 when every service confirmed, 202 while some part is pending. Idempotent: a still-valid access token of the deleted account gets the deletion\'s current report (204 when none is on record). See docs/accounts.md.',
       tags: ['auth'],
       security: [BEARER],
-      responses: { 204: { description: 'Deleted (or already deleted)' }, 502: { description: 'The generation service could not delete the scenes; nothing was deleted' } },
+      responses: {
+        200: { description: 'Deleted everywhere: what each service deleted and kept', schema: AccountDeletionReportSchema },
+        202: { description: 'Deleted here; some services\' parts are pending and retried', schema: AccountDeletionReportSchema },
+        204: { description: 'No such account and no deletion of it on record' },
+      },
       handler: async (ctx) => {
         const userId = ctx.state.deletedUserId ?? currentUser(ctx).userId;
-        await deps.generation.deleteScenesOf(userId, ctx.state.requestId);
-        await repository.deleteUser(userId);
+        const report = await deps.deletions.delete(userId, ctx.state.requestId);
         deps.authCache.clear();
-        ctx.status = 204;
-        return undefined;
+        if (!report) {
+          ctx.status = 204;
+          return undefined;
+        }
+        ctx.status = report.status === 'completed' ? 200 : 202;
+        return report;
       },
     }),
     defineRoute({

@@ -1,5 +1,8 @@
 import type { Context } from 'koa';
 import { Problem, type RateLimiter } from '@tempora/kit/http';
+import type { Logger } from '@tempora/kit/observability';
+import type { AccountDeletions } from '../accounts/account-deletions.ts';
+import type { AccountServices } from '../accounts/account-services.ts';
 import type { AuthCache } from '../auth-cache.ts';
 import type { GatewayConfig } from '../config.ts';
 import type { UserPrincipal } from '../credentials.ts';
@@ -7,7 +10,6 @@ import type { Credits } from '../domain/credits.ts';
 import type { KeyStore } from '../domain/keys.ts';
 import type { GitHubSignIn, OidcVerifier } from '../domain/providers.ts';
 import type { TokenService } from '../domain/tokens.ts';
-import type { GenerationClient } from '../generation-client.ts';
 import type { GatewayMetrics } from '../metrics.ts';
 import type { Proxy } from '../proxy/proxy.ts';
 import type { GatewayRepository } from '../repository.ts';
@@ -25,7 +27,10 @@ export interface GatewayRouteDeps {
   credits: Credits;
   limiter: RateLimiter;
   metrics: GatewayMetrics;
-  generation: GenerationClient;
+  /** Each service's side of account deletion and export. */
+  accountServices: AccountServices;
+  deletions: AccountDeletions;
+  logger: Logger;
   proxy: Proxy;
 }
 

@@ -1,11 +1,13 @@
 import { randomUUID } from 'node:crypto';
+import { Readable } from 'node:stream';
 import { z } from 'zod';
 import { defineRoute, linksTo, type RouteDefinition, Problem, notFound } from '@tempora/kit/http';
 import { ADMIN, API_KEY, API_KEY_SCOPES, BEARER, SERVICE } from '../credentials.ts';
 import { TIERS } from '../domain/limits.ts';
 import { API_KEY_PREFIX, API_KEY_VISIBLE, opaqueSecret, sha256 } from '../domain/secrets.ts';
 import { ApiKeySchema, Page, UserSchema, listEnvelope } from '../schemas.ts';
-import { apiKeyView, identityView, ledgerView, sessionView, userView } from '../views.ts';
+import { exportDocument } from '../accounts/account-export.ts';
+import { apiKeyView, userView } from '../views.ts';
 import { currentUser, type GatewayRouteDeps } from './context.ts';
 
 export const MAX_ACTIVE_API_KEYS = 20;
@@ -79,35 +81,20 @@ export function userRoutes(deps: GatewayRouteDeps): RouteDefinition[] {
       method: 'get',
       path: '/api/v1/users/me/export',
       operationId: 'exportMyData',
-      summary: 'Every piece of the user\'s data as one JSON document',
+      summary: 'Every piece of the user\'s data, from every service, as one JSON document',
+      description:
+        'Streamed: the profile, identities, sessions, API keys and the whole ledger, then under `services` each service\'s data by kind (generation: timepoints and jobs; graph: render jobs; simulation; conductor; billing). Nothing is truncated: a service that cannot answer is named in `errors` and the document ends with `"complete": false`. Format: docs/accounts.md.',
       tags: ['users'],
       security: [BEARER],
-      responses: { 200: { description: 'The export (Content-Disposition: attachment)' } },
+      responses: { 200: { description: 'The export (Content-Disposition: attachment)', contentType: 'application/json' }, 404: { description: 'The account no longer exists' } },
       handler: async (ctx) => {
         const { userId } = currentUser(ctx);
-        const user = await repository.findUser(userId);
-        if (!user) throw notFound('the account no longer exists');
-        const [identities, sessions, keys, ledger, scenes] = await Promise.all([
-          repository.identitiesOf(userId),
-          repository.sessionsOf(userId),
-          repository.apiKeysOf(userId),
-          repository.history(userId, 1_000_000, 0),
-          deps.generation.scenesOf(userId, ctx.state.requestId),
-        ]);
+        if (!(await repository.findUser(userId))) throw notFound('the account no longer exists');
         ctx.set('Content-Disposition', `attachment; filename="tempora-export-${userId}.json"`);
         ctx.set('Cache-Control', 'no-store');
-        return {
-          format: 'tempora-user-export',
-          version: 1,
-          exported_at: new Date().toISOString(),
-          user: userView(user, identities),
-          identities: identities.map(identityView),
-          sessions: sessions.map(sessionView),
-          api_keys: keys.map(apiKeyView),
-          credits: { balance: Number(user.balance), ledger: ledger.items.map(ledgerView).reverse() },
-          timepoints: scenes.scenes,
-          ...(scenes.error ? { timepoints_error: scenes.error } : {}),
-        };
+        ctx.type = 'application/json';
+        ctx.body = Readable.from(exportDocument(userId, { repository, services: deps.accountServices, logger: deps.logger }, ctx.state.requestId));
+        return undefined;
       },
     }),
     defineRoute({

@@ -1,4 +1,5 @@
 /** The HTTP side of a service: app, server, routes, problems, credentials, rate limits, SSE, peers. */
+export * from './account-data.ts';
 export * from './app.ts';
 export * from './auth.ts';
 export * from './client-address.ts';
