@@ -90,6 +90,9 @@ export const GatewayConfigSchema = baseConfigSchema('gateway').extend({
   RATE_LIMIT_TIERS: tierLimits,
   RATE_LIMIT_ANONYMOUS_PER_MINUTE: positiveInt(60),
   RATE_LIMIT_SERVICE_PER_MINUTE: positiveInt(6000),
+  /** The spec's access table: every account's reads and writes per minute, whatever its tier. */
+  RATE_LIMIT_AUTHENTICATED_READS_PER_MINUTE: positiveInt(300),
+  RATE_LIMIT_AUTHENTICATED_WRITES_PER_MINUTE: positiveInt(30),
 
   /** Time allowed for an upstream to answer with headers (the conductor's answer may wait for a render). */
   UPSTREAM_TIMEOUT_MS: positiveInt(120_000),

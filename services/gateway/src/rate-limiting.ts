@@ -2,30 +2,37 @@ import type { Context, Middleware } from 'koa';
 import type { RateLimiter, RateWindow } from '@tempora/kit/http';
 import type { Logger } from '@tempora/kit/observability';
 import type { Authentication, UserPrincipal } from './credentials.ts';
-import { anonymousWindows, serviceWindows, tierWindows, type LimitSettings } from './domain/limits.ts';
+import { accountWindows, anonymousWindows, serviceWindows, type AccessKind, type LimitSettings } from './domain/limits.ts';
+import { isOpen, readsOnly, routeOf } from './proxy/routing.ts';
 import type { GatewayMetrics } from './metrics.ts';
 
-/**
- * A signed-in user's windows: their tier's, keyed by the account, so every credential of it (each token,
- * each API key) spends the same minute and day.
- */
-export const userWindows = (user: UserPrincipal, settings: LimitSettings) => tierWindows(user.tier, `user:${user.userId}`, settings);
+/** What a request is for the limits of a signed-in account (domain/limits.ts, `accountWindows`). */
+export function accessKind(method: string, path: string): AccessKind {
+  const upstream = routeOf(path);
+  if (upstream !== undefined && upstream !== 'native' && isOpen(upstream, method, path)) return 'public-read';
+  return readsOnly(method, path) ? 'read' : 'write';
+}
 
-/** Which windows a request counts against: its user's tier, its service, or its address. */
+/**
+ * A signed-in user's windows for a request, keyed by the account, so every credential of it (each token,
+ * each API key) spends the same windows.
+ */
+export const userWindows = (user: UserPrincipal, kind: AccessKind, settings: LimitSettings) => accountWindows(user.tier, `user:${user.userId}`, kind, settings);
+
+/** Which windows a request counts against: its user's, its service's, or its address's. */
 export function gatewayWindows(settings: LimitSettings) {
   return (ctx: Context): RateWindow[] => {
     const { user, principals } = ctx.state;
-    if (user) return userWindows(user, settings);
+    if (user) return userWindows(user, accessKind(ctx.method, ctx.path), settings);
     const principal = principals?.values().next().value;
     if (principal) return serviceWindows(principal.id, settings);
     return anonymousWindows(ctx.ip, settings);
   };
 }
 
-/** Counts a refusal by kind of window: `tier-<tier>` for a user's minute, else the window's name. */
+/** Counts a refusal by the window that refused: `tier-<tier>` for a tier's minute, else the window's name. */
 export function countRejection(metrics: GatewayMetrics) {
-  return (windows: RateWindow[], user: UserPrincipal | undefined) =>
-    metrics.rateLimited.inc({ window: windows[0]?.name === 'tier-minute' && user ? `tier-${user.tier}` : (windows[0]?.name ?? 'unknown') });
+  return (refusedBy: string, user: UserPrincipal | undefined) => metrics.rateLimited.inc({ window: refusedBy === 'tier-minute' && user ? `tier-${user.tier}` : refusedBy });
 }
 
 /** The operational and documentation routes: never refused, so probes and scrapes always answer, and not counted. */

@@ -117,7 +117,14 @@ export async function createGatewayService(config: GatewayConfig, logger = creat
     logger,
     proxy,
   };
-  const limits: LimitSettings = { multiplier: config.RATE_LIMIT_MULTIPLIER, anonymousPerMinute: config.RATE_LIMIT_ANONYMOUS_PER_MINUTE, servicePerMinute: config.RATE_LIMIT_SERVICE_PER_MINUTE, tiers: config.RATE_LIMIT_TIERS };
+  const limits: LimitSettings = {
+    multiplier: config.RATE_LIMIT_MULTIPLIER,
+    anonymousPerMinute: config.RATE_LIMIT_ANONYMOUS_PER_MINUTE,
+    servicePerMinute: config.RATE_LIMIT_SERVICE_PER_MINUTE,
+    authenticatedReadsPerMinute: config.RATE_LIMIT_AUTHENTICATED_READS_PER_MINUTE,
+    authenticatedWritesPerMinute: config.RATE_LIMIT_AUTHENTICATED_WRITES_PER_MINUTE,
+    tiers: config.RATE_LIMIT_TIERS,
+  };
 
   const rejected = countRejection(gatewayMetrics);
   const authentication = authenticate({ cache: authCache, keys, repository, issuer: config.JWT_ISSUER, audience: config.JWT_AUDIENCE, serviceKeys: config.SERVICE_KEY, adminKey: config.ADMIN_KEY });
@@ -133,7 +140,7 @@ export async function createGatewayService(config: GatewayConfig, logger = creat
     metrics,
     authenticators: [],
     identify: authentication.middleware,
-    rateLimit: { limiter, windows: gatewayWindows(limits), onLimited: (ctx, windows) => rejected(windows, ctx.state.user) },
+    rateLimit: { limiter, windows: gatewayWindows(limits), onLimited: (ctx, refusedBy) => rejected(refusedBy, ctx.state.user) },
     beforeOperations: [canonicalRequestTarget, reportUncounted(authentication, limiter, gatewayWindows(limits), logger)],
     beforeBody: [
       async (ctx, next) => {
@@ -153,7 +160,7 @@ export async function createGatewayService(config: GatewayConfig, logger = creat
   deletions.start();
   return {
     app,
-    express: expressLane({ authentication, limiter, windows: (user) => userWindows(user, limits), onLimited: rejected, proxy, metrics, gatewayMetrics, logger }),
+    express: expressLane({ authentication, limiter, windows: (user, kind) => userWindows(user, kind, limits), onLimited: rejected, proxy, metrics, gatewayMetrics, logger }),
     openapi,
     logger,
     deps,

@@ -46,7 +46,8 @@ describe('gateway token introspection (RFC 7662)', function () {
 
     const gone = await gw.user();
     assert.equal((await introspect(gone.access)).body.active, true);
-    assert.equal((await gw.call('DELETE', '/api/v1/auth/me', { headers: gone.headers })).status, 200);
+    const deleted = await gw.call('DELETE', '/api/v1/auth/me', { headers: gone.headers });
+    assert.equal(deleted.status, 200, JSON.stringify(deleted.body));
     assert.deepEqual((await introspect(gone.access)).body, { active: false });
   });
 

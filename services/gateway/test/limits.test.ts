@@ -55,13 +55,38 @@ describe('gateway: rate limits', function () {
     const user = await gw.user({ tier: 'free' });
     const limiter = gw.instance.deps.limiter;
     const { tierWindows } = await import('../src/domain/limits.ts');
-    const windows = tierWindows('free', `user:${user.userId}`, { multiplier: 1, anonymousPerMinute: 60, servicePerMinute: 6000 });
+    const windows = tierWindows('free', `user:${user.userId}`, { multiplier: 1, anonymousPerMinute: 60, servicePerMinute: 6000, authenticatedReadsPerMinute: 300, authenticatedWritesPerMinute: 30 });
     // Spend 95 of the day's 100 directly in the day window.
     for (let i = 0; i < 95; i += 1) await limiter.consume([windows[1]!]);
     const reply = await gw.call('GET', '/api/v1/auth/me', { headers: user.headers });
     assert.equal(reply.status, 200);
     assert.deepEqual([headersOf(reply).limit, headersOf(reply).remaining], [100, 4]);
     assert.ok(headersOf(reply).reset > 60);
+  });
+
+  it('never lowers a limit by signing in: public reads spend only the account\'s 300 reads a minute, not the tier\'s', async () => {
+    const user = await gw.user({ tier: 'free' });
+    const publicReads = await Promise.all(Array.from({ length: 61 }, () => gw.call('GET', '/api/v1/graph/moments', { headers: user.headers })));
+    assert.deepEqual([...new Set(publicReads.map((reply) => reply.status))], [200], 'past the anonymous 60 and the Free 10 a minute');
+    assert.equal(headersOf(publicReads[0]!).limit, 300);
+    const own = await gw.call('GET', '/api/v1/credits/balance', { headers: user.headers });
+    assert.deepEqual([headersOf(own).limit, headersOf(own).remaining], [10, 9], 'the account\'s own reads spend the tier\'s minute, which public reads left alone');
+    const anonymous = await Promise.all(Array.from({ length: 61 }, () => gw.call('GET', '/api/v1/graph/moments', { headers: { 'X-Forwarded-For': '203.0.113.90' } })));
+    assert.equal(anonymous.filter((reply) => reply.status === 429).length, 1, 'an anonymous caller gets 60');
+  });
+
+  it('bounds every account at 30 writes a minute whatever its tier, and counts the refusal by that window', async () => {
+    const enterprise = await gw.user({ tier: 'enterprise' });
+    const writes = [];
+    for (let i = 0; i < 31; i += 1) writes.push(await gw.call('POST', '/api/v1/graph/moments', { headers: enterprise.headers, body: { i } }));
+    assert.equal(writes.filter((reply) => reply.status === 429).length, 1);
+    assert.equal(headersOf(writes[0]!).limit, 30);
+    assert.equal(writes[30]!.status, 429);
+    const read = await gw.call('GET', '/api/v1/auth/me', { headers: enterprise.headers });
+    assert.equal(read.status, 200, 'reads have their own window');
+    assert.equal(headersOf(read).limit, 300);
+    const metrics = await gw.call('GET', '/metrics');
+    assert.match(metrics.body, /gateway_rate_limit_rejections_total\{window="authenticated-writes"[^}]*\} [1-9]/);
   });
 
   it('limits an account\'s API keys with its tokens, and anonymous callers per IP', async () => {

@@ -100,6 +100,8 @@ export class DeletionsRepository {
   /** The service confirmed its part; the deletion completes with its last step. */
   async complete(userId: string, service: string, result: AccountDeletion): Promise<void> {
     await this.knex.transaction(async (trx) => {
+      // Steps of one account complete concurrently: the record's lock makes the last of them see the others.
+      await trx('account_deletions').where({ user_id: userId }).forUpdate().first('user_id');
       await trx('account_deletion_steps').where({ user_id: userId, service }).update({ result: JSON.stringify(result), done_at: trx.fn.now(), last_error: null });
       const open = await trx('account_deletion_steps').where({ user_id: userId }).whereNull('done_at').first('service');
       if (!open) await trx('account_deletions').where({ user_id: userId }).whereNull('completed_at').update({ completed_at: trx.fn.now() });

@@ -15,6 +15,9 @@ export interface LimitSettings {
   multiplier: number;
   anonymousPerMinute: number;
   servicePerMinute: number;
+  /** The spec's "authenticated reads" and "authenticated writes" per minute, per account, whatever the tier. */
+  authenticatedReadsPerMinute: number;
+  authenticatedWritesPerMinute: number;
   /** The tiers' limits as configured (RATE_LIMIT_TIERS); TIER_LIMITS where unset. */
   tiers?: Record<Tier, { perMinute: number; perDay: number }>;
 }
@@ -28,6 +31,26 @@ export function tierWindows(tier: Tier, subject: string, settings: LimitSettings
     { name: 'tier-minute', points: scaled(limits.perMinute, settings.multiplier), durationSeconds: 60, key: subject },
     { name: 'tier-day', points: scaled(limits.perDay, settings.multiplier), durationSeconds: 86_400, key: subject },
   ];
+}
+
+/**
+ * What a signed-in request is, for its limits: a read anyone may make without a credential (the graph's
+ * public reads and MCP read tools, public images), another read, or a write.
+ */
+export type AccessKind = 'public-read' | 'read' | 'write';
+
+/**
+ * The windows an account's request of `kind` spends (docs/gateway.md, "How the limits combine"). Every
+ * read shares the account's authenticated-reads window and every write its authenticated-writes window,
+ * whatever the tier; what is not a public read also spends the tier's minute and day. So signing in never
+ * lowers a limit (a public read gets the reads window, above the anonymous 60 per minute, and no tier
+ * window), and no tier writes more than the spec's 30 per minute.
+ */
+export function accountWindows(tier: Tier, subject: string, kind: AccessKind, settings: LimitSettings): RateWindow[] {
+  const reads: RateWindow = { name: 'authenticated-reads', points: scaled(settings.authenticatedReadsPerMinute, settings.multiplier), durationSeconds: 60, key: subject };
+  if (kind === 'public-read') return [reads];
+  const access: RateWindow = kind === 'read' ? reads : { name: 'authenticated-writes', points: scaled(settings.authenticatedWritesPerMinute, settings.multiplier), durationSeconds: 60, key: subject };
+  return [access, ...tierWindows(tier, subject, settings)];
 }
 
 export const anonymousWindows = (ip: string, settings: LimitSettings): RateWindow[] => [

@@ -2,7 +2,9 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { Problem, repeatedCredential, toProblem, unexpectedProblem, type Admission, type RateLimiter, type RateWindow, sendProblem, requestIdFor, type ExpressLane } from '@tempora/kit/http';
 import type { Logger, Metrics } from '@tempora/kit/observability';
 import type { Authentication, UserPrincipal } from '../credentials.ts';
+import type { AccessKind } from '../domain/limits.ts';
 import type { GatewayMetrics } from '../metrics.ts';
+import { accessKind } from '../rate-limiting.ts';
 import { decide } from './decision.ts';
 import { headerValue } from './header-contract.ts';
 import type { Proxy } from './proxy.ts';
@@ -12,8 +14,8 @@ import { PROXY_ROUTE } from './routing.ts';
 export interface ExpressLaneDeps {
   authentication: Authentication;
   limiter: RateLimiter;
-  windows: (user: UserPrincipal) => RateWindow[];
-  onLimited: (windows: RateWindow[], user: UserPrincipal) => void;
+  windows: (user: UserPrincipal, kind: AccessKind) => RateWindow[];
+  onLimited: (refusedBy: string, user: UserPrincipal) => void;
   proxy: Proxy;
   metrics: Metrics;
   gatewayMetrics: GatewayMetrics;
@@ -33,11 +35,11 @@ export interface ExpressLaneDeps {
 export function expressLane(deps: ExpressLaneDeps): ExpressLane {
   // The authentication keeps one principal per credential while it is fresh, so its windows are worked out
   // once (with the kept principals, part of what took the lane from 110 to 58–68 µs of CPU per request).
-  const windowsOf = new WeakMap<UserPrincipal, RateWindow[]>();
-  const windowsFor = (user: UserPrincipal) => {
-    let windows = windowsOf.get(user);
-    if (!windows) windowsOf.set(user, (windows = deps.windows(user)));
-    return windows;
+  const windowsOf = new WeakMap<UserPrincipal, Partial<Record<AccessKind, RateWindow[]>>>();
+  const windowsFor = (user: UserPrincipal, kind: AccessKind) => {
+    let byKind = windowsOf.get(user);
+    if (!byKind) windowsOf.set(user, (byKind = {}));
+    return (byKind[kind] ??= deps.windows(user, kind));
   };
   return (req: IncomingMessage, res: ServerResponse): boolean => {
     const url = req.url ?? '';
@@ -72,11 +74,11 @@ export function expressLane(deps: ExpressLaneDeps): ExpressLane {
       sendProblem(res, problem, path);
       finish(problem.status);
     };
-    const windows = windowsFor(user);
-    const proceed = ({ headers: limits, refusal }: Admission) => {
+    const windows = windowsFor(user, accessKind(method, path));
+    const proceed = ({ headers: limits, refusal, refusedBy }: Admission) => {
       for (const name in limits) responseFields.push(name, limits[name]!);
       if (refusal) {
-        deps.onLimited(windows, user);
+        deps.onLimited(refusedBy!, user);
         return fail(refusal);
       }
       const request = { req, res, method, path, querystring: queryAt < 0 ? '' : url.slice(queryAt + 1), requestId, responseFields };

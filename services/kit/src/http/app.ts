@@ -12,7 +12,7 @@ import type { Logger } from '../observability/logger.ts';
 import type { Metrics } from '../observability/metrics.ts';
 import { jsonBody } from './json-body.ts';
 import { buildOpenApi, docsRouter } from './openapi.ts';
-import type { RateLimiter, RateWindow, WindowResolver } from './rate-limit.ts';
+import type { RateLimiter, WindowResolver } from './rate-limit.ts';
 import { requestId } from './request-id.ts';
 import { identify, mountRoutes, refuseInvalidCredentials, STRICT_PATHS, type RouteDefinition } from './routes.ts';
 
@@ -36,7 +36,7 @@ export interface ServiceDefinition {
    * in `ctx.state.credentialProblem` for after rate limiting.
    */
   identify?: Koa.Middleware;
-  rateLimit?: { limiter: RateLimiter; windows: WindowResolver; onLimited?: (ctx: Koa.Context, windows: RateWindow[]) => void };
+  rateLimit?: { limiter: RateLimiter; windows: WindowResolver; onLimited?: (ctx: Koa.Context, refusedBy: string) => void };
   /** Run after credentials are checked and before the body is parsed: whatever must stream the raw body (a proxy). */
   beforeBody?: Koa.Middleware[];
   /** Run before CORS preflights and the operational and documentation routes are answered (the gateway reports its rate-limit state on those too). */

@@ -35,6 +35,8 @@ interface Outcome {
 }
 
 export interface RateState {
+  /** The name of the tightest window, the one the state is of. */
+  window: string;
   limit: number;
   remaining: number;
   resetSeconds: number;
@@ -56,6 +58,7 @@ function tighter(worst: Outcome, outcome: Outcome): Outcome {
 }
 
 const stateOf = (worst: Outcome): RateState => ({
+  window: worst.window.name,
   limit: worst.window.points,
   remaining: worst.remaining,
   resetSeconds: Math.max(1, Math.ceil(worst.msBeforeNext / 1000)),
@@ -268,15 +271,15 @@ export class RateLimiter {
     return rateLimitHeaders(stateOf(outcomes.reduce(tighter)));
   }
 
-  /** `onLimited` observes each refusal (e.g. to count it by window in a metric). */
-  middleware(resolve: WindowResolver, onLimited?: (ctx: Context, windows: RateWindow[]) => void) {
+  /** `onLimited` observes each refusal with the window that refused (e.g. to count it by window in a metric). */
+  middleware(resolve: WindowResolver, onLimited?: (ctx: Context, refusedBy: string) => void) {
     return async (ctx: Context, next: Next): Promise<void> => {
       const windows = resolve(ctx);
       if (windows.length === 0) return next();
-      const { headers, refusal } = await this.admit(windows);
+      const { headers, refusal, refusedBy } = await this.admit(windows);
       ctx.set(headers);
       if (refusal) {
-        onLimited?.(ctx, windows);
+        onLimited?.(ctx, refusedBy!);
         throw refusal;
       }
       await next();
@@ -287,6 +290,8 @@ export class RateLimiter {
 export interface Admission {
   headers: Record<string, string>;
   refusal?: Problem;
+  /** The window that refused (with `refusal`). */
+  refusedBy?: string;
 }
 
 function admission(state: RateState): Admission {
@@ -295,5 +300,6 @@ function admission(state: RateState): Admission {
   return {
     headers,
     refusal: new Problem(429, `rate limit of ${state.limit} requests exceeded; retry in ${state.resetSeconds} s`, { headers: { ...headers, 'Retry-After': String(state.resetSeconds) } }),
+    refusedBy: state.window,
   };
 }
