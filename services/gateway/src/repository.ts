@@ -160,11 +160,40 @@ export class GatewayRepository {
     throw new Error('could not resolve the identity after three attempts');
   }
 
+  /**
+   * Links (provider, subject) to the user. `taken` when another account holds it: accounts are never
+   * merged silently. Serialised with unlinking on the user's row.
+   */
+  async linkIdentity(userId: string, identity: { provider: string; subject: string; email: string | null }): Promise<{ outcome: 'linked' | 'already' | 'taken'; identity?: IdentityRow }> {
+    return this.knex.transaction(async (trx) => {
+      await trx('users').where({ id: userId }).forUpdate().first('id');
+      const [inserted] = (await trx('identities')
+        .insert({ provider: identity.provider, subject: identity.subject, user_id: userId, email: identity.email })
+        .onConflict(['provider', 'subject'])
+        .ignore()
+        .returning('*')) as IdentityRow[];
+      if (inserted) return { outcome: 'linked', identity: inserted };
+      const holder = (await trx<IdentityRow>('identities').where({ provider: identity.provider, subject: identity.subject }).first())!;
+      return holder.user_id === userId ? { outcome: 'already', identity: holder } : { outcome: 'taken' };
+    });
+  }
+
+  /** Unlinks one of the user's identities unless it is the last way to sign in to the account. */
+  async unlinkIdentity(userId: string, provider: string, subject: string): Promise<'removed' | 'missing' | 'last'> {
+    return this.knex.transaction(async (trx) => {
+      await trx('users').where({ id: userId }).forUpdate().first('id');
+      const identities = (await trx<IdentityRow>('identities').where({ user_id: userId })) as IdentityRow[];
+      if (!identities.some((identity) => identity.provider === provider && identity.subject === subject)) return 'missing';
+      if (identities.length === 1) return 'last';
+      await trx('identities').where({ user_id: userId, provider, subject }).delete();
+      return 'removed';
+    });
+  }
+
   async setTier(id: string, tier: Tier): Promise<void> {
     await this.knex('users').where({ id }).update({ tier, updated_at: this.knex.fn.now() });
   }
 
-  /** Deletes the user and, by cascade, every row that belongs to it (the ledger opts in to the deletion). */
   // ---------------------------------------------------------------- refresh tokens and revocation
 
   async insertRefreshToken(row: { id: string; family_id: string; user_id: string; token_hash: string; expires_at: Date }, trx: Knex = this.knex): Promise<void> {

@@ -79,3 +79,7 @@ export const AccountDeletionReportSchema = z
       .describe('Every service holding account data (the gateway included): what it deleted and kept, or that its part is still pending'),
   })
   .meta({ id: 'AccountDeletionReport' });
+
+export const IdentitySchema = z
+  .object({ provider: z.string(), subject: z.string(), email: z.string().nullable(), created_at: z.string() })
+  .meta({ id: 'Identity', description: 'A sign-in provider\'s identity linked to the account' });

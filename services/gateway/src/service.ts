@@ -24,6 +24,7 @@ import { canonicalRequestTarget } from './proxy/request-target.ts';
 import { countRejection, gatewayWindows, reportUncounted, userWindows } from './rate-limiting.ts';
 import { GatewayRepository } from './repository.ts';
 import { authRoutes } from './routes/auth.ts';
+import { identityRoutes } from './routes/identities.ts';
 import { balanceRoutes } from './routes/balances.ts';
 import { billingLedgerRoutes } from './routes/billing-ledger.ts';
 import type { GatewayRouteDeps } from './routes/context.ts';
@@ -149,7 +150,7 @@ export async function createGatewayService(config: GatewayConfig, logger = creat
       },
       proxy.middleware(),
     ],
-    routes: [...authRoutes(deps), ...userRoutes(deps), ...creditRoutes(deps), ...billingLedgerRoutes(deps), ...balanceRoutes(deps), ...introspectionRoutes(deps)],
+    routes: [...authRoutes(deps), ...identityRoutes(deps), ...userRoutes(deps), ...creditRoutes(deps), ...billingLedgerRoutes(deps), ...balanceRoutes(deps), ...introspectionRoutes(deps)],
     health: async () => {
       const db = await database.ping();
       return { status: db ? 'ok' : 'degraded', database: db, redis: redis ? redis.isReady : null };

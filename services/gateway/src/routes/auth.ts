@@ -11,13 +11,13 @@ import { userView } from '../views.ts';
 import { currentUser, type GatewayRouteDeps } from './context.ts';
 
 const token = z.string().min(10).max(10_000);
-const AppleBody = z.object({
+export const AppleBody = z.object({
   identity_token: token.meta({ description: 'the identity token Sign in with Apple returned to the app' }),
   nonce: z.string().min(1).max(512).optional().meta({ description: 'the raw nonce the app sent (its SHA-256 or itself must equal the token\'s nonce claim)' }),
   name: z.string().max(200).optional().meta({ description: 'the name Apple gave the app at the first sign-in (it is not in the token)' }),
 });
-const GoogleBody = z.object({ id_token: token, nonce: z.string().min(1).max(512).optional() });
-const GitHubBody = z.object({
+export const GoogleBody = z.object({ id_token: token, nonce: z.string().min(1).max(512).optional() });
+export const GitHubBody = z.object({
   code: z.string().min(1).max(512),
   redirect_uri: z.url().optional(),
   code_verifier: z.string().min(43).max(128).optional().meta({ description: 'PKCE verifier, when the authorization request carried a challenge' }),
