@@ -132,4 +132,14 @@ export const migrations: Migration[] = [
       });
     },
   },
+  {
+    name: '004_runs_by_owner_and_id',
+    async up(knex: Knex) {
+      // An account's export pages through its runs by id.
+      await knex.raw('create index simulation_runs_owner_id_idx on simulation_runs (owner, id)');
+    },
+    async down(knex: Knex) {
+      await knex.raw('drop index simulation_runs_owner_id_idx');
+    },
+  },
 ];

@@ -19,10 +19,12 @@ export interface RunnerSettings {
   exposureRetries: number;
 }
 
+const FOREIGN_KEY_VIOLATION = '23503';
+
 /** Why a run's abort signal fired. */
 class Stop extends Error {
-  readonly why: 'cancelled' | 'shutdown' | 'lost';
-  constructor(why: 'cancelled' | 'shutdown' | 'lost') {
+  readonly why: 'cancelled' | 'shutdown' | 'lost' | 'deleted';
+  constructor(why: 'cancelled' | 'shutdown' | 'lost' | 'deleted') {
     super(why);
     this.why = why;
   }
@@ -119,6 +121,17 @@ export class Runner {
     return row;
   }
 
+  /**
+   * Runs whose rows were deleted with their account: those executing here are aborted at once (their model
+   * calls closed; anything they would still write finds no run), and whoever waits on one is woken.
+   */
+  forget(ids: readonly string[]): void {
+    for (const id of ids) {
+      this.active.get(id)?.controller.abort(new Stop('deleted'));
+      this.events.emit(`run:${id}`, { type: 'end', status: 'deleted' });
+    }
+  }
+
   /** Stops claiming, interrupts the runs in flight and hands them back (resumable by any replica at once). */
   async stop(graceMs: number): Promise<void> {
     this.stopped = true;
@@ -210,10 +223,16 @@ export class Runner {
       return 'completed';
     } catch (caught) {
       await models.abandonStep();
-      await written().catch((error) => this.logger.error({ err: error, run: row.id }, 'a call could not be recorded'));
+      // A call of a run deleted meanwhile (here or on another replica) has no run to be recorded against:
+      // that is the deletion holding, not a failure.
+      await written().catch((error) => (error as { code?: string }).code === FOREIGN_KEY_VIOLATION || this.logger.error({ err: error, run: row.id }, 'a call could not be recorded'));
       await saving.catch(() => undefined);
       const raised = controller.signal.aborted ? controller.signal.reason : caught;
       const error = raised instanceof SaveFailed ? raised.cause : raised;
+      if (error instanceof Stop && error.why === 'deleted') {
+        this.logger.info({ run: row.id, step: seq }, 'run stopped: deleted with its account');
+        return 'deleted';
+      }
       if (error instanceof Stop && error.why !== 'cancelled') {
         // Shutdown or a lost lease: the run is left as it is, to be resumed from its last saved step.
         this.logger.info({ run: row.id, why: error.why, step: seq }, 'run interrupted; it will be resumed');

@@ -4,6 +4,7 @@ import { createAccessTokenVerifier, createApp, RateLimiter, type Authenticator, 
 import { openDatabase, connectRedis } from '@tempora/kit/data';
 import { createLogger, type Logger, Metrics } from '@tempora/kit/observability';
 import { textProviders } from '@tempora/kit/providers';
+import { AccountData } from './account-data.ts';
 import { ANY_CALLER, API_KEY, BEARER, identify, Introspector, SERVICE } from './auth.ts';
 import { BudgetSource } from './budget-source.ts';
 import type { SimulationConfig } from './config.ts';
@@ -11,6 +12,7 @@ import { TEMPLATE_DIRECTORY, TemplateCatalog } from './domain/templates.ts';
 import { SimulationMetrics } from './metrics.ts';
 import { migrations } from './migrations.ts';
 import { SimulationRepository } from './repository.ts';
+import { accountDataRoutes } from './routes/account-data.ts';
 import { budgetRoutes } from './routes/budgets.ts';
 import type { RouteDeps } from './routes/context.ts';
 import { simulationRoutes } from './routes/simulations.ts';
@@ -102,7 +104,7 @@ export async function createSimulationService(config: SimulationConfig, logger =
     authenticators: challenges,
     identify: identify({ serviceKeys: config.SERVICE_KEY, apiKeys: config.SIMULATION_API_KEYS, verify, introspector }),
     rateLimit: { limiter: new RateLimiter({ redis, prefix: `${config.REDIS_KEY_PREFIX}:simulation` }), windows: windows(config) },
-    routes: [...templateRoutes(deps), ...budgetRoutes(deps), ...simulationRoutes(deps)],
+    routes: [...templateRoutes(deps), ...budgetRoutes(deps), ...simulationRoutes(deps), ...accountDataRoutes(new AccountData({ repository, runner, budgets }))],
     health: async () => {
       const db = await database.ping();
       return { status: db ? 'ok' : 'degraded', timestamp: new Date().toISOString(), database: db, redis: redis ? redis.isReady : null, templates: catalog.templates.size, budgets: budgets.all.length };

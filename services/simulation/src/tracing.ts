@@ -10,8 +10,8 @@ export function activeTraceContext(): Record<string, string> | null {
   return carrier.traceparent ? carrier : null;
 }
 
-/** What a run's execution ended in: its terminal status, or interrupted (shutdown, lost lease) to be resumed. */
-export type RunEnding = 'completed' | 'stopped' | 'cancelled' | 'failed' | 'interrupted';
+/** What a run's execution ended in: its terminal status, interrupted (shutdown, lost lease) to be resumed, or deleted with its account. */
+export type RunEnding = 'completed' | 'stopped' | 'cancelled' | 'failed' | 'interrupted' | 'deleted';
 
 /**
  * One execution of a run by a runner in a `process simulation_runs` span: its steps and their model calls

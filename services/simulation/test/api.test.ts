@@ -25,7 +25,7 @@ describe('simulation API', function () {
   it('lists the 21 templates, needing no credential, and serves each', async () => {
     const list = await sim.call('GET', '/api/v1/simulate/templates');
     assert.equal(list.status, 200);
-    assert.equal(list.body.total, 21);
+    assert.deepEqual([list.body.total, list.body.items.length, list.body.limit, list.body.offset], [21, 21, 50, 0], 'the list envelope; the default page holds every template');
     const modes = new Set(list.body.items.map((item: any) => item.mode));
     assert.deepEqual([...modes].sort(), ['BRANCHING', 'CYCLICAL', 'DIRECTORIAL', 'FORWARD', 'PORTAL']);
     for (const item of list.body.items) {
@@ -35,9 +35,36 @@ describe('simulation API', function () {
     }
     const portal = await sim.call('GET', '/api/v1/simulate/templates?mode=portal');
     assert.ok(portal.body.items.every((item: any) => item.mode === 'PORTAL') && portal.body.total >= 3);
+    assert.deepEqual(Object.keys(portal.body).sort(), ['items', 'limit', 'offset', 'total']);
     const one = await sim.call('GET', '/api/v1/simulate/templates/trial-of-socrates');
     assert.equal(one.body.knowledge.length > 0, true);
     assert.equal((await sim.call('GET', '/api/v1/simulate/templates/no-such-thing')).status, 404);
+  });
+
+  it('pages the templates with limit and offset, and refuses bad ones', async () => {
+    const all = (await sim.call('GET', '/api/v1/simulate/templates')).body.items.map((item: any) => item.id);
+    assert.deepEqual(all, [...all].sort(), 'ordered by id');
+    const paged: string[] = [];
+    for (let offset = 0; offset < 21; offset += 5) {
+      const page = await sim.call('GET', `/api/v1/simulate/templates?limit=5&offset=${offset}`);
+      assert.equal(page.status, 200);
+      assert.deepEqual([page.body.total, page.body.limit, page.body.offset], [21, 5, offset]);
+      paged.push(...page.body.items.map((item: any) => item.id));
+    }
+    assert.deepEqual(paged, all, 'every template once across the pages');
+    const past = await sim.call('GET', '/api/v1/simulate/templates?offset=21');
+    assert.deepEqual([past.body.items.length, past.body.total], [0, 21]);
+    const filtered = await sim.call('GET', '/api/v1/simulate/templates?domain=business&limit=1&offset=1');
+    assert.equal(filtered.body.items.length, 1);
+    assert.equal(filtered.body.items[0].domain, 'business');
+    assert.ok(filtered.body.total > 1 && filtered.body.total < 21);
+    for (const query of ['limit=0', 'limit=101', 'limit=abc', 'offset=-1', 'offset=1.5']) {
+      const reply = await sim.call('GET', `/api/v1/simulate/templates?${query}`);
+      assert.equal(reply.status, 422, query);
+      assert.match(JSON.stringify(reply.body.errors), /query\.(limit|offset)/, query);
+    }
+    const documented = (await sim.call('GET', '/openapi.json')).body.paths['/api/v1/simulate/templates'].get.parameters.map((parameter: any) => parameter.name);
+    for (const name of ['limit', 'offset', 'mode', 'domain']) assert.ok(documented.includes(name), name);
   });
 
   describe('refuses bad input with a problem, never a 500', () => {

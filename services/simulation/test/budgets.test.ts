@@ -51,6 +51,10 @@ describe('simulation budgets', function () {
     });
     assert.equal(listed.items[0].name, 'reload');
     assert.equal(listed.items[0].limit_usd, 5);
+    assert.deepEqual([listed.limit, listed.offset], [100, 0], 'the list envelope');
+    const past = (await sim.call('GET', '/api/v1/simulations/budgets?offset=1&limit=1', { headers: service })).body;
+    assert.deepEqual([past.items.length, past.total, past.limit, past.offset], [0, 1, 1, 1]);
+    assert.equal((await sim.call('GET', '/api/v1/simulations/budgets?limit=501', { headers: service })).status, 422);
     write('reload', budgetJson('account:reload', 7));
     await until('the changed limit', async () => (await budget('reload')).limit_usd === 7);
   });

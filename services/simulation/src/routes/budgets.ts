@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { defineRoute, notFound, Problem, type RouteDefinition } from '@tempora/kit/http';
 import { ANY_CALLER, callerOf, requireServiceLevel } from '../auth.ts';
 import { microsToUsd } from '../domain/budgets.ts';
-import { BudgetViewSchema } from '../schemas.ts';
+import { BudgetViewSchema, listOf, pageQuery } from '../schemas.ts';
 import type { RouteDeps } from './context.ts';
 
 const day = z.iso.date().meta({ description: 'YYYY-MM-DD (UTC)' });
@@ -20,17 +20,19 @@ export function budgetRoutes(deps: RouteDeps): RouteDefinition[] {
       path: '/api/v1/simulations/budgets',
       operationId: 'listSimulationBudgets',
       summary: 'Every SimulationBudget in force: spent, reserved and remaining in its current period (for services: the operator reads this)',
-      description: 'Only for a service acting as itself (X-Service-Key without X-User-ID, or a service token). `errors` names budget files that did not parse (each keeps its last good version).',
+      description: 'Only for a service acting as itself (X-Service-Key without X-User-ID, or a service token). In the list envelope, ordered by name. `errors` names budget files that did not parse (each keeps its last good version).',
       tags: ['budgets'],
       security: ANY_CALLER,
+      query: pageQuery(100, 500),
       responses: {
-        200: { description: 'The budgets', schema: z.object({ items: z.array(BudgetViewSchema), total: z.number().int(), errors: z.array(z.object({ budget: z.string(), error: z.string() })), loaded_at: z.string().nullable() }) },
+        200: { description: 'The budgets', schema: listOf(BudgetViewSchema).extend({ errors: z.array(z.object({ budget: z.string(), error: z.string() })), loaded_at: z.string().nullable() }) },
         403: { description: 'Not a service acting as itself' },
       },
-      handler: async (ctx) => {
+      handler: async (ctx, { query }) => {
         requireServiceLevel(callerOf(ctx));
-        const items = await Promise.all(budgets.all.map((budget) => simulations.budgetStatus(budget)));
-        return { items, total: items.length, errors: budgets.errors, loaded_at: budgets.loadedAt?.toISOString() ?? null };
+        const all = budgets.all;
+        const items = await Promise.all(all.slice(query.offset, query.offset + query.limit).map((budget) => simulations.budgetStatus(budget)));
+        return { items, total: all.length, limit: query.limit, offset: query.offset, errors: budgets.errors, loaded_at: budgets.loadedAt?.toISOString() ?? null };
       },
     }),
     defineRoute({

@@ -30,3 +30,10 @@ export async function visibleRun(ctx: Context, deps: RouteDeps, id: string): Pro
   if (!row || (row.owner !== caller.owner && !caller.service)) throw notFound(`no simulation ${id}`);
   return row;
 }
+
+/** A run read again while a request follows it: 404 once it is gone (deleted with its account meanwhile). */
+export async function runAgain(deps: RouteDeps, id: string): Promise<RunRow> {
+  const row = await deps.repository.run(id);
+  if (!row) throw notFound(`simulation ${id} no longer exists (deleted with its account)`);
+  return row;
+}

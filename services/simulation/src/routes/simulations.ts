@@ -3,10 +3,10 @@ import { conflict, defineRoute, idempotencyKeyReused, IdempotencyKeySchema, link
 import { ANY_CALLER, callerOf, requirePaidStart } from '../auth.ts';
 import { microsToUsd } from '../domain/budgets.ts';
 import { BudgetRefused, TERMINAL } from '../repository.ts';
-import { RunSchema, SimulateRequestSchema } from '../schemas.ts';
+import { listOf, pageQuery, RunSchema, SimulateRequestSchema } from '../schemas.ts';
 import { IdempotencyKeyReused, UnknownTemplate } from '../simulations.ts';
 import { runTdf, runView, stepView } from '../views.ts';
-import { visibleRun, type RouteDeps } from './context.ts';
+import { runAgain, visibleRun, type RouteDeps } from './context.ts';
 
 const idParams = z.object({ id: z.uuid() });
 const RUN_STATUSES = ['queued', 'running', 'completed', 'stopped', 'cancelled', 'failed'] as const;
@@ -62,7 +62,7 @@ export function simulationRoutes(deps: RouteDeps): RouteDefinition[] {
         let row = started.run;
         if (query.wait > 0) {
           await simulations.waitFor(row.id, query.wait * 1000);
-          row = (await repository.run(row.id))!;
+          row = await runAgain(deps, row.id);
         }
         // Not `ended` alone: a replay without `wait` of a run that has ended is answered 202, as its creation was.
         ctx.status = query.wait > 0 && TERMINAL.includes(row.status) ? 200 : 202;
@@ -78,12 +78,8 @@ export function simulationRoutes(deps: RouteDeps): RouteDefinition[] {
       summary: "The caller's runs, newest first",
       tags: ['simulations'],
       security: ANY_CALLER,
-      query: z.object({
-        limit: z.coerce.number().int().min(1).max(100).default(20),
-        offset: z.coerce.number().int().min(0).max(1_000_000).default(0),
-        status: z.enum(RUN_STATUSES).optional(),
-      }),
-      responses: { 200: { description: 'The list envelope', schema: z.object({ items: z.array(RunSchema), total: z.number().int(), limit: z.number().int(), offset: z.number().int() }) } },
+      query: pageQuery(20, 100).extend({ status: z.enum(RUN_STATUSES).optional() }),
+      responses: { 200: { description: 'The list envelope', schema: listOf(RunSchema) } },
       handler: async (ctx, { query }) => {
         const page = await repository.listRuns(callerOf(ctx).owner, query);
         return { items: page.items.map(runView), total: page.total, limit: query.limit, offset: query.offset };
@@ -155,7 +151,7 @@ export function simulationRoutes(deps: RouteDeps): RouteDefinition[] {
               stream.send('step', stepView(step));
               last = step.seq;
             }
-            const row = (await repository.run(first.id))!;
+            const row = await runAgain(deps, first.id);
             if (TERMINAL.includes(row.status)) {
               // Steps saved between the read above and the end are sent before `end`.
               for (const step of await repository.steps(first.id, last)) stream.send('step', stepView(step));
@@ -197,9 +193,9 @@ export function simulationRoutes(deps: RouteDeps): RouteDefinition[] {
       responses: { 202: { description: 'Cancellation requested; the run is ending', schema: RunSchema }, 200: { description: 'The run, cancelled', schema: RunSchema }, 404: { description: 'No such run' }, 409: { description: 'The run has already ended' } },
       handler: async (ctx, { params, query }) => {
         const row = await visibleRun(ctx, deps, params.id);
-        if (TERMINAL.includes(row.status) || !(await runner.cancel(row.id))) throw conflict(`simulation ${row.id} has already ended (${(await repository.run(row.id))!.status})`);
+        if (TERMINAL.includes(row.status) || !(await runner.cancel(row.id))) throw conflict(`simulation ${row.id} has already ended (${(await runAgain(deps, row.id)).status})`);
         if (query.wait > 0) await simulations.waitFor(row.id, query.wait * 1000);
-        const now = (await repository.run(row.id))!;
+        const now = await runAgain(deps, row.id);
         ctx.status = TERMINAL.includes(now.status) ? 200 : 202;
         return runView(now);
       },

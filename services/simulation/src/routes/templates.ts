@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { defineRoute, notFound, type RouteDefinition } from '@tempora/kit/http';
+import { listOf, pageQuery } from '../schemas.ts';
 import { templateSummary } from '../views.ts';
 import type { RouteDeps } from './context.ts';
 
@@ -14,12 +15,17 @@ export function templateRoutes(deps: RouteDeps): RouteDefinition[] {
       operationId: 'listSimulationTemplates',
       security: [],
       summary: 'The 21 templates, with their entities, timepoints, default mode and mechanisms, tier and cost per fidelity',
+      description: 'In the list envelope, ordered by id. The default `limit` (50) holds every template in one page.',
       tags: ['templates'],
-      query: z.object({ mode: z.preprocess((value) => (typeof value === 'string' ? value.toUpperCase() : value), z.enum(['FORWARD', 'PORTAL', 'BRANCHING', 'CYCLICAL', 'DIRECTORIAL'])).optional(), domain: z.enum(['history', 'business', 'science']).optional() }),
-      responses: { 200: { description: 'Every template (filtered by mode or domain when asked)', schema: z.object({ items: z.array(TemplateSummarySchema), total: z.number().int() }) } },
+      // Default above the 21 templates: a client that does not page still gets them all.
+      query: pageQuery(50, 100).extend({
+        mode: z.preprocess((value) => (typeof value === 'string' ? value.toUpperCase() : value), z.enum(['FORWARD', 'PORTAL', 'BRANCHING', 'CYCLICAL', 'DIRECTORIAL'])).optional(),
+        domain: z.enum(['history', 'business', 'science']).optional(),
+      }),
+      responses: { 200: { description: 'The templates (filtered by mode or domain when asked), one page of them', schema: listOf(TemplateSummarySchema).meta({ id: 'SimulationTemplateList' }) } },
       handler: (_ctx, { query }) => {
-        const items = deps.catalog.list().filter((template) => (!query.mode || template.mode === query.mode) && (!query.domain || template.domain === query.domain));
-        return { items: items.map(templateSummary), total: items.length };
+        const matching = deps.catalog.list().filter((template) => (!query.mode || template.mode === query.mode) && (!query.domain || template.domain === query.domain));
+        return { items: matching.slice(query.offset, query.offset + query.limit).map(templateSummary), total: matching.length, limit: query.limit, offset: query.offset };
       },
     }),
     defineRoute({
