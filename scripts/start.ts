@@ -193,7 +193,7 @@ async function run({ env, applied, services, units, url }: Plan): Promise<void> 
       const inside = env.GRAPH_WORKERS ?? 'renderer,expander,judge,daily';
       console.log(`  (graph workers inside the graph service: ${inside === 'none' ? 'none' : inside.split(',').join(', ')}${env.DATABASE_URL ? '' : ', on the embedded database; set DATABASE_URL and REDIS_URL to run them as processes'})`);
       if (!env.GEMINI_API_KEY && !env.OPENROUTER_API_KEY && !env.OPENROUTER_BASE_URL) {
-        console.log("  (no model key: every model is the offline provider; the Expander's metadata and proposals and the Daily job's entries are labelled placeholders, and the Judge refuses only plain spam)");
+        console.log("  (no model key: every model is the offline provider; the Expander's metadata and proposals are labelled placeholders, the Daily job draws real events from its curated set, and the Judge refuses only plain spam)");
       }
     }
     if (applied.length > 0) {

@@ -12,10 +12,11 @@ import { GraphService } from '../src/graph-service.ts';
 import { migrations } from '../src/migrations.ts';
 import { GraphRepository } from '../src/repository/index.ts';
 import { BudgetExhausted, SpendBudget, nextUtcDay } from '../src/workers/budget.ts';
-import { runDaily } from '../src/workers/daily.ts';
+import { dailyKey, readDailyEvents, runDaily } from '../src/workers/daily.ts';
 import { describeBare, expandUnderConnected } from '../src/workers/expander.ts';
 import { GenerationClient } from '../src/workers/generation-client.ts';
 import { judgePending } from '../src/workers/judge.ts';
+import { ModelReplyError } from '../src/workers/model.ts';
 import { Renderer, type RendererOptions } from '../src/workers/renderer.ts';
 import { startGraph, serviceKey, writer, SERVICE_KEY, type GraphHarness } from './harness.ts';
 import { FakeGeneration } from './fake-generation.ts';
@@ -415,20 +416,49 @@ describe('graph background workers', function () {
     const run = promisify(execFile);
     const workerEntry = fileURLToPath(new URL('../src/worker.ts', import.meta.url));
 
-    it('adds moments for today in past years once per date (the CronJob entry, offline)', async () => {
+    it('adds the curated real events of today in past years once per date (the CronJob entry, offline)', async () => {
       const env = { ...process.env, DATABASE_URL: api.databaseUrl, LOG_LEVEL: 'silent', DAILY_MOMENTS: '3', WORKER_ROLE: 'daily' };
       await run(process.execPath, [workerEntry, 'daily'], { env });
       const now = new Date();
-      const today = () => database.knex('moments').where({ source_type: 'daily', month_num: now.getUTCMonth() + 1, day: now.getUTCDate() }).select('path', 'layer', 'status', 'year');
+      const curated = readDailyEvents().get(`${now.getUTCMonth() + 1}-${now.getUTCDate()}`)!.slice(0, 3);
+      const today = () => database.knex('moments').where({ source_type: 'daily', month_num: now.getUTCMonth() + 1, day: now.getUTCDate() }).select('event_name', 'city', 'layer', 'status', 'year');
       const added = await today();
-      assert.equal(added.length, 3);
+      assert.deepEqual(added.map((moment) => moment.event_name).sort(), curated.map((event) => event.event_name).sort());
       for (const moment of added) {
         assert.equal(moment.layer, 1);
         assert.equal(moment.status, 'pending');
         assert.ok(moment.year < now.getUTCFullYear());
+        assert.notEqual(moment.city, 'unknown');
       }
       await run(process.execPath, [workerEntry, 'daily'], { env });
-      assert.equal((await today()).length, 3, 'a second run the same day adds nothing');
+      assert.equal((await today()).length, curated.length, 'a second run the same day adds nothing');
+    });
+
+    it('with a model, a failed call writes nothing and leaves the date to run again', async () => {
+      let reply: () => string = () => {
+        throw new Error('provider unavailable (503)');
+      };
+      const flaky: TextProvider = {
+        kind: 'aggregator',
+        async generateText(request: TextRequest) {
+          return { text: reply(), provider: 'aggregator', model: request.model, usage: { input_tokens: 10, output_tokens: 10, thinking_tokens: 0, total_tokens: 20 } };
+        },
+      };
+      const model = { provider: flaky, model: 'test/model' };
+      const budget = new SpendBudget(graph.repository.spend, 'daily', 1);
+      const date = new Date(Date.UTC(2024, 3, 11, 6));
+      const written = () => database.knex('moments').where({ source_type: 'daily', month_num: 4, day: 11 }).select('event_name', 'country');
+      await assert.rejects(runDaily(graph, model, budget, 2, date), /provider unavailable/);
+      reply = () => 'Sorry, I cannot help with that.';
+      await assert.rejects(runDaily(graph, model, budget, 2, date), ModelReplyError);
+      reply = () => JSON.stringify({ moments: [{ event_name: 'Not a moment', year: 'long ago' }] });
+      await assert.rejects(runDaily(graph, model, budget, 2, date), ModelReplyError);
+      assert.deepEqual(await written(), [], 'no placeholder stands in for the failed reply');
+      assert.equal(await graph.repository.meta.get(dailyKey('2024-04-11')), undefined, 'the date is not recorded as done');
+
+      reply = () => JSON.stringify({ moments: [{ event_name: 'Treaty of Fontainebleau signed', year: 1814, month: 4, day: 11, country: 'France', region: 'Ile-de-France', city: 'Fontainebleau', type: 'treaty' }] });
+      assert.equal((await runDaily(graph, model, budget, 2, date)).length, 1);
+      assert.deepEqual(await written(), [{ event_name: 'Treaty of Fontainebleau signed', country: 'france' }]);
     });
 
     it('asks the model nothing on a date already done, whatever the model would say', async () => {
