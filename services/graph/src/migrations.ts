@@ -187,4 +187,21 @@ export const migrations: Migration[] = [
       });
     },
   },
+  {
+    name: '006_withdraw_offline_placeholders',
+    async up(knex: Knex) {
+      // Earlier versions published placeholders when no text model was configured (the npm start default):
+      // the Daily job's "Chronicle entry" moments at unknown/unknown/unknown and the Expander's "Aftermath
+      // of" proposals. Made private and archived (kept, not deleted, in case someone linked them); the
+      // Expander's placeholder descriptions of real moments are emptied.
+      await knex('moments')
+        .where((q) => q.where({ source_type: 'daily', country: 'unknown' }).andWhereLike('event_name', 'Chronicle entry %'))
+        .orWhere((q) => q.andWhereLike('description', 'Placeholder proposed offline:%'))
+        .update({ status: 'archived', visibility: 'private', updated_at: knex.fn.now() });
+      await knex('moments').whereLike('description', 'Placeholder written offline (no text model is configured):%').update({ description: '', updated_at: knex.fn.now() });
+    },
+    async down() {
+      // Nothing to restore: the placeholders were never real.
+    },
+  },
 ];
