@@ -1,4 +1,6 @@
 import { randomUUID } from 'node:crypto';
+import { z } from 'zod';
+import { exportPage, type AccountDeletion, type AccountExportPage, type ExportPosition } from '@tempora/kit/http';
 import type { ChatMessage } from '@tempora/kit/providers';
 import type { Logger } from '@tempora/kit/observability';
 import type { GatewayClient } from './clients/gateway.ts';
@@ -26,6 +28,10 @@ export class NothingToDecide extends Error {
 /** A decision named a paused call the conversation never had. */
 export class PausedCallNotFound extends Error {
   override name = 'PausedCallNotFound';
+}
+/** An export cursor that names no position of this service's export. */
+export class InvalidExportCursor extends Error {
+  override name = 'InvalidExportCursor';
 }
 /** The model failed before the request did anything. */
 export class ModelUnavailable extends Error {
@@ -69,6 +75,18 @@ export interface ConductorResponse {
 }
 
 const HISTORY_MESSAGES = 10;
+
+/** The conductor's users are the gateway's, named by UUID: any other id holds nothing here. */
+const isUserId = (id: string) => z.uuid().safeParse(id).success;
+
+/** One keyset page: `limit + 1` rows were read, so a further row means the kind goes on after the last kept. */
+function keyset<T extends { id: string }>(rows: T[], limit: number): { items: T[]; next?: string } {
+  if (rows.length <= limit) return { items: rows };
+  const items = rows.slice(0, limit);
+  return { items, next: items[items.length - 1]!.id };
+}
+
+const iso = (value: Date | string) => (value instanceof Date ? value.toISOString() : value);
 
 /** A conversation held for one message (`holder`, the claim's token), until its answer is stored. */
 interface Claim {
@@ -318,7 +336,7 @@ export class ConductorService {
    */
   async settleUnsettled(requestId: string): Promise<number> {
     const rows = await this.deps.repository.unsettledCalls(new Date(Date.now() - this.deps.staleMs));
-    let settled = 0;
+    let settled = await this.settleJobs(requestId);
     for (const row of rows) {
       const key = row.idempotency_key ?? chargeKey(row.message_id, row.index);
       try {
@@ -331,5 +349,109 @@ export class ConductorService {
       }
     }
     return settled;
+  }
+
+  /**
+   * The jobs paid calls started (simulation runs): hands the gateway those it has not taken yet, and
+   * writes into the journal how the gateway settled those it followed, so a conversation shows a run
+   * that failed later, or was cancelled before a step, as refunded, as the ledger has it. Returns how many
+   * calls it settled.
+   */
+  private async settleJobs(requestId: string): Promise<number> {
+    const { repository, gateway, logger } = this.deps;
+    let settled = 0;
+    for (const row of await repository.unsettledJobs()) {
+      const key = row.idempotency_key ?? chargeKey(row.message_id, row.index);
+      try {
+        if (row.job_state === 'to_follow') {
+          const followed = row.job ? await gateway.follow(row.user_id, key, row.job, requestId) : false;
+          await repository.settleCall(row.message_id, row.index, { job_state: followed ? 'following' : 'settled' });
+          continue;
+        }
+        const standing = await gateway.standing(row.user_id, key, requestId);
+        if (standing?.state === 'following') {
+          // Looked at: the others take their turn before this one again.
+          await repository.settleCall(row.message_id, row.index, {});
+          continue;
+        }
+        if (standing?.state === 'refunded') {
+          const note = `${row.note}; then ${standing.reason ?? 'it delivered nothing'}: refunded ${standing.refunded} credits`;
+          await repository.settleCall(row.message_id, row.index, { status: 'failed', credits: Math.max(0, standing.charged - standing.refunded), note, job_state: 'settled' });
+        } else await repository.settleCall(row.message_id, row.index, { job_state: 'settled' });
+        settled += 1;
+      } catch (error) {
+        logger.warn({ err: error, message: row.message_id, index: row.index }, 'the settlement of a job could not be read');
+      }
+    }
+    return settled;
+  }
+
+  /**
+   * Deletes everything the conductor holds of a user (account deletion): settings, conversations,
+   * messages, pauses and the journal of calls. Refunds still pending are dropped, since the gateway deletes
+   * the account's ledger with it; jobs the gateway follows go with its own records. Idempotent.
+   */
+  async deleteAccount(userId: string): Promise<AccountDeletion> {
+    const deleted = isUserId(userId)
+      ? await this.deps.repository.deleteUserData(userId.toLowerCase())
+      : { settings: 0, conversations: 0, messages: 0, pauses: 0, tool_calls: 0, pending_refunds: 0 };
+    return { service: 'conductor', deleted: { ...deleted }, kept: {}, notes: [] };
+  }
+
+  /**
+   * One page of a user's export, kinds in this order: `settings` (as stored; none when never set),
+   * `conversations`, `messages` (each with its tool calls as the journal holds them), each by id.
+   */
+  exportAccount(userId: string, position: ExportPosition, limit: number): Promise<AccountExportPage> {
+    const { repository } = this.deps;
+    const holds = isUserId(userId);
+    const user = userId.toLowerCase();
+    if (position.kind > 0 && position.after !== '' && !isUserId(position.after)) throw new InvalidExportCursor('cursor: not a next_cursor this service issued; start without one');
+    if (position.kind === 0 && position.after !== '') throw new InvalidExportCursor('cursor: not a next_cursor this service issued; start without one');
+    const readers = [
+      {
+        kind: 'settings',
+        read: async () => ({ items: holds ? (await repository.storedSettings(user)).map((row) => ({ ...row, updated_at: iso(row.updated_at as Date) })) : [] }),
+      },
+      {
+        kind: 'conversations',
+        read: async (after: string, size: number) => {
+          const page = keyset(holds ? await repository.conversationsAfter(user, after, size + 1) : [], size);
+          return { items: page.items.map((row) => ({ id: row.id, title: row.title, created_at: iso(row.created_at), updated_at: iso(row.updated_at) })), ...(page.next ? { next: page.next } : {}) };
+        },
+      },
+      {
+        kind: 'messages',
+        read: async (after: string, size: number) => {
+          const rows = holds ? await repository.messagesAfter(user, after, size + 1) : [];
+          const page = keyset(rows.map((row) => ({ id: row.message.id, ...row })), size);
+          return {
+            items: page.items.map(({ message, calls }) => ({
+              id: message.id,
+              conversation_id: message.conversation_id,
+              content: message.content,
+              status: message.status,
+              reply: message.reply,
+              created_at: iso(message.created_at),
+              updated_at: iso(message.updated_at),
+              tool_calls: calls.map((call) => ({
+                index: call.index,
+                tool: call.tool,
+                arguments: call.arguments,
+                status: call.status,
+                credits: call.credits,
+                operation: call.operation,
+                note: call.note,
+                output: call.output,
+                created_at: iso(call.created_at),
+              })),
+            })),
+            ...(page.next ? { next: page.next } : {}),
+          };
+        },
+      },
+    ];
+    if (position.kind >= readers.length) throw new InvalidExportCursor('cursor: not a next_cursor this service issued; start without one');
+    return exportPage('conductor', readers, position, limit);
   }
 }

@@ -100,4 +100,28 @@ export const migrations: Migration[] = [
       await knex.schema.dropTable('conductor_pauses');
     },
   },
+  {
+    name: '003_followed_jobs',
+    async up(knex: Knex) {
+      // The work a paid call started that outlives it (a simulation run), which the gateway follows and
+      // settles; job_state says how far its hand-over and settlement are (domain/conductor.ts, JobState).
+      await knex.schema.alterTable('conductor_tool_calls', (table) => {
+        table.jsonb('job');
+        table.text('job_state');
+      });
+      await knex.raw("create index conductor_tool_calls_jobs_idx on conductor_tool_calls (updated_at) where job_state in ('to_follow', 'following')");
+      // The account-data routes read and delete by user.
+      await knex.raw('create index conductor_tool_calls_user_idx on conductor_tool_calls (user_id)');
+      await knex.raw('create index conductor_messages_user_idx on conductor_messages (user_id, id)');
+    },
+    async down(knex: Knex) {
+      await knex.raw('drop index if exists conductor_messages_user_idx');
+      await knex.raw('drop index if exists conductor_tool_calls_user_idx');
+      await knex.raw('drop index if exists conductor_tool_calls_jobs_idx');
+      await knex.schema.alterTable('conductor_tool_calls', (table) => {
+        table.dropColumn('job_state');
+        table.dropColumn('job');
+      });
+    },
+  },
 ];

@@ -1,5 +1,6 @@
 import type { Knex } from '@tempora/kit/data';
-import type { CallJournal, CallRecord, RunState } from './domain/conductor.ts';
+import type { CallJournal, CallRecord, JobState, RunState } from './domain/conductor.ts';
+import type { FollowedJob } from './domain/tools.ts';
 import type { Decision } from './domain/decision.ts';
 import { DEFAULT_SETTINGS, type ConductorSettings, type SettingsPatch } from './domain/settings.ts';
 
@@ -42,8 +43,21 @@ export interface ToolCallRow {
   output: Record<string, unknown> | null;
   refund_pending: boolean;
   duration_ms: number;
+  job: FollowedJob | null;
+  job_state: JobState | null;
   created_at: Date;
   updated_at: Date;
+}
+
+/** What an account held here, by kind, as its deletion counts it. */
+export interface AccountDataCounts {
+  settings: number;
+  conversations: number;
+  messages: number;
+  pauses: number;
+  tool_calls: number;
+  /** Refunds of failed calls the gateway had not booked yet: dropped with the account (its ledger goes too). */
+  pending_refunds: number;
 }
 
 /** How claiming a conversation for a message went. */
@@ -237,6 +251,8 @@ export class ConductorRepository {
           output: 'output' in record && record.output ? jsonb(record.output) : null,
           refund_pending: 'refund_pending' in record ? record.refund_pending : false,
           duration_ms: 'duration_ms' in record ? record.duration_ms : 0,
+          job: 'job' in record && record.job ? jsonb({ upstream: record.job.upstream, location: record.job.location }) : null,
+          job_state: 'job' in record && record.job ? record.job.state : null,
           updated_at: this.knex.fn.now(),
         }));
         await this.knex('conductor_tool_calls').insert(rows).onConflict(['message_id', 'index']).merge();
@@ -256,9 +272,52 @@ export class ConductorRepository {
       .limit(limit);
   }
 
-  async settleCall(messageId: string, index: number, fields: Partial<Pick<ToolCallRow, 'status' | 'credits' | 'note' | 'refund_pending'>>): Promise<void> {
+  /** Calls whose job the gateway has yet to take, or follows still, least recently looked at first. */
+  async unsettledJobs(limit = 100): Promise<ToolCallRow[]> {
+    return this.knex<ToolCallRow>('conductor_tool_calls').whereIn('job_state', ['to_follow', 'following']).orderBy('updated_at').limit(limit);
+  }
+
+  async settleCall(messageId: string, index: number, fields: Partial<Pick<ToolCallRow, 'status' | 'credits' | 'note' | 'refund_pending' | 'job_state'>>): Promise<void> {
     await this.knex('conductor_tool_calls')
       .where({ message_id: messageId, index })
       .update({ ...fields, updated_at: this.knex.fn.now() });
+  }
+
+  /**
+   * Deletes everything the conductor holds of a user, in one transaction: settings, conversations, their
+   * messages, pauses and calls. A message at work is deleted too (its turn's writes then find nothing).
+   */
+  async deleteUserData(userId: string): Promise<AccountDataCounts> {
+    return this.knex.transaction(async (trx) => {
+      const [pending] = await trx('conductor_tool_calls').where({ user_id: userId, refund_pending: true }).count<{ count: string }[]>('* as count');
+      // Pauses, messages and calls go by their user as well as by cascade, so each is counted.
+      const pauses = await trx('conductor_pauses').whereIn('conversation_id', trx('conductor_conversations').where({ user_id: userId }).select('id')).delete();
+      const tool_calls = await trx('conductor_tool_calls').where({ user_id: userId }).delete();
+      const messages = await trx('conductor_messages').where({ user_id: userId }).delete();
+      const conversations = await trx('conductor_conversations').where({ user_id: userId }).delete();
+      const settings = await trx('conductor_settings').where({ user_id: userId }).delete();
+      return { settings, conversations, messages, pauses, tool_calls, pending_refunds: Number(pending?.count ?? 0) };
+    });
+  }
+
+  /** The account's stored settings (none when it never set any). */
+  async storedSettings(userId: string): Promise<Array<Record<string, unknown>>> {
+    return this.knex('conductor_settings').where({ user_id: userId }).select('autonomy', 'verbosity', 'spend_ceiling', 'default_render', 'updated_at');
+  }
+
+  /** Up to `limit` of the user's conversations after the id `after` (ids in order; '' from the start). */
+  async conversationsAfter(userId: string, after: string, limit: number): Promise<ConversationRow[]> {
+    const query = this.knex<ConversationRow>('conductor_conversations').where({ user_id: userId }).orderBy('id').limit(limit);
+    if (after) query.andWhere('id', '>', after);
+    return query;
+  }
+
+  /** Up to `limit` of the user's messages after the id `after`, each with its calls. */
+  async messagesAfter(userId: string, after: string, limit: number): Promise<Array<{ message: MessageRow; calls: ToolCallRow[] }>> {
+    const query = this.knex<MessageRow>('conductor_messages').where({ user_id: userId }).orderBy('id').limit(limit);
+    if (after) query.andWhere('id', '>', after);
+    const messages = await query;
+    const calls = await this.toolCallsOf(messages.map((message) => message.id));
+    return messages.map((message) => ({ message, calls: calls.filter((call) => call.message_id === message.id) }));
   }
 }

@@ -18,6 +18,7 @@ import { mountMcp } from './mcp.ts';
 import { ConductorMetrics } from './metrics.ts';
 import { migrations } from './migrations.ts';
 import { ConductorRepository } from './repository.ts';
+import { accountDataRoutes } from './routes/account-data.ts';
 import { conversationRoutes } from './routes/conversations.ts';
 import { messageRoutes } from './routes/messages.ts';
 import { settingsRoutes } from './routes/settings.ts';
@@ -104,7 +105,7 @@ export async function createConductorService(config: ConductorConfig, logger = c
       serviceKeys: config.SERVICE_KEY,
     }),
     rateLimit: { limiter: new RateLimiter({ redis, prefix: `${config.REDIS_KEY_PREFIX}:conductor` }), windows: conductorWindows(config) },
-    routes: [...messageRoutes(deps), ...settingsRoutes(deps), ...conversationRoutes(deps)],
+    routes: [...messageRoutes(deps), ...settingsRoutes(deps), ...conversationRoutes(deps), ...accountDataRoutes(deps)],
     extend: (router) => mountMcp(router, service, VERSION),
     health: async () => {
       const db = await database.ping();
@@ -112,7 +113,8 @@ export async function createConductorService(config: ConductorConfig, logger = c
     },
   });
 
-  // Refunds the gateway could not book when a tool failed, and calls a stopped process left unsettled.
+  // Refunds the gateway could not book when a tool failed, calls a stopped process left unsettled, and the
+  // jobs of paid calls: handed to the gateway, and their settlement written into the journal.
   const settler = setInterval(() => {
     service.settleUnsettled(`settle-${Date.now()}`).catch((error: unknown) => logger.warn({ err: error }, 'settling unsettled calls failed'));
   }, config.REFUND_RETRY_MS);

@@ -162,8 +162,11 @@ export async function startPlatform(options: PlatformOptions = {}): Promise<Plat
     GRAPH_URL: graph.url,
     GRAPH_SERVICE_KEY: GRAPH_KEY,
     SIMULATION_URL: simulationUrl,
+    SIMULATION_SERVICE_KEY: options.simulationKey ?? CONDUCTOR_KEY,
     CONDUCTOR_URL: conductorUrl,
     CONDUCTOR_SERVICE_KEY: CONDUCTOR_KEY,
+    // The gateway follows simulation runs, the conductor's included, and settles their charges.
+    CHARGED_JOB_CHECK_MS: '50',
     RATE_LIMIT_MULTIPLIER: '1000',
     UPSTREAM_TIMEOUT_MS: '30000',
   });

@@ -15,18 +15,30 @@ export interface SimulationStandIn {
   startStatus: number;
   /** Every connection is dropped unanswered, as when the service is not there. */
   down: boolean;
+  /** Ends a run as the service would: `failed`, `completed`, or `stopped`/`cancelled` after `stepsDone` steps. */
+  end(id: string, status: 'completed' | 'failed' | 'stopped' | 'cancelled', stepsDone?: number): void;
   close(): Promise<void>;
 }
 
 /**
  * A stand-in of the simulation service speaking its documented API (docs/simulation.md): `POST
  * /api/v1/simulate` answers 202 with the run and its status URL, `GET /api/v1/simulations/{id}` the run's
- * status and progress, `/result` the result. It records what it was sent.
+ * status and progress (running, two of five steps done, until `end` or a cancel ends it), `/result` the
+ * result, `POST …/cancel` cancels a run (with the steps it has done: none until `end` says otherwise). It
+ * records what it was sent.
  */
 export async function startSimulationStandIn(): Promise<SimulationStandIn> {
   const calls: RecordedSimulationCall[] = [];
   const runs = new Map<string, Record<string, unknown>>();
-  const standIn: SimulationStandIn = { url: '', calls, startStatus: 202, down: false, close: async () => undefined };
+  const ended = new Map<string, { status: string; steps_done: number }>();
+  const standIn: SimulationStandIn = {
+    url: '',
+    calls,
+    startStatus: 202,
+    down: false,
+    end: (id, status, stepsDone = status === 'completed' ? 5 : 0) => void ended.set(id, { status, steps_done: stepsDone }),
+    close: async () => undefined,
+  };
   const server = createServer(async (req, res) => {
     if (standIn.down) return void req.socket.destroy();
     const chunks: Buffer[] = [];
@@ -46,10 +58,18 @@ export async function startSimulationStandIn(): Promise<SimulationStandIn> {
       runs.set(id, run);
       return answer(202, { ...run, status_url: `/api/v1/simulations/${id}` });
     }
-    const match = /^\/api\/v1\/simulations\/([^/]+)(\/result)?$/.exec(path);
+    const match = /^\/api\/v1\/simulations\/([^/]+)(\/result|\/cancel)?$/.exec(path);
     const run = match ? runs.get(match[1]!) : undefined;
-    if (req.method === 'GET' && run) {
+    if (req.method === 'POST' && run && match![2] === '/cancel') {
+      const end = ended.get(run.id as string);
+      if (end) return answer(409, { type: 'about:blank', title: 'Conflict', status: 409, detail: `the run is ${end.status}` });
+      ended.set(run.id as string, { status: 'cancelled', steps_done: 0 });
+      return answer(200, { ...run, status: 'cancelled' });
+    }
+    if (req.method === 'GET' && run && match![2] !== '/cancel') {
       if (match![2]) return answer(200, { run: { ...run, status: 'completed' }, result: { title: 'The Continental System fails', entities: [1, 2, 3], timepoints: [1, 2], confidence: { run: 0.7 } } });
+      const end = ended.get(run.id as string);
+      if (end) return answer(200, { ...run, status: end.status, progress: { steps_done: end.steps_done, steps_total: 5, percent: end.steps_done * 20 } });
       return answer(200, { ...run, status: 'running', progress: { steps_done: 2, steps_total: 5, percent: 40 } });
     }
     answer(404, { type: 'about:blank', title: 'Not Found', status: 404, detail: 'no such run' });

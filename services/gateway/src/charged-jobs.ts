@@ -54,10 +54,65 @@ export function settlementOf(job: JobResource): Settlement | undefined {
 
 const GONE: Settlement = { charge: 'refunded', reason: 'the job is gone' };
 
+/** How a charge stands now: its job still followed, refunded (and why), or standing. */
+export interface ChargeStanding {
+  state: 'following' | 'refunded' | 'stands';
+  charged: number;
+  refunded: number;
+  reason: string | null;
+}
+
+/**
+ * Registers jobs to follow and says how their charges stand: what the proxy and the services' ledger
+ * routes need, without the upstreams' addresses. Whichever replica's ChargedJobs finds a registered job due
+ * checks it, so the gateway alone decides whether a job's charge stands, however the job was started.
+ */
+export class ChargedJobBook {
+  private readonly knex: Knex;
+  private readonly credits: Credits;
+  private readonly checkMs: number;
+
+  constructor(knex: Knex, credits: Credits, checkMs: number) {
+    this.knex = knex;
+    this.credits = credits;
+    this.checkMs = checkMs;
+  }
+
+  /** Follows the job at `location` (its path, and query, on `upstream`) that the charge `chargeKey` paid for. */
+  async follow(userId: string, chargeKey: string, upstream: UpstreamName, location: string): Promise<void> {
+    await this.knex.transaction(async (trx) => {
+      await trx('charged_jobs')
+        .insert({ charge_key: chargeKey, user_id: userId, upstream, location, check_after: trx.raw('now() + make_interval(secs => ?)', [seconds(this.checkMs)]) })
+        .onConflict('charge_key')
+        .ignore();
+      // Followed from now on: the job's end settles the charge, no longer the call's.
+      await this.credits.close(userId, chargeKey, trx);
+    });
+  }
+
+  /** The charge booked under `chargeKey` as it stands; undefined when there is none. */
+  async standing(userId: string, chargeKey: string): Promise<ChargeStanding | undefined> {
+    const row = await this.knex('credit_ledger as c')
+      .leftJoin('credit_ledger as r', 'r.refund_of', 'c.id')
+      .where({ 'c.user_id': userId, 'c.idempotency_key': chargeKey, 'c.kind': 'charge' })
+      .first<{ charged: string; refunded: string | null; reason: string | null; following: boolean } | undefined>(
+        'c.amount as charged',
+        'r.amount as refunded',
+        this.knex.raw(`r.metadata->>'reason' as reason`),
+        this.knex.raw('exists (select 1 from charged_jobs j where j.charge_key = c.idempotency_key and j.user_id = c.user_id) as following'),
+      );
+    if (!row) return undefined;
+    const refunded = row.refunded === null ? 0 : Number(row.refunded);
+    const state = row.refunded !== null ? 'refunded' : row.following ? 'following' : 'stands';
+    return { state, charged: -Number(row.charged), refunded, reason: row.refunded !== null ? row.reason : null };
+  }
+}
+
 /**
  * Follows the jobs that charged calls started: a chargeable call the upstream accepted for later (202
  * with a Location, as `POST /api/v1/timepoints/generate` and `POST /api/v1/simulate` answer) has
- * delivered nothing yet. The job's resource is asked for its `status` until it ends (see `settlementOf`);
+ * delivered nothing yet, whether the proxy forwarded it or a service that charged through
+ * `/credits/charge` made it (the conductor's `start_simulation`, registered with `POST /credits/follow`). The job's resource is asked for its `status` until it ends (see `settlementOf`);
  * a job the upstream no longer knows (404) is refunded too. Kept in PostgreSQL, so a restart or another
  * replica carries on where this one stopped.
  */
@@ -66,6 +121,7 @@ export class ChargedJobs {
   private readonly credits: Credits;
   private readonly settings: ChargedJobSettings;
   private readonly logger: Logger;
+  private readonly book: ChargedJobBook;
   private timer: NodeJS.Timeout | undefined;
   private round: Promise<unknown> = Promise.resolve();
   private stopped = false;
@@ -75,24 +131,12 @@ export class ChargedJobs {
     this.credits = credits;
     this.settings = settings;
     this.logger = logger;
+    this.book = new ChargedJobBook(knex, credits, settings.checkMs);
   }
 
   /** Follows the job at `location` (already resolved against the call's URL) that the charge `chargeKey` paid for. */
-  async follow(userId: string, chargeKey: string, upstream: UpstreamName, location: URL): Promise<void> {
-    await this.knex.transaction(async (trx) => {
-      await trx('charged_jobs')
-        .insert({
-          charge_key: chargeKey,
-          user_id: userId,
-          upstream,
-          location: `${location.pathname}${location.search}`,
-          check_after: trx.raw('now() + make_interval(secs => ?)', [seconds(this.settings.checkMs)]),
-        })
-        .onConflict('charge_key')
-        .ignore();
-      // Followed from now on: the job's end settles the charge, no longer the call's.
-      await this.credits.close(userId, chargeKey, trx);
-    });
+  follow(userId: string, chargeKey: string, upstream: UpstreamName, location: URL): Promise<void> {
+    return this.book.follow(userId, chargeKey, upstream, `${location.pathname}${location.search}`);
   }
 
   /**

@@ -1,5 +1,6 @@
 import { ServiceClient, type ServiceReply } from '@tempora/kit/http';
 import { PriceBook } from '../domain/prices.ts';
+import type { FollowedJob } from '../domain/tools.ts';
 import { problemDetail } from './problem-detail.ts';
 import { Reuse } from './reuse.ts';
 
@@ -18,19 +19,33 @@ export class LedgerUnavailable extends Error {
   override name = 'LedgerUnavailable';
 }
 
+/** How a charge stands at the gateway: its job still followed, refunded (and why), or standing. */
+export interface ChargeStanding {
+  state: 'following' | 'refunded' | 'stands';
+  charged: number;
+  refunded: number;
+  reason: string | null;
+}
+
 /** The credit ledger as the conductor uses it: every charge idempotent on its key, refundable once. */
 export interface Ledger {
   /** Takes `amount` credits; a retry with the same key books nothing new. Throws InsufficientCredits or LedgerUnavailable. */
   charge(userId: string, amount: number, operation: string, key: string, requestId: string): Promise<{ balance: number }>;
   /** Gives back the charge made with `key`; undefined when there was none. Throws LedgerUnavailable. */
   refund(userId: string, key: string, reason: string, requestId: string): Promise<{ balance: number } | undefined>;
+  /**
+   * Hands the gateway the job the charge made with `key` paid for: it settles the charge when the job ends.
+   * False when the gateway will not follow it (no such charge, or a job it cannot follow). Throws LedgerUnavailable.
+   */
+  follow(userId: string, key: string, job: FollowedJob, requestId: string): Promise<boolean>;
   balance(userId: string, requestId: string): Promise<number>;
 }
 
 
 /**
- * The gateway's service routes: the ledger (`/credits/charge`, `/credits/refund`, `/users/{id}/balance`,
- * with the conductor's X-Service-Key) and the published price list, reused for `pricesTtlMs`.
+ * The gateway's service routes: the ledger (`/credits/charge`, `/credits/refund`, `/credits/follow`,
+ * `/credits/standing`, `/users/{id}/balance`, with the conductor's X-Service-Key) and the published price
+ * list, reused for `pricesTtlMs`.
  */
 export class GatewayClient implements Ledger {
   private readonly service: ServiceClient;
@@ -65,6 +80,22 @@ export class GatewayClient implements Ledger {
     if (reply.status === 200) return { balance: Number((JSON.parse(reply.text) as { balance: number }).balance) };
     if (reply.status === 404) return undefined;
     throw new LedgerUnavailable(`the gateway answered ${reply.status} to a refund: ${problemDetail(reply.text)}`);
+  }
+
+  async follow(userId: string, key: string, job: FollowedJob, requestId: string): Promise<boolean> {
+    const reply = await this.send('POST', '/api/v1/credits/follow', requestId, { user_id: userId, idempotency_key: key, upstream: job.upstream, location: job.location });
+    if (reply.status === 200 || reply.status === 202) return true;
+    if (reply.status === 404 || reply.status === 422) return false;
+    throw new LedgerUnavailable(`the gateway answered ${reply.status} to following a job: ${problemDetail(reply.text)}`);
+  }
+
+  /** The charge made with `key` as it stands; undefined when the gateway has none (the account is gone). */
+  async standing(userId: string, key: string, requestId: string): Promise<ChargeStanding | undefined> {
+    const query = new URLSearchParams({ user_id: userId, idempotency_key: key });
+    const reply = await this.send('GET', `/api/v1/credits/standing?${query.toString()}`, requestId);
+    if (reply.status === 200) return JSON.parse(reply.text) as ChargeStanding;
+    if (reply.status === 404) return undefined;
+    throw new LedgerUnavailable(`the gateway answered ${reply.status} for a charge's standing: ${problemDetail(reply.text)}`);
   }
 
   async balance(userId: string, requestId: string): Promise<number> {

@@ -5,7 +5,7 @@ import type { ModelChoice } from './models.ts';
 import type { PriceBook, Priced } from './prices.ts';
 import { pauseReason, type ConductorSettings, type PauseReason, type Verbosity } from './settings.ts';
 import { inToolSpan, type ToolSpanEnd } from './tool-span.ts';
-import { toolSpecs, ToolFailure, type ConductorTool, type GraphSession, type ToolOutcome } from './tools.ts';
+import { toolSpecs, ToolFailure, type ConductorTool, type FollowedJob, type GraphSession, type ToolOutcome } from './tools.ts';
 
 /** One tool call of a request, as `tools_called` reports it and the journal keeps it. */
 export interface CallRecord {
@@ -22,7 +22,15 @@ export interface CallRecord {
   /** The refund of a failed call could not be booked yet; the conductor retries it in the background. */
   refund_pending: boolean;
   duration_ms: number;
+  /** The work a paid call started that outlives it, and where its settlement is (see `JobState`). */
+  job?: FollowedJob & { state: JobState };
 }
+
+/**
+ * to_follow: the gateway has not taken the job yet (the conductor hands it over in the background);
+ * following: the gateway follows it and settles the charge when it ends; settled: the journal shows how.
+ */
+export type JobState = 'to_follow' | 'following' | 'settled';
 
 /** A call of the current model turn not carried out yet, with the index its idempotency key is made of. */
 export interface PlannedCall {
@@ -377,8 +385,23 @@ export class Conductor {
       return { record, key: paid?.key ?? null, content: json({ error: message, ...(paid ? { refunded: refunded > 0 } : {}) }), span: { refunded, failure: error instanceof ToolFailure ? 'ToolFailure' : '_OTHER' } };
     }
     const record: CallRecord = { ...base, status: 'ok', credits: paid?.price.amount ?? 0, note: outcome.note, output: outcome.output, refund_pending: false, duration_ms: Math.round(performance.now() - began) };
+    if (paid && outcome.job) record.job = { ...outcome.job, state: await this.handOver(context, paid.key, outcome.job) };
     this.deps.observe?.(record, 0);
     return { record, key: paid?.key ?? null, content: json(outcome.result), span: { refunded: 0 } };
+  }
+
+  /**
+   * Hands the job a paid call started to the gateway, which settles its charge when it ends, as it does
+   * for the same job started through its proxy; when the gateway cannot take it now, the conductor hands
+   * it over later (`to_follow`).
+   */
+  private async handOver(context: RequestContext, key: string, job: FollowedJob): Promise<JobState> {
+    try {
+      return (await this.deps.ledger.follow(context.userId, key, job, context.requestId)) ? 'following' : 'settled';
+    } catch (error) {
+      this.deps.logger.warn({ err: error, key, requestId: context.requestId }, 'the gateway did not take the job yet');
+      return 'to_follow';
+    }
   }
 
   /** Refunds the charge under `key`, trying a few times; false when the gateway could not book it (the journal keeps it pending). */

@@ -114,7 +114,13 @@ export function startSimulationTool(simulations: Simulations): ConductorTool<Sim
     describe: (value) => `start a ${value.mode ?? 'FORWARD'} simulation at fidelity ${value.fidelity}${value.prompt ? `: "${value.prompt.slice(0, 120)}"` : ` from template ${value.template}`}`,
     run: async (value, context) => {
       const run = await simulations.start(context.userId, value, context.requestId, context.signal);
-      return { result: { ...run }, note: `started simulation ${run.id} (${run.mode ?? value.mode ?? 'FORWARD'}, fidelity ${value.fidelity}): ${run.status}`, output: { ...run } };
+      return {
+        result: { ...run },
+        note: `started simulation ${run.id} (${run.mode ?? value.mode ?? 'FORWARD'}, fidelity ${value.fidelity}): ${run.status}`,
+        output: { ...run },
+        // The run, not its start, is what was paid for: it is refunded if it fails or is cancelled before a step.
+        job: { upstream: 'simulation', location: `/api/v1/simulations/${encodeURIComponent(run.id)}` },
+      };
     },
   };
 }

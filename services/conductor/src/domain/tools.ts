@@ -3,11 +3,23 @@ import type { ToolSpec } from '@tempora/kit/providers';
 import type { PriceBook, Priced } from './prices.ts';
 import type { ConductorSettings } from './settings.ts';
 
+/**
+ * Work a paid call started that goes on after the call answered (a simulation run): its end decides whether
+ * the call's charge stands, which the gateway decides, as for the same work started through its proxy.
+ */
+export interface FollowedJob {
+  upstream: 'simulation';
+  /** The job's resource on its upstream (a path), which answers its status. */
+  location: string;
+}
+
 /** What a tool call produced: what the model reads, the note in `tools_called`, and the compact output the response carries. */
 export interface ToolOutcome {
   result: Record<string, unknown>;
   note: string;
   output: Record<string, unknown>;
+  /** The work the call started, when it outlives the call. */
+  job?: FollowedJob;
 }
 
 /** An expected failure of a tool (the peer refused or could not be reached): the call is refunded and the model told why. */

@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { defineRoute, type RouteDefinition, conflict, notFound } from '@tempora/kit/http';
 import { SERVICE } from '../credentials.ts';
 import { BillingLedger } from '../billing-ledger.ts';
+import { ChargedJobBook, type ChargeStanding } from '../charged-jobs.ts';
 import { IdempotencyConflict, UnknownUser, type LedgerOutcome } from '../repository.ts';
 import { LedgerEntrySchema } from '../schemas.ts';
 import { ledgerView } from '../views.ts';
@@ -18,6 +19,30 @@ const BookingSchema = z
   .object({ entry: LedgerEntrySchema, balance: z.number().int(), replayed: z.boolean(), taken: z.number().int().optional() })
   .meta({ id: 'ServiceLedgerBooking' });
 
+/** A service charge's key as the service gave it to `/credits/charge`. */
+const ServiceChargeKey = z.string().trim().min(1).max(200).meta({ description: 'the idempotency key the charge was made with (`/credits/charge`)' });
+/** A job's resource on its upstream: a path under /api/v1/, no query, no dot segments, nothing to escape. */
+const JobLocation = z
+  .string()
+  .max(500)
+  .regex(/^\/api\/v1(\/(?!\.{1,2}(\/|$))[A-Za-z0-9_~.-]+)+$/, 'a path under /api/v1/ on the upstream, e.g. /api/v1/simulations/{id}')
+  .meta({ description: "the job's resource on its upstream, which answers its `status` (and `progress.steps_done`)" });
+const FollowBody = z.object({
+  user_id: z.uuid(),
+  idempotency_key: ServiceChargeKey,
+  upstream: z.enum(['simulation', 'generation']).meta({ description: 'the service running the job' }),
+  location: JobLocation,
+});
+const StandingQuery = z.object({ user_id: z.uuid(), idempotency_key: ServiceChargeKey });
+const ChargeStandingSchema = z
+  .object({
+    state: z.enum(['following', 'refunded', 'stands']).meta({ description: 'following: its job has not ended; refunded: given back (`reason` says why); stands: delivered, or never followed' }),
+    charged: z.number().int(),
+    refunded: z.number().int(),
+    reason: z.string().nullable(),
+  })
+  .meta({ id: 'ChargeStanding' });
+
 async function booking<T extends LedgerOutcome>(userId: string, work: () => Promise<T>): Promise<T> {
   try {
     return await work();
@@ -30,11 +55,18 @@ async function booking<T extends LedgerOutcome>(userId: string, work: () => Prom
 
 /**
  * Grants and compensating debits booked by a service (the billing service's payments and refunds), each
- * idempotent on the caller's key: a retry after a lost answer books nothing more and answers the entry.
+ * idempotent on the caller's key: a retry after a lost answer books nothing more and answers the entry;
+ * and the jobs a service's charges paid for, which the gateway follows and settles (charged-jobs.ts).
  */
 export function billingLedgerRoutes(deps: GatewayRouteDeps): RouteDefinition[] {
   const { repository } = deps;
   const ledger = new BillingLedger(repository.knex);
+  const jobs = new ChargedJobBook(repository.knex, deps.credits, deps.config.CHARGED_JOB_CHECK_MS);
+  const standing = async (userId: string, key: string): Promise<ChargeStanding> => {
+    const found = await jobs.standing(userId, `service:${key}`);
+    if (!found) throw notFound(`no charge with idempotency key ${key} for user ${userId}`);
+    return found;
+  };
   return [
     defineRoute({
       method: 'post',
@@ -76,6 +108,40 @@ export function billingLedgerRoutes(deps: GatewayRouteDeps): RouteDefinition[] {
         ctx.status = outcome.replayed ? 200 : 201;
         return { entry: ledgerView(outcome.entry), balance: outcome.balance, replayed: outcome.replayed, taken: outcome.taken };
       },
+    }),
+    defineRoute({
+      method: 'post',
+      path: '/api/v1/credits/follow',
+      operationId: 'followChargedJob',
+      summary: 'Hand the gateway the job a service charge paid for (service key)',
+      description:
+        "A service that charged a call through `/credits/charge` and started a job with it (the conductor's `start_simulation`) names the job here; the gateway then follows it as it follows the jobs of proxied calls, and refunds the charge when the job fails, or is stopped or cancelled before it delivered anything. So one rule settles every charged job, whichever way it was started. Idempotent. A charge already refunded is not followed (200).",
+      tags: ['service'],
+      security: [SERVICE],
+      body: FollowBody,
+      responses: {
+        200: { description: 'Already refunded: nothing to follow', schema: ChargeStandingSchema },
+        202: { description: 'Followed until the job ends', schema: ChargeStandingSchema },
+        404: { description: 'No such charge' },
+      },
+      handler: async (ctx, { body }) => {
+        const before = await standing(body.user_id, body.idempotency_key);
+        if (before.state === 'refunded') return before;
+        await jobs.follow(body.user_id, `service:${body.idempotency_key}`, body.upstream, body.location);
+        ctx.status = 202;
+        return { ...before, state: 'following' as const };
+      },
+    }),
+    defineRoute({
+      method: 'get',
+      path: '/api/v1/credits/standing',
+      operationId: 'getChargeStanding',
+      summary: 'How a service charge stands: its job followed, refunded, or standing (service key)',
+      tags: ['service'],
+      security: [SERVICE],
+      query: StandingQuery,
+      responses: { 200: { description: 'The charge as it stands', schema: ChargeStandingSchema }, 404: { description: 'No such charge' } },
+      handler: (_ctx, { query }) => standing(query.user_id, query.idempotency_key),
     }),
   ];
 }
