@@ -62,6 +62,11 @@ export class Book {
         return { outcome, detail, users };
       };
       if ('ignored' in interpretation) return settle('ignored', interpretation.ignored, null, []);
+      // A message about a deleted account (a cancelled subscription's last events, a redelivery) is
+      // settled without effect: nothing is granted, parked or linked to the user again.
+      const named = [interpretation.userId, ...interpretation.intents.map((intent) => ('userId' in intent ? intent.userId : null))].filter((userId) => userId !== null);
+      await this.repository.lockUsers(trx, named);
+      if (await this.repository.anyErased(trx, named)) return settle('ignored', 'it names an account that was deleted: nothing is applied', null, []);
 
       const effects: Effects = { changed: false, users: new Set(), tierUsers: new Set(), notes: [] };
       // The interpreters put subscriptions before payments, and accounts are locked last (refreshTier):

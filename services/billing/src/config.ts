@@ -58,6 +58,8 @@ export const BillingConfigSchema = baseConfigSchema('billing')
     /** Where Checkout sends the buyer back; `{CHECKOUT_SESSION_ID}` is Stripe's placeholder. */
     CHECKOUT_SUCCESS_URL: optionalString.pipe(z.url().optional()),
     CHECKOUT_CANCEL_URL: optionalString.pipe(z.url().optional()),
+    /** Where Stripe's customer portal sends the user back; unset: CHECKOUT_CANCEL_URL (the app's billing page). */
+    PORTAL_RETURN_URL: optionalString.pipe(z.url().optional()),
 
     /** With APPLE_BUNDLE_ID, the App Store channel; unset: no App Store routes (404). */
     APPLE_ROOT_CERTIFICATES: appleRoots,

@@ -125,4 +125,20 @@ export const migrations: Migration[] = [
       for (const table of ['billing_history', 'billing_outbox', 'billing_accounts', 'billing_subscriptions', 'billing_payments', 'billing_events']) await knex.schema.dropTableIfExists(table);
     },
   },
+  {
+    name: '002_erasures',
+    async up(knex: Knex) {
+      // Accounts deleted: a one-way digest of the user id (never the id), so a later provider message naming
+      // the user is recognised and settled without linking anything to them again, and the notes the user was
+      // given, answered again when the gateway repeats the deletion.
+      await knex.schema.createTable('billing_erasures', (table) => {
+        table.text('digest').primary();
+        table.jsonb('notes').notNullable().defaultTo('[]');
+        table.timestamp('erased_at', { useTz: true }).notNullable().defaultTo(knex.fn.now());
+      });
+    },
+    async down(knex: Knex) {
+      await knex.schema.dropTableIfExists('billing_erasures');
+    },
+  },
 ];

@@ -1,5 +1,6 @@
 import type { Knex } from '@tempora/kit/data';
 import type { Tier } from './domain/catalogue.ts';
+import { erasureDigest } from './domain/erasure.ts';
 import type { Provider } from './domain/intents.ts';
 
 export interface EventRow {
@@ -274,7 +275,9 @@ export class BillingRepository {
     if (plain[0]) return Number(plain[0].sent_amount);
     return this.knex.transaction(async (trx) => {
       const row = await trx<OutboxRow>('billing_outbox').where({ id: entry.id }).forUpdate().first();
-      if (row?.sent_amount !== null && row?.sent_amount !== undefined) return row.sent_amount;
+      // Gone: its user's account was deleted meanwhile, and nothing reaches the ledger.
+      if (!row) return 0;
+      if (row.sent_amount !== null) return row.sent_amount;
       let sent = entry.amount;
       if (entry.kind === 'grant') {
         const account = await this.lockAccount(trx, entry.user_id);
@@ -332,6 +335,79 @@ export class BillingRepository {
         this.knex.raw(`coalesce(extract(epoch from now() - min(created_at) filter (where status = 'pending')), 0)::float as oldest`),
       );
     return { pending: Number(row?.pending ?? 0), failed: Number(row?.failed ?? 0), oldestPendingSeconds: Number(row?.oldest ?? 0) };
+  }
+
+  // ---------------------------------------------------------------- deleted accounts
+
+  /**
+   * Serialises what is done for these users with their account's deletion, until the transaction ends.
+   * Taken before any row lock (the book takes it for the users a message names, the deletion for its
+   * user), so the two wait for each other instead of deadlocking.
+   */
+  async lockUsers(db: Knex, userIds: string[]): Promise<void> {
+    for (const userId of [...new Set(userIds)].sort()) await db.raw('select pg_advisory_xact_lock(hashtextextended(?, 0))', [`billing-user:${userId}`]);
+  }
+
+  async anyErased(db: Knex, userIds: string[]): Promise<boolean> {
+    if (userIds.length === 0) return false;
+    const row = await db('billing_erasures').whereIn('digest', userIds.map(erasureDigest)).first('digest');
+    return row !== undefined;
+  }
+
+  /** Marks an account deleted: from its commit, a message naming the user is settled without effect. */
+  async markErased(userId: string): Promise<void> {
+    await this.knex.transaction(async (trx) => {
+      await this.lockUsers(trx, [userId]);
+      await trx('billing_erasures').insert({ digest: erasureDigest(userId) }).onConflict('digest').ignore();
+    });
+  }
+
+  /**
+   * Deletes what billing holds of a user, in one transaction: payments are kept without the link to
+   * the user (the law keeps them), everything else keyed by the user goes, and the user's digest is
+   * remembered with `notes` (added to those of an earlier call). Rows are locked in the book's order
+   * (subscriptions, payments, accounts) so a message being applied meanwhile finishes first, and is
+   * deleted with the rest. Counts are this call's: a repeated call answers zeros and the notes.
+   */
+  async erase(userId: string, notes: string[]): Promise<{ counts: Record<string, number>; anonymised: number; notes: string[] }> {
+    return this.knex.transaction(async (trx) => {
+      await this.lockUsers(trx, [userId]);
+      const digest = erasureDigest(userId);
+      const earlier: { notes: string[] } | undefined = await trx('billing_erasures').where({ digest }).forUpdate().first('notes');
+      const all = [...new Set([...(earlier?.notes ?? []), ...notes])];
+      await trx('billing_erasures')
+        .insert({ digest, notes: JSON.stringify(all) })
+        .onConflict('digest')
+        .merge({ notes: JSON.stringify(all) });
+      const subscriptions = await trx('billing_subscriptions').where({ user_id: userId }).delete();
+      const anonymised = await trx('billing_payments').where({ user_id: userId }).update({ user_id: null, updated_at: trx.fn.now() });
+      const accounts = await trx('billing_accounts').where({ user_id: userId }).delete();
+      const outbox = await trx('billing_outbox').where({ user_id: userId }).delete();
+      const history = await trx('billing_history').where({ user_id: userId }).delete();
+      const events = await trx('billing_events').where({ user_id: userId }).delete();
+      return { counts: { subscriptions, accounts, outbox, history, events }, anonymised, notes: all };
+    });
+  }
+
+  // ---------------------------------------------------------------- export
+
+  /** A user's payments after `after` ((provider, ref) order), `limit` of them. */
+  async paymentsAfter(userId: string, after: { provider: string; ref: string } | null, limit: number): Promise<PaymentRow[]> {
+    const query = this.knex<PaymentRow>('billing_payments').where({ user_id: userId }).orderBy([{ column: 'provider' }, { column: 'ref' }]).limit(limit);
+    if (after) query.whereRaw('(provider, ref) > (?, ?)', [after.provider, after.ref]);
+    return query;
+  }
+
+  async subscriptionsAfter(userId: string, after: { provider: string; ref: string } | null, limit: number): Promise<SubscriptionRow[]> {
+    const query = this.knex<SubscriptionRow>('billing_subscriptions').where({ user_id: userId }).orderBy([{ column: 'provider' }, { column: 'ref' }]).limit(limit);
+    if (after) query.whereRaw('(provider, ref) > (?, ?)', [after.provider, after.ref]);
+    return query;
+  }
+
+  async historyAfter(userId: string, afterId: string | null, limit: number): Promise<HistoryRow[]> {
+    const query = this.knex<HistoryRow>('billing_history').where({ user_id: userId }).orderBy('id').limit(limit);
+    if (afterId !== null) query.where('id', '>', afterId);
+    return query;
   }
 
   // ---------------------------------------------------------------- history

@@ -93,3 +93,7 @@ export const OperatorStateSchema = BillingStateSchema.extend({
 export const RecordedSchema = z
   .object({ received: z.literal(true), outcome: z.enum(['applied', 'duplicate', 'unchanged', 'ignored', 'unmatched']), detail: z.string().nullable() })
   .meta({ id: 'Recorded' });
+
+export const PortalSessionSchema = z
+  .object({ url: z.string().meta({ description: 'Stripe\'s customer portal for the caller: send them here (it expires shortly; ask again for a new one)' }) })
+  .meta({ id: 'PortalSession' });

@@ -3,6 +3,7 @@ import { adminKeyAuth, createApp, serviceKeyAuth } from '@tempora/kit/http';
 import { openDatabase } from '@tempora/kit/data';
 import { createLogger, type Logger, Metrics } from '@tempora/kit/observability';
 import { sizeInBytes } from '@tempora/kit/runtime';
+import { AccountData } from './account-data.ts';
 import { AppleChannel } from './apple-channel.ts';
 import { Book } from './book.ts';
 import type { BillingConfig } from './config.ts';
@@ -14,9 +15,11 @@ import { Outbox } from './outbox.ts';
 import { rawBodyUnder } from './raw-body.ts';
 import { BillingRepository } from './repository.ts';
 import { accountRoutes } from './routes/account.ts';
+import { accountDataRoutes } from './routes/account-data.ts';
 import { catalogueRoutes } from './routes/catalogue.ts';
 import type { BillingRouteDeps } from './routes/context.ts';
 import { operatorRoutes } from './routes/operators.ts';
+import { planRoutes } from './routes/plans.ts';
 import { WEBHOOK_PREFIX, webhookRoutes } from './routes/webhooks.ts';
 import { StripeChannel } from './stripe-channel.ts';
 import { VERSION } from './version.ts';
@@ -55,13 +58,15 @@ export async function createBillingService(config: BillingConfig, logger = creat
     { pollMs: config.OUTBOX_POLL_MS, retryMaxMs: config.OUTBOX_RETRY_MAX_MS, lapseEveryMs: LAPSE_EVERY_MS },
     () => book.lapsePastDue(),
   );
+  const stripe = new StripeChannel(config, catalogue);
   const deps: BillingRouteDeps = {
     config,
     catalogue,
     repository,
     book,
     outbox,
-    stripe: new StripeChannel(config, catalogue),
+    accountData: new AccountData(repository, stripe, catalogue, config.PAST_DUE_GRACE_DAYS * 86_400_000, logger.child({ component: 'account-data' })),
+    stripe,
     apple: new AppleChannel(config, catalogue),
     metrics: billingMetrics,
     logger,
@@ -72,13 +77,13 @@ export async function createBillingService(config: BillingConfig, logger = creat
     version: VERSION,
     title: 'Tempora billing service',
     description:
-      'Credit packs and monthly plans, bought through Stripe Checkout or the App Store, verified and turned into credits in the gateway\'s ledger and into gateway tiers, each exactly once (docs/billing.md). Internal: users reach it through the gateway (X-User-ID with its service key); the two webhook receivers authenticate by signature.',
+      'Credit packs and monthly plans, bought through Stripe Checkout or the App Store, verified and turned into credits in the gateway\'s ledger and into gateway tiers, each exactly once (docs/billing.md). Internal: users reach it through the gateway (X-User-ID with its service key); the two webhook receivers authenticate by signature; the gateway deletes and exports a user\'s billing data through /api/v1/users/{user_id}/data.',
     config,
     logger,
     metrics,
     authenticators: [serviceKeyAuth(config.SERVICE_KEY), adminKeyAuth(config.ADMIN_KEY)],
     beforeBody: [rawBodyUnder(WEBHOOK_PREFIX, sizeInBytes(config.WEBHOOK_BODY_LIMIT))],
-    routes: [...catalogueRoutes(deps), ...accountRoutes(deps), ...webhookRoutes(deps), ...operatorRoutes(deps)],
+    routes: [...catalogueRoutes(deps), ...accountRoutes(deps), ...planRoutes(deps), ...webhookRoutes(deps), ...operatorRoutes(deps), ...accountDataRoutes(deps)],
     health: async () => {
       const db = await database.ping();
       const backlog = db ? await repository.outboxBacklog() : undefined;

@@ -1,7 +1,7 @@
 import Stripe from 'stripe';
 import type { BillingConfig } from './config.ts';
 import type { Item } from './domain/catalogue.ts';
-import { MalformedMessage, type SubscriptionChange } from './domain/intents.ts';
+import { MalformedMessage, TERMINAL_STATUSES, type SubscriptionChange } from './domain/intents.ts';
 import { StripeEventSchema, interpretStripeEvent, type StripeEvent } from './domain/stripe-events.ts';
 import type { Catalogue } from './domain/catalogue.ts';
 import { Refusal } from './refusal.ts';
@@ -135,10 +135,73 @@ export class StripeChannel {
 
   /** A subscription's current state read from Stripe (a re-sync), as of now. */
   async currentSubscription(ref: string, now: Date): Promise<SubscriptionChange> {
-    const subscription = await this.api.subscriptions.retrieve(ref);
-    const event: StripeEvent = { id: `resync:${ref}`, type: 'customer.subscription.updated', created: Math.floor(now.getTime() / 1000), data: { object: subscription as unknown as Record<string, unknown> } };
+    return { ...this.stateOf(await this.api.subscriptions.retrieve(ref), now), version: now.getTime() };
+  }
+
+  /**
+   * Sets whether a subscription ends at its period's end (a cancel, or its undoing), and answers its state
+   * as Stripe answered it, as of the current second: the customer.subscription.updated event Stripe sends
+   * for it carries that second too, and so replaces this state rather than being taken for an older one.
+   */
+  async setCancelAtPeriodEnd(ref: string, cancel: boolean, now: Date): Promise<SubscriptionChange> {
+    const subscription = await this.attempt(`update subscription ${ref}`, () => this.api.subscriptions.update(ref, { cancel_at_period_end: cancel }));
+    return this.stateOf(subscription, now);
+  }
+
+  /**
+   * Ends a subscription now, without a final invoice or proration (an account's deletion): false when
+   * Stripe says it had ended already, so a repeated deletion finishes what an earlier one began.
+   */
+  async cancelNow(ref: string): Promise<boolean> {
+    return this.attempt(`cancel subscription ${ref}`, async () => {
+      const subscription = await this.api.subscriptions.retrieve(ref);
+      if (TERMINAL_STATUSES.has(subscription.status)) return false;
+      await this.api.subscriptions.cancel(ref, { invoice_now: false, prorate: false });
+      return true;
+    });
+  }
+
+  /** A customer-portal session for the customer a subscription bills; its URL. */
+  async portalSession(subscriptionRef: string, returnUrl: string): Promise<string> {
+    return this.attempt(`open the customer portal for subscription ${subscriptionRef}`, async () => {
+      const subscription = await this.api.subscriptions.retrieve(subscriptionRef);
+      const customer = typeof subscription.customer === 'string' ? subscription.customer : subscription.customer.id;
+      const session = await this.api.billingPortal.sessions.create({ customer, return_url: returnUrl });
+      return session.url;
+    });
+  }
+
+  /** A call to Stripe whose failure becomes a StripeFailure saying whether trying again later may succeed. */
+  private async attempt<T>(what: string, call: () => Promise<T>): Promise<T> {
+    try {
+      return await call();
+    } catch (error) {
+      // Without a secret key nothing can be asked of Stripe until an operator configures one: a retry can then succeed.
+      const unavailable = !this.client || stripeUnavailable(error);
+      throw new StripeFailure(`Stripe could not ${what}: ${(error as Error).message}`, unavailable, { cause: error });
+    }
+  }
+
+  private stateOf(subscription: Stripe.Subscription, now: Date): SubscriptionChange {
+    const event: StripeEvent = { id: `read:${subscription.id}`, type: 'customer.subscription.updated', created: Math.floor(now.getTime() / 1000), data: { object: subscription as unknown as Record<string, unknown> } };
     const interpretation = this.interpret(event);
     if ('ignored' in interpretation) throw new Error(interpretation.ignored);
-    return { ...(interpretation.intents[0] as SubscriptionChange), version: now.getTime() };
+    return interpretation.intents[0] as SubscriptionChange;
   }
 }
+
+/** A call to Stripe that failed: `unavailable` when the same call may succeed later (a 503 for our caller), else Stripe refused it (502). */
+export class StripeFailure extends Error {
+  readonly unavailable: boolean;
+  constructor(message: string, unavailable: boolean, options: ErrorOptions) {
+    super(message, options);
+    this.unavailable = unavailable;
+  }
+}
+
+/** Whether a failed Stripe call may succeed later unchanged (Stripe unreachable, overloaded, failing). */
+const stripeUnavailable = (error: unknown): boolean =>
+  error instanceof Stripe.errors.StripeConnectionError ||
+  error instanceof Stripe.errors.StripeRateLimitError ||
+  error instanceof Stripe.errors.StripeAPIError ||
+  (error instanceof Stripe.errors.StripeError && (error.statusCode ?? 0) >= 500);

@@ -73,3 +73,23 @@ export const paymentView = (row: PaymentRow) => ({
   revoked: row.revoked,
   granted_at: iso(row.granted_at),
 });
+
+/** A payment as the user's data export holds it: all billing keeps of it. */
+export const paymentExportView = (row: PaymentRow) => ({
+  provider: row.provider,
+  ref: row.ref,
+  item_kind: row.item_kind,
+  item_id: row.item_id,
+  subscription_ref: row.subscription_ref,
+  credits: row.credits,
+  amount: num(row.amount),
+  currency: row.currency,
+  payment_intent: row.payment_intent,
+  granted_at: iso(row.granted_at),
+  refunded_amount: Number(row.refunded_amount),
+  refunded_of: num(row.refunded_of),
+  disputed: row.disputed,
+  revoked: row.revoked,
+  credits_taken_back: row.credits_taken_back,
+  created_at: row.created_at.toISOString(),
+});

@@ -1,8 +1,9 @@
 /**
- * A local stand-in for Stripe: the REST calls billing makes (Checkout Sessions, subscriptions, invoice
- * payments), form-encoded in and JSON out as Stripe's API is, with Stripe's error shape and idempotency
- * keys; and the webhook side, events signed as Stripe signs them (`t=…,v1=…`, one v1 per secret) and
- * POSTed to a webhook URL. What a buyer or Stripe's dashboard would do (pay a session, renew, fail a
+ * A local stand-in for Stripe: the REST calls billing makes (Checkout Sessions, subscriptions read,
+ * updated and cancelled, customer-portal sessions, invoice payments), form-encoded in and JSON out as
+ * Stripe's API is, with Stripe's error shape and idempotency keys; and the webhook side, events signed
+ * as Stripe signs them (`t=…,v1=…`, one v1 per secret) and POSTed to a webhook URL, one at a time in
+ * the order they happened (an API call's after its answer, as Stripe sends them). What a buyer or Stripe's dashboard would do (pay a session, renew, fail a
  * renewal, cancel, refund, dispute) is under /_stand_in/. Tests start it in-process; `npm start` can run
  * it standalone for development:
  *
@@ -26,7 +27,7 @@ export interface StripeEvent {
   livemode: false;
   pending_webhooks: number;
   type: string;
-  data: { object: StripeObject };
+  data: { object: StripeObject; previous_attributes?: StripeObject };
 }
 
 export interface Delivery {
@@ -60,6 +61,10 @@ export interface StripeStandIn {
   act(action: string, id: string, body?: StripeObject): Promise<StripeEvent[]>;
   /** Where events go from now on (undefined: nowhere, as when an endpoint is disabled). */
   setWebhookUrl(url: string | undefined): void;
+  /** Resolves once every event so far was delivered (or given up on). */
+  idle(): Promise<void>;
+  /** While on, the API cannot be reached: every connection to /v1/ is cut before an answer. */
+  setOutage(on: boolean): void;
   close(): Promise<void>;
 }
 
@@ -74,8 +79,8 @@ export function signatureFor(payload: string, secrets: string[], timestamp = now
 }
 
 /** An event as Stripe builds them. */
-export function stripeEvent(type: string, object: StripeObject, created = now()): StripeEvent {
-  return { id: newId('evt'), object: 'event', api_version: Stripe.API_VERSION, created, livemode: false, pending_webhooks: 1, type, data: { object } };
+export function stripeEvent(type: string, object: StripeObject, created = now(), previous?: StripeObject): StripeEvent {
+  return { id: newId('evt'), object: 'event', api_version: Stripe.API_VERSION, created, livemode: false, pending_webhooks: 1, type, data: { object, ...(previous ? { previous_attributes: previous } : {}) } };
 }
 
 /** A paid Checkout Session for a pack (the starter by default), as `checkout.session.completed` carries it. */
@@ -117,6 +122,7 @@ export async function startStripeStandIn(options: StandInOptions): Promise<Strip
   const invoices = new Map<string, StripeObject>();
   const charges = new Map<string, StripeObject>();
   const disputes = new Map<string, StripeObject>();
+  const portalSessions = new Map<string, StripeObject>();
   const invoicePayments: StripeObject[] = [];
   const idempotent = new Map<string, { status: number; body: string }>();
   const events: StripeEvent[] = [];
@@ -124,6 +130,9 @@ export async function startStripeStandIn(options: StandInOptions): Promise<Strip
   const attempts = options.attempts ?? 3;
   const retryDelayMs = options.retryDelayMs ?? 500;
   let base = '';
+  let outage = false;
+  /** Deliveries in the order their events happened, one at a time. */
+  let queue: Promise<unknown> = Promise.resolve();
 
   async function deliver(event: StripeEvent): Promise<void> {
     events.push(event);
@@ -148,9 +157,14 @@ export async function startStripeStandIn(options: StandInOptions): Promise<Strip
     }
   }
 
-  async function emit(...list: StripeEvent[]): Promise<StripeEvent[]> {
-    for (const event of list) await deliver(event);
-    return list;
+  /** Queues the events' deliveries; resolves once they are done. An API call does not wait for it: Stripe answers first. */
+  function emit(...list: StripeEvent[]): Promise<StripeEvent[]> {
+    const done = queue.then(async () => {
+      for (const event of list) await deliver(event);
+      return list;
+    });
+    queue = done;
+    return done;
   }
 
   function paidCharge(amount: number, currency: string, metadata: StripeObject): { paymentIntent: string; charge: StripeObject } {
@@ -242,11 +256,7 @@ export async function startStripeStandIn(options: StandInOptions): Promise<Strip
       return emit(stripeEvent('invoice.payment_failed', snapshot(invoice)), stripeEvent('customer.subscription.updated', snapshot(subscription)));
     },
     async cancel(id) {
-      const subscription = subscriptions.get(id);
-      if (!subscription) throw missing('subscription', id);
-      subscription.status = 'canceled';
-      subscription.canceled_at = now();
-      return emit(stripeEvent('customer.subscription.deleted', snapshot(subscription)));
+      return emit(cancelSubscription(id));
     },
     async change_price(id, body) {
       const subscription = subscriptions.get(id);
@@ -277,6 +287,46 @@ export async function startStripeStandIn(options: StandInOptions): Promise<Strip
       return emit(stripeEvent('charge.dispute.closed', snapshot(dispute)));
     },
   };
+
+  /** Ends a subscription now (the dashboard's cancel, the API's DELETE): its customer.subscription.deleted event. */
+  function cancelSubscription(id: string): StripeEvent {
+    const subscription = subscriptions.get(id);
+    if (!subscription) throw missing('subscription', id);
+    if (subscription.status === 'canceled') throw new StripeError(400, 'invalid_request_error', `This subscription is already canceled: ${id}`);
+    subscription.status = 'canceled';
+    subscription.canceled_at = subscription.ended_at = now();
+    return stripeEvent('customer.subscription.deleted', snapshot(subscription));
+  }
+
+  /** A subscription update; what billing sends is `cancel_at_period_end` (a cancel, or its undoing). */
+  function updateSubscription(id: string, params: StripeObject): { subscription: StripeObject; event: StripeEvent | undefined } {
+    const subscription = subscriptions.get(id);
+    if (!subscription) throw missing('subscription', id);
+    if (subscription.status === 'canceled') throw new StripeError(400, 'invalid_request_error', 'A canceled subscription can only update its cancellation_details and metadata.');
+    const previous: StripeObject = {};
+    if (params.cancel_at_period_end !== undefined) {
+      if (params.cancel_at_period_end !== 'true' && params.cancel_at_period_end !== 'false') throw new StripeError(400, 'invalid_request_error', 'Invalid boolean: cancel_at_period_end', 'parameter_invalid_boolean');
+      const cancel = params.cancel_at_period_end === 'true';
+      if (cancel !== subscription.cancel_at_period_end) {
+        Object.assign(previous, { cancel_at_period_end: subscription.cancel_at_period_end, cancel_at: subscription.cancel_at ?? null });
+        subscription.cancel_at_period_end = cancel;
+        subscription.cancel_at = cancel ? subscription.items.data[0].current_period_end : null;
+      }
+    }
+    // Stripe sends an event only when something changed.
+    const event = Object.keys(previous).length > 0 ? stripeEvent('customer.subscription.updated', snapshot(subscription), now(), previous) : undefined;
+    return { subscription, event };
+  }
+
+  /** A customer-portal session, for a customer of one of the stand-in's subscriptions. */
+  function createPortalSession(params: StripeObject): StripeObject {
+    if (!params.customer) throw new StripeError(400, 'invalid_request_error', 'Missing required param: customer.', 'parameter_missing');
+    if (![...subscriptions.values()].some((subscription) => subscription.customer === params.customer)) throw missing('customer', String(params.customer));
+    const id = newId('bps');
+    const session = { id, object: 'billing_portal.session', customer: params.customer, return_url: params.return_url ?? null, url: `${base}/billing_portal/${id}`, created: now(), livemode: false };
+    portalSessions.set(id, session);
+    return session;
+  }
 
   /** Checkout Session creation: line items with a price id or inline price data, as billing sends them. */
   function createSession(params: StripeObject): StripeObject {
@@ -340,6 +390,17 @@ export async function startStripeStandIn(options: StandInOptions): Promise<Strip
       if (!subscription) throw missing('subscription', match[1]!);
       return subscription;
     }
+    if (method === 'POST' && (match = path.match(/^\/v1\/subscriptions\/([^/]+)$/))) {
+      const { subscription, event } = updateSubscription(match[1]!, params);
+      if (event) void emit(event);
+      return snapshot(subscription);
+    }
+    if (method === 'DELETE' && (match = path.match(/^\/v1\/subscriptions\/([^/]+)$/))) {
+      const event = cancelSubscription(match[1]!);
+      void emit(event);
+      return event.data.object;
+    }
+    if (method === 'POST' && path === '/v1/billing_portal/sessions') return createPortalSession(params);
     if (method === 'GET' && path === '/v1/invoice_payments') {
       const data = invoicePayments.filter(
         (payment) => (!params.invoice || payment.invoice === params.invoice) && (!params.payment?.payment_intent || payment.payment.payment_intent === params.payment.payment_intent),
@@ -367,6 +428,7 @@ export async function startStripeStandIn(options: StandInOptions): Promise<Strip
     const text = await readBody(req);
     try {
       if (url.pathname.startsWith('/v1/')) {
+        if (outage) return void req.socket.destroy();
         const key = /^Bearer\s+(\S+)$/i.exec(req.headers.authorization ?? '')?.[1];
         if (!key || (options.secretKey ? key !== options.secretKey : !key.startsWith('sk_test_'))) {
           throw new StripeError(401, 'invalid_request_error', `Invalid API Key provided: ${key ? `${key.slice(0, 8)}…` : '(none)'}`);
@@ -375,7 +437,7 @@ export async function startStripeStandIn(options: StandInOptions): Promise<Strip
         const cacheKey = typeof idempotencyKey === 'string' && method === 'POST' ? `${key}:${idempotencyKey}` : undefined;
         const cached = cacheKey ? idempotent.get(cacheKey) : undefined;
         if (cached) return send(res, cached.status, cached.body);
-        const params = qs.parse(method === 'GET' ? url.search.slice(1) : text, { depth: 10, arrayLimit: 100 }) as StripeObject;
+        const params = qs.parse(method === 'GET' || method === 'DELETE' ? url.search.slice(1) || text : text, { depth: 10, arrayLimit: 100 }) as StripeObject;
         const body = JSON.stringify(await api(method, url.pathname, params));
         if (cacheKey) idempotent.set(cacheKey, { status: 200, body });
         return send(res, 200, body);
@@ -391,6 +453,11 @@ export async function startStripeStandIn(options: StandInOptions): Promise<Strip
         await actions.pay!(match[1]!, {});
         res.writeHead(303, { location: String(sessions.get(match[1]!)!.success_url).replace('{CHECKOUT_SESSION_ID}', match[1]!) });
         return void res.end();
+      }
+      if (method === 'GET' && (match = url.pathname.match(/^\/billing_portal\/([^/]+)$/))) {
+        const session = portalSessions.get(match[1]!);
+        if (!session) throw missing('billing_portal.session', match[1]!);
+        return send(res, 200, `<!doctype html><title>Stripe stand-in customer portal</title><h1>Customer portal</h1><p>${session.customer}</p><a href="${session.return_url ?? '/'}">Return</a>`, 'text/html');
       }
       if (method === 'GET' && url.pathname === '/_stand_in/events') return send(res, 200, { events, deliveries });
       if (method === 'POST' && (match = url.pathname.match(/^\/_stand_in\/(\w+)\/([^/]+)$/)) && actions[match[1]!]) {
@@ -416,6 +483,10 @@ export async function startStripeStandIn(options: StandInOptions): Promise<Strip
     act: (action, id, body = {}) => actions[action]!(id, body),
     setWebhookUrl: (url) => {
       options.webhookUrl = url;
+    },
+    idle: () => queue.then(() => undefined),
+    setOutage: (on) => {
+      outage = on;
     },
     close: () => new Promise<void>((resolve) => server.close(() => resolve())),
   };

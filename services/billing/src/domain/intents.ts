@@ -24,6 +24,8 @@ export interface Purchase {
 export type SubscriptionStatus = string;
 /** Statuses a subscription never leaves: a message of the same instant cannot bring it back. */
 export const TERMINAL_STATUSES: ReadonlySet<string> = new Set(['canceled', 'incomplete_expired']);
+/** Statuses of a subscription that no longer runs: another plan may be bought, and there is nothing to cancel or resume. */
+export const ENDED_STATUSES: ReadonlySet<string> = new Set(['canceled', 'incomplete_expired', 'expired', 'revoked', 'unpaid', 'incomplete']);
 
 /** A subscription's state as of `version` (the provider's own clock, in ms); older states are ignored. */
 export interface SubscriptionChange {

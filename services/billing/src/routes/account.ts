@@ -1,12 +1,11 @@
 import { z } from 'zod';
 import { defineRoute, type RouteDefinition, Problem, unprocessable } from '@tempora/kit/http';
 import type { Item } from '../domain/catalogue.ts';
+import { ENDED_STATUSES } from '../domain/intents.ts';
 import { BillingStateSchema, HistoryPageSchema, RecordedSchema } from '../schemas.ts';
 import { historyView, subscriptionView } from '../views.ts';
 import { Refusal } from '../refusal.ts';
 import { callerId, pageQuery, SERVICE, whenConfigured, type BillingRouteDeps } from './context.ts';
-
-const ENDED = new Set(['canceled', 'incomplete_expired', 'expired', 'revoked', 'unpaid', 'incomplete']);
 
 /** A user's billing state as users see it (the operators' view adds to it). */
 export async function billingState(deps: BillingRouteDeps, userId: string) {
@@ -60,7 +59,7 @@ export function accountRoutes(deps: BillingRouteDeps): RouteDefinition[] {
           const item: Item | undefined = pack ? { kind: 'pack', pack } : plan ? { kind: 'plan', plan } : undefined;
           if (!item) throw unprocessable(`no ${body.kind} ${body.id}`, [{ path: 'body.id', message: `not a ${body.kind} of the catalogue` }]);
           if (item.kind === 'plan') {
-            const running = (await repository.subscriptionsOf(repository.knex, userId)).find((row) => !ENDED.has(row.status));
+            const running = (await repository.subscriptionsOf(repository.knex, userId)).find((row) => !ENDED_STATUSES.has(row.status));
             if (running) throw new Problem(409, `a ${running.plan_id ?? ''} subscription (${running.provider} ${running.ref}) is ${running.status}: change or cancel it instead of buying another`);
           }
           let session;

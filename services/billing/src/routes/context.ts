@@ -2,6 +2,7 @@ import type { Context } from 'koa';
 import { z } from 'zod';
 import { Problem, type RouteDefinition, unauthorized } from '@tempora/kit/http';
 import type { Logger } from '@tempora/kit/observability';
+import type { AccountData } from '../account-data.ts';
 import type { AppleChannel } from '../apple-channel.ts';
 import type { Book } from '../book.ts';
 import type { BillingConfig } from '../config.ts';
@@ -24,6 +25,7 @@ export interface BillingRouteDeps {
   repository: BillingRepository;
   book: Book;
   outbox: Outbox;
+  accountData: AccountData;
   stripe: StripeChannel;
   apple: AppleChannel;
   metrics: BillingMetrics;

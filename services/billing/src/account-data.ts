@@ -1,0 +1,112 @@
+import { exportPage, type AccountDeletion, type AccountExportPage, type ExportPosition } from '@tempora/kit/http';
+import type { Logger } from '@tempora/kit/observability';
+import type { Catalogue } from './domain/catalogue.ts';
+import { appleRenewsNote, chargeableAtStripe, PAYMENT_RETENTION, renewsAtApple, stripeCancelledNote } from './domain/erasure.ts';
+import { asUserId } from './domain/intents.ts';
+import type { BillingRepository, SubscriptionRow } from './repository.ts';
+import type { StripeChannel } from './stripe-channel.ts';
+import { historyView, paymentExportView, subscriptionView } from './views.ts';
+
+const SERVICE = 'billing';
+/** What a deletion removes, by kind (payments are kept, anonymised). */
+const DELETED_KINDS = ['subscriptions', 'accounts', 'outbox', 'history', 'events'] as const;
+
+/** A cursor that names a kind of ours but a position that is not one of its positions. */
+export class BadCursor extends Error {}
+
+/** `provider:ref`, the position after a payment or subscription in (provider, ref) order. */
+const keyOf = (row: { provider: string; ref: string }) => `${row.provider}:${row.ref}`;
+function afterKey(after: string): { provider: string; ref: string } | null {
+  if (after === '') return null;
+  const colon = after.indexOf(':');
+  if (colon <= 0) throw new BadCursor('not a position in this export');
+  return { provider: after.slice(0, colon), ref: after.slice(colon + 1) };
+}
+
+/**
+ * The account-data contract (services/kit/src/http/account-data.ts) for billing: deleting a user's
+ * billing data, their paid plans cancelled at Stripe first, and exporting it page by page.
+ */
+export class AccountData {
+  private readonly repository: BillingRepository;
+  private readonly stripe: StripeChannel;
+  private readonly catalogue: Catalogue;
+  private readonly graceMs: number;
+  private readonly logger: Logger;
+
+  constructor(repository: BillingRepository, stripe: StripeChannel, catalogue: Catalogue, graceMs: number, logger: Logger) {
+    this.repository = repository;
+    this.stripe = stripe;
+    this.catalogue = catalogue;
+    this.graceMs = graceMs;
+    this.logger = logger;
+  }
+
+  /**
+   * Deletes the user's billing data. First the account is marked deleted, so a message about it applied
+   * from then on changes nothing (and no subscription of theirs appears that the next step would miss);
+   * then each subscription Stripe could still charge is cancelled at Stripe; then, in one transaction,
+   * the rows go and the payments lose their link to the user. A Stripe failure throws a StripeFailure
+   * with nothing deleted: the gateway calls again, and each step is done or found done.
+   */
+  async erase(id: string): Promise<AccountDeletion> {
+    const userId = asUserId(id);
+    const zeros = Object.fromEntries(DELETED_KINDS.map((kind) => [kind, 0]));
+    // Billing's users are the gateway's UUIDs: it holds nothing for any other id.
+    if (!userId) return { service: SERVICE, deleted: zeros, kept: { payments: { count: 0, reason: PAYMENT_RETENTION } }, notes: [] };
+    await this.repository.markErased(userId);
+    const subscriptions = await this.repository.subscriptionsOf(this.repository.knex, userId);
+    const notes: string[] = [];
+    for (const row of subscriptions.filter(chargeableAtStripe)) {
+      const cancelled = await this.stripe.cancelNow(row.ref);
+      this.logger.info({ user: userId, subscription: row.ref, cancelled }, 'account deleted: Stripe subscription ended');
+      notes.push(stripeCancelledNote(this.planName(row)));
+    }
+    for (const row of subscriptions.filter(renewsAtApple)) notes.push(appleRenewsNote(this.planName(row)));
+    const erased = await this.repository.erase(userId, notes);
+    this.logger.info({ user: userId, deleted: erased.counts, anonymised: erased.anonymised }, 'account deleted');
+    return { service: SERVICE, deleted: { ...zeros, ...erased.counts }, kept: { payments: { count: erased.anonymised, reason: PAYMENT_RETENTION } }, notes: erased.notes };
+  }
+
+  /** One page of the user's billing data: payments, then subscriptions, then the history. Throws BadCursor. */
+  async exportPage(id: string, position: ExportPosition, limit: number): Promise<AccountExportPage> {
+    const userId = asUserId(id);
+    // A full page may have a next one; a short one ends its kind.
+    const page = <R>(rows: R[], count: number, view: (row: R) => Record<string, unknown>, key: (row: R) => string) => ({
+      items: rows.map(view),
+      ...(rows.length === count ? { next: key(rows[rows.length - 1]!) } : {}),
+    });
+    return exportPage(
+      SERVICE,
+      [
+        {
+          kind: 'payments',
+          read: async (after, count) => page(userId ? await this.repository.paymentsAfter(userId, afterKey(after), count) : [], count, paymentExportView, keyOf),
+        },
+        {
+          kind: 'subscriptions',
+          read: async (after, count) =>
+            page(
+              userId ? await this.repository.subscriptionsAfter(userId, afterKey(after), count) : [],
+              count,
+              (row: SubscriptionRow) => ({ ...subscriptionView(row, this.graceMs), created_at: row.created_at.toISOString() }),
+              keyOf,
+            ),
+        },
+        {
+          kind: 'history',
+          read: async (after, count) => {
+            if (after !== '' && !/^\d{1,18}$/.test(after)) throw new BadCursor('not a position in this export');
+            return page(userId ? await this.repository.historyAfter(userId, after === '' ? null : after, count) : [], count, historyView, (row) => String(row.id));
+          },
+        },
+      ],
+      position,
+      limit,
+    );
+  }
+
+  private planName(row: SubscriptionRow): string {
+    return (row.plan_id && this.catalogue.plan(row.plan_id)?.name) ?? row.plan_id ?? 'paid';
+  }
+}
