@@ -11,6 +11,7 @@ import { randomUUID } from 'node:crypto';
 import { before, describe, it } from 'mocha';
 import { graphAliases } from '../../services/graph/src/routes/params.ts';
 import { isOpen, readsOnly, routeOf, type UpstreamName } from '../../services/gateway/src/proxy/routing.ts';
+import { ACCOUNT_DATA_ROUTE } from '../../services/kit/src/http/account-data.ts';
 import type { ServiceName } from '../../services/kit/src/runtime/config.ts';
 import { credentials, KINDS, type Credentials, type Kind } from './credentials.ts';
 import { ERROR_BODIES, securityPlatform, type SecurityPlatform } from './platform.ts';
@@ -74,7 +75,7 @@ const REFINED: Record<string, { reason: string; refine: (kind: Kind, outcome: Ou
 for (const op of ['listConversations', 'getConversation', 'deleteConversation', 'sendMessage', 'getSettings', 'updateSettings']) {
   REFINED[`conductor:${op}`] = { reason: 'the conductor acts for a user: a service key must name one in X-User-ID', refine: userOnly, inHandler: true };
 }
-for (const op of ['createCheckout', 'getSubscription', 'getBillingHistory']) {
+for (const op of ['createCheckout', 'getSubscription', 'getBillingHistory', 'cancelSubscription', 'resumeSubscription', 'createPortalSession']) {
   REFINED[`billing:${op}`] = {
     reason: "a user's purchase: the service key must name the user in X-User-ID",
     refine: (kind, outcome) => (kind === 'serviceKey' && outcome === 'admitted' ? 401 : outcome),
@@ -104,10 +105,15 @@ REFINED['simulation:simulate'] = {
   refine: (kind, outcome) => (outcome === 'admitted' && (kind === 'userJwt' || kind === 'simulationKey') ? 403 : outcome),
   inHandler: true,
 };
-REFINED['generation:deleteUserTimepoints'] = {
-  reason: "account deletion is the gateway's own call: the service key without X-User-ID",
-  refine: (kind, outcome) => (kind === 'gatewayUser' && outcome === 'admitted' ? 403 : outcome),
-};
+// The account-data contract (docs/accounts.md): the gateway's own calls, the service key without X-User-ID.
+for (const service of ['generation', 'graph', 'simulation', 'conductor', 'billing']) {
+  for (const operation of ['deleteUserData', 'exportUserData']) {
+    REFINED[`${service}:${operation}`] = {
+      reason: "account deletion and export are the gateway's own calls: the service key without X-User-ID",
+      refine: (kind, outcome) => (kind === 'gatewayUser' && outcome === 'admitted' ? 403 : outcome),
+    };
+  }
+}
 
 interface Operation {
   service: ServiceName;
@@ -148,7 +154,8 @@ function bySchemes(op: Operation, kind: Kind): Outcome {
 
 /** The path at the gateway that reaches this operation, if the gateway proxies one to its service. */
 function gatewayPath(op: Operation): string | undefined {
-  if (op.service === 'gateway') return undefined;
+  // The account-data contract is the gateway's own call to each service; /api/v1/users/* is the gateway's.
+  if (op.service === 'gateway' || op.path === ACCOUNT_DATA_ROUTE) return undefined;
   const candidates = op.service === 'graph' ? [op.path, ...graphAliases(op.path)] : [op.path];
   return candidates.find((path) => routeOf(path) === op.service);
 }

@@ -83,7 +83,7 @@ export class ChargedJobBook {
     await this.knex.transaction(async (trx) => {
       await trx('charged_jobs')
         .insert({ charge_key: chargeKey, user_id: userId, upstream, location, check_after: trx.raw('now() + make_interval(secs => ?)', [seconds(this.checkMs)]) })
-        .onConflict('charge_key')
+        .onConflict(['user_id', 'charge_key'])
         .ignore();
       // Followed from now on: the job's end settles the charge, no longer the call's.
       await this.credits.close(userId, chargeKey, trx);
@@ -168,7 +168,7 @@ export class ChargedJobs {
     for (;;) {
       const result = await this.knex.raw<{ rows: ChargedJobRow[] }>(
         `update charged_jobs set check_after = now() + make_interval(secs => ?), checks = checks + 1
-         where charge_key in (select charge_key from charged_jobs where check_after <= now() order by check_after limit ? for update skip locked)
+         where (user_id, charge_key) in (select user_id, charge_key from charged_jobs where check_after <= now() order by check_after limit ? for update skip locked)
          returning charge_key, user_id, upstream, location, checks`,
         [seconds(LEASE_MS), BATCH],
       );
@@ -193,7 +193,7 @@ export class ChargedJobs {
     }
     const delay = Math.min(MAX_CHECK_MS, this.settings.checkMs * 2 ** Math.min(job.checks, 16));
     await this.knex('charged_jobs')
-      .where({ charge_key: job.charge_key })
+      .where({ user_id: job.user_id, charge_key: job.charge_key })
       .update({ check_after: this.knex.raw('now() + make_interval(secs => ?)', [seconds(delay)]) });
   }
 
@@ -211,6 +211,6 @@ export class ChargedJobs {
   }
 
   private async forget(job: ChargedJobRow): Promise<void> {
-    await this.knex('charged_jobs').where({ charge_key: job.charge_key }).delete();
+    await this.knex('charged_jobs').where({ user_id: job.user_id, charge_key: job.charge_key }).delete();
   }
 }

@@ -164,4 +164,17 @@ export const migrations: Migration[] = [
       await knex.schema.dropTableIfExists('account_deletions');
     },
   },
+  {
+    name: '005_charged_jobs_per_user',
+    async up(knex: Knex) {
+      // A charge key is unique per user only (the ledger's own rule): two users sending the same
+      // Idempotency-Key had one job followed and the other's never refunded.
+      await knex.raw('alter table charged_jobs drop constraint charged_jobs_pkey');
+      await knex.raw('alter table charged_jobs add primary key (user_id, charge_key)');
+    },
+    async down(knex: Knex) {
+      await knex.raw('alter table charged_jobs drop constraint charged_jobs_pkey');
+      await knex.raw('alter table charged_jobs add primary key (charge_key)');
+    },
+  },
 ];

@@ -12,7 +12,7 @@ import { runPipeline } from './pipeline/pipeline.ts';
 import { JudgeRejected, StepFailed, type RunOptions } from './pipeline/run.ts';
 import type { AgentRunner } from './pipeline/runner.ts';
 import type { ProviderSet } from './providers.ts';
-import type { GenerationRepository, JobRow } from './repository.ts';
+import type { GenerationRepository, JobRow, OwnerErasure } from './repository.ts';
 import { buildScene, type SceneRecord } from './scene.ts';
 import type { GenerateRequest } from './schemas.ts';
 
@@ -44,10 +44,15 @@ export function problemOf(error: unknown): Problem {
   return toProblem(error) ?? unexpectedProblem();
 }
 
+/** Why an owner's generation stopped, or stored nothing, when their account was deleted meanwhile. */
+const accountDeleted = () => new StepFailed(null, 'cancelled', "the owner's account was deleted; nothing was stored");
+
 export class Generator {
   private readonly deps: GeneratorDeps;
   readonly callbackPolicy: CallbackPolicy;
   private readonly jobs = new Set<Promise<void>>();
+  /** The generations running in this process for each owner, so that deleting the account stops them. */
+  private readonly running = new Map<string, Set<AbortController>>();
   readonly defaults: SelectionDefaults;
 
   constructor(deps: GeneratorDeps) {
@@ -81,8 +86,29 @@ export class Generator {
     return lookupMoment(this.deps.config.GRAPH_URL, query, this.deps.config.GRAPH_LOOKUP_TIMEOUT_MS, this.deps.logger, signal);
   }
 
-  /** Runs the pipeline and stores the scene. */
+  /**
+   * Runs the pipeline and stores the scene. An owner's generation is registered while it runs, so that
+   * eraseOwner can stop it.
+   */
   async generate(request: GenerateRequest, selection: Selection, owner: string | null, mode: 'sync' | 'stream' | 'async', options: RunOptions = {}): Promise<SceneRecord> {
+    if (owner === null) return this.run(request, selection, null, mode, options);
+    const controller = new AbortController();
+    const outer = options.signal;
+    const forward = () => controller.abort(outer?.reason);
+    if (outer?.aborted) forward();
+    outer?.addEventListener('abort', forward, { once: true });
+    const mine = this.running.get(owner) ?? new Set();
+    this.running.set(owner, mine.add(controller));
+    try {
+      return await this.run(request, selection, owner, mode, { ...options, signal: controller.signal });
+    } finally {
+      outer?.removeEventListener('abort', forward);
+      mine.delete(controller);
+      if (mine.size === 0 && this.running.get(owner) === mine) this.running.delete(owner);
+    }
+  }
+
+  private async run(request: GenerateRequest, selection: Selection, owner: string | null, mode: 'sync' | 'stream' | 'async', options: RunOptions): Promise<SceneRecord> {
     const started = performance.now();
     const observe = (outcome: string) => {
       this.deps.metrics.requests.inc({ mode, outcome });
@@ -97,18 +123,31 @@ export class Generator {
         graphMoment,
         options,
       );
-      if (options.signal?.aborted) throw new StepFailed(null, 'cancelled', 'the client went away');
+      if (options.signal?.aborted) throw options.signal.reason instanceof StepFailed ? options.signal.reason : new StepFailed(null, 'cancelled', 'the client went away');
       const id = randomUUID();
       const image = request.generate_image && result.image ? result.image : null;
       const imageUrl = image ? (image.data ? this.imageUrl(id) : (image.url ?? null)) : null;
       const record = buildScene({ id, request, selection, result, graphMoment, owner, imageUrl, now: new Date() });
-      await this.deps.repository.insertTimepoint(record, image?.data ? { data: Buffer.from(image.data, 'base64'), mime_type: image.mime_type } : null);
+      const stored = await this.deps.repository.insertTimepoint(record, image?.data ? { data: Buffer.from(image.data, 'base64'), mime_type: image.mime_type } : null);
+      if (!stored) throw accountDeleted();
       observe('completed');
       return record;
     } catch (error) {
       observe(error instanceof JudgeRejected ? 'rejected' : error instanceof StepFailed && error.code === 'cancelled' ? 'cancelled' : 'failed');
       throw error;
     }
+  }
+
+  /**
+   * Account deletion: stops the owner's generations running in this process and deletes everything stored
+   * for the owner. A generation of theirs running on another replica finishes but cannot store its scene:
+   * the erasure is held for as long as a generation may run (GENERATION_TIMEOUT_MS) and a minute more.
+   * The local ones are stopped once their jobs are gone, so none of them records its failure or calls back.
+   */
+  async eraseOwner(owner: string): Promise<OwnerErasure> {
+    const erased = await this.deps.repository.eraseOwner(owner, this.deps.config.GENERATION_TIMEOUT_MS + 60_000);
+    for (const controller of this.running.get(owner) ?? []) controller.abort(accountDeleted());
+    return erased;
   }
 
   /**
@@ -139,19 +178,21 @@ export class Generator {
 
   private async runJob(job: JobRow, request: GenerateRequest, selection: Selection, owner: string | null): Promise<void> {
     const repository = this.deps.repository;
-    await repository.updateJob(job.id, { status: 'running' });
+    // A job that is gone was its owner's, whose account was deleted: nothing more is done or sent for it.
+    if (!(await repository.updateJob(job.id, { status: 'running' }))) return;
     let payload: Record<string, unknown>;
+    let kept: boolean;
     try {
       const scene = await this.generate(request, selection, owner, 'async');
-      await repository.updateJob(job.id, { status: 'completed', timepoint_id: scene.id, finished_at: new Date() });
+      kept = await repository.updateJob(job.id, { status: 'completed', timepoint_id: scene.id, finished_at: new Date() });
       payload = { job_id: job.id, status: 'completed', timepoint_id: scene.id, timepoint: scene, request_context: request.request_context ?? null };
     } catch (error) {
       const problem = problemOf(error);
       const detail = { status: problem.status, detail: problem.message, agent: (problem.extensions.agent as string | null | undefined) ?? null };
-      await repository.updateJob(job.id, { status: 'failed', error: detail, finished_at: new Date() });
+      kept = await repository.updateJob(job.id, { status: 'failed', error: detail, finished_at: new Date() });
       payload = { job_id: job.id, status: 'failed', timepoint_id: null, error: detail, request_context: request.request_context ?? null };
     }
-    if (!job.callback_url || !this.deps.config.CALLBACK_SECRET) return;
+    if (!kept || !job.callback_url || !this.deps.config.CALLBACK_SECRET) return;
     const outcome = await deliverCallback(job.callback_url, job.id, payload, {
       secret: this.deps.config.CALLBACK_SECRET,
       policy: this.callbackPolicy,

@@ -73,4 +73,24 @@ export const migrations: Migration[] = [
       await knex.schema.dropTable('generation_idempotency_keys');
     },
   },
+  {
+    name: '003_account_data',
+    async up(knex: Knex) {
+      // The account export pages a user's scenes and jobs by id (repository.exportTimepoints, exportJobs).
+      await knex.raw('create index timepoints_owner_id_idx on timepoints (owner, id)');
+      await knex.raw('create index generation_jobs_owner_id_idx on generation_jobs (owner, id)');
+      // Accounts deleted in the last minutes, by a SHA-256 of the user id: a generation that was running
+      // when its owner's account was deleted (on any replica) must not store its scene afterwards.
+      // Kept for as long as such a generation may still run (repository.eraseOwner), then purged.
+      await knex.schema.createTable('generation_erasures', (table) => {
+        table.text('owner_hash').primary();
+        table.timestamp('until', { useTz: true }).notNullable();
+      });
+    },
+    async down(knex: Knex) {
+      await knex.schema.dropTable('generation_erasures');
+      await knex.raw('drop index generation_jobs_owner_id_idx');
+      await knex.raw('drop index timepoints_owner_id_idx');
+    },
+  },
 ];

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { claimIdempotencyKey, type IdempotencyKey, type Knex } from '@tempora/kit/data';
 import type { SceneRecord } from './scene.ts';
 import type { GenerateRequest } from './schemas.ts';
@@ -32,6 +33,25 @@ export interface TimepointRow {
   updated_at: Date;
 }
 
+/** What an account deletion removed, by kind (the `deleted` of its answer). */
+export interface OwnerErasure {
+  timepoints: number;
+  images: number;
+  jobs: number;
+  idempotency_keys: number;
+}
+
+/** A job as the account export lists it: with the request as sent and the Idempotency-Key it came with. */
+export type ExportedJob = JobRow & { idempotency_key: string | null };
+
+const ownerHash = (owner: string) => createHash('sha256').update(owner).digest('hex');
+
+/**
+ * Serialises, per owner, storing a scene with erasing the owner (both in a transaction): either the scene
+ * is stored first and the erasure deletes it, or the erasure comes first and the scene is refused.
+ */
+const lockOwner = (trx: Knex.Transaction, owner: string) => trx.raw('select pg_advisory_xact_lock(hashtext(?))', [`generation-owner:${owner}`]);
+
 /** All SQL of the generation service. */
 export class GenerationRepository {
   readonly knex: Knex;
@@ -40,8 +60,13 @@ export class GenerationRepository {
     this.knex = knex;
   }
 
-  async insertTimepoint(record: SceneRecord, image: { data: Buffer; mime_type: string } | null): Promise<void> {
-    await this.knex.transaction(async (trx) => {
+  /** Stores a scene; false (nothing stored) when its owner's account was deleted while it was generated. */
+  async insertTimepoint(record: SceneRecord, image: { data: Buffer; mime_type: string } | null): Promise<boolean> {
+    return this.knex.transaction(async (trx) => {
+      if (record.owner !== null) {
+        await lockOwner(trx, record.owner);
+        if (await trx('generation_erasures').where({ owner_hash: ownerHash(record.owner) }).andWhere('until', '>', trx.fn.now()).first()) return false;
+      }
       await trx('timepoints').insert({
         id: record.id,
         slug: record.slug,
@@ -57,6 +82,7 @@ export class GenerationRepository {
         updated_at: record.created_at,
       });
       if (image) await trx('timepoint_images').insert({ timepoint_id: record.id, mime_type: image.mime_type, data: image.data });
+      return true;
     });
   }
 
@@ -95,12 +121,44 @@ export class GenerationRepository {
     return (await this.knex('timepoints').where({ id }).delete()) > 0;
   }
 
-  /** Account deletion: every scene and job of the user. Returns how many scenes went. */
-  async deleteOwner(owner: string): Promise<number> {
+  /**
+   * Account deletion: every scene (with its image), job and idempotency key of the user, and, for `holdMs`,
+   * the marker by which insertTimepoint refuses a scene of the user that was still being generated.
+   * Lapsed markers of other users go in the same transaction, so the table holds live ones only.
+   */
+  async eraseOwner(owner: string, holdMs: number): Promise<OwnerErasure> {
     return this.knex.transaction(async (trx) => {
-      await trx('generation_jobs').where({ owner }).delete();
-      return Number(await trx('timepoints').where({ owner }).delete());
+      await lockOwner(trx, owner);
+      await trx('generation_erasures').where('until', '<=', trx.fn.now()).delete();
+      await trx('generation_erasures')
+        .insert({ owner_hash: ownerHash(owner), until: trx.raw(`now() + ? * interval '1 millisecond'`, [holdMs]) })
+        .onConflict('owner_hash')
+        .merge();
+      const idempotencyKeys = Number(await trx('generation_idempotency_keys').where({ owner }).delete());
+      const jobs = Number(await trx('generation_jobs').where({ owner }).delete());
+      const images = Number(await trx('timepoint_images').whereIn('timepoint_id', trx('timepoints').select('id').where({ owner })).delete());
+      const timepoints = Number(await trx('timepoints').where({ owner }).delete());
+      return { timepoints, images, jobs, idempotency_keys: idempotencyKeys };
     });
+  }
+
+  /** The account export: up to `limit` of the owner's scene records with ids after `after` (all when ''), by id. */
+  async exportTimepoints(owner: string, after: string, limit: number): Promise<Array<Pick<SceneRecord, 'id'> & Record<string, unknown>>> {
+    const query = this.knex('timepoints').select('record').where({ owner }).orderBy('id').limit(limit);
+    if (after) query.andWhere('id', '>', after);
+    return ((await query) as Array<{ record: Pick<SceneRecord, 'id'> & Record<string, unknown> }>).map((row) => row.record);
+  }
+
+  /** The account export: up to `limit` of the owner's jobs with ids after `after` (all when ''), by id. */
+  async exportJobs(owner: string, after: string, limit: number): Promise<ExportedJob[]> {
+    const query = this.knex('generation_jobs as j')
+      .leftJoin('generation_idempotency_keys as k', 'k.job_id', 'j.id')
+      .select('j.*', 'k.key as idempotency_key')
+      .where('j.owner', owner)
+      .orderBy('j.id')
+      .limit(limit);
+    if (after) query.andWhere('j.id', '>', after);
+    return query;
   }
 
   /**
@@ -122,11 +180,12 @@ export class GenerationRepository {
     return this.knex('generation_jobs').where({ id }).first();
   }
 
-  async updateJob(id: string, fields: Partial<Omit<JobRow, 'id' | 'created_at'>>): Promise<void> {
+  /** False when there is no such job (any more: its owner's account was deleted). */
+  async updateJob(id: string, fields: Partial<Omit<JobRow, 'id' | 'created_at'>>): Promise<boolean> {
     const values: Record<string, unknown> = { ...fields, updated_at: new Date() };
     if (fields.error !== undefined) values.error = fields.error === null ? null : JSON.stringify(fields.error);
     if (fields.request !== undefined) values.request = JSON.stringify(fields.request);
-    await this.knex('generation_jobs').where({ id }).update(values);
+    return (await this.knex('generation_jobs').where({ id }).update(values)) > 0;
   }
 
   /** Jobs a previous process left unfinished cannot resume (their pipeline lived in memory). */

@@ -10,6 +10,7 @@ import { InProcessRunner, type AgentRunner } from './pipeline/runner.ts';
 import { PoolCoordinator } from './pool/coordinator.ts';
 import { createProviders, type ProviderSet } from './providers.ts';
 import { GenerationRepository } from './repository.ts';
+import { accountDataRoutes } from './routes/account-data.ts';
 import { userHeaderAuth } from './routes/context.ts';
 import { generateRoutes } from './routes/generate.ts';
 import { timepointRoutes } from './routes/timepoints.ts';
@@ -62,7 +63,7 @@ export async function createGenerationService(config: GenerationConfig, logger =
     logger,
     metrics,
     authenticators: [serviceKeyAuth(config.SERVICE_KEY), userHeaderAuth(serviceKeyAuth(config.SERVICE_KEY))],
-    routes: [...generateRoutes(deps), ...timepointRoutes(deps)],
+    routes: [...generateRoutes(deps), ...timepointRoutes(deps), ...accountDataRoutes(deps)],
     health: async () => {
       const db = await database.ping();
       return {

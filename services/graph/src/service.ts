@@ -10,6 +10,7 @@ import { mountMcp } from './mcp.ts';
 import { migrations } from './migrations.ts';
 import { GraphRateLimits } from './rate-limits.ts';
 import { GraphRepository } from './repository/index.ts';
+import { accountDataRoutes } from './routes/account-data.ts';
 import { discoveryRoutes } from './routes/discovery.ts';
 import { momentRoutes } from './routes/moments.ts';
 import { traversalRoutes } from './routes/traversal.ts';
@@ -80,7 +81,7 @@ export async function createGraphService(config: GraphConfig, logger = createLog
     metrics,
     authenticators: [serviceKeyAuth(config.SERVICE_KEY), writerTokenAuth(config.WRITER_TOKENS), adminKeyAuth(config.ADMIN_KEY)],
     rateLimit: { limiter, windows: limits.windows },
-    routes: [...momentRoutes(deps), ...discoveryRoutes(deps), ...traversalRoutes(deps), ...writeRoutes(deps)],
+    routes: [...momentRoutes(deps), ...discoveryRoutes(deps), ...traversalRoutes(deps), ...writeRoutes(deps), ...accountDataRoutes(deps)],
     extend: (router) => mountMcp(router, graph, limits, (tool, outcome) => mcpCalls.inc({ tool, outcome })),
     health: async () => {
       const db = await database.ping();

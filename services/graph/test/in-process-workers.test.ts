@@ -140,6 +140,75 @@ describe('graph service: in-process workers (GRAPH_WORKERS)', function () {
     }
   });
 
+  it('offline, publishes nothing the workers made up: no placeholder and no invented moment in any public read, and a bare moment still reaches layer 2', async () => {
+    const databaseUrl = await createDatabase('graph');
+    try {
+      const api = await startGraph({ ...inProcess(), GRAPH_WORKERS: 'renderer,expander,judge,daily', DAILY_MOMENTS: '2' }, databaseUrl);
+      try {
+        // A user's bare moment (a path and a name) and a user's full moment with no edges: what the
+        // Expander describes, and what it would expand around.
+        const bare = path('offline-bare-moment');
+        const written = '/1903/july/2/1200/france/ile-de-france/paris/offline-written-moment';
+        const records = [
+          { payload: { path: bare, event_name: 'An offline bare moment', layer: 0 } },
+          { payload: { path: written, event_name: 'An offline written moment', layer: 1, description: 'Written by a person.', figures: ['Ada Lovelace'], tags: ['offline'] } },
+        ];
+        assert.equal((await api.post('/ingest/tdf', records, writer)).status, 200);
+        const deadline = Date.now() + 20_000;
+        let moment = (await api.get(`/api/v1/moments${bare}`, writer)).body;
+        const layers = [moment.layer];
+        while (moment.layer < 2 && Date.now() < deadline) {
+          await sleep(10);
+          moment = (await api.get(`/api/v1/moments${bare}`, writer)).body;
+          if (layers.at(-1) !== moment.layer) layers.push(moment.layer);
+        }
+        assert.deepEqual([moment.layer, moment.status], [2, 'active'], layers.join(' → '));
+        // Every worker polls again a few times after the moment's last step.
+        await sleep(500);
+
+        const invented = /placeholder|aftermath of/i;
+        const reads = [
+          '/api/v1/moments?limit=100',
+          '/api/v1/moments?q=placeholder',
+          '/api/v1/moments?q=aftermath',
+          '/search?q=offline',
+          '/today?month=july&day=1',
+          '/today?month=july&day=2',
+          '/today',
+          `/api/v1/moments${bare}`,
+          `/api/v1/moments${written}`,
+          `/api/v1/graph/traverse${bare}?direction=both&depth=3`,
+          `/api/v1/graph/traverse${written}?direction=both&depth=3`,
+        ];
+        for (const read of reads) {
+          // Beyond the moments, reads answer service-key callers only (the gateway's, for anyone); they show what is published.
+          const reply = await api.get(read, read.startsWith('/api/v1/moments') ? {} : serviceKey);
+          assert.equal(reply.status, 200, read);
+          assert.doesNotMatch(JSON.stringify(reply.body), invented, read);
+        }
+        const list = (await api.get('/api/v1/moments?limit=100')).body;
+        assert.ok(list.total <= 100, 'the list is read whole');
+        assert.deepEqual(list.items.filter((item: { source_type: string }) => item.source_type === 'expander'), [], 'the Expander proposed nothing');
+        assert.ok(list.items.some((item: { path: string }) => item.path === bare));
+        // The author wrote no description; the scene's summary is the only one it has.
+        assert.equal(moment.description, 'Sixty cyclists set off on a 2,428 km race around France.');
+        // Nor does anything made up wait unpublished, to be passed later.
+        const client = new pg.Client({ connectionString: databaseUrl });
+        await client.connect();
+        try {
+          const { rows } = await client.query("select path from moments where source_type = 'expander' or event_name ~* $1 or description ~* $1", [invented.source]);
+          assert.deepEqual(rows, []);
+        } finally {
+          await client.end();
+        }
+      } finally {
+        await api.stop();
+      }
+    } finally {
+      await dropDatabase(databaseUrl);
+    }
+  });
+
   it('runs the whole lifecycle on the embedded database, the default of `npm start`: layer 0 → 1 (the Expander) → Judge → 2 (the Renderer), and Daily', async () => {
     const dataDir = await mkdtemp(join(tmpdir(), 'tempora-graph-'));
     try {
@@ -169,7 +238,8 @@ describe('graph service: in-process workers (GRAPH_WORKERS)', function () {
         const lifecycle = ['0 active', '1 pending', '1 active', '2 active image'];
         assert.deepEqual(states, lifecycle.filter((state) => states.includes(state)), states.join(' → '));
         assert.equal(states.at(-1), '2 active image', states.join(' → '));
-        assert.match(moment.description, /^Placeholder written offline/, "the Expander's description (layer 1), offline");
+        // Offline the Expander adds nothing to what the author wrote (no description): the scene's summary fills it.
+        assert.equal(moment.description, 'Sixty cyclists set off on a 2,428 km race around France.', "the Renderer's description (layer 2)");
         const renders = generation.calls.map((call) => call.body.request_context as { graph_render_job: string; path: string }).filter((context) => context.path === bare);
         assert.equal(renders.length, 1, 'rendered once');
         // The Expander's job is the service's own: a writer does not see it, the service key does.

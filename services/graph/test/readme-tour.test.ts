@@ -268,7 +268,9 @@ describe('README tour: the graph examples return what they promise', function ()
           assert.deepEqual(seen, order.filter((state) => seen.includes(state)), seen.join(' → '));
           assert.equal(seen.at(-1), '2 active', seen.join(' → '));
           const moment = (await h.get(`/api/v1/moments${lifecycle}`)).body;
-          assert.match(moment.description, /^Placeholder written offline/, "layer 1's description, the Expander's");
+          // Offline the Expander makes nothing up: layer 1 keeps what the writer wrote (no description), and
+          // the description is the Renderer's, from the scene.
+          assert.equal(moment.description, 'Sixty cyclists set off on a 2,428 km race around France.', "layer 2's description, the Renderer's");
           assert.match(moment.image_url, /\/api\/v1\/timepoints\/.+\/image$/, "layer 2's image, the Renderer's");
         },
       },

@@ -39,6 +39,28 @@ function countingModel(delayMs: number) {
   };
   return { model: { provider, model: 'offline' }, prompts };
 }
+/**
+ * A configured text model's stand-in (an aggregator to the workers) answering the expander as a model
+ * would: a bare moment's metadata, or one consequence of the anchor asked about, a year later at the same
+ * place. Slowed down and counting what it is asked (by prompt), so replicas overlap.
+ */
+function modelStandIn(delayMs: number) {
+  const prompts: string[] = [];
+  const provider: TextProvider = {
+    kind: 'aggregator',
+    async generateText(request: TextRequest) {
+      prompts.push(request.prompt);
+      await new Promise((resolve) => setTimeout(resolve, delayMs));
+      const asked = JSON.parse(request.prompt) as { path: string; event_name: string };
+      const [year, month, day, time, country, region, city] = asked.path.split('/').slice(1) as string[];
+      const reply = request.system.includes('metadata')
+        ? { description: `${asked.event_name}, as the model tells it.`, type: 'construction', figures: ['Fulgence Bienvenüe'], tags: ['Public Transport'], latitude: 48.85, longitude: 2.35, confidence: 0.8 }
+        : { moments: [{ event_name: `Consequence of ${asked.event_name}`, year: Number(year) + 1, month: MONTHS.indexOf(month as (typeof MONTHS)[number]) + 1, day: Number(day), time, country, region, city, relation: 'consequence', weight: 0.5, theme: 'consequence' }] };
+      return { text: JSON.stringify(reply), provider: 'aggregator', model: request.model, usage: { input_tokens: 100, output_tokens: 100, thinking_tokens: 0, total_tokens: 200 } };
+    },
+  };
+  return { model: { provider, model: 'test/model' }, prompts };
+}
 const path = (slug: string, year = 1903) => `/${year}/july/1/1516/france/ile-de-france/montgeron/${slug}`;
 
 describe('graph background workers', function () {
@@ -318,16 +340,19 @@ describe('graph background workers', function () {
     });
   });
 
-  describe('expander (offline provider)', () => {
+  describe('expander (with a model)', () => {
+    const paid = () => new SpendBudget(graph.repository.spend, 'expander', 10);
+    const askedAbout = (prompts: string[]) => prompts.map((prompt) => (JSON.parse(prompt) as { path: string }).path);
+
     it('adds a consequence of an under-connected moment at layer 1 with a causes edge, and queues its render', async () => {
       const anchor = path('expander-anchor', 1805);
       assert.equal((await api.post('/ingest/tdf', record(anchor, [], { tags: ['cycling'] }), writer)).status, 200);
       const settings = { batch: 100, maxNew: 3, minEdges: 1 };
-      const budget = new SpendBudget(graph.repository.spend, 'expander', 0);
-      const first = await expandUnderConnected(graph, offline, budget, settings);
+      const { model } = modelStandIn(0);
+      const first = await expandUnderConnected(graph, model, paid(), settings);
       assert.ok(first.added >= 1);
 
-      const added = path('aftermath-of-expander-anchor', 1806);
+      const added = path('consequence-of-expander-anchor', 1806);
       const moment = (await api.get(`/api/v1/moments${added}`, writer)).body;
       assert.equal(moment.layer, 1);
       assert.equal(moment.status, 'pending');
@@ -339,61 +364,44 @@ describe('graph background workers', function () {
       const jobs = await database.knex('render_jobs as j').join('moments as m', 'm.id', 'j.moment_id').where('m.path', added).select('j.status', 'j.requested_by');
       assert.deepEqual(jobs, [{ status: 'queued', requested_by: 'expander' }]);
 
-      const again = await expandUnderConnected(graph, offline, budget, settings);
+      const again = await expandUnderConnected(graph, model, paid(), settings);
       assert.equal(again.added, 0, 'an expanded moment is not expanded again');
     });
 
-    it('describes a bare moment (layer 0 → 1, pending the Judge) and queues its render; archived, private and rendering ones are left alone', async () => {
-      const bare = path('describe-me', 1810);
-      const records = [
-        { payload: { path: bare, event_name: 'A bare moment', layer: 0 } },
-        { payload: { path: path('describe-archived', 1810), event_name: 'An archived bare moment', layer: 0, status: 'archived' } },
-        { payload: { path: path('describe-private', 1810), event_name: 'A private bare moment', layer: 0, visibility: 'private' } },
-      ];
-      assert.equal((await api.post('/ingest/tdf', records, writer)).status, 200);
-      const rendering = 'describe-rendering';
-      await queue(rendering);
-      const budget = new SpendBudget(graph.repository.spend, 'expander', 0);
-      // Earlier tests' layer-0 moments whose jobs were cleared are bare too, and described with it.
-      assert.ok((await describeBare(graph, offline, budget, 100)) >= 1);
+    it("describes a bare moment with the model's metadata, merged with its author's (layer 0 → 1, pending the Judge)", async () => {
+      const bare = path('describe-with-a-model', 1900);
+      const authored = { path: bare, event_name: 'Line 1 of the Paris Metro opens', layer: 0, figures: ['Ada Lovelace'], tags: ['paris'], latitude: 48.86, longitude: 2.34 };
+      assert.equal((await api.post('/ingest/tdf', { payload: authored }, writer)).status, 200);
+      const { model, prompts } = modelStandIn(0);
+      assert.ok((await describeBare(graph, model, paid(), 100)) >= 1);
+      assert.ok(askedAbout(prompts).includes(bare));
 
       const moment = (await api.get(`/api/v1/moments${bare}`, writer)).body;
-      assert.deepEqual([moment.layer, moment.status, moment.visibility], [1, 'pending', 'public']);
-      assert.match(moment.description, /^Placeholder written offline \(no text model is configured\): A bare moment, 1 july 1810, montgeron, ile-de-france, france\.$/);
-      assert.equal((await api.get(`/api/v1/moments${bare}`)).status, 404, 'unpublished until the Judge passes it');
-      const jobs = await database.knex('render_jobs as j').join('moments as m', 'm.id', 'j.moment_id').where('m.path', bare).select('j.status', 'j.requested_by', 'j.request');
-      assert.equal(jobs.length, 1);
-      assert.deepEqual([jobs[0].status, jobs[0].requested_by], ['queued', 'expander']);
-      assert.match(jobs[0].request.query, /^A bare moment: Placeholder/);
-      for (const slug of ['describe-archived', 'describe-private', rendering]) assert.equal((await api.get(`/api/v1/moments${path(slug, slug === rendering ? 1903 : 1810)}`, writer)).body.layer, 0, slug);
-      assert.equal(await describeBare(graph, offline, budget, 100), 0, 'nothing is described twice');
-    });
-
-    it('offline, proposes neighbours only of moments people wrote: never of seeded moments or of its own placeholders', async () => {
-      const seeded = path('expander-seeded', 1811);
-      const proposed = path('expander-proposed', 1812);
-      const written = path('expander-written', 1813);
-      const records = [record(seeded, [], { source_type: 'seed' }), record(proposed, [], { source_type: 'expander' }), record(written, [], { source_type: 'generate' })];
-      assert.equal((await api.post('/ingest/tdf', records, writer)).status, 200);
-      const { model, prompts } = countingModel(0);
-      await expandUnderConnected(graph, model, new SpendBudget(graph.repository.spend, 'expander', 0), { batch: 100, maxNew: 1, minEdges: 1 });
-      const asked = prompts.map((prompt) => (JSON.parse(prompt) as { path: string }).path);
-      assert.ok(asked.includes(written));
-      assert.ok(!asked.includes(seeded) && !asked.includes(proposed), asked.join(', '));
+      assert.deepEqual([moment.layer, moment.status, moment.type], [1, 'pending', 'construction']);
+      assert.equal(moment.description, 'Line 1 of the Paris Metro opens, as the model tells it.');
+      assert.deepEqual(moment.figures, ['Ada Lovelace', 'Fulgence Bienvenüe']);
+      assert.deepEqual(moment.tags, ['paris', 'public-transport']);
+      assert.deepEqual([moment.latitude, moment.longitude, moment.confidence], [48.86, 2.34, 0.8], "the author's place is kept");
+      const jobs = await database.knex('render_jobs as j').join('moments as m', 'm.id', 'j.moment_id').where('m.path', bare).select('j.requested_by', 'j.request');
+      assert.deepEqual(
+        jobs.map((job) => [job.requested_by, job.request.query]),
+        [['expander', 'Line 1 of the Paris Metro opens: Line 1 of the Paris Metro opens, as the model tells it.']],
+      );
     });
 
     it('links an anchor to its consequences without writing back its older read (a render finishing meanwhile keeps layer 2)', async () => {
       const anchor = path('expander-rendered-meanwhile', 1814);
       assert.equal((await api.post('/ingest/tdf', record(anchor, [], { source_type: 'generate' }), writer)).status, 200);
-      const { model } = countingModel(300);
-      const expanding = expandUnderConnected(graph, model, new SpendBudget(graph.repository.spend, 'expander', 0), { batch: 100, maxNew: 1, minEdges: 1 });
-      await new Promise((resolve) => setTimeout(resolve, 100));
+      const { model, prompts } = modelStandIn(300);
+      const expanding = expandUnderConnected(graph, model, paid(), { batch: 100, maxNew: 1, minEdges: 1 });
+      const deadline = Date.now() + 20_000;
+      while (!askedAbout(prompts).includes(anchor) && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 10));
       // The renderer's upgrade lands while the model is being asked about the anchor.
       assert.equal((await api.post('/ingest/tdf', record(anchor, [], { source_type: 'generate', layer: 2 }), writer)).status, 200);
       await expanding;
       const moment = (await api.get(`/api/v1/moments${anchor}`, writer)).body;
       assert.equal(moment.layer, 2);
-      const added = path('aftermath-of-expander-rendered-meanwhile', 1815);
+      const added = path('consequence-of-expander-rendered-meanwhile', 1815);
       const edges = await database.knex('edges as e').join('moments as s', 's.id', 'e.source_id').join('moments as t', 't.id', 'e.target_id').where('s.path', anchor).select('t.path', 'e.type');
       assert.deepEqual(edges, [{ path: added, type: 'causes' }]);
     });
@@ -401,14 +409,74 @@ describe('graph background workers', function () {
     it('expands each moment once when replicas run at the same time', async () => {
       const anchors = ['alpha', 'beta', 'gamma'].map((slug) => path(`expander-race-${slug}`, 1807));
       assert.equal((await api.post('/ingest/tdf', anchors.map((p) => record(p, [], { tags: ['racing'] })), writer)).status, 200);
-      const { model, prompts } = countingModel(100);
-      const budget = new SpendBudget(graph.repository.spend, 'expander', 0);
+      const { model, prompts } = modelStandIn(100);
+      const budget = paid();
       const settings = { batch: 100, maxNew: 1, minEdges: 1 };
       const runs = await Promise.all([1, 2, 3].map(() => expandUnderConnected(graph, model, budget, settings)));
-      const asked = prompts.map((prompt) => (JSON.parse(prompt) as { path: string }).path);
+      const asked = askedAbout(prompts);
       for (const anchor of anchors) assert.equal(asked.filter((p) => p === anchor).length, 1, `${anchor} was asked about once`);
       assert.equal(new Set(asked).size, asked.length, 'no moment was asked about twice');
       assert.equal(runs.reduce((sum, run) => sum + run.expanded, 0), asked.length);
+    });
+  });
+
+  describe('expander (offline provider): nothing made up', () => {
+    const free = () => new SpendBudget(graph.repository.spend, 'expander', 0);
+    const LAYER_1 = ['event_name', 'description', 'type', 'figures', 'tags', 'latitude', 'longitude', 'confidence'] as const;
+    const metadataOf = (moment: Record<string, unknown>) => Object.fromEntries(LAYER_1.map((field) => [field, moment[field]]));
+
+    it("takes a bare moment to layer 1, pending the Judge, with only what its author wrote, and queues its render; archived, private and rendering ones are left alone", async () => {
+      const bare = path('describe-me', 1810);
+      const authored = path('describe-authored', 1810);
+      const records = [
+        { payload: { path: bare, event_name: 'A bare moment', layer: 0 } },
+        { payload: { path: authored, event_name: 'An authored bare moment', layer: 0, description: 'Written by its author.', figures: ['Ada Lovelace'], tags: ['authored'], type: 'founding' } },
+        { payload: { path: path('describe-archived', 1810), event_name: 'An archived bare moment', layer: 0, status: 'archived' } },
+        { payload: { path: path('describe-private', 1810), event_name: 'A private bare moment', layer: 0, visibility: 'private' } },
+      ];
+      assert.equal((await api.post('/ingest/tdf', records, writer)).status, 200);
+      const written = await Promise.all([bare, authored].map(async (p) => (await api.get(`/api/v1/moments${p}`, writer)).body));
+      const rendering = 'describe-rendering';
+      await queue(rendering);
+      const { model, prompts } = countingModel(0);
+      // Earlier tests' layer-0 moments whose jobs were cleared are bare too, and described with it.
+      assert.ok((await describeBare(graph, model, free(), 100)) >= 2);
+      assert.deepEqual(prompts, [], 'no model is asked');
+
+      for (const [index, p] of [bare, authored].entries()) {
+        const moment = (await api.get(`/api/v1/moments${p}`, writer)).body;
+        assert.deepEqual([moment.layer, moment.status, moment.visibility], [1, 'pending', 'public']);
+        assert.deepEqual(metadataOf(moment), metadataOf(written[index]), "nothing but its author's text");
+        assert.equal((await api.get(`/api/v1/moments${p}`)).status, 404, 'unpublished until the Judge passes it');
+      }
+      const jobs = await database.knex('render_jobs as j').join('moments as m', 'm.id', 'j.moment_id').whereIn('m.path', [bare, authored]).orderBy('m.path').select('m.path', 'j.status', 'j.requested_by', 'j.request');
+      assert.deepEqual(
+        jobs.map((job) => [job.path, job.status, job.requested_by, job.request.query]),
+        [
+          [authored, 'queued', 'expander', 'An authored bare moment: Written by its author.'],
+          [bare, 'queued', 'expander', 'A bare moment'],
+        ],
+      );
+      for (const slug of ['describe-archived', 'describe-private', rendering]) assert.equal((await api.get(`/api/v1/moments${path(slug, slug === rendering ? 1903 : 1810)}`, writer)).body.layer, 0, slug);
+      assert.equal(await describeBare(graph, model, free(), 100), 0, 'nothing is described twice');
+    });
+
+    it('proposes no moment, and leaves its anchors to be expanded once a model is configured', async () => {
+      const anchors = [path('offline-anchor-written', 1816), path('offline-anchor-ingested', 1817)];
+      const records = [record(anchors[0]!, [], { source_type: 'generate' }), record(anchors[1]!, [])];
+      assert.equal((await api.post('/ingest/tdf', records, writer)).status, 200);
+      const proposals = () => database.knex('moments').where('source_type', 'expander').count({ n: '*' }).first();
+      const before = await proposals();
+      const { model, prompts } = countingModel(0);
+      assert.deepEqual(await expandUnderConnected(graph, model, free(), { batch: 100, maxNew: 3, minEdges: 1 }), { expanded: 0, added: 0 });
+      assert.deepEqual(prompts, [], 'no model is asked');
+      assert.deepEqual(await proposals(), before, 'no moment is made up');
+      assert.deepEqual(await database.knex('moments').whereIn('path', anchors).whereNotNull('expanded_at').select('path'), [], 'no anchor is marked expanded');
+
+      const configured = modelStandIn(0);
+      await expandUnderConnected(graph, configured.model, new SpendBudget(graph.repository.spend, 'expander', 10), { batch: 100, maxNew: 1, minEdges: 1 });
+      const asked = configured.prompts.map((prompt) => (JSON.parse(prompt) as { path: string }).path);
+      for (const anchor of anchors) assert.ok(asked.includes(anchor), anchor);
     });
   });
 

@@ -1,4 +1,4 @@
-import { AccountDeletionSchema, AccountExportPageSchema, AccountExportQuery, AccountUserParams, decodeExportCursor, defineRoute, Problem, type RouteDefinition } from '@tempora/kit/http';
+import { ACCOUNT_DATA_ROUTE, AccountDeletionSchema, AccountExportPageSchema, AccountExportQuery, AccountUserParams, decodeExportCursor, defineRoute, Problem, type RouteDefinition } from '@tempora/kit/http';
 import { BadCursor } from '../account-data.ts';
 import { StripeFailure } from '../stripe-channel.ts';
 import { refuseUsers, SERVICE, type BillingRouteDeps } from './context.ts';
@@ -9,7 +9,7 @@ export function accountDataRoutes(deps: BillingRouteDeps): RouteDefinition[] {
   return [
     defineRoute({
       method: 'delete',
-      path: '/api/v1/users/{user_id}/data',
+      path: ACCOUNT_DATA_ROUTE,
       operationId: 'deleteUserData',
       summary: 'Delete a user\'s billing data (the gateway, when the account is deleted)',
       description:
@@ -37,7 +37,7 @@ export function accountDataRoutes(deps: BillingRouteDeps): RouteDefinition[] {
     }),
     defineRoute({
       method: 'get',
-      path: '/api/v1/users/{user_id}/data',
+      path: ACCOUNT_DATA_ROUTE,
       operationId: 'exportUserData',
       summary: 'One page of a user\'s billing data (the gateway, for the user\'s export)',
       description: 'Kinds in this order: `payments` (provider and ref order), `subscriptions`, `history` (oldest first). Pass `next_cursor` as `cursor` until it is null.',

@@ -1,4 +1,5 @@
 import {
+  ACCOUNT_DATA_ROUTE,
   AccountDeletionSchema,
   AccountExportPageSchema,
   AccountExportQuery,
@@ -14,8 +15,6 @@ import { SERVICE } from '../auth.ts';
 import { InvalidExportCursor } from '../conductor-service.ts';
 import type { ConductorRouteDeps } from './context.ts';
 
-/** ACCOUNT_DATA_PATH's template (that function escapes the braces of a template). */
-const PATH = '/api/v1/users/{user_id}/data';
 
 /** Account deletion and export are the gateway's own calls, for the user the path names, never a user's request. */
 function requireService(ctx: Context): void {
@@ -27,7 +26,7 @@ export function accountDataRoutes({ service }: ConductorRouteDeps): RouteDefinit
   return [
     defineRoute({
       method: 'delete',
-      path: PATH,
+      path: ACCOUNT_DATA_ROUTE,
       operationId: 'deleteUserData',
       summary: 'Delete everything of a user (account deletion)',
       description:
@@ -47,7 +46,7 @@ export function accountDataRoutes({ service }: ConductorRouteDeps): RouteDefinit
     }),
     defineRoute({
       method: 'get',
-      path: PATH,
+      path: ACCOUNT_DATA_ROUTE,
       operationId: 'exportUserData',
       summary: "One page of a user's data (account export)",
       description:

@@ -90,7 +90,8 @@ export class PipelineRun {
     this.timer.unref();
   }
 
-  private readonly onOuterAbort = () => this.controller.abort(new StepFailed(null, 'cancelled', 'the client went away'));
+  /** The caller's reason when it gives one (the owner's account was deleted), else the client went away. */
+  private readonly onOuterAbort = () => this.controller.abort(this.outer?.reason instanceof StepFailed ? this.outer.reason : new StepFailed(null, 'cancelled', 'the client went away'));
 
   /** Milliseconds since the run started. */
   elapsed(): number {

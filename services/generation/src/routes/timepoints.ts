@@ -6,7 +6,7 @@ import { TdfRecordSchema } from '@tempora/kit/moments';
 import type { TimepointRow } from '../repository.ts';
 import { sceneSummary, sceneTdf } from '../scene.ts';
 import { SceneSchema, VisibilityBodySchema } from '../schemas.ts';
-import { isService, userOf, type RouteDeps } from './context.ts';
+import { userOf, type RouteDeps } from './context.ts';
 
 const format = z.enum(['json', 'tdf']).default('json').meta({ description: '`tdf` returns the TDF envelope (same canonicalisation and hash as the graph service)' });
 const idParams = z.object({ id: z.uuid() });
@@ -51,7 +51,7 @@ function notModified(ctx: Context, etag: string, lastModified: Date): boolean {
 }
 
 const ListQuery = z.object({
-  limit: z.coerce.number().int().min(1).default(20).meta({ description: 'default 20; values above 100 (1000 for service-key callers, e.g. the gateway\'s data export) are clamped' }),
+  limit: z.coerce.number().int().min(1).default(20).meta({ description: 'default 20; values above 100 are clamped' }),
   offset: z.coerce.number().int().min(0).max(1_000_000).default(0),
 });
 
@@ -73,8 +73,8 @@ export function timepointRoutes(deps: RouteDeps): RouteDefinition[] {
         401: { description: 'No X-User-ID' },
       },
       handler: async (ctx, { query }) => {
-        // The gateway's export comes with its service key (and the user's X-User-ID): a longer page for it.
-        const limit = Math.min(query.limit, ctx.state.principals?.has('ServiceKey') ? 1000 : 100);
+        // The account export pages everything through GET /api/v1/users/{user_id}/data (account-data.ts).
+        const limit = Math.min(query.limit, 100);
         const page = await repository.listByOwner(userOf(ctx) as string, limit, query.offset);
         return { items: page.items.map((row) => sceneSummary(row.record)), total: page.total, limit, offset: query.offset };
       },
@@ -158,23 +158,6 @@ export function timepointRoutes(deps: RouteDeps): RouteDefinition[] {
       handler: async (ctx, { params }) => {
         owned(ctx, await repository.timepoint(params.id), params.id);
         await repository.deleteTimepoint(params.id);
-        ctx.status = 204;
-        return undefined;
-      },
-    }),
-    defineRoute({
-      method: 'delete',
-      path: '/api/v1/users/{user_id}/timepoints',
-      operationId: 'deleteUserTimepoints',
-      summary: "Delete every scene and job of a user (account deletion)",
-      description: 'Called by the gateway with X-Service-Key when an account is deleted. Idempotent: 204 whether or not anything was there.',
-      tags: ['timepoints'],
-      security: ['ServiceKey'],
-      params: z.object({ user_id: z.string().min(1).max(128) }),
-      responses: { 204: { description: 'Deleted (or nothing to delete)' }, 401: { description: 'No or wrong X-Service-Key' } },
-      handler: async (ctx, { params }) => {
-        if (!isService(ctx)) throw forbidden('an account deletion is the gateway\'s own call, not a user\'s (send X-Service-Key without X-User-ID)');
-        await repository.deleteOwner(params.user_id);
         ctx.status = 204;
         return undefined;
       },

@@ -27,12 +27,10 @@ export class WorkerClaims {
 
   /**
    * Public, active moments with their metadata (layer 1 or 2) never expanded, that no expander holds, with
-   * fewer than `maxCurated` curated edges; only those whose source_type is one of `sources`, when given.
+   * fewer than `maxCurated` curated edges.
    */
-  async underConnectedMoments(limit: number, maxCurated: number, sources?: readonly string[]): Promise<MomentRow[]> {
-    const query = this.unclaimed('expander');
-    if (sources) query.whereIn('m.source_type', sources as string[]);
-    const rows = (await query
+  async underConnectedMoments(limit: number, maxCurated: number): Promise<MomentRow[]> {
+    const rows = (await this.unclaimed('expander')
       .where({ 'm.visibility': 'public', 'm.status': 'active' })
       .andWhere('m.layer', '>=', 1)
       .whereNull('m.expanded_at')

@@ -14,6 +14,23 @@ export class RenderJobs {
     return row && { ...row, moment_id: Number(row.moment_id) };
   }
 
+  /** The account export: up to `limit` of the jobs `requester` asked for, with ids after `after` (all when ''), by id. */
+  async requestedBy(requester: string, after: string, limit: number): Promise<RenderJobRow[]> {
+    const query = this.knex('render_jobs as j').join('moments as m', 'm.id', 'j.moment_id').where('j.requested_by', requester).orderBy('j.id').limit(limit).select('j.*', 'm.path');
+    if (after) query.andWhere('j.id', '>', after);
+    const rows = (await query) as RenderJobRow[];
+    return rows.map((row) => ({ ...row, moment_id: Number(row.moment_id) }));
+  }
+
+  /**
+   * Account deletion: every job `requester` asked for, whatever its state. A renderer running one finds
+   * it gone when it reports (complete, failAttempt and release match the job and its claim), so nothing
+   * is written back to it. Returns how many went.
+   */
+  async deleteRequestedBy(requester: string): Promise<number> {
+    return Number(await this.knex('render_jobs').where({ requested_by: requester }).delete());
+  }
+
   /**
    * Marks up to `limit` due queued jobs running for `worker`, oldest first, counting the attempt. SKIP
    * LOCKED lets replicas claim at the same time without waiting on, or taking, each other's rows. A job

@@ -42,13 +42,32 @@ const DESCRIBE_SYSTEM = [
   'If you do not know the event, say so in the description and give a low confidence; never invent people or facts.',
 ].join('\n');
 
-/** Offline, a description that says what it is; no figures, tags or place are made up. */
-function offlineDescription(row: MomentRow): z.input<typeof Description> {
-  const place = [row.city, row.region, row.country].filter((part) => part !== 'unknown').join(', ');
+/**
+ * What `askJson` would answer offline for a question the expander never asks offline: with no text model
+ * it makes up no moment and no metadata, so nothing invented reaches a public read.
+ */
+const notAskedOffline = (): never => {
+  throw new Error('the expander asks no model offline');
+};
+
+/** A bare moment's metadata from the model, as changes to the moment (merged with what it already has). */
+async function describedByModel(model: TextModel, budget: SpendBudget, row: MomentRow, signal?: AbortSignal): Promise<Partial<MomentInput>> {
+  const meta = await askJson(model, budget, {
+    system: DESCRIBE_SYSTEM,
+    prompt: JSON.stringify({ path: row.path, event_name: row.event_name, date: `${row.day} ${MONTHS[row.month_num - 1]} ${row.year}`, place: [row.city, row.region, row.country].join(', ') }),
+    schema: Description,
+    offline: notAskedOffline,
+    maxTokens: 800,
+    ...(signal ? { signal } : {}),
+  });
   return {
-    description: `Placeholder written offline (no text model is configured): ${row.event_name}, ${row.day} ${MONTHS[row.month_num - 1]} ${row.year}${place ? `, ${place}` : ''}.`,
-    type: row.type as z.input<typeof Description>['type'],
-    confidence: 0.2,
+    description: meta.description,
+    type: meta.type,
+    figures: [...new Set([...row.figures, ...meta.figures])].slice(0, 50),
+    tags: [...new Set([...row.tags, ...meta.tags.map((tag) => toSlug(tag, 60)).filter(Boolean)])].slice(0, 30),
+    latitude: row.latitude ?? meta.latitude,
+    longitude: row.longitude ?? meta.longitude,
+    confidence: meta.confidence,
   };
 }
 
@@ -56,35 +75,19 @@ function offlineDescription(row: MomentRow): z.input<typeof Description> {
  * Layer 0 → 1: up to `batch` bare moments (a path and a name, that no one is rendering) get their
  * metadata from the model, written at layer 1 with status `pending` (model-written text waits for the
  * Judge, so the moment leaves public reads until it is passed), and a render job each, which the renderer
- * takes once the Judge has passed the moment (layer 2). Returns how many were described.
+ * takes once the Judge has passed the moment (layer 2). Offline (no text model) the moment takes the same
+ * steps with only what its author wrote: no description, figures, tags or place are made up, and the Judge
+ * still rules before its render is paid for. Returns how many were described.
  */
 export async function describeBare(graph: GraphService, model: TextModel, budget: SpendBudget, batch: number, signal?: AbortSignal): Promise<number> {
   const claims = graph.repository.claims;
+  const offline = model.provider.kind === 'offline';
   let described = 0;
   for (const row of await claims.bareMoments(batch)) {
     if (!(await claims.claim(DESCRIBE_CLAIM, [row], CLAIM_SECONDS)).has(row.id)) continue;
     try {
-      const meta = await askJson(model, budget, {
-        system: DESCRIBE_SYSTEM,
-        prompt: JSON.stringify({ path: row.path, event_name: row.event_name, date: `${row.day} ${MONTHS[row.month_num - 1]} ${row.year}`, place: [row.city, row.region, row.country].join(', ') }),
-        schema: Description,
-        offline: () => offlineDescription(row),
-        maxTokens: 800,
-        ...(signal ? { signal } : {}),
-      });
-      const input = MomentInput.parse(
-        inputOf(row, {
-          layer: 1,
-          status: 'pending',
-          description: meta.description,
-          type: meta.type,
-          figures: [...new Set([...row.figures, ...meta.figures])].slice(0, 50),
-          tags: [...new Set([...row.tags, ...meta.tags.map((tag) => toSlug(tag, 60)).filter(Boolean)])].slice(0, 30),
-          latitude: row.latitude ?? meta.latitude,
-          longitude: row.longitude ?? meta.longitude,
-          confidence: meta.confidence,
-        }),
-      );
+      const metadata = offline ? {} : await describedByModel(model, budget, row, signal);
+      const input = MomentInput.parse(inputOf(row, { layer: 1, status: 'pending', ...metadata }));
       await graph.writeMoments([input]);
       await graph.queueRender(input, { requestedBy: 'expander', request: renderRequest(input) });
     } catch (error) {
@@ -95,12 +98,6 @@ export async function describeBare(graph: GraphService, model: TextModel, budget
   }
   return described;
 }
-
-/**
- * Offline, proposals are labelled placeholders: they are made only around moments people wrote, so that
- * a seeded graph is not filled with them and a placeholder never begets another.
- */
-const OFFLINE_ANCHOR_SOURCES = ['ingest', 'generate'];
 
 /** One expander run: bare moments described (layer 0 → 1), then under-connected moments expanded. */
 export async function expandGraph(
@@ -114,37 +111,11 @@ export async function expandGraph(
   return { described, ...(await expandUnderConnected(graph, model, budget, settings, signal)) };
 }
 
-/** Offline, a consequence one year later in the same place, marked as such: deterministic and clearly not a real event. */
-function offlineExpansion(anchor: MomentRow): z.input<typeof Expansion> {
-  const year = anchor.year === -1 ? 1 : anchor.year + 1;
-  return {
-    moments: [
-      {
-        event_name: `Aftermath of ${anchor.event_name}`.slice(0, 200),
-        year,
-        month: anchor.month_num,
-        day: Math.min(anchor.day, 28),
-        time: anchor.time,
-        country: anchor.country,
-        region: anchor.region,
-        city: anchor.city,
-        description: `Placeholder proposed offline: what followed ${anchor.event_name}.`,
-        type: 'event',
-        figures: anchor.figures.slice(0, 3),
-        tags: anchor.tags.slice(0, 5),
-        confidence: 0.2,
-        relation: 'consequence',
-        weight: 0.5,
-        theme: 'aftermath',
-      },
-    ],
-  };
-}
-
 /**
  * The Expander: takes up to `batch` public moments with few curated edges that it has not expanded yet,
  * asks the model for their direct causes and consequences, writes each new one at layer 1 (pending the
- * judge) with a `causes` edge to or from its anchor, and queues its render.
+ * judge) with a `causes` edge to or from its anchor, and queues its render. Offline (no text model) it
+ * proposes nothing, and leaves the anchors unexpanded for when a model is configured.
  */
 export async function expandUnderConnected(
   graph: GraphService,
@@ -153,8 +124,8 @@ export async function expandUnderConnected(
   settings: { batch: number; maxNew: number; minEdges: number },
   signal?: AbortSignal,
 ): Promise<{ expanded: number; added: number }> {
-  const offline = model.provider.kind === 'offline';
-  const anchors = await graph.repository.claims.underConnectedMoments(settings.batch, settings.minEdges, offline ? OFFLINE_ANCHOR_SOURCES : undefined);
+  if (model.provider.kind === 'offline') return { expanded: 0, added: 0 };
+  const anchors = await graph.repository.claims.underConnectedMoments(settings.batch, settings.minEdges);
   let added = 0;
   let expanded = 0;
   for (const anchor of anchors) {
@@ -184,7 +155,7 @@ async function expandOne(graph: GraphService, model: TextModel, budget: SpendBud
       figures: anchor.figures,
     }),
     schema: Expansion,
-    offline: () => offlineExpansion(anchor),
+    offline: notAskedOffline,
     maxTokens: 400 * settings.maxNew,
     ...(signal ? { signal } : {}),
   });

@@ -12,7 +12,10 @@ import { z } from 'zod';
  * The gateway's client parses both answers with these schemas, and the services document their routes
  * with them, so the two sides cannot drift.
  */
-export const ACCOUNT_DATA_PATH = (userId: string) => `/api/v1/users/${encodeURIComponent(userId)}/data`;
+/** The route template every service serves the contract under. */
+export const ACCOUNT_DATA_ROUTE = '/api/v1/users/{user_id}/data';
+/** The contract's path for one user, as the gateway calls it. */
+export const ACCOUNT_DATA_PATH = (userId: string) => ACCOUNT_DATA_ROUTE.replace('{user_id}', encodeURIComponent(userId));
 
 export const AccountUserParams = z.object({ user_id: z.string().min(1).max(128) });
 

@@ -1,4 +1,4 @@
-import { AccountDeletionSchema, AccountExportPageSchema, AccountExportQuery, AccountUserParams, badRequest, defineRoute, type RouteDefinition } from '@tempora/kit/http';
+import { ACCOUNT_DATA_ROUTE, AccountDeletionSchema, AccountExportPageSchema, AccountExportQuery, AccountUserParams, badRequest, defineRoute, type RouteDefinition } from '@tempora/kit/http';
 import { InvalidExportCursor, type AccountData } from '../account-data.ts';
 import { callerOf, requireServiceLevel, SERVICE } from '../auth.ts';
 
@@ -9,8 +9,8 @@ export function accountDataRoutes(accounts: AccountData): RouteDefinition[] {
   return [
     defineRoute({
       method: 'delete',
-      path: '/api/v1/users/{user_id}/data',
-      operationId: 'deleteSimulationUserData',
+      path: ACCOUNT_DATA_ROUTE,
+      operationId: 'deleteUserData',
       summary: 'Delete everything held of a user: runs (prompts, plans, results), steps, metered calls, idempotency keys, the ledger of budgets scoped to the account',
       description: `${who} Runs in flight are ended first (their budgets settled at what they spent) and stopped wherever they execute; nothing of them is written back. Idempotent: a second call answers zero counts.`,
       tags: ['accounts'],
@@ -24,8 +24,8 @@ export function accountDataRoutes(accounts: AccountData): RouteDefinition[] {
     }),
     defineRoute({
       method: 'get',
-      path: '/api/v1/users/{user_id}/data',
-      operationId: 'exportSimulationUserData',
+      path: ACCOUNT_DATA_ROUTE,
+      operationId: 'exportUserData',
       summary: "One page of a user's data: `runs`, then `steps`, `calls`, `idempotency_keys`, each in key order",
       description: `${who} Follow \`next_cursor\` until it is null: every item comes exactly once, none is left out.`,
       tags: ['accounts'],
