@@ -76,13 +76,21 @@ export function buildMcpServer(service: ConductorService, version: string, calle
 }
 
 /**
- * MCP at /mcp (Streamable HTTP, stateless), for the same callers as the REST route: an MCP client sends
- * the user's access token.
+ * Where the MCP server answers: /mcp on the conductor's own port, and its public alias, the path the
+ * gateway forwards from the public host (as the graph's /api/v1/graph/mcp).
+ */
+export const MCP_PATHS = ['/mcp', '/api/v1/conductor/mcp'] as const;
+
+/**
+ * MCP (Streamable HTTP, stateless), for the same callers as the REST route: an MCP client sends the user's
+ * access token, to the conductor or to the gateway, which forwards the user it authenticated.
  */
 export function mountMcp(router: Router, service: ConductorService, version: string): void {
-  mountStatelessMcp(router, '/mcp', (ctx) => {
-    const caller = ctx.state.caller;
-    if (!caller) throw unauthorized('the conductor acts for a user: send Authorization: Bearer <access token>', BEARER_CHALLENGE);
-    return buildMcpServer(service, version, caller, ctx.state.requestId);
-  });
+  for (const path of MCP_PATHS) {
+    mountStatelessMcp(router, path, (ctx) => {
+      const caller = ctx.state.caller;
+      if (!caller) throw unauthorized('the conductor acts for a user: send Authorization: Bearer <access token>', BEARER_CHALLENGE);
+      return buildMcpServer(service, version, caller, ctx.state.requestId);
+    });
+  }
 }

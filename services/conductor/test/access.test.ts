@@ -1,7 +1,13 @@
 import assert from 'node:assert/strict';
 import { SignJWT, generateKeyPair } from 'jose';
+import { execFile } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { pythonTool } from '../../../test/support/python.ts';
 import { ADMIN_KEY, CONDUCTOR_KEY, README_REQUEST, conductorEntries, mcpClient, startPlatform, type Platform, type ToolReply, type User } from './harness.ts';
 import { startSimulation, SERVICE_KEY as SIMULATION_KEY, asUser, type SimulationHarness } from '../../simulation/test/harness.ts';
+
+const execFileAsync = promisify(execFile);
 
 describe('conductor access: credentials, bad input, the gateway route, MCP', function () {
   this.timeout(120_000);
@@ -193,6 +199,41 @@ describe('conductor access: credentials, bad input, the gateway route, MCP', fun
       } finally {
         await client.close();
       }
+    });
+
+    it('is on the public host too: the official client through the gateway, with the Bearer token, as the graph\'s', async () => {
+      const customer = await platform.user(50);
+      const client = await mcpClient(`${platform.gateway.url}/api/v1/conductor`, customer.headers);
+      try {
+        assert.deepEqual((await client.listTools()).tools.map((tool) => tool.name), ['converse']);
+        const reply = (await client.callTool({ name: 'converse', arguments: { content: README_REQUEST } })) as ToolReply;
+        assert.equal(reply.isError, undefined, JSON.stringify(reply.structuredContent));
+        assert.equal(reply.structuredContent.spend.credits_total, 10);
+        const entries = conductorEntries(await platform.history(customer), reply.structuredContent.message_id);
+        assert.equal(0 - entries.reduce((sum, entry) => sum + entry.amount, 0), 10, 'charged once, by the conductor, as on its own port');
+        assert.equal(await platform.balance(customer), 40);
+      } finally {
+        await client.close();
+      }
+      const initialize = { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 't', version: '1' } } };
+      const post = (headers: Record<string, string>) =>
+        fetch(`${platform.gateway.url}/api/v1/conductor/mcp`, { method: 'POST', headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...headers }, body: JSON.stringify(initialize) });
+      assert.equal((await post({})).status, 401, 'no credential');
+      const readKey = (await platform.call('gateway', 'POST', '/api/v1/users/me/api-keys', { headers: customer.headers, body: { name: 'r', scopes: ['read'] } })).body.key as string;
+      assert.equal((await post({ 'X-API-Key': readKey })).status, 403, 'converse spends credits: a read-only key may not');
+    });
+
+    it('answers the official Python client through the gateway alike', async function () {
+      this.timeout(600_000);
+      const python = pythonTool('mcp-client', ['mcp==1.22.0']);
+      const customer = await platform.user(50);
+      const token = customer.headers.Authorization!.replace(/^Bearer /, '');
+      const script = fileURLToPath(new URL('./mcp_client.py', import.meta.url));
+      const { stdout } = await execFileAsync(python.bin('python'), [script, `${platform.gateway.url}/api/v1/conductor/mcp`, token, README_REQUEST], { timeout: 120_000 });
+      const reply = JSON.parse(stdout.trim().split('\n').pop()!);
+      assert.deepEqual([reply.server, reply.tools, reply.is_error], ['tempora-conductor', ['converse'], false]);
+      assert.equal(reply.structured.spend.credits_total, 10);
+      assert.equal(await platform.balance(customer), 40);
     });
 
     it('needs the user\'s access token', async () => {
