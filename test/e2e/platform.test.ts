@@ -20,6 +20,7 @@ import {
   call,
   gatewayResource,
   gatewayUrl,
+  KEYS,
   graphWorkerResource,
   NAMESPACE,
   simulationBudgetResource,
@@ -517,6 +518,47 @@ describe('the platform on a real node: operator, CRs, pods, traffic (test/e2e)',
     // Only the Gateway changed: the workers and the pool keep their tag.
     const poolPods = await podsOf(await admin().get(R.AgentPool, NAMESPACE, POOL));
     assert.ok(poolPods.every((p) => podImage(p).endsWith(`:${TAG}`)));
+  });
+
+  it('deletes an account with data in every service and a paid plan: the report names each, and nothing of it is left', async function () {
+    this.timeout(5 * 60_000);
+    const stripe = platform!.stripe;
+    // A paid plan on top of the pack, scene, run and conversation of the tests above.
+    const checkout = await asFirstUser('/api/v1/billing/checkout', { body: { kind: 'plan', id: 'pro' } });
+    assert.equal(checkout.status, 201, checkout.body.slice(0, 500));
+    const paid = await stripe.pay(checkout.json<{ id: string }>().id);
+    const subscription = String((paid.find((e) => e.type === 'customer.subscription.created')!.data.object as { id: string }).id);
+    await waitFor('the plan applied', async () => ok(await asFirstUser('/api/v1/auth/me'), 'me').json<{ tier: string }>().tier === 'pro', 60_000, 500);
+    const userId = ok(await asFirstUser('/api/v1/auth/me'), 'me').json<{ id: string }>().id;
+
+    const deleted = await asFirstUser('/api/v1/auth/me', { method: 'DELETE', timeoutMs: 120_000 });
+    assert.equal(deleted.status, 200, deleted.body.slice(0, 1000));
+    type Part = { status: string; deleted: Record<string, number>; kept: Record<string, { count: number }>; notes: string[] };
+    const report = deleted.json<{ status: string; services: Record<string, Part> }>();
+    assert.equal(report.status, 'completed');
+    assert.deepEqual(Object.keys(report.services).sort(), ['billing', 'conductor', 'gateway', 'generation', 'graph', 'simulation']);
+    assert.ok(report.services.generation!.deleted.timepoints! >= 1, JSON.stringify(report.services.generation));
+    assert.ok(report.services.simulation!.deleted.runs! >= 1, JSON.stringify(report.services.simulation));
+    assert.ok(report.services.conductor!.deleted.conversations! >= 1, JSON.stringify(report.services.conductor));
+    assert.ok(report.services.billing!.kept.payments!.count >= 2, JSON.stringify(report.services.billing));
+    // The plan is cancelled at Stripe, so the deleted person is never charged again.
+    await waitFor('Stripe told of the cancelled plan', async () => stripe.events.some((e) => e.type === 'customer.subscription.deleted' && (e.data.object as { id: string }).id === subscription), 60_000, 500);
+    assert.equal((await asFirstUser('/api/v1/auth/me')).status, 401, 'every credential stops');
+
+    // Nothing left: each service's own export of the user, read with the service key on its pod's Service.
+    for (const service of DEPLOYED_SERVICES.filter((name) => name !== 'gateway')) {
+      const svc = await admin().get(R.Service, NAMESPACE, `${GATEWAY}-${service}`);
+      const spec = svc.spec as { clusterIP: string; ports: { port: number }[] };
+      let cursor: string | null | undefined;
+      const left: unknown[] = [];
+      do {
+        const page = ok(await call(`http://${spec.clusterIP}:${spec.ports[0]!.port}/api/v1/users/${userId}/data${cursor ? `?cursor=${encodeURIComponent(cursor)}` : ''}`, { headers: { 'x-service-key': KEYS.SERVICE_KEY } }), `${service} export`).json<{ items: unknown[]; next_cursor: string | null }>();
+        left.push(...page.items);
+        cursor = page.next_cursor;
+      } while (cursor);
+      if (service === 'billing') assert.ok(left.every((item) => !JSON.stringify(item).includes(userId)), 'billing keeps payments anonymised only');
+      else assert.deepEqual(left, [], `${service} holds nothing of the user`);
+    }
   });
 
   it('deletes everything the Gateway owned when it is deleted', async function () {
