@@ -38,24 +38,25 @@ const READS: Record<ServiceName, Record<Kind, Reading>> = {
     writerToken: 'invalid',
     simulationKey: 'invalid',
   }),
-  // Authorization and X-API-Key mean nothing here; X-User-ID only beside the service key.
-  generation: reads({ serviceKey: ['ServiceKey'], gatewayUser: ['ServiceKey', 'UserId'], spoofedUser: 'invalid', wrongServiceKey: 'invalid' }),
+  // Generation, simulation and the conductor know their callers by one rule, the kit's gatewayCaller: a user's
+  // access token (BearerJWT) or X-User-ID beside the service key names the user (UserId); X-User-ID alone is refused.
+  generation: reads({ ...badJwts('invalid'), userJwt: ['BearerJWT', 'UserId'], serviceKey: ['ServiceKey'], gatewayUser: ['ServiceKey', 'UserId'], spoofedUser: 'invalid', wrongServiceKey: 'invalid', writerToken: 'invalid' }),
   // A Bearer token is a writer token here: a JWT is not one.
   graph: reads({ ...badJwts('invalid'), userJwt: 'invalid', serviceKey: ['ServiceKey'], gatewayUser: ['ServiceKey'], wrongServiceKey: 'invalid', adminKey: ['AdminKey'], writerToken: ['WriterToken'] }),
   // X-API-Key holds a simulation key here, not a gateway API key.
   simulation: reads({
     ...badJwts('invalid'),
-    userJwt: ['BearerJWT'],
+    userJwt: ['BearerJWT', 'UserId'],
     apiKeyRead: 'invalid',
     apiKeyWrite: 'invalid',
     serviceKey: ['ServiceKey'],
-    gatewayUser: ['ServiceKey'],
+    gatewayUser: ['ServiceKey', 'UserId'],
     spoofedUser: 'invalid',
     wrongServiceKey: 'invalid',
     writerToken: 'invalid',
     simulationKey: ['ApiKey'],
   }),
-  conductor: reads({ ...badJwts('invalid'), userJwt: ['BearerJWT'], serviceKey: ['ServiceKey'], gatewayUser: ['ServiceKey'], wrongServiceKey: 'invalid', writerToken: 'invalid' }),
+  conductor: reads({ ...badJwts('invalid'), userJwt: ['BearerJWT', 'UserId'], serviceKey: ['ServiceKey'], gatewayUser: ['ServiceKey', 'UserId'], spoofedUser: 'invalid', wrongServiceKey: 'invalid', writerToken: 'invalid' }),
   billing: reads({ serviceKey: ['ServiceKey'], gatewayUser: ['ServiceKey'], wrongServiceKey: 'invalid', adminKey: ['AdminKey'] }),
 };
 
@@ -255,6 +256,14 @@ describe('security: the authorization matrix (every operation × every credentia
     assert.deepEqual(undeclared, [], 'operations without a security declaration');
     const known = new Set(ops.map((op) => `${op.service}:${op.operationId}`));
     assert.deepEqual(Object.keys(REFINED).filter((key) => !known.has(key)), [], 'REFINED names operations that no longer exist');
+  });
+
+  it('reads every credential alike in the services behind the gateway (one rule, the kit\'s), but for the simulation\'s own X-API-Key', () => {
+    const ownKey = new Set<Kind>(['apiKeyRead', 'apiKeyWrite', 'simulationKey']);
+    for (const kind of KINDS.filter((k) => !ownKey.has(k))) {
+      assert.deepEqual(READS.simulation[kind], READS.conductor[kind], `simulation and conductor read ${kind} alike`);
+      assert.deepEqual(READS.generation[kind], READS.conductor[kind], `generation and conductor read ${kind} alike`);
+    }
   });
 
   it('admits exactly the credentials each operation declares, and refuses the rest with 401 or 403', async () => {

@@ -7,6 +7,8 @@
  */
 import assert from 'node:assert/strict';
 import { before, describe, it } from 'mocha';
+import { listenStandIn } from '../support/http.ts';
+import { servicesBehind } from './behind-gateway.ts';
 import { signIn, type SignedIn } from './credentials.ts';
 import { ERROR_BODIES, SECRETS, securityPlatform, type SecurityPlatform } from './platform.ts';
 
@@ -162,8 +164,8 @@ describe('security: identity (another user\'s resources, spoofed identity header
       assert.equal((await call(base, 'DELETE', `/api/v1/conductor/conversations/${conversation}`, as(alice))).status, 404, base);
       assert.equal((await call(base, 'POST', '/api/v1/conductor/messages', as(alice), { content: 'and then?', conversation_id: conversation })).status, 404, base);
     }
-    // The conductor believes X-User-ID only beside the service key: with Alice's token it stays Alice.
-    assert.equal((await call(platform.urls.conductor, 'GET', `/api/v1/conductor/conversations/${conversation}`, as(alice, { 'x-user-id': bob.id }))).status, 404);
+    // X-User-ID is believed only beside the service key: with Alice's token it is refused, never Bob.
+    assert.equal((await call(platform.urls.conductor, 'GET', `/api/v1/conductor/conversations/${conversation}`, as(alice, { 'x-user-id': bob.id }))).status, 401);
     assert.equal((await call(gw, 'GET', `/api/v1/conductor/conversations/${conversation}`, as(bob))).status, 200);
   });
 
@@ -181,6 +183,62 @@ describe('security: identity (another user\'s resources, spoofed identity header
     assert.equal(claiming.status, 200);
     assert.equal(claiming.headers.get('x-ratelimit-limit'), plain.headers.get('x-ratelimit-limit'));
     assert.equal(claiming.body.balance, plain.body.balance);
+  });
+
+  it('gets the same answer to the same credential from every service behind the gateway (conductor, simulation, generation)', async () => {
+    const leaving = await signIn(gw);
+    assert.equal((await call(gw, 'POST', '/api/v1/auth/logout', as(leaving), {})).status, 204);
+    const key = { 'x-service-key': SECRETS.serviceKey };
+    // A user operation of each: what the user reads of their own.
+    const reads = { conductor: '/api/v1/conductor/settings', simulation: '/api/v1/simulations', generation: '/api/v1/users/me/timepoints' } as const;
+    const cases: Array<[string, Record<string, string>, number]> = [
+      ['X-User-ID without a service key', { 'x-user-id': alice.id }, 401],
+      ['X-User-ID and X-User-Tier without a service key', { 'x-user-id': alice.id, 'x-user-tier': 'enterprise' }, 401],
+      ['X-User-ID that is not a user id (a UUID), beside the key', { ...key, 'x-user-id': 'admin' }, 401],
+      ['X-User-ID that is not a user id, with a wrong key', { 'x-service-key': `${SECRETS.serviceKey}x`, 'x-user-id': 'user-7' }, 401],
+      ["the user's access token with another's X-User-ID, no key", as(alice, { 'x-user-id': bob.id }), 401],
+      ["the key, the user's token and another user's X-User-ID", as(alice, { ...key, 'x-user-id': bob.id }), 401],
+      ['a signed-out access token (introspection)', as(leaving), 401],
+      ['an Authorization that is not Bearer', { authorization: 'Basic YWxpY2U6c2VjcmV0' }, 401],
+      ['the key naming the user', { ...key, 'x-user-id': alice.id }, 200],
+      ["the user's own access token", as(alice), 200],
+    ];
+    const differing: string[] = [];
+    for (const [label, headers, expected] of cases) {
+      const answers: Record<string, number> = {};
+      for (const [service, path] of Object.entries(reads)) {
+        const reply = await call(platform.urls[service as keyof typeof reads], 'GET', path, headers);
+        answers[service] = reply.status;
+        if (reply.status === 401) assert.ok(reply.headers.get('www-authenticate'), `${service} ${label}: a 401 names its scheme`);
+      }
+      if (Object.values(answers).some((status) => status !== expected)) differing.push(`${label}: expected ${expected} from each, got ${JSON.stringify(answers)}`);
+    }
+    assert.deepEqual(differing, []);
+  });
+
+  it('answers 503 with Retry-After from every service behind the gateway when the gateway cannot say whether a token is active', async function () {
+    this.timeout(120_000);
+    // The gateway's real key set, and an introspection that fails; then no gateway at all.
+    const jwks = await (await fetch(`${gw}/.well-known/jwks.json`)).text();
+    const standIn = await listenStandIn((request, response) => {
+      if (request.url === '/.well-known/jwks.json') response.writeHead(200, { 'content-type': 'application/json' }).end(jwks);
+      else response.writeHead(500).end('introspection is down');
+    });
+    const trio = await servicesBehind(standIn.url);
+    try {
+      const reads = { conductor: '/api/v1/conductor/settings', simulation: '/api/v1/simulations', generation: '/api/v1/users/me/timepoints' } as const;
+      for (const stage of ['introspection failing', 'gateway unreachable']) {
+        if (stage === 'gateway unreachable') await standIn.stop();
+        for (const [service, path] of Object.entries(reads)) {
+          const reply = await call(trio.urls[service as keyof typeof reads], 'GET', path, as(alice));
+          assert.equal(reply.status, 503, `${service}, ${stage}: ${JSON.stringify(reply.body)}`);
+          assert.equal(reply.headers.get('retry-after'), '5', `${service}, ${stage}`);
+        }
+      }
+    } finally {
+      await trio.stop();
+      await standIn.stop().catch(() => {});
+    }
   });
 
   it('believes X-User-ID at no service reached directly without the service key', async () => {

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { gatewayCallerConfigFields, jwksUrlOf } from '@tempora/kit/http';
 import { baseConfigSchema, optionalString } from '@tempora/kit/runtime';
 import { providerConfigFields } from '@tempora/kit/providers';
 
@@ -31,19 +32,12 @@ export const ConductorConfigSchema = baseConfigSchema('conductor')
     CONDUCTOR_RATE_LIMIT_ENTERPRISE: count(300, 100_000),
     CONDUCTOR_RATE_LIMIT_ANONYMOUS: count(60, 100_000),
 
-    /** X-Service-Key presented to each peer; unset: the first SERVICE_KEY. */
-    GATEWAY_SERVICE_KEY: optionalString,
+    /** The gateway's access tokens, introspection and GATEWAY_SERVICE_KEY (also presented to its ledger): the kit's. */
+    ...gatewayCallerConfigFields,
+    /** X-Service-Key presented to each other peer; unset: the first SERVICE_KEY. */
     GRAPH_SERVICE_KEY: optionalString,
     GENERATION_SERVICE_KEY: optionalString,
     SIMULATION_SERVICE_KEY: optionalString,
-    /** The gateway's access tokens: issuer and audience (as the gateway's JWT_ISSUER, JWT_AUDIENCE). */
-    JWT_ISSUER: z.string().min(1).default('tempora-gateway'),
-    JWT_AUDIENCE: z.string().min(1).default('tempora'),
-    /** Unset: GATEWAY_URL/.well-known/jwks.json */
-    JWKS_URL: optionalString.pipe(z.url().optional()),
-
-    /** How long the gateway's answer about a token (introspection) is reused: a signed-out token works here at most this long after. */
-    INTROSPECTION_CACHE_MS: z.coerce.number().int().min(0).default(5_000),
     /** One scene render; below the gateway's UPSTREAM_TIMEOUT_MS (120 s) so a proxied request gets the conductor's answer. */
     RENDER_TIMEOUT_MS: ms(110_000),
     /** Every other peer call (graph, simulation, ledger). */
@@ -57,6 +51,6 @@ export const ConductorConfigSchema = baseConfigSchema('conductor')
   })
   .transform((config) => ({
     ...config,
-    JWKS_URL: config.JWKS_URL ?? `${config.GATEWAY_URL.replace(/\/$/, '')}/.well-known/jwks.json`,
+    JWKS_URL: jwksUrlOf(config),
   }));
 export type ConductorConfig = z.output<typeof ConductorConfigSchema>;

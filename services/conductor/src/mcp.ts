@@ -2,8 +2,7 @@ import type Router from '@koa/router';
 import { z } from 'zod';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { mountStatelessMcp } from '@tempora/kit/mcp';
-import { unauthorized } from '@tempora/kit/http';
-import { BEARER_CHALLENGE, type Caller } from './auth.ts';
+import { requireCaller, type Caller } from './auth.ts';
 import { ConversationBusy, ConversationNotFound, ModelUnavailable, NothingToDecide, PausedCallNotFound, type ConductorService } from './conductor-service.ts';
 import { ConductorResponseSchema, MessageBody } from './schemas.ts';
 
@@ -87,10 +86,6 @@ export const MCP_PATHS = ['/mcp', '/api/v1/conductor/mcp'] as const;
  */
 export function mountMcp(router: Router, service: ConductorService, version: string): void {
   for (const path of MCP_PATHS) {
-    mountStatelessMcp(router, path, (ctx) => {
-      const caller = ctx.state.caller;
-      if (!caller) throw unauthorized('the conductor acts for a user: send Authorization: Bearer <access token>', BEARER_CHALLENGE);
-      return buildMcpServer(service, version, caller, ctx.state.requestId);
-    });
+    mountStatelessMcp(router, path, (ctx) => buildMcpServer(service, version, requireCaller(ctx), ctx.state.requestId));
   }
 }

@@ -1,13 +1,11 @@
 import type Koa from 'koa';
-import { createAccessTokenVerifier, createApp, RateLimiter, serviceKeyAuth, type RateWindow } from '@tempora/kit/http';
+import { createApp, gatewayCaller, gatewayCallerOptions, RateLimiter, type RateWindow } from '@tempora/kit/http';
 import { connectRedis, openDatabase } from '@tempora/kit/data';
 import { createLogger, type Logger } from '@tempora/kit/observability';
 import { textProviders } from '@tempora/kit/providers';
-import { BEARER, BEARER_CHALLENGE, identify } from './auth.ts';
 import { GatewayClient } from './clients/gateway.ts';
 import { GenerationClient } from './clients/generation.ts';
 import { GraphMcp } from './clients/graph-mcp.ts';
-import { gatewayIntrospector } from './clients/introspection.ts';
 import { SimulationClient } from './clients/simulation.ts';
 import type { ConductorConfig } from './config.ts';
 import { ConductorService } from './conductor-service.ts';
@@ -41,7 +39,10 @@ function conductorWindows(config: ConductorConfig) {
   const perTier = { free: config.CONDUCTOR_RATE_LIMIT_FREE, pro: config.CONDUCTOR_RATE_LIMIT_PRO, enterprise: config.CONDUCTOR_RATE_LIMIT_ENTERPRISE };
   return (ctx: Koa.Context): RateWindow[] => {
     const caller = ctx.state.caller;
-    if (caller) return [{ name: `tier-${caller.tier}`, points: perTier[caller.tier], durationSeconds: 60, key: `user:${caller.userId}` }];
+    if (caller?.userId) {
+      const tier = caller.tier ?? 'free';
+      return [{ name: `tier-${tier}`, points: perTier[tier], durationSeconds: 60, key: `user:${caller.userId}` }];
+    }
     return [{ name: 'anonymous', points: config.CONDUCTOR_RATE_LIMIT_ANONYMOUS, durationSeconds: 60, key: `ip:${ctx.ip}` }];
   };
 }
@@ -97,13 +98,8 @@ export async function createConductorService(config: ConductorConfig, logger = c
     config,
     logger,
     metrics,
-    // Identification is `identify`'s; these name the schemes' challenges for a refused route.
-    authenticators: [{ scheme: BEARER, challenge: BEARER_CHALLENGE, authenticate: () => undefined }, serviceKeyAuth(config.SERVICE_KEY)],
-    identify: identify({
-      verify: createAccessTokenVerifier({ jwksUrl: config.JWKS_URL, issuer: config.JWT_ISSUER, audience: config.JWT_AUDIENCE }),
-      introspect: gatewayIntrospector(config.GATEWAY_URL, keyFor(config.GATEWAY_SERVICE_KEY), { cacheMs: config.INTROSPECTION_CACHE_MS, timeoutMs: config.PEER_TIMEOUT_MS }),
-      serviceKeys: config.SERVICE_KEY,
-    }),
+    // Who is calling: the kit's rules for every service behind the gateway (docs/reliability.md, "Who gets in").
+    ...gatewayCaller(gatewayCallerOptions(config)),
     rateLimit: { limiter: new RateLimiter({ redis, prefix: `${config.REDIS_KEY_PREFIX}:conductor` }), windows: conductorWindows(config) },
     routes: [...messageRoutes(deps), ...settingsRoutes(deps), ...conversationRoutes(deps), ...accountDataRoutes(deps)],
     extend: (router) => mountMcp(router, service, VERSION),

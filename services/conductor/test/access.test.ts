@@ -72,7 +72,8 @@ describe('conductor access: credentials, bad input, the gateway route, MCP', fun
     it('takes a service credential only with the user it acts for', async () => {
       const service = { 'X-Service-Key': CONDUCTOR_KEY };
       assert.equal((await post(service, { content: 'Tell me about Waterloo' })).status, 403);
-      assert.equal((await post({ ...service, 'X-User-ID': 'someone' }, { content: 'Tell me about Waterloo' })).status, 422);
+      assert.equal((await post({ ...service, 'X-User-ID': 'someone' }, { content: 'Tell me about Waterloo' })).status, 401, 'X-User-ID is a user id (a UUID)');
+      assert.equal((await post({ 'X-User-ID': user.id }, { content: 'Tell me about Waterloo' })).status, 401, 'X-User-ID without a service credential');
       assert.equal((await post({ 'X-Service-Key': 'wrong-key-0123456789', 'X-User-ID': user.id }, { content: 'Tell me about Waterloo' })).status, 401);
       const acting = await post({ ...service, 'X-User-ID': user.id }, { content: 'Tell me about Waterloo' });
       assert.equal(acting.status, 200);

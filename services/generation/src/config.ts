@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { gatewayCallerConfigFields } from '@tempora/kit/http';
 import { baseConfigSchema, csv } from '@tempora/kit/runtime';
 import { providerConfigFields } from '@tempora/kit/providers';
 
@@ -30,6 +31,8 @@ const ms = (fallback: number, min = 1) => z.coerce.number().int().min(min).defau
 
 export const GenerationConfigSchema = baseConfigSchema('generation').extend({
   ...providerConfigFields,
+  /** The gateway's access tokens and their introspection: the kit's settings. */
+  ...gatewayCallerConfigFields,
   /** Image vendor (SD3.5). */
   STABILITY_API_KEY: optional,
   STABILITY_BASE_URL: z.url().default('https://api.stability.ai'),

@@ -1,5 +1,5 @@
 import type Koa from 'koa';
-import { createApp, serviceKeyAuth } from '@tempora/kit/http';
+import { createApp, gatewayCaller, gatewayCallerOptions } from '@tempora/kit/http';
 import { openDatabase, connectRedis } from '@tempora/kit/data';
 import { createLogger, type Logger, Metrics } from '@tempora/kit/observability';
 import type { GenerationConfig } from './config.ts';
@@ -11,7 +11,6 @@ import { PoolCoordinator } from './pool/coordinator.ts';
 import { createProviders, type ProviderSet } from './providers.ts';
 import { GenerationRepository } from './repository.ts';
 import { accountDataRoutes } from './routes/account-data.ts';
-import { userHeaderAuth } from './routes/context.ts';
 import { generateRoutes } from './routes/generate.ts';
 import { timepointRoutes } from './routes/timepoints.ts';
 import { VERSION } from './version.ts';
@@ -58,11 +57,12 @@ export async function createGenerationService(config: GenerationConfig, logger =
     version: VERSION,
     title: 'Tempora generation service',
     description:
-      'Renders a historical moment from a short query as a full scene through a 14-agent pipeline (docs/generation.md). Internal: the gateway forwards end users with X-User-ID; services use X-Service-Key.',
+      'Renders a historical moment from a short query as a full scene through a 14-agent pipeline (docs/generation.md). Internal: the gateway forwards end users with X-User-ID beside its X-Service-Key; a user\'s own access token is accepted too.',
     config,
     logger,
     metrics,
-    authenticators: [serviceKeyAuth(config.SERVICE_KEY), userHeaderAuth(serviceKeyAuth(config.SERVICE_KEY))],
+    // Who is calling: the kit's rules for every service behind the gateway (docs/reliability.md, "Who gets in").
+    ...gatewayCaller(gatewayCallerOptions(config)),
     routes: [...generateRoutes(deps), ...timepointRoutes(deps), ...accountDataRoutes(deps)],
     health: async () => {
       const db = await database.ping();

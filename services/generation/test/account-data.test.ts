@@ -4,10 +4,10 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { AccountDeletionSchema, AccountExportPageSchema, encodeExportCursor } from '@tempora/kit/http';
 import type { SceneRecord } from '../src/scene.ts';
-import { QUERY, fakeVendorSuite, serviceKey, sleep, startGeneration, until, user, type GenerationHarness } from './harness.ts';
+import { QUERY, fakeVendorSuite, serviceKey, sleep, startGeneration, until, user, userId, type GenerationHarness } from './harness.ts';
 
 const SECRET = 'callback-secret-0123456789';
-const data = (userId: string, query = '') => `/api/v1/users/${encodeURIComponent(userId)}/data${query}`;
+const data = (name: string, query = '') => `/api/v1/users/${userId(name)}/data${query}`;
 
 /** Every page of a user's export, following next_cursor from the first. */
 async function exportAll(gen: GenerationHarness, userId: string, limit?: number) {
@@ -107,16 +107,16 @@ describe('generation: account data (deletion and export for the gateway)', funct
 
   it('a scene of the user finished after the deletion (on any replica) is not stored, for as long as a generation may run', async () => {
     const { repository } = gen.instance;
-    const scene = (owner: string): SceneRecord => ({ ...template, id: randomUUID(), owner });
+    const scene = (owner: string): SceneRecord => ({ ...template, id: randomUUID(), owner: userId(owner) });
     assert.equal((await gen.send('DELETE', data('late'), undefined, serviceKey)).status, 200);
     assert.equal(await repository.insertTimepoint(scene('late'), null), false, 'refused right after the deletion');
     assert.equal(await repository.insertTimepoint(scene('someone-else'), null), true);
     assert.equal(await repository.insertTimepoint({ ...scene('late'), owner: null }, null), true, 'ownerless scenes are not the user\'s');
     assert.equal((await gen.get('/api/v1/users/me/timepoints', user('late'))).body.total, 0);
     // Once the hold lapses the id is an id like any other (and the lapsed marker goes at the next deletion).
-    await repository.eraseOwner('brief', 0);
+    await repository.eraseOwner(userId('brief'), 0);
     assert.equal(await repository.insertTimepoint(scene('brief'), null), true);
-    await repository.eraseOwner('anyone', 60_000);
+    await repository.eraseOwner(userId('anyone'), 60_000);
     const lapsed = await repository.knex('generation_erasures').where('until', '<=', repository.knex.fn.now()).count<{ count: string }[]>({ count: '*' });
     assert.equal(Number(lapsed[0]!.count), 0);
   });
@@ -164,7 +164,7 @@ describe('generation: account data (deletion and export for the gateway)', funct
         Array.from({ length: 50 }, () => {
           const id = randomUUID();
           ids.add(id);
-          return repository.insertTimepoint({ ...template, id, owner: 'many' }, null);
+          return repository.insertTimepoint({ ...template, id, owner: userId('many') }, null);
         }),
       );
     }
@@ -179,7 +179,7 @@ describe('generation: account data (deletion and export for the gateway)', funct
     assert.equal(new Set(seen).size, 2500, 'no duplicate');
     assert.deepEqual(new Set(seen), ids, 'no loss');
     assert.deepEqual(seen, [...seen].sort(), 'by id');
-    assert.ok(scenes.every((page) => page.items.every((item) => item.owner === 'many' && Array.isArray(item.characters))), 'full scene records');
+    assert.ok(scenes.every((page) => page.items.every((item) => item.owner === userId('many') && Array.isArray(item.characters))), 'full scene records');
     // The default page is 200: the same scenes in 13 pages.
     const defaults = (await exportAll(gen, 'many')).filter((page) => page.kind === 'timepoints');
     assert.equal(defaults.length, 13);

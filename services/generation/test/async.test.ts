@@ -3,7 +3,7 @@ import { createHmac } from 'node:crypto';
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { CallbackPolicy, isPrivateAddress } from '../src/callbacks.ts';
-import { QUERY, serviceKey, startGeneration, until, user, type GenerationHarness } from './harness.ts';
+import { QUERY, serviceKey, startGeneration, until, user, userId, type GenerationHarness } from './harness.ts';
 
 const SECRET = 'callback-secret-0123456789';
 
@@ -139,7 +139,7 @@ describe('generation: Idempotency-Key on an asynchronous generation', function (
 
   const submit = (owner: string, key: string | undefined, body: Record<string, unknown> = { query: QUERY }) =>
     gen.post('/api/v1/timepoints/generate', body, { ...user(owner), ...(key === undefined ? {} : { 'Idempotency-Key': key }) });
-  const jobsOf = async (owner: string) => Number((await gen.instance.repository.knex('generation_jobs').where({ owner }).count<Array<{ count: string }>>('* as count'))[0]!.count);
+  const jobsOf = async (owner: string) => Number((await gen.instance.repository.knex('generation_jobs').where({ owner: userId(owner) }).count<Array<{ count: string }>>('* as count'))[0]!.count);
 
   it('answers a retry with the job its key submitted, as it stands now, and submits nothing', async () => {
     const first = await submit('replayer', 'order-1');

@@ -6,12 +6,15 @@ import { GenerationConfigSchema } from '../src/config.ts';
 import { createGenerationService, type GenerationInstance } from '../src/service.ts';
 import { createDatabase, dropDatabase } from '../../../test/support/database.ts';
 import { request } from '../../../test/support/http.ts';
+import { userId } from '../../simulation/test/harness.ts';
+
+export { userId };
 import { FakeVendors } from './providers/fake-vendors.ts';
 
 export const SERVICE_KEY = 'gen-svc-test-key-0123456789';
 export const serviceKey = { 'X-Service-Key': SERVICE_KEY };
 /** A user as the gateway names them: X-User-ID beside its service key (the header alone is refused). */
-export const user = (id: string) => ({ 'X-User-ID': id, 'X-Service-Key': SERVICE_KEY });
+export const user = (name: string) => ({ 'X-User-ID': userId(name), 'X-Service-Key': SERVICE_KEY });
 
 /** Environment pointing every provider at the fake vendor servers. */
 export function vendorEnv(fake: FakeVendors, which: Array<'native' | 'aggregator' | 'image_vendor' | 'free_image'> = ['native', 'aggregator', 'image_vendor', 'free_image']): Record<string, string> {

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { EVENT_ORDER } from '../src/agents/types.ts';
-import { QUERY, fakeVendorSuite, readSse, sleep, startGeneration, user, vendorEnv, type GenerationHarness } from './harness.ts';
+import { QUERY, fakeVendorSuite, readSse, sleep, startGeneration, user, userId, vendorEnv, type GenerationHarness } from './harness.ts';
 
 describe('generation: pipeline over the native provider', function () {
   this.timeout(30_000);
@@ -23,7 +23,7 @@ describe('generation: pipeline over the native provider', function () {
     assert.equal(scene.models.image.model, 'gemini-2.5-flash-image');
     assert.match(scene.image_url, /\/api\/v1\/timepoints\/[0-9a-f-]+\/image$/);
     assert.deepEqual(scene.request_context, { trace: 'abc' });
-    assert.equal(scene.owner, 'alice');
+    assert.equal(scene.owner, userId('alice'));
     assert.deepEqual(scene.sources.map((s: any) => s.url).sort(), ['https://en.wikipedia.org/wiki/Apollo_11', 'https://www.nasa.gov/mission/apollo-11/']);
     assert.ok(scene.confidence.overall > 0.7 && scene.confidence.overall <= 1);
     assert.ok(scene.tokens.total > 0 && scene.tokens.thinking > 0);

@@ -66,6 +66,9 @@ describe('generation: stored scenes, visibility, owner list, TDF', function () {
     assert.deepEqual(page.body.items.map((item: any) => item.id), [first.id]);
     assert.equal((await gen.get('/api/v1/users/me/timepoints')).status, 401);
     assert.equal((await gen.get('/api/v1/users/me/timepoints', { 'X-User-ID': 'bad id with spaces' })).status, 401);
+    for (const notAUserId of ['erin', 'user-7', 'admin']) {
+      assert.equal((await gen.get('/api/v1/users/me/timepoints', { ...serviceKey, 'X-User-ID': notAUserId })).status, 401, `${notAUserId}: the gateway names users by UUID`);
+    }
   });
 
   it('the owner deletes one scene', async () => {

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { gatewayCallerConfigFields } from '@tempora/kit/http';
 import { baseConfigSchema, csv, optionalString } from '@tempora/kit/runtime';
 import { providerConfigFields } from '@tempora/kit/providers';
 
@@ -41,11 +42,8 @@ export const SimulationConfigSchema = baseConfigSchema('simulation').extend({
   SIMULATION_BUDGETS_PATH: optionalString,
   /** How often the budgets path is re-read; a change takes effect within this without a restart. */
   BUDGETS_RELOAD_MS: ms(2_000, 50),
-  /** The X-Service-Key this service presents to the gateway's introspection endpoint; unset: the first SERVICE_KEY. */
-  GATEWAY_SERVICE_KEY: optionalString,
-  /** How long an introspection answer is reused: a revoked token is refused here at most this long after. */
-  INTROSPECTION_CACHE_MS: ms(5_000, 0),
-  INTROSPECTION_TIMEOUT_MS: ms(3_000),
+  /** The gateway's access tokens and their introspection: the kit's settings. */
+  ...gatewayCallerConfigFields,
   /** Runs executing at once in this process; more wait queued (durably) for a free slot. */
   RUN_CONCURRENCY: count(16, 1000),
   /** A run's lease: renewed every third of it by the process running it; a run whose lease lapsed is resumed by any replica. */

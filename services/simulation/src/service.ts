@@ -1,11 +1,11 @@
 import { join, resolve } from 'node:path';
 import type Koa from 'koa';
-import { createAccessTokenVerifier, createApp, RateLimiter, type Authenticator, type RateWindow } from '@tempora/kit/http';
+import { createApp, gatewayCaller, gatewayCallerOptions, RateLimiter, type RateWindow } from '@tempora/kit/http';
 import { openDatabase, connectRedis } from '@tempora/kit/data';
 import { createLogger, type Logger, Metrics } from '@tempora/kit/observability';
 import { textProviders } from '@tempora/kit/providers';
 import { AccountData } from './account-data.ts';
-import { ANY_CALLER, API_KEY, BEARER, identify, Introspector, SERVICE } from './auth.ts';
+import { ANY_CALLER, simulationApiKeyAuth } from './auth.ts';
 import { BudgetSource } from './budget-source.ts';
 import type { SimulationConfig } from './config.ts';
 import { TEMPLATE_DIRECTORY, TemplateCatalog } from './domain/templates.ts';
@@ -35,20 +35,13 @@ export interface SimulationInstance {
   close(): Promise<void>;
 }
 
-/** Challenges for the kit's route authorizer; identification itself is `identify` (it needs I/O). */
-const challenges: Authenticator[] = [
-  { scheme: SERVICE, challenge: 'ApiKey header="X-Service-Key"', authenticate: () => undefined },
-  { scheme: API_KEY, challenge: 'ApiKey header="X-API-Key"', authenticate: () => undefined },
-  { scheme: BEARER, challenge: 'Bearer realm="tempora"', authenticate: () => undefined },
-];
-
 const READS = new Set(['GET', 'HEAD', 'OPTIONS']);
 
 /** Per caller (the user a service acts for, or the credential), reads and writes apart; the public template list per address. */
 function windows(config: SimulationConfig) {
   return (ctx: Koa.Context): RateWindow[] => {
-    const caller = ctx.state.simulationCaller;
-    const key = caller ? `owner:${caller.owner.slice(0, 160)}` : `ip:${ctx.ip}`;
+    const caller = ctx.state.caller;
+    const key = caller ? `owner:${caller.userId ?? caller.principal}` : `ip:${ctx.ip}`;
     return READS.has(ctx.method)
       ? [{ name: 'read', points: config.RATE_LIMIT_READ_PER_MINUTE, durationSeconds: 60, key }]
       : [{ name: 'write', points: config.RATE_LIMIT_WRITE_PER_MINUTE, durationSeconds: 60, key }];
@@ -78,8 +71,6 @@ export async function createSimulationService(config: SimulationConfig, logger =
   );
   simulations = new Simulations({ repository, catalog, budgets, runner, metrics: () => simulationMetrics, ...(config.SIMULATION_TEXT_MODEL ? { defaultModel: config.SIMULATION_TEXT_MODEL } : {}) });
 
-  const verify = createAccessTokenVerifier({ jwksUrl: `${config.GATEWAY_URL.replace(/\/$/, '')}/.well-known/jwks.json` });
-  const introspector = new Introspector(config.GATEWAY_URL, config.GATEWAY_SERVICE_KEY ?? config.SERVICE_KEY[0], config.INTROSPECTION_CACHE_MS, config.INTROSPECTION_TIMEOUT_MS);
   const deps: RouteDeps = {
     simulations,
     repository,
@@ -101,8 +92,8 @@ export async function createSimulationService(config: SimulationConfig, logger =
     config,
     logger,
     metrics,
-    authenticators: challenges,
-    identify: identify({ serviceKeys: config.SERVICE_KEY, apiKeys: config.SIMULATION_API_KEYS, verify, introspector }),
+    // Who is calling: the kit's rules for every service behind the gateway (docs/reliability.md, "Who gets in"), with the simulation API key.
+    ...gatewayCaller({ ...gatewayCallerOptions(config), apiKey: simulationApiKeyAuth(config.SIMULATION_API_KEYS) }),
     rateLimit: { limiter: new RateLimiter({ redis, prefix: `${config.REDIS_KEY_PREFIX}:simulation` }), windows: windows(config) },
     routes: [...templateRoutes(deps), ...budgetRoutes(deps), ...simulationRoutes(deps), ...accountDataRoutes(new AccountData({ repository, runner, budgets }))],
     health: async () => {

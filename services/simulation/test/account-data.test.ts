@@ -5,9 +5,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { AccountDeletionSchema, AccountExportPageSchema, encodeExportCursor } from '@tempora/kit/http';
 import { FakeModel } from './fake-model.ts';
-import { apiKey, asUser, service, startSimulation, type SimulationHarness, until } from './harness.ts';
+import { apiKey, asUser, service, startSimulation, type SimulationHarness, until, userId } from './harness.ts';
 
-const data = (user: string, query = '') => `/api/v1/users/${encodeURIComponent(user)}/data${query}`;
+const data = (user: string, query = '') => `/api/v1/users/${userId(user)}/data${query}`;
 
 describe('simulation account data: deletion and export', function () {
   this.timeout(120_000);
@@ -16,7 +16,8 @@ describe('simulation account data: deletion and export', function () {
   let budgets: string;
 
   /** What the database holds of `owner`, table by table. */
-  async function held(owner: string) {
+  async function held(name: string) {
+    const owner = userId(name);
     const knex = sim.instance.repository.knex;
     const runs = knex('simulation_runs').select('id').where({ owner });
     const count = async (query: any) => Number((await query.count('* as count'))[0].count);
@@ -51,7 +52,7 @@ describe('simulation account data: deletion and export', function () {
     budgets = mkdtempSync(join(tmpdir(), 'simulation-accounts-'));
     const limit = (scope: string) => JSON.stringify({ scope, period: 'monthly', limitUsd: 1000, perRunMaxUsd: null, alertThresholds: [0.5], exhausted: false });
     writeFileSync(join(budgets, 'everyone.json'), limit('global'));
-    writeFileSync(join(budgets, 'alice-cap.json'), limit('account:alice'));
+    writeFileSync(join(budgets, 'alice-cap.json'), limit(`account:${userId('alice')}`));
     sim = await startSimulation({ OPENROUTER_BASE_URL: model.url, SIMULATION_BUDGETS_PATH: budgets, RUN_CONCURRENCY: '1' });
   });
   afterEach(() => model.release());
@@ -112,7 +113,7 @@ describe('simulation account data: deletion and export', function () {
       }
     }
     assert.equal((await held('erin')).runs, 1, 'nothing was deleted by a refused call');
-    assert.equal((await sim.call('DELETE', data('x'.repeat(129)), { headers: service })).status, 422);
+    assert.equal((await sim.call('DELETE', `/api/v1/users/${'x'.repeat(129)}/data`, { headers: service })).status, 422);
   });
 
   it('stops a run in flight here and a queued one: nothing of them is written back', async () => {
@@ -184,10 +185,10 @@ describe('simulation account data: deletion and export', function () {
     const knex = sim.instance.repository.knex;
     const ids = Array.from({ length: 600 }, () => randomUUID());
     await knex('simulation_runs').insert(
-      ids.map((id, index) => ({ id, owner: 'frank', caller: 'test', status: 'completed', mode: 'FORWARD', fidelity: 1, prompt: `scenario ${index}`, mechanisms: '[]', plan: '{}', steps_total: 1, steps_done: 1, estimate_micros: 1, cap_micros: 1, result: JSON.stringify({ n: index }) })),
+      ids.map((id, index) => ({ id, owner: userId('frank'), caller: 'test', status: 'completed', mode: 'FORWARD', fidelity: 1, prompt: `scenario ${index}`, mechanisms: '[]', plan: '{}', steps_total: 1, steps_done: 1, estimate_micros: 1, cap_micros: 1, result: JSON.stringify({ n: index }) })),
     );
     await knex('simulation_steps').insert(ids.slice(0, 300).map((id) => ({ run_id: id, seq: 0, kind: 'timepoint', label: 't1', detail: '{}', cost_micros: 1 })));
-    await knex('simulation_idempotency_keys').insert(ids.slice(0, 250).map((id, index) => ({ owner: 'frank', key: `key-${index}`, fingerprint: 'f', run_id: id })));
+    await knex('simulation_idempotency_keys').insert(ids.slice(0, 250).map((id, index) => ({ owner: userId('frank'), key: `key-${index}`, fingerprint: 'f', run_id: id })));
     const expected = await held('frank');
     assert.equal(expected.runs, 601);
 

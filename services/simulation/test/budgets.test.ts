@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { covers } from '../src/domain/budgets.ts';
 import { FakeModel, minimalReply, type Responder } from './fake-model.ts';
-import { asUser, service, startSimulation, type SimulationHarness, until } from './harness.ts';
+import { asUser, service, startSimulation, type SimulationHarness, until, userId } from './harness.ts';
 
 /** A budget as the operator writes it into its ConfigMap's budget.json. */
 const budgetJson = (scope: string, limitUsd: number, perRunMaxUsd: number | null = null) =>
@@ -44,7 +44,7 @@ describe('simulation budgets', function () {
 
   it('reads a budget written while it runs, without a restart', async () => {
     assert.equal((await sim.call('GET', '/api/v1/simulations/budgets', { headers: service })).body.total, 0);
-    write('reload', budgetJson('account:reload', 5));
+    write('reload', budgetJson(`account:${userId('reload')}`, 5));
     const listed = await until('the new budget', async () => {
       const reply = await sim.call('GET', '/api/v1/simulations/budgets', { headers: service });
       return reply.body.total === 1 && reply.body;
@@ -55,7 +55,7 @@ describe('simulation budgets', function () {
     const past = (await sim.call('GET', '/api/v1/simulations/budgets?offset=1&limit=1', { headers: service })).body;
     assert.deepEqual([past.items.length, past.total, past.limit, past.offset], [0, 1, 1, 1]);
     assert.equal((await sim.call('GET', '/api/v1/simulations/budgets?limit=501', { headers: service })).status, 422);
-    write('reload', budgetJson('account:reload', 7));
+    write('reload', budgetJson(`account:${userId('reload')}`, 7));
     await until('the changed limit', async () => (await budget('reload')).limit_usd === 7);
   });
 
@@ -63,10 +63,10 @@ describe('simulation budgets', function () {
     write('reload', '{"scope": "account:reload", "limitUsd": ');
     await until('the error', async () => (await sim.call('GET', '/api/v1/simulations/budgets', { headers: service })).body.errors.length === 1);
     assert.equal((await budget('reload')).limit_usd, 7);
-    write('reload', budgetJson('account:reload', -1));
+    write('reload', budgetJson(`account:${userId('reload')}`, -1));
     await until('the invalid limit', async () => /limitUsd/.test(JSON.stringify((await sim.call('GET', '/api/v1/simulations/budgets', { headers: service })).body.errors)));
     assert.equal((await budget('reload')).limit_usd, 7);
-    write('reload', budgetJson('account:reload', 7));
+    write('reload', budgetJson(`account:${userId('reload')}`, 7));
   });
 
   it('without SIMULATION_BUDGETS_PATH, reads simulation-budgets.json of the data directory, once it exists', async () => {
@@ -92,7 +92,7 @@ describe('simulation budgets', function () {
   });
 
   it('refuses a run that does not fit, naming the budget and what it has left', async () => {
-    write('small', budgetJson('account:poor', 0.1));
+    write('small', budgetJson(`account:${userId('poor')}`, 0.1));
     await until('the small budget', async () => (await budget('small')).limit_usd === 0.1);
     const reply = await sim.call('POST', '/api/v1/simulate', { headers: asUser('poor'), body: { template: 'apollo-13' } });
     assert.equal(reply.status, 402);
@@ -108,7 +108,7 @@ describe('simulation budgets', function () {
   it('starts exactly as many of 200 concurrent runs as the budget has room for (20), and settles them', async () => {
     const body = { template: 'product-launch', fidelity: 3 };
     const estimate = estimateOf(body);
-    write('burst', budgetJson('account:burst', Math.round(estimate * 20.5 * 1e6) / 1e6));
+    write('burst', budgetJson(`account:${userId('burst')}`, Math.round(estimate * 20.5 * 1e6) / 1e6));
     await until('the burst budget', async () => (await budget('burst')).limit_usd > 0);
     model.hold();
     const replies = await Promise.all(Array.from({ length: 200 }, () => sim.call('POST', '/api/v1/simulate', { headers: asUser('burst'), body })));
@@ -139,7 +139,7 @@ describe('simulation budgets', function () {
   };
 
   it('stops a run at its per-run maximum at the next step, its partial result kept and marked', async () => {
-    write('capped', budgetJson('account:capped', 5, 0.2));
+    write('capped', budgetJson(`account:${userId('capped')}`, 5, 0.2));
     await until('the capped budget', async () => (await budget('capped')).per_run_max_usd === 0.2);
     model.responder = verbose;
     const reply = await sim.run({ template: 'vaccine-trial', fidelity: 5, mechanisms: [] }, 'capped');
@@ -172,13 +172,13 @@ describe('simulation budgets', function () {
   it('reports usage per user and per budget, and the budgets\' figures as metrics', async () => {
     const own = await sim.call('GET', '/api/v1/simulations/usage', { headers: asUser('burst') });
     assert.equal(own.status, 200);
-    assert.equal(own.body.user, 'burst');
+    assert.equal(own.body.user, userId('burst'));
     assert.equal(own.body.runs, 20);
     assert.equal(own.body.by_status.completed, 20);
     assert.equal(own.body.cost_usd, (await budget('burst')).spent_usd);
     assert.ok(own.body.by_model.length >= 1 && own.body.by_model[0].calls > 0);
-    assert.equal((await sim.call('GET', '/api/v1/simulations/usage?user=capped', { headers: asUser('burst') })).status, 403);
-    const other = await sim.call('GET', '/api/v1/simulations/usage?user=capped', { headers: service });
+    assert.equal((await sim.call('GET', `/api/v1/simulations/usage?user=${userId('capped')}`, { headers: asUser('burst') })).status, 403);
+    const other = await sim.call('GET', `/api/v1/simulations/usage?user=${userId('capped')}`, { headers: service });
     assert.equal(other.body.runs, 1);
     const byBudget = await sim.call('GET', '/api/v1/simulations/usage?budget=burst', { headers: service });
     assert.equal(byBudget.body.runs, 20);

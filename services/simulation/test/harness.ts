@@ -1,4 +1,4 @@
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -13,7 +13,17 @@ import { request, type Reply } from '../../../test/support/http.ts';
 export const SERVICE_KEY = 'sim-service-key-0123456789';
 export const API_KEY = 'sim-api-key-0123456789abcdef';
 export const service = { 'X-Service-Key': SERVICE_KEY };
-export const asUser = (user: string) => ({ 'X-Service-Key': SERVICE_KEY, 'X-User-ID': user });
+/**
+ * A user's id as the gateway names users (a UUID): a test's user name stands for a stable UUID of its own,
+ * and a UUID stands for itself.
+ */
+export function userId(name: string): string {
+  if (/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(name)) return name;
+  const hex = createHash('sha256').update(name).digest('hex');
+  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-4${hex.slice(13, 16)}-8${hex.slice(17, 20)}-${hex.slice(20, 32)}`;
+}
+/** A user as the gateway names them: X-User-ID beside its service key. */
+export const asUser = (user: string) => ({ 'X-Service-Key': SERVICE_KEY, 'X-User-ID': userId(user) });
 export const apiKey = { 'X-API-Key': API_KEY };
 
 export interface SimulationHarness {

@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { FakeModel } from './fake-model.ts';
-import { asUser, service, startSimulation, type SimulationHarness, until } from './harness.ts';
+import { asUser, service, startSimulation, type SimulationHarness, until, userId } from './harness.ts';
 
 const ATHENS = { template: 'athens-war-council', fidelity: 1, mechanisms: [] };
 
@@ -14,12 +14,13 @@ describe('simulation Idempotency-Key', function () {
   let directory: string;
   /** A daily budget of one account, so that each test reads figures of its own runs only. */
   const writeBudget = (user: string, limitUsd: number) =>
-    writeFileSync(join(directory, `${user}.json`), JSON.stringify({ scope: `account:${user}`, period: 'daily', limitUsd, perRunMaxUsd: null, alertThresholds: [], exhausted: false }));
+    writeFileSync(join(directory, `${user}.json`), JSON.stringify({ scope: `account:${userId(user)}`, period: 'daily', limitUsd, perRunMaxUsd: null, alertThresholds: [], exhausted: false }));
   const budget = async (user: string) => (await sim.call('GET', `/api/v1/simulations/budgets/${user}`, { headers: service })).body;
   const post = (headers: Record<string, string>, key: string | undefined, body: unknown, wait = 0) =>
     sim.call('POST', `/api/v1/simulate${wait ? `?wait=${wait}` : ''}`, { headers: { ...headers, ...(key === undefined ? {} : { 'Idempotency-Key': key }) }, body });
   const runsOf = async (headers: Record<string, string>) => (await sim.call('GET', '/api/v1/simulations', { headers })).body.total;
-  const rowsOf = async (owner: string) => {
+  const rowsOf = async (name: string) => {
+    const owner = userId(name);
     const knex = sim.instance.repository.knex;
     const [runs] = await knex('simulation_runs').where({ owner }).count<Array<{ count: string }>>('* as count');
     const [reservations] = await knex('simulation_budget_reservations').whereIn('run_id', knex('simulation_runs').select('id').where({ owner })).count<Array<{ count: string }>>('* as count');

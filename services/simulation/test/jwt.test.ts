@@ -64,13 +64,14 @@ describe('simulation: gateway access tokens', function () {
     assert.equal(started.status, 202, `a service acting as itself starts runs: ${JSON.stringify(started.body)}`);
   });
 
-  it('answers 502 when the gateway cannot say whether a valid token is still active', async () => {
+  it('answers 503 with Retry-After when the gateway cannot say whether a valid token is still active', async () => {
     const user = await gw.user();
     const cut = await startSimulation({ GATEWAY_URL: gw.url, GATEWAY_SERVICE_KEY: 'not-the-gateway-key-0123', INTROSPECTION_CACHE_MS: '0' });
     try {
       const reply = await cut.call('GET', '/api/v1/simulations', { headers: bearer(user.access) });
-      assert.equal(reply.status, 502);
-      assert.match(reply.body.detail, /introspection answered 401/);
+      assert.equal(reply.status, 503);
+      assert.equal(reply.headers.get('retry-after'), '5');
+      assert.match(reply.body.detail, /gateway answered 401 when asked to check the access token/);
     } finally {
       await cut.stop();
     }

@@ -8,6 +8,7 @@ import {
   decodeExportCursor,
   defineRoute,
   forbidden,
+  isServiceItself,
   type RouteDefinition,
 } from '@tempora/kit/http';
 import type { Context } from 'koa';
@@ -18,7 +19,7 @@ import type { ConductorRouteDeps } from './context.ts';
 
 /** Account deletion and export are the gateway's own calls, for the user the path names, never a user's request. */
 function requireService(ctx: Context): void {
-  if (ctx.state.caller) throw forbidden("account deletion and export are the gateway's own calls, not a user's (send X-Service-Key without X-User-ID)");
+  if (!isServiceItself(ctx)) throw forbidden("account deletion and export are the gateway's own calls, not a user's (send X-Service-Key without X-User-ID)");
 }
 
 /** The account-data contract (services/kit/src/http/account-data.ts) for the conductor. */

@@ -7,6 +7,7 @@ export * from './callback-target.ts';
 export * from './cors.ts';
 export * from './credential-headers.ts';
 export * from './errors.ts';
+export * from './gateway-caller.ts';
 export * from './idempotency-key.ts';
 export * from './json-body.ts';
 export * from './jwt.ts';
