@@ -1,6 +1,13 @@
 import { Counter, Gauge } from 'prom-client';
-import type { Metrics } from '@tempora/kit/observability';
+import { type Metrics, zeroed } from '@tempora/kit/observability';
+import type { Recorded } from './book.ts';
+import { TIERS } from './domain/catalogue.ts';
 import type { BillingRepository } from './repository.ts';
+
+const RECORDED_OUTCOMES: ReadonlyArray<Recorded['outcome']> = ['applied', 'duplicate', 'unchanged', 'ignored', 'unmatched'];
+/** The refusals each channel can give (stripe-channel.ts, apple-channel.ts, routes/account.ts). */
+const APPLE_REFUSALS = ['malformed-body', 'malformed-event', 'wrong-app', 'wrong-environment', 'bad-chain', 'expired-certificate', 'bad-signature', 'untrusted-chain'];
+const STRIPE_REFUSALS = ['missing-signature', 'malformed-signature', 'stale-signature', 'bad-signature', 'malformed-body', 'malformed-event'];
 
 /** Billing's own series beside the kit's request histogram. */
 export class BillingMetrics {
@@ -39,6 +46,21 @@ export class BillingMetrics {
     });
     this.tierPushes = new Counter({ name: 'billing_tier_pushes_total', help: 'Tier changes sent to the gateway, by tier and outcome', labelNames: ['tier', 'outcome'], registers });
     this.checkouts = new Counter({ name: 'billing_checkout_sessions_total', help: 'Stripe Checkout Sessions created, by kind (pack, plan)', labelNames: ['kind'], registers });
+    // Exported from the start at 0: a refusal or a failed delivery is rare, and rate() of a series not yet
+    // exported is no data, not "none". A webhook's event type is the provider's, so only a posted
+    // transaction's messages are known in advance.
+    zeroed(this.messages, { provider: ['apple'], type: ['transaction'], outcome: RECORDED_OUTCOMES });
+    zeroed(
+      this.refusals,
+      { channel: ['stripe-webhook'], reason: STRIPE_REFUSALS },
+      { channel: ['apple-webhook'], reason: APPLE_REFUSALS },
+      { channel: ['apple-transaction'], reason: [...APPLE_REFUSALS, 'foreign-account'] },
+    );
+    zeroed(this.deliveries, { kind: ['grant', 'debit'], outcome: ['delivered', 'retry', 'failed'] });
+    // The operations book.ts books: purchases and a dispute won give credits, a refund or a dispute takes them back.
+    zeroed(this.credits, { direction: ['granted'], operation: ['billing.pack', 'billing.allowance', 'billing.dispute-won'] }, { direction: ['debited'], operation: ['billing.refund', 'billing.dispute'] });
+    zeroed(this.tierPushes, { tier: TIERS, outcome: ['pushed', 'retry', 'failed'] });
+    zeroed(this.checkouts, { kind: ['pack', 'plan'] });
     // One query per scrape serves both backlog gauges.
     let backlog: Promise<{ pending: number; failed: number; oldestPendingSeconds: number }> | undefined;
     const read = () => (backlog ??= repository.outboxBacklog().finally(() => setTimeout(() => (backlog = undefined), 0)));

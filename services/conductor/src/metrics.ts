@@ -1,6 +1,16 @@
 import { Counter } from 'prom-client';
-import { Metrics, SeriesHistogram } from '@tempora/kit/observability';
+import { generationOperation, simulationOperation } from '@tempora/kit/http';
+import { Metrics, SeriesHistogram, zeroed } from '@tempora/kit/observability';
 import type { CallRecord } from './domain/conductor.ts';
+import { GRAPH_TOOLS } from './domain/graph-tools.ts';
+import { PRESETS } from './domain/platform-tools.ts';
+
+/** The tools the conductor offers (service.ts, and the graph's read tools): what conductor_tool_calls_total starts with. */
+export const CONDUCTOR_TOOLS = [...GRAPH_TOOLS, 'render_scene', 'start_simulation', 'follow_simulation', 'summarize_simulation', 'get_balance'];
+/** The ledger operations its paid tools book: a scene by preset, with or without an image, and a run by fidelity. */
+const PAID_OPERATIONS = [...PRESETS.flatMap((preset) => [generationOperation(preset, false), generationOperation(preset, true)]), ...[1, 2, 3, 4, 5].map(simulationOperation)];
+/** The model providers the conductor can be configured with (domain/models.ts); whichever runs, its series are there. */
+const MODEL_PROVIDERS = ['native', 'aggregator', 'offline'];
 
 /** The conductor's own series, beside the kit's request histogram. */
 export class ConductorMetrics extends Metrics {
@@ -34,6 +44,14 @@ export class ConductorMetrics extends Metrics {
       registers,
     });
     this.modelTokens = new Counter({ name: 'conductor_model_tokens_total', help: 'Model tokens used (input and output), by provider', labelNames: ['provider'], registers });
+    // Exported from the start at 0, so a quiet conductor reads as "none" rather than no data.
+    zeroed(this.messages, { status: ['completed', 'paused', 'stopped', 'failed'] });
+    zeroed(this.toolCalls, { tool: CONDUCTOR_TOOLS, status: ['ok', 'failed', 'invalid'] });
+    zeroed(this.toolDuration, { tool: CONDUCTOR_TOOLS });
+    zeroed(this.creditsCharged, { operation: PAID_OPERATIONS });
+    zeroed(this.creditsRefunded, { operation: PAID_OPERATIONS });
+    zeroed(this.modelTurns, { provider: MODEL_PROVIDERS });
+    zeroed(this.modelTokens, { provider: MODEL_PROVIDERS });
   }
 
   observeCall(record: CallRecord, refunded: number): void {

@@ -255,8 +255,8 @@ describe('conductor access: credentials, bad input, the gateway route, MCP', fun
     assert.equal(health.body.service, 'conductor');
     assert.deepEqual(health.body.model, { provider: 'offline', model: 'offline' });
     const metrics = await fetch(`${platform.conductor.url}/metrics`).then((response) => response.text());
-    assert.match(metrics, /conductor_tool_calls_total\{[^}]*tool="graph_search"[^}]*status="ok"/);
-    assert.match(metrics, /conductor_credits_charged_total\{[^}]*operation="generation.balanced"/);
+    assert.match(metrics, /conductor_tool_calls_total\{[^}]*tool="graph_search"[^}]*status="ok"[^}]*\} [1-9]/);
+    assert.match(metrics, /conductor_credits_charged_total\{[^}]*operation="generation.balanced"[^}]*\} [1-9]/);
     const openapi = (await platform.call('conductor', 'GET', '/openapi.json')).body;
     assert.ok(openapi.paths['/api/v1/conductor/messages'].post);
     assert.ok(openapi.paths['/api/v1/conductor/settings'].patch);

@@ -1,5 +1,20 @@
 import { Counter } from 'prom-client';
-import { type Metrics, SeriesHistogram } from '@tempora/kit/observability';
+import { generationOperation, simulationOperation } from '@tempora/kit/http';
+import { type Metrics, SeriesHistogram, zeroed } from '@tempora/kit/observability';
+import { GENERATION_PRESET_COSTS, SIMULATION_FIDELITY_COSTS } from './domain/costs.ts';
+import { TIERS } from './domain/limits.ts';
+import type { ProviderName } from './domain/providers.ts';
+import type { RefreshOutcome } from './domain/tokens.ts';
+
+/** The windows a refusal is counted under (rate-limiting.ts, `countRejection`): a tier's minute by its tier. */
+export const REJECTION_WINDOWS = [...TIERS.map((tier) => `tier-${tier}`), 'tier-day', 'authenticated-reads', 'authenticated-writes', 'anonymous', 'service', 'demo-signin'];
+/** The operations the proxy prices (domain/costs.ts); a service's own charges may name others, counted when they happen. */
+export const PRICED_OPERATIONS = [
+  ...Object.keys(GENERATION_PRESET_COSTS).flatMap((preset) => [generationOperation(preset, false), generationOperation(preset, true)]),
+  ...Object.keys(SIMULATION_FIDELITY_COSTS).map((fidelity) => simulationOperation(Number(fidelity))),
+];
+const SIGN_IN_PROVIDERS: readonly ProviderName[] = ['apple', 'google', 'github'];
+const REFRESH_OUTCOMES: readonly RefreshOutcome[] = ['rotated', 'replayed_in_grace', 'reuse_detected', 'refused'];
 
 /** The gateway's own series, beside the kit's request histogram (requests by route and status). */
 export class GatewayMetrics {
@@ -37,8 +52,14 @@ export class GatewayMetrics {
       registers,
     });
     this.apiKeys = new Counter({ name: 'gateway_api_keys_total', help: 'API keys created and revoked', labelNames: ['action'], registers });
-    // Every outcome exists from the start at 0: a reuse detection is rare, and rate() of a missing series is no data.
-    for (const outcome of ['rotated', 'replayed_in_grace', 'reuse_detected', 'refused']) this.tokenRefreshes.inc({ outcome }, 0);
-    for (const action of ['created', 'revoked']) this.apiKeys.inc({ action }, 0);
+    // What can be counted is exported from the start at 0: a refusal, a refund or a reuse detection is rare,
+    // and rate() of a series not yet exported is no data, not "none". Upstream statuses are left to traffic.
+    zeroed(this.rateLimited, { window: REJECTION_WINDOWS });
+    zeroed(this.creditsCharged, { operation: PRICED_OPERATIONS });
+    zeroed(this.creditsRefunded, { operation: PRICED_OPERATIONS });
+    // A provider's sign-in is new or returning, refused (401) or failed; a demo sign-in is always new.
+    zeroed(this.signIns, { provider: SIGN_IN_PROVIDERS, outcome: ['signup', 'signin', 'refused', 'error'] }, { provider: ['demo'], outcome: ['signup'] });
+    zeroed(this.tokenRefreshes, { outcome: REFRESH_OUTCOMES });
+    zeroed(this.apiKeys, { action: ['created', 'revoked'] });
   }
 }

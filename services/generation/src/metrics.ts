@@ -1,6 +1,11 @@
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
-import type { Metrics } from '@tempora/kit/observability';
+import { type Metrics, zeroed } from '@tempora/kit/observability';
 import type { PoolStats } from './pool/stats.ts';
+import { PRESETS } from './schemas.ts';
+
+const MODES = ['sync', 'stream', 'async'];
+/** What a generation comes to (generator.ts). */
+const OUTCOMES = ['completed', 'rejected', 'cancelled', 'failed'];
 
 /** What the pool gauges read: the queue depth (also 0 in-process) and the pool's stats (none in-process). */
 export interface PoolReadings {
@@ -44,6 +49,11 @@ export class GenerationMetrics {
     });
     this.requests = new Counter({ name: 'generation_requests_total', help: 'Generation requests, by mode (sync, stream, async) and outcome', labelNames: ['mode', 'outcome'], registers });
     this.callbacks = new Counter({ name: 'generation_callbacks_total', help: 'Callback deliveries, by outcome (delivered, retried, failed)', labelNames: ['outcome'], registers });
+    // Exported from the start at 0, so a rare outcome reads as "none" rather than no data. The agent series
+    // stay for traffic to create: which providers serve which agents is the deployment's configuration.
+    zeroed(this.requests, { mode: MODES, outcome: OUTCOMES });
+    zeroed(this.pipelineDuration, { mode: MODES, preset: PRESETS, outcome: OUTCOMES });
+    zeroed(this.callbacks, { outcome: ['delivered', 'retried', 'failed'] });
     registerPoolMetrics(registers, readings, pool);
   }
 }

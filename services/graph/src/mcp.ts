@@ -50,6 +50,9 @@ const inputs = {
   gen_render: GenerateBody,
 };
 
+/** Every tool the server offers (graph_stats takes no input), for metrics known from the start. */
+export const MCP_TOOLS: readonly string[] = ['graph_stats', ...Object.keys(inputs)];
+
 const SUGGESTIONS: Record<string, string> = {
   graph_search: 'Give keywords in `query`, years as integers (negative for BCE), `entity` as a name or part of one, places as lowercase slugs (united-states), and a limit from 1 to 50.',
   graph_moment: 'Pass `path` as /year/month/day/HHMM/country/region/city/slug, e.g. /1969/july/20/2017/united-states/florida/cape-canaveral/apollo-11-moon-landing; graph_search finds paths.',

@@ -1,12 +1,12 @@
 import type Koa from 'koa';
 import { adminKeyAuth, serviceKeyAuth, writerTokenAuth, createApp, RateLimiter } from '@tempora/kit/http';
 import { openDatabase, connectRedis } from '@tempora/kit/data';
-import { createLogger, type Logger, Metrics } from '@tempora/kit/observability';
+import { createLogger, type Logger, Metrics, zeroed } from '@tempora/kit/observability';
 import { Counter, Gauge } from 'prom-client';
 import { PostgresChangeFeed, localChangeFeed } from './change-feed.ts';
 import type { GraphConfig } from './config.ts';
 import { GraphService } from './graph-service.ts';
-import { mountMcp } from './mcp.ts';
+import { MCP_TOOLS, mountMcp } from './mcp.ts';
 import { migrations } from './migrations.ts';
 import { GraphRateLimits } from './rate-limits.ts';
 import { GraphRepository } from './repository/index.ts';
@@ -57,6 +57,7 @@ export async function createGraphService(config: GraphConfig, logger = createLog
     ['graph_index_load_seconds', 'How long the last load of the adjacency index from the database took', () => graph.indexStats.loadSeconds],
   ];
   const mcpCalls = new Counter({ name: 'graph_mcp_tool_calls_total', help: 'MCP tool calls by tool and outcome (ok, invalid: answered {error, suggestion}, failed)', labelNames: ['tool', 'outcome'], registers: [metrics.registry] });
+  zeroed(mcpCalls, { tool: MCP_TOOLS, outcome: ['ok', 'invalid', 'failed'] });
   for (const [name, help, read] of indexGauges) {
     new Gauge({
       name,

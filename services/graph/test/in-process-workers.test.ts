@@ -276,7 +276,7 @@ describe('graph service: in-process workers (GRAPH_WORKERS)', function () {
         assert.ok(entries.every((entry) => entry.status === 'active'));
 
         const metrics = String((await api.get('/metrics')).body);
-        for (const role of ['expander', 'judge']) assert.match(metrics, new RegExp(`graph_worker_runs_total\\{[^}]*role="${role}"[^}]*outcome="worked"`), role);
+        for (const role of ['expander', 'judge']) assert.match(metrics, new RegExp(`graph_worker_runs_total\\{[^}]*role="${role}"[^}]*outcome="worked"[^}]*\\} [1-9]`), role);
         assert.match(metrics, /graph_worker_judge_verdicts_total\{[^}]*verdict="reject"[^}]*\} 1/);
       } finally {
         await api.stop();

@@ -1,5 +1,7 @@
 import { Counter, Gauge, Histogram } from 'prom-client';
-import type { Metrics } from '@tempora/kit/observability';
+import { type Metrics, zeroed } from '@tempora/kit/observability';
+import { MODES } from './domain/vocabulary.ts';
+import { TERMINAL } from './repository.ts';
 
 export interface BudgetFigures {
   budget: string;
@@ -33,6 +35,11 @@ export class SimulationMetrics {
     this.costUsd = new Counter({ name: 'simulation_model_cost_usd_total', help: 'Dollars of metered calls at the price table, by priced model', labelNames: ['model'], registers });
     this.budgetRefusals = new Counter({ name: 'simulation_budget_refusals_total', help: 'Runs refused because a budget had no room for their estimate, by budget', labelNames: ['budget'], registers });
     this.exposureRefusals = new Counter({ name: 'simulation_exposure_refusals_total', help: 'Model answers refused by the exposure validator', registers });
+    // Runs by mode and ending are exported from the start at 0, so a rare ending reads as "none" rather than
+    // no data. Models, budgets and the step kinds of each mode stay for traffic to create.
+    zeroed(this.runsStarted, { mode: MODES });
+    zeroed(this.runsFinished, { mode: MODES, status: TERMINAL });
+    zeroed(this.runDuration, { mode: MODES, status: TERMINAL });
     new Gauge({
       name: 'simulation_runs_active',
       help: 'Runs executing in this process',

@@ -1,17 +1,20 @@
-import { Metrics } from '@tempora/kit/observability';
+import { Metrics, zeroed } from '@tempora/kit/observability';
 import { Counter, Gauge, Histogram } from 'prom-client';
 import { BudgetExhausted, type SpendBudget } from './budget.ts';
-import type { Verdict } from './verdict.ts';
+import { Verdict } from './verdict.ts';
 
 /** What became of one render job this renderer claimed. */
-export type RenderOutcome = 'rendered' | 'retried' | 'failed' | 'released' | 'lost' | 'error';
+const RENDER_OUTCOMES = ['rendered', 'retried', 'failed', 'released', 'lost', 'error'] as const;
+export type RenderOutcome = (typeof RENDER_OUTCOMES)[number];
 /** What one polling run of the judge or expander came to. */
-export type RunOutcome = 'worked' | 'idle' | 'failed' | 'budget_exhausted';
+const RUN_OUTCOMES = ['worked', 'idle', 'failed', 'budget_exhausted'] as const;
 
 /**
  * A graph worker process's Prometheus metrics: the kit's registry (Node's defaults) plus the workers' own.
- * Every label is bounded: `role` is one of four, `outcome` and `verdict` are the fixed sets above. Spend
- * and budget gauges are read when scraped, from the budgets registered with `watch`.
+ * Every label is bounded: `role` is one of four, `outcome` and `verdict` are the fixed sets above, and every
+ * series of them is exported from the start at 0, whichever roles this process runs (dashboards sum over
+ * processes), so a quiet worker reads as "none" rather than no data. Spend and budget gauges are read when
+ * scraped, from the budgets registered with `watch`.
  */
 export class GraphWorkerMetrics extends Metrics {
   readonly jobs: Counter<'role' | 'outcome'>;
@@ -45,6 +48,11 @@ export class GraphWorkerMetrics extends Metrics {
     });
     this.verdicts = new Counter({ name: 'graph_worker_judge_verdicts_total', help: 'Moments the judge decided, by verdict', labelNames: ['verdict'], registers });
     this.momentsAdded = new Counter({ name: 'graph_worker_moments_added_total', help: 'Moments the expander (or daily) added to the graph', labelNames: ['role'], registers });
+    zeroed(this.jobs, { role: ['renderer'], outcome: RENDER_OUTCOMES });
+    zeroed(this.jobDuration, { role: ['renderer', 'judge', 'expander'] });
+    zeroed(this.runs, { role: ['judge', 'expander'], outcome: RUN_OUTCOMES });
+    zeroed(this.verdicts, { verdict: Verdict.shape.verdict.options });
+    zeroed(this.momentsAdded, { role: ['expander', 'daily'] });
     const budgets = this.budgets;
     new Gauge({
       name: 'graph_worker_daily_budget_usd',
