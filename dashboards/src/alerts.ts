@@ -3,9 +3,13 @@
  * runbook and its promtool unit tests in one place, so an alert cannot ship without either. build.ts
  * writes the plain rule file, the promtool test file and docs/runbooks/<alert>.md from this.
  *
- * Longer than the ~400 lines a source file keeps to: it is a table of 19 alerts whose runbook prose and
+ * Every selector names the components whose series it reads (components.ts), so the rules see Tempora's
+ * targets only; rules.ts adds to each firing case its twin from another workload, which must stay silent.
+ *
+ * Longer than the ~400 lines a source file keeps to: it is a table of 20 alerts whose runbook prose and
  * test series make up most of it, and keeping each alert's three parts together is the point of the file.
  */
+import { COMPONENTS, SERVICES, TEMPORA, ofComponents, type Component } from './components.ts';
 
 /** Availability objective of every service: 99.9% of requests answered without a 5xx. */
 export const AVAILABILITY_SLO = 0.999;
@@ -14,6 +18,15 @@ export const LATENCY_SLO = 0.99;
 export const LATENCY_THRESHOLD_SECONDS = 1;
 /** Routes that stream or render for as long as the work takes, outside the latency objective. */
 const LONG_ROUTES = 'route!~".*(generate|stream|simulat|conductor|mcp).*"';
+
+const GATEWAY = ofComponents('gateway');
+const OPERATOR = ofComponents('operator');
+const BILLING = ofComponents('billing');
+/** Agents run in the generation service or, with a pool, in its AgentPool's workers. */
+const AGENTS = ofComponents('generation', 'agent-pool');
+
+/** The services' request histogram: other workloads' instrumentation (OpenTelemetry's HTTP conventions) shares its name. */
+const SERVED = ofComponents(...SERVICES);
 
 const WINDOWS = ['5m', '30m', '1h', '2h', '6h', '1d', '3d'] as const;
 type Window = (typeof WINDOWS)[number];
@@ -30,11 +43,11 @@ export interface RecordingRule {
 export const RECORDING_RULES: RecordingRule[] = WINDOWS.flatMap((w) => [
   {
     record: errorRatio(w),
-    expr: `sum by (job) (rate(${METRIC}_count{status=~"5.."}[${w}])) / sum by (job) (rate(${METRIC}_count[${w}]))`,
+    expr: `sum by (tempora_component, job) (rate(${METRIC}_count{${SERVED}, status=~"5.."}[${w}])) / sum by (tempora_component, job) (rate(${METRIC}_count{${SERVED}}[${w}]))`,
   },
   {
     record: slowRatio(w),
-    expr: `1 - sum by (job) (rate(${METRIC}_bucket{le="${LATENCY_THRESHOLD_SECONDS}", ${LONG_ROUTES}}[${w}])) / sum by (job) (rate(${METRIC}_count{${LONG_ROUTES}}[${w}]))`,
+    expr: `1 - sum by (tempora_component, job) (rate(${METRIC}_bucket{${SERVED}, le="${LATENCY_THRESHOLD_SECONDS}", ${LONG_ROUTES}}[${w}])) / sum by (tempora_component, job) (rate(${METRIC}_count{${SERVED}, ${LONG_ROUTES}}[${w}]))`,
   },
 ]);
 
@@ -84,10 +97,10 @@ function burn(kind: 'errors' | 'latency', fast: boolean): Pick<AlertRule, 'expr'
   return fast ? { expr: `${pair(14.4, '1h', '5m')} or ${pair(6, '6h', '30m')}`, for: '2m' } : { expr: `${pair(3, '1d', '2h')} or ${pair(1, '3d', '6h')}`, for: '1h' };
 }
 
-const requests = (job: string, status: string, perMinute: number) => ({ series: `${METRIC}_count{job="${job}", route="/api/v1/moments", status="${status}"}`, values: `0+${perMinute}x200` });
-const fastRequests = (job: string, perMinute: number, fastPerMinute: number) => [
-  { series: `${METRIC}_bucket{job="${job}", route="/api/v1/moments", status="200", le="${LATENCY_THRESHOLD_SECONDS}"}`, values: `0+${fastPerMinute}x200` },
-  { series: `${METRIC}_count{job="${job}", route="/api/v1/moments", status="200"}`, values: `0+${perMinute}x200` },
+const requests = (job: Component, status: string, perMinute: number) => ({ series: `${METRIC}_count{tempora_component="${job}", job="${job}", route="/api/v1/moments", status="${status}"}`, values: `0+${perMinute}x200` });
+const fastRequests = (job: Component, perMinute: number, fastPerMinute: number) => [
+  { series: `${METRIC}_bucket{tempora_component="${job}", job="${job}", route="/api/v1/moments", status="200", le="${LATENCY_THRESHOLD_SECONDS}"}`, values: `0+${fastPerMinute}x200` },
+  { series: `${METRIC}_count{tempora_component="${job}", job="${job}", route="/api/v1/moments", status="200"}`, values: `0+${perMinute}x200` },
 ];
 
 /**
@@ -96,9 +109,9 @@ const fastRequests = (job: string, perMinute: number, fastPerMinute: number) => 
  * one of them at a time (and promtool, which compares every alert of a name, sees only the one a case expects).
  */
 function certificateAlerts(): AlertRule[] {
-  const left = 'max by (namespace, gateway, secret) (tempora_operator_certificate_expiry_timestamp_seconds) - time()';
+  const left = `max by (namespace, gateway, secret) (tempora_operator_certificate_expiry_timestamp_seconds{${OPERATOR}}) - time()`;
   const day = 86_400;
-  const expiry = (seconds: number) => [{ series: 'tempora_operator_certificate_expiry_timestamp_seconds{namespace="prod", gateway="tempora", secret="tempora-tls"}', values: `${seconds}x120` }];
+  const expiry = (seconds: number) => [{ series: 'tempora_operator_certificate_expiry_timestamp_seconds{tempora_component="operator", namespace="prod", gateway="tempora", secret="tempora-tls"}', values: `${seconds}x120` }];
   const labels = { namespace: 'prod', gateway: 'tempora', secret: 'tempora-tls' };
   const runbook: Runbook = {
     meaning:
@@ -145,6 +158,21 @@ function certificateAlerts(): AlertRule[] {
   ];
 }
 
+/** What every Gateway runs, and the operator: each must have a scraped target. */
+const ALWAYS_THERE: Component[] = [...SERVICES, 'operator'];
+
+/**
+ * TemporaComponentAbsent's expression: one absent() per component that must be there (each yields that
+ * component's label), and the agent pool's while generation reports a pool it hands agents to.
+ */
+function componentAbsent(): string {
+  const absent = (component: Component) => `absent(up{${ofComponents(component)}})`;
+  return [...ALWAYS_THERE.map(absent), `(${absent('agent-pool')} and on () group(generation_agent_pool_workers{${ofComponents('generation')}}))`].join(' or ');
+}
+
+/** A target of each component, up for twenty minutes. */
+const scraped = (...components: Component[]) => components.map((c) => ({ series: `up{tempora_component="${c}", job="${c}", instance="${c}-0"}`, values: '1x20' }));
+
 const SLO_DIAGNOSIS = [
   'Open the Tempora / Overview dashboard, pick the job: which routes fail (Errors) or are slow (Latency p50 / p99)?',
   'Read the service\'s logs for the failing requests: each log line carries the request id that the caller saw in X-Request-ID.',
@@ -165,7 +193,7 @@ export const ALERTS: AlertRule[] = [
       mitigation: ['Roll back the last deployment of that service if it started then (`kubectl rollout undo deployment/<gateway>-<service>`).', 'Restore the dependency that fails (database, Redis, an upstream); the service recovers without a restart.', 'Scale out if the errors are 503s from saturation.'],
     },
     tests: [
-      { name: 'one request in ten fails for an hour', input: [requests('graph', '200', 90), requests('graph', '500', 10)], at: '70m', fires: [{ job: 'graph' }] },
+      { name: 'one request in ten fails for an hour', input: [requests('graph', '200', 90), requests('graph', '500', 10)], at: '70m', fires: [{ tempora_component: 'graph', job: 'graph' }] },
       { name: 'one in ten thousand fails: within the objective', input: [requests('graph', '200', 9999), requests('graph', '500', 1)], at: '70m', fires: [] },
     ],
   },
@@ -182,8 +210,8 @@ export const ALERTS: AlertRule[] = [
       mitigation: ['Find the failing route and fix its cause in working hours; file the request ids of a few failures with the fix.'],
     },
     tests: [
-      { name: 'one request in two hundred fails for a day', input: [{ series: `${METRIC}_count{job="gateway", route="/api/v1/moments", status="200"}`, values: '0+199x1500' }, { series: `${METRIC}_count{job="gateway", route="/api/v1/moments", status="500"}`, values: '0+1x1500' }], at: '1440m', fires: [{ job: 'gateway' }] },
-      { name: 'no failures', input: [{ series: `${METRIC}_count{job="gateway", route="/api/v1/moments", status="200"}`, values: '0+100x1500' }], at: '1440m', fires: [] },
+      { name: 'one request in two hundred fails for a day', input: [{ series: `${METRIC}_count{tempora_component="gateway", job="gateway", route="/api/v1/moments", status="200"}`, values: '0+199x1500' }, { series: `${METRIC}_count{tempora_component="gateway", job="gateway", route="/api/v1/moments", status="500"}`, values: '0+1x1500' }], at: '1440m', fires: [{ tempora_component: 'gateway', job: 'gateway' }] },
+      { name: 'no failures', input: [{ series: `${METRIC}_count{tempora_component="gateway", job="gateway", route="/api/v1/moments", status="200"}`, values: '0+100x1500' }], at: '1440m', fires: [] },
     ],
   },
   {
@@ -199,7 +227,7 @@ export const ALERTS: AlertRule[] = [
       mitigation: ['Scale out the service (Gateway CR `spec.<service>.replicas`).', 'If one route is slow, look for a missing index or a traversal with a high depth/limit.'],
     },
     tests: [
-      { name: 'one request in five is slow for an hour', input: fastRequests('graph', 100, 80), at: '70m', fires: [{ job: 'graph' }] },
+      { name: 'one request in five is slow for an hour', input: fastRequests('graph', 100, 80), at: '70m', fires: [{ tempora_component: 'graph', job: 'graph' }] },
       { name: 'every request is fast', input: fastRequests('graph', 100, 100), at: '70m', fires: [] },
     ],
   },
@@ -216,13 +244,13 @@ export const ALERTS: AlertRule[] = [
       mitigation: ['Profile the slow route (traces); add capacity or fix the query in working hours.'],
     },
     tests: [
-      { name: 'one request in twenty is slow for a day', input: fastRequests('gateway', 100, 95).map((s) => ({ ...s, values: s.values.replace('x200', 'x1500') })), at: '1440m', fires: [{ job: 'gateway' }] },
+      { name: 'one request in twenty is slow for a day', input: fastRequests('gateway', 100, 95).map((s) => ({ ...s, values: s.values.replace('x200', 'x1500') })), at: '1440m', fires: [{ tempora_component: 'gateway', job: 'gateway' }] },
       { name: 'one in a thousand is slow', input: fastRequests('gateway', 1000, 999).map((s) => ({ ...s, values: s.values.replace('x200', 'x1500') })), at: '1440m', fires: [] },
     ],
   },
   {
     alert: 'TemporaTargetDown',
-    expr: 'up == 0',
+    expr: `up{${TEMPORA}} == 0`,
     for: '5m',
     severity: 'warning',
     summary: 'Prometheus cannot scrape a Tempora process.',
@@ -234,13 +262,48 @@ export const ALERTS: AlertRule[] = [
       mitigation: ['Fix what the pod\'s events name (configuration, image, resources); the operator restores the rest.'],
     },
     tests: [
-      { name: 'a target down for ten minutes', input: [{ series: 'up{job="graph", instance="10.0.0.7:8082"}', values: '0x15' }], at: '10m', fires: [{ job: 'graph', instance: '10.0.0.7:8082' }] },
-      { name: 'a target up', input: [{ series: 'up{job="graph", instance="10.0.0.7:8082"}', values: '1x15' }], at: '10m', fires: [] },
+      { name: 'a target down for ten minutes', input: [{ series: 'up{tempora_component="graph", job="graph", instance="10.0.0.7:8082"}', values: '0x15' }], at: '10m', fires: [{ tempora_component: 'graph', job: 'graph', instance: '10.0.0.7:8082' }] },
+      { name: 'a target up', input: [{ series: 'up{tempora_component="graph", job="graph", instance="10.0.0.7:8082"}', values: '1x15' }], at: '10m', fires: [] },
+    ],
+  },
+  {
+    alert: 'TemporaComponentAbsent',
+    expr: componentAbsent(),
+    for: '10m',
+    severity: 'warning',
+    summary: 'Prometheus scrapes no target of a Tempora component.',
+    description: 'No {{ $labels.tempora_component }} target has been scraped for 10 minutes: the component is not running, or this Prometheus does not select its monitor. Every other alert on it is blind.',
+    runbook: {
+      meaning: `Prometheus has no \`up\` series labelled \`tempora_component\` for a component that every Gateway runs (${ALWAYS_THERE.join(', ')}), or for the agent pool while the generation service hands its agents to one. The platform's monitors set that label on every target (the operator's ServiceMonitors and PodMonitors, the operator chart's own); with none, no rule and no dashboard sees the component. The graph's workers are optional (a Gateway may run none) and are not expected here; TemporaTargetDown covers those that are scraped.`,
+      impact: 'Nothing for users by itself; but the component\'s failures raise no alert and its dashboards say No data. If its pods are not running, what it serves is down.',
+      diagnosis: [
+        '`kubectl get pods -l app.kubernetes.io/part-of=tempora`: is the component running at all (then see TemporaTargetDown)?',
+        '`kubectl get servicemonitors,podmonitors -A -l app.kubernetes.io/part-of=tempora`: the operator makes one per service and per worker Deployment when the Prometheus Operator\'s CRDs are served; the operator\'s own comes from its chart (`metrics.serviceMonitor`).',
+        'Does your Prometheus select them? `kubectl get prometheus -A -o yaml`: `serviceMonitorSelector`, `podMonitorSelector` and their namespace selectors. kube-prometheus-stack selects `release: <its release>` by default: give the monitors that label (the monitor labels of the Gateway and the chart, docs/operator.md).',
+        'Prometheus\'s Status → Targets page: a target listed with the wrong labels means a monitor that does not set `tempora_component`, e.g. one written by hand.',
+      ],
+      mitigation: [
+        'Label the monitors as your Prometheus selects them, or widen its selectors; targets appear within a scrape interval and the alert resolves.',
+        'Deleted on purpose (a Gateway or AgentPool removed): the alert resolves once the generation service no longer reports a pool; silence it for the time of a planned removal.',
+      ],
+    },
+    tests: [
+      { name: "the gateway's monitor not selected, the rest scraped", input: [...scraped(...COMPONENTS.filter((c) => c !== 'gateway')), { series: 'up{job="kube-scheduler", instance="10.0.0.2:10259"}', values: '1x20' }], at: '15m', fires: [{ tempora_component: 'gateway' }] },
+      { name: 'nothing of Tempora scraped', input: [{ series: 'up{job="kube-scheduler", instance="10.0.0.2:10259"}', values: '1x20' }], at: '15m', fires: ALWAYS_THERE.map((c) => ({ tempora_component: c })) },
+      { name: 'every component scraped', input: scraped(...COMPONENTS), at: '15m', fires: [] },
+      { name: 'the graph gone for eight minutes, then back (a slow rollout)', input: [...scraped(...COMPONENTS.filter((c) => c !== 'graph')), { series: 'up{tempora_component="graph", job="graph", instance="graph-0"}', values: '1x5 _x8 1x7' }], at: '15m', fires: [] },
+      {
+        name: 'generation hands agents to a pool whose workers are not scraped',
+        input: [...scraped(...COMPONENTS.filter((c) => c !== 'agent-pool')), { series: 'generation_agent_pool_workers{tempora_component="generation", pool="agents"}', values: '2x20' }],
+        at: '15m',
+        fires: [{ tempora_component: 'agent-pool' }],
+      },
+      { name: 'agents in-process and no GraphWorker: no pool, no graph worker expected', input: scraped(...ALWAYS_THERE), at: '15m', fires: [] },
     ],
   },
   {
     alert: 'TemporaUpstreamFailing',
-    expr: 'sum by (upstream) (rate(gateway_upstream_duration_seconds_count{status=~"5..|error"}[5m])) / sum by (upstream) (rate(gateway_upstream_duration_seconds_count[5m])) > 0.05',
+    expr: `sum by (upstream) (rate(gateway_upstream_duration_seconds_count{${GATEWAY}, status=~"5..|error"}[5m])) / sum by (upstream) (rate(gateway_upstream_duration_seconds_count{${GATEWAY}}[5m])) > 0.05`,
     for: '10m',
     severity: 'warning',
     summary: 'An upstream of the gateway is failing.',
@@ -252,15 +315,15 @@ export const ALERTS: AlertRule[] = [
       mitigation: ['Restore the upstream service (see TemporaTargetDown and its error budget alerts).'],
     },
     tests: [
-      { name: 'a tenth of calls to generation fail', input: [{ series: 'gateway_upstream_duration_seconds_count{upstream="generation", status="200"}', values: '0+90x30' }, { series: 'gateway_upstream_duration_seconds_count{upstream="generation", status="error"}', values: '0+10x30' }], at: '20m', fires: [{ upstream: 'generation' }] },
-      { name: 'every call answered', input: [{ series: 'gateway_upstream_duration_seconds_count{upstream="generation", status="200"}', values: '0+90x30' }], at: '20m', fires: [] },
+      { name: 'a tenth of calls to generation fail', input: [{ series: 'gateway_upstream_duration_seconds_count{tempora_component="gateway", upstream="generation", status="200"}', values: '0+90x30' }, { series: 'gateway_upstream_duration_seconds_count{tempora_component="gateway", upstream="generation", status="error"}', values: '0+10x30' }], at: '20m', fires: [{ upstream: 'generation' }] },
+      { name: 'every call answered', input: [{ series: 'gateway_upstream_duration_seconds_count{tempora_component="gateway", upstream="generation", status="200"}', values: '0+90x30' }], at: '20m', fires: [] },
     ],
   },
   {
     alert: 'TemporaModelProviderFailing',
     // A failure the image chain absorbed is an error of the provider it left and a call to it: the fallback
     // counter, relabelled by the provider it came from, adds those calls (its labels never equal the histogram's, so `or` keeps both).
-    expr: 'sum by (provider) (rate(generation_agent_errors_total[5m])) / sum by (provider) (rate(generation_agent_duration_seconds_count[5m]) or label_replace(rate(generation_provider_fallbacks_total[5m]), "provider", "$1", "from", "(.+)")) > 0.1',
+    expr: `sum by (provider) (rate(generation_agent_errors_total{${AGENTS}}[5m])) / sum by (provider) (rate(generation_agent_duration_seconds_count{${AGENTS}}[5m]) or label_replace(rate(generation_provider_fallbacks_total{${AGENTS}}[5m]), "provider", "$1", "from", "(.+)")) > 0.1`,
     for: '10m',
     severity: 'warning',
     summary: 'A model provider fails agent calls.',
@@ -272,14 +335,14 @@ export const ALERTS: AlertRule[] = [
       mitigation: ['Quota or key: renew it in the provider Secret; the pods read it on restart.', 'Vendor outage: steer traffic with `model_policy`/preset defaults, or wait it out.'],
     },
     tests: [
-      { name: 'a fifth of aggregator calls fail', input: [{ series: 'generation_agent_duration_seconds_count{provider="openrouter", agent="scene", status="ok"}', values: '0+100x30' }, { series: 'generation_agent_errors_total{provider="openrouter", agent="scene", code="429"}', values: '0+20x30' }], at: '20m', fires: [{ provider: 'openrouter' }] },
-      { name: 'a few errors among many calls', input: [{ series: 'generation_agent_duration_seconds_count{provider="openrouter", agent="scene", status="ok"}', values: '0+100x30' }, { series: 'generation_agent_errors_total{provider="openrouter", agent="scene", code="429"}', values: '0+1x30' }], at: '20m', fires: [] },
+      { name: 'a fifth of aggregator calls fail', input: [{ series: 'generation_agent_duration_seconds_count{tempora_component="generation", provider="openrouter", agent="scene", status="ok"}', values: '0+100x30' }, { series: 'generation_agent_errors_total{tempora_component="generation", provider="openrouter", agent="scene", code="429"}', values: '0+20x30' }], at: '20m', fires: [{ provider: 'openrouter' }] },
+      { name: 'a few errors among many calls', input: [{ series: 'generation_agent_duration_seconds_count{tempora_component="generation", provider="openrouter", agent="scene", status="ok"}', values: '0+100x30' }, { series: 'generation_agent_errors_total{tempora_component="generation", provider="openrouter", agent="scene", code="429"}', values: '0+1x30' }], at: '20m', fires: [] },
       {
         name: 'every native image call fails and the image vendor absorbs it',
         input: [
-          { series: 'generation_agent_duration_seconds_count{provider="image_vendor", agent="ImageGen", status="completed"}', values: '0+10x30' },
-          { series: 'generation_provider_fallbacks_total{agent="ImageGen", from="native", to="image_vendor"}', values: '0+10x30' },
-          { series: 'generation_agent_errors_total{provider="native", agent="ImageGen", code="http"}', values: '0+10x30' },
+          { series: 'generation_agent_duration_seconds_count{tempora_component="generation", provider="image_vendor", agent="ImageGen", status="completed"}', values: '0+10x30' },
+          { series: 'generation_provider_fallbacks_total{tempora_component="generation", agent="ImageGen", from="native", to="image_vendor"}', values: '0+10x30' },
+          { series: 'generation_agent_errors_total{tempora_component="generation", provider="native", agent="ImageGen", code="http"}', values: '0+10x30' },
         ],
         at: '20m',
         fires: [{ provider: 'native' }],
@@ -287,9 +350,9 @@ export const ALERTS: AlertRule[] = [
       {
         name: 'a rare native failure among many native calls, absorbed',
         input: [
-          { series: 'generation_agent_duration_seconds_count{provider="native", agent="ImageGen", status="completed"}', values: '0+100x30' },
-          { series: 'generation_provider_fallbacks_total{agent="ImageGen", from="native", to="image_vendor"}', values: '0+1x30' },
-          { series: 'generation_agent_errors_total{provider="native", agent="ImageGen", code="http"}', values: '0+1x30' },
+          { series: 'generation_agent_duration_seconds_count{tempora_component="generation", provider="native", agent="ImageGen", status="completed"}', values: '0+100x30' },
+          { series: 'generation_provider_fallbacks_total{tempora_component="generation", agent="ImageGen", from="native", to="image_vendor"}', values: '0+1x30' },
+          { series: 'generation_agent_errors_total{tempora_component="generation", provider="native", agent="ImageGen", code="http"}', values: '0+1x30' },
         ],
         at: '20m',
         fires: [],
@@ -298,7 +361,7 @@ export const ALERTS: AlertRule[] = [
   },
   {
     alert: 'TemporaCreditRefundSpike',
-    expr: 'sum(rate(gateway_credits_refunded_total[15m])) / sum(rate(gateway_credits_charged_total[15m])) > 0.1',
+    expr: `sum(rate(gateway_credits_refunded_total{${GATEWAY}}[15m])) / sum(rate(gateway_credits_charged_total{${GATEWAY}}[15m])) > 0.1`,
     for: '15m',
     severity: 'warning',
     summary: 'Many charged calls are being refunded.',
@@ -310,13 +373,13 @@ export const ALERTS: AlertRule[] = [
       mitigation: ['Fix the failing upstream (see TemporaUpstreamFailing, TemporaModelProviderFailing).'],
     },
     tests: [
-      { name: 'a third refunded', input: [{ series: 'gateway_credits_charged_total{operation="generate.sync"}', values: '0+30x40' }, { series: 'gateway_credits_refunded_total{operation="generate.sync"}', values: '0+10x40' }], at: '35m', fires: [{}] },
-      { name: 'one in a hundred refunded', input: [{ series: 'gateway_credits_charged_total{operation="generate.sync"}', values: '0+100x40' }, { series: 'gateway_credits_refunded_total{operation="generate.sync"}', values: '0+1x40' }], at: '35m', fires: [] },
+      { name: 'a third refunded', input: [{ series: 'gateway_credits_charged_total{tempora_component="gateway", operation="generate.sync"}', values: '0+30x40' }, { series: 'gateway_credits_refunded_total{tempora_component="gateway", operation="generate.sync"}', values: '0+10x40' }], at: '35m', fires: [{}] },
+      { name: 'one in a hundred refunded', input: [{ series: 'gateway_credits_charged_total{tempora_component="gateway", operation="generate.sync"}', values: '0+100x40' }, { series: 'gateway_credits_refunded_total{tempora_component="gateway", operation="generate.sync"}', values: '0+1x40' }], at: '35m', fires: [] },
     ],
   },
   {
     alert: 'TemporaRateLimiterMemoryFallback',
-    expr: 'max by (job, instance) (rate_limiter_memory_fallback) == 1',
+    expr: `max by (job, instance) (rate_limiter_memory_fallback{${TEMPORA}}) == 1`,
     for: '5m',
     severity: 'warning',
     summary: 'Rate limits are counted per process: Redis is unreachable.',
@@ -328,14 +391,14 @@ export const ALERTS: AlertRule[] = [
       mitigation: ['Restore Redis; services reconnect by themselves and the gauge returns to 0.'],
     },
     tests: [
-      { name: 'fallen back for ten minutes', input: [{ series: 'rate_limiter_memory_fallback{job="gateway", instance="a"}', values: '1x15' }], at: '10m', fires: [{ job: 'gateway', instance: 'a' }] },
-      { name: 'counting in Redis', input: [{ series: 'rate_limiter_memory_fallback{job="gateway", instance="a"}', values: '0x15' }], at: '10m', fires: [] },
+      { name: 'fallen back for ten minutes', input: [{ series: 'rate_limiter_memory_fallback{tempora_component="gateway", job="gateway", instance="a"}', values: '1x15' }], at: '10m', fires: [{ job: 'gateway', instance: 'a' }] },
+      { name: 'counting in Redis', input: [{ series: 'rate_limiter_memory_fallback{tempora_component="gateway", job="gateway", instance="a"}', values: '0x15' }], at: '10m', fires: [] },
     ],
   },
   {
     alert: 'TemporaAgentPoolBacklog',
     // Every process of a pool (the generation pods and its workers) reports the same stream's depth: max, per pool.
-    expr: 'max by (namespace, pool) (tempora_generation_queue_depth) > 100',
+    expr: `max by (namespace, pool) (tempora_generation_queue_depth{${AGENTS}}) > 100`,
     for: '10m',
     severity: 'warning',
     summary: 'Agent tasks are piling up in an agent pool.',
@@ -350,19 +413,19 @@ export const ALERTS: AlertRule[] = [
       {
         name: 'a backlog of 500 on one pool for a quarter hour, reported by two of its processes; another pool keeps up',
         input: [
-          { series: 'tempora_generation_queue_depth{pool="agents", instance="generation-0"}', values: '500x20' },
-          { series: 'tempora_generation_queue_depth{pool="agents", instance="agents-0"}', values: '500x20' },
-          { series: 'tempora_generation_queue_depth{pool="batch", instance="batch-0"}', values: '5x20' },
+          { series: 'tempora_generation_queue_depth{tempora_component="generation", pool="agents", instance="generation-0"}', values: '500x20' },
+          { series: 'tempora_generation_queue_depth{tempora_component="agent-pool", pool="agents", instance="agents-0"}', values: '500x20' },
+          { series: 'tempora_generation_queue_depth{tempora_component="agent-pool", pool="batch", instance="batch-0"}', values: '5x20' },
         ],
         at: '15m',
         fires: [{ pool: 'agents' }],
       },
-      { name: 'short queues on every pool', input: [{ series: 'tempora_generation_queue_depth{pool="agents", instance="agents-0"}', values: '5x20' }, { series: 'tempora_generation_queue_depth{pool="batch", instance="batch-0"}', values: '50x20' }], at: '15m', fires: [] },
+      { name: 'short queues on every pool', input: [{ series: 'tempora_generation_queue_depth{tempora_component="agent-pool", pool="agents", instance="agents-0"}', values: '5x20' }, { series: 'tempora_generation_queue_depth{tempora_component="agent-pool", pool="batch", instance="batch-0"}', values: '50x20' }], at: '15m', fires: [] },
     ],
   },
   {
     alert: 'TemporaGraphWorkerBudgetExhausted',
-    expr: 'max by (role) (graph_worker_budget_exhausted) == 1',
+    expr: `max by (role) (graph_worker_budget_exhausted{${ofComponents('graph', 'graph-worker')}}) == 1`,
     for: '5m',
     severity: 'info',
     summary: 'A graph worker has spent its daily model budget.',
@@ -374,13 +437,13 @@ export const ALERTS: AlertRule[] = [
       mitigation: ['Raise the GraphWorker\'s `spec.dailyBudgetUsd` if the spend is expected; otherwise nothing to do.'],
     },
     tests: [
-      { name: 'the expander exhausted', input: [{ series: 'graph_worker_budget_exhausted{role="expander"}', values: '1x10' }], at: '8m', fires: [{ role: 'expander' }] },
-      { name: 'within budget', input: [{ series: 'graph_worker_budget_exhausted{role="expander"}', values: '0x10' }], at: '8m', fires: [] },
+      { name: 'the expander exhausted', input: [{ series: 'graph_worker_budget_exhausted{tempora_component="graph-worker", role="expander"}', values: '1x10' }], at: '8m', fires: [{ role: 'expander' }] },
+      { name: 'within budget', input: [{ series: 'graph_worker_budget_exhausted{tempora_component="graph-worker", role="expander"}', values: '0x10' }], at: '8m', fires: [] },
     ],
   },
   {
     alert: 'TemporaOperatorReconcileErrors',
-    expr: 'sum by (controller) (rate(controller_runtime_reconcile_errors_total[5m])) > 0',
+    expr: `sum by (controller) (rate(controller_runtime_reconcile_errors_total{${OPERATOR}}[5m])) > 0`,
     for: '15m',
     severity: 'warning',
     summary: 'The operator keeps failing to reconcile.',
@@ -392,13 +455,13 @@ export const ALERTS: AlertRule[] = [
       mitigation: ['Fix the resource (an invalid value, a missing Secret) or the operator\'s RBAC if it is refused.'],
     },
     tests: [
-      { name: 'errors for twenty minutes', input: [{ series: 'controller_runtime_reconcile_errors_total{controller="gateway"}', values: '0+1x30' }], at: '25m', fires: [{ controller: 'gateway' }] },
-      { name: 'no errors', input: [{ series: 'controller_runtime_reconcile_errors_total{controller="gateway"}', values: '0x30' }], at: '25m', fires: [] },
+      { name: 'errors for twenty minutes', input: [{ series: 'controller_runtime_reconcile_errors_total{tempora_component="operator", controller="gateway"}', values: '0+1x30' }], at: '25m', fires: [{ controller: 'gateway' }] },
+      { name: 'no errors', input: [{ series: 'controller_runtime_reconcile_errors_total{tempora_component="operator", controller="gateway"}', values: '0x30' }], at: '25m', fires: [] },
     ],
   },
   {
     alert: 'TemporaOperatorWorkQueueStuck',
-    expr: 'max by (name) (workqueue_depth) > 0 and sum by (name) (rate(workqueue_work_duration_seconds_count[10m])) == 0',
+    expr: `max by (name) (workqueue_depth{${OPERATOR}}) > 0 and sum by (name) (rate(workqueue_work_duration_seconds_count{${OPERATOR}}[10m])) == 0`,
     for: '15m',
     severity: 'critical',
     summary: 'An operator work queue holds keys that nobody works on.',
@@ -410,13 +473,13 @@ export const ALERTS: AlertRule[] = [
       mitigation: ['Restart the operator pods (`kubectl rollout restart deployment/tempora-operator`); the lease moves to a fresh replica.'],
     },
     tests: [
-      { name: 'keys waiting, no work done', input: [{ series: 'workqueue_depth{name="gateway"}', values: '3x40' }, { series: 'workqueue_work_duration_seconds_count{name="gateway"}', values: '10x40' }], at: '30m', fires: [{ name: 'gateway' }] },
-      { name: 'keys waiting and being worked on', input: [{ series: 'workqueue_depth{name="gateway"}', values: '3x40' }, { series: 'workqueue_work_duration_seconds_count{name="gateway"}', values: '10+5x40' }], at: '30m', fires: [] },
+      { name: 'keys waiting, no work done', input: [{ series: 'workqueue_depth{tempora_component="operator", name="gateway"}', values: '3x40' }, { series: 'workqueue_work_duration_seconds_count{tempora_component="operator", name="gateway"}', values: '10x40' }], at: '30m', fires: [{ name: 'gateway' }] },
+      { name: 'keys waiting and being worked on', input: [{ series: 'workqueue_depth{tempora_component="operator", name="gateway"}', values: '3x40' }, { series: 'workqueue_work_duration_seconds_count{tempora_component="operator", name="gateway"}', values: '10+5x40' }], at: '30m', fires: [] },
     ],
   },
   {
     alert: 'TemporaSimulationBudgetExhausted',
-    expr: 'max by (budget) (simulation_budget_remaining_usd) <= 0 and max by (budget) (simulation_budget_limit_usd) > 0',
+    expr: `max by (budget) (simulation_budget_remaining_usd{${ofComponents('simulation')}}) <= 0 and max by (budget) (simulation_budget_limit_usd{${ofComponents('simulation')}}) > 0`,
     for: '5m',
     severity: 'warning',
     summary: 'A simulation budget has no room left.',
@@ -428,13 +491,13 @@ export const ALERTS: AlertRule[] = [
       mitigation: ['Raise `spec.limitUsd` if the spend is expected; the service reads the change without a restart.', 'Otherwise wait for the next period.'],
     },
     tests: [
-      { name: 'exhausted for ten minutes', input: [{ series: 'simulation_budget_remaining_usd{budget="research", period="2026-11"}', values: '0x15' }, { series: 'simulation_budget_limit_usd{budget="research", period="2026-11"}', values: '10x15' }], at: '10m', fires: [{ budget: 'research' }] },
-      { name: 'room left', input: [{ series: 'simulation_budget_remaining_usd{budget="research", period="2026-11"}', values: '4x15' }, { series: 'simulation_budget_limit_usd{budget="research", period="2026-11"}', values: '10x15' }], at: '10m', fires: [] },
+      { name: 'exhausted for ten minutes', input: [{ series: 'simulation_budget_remaining_usd{tempora_component="simulation", budget="research", period="2026-11"}', values: '0x15' }, { series: 'simulation_budget_limit_usd{tempora_component="simulation", budget="research", period="2026-11"}', values: '10x15' }], at: '10m', fires: [{ budget: 'research' }] },
+      { name: 'room left', input: [{ series: 'simulation_budget_remaining_usd{tempora_component="simulation", budget="research", period="2026-11"}', values: '4x15' }, { series: 'simulation_budget_limit_usd{tempora_component="simulation", budget="research", period="2026-11"}', values: '10x15' }], at: '10m', fires: [] },
     ],
   },
   {
     alert: 'TemporaBillingRefusals',
-    expr: 'sum by (channel, reason) (increase(billing_refusals_total[15m])) > 10',
+    expr: `sum by (channel, reason) (increase(billing_refusals_total{${BILLING}}[15m])) > 10`,
     for: '5m',
     severity: 'warning',
     summary: 'Billing refuses many payment messages.',
@@ -446,13 +509,13 @@ export const ALERTS: AlertRule[] = [
       mitigation: ['Fix the configuration (secrets, APPLE_ROOT_CERTIFICATES, APPLE_BUNDLE_ID, APPLE_ENVIRONMENT); Stripe and Apple retry deliveries, and a re-sync catches up Stripe subscriptions.'],
     },
     tests: [
-      { name: 'a burst of bad signatures', input: [{ series: 'billing_refusals_total{channel="stripe", reason="signature"}', values: '0+2x30' }], at: '20m', fires: [{ channel: 'stripe', reason: 'signature' }] },
-      { name: 'an odd refusal', input: [{ series: 'billing_refusals_total{channel="stripe", reason="signature"}', values: '0x10 1x20' }], at: '20m', fires: [] },
+      { name: 'a burst of bad signatures', input: [{ series: 'billing_refusals_total{tempora_component="billing", channel="stripe", reason="signature"}', values: '0+2x30' }], at: '20m', fires: [{ channel: 'stripe', reason: 'signature' }] },
+      { name: 'an odd refusal', input: [{ series: 'billing_refusals_total{tempora_component="billing", channel="stripe", reason="signature"}', values: '0x10 1x20' }], at: '20m', fires: [] },
     ],
   },
   {
     alert: 'TemporaBillingOutboxStuck',
-    expr: 'max(billing_outbox_oldest_pending_seconds) > 900',
+    expr: `max(billing_outbox_oldest_pending_seconds{${BILLING}}) > 900`,
     for: '5m',
     severity: 'critical',
     summary: 'Paid credits are not reaching the gateway.',
@@ -464,14 +527,14 @@ export const ALERTS: AlertRule[] = [
       mitigation: ['Restore the gateway or the key; the outbox delivers by itself. Failed entries (a permanent 4xx) need the re-sync endpoint once the cause is fixed.'],
     },
     tests: [
-      { name: 'an entry pending for half an hour', input: [{ series: 'billing_outbox_oldest_pending_seconds', values: '1800x15' }], at: '10m', fires: [{}] },
-      { name: 'the outbox drains', input: [{ series: 'billing_outbox_oldest_pending_seconds', values: '3x15' }], at: '10m', fires: [] },
+      { name: 'an entry pending for half an hour', input: [{ series: 'billing_outbox_oldest_pending_seconds{tempora_component="billing"}', values: '1800x15' }], at: '10m', fires: [{}] },
+      { name: 'the outbox drains', input: [{ series: 'billing_outbox_oldest_pending_seconds{tempora_component="billing"}', values: '3x15' }], at: '10m', fires: [] },
     ],
   },
   ...certificateAlerts(),
   {
     alert: 'TemporaSecretMissing',
-    expr: 'max by (namespace, gateway, secret) (tempora_operator_secret_missing) == 1',
+    expr: `max by (namespace, gateway, secret) (tempora_operator_secret_missing{${OPERATOR}}) == 1`,
     for: '10m',
     severity: 'critical',
     summary: 'A Secret the platform needs is missing or incomplete.',
@@ -491,9 +554,9 @@ export const ALERTS: AlertRule[] = [
       ],
     },
     tests: [
-      { name: 'a TLS Secret missing for a quarter hour', input: [{ series: 'tempora_operator_secret_missing{namespace="prod", gateway="tempora", secret="tempora-tls"}', values: '1x20' }], at: '15m', fires: [{ namespace: 'prod', gateway: 'tempora', secret: 'tempora-tls' }] },
-      { name: 'created five minutes after its Gateway (cert-manager issuing it)', input: [{ series: 'tempora_operator_secret_missing{namespace="prod", gateway="tempora", secret="tempora-tls"}', values: '1x5 0x15' }], at: '15m', fires: [] },
-      { name: 'every Secret there', input: [{ series: 'tempora_operator_secret_missing{namespace="prod", gateway="tempora", secret="tempora-keys"}', values: '0x20' }], at: '15m', fires: [] },
+      { name: 'a TLS Secret missing for a quarter hour', input: [{ series: 'tempora_operator_secret_missing{tempora_component="operator", namespace="prod", gateway="tempora", secret="tempora-tls"}', values: '1x20' }], at: '15m', fires: [{ namespace: 'prod', gateway: 'tempora', secret: 'tempora-tls' }] },
+      { name: 'created five minutes after its Gateway (cert-manager issuing it)', input: [{ series: 'tempora_operator_secret_missing{tempora_component="operator", namespace="prod", gateway="tempora", secret="tempora-tls"}', values: '1x5 0x15' }], at: '15m', fires: [] },
+      { name: 'every Secret there', input: [{ series: 'tempora_operator_secret_missing{tempora_component="operator", namespace="prod", gateway="tempora", secret="tempora-keys"}', values: '0x20' }], at: '15m', fires: [] },
     ],
   },
 ];

@@ -5,6 +5,7 @@ export const billing = dashboard({
   uid: 'tempora-billing',
   title: 'Tempora / Billing',
   description: 'Payment messages (Stripe, App Store) verified and refused, credits granted and debited, tier changes and the outbox that carries them to the gateway.',
+  components: ['billing'],
   jobMetric: 'billing_outbox_entries',
   rows: [
     {

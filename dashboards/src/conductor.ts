@@ -5,6 +5,7 @@ export const conductor = dashboard({
   uid: 'tempora-conductor',
   title: 'Tempora / Conductor',
   description: 'Messages, tool calls, credits charged and refunded, and model turns of the conductor.',
+  components: ['conductor'],
   jobMetric: 'conductor_messages_total',
   rows: [
     {

@@ -5,6 +5,7 @@ export const gateway = dashboard({
   uid: 'tempora-gateway',
   title: 'Tempora / Gateway',
   description: 'Sign-ins, credits, rate limits and upstreams of the gateway.',
+  components: ['gateway'],
   jobMetric: 'gateway_upstream_duration_seconds_count',
   rows: [
     { title: 'Requests by route', panels: red('route', 'route template') },

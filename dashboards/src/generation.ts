@@ -6,6 +6,7 @@ export const generation = dashboard({
   title: 'Tempora / Generation',
   description: 'Generation requests, the 14 agents, model providers and the agent pool.',
   // The service and the pool's workers both report it (the workers no agent latency), so both jobs can be picked.
+  components: ['generation', 'agent-pool'],
   jobMetric: 'generation_agent_queue_depth',
   rows: [
     {
@@ -71,7 +72,9 @@ export const generation = dashboard({
           description: 'Provider failures a fallback absorbed, per second, by agent and the providers it went from and to: the call still succeeded (or failed further down the chain), so only this and Agent failures show the failed provider.',
           unit: 'ops',
           stacked: true,
-          queries: [{ expr: `sum by (agent, from, to) (rate(generation_provider_fallbacks_total{${SEL}}[$__rate_interval]))`, legend: '{{agent}} {{from}} → {{to}}' }],
+          // A fallback exists only between providers a deployment configured, so no series can be made at
+          // zero in advance: the zero line says "none" where a missing series would say "No data".
+          queries: [{ expr: `sum by (agent, from, to) (rate(generation_provider_fallbacks_total{${SEL}}[$__rate_interval])) or vector(0)`, legend: '{{agent}} {{from}} → {{to}}' }],
         },
       ],
     },

@@ -5,6 +5,7 @@ export const graph = dashboard({
   uid: 'tempora-graph',
   title: 'Tempora / Graph',
   description: 'Graph reads (traverse, path, search), its in-memory index, and the renderer, expander, judge and daily workers.',
+  components: ['graph', 'graph-worker'],
   jobMetric: 'up',
   rows: [
     { title: 'Requests by route', panels: red('route', 'route template') },

@@ -1,10 +1,13 @@
 import { parser } from '@prometheus-io/lezer-promql';
 import type { SyntaxNode } from '@lezer/common';
+import { COMPONENTS, COMPONENT_LABEL } from './components.ts';
 
 /**
  * The rules of Grafana's dashboard-linter (and so mixtool's `lint`) for Prometheus dashboards, which cannot
  * run here as programs (Go binaries from outside the module proxy's reach of this project): the same rule
- * names, applied to the JSON we ship. Each finding names its rule, the dashboard and the panel.
+ * names, applied to the JSON we ship. Each finding names its rule, the dashboard and the panel. Two rules
+ * are the platform's own (`template-component-rule`, `target-component-rule`): every query and variable
+ * selects by the label its monitors set, so a dashboard shows no other workload that shares a metric name.
  */
 export interface Finding {
   rule: string;
@@ -49,6 +52,8 @@ export interface DashboardJson {
 /** Grafana's unit ids that our panels may use (a subset of its value formats; unknown ids render as raw numbers). */
 const UNITS = new Set(['short', 'none', 'percent', 'percentunit', 's', 'ms', 'µs', 'ns', 'bytes', 'decbytes', 'bps', 'Bps', 'reqps', 'ops', 'rps', 'wps', 'cps', 'currencyUSD', 'dateTimeAsIso', 'bool', 'locale']);
 const TEMPLATED = new Set(['$datasource', '${datasource}']);
+/** `gateway` or `graph|graph-worker`: what the component variable's All stands for, components only. */
+const COMPONENT_ALTERNATION = new RegExp(`^(${COMPONENTS.join('|')})(\\|(${COMPONENTS.join('|')}))*$`);
 const RATE_FUNCTIONS = new Set(['rate', 'irate', 'increase', 'delta', 'idelta', 'deriv']);
 /** Series that only ever grow: read alone they mean nothing until their rate is taken. */
 const COUNTER = /(_total|_count|_sum|_bucket)$/;
@@ -108,10 +113,11 @@ export function inspect(expr: string): { errors: string[]; selectors: Selector[]
 function lintExpr(expr: string, say: (rule: string, message: string) => void): void {
   const { errors, selectors } = inspect(substitute(expr));
   for (const error of errors) say('target-promql-rule', `${error} in ${expr}`);
-  const raw = inspect(expr.replaceAll(/\$\{?(job|instance)\}?/g, '$$$1')).selectors;
+  const raw = inspect(expr.replaceAll(/\$\{?(component|job|instance)\}?/g, '$$$1')).selectors;
   for (const [index, selector] of selectors.entries()) {
     const original = raw[index];
     if (!original) continue;
+    if (original.labels.get(COMPONENT_LABEL) !== '=~"$component"') say('target-component-rule', `${selector.metric} must be selected with ${COMPONENT_LABEL}=~"$component"`);
     if (original.labels.get('job') !== '=~"$job"') say('target-job-rule', `${selector.metric} must be selected with job=~"$job"`);
     if (original.labels.get('instance') !== '=~"$instance"') say('target-instance-rule', `${selector.metric} must be selected with instance=~"$instance"`);
     if (COUNTER.test(selector.metric) && !RATE_FUNCTIONS.has(selector.inFunction ?? '')) say('target-counter-agg-rule', `${selector.metric} is a counter: take its rate() or increase()`);
@@ -129,6 +135,14 @@ export function lintDashboard(dashboard: DashboardJson): Finding[] {
 
   const datasource = variable('datasource');
   if (datasource?.type !== 'datasource' || datasource.query !== 'prometheus') findings.push({ rule: 'template-datasource-rule', dashboard: name, message: 'a `datasource` variable of type datasource querying prometheus is required' });
+  const component = variable('component');
+  const sayComponent = (message: string) => findings.push({ rule: 'template-component-rule', dashboard: name, message });
+  if (!component) sayComponent('a `component` variable is required');
+  else {
+    if (!TEMPLATED.has(uidOf(component.datasource) ?? '')) sayComponent('`component` must query the templated datasource');
+    if (!component.multi || !component.includeAll || !COMPONENT_ALTERNATION.test(component.allValue ?? '')) sayComponent(`\`component\` must be multi-select with All meaning the dashboard's components (a|b), not ${JSON.stringify(component.allValue)}`);
+    if (component.query !== `label_values(up{${COMPONENT_LABEL}=~"${component.allValue}"}, ${COMPONENT_LABEL})`) sayComponent(`\`component\` must offer the values of ${COMPONENT_LABEL} among its All: ${JSON.stringify(component.query)}`);
+  }
   for (const wanted of ['job', 'instance']) {
     const v = variable(wanted);
     const rule = `template-${wanted}-rule`;
@@ -138,6 +152,8 @@ export function lintDashboard(dashboard: DashboardJson): Finding[] {
     }
     if (!TEMPLATED.has(uidOf(v.datasource) ?? '')) findings.push({ rule, dashboard: name, message: `\`${wanted}\` must query the templated datasource` });
     if (!v.multi || !v.includeAll || v.allValue !== '.+') findings.push({ rule, dashboard: name, message: `\`${wanted}\` must be multi-select with All meaning .+` });
+    const selector = /^label_values\((.*),\s*\w+\)$/.exec(typeof v.query === 'string' ? v.query : '')?.[1] ?? '';
+    if (!inspect(selector).selectors.every((s) => s.labels.get(COMPONENT_LABEL) === '=~"$component"')) sayComponent(`\`${wanted}\` must select ${COMPONENT_LABEL}=~"$component": ${JSON.stringify(v.query)}`);
   }
   for (const v of variables) {
     if (v.type !== 'query') continue;

@@ -5,6 +5,7 @@ export const operator = dashboard({
   uid: 'tempora-operator',
   title: 'Tempora / Operator',
   description: 'Reconciles, errors, durations, work queues, API writes and leader election of the operator, and the certificates and Secrets its Gateways name.',
+  components: ['operator'],
   jobMetric: 'controller_runtime_reconcile_total',
   rows: [
     {

@@ -1,10 +1,12 @@
-import { dashboard, processPanels, red } from './panels.ts';
+import { COMPONENTS } from './components.ts';
+import { SEL, dashboard, processPanels, red } from './panels.ts';
 
 /** The first page on call: is every service up, how much traffic, how many failures, how slow. */
 export const overview = dashboard({
   uid: 'tempora-overview',
   title: 'Tempora / Overview',
   description: 'Requests, errors and latency (RED) of every service, and their processes.',
+  components: [...COMPONENTS],
   jobMetric: 'http_server_request_duration_seconds_count',
   rows: [
     {
@@ -15,7 +17,7 @@ export const overview = dashboard({
           description: 'Scrape targets answering, per job: a 0 is a process Prometheus cannot reach.',
           unit: 'short',
           kind: 'stat',
-          queries: [{ expr: 'sum by (job) (up{job=~"$job", instance=~"$instance"})', legend: '{{job}}' }],
+          queries: [{ expr: `sum by (job) (up{${SEL}})`, legend: '{{job}}' }],
         },
         ...red('job', 'service'),
       ],

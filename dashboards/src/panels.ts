@@ -3,15 +3,18 @@ import { LegendDisplayMode, LegendPlacement, StackingConfigBuilder, StackingMode
 import { DataqueryBuilder } from '@grafana/grafana-foundation-sdk/prometheus';
 import { PanelBuilder as StatBuilder } from '@grafana/grafana-foundation-sdk/stat';
 import { PanelBuilder as TimeseriesBuilder } from '@grafana/grafana-foundation-sdk/timeseries';
+import { COMPONENT_LABEL, type Component } from './components.ts';
 
 /** Every panel reads the dashboard's templated datasource, so one JSON serves any Prometheus. */
 export const DATASOURCE = { type: 'prometheus', uid: '${datasource}' };
 
 /**
- * The selector every query carries: the job and instance variables, as kube-prometheus's mixins do, so an
- * SRE narrows a dashboard to one service or one pod without editing a query.
+ * The selector every query carries: the platform's label, so another workload's series of the same name
+ * (`up`, `http_server_*`, `controller_runtime_*`, `process_*`) never show, and the job and instance
+ * variables, as kube-prometheus's mixins do, so an SRE narrows a dashboard to one service or one pod
+ * without editing a query.
  */
-export const SEL = 'job=~"$job", instance=~"$instance"';
+export const SEL = `${COMPONENT_LABEL}=~"$component", job=~"$job", instance=~"$instance"`;
 
 export interface Query {
   expr: string;
@@ -32,6 +35,8 @@ export interface DashboardSpec {
   uid: string;
   title: string;
   description: string;
+  /** The platform's components this dashboard shows: its `component` variable offers them, and its All means all of them. */
+  components: Component[];
   /** The metric whose `job` and `instance` labels fill the variables: one every job of this dashboard emits. */
   jobMetric: string;
   rows: Array<{ title: string; panels: PanelSpec[] }>;
@@ -54,7 +59,7 @@ function panel(spec: PanelSpec) {
   return builder;
 }
 
-/** A dashboard with the datasource, job and instance variables, one row per concern. */
+/** A dashboard with the datasource, component, job and instance variables, one row per concern. */
 export function dashboard(spec: DashboardSpec): Dashboard {
   const builder = new DashboardBuilder(spec.title)
     .uid(spec.uid)
@@ -66,10 +71,22 @@ export function dashboard(spec: DashboardSpec): Dashboard {
     .timezone('utc')
     .withVariable(new DatasourceVariableBuilder('datasource').label('Data source').type('prometheus'))
     .withVariable(
+      // All is the dashboard's components, never `.+`: every series of the platform, and no other workload's.
+      new QueryVariableBuilder('component')
+        .label('component')
+        .datasource(DATASOURCE)
+        .query(`label_values(up{${COMPONENT_LABEL}=~"${spec.components.join('|')}"}, ${COMPONENT_LABEL})`)
+        .refresh(VariableRefresh.OnTimeRangeChanged)
+        .sort(VariableSort.AlphabeticalAsc)
+        .multi(true)
+        .includeAll(true)
+        .allValue(spec.components.join('|')),
+    )
+    .withVariable(
       new QueryVariableBuilder('job')
         .label('job')
         .datasource(DATASOURCE)
-        .query(`label_values(${spec.jobMetric}, job)`)
+        .query(`label_values(${spec.jobMetric}{${COMPONENT_LABEL}=~"$component"}, job)`)
         .refresh(VariableRefresh.OnTimeRangeChanged)
         .sort(VariableSort.AlphabeticalAsc)
         .multi(true)
@@ -80,7 +97,7 @@ export function dashboard(spec: DashboardSpec): Dashboard {
       new QueryVariableBuilder('instance')
         .label('instance')
         .datasource(DATASOURCE)
-        .query(`label_values(${spec.jobMetric}{job=~"$job"}, instance)`)
+        .query(`label_values(${spec.jobMetric}{${COMPONENT_LABEL}=~"$component", job=~"$job"}, instance)`)
         .refresh(VariableRefresh.OnTimeRangeChanged)
         .sort(VariableSort.AlphabeticalAsc)
         .multi(true)

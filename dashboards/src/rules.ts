@@ -1,14 +1,23 @@
 import { ALERTS, RECORDING_RULES, type AlertRule } from './alerts.ts';
+import { FOREIGN_JOB, OTHER_WORKLOADS, foreign, healthyPlatform } from './foreign.ts';
 
 /**
- * Where each alert's runbook lies, relative to the repository: it declares no public URL to make it absolute
- * with. The platform chart rewrites it to `<monitoring.prometheusRules.runbookBaseUrl>/<alert>.md` in the
- * PrometheusRule when that value says where `docs/runbooks/` is published.
+ * Where docs/runbooks/ is published: the project's documentation at its home (the charts' `home`). The
+ * platform chart's `monitoring.prometheusRules.runbookBaseUrl` defaults to the same and replaces it in the
+ * PrometheusRule when set, for a fork or a pinned release.
  */
-export const runbookUrl = (alert: string) => `docs/runbooks/${alert}.md`;
+export const RUNBOOK_BASE_URL = 'https://tempora.dev/docs/runbooks/';
+
+export interface RuleOptions {
+  /** Base of every runbook_url: `<base>/<alert>.md`, a slash added when it has none. */
+  runbookBaseUrl?: string;
+}
+
+/** An alert's runbook as an absolute URL, which Alertmanager's receivers can open from a notification. */
+export const runbookUrl = (alert: string, base = RUNBOOK_BASE_URL) => new URL(`${alert}.md`, base.endsWith('/') ? base : `${base}/`).href;
 
 /** The rule groups, as a Prometheus rule file and a PrometheusRule's `spec` both hold them. */
-export function ruleGroups() {
+export function ruleGroups(options: RuleOptions = {}) {
   return {
     groups: [
       { name: 'tempora-slo', rules: RECORDING_RULES },
@@ -19,42 +28,70 @@ export function ruleGroups() {
           expr: rule.expr,
           for: rule.for,
           labels: { severity: rule.severity },
-          annotations: annotationsOf(rule),
+          annotations: annotationsOf(rule, options),
         })),
       },
     ],
   };
 }
 
-function annotationsOf(rule: AlertRule) {
-  return { summary: rule.summary, description: rule.description, runbook_url: runbookUrl(rule.alert) };
+function annotationsOf(rule: AlertRule, options: RuleOptions = {}) {
+  return { summary: rule.summary, description: rule.description, runbook_url: runbookUrl(rule.alert, options.runbookBaseUrl) };
 }
 
-/** promtool's unit tests: every case of every alert, with the annotations it must carry, rendered. */
+/** promtool's duration (`90m`, `1440m`) in minutes, and five more: a baseline that outlasts the case. */
+function minutesPast(at: string): number {
+  const minutes = /^(\d+)m$/.exec(at)?.[1];
+  if (!minutes) throw new Error(`eval_time ${at} is not in minutes`);
+  return Number(minutes) + 5;
+}
+
+/**
+ * promtool's unit tests: every case of every alert, with the annotations it must carry, rendered; each
+ * firing case again with its series moved to another workload beside a healthy platform, silent; and the
+ * cluster's other workloads misbehaving for an hour beside a healthy platform, where no alert may fire.
+ */
 export function ruleTests(ruleFile: string) {
+  const names = [...alertsByName().keys()];
   return {
     rule_files: [ruleFile],
     evaluation_interval: '1m',
-    tests: ALERTS.flatMap((rule) =>
-      rule.tests.map((test) => ({
-        name: `${rule.alert}: ${test.name}`,
+    tests: [
+      ...ALERTS.flatMap((rule) => [
+        ...rule.tests.map((test) => ({
+          name: `${rule.alert}: ${test.name}`,
+          interval: '1m',
+          input_series: test.input,
+          alert_rule_test: [
+            {
+              eval_time: test.at,
+              alertname: rule.alert,
+              exp_alerts: test.fires.map((labels) => {
+                const annotations = annotationsOf(rule);
+                return {
+                  exp_labels: { ...labels, severity: rule.severity },
+                  exp_annotations: { ...annotations, description: annotations.description.replaceAll(/\{\{ \$labels\.(\w+) \}\}/g, (_, name: string) => labels[name] ?? '') },
+                };
+              }),
+            },
+          ],
+        })),
+        ...rule.tests
+          .filter((test) => test.fires.length > 0)
+          .map((test) => ({
+            name: `${rule.alert}: ${test.name}, from job ${FOREIGN_JOB} (not Tempora): silent`,
+            interval: '1m',
+            input_series: [...test.input.map(foreign), ...healthyPlatform(minutesPast(test.at))],
+            alert_rule_test: [{ eval_time: test.at, alertname: rule.alert, exp_alerts: [] }],
+          })),
+      ]),
+      {
+        name: "the cluster's other workloads failing beside a healthy Tempora: no alert",
         interval: '1m',
-        input_series: test.input,
-        alert_rule_test: [
-          {
-            eval_time: test.at,
-            alertname: rule.alert,
-            exp_alerts: test.fires.map((labels) => {
-              const annotations = annotationsOf(rule);
-              return {
-                exp_labels: { ...labels, severity: rule.severity },
-                exp_annotations: { ...annotations, description: annotations.description.replaceAll(/\{\{ \$labels\.(\w+) \}\}/g, (_, name: string) => labels[name] ?? '') },
-              };
-            }),
-          },
-        ],
-      })),
-    ),
+        input_series: [...OTHER_WORKLOADS, ...healthyPlatform(80)],
+        alert_rule_test: names.map((alertname) => ({ eval_time: '75m', alertname, exp_alerts: [] })),
+      },
+    ],
   };
 }
 

@@ -5,6 +5,7 @@ export const simulation = dashboard({
   uid: 'tempora-simulation',
   title: 'Tempora / Simulation',
   description: 'Simulation runs by mode and status, their steps and model calls, and spend against each SimulationBudget.',
+  components: ['simulation'],
   jobMetric: 'simulation_runs_active',
   rows: [
     {

@@ -44,6 +44,19 @@ describe('dashboards', () => {
       assert.ok(rulesOf(noSource).has('template-datasource-rule'));
     });
 
+    it('template-component-rule: All means the dashboard\'s components, and the job and instance variables select by them', () => {
+      const withVariables = (mutate: (list: NonNullable<NonNullable<DashboardJson['templating']>['list']>) => void) => {
+        const broken = clone(base);
+        mutate(broken.templating!.list!);
+        return rulesOf(broken);
+      };
+      assert.ok(withVariables((list) => list.splice(list.findIndex((v) => v.name === 'component'), 1)).has('template-component-rule'), 'no component variable');
+      assert.ok(withVariables((list) => (list.find((v) => v.name === 'component')!.allValue = '.+')).has('template-component-rule'), 'All as every job');
+      assert.ok(withVariables((list) => (list.find((v) => v.name === 'component')!.query = 'label_values(up, tempora_component)')).has('template-component-rule'), 'offers what All does not mean');
+      assert.ok(withVariables((list) => (list.find((v) => v.name === 'job')!.query = 'label_values(gateway_upstream_duration_seconds_count, job)')).has('template-component-rule'), 'jobs of every workload');
+      assert.ok(withVariables((list) => (list.find((v) => v.name === 'instance')!.query = 'label_values(gateway_upstream_duration_seconds_count{job=~"$job"}, instance)')).has('template-component-rule'), 'instances of every workload');
+    });
+
     it('panel rules', () => {
       assert.ok(panelWith((panel) => (panel.description = '')).has('panel-title-description-rule'));
       assert.ok(panelWith((panel) => (panel.fieldConfig = { defaults: { unit: 'furlongs' } })).has('panel-units-rule'));
@@ -52,12 +65,15 @@ describe('dashboards', () => {
     });
 
     it('target rules', () => {
-      assert.ok(withExpr('sum(rate(x_total{job=~"$job", instance=~"$instance"}[$__rate_interval])').has('target-promql-rule'));
-      assert.ok(withExpr('sum(rate(x_total{job=~"$job", instance=~"$instance"}[5m]))').has('target-rate-interval-rule'));
-      assert.ok(withExpr('sum(rate(x_total{instance=~"$instance"}[$__rate_interval]))').has('target-job-rule'));
-      assert.ok(withExpr('sum(rate(x_total{job=~"$job"}[$__rate_interval]))').has('target-instance-rule'));
-      assert.ok(withExpr('sum(x_total{job=~"$job", instance=~"$instance"})').has('target-counter-agg-rule'));
-      assert.deepEqual(withExpr('sum by (le) (rate(x_bucket{job=~"$job", instance=~"$instance"}[$__rate_interval]))'), new Set(), 'a correct query passes');
+      const C = 'tempora_component=~"$component"';
+      assert.ok(withExpr(`sum(rate(x_total{${C}, job=~"$job", instance=~"$instance"}[$__rate_interval])`).has('target-promql-rule'));
+      assert.ok(withExpr(`sum(rate(x_total{${C}, job=~"$job", instance=~"$instance"}[5m]))`).has('target-rate-interval-rule'));
+      assert.ok(withExpr(`sum(rate(x_total{${C}, instance=~"$instance"}[$__rate_interval]))`).has('target-job-rule'));
+      assert.ok(withExpr(`sum(rate(x_total{${C}, job=~"$job"}[$__rate_interval]))`).has('target-instance-rule'));
+      assert.ok(withExpr('sum(rate(x_total{job=~"$job", instance=~"$instance"}[$__rate_interval]))').has('target-component-rule'), 'every workload\'s x_total');
+      assert.ok(withExpr('sum(rate(x_total{tempora_component=~".+", job=~"$job", instance=~"$instance"}[$__rate_interval]))').has('target-component-rule'), 'not narrowed by the variable');
+      assert.ok(withExpr(`sum(x_total{${C}, job=~"$job", instance=~"$instance"})`).has('target-counter-agg-rule'));
+      assert.deepEqual(withExpr(`sum by (le) (rate(x_bucket{${C}, job=~"$job", instance=~"$instance"}[$__rate_interval]))`), new Set(), 'a correct query passes');
     });
 
     it('parses the selectors of a query', () => {
