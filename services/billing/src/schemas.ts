@@ -1,10 +1,9 @@
 import { z } from 'zod';
+import { listEnvelope } from '@tempora/kit/http';
 import { TIERS } from './domain/catalogue.ts';
 
 /** Response shapes: the OpenAPI document and the tests use these. */
 
-/** The platform's list envelope (platform-interface.md): a page of `items`, how many there are in all, and the `limit` and `offset` of the page. */
-const listOf = <T extends z.ZodType>(item: T) => z.object({ items: z.array(item), total: z.number().int(), limit: z.number().int(), offset: z.number().int() });
 
 const Money = z.object({ amount: z.number().int().meta({ description: 'in the currency\'s minor unit' }), currency: z.string() });
 
@@ -12,8 +11,8 @@ export const PackViewSchema = z.object({ id: z.string(), name: z.string(), credi
 export const PlanViewSchema = z
   .object({ id: z.string(), name: z.string(), tier: z.enum(TIERS), monthly_credits: z.number().int(), price: Money, interval: z.literal('month'), apple_product_id: z.string().nullable() })
   .meta({ id: 'Plan' });
-export const PackListSchema = listOf(PackViewSchema).meta({ id: 'CreditPackList' });
-export const PlanListSchema = listOf(PlanViewSchema).meta({ id: 'PlanList' });
+export const PackListSchema = listEnvelope(PackViewSchema).meta({ id: 'CreditPackList' });
+export const PlanListSchema = listEnvelope(PlanViewSchema).meta({ id: 'PlanList' });
 
 export const SubscriptionViewSchema = z
   .object({
@@ -52,7 +51,7 @@ export const HistoryEntrySchema = z
   })
   .meta({ id: 'BillingHistoryEntry' });
 
-export const HistoryPageSchema = listOf(HistoryEntrySchema).meta({ id: 'BillingHistory' });
+export const HistoryPageSchema = listEnvelope(HistoryEntrySchema).meta({ id: 'BillingHistory' });
 
 export const OutboxEntrySchema = z
   .object({

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { pageQuery } from '@tempora/kit/http';
 import { decisionIn } from './domain/decision.ts';
 
 /** Request and response shapes: the routes validate and document with these, the MCP tool and the tests read them. */
@@ -99,7 +100,4 @@ export const ConversationListSchema = z
   })
   .meta({ id: 'ConversationList' });
 
-export const Page = z.object({
-  limit: z.coerce.number().int().min(1).max(100).default(20),
-  offset: z.coerce.number().int().min(0).default(0),
-});
+export const Page = pageQuery();

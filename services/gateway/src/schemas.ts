@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { AccountDeletionSchema } from '@tempora/kit/http';
+import { AccountDeletionSchema, pageQuery } from '@tempora/kit/http';
 import { TIERS } from './domain/limits.ts';
 
 export const UserSchema = z
@@ -52,13 +52,7 @@ export const ApiKeySchema = z
   })
   .meta({ id: 'ApiKey' });
 
-export const listEnvelope = <T extends z.ZodType>(item: T, id: string) =>
-  z.object({ items: z.array(item), total: z.number().int(), limit: z.number().int(), offset: z.number().int() }).meta({ id });
-
-export const Page = z.object({
-  limit: z.coerce.number().int().min(1).max(100).default(20),
-  offset: z.coerce.number().int().min(0).max(1_000_000).default(0),
-});
+export const Page = pageQuery();
 
 export const JwksSchema = z.object({ keys: z.array(z.object({ kty: z.string(), crv: z.string(), x: z.string(), y: z.string(), kid: z.string(), alg: z.string(), use: z.string() })) }).meta({ id: 'JWKS' });
 

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { listEnvelope } from '@tempora/kit/http';
 import { EDGE_TYPES } from './domain/edge-types.ts';
 import { MomentInput } from './domain/moment.ts';
 
@@ -51,8 +52,6 @@ export const MomentDetailSchema = MomentSchema.extend({
 
 export const SearchHitSchema = MomentSchema.extend({ score: z.number() }).meta({ id: 'SearchHit' });
 
-export const listEnvelope = <T extends z.ZodType>(item: T, id: string) =>
-  z.object({ items: z.array(item), total: z.number().int(), limit: z.number().int(), offset: z.number().int() }).meta({ id });
 
 export const MomentListSchema = listEnvelope(MomentSchema, 'MomentList');
 export const SearchResultSchema = listEnvelope(SearchHitSchema, 'SearchResult');

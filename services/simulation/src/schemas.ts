@@ -4,14 +4,6 @@ import { PRICE_TABLE } from './domain/pricing.ts';
 import { MECHANISM_IDS, MODES } from './domain/vocabulary.ts';
 
 /** The spec's list envelope, which every list here answers. */
-export const listOf = <T extends z.ZodType>(item: T) => z.object({ items: z.array(item), total: z.number().int(), limit: z.number().int(), offset: z.number().int() });
-
-/** `limit` and `offset` of a list: 1 to `max` (default `fallback`), and where the page starts. */
-export const pageQuery = (fallback: number, max: number) =>
-  z.object({
-    limit: z.coerce.number().int().min(1).max(max).default(fallback).meta({ description: `1 to ${max}, default ${fallback}` }),
-    offset: z.coerce.number().int().min(0).max(1_000_000).default(0),
-  });
 
 const upper = (value: unknown) => (typeof value === 'string' ? value.trim().toUpperCase() : value);
 

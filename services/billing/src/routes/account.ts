@@ -1,11 +1,11 @@
 import { z } from 'zod';
-import { defineRoute, type RouteDefinition, Problem, unprocessable } from '@tempora/kit/http';
+import { defineRoute, type RouteDefinition, Problem, unprocessable, pageQuery } from '@tempora/kit/http';
 import type { Item } from '../domain/catalogue.ts';
 import { ENDED_STATUSES } from '../domain/intents.ts';
 import { BillingStateSchema, HistoryPageSchema, RecordedSchema } from '../schemas.ts';
 import { historyView, subscriptionView } from '../views.ts';
 import { Refusal } from '../refusal.ts';
-import { callerId, pageQuery, SERVICE, whenConfigured, type BillingRouteDeps } from './context.ts';
+import { callerId, SERVICE, whenConfigured, type BillingRouteDeps } from './context.ts';
 
 /** A user's billing state as users see it (the operators' view adds to it). */
 export async function billingState(deps: BillingRouteDeps, userId: string) {

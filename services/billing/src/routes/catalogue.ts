@@ -1,7 +1,7 @@
-import { defineRoute, type RouteDefinition } from '@tempora/kit/http';
+import { defineRoute, type RouteDefinition, pageQuery } from '@tempora/kit/http';
 import { PackListSchema, PlanListSchema } from '../schemas.ts';
 import { packView, pageOf, planView } from '../views.ts';
-import { pageQuery, SERVICE, type BillingRouteDeps } from './context.ts';
+import { SERVICE, type BillingRouteDeps } from './context.ts';
 
 /** A page of the catalogue holds the whole of it by default: it has at most 50 packs and 20 plans. */
 const CataloguePage = pageQuery(100);

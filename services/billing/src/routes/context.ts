@@ -61,9 +61,3 @@ export function refuseUsers(ctx: Context): void {
  */
 export const whenConfigured = (configured: boolean, route: RouteDefinition): RouteDefinition[] => (configured ? [route] : []);
 
-/** `limit` and `offset` of a list answered in the list envelope `{items, total, limit, offset}`. */
-export const pageQuery = (defaultLimit: number) =>
-  z.object({
-    limit: z.coerce.number().int().min(1).max(100).default(defaultLimit).meta({ description: `1 to 100, default ${defaultLimit}` }),
-    offset: z.coerce.number().int().min(0).default(0),
-  });

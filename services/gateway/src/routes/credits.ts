@@ -1,10 +1,10 @@
 import { z } from 'zod';
-import { defineRoute, type RouteDefinition, conflict, notFound } from '@tempora/kit/http';
+import { defineRoute, type RouteDefinition, conflict, notFound, listEnvelope } from '@tempora/kit/http';
 import { ADMIN, API_KEY, BEARER, SERVICE } from '../credentials.ts';
 import { costTable } from '../domain/costs.ts';
 import { insufficientCredits } from '../domain/credits.ts';
 import { IdempotencyConflict, InsufficientCredits, UnknownUser, type LedgerOutcome } from '../repository.ts';
-import { LedgerEntrySchema, Page, listEnvelope } from '../schemas.ts';
+import { LedgerEntrySchema, Page } from '../schemas.ts';
 import { ledgerView } from '../views.ts';
 import { currentUser, type GatewayRouteDeps } from './context.ts';
 

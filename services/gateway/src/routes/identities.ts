@@ -1,8 +1,8 @@
 import { z } from 'zod';
-import { Problem, defineRoute, notFound, type RouteDefinition } from '@tempora/kit/http';
+import { Problem, defineRoute, notFound, type RouteDefinition, listEnvelope } from '@tempora/kit/http';
 import { BEARER } from '../credentials.ts';
 import type { ExternalIdentity } from '../domain/providers.ts';
-import { IdentitySchema, listEnvelope } from '../schemas.ts';
+import { IdentitySchema } from '../schemas.ts';
 import { identityView } from '../views.ts';
 import { AppleBody, GitHubBody, GoogleBody } from './auth.ts';
 import { currentUser, type GatewayRouteDeps } from './context.ts';

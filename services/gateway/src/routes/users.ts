@@ -1,11 +1,11 @@
 import { randomUUID } from 'node:crypto';
 import { Readable } from 'node:stream';
 import { z } from 'zod';
-import { defineRoute, linksTo, type RouteDefinition, Problem, notFound } from '@tempora/kit/http';
+import { defineRoute, linksTo, type RouteDefinition, Problem, notFound, listEnvelope } from '@tempora/kit/http';
 import { ADMIN, API_KEY, API_KEY_SCOPES, BEARER, SERVICE } from '../credentials.ts';
 import { TIERS } from '../domain/limits.ts';
 import { API_KEY_PREFIX, API_KEY_VISIBLE, opaqueSecret, sha256 } from '../domain/secrets.ts';
-import { ApiKeySchema, Page, UserSchema, listEnvelope } from '../schemas.ts';
+import { ApiKeySchema, Page, UserSchema } from '../schemas.ts';
 import { exportDocument } from '../accounts/account-export.ts';
 import { apiKeyView, userView } from '../views.ts';
 import { currentUser, type GatewayRouteDeps } from './context.ts';

@@ -1,8 +1,8 @@
 import { z } from 'zod';
-import { defineRoute, type RouteDefinition, notFound, unprocessable } from '@tempora/kit/http';
+import { defineRoute, type RouteDefinition, notFound, unprocessable, listEnvelope } from '@tempora/kit/http';
 import { MONTHS, PathError, SEGMENTS, daysInMonth, parsePrefix } from '@tempora/kit/moments';
 import { MOMENT_TYPES } from '../domain/moment.ts';
-import { BrowseSchema, MomentSchema, SearchResultSchema, TdfRecordSchema, MomentListSchema, listEnvelope } from '../schemas.ts';
+import { BrowseSchema, MomentSchema, SearchResultSchema, TdfRecordSchema, MomentListSchema } from '../schemas.ts';
 import { momentView } from '../views.ts';
 import type { GraphRouteDeps } from './context.ts';
 import { LIST_PARAMETERS, listFilters, renderMoments } from './moments.ts';

@@ -1,7 +1,7 @@
 import { z } from 'zod';
-import { defineRoute, type RouteDefinition, notFound } from '@tempora/kit/http';
+import { defineRoute, type RouteDefinition, notFound, listEnvelope } from '@tempora/kit/http';
 import { momentPath } from '../domain/moment.ts';
-import { MomentDetailSchema, MomentListSchema, StatsSchema, TdfRecordSchema, listEnvelope } from '../schemas.ts';
+import { MomentDetailSchema, MomentListSchema, StatsSchema, TdfRecordSchema } from '../schemas.ts';
 import { SORTS, type MomentFilters, type MomentRow, type SortKey } from '../repository/index.ts';
 import { momentDetailView, momentTdf, momentView } from '../views.ts';
 import { isTrusted, type GraphRouteDeps } from './context.ts';

@@ -10,6 +10,7 @@ export * from './errors.ts';
 export * from './gateway-caller.ts';
 export * from './idempotency-key.ts';
 export * from './json-body.ts';
+export * from './list-envelope.ts';
 export * from './jwt.ts';
 export * from './openapi.ts';
 export * from './priced-call.ts';

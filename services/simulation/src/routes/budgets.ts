@@ -1,8 +1,8 @@
 import { z } from 'zod';
-import { defineRoute, notFound, Problem, type RouteDefinition } from '@tempora/kit/http';
+import { listEnvelope, pageQuery, defineRoute, notFound, Problem, type RouteDefinition } from '@tempora/kit/http';
 import { ANY_CALLER, callerOf, requireServiceLevel } from '../auth.ts';
 import { microsToUsd } from '../domain/budgets.ts';
-import { BudgetViewSchema, listOf, pageQuery } from '../schemas.ts';
+import { BudgetViewSchema } from '../schemas.ts';
 import type { RouteDeps } from './context.ts';
 
 const day = z.iso.date().meta({ description: 'YYYY-MM-DD (UTC)' });
@@ -25,7 +25,7 @@ export function budgetRoutes(deps: RouteDeps): RouteDefinition[] {
       security: ANY_CALLER,
       query: pageQuery(100, 500),
       responses: {
-        200: { description: 'The budgets', schema: listOf(BudgetViewSchema).extend({ errors: z.array(z.object({ budget: z.string(), error: z.string() })), loaded_at: z.string().nullable() }) },
+        200: { description: 'The budgets', schema: listEnvelope(BudgetViewSchema).extend({ errors: z.array(z.object({ budget: z.string(), error: z.string() })), loaded_at: z.string().nullable() }) },
         403: { description: 'Not a service acting as itself' },
       },
       handler: async (ctx, { query }) => {

@@ -1,9 +1,9 @@
 import { z } from 'zod';
-import { conflict, defineRoute, idempotencyKeyReused, IdempotencyKeySchema, linksTo, openEventStream, Problem, requirePricedAs, ServerSentEventSchema, simulationOperation, toProblem, unprocessable, type RouteDefinition } from '@tempora/kit/http';
+import { listEnvelope, pageQuery, conflict, defineRoute, idempotencyKeyReused, IdempotencyKeySchema, linksTo, openEventStream, Problem, requirePricedAs, ServerSentEventSchema, simulationOperation, toProblem, unprocessable, type RouteDefinition } from '@tempora/kit/http';
 import { ANY_CALLER, callerOf, requirePaidStart } from '../auth.ts';
 import { microsToUsd } from '../domain/budgets.ts';
 import { BudgetRefused, TERMINAL } from '../repository.ts';
-import { listOf, pageQuery, RunSchema, SimulateRequestSchema } from '../schemas.ts';
+import { RunSchema, SimulateRequestSchema } from '../schemas.ts';
 import { IdempotencyKeyReused, UnknownTemplate } from '../simulations.ts';
 import { runTdf, runView, stepView } from '../views.ts';
 import { runAgain, visibleRun, type RouteDeps } from './context.ts';
@@ -79,7 +79,7 @@ export function simulationRoutes(deps: RouteDeps): RouteDefinition[] {
       tags: ['simulations'],
       security: ANY_CALLER,
       query: pageQuery(20, 100).extend({ status: z.enum(RUN_STATUSES).optional() }),
-      responses: { 200: { description: 'The list envelope', schema: listOf(RunSchema) } },
+      responses: { 200: { description: 'The list envelope', schema: listEnvelope(RunSchema) } },
       handler: async (ctx, { query }) => {
         const page = await repository.listRuns(callerOf(ctx).owner, query);
         return { items: page.items.map(runView), total: page.total, limit: query.limit, offset: query.offset };

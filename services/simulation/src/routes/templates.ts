@@ -1,6 +1,5 @@
 import { z } from 'zod';
-import { defineRoute, notFound, type RouteDefinition } from '@tempora/kit/http';
-import { listOf, pageQuery } from '../schemas.ts';
+import { listEnvelope, pageQuery, defineRoute, notFound, type RouteDefinition } from '@tempora/kit/http';
 import { templateSummary } from '../views.ts';
 import type { RouteDeps } from './context.ts';
 
@@ -22,7 +21,7 @@ export function templateRoutes(deps: RouteDeps): RouteDefinition[] {
         mode: z.preprocess((value) => (typeof value === 'string' ? value.toUpperCase() : value), z.enum(['FORWARD', 'PORTAL', 'BRANCHING', 'CYCLICAL', 'DIRECTORIAL'])).optional(),
         domain: z.enum(['history', 'business', 'science']).optional(),
       }),
-      responses: { 200: { description: 'The templates (filtered by mode or domain when asked), one page of them', schema: listOf(TemplateSummarySchema).meta({ id: 'SimulationTemplateList' }) } },
+      responses: { 200: { description: 'The templates (filtered by mode or domain when asked), one page of them', schema: listEnvelope(TemplateSummarySchema).meta({ id: 'SimulationTemplateList' }) } },
       handler: (_ctx, { query }) => {
         const matching = deps.catalog.list().filter((template) => (!query.mode || template.mode === query.mode) && (!query.domain || template.domain === query.domain));
         return { items: matching.slice(query.offset, query.offset + query.limit).map(templateSummary), total: matching.length, limit: query.limit, offset: query.offset };
