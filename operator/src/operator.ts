@@ -18,13 +18,16 @@ import { createMetrics, type OperatorMetrics } from './metrics.ts';
 import { OptionalApis } from './optional-apis.ts';
 import { agentPoolReconciler } from './reconcilers/agent-pool.ts';
 import { BudgetReports } from './reconcilers/budget-reports.ts';
-import { CHILD_READ_PATHS, MANAGED_BY, MANAGED_BY_LABEL, OWNER_UID_LABEL, type ReconcileContext } from './reconcilers/context.ts';
+import { CHILD_READ_PATHS, MANAGED_BY, MANAGED_BY_LABEL, OWNER_UID_LABEL, type ReconcileContext, type Reconciler } from './reconcilers/context.ts';
 import { gatewayReconciler } from './reconcilers/gateway.ts';
-import { GatewaySecrets } from './reconcilers/gateway-secrets.ts';
+import { GatewaySecrets, referencedSecrets } from './reconcilers/gateway-secrets.ts';
+import { GENERATED_SECRET_SELECTOR, GeneratedSecrets, keyNamesOnly } from './reconcilers/generated-secrets.ts';
 import { graphWorkerReconciler } from './reconcilers/graph-worker.ts';
 import { simulationBudgetReconciler } from './reconcilers/simulation-budget.ts';
 
 const RECONCILERS = [gatewayReconciler, graphWorkerReconciler, agentPoolReconciler, simulationBudgetReconciler];
+/** Where `informers` keeps the informer of the Secrets the operator generates keys in ("secrets" is its children's). */
+export const GENERATED_SECRETS = 'secrets/generated';
 
 export interface OperatorOptions {
   config: OperatorConfig;
@@ -55,6 +58,8 @@ export class Operator {
   readonly #optionalApis: OptionalApis;
   readonly #featureTtlMs: number;
   readonly #secrets: GatewaySecrets;
+  /** Each controller's own informer (two watch Secrets, so the plural alone does not name it). */
+  readonly #primaries = new Map<Controller, Informer>();
   #featureTimer: NodeJS.Timeout | undefined;
   #server: Server | undefined;
   #leading = false;
@@ -109,8 +114,26 @@ export class Operator {
       const primary = this.#newInformer(reconciler.resource, false);
       this.informers.set(reconciler.resource.plural, primary);
       this.#owners.set(reconciler.resource.plural, primary);
-      return new Controller({ reconciler, informer: primary, context, metrics: this.metrics, log, workers: config.workers });
+      return this.#controller(reconciler, primary, context);
     });
+    // Secrets whose keys the operator generates: only those labelled for it, cached without their values.
+    const generatedSecrets = new GeneratedSecrets();
+    const generated = new Informer({
+      client: this.client,
+      resource: R.Secret,
+      metrics: this.metrics,
+      log,
+      namespace: config.watchNamespace,
+      labelSelector: GENERATED_SECRET_SELECTOR,
+      resyncMs: config.resyncMs,
+      maxBackoffMs: 10_000,
+      transform: keyNamesOnly,
+    });
+    generated.onEvent((event, secret) => {
+      if (event === 'delete') generatedSecrets.forget(secret.metadata.uid);
+    });
+    this.informers.set(GENERATED_SECRETS, generated);
+    this.controllers.push(this.#controller(generatedSecrets, generated, context));
     this.#watchReferences();
     if (config.leaderElection) {
       this.#elector = new LeaderElector({
@@ -172,12 +195,19 @@ export class Operator {
 
   /** What the periodic resync does, now: every custom resource is reconciled again from the caches. */
   resyncAll(): void {
-    for (const c of this.controllers) this.informers.get(c.resource.plural)?.resync();
+    for (const c of this.controllers) this.#primaries.get(c)?.resync();
   }
 
   /** True when no controller has queued or in-flight work or a pending retry (requeue-after timers do not count). */
   idle(): boolean {
     return this.controllers.every((c) => c.queue.length === 0 && !c.queue.busy);
+  }
+
+  #controller(reconciler: Reconciler, informer: Informer, context: ReconcileContext): Controller {
+    const { config, log } = this.#o;
+    const controller = new Controller({ reconciler, informer, context, metrics: this.metrics, log, workers: config.workers });
+    this.#primaries.set(controller, informer);
+    return controller;
   }
 
   #addChildInformer(resource: ResourceType): void {
@@ -215,6 +245,15 @@ export class Operator {
         this.#secrets.forget(gw.metadata.namespace, gw.metadata.name);
       } else gatewayGenerations.set(key, gw.metadata.generation);
       for (const c of [workers, pools, budgets]) naming(c, gw.metadata.namespace, gw.metadata.name);
+    });
+    // A Secret filled by the operator (or still waiting to be) changes what the Gateways naming it report:
+    // they are reconciled at once rather than at their next minute's check (gateway-secrets.ts).
+    this.informers.get(GENERATED_SECRETS)!.onEvent((_event, secret) => {
+      for (const gw of this.#owners.get(R.Gateway.plural)!.list() as Gateway[]) {
+        if (gw.metadata.namespace === secret.metadata.namespace && referencedSecrets(gw).some((r) => r.secret === secret.metadata.name)) {
+          gateways.enqueue(gw.metadata.namespace, gw.metadata.name);
+        }
+      }
     });
     // A budget's spec is its Gateway's ConfigMap (also the Gateway it named before); its status, written
     // at every change of spend, concerns no Gateway.

@@ -328,6 +328,119 @@ describe('what the operator deploys', function () {
     });
   });
 
+  describe('scheduling and pulling', function () {
+    // spec.pods as a platform engineer sets it for a private registry and a dedicated node pool; the
+    // stand-in node (kubelet-stand-in.ts) has the labels kubernetes.io/os=linux and kubernetes.io/arch=amd64.
+    const pods = {
+      labels: { team: 'platform' },
+      annotations: { 'example.com/owner': 'sre' },
+      imagePullSecrets: [{ name: 'regcred' }],
+      nodeSelector: { 'kubernetes.io/os': 'linux' },
+      tolerations: [
+        { key: 'dedicated', operator: 'Equal', value: 'tempora', effect: 'NoSchedule' },
+        { key: 'node.kubernetes.io/unreachable', operator: 'Exists', effect: 'NoExecute', tolerationSeconds: 60 },
+      ],
+      affinity: { podAntiAffinity: { preferredDuringSchedulingIgnoredDuringExecution: [{ weight: 100, podAffinityTerm: { topologyKey: 'kubernetes.io/hostname', labelSelector: { matchLabels: { team: 'platform' } } } }] } },
+      topologySpreadConstraints: [{ maxSkew: 1, topologyKey: 'topology.kubernetes.io/zone', whenUnsatisfiable: 'ScheduleAnyway' }],
+      priorityClassName: 'tempora-high',
+    };
+    const monitoring = { labels: { release: 'kube-prometheus-stack' } };
+    type PodSpec = Record<string, any>;
+    /** The pods the controllers made for the owner, as the API server stores them. */
+    const podsOf = async (owner: KubeObject) => (await admin.list(R.Pod, { labelSelector: `tempora.dev/owner-uid=${owner.metadata.uid}` }, NS)).items;
+    const assertPlaced = (what: string, spec: PodSpec, labels: Record<string, string>, component: string, instance: string) => {
+      assert.deepEqual(spec.imagePullSecrets, pods.imagePullSecrets, `${what}: imagePullSecrets`);
+      assert.deepEqual(spec.nodeSelector, pods.nodeSelector, `${what}: nodeSelector`);
+      assert.deepEqual(spec.tolerations.slice(0, 2), pods.tolerations, `${what}: tolerations`);
+      assert.deepEqual(spec.affinity, pods.affinity, `${what}: affinity`);
+      assert.deepEqual(spec.priorityClassName, 'tempora-high', `${what}: priorityClassName`);
+      assert.deepEqual(
+        spec.topologySpreadConstraints,
+        [{ ...pods.topologySpreadConstraints[0], labelSelector: { matchLabels: { 'app.kubernetes.io/name': component, 'app.kubernetes.io/instance': instance } } }],
+        `${what}: a spread constraint without labelSelector spreads the component's own pods`,
+      );
+      assert.equal(labels.team, 'platform', `${what}: pod label`);
+    };
+
+    before(async function () {
+      // The Priority admission plugin refuses pods naming a PriorityClass that does not exist.
+      await admin.request('PATCH', '/apis/scheduling.k8s.io/v1/priorityclasses/tempora-high', {
+        body: { apiVersion: 'scheduling.k8s.io/v1', kind: 'PriorityClass', metadata: { name: 'tempora-high' }, value: 1000 },
+        contentType: 'application/apply-patch+yaml',
+        query: { fieldManager: 'test-user', force: 'true' },
+      });
+    });
+
+    it('gives every pod of every kind the pull secrets, scheduling and metadata of spec.pods; a service overrides them', async function () {
+      await applyAs(admin, embedded('placed', { pods, monitoring, services: { graph: { pods: { labels: { team: 'graph' }, priorityClassName: '' } } } }));
+      const gw = await waitReady(R.Gateway, 'placed');
+      const live = await podsOf(gw);
+      for (const svc of SERVICES) {
+        const template = ((await admin.get(R.Deployment, NS, `placed-${svc}`)).spec as any).template;
+        const pod = live.find((p) => p.metadata.labels?.['app.kubernetes.io/name'] === svc);
+        assert.ok(pod, `a pod of ${svc}`);
+        if (svc === 'graph') {
+          assert.deepEqual([template.metadata.labels.team, template.spec.priorityClassName, template.spec.imagePullSecrets], ['graph', undefined, pods.imagePullSecrets], 'the service\'s own pods settings over the Gateway\'s');
+          continue;
+        }
+        assertPlaced(`${svc} template`, template.spec, template.metadata.labels, svc, 'placed');
+        assert.equal(template.metadata.annotations['example.com/owner'], 'sre');
+        // The pull secret reaches the pods the ReplicaSets make, not only the template.
+        assertPlaced(`${svc} pod`, pod!.spec as PodSpec, pod!.metadata.labels!, svc, 'placed');
+      }
+      // Every ServiceMonitor carries the labels a Prometheus selects monitors by, and names the component.
+      for (const m of await owned(R.ServiceMonitor, gw)) {
+        assert.equal(m.metadata.labels?.release, 'kube-prometheus-stack', m.metadata.name);
+        const svc = m.metadata.labels?.['app.kubernetes.io/name'];
+        assert.deepEqual((m.spec as any).endpoints[0].relabelings, [{ action: 'replace', targetLabel: 'tempora_component', replacement: svc }]);
+      }
+
+      await applyAs(admin, agentPool('placed-pool', { gatewayRef: 'shared', redis: undefined, minReplicas: 1, pods, monitoring }));
+      await applyAs(admin, graphWorker('placed-daily', 'daily', { gatewayRef: 'shared', pods }));
+      const pool = await waitReady(R.AgentPool, 'placed-pool', 60_000);
+      await waitReady(R.GraphWorker, 'placed-daily');
+      const poolTemplate = ((await admin.get(R.Deployment, NS, 'placed-pool')).spec as any).template;
+      assertPlaced('agent pool', poolTemplate.spec, poolTemplate.metadata.labels, 'generation-agents', 'placed-pool');
+      const [poolPod] = await podsOf(pool);
+      assertPlaced('agent pool pod', poolPod!.spec as PodSpec, poolPod!.metadata.labels!, 'generation-agents', 'placed-pool');
+      const [podMonitor] = await owned(R.PodMonitor, pool);
+      assert.equal(podMonitor?.metadata.labels?.release, 'kube-prometheus-stack');
+      assert.deepEqual((podMonitor?.spec as any).podMetricsEndpoints[0].relabelings, [{ action: 'replace', targetLabel: 'tempora_component', replacement: 'agent-pool' }]);
+      const job = ((await admin.get(R.CronJob, NS, 'placed-daily')).spec as any).jobTemplate.spec.template;
+      assertPlaced('daily job', job.spec, job.metadata.labels, 'graph-daily', 'placed-daily');
+
+      // What the API server stored (its defaults added) is what the operator applied: no write on a resync.
+      const deploymentWrites = () => counterSum(op, 'tempora_operator_api_writes_total', (l) => l.resource === 'deployments' || l.resource === 'cronjobs');
+      const before = await deploymentWrites();
+      op.resyncAll();
+      await new Promise((r) => setTimeout(r, 1500));
+      assert.equal(await deploymentWrites(), before, 'no drift from the API server\'s defaults');
+      await admin.delete(R.AgentPool, NS, 'placed-pool');
+      await admin.delete(R.GraphWorker, NS, 'placed-daily');
+    });
+
+    it('leaves pods that no node matches Pending, and says why in Ready and Degraded', async function () {
+      this.timeout(240_000);
+      await applyAs(admin, embedded('placed', { pods: { ...pods, nodeSelector: { pool: 'gpu' } }, monitoring }));
+      const stuck = await waitCondition(R.Gateway, 'placed', 'Degraded', 'True', 'Unschedulable', 60_000);
+      assert.match(condition(stuck, 'Degraded')!.message, /pod placed-\w+-\w+-\w+: Unschedulable: 0\/1 nodes are available: 1 node\(s\) didn't match Pod's node affinity\/selector/);
+      const ready = condition(stuck, 'Ready')!;
+      assert.deepEqual([ready.status, ready.reason], ['False', 'Unschedulable']);
+      const pending = (await podsOf(stuck)).filter((p) => (p.spec as PodSpec).nodeSelector?.pool === 'gpu');
+      assert.ok(pending.length > 0 && pending.every((p) => p.status?.phase === 'Pending'), 'the pods wait for a node');
+      // Once the Deployments are observed (status may wait for the counts to settle), Ready's message says why too.
+      await waitFor(
+        "Ready's message with the scheduler's",
+        async () => /waiting for pods: .*; pod placed-\w+-\w+-\w+: Unschedulable: .*didn't match Pod's node affinity\/selector/.test(condition(await admin.get(R.Gateway, NS, 'placed'), 'Ready')?.message ?? ''),
+        COUNTS_HOLD_MS + 15_000,
+      );
+
+      await applyAs(admin, embedded('placed', { pods, monitoring }));
+      await waitReady(R.Gateway, 'placed', 60_000);
+      await admin.delete(R.Gateway, NS, 'placed');
+    });
+  });
+
   describe('settings from the Gateway', function () {
     it('tell each service how many proxies to trust, so clients are told apart behind them', async function () {
       const hops = async (gw: string) => {

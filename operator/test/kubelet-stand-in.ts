@@ -5,6 +5,8 @@
 //   :missing*        the image cannot be pulled (ImagePullBackOff)
 //   :unschedulable*  no node can take the pod (PodScheduled False, Unschedulable)
 //   :pending*        the pod is left as the controllers made it (waiting for a node)
+// and, as the scheduler would, reports a pod whose nodeSelector the one node's labels (NODE_LABELS) do not
+// satisfy as unschedulable, with the scheduler's message.
 // The end-to-end tests on a real node (test/k8s) see the same states from a real kubelet.
 //
 // ConfigMapVolume does what a kubelet does for a ConfigMap mounted as a volume: it keeps a directory of
@@ -17,20 +19,24 @@ import { collectionPath, ConfigMap, objectPath, Pod } from '../src/kube/resource
 
 interface PodSpec {
   containers: { name: string; image: string }[];
+  nodeSelector?: Record<string, string>;
 }
+
+/** The labels of the node the stand-in plays, as a kubelet registers them. */
+export const NODE_LABELS: Record<string, string> = { 'kubernetes.io/os': 'linux', 'kubernetes.io/arch': 'amd64', 'kubernetes.io/hostname': 'kubelet-stand-in' };
 
 const now = () => new Date().toISOString().replace(/\.\d{3}Z$/, 'Z');
 
 /** The status a node would report for this pod, or undefined when it would report nothing. */
 export function nodeReport(pod: KubeObject): Record<string, unknown> | undefined {
-  const containers = (pod.spec as unknown as PodSpec).containers;
+  const { containers, nodeSelector = {} } = pod.spec as unknown as PodSpec;
   const tag = (containers[0]?.image.split(':').pop() ?? '').toLowerCase();
   const at = now();
   const condition = (type: string, status: string, extra: Record<string, unknown> = {}) => ({ type, status, lastTransitionTime: at, ...extra });
   const statuses = (state: (c: { name: string; image: string }) => Record<string, unknown>, ready: boolean) =>
     containers.map((c) => ({ name: c.name, image: c.image, imageID: '', ready, restartCount: 0, started: ready, ...state(c) }));
   if (tag.startsWith('pending')) return undefined;
-  if (tag.startsWith('unschedulable')) {
+  if (tag.startsWith('unschedulable') || Object.entries(nodeSelector).some(([k, v]) => NODE_LABELS[k] !== v)) {
     return {
       phase: 'Pending',
       conditions: [condition('PodScheduled', 'False', { reason: 'Unschedulable', message: "0/1 nodes are available: 1 node(s) didn't match Pod's node affinity/selector." })],

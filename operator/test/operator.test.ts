@@ -19,7 +19,7 @@ import { NS, agentPool, gateway, graphWorker, simulationBudget } from './fixture
 import { ConfigMapVolume } from './kubelet-stand-in.ts';
 import { GatewayConfigSchema } from '../../services/gateway/src/config.ts';
 import { GenerationConfigSchema } from '../../services/generation/src/config.ts';
-import { SERVICE_KEY, service as asService, startSimulation, type SimulationHarness } from '../../services/simulation/test/harness.ts';
+import { SERVICE_KEY, service as asService, startSimulation, userId, type SimulationHarness } from '../../services/simulation/test/harness.ts';
 import { QUEUE_DEPTH_METRIC } from '../src/reconcilers/agent-pool.ts';
 
 const SERVICES = ['gateway', 'generation', 'graph', 'simulation', 'conductor', 'billing'];
@@ -79,7 +79,7 @@ describe('operator on a real control plane', function () {
   }
 
   /** The owner's one PodMonitor scrapes exactly its Deployment's pods: /metrics on the container's named port. */
-  async function assertPodMonitor(owner: KubeObject, dep: KubeObject, component: string): Promise<void> {
+  async function assertPodMonitor(owner: KubeObject, dep: KubeObject, component: string, platformComponent: string): Promise<void> {
     const monitors = await owned(R.PodMonitor, owner);
     assert.equal(monitors.length, 1, `one PodMonitor for ${owner.metadata.name}`);
     const spec = monitors[0]!.spec as { selector: unknown; podMetricsEndpoints: unknown };
@@ -90,7 +90,9 @@ describe('operator on a real control plane', function () {
     for (const [k, v] of Object.entries(labels)) assert.equal(template.metadata.labels[k], v, `the pods carry ${k}`);
     const [port] = template.spec.containers[0].ports as { name: string; containerPort: number }[];
     assert.equal(port?.containerPort, 8091);
-    assert.deepEqual(spec.podMetricsEndpoints, [{ port: port?.name, path: '/metrics', interval: '30s' }]);
+    // Every target is labelled with the platform's name of the component, which alerts and dashboards select on.
+    const relabelings = [{ action: 'replace', targetLabel: 'tempora_component', replacement: platformComponent }];
+    assert.deepEqual(spec.podMetricsEndpoints, [{ port: port?.name, path: '/metrics', interval: '30s', relabelings }]);
   }
 
   const writes = (operator = op) => counterSum(operator, 'tempora_operator_api_writes_total', (l) => l.resource !== 'leases');
@@ -136,6 +138,17 @@ describe('operator on a real control plane', function () {
       await refused(simulationBudget('bad-period', { period: 'weekly' }), /spec.period: Unsupported value/);
       await refused({ ...simulationBudget('x'), metadata: { name: 'b'.repeat(249), namespace: NS } }, /at most 248 characters/);
       await refused(gateway('crowded', { database: undefined, services: { simulation: { replicas: 2 } } }), /more than one replica needs spec.database and spec.redis/);
+      // Pod and monitor labels never take the operator's own over: those select the pods and the children.
+      await refused(gateway('pod-selector', { pods: { labels: { 'app.kubernetes.io/name': 'other' } } }), /spec.pods.labels: Invalid value.*they select the pods/);
+      await refused(gateway('svc-selector', { services: { graph: { pods: { labels: { 'tempora.dev/owner-uid': 'x' } } } } }), /spec.services.graph.pods.labels: Invalid value.*they select the pods/);
+      await refused(graphWorker('worker-selector', 'renderer', { pods: { labels: { 'app.kubernetes.io/instance': 'x' } } }), /spec.pods.labels: Invalid value/);
+      await refused(agentPool('monitor-selector', { monitoring: { labels: { 'app.kubernetes.io/managed-by': 'me' } } }), /spec.monitoring.labels: Invalid value.*are the operator's/);
+      await refused(gateway('pod-hash', { pods: { annotations: { 'tempora.dev/config-hash': 'x' } } }), /spec.pods.annotations: Invalid value/);
+      await refused(gateway('bad-label-key', { pods: { labels: { 'not a key': 'x' } } }), /a label key is a qualified name/);
+      await refused(gateway('bad-label-value', { monitoring: { labels: { release: 'not a value' } } }), /spec.monitoring.labels.release/);
+      await refused(gateway('bad-toleration', { pods: { tolerations: [{ key: 'k', operator: 'Sometimes' }] } }), /spec.pods.tolerations\[0\].operator: Unsupported value/);
+      await refused(agentPool('bad-spread', { pods: { topologySpreadConstraints: [{ maxSkew: 1, topologyKey: 'zone' }] } }), /spec.pods.topologySpreadConstraints\[0\].whenUnsatisfiable: Required value/);
+      await refused(graphWorker('bad-pull', 'daily', { pods: { imagePullSecrets: [{ name: 'Not_A_Name' }] } }), /spec.pods.imagePullSecrets\[0\].name/);
     });
 
     it('applies defaults and refuses a change of an immutable field', async function () {
@@ -223,7 +236,7 @@ describe('operator on a real control plane', function () {
       assert.deepEqual(container.command, ['node', 'src/worker.ts', 'renderer']);
       assert.ok(container.env.some((e: { name: string; value?: string }) => e.name === 'WORKER_PORT' && e.value === '8091'), 'the worker is told where to serve /health and /metrics');
       assert.equal(container.readinessProbe?.httpGet?.path, '/health');
-      await assertPodMonitor(renderer, dep!, 'graph-renderer');
+      await assertPodMonitor(renderer, dep!, 'graph-renderer', 'graph-worker');
       assert.equal((await owned(R.PodMonitor, daily)).length, 0, 'the daily Job serves nothing to scrape');
       const [cron] = await owned(R.CronJob, daily);
       assert.equal((cron?.spec as any).jobTemplate.spec.template.spec.containers[0].readinessProbe, undefined, 'a run-to-completion job has no probes');
@@ -254,7 +267,7 @@ describe('operator on a real control plane', function () {
       const container = (dep!.spec as any).template.spec.containers[0];
       assert.deepEqual(container.command, ['node', 'src/worker.ts']);
       assert.ok(container.env.some((e: { name: string; value: string }) => e.name === 'WORKER_PORT' && e.value === '8091'));
-      await assertPodMonitor(pool, dep!, 'generation-agents');
+      await assertPodMonitor(pool, dep!, 'generation-agents', 'agent-pool');
     });
 
     it('AgentPool: the queue-depth metric while a metrics adapter is registered, and only then', async function () {
@@ -291,7 +304,8 @@ describe('operator on a real control plane', function () {
       this.timeout(180_000);
       const owner = 'budget-tester';
       const thresholds = [0.25, 0.5, 0.75];
-      const spec = { gatewayRef: 'alpha', scope: `account:${owner}`, limitUsd: 0.2, perRunMaxUsd: 0.1, alertThresholds: thresholds };
+      // The account as the gateway names it in X-User-ID (a UUID; the harness derives one per name).
+      const spec = { gatewayRef: 'alpha', scope: `account:${userId(owner)}`, limitUsd: 0.2, perRunMaxUsd: 0.1, alertThresholds: thresholds };
       // A budget of an earlier operator version owned two ConfigMaps of its own: they are pruned.
       const created = await applyAs(admin, simulationBudget('sim', spec));
       await applyAs(admin, {

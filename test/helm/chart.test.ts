@@ -331,11 +331,12 @@ describe('helm chart tempora-operator', function () {
       assert.deepEqual(leaderBinding.roleRef, { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: leaderRole.metadata.name });
       assert.deepEqual(leaderBinding.subjects, subject);
 
-      // Least privilege: no wildcards, Secrets only read and created (the signing keys, never rewritten),
-      // no writes to its own custom resources.
+      // Least privilege: no wildcards, Secrets read, created (the signing keys) and patched (the keys a
+      // generated Secret asks for, added conditionally so none is replaced), never updated or deleted; no
+      // writes to its own custom resources.
       for (const p of permissions([...clusterRole.rules, ...leaderRole.rules])) {
         assert.ok(!p.split('|').slice(0, 3).includes('*'), `wildcard grant ${p}`);
-        assert.ok(!/\|secrets\|(update|patch|delete|deletecollection)\|/.test(p), `grant on secrets ${p}`);
+        assert.ok(!/\|secrets\|(update|delete|deletecollection)\|/.test(p), `grant on secrets ${p}`);
         assert.ok(!/^tempora\.dev\|(gateways|graphworkers|agentpools|simulationbudgets)\|(create|update|patch|delete)/.test(p), `writes its own kinds: ${p}`);
       }
     });
@@ -430,6 +431,8 @@ describe('helm chart tempora-operator', function () {
       for (const [k, v] of Object.entries(full.metrics.serviceMonitorLabels)) assert.equal(sm.metadata.labels?.[k], v);
       for (const [k, v] of Object.entries(sm.spec.selector.matchLabels)) assert.equal(svc.metadata.labels?.[k], v, `the ServiceMonitor selects the Service by ${k}`);
       assert.deepEqual(sm.spec.endpoints.map((e) => [e.port, e.path]), [['metrics', '/metrics']]);
+      // Like every monitor the operator makes, it labels its target with the platform's component.
+      assert.deepEqual((sm.spec.endpoints[0] as { relabelings?: unknown }).relabelings, [{ action: 'replace', targetLabel: 'tempora_component', replacement: 'operator' }]);
     });
   });
 
@@ -621,7 +624,8 @@ describe('helm chart tempora-operator', function () {
       assert.equal(await can(user, NAMESPACE, 'update', 'coordination.k8s.io', 'leases', 'someone-else'), false);
       assert.equal(await can(user, 'other', 'create', 'coordination.k8s.io', 'leases'), false);
       assert.equal(await can(user, 'any', 'create', 'tempora.dev', 'gateways'), false);
-      assert.equal(await can(user, 'any', 'patch', '', 'secrets'), false);
+      assert.equal(await can(user, 'any', 'patch', '', 'secrets'), true, 'fills the keys a generated Secret asks for');
+      assert.equal(await can(user, 'any', 'update', '', 'secrets'), false);
       assert.equal(await can(user, 'any', 'delete', '', 'secrets'), false);
       assert.equal(await can(user, 'any', 'update', 'apps', 'deployments'), false);
       assert.equal(await can(user, 'any', 'create', '', 'pods'), false);

@@ -4,7 +4,8 @@
 // values.schema.json and by the templates' cross-field rules, and on a real kube-apiserver
 // (test/k8s/control-plane.ts) with the CRDs of crds/ and the Prometheus Operator's own CRDs: every
 // rendering accepted by a server-side dry run, then helm install, upgrade, rollback and uninstall for real,
-// with generated Secrets kept across all of them and only the documented data left after uninstall.
+// with the operator filling the generated Secrets, their values kept across all of them and only the
+// documented data left after uninstall.
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { lstatSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
@@ -13,9 +14,11 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parse } from 'yaml';
 import { loadConfig } from '@tempora/kit/runtime';
-import { applyAs, clientFor, CRD_DIR, manifests, waitFor } from '../../operator/test/cluster.ts';
+import { applyAs, clientFor, CRD_DIR, manifests, newOperator, waitFor } from '../../operator/test/cluster.ts';
 import type { KubeClient } from '../../operator/src/kube/client.ts';
 import type { KubeObject } from '../../operator/src/kube/object.ts';
+import type { Operator } from '../../operator/src/operator.ts';
+import { GENERATE_ANNOTATION, generateValues, isGenerated, planGeneration } from '../../operator/src/reconcilers/generated-secrets.ts';
 import { GatewayConfigSchema } from '../../services/gateway/src/config.ts';
 import { GraphConfigSchema } from '../../services/graph/src/config.ts';
 import { GenerationConfigSchema } from '../../services/generation/src/config.ts';
@@ -55,7 +58,8 @@ interface GatewaySpec {
   [field: string]: unknown;
 }
 type Custom<S> = KubeObject & { spec: S };
-type Secret = KubeObject & { data: Record<string, string> };
+/** Without data when the operator is to generate every key. */
+type Secret = KubeObject & { data?: Record<string, string> };
 interface PodTemplate {
   spec: {
     securityContext: Record<string, unknown>;
@@ -68,7 +72,22 @@ type StatefulSet = KubeObject & {
 };
 
 function decoded(secret: Secret): Record<string, string> {
-  return Object.fromEntries(Object.entries(secret.data).map(([k, v]) => [k, Buffer.from(v, 'base64').toString('utf8')]));
+  return Object.fromEntries(Object.entries(secret.data ?? {}).map(([k, v]) => [k, Buffer.from(v, 'base64').toString('utf8')]));
+}
+
+/** The keys the Secret asks the operator to generate, by the template of each. */
+function toGenerate(secret: Secret): Record<string, string> {
+  return JSON.parse(secret.metadata.annotations?.[GENERATE_ANNOTATION] ?? '{}') as Record<string, string>;
+}
+
+/** The rendered Secret's values once the operator has filled it, with the operator's own generation. */
+function filledByOperator(secret: Secret): Record<string, string> {
+  const name = secret.metadata.name;
+  assert.ok(isGenerated(secret), `${name} is labelled for the operator`);
+  const plan = planGeneration(secret);
+  assert.deepEqual(plan.problems, [], `${name}: every key can be generated`);
+  assert.deepEqual([...plan.fill].sort(), Object.keys(toGenerate(secret)).sort(), `${name}: the operator fills every key it names`);
+  return decoded({ ...secret, data: { ...secret.data, ...generateValues(secret, plan) } });
 }
 
 /** The Secret keys the platform's custom resources read, as "secret/key" (a whole Secret as "secret/*"). */
@@ -142,10 +161,9 @@ describe('helm chart tempora (the platform)', function () {
         }
         assert.equal(readFileSync(join(packaged, 'tempora.rules.yaml'), 'utf8'), readFileSync(RULES, 'utf8'));
         assert.deepEqual(readdirSync(join(out, 'tempora', 'examples')).sort(), examples);
-        // Generated secret values differ between two renderings; everything else is the same.
-        const masked = (text: string) => text.replace(/^(\s+[A-Za-z_-]+: )[A-Za-z0-9+/=]{20,}$/gm, '$1<generated>');
+        // Nothing is drawn at render time (the operator generates the Secrets' keys), so the bytes are the same.
         const args = ['--namespace', NAMESPACE, '--api-versions', PROMETHEUS_RULE_API];
-        assert.equal(masked(helm.ok('template', RELEASE, join(out, tgz), ...args)), masked(helm.ok('template', RELEASE, CHART, ...args)));
+        assert.equal(helm.ok('template', RELEASE, join(out, tgz), ...args), helm.ok('template', RELEASE, CHART, ...args));
       } finally {
         rmSync(out, { recursive: true, force: true });
       }
@@ -193,11 +211,15 @@ describe('helm chart tempora (the platform)', function () {
     });
 
     it('points the Gateway at the Secrets it renders, and the workers and the pool at the Gateway', function () {
-      const secrets = new Map(objects.filter((o) => o.kind === 'Secret').map((s) => [s.metadata.name, decoded(s as Secret)]));
+      const secrets = new Map(objects.filter((o) => o.kind === 'Secret').map((s) => [s.metadata.name, s as Secret]));
       for (const ref of referencedSecrets(objects)) {
         const [name, key] = ref.split('/') as [string, string];
-        assert.ok(secrets.has(name), `${name} is rendered`);
-        if (key !== '*') assert.ok(secrets.get(name)![key], `${name} holds ${key}`);
+        const secret = secrets.get(name);
+        assert.ok(secret, `${name} is rendered`);
+        if (key === '*') continue;
+        // Given in values, or left for the operator to generate (which it does only in labelled Secrets).
+        const generated = toGenerate(secret)[key] !== undefined && isGenerated(secret);
+        assert.ok(decoded(secret)[key] || generated, `${name} holds ${key} or has the operator generate it`);
       }
       assert.deepEqual(gateway.spec.database, { secretName: 'tempora-postgresql', key: 'url' });
       assert.deepEqual(gateway.spec.redis, { secretName: 'tempora-redis', key: 'url' });
@@ -212,11 +234,20 @@ describe('helm chart tempora (the platform)', function () {
       );
     });
 
+    it('leaves scheduling, pulling and monitor labels to the cluster: no spec.pods or spec.monitoring by default', function () {
+      for (const o of objects.filter((x) => ['Gateway', 'GraphWorker', 'AgentPool'].includes(x.kind))) {
+        const spec = (o as Custom<Record<string, unknown>>).spec;
+        assert.deepEqual([spec.pods, spec.monitoring], [undefined, undefined], `${o.kind}/${o.metadata.name}`);
+      }
+      for (const [svc, s] of Object.entries(gateway.spec.services)) assert.ok(!('pods' in s), svc);
+    });
+
     it('generates keys and URLs the services accept, each store URL holding its own password', function () {
-      const keys = decoded(only<Secret>(objects, 'Secret', 'tempora-keys'));
-      const pg = decoded(only<Secret>(objects, 'Secret', 'tempora-postgresql'));
-      const redis = decoded(only<Secret>(objects, 'Secret', 'tempora-redis'));
-      const callback = decoded(only<Secret>(objects, 'Secret', 'tempora-callback'));
+      // Nothing is drawn at render time: the Secrets name what the operator generates, filled here as it fills them.
+      const keys = filledByOperator(only<Secret>(objects, 'Secret', 'tempora-keys'));
+      const pg = filledByOperator(only<Secret>(objects, 'Secret', 'tempora-postgresql'));
+      const redis = filledByOperator(only<Secret>(objects, 'Secret', 'tempora-redis'));
+      const callback = filledByOperator(only<Secret>(objects, 'Secret', 'tempora-callback'));
       const env = { ...keys, DATABASE_URL: pg.url, REDIS_URL: redis.url };
       assert.deepEqual(loadConfig(GraphConfigSchema, env).WRITER_TOKENS, [{ name: 'tempora', token: keys.WRITER_TOKENS!.slice('tempora:'.length) }]);
       assert.deepEqual(loadConfig(GatewayConfigSchema, env).SERVICE_KEY, [keys.SERVICE_KEY]);
@@ -275,6 +306,13 @@ describe('helm chart tempora (the platform)', function () {
       assert.deepEqual(rule.spec.groups, (parse(readFileSync(RULES, 'utf8')) as { groups: unknown }).groups);
       // Prometheus's own template syntax in the annotations reaches the rule untouched by Helm.
       assert.match(JSON.stringify(rule.spec.groups), /\{\{ \$labels\.job \}\}/);
+      // The default runbookBaseUrl is the rule file's own base; another one (with or without its slash) moves every alert's link.
+      for (const base of ['https://github.com/acme/tempora/blob/v1.2.3/docs/runbooks', 'https://github.com/acme/tempora/blob/v1.2.3/docs/runbooks/']) {
+        const moved = only<Custom<{ groups: { rules: { alert?: string; annotations?: { runbook_url?: string } }[] }[] }>>(render('--api-versions', PROMETHEUS_RULE_API, '--set', `monitoring.prometheusRules.runbookBaseUrl=${base}`), 'PrometheusRule');
+        const alerts = moved.spec.groups.flatMap((g) => g.rules).filter((r) => r.alert);
+        assert.ok(alerts.length > 0);
+        for (const a of alerts) assert.equal(a.annotations?.runbook_url, `https://github.com/acme/tempora/blob/v1.2.3/docs/runbooks/${a.alert}.md`, a.alert);
+      }
       assert.equal(render('--api-versions', PROMETHEUS_RULE_API, '--set', 'monitoring.prometheusRules.enabled=false').filter((o) => o.kind === 'PrometheusRule').length, 0);
       assert.equal(render('--set', 'monitoring.dashboards.enabled=false').filter((o) => o.kind === 'ConfigMap').length, 0);
     });
@@ -291,7 +329,7 @@ describe('helm chart tempora (the platform)', function () {
         services: {
           gateway: { replicas: 3, maxUnavailable: 2, resources: { requests: { cpu: '250m', memory: '256Mi' }, limits: { cpu: '2', memory: '1Gi' } } },
           generation: { replicas: 2, maxUnavailable: 1, resources: { requests: { cpu: '250m', memory: '384Mi' }, limits: { memory: '1536Mi' } } },
-          graph: { replicas: 2, maxUnavailable: 0, resources: { requests: { cpu: '250m', memory: '512Mi' }, limits: { memory: '2Gi' } } },
+          graph: { replicas: 2, maxUnavailable: 0, resources: { requests: { cpu: '250m', memory: '512Mi' }, limits: { memory: '2Gi' } }, pods: lookup(full, 'services.graph.pods') },
           simulation: { replicas: 2, maxUnavailable: 1, resources: { requests: { cpu: '200m', memory: '256Mi' }, limits: { memory: '1Gi' } } },
           conductor: { replicas: 2, maxUnavailable: 1, resources: { requests: { cpu: '200m', memory: '256Mi' }, limits: { memory: '1Gi' } } },
           billing: { replicas: 0, maxUnavailable: 0, resources: { requests: { cpu: '20m', memory: '64Mi' }, limits: { memory: '256Mi' } } },
@@ -299,6 +337,9 @@ describe('helm chart tempora (the platform)', function () {
         ingress: { host: 'api.tempora.example.com', className: 'nginx', tlsSecretName: 'tempora-tls', annotations: { 'cert-manager.io/cluster-issuer': 'letsencrypt' } },
         rateLimits: { tiers: [{ name: 'free', requestsPerMinute: 20, dailyLimit: 200 }, { name: 'enterprise', requestsPerMinute: 600 }] },
         tracing: { endpoint: 'http://otel-collector.observability.svc:4318', protocol: 'http/json', samplingRatio: 0.25 },
+        // Scheduling, pulling and pod metadata as given; monitor labels on the Gateway, which lends them to the workers and the pool.
+        pods: lookup(full, 'pods'),
+        monitoring: { labels: { release: 'kube-prometheus-stack' } },
         secrets: { keys: 'platform-keys', providers: 'platform-providers', billing: 'platform-billing' },
         database: { secretName: 'platform-postgresql', key: 'url' },
         redis: { secretName: 'platform-redis', key: 'url' },
@@ -324,13 +365,13 @@ describe('helm chart tempora (the platform)', function () {
       assert.deepEqual(Object.keys(workers).sort(), ['platform-daily', 'platform-expander', 'platform-renderer'], 'judge is disabled');
       assert.deepEqual(workers['platform-daily'], {
         role: 'daily', gatewayRef: 'platform', image: gw.spec.image, dailyBudgetUsd: 1, schedule: '30 2 * * *', timeZone: 'Europe/Paris',
-        concurrencyPolicy: 'Replace', successfulJobsHistoryLimit: 5, failedJobsHistoryLimit: 2, resources: lookup(full, 'graphWorkers.daily.resources'),
+        concurrencyPolicy: 'Replace', successfulJobsHistoryLimit: 5, failedJobsHistoryLimit: 2, resources: lookup(full, 'graphWorkers.daily.resources'), pods: lookup(full, 'pods'),
       });
-      assert.deepEqual(workers['platform-renderer'], { role: 'renderer', gatewayRef: 'platform', image: gw.spec.image, replicas: 3, concurrency: 4, dailyBudgetUsd: 25, resources: lookup(full, 'graphWorkers.renderer.resources') });
+      assert.deepEqual(workers['platform-renderer'], { role: 'renderer', gatewayRef: 'platform', image: gw.spec.image, replicas: 3, concurrency: 4, dailyBudgetUsd: 25, resources: lookup(full, 'graphWorkers.renderer.resources'), pods: lookup(full, 'pods') });
       const pool = only<Custom<Record<string, unknown>>>(objects, 'AgentPool', 'platform-agents');
       assert.deepEqual(pool.spec, {
         gatewayRef: 'platform', image: gw.spec.image, minReplicas: 2, maxReplicas: 8, cpuTargetPercent: 60, concurrency: 16, queueDepthTarget: 10,
-        models: lookup(full, 'generation.models'), resources: lookup(full, 'agentPool.resources'),
+        models: lookup(full, 'generation.models'), resources: lookup(full, 'agentPool.resources'), pods: lookup(full, 'pods'),
       });
       const budgets = objects.filter((o) => o.kind === 'SimulationBudget').map((o) => [o.metadata.name, (o as Custom<unknown>).spec]);
       assert.deepEqual(budgets, [
@@ -427,6 +468,16 @@ describe('helm chart tempora (the platform)', function () {
       ['an alert threshold of 0', ['--set', 'simulationBudgets[0].name=x', '--set', 'simulationBudgets[0].scope=global', '--set', 'simulationBudgets[0].limitUsd=1', '--set', 'simulationBudgets[0].alertThresholds[0]=0'], /\/simulationBudgets\/0\/alertThresholds\/0/],
       ['trusted proxies as a string', ['--set-string', 'trustedProxies=one'], /\/trustedProxies/],
       ['dashboard labels that are not strings', ['--set', 'monitoring.dashboards.labels.grafana_dashboard=1'], /\/monitoring\/dashboards\/labels\/grafana_dashboard/],
+      // Pod and monitor labels never take over the operator's, which select its pods and children.
+      ['a pod label that is the operator\'s', ['--set', 'pods.labels.app\\.kubernetes\\.io/name=other'], /invalid propertyName 'app.kubernetes.io\/name'/],
+      ['a service\'s pod label under tempora.dev/', ['--set', 'services.graph.pods.labels.tempora\\.dev/gateway=other'], /invalid propertyName 'tempora.dev\/gateway'/],
+      ['a monitor label that is the operator\'s', ['--set', 'monitoring.monitors.labels.app\\.kubernetes\\.io/managed-by=me'], /invalid propertyName 'app.kubernetes.io\/managed-by'/],
+      ['a pod label key that is no qualified name', ['--set', 'pods.labels.not a key=x'], /invalid propertyName 'not a key'/],
+      ['a pod annotation under tempora.dev/', ['--set', 'pods.annotations.tempora\\.dev/config-hash=x'], /invalid propertyName 'tempora.dev\/config-hash'/],
+      ['a toleration operator Kubernetes does not know', ['--set', 'pods.tolerations[0].key=k', '--set', 'pods.tolerations[0].operator=Sometimes'], /\/pods\/tolerations\/0\/operator/],
+      ['a spread constraint without whenUnsatisfiable', ['--set', 'pods.topologySpreadConstraints[0].maxSkew=1', '--set', 'pods.topologySpreadConstraints[0].topologyKey=zone'], /\/pods\/topologySpreadConstraints\/0/],
+      ['a pull secret that is no name', ['--set', 'pods.imagePullSecrets[0].name=Not_A_Name'], /\/pods\/imagePullSecrets\/0\/name/],
+      ['a misspelt affinity', ['--set', 'pods.affinity.nodeAfinity.x=1'], /at '\/pods\/affinity': additional properties 'nodeAfinity' not allowed/],
     ];
     for (const [what, args, path] of schemaRefusals) {
       it(`values.schema.json refuses ${what}`, function () {
@@ -649,10 +700,27 @@ describe('helm chart tempora (the platform)', function () {
       describe('helm install, upgrade, rollback and uninstall', function () {
         const kept = ['tempora-postgresql', 'tempora-redis'];
         let secretsAtInstall: Map<string, Record<string, string>>;
+        let op: Operator | undefined;
 
+        // The operator fills the Secrets the chart leaves to it; without it they would hold nothing to compare.
+        before(async function () {
+          op = newOperator(cp!.kubeconfigPath, 'platform-chart', { leaderElection: false });
+          await op.start();
+        });
+
+        after(async function () {
+          this.timeout(60_000);
+          await op?.stop();
+        });
+
+        /** The chart's Secrets (not the operator's children, such as the signing key), once the operator has filled every key they name. */
         async function secretsNow(): Promise<Map<string, Record<string, string>>> {
-          const list = await admin.request<{ items: Secret[] }>('GET', `/api/v1/namespaces/${NAMESPACE}/secrets`, { query: { labelSelector: `app.kubernetes.io/instance=${RELEASE}` } });
-          return new Map(list.items.map((s) => [s.metadata.name, decoded(s)]));
+          const query = { labelSelector: `app.kubernetes.io/instance=${RELEASE},app.kubernetes.io/managed-by=Helm` };
+          const secrets = await waitFor('the operator to fill the Secrets', async () => {
+            const list = await admin.request<{ items: Secret[] }>('GET', `/api/v1/namespaces/${NAMESPACE}/secrets`, { query });
+            return list.items.every((s) => planGeneration(s).fill.length === 0) ? list.items : undefined;
+          });
+          return new Map(secrets.map((s) => [s.metadata.name, decoded(s)]));
         }
 
         async function gatewaySpec(): Promise<GatewaySpec> {
@@ -689,7 +757,16 @@ describe('helm chart tempora (the platform)', function () {
           assert.match(out, /PostgreSQL and Redis run from this chart/);
           for (const o of parseObjects(helm.ok('get', 'manifest', RELEASE, '--namespace', NAMESPACE))) assert.ok(await get(o), `${o.kind}/${o.metadata.name} exists`);
           secretsAtInstall = await secretsNow();
-          assert.deepEqual([...secretsAtInstall.keys()].sort(), ['tempora-callback', 'tempora-keys', 'tempora-postgresql', 'tempora-redis']);
+          assert.deepEqual(
+            Object.fromEntries([...secretsAtInstall].map(([name, data]) => [name, Object.keys(data).sort()])),
+            {
+              'tempora-callback': ['callback-secret'],
+              'tempora-keys': ['ADMIN_KEY', 'SERVICE_KEY', 'SIMULATION_API_KEYS', 'WRITER_TOKENS'],
+              'tempora-postgresql': ['password', 'url', 'username'],
+              'tempora-redis': ['password', 'url'],
+            },
+            'every Secret filled by the operator',
+          );
           // kube-controller-manager's StatefulSet controller makes the pods (no kubelet runs them here) and
           // their volume claims; a pod refused by admission would never appear.
           for (const sts of kept) {
@@ -703,6 +780,9 @@ describe('helm chart tempora (the platform)', function () {
           helm.ok('upgrade', RELEASE, CHART, '--namespace', NAMESPACE, '--set', 'logLevel=debug', '--set', 'agentPool.maxReplicas=3');
           assert.equal((await gatewaySpec()).logLevel, 'debug');
           assert.deepEqual(await secretsNow(), secretsAtInstall);
+          // What the operator generated stays out of every revision's manifest, so that a rollback cannot remove it.
+          const keys = only<Secret>(parseObjects(helm.ok('get', 'manifest', RELEASE, '--namespace', NAMESPACE)), 'Secret', 'tempora-keys');
+          assert.deepEqual([keys.data, Object.keys(toGenerate(keys)).sort()], [undefined, ['ADMIN_KEY', 'SERVICE_KEY', 'SIMULATION_API_KEYS', 'WRITER_TOKENS']]);
         });
 
         it('rolls back to the first revision: the value is back, the Secrets still unchanged', async function () {

@@ -42,6 +42,16 @@ pullPolicy: {{ .Values.image.pullPolicy }}
 {{- end -}}
 
 {{- /*
+spec.pods of every custom resource that makes pods (the Gateway, the GraphWorkers, the AgentPool): the
+values' pods without their empty fields.
+*/ -}}
+{{- define "tempora.podSettings" -}}
+{{- $pods := dict -}}
+{{- range $field, $x := .Values.pods }}{{ if $x }}{{ $_ := set $pods $field $x }}{{ end }}{{ end -}}
+{{- with $pods }}{{ toYaml . }}{{ end -}}
+{{- end -}}
+
+{{- /*
 The Secret key holding the database URL, as a YAML map {secretName, key}, or nothing (embedded state).
 */ -}}
 {{- define "tempora.database" -}}
@@ -86,21 +96,76 @@ existing one named, else <fullname>-<secret> made from its values, else nothing.
 {{- end -}}
 
 {{- /*
-A generated secret value that is never regenerated: the value given in values, else the one the live
-Secret already holds (Helm's lookup; empty under `helm template` and client-side dry runs, which therefore
-show a fresh value), else `fresh`. Arguments: root, secret (name), key, given, fresh.
+A Secret value known at render time: the one given in values, else, under `helm install/upgrade`, the one
+the live Secret holds (Helm's lookup) when a manifest put it there (a value given before, or one an earlier
+chart version drew at render time), else nothing. A key the operator generated is left out, as `helm
+template` (Argo CD), which cannot look up, leaves it out: no revision's manifest then holds it, so neither
+an upgrade nor a `helm rollback` (which replays an older manifest, three-way merged against the newer
+one) can remove it. The API server's managedFields tell who wrote a key: the operator writes as
+"tempora-operator" (FIELD_MANAGER, operator/src/kube/client.ts). Arguments: root, secret (name), key, given.
 */ -}}
 {{- define "tempora.keptValue" -}}
 {{- if .given -}}
 {{- .given -}}
 {{- else -}}
 {{- $live := lookup "v1" "Secret" .root.Release.Namespace .secret -}}
-{{- $kept := "" -}}
+{{- $value := "" -}}
 {{- if $live -}}
-{{- $kept = index ($live.data | default dict) .key | default "" | b64dec -}}
+{{- $value = index ($live.data | default dict) .key | default "" | b64dec -}}
 {{- end -}}
-{{- $kept | default .fresh -}}
+{{- range ($live.metadata | default dict).managedFields | default list -}}
+{{- if and (eq .manager "tempora-operator") (hasKey (dig "f:data" dict (.fieldsV1 | default dict)) (printf "f:%s" $.key)) -}}
+{{- $value = "" -}}
 {{- end -}}
+{{- end -}}
+{{- $value -}}
+{{- end -}}
+{{- end -}}
+
+{{- /*
+A Secret whose values nothing gives are generated once by the operator, never drawn at render time (which
+would change them at every `helm template`). Each entry of `keys` is {key, given, generate}: a value known
+at render time (tempora.keptValue) goes into data; any other key is left out of data and listed, with its
+`generate` template, in the annotation tempora.dev/generate, which the operator reads from Secrets labelled
+tempora.dev/generated-secret (docs/operator.md, "Generated Secrets"). Data the manifest leaves out survives
+every later apply of it (helm upgrade, kubectl apply, Argo CD and Flux syncs, client- or server-side).
+Arguments: root, name, labels (for tempora.labels), annotations (extra, may be empty), keys.
+*/ -}}
+{{- define "tempora.generatedSecret" -}}
+{{- $data := dict -}}
+{{- $generate := dict -}}
+{{- range .keys -}}
+{{- $value := include "tempora.keptValue" (dict "root" $.root "secret" $.name "key" .key "given" .given) -}}
+{{- if $value -}}
+{{- $_ := set $data .key $value -}}
+{{- else -}}
+{{- $_ := set $generate .key .generate -}}
+{{- end -}}
+{{- end -}}
+{{- $annotations := .annotations | default dict -}}
+{{- if $generate -}}
+{{- $annotations = merge (dict "tempora.dev/generate" (toJson $generate)) $annotations -}}
+{{- end -}}
+apiVersion: v1
+kind: Secret
+metadata:
+  name: {{ .name }}
+  namespace: {{ .root.Release.Namespace }}
+  labels:
+    {{- include "tempora.labels" .labels | nindent 4 }}
+    {{- if $generate }}
+    tempora.dev/generated-secret: "true"
+    {{- end }}
+  {{- with $annotations }}
+  annotations: {{- toYaml . | nindent 4 }}
+  {{- end }}
+type: Opaque
+{{- with $data }}
+data:
+  {{- range $k, $v := . }}
+  {{ $k }}: {{ $v | b64enc }}
+  {{- end }}
+{{- end }}
 {{- end -}}
 
 {{- /*

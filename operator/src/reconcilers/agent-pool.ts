@@ -27,7 +27,7 @@ export interface AgentPoolFeatures {
   podMonitor: boolean;
 }
 
-/** `gateway`: the Gateway the pool serves, which lends what the pool does not set. */
+/** `gateway`: the Gateway the pool serves, which lends what the pool does not set (its monitor labels too). */
 export function desiredAgentPoolChildren(pool: AgentPool, features: AgentPoolFeatures, gateway?: Gateway): DesiredChild[] {
   const { spec } = pool;
   const name = pool.metadata.name;
@@ -74,8 +74,9 @@ export function desiredAgentPoolChildren(pool: AgentPool, features: AgentPoolFea
         resources: spec.resources,
         tracing: gateway?.spec.tracing,
         config,
+        pods: spec.pods,
       },
-      features.podMonitor,
+      features.podMonitor ? { platformComponent: 'agent-pool', monitoring: spec.monitoring ?? gateway?.spec.monitoring } : undefined,
     ),
     {
       resource: R.HorizontalPodAutoscaler,

@@ -12,14 +12,15 @@ import { X509Certificate } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { Gateway } from '../api/v1alpha1/index.ts';
 import { isNotFound, type KubeClient } from '../kube/client.ts';
-import { objectKey } from '../kube/object.ts';
+import { objectKey, type KubeObject } from '../kube/object.ts';
 import * as R from '../kube/resources.ts';
 import type { OperatorMetrics } from '../metrics.ts';
+import { GENERATE_ANNOTATION, GENERATED_SECRET_SELECTOR, isGenerated, planGeneration } from './generated-secrets.ts';
 
 /** How soon a Gateway whose Secrets have a problem is looked at again. */
 export const SECRET_RECHECK_MS = 60_000;
 
-interface Reference {
+export interface Reference {
   /** The spec field naming the Secret, for the condition's message. */
   field: string;
   secret: string;
@@ -48,15 +49,26 @@ export function referencedSecrets(gw: Gateway): Reference[] {
   return refs;
 }
 
-/** What is wrong with one Secret: one phrase per problem, empty when it serves every reference to it. */
-function problemsOf(secret: string, refs: Reference[], data: Record<string, string> | undefined): string[] {
+/**
+ * What is wrong with one Secret: one phrase per problem, empty when it serves every reference to it. Keys
+ * the operator is to generate (generated-secrets.ts) are reported as awaited, not as missing: the operator
+ * fills them within moments, and their Secret's change reconciles the Gateway again. Keys it cannot make
+ * are reported with the reason.
+ */
+export function problemsOf(name: string, refs: Reference[], secret: KubeObject | undefined): string[] {
   const fields = refs.map((r) => r.field).join(', ');
-  if (!data) return [`Secret ${secret} (${fields}) does not exist`];
+  if (!secret) return [`Secret ${name} (${fields}) does not exist`];
+  const data = (secret.data ?? {}) as Record<string, string>;
   const problems: string[] = [];
-  const missing = [...new Set(refs.flatMap((r) => r.keys))].filter((key) => !data[key]);
-  if (missing.length > 0) problems.push(`Secret ${secret} (${fields}) has no ${missing.join(', ')}`);
+  const plan = planGeneration(secret);
+  const generated = new Set(plan.fill);
+  if (plan.fill.length > 0 && isGenerated(secret)) problems.push(`Secret ${name} (${fields}) awaits the operator's generation of ${plan.fill.join(', ')}`);
+  else if (plan.fill.length > 0) problems.push(`Secret ${name} (${fields}) asks for ${plan.fill.join(', ')} in ${GENERATE_ANNOTATION} but lacks the label ${GENERATED_SECRET_SELECTOR}, so nothing generates them`);
+  if (plan.problems.length > 0 && isGenerated(secret)) problems.push(`Secret ${name} (${fields}): cannot generate ${plan.problems.join('; ')}`);
+  const missing = [...new Set(refs.flatMap((r) => r.keys))].filter((key) => !data[key] && !generated.has(key));
+  if (missing.length > 0) problems.push(`Secret ${name} (${fields}) has no ${missing.join(', ')}`);
   if (refs.some((r) => r.certificate) && data['tls.crt'] && !certificateExpiry(data['tls.crt'])) {
-    problems.push(`Secret ${secret} (${fields}): tls.crt holds no PEM certificate`);
+    problems.push(`Secret ${name} (${fields}): tls.crt holds no PEM certificate`);
   }
   return problems;
 }
@@ -106,9 +118,9 @@ export class GatewaySecrets {
     const problems = await Promise.all(
       [...bySecret].map(async ([secret, refs]) => {
         const labels = { namespace, gateway, secret };
-        let data: Record<string, string> | undefined;
+        let found: KubeObject | undefined;
         try {
-          data = ((await this.#client.get(R.Secret, namespace, secret)).data ?? {}) as Record<string, string>;
+          found = await this.#client.get(R.Secret, namespace, secret);
         } catch (err) {
           if (!isNotFound(err)) {
             this.#log.warn({ gateway: objectKey(namespace, gateway), secret, err: String(err) }, 'cannot read a Secret the Gateway names; keeping what was last seen');
@@ -117,15 +129,16 @@ export class GatewaySecrets {
             return [];
           }
         }
-        const found = problemsOf(secret, refs, data);
-        this.#metrics.secretMissing.set(labels, found.length > 0 ? 1 : 0);
+        const problems = problemsOf(secret, refs, found);
+        this.#metrics.secretMissing.set(labels, problems.length > 0 ? 1 : 0);
         after.secrets.push(labels);
-        const expiry = refs.some((r) => r.certificate) && data?.['tls.crt'] ? certificateExpiry(data['tls.crt']) : undefined;
+        const certificate = (found?.data as Record<string, string> | undefined)?.['tls.crt'];
+        const expiry = refs.some((r) => r.certificate) && certificate ? certificateExpiry(certificate) : undefined;
         if (expiry) {
           this.#metrics.certificateExpiry.set(labels, expiry.getTime() / 1000);
           after.certificates.push(labels);
         }
-        return found;
+        return problems;
       }),
     );
     // Deleted while its Secrets were read: forget() has run already and would not run again for these series.

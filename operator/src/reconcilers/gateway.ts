@@ -14,7 +14,7 @@ import { DEPLOYED_SERVICES, peerUrls, servicePort, type PlatformService } from '
 import { deploymentState, readiness, type Blocked } from './readiness.ts';
 import { budgetJson } from './simulation-budget.ts';
 import { updateStatus } from './status.ts';
-import { configMap, deployment, envFromSecretKey, image, modelSettings, obj, podDisruptionBudget, service, serviceMonitor, type EnvVar, type ReadOnlyVolume } from './workload.ts';
+import { configMap, deployment, envFromSecretKey, image, mergePodSettings, modelSettings, obj, podDisruptionBudget, service, serviceMonitor, type EnvVar, type ReadOnlyVolume } from './workload.ts';
 
 /** Services that call model providers and so receive the provider credentials. */
 const USES_PROVIDERS = new Set<PlatformService>(['generation', 'graph', 'simulation', 'conductor']);
@@ -163,6 +163,7 @@ export function desiredGatewayChildren(gw: Gateway, withServiceMonitors: boolean
         // Embedded state is one process's: the operator then owns replicas, at most one.
         replicas: external ? settings?.replicas : Math.min(settings?.replicas ?? 1, 1),
         resources: settings?.resources,
+        pods: mergePodSettings(spec.pods, settings?.pods),
         env,
         envFrom,
         tracing: spec.tracing,
@@ -172,7 +173,7 @@ export function desiredGatewayChildren(gw: Gateway, withServiceMonitors: boolean
       service(gw, name, svc, port),
       podDisruptionBudget(gw, name, svc, settings?.maxUnavailable ?? 1),
     );
-    if (withServiceMonitors) children.push(serviceMonitor(gw, name, svc));
+    if (withServiceMonitors) children.push(serviceMonitor(gw, name, svc, { platformComponent: svc, monitoring: spec.monitoring }));
   }
   if (spec.ingress) children.push(ingress(gw, spec.ingress));
   return children;

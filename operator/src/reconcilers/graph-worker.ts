@@ -17,7 +17,7 @@ import { configMap, envFromSecretKey, obj, podTemplate, workerDeployment } from 
 /** Once a day; the schema leaves schedule unset for the roles that are not scheduled. */
 export const DEFAULT_DAILY_SCHEDULE = '0 4 * * *';
 
-/** `gateway`: the Gateway the worker names, which lends what the worker does not set. */
+/** `gateway`: the Gateway the worker names, which lends what the worker does not set (its monitor labels too). */
 export function desiredGraphWorkerChildren(worker: GraphWorker, withPodMonitor: boolean, gateway?: Gateway): DesiredChild[] {
   const { spec } = worker;
   const name = worker.metadata.name;
@@ -47,11 +47,13 @@ export function desiredGraphWorkerChildren(worker: GraphWorker, withPodMonitor: 
     resources: spec.resources,
     tracing: gateway?.spec.tracing,
     config,
+    pods: spec.pods,
   };
   const children: DesiredChild[] = [configMap(worker, name, component, config)];
   if (spec.role !== 'daily') {
     // The continuous roles serve /health (probes) and /metrics; daily is a run-to-completion Job.
-    return [...children, ...workerDeployment({ ...pod, name, replicas: spec.replicas }, withPodMonitor)];
+    const monitor = withPodMonitor ? { platformComponent: 'graph-worker', monitoring: spec.monitoring ?? gateway?.spec.monitoring } : undefined;
+    return [...children, ...workerDeployment({ ...pod, name, replicas: spec.replicas }, monitor)];
   }
   children.push({
     resource: R.CronJob,

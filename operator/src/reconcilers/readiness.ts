@@ -9,7 +9,9 @@
 //
 // Why not: Progressing says what is awaited, Degraded what is failing — a Deployment's own failure
 // conditions, and pods that cannot start (crash loops, images that cannot be pulled, pods no node can
-// take), read from the pods' status as the kubelet and the scheduler report it.
+// take: PodScheduled=False, Unschedulable, with the scheduler's message), read from the pods' status as
+// the kubelet and the scheduler report it. Ready takes Degraded's reason, and its message, while pods are
+// missing.
 import type { ConditionInput } from '../kube/conditions.ts';
 import type { KubeObject } from '../kube/object.ts';
 import type { AppliedChildren } from './apply-children.ts';
@@ -213,12 +215,14 @@ export function readiness(applied: AppliedChildren, input: ReadinessInput = {}):
   const waiting = states.filter((s) => !s.available);
   if (waiting.length > 0) {
     const message = clip(`waiting for pods: ${waiting.map(counts).join(', ')}`);
+    // Ready says why the pods are not there when Degraded knows (a pod no node can take: the scheduler's words).
+    const why = degraded.status === 'True' ? clip(`${message}; ${degraded.message}`) : message;
     return {
       ready: false,
       settling: false,
       converging,
       conditions: [
-        { type: 'Ready', status: 'False', reason: degraded.status === 'True' ? degraded.reason : 'PodsUnavailable', message },
+        { type: 'Ready', status: 'False', reason: degraded.status === 'True' ? degraded.reason : 'PodsUnavailable', message: why },
         { type: 'Progressing', status: 'True', reason: 'RollingOut', message },
         degraded,
       ],

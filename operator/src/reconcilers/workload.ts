@@ -2,7 +2,7 @@
 // owns (see docs/operator.md, "Who owns which field"): everything else stays with the API server's
 // defaults or with whoever sets it.
 import { createHash } from 'node:crypto';
-import type { ImageSpec, ModelsSpec, Resources, SecretKeyRef, TracingSpec } from '../api/v1alpha1/index.ts';
+import type { ImageSpec, ModelsSpec, MonitoringSpec, PodSettings, Resources, SecretKeyRef, TracingSpec } from '../api/v1alpha1/index.ts';
 import type { KubeObject } from '../kube/object.ts';
 import * as R from '../kube/resources.ts';
 import { childLabels, OWNER_UID_LABEL, type DesiredChild } from './context.ts';
@@ -18,6 +18,12 @@ const PORT_NAME = 'http';
 export const DATA_DIR = '/var/lib/tempora';
 /** How long a pod with a port keeps serving after its deletion, before SIGTERM (within the 30 s grace period). */
 const PRE_STOP_SECONDS = 5;
+/**
+ * The target label every monitor the operator makes sets to the platform's name of what it scrapes
+ * (gateway, generation, …, agent-pool, graph-worker): a label the platform owns, so that alerts and
+ * dashboards select Tempora's series and no other workload's.
+ */
+export const COMPONENT_TARGET_LABEL = 'tempora_component';
 
 export type EnvVar = Record<string, unknown> & { name: string };
 
@@ -62,6 +68,41 @@ export function tracingEnv(tracing: TracingSpec | undefined): EnvVar[] {
   ];
 }
 
+/** Map fields of PodSettings, which an override merges into key by key. */
+const MERGED_POD_FIELDS = ['labels', 'annotations', 'nodeSelector'] as const;
+
+/**
+ * A service's pod settings on a Gateway: the resource's (spec.pods) with the service's own over them,
+ * labels, annotations and nodeSelector key by key and every other field whole, so that an empty list
+ * there clears the resource's.
+ */
+export function mergePodSettings(base: PodSettings | undefined, over: PodSettings | undefined): PodSettings | undefined {
+  if (!base || !over) return over ?? base;
+  const merged: PodSettings = { ...base, ...over };
+  for (const key of MERGED_POD_FIELDS) if (base[key] || over[key]) merged[key] = { ...base[key], ...over[key] };
+  return merged;
+}
+
+const isEmpty = (v: unknown) => v === undefined || v === '' || (Array.isArray(v) ? v.length === 0 : typeof v === 'object' && v !== null && Object.keys(v).length === 0);
+
+/**
+ * The scheduling and pulling fields of a pod spec, as PodSettings sets them (empty ones left out, so the
+ * operator owns no field it has nothing for). A spread constraint without labelSelector would count no
+ * pod at all: it spreads the component's own pods instead.
+ */
+function podScheduling(pods: PodSettings | undefined, selector: Record<string, string>): Record<string, unknown> {
+  if (!pods) return {};
+  const spec: Record<string, unknown> = {
+    imagePullSecrets: pods.imagePullSecrets,
+    nodeSelector: pods.nodeSelector,
+    tolerations: pods.tolerations,
+    affinity: pods.affinity,
+    topologySpreadConstraints: pods.topologySpreadConstraints?.map((c) => (c.labelSelector ? c : { ...c, labelSelector: { matchLabels: selector } })),
+    priorityClassName: pods.priorityClassName,
+  };
+  return Object.fromEntries(Object.entries(spec).filter(([, v]) => !isEmpty(v)));
+}
+
 export interface PodSpecInput {
   owner: KubeObject;
   component: string;
@@ -80,11 +121,13 @@ export interface PodSpecInput {
   config: Record<string, string> | undefined;
   restartPolicy?: string;
   volumes?: ReadOnlyVolume[];
+  /** Scheduling, pulling and extra metadata of the pods; the operator's labels and annotations win over it. */
+  pods?: PodSettings;
 }
 
 export function podTemplate(input: PodSpecInput): Record<string, unknown> {
-  const { owner, component, port } = input;
-  const annotations: Record<string, string> = {};
+  const { owner, component, port, pods } = input;
+  const annotations: Record<string, string> = { ...pods?.annotations };
   if (input.config) {
     annotations['tempora.dev/config-hash'] = createHash('sha256').update(JSON.stringify(input.config)).digest('hex').slice(0, 16);
   }
@@ -126,9 +169,11 @@ export function podTemplate(input: PodSpecInput): Record<string, unknown> {
     container.lifecycle = { preStop: { sleep: { seconds: PRE_STOP_SECONDS } } };
   }
   return {
-    metadata: { labels: { ...childLabels(owner, component), [OWNER_UID_LABEL]: owner.metadata.uid ?? '' }, annotations },
+    // The CRDs refuse pod labels that are the operator's; were one to get through, the selectors' still win.
+    metadata: { labels: { ...pods?.labels, ...childLabels(owner, component), [OWNER_UID_LABEL]: owner.metadata.uid ?? '' }, annotations },
     spec: {
       ...(input.restartPolicy ? { restartPolicy: input.restartPolicy } : {}),
+      ...podScheduling(pods, selectorLabels(owner, component)),
       // The service images run as the node user (uid 1000) of the Node 22 base image.
       securityContext: { runAsNonRoot: true, runAsUser: 1000, runAsGroup: 1000, fsGroup: 1000, seccompProfile: { type: 'RuntimeDefault' } },
       containers: [container],
@@ -186,40 +231,60 @@ export function podDisruptionBudget(owner: KubeObject, name: string, component: 
   };
 }
 
-/** How the Prometheus Operator scrapes a Tempora pod: /metrics on its named port (the Service's has the same name). */
-function metricsEndpoint(): Record<string, unknown> {
-  return { port: PORT_NAME, path: '/metrics', interval: '30s' };
+/** What a monitor scrapes, as the platform names it, and the labels a Prometheus selects monitors by. */
+export interface MonitorInput {
+  /** The value of COMPONENT_TARGET_LABEL on every series scraped. */
+  platformComponent: string;
+  monitoring: MonitoringSpec | undefined;
+}
+
+/**
+ * How the Prometheus Operator scrapes a Tempora pod: /metrics on its named port (the Service's has the
+ * same name), every target labelled with the platform's component.
+ */
+function metricsEndpoint(platformComponent: string): Record<string, unknown> {
+  return {
+    port: PORT_NAME,
+    path: '/metrics',
+    interval: '30s',
+    relabelings: [{ action: 'replace', targetLabel: COMPONENT_TARGET_LABEL, replacement: platformComponent }],
+  };
+}
+
+/** The CRDs refuse monitor labels that are the operator's; were one to get through, the operator's still win. */
+function monitorLabels(owner: KubeObject, component: string, monitoring: MonitoringSpec | undefined): Record<string, string> {
+  return { ...monitoring?.labels, ...childLabels(owner, component) };
 }
 
 /** Scrapes the pods behind a Service that service() made. */
-export function serviceMonitor(owner: KubeObject, name: string, component: string): DesiredChild {
+export function serviceMonitor(owner: KubeObject, name: string, component: string, monitor: MonitorInput): DesiredChild {
   return {
     resource: R.ServiceMonitor,
-    object: obj(name, childLabels(owner, component), {
+    object: obj(name, monitorLabels(owner, component, monitor.monitoring), {
       selector: { matchLabels: { ...selectorLabels(owner, component), [`tempora.dev/${owner.kind.toLowerCase()}`]: owner.metadata.name } },
-      endpoints: [metricsEndpoint()],
+      endpoints: [metricsEndpoint(monitor.platformComponent)],
     }),
   };
 }
 
 /** Scrapes a workload's pods directly, selected by their labels (the workload's own selector): workers have no Service. */
-export function podMonitor(owner: KubeObject, name: string, component: string): DesiredChild {
+export function podMonitor(owner: KubeObject, name: string, component: string, monitor: MonitorInput): DesiredChild {
   return {
     resource: R.PodMonitor,
-    object: obj(name, childLabels(owner, component), {
+    object: obj(name, monitorLabels(owner, component, monitor.monitoring), {
       selector: { matchLabels: selectorLabels(owner, component) },
-      podMetricsEndpoints: [metricsEndpoint()],
+      podMetricsEndpoints: [metricsEndpoint(monitor.platformComponent)],
     }),
   };
 }
 
 /**
  * A long-running worker (AgentPool, GraphWorker other than daily): its Deployment, serving /health and
- * /metrics on WORKER_PORT, and a PodMonitor for it when the PodMonitor CRD is served.
+ * /metrics on WORKER_PORT, and a PodMonitor for it when the PodMonitor CRD is served (`monitor` given).
  */
-export function workerDeployment(input: Omit<DeploymentInput, 'port' | 'portEnv'>, withPodMonitor: boolean): DesiredChild[] {
+export function workerDeployment(input: Omit<DeploymentInput, 'port' | 'portEnv'>, monitor: MonitorInput | undefined): DesiredChild[] {
   const children = [deployment({ ...input, port: WORKER_PORT, portEnv: 'WORKER_PORT' })];
-  if (withPodMonitor) children.push(podMonitor(input.owner, input.name, input.component));
+  if (monitor) children.push(podMonitor(input.owner, input.name, input.component, monitor));
   return children;
 }
 

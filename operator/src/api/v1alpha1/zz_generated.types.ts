@@ -31,6 +31,68 @@ export type ModelsSpec = {
   policy: ModelPolicy;
 };
 
+export type LocalObjectReference = {
+  name: string;
+};
+
+export type Toleration = {
+  key?: string;
+  operator?: 'Exists' | 'Equal';
+  value?: string;
+  effect?: 'NoSchedule' | 'PreferNoSchedule' | 'NoExecute';
+  tolerationSeconds?: number;
+};
+
+export type Affinity = {
+  nodeAffinity?: Record<string, unknown>;
+  podAffinity?: Record<string, unknown>;
+  podAntiAffinity?: Record<string, unknown>;
+};
+
+export type LabelSelector = {
+  matchLabels?: Record<string, string>;
+  matchExpressions?: ({
+    key: string;
+    operator: 'In' | 'NotIn' | 'Exists' | 'DoesNotExist';
+    values?: string[];
+  })[];
+};
+
+export type TopologySpreadConstraint = {
+  maxSkew: number;
+  topologyKey: string;
+  whenUnsatisfiable: 'DoNotSchedule' | 'ScheduleAnyway';
+  minDomains?: number;
+  nodeAffinityPolicy?: 'Honor' | 'Ignore';
+  nodeTaintsPolicy?: 'Honor' | 'Ignore';
+  matchLabelKeys?: string[];
+  labelSelector?: LabelSelector;
+};
+
+export type PodSettings = {
+  /** Added to the pods' labels. The operator's own select the pods and are refused here (app.kubernetes.io/name, instance, part-of, managed-by, and every tempora.dev/ key). */
+  labels?: Record<string, string>;
+  /** Added to the pods' annotations; tempora.dev/ keys are the operator's and are refused. */
+  annotations?: Record<string, string>;
+  /** Secrets (kubernetes.io/dockerconfigjson) in the resource's namespace to pull the images with, for a private registry. */
+  imagePullSecrets?: LocalObjectReference[];
+  /** Labels a node must have to run the pods. */
+  nodeSelector?: Record<string, string>;
+  /** Taints the pods tolerate (core/v1 Toleration). */
+  tolerations?: Toleration[];
+  /** Node affinity and pod affinity and anti-affinity (core/v1 Affinity), each part validated by the API server as a pod's. */
+  affinity?: Affinity;
+  /** How the pods spread across zones or nodes (core/v1 TopologySpreadConstraint). A constraint without labelSelector spreads the pods of its own component (the operator fills in their selector labels). */
+  topologySpreadConstraints?: TopologySpreadConstraint[];
+  /** The PriorityClass of the pods. Empty, the cluster's default; on a Gateway service, empty undoes spec.pods.priorityClassName. */
+  priorityClassName?: string;
+};
+
+export type MonitoringSpec = {
+  /** Added to the labels of the monitors, e.g. release=kube-prometheus-stack where Prometheus selects monitors by label. The operator's own are refused (app.kubernetes.io/name, instance, part-of, managed-by, and every tempora.dev/ key). */
+  labels?: Record<string, string>;
+};
+
 export type Resources = {
   requests?: Record<string, number | string>;
   limits?: Record<string, number | string>;
@@ -60,6 +122,8 @@ export type ServiceSettings = {
    */
   maxUnavailable: number;
   resources?: Resources;
+  /** Scheduling, pulling and metadata of the pods (the core PodSpec fields of the same names). On a Gateway, spec.services.<service>.pods overrides spec.pods for that service's pods (labels, annotations and nodeSelector key by key, every other field it sets whole). */
+  pods?: PodSettings;
 };
 
 export type RateLimitTier = {
@@ -126,6 +190,10 @@ export type AgentPoolSpec = {
   models: ModelsSpec;
   /** Secrets with model provider credentials, passed to the pods as environment. Unset, the Gateway's spec.secrets.providers. */
   providerSecrets?: string[];
+  /** Scheduling, pulling and metadata of the resource's pods (the core PodSpec fields of the same names). */
+  pods?: PodSettings;
+  /** The PodMonitor the operator makes when the Prometheus Operator is installed; it also sets the target label tempora_component to agent-pool. Unset, the Gateway's (spec.gatewayRef) spec.monitoring. */
+  monitoring?: MonitoringSpec;
   resources?: Resources;
   /** The key of a Secret holding REDIS_URL; the agent tasks are a Redis stream, and the Gateway's generation pods use this Redis too. Unset, the Gateway's spec.redis. */
   redis?: SecretKeyRef;
@@ -149,6 +217,10 @@ export interface AgentPool extends KubeObject {
 export type GatewaySpec = {
   /** Images are <registry>/<service>:<version>, built on Node 22. */
   image: ImageSpec;
+  /** Scheduling, pulling and metadata of the pods (the core PodSpec fields of the same names). On a Gateway, spec.services.<service>.pods overrides spec.pods for that service's pods (labels, annotations and nodeSelector key by key, every other field it sets whole). */
+  pods?: PodSettings;
+  /** The ServiceMonitors the operator makes, one per service, when the Prometheus Operator is installed. Each also sets the target label tempora_component to the service's name. */
+  monitoring?: MonitoringSpec;
   /** Per-service settings. A service left out runs with defaults. */
   services?: {
     gateway?: ServiceSettings;
@@ -253,6 +325,10 @@ export type GraphWorkerSpec = {
   successfulJobsHistoryLimit: number;
   /** Default: 1. */
   failedJobsHistoryLimit: number;
+  /** Scheduling, pulling and metadata of the resource's pods (the core PodSpec fields of the same names). */
+  pods?: PodSettings;
+  /** The PodMonitor the operator makes when the Prometheus Operator is installed; it also sets the target label tempora_component to graph-worker. Unset, the Gateway's (spec.gatewayRef) spec.monitoring. */
+  monitoring?: MonitoringSpec;
   resources?: Resources;
   /** Secret with model provider credentials. Unset, the Gateway's spec.secrets.providers. */
   providersSecret?: string;
