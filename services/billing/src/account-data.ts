@@ -1,4 +1,4 @@
-import { exportPage, type AccountDeletion, type AccountExportPage, type ExportPosition } from '@tempora/kit/http';
+import { exportPage, keysetPage, type AccountDeletion, type AccountExportPage, type ExportPosition } from '@tempora/kit/http';
 import type { Logger } from '@tempora/kit/observability';
 import type { Catalogue } from './domain/catalogue.ts';
 import { appleRenewsNote, chargeableAtStripe, PAYMENT_RETENTION, renewsAtApple, stripeCancelledNote } from './domain/erasure.ts';
@@ -11,15 +11,13 @@ const SERVICE = 'billing';
 /** What a deletion removes, by kind (payments are kept, anonymised). */
 const DELETED_KINDS = ['subscriptions', 'accounts', 'outbox', 'history', 'events'] as const;
 
-/** A cursor that names a kind of ours but a position that is not one of its positions. */
-export class BadCursor extends Error {}
-
 /** `provider:ref`, the position after a payment or subscription in (provider, ref) order. */
 const keyOf = (row: { provider: string; ref: string }) => `${row.provider}:${row.ref}`;
+/** Such a position: a provider, a colon, the provider's ref. */
+const KEY_POSITION = /^[^:]+:/;
 function afterKey(after: string): { provider: string; ref: string } | null {
   if (after === '') return null;
   const colon = after.indexOf(':');
-  if (colon <= 0) throw new BadCursor('not a position in this export');
   return { provider: after.slice(0, colon), ref: after.slice(colon + 1) };
 }
 
@@ -68,37 +66,34 @@ export class AccountData {
     return { service: SERVICE, deleted: { ...zeros, ...erased.counts }, kept: { payments: { count: erased.anonymised, reason: PAYMENT_RETENTION } }, notes: erased.notes };
   }
 
-  /** One page of the user's billing data: payments, then subscriptions, then the history. Throws BadCursor. */
+  /**
+   * One page of the user's billing data: payments, then subscriptions, then the history. A cursor past the
+   * last kind is an empty, final page; one at a position this export never hands out throws the kit's
+   * InvalidExportPosition.
+   */
   async exportPage(id: string, position: ExportPosition, limit: number): Promise<AccountExportPage> {
     const userId = asUserId(id);
-    // A full page may have a next one; a short one ends its kind.
-    const page = <R>(rows: R[], count: number, view: (row: R) => Record<string, unknown>, key: (row: R) => string) => ({
-      items: rows.map(view),
-      ...(rows.length === count ? { next: key(rows[rows.length - 1]!) } : {}),
-    });
     return exportPage(
       SERVICE,
       [
         {
           kind: 'payments',
-          read: async (after, count) => page(userId ? await this.repository.paymentsAfter(userId, afterKey(after), count) : [], count, paymentExportView, keyOf),
+          after: KEY_POSITION,
+          read: async (after, count) => keysetPage(userId ? await this.repository.paymentsAfter(userId, afterKey(after), count + 1) : [], count, keyOf, paymentExportView),
         },
         {
           kind: 'subscriptions',
+          after: KEY_POSITION,
           read: async (after, count) =>
-            page(
-              userId ? await this.repository.subscriptionsAfter(userId, afterKey(after), count) : [],
-              count,
-              (row: SubscriptionRow) => ({ ...subscriptionView(row, this.graceMs), created_at: row.created_at.toISOString() }),
-              keyOf,
-            ),
+            keysetPage(userId ? await this.repository.subscriptionsAfter(userId, afterKey(after), count + 1) : [], count, keyOf, (row: SubscriptionRow) => ({
+              ...subscriptionView(row, this.graceMs),
+              created_at: row.created_at.toISOString(),
+            })),
         },
         {
           kind: 'history',
-          read: async (after, count) => {
-            if (after !== '' && !/^\d{1,18}$/.test(after)) throw new BadCursor('not a position in this export');
-            return page(userId ? await this.repository.historyAfter(userId, after === '' ? null : after, count) : [], count, historyView, (row) => String(row.id));
-          },
+          after: /^\d{1,18}$/,
+          read: async (after, count) => keysetPage(userId ? await this.repository.historyAfter(userId, after || null, count + 1) : [], count, (row) => String(row.id), historyView),
         },
       ],
       position,

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
-import { exportPage, type AccountDeletion, type AccountExportPage, type ExportPosition } from '@tempora/kit/http';
+import { keysetPage, UUID_POSITION, type AccountDeletion, type ExportReader } from '@tempora/kit/http';
 import type { ChatMessage } from '@tempora/kit/providers';
 import type { Logger } from '@tempora/kit/observability';
 import type { GatewayClient } from './clients/gateway.ts';
@@ -28,10 +28,6 @@ export class NothingToDecide extends Error {
 /** A decision named a paused call the conversation never had. */
 export class PausedCallNotFound extends Error {
   override name = 'PausedCallNotFound';
-}
-/** An export cursor that names no position of this service's export. */
-export class InvalidExportCursor extends Error {
-  override name = 'InvalidExportCursor';
 }
 /** The model failed before the request did anything. */
 export class ModelUnavailable extends Error {
@@ -78,13 +74,6 @@ const HISTORY_MESSAGES = 10;
 
 /** The conductor's users are the gateway's, named by UUID: any other id holds nothing here. */
 const isUserId = (id: string) => z.uuid().safeParse(id).success;
-
-/** One keyset page: `limit + 1` rows were read, so a further row means the kind goes on after the last kept. */
-function keyset<T extends { id: string }>(rows: T[], limit: number): { items: T[]; next?: string } {
-  if (rows.length <= limit) return { items: rows };
-  const items = rows.slice(0, limit);
-  return { items, next: items[items.length - 1]!.id };
-}
 
 const iso = (value: Date | string) => (value instanceof Date ? value.toISOString() : value);
 
@@ -399,34 +388,38 @@ export class ConductorService {
   }
 
   /**
-   * One page of a user's export, kinds in this order: `settings` (as stored; none when never set),
+   * A user's export, kinds in this order: `settings` (as stored; none when never set, in one page),
    * `conversations`, `messages` (each with its tool calls as the journal holds them), each by id.
    */
-  exportAccount(userId: string, position: ExportPosition, limit: number): Promise<AccountExportPage> {
+  exportReaders(userId: string): ExportReader[] {
     const { repository } = this.deps;
     const holds = isUserId(userId);
     const user = userId.toLowerCase();
-    if (position.kind > 0 && position.after !== '' && !isUserId(position.after)) throw new InvalidExportCursor('cursor: not a next_cursor this service issued; start without one');
-    if (position.kind === 0 && position.after !== '') throw new InvalidExportCursor('cursor: not a next_cursor this service issued; start without one');
-    const readers = [
+    return [
       {
         kind: 'settings',
         read: async () => ({ items: holds ? (await repository.storedSettings(user)).map((row) => ({ ...row, updated_at: iso(row.updated_at as Date) })) : [] }),
       },
       {
         kind: 'conversations',
-        read: async (after: string, size: number) => {
-          const page = keyset(holds ? await repository.conversationsAfter(user, after, size + 1) : [], size);
-          return { items: page.items.map((row) => ({ id: row.id, title: row.title, created_at: iso(row.created_at), updated_at: iso(row.updated_at) })), ...(page.next ? { next: page.next } : {}) };
-        },
+        after: UUID_POSITION,
+        read: async (after, size) =>
+          keysetPage(
+            holds ? await repository.conversationsAfter(user, after, size + 1) : [],
+            size,
+            (row) => row.id,
+            (row) => ({ id: row.id, title: row.title, created_at: iso(row.created_at), updated_at: iso(row.updated_at) }),
+          ),
       },
       {
         kind: 'messages',
-        read: async (after: string, size: number) => {
-          const rows = holds ? await repository.messagesAfter(user, after, size + 1) : [];
-          const page = keyset(rows.map((row) => ({ id: row.message.id, ...row })), size);
-          return {
-            items: page.items.map(({ message, calls }) => ({
+        after: UUID_POSITION,
+        read: async (after, size) =>
+          keysetPage(
+            holds ? await repository.messagesAfter(user, after, size + 1) : [],
+            size,
+            (row) => row.message.id,
+            ({ message, calls }) => ({
               id: message.id,
               conversation_id: message.conversation_id,
               content: message.content,
@@ -445,13 +438,9 @@ export class ConductorService {
                 output: call.output,
                 created_at: iso(call.created_at),
               })),
-            })),
-            ...(page.next ? { next: page.next } : {}),
-          };
-        },
+            }),
+          ),
       },
     ];
-    if (position.kind >= readers.length) throw new InvalidExportCursor('cursor: not a next_cursor this service issued; start without one');
-    return exportPage('conductor', readers, position, limit);
   }
 }

@@ -1,35 +1,17 @@
-import { decodeExportCursor, exportPage, type AccountDeletion, type AccountExportPage } from '@tempora/kit/http';
+import { keysetPage, UUID_POSITION, type AccountDeletion, type ExportReader } from '@tempora/kit/http';
 import type { BudgetSource } from './budget-source.ts';
 import type { SimulationRepository } from './repository.ts';
 import type { Runner } from './runner.ts';
 import { runView, stepView } from './views.ts';
 
 const SERVICE = 'simulation';
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 const iso = (value: Date) => new Date(value).toISOString();
-const NOT_OURS = 'the cursor is not one this service gave out; start again without one';
 
-/** An export cursor that is not one this service gave out (a 400 for the route). */
-export class InvalidExportCursor extends Error {
-  override name = 'InvalidExportCursor';
-}
-
-/** A kind's position from a cursor: undefined on the kind's first page, the parsed position else. */
-function position<T>(after: string, parse: (after: string) => T | undefined): T | undefined {
+/** A step's position, `<run id>/<seq>`: undefined on the kind's first page. */
+function stepAfter(after: string): { runId: string; seq: number } | undefined {
   if (after === '') return undefined;
-  const parsed = parse(after);
-  if (parsed === undefined) throw new InvalidExportCursor(NOT_OURS);
-  return parsed;
-}
-
-/**
- * One kind of an export: reads one more than asked, so the last page of a kind says it is the last and
- * the export never ends on an empty page of it.
- */
-async function keyset<T>(limit: number, read: (limit: number) => Promise<T[]>, item: (row: T) => Record<string, unknown>, key: (row: T) => string) {
-  const rows = await read(limit + 1);
-  const page = rows.slice(0, limit);
-  return { items: page.map(item), ...(rows.length > limit ? { next: key(page.at(-1)!) } : {}) };
+  const [runId = '', seq = ''] = after.split('/');
+  return { runId, seq: Number(seq) };
 }
 
 /**
@@ -61,61 +43,50 @@ export class AccountData {
     return { service: SERVICE, deleted, kept: {}, notes: [] };
   }
 
-  /** One page of the user's data: runs, steps, calls, idempotency keys, in that order, each by its key. */
-  async export(userId: string, cursor: string | undefined, limit: number): Promise<AccountExportPage> {
+  /** The user's data: runs, steps, calls, idempotency keys, in that order, each by its key. */
+  readers(userId: string): ExportReader[] {
     const { repository } = this;
-    const readers: Parameters<typeof exportPage>[1] = [
+    return [
       {
         kind: 'runs',
-        read: (after, size) =>
-          keyset(
-            size,
-            (n) => repository.ownerRuns(userId, position(after, (value) => (UUID.test(value) ? value : undefined)), n),
-            (row) => ({ ...runView(row), plan: row.plan, result: row.result }),
-            (row) => row.id,
-          ),
+        after: UUID_POSITION,
+        read: async (after, limit) =>
+          keysetPage(await repository.ownerRuns(userId, after || undefined, limit + 1), limit, (row) => row.id, (row) => ({ ...runView(row), plan: row.plan, result: row.result })),
       },
       {
         kind: 'steps',
-        read: (after, size) =>
-          keyset(
-            size,
-            (n) =>
-              repository.ownerSteps(
-                userId,
-                position(after, (value) => {
-                  const [runId = '', seq = ''] = value.split('/', 3);
-                  return UUID.test(runId) && /^\d{1,9}$/.test(seq) && value === `${runId}/${seq}` ? { runId, seq: Number(seq) } : undefined;
-                }),
-                n,
-              ),
-            (step) => ({ run_id: step.run_id, ...stepView(step) }),
+        after: /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\/\d{1,9}$/i,
+        read: async (after, limit) =>
+          keysetPage(
+            await repository.ownerSteps(userId, stepAfter(after), limit + 1),
+            limit,
             (step) => `${step.run_id}/${step.seq}`,
+            (step) => ({ run_id: step.run_id, ...stepView(step) }),
           ),
       },
       {
         kind: 'calls',
-        read: (after, size) =>
-          keyset(
-            size,
-            (n) => repository.ownerCalls(userId, position(after, (value) => (/^\d{1,18}$/.test(value) ? value : undefined)), n),
-            ({ cost_micros, created_at, ...call }) => ({ ...call, cost_usd: cost_micros / 1e6, at: iso(created_at) }),
+        after: /^\d{1,18}$/,
+        read: async (after, limit) =>
+          keysetPage(
+            await repository.ownerCalls(userId, after || undefined, limit + 1),
+            limit,
             (call) => call.id,
+            ({ cost_micros, created_at, ...call }) => ({ ...call, cost_usd: cost_micros / 1e6, at: iso(created_at) }),
           ),
       },
       {
         kind: 'idempotency_keys',
-        read: (after, size) =>
-          keyset(
-            size,
-            (n) => repository.ownerIdempotencyKeys(userId, position(after, (value) => value), n),
-            (row) => ({ key: row.key, run_id: row.run_id, created_at: iso(row.created_at) }),
+        // Idempotency-Key values are printable ASCII (the kit's idempotencyKeyOf).
+        after: /^[\x20-\x7E]{1,255}$/,
+        read: async (after, limit) =>
+          keysetPage(
+            await repository.ownerIdempotencyKeys(userId, after || undefined, limit + 1),
+            limit,
             (row) => row.key,
+            (row) => ({ key: row.key, run_id: row.run_id, created_at: iso(row.created_at) }),
           ),
       },
     ];
-    const at = decodeExportCursor(cursor);
-    if (!at || at.kind >= readers.length) throw new InvalidExportCursor(NOT_OURS);
-    return exportPage(SERVICE, readers, at, limit);
   }
 }
