@@ -20,12 +20,14 @@ describe('faults: PostgreSQL and Redis taken away under load', function () {
 
   before(async function () {
     this.timeout(420_000);
-    // Enterprise, and the graph's and simulation's own limits, without a practical limit, so the load meets
-    // the faults and not the rate limits (an idle machine sends a few hundred calls a route); free keeps its
-    // 10 a minute.
+    // Enterprise, the account's reads and writes windows, and the graph's and simulation's own limits,
+    // without a practical limit, so the load meets the faults and not the rate limits (an idle machine sends
+    // a few hundred calls a route); free keeps its 10 a minute.
     const unlimited = String(1_000_000);
     faults = await startFaultPlatform({
       RATE_LIMIT_TIERS: JSON.stringify([{ name: 'enterprise', requestsPerMinute: 100_000, dailyLimit: 10_000_000 }]),
+      RATE_LIMIT_AUTHENTICATED_READS_PER_MINUTE: unlimited,
+      RATE_LIMIT_AUTHENTICATED_WRITES_PER_MINUTE: unlimited,
       RATE_LIMIT_READ_PER_MINUTE: unlimited,
       RATE_LIMIT_WRITE_PER_MINUTE: unlimited,
       RATE_LIMIT_PUBLIC_PER_MINUTE: unlimited,
