@@ -24,13 +24,22 @@ function portIsFree(port: number): Promise<boolean> {
   });
 }
 
+/**
+ * Ports this process has handed out: they are free until their user binds them, so a later pick must not
+ * take one again (two services of one platform were once given the same port: EADDRINUSE in CI).
+ */
+const handedOut = new Set<number>();
+
 /** The first of `count` consecutive ports free now (workers take consecutive ports from a base), away from the ephemeral range. */
 export async function freePortRange(count: number): Promise<number> {
   for (;;) {
     const base = 20_000 + Math.floor(Math.random() * 10_000);
     let free = true;
-    for (let port = base; free && port < base + count; port += 1) free = await portIsFree(port);
-    if (free) return base;
+    for (let port = base; free && port < base + count; port += 1) free = !handedOut.has(port) && (await portIsFree(port));
+    if (free) {
+      for (let port = base; port < base + count; port += 1) handedOut.add(port);
+      return base;
+    }
   }
 }
 
