@@ -1,3 +1,5 @@
+// Over 400 lines: the payments, subscriptions, outbox and erasure tables share transactions here; the
+// split by area (as graph's repository/) is issue 30's, done with the other services' repositories.
 import type { Knex } from '@tempora/kit/data';
 import type { Tier } from './domain/catalogue.ts';
 import { erasureDigest } from './domain/erasure.ts';

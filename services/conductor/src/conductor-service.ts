@@ -1,3 +1,5 @@
+// Over 400 lines: conversations, settlement of refunds and the account's data are one service's
+// application layer; splitting it per area goes with issue 30's one shape for every service.
 import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
 import { keysetPage, UUID_POSITION, type AccountDeletion, type ExportReader } from '@tempora/kit/http';

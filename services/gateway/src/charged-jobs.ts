@@ -121,7 +121,8 @@ export class ChargedJobs {
   private readonly credits: Credits;
   private readonly settings: ChargedJobSettings;
   private readonly logger: Logger;
-  private readonly book: ChargedJobBook;
+  /** The book of followed jobs, for the services' hand-overs (POST /credits/follow) as for the proxy's. */
+  readonly book: ChargedJobBook;
   private timer: NodeJS.Timeout | undefined;
   private round: Promise<unknown> = Promise.resolve();
   private stopped = false;

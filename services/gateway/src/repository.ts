@@ -1,3 +1,5 @@
+// Over 400 lines: users, identities, tokens, keys and the ledger; issue 30 splits it by area like
+// graph's repository/ (the account deletions already live in accounts/deletions-repository.ts).
 import { randomUUID } from 'node:crypto';
 import type { Knex } from '@tempora/kit/data';
 import type { Tier } from './domain/limits.ts';

@@ -115,6 +115,7 @@ export async function createGatewayService(config: GatewayConfig, logger = creat
     metrics: gatewayMetrics,
     accountServices,
     deletions,
+    jobs,
     logger,
     proxy,
   };

@@ -1,3 +1,5 @@
+// Over 400 lines: runs, steps, calls and budgets settle in shared transactions; the split by area is
+// issue 30's, with the other services' repositories.
 import { claimIdempotencyKey, type IdempotencyKey, type Knex } from '@tempora/kit/data';
 import type { CallRecord } from './domain/model.ts';
 import type { StepReport } from './domain/modes/types.ts';

@@ -1,3 +1,5 @@
+// Over 400 lines: the turn loop and the types it shares with its callers; issue 30 moves the types and
+// execute() apart.
 import { ProviderError, type ChatMessage, type ChatTurn, type ToolCall } from '@tempora/kit/providers';
 import type { Logger } from '@tempora/kit/observability';
 import { InsufficientCredits, type Ledger } from '../clients/gateway.ts';

@@ -1,5 +1,5 @@
 import type { Logger } from '@tempora/kit/observability';
-import type { GatewayRepository } from '../repository.ts';
+import type { GatewayRepository, UserRow } from '../repository.ts';
 import { apiKeyView, identityView, ledgerView, sessionView, userView } from '../views.ts';
 import { ACCOUNT_SERVICES, AccountServiceError, type AccountServices } from './account-services.ts';
 
@@ -19,13 +19,12 @@ const json = (value: unknown) => JSON.stringify(value);
  * document ends with `"complete": false`.
  */
 export async function* exportDocument(
-  userId: string,
+  user: UserRow,
   deps: { repository: GatewayRepository; services: AccountServices; logger: Logger },
   requestId: string,
 ): AsyncGenerator<string> {
   const { repository, services } = deps;
-  const user = await repository.findUser(userId);
-  if (!user) return;
+  const userId = user.id;
   const [identities, sessions, keys] = await Promise.all([repository.identitiesOf(userId), repository.sessionsOf(userId), repository.apiKeysOf(userId)]);
   yield `{"format":${json(EXPORT_FORMAT)},"version":${EXPORT_VERSION},"exported_at":${json(new Date().toISOString())},"user":${json(userView(user, identities))}`;
   yield `,"identities":${json(identities.map(identityView))},"sessions":${json(sessions.map(sessionView))},"api_keys":${json(keys.map(apiKeyView))}`;

@@ -6,6 +6,12 @@ import type { GatewayMetrics } from '../metrics.ts';
 import { IdempotencyConflict, InsufficientCredits, type GatewayRepository, type LedgerOutcome } from '../repository.ts';
 import { priceOf, type PricedOperation } from './costs.ts';
 
+/**
+ * The ledger key of a charge a service books for a user (`/credits/charge`, `/credits/refund`, the jobs it
+ * hands over): namespaced so it can never meet a proxied call's key.
+ */
+export const serviceChargeKey = (idempotencyKey: string) => `service:${idempotencyKey}`;
+
 /** 402 with what the operation needs and what the balance holds; for a proxied call, also its credit fields. */
 export function insufficientCredits(error: InsufficientCredits, call?: { operation: string }): Problem {
   const shape = { title: 'Insufficient credits', type: 'https://tempora.dev/problems/insufficient-credits' };

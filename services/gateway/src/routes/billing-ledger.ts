@@ -2,7 +2,8 @@ import { z } from 'zod';
 import { defineRoute, type RouteDefinition, conflict, notFound } from '@tempora/kit/http';
 import { SERVICE } from '../credentials.ts';
 import { BillingLedger } from '../billing-ledger.ts';
-import { ChargedJobBook, type ChargeStanding } from '../charged-jobs.ts';
+import type { ChargeStanding } from '../charged-jobs.ts';
+import { serviceChargeKey } from '../domain/credits.ts';
 import { IdempotencyConflict, UnknownUser, type LedgerOutcome } from '../repository.ts';
 import { LedgerEntrySchema } from '../schemas.ts';
 import { ledgerView } from '../views.ts';
@@ -61,9 +62,9 @@ async function booking<T extends LedgerOutcome>(userId: string, work: () => Prom
 export function billingLedgerRoutes(deps: GatewayRouteDeps): RouteDefinition[] {
   const { repository } = deps;
   const ledger = new BillingLedger(repository.knex);
-  const jobs = new ChargedJobBook(repository.knex, deps.credits, deps.config.CHARGED_JOB_CHECK_MS);
+  const jobs = deps.jobs.book;
   const standing = async (userId: string, key: string): Promise<ChargeStanding> => {
-    const found = await jobs.standing(userId, `service:${key}`);
+    const found = await jobs.standing(userId, serviceChargeKey(key));
     if (!found) throw notFound(`no charge with idempotency key ${key} for user ${userId}`);
     return found;
   };
@@ -127,7 +128,7 @@ export function billingLedgerRoutes(deps: GatewayRouteDeps): RouteDefinition[] {
       handler: async (ctx, { body }) => {
         const before = await standing(body.user_id, body.idempotency_key);
         if (before.state === 'refunded') return before;
-        await jobs.follow(body.user_id, `service:${body.idempotency_key}`, body.upstream, body.location);
+        await jobs.follow(body.user_id, serviceChargeKey(body.idempotency_key), body.upstream, body.location);
         ctx.status = 202;
         return { ...before, state: 'following' as const };
       },

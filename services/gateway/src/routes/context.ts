@@ -3,6 +3,7 @@ import { Problem, type RateLimiter } from '@tempora/kit/http';
 import type { Logger } from '@tempora/kit/observability';
 import type { AccountDeletions } from '../accounts/account-deletions.ts';
 import type { AccountServices } from '../accounts/account-services.ts';
+import type { ChargedJobs } from '../charged-jobs.ts';
 import type { AuthCache } from '../auth-cache.ts';
 import type { GatewayConfig } from '../config.ts';
 import type { UserPrincipal } from '../credentials.ts';
@@ -30,6 +31,8 @@ export interface GatewayRouteDeps {
   /** Each service's side of account deletion and export. */
   accountServices: AccountServices;
   deletions: AccountDeletions;
+  /** The charged jobs the gateway follows until they end. */
+  jobs: ChargedJobs;
   logger: Logger;
   proxy: Proxy;
 }

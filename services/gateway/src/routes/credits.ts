@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { defineRoute, type RouteDefinition, conflict, notFound, listEnvelope } from '@tempora/kit/http';
 import { ADMIN, API_KEY, BEARER, SERVICE } from '../credentials.ts';
 import { costTable } from '../domain/costs.ts';
-import { insufficientCredits } from '../domain/credits.ts';
+import { insufficientCredits, serviceChargeKey } from '../domain/credits.ts';
 import { IdempotencyConflict, InsufficientCredits, UnknownUser, type LedgerOutcome } from '../repository.ts';
 import { LedgerEntrySchema, Page } from '../schemas.ts';
 import { ledgerView } from '../views.ts';
@@ -119,7 +119,7 @@ export function creditRoutes(deps: GatewayRouteDeps): RouteDefinition[] {
         409: { description: 'The idempotency key was used for a different charge' },
       },
       handler: async (ctx, { body }) => {
-        const outcome = await ledgerCall(() => credits.charge(body.user_id, body.amount, `service:${body.idempotency_key}`, body.operation), body.user_id);
+        const outcome = await ledgerCall(() => credits.charge(body.user_id, body.amount, serviceChargeKey(body.idempotency_key), body.operation), body.user_id);
         ctx.status = outcome.replayed ? 200 : 201;
         return outcomeView(outcome);
       },
@@ -134,7 +134,7 @@ export function creditRoutes(deps: GatewayRouteDeps): RouteDefinition[] {
       body: RefundBody,
       responses: { 200: { description: 'Refunded (or refunded before)', schema: LedgerOutcomeSchema }, 404: { description: 'No such charge' } },
       handler: async (_ctx, { body }) => {
-        const outcome = await credits.refund(body.user_id, `service:${body.idempotency_key}`, body.reason);
+        const outcome = await credits.refund(body.user_id, serviceChargeKey(body.idempotency_key), body.reason);
         if (!outcome) throw notFound(`no charge with idempotency key ${body.idempotency_key} for user ${body.user_id}`);
         return outcomeView(outcome);
       },

@@ -89,11 +89,12 @@ export function userRoutes(deps: GatewayRouteDeps): RouteDefinition[] {
       responses: { 200: { description: 'The export (Content-Disposition: attachment)', contentType: 'application/json' }, 404: { description: 'The account no longer exists' } },
       handler: async (ctx) => {
         const { userId } = currentUser(ctx);
-        if (!(await repository.findUser(userId))) throw notFound('the account no longer exists');
+        const user = await repository.findUser(userId);
+        if (!user) throw notFound('the account no longer exists');
         ctx.set('Content-Disposition', `attachment; filename="tempora-export-${userId}.json"`);
         ctx.set('Cache-Control', 'no-store');
         ctx.type = 'application/json';
-        ctx.body = Readable.from(exportDocument(userId, { repository, services: deps.accountServices, logger: deps.logger }, ctx.state.requestId));
+        ctx.body = Readable.from(exportDocument(user, { repository, services: deps.accountServices, logger: deps.logger }, ctx.state.requestId));
         return undefined;
       },
     }),

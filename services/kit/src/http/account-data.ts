@@ -52,6 +52,8 @@ export const AccountExportPageSchema = z
   .meta({ id: 'AccountExportPage' });
 export type AccountExportPage = z.infer<typeof AccountExportPageSchema>;
 
+const ExportPositionSchema = z.object({ kind: z.number().int().min(0).max(64), after: z.string().max(256) });
+
 /**
  * A cursor over a service's export: which kind of its ordered list, and the position in it (an offset or
  * the last id seen, as the service chooses). Opaque to the gateway.
@@ -68,7 +70,7 @@ export function decodeExportCursor(cursor: string | undefined): ExportPosition |
   if (cursor === undefined) return { kind: 0, after: '' };
   try {
     const value = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8')) as unknown;
-    const parsed = z.object({ kind: z.number().int().min(0).max(64), after: z.string().max(256) }).safeParse(value);
+    const parsed = ExportPositionSchema.safeParse(value);
     return parsed.success ? parsed.data : undefined;
   } catch {
     return undefined;
