@@ -42,6 +42,8 @@ export interface Unit {
   /** Where it answers on this machine (its port at HOST, or on loopback). */
   url: string;
   env: NodeJS.ProcessEnv;
+  /** A service's metrics port (a worker serves /metrics at `url`). */
+  metricsUrl?: string;
   /** What answers 200 once it is ready (default /health). */
   readyPath?: string;
 }
@@ -71,6 +73,8 @@ export function plan(base: NodeJS.ProcessEnv): Plan {
   // else its conventional port, and reaches its peers there unless told otherwise: at HOST itself when it
   // names one address, on loopback when it names all of them.
   const portOf = (service: ServiceName) => Number(env[`${service.toUpperCase()}_PORT`] ?? DEFAULT_PORTS[service]);
+  // /metrics on a port of its own (conventions.md, "Ports"): <SERVICE>_METRICS_PORT, else the port + 1000.
+  const metricsPortOf = (service: ServiceName) => Number(env[`${service.toUpperCase()}_METRICS_PORT`] ?? portOf(service) + 1000);
   const host = ['0.0.0.0', '::'].includes(env.HOST!) ? '127.0.0.1' : env.HOST!.includes(':') ? `[${env.HOST}]` : env.HOST!;
   const url = (service: ServiceName) => `http://${host}:${portOf(service)}`;
   for (const service of ORDER) env[`${service.toUpperCase()}_URL`] ??= url(service);
@@ -104,7 +108,7 @@ export function plan(base: NodeJS.ProcessEnv): Plan {
   const gatewayAddresses = ['127.0.0.0/8', '::1', ...(['0.0.0.0', '::', '127.0.0.1'].includes(env.HOST!) ? [] : [env.HOST!])].join(',');
   for (const service of services) {
     const own = service === 'gateway' ? {} : { TRUSTED_PROXIES: gatewayAddresses };
-    units.push({ name: service, script: `services/${service}/src/main.ts`, args: [], url: url(service), env: { PORT: String(portOf(service)), ...own } });
+    units.push({ name: service, script: `services/${service}/src/main.ts`, args: [], url: url(service), metricsUrl: `http://${host}:${metricsPortOf(service)}`, env: { PORT: String(portOf(service)), METRICS_PORT: String(metricsPortOf(service)), ...own } });
   }
   // Workers listen from WORKER_BASE_PORT (8100) up, in this order.
   let workerPort = Number(env.WORKER_BASE_PORT ?? 8100);
@@ -181,7 +185,7 @@ async function run({ env, applied, services, units, url }: Plan): Promise<void> 
   }
   if (!stopping) {
     console.log('\nTempora is running:');
-    for (const service of services) console.log(`  ${service.padEnd(17)} ${url(service)}   docs ${url(service)}/docs`);
+    for (const unit of units) if (unit.metricsUrl) console.log(`  ${unit.name.padEnd(17)} ${unit.url}   docs ${unit.url}/docs   metrics ${unit.metricsUrl}/metrics`);
     if (services.includes('graph')) {
       // The public host's address first: free read tools with no credential, as a consumer's client meets them.
       if (services.includes('gateway')) console.log(`  ${'MCP'.padEnd(17)} ${url('gateway')}/api/v1/graph/mcp   (the graph's, on the public host; also ${url('graph')}/mcp/)`);

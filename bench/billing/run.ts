@@ -63,8 +63,8 @@ const [gatewayDb, billingDb] = await Promise.all([createDatabase('benchgw'), cre
 const [gatewayPort, billingPort] = [await freePort(), await freePort()];
 const gatewayUrl = `http://127.0.0.1:${gatewayPort}`;
 const billingUrl = `http://127.0.0.1:${billingPort}`;
-const gateway = start('gateway', { DATABASE_URL: gatewayDb, PORT: String(gatewayPort), SERVICE_KEY: GATEWAY_KEY, BILLING_URL: billingUrl, SIGNUP_CREDITS: '0', RATE_LIMIT_MULTIPLIER: '1000', TEMPORA_DATA_DIR: `/tmp/bench-billing-${process.pid}` });
-const billing = start('billing', { DATABASE_URL: billingDb, PORT: String(billingPort), SERVICE_KEY: BILLING_KEY, GATEWAY_URL: gatewayUrl, GATEWAY_SERVICE_KEY: GATEWAY_KEY, STRIPE_WEBHOOK_SECRET: SECRET });
+const gateway = start('gateway', { DATABASE_URL: gatewayDb, PORT: String(gatewayPort), METRICS_PORT: '0', SERVICE_KEY: GATEWAY_KEY, BILLING_URL: billingUrl, SIGNUP_CREDITS: '0', RATE_LIMIT_MULTIPLIER: '1000', TEMPORA_DATA_DIR: `/tmp/bench-billing-${process.pid}` });
+const billing = start('billing', { DATABASE_URL: billingDb, PORT: String(billingPort), METRICS_PORT: '0', SERVICE_KEY: BILLING_KEY, GATEWAY_URL: gatewayUrl, GATEWAY_SERVICE_KEY: GATEWAY_KEY, STRIPE_WEBHOOK_SECRET: SECRET });
 const ledgerDb = new pg.Client({ connectionString: gatewayDb });
 
 try {

@@ -77,6 +77,7 @@ export class Targets {
     const spawned = this.spawnNode('gateway', join(here, '../../services/gateway/src/main.ts'), {
       DATABASE_URL: await createDatabase('gateway_bench'),
       PORT: String(port),
+      METRICS_PORT: '0',
       HOST: '127.0.0.1',
       TEMPORA_DATA_DIR: dataDir,
       ADMIN_KEY: 'bench-admin-key',

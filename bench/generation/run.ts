@@ -49,6 +49,7 @@ async function service(env: Record<string, string>) {
       DATABASE_URL: database,
       REDIS_URL: '',
       PORT: String(port),
+      METRICS_PORT: '0',
       HOST: '127.0.0.1',
       REDIS_KEY_PREFIX: `bench-${randomBytes(3).toString('hex')}`,
       LOG_LEVEL: 'warn',

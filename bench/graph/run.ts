@@ -65,10 +65,10 @@ try {
   const warmPairs = warmAnchors.map((anchor, index) => [anchor, warmAnchors[(index * 7 + 3) % warmAnchors.length]!] as const);
 
   step('starting the graph service and loading its index');
-  const port = await freePort();
+  const [port, metricsPort] = [await freePort(), await freePort()];
   started = performance.now();
   service = spawn(process.execPath, [join(here, '../../services/graph/src/main.ts')], {
-    env: { ...process.env, DATABASE_URL: databaseUrl, PORT: String(port), HOST: '127.0.0.1', SERVICE_KEY, GRAPH_SEED: 'false', LOG_LEVEL: 'warn', OTEL_SDK_DISABLED: 'true', RATE_LIMIT_READ_PER_MINUTE: '100000000' },
+    env: { ...process.env, DATABASE_URL: databaseUrl, PORT: String(port), METRICS_PORT: String(metricsPort), HOST: '127.0.0.1', SERVICE_KEY, GRAPH_SEED: 'false', LOG_LEVEL: 'warn', OTEL_SDK_DISABLED: 'true', RATE_LIMIT_READ_PER_MINUTE: '100000000' },
     stdio: ['ignore', 'inherit', 'inherit'],
   });
   const base = `http://127.0.0.1:${port}`;
@@ -78,7 +78,7 @@ try {
     await new Promise((resolve) => setTimeout(resolve, 500));
   }
   const indexSeconds = (performance.now() - started) / 1000;
-  const metrics = await (await fetch(`${base}/metrics`)).text();
+  const metrics = await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text();
   const indexBytes = Number(/graph_index_memory_bytes\{[^}]*\} (\d+)/.exec(metrics)?.[1] ?? 0);
   const nodeStoreBytes = Number(/graph_node_store_memory_bytes\{[^}]*\} (\d+)/.exec(metrics)?.[1] ?? 0);
   const rssBytes = Number(/process_resident_memory_bytes\{[^}]*\} (\d+)/.exec(metrics)?.[1] ?? 0);

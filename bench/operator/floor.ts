@@ -8,7 +8,7 @@
 // and write each custom resource's status and Event, which this leaves out.
 import type { Cluster } from '../../operator/test/cluster.ts';
 import { applyAs, waitFor } from '../../operator/test/cluster.ts';
-import type { AgentPool, Gateway, GraphWorker } from '../../operator/src/api/v1alpha1/index.ts';
+import type { AgentPool, TemporaGateway, GraphWorker } from '../../operator/src/api/v1alpha1/index.ts';
 import type { KubeClient } from '../../operator/src/kube/client.ts';
 import type { KubeObject } from '../../operator/src/kube/object.ts';
 import * as R from '../../operator/src/kube/resources.ts';
@@ -29,14 +29,14 @@ const CONCURRENCY = 16;
 /** What the operator's reconcilers apply for a custom resource, as the API server returned it (defaults filled in). */
 function childrenOf(owner: KubeObject): DesiredChild[] {
   switch (owner.kind) {
-    case 'Gateway':
-      return desiredGatewayChildren(owner as Gateway, true);
+    case 'TemporaGateway':
+      return desiredGatewayChildren(owner as TemporaGateway, true);
     case 'GraphWorker':
       return desiredGraphWorkerChildren(owner as GraphWorker, (owner as GraphWorker).spec.role !== 'daily');
     case 'AgentPool':
       return desiredAgentPoolChildren(owner as AgentPool, { queueMetric: false, podMonitor: true });
     case 'SimulationBudget':
-      // A budget owns no child: it is a key of its Gateway's ConfigMap.
+      // A budget owns no child: it is a key of its TemporaGateway's ConfigMap.
       return [];
     default:
       throw new Error(`no children known for ${owner.kind}`);

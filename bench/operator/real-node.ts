@@ -1,7 +1,7 @@
-// The operator on a real node (test/k8s/node.ts): time from applying a Gateway to its first answered
+// The operator on a real node (test/k8s/node.ts): time from applying a TemporaGateway to its first answered
 // request. The platform is installed as in the end-to-end tests (test/e2e/platform.ts: our images, the
 // operator in the cluster under its ServiceAccount, PostgreSQL and Redis on the host); each round applies a
-// new Gateway on an empty database of its own (what a first install meets: migrations and the graph's
+// new TemporaGateway on an empty database of its own (what a first install meets: migrations and the graph's
 // seed), follows it to its first answers through its Service, then deletes it.
 //   node bench/operator/real-node.ts [--rounds 3]
 import { loadavg } from 'node:os';
@@ -46,11 +46,11 @@ try {
     const mark = (key: Exclude<keyof Round, 'serviceReady' | 'loadAverage'>) => (marks[key] ??= at());
     const owner = await applyAs(admin, gatewayResource(name, 'bench', { databaseSecret: database }));
 
-    // Pods and the Gateway's status are read twice a second; the requests go out every 100 ms.
+    // Pods and the TemporaGateway's status are read twice a second; the requests go out every 100 ms.
     const following = (async () => {
       const deadline = Date.now() + 15 * 60_000;
       while (marks.gatewayReady === undefined) {
-        if (Date.now() > deadline) throw new Error(`Gateway ${name} not Ready after 15 min: ${JSON.stringify(marks)}`);
+        if (Date.now() > deadline) throw new Error(`TemporaGateway ${name} not Ready after 15 min: ${JSON.stringify(marks)}`);
         const deployments = (await admin.list(R.Deployment, {}, NAMESPACE)).items.filter((d) => d.metadata.ownerReferences?.some((r) => r.uid === owner.metadata.uid));
         if (deployments.length > 0) mark('deploymentsCreated');
         const pods = (await admin.list(R.Pod, { labelSelector: `tempora.dev/owner-uid=${owner.metadata.uid}` }, NAMESPACE)).items;
@@ -62,7 +62,7 @@ try {
           if (pods.every((p) => has(p, 'Ready'))) mark('podsReady');
         }
         for (const p of pods.filter((pod) => has(pod, 'Ready'))) serviceReady[p.metadata.labels?.['app.kubernetes.io/name'] ?? '?'] ??= at();
-        const gw = await admin.get(R.Gateway, NAMESPACE, name);
+        const gw = await admin.get(R.TemporaGateway, NAMESPACE, name);
         const ready = condition(gw, 'Ready');
         if (ready?.status === 'True' && ready.observedGeneration === gw.metadata.generation) mark('gatewayReady');
         await new Promise((r) => setTimeout(r, 500));
@@ -77,8 +77,8 @@ try {
     results.push(marks as Round);
     console.error(`round ${round}: ${JSON.stringify(marks)}`);
 
-    await admin.delete(R.Gateway, NAMESPACE, name);
-    await waitFor('the Gateway\'s pods gone', async () => (await admin.list(R.Pod, { labelSelector: `tempora.dev/owner-uid=${owner.metadata.uid}` }, NAMESPACE)).items.length === 0, 300_000, 1000);
+    await admin.delete(R.TemporaGateway, NAMESPACE, name);
+    await waitFor('the TemporaGateway\'s pods gone', async () => (await admin.list(R.Pod, { labelSelector: `tempora.dev/owner-uid=${owner.metadata.uid}` }, NAMESPACE)).items.length === 0, 300_000, 1000);
   }
   const keys = (Object.keys(results[0]!) as (keyof Round)[]).filter((k): k is Exclude<keyof Round, 'serviceReady'> => k !== 'serviceReady');
   const median = (k: Exclude<keyof Round, 'serviceReady'>) => results.map((r) => r[k]).sort((a, b) => a - b)[Math.floor(results.length / 2)];

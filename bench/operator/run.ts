@@ -42,10 +42,10 @@ const KUBELET_POLL_MS = 1000;
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 
 /**
- * One Gateway in `--gateway-every` (default 10; each owns a Deployment, Service, ConfigMap and PDB per
+ * One TemporaGateway in `--gateway-every` (default 10; each owns a Deployment, Service, ConfigMap and PDB per
  * service and more, its Services' cluster IPs allocated by kube-apiserver one at a time), then an
- * AgentPool serving it (a Gateway takes one pool: a second would run nothing, AnotherPoolServes), then
- * GraphWorkers of that Gateway and SimulationBudgets in turn. The budgets name no Gateway: theirs would be
+ * AgentPool serving it (a TemporaGateway takes one pool: a second would run nothing, AnotherPoolServes), then
+ * GraphWorkers of that TemporaGateway and SimulationBudgets in turn. The budgets name no TemporaGateway: theirs would be
  * Ready only once its simulation service reported them, and none runs here (GatewayNotFound, reconciled
  * and reported all the same).
  */
@@ -64,7 +64,7 @@ function resources(n: number, gatewayEvery: number): KubeObject[] {
   return out;
 }
 
-const PLURAL: Record<string, R.ResourceType> = { Gateway: R.Gateway, GraphWorker: R.GraphWorker, AgentPool: R.AgentPool, SimulationBudget: R.SimulationBudget };
+const PLURAL: Record<string, R.ResourceType> = { TemporaGateway: R.TemporaGateway, GraphWorker: R.GraphWorker, AgentPool: R.AgentPool, SimulationBudget: R.SimulationBudget };
 
 /** Sums per metric name; writes also per `<verb> <resource>` under `writes <verb> <resource>`. */
 async function scrape(port: number): Promise<Map<string, number>> {
@@ -101,8 +101,8 @@ async function withCluster<T>(fn: (cluster: Cluster) => Promise<T>): Promise<T> 
 
 /**
  * The Secrets the Gateways name (operator/test/fixtures.ts), as an install has them before its custom
- * resources: without them every Gateway is Degraded (SecretMissing) and looked at again each minute. One
- * certificate serves every Gateway's TLS Secret (openssl once, not once per Gateway).
+ * resources: without them every TemporaGateway is Degraded (SecretMissing) and looked at again each minute. One
+ * certificate serves every TemporaGateway's TLS Secret (openssl once, not once per TemporaGateway).
  */
 function secrets(objs: KubeObject[]): KubeObject[] {
   const { secret: tls } = tlsSecret('tls', 'default', 'bench.tempora.test', 365);
@@ -110,7 +110,7 @@ function secrets(objs: KubeObject[]): KubeObject[] {
   return [
     ...['tempora-keys', 'tempora-providers', 'tempora-billing'].map((name) => ({ apiVersion: 'v1', kind: 'Secret', metadata: { name, namespace: 'default' }, data: {} })),
     ...['tempora-db', 'tempora-redis'].map((name) => ({ apiVersion: 'v1', kind: 'Secret', metadata: { name, namespace: 'default' }, data: { url } })),
-    ...objs.filter((o) => o.kind === 'Gateway').map((gw) => ({ ...tls, metadata: { name: `${gw.metadata.name}-tls`, namespace: 'default' } })),
+    ...objs.filter((o) => o.kind === 'TemporaGateway').map((gw) => ({ ...tls, metadata: { name: `${gw.metadata.name}-tls`, namespace: 'default' } })),
   ];
 }
 
@@ -142,7 +142,7 @@ const operatorRun = () => withCluster(async (cluster) => {
           const c = ((o.status?.conditions ?? []) as { type: string; status: string; observedGeneration?: number }[]).find((x) => x.type === 'Ready');
           const set = readyByKind.get(kind)!;
           const before = set.size;
-          // A SimulationBudget is Ready once its Gateway's simulation service reports it, and no service
+          // A SimulationBudget is Ready once its TemporaGateway's simulation service reports it, and no service
           // runs here: it counts once the operator has reconciled it and said why (Ready at its generation).
           const done = kind === 'SimulationBudget' ? c !== undefined : c?.status === 'True';
           if (done && c?.observedGeneration === o.metadata.generation) set.add(o.metadata.name!);
@@ -213,7 +213,7 @@ const operatorRun = () => withCluster(async (cluster) => {
       reconcileErrors: atReady.get('controller_runtime_reconcile_errors_total') ?? 0,
       writes,
       writesPerReconcile: +(writes / reconciles).toFixed(2),
-      writesByResource: Object.fromEntries([...atReady].filter(([k]) => k.startsWith('writes ')).map(([k, v]) => [k.slice(7), v])),
+      writesByResource: Object.fromEntries([...atReady].filter(([k, v]) => k.startsWith('writes ') && v > 0).map(([k, v]) => [k.slice(7), v])),
       writesWhileSettling: settledWrites - writes,
       // The operator writes its custom resources only through their status subresource, once settled.
       statusWritesPerResource: Object.fromEntries(Object.entries(PLURAL).map(([kind, r]) => [kind, +((settled.get(`writes patch ${r.plural}/status`) ?? 0) / total[kind]!).toFixed(2)])),

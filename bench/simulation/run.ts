@@ -48,6 +48,7 @@ const child = spawn(process.execPath, [fileURLToPath(new URL('../../services/sim
     DATABASE_URL: database,
     REDIS_URL: '',
     PORT: String(port),
+    METRICS_PORT: '0',
     HOST: '127.0.0.1',
     SERVICE_KEY: KEY,
     OPENROUTER_BASE_URL: model.url,

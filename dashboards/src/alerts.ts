@@ -117,10 +117,10 @@ function certificateAlerts(): AlertRule[] {
   const labels = { namespace: 'prod', gateway: 'tempora', secret: 'tempora-tls' };
   const runbook: Runbook = {
     meaning:
-      'The certificate in the Ingress TLS Secret of a Gateway (`spec.ingress.tlsSecretName`, its `tls.crt`) expires in under 14 days (warning) or under 3 days, or has expired (critical). cert-manager renews a certificate a third of its lifetime before it expires (30 days for Let\'s Encrypt\'s 90), so a warning means its renewal is failing. A TLS Secret that is missing or holds no certificate has no expiry: TemporaSecretMissing fires for it instead.',
+      'The certificate in the Ingress TLS Secret of a TemporaGateway (`spec.ingress.tlsSecretName`, its `tls.crt`) expires in under 14 days (warning) or under 3 days, or has expired (critical). cert-manager renews a certificate a third of its lifetime before it expires (30 days for Let\'s Encrypt\'s 90), so a warning means its renewal is failing. A TLS Secret that is missing or holds no certificate has no expiry: TemporaSecretMissing fires for it instead.',
     impact: 'Nothing until it expires; then browsers and API clients refuse the gateway\'s HTTPS, and every request through the Ingress fails.',
     diagnosis: [
-      'Tempora / Operator, Certificate expiry: which Gateway and Secret, how long is left.',
+      'Tempora / Operator, Certificate expiry: which TemporaGateway and Secret, how long is left.',
       '`kubectl get secret <secret> -n <namespace> -o jsonpath=\'{.data.tls\\.crt}\' | base64 -d | openssl x509 -noout -subject -enddate`: the certificate the Ingress serves.',
       'With cert-manager: `kubectl describe certificate -n <namespace>` (Ready, Renewal Time), then its CertificateRequest, Order and Challenges (an ACME challenge the Ingress or DNS does not answer is the usual cause).',
     ],
@@ -137,8 +137,8 @@ function certificateAlerts(): AlertRule[] {
       expr: `${left} < 14 * ${day} and ${left} >= 3 * ${day}`,
       for: '1h',
       severity: 'warning',
-      summary: 'A Gateway\'s TLS certificate expires within 14 days.',
-      description: 'The certificate in Secret {{ $labels.secret }} ({{ $labels.namespace }}), served by Gateway {{ $labels.gateway }}\'s Ingress, expires within 14 days: its renewal is not happening.',
+      summary: 'A TemporaGateway\'s TLS certificate expires within 14 days.',
+      description: 'The certificate in Secret {{ $labels.secret }} ({{ $labels.namespace }}), served by TemporaGateway {{ $labels.gateway }}\'s Ingress, expires within 14 days: its renewal is not happening.',
       tests: [
         { name: 'ten days left', input: expiry(10 * day), at: '90m', fires: [labels] },
         { name: 'thirty days left', input: expiry(30 * day), at: '90m', fires: [] },
@@ -149,8 +149,8 @@ function certificateAlerts(): AlertRule[] {
       expr: `${left} < 3 * ${day}`,
       for: '5m',
       severity: 'critical',
-      summary: 'A Gateway\'s TLS certificate expires within 3 days, or has expired.',
-      description: 'The certificate in Secret {{ $labels.secret }} ({{ $labels.namespace }}), served by Gateway {{ $labels.gateway }}\'s Ingress, expires within 3 days or has expired: HTTPS clients will refuse the gateway.',
+      summary: 'A TemporaGateway\'s TLS certificate expires within 3 days, or has expired.',
+      description: 'The certificate in Secret {{ $labels.secret }} ({{ $labels.namespace }}), served by TemporaGateway {{ $labels.gateway }}\'s Ingress, expires within 3 days or has expired: HTTPS clients will refuse the gateway.',
       tests: [
         { name: 'one day left', input: expiry(day), at: '30m', fires: [labels] },
         { name: 'expired', input: expiry(0), at: '30m', fires: [labels] },
@@ -160,7 +160,7 @@ function certificateAlerts(): AlertRule[] {
   ];
 }
 
-/** What every Gateway runs, and the operator: each must have a scraped target. */
+/** What every TemporaGateway runs, and the operator: each must have a scraped target. */
 const ALWAYS_THERE: Component[] = [...SERVICES, 'operator'];
 
 /**
@@ -226,7 +226,7 @@ export const ALERTS: AlertRule[] = [
       meaning: `Requests that should answer within ${LATENCY_THRESHOLD_SECONDS} s (every route but generation, streams, simulations, the conductor and MCP) are slow far more often than the 99% objective allows.`,
       impact: 'Pages and clients wait; callers with short time-outs fail.',
       diagnosis: ['Tempora / Overview: Latency p50 / p99 by service, then the service\'s own dashboard by route.', 'Process row: CPU saturated or event-loop lag above tens of milliseconds means the process is overloaded.', 'Database: slow queries show in the traces (span `pg.query`) of the slow requests.'],
-      mitigation: ['Scale out the service (Gateway CR `spec.<service>.replicas`).', 'If one route is slow, look for a missing index or a traversal with a high depth/limit.'],
+      mitigation: ['Scale out the service (TemporaGateway CR `spec.<service>.replicas`).', 'If one route is slow, look for a missing index or a traversal with a high depth/limit.'],
     },
     tests: [
       { name: 'one request in five is slow for an hour', input: fastRequests('graph', 100, 80), at: '70m', fires: [{ tempora_component: 'graph', job: 'graph' }] },
@@ -260,7 +260,7 @@ export const ALERTS: AlertRule[] = [
     runbook: {
       meaning: 'A process that Prometheus should scrape does not answer /metrics: it is down, restarting, or unreachable.',
       impact: 'Whatever that replica serves is not served; its metrics and alerts are blind.',
-      diagnosis: ['`kubectl get pods -l app.kubernetes.io/part-of=tempora` and the Gateway CR\'s status conditions (Degraded says which pod cannot start).', '`kubectl describe pod` for CrashLoopBackOff, ImagePullBackOff or an unschedulable pod; `kubectl logs --previous` for the last crash.'],
+      diagnosis: ['`kubectl get pods -l app.kubernetes.io/part-of=tempora` and the TemporaGateway CR\'s status conditions (Degraded says which pod cannot start).', '`kubectl describe pod` for CrashLoopBackOff, ImagePullBackOff or an unschedulable pod; `kubectl logs --previous` for the last crash.'],
       mitigation: ['Fix what the pod\'s events name (configuration, image, resources); the operator restores the rest.'],
     },
     tests: [
@@ -276,17 +276,17 @@ export const ALERTS: AlertRule[] = [
     summary: 'Prometheus scrapes no target of a Tempora component.',
     description: 'No {{ $labels.tempora_component }} target has been scraped for 10 minutes: the component is not running, or this Prometheus does not select its monitor. Every other alert on it is blind.',
     runbook: {
-      meaning: `Prometheus has no \`up\` series labelled \`tempora_component\` for a component that every Gateway runs (${ALWAYS_THERE.join(', ')}), or for the agent pool while the generation service hands its agents to one. The platform's monitors set that label on every target (the operator's ServiceMonitors and PodMonitors, the operator chart's own); with none, no rule and no dashboard sees the component. The graph's workers are optional (a Gateway may run none) and are not expected here; TemporaTargetDown covers those that are scraped.`,
+      meaning: `Prometheus has no \`up\` series labelled \`tempora_component\` for a component that every TemporaGateway runs (${ALWAYS_THERE.join(', ')}), or for the agent pool while the generation service hands its agents to one. The platform's monitors set that label on every target (the operator's ServiceMonitors and PodMonitors, the operator chart's own); with none, no rule and no dashboard sees the component. The graph's workers are optional (a TemporaGateway may run none) and are not expected here; TemporaTargetDown covers those that are scraped.`,
       impact: 'Nothing for users by itself; but the component\'s failures raise no alert and its dashboards say No data. If its pods are not running, what it serves is down.',
       diagnosis: [
         '`kubectl get pods -l app.kubernetes.io/part-of=tempora`: is the component running at all (then see TemporaTargetDown)?',
         '`kubectl get servicemonitors,podmonitors -A -l app.kubernetes.io/part-of=tempora`: the operator makes one per service and per worker Deployment when the Prometheus Operator\'s CRDs are served; the operator\'s own comes from its chart (`metrics.serviceMonitor`).',
-        'Does your Prometheus select them? `kubectl get prometheus -A -o yaml`: `serviceMonitorSelector`, `podMonitorSelector` and their namespace selectors. kube-prometheus-stack selects `release: <its release>` by default: give the monitors that label (the monitor labels of the Gateway and the chart, docs/operator.md).',
+        'Does your Prometheus select them? `kubectl get prometheus -A -o yaml`: `serviceMonitorSelector`, `podMonitorSelector` and their namespace selectors. kube-prometheus-stack selects `release: <its release>` by default: give the monitors that label (the monitor labels of the TemporaGateway and the chart, docs/operator.md).',
         'Prometheus\'s Status → Targets page: a target listed with the wrong labels means a monitor that does not set `tempora_component`, e.g. one written by hand.',
       ],
       mitigation: [
         'Label the monitors as your Prometheus selects them, or widen its selectors; targets appear within a scrape interval and the alert resolves.',
-        'Deleted on purpose (a Gateway or AgentPool removed): the alert resolves once the generation service no longer reports a pool; silence it for the time of a planned removal.',
+        'Deleted on purpose (a TemporaGateway or AgentPool removed): the alert resolves once the generation service no longer reports a pool; silence it for the time of a planned removal.',
       ],
     },
     tests: [
@@ -457,8 +457,8 @@ export const ALERTS: AlertRule[] = [
       mitigation: ['Fix the resource (an invalid value, a missing Secret) or the operator\'s RBAC if it is refused.'],
     },
     tests: [
-      { name: 'errors for twenty minutes', input: [{ series: 'controller_runtime_reconcile_errors_total{tempora_component="operator", controller="gateway"}', values: '0+1x30' }], at: '25m', fires: [{ controller: 'gateway' }] },
-      { name: 'no errors', input: [{ series: 'controller_runtime_reconcile_errors_total{tempora_component="operator", controller="gateway"}', values: '0x30' }], at: '25m', fires: [] },
+      { name: 'errors for twenty minutes', input: [{ series: 'controller_runtime_reconcile_errors_total{tempora_component="operator", controller="temporagateway"}', values: '0+1x30' }], at: '25m', fires: [{ controller: 'temporagateway' }] },
+      { name: 'no errors', input: [{ series: 'controller_runtime_reconcile_errors_total{tempora_component="operator", controller="temporagateway"}', values: '0x30' }], at: '25m', fires: [] },
     ],
   },
   {
@@ -540,24 +540,24 @@ export const ALERTS: AlertRule[] = [
     for: '10m',
     severity: 'critical',
     summary: 'A Secret the platform needs is missing or incomplete.',
-    description: 'Secret {{ $labels.secret }} in {{ $labels.namespace }}, named by Gateway {{ $labels.gateway }}, does not exist, lacks a key the platform reads from it, or (a TLS Secret) holds no certificate.',
+    description: 'Secret {{ $labels.secret }} in {{ $labels.namespace }}, named by TemporaGateway {{ $labels.gateway }}, does not exist, lacks a key the platform reads from it, or (a TLS Secret) holds no certificate.',
     runbook: {
-      meaning: 'The operator reads every Secret a Gateway names: the Ingress\'s TLS Secret (`tls.crt` holding a certificate, `tls.key`), the keys, providers and billing Secrets (passed whole to the pods), and the database, Redis and callback keys (`spec.database`, `spec.redis`, `spec.generation.callbackSecret`: the key they name). One of them has been missing, or without what is read from it, for 10 minutes.',
+      meaning: 'The operator reads every Secret a TemporaGateway names: the Ingress\'s TLS Secret (`tls.crt` holding a certificate, `tls.key`), the keys, providers and billing Secrets (passed whole to the pods), and the database, Redis and callback keys (`spec.database`, `spec.redis`, `spec.generation.callbackSecret`: the key they name). One of them has been missing, or without what is read from it, for 10 minutes.',
       impact: 'A TLS Secret: the Ingress controller serves its own default certificate, which browsers and API clients refuse. Any other: pods that start now (a rollout, a rescheduled or restarted pod) wait in `CreateContainerConfigError`, and the pods still running lose their service when they go.',
       diagnosis: [
         '`kubectl describe gateway <gateway> -n <namespace>`: the Degraded condition (reason SecretMissing) names each Secret, the spec field that names it, and the key it lacks; the Events show when it started.',
         '`kubectl get secret <secret> -n <namespace> -o jsonpath=\'{.data}\'`: which keys it has (a typo in a key, or a Secret in another namespace, is the usual cause).',
         'A TLS Secret made by cert-manager: `kubectl describe certificate -n <namespace>` and its CertificateRequest, Order and Challenges say why it is not issued.',
-        'Tempora / Operator, Secrets missing (row Certificates and Secrets): which Gateways and Secrets, since when.',
+        'Tempora / Operator, Secrets missing (row Certificates and Secrets): which TemporaGateways and Secrets, since when.',
       ],
       mitigation: [
-        'Create the Secret or add the key (`kubectl create secret generic|tls …`), or correct the Gateway\'s field. The operator looks again within a minute; pods waiting for it start by themselves.',
+        'Create the Secret or add the key (`kubectl create secret generic|tls …`), or correct the TemporaGateway\'s field. The operator looks again within a minute; pods waiting for it start by themselves.',
         'A TLS Secret: fix its issuer (cert-manager), or create it from a certificate and key with `kubectl create secret tls <secret> --cert=… --key=…`.',
       ],
     },
     tests: [
       { name: 'a TLS Secret missing for a quarter hour', input: [{ series: 'tempora_operator_secret_missing{tempora_component="operator", namespace="prod", gateway="tempora", secret="tempora-tls"}', values: '1x20' }], at: '15m', fires: [{ namespace: 'prod', gateway: 'tempora', secret: 'tempora-tls' }] },
-      { name: 'created five minutes after its Gateway (cert-manager issuing it)', input: [{ series: 'tempora_operator_secret_missing{tempora_component="operator", namespace="prod", gateway="tempora", secret="tempora-tls"}', values: '1x5 0x15' }], at: '15m', fires: [] },
+      { name: 'created five minutes after its TemporaGateway (cert-manager issuing it)', input: [{ series: 'tempora_operator_secret_missing{tempora_component="operator", namespace="prod", gateway="tempora", secret="tempora-tls"}', values: '1x5 0x15' }], at: '15m', fires: [] },
       { name: 'every Secret there', input: [{ series: 'tempora_operator_secret_missing{tempora_component="operator", namespace="prod", gateway="tempora", secret="tempora-keys"}', values: '0x20' }], at: '15m', fires: [] },
     ],
   },

@@ -6,7 +6,7 @@
  */
 export const COMPONENT_LABEL = 'tempora_component';
 
-/** The six services of a Gateway, each one Deployment with a ServiceMonitor. */
+/** The six services of a TemporaGateway, each one Deployment with a ServiceMonitor. */
 export const SERVICES = ['gateway', 'generation', 'graph', 'simulation', 'conductor', 'billing'] as const;
 
 /** Every component: the services, the workers of an AgentPool and of the continuous GraphWorkers, the operator. */

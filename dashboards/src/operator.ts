@@ -4,7 +4,7 @@ import { SEL, dashboard } from './panels.ts';
 export const operator = dashboard({
   uid: 'tempora-operator',
   title: 'Tempora / Operator',
-  description: 'Reconciles, errors, durations, work queues, API writes and leader election of the operator, and the certificates and Secrets its Gateways name.',
+  description: 'Reconciles, errors, durations, work queues, API writes and leader election of the operator, and the certificates and Secrets its TemporaGateways name.',
   components: ['operator'],
   jobMetric: 'controller_runtime_reconcile_total',
   rows: [
@@ -58,13 +58,13 @@ export const operator = dashboard({
       panels: [
         {
           title: 'Certificate expiry',
-          description: "Time left before the certificate in each Gateway's Ingress TLS Secret expires; below zero it has expired. TemporaCertificateExpiringSoon warns under 14 days and pages under 3.",
+          description: "Time left before the certificate in each TemporaGateway's Ingress TLS Secret expires; below zero it has expired. TemporaCertificateExpiringSoon warns under 14 days and pages under 3.",
           unit: 's',
           queries: [{ expr: `max by (namespace, gateway, secret) (tempora_operator_certificate_expiry_timestamp_seconds{${SEL}}) - time()`, legend: '{{namespace}}/{{gateway}} {{secret}}' }],
         },
         {
           title: 'Secrets missing',
-          description: 'Per Secret a Gateway names: 1 while it is missing, lacks a key the platform reads from it, or (a TLS Secret) holds no certificate; 0 when it is there. TemporaSecretMissing pages after 10 minutes at 1; the Gateway\'s Degraded condition says which key.',
+          description: 'Per Secret a TemporaGateway names: 1 while it is missing, lacks a key the platform reads from it, or (a TLS Secret) holds no certificate; 0 when it is there. TemporaSecretMissing pages after 10 minutes at 1; the TemporaGateway\'s Degraded condition says which key.',
           unit: 'short',
           queries: [{ expr: `max by (namespace, gateway, secret) (tempora_operator_secret_missing{${SEL}})`, legend: '{{namespace}}/{{gateway}} {{secret}}' }],
         },

@@ -7,7 +7,7 @@ import type { Informer } from './kube/informer.ts';
 import { objectKey, splitKey, type KubeObject } from './kube/object.ts';
 import type { ResourceType } from './kube/resources.ts';
 import { WorkQueue } from './kube/workqueue.ts';
-import type { OperatorMetrics } from './metrics.ts';
+import { zeroController, type OperatorMetrics } from './metrics.ts';
 import type { ReconcileContext, Reconciler } from './reconcilers/context.ts';
 
 const tracer = trace.getTracer('@tempora/operator');
@@ -35,10 +35,10 @@ export class Controller {
     this.resource = options.reconciler.resource;
     this.name = this.resource.kind.toLowerCase();
     this.queue = new WorkQueue({ name: this.name, metrics: options.metrics });
-    // Every series of the controller exists from the start at 0, as controller-runtime does, so rate() and
-    // the dashboards see "no errors" rather than no data.
-    for (const result of ['success', 'requeue_after', 'error']) options.metrics.reconcileTotal.inc({ controller: this.name, result }, 0);
-    options.metrics.reconcileErrors.inc({ controller: this.name }, 0);
+    // Every series of the controller and its queue exists from the start at 0, as controller-runtime's do,
+    // so rate() and the dashboards see "no errors" rather than no data. Here, not in WorkQueue: the queue is
+    // made anew after a lost leadership, and zeroing a histogram again would empty it.
+    zeroController(options.metrics, this.name);
     options.informer.onEvent((event, obj) => {
       if (event === 'delete') options.context.heldStatus.delete(obj.metadata.uid ?? '');
       this.queue.add(objectKey(obj.metadata.namespace, obj.metadata.name));

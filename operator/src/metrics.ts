@@ -1,6 +1,7 @@
 // Prometheus metrics named like controller-runtime's and client-go's workqueue's, so the dashboards and
 // alerts written for Go operators read this one too.
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { AgentPool, GraphWorker, OPTIONAL_CHILDREN, SimulationBudget, TemporaGateway, WATCHED_CHILDREN } from './kube/resources.ts';
 
 export interface OperatorMetrics {
   registry: Registry;
@@ -23,11 +24,64 @@ export interface OperatorMetrics {
 
 const DURATION_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
 
+/** How a reconcile ends, in controller-runtime's words. */
+const RECONCILE_RESULTS = ['success', 'requeue_after', 'error'] as const;
+/** Why an informer lists in full: its first list, an expired watch (410 Gone), a watch that failed otherwise. */
+export const RELIST_REASONS = ['initial', 'gone', 'error'] as const;
+
+/** Values to export for each label of a metric: every combination of them is one series. */
+type LabelGrid<L extends string> = { readonly [K in L]: readonly string[] };
+
+/**
+ * Exports the series of every combination of each grid's values at 0, as Prometheus' instrumentation advice
+ * asks for label values known in advance: until a series exists, rate() over it and the dashboards show no
+ * data rather than "none happened". The services have the kit's `zeroed` for this; its module also loads
+ * the tracing SDK, which the operator loads only when spans have somewhere to go (main.ts). Called once
+ * where a metric's label values become known: prom-client's Histogram.zero empties a series that observed.
+ */
+export function zeroed<L extends string>(metric: Counter<L> | Histogram<L>, ...grids: Array<NoInfer<LabelGrid<L>>>): void {
+  for (const grid of grids) {
+    let sets: Array<Record<string, string>> = [{}];
+    for (const [name, values] of Object.entries(grid) as Array<[string, readonly string[]]>) {
+      sets = sets.flatMap((set) => values.map((value) => ({ ...set, [name]: value })));
+    }
+    for (const labels of sets as Array<Record<L, string>>) {
+      if (metric instanceof Histogram) metric.zero(labels);
+      else metric.inc(labels, 0);
+    }
+  }
+}
+
+/**
+ * The writes the operator can send, at 0: children applied and pruned (ServiceMonitors and PodMonitors
+ * too, once their CRD is served), its custom resources' status, the gateway's signing key Secret created
+ * once, Events, and the leader election Lease.
+ */
+function zeroWrites(writes: Counter<'verb' | 'resource'>): void {
+  const children = [...WATCHED_CHILDREN, ...OPTIONAL_CHILDREN].map((r) => r.plural);
+  zeroed(
+    writes,
+    { verb: ['patch', 'delete'], resource: children },
+    { verb: ['patch'], resource: [TemporaGateway, GraphWorker, AgentPool, SimulationBudget].map((r) => `${r.plural}/status`) },
+    { verb: ['post'], resource: ['secrets', 'events', 'leases'] },
+    { verb: ['put'], resource: ['leases'] },
+  );
+}
+
+/** A controller's series and its work queue's (named alike) at 0: once per controller, before its first reconcile. */
+export function zeroController(metrics: OperatorMetrics, name: string): void {
+  zeroed(metrics.reconcileTotal, { controller: [name], result: RECONCILE_RESULTS });
+  zeroed(metrics.reconcileErrors, { controller: [name] });
+  zeroed(metrics.reconcileTime, { controller: [name] });
+  metrics.activeWorkers.set({ controller: name }, 0);
+  for (const metric of [metrics.queueAdds, metrics.queueRetries, metrics.queueLatency, metrics.workDuration]) zeroed(metric, { name: [name] });
+}
+
 export function createMetrics(): OperatorMetrics {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
   const registers = [registry];
-  return {
+  const metrics: OperatorMetrics = {
     registry,
     reconcileTotal: new Counter({
       name: 'controller_runtime_reconcile_total',
@@ -108,15 +162,17 @@ export function createMetrics(): OperatorMetrics {
     // Named like cert-manager's certmanager_certificate_expiration_timestamp_seconds, so alerts read it the same way.
     certificateExpiry: new Gauge({
       name: 'tempora_operator_certificate_expiry_timestamp_seconds',
-      help: "When the certificate in a Gateway's Ingress TLS Secret (tls.crt) expires, in Unix seconds; no series while the Secret is missing or holds no certificate (see tempora_operator_secret_missing)",
+      help: "When the certificate in a TemporaGateway's Ingress TLS Secret (tls.crt) expires, in Unix seconds; no series while the Secret is missing or holds no certificate (see tempora_operator_secret_missing)",
       labelNames: ['namespace', 'gateway', 'secret'],
       registers,
     }),
     secretMissing: new Gauge({
       name: 'tempora_operator_secret_missing',
-      help: 'Whether a Secret a Gateway names is missing, lacks a key read from it, or (its Ingress TLS Secret) holds no certificate (1), or is there (0)',
+      help: 'Whether a Secret a TemporaGateway names is missing, lacks a key read from it, or (its Ingress TLS Secret) holds no certificate (1), or is there (0)',
       labelNames: ['namespace', 'gateway', 'secret'],
       registers,
     }),
   };
+  zeroWrites(metrics.apiWrites);
+  return metrics;
 }

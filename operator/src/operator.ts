@@ -10,7 +10,7 @@ import { EventRecorder } from './kube/events.ts';
 import { Informer } from './kube/informer.ts';
 import { LeaderElector } from './kube/leader-election.ts';
 import { projectChild } from './kube/projection.ts';
-import type { AgentPool, Gateway, SimulationBudget } from './api/v1alpha1/index.ts';
+import type { AgentPool, TemporaGateway, SimulationBudget } from './api/v1alpha1/index.ts';
 import { objectKey } from './kube/object.ts';
 import * as R from './kube/resources.ts';
 import { OPTIONAL_CHILDREN, WATCHED_CHILDREN, type ResourceType } from './kube/resources.ts';
@@ -94,7 +94,7 @@ export class Operator {
     this.informers.set(R.Pod.plural, pods);
     this.#featureTtlMs = options.featureTtlMs ?? 30_000;
     this.#optionalApis = new OptionalApis(this.client, this.#featureTtlMs);
-    this.#secrets = new GatewaySecrets(this.client, this.metrics, log, (namespace, name) => this.#owners.get(R.Gateway.plural)?.get(namespace, name) !== undefined);
+    this.#secrets = new GatewaySecrets(this.client, this.metrics, log, (namespace, name) => this.#owners.get(R.TemporaGateway.plural)?.get(namespace, name) !== undefined);
     const context: ReconcileContext = {
       client: this.client,
       log,
@@ -220,24 +220,24 @@ export class Operator {
   }
 
   /**
-   * Kinds that depend on each other: a GraphWorker, AgentPool or SimulationBudget on the Gateway it names
-   * (its state, keys, tracing, its simulation service), a Gateway on the AgentPool serving it (its
+   * Kinds that depend on each other: a GraphWorker, AgentPool or SimulationBudget on the TemporaGateway it names
+   * (its state, keys, tracing, its simulation service), a TemporaGateway on the AgentPool serving it (its
    * generation pods' agent pool) and on the SimulationBudgets naming it (its simulation pods' budgets
-   * ConfigMap), and pools naming one Gateway on each other (only the oldest serves). None owns the other,
+   * ConfigMap), and pools naming one TemporaGateway on each other (only the oldest serves). None owns the other,
    * so no owner reference brings these events; they are mapped here.
    */
   #watchReferences(): void {
     const controller = (r: ResourceType) => this.controllers.find((c) => c.resource === r)!;
-    const [gateways, workers, pools, budgets] = [controller(R.Gateway), controller(R.GraphWorker), controller(R.AgentPool), controller(R.SimulationBudget)];
+    const [gateways, workers, pools, budgets] = [controller(R.TemporaGateway), controller(R.GraphWorker), controller(R.AgentPool), controller(R.SimulationBudget)];
     const naming = (c: Controller, namespace: string | undefined, gateway: string) => {
       for (const obj of this.#owners.get(c.resource.plural)!.list()) {
         if (obj.metadata.namespace === namespace && (obj.spec as { gatewayRef?: string } | undefined)?.gatewayRef === gateway) c.enqueue(namespace, obj.metadata.name);
       }
     };
-    // A Gateway's status changes often and concerns no worker: only a new generation (or its coming and going) does.
+    // A TemporaGateway's status changes often and concerns no worker: only a new generation (or its coming and going) does.
     const gatewayGenerations = new Map<string, number | undefined>();
-    this.#owners.get(R.Gateway.plural)!.onEvent((event, obj) => {
-      const gw = obj as Gateway;
+    this.#owners.get(R.TemporaGateway.plural)!.onEvent((event, obj) => {
+      const gw = obj as TemporaGateway;
       const key = objectKey(gw.metadata.namespace, gw.metadata.name);
       if (event !== 'delete' && gatewayGenerations.get(key) === gw.metadata.generation) return;
       if (event === 'delete') {
@@ -249,14 +249,14 @@ export class Operator {
     // A Secret filled by the operator (or still waiting to be) changes what the Gateways naming it report:
     // they are reconciled at once rather than at their next minute's check (gateway-secrets.ts).
     this.informers.get(GENERATED_SECRETS)!.onEvent((_event, secret) => {
-      for (const gw of this.#owners.get(R.Gateway.plural)!.list() as Gateway[]) {
+      for (const gw of this.#owners.get(R.TemporaGateway.plural)!.list() as TemporaGateway[]) {
         if (gw.metadata.namespace === secret.metadata.namespace && referencedSecrets(gw).some((r) => r.secret === secret.metadata.name)) {
           gateways.enqueue(gw.metadata.namespace, gw.metadata.name);
         }
       }
     });
-    // A budget's spec is its Gateway's ConfigMap (also the Gateway it named before); its status, written
-    // at every change of spend, concerns no Gateway.
+    // A budget's spec is its TemporaGateway's ConfigMap (also the TemporaGateway it named before); its status, written
+    // at every change of spend, concerns no TemporaGateway.
     const budgetRefs = new Map<string, { generation: number | undefined; gatewayRef: string }>();
     this.#owners.get(R.SimulationBudget.plural)!.onEvent((event, obj) => {
       const budget = obj as SimulationBudget;
@@ -267,7 +267,7 @@ export class Operator {
       else budgetRefs.set(key, { generation: budget.metadata.generation, gatewayRef: budget.spec.gatewayRef });
       for (const ref of new Set([budget.spec.gatewayRef, before?.gatewayRef])) if (ref !== undefined) gateways.enqueue(budget.metadata.namespace, ref);
     });
-    // A pool's Gateway, also the one it named before its spec changed.
+    // A pool's TemporaGateway, also the one it named before its spec changed.
     const poolGateways = new Map<string, string>();
     this.#owners.get(R.AgentPool.plural)!.onEvent((event, obj) => {
       const pool = obj as AgentPool;

@@ -144,7 +144,7 @@ async function installTempora(cp: ControlPlane): Promise<Cluster> {
   // Stand in for the Prometheus Operator's CRDs, so that ServiceMonitor and PodMonitor children are created.
   const monitorCrds = [SERVICE_MONITOR_CRD, POD_MONITOR_CRD];
   for (const crd of monitorCrds) await applyAs(admin, crd);
-  for (const crdName of ['gateways', 'graphworkers', 'agentpools', 'simulationbudgets'].map((p) => `${p}.tempora.dev`).concat(monitorCrds.map((c) => c.metadata.name))) {
+  for (const crdName of ['temporagateways', 'graphworkers', 'agentpools', 'simulationbudgets'].map((p) => `${p}.tempora.dev`).concat(monitorCrds.map((c) => c.metadata.name))) {
     await waitFor(`CRD ${crdName} established`, async () => {
       const crd = await admin.request<KubeObject>('GET', `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${crdName}`);
       const conditions = (crd.status?.conditions ?? []) as { type: string; status: string }[];

@@ -1,5 +1,5 @@
 // What the operator deploys must be able to run: where state lives, the gateway's signing key, the
-// agent pool, what workers take from their Gateway, the settings each pod gets, and Ready meaning the
+// agent pool, what workers take from their TemporaGateway, the settings each pod gets, and Ready meaning the
 // workloads are available. Against a real control plane with a kubelet stand-in reporting pod status
 // (kubelet-stand-in.ts); the end-to-end tests on a real node (test/k8s) run the images themselves.
 // Tests run in order and share one cluster.
@@ -33,10 +33,10 @@ interface Container {
 }
 
 const SERVICES = ['gateway', 'generation', 'graph', 'simulation', 'conductor', 'billing'];
-/** Where the simulation pods find the SimulationBudgets: their Gateway's ConfigMap, mounted whole. */
+/** Where the simulation pods find the SimulationBudgets: their TemporaGateway's ConfigMap, mounted whole. */
 const BUDGETS_MOUNT = { name: 'budgets', mountPath: '/etc/tempora/simulation-budgets', readOnly: true };
 
-/** A Gateway without shared state: no database, no Redis, no Ingress, replicas left to the operator. */
+/** A TemporaGateway without shared state: no database, no Redis, no Ingress, replicas left to the operator. */
 const embedded = (name: string, spec: Record<string, unknown> = {}) => gateway(name, { database: undefined, redis: undefined, ingress: undefined, services: undefined, ...spec });
 
 describe('what the operator deploys', function () {
@@ -49,7 +49,7 @@ describe('what the operator deploys', function () {
     this.timeout(1_800_000);
     cluster = await startOperatorCluster('deployed');
     ({ admin, op } = cluster);
-    // The Secrets the embedded Gateways name, as an install has them: a Gateway missing one is Degraded
+    // The Secrets the embedded Gateways name, as an install has them: a TemporaGateway missing one is Degraded
     // (SecretMissing), which would hide the pod failures the readiness tests look for.
     for (const name of ['tempora-keys', 'tempora-providers', 'tempora-billing']) await applyAs(admin, { apiVersion: 'v1', kind: 'Secret', metadata: { name, namespace: NS }, data: {} });
   });
@@ -81,7 +81,7 @@ describe('what the operator deploys', function () {
   describe('state', function () {
     it('without spec.database and spec.redis: one replica per service, its state on the pod\'s data volume', async function () {
       await applyAs(admin, embedded('solo'));
-      const gw = await waitReady(R.Gateway, 'solo');
+      const gw = await waitReady(R.TemporaGateway, 'solo');
       assert.equal(gw.status?.state, 'Embedded');
       for (const svc of SERVICES) {
         const dep = await admin.get(R.Deployment, NS, `solo-${svc}`);
@@ -114,28 +114,28 @@ describe('what the operator deploys', function () {
 
     it('with them: every service shares the PostgreSQL and Redis of the Secrets, and replicas are the spec\'s', async function () {
       await applyAs(admin, gateway('shared', { ingress: undefined }));
-      const gw = await waitReady(R.Gateway, 'shared');
+      const gw = await waitReady(R.TemporaGateway, 'shared');
       assert.equal(gw.status?.state, 'External');
       for (const svc of SERVICES) {
         const c = await container(`shared-${svc}`);
         assert.deepEqual(env(c, 'DATABASE_URL')?.valueFrom, secretRef('tempora-db'), svc);
         assert.deepEqual(env(c, 'REDIS_URL')?.valueFrom, secretRef('tempora-redis'), svc);
-        assert.equal((await data(`shared-${svc}`)).REDIS_KEY_PREFIX, 'tempora:default:shared', 'one prefix per Gateway, so Gateways can share a Redis');
+        assert.equal((await data(`shared-${svc}`)).REDIS_KEY_PREFIX, 'tempora:default:shared', 'one prefix per TemporaGateway, so Gateways can share a Redis');
       }
       assert.equal(((await admin.get(R.Deployment, NS, 'shared-gateway')).spec as any).replicas, 2);
     });
 
-    it('refuses, in status, a Gateway stored before more replicas needed shared state', async function () {
-      // As after an upgrade: the Gateway was stored under a CRD without the rule, which the API server now
+    it('refuses, in status, a TemporaGateway stored before more replicas needed shared state', async function () {
+      // As after an upgrade: the TemporaGateway was stored under a CRD without the rule, which the API server now
       // enforces only on its next change.
-      const crdName = 'gateways.tempora.dev';
+      const crdName = 'temporagateways.tempora.dev';
       const crdPath = `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${crdName}`;
       await admin.request('PATCH', crdPath, {
         body: [{ op: 'remove', path: '/spec/versions/0/schema/openAPIV3Schema/properties/spec/x-kubernetes-validations' }],
         contentType: 'application/json-patch+json',
       });
       try {
-        await waitFor('the Gateway stored without the rule', async () => {
+        await waitFor('the TemporaGateway stored without the rule', async () => {
           try {
             return await applyAs(admin, embedded('legacy', { services: { graph: { replicas: 2 } } }));
           } catch {
@@ -143,16 +143,16 @@ describe('what the operator deploys', function () {
           }
         });
       } finally {
-        const [crd] = manifests(join(CRD_DIR, 'gateway.yaml'));
+        const [crd] = manifests(join(CRD_DIR, 'temporagateway.yaml'));
         await applyAs(admin, crd!);
       }
-      await waitCondition(R.Gateway, 'legacy', 'Ready', 'False', 'ExternalStateRequired');
-      const degraded = condition(await admin.get(R.Gateway, NS, 'legacy'), 'Degraded');
+      await waitCondition(R.TemporaGateway, 'legacy', 'Ready', 'False', 'ExternalStateRequired');
+      const degraded = condition(await admin.get(R.TemporaGateway, NS, 'legacy'), 'Degraded');
       assert.equal(degraded?.status, 'True');
       assert.match(degraded!.message, /graph: more than one replica needs spec.database and spec.redis/);
       assert.equal(((await admin.get(R.Deployment, NS, 'legacy-graph')).spec as any).replicas, 1, 'runs one meanwhile');
-      await waitFor('a Warning Event', async () => (await events('Gateway', 'legacy')).some((e) => e.type === 'Warning' && e.reason === 'ExternalStateRequired'));
-      await admin.delete(R.Gateway, NS, 'legacy');
+      await waitFor('a Warning Event', async () => (await events('TemporaGateway', 'legacy')).some((e) => e.type === 'Warning' && e.reason === 'ExternalStateRequired'));
+      await admin.delete(R.TemporaGateway, NS, 'legacy');
     });
   });
 
@@ -235,7 +235,7 @@ describe('what the operator deploys', function () {
 
   describe('the gateway\'s signing key', function () {
     it('is created once in a Secret the gateway reads, kept, and made anew when deleted', async function () {
-      const gw = await admin.get(R.Gateway, NS, 'shared');
+      const gw = await admin.get(R.TemporaGateway, NS, 'shared');
       const [secret] = await owned(R.Secret, gw);
       assert.equal(secret?.metadata.name, 'shared-signing-key');
       const pem = Buffer.from((secret!.data as Record<string, string>).JWT_PRIVATE_KEY!, 'base64').toString();
@@ -275,13 +275,13 @@ describe('what the operator deploys', function () {
       assert.equal(generation.AGENT_POOL_NAME, 'pool-a');
       const worker = GenerationConfigSchema.parse(await data('pool-a'));
       assert.deepEqual([worker.AGENT_POOL_NAME, worker.REDIS_KEY_PREFIX], ['pool-a', generation.REDIS_KEY_PREFIX]);
-      // Neither sets a Redis of its own: both use the Gateway's.
+      // Neither sets a Redis of its own: both use the TemporaGateway's.
       assert.deepEqual(env(await container('shared-generation'), 'REDIS_URL')?.valueFrom, secretRef('tempora-redis'));
       assert.deepEqual(env(await container('pool-a'), 'REDIS_URL')?.valueFrom, secretRef('tempora-redis'));
       assert.deepEqual((await container('pool-a')).envFrom.map((s) => s.configMapRef?.name ?? s.secretRef?.name), ['pool-a', 'tempora-providers']);
     });
 
-    it('has one pool serve a Gateway; the others say so, and take over when it goes', async function () {
+    it('has one pool serve a TemporaGateway; the others say so, and take over when it goes', async function () {
       await applyAs(admin, agentPool('pool-b', { gatewayRef: 'shared', redis: { secretName: 'pool-b-redis' }, minReplicas: 1 }));
       await waitCondition(R.AgentPool, 'pool-b', 'Ready', 'False', 'AnotherPoolServes');
       assert.equal(await admin.getOrUndefined(R.Deployment, NS, 'pool-b'), undefined, 'no workload');
@@ -296,19 +296,19 @@ describe('what the operator deploys', function () {
       await waitFor('generation runs its agents itself again', async () => (await data('shared-generation')).AGENT_POOL === undefined);
     });
 
-    it('keeps no workload while its Gateway is missing or has no Redis', async function () {
+    it('keeps no workload while its TemporaGateway is missing or has no Redis', async function () {
       await applyAs(admin, agentPool('stray', { gatewayRef: 'nowhere', redis: undefined }));
       await waitCondition(R.AgentPool, 'stray', 'Ready', 'False', 'GatewayNotFound');
       await applyAs(admin, agentPool('stray', { gatewayRef: 'solo', redis: undefined }));
       await waitCondition(R.AgentPool, 'stray', 'Ready', 'False', 'RedisRequired');
       assert.equal(await admin.getOrUndefined(R.Deployment, NS, 'stray'), undefined);
-      assert.equal((await data('solo-generation')).AGENT_POOL, undefined, 'the Gateway keeps its agents in-process');
+      assert.equal((await data('solo-generation')).AGENT_POOL, undefined, 'the TemporaGateway keeps its agents in-process');
       await admin.delete(R.AgentPool, NS, 'stray');
     });
   });
 
   describe('graph workers', function () {
-    it('take the Gateway\'s database, keys and providers, and do not run without a database', async function () {
+    it('take the TemporaGateway\'s database, keys and providers, and do not run without a database', async function () {
       await applyAs(admin, graphWorker('render', 'renderer', { gatewayRef: 'shared' }));
       await waitReady(R.GraphWorker, 'render');
       const c = await container('render');
@@ -373,14 +373,14 @@ describe('what the operator deploys', function () {
 
     it('gives every pod of every kind the pull secrets, scheduling and metadata of spec.pods; a service overrides them', async function () {
       await applyAs(admin, embedded('placed', { pods, monitoring, services: { graph: { pods: { labels: { team: 'graph' }, priorityClassName: '' } } } }));
-      const gw = await waitReady(R.Gateway, 'placed');
+      const gw = await waitReady(R.TemporaGateway, 'placed');
       const live = await podsOf(gw);
       for (const svc of SERVICES) {
         const template = ((await admin.get(R.Deployment, NS, `placed-${svc}`)).spec as any).template;
         const pod = live.find((p) => p.metadata.labels?.['app.kubernetes.io/name'] === svc);
         assert.ok(pod, `a pod of ${svc}`);
         if (svc === 'graph') {
-          assert.deepEqual([template.metadata.labels.team, template.spec.priorityClassName, template.spec.imagePullSecrets], ['graph', undefined, pods.imagePullSecrets], 'the service\'s own pods settings over the Gateway\'s');
+          assert.deepEqual([template.metadata.labels.team, template.spec.priorityClassName, template.spec.imagePullSecrets], ['graph', undefined, pods.imagePullSecrets], 'the service\'s own pods settings over the TemporaGateway\'s');
           continue;
         }
         assertPlaced(`${svc} template`, template.spec, template.metadata.labels, svc, 'placed');
@@ -422,7 +422,7 @@ describe('what the operator deploys', function () {
     it('leaves pods that no node matches Pending, and says why in Ready and Degraded', async function () {
       this.timeout(240_000);
       await applyAs(admin, embedded('placed', { pods: { ...pods, nodeSelector: { pool: 'gpu' } }, monitoring }));
-      const stuck = await waitCondition(R.Gateway, 'placed', 'Degraded', 'True', 'Unschedulable', 60_000);
+      const stuck = await waitCondition(R.TemporaGateway, 'placed', 'Degraded', 'True', 'Unschedulable', 60_000);
       assert.match(condition(stuck, 'Degraded')!.message, /pod placed-\w+-\w+-\w+: Unschedulable: 0\/1 nodes are available: 1 node\(s\) didn't match Pod's node affinity\/selector/);
       const ready = condition(stuck, 'Ready')!;
       assert.deepEqual([ready.status, ready.reason], ['False', 'Unschedulable']);
@@ -431,17 +431,17 @@ describe('what the operator deploys', function () {
       // Once the Deployments are observed (status may wait for the counts to settle), Ready's message says why too.
       await waitFor(
         "Ready's message with the scheduler's",
-        async () => /waiting for pods: .*; pod placed-\w+-\w+-\w+: Unschedulable: .*didn't match Pod's node affinity\/selector/.test(condition(await admin.get(R.Gateway, NS, 'placed'), 'Ready')?.message ?? ''),
+        async () => /waiting for pods: .*; pod placed-\w+-\w+-\w+: Unschedulable: .*didn't match Pod's node affinity\/selector/.test(condition(await admin.get(R.TemporaGateway, NS, 'placed'), 'Ready')?.message ?? ''),
         COUNTS_HOLD_MS + 15_000,
       );
 
       await applyAs(admin, embedded('placed', { pods, monitoring }));
-      await waitReady(R.Gateway, 'placed', 60_000);
-      await admin.delete(R.Gateway, NS, 'placed');
+      await waitReady(R.TemporaGateway, 'placed', 60_000);
+      await admin.delete(R.TemporaGateway, NS, 'placed');
     });
   });
 
-  describe('settings from the Gateway', function () {
+  describe('settings from the TemporaGateway', function () {
     it('tell each service how many proxies to trust, so clients are told apart behind them', async function () {
       const hops = async (gw: string) => {
         const gateway = GatewayConfigSchema.parse(await data(`${gw}-gateway`)).TRUSTED_PROXY_HOPS;
@@ -454,7 +454,7 @@ describe('what the operator deploys', function () {
       };
       assert.deepEqual(await hops('shared'), [0, 1, 1, 1, 1, 1], 'no Ingress: the gateway trusts nobody, the services behind it the gateway');
       await applyAs(admin, gateway('behind'));
-      await waitReady(R.Gateway, 'behind');
+      await waitReady(R.TemporaGateway, 'behind');
       assert.deepEqual(await hops('behind'), [1, 2, 2, 2, 2, 2], 'behind an Ingress');
       await applyAs(admin, gateway('behind', { trustedProxies: 2 }));
       await waitFor('two proxies', async () => (await hops('behind'))[0] === 2);
@@ -466,7 +466,7 @@ describe('what the operator deploys', function () {
       await applyAs(admin, gateway('behind', { trustedProxies: 2, trustedProxyAddresses: ['10.42.0.0/16'] }));
       await waitFor('the named range', async () => (await trusted('behind'))[0]?.[0] === '10.42.0.0/16');
       assert.deepEqual(await trusted('behind'), [['10.42.0.0/16'], [...PRIVATE_RANGES, '10.42.0.0/16']]);
-      await admin.delete(R.Gateway, NS, 'behind');
+      await admin.delete(R.TemporaGateway, NS, 'behind');
     });
 
     it('give every pod of the platform, workers too, the OTEL_* settings of spec.tracing', async function () {
@@ -489,7 +489,7 @@ describe('what the operator deploys', function () {
         assert.deepEqual(env(c, 'POD_NAME')?.valueFrom, { fieldRef: { apiVersion: 'v1', fieldPath: 'metadata.name' } });
       }
       assert.equal(env(await container('solo-gateway'), 'OTEL_EXPORTER_OTLP_ENDPOINT'), undefined, 'not without spec.tracing');
-      await waitReady(R.Gateway, 'shared');
+      await waitReady(R.TemporaGateway, 'shared');
     });
   });
 
@@ -497,15 +497,15 @@ describe('what the operator deploys', function () {
     it('is Ready only once the pods are available', async function () {
       // Pods of this tag stay as the controllers made them, waiting for a node.
       await applyAs(admin, embedded('slow', { image: { version: 'pending-1' } }));
-      await waitFor('Gateway slow Ready=False', async () => condition(await admin.get(R.Gateway, NS, 'slow'), 'Ready')?.status === 'False');
+      await waitFor('TemporaGateway slow Ready=False', async () => condition(await admin.get(R.TemporaGateway, NS, 'slow'), 'Ready')?.status === 'False');
       // That the Deployments are observed and their pods on their way is no news while they converge:
       // status says so once the wait for the counts to settle is over (COUNTS_HOLD_MS).
-      const waiting = await waitCondition(R.Gateway, 'slow', 'Ready', 'False', 'PodsUnavailable', COUNTS_HOLD_MS + 15_000);
+      const waiting = await waitCondition(R.TemporaGateway, 'slow', 'Ready', 'False', 'PodsUnavailable', COUNTS_HOLD_MS + 15_000);
       assert.match(condition(waiting, 'Ready')!.message, /slow-gateway 0\/1 available/);
       assert.deepEqual([condition(waiting, 'Progressing')?.status, condition(waiting, 'Progressing')?.reason], ['True', 'RollingOut']);
       assert.equal(condition(waiting, 'Degraded')?.status, 'False', 'waiting is not failing');
       await applyAs(admin, embedded('slow', { image: { version: '1.0.0' } }));
-      const ready = await waitReady(R.Gateway, 'slow');
+      const ready = await waitReady(R.TemporaGateway, 'slow');
       assert.match(condition(ready, 'Ready')!.message, /6\/6 pods available/);
     });
 
@@ -517,19 +517,19 @@ describe('what the operator deploys', function () {
       it(`shows pods that cannot start (${reason}) in status and in a Warning Event within a minute`, async function () {
         const started = Date.now();
         await applyAs(admin, embedded('slow', { image: { version: tag } }));
-        const failing = await waitCondition(R.Gateway, 'slow', 'Degraded', 'True', reason, 60_000);
+        const failing = await waitCondition(R.TemporaGateway, 'slow', 'Degraded', 'True', reason, 60_000);
         assert.match(condition(failing, 'Degraded')!.message, message);
         assert.equal(condition(failing, 'Ready')?.reason, reason, 'Ready says why too');
-        await waitFor(`a Warning Event ${reason}`, async () => (await events('Gateway', 'slow')).some((e) => e.type === 'Warning' && e.reason === reason), 60_000 - (Date.now() - started));
+        await waitFor(`a Warning Event ${reason}`, async () => (await events('TemporaGateway', 'slow')).some((e) => e.type === 'Warning' && e.reason === reason), 60_000 - (Date.now() - started));
       });
     }
 
     it('recovers: Ready and Degraded=False once the pods run, with a Normal Event', async function () {
       await applyAs(admin, embedded('slow', { image: { version: '1.0.1' } }));
-      const ready = await waitReady(R.Gateway, 'slow', 60_000);
+      const ready = await waitReady(R.TemporaGateway, 'slow', 60_000);
       assert.equal(condition(ready, 'Degraded')?.status, 'False');
-      await waitFor('a Normal Event', async () => (await events('Gateway', 'slow')).some((e) => e.type === 'Normal' && e.reason === 'Healthy'));
-      await admin.delete(R.Gateway, NS, 'slow');
+      await waitFor('a Normal Event', async () => (await events('TemporaGateway', 'slow')).some((e) => e.type === 'Normal' && e.reason === 'Healthy'));
+      await admin.delete(R.TemporaGateway, NS, 'slow');
     });
 
     it('waits for an AgentPool\'s minimum, and reports its available pods in two status writes', async function () {

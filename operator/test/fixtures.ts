@@ -5,7 +5,7 @@ export const NS = 'default';
 export function gateway(name: string, spec: Record<string, unknown> = {}): KubeObject {
   return {
     apiVersion: 'tempora.dev/v1alpha1',
-    kind: 'Gateway',
+    kind: 'TemporaGateway',
     metadata: { name, namespace: NS },
     spec: {
       image: { version: '1.0.0' },

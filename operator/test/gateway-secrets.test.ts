@@ -1,6 +1,6 @@
-// The Secrets a Gateway names, against a real control plane: the certificate's expiry and the missing
+// The Secrets a TemporaGateway names, against a real control plane: the certificate's expiry and the missing
 // Secrets as the operator's /metrics serves them (what TemporaCertificateExpiringSoon and
-// TemporaSecretMissing read), and the Gateway's Degraded condition. Tests run in order on one cluster.
+// TemporaSecretMissing read), and the TemporaGateway's Degraded condition. Tests run in order on one cluster.
 import assert from 'node:assert/strict';
 import type { KubeClient } from '../src/kube/client.ts';
 import * as R from '../src/kube/resources.ts';
@@ -13,7 +13,7 @@ import { tlsSecret } from './tls-secret.ts';
 const EXPIRY = 'tempora_operator_certificate_expiry_timestamp_seconds';
 const MISSING = 'tempora_operator_secret_missing';
 
-describe("a Gateway's Secrets on a real control plane", function () {
+describe("a TemporaGateway's Secrets on a real control plane", function () {
   this.timeout(120_000);
   let cluster: OperatorCluster;
   let admin: KubeClient;
@@ -30,7 +30,7 @@ describe("a Gateway's Secrets on a real control plane", function () {
     await stopOperatorCluster(cluster);
   });
 
-  /** The series of `metric` for Gateway `gw` in the operator's /metrics, by Secret. */
+  /** The series of `metric` for TemporaGateway `gw` in the operator's /metrics, by Secret. */
   async function scrape(metric: string, gw: string): Promise<Map<string, number>> {
     const text = await (await fetch(`http://127.0.0.1:${op.port}/metrics`)).text();
     const series = new Map<string, number>();
@@ -41,7 +41,7 @@ describe("a Gateway's Secrets on a real control plane", function () {
     return series;
   }
 
-  const degraded = async (name: string) => condition(await admin.get(R.Gateway, NS, name), 'Degraded');
+  const degraded = async (name: string) => condition(await admin.get(R.TemporaGateway, NS, name), 'Degraded');
   const secretsOf = { keys: 'certs-keys', providers: undefined, billing: undefined };
 
   it("exports the expiry of the Ingress's certificate, read from its TLS Secret", async function () {
@@ -53,7 +53,7 @@ describe("a Gateway's Secrets on a real control plane", function () {
     assert.equal(expiry, tls.notAfter.getTime() / 1000, "the certificate's notAfter, in seconds");
     assert.ok(expiry - Date.now() / 1000 > 9 * 86400 && expiry - Date.now() / 1000 <= 10 * 86400, 'ten days from now');
     assert.deepEqual([...(await scrape(MISSING, 'certs'))].sort(), [['certs-keys', 0], ['certs-tls', 0]]);
-    const ready = await waitReady(admin, R.Gateway, NS, 'certs');
+    const ready = await waitReady(admin, R.TemporaGateway, NS, 'certs');
     assert.equal(condition(ready, 'Degraded')?.status, 'False');
   });
 
@@ -69,14 +69,14 @@ describe("a Gateway's Secrets on a real control plane", function () {
     assert.equal(failing.message, 'Secret certs-keys (spec.secrets.keys, spec.redis) has no REDIS_URL; Secret certs-providers (spec.secrets.providers) does not exist');
     // Recorded right after the status it reports, so it may trail the condition by a moment.
     await waitFor('a Warning Event', async () => {
-      const events = await admin.list(R.Event, { fieldSelector: 'involvedObject.name=certs,involvedObject.kind=Gateway' }, NS);
+      const events = await admin.list(R.Event, { fieldSelector: 'involvedObject.name=certs,involvedObject.kind=TemporaGateway' }, NS);
       return events.items.some((e) => e.type === 'Warning' && e.reason === 'SecretMissing');
     });
     assert.ok((await scrape(EXPIRY, 'certs')).has('certs-tls'), 'the certificate is still read');
 
     // No watch tells of the new Secrets, and once the rollout is over no child's event reconciles the
-    // Gateway either: it is looked at again because one is missing.
-    await waitReady(admin, R.Gateway, NS, 'certs');
+    // TemporaGateway either: it is looked at again because one is missing.
+    await waitReady(admin, R.TemporaGateway, NS, 'certs');
     let quietSince = Date.now();
     await waitFor('the operator to settle', async () => {
       if (!op.idle()) quietSince = Date.now();
@@ -101,12 +101,12 @@ describe("a Gateway's Secrets on a real control plane", function () {
     assert.equal((await scrape(MISSING, 'certs')).get('certs-tls'), 1);
   });
 
-  it("drops a Gateway's series with the reference, and with the Gateway", async function () {
+  it("drops a TemporaGateway's series with the reference, and with the TemporaGateway", async function () {
     const { ingress: _dropped, ...withoutIngress } = gateway('certs', { database: undefined, redis: undefined, services: undefined, secrets: secretsOf }).spec!;
     await applyAs(admin, { ...gateway('certs'), spec: withoutIngress });
     await waitFor('no series for certs-tls', async () => !(await scrape(MISSING, 'certs')).has('certs-tls'));
     assert.deepEqual([...(await scrape(MISSING, 'certs'))], [['certs-keys', 0]]);
-    await admin.delete(R.Gateway, NS, 'certs');
-    await waitFor('no series for the Gateway', async () => (await scrape(MISSING, 'certs')).size === 0);
+    await admin.delete(R.TemporaGateway, NS, 'certs');
+    await waitFor('no series for the TemporaGateway', async () => (await scrape(MISSING, 'certs')).size === 0);
   });
 });

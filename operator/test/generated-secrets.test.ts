@@ -2,7 +2,7 @@
 // the operator running under its own RBAC: the platform chart's Secrets rendered by a real `helm template`
 // and applied as GitOps tools do (server-side apply, and kubectl's client-side three-way merge), the
 // keys filled once, every later apply of the same manifests leaving them as they are, a key someone gave
-// never replaced, `helm upgrade` keeping what the operator made, and a Gateway naming such a Secret.
+// never replaced, `helm upgrade` keeping what the operator made, and a TemporaGateway naming such a Secret.
 // Tests run in order on one cluster.
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
@@ -301,7 +301,7 @@ describe('Secrets the operator generates, applied as GitOps tools apply them', f
     });
   });
 
-  describe("a Gateway's report of such a Secret", function () {
+  describe("a TemporaGateway's report of such a Secret", function () {
     const labelled = (data: Data, templates: Data, label = true): KubeObject => ({
       apiVersion: 'v1',
       kind: 'Secret',
@@ -319,19 +319,19 @@ describe('Secrets the operator generates, applied as GitOps tools apply them', f
       assert.deepEqual(planGeneration(labelled({}, { b: '{a}', a: '{random:16}' })).fill, ['a', 'b'], 'a key after those it names');
     });
 
-    it('a Gateway whose Secret is labelled late: Degraded says why, and clears as soon as the operator fills it', async function () {
+    it('a TemporaGateway whose Secret is labelled late: Degraded says why, and clears as soon as the operator fills it', async function () {
       this.timeout(SECRET_RECHECK_MS);
       const { ingress: _none, ...spec } = gateway('gen', { database: { secretName: 'gen-db', key: 'url' }, redis: undefined, services: undefined, secrets: { keys: 'gen-db' } }).spec!;
       const secret = labelled({}, { password: '{random:32}', url: 'postgres://tempora:{password}@db:5432/tempora' }, false);
       secret.metadata.name = 'gen-db';
       await applyAs(admin, secret);
       await applyAs(admin, { ...gateway('gen'), spec });
-      const degraded = async () => condition(await admin.get(R.Gateway, NS, 'gen'), 'Degraded');
+      const degraded = async () => condition(await admin.get(R.TemporaGateway, NS, 'gen'), 'Degraded');
       await waitFor('Degraded for the unlabelled Secret', async () => /asks for password, url in tempora.dev\/generate but lacks the label/.test((await degraded())?.message ?? ''));
-      // Labelled now: the operator fills it, and that reconciles the Gateway at once, not at its next minute's check.
+      // Labelled now: the operator fills it, and that reconciles the TemporaGateway at once, not at its next minute's check.
       const labelledAt = Date.now();
       await applyAs(admin, { ...secret, metadata: { ...secret.metadata, labels: { [GENERATED_SECRET_LABEL]: 'true' } } });
-      await waitReady(admin, R.Gateway, NS, 'gen', SECRET_RECHECK_MS - 15_000);
+      await waitReady(admin, R.TemporaGateway, NS, 'gen', SECRET_RECHECK_MS - 15_000);
       assert.equal((await degraded())?.status, 'False');
       assert.ok(Date.now() - labelledAt < SECRET_RECHECK_MS - 15_000);
       assert.match((await dataOf(NS, 'gen-db')).url!, /^postgres:\/\/tempora:[A-Za-z0-9]{32}@db:5432\/tempora$/);

@@ -1,5 +1,5 @@
-// The chart ships copies of crds/ (Helm installs a chart's crds/ directory as is) and restates the
-// RBAC rules; these checks keep them from drifting apart.
+// The chart renders crds/ through links under files/crds (its templates install and upgrade them) and
+// restates the RBAC rules; these checks keep them from drifting apart.
 import assert from 'node:assert/strict';
 import { readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
@@ -11,8 +11,8 @@ const CHART = join(CRD_DIR, '..', 'charts', 'tempora-operator');
 describe('manifests', function () {
   it('the chart carries exactly the CRDs in crds/', function () {
     const crds = readdirSync(CRD_DIR).filter((f) => f.endsWith('.yaml')).sort();
-    assert.deepEqual(readdirSync(join(CHART, 'crds')).sort(), crds);
-    for (const f of crds) assert.equal(readFileSync(join(CHART, 'crds', f), 'utf8'), readFileSync(join(CRD_DIR, f), 'utf8'), f);
+    assert.deepEqual(readdirSync(join(CHART, 'files', 'crds')).sort(), crds);
+    for (const f of crds) assert.equal(readFileSync(join(CHART, 'files', 'crds', f), 'utf8'), readFileSync(join(CRD_DIR, f), 'utf8'), f);
   });
 
   it('the chart grants the same rules as crds/rbac', function () {

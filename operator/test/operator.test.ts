@@ -33,7 +33,7 @@ describe('operator on a real control plane', function () {
   let admin: KubeClient;
   let op: Operator;
   // The real simulation service (on this test's PostgreSQL), reading its budgets from the directory that
-  // the ConfigMap of Gateway alpha is mounted as: the operator asks it for each budget's spend.
+  // the ConfigMap of TemporaGateway alpha is mounted as: the operator asks it for each budget's spend.
   let sim: SimulationHarness;
   let budgets: ConfigMapVolume;
   const budgetsDir = mkdtempSync(join(tmpdir(), 'operator-budgets-'));
@@ -43,7 +43,7 @@ describe('operator on a real control plane', function () {
     // A clean machine builds kube-apiserver and kube-controller-manager first (minutes, once).
     this.timeout(1_800_000);
     sim = await startSimulation({ SIMULATION_BUDGETS_PATH: budgetsDir, BUDGETS_RELOAD_MS: '100' });
-    // No cluster DNS here: every Gateway's simulation Service is this process's service.
+    // No cluster DNS here: every TemporaGateway's simulation Service is this process's service.
     operatorOverrides = { serviceUrlTemplate: sim.url, budgetPollMs: 500 };
     cluster = await startOperatorCluster('operator-a', operatorOverrides);
     ({ admin, op } = cluster);
@@ -164,20 +164,20 @@ describe('operator on a real control plane', function () {
   });
 
   describe('each kind from creation to Ready', function () {
-    it('Gateway: Deployments, Services, ConfigMaps, PDBs per service and an Ingress', async function () {
+    it('TemporaGateway: Deployments, Services, ConfigMaps, PDBs per service and an Ingress', async function () {
       await applyAs(admin, gateway('alpha'));
-      const gw = await waitReady(R.Gateway, 'alpha');
+      const gw = await waitReady(R.TemporaGateway, 'alpha');
       const deployments = await owned(R.Deployment, gw);
       assert.deepEqual(deployments.map((d) => d.metadata.name).sort(), SERVICES.map((s) => `alpha-${s}`).sort());
       for (const kind of [R.Service, R.PodDisruptionBudget, R.ServiceMonitor]) assert.equal((await owned(kind, gw)).length, SERVICES.length, kind.kind);
-      // A ConfigMap of settings per service, and the SimulationBudgets naming the Gateway.
+      // A ConfigMap of settings per service, and the SimulationBudgets naming the TemporaGateway.
       assert.deepEqual((await owned(R.ConfigMap, gw)).map((c) => c.metadata.name).sort(), [...SERVICES.map((s) => `alpha-${s}`), 'alpha-simulation-budgets'].sort());
       const [ingress] = await owned(R.Ingress, gw);
       assert.equal((ingress?.spec as { rules: { host: string }[] }).rules[0]?.host, 'alpha.tempora.test');
 
       const dep = deployments.find((d) => d.metadata.name === 'alpha-gateway')!;
       const ref = dep.metadata.ownerReferences?.[0];
-      assert.deepEqual([ref?.kind, ref?.name, ref?.controller], ['Gateway', 'alpha', true]);
+      assert.deepEqual([ref?.kind, ref?.name, ref?.controller], ['TemporaGateway', 'alpha', true]);
       const managers = (dep.metadata.managedFields as { manager: string; operation: string }[]).filter((m) => m.operation === 'Apply');
       assert.deepEqual(managers.map((m) => m.manager), ['tempora-operator']);
       const container = (dep.spec as any).template.spec.containers[0];
@@ -196,17 +196,17 @@ describe('operator on a real control plane', function () {
         enterprise: { perMinute: 300, perDay: 10000 },
       });
       assert.equal(config.GRAPH_URL, 'http://alpha-graph.default.svc:8082');
-      const events = await admin.list(R.Event, { fieldSelector: 'involvedObject.name=alpha,involvedObject.kind=Gateway' }, NS);
+      const events = await admin.list(R.Event, { fieldSelector: 'involvedObject.name=alpha,involvedObject.kind=TemporaGateway' }, NS);
       assert.ok(events.items.some((e) => e.reason === 'Reconciled'), 'a Ready transition Event');
     });
 
-    it('Gateway: the generation service gets its models, callback secret and public URL', async function () {
+    it('TemporaGateway: the generation service gets its models, callback secret and public URL', async function () {
       const models = {
         presets: [{ name: 'balanced', provider: 'native', model: 'gemini-2.5-flash', temperature: 0.7, maxTokens: 4096 }],
         policy: { default: 'balanced', allowed: ['balanced'] },
       };
       await applyAs(admin, gateway('gen', { generation: { models, callbackSecret: { secretName: 'tempora-callbacks' } } }));
-      await waitReady(R.Gateway, 'gen');
+      await waitReady(R.TemporaGateway, 'gen');
       const data = (await admin.get(R.ConfigMap, NS, 'gen-generation')).data as Record<string, string>;
       // What the pods get must pass the generation service's own configuration schema.
       const parsed = GenerationConfigSchema.parse({ ...data, CALLBACK_SECRET: 'the value of the Secret key' });
@@ -223,7 +223,7 @@ describe('operator on a real control plane', function () {
 
       await applyAs(admin, gateway('gen', { generation: { models, callbackSecret: { secretName: 'tempora-callbacks' }, publicUrl: 'https://images.tempora.test/base' } }));
       await waitFor('an explicit publicUrl', async () => ((await admin.get(R.ConfigMap, NS, 'gen-generation')).data as Record<string, string>).PUBLIC_URL === 'https://images.tempora.test/base');
-      await admin.delete(R.Gateway, NS, 'gen');
+      await admin.delete(R.TemporaGateway, NS, 'gen');
     });
 
     it('GraphWorker: a Deployment and a PodMonitor for renderer, a CronJob for daily', async function () {
@@ -320,7 +320,7 @@ describe('operator on a real control plane', function () {
         data: { period: '2020-01-01', spentUsd: '3' },
       });
 
-      // The budget is a key of its Gateway's ConfigMap, which the simulation pods mount as a directory.
+      // The budget is a key of its TemporaGateway's ConfigMap, which the simulation pods mount as a directory.
       const key = await waitFor('sim.json in alpha-simulation-budgets', async () => ((await admin.get(R.ConfigMap, NS, 'alpha-simulation-budgets')).data as Record<string, string> | undefined)?.['sim.json']);
       assert.deepEqual(JSON.parse(key), { scope: spec.scope, period: 'daily', limitUsd: 0.2, perRunMaxUsd: 0.1, alertThresholds: thresholds });
       const dep = (await admin.get(R.Deployment, NS, 'alpha-simulation')).spec as any;
@@ -402,7 +402,7 @@ describe('operator on a real control plane', function () {
       });
     const states = (b: KubeObject) => ['Ready', 'Progressing', 'Degraded'].map((type) => condition(b, type)?.status);
 
-    it('says why: no Gateway, a budget not read by the service yet, no service key', async function () {
+    it('says why: no TemporaGateway, a budget not read by the service yet, no service key', async function () {
       const orphan = await waitReason((await applyAs(admin, simulationBudget('orphan', { gatewayRef: 'nowhere' }))).metadata.name, 'GatewayNotFound');
       assert.deepEqual(states(orphan), ['False', 'False', 'True']);
       assert.equal(orphan.status?.spentUsd, undefined, 'nothing reported, nothing made up');
@@ -418,7 +418,7 @@ describe('operator on a real control plane', function () {
       await applyAs(admin, gateway('beta', { ingress: undefined, secrets: undefined }));
       const keyless = await waitReason('unread', 'ServiceKeyRequired');
       assert.deepEqual(states(keyless), ['False', 'False', 'True']);
-      await admin.delete(R.Gateway, NS, 'beta');
+      await admin.delete(R.TemporaGateway, NS, 'beta');
       await waitReason('unread', 'GatewayNotFound');
       await admin.delete(R.SimulationBudget, NS, 'unread');
       await admin.delete(R.SimulationBudget, NS, 'orphan');
@@ -427,9 +427,9 @@ describe('operator on a real control plane', function () {
 
   describe('convergence', function () {
     it('rolls spec changes through: image, replicas, schedule', async function () {
-      const gw = await admin.get(R.Gateway, NS, 'alpha');
+      const gw = await admin.get(R.TemporaGateway, NS, 'alpha');
       await applyAs(admin, gateway('alpha', { image: { version: '1.1.0' }, services: { gateway: { replicas: 3 } } }));
-      await waitReady(R.Gateway, 'alpha');
+      await waitReady(R.TemporaGateway, 'alpha');
       for (const svc of SERVICES) {
         const dep = await admin.get(R.Deployment, NS, `alpha-${svc}`);
         assert.equal((dep.spec as any).template.spec.containers[0].image, `ghcr.io/tempora/${svc}:1.1.0`);
@@ -438,7 +438,7 @@ describe('operator on a real control plane', function () {
         assert.ok(sets.some((rs) => (rs.spec as any).template.spec.containers[0].image.endsWith(':1.1.0')), `${svc} new ReplicaSet`);
       }
       assert.equal(((await admin.get(R.Deployment, NS, 'alpha-gateway')).spec as any).replicas, 3);
-      assert.ok((await admin.get(R.Gateway, NS, 'alpha')).metadata.generation! > gw.metadata.generation!);
+      assert.ok((await admin.get(R.TemporaGateway, NS, 'alpha')).metadata.generation! > gw.metadata.generation!);
 
       await applyAs(admin, graphWorker('daily', 'daily', { gatewayRef: 'alpha', schedule: '30 2 * * *', timeZone: 'Europe/Paris' }));
       await waitReady(R.GraphWorker, 'daily');
@@ -462,12 +462,12 @@ describe('operator on a real control plane', function () {
     });
 
     it('prunes a child the spec no longer asks for', async function () {
-      const gw = await admin.get(R.Gateway, NS, 'alpha');
+      const gw = await admin.get(R.TemporaGateway, NS, 'alpha');
       const { ingress: _dropped, ...withoutIngress } = gateway('alpha', { image: { version: '1.1.0' }, services: { gateway: { replicas: 3 } } }).spec!;
       await applyAs(admin, { ...gateway('alpha'), spec: withoutIngress });
       await waitFor('Ingress pruned', async () => (await owned(R.Ingress, gw)).length === 0);
-      await waitFor('status.url removed', async () => (await admin.get(R.Gateway, NS, 'alpha')).status?.url === undefined);
-      await waitReady(R.Gateway, 'alpha');
+      await waitFor('status.url removed', async () => (await admin.get(R.TemporaGateway, NS, 'alpha')).status?.url === undefined);
+      await waitReady(R.TemporaGateway, 'alpha');
     });
 
     it('recreates children deleted by hand and reverts edits to operator-owned fields', async function () {
@@ -490,11 +490,11 @@ describe('operator on a real control plane', function () {
         query: { fieldManager: 'someone' },
       });
       await waitFor('ConfigMap edit reverted', async () => ((await admin.get(R.ConfigMap, NS, 'alpha-gateway')).data as any).LOG_LEVEL === 'info');
-      await waitReady(R.Gateway, 'alpha');
+      await waitReady(R.TemporaGateway, 'alpha');
     });
 
     it('issues zero writes on a second full reconcile of a converged cluster', async function () {
-      for (const [r, n] of [[R.Gateway, 'alpha'], [R.GraphWorker, 'renderer'], [R.GraphWorker, 'daily'], [R.AgentPool, 'agents'], [R.SimulationBudget, 'sim']] as const) {
+      for (const [r, n] of [[R.TemporaGateway, 'alpha'], [R.GraphWorker, 'renderer'], [R.GraphWorker, 'daily'], [R.AgentPool, 'agents'], [R.SimulationBudget, 'sim']] as const) {
         await waitReady(r, n);
       }
       // Converged: kube-controller-manager has stopped changing the children's status, so the operator
@@ -522,7 +522,7 @@ describe('operator on a real control plane', function () {
       await applyAs(admin, gateway('alpha', { image: { version: '1.2.0' }, services: { gateway: { replicas: 3 }, generation: { replicas: 2 } } }));
       await applyAs(admin, simulationBudget('after-restart', { gatewayRef: 'alpha' }));
       await waitReady(R.SimulationBudget, 'after-restart', 60_000);
-      const gw = await waitReady(R.Gateway, 'alpha', 60_000);
+      const gw = await waitReady(R.TemporaGateway, 'alpha', 60_000);
       const deployments = await owned(R.Deployment, gw);
       assert.equal(deployments.length, SERVICES.length);
       assert.ok(deployments.every((d) => (d.spec as any).template.spec.containers[0].image.endsWith(':1.2.0')));
@@ -533,7 +533,7 @@ describe('operator on a real control plane', function () {
     it('recovers from a forced 410 Gone by relisting, with no duplicate children', async function () {
       const gone = () => counterSum(op, 'tempora_operator_informer_relists_total', (l) => l.reason === 'gone');
       const before = await gone();
-      for (const plural of ['gateways', 'deployments', 'configmaps']) {
+      for (const plural of ['temporagateways', 'deployments', 'configmaps']) {
         const informer = op.informers.get(plural)!;
         // The restart above left the watch cache starting at a recent revision, so resuming from revision 1
         // is far older than it holds: the API server answers 410.
@@ -543,7 +543,7 @@ describe('operator on a real control plane', function () {
       await waitFor('three relists after 410', async () => (await gone()) >= before + 3);
       await applyAs(admin, gateway('alpha', { image: { version: '1.3.0' }, services: { gateway: { replicas: 3 }, generation: { replicas: 3 } } }));
       await waitFor('generation scaled', async () => ((await admin.get(R.Deployment, NS, 'alpha-generation')).spec as any).replicas === 3);
-      const gw = await waitReady(R.Gateway, 'alpha');
+      const gw = await waitReady(R.TemporaGateway, 'alpha');
       assert.equal((await owned(R.Deployment, gw)).length, SERVICES.length);
       assert.equal((await owned(R.ConfigMap, gw)).length, SERVICES.length + 1, 'one per service and the SimulationBudgets');
     });
@@ -556,11 +556,11 @@ describe('operator on a real control plane', function () {
       assert.equal((await fetch(`${base}/readyz`)).status, 200);
       const text = await (await fetch(`${base}/metrics`)).text();
       for (const name of [
-        'controller_runtime_reconcile_total{controller="gateway",result="success"}',
+        'controller_runtime_reconcile_total{controller="temporagateway",result="success"}',
         'controller_runtime_reconcile_errors_total',
         'controller_runtime_reconcile_time_seconds_bucket',
-        'workqueue_depth{name="gateway"}',
-        'workqueue_adds_total{name="gateway"}',
+        'workqueue_depth{name="temporagateway"}',
+        'workqueue_adds_total{name="temporagateway"}',
         'workqueue_retries_total',
         'workqueue_queue_duration_seconds_bucket',
         'workqueue_work_duration_seconds_bucket',
@@ -635,9 +635,9 @@ describe('operator on a real control plane', function () {
     });
 
     it('deletion garbage-collects every child', async function () {
-      const gw = await admin.get(R.Gateway, NS, 'alpha');
+      const gw = await admin.get(R.TemporaGateway, NS, 'alpha');
       const pool = await admin.get(R.AgentPool, NS, 'agents');
-      await admin.delete(R.Gateway, NS, 'alpha');
+      await admin.delete(R.TemporaGateway, NS, 'alpha');
       await admin.delete(R.AgentPool, NS, 'agents');
       await admin.delete(R.GraphWorker, NS, 'daily');
       for (const r of [R.Deployment, R.Service, R.ConfigMap, R.Secret, R.PodDisruptionBudget, R.Ingress, R.ServiceMonitor]) {

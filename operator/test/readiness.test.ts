@@ -127,7 +127,7 @@ describe('readiness', function () {
   });
 
   it('refuses with the reconciler\'s reason when the spec cannot be carried out', function () {
-    const r = readiness(applied(deployment(1, 1)), { blocked: { reason: 'GatewayNotFound', message: 'Gateway x does not exist' } });
+    const r = readiness(applied(deployment(1, 1)), { blocked: { reason: 'GatewayNotFound', message: 'TemporaGateway x does not exist' } });
     assert.equal(r.ready, false);
     assert.deepEqual(
       r.conditions.map((c) => [c.type, c.status, c.reason]),

@@ -1,9 +1,9 @@
 // Scheduling, pulling and pod metadata (spec.pods) and monitor labels (spec.monitoring) as the
-// reconcilers turn them into children: every pod template of every kind gets them, a Gateway's services
+// reconcilers turn them into children: every pod template of every kind gets them, a TemporaGateway's services
 // override them, the operator's selector labels always win, and every monitor labels its targets with
 // tempora_component. The API server's side (defaults, refusals, the pods' fate) is in deployed.test.ts.
 import assert from 'node:assert/strict';
-import type { AgentPool, Gateway, GraphWorker, PodSettings } from '../src/api/v1alpha1/index.ts';
+import type { AgentPool, TemporaGateway, GraphWorker, PodSettings } from '../src/api/v1alpha1/index.ts';
 import type { KubeObject } from '../src/kube/object.ts';
 import type { DesiredChild } from '../src/reconcilers/context.ts';
 import { desiredAgentPoolChildren } from '../src/reconcilers/agent-pool.ts';
@@ -27,8 +27,8 @@ const PODS: PodSettings = {
 
 // The API server's defaults, which the reconcilers expect filled in (the fixtures are what a user applies).
 const image = { registry: 'ghcr.io/tempora', version: '1.0.0', pullPolicy: 'IfNotPresent' };
-const asGateway = (o: KubeObject): Gateway =>
-  ({ ...o, metadata: { ...o.metadata, uid: 'gw-uid' }, spec: { logLevel: 'info', rateLimits: { tiers: [] }, ...o.spec, image } }) as unknown as Gateway;
+const asGateway = (o: KubeObject): TemporaGateway =>
+  ({ ...o, metadata: { ...o.metadata, uid: 'gw-uid' }, spec: { logLevel: 'info', rateLimits: { tiers: [] }, ...o.spec, image } }) as unknown as TemporaGateway;
 const asPool = (o: KubeObject): AgentPool =>
   ({ ...o, metadata: { ...o.metadata, uid: 'pool-uid' }, spec: { gatewayRef: 'alpha', cpuTargetPercent: 70, concurrency: 8, queueDepthTarget: 20, ...o.spec, image } }) as unknown as AgentPool;
 const asWorker = (o: KubeObject): GraphWorker =>
@@ -73,7 +73,7 @@ function assertScheduled(name: string, t: Template, pods: PodSettings, component
 describe('pod settings and monitors of the children', function () {
   const gw = asGateway(gateway('alpha', { pods: PODS, monitoring: { labels: { release: 'kube-prometheus-stack' } } }));
 
-  it('puts spec.pods into the pod template of every service of a Gateway', function () {
+  it('puts spec.pods into the pod template of every service of a TemporaGateway', function () {
     const found = templates(desiredGatewayChildren(gw, true));
     assert.deepEqual([...found.keys()].sort(), SERVICES.map((s) => `alpha-${s}`).sort());
     for (const svc of SERVICES) assertScheduled(svc, found.get(`alpha-${svc}`)!, PODS, svc);
@@ -97,7 +97,7 @@ describe('pod settings and monitors of the children', function () {
     assert.deepEqual(Object.keys(e.spec).sort(), Object.keys(t.spec).sort());
   });
 
-  it('lets a Gateway service override spec.pods: maps key by key, every other field whole', function () {
+  it('lets a TemporaGateway service override spec.pods: maps key by key, every other field whole', function () {
     const overridden = asGateway(
       gateway('over', {
         pods: PODS,
@@ -125,7 +125,7 @@ describe('pod settings and monitors of the children', function () {
     const hijack = asGateway(
       gateway('hijack', {
         pods: {
-          labels: { 'app.kubernetes.io/name': 'other', 'app.kubernetes.io/instance': 'other', 'tempora.dev/owner-uid': 'other', 'tempora.dev/gateway': 'other', extra: 'kept' },
+          labels: { 'app.kubernetes.io/name': 'other', 'app.kubernetes.io/instance': 'other', 'tempora.dev/owner-uid': 'other', 'tempora.dev/temporagateway': 'other', extra: 'kept' },
           annotations: { 'tempora.dev/config-hash': 'forged' },
         },
       }),
@@ -134,7 +134,7 @@ describe('pod settings and monitors of the children', function () {
       const spec = child.object.spec as any;
       const labels = spec.template.metadata.labels as Record<string, string>;
       for (const [k, v] of Object.entries(spec.selector.matchLabels as Record<string, string>)) assert.equal(labels[k], v, `${child.object.metadata.name}: ${k}`);
-      assert.deepEqual([labels['tempora.dev/owner-uid'], labels['tempora.dev/gateway'], labels.extra], ['gw-uid', 'hijack', 'kept']);
+      assert.deepEqual([labels['tempora.dev/owner-uid'], labels['tempora.dev/temporagateway'], labels.extra], ['gw-uid', 'hijack', 'kept']);
       assert.notEqual(spec.template.metadata.annotations['tempora.dev/config-hash'], 'forged');
     }
   });
@@ -150,9 +150,9 @@ describe('pod settings and monitors of the children', function () {
     assert.deepEqual(found.map((m) => m.metadata.labels!['app.kubernetes.io/name']).sort(), [...SERVICES].sort());
   });
 
-  it('labels the workers\' PodMonitors with their own spec.monitoring, else their Gateway\'s, and agent-pool or graph-worker', function () {
+  it('labels the workers\' PodMonitors with their own spec.monitoring, else their TemporaGateway\'s, and agent-pool or graph-worker', function () {
     const [poolMonitor] = monitors(desiredAgentPoolChildren(asPool(agentPool('agents')), { queueMetric: false, podMonitor: true }, gw));
-    assert.equal(poolMonitor!.metadata.labels!.release, 'kube-prometheus-stack', 'the Gateway\'s labels');
+    assert.equal(poolMonitor!.metadata.labels!.release, 'kube-prometheus-stack', 'the TemporaGateway\'s labels');
     assert.deepEqual(endpoints(poolMonitor!)[0]!.relabelings, [{ action: 'replace', targetLabel: COMPONENT_TARGET_LABEL, replacement: 'agent-pool' }]);
     const own = asWorker(graphWorker('renderer', 'renderer', { monitoring: { labels: { release: 'other-prometheus' } } }));
     const [workerMonitor] = monitors(desiredGraphWorkerChildren(own, true, gw));
@@ -161,5 +161,30 @@ describe('pod settings and monitors of the children', function () {
     const hijack = asWorker(graphWorker('judge', 'judge', { monitoring: { labels: { 'app.kubernetes.io/managed-by': 'someone', 'app.kubernetes.io/name': 'x' } } }));
     const [kept] = monitors(desiredGraphWorkerChildren(hijack, true, gw));
     assert.deepEqual([kept!.metadata.labels!['app.kubernetes.io/managed-by'], kept!.metadata.labels!['app.kubernetes.io/name']], ['tempora-operator', 'graph-judge']);
+  });
+
+  it('serves each service\'s /metrics on a port of its own: the monitors scrape it, the Ingress routes only the API', function () {
+    const children = desiredGatewayChildren(gw, true);
+    const PORTS: Record<string, number> = { gateway: 8080, generation: 8081, graph: 8082, simulation: 8083, conductor: 8084, billing: 8085 };
+    for (const svc of SERVICES) {
+      const container = (templates(children).get(`alpha-${svc}`)!.spec.containers as Array<{ ports: unknown; env: Array<{ name: string; value?: string }> }>)[0]!;
+      const port = PORTS[svc]!;
+      assert.deepEqual(container.ports, [{ name: 'http', containerPort: port, protocol: 'TCP' }, { name: 'metrics', containerPort: port + 1000, protocol: 'TCP' }], svc);
+      assert.equal(container.env.find((e) => e.name === 'METRICS_PORT')?.value, String(port + 1000), svc);
+      const service = children.find((c) => c.resource.kind === 'Service' && c.object.metadata.name === `alpha-${svc}`)!.object;
+      assert.deepEqual((service.spec as any).ports.map((p: { name: string; port: number; targetPort: string }) => [p.name, p.port, p.targetPort]), [['http', port, 'http'], ['metrics', port + 1000, 'metrics']], svc);
+      const monitor = children.find((c) => c.resource.kind === 'ServiceMonitor' && c.object.metadata.name === `alpha-${svc}`)!.object;
+      assert.deepEqual(endpoints(monitor).map((e) => [e.port, e.path]), [['metrics', '/metrics']], svc);
+    }
+    const ingress = children.find((c) => c.resource.kind === 'Ingress')!.object;
+    const backends = (ingress.spec as any).rules.flatMap((r: any) => r.http.paths.map((p: any) => p.backend.service.port));
+    assert.deepEqual(backends, [{ name: 'http' }], 'the Ingress reaches the gateway\'s API port alone');
+  });
+
+  it('scrapes a worker on its one port, which no Ingress reaches', function () {
+    for (const role of ['renderer', 'expander', 'judge']) {
+      const [monitor] = monitors(desiredGraphWorkerChildren(asWorker(graphWorker(role, role)), true, gw));
+      assert.deepEqual(endpoints(monitor!).map((e) => [e.port, e.path]), [['http', '/metrics']], role);
+    }
   });
 });

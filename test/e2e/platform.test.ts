@@ -1,8 +1,8 @@
 // The platform end to end on a real node: the operator, running in the cluster from its own image,
-// turns a Gateway, four GraphWorkers and an AgentPool into pods of our images; the test then uses the
+// turns a TemporaGateway, four GraphWorkers and an AgentPool into pods of our images; the test then uses the
 // platform through the gateway's Service as a client would (sign-in, graph, a scene whose agents run on
 // the pool's pods, credits, per-client rate limits), runs the daily CronJob by hand, deletes a pod and
-// rolls out a new image tag while requests keep coming, and deletes the Gateway.
+// rolls out a new image tag while requests keep coming, and deletes the TemporaGateway.
 //
 // The node needs Linux, root and cgroups; elsewhere the suite is skipped and says why.
 import assert from 'node:assert/strict';
@@ -141,10 +141,10 @@ describe('the platform on a real node: operator, CRs, pods, traffic (test/e2e)',
       agentPoolResource(POOL, GATEWAY, TAG),
       simulationBudgetResource(BUDGET, GATEWAY),
     ];
-    const wanted: Record<string, number> = { Gateway: DEPLOYED_SERVICES.length + 1, GraphWorker: 1, AgentPool: 1 };
+    const wanted: Record<string, number> = { TemporaGateway: DEPLOYED_SERVICES.length + 1, GraphWorker: 1, AgentPool: 1 };
     const applied: KubeObject[] = [];
     for (const r of resources) applied.push(await applyAs(admin(), r));
-    const typeOf = (o: KubeObject) => ({ Gateway: R.Gateway, GraphWorker: R.GraphWorker, AgentPool: R.AgentPool, SimulationBudget: R.SimulationBudget })[o.kind]!;
+    const typeOf = (o: KubeObject) => ({ TemporaGateway: R.TemporaGateway, GraphWorker: R.GraphWorker, AgentPool: R.AgentPool, SimulationBudget: R.SimulationBudget })[o.kind]!;
     // The daily worker's CronJob and a budget (enforced by the simulation pods) have no pods of their own.
     const podless = (o: KubeObject) => (o.spec as { role?: string }).role === 'daily' || o.kind === 'SimulationBudget';
 
@@ -206,11 +206,11 @@ describe('the platform on a real node: operator, CRs, pods, traffic (test/e2e)',
     type GatewayStatus = { state: string; services: { name: string; availableReplicas: number }[] };
     const available = (status: GatewayStatus) => Object.fromEntries(status.services.map((s) => [s.name, s.availableReplicas]));
     const wantedAvailable = Object.fromEntries(DEPLOYED_SERVICES.map((s) => [s, s === 'gateway' ? 2 : 1]));
-    let gatewayStatus = (await admin().get(R.Gateway, NAMESPACE, GATEWAY)).status as GatewayStatus;
+    let gatewayStatus = (await admin().get(R.TemporaGateway, NAMESPACE, GATEWAY)).status as GatewayStatus;
     await waitFor(
-      'the Gateway status counting every service available',
+      'the TemporaGateway status counting every service available',
       async () => {
-        gatewayStatus = (await admin().get(R.Gateway, NAMESPACE, GATEWAY)).status as GatewayStatus;
+        gatewayStatus = (await admin().get(R.TemporaGateway, NAMESPACE, GATEWAY)).status as GatewayStatus;
         return isDeepStrictEqual(available(gatewayStatus), wantedAvailable);
       },
       90_000,
@@ -231,7 +231,7 @@ describe('the platform on a real node: operator, CRs, pods, traffic (test/e2e)',
       users.set(entrance, user);
       const me = ok(await send('/api/v1/auth/me', { headers: asUser(entrance) }), 'me');
       assert.equal(me.json<{ tier: string }>().tier, 'free');
-      // The Gateway's spec.rateLimits.tiers reached the gateway's pods (RATE_LIMIT_TIERS).
+      // The TemporaGateway's spec.rateLimits.tiers reached the gateway's pods (RATE_LIMIT_TIERS).
       assert.equal(Number(me.headers['x-ratelimit-limit']), FREE_PER_MINUTE);
 
       const traversal = ok(await send(`/api/v1/graph/traverse/${BASTILLE}?direction=both&depth=2`, { headers: asUser(entrance) }), 'traverse').json<{ nodes: { name: string; hop: number }[]; node_count: number }>();
@@ -471,7 +471,7 @@ describe('the platform on a real node: operator, CRs, pods, traffic (test/e2e)',
 
   it('replaces a deleted gateway pod while requests keep being answered (two replicas)', async function () {
     this.timeout(5 * 60_000);
-    const owner = await admin().get(R.Gateway, NAMESPACE, GATEWAY);
+    const owner = await admin().get(R.TemporaGateway, NAMESPACE, GATEWAY);
     const gatewayPods = async () => (await podsOf(owner)).filter((p) => p.metadata.labels?.['app.kubernetes.io/name'] === 'gateway');
     const [victim] = await gatewayPods();
     const replaced = (async () => {
@@ -500,9 +500,9 @@ describe('the platform on a real node: operator, CRs, pods, traffic (test/e2e)',
     const rollout = (async () => {
       const updated = await applyAs(admin(), gatewayResource(GATEWAY, NEXT_TAG, GATEWAY_OPTIONS));
       const started = Date.now();
-      await waitReady(admin(), R.Gateway, NAMESPACE, GATEWAY, 10 * 60_000).catch(explained);
+      await waitReady(admin(), R.TemporaGateway, NAMESPACE, GATEWAY, 10 * 60_000).catch(explained);
       // Ready at the new generation means every Deployment rolled out; the old pods are gone too.
-      const owner = await admin().get(R.Gateway, NAMESPACE, GATEWAY);
+      const owner = await admin().get(R.TemporaGateway, NAMESPACE, GATEWAY);
       assert.ok(owner.metadata.generation! >= updated.metadata.generation!);
       const pods = () => podsOf(owner);
       await waitFor('only new pods left', async () => {
@@ -516,7 +516,7 @@ describe('the platform on a real node: operator, CRs, pods, traffic (test/e2e)',
     const traffic = await trafficDuring(rollout.then(() => new Promise((r) => setTimeout(r, 3_000))));
     console.log(`      rolled out in ${(await rollout).toFixed(0)} s; ${traffic.answered} requests answered meanwhile`);
     assert.deepEqual(traffic.failures, []);
-    // Only the Gateway changed: the workers and the pool keep their tag.
+    // Only the TemporaGateway changed: the workers and the pool keep their tag.
     const poolPods = await podsOf(await admin().get(R.AgentPool, NAMESPACE, POOL));
     assert.ok(poolPods.every((p) => podImage(p).endsWith(`:${TAG}`)));
   });
@@ -566,9 +566,9 @@ describe('the platform on a real node: operator, CRs, pods, traffic (test/e2e)',
     }
   });
 
-  it('deletes everything the Gateway owned when it is deleted', async function () {
+  it('deletes everything the TemporaGateway owned when it is deleted', async function () {
     this.timeout(5 * 60_000);
-    const owner = await admin().get(R.Gateway, NAMESPACE, GATEWAY);
+    const owner = await admin().get(R.TemporaGateway, NAMESPACE, GATEWAY);
     const types = [R.Deployment, ReplicaSet, R.Service, R.ConfigMap, R.Secret, R.PodDisruptionBudget];
     const owned = async () => {
       const names: string[] = [];
@@ -582,12 +582,12 @@ describe('the platform on a real node: operator, CRs, pods, traffic (test/e2e)',
     };
     const before = await owned();
     for (const kind of ['Deployment', 'Service', 'ConfigMap', 'Secret', 'PodDisruptionBudget', 'Pod']) assert.ok(before.some((n) => n.startsWith(`${kind}/`)), `${kind} owned before: ${before.join(', ')}`);
-    await admin().delete(R.Gateway, NAMESPACE, GATEWAY);
-    await waitFor('nothing the Gateway owned left', async () => (await owned()).length === 0, 4 * 60_000, 1000).catch(async (err: unknown) => {
+    await admin().delete(R.TemporaGateway, NAMESPACE, GATEWAY);
+    await waitFor('nothing the TemporaGateway owned left', async () => (await owned()).length === 0, 4 * 60_000, 1000).catch(async (err: unknown) => {
       throw new Error(`${String(err)}; left: ${(await owned()).join(', ')}`);
     });
     // Its workers and pool stay, saying why they run nothing.
-    const pool = await waitFor('the pool says its Gateway is gone', async () => {
+    const pool = await waitFor('the pool says its TemporaGateway is gone', async () => {
       const p = await admin().get(R.AgentPool, NAMESPACE, POOL);
       return condition(p, 'Ready')?.reason === 'GatewayNotFound' ? p : undefined;
     }, 60_000, 1000);

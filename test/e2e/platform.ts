@@ -38,7 +38,7 @@ export const KEYS = {
   ADMIN_KEY: 'e2e-admin-key-0123456789abcdef',
   WRITER_TOKENS: 'e2e:e2e-writer-token-0123456789abcdef',
 };
-/** The billing pods' payment settings (the Gateway's spec.secrets.billing), against the Stripe stand-in. */
+/** The billing pods' payment settings (the TemporaGateway's spec.secrets.billing), against the Stripe stand-in. */
 export const STRIPE_WEBHOOK_SECRET = 'whsec_e2e_0123456789abcdef';
 const STRIPE_SECRET_KEY = 'sk_test_e2e_0123456789abcdef';
 
@@ -52,7 +52,7 @@ export interface Platform {
    * wherever `setWebhookUrl` says (the gateway's webhook route, once the gateway has an address).
    */
   stripe: StripeStandIn;
-  /** Creates an empty database and a Secret `<name>` (key `url`) naming it, for a Gateway's `spec.database`. */
+  /** Creates an empty database and a Secret `<name>` (key `url`) naming it, for a TemporaGateway's `spec.database`. */
   newDatabase(name: string): Promise<string>;
   /** Builds every service image under another tag (layers are cached: seconds). */
   buildServiceImages(tag: string): Promise<void>;
@@ -63,7 +63,7 @@ export interface Platform {
 
 /**
  * Starts the node, builds the images under `tag`, installs CRDs, RBAC and the operator (from its image,
- * as its ServiceAccount), and gives the platform's namespace PostgreSQL, Redis and the Secrets a Gateway
+ * as its ServiceAccount), and gives the platform's namespace PostgreSQL, Redis and the Secrets a TemporaGateway
  * names: `tempora-db` and `tempora-redis` (key `url`), `tempora-keys`, `tempora-providers` (no model
  * provider: scenes render offline). Resolves once the operator is available.
  */
@@ -122,7 +122,7 @@ export async function startPlatform(tag: string): Promise<Platform> {
     };
     await secret('tempora-redis', { url: `redis://${redisService}` });
     await secret('tempora-keys', KEYS);
-    // Named by the Gateway as a cluster's would be; no provider key in it, so every model call is offline.
+    // Named by the TemporaGateway as a cluster's would be; no provider key in it, so every model call is offline.
     await secret('tempora-providers', { FREE_IMAGE_ENABLED: 'false' });
     const stripeService = await node.exposeHostPort('stripe', Number(new URL(stripe.url).port), NAMESPACE);
     await secret('tempora-billing', {
@@ -134,7 +134,7 @@ export async function startPlatform(tag: string): Promise<Platform> {
     });
     const report = async () => {
       const lines: string[] = [];
-      for (const type of [R.Gateway, R.GraphWorker, R.AgentPool, R.SimulationBudget]) {
+      for (const type of [R.TemporaGateway, R.GraphWorker, R.AgentPool, R.SimulationBudget]) {
         for (const o of (await admin.list(type, {}, NAMESPACE)).items) {
           const conditions = (o.status?.conditions ?? []) as { type: string; status: string; reason?: string; message?: string }[];
           lines.push(`${o.kind}/${o.metadata.name}: ${conditions.map((c) => `${c.type}=${c.status} ${c.reason ?? ''}: ${c.message ?? ''}`).join('; ')}`);
@@ -155,7 +155,7 @@ async function installOperator(node: KubeNode, admin: KubeClient, tag: string): 
   for (const file of readdirSync(CRD_DIR).filter((f) => f.endsWith('.yaml'))) {
     for (const m of manifests(join(CRD_DIR, file))) await applyAs(admin, m);
   }
-  for (const crd of ['gateways', 'graphworkers', 'agentpools', 'simulationbudgets']) {
+  for (const crd of ['temporagateways', 'graphworkers', 'agentpools', 'simulationbudgets']) {
     await waitFor(`CRD ${crd}.tempora.dev established`, async () => {
       const obj = await admin.request<KubeObject>('GET', `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${crd}.tempora.dev`);
       return ((obj.status?.conditions ?? []) as { type: string; status: string }[]).some((c) => c.type === 'Established' && c.status === 'True');
@@ -215,11 +215,11 @@ export interface GatewayOptions {
   tiers?: { name: string; requestsPerMinute: number; dailyLimit?: number }[];
 }
 
-/** A Gateway on the namespace's PostgreSQL, Redis and Secrets. */
+/** A TemporaGateway on the namespace's PostgreSQL, Redis and Secrets. */
 export function gatewayResource(name: string, tag: string, { replicas = {}, databaseSecret = 'tempora-db', ingress, tiers }: GatewayOptions = {}): KubeObject {
   return {
     apiVersion: 'tempora.dev/v1alpha1',
-    kind: 'Gateway',
+    kind: 'TemporaGateway',
     metadata: { name, namespace: NAMESPACE },
     spec: {
       image: { registry: 'local', version: tag, pullPolicy: 'Never' },
@@ -263,7 +263,7 @@ export function agentPoolResource(name: string, gatewayRef: string, tag: string)
   };
 }
 
-/** A daily budget for every run the Gateway's simulation pods make, room for many small runs. */
+/** A daily budget for every run the TemporaGateway's simulation pods make, room for many small runs. */
 export function simulationBudgetResource(name: string, gatewayRef: string): KubeObject {
   return {
     apiVersion: 'tempora.dev/v1alpha1',

@@ -135,6 +135,7 @@ describe('faults: billing killed (SIGKILL) while it applies a webhook', function
     const started = Date.now();
     const proc = start('services/billing/src/main.ts', {
       PORT: String(billingPort),
+      METRICS_PORT: '0',
       HOST: '127.0.0.1',
       DATABASE_URL: billingDb,
       TEMPORA_DATA_DIR: dataDir,
@@ -206,6 +207,7 @@ describe('faults: billing killed (SIGKILL) while it applies a webhook', function
     gatewayUrl = `http://127.0.0.1:${gatewayPort}`;
     gateway = start('services/gateway/src/main.ts', {
       PORT: String(gatewayPort),
+      METRICS_PORT: '0',
       HOST: '127.0.0.1',
       DATABASE_URL: gatewayDb,
       REDIS_URL: process.env.REDIS_URL,

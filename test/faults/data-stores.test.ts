@@ -119,7 +119,7 @@ describe('faults: PostgreSQL and Redis taken away under load', function () {
     const free = await user(gateway, 'free');
     const balance = () => call('balance', `${gateway}/api/v1/credits/balance`, { headers: free.auth });
     assert.equal((await balance()).status, 200);
-    const gauge = async () => Number(/^rate_limiter_memory_fallback(?:\{[^}]*\})? (\S+)$/m.exec((await call('metrics', `${gateway}/metrics`)).body)?.[1]);
+    const gauge = async () => Number(/^rate_limiter_memory_fallback(?:\{[^}]*\})? (\S+)$/m.exec((await call('metrics', `${faults.platform.metricsUrls.gateway}/metrics`)).body)?.[1]);
     assert.equal(await gauge(), 0);
 
     // A generation streaming through the gateway, its agents on the pool's workers, when Redis dies.

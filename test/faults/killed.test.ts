@@ -51,6 +51,7 @@ describe('faults: a process killed (SIGKILL) while it holds work', function () {
       const base = `http://127.0.0.1:${port}`;
       const env: NodeJS.ProcessEnv = {
         PORT: String(port),
+        METRICS_PORT: '0',
         DATABASE_URL: database,
         REDIS_URL: process.env.REDIS_URL,
         REDIS_KEY_PREFIX: `faults-${randomBytes(4).toString('hex')}`,
@@ -121,7 +122,7 @@ describe('faults: a process killed (SIGKILL) while it holds work', function () {
         RENDER_STALE_MS: '5000',
         OTEL_SDK_DISABLED: 'true',
       };
-      const graph = start('services/graph/src/main.ts', { ...env, PORT: String(port) });
+      const graph = start('services/graph/src/main.ts', { ...env, PORT: String(port), METRICS_PORT: '0' });
       await graph.said(/graph service listening/, 90_000);
       const first = start('services/graph/src/worker.ts', env, ['renderer']);
       // The first render is slow: the renderer is killed holding it.

@@ -132,7 +132,7 @@ class Misbehaving {
     }
     if (fault?.kind === 'garbage') {
       response.writeHead(200, { 'content-type': 'application/json' });
-      response.end('<html><body><h1>502 Bad Gateway</h1>upstream connect error</body></html>');
+      response.end('<html><body><h1>502 Bad TemporaGateway</h1>upstream connect error</body></html>');
       return;
     }
     if (fault?.kind === 'slow') await sleep(fault.ms);
@@ -308,7 +308,7 @@ describe('faults: model providers that fail, through the gateway', function () {
     assert.equal(vendors.of('aggregator', undefined, since).length, 0, 'no text fallback to the aggregator (none is documented)');
     assert.ok(hung.ms >= (PROVIDER_RETRIES + 1) * PROVIDER_TIMEOUT_MS, `${hung.ms} ms: each attempt waited its timeout`);
     assert.ok(hung.ms <= HUNG_AGENT_MS + SLACK_MS, `ended ${hung.ms} ms after it began: the hung agent's budget is ${HUNG_AGENT_MS} ms`);
-    const metrics = String((await call('metrics', `${faults.platform.urls.generation}/metrics`)).body);
+    const metrics = String((await call('metrics', `${faults.platform.metricsUrls.generation}/metrics`)).body);
     assert.match(metrics, /^generation_agent_errors_total\{[^}]*agent="Characters"[^}]*code="timeout"[^}]*\} [1-9]/m, 'the timeout is counted');
 
     // ImageGen: native hangs, so the image vendor draws it; Grounding (optional) hangs too and is left out.

@@ -1,11 +1,12 @@
 // The Helm chart charts/tempora-operator, checked with a real helm v3 (built once from the Go module
 // proxy by build-helm.sh and cached per version): lint, what it renders with the default values and with
-// every value set, values refused by values.schema.json, the CRDs it carries (symlinks to crds/), and
+// every value set, values refused by values.schema.json, the CRDs it renders (from symlinks to crds/;
+// crd-upgrade.test.ts installs and upgrades them with helm), and
 // the rendered objects applied to a real kube-apiserver (test/k8s/control-plane.ts), whose validation,
 // Pod Security admission and RBAC authorizer judge them.
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { lstatSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync } from 'node:fs';
+import { existsSync, lstatSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -27,6 +28,7 @@ const FULL_NAMESPACE = 'tempora-ops';
 const WATCHED = 'tempora-watched';
 
 const defaults = parse(readFileSync(join(CHART, 'values.yaml'), 'utf8')) as Values;
+const FULL_ARGS = ['-f', FULL_VALUES];
 const full = parse(readFileSync(FULL_VALUES, 'utf8')) as Values;
 const appVersion = (parse(readFileSync(join(CHART, 'Chart.yaml'), 'utf8')) as { appVersion: string }).appVersion;
 
@@ -45,6 +47,7 @@ interface Values {
   nodeSelector: Record<string, string>;
   tolerations: unknown[];
   affinity: Record<string, unknown>;
+  crds: { enabled: boolean; keep: boolean };
 }
 
 // The few parts of the rendered objects the assertions read.
@@ -97,7 +100,7 @@ function helmOk(...args: string[]): string {
   return helmCli.ok(...args);
 }
 
-/** `helm template` of the chart, parsed; `extra` are further flags (values files, --set, --include-crds). */
+/** `helm template` of the chart, parsed; `extra` are further flags (values files, --set). */
 function render(namespace: string, ...extra: string[]): KubeObject[] {
   return helmCli.template(RELEASE, CHART, namespace, ...extra);
 }
@@ -134,6 +137,9 @@ function operatorEnvironment(d: Deployment, podName: string): NodeJS.ProcessEnv 
   return out;
 }
 
+const CRD_NAMES = ['agentpools.tempora.dev', 'graphworkers.tempora.dev', 'simulationbudgets.tempora.dev', 'temporagateways.tempora.dev'];
+const CLUSTER_SCOPED = ['ClusterRole', 'ClusterRoleBinding', 'CustomResourceDefinition'];
+
 const schema = JSON.parse(readFileSync(join(CHART, 'values.schema.json'), 'utf8')) as SchemaNode;
 
 describe('helm chart tempora-operator', function () {
@@ -149,7 +155,7 @@ describe('helm chart tempora-operator', function () {
   describe('lint and packaging', function () {
     it('passes helm lint --strict with the default values and with every value set', function () {
       helmOk('lint', CHART, '--strict', '--namespace', NAMESPACE);
-      helmOk('lint', CHART, '--strict', '--namespace', FULL_NAMESPACE, '-f', FULL_VALUES);
+      helmOk('lint', CHART, '--strict', '--namespace', FULL_NAMESPACE, ...FULL_ARGS);
     });
 
     it('the values file of these tests sets every value of values.yaml', function () {
@@ -163,14 +169,16 @@ describe('helm chart tempora-operator', function () {
       assert.deepEqual(undocumented, [], 'values missing from charts/tempora-operator/README.md');
     });
 
-    it('carries the CRDs of crds/ as symlinks, one per CRD file, and nothing else', function () {
+    it('carries the CRDs of crds/ as symlinks under files/crds, one per CRD file, and no Helm crds/ directory', function () {
       const crdFiles = readdirSync(CRD_DIR).filter((f) => f.endsWith('.yaml')).sort();
-      const chartCrds = join(CHART, 'crds');
+      const chartCrds = join(CHART, 'files', 'crds');
       assert.deepEqual(readdirSync(chartCrds).sort(), crdFiles);
       for (const f of crdFiles) {
-        assert.ok(lstatSync(join(chartCrds, f)).isSymbolicLink(), `charts/tempora-operator/crds/${f} should be a symlink, not a copy`);
+        assert.ok(lstatSync(join(chartCrds, f)).isSymbolicLink(), `charts/tempora-operator/files/crds/${f} should be a symlink, not a copy`);
         assert.equal(realpathSync(join(chartCrds, f)), realpathSync(join(CRD_DIR, f)));
       }
+      // Helm installs a crds/ directory once and never upgrades it; the templates would then meet CRDs they do not own.
+      assert.equal(existsSync(join(CHART, 'crds')), false, 'charts/tempora-operator/crds must not exist');
     });
 
     it('helm package resolves the symlinks into the CRDs themselves', function () {
@@ -180,16 +188,20 @@ describe('helm chart tempora-operator', function () {
         const tgz = readdirSync(out).find((f) => f.endsWith('.tgz'));
         assert.ok(tgz, 'helm package wrote no archive');
         const listed = spawnSync('tar', ['-tzf', join(out, tgz)], { encoding: 'utf8' });
-        const crdEntries = listed.stdout.split('\n').filter((l) => l.startsWith('tempora-operator/crds/')).sort();
-        assert.deepEqual(crdEntries, readdirSync(CRD_DIR).filter((f) => f.endsWith('.yaml')).sort().map((f) => `tempora-operator/crds/${f}`));
+        const entries = listed.stdout.split('\n');
+        assert.deepEqual(entries.filter((l) => l.startsWith('tempora-operator/crds/')), [], 'no Helm crds/ directory in the package');
+        const crdEntries = entries.filter((l) => l.startsWith('tempora-operator/files/crds/')).sort();
+        assert.deepEqual(crdEntries, readdirSync(CRD_DIR).filter((f) => f.endsWith('.yaml')).sort().map((f) => `tempora-operator/files/crds/${f}`));
         assert.equal(spawnSync('tar', ['-xzf', join(out, tgz), '-C', out]).status, 0);
-        for (const f of readdirSync(join(out, 'tempora-operator', 'crds'))) {
-          assert.ok(!lstatSync(join(out, 'tempora-operator', 'crds', f)).isSymbolicLink(), `${f} is a symlink in the package`);
-          assert.equal(readFileSync(join(out, 'tempora-operator', 'crds', f), 'utf8'), readFileSync(join(CRD_DIR, f), 'utf8'), f);
+        const packaged = join(out, 'tempora-operator', 'files', 'crds');
+        for (const f of readdirSync(packaged)) {
+          assert.ok(!lstatSync(join(packaged, f)).isSymbolicLink(), `${f} is a symlink in the package`);
+          assert.equal(readFileSync(join(packaged, f), 'utf8'), readFileSync(join(CRD_DIR, f), 'utf8'), f);
         }
-        // The packaged chart renders like the directory.
-        const fromPackage = helmOk('template', RELEASE, join(out, tgz), '--namespace', NAMESPACE, '--kube-version', K8S_VERSION, '--include-crds');
-        const fromDir = helmOk('template', RELEASE, CHART, '--namespace', NAMESPACE, '--kube-version', K8S_VERSION, '--include-crds');
+        // The packaged chart renders like the directory, CRDs included.
+        const fromPackage = helmOk('template', RELEASE, join(out, tgz), '--namespace', NAMESPACE, '--kube-version', K8S_VERSION);
+        const fromDir = helmOk('template', RELEASE, CHART, '--namespace', NAMESPACE, '--kube-version', K8S_VERSION);
+        assert.match(fromDir, /kind: CustomResourceDefinition/);
         assert.equal(fromPackage, fromDir);
       } finally {
         rmSync(out, { recursive: true, force: true });
@@ -208,12 +220,13 @@ describe('helm chart tempora-operator', function () {
       container = deployment.spec.template.spec.containers[0]!;
     });
 
-    it('renders exactly the operator objects, all labelled and in the release namespace', function () {
+    it('renders exactly the operator objects and its CRDs, all labelled and the namespaced ones in the release namespace', function () {
       assert.deepEqual(
         objects.map((o) => `${o.kind}/${o.metadata.name}`).sort(),
         [
           'ClusterRole/tempora-operator',
           'ClusterRoleBinding/tempora-operator',
+          ...CRD_NAMES.map((n) => `CustomResourceDefinition/${n}`),
           'Deployment/tempora-operator',
           'PodDisruptionBudget/tempora-operator',
           'Role/tempora-operator-leader-election',
@@ -223,7 +236,7 @@ describe('helm chart tempora-operator', function () {
         ],
       );
       for (const o of objects) {
-        if (!o.kind.startsWith('Cluster')) assert.equal(o.metadata.namespace, NAMESPACE, `${o.kind} namespace`);
+        assert.equal(o.metadata.namespace, CLUSTER_SCOPED.includes(o.kind) ? undefined : NAMESPACE, `${o.kind} namespace`);
         assert.equal(o.metadata.labels?.['app.kubernetes.io/name'], 'tempora-operator');
         assert.equal(o.metadata.labels?.['app.kubernetes.io/instance'], RELEASE);
         assert.equal(o.metadata.labels?.['app.kubernetes.io/managed-by'], 'Helm');
@@ -337,26 +350,27 @@ describe('helm chart tempora-operator', function () {
       for (const p of permissions([...clusterRole.rules, ...leaderRole.rules])) {
         assert.ok(!p.split('|').slice(0, 3).includes('*'), `wildcard grant ${p}`);
         assert.ok(!/\|secrets\|(update|delete|deletecollection)\|/.test(p), `grant on secrets ${p}`);
-        assert.ok(!/^tempora\.dev\|(gateways|graphworkers|agentpools|simulationbudgets)\|(create|update|patch|delete)/.test(p), `writes its own kinds: ${p}`);
+        assert.ok(!/^tempora\.dev\|(temporagateways|graphworkers|agentpools|simulationbudgets)\|(create|update|patch|delete)/.test(p), `writes its own kinds: ${p}`);
       }
     });
 
-    it('with --include-crds, installs the four CRDs of crds/ unchanged and only CRDs', function () {
-      const withCrds = render(NAMESPACE, '--include-crds');
-      const crds = withCrds.filter((o) => o.kind === 'CustomResourceDefinition');
-      const expected = readdirSync(CRD_DIR)
-        .filter((f) => f.endsWith('.yaml'))
-        .flatMap((f) => manifests(join(CRD_DIR, f)));
-      assert.deepEqual(
-        crds.map((c) => c.metadata.name).sort(),
-        ['agentpools.tempora.dev', 'gateways.tempora.dev', 'graphworkers.tempora.dev', 'simulationbudgets.tempora.dev'],
+    it('renders the four CRDs of crds/ unchanged but for labels and the keep annotation, and only CRDs', function () {
+      const crds = objects.filter((o) => o.kind === 'CustomResourceDefinition');
+      const expected = new Map(
+        readdirSync(CRD_DIR)
+          .filter((f) => f.endsWith('.yaml'))
+          .flatMap((f) => manifests(join(CRD_DIR, f)))
+          .map((c) => [c.metadata.name, c]),
       );
-      assert.deepEqual(
-        [...crds].sort((a, b) => a.metadata.name.localeCompare(b.metadata.name)),
-        [...expected].sort((a, b) => a.metadata.name.localeCompare(b.metadata.name)),
-      );
-      // Nothing from crds/rbac comes along: the templates own the RBAC.
-      assert.equal(withCrds.length, objects.length + crds.length);
+      assert.deepEqual(crds.map((c) => c.metadata.name).sort(), [...expected.keys()].sort());
+      for (const crd of crds) {
+        assert.equal(crd.metadata.annotations?.['helm.sh/resource-policy'], 'keep', crd.metadata.name);
+        assert.deepEqual({ ...crd, metadata: { name: crd.metadata.name } }, { ...expected.get(crd.metadata.name)!, metadata: { name: crd.metadata.name } });
+      }
+      // Nothing from crds/rbac comes along (the templates own the RBAC), and --include-crds has no crds/ to add.
+      assert.equal(render(NAMESPACE, '--include-crds').length, objects.length);
+      // crds.enabled=false: the same objects but the CRDs.
+      assert.deepEqual(render(NAMESPACE, '--set', 'crds.enabled=false'), objects.filter((o) => o.kind !== 'CustomResourceDefinition'));
     });
 
     it('with one replica: no PodDisruptionBudget, leader election still on (rolling updates overlap)', function () {
@@ -376,7 +390,7 @@ describe('helm chart tempora-operator', function () {
     let container: Container;
 
     before(function () {
-      objects = render(FULL_NAMESPACE, '-f', FULL_VALUES);
+      objects = render(FULL_NAMESPACE, ...FULL_ARGS);
       deployment = only<Deployment>(objects, 'Deployment', 'tempora-operator');
       container = deployment.spec.template.spec.containers[0]!;
     });
@@ -385,6 +399,7 @@ describe('helm chart tempora-operator', function () {
       assert.deepEqual(
         objects.map((o) => `${o.kind}/${o.metadata.namespace}/${o.metadata.name}`).sort(),
         [
+          ...CRD_NAMES.map((n) => `CustomResourceDefinition/undefined/${n}`),
           `Deployment/${FULL_NAMESPACE}/tempora-operator`,
           `PodDisruptionBudget/${FULL_NAMESPACE}/tempora-operator`,
           `Role/${FULL_NAMESPACE}/tempora-operator-leader-election`,
@@ -453,6 +468,8 @@ describe('helm chart tempora-operator', function () {
       ['a misspelt value (replicas)', ['--set', 'replicas=3'], /replicas/],
       ['leader election off with two replicas', ['--set', 'leaderElection=false'], /\/leaderElection/],
       ['a non-string node selector', ['--set', 'nodeSelector.zone=1'], /\/nodeSelector\/zone/],
+      ['crds.enabled as a string', ['--set-string', 'crds.enabled=yes'], /\/crds\/enabled/],
+      ['crds.keep as a string', ['--set-string', 'crds.keep=no'], /\/crds\/keep/],
     ];
     for (const [what, args, path] of refused) {
       it(`refuses ${what}`, function () {
@@ -525,14 +542,7 @@ describe('helm chart tempora-operator', function () {
 
     before(async function () {
       this.timeout(30 * 60_000); // builds kube-apiserver on a clean machine (about 6 minutes)
-      const plane = new ControlPlane();
-      try {
-        await plane.start();
-      } catch (err) {
-        await plane.stop();
-        throw err;
-      }
-      cp = plane;
+      cp = await ControlPlane.started();
       admin = clientFor(cp.kubeconfigPath);
       // The strictest Pod Security Standard, enforced: pods the Deployment's ReplicaSet creates are refused
       // unless the pod template is non-root, without privilege escalation or capabilities, with seccomp.
@@ -554,7 +564,7 @@ describe('helm chart tempora-operator', function () {
 
     it('accepts every object rendered with the default values, CRDs included', async function () {
       this.timeout(120_000);
-      const objects = render(NAMESPACE, '--include-crds');
+      const objects = render(NAMESPACE);
       await install(objects);
       for (const o of objects) {
         const live = await get(o);
@@ -569,7 +579,7 @@ describe('helm chart tempora-operator', function () {
 
     it('accepts every object rendered with every value set', async function () {
       this.timeout(120_000);
-      const objects = render(FULL_NAMESPACE, '-f', FULL_VALUES, '--include-crds');
+      const objects = render(FULL_NAMESPACE, ...FULL_ARGS);
       await install(objects);
       for (const o of objects) assert.equal((await get(o)).metadata.name, o.metadata.name);
     });
@@ -613,8 +623,8 @@ describe('helm chart tempora-operator', function () {
     it('authorizes the service account for what the operator does and nothing more', async function () {
       const user = `system:serviceaccount:${NAMESPACE}:tempora-operator`;
       // Cluster-wide (default values): its kinds in any namespace, children anywhere, its Lease at home.
-      assert.equal(await can(user, 'any', 'watch', 'tempora.dev', 'gateways'), true);
-      assert.equal(await can(user, 'any', 'patch', 'tempora.dev', 'gateways/status'), true);
+      assert.equal(await can(user, 'any', 'watch', 'tempora.dev', 'temporagateways'), true);
+      assert.equal(await can(user, 'any', 'patch', 'tempora.dev', 'temporagateways/status'), true);
       assert.equal(await can(user, 'any', 'create', 'apps', 'deployments'), true);
       assert.equal(await can(user, 'any', 'delete', 'networking.k8s.io', 'ingresses'), true);
       assert.equal(await can(user, 'any', 'create', '', 'events'), true);
@@ -623,7 +633,7 @@ describe('helm chart tempora-operator', function () {
       // ... and not more.
       assert.equal(await can(user, NAMESPACE, 'update', 'coordination.k8s.io', 'leases', 'someone-else'), false);
       assert.equal(await can(user, 'other', 'create', 'coordination.k8s.io', 'leases'), false);
-      assert.equal(await can(user, 'any', 'create', 'tempora.dev', 'gateways'), false);
+      assert.equal(await can(user, 'any', 'create', 'tempora.dev', 'temporagateways'), false);
       assert.equal(await can(user, 'any', 'patch', '', 'secrets'), true, 'fills the keys a generated Secret asks for');
       assert.equal(await can(user, 'any', 'update', '', 'secrets'), false);
       assert.equal(await can(user, 'any', 'delete', '', 'secrets'), false);

@@ -44,7 +44,7 @@ describe('helm chart tempora under GitOps (helm template at every sync)', functi
   for (const [what, args] of renderings) {
     it(`renders the same bytes twice with ${what}`, function () {
       const first = render(args);
-      assert.ok(first.includes('kind: Gateway'), 'the platform is rendered');
+      assert.ok(first.includes('kind: TemporaGateway'), 'the platform is rendered');
       assert.equal(render(args), first);
     });
   }

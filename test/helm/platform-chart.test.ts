@@ -36,7 +36,7 @@ const RULES = join(ROOT, 'dashboards', 'prometheus', 'tempora.rules.yaml');
 const RELEASE = 'tempora';
 const NAMESPACE = 'tempora';
 const PROMETHEUS_RULE_API = 'monitoring.coreos.com/v1/PrometheusRule';
-const TEMPORA_KINDS = ['Gateway', 'GraphWorker', 'AgentPool', 'SimulationBudget'];
+const TEMPORA_KINDS = ['TemporaGateway', 'GraphWorker', 'AgentPool', 'SimulationBudget'];
 
 const schema = JSON.parse(readFileSync(join(CHART, 'values.schema.json'), 'utf8')) as SchemaNode;
 const defaults = parse(readFileSync(join(CHART, 'values.yaml'), 'utf8')) as Record<string, unknown>;
@@ -94,7 +94,7 @@ function filledByOperator(secret: Secret): Record<string, string> {
 function referencedSecrets(objects: KubeObject[]): string[] {
   const refs: string[] = [];
   for (const o of objects) {
-    if (o.kind !== 'Gateway') continue;
+    if (o.kind !== 'TemporaGateway') continue;
     const spec = (o as Custom<GatewaySpec>).spec;
     refs.push(`${spec.secrets.keys}/*`, `${spec.generation.callbackSecret.secretName}/${spec.generation.callbackSecret.key}`);
     if (spec.secrets.providers) refs.push(`${spec.secrets.providers}/*`);
@@ -176,7 +176,7 @@ describe('helm chart tempora (the platform)', function () {
 
     before(function () {
       objects = render();
-      gateway = only<Custom<GatewaySpec>>(objects, 'Gateway', RELEASE);
+      gateway = only<Custom<GatewaySpec>>(objects, 'TemporaGateway', RELEASE);
     });
 
     it('renders the platform: its custom resources, Secrets, PostgreSQL, Redis and the dashboards', function () {
@@ -185,7 +185,7 @@ describe('helm chart tempora (the platform)', function () {
         objects.map((o) => `${o.kind}/${o.metadata.name}`).sort(),
         [
           'AgentPool/tempora-agents',
-          'Gateway/tempora',
+          'TemporaGateway/tempora',
           'GraphWorker/tempora-daily',
           'GraphWorker/tempora-expander',
           'GraphWorker/tempora-judge',
@@ -210,7 +210,7 @@ describe('helm chart tempora (the platform)', function () {
       }
     });
 
-    it('points the Gateway at the Secrets it renders, and the workers and the pool at the Gateway', function () {
+    it('points the TemporaGateway at the Secrets it renders, and the workers and the pool at the TemporaGateway', function () {
       const secrets = new Map(objects.filter((o) => o.kind === 'Secret').map((s) => [s.metadata.name, s as Secret]));
       for (const ref of referencedSecrets(objects)) {
         const [name, key] = ref.split('/') as [string, string];
@@ -235,7 +235,7 @@ describe('helm chart tempora (the platform)', function () {
     });
 
     it('leaves scheduling, pulling and monitor labels to the cluster: no spec.pods or spec.monitoring by default', function () {
-      for (const o of objects.filter((x) => ['Gateway', 'GraphWorker', 'AgentPool'].includes(x.kind))) {
+      for (const o of objects.filter((x) => ['TemporaGateway', 'GraphWorker', 'AgentPool'].includes(x.kind))) {
         const spec = (o as Custom<Record<string, unknown>>).spec;
         assert.deepEqual([spec.pods, spec.monitoring], [undefined, undefined], `${o.kind}/${o.metadata.name}`);
       }
@@ -319,7 +319,7 @@ describe('helm chart tempora (the platform)', function () {
 
     it('maps every value onto the custom resources (every value set)', function () {
       const objects = render('-f', FULL_VALUES, '--api-versions', PROMETHEUS_RULE_API);
-      const gw = only<Custom<GatewaySpec>>(objects, 'Gateway', 'platform');
+      const gw = only<Custom<GatewaySpec>>(objects, 'TemporaGateway', 'platform');
       assert.deepEqual(gw.spec, {
         image: { registry: 'registry.example.com/tempora', version: '1.2.3', pullPolicy: 'Always' },
         logLevel: 'debug',
@@ -337,7 +337,7 @@ describe('helm chart tempora (the platform)', function () {
         ingress: { host: 'api.tempora.example.com', className: 'nginx', tlsSecretName: 'tempora-tls', annotations: { 'cert-manager.io/cluster-issuer': 'letsencrypt' } },
         rateLimits: { tiers: [{ name: 'free', requestsPerMinute: 20, dailyLimit: 200 }, { name: 'enterprise', requestsPerMinute: 600 }] },
         tracing: { endpoint: 'http://otel-collector.observability.svc:4318', protocol: 'http/json', samplingRatio: 0.25 },
-        // Scheduling, pulling and pod metadata as given; monitor labels on the Gateway, which lends them to the workers and the pool.
+        // Scheduling, pulling and pod metadata as given; monitor labels on the TemporaGateway, which lends them to the workers and the pool.
         pods: lookup(full, 'pods'),
         monitoring: { labels: { release: 'kube-prometheus-stack' } },
         secrets: { keys: 'platform-keys', providers: 'platform-providers', billing: 'platform-billing' },
@@ -398,7 +398,7 @@ describe('helm chart tempora (the platform)', function () {
 
     it('for kind: the loaded images, never pulled, the gateway at tempora.localhost, state in the chart own stores', function () {
       const objects = render('-f', join(EXAMPLES, 'kind.yaml'));
-      const gw = only<Custom<GatewaySpec>>(objects, 'Gateway');
+      const gw = only<Custom<GatewaySpec>>(objects, 'TemporaGateway');
       assert.deepEqual(gw.spec.image, { registry: 'local', version: 'dev', pullPolicy: 'Never' });
       assert.deepEqual(gw.spec.ingress, { host: 'tempora.localhost', className: 'traefik' });
       assert.equal(objects.filter((o) => o.kind === 'StatefulSet').length, 2);
@@ -406,7 +406,7 @@ describe('helm chart tempora (the platform)', function () {
 
     it('for production: your own PostgreSQL, Redis, provider and payment Secrets, no StatefulSets, nothing generated for them', function () {
       const objects = render('-f', join(EXAMPLES, 'production.yaml'));
-      const gw = only<Custom<GatewaySpec>>(objects, 'Gateway');
+      const gw = only<Custom<GatewaySpec>>(objects, 'TemporaGateway');
       assert.deepEqual([gw.spec.database, gw.spec.redis, gw.spec.secrets], [{ secretName: 'tempora-database', key: 'url' }, { secretName: 'tempora-redis', key: 'url' }, { keys: 'tempora-keys', providers: 'tempora-providers', billing: 'tempora-billing' }]);
       assert.deepEqual(objects.filter((o) => ['StatefulSet', 'Service'].includes(o.kind)), []);
       assert.deepEqual(objects.filter((o) => o.kind === 'Secret').map((o) => o.metadata.name).sort(), ['tempora-callback', 'tempora-keys']);
@@ -418,7 +418,7 @@ describe('helm chart tempora (the platform)', function () {
         // A named Secret wins over values given for it.
         '--set', 'secrets.billing.values.STRIPE_SECRET_KEY=ignored',
       );
-      const gw = only<Custom<GatewaySpec>>(objects, 'Gateway');
+      const gw = only<Custom<GatewaySpec>>(objects, 'TemporaGateway');
       assert.deepEqual([gw.spec.secrets, gw.spec.generation.callbackSecret], [{ keys: 'my-keys', providers: 'my-providers', billing: 'my-billing' }, { secretName: 'my-callback', key: 'hmac' }]);
       assert.deepEqual(objects.filter((o) => o.kind === 'Secret').map((o) => o.metadata.name).sort(), ['tempora-postgresql', 'tempora-redis']);
     });
@@ -428,7 +428,7 @@ describe('helm chart tempora (the platform)', function () {
         ...['postgresql.enabled=false', 'redis.enabled=false', 'agentPool.enabled=false'].flatMap((s) => ['--set', s]),
         ...['renderer', 'expander', 'judge', 'daily'].flatMap((r) => ['--set', `graphWorkers.${r}.enabled=false`]),
       );
-      const gw = only<Custom<GatewaySpec>>(objects, 'Gateway');
+      const gw = only<Custom<GatewaySpec>>(objects, 'TemporaGateway');
       assert.equal(gw.spec.database, undefined);
       assert.equal(gw.spec.redis, undefined);
       assert.deepEqual(objects.filter((o) => ['StatefulSet', 'GraphWorker', 'AgentPool'].includes(o.kind)), []);
@@ -439,7 +439,7 @@ describe('helm chart tempora (the platform)', function () {
     const schemaRefusals: [string, string[], RegExp][] = [
       ['a misspelt top-level value', ['--set', 'ingres.enabled=true'], /additional properties 'ingres' not allowed|ingres/],
       ['a misspelt nested value', ['--set', 'services.gateway.replica=2'], /\/services\/gateway/],
-      ['a service the Gateway does not know', ['--set', 'services.notary.replicas=1'], /\/services/],
+      ['a service the TemporaGateway does not know', ['--set', 'services.notary.replicas=1'], /\/services/],
       ['replicas that are not a number', ['--set', 'services.graph.replicas=two'], /\/services\/graph\/replicas/],
       ['an unknown pull policy', ['--set', 'image.pullPolicy=Sometimes'], /\/image\/pullPolicy/],
       ['an image version with a space', ['--set-string', 'image.version=1.0 beta'], /\/image\/version/],
@@ -529,10 +529,10 @@ describe('helm chart tempora (the platform)', function () {
         assert.match(r.stdout + r.stderr, /values don't meet the specifications of the schema/);
         assert.match(r.stdout + r.stderr, /at '\/services\/graph\/resources\/requests': additional properties 'memroy' not allowed/);
       }
-      // Standard, huge pages and extended names reach the Gateway as given (an escaped dot stays in the key).
+      // Standard, huge pages and extended names reach the TemporaGateway as given (an escaped dot stays in the key).
       const gw = only<Custom<GatewaySpec>>(
         render(...['requests.ephemeral-storage=1Gi', 'requests.hugepages-2Mi=2Mi', 'limits.hugepages-2Mi=2Mi', 'requests.nvidia\\.com/gpu=1', 'limits.nvidia\\.com/gpu=1'].flatMap((v) => ['--set', `services.graph.resources.${v}`])),
-        'Gateway',
+        'TemporaGateway',
       );
       assert.deepEqual(gw.spec.services.graph!.resources, {
         requests: { cpu: '100m', memory: '256Mi', 'ephemeral-storage': '1Gi', 'hugepages-2Mi': '2Mi', 'nvidia.com/gpu': 1 },
@@ -582,14 +582,7 @@ describe('helm chart tempora (the platform)', function () {
 
     before(async function () {
       this.timeout(30 * 60_000); // builds kube-apiserver on a clean machine (about 6 minutes)
-      const plane = new ControlPlane();
-      try {
-        await plane.start();
-      } catch (err) {
-        await plane.stop();
-        throw err;
-      }
-      cp = plane;
+      cp = await ControlPlane.started();
       admin = clientFor(cp.kubeconfigPath);
       helm.env = { KUBECONFIG: cp.kubeconfigPath };
       for (const name of [NAMESPACE, 'monitoring', 'dry-run']) {
@@ -610,7 +603,7 @@ describe('helm chart tempora (the platform)', function () {
     it('refuses to install before the operator and its CRDs, and says what is missing', function () {
       const r = helm.run('install', RELEASE, CHART, '--namespace', NAMESPACE);
       assert.notEqual(r.status, 0);
-      assert.match(r.stderr, /no matches for kind "Gateway" in version "tempora\.dev\/v1alpha1"/);
+      assert.match(r.stderr, /no matches for kind "TemporaGateway" in version "tempora\.dev\/v1alpha1"/);
       assert.match(helm.run('list', '--namespace', NAMESPACE, '--all', '--short').stdout, /^\s*$/, 'no release left behind');
     });
 
@@ -645,7 +638,7 @@ describe('helm chart tempora (the platform)', function () {
       });
 
       it('the dry run is not vacuous: the CRDs refuse what the operator could not run', async function () {
-        const [gw] = helm.template(RELEASE, CHART, 'dry-run', '--set', 'postgresql.enabled=false', '--set', 'agentPool.enabled=false', ...['renderer', 'expander', 'judge', 'daily'].flatMap((r) => ['--set', `graphWorkers.${r}.enabled=false`])).filter((o) => o.kind === 'Gateway') as Custom<GatewaySpec>[];
+        const [gw] = helm.template(RELEASE, CHART, 'dry-run', '--set', 'postgresql.enabled=false', '--set', 'agentPool.enabled=false', ...['renderer', 'expander', 'judge', 'daily'].flatMap((r) => ['--set', `graphWorkers.${r}.enabled=false`])).filter((o) => o.kind === 'TemporaGateway') as Custom<GatewaySpec>[];
         gw!.spec.services.gateway!.replicas = 3;
         await assert.rejects(dryRun(gw!), /more than one replica needs spec\.database and spec\.redis/);
         const rule = only<Custom<{ groups: { rules: Record<string, unknown>[] }[] }>>(helm.template(RELEASE, CHART, 'dry-run', '--api-versions', PROMETHEUS_RULE_API), 'PrometheusRule');
@@ -724,7 +717,7 @@ describe('helm chart tempora (the platform)', function () {
         }
 
         async function gatewaySpec(): Promise<GatewaySpec> {
-          return ((await admin.request<KubeObject>('GET', `/apis/tempora.dev/v1alpha1/namespaces/${NAMESPACE}/gateways/${RELEASE}`)) as Custom<GatewaySpec>).spec;
+          return ((await admin.request<KubeObject>('GET', `/apis/tempora.dev/v1alpha1/namespaces/${NAMESPACE}/temporagateways/${RELEASE}`)) as Custom<GatewaySpec>).spec;
         }
 
         /** Our objects in the namespace, by kind/name: everything labelled with the release, and the pods. */

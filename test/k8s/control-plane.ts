@@ -116,6 +116,18 @@ export class ControlPlane {
    * garbage collector looks for new API resources only every 30 s, so CRDs installed there are known
    * to it from the start.
    */
+  /** A started control plane; one that fails to start is stopped again, leaving nothing running. */
+  static async started(options?: ConstructorParameters<typeof ControlPlane>[0]): Promise<ControlPlane> {
+    const plane = new ControlPlane(options);
+    try {
+      await plane.start();
+    } catch (err) {
+      await plane.stop();
+      throw err;
+    }
+    return plane;
+  }
+
   async start(beforeControllers?: () => Promise<void>): Promise<void> {
     ensureBinaries();
     const serviceIp = this.#options.serviceCidr ? firstAddress(this.#options.serviceCidr) : undefined;

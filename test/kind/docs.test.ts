@@ -63,7 +63,7 @@ describe('docs/kind.md', function () {
     });
     const loaded = images.find((l) => l.startsWith('kind load'))!;
     assert.equal(loaded, `kind load docker-image --name ${kindConfig.name} ${built.join(' ')}`);
-    // The images the operator runs for a Gateway, named as the kind values make it: <registry>/<service>:<version>.
+    // The images the operator runs for a TemporaGateway, named as the kind values make it: <registry>/<service>:<version>.
     const platform = DEPLOYED_SERVICES.map((s) => `${kindValues.image.registry}/${s}:${kindValues.image.version}`);
     for (const svc of DEPLOYED_SERVICES) assert.ok(svc in chartDefaults.services, `the chart's services.${svc}`);
     // The operator's, from the install command's --set flags.
@@ -106,7 +106,9 @@ describe('docs/kind.md', function () {
       // http://tempora.localhost is connected to npm start's gateway.
       const gateway = new URL(platform.urls.gateway);
       const connectTo = `--connect-to ${kindValues.ingress.host}:80:${gateway.hostname}:${gateway.port}`;
-      const script = runnable(blocks, ['7.', '8.', '9.', '10.']).replaceAll(/curl -s /g, `curl -sS --fail-with-body ${connectTo} `);
+      // The page reads the gateway's metrics port through the API server's service proxy; here that port is npm start's.
+      const kubectl = `kubectl() { [ "$1 $2" = "get --raw" ] && [ "$3" = /api/v1/namespaces/tempora/services/tempora-gateway:metrics/proxy/metrics ] && curl -sS --fail-with-body ${platform.metricsUrls.gateway}/metrics; }`;
+      const script = `${kubectl}\n${runnable(blocks, ['7.', '8.', '9.', '10.']).replaceAll(/curl -s /g, `curl -sS --fail-with-body ${connectTo} `)}`;
       const run = spawnSync('bash', ['-euo', 'pipefail', '-c', script], { cwd: workDir, encoding: 'utf8', timeout: 300_000, env: process.env });
       const said = `${run.stdout}\n--- stderr ---\n${run.stderr}`.slice(-6000);
       assert.equal(run.status, 0, `the commands failed:\n${said}`);

@@ -91,7 +91,7 @@ function ourKinds(helm: Helm): OurKinds {
 const NAMESPACE_OWN = new Set(['ConfigMap/kube-root-ca.crt', 'ServiceAccount/default']);
 const RECORDS = new Set(['/Event', 'events.k8s.io/Event']);
 
-interface Gateway {
+interface TemporaGateway {
   metadata: { generation: number };
   status?: { observedGeneration?: number; conditions?: { type: string; status: string; message: string }[] };
 }
@@ -117,12 +117,12 @@ describe('docs/kind.md on the test node (install, sign in through the Ingress, r
     return run.stdout;
   }
 
-  function gateway(): Promise<Gateway> {
-    return node!.api<Gateway>('GET', `/apis/tempora.dev/v1alpha1/namespaces/${NAMESPACE}/gateways/tempora`);
+  function gateway(): Promise<TemporaGateway> {
+    return node!.api<TemporaGateway>('GET', `/apis/tempora.dev/v1alpha1/namespaces/${NAMESPACE}/temporagateways/tempora`);
   }
 
   /**
-   * Waits until the release's rollout has finished: no pod terminating, every pod ready. Ready on the Gateway
+   * Waits until the release's rollout has finished: no pod terminating, every pod ready. Ready on the TemporaGateway
    * means the new pods are available; the old ones may still be shutting down, and a request routed to one
    * in that moment can fail (seen once: a 502 from the gateway for generation right after an upgrade).
    */
@@ -262,7 +262,7 @@ describe('docs/kind.md on the test node (install, sign in through the Ingress, r
     if (node) assert.deepEqual(await node.stop(), [], 'the node left the host as it was');
   });
 
-  it('installs the operator and the platform with the page commands, and the Gateway becomes Ready', function () {
+  it('installs the operator and the platform with the page commands, and the TemporaGateway becomes Ready', function () {
     this.timeout(40 * 60_000);
     sh(runnable(blocks, ['5.', '6.']));
   });
@@ -280,6 +280,9 @@ describe('docs/kind.md on the test node (install, sign in through the Ingress, r
     assert.match(user!, /^[0-9a-f-]{36}$/);
     assert.equal(moment, 'Storming of the Bastille');
     assert.ok(metrics.some((l) => l.includes('route="proxy:generation",status="200"')), metrics.join('\n'));
+    // The public host serves the API, /health and the docs; /metrics lives on a port the Ingress never routes.
+    const status = (path: string) => sh(`curl -s -o /dev/null -w '%{http_code}' http://${kindValues.ingress.host}${path}`).trim();
+    assert.deepEqual(['/metrics', '/health', '/docs', '/api/v1/credits/costs'].map((path) => [path, status(path)]), [['/metrics', '404'], ['/health', '200'], ['/docs', '200'], ['/api/v1/credits/costs', '200']]);
   });
 
   it('upgrades to a changed value: the pods get it, and the platform answers', async function () {

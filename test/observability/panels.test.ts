@@ -87,7 +87,7 @@ describe('dashboards on a real Prometheus scraping the platform', function () {
     after(() => other.close());
 
     const targets: Array<{ job: string; host: string; component: Component }> = [{ job: 'operator', host: `127.0.0.1:${operator.port}`, component: 'operator' }];
-    for (const [service, url] of Object.entries(platform.urls)) targets.push({ job: service, host: new URL(url).host, component: service as Component });
+    for (const [service, url] of Object.entries(platform.metricsUrls)) targets.push({ job: service, host: new URL(url).host, component: service as Component });
     for (const [worker, url] of Object.entries(platform.workers)) targets.push({ job: worker, host: new URL(url).host, component: worker.startsWith('graph-') ? 'graph-worker' : 'agent-pool' });
     const port = await freePort();
     writeFileSync(
@@ -208,7 +208,7 @@ function foreignMetrics(scrape: number): string {
 /**
  * A smoke test's worth of traffic, what a person trying the platform does first: a sign-in, a read of the
  * graph, one paid generation, one paid simulation, one conductor message and billing's packs, all through
- * the gateway; and the Gateway the operator reconciles, with its Ingress certificate. Every other series
+ * the gateway; and the TemporaGateway the operator reconciles, with its Ingress certificate. Every other series
  * the panels draw (refusals, refunds, fallbacks, verdicts, …) must be there at zero already.
  */
 async function smokeTraffic(platform: Platform, cluster: Cluster): Promise<void> {

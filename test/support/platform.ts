@@ -12,6 +12,8 @@ const root = fileURLToPath(new URL('../..', import.meta.url));
 export interface Platform {
   /** Each service's base URL. */
   urls: Record<ServiceName, string>;
+  /** Each service's metrics port, where its /metrics answers (METRICS_PORT). */
+  metricsUrls: Record<ServiceName, string>;
   /** Each worker's /metrics URL, by name (only with `shared`). */
   workers: Record<string, string>;
   /** The local Stripe stand-in billing sells against in test mode. */
@@ -33,10 +35,12 @@ export async function startPlatform(options: { shared?: { databaseUrl: string; r
   // Its own Redis key prefix, so rate-limit windows and queues are not shared with other tests on the same Redis.
   if (options.shared) Object.assign(env, { DATABASE_URL: options.shared.databaseUrl, REDIS_URL: options.shared.redisUrl, REDIS_KEY_PREFIX: `tempora-${randomBytes(4).toString('hex')}` });
   const urls = {} as Record<ServiceName, string>;
+  const metricsUrls = {} as Record<ServiceName, string>;
   for (const service of Object.keys(DEFAULT_PORTS) as ServiceName[]) {
-    const port = await freePort();
-    env[`${service.toUpperCase()}_PORT`] = String(port);
+    const [port, metricsPort] = [await freePort(), await freePort()];
+    Object.assign(env, { [`${service.toUpperCase()}_PORT`]: String(port), [`${service.toUpperCase()}_METRICS_PORT`]: String(metricsPort) });
     urls[service] = `http://127.0.0.1:${port}`;
+    metricsUrls[service] = `http://127.0.0.1:${metricsPort}`;
   }
   env.STRIPE_STAND_IN_PORT = String(await freePort());
   // Workers take consecutive ports from the base (npm start runs up to four), free when drawn.
@@ -57,6 +61,7 @@ export async function startPlatform(options: { shared?: { databaseUrl: string; r
   for (const match of said.matchAll(/^ {2}([a-z-]+worker|graph-[a-z]+) +(http:\/\/\S+\/metrics)$/gm)) workers[match[1]!] = match[2]!;
   return {
     urls,
+    metricsUrls,
     workers,
     stripe: `http://127.0.0.1:${env.STRIPE_STAND_IN_PORT}`,
     output: () => said,

@@ -1,11 +1,11 @@
 {{- /*
-The Gateway's name and the prefix of every object. 40 characters at most: the longest names derived from
+The TemporaGateway's name and the prefix of every object. 40 characters at most: the longest names derived from
 it (<name>-postgresql-0's controller-revision-hash label, the CronJob <name>-daily) must stay within 63.
 */ -}}
 {{- define "tempora.fullname" -}}
 {{- $name := .Values.fullnameOverride | default .Release.Name -}}
 {{- if gt (len $name) 40 -}}
-{{- fail (printf "the Gateway's name %q (the release name, or fullnameOverride) has more than 40 characters; set a shorter fullnameOverride" $name) -}}
+{{- fail (printf "the TemporaGateway's name %q (the release name, or fullnameOverride) has more than 40 characters; set a shorter fullnameOverride" $name) -}}
 {{- end -}}
 {{- $name -}}
 {{- end -}}
@@ -42,7 +42,7 @@ pullPolicy: {{ .Values.image.pullPolicy }}
 {{- end -}}
 
 {{- /*
-spec.pods of every custom resource that makes pods (the Gateway, the GraphWorkers, the AgentPool): the
+spec.pods of every custom resource that makes pods (the TemporaGateway, the GraphWorkers, the AgentPool): the
 values' pods without their empty fields.
 */ -}}
 {{- define "tempora.podSettings" -}}

@@ -3,7 +3,7 @@
 // resync on a timer; count relists.
 import type { Logger } from 'pino';
 import { KubeApiError, type KubeClient } from './client.ts';
-import type { OperatorMetrics } from '../metrics.ts';
+import { RELIST_REASONS, zeroed, type OperatorMetrics } from '../metrics.ts';
 import { objectKey, type KubeObject } from './object.ts';
 import { collectionPath, type ResourceType } from './resources.ts';
 
@@ -54,6 +54,9 @@ export class Informer {
   constructor(options: InformerOptions) {
     this.#options = options;
     this.resource = options.resource;
+    const resource = options.resource.plural;
+    zeroed(options.metrics.informerRelists, { resource: [resource], reason: RELIST_REASONS });
+    zeroed(options.metrics.informerRestarts, { resource: [resource] });
   }
 
   onEvent(handler: InformerHandler): void {
@@ -116,7 +119,7 @@ export class Informer {
 
   async #run(): Promise<void> {
     const { log, metrics, resource } = this.#options;
-    let listReason = 'initial';
+    let listReason: (typeof RELIST_REASONS)[number] = 'initial';
     while (!this.#stopped) {
       try {
         if (!this.resourceVersion) {

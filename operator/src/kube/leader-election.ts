@@ -43,6 +43,8 @@ export class LeaderElector {
 
   constructor(options: LeaderElectionOptions) {
     this.#o = { leaseDurationMs: 15_000, renewDeadlineMs: 10_000, retryPeriodMs: 2_000, ...options };
+    // A standby says so from the start, rather than by having no series.
+    options.metrics.leaderStatus.set({ name: options.name }, 0);
   }
 
   get isLeader(): boolean {

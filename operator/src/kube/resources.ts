@@ -24,7 +24,7 @@ export function objectPath(r: ResourceType, namespace: string, name: string): st
 export const GROUP = 'tempora.dev';
 export const VERSION = 'v1alpha1';
 
-export const Gateway: ResourceType = { group: GROUP, version: VERSION, kind: 'Gateway', plural: 'gateways' };
+export const TemporaGateway: ResourceType = { group: GROUP, version: VERSION, kind: 'TemporaGateway', plural: 'temporagateways' };
 export const GraphWorker: ResourceType = { group: GROUP, version: VERSION, kind: 'GraphWorker', plural: 'graphworkers' };
 export const AgentPool: ResourceType = { group: GROUP, version: VERSION, kind: 'AgentPool', plural: 'agentpools' };
 export const SimulationBudget: ResourceType = {

@@ -1,9 +1,9 @@
 // AgentPool: the generation service's agent workers as a Deployment scaled by an autoscaling/v2
 // HorizontalPodAutoscaler (and a PodMonitor when the Prometheus Operator is installed). The HPA owns the
-// Deployment's replicas, so the operator never sets them. The pool serves the Gateway it names: that
-// Gateway's generation pods put their agent tasks on the pool's Redis stream (gateway.ts), and the pool
-// takes from the Gateway what it does not set itself (Redis, provider credentials, log level, tracing).
-import type { AgentPool, Gateway } from '../api/v1alpha1/index.ts';
+// Deployment's replicas, so the operator never sets them. The pool serves the TemporaGateway it names: that
+// TemporaGateway's generation pods put their agent tasks on the pool's Redis stream (gateway.ts), and the pool
+// takes from the TemporaGateway what it does not set itself (Redis, provider credentials, log level, tracing).
+import type { AgentPool, TemporaGateway } from '../api/v1alpha1/index.ts';
 import * as R from '../kube/resources.ts';
 import { applyChildren } from './apply-children.ts';
 import { childLabels, type DesiredChild, type Reconciler } from './context.ts';
@@ -27,8 +27,8 @@ export interface AgentPoolFeatures {
   podMonitor: boolean;
 }
 
-/** `gateway`: the Gateway the pool serves, which lends what the pool does not set (its monitor labels too). */
-export function desiredAgentPoolChildren(pool: AgentPool, features: AgentPoolFeatures, gateway?: Gateway): DesiredChild[] {
+/** `gateway`: the TemporaGateway the pool serves, which lends what the pool does not set (its monitor labels too). */
+export function desiredAgentPoolChildren(pool: AgentPool, features: AgentPoolFeatures, gateway?: TemporaGateway): DesiredChild[] {
   const { spec } = pool;
   const name = pool.metadata.name;
   const namespace = pool.metadata.namespace;
@@ -39,7 +39,7 @@ export function desiredAgentPoolChildren(pool: AgentPool, features: AgentPoolFea
     AGENT_POOL_CONCURRENCY: String(spec.concurrency),
     ...modelSettings(spec.models),
     ...peerUrls(spec.gatewayRef, namespace ?? 'default', ['generation']),
-    // The stream's keys: the same prefix as the Gateway's generation pods.
+    // The stream's keys: the same prefix as the TemporaGateway's generation pods.
     REDIS_KEY_PREFIX: redisKeyPrefix(namespace, spec.gatewayRef),
     LOG_LEVEL: gateway?.spec.logLevel ?? 'info',
   };
@@ -90,9 +90,9 @@ export function desiredAgentPoolChildren(pool: AgentPool, features: AgentPoolFea
   ];
 }
 
-/** Why a pool cannot run: it serves nobody, has no Redis to take tasks from, or another pool serves its Gateway. */
-function poolBlocked(pool: AgentPool, gateway: Gateway | undefined, serving: AgentPool | undefined): Blocked | undefined {
-  const ref = `Gateway ${pool.spec.gatewayRef}`;
+/** Why a pool cannot run: it serves nobody, has no Redis to take tasks from, or another pool serves its TemporaGateway. */
+function poolBlocked(pool: AgentPool, gateway: TemporaGateway | undefined, serving: AgentPool | undefined): Blocked | undefined {
+  const ref = `TemporaGateway ${pool.spec.gatewayRef}`;
   if (!gateway) return { reason: 'GatewayNotFound', message: `${ref} (spec.gatewayRef) does not exist in this namespace` };
   if (!poolRedis(pool, gateway)) return { reason: 'RedisRequired', message: `the agent tasks are a Redis stream: set spec.redis or the ${ref}'s spec.redis` };
   if (serving && serving.metadata.uid !== pool.metadata.uid) return { reason: 'AnotherPoolServes', message: `AgentPool ${serving.metadata.name} already serves ${ref}` };

@@ -85,7 +85,7 @@ async function createOnce(ctx: ReconcileContext, child: DesiredChild, obj: KubeO
   }
 }
 
-/** Deletes watched children this owner controls but no longer wants (a Gateway's Ingress once spec.ingress is removed). */
+/** Deletes watched children this owner controls but no longer wants (a TemporaGateway's Ingress once spec.ingress is removed). */
 async function pruneChildren(owner: KubeObject, wanted: Set<string>, ctx: ReconcileContext, result: AppliedChildren): Promise<void> {
   for (const [plural, informer] of ctx.children) {
     for (const child of informer.controlledBy(owner.metadata.uid ?? '')) {

@@ -1,8 +1,8 @@
 // What the simulation service reports of a SimulationBudget: `GET /api/v1/simulations/budgets/{name}` on
-// the Gateway's simulation Service (docs/simulation.md), asked as a service acting as itself, with the
-// SERVICE_KEY of the Gateway's keys Secret. The service keeps the ledger; the operator only reads it.
+// the TemporaGateway's simulation Service (docs/simulation.md), asked as a service acting as itself, with the
+// SERVICE_KEY of the TemporaGateway's keys Secret. The service keeps the ledger; the operator only reads it.
 import { z } from 'zod';
-import type { Gateway } from '../api/v1alpha1/index.ts';
+import type { TemporaGateway } from '../api/v1alpha1/index.ts';
 import { serviceUrl } from '../config.ts';
 import type { KubeClient } from '../kube/client.ts';
 import * as R from '../kube/resources.ts';
@@ -39,14 +39,14 @@ export type ReportProblem = { reason: 'ServiceKeyRequired' | 'ServiceKeyRefused'
 export type BudgetReading = { report: BudgetReport } | { problem: ReportProblem };
 
 export interface BudgetReader {
-  read(gw: Gateway, budget: string): Promise<BudgetReading>;
+  read(gw: TemporaGateway, budget: string): Promise<BudgetReading>;
 }
 
 /** How long a service key read from its Secret is reused; a key the service refuses is read again at once. */
 const KEY_TTL_MS = 60_000;
 const TIMEOUT_MS = 5_000;
 
-export function simulationServiceName(gw: Gateway): string {
+export function simulationServiceName(gw: TemporaGateway): string {
   return `${gw.metadata.name}-simulation`;
 }
 
@@ -61,15 +61,15 @@ export class BudgetReports implements BudgetReader {
     this.#urlTemplate = urlTemplate;
   }
 
-  async read(gw: Gateway, budget: string): Promise<BudgetReading> {
+  async read(gw: TemporaGateway, budget: string): Promise<BudgetReading> {
     const namespace = gw.metadata.namespace ?? 'default';
     const svc = simulationServiceName(gw);
     const secret = gw.spec.secrets?.keys;
     if (!secret) {
-      return problem('ServiceKeyRequired', `${svc} tells its budgets' spend to services only: Gateway ${gw.metadata.name} names no keys Secret (spec.secrets.keys) with a SERVICE_KEY`);
+      return problem('ServiceKeyRequired', `${svc} tells its budgets' spend to services only: TemporaGateway ${gw.metadata.name} names no keys Secret (spec.secrets.keys) with a SERVICE_KEY`);
     }
     const key = await this.#serviceKey(namespace, secret);
-    if (!key) return problem('ServiceKeyRequired', `Secret ${secret} (the Gateway's spec.secrets.keys) does not exist or has no SERVICE_KEY`);
+    if (!key) return problem('ServiceKeyRequired', `Secret ${secret} (the TemporaGateway's spec.secrets.keys) does not exist or has no SERVICE_KEY`);
     const url = `${serviceUrl(this.#urlTemplate, svc, namespace, servicePort('simulation'))}/api/v1/simulations/budgets/${encodeURIComponent(budget)}`;
     let reply: Response;
     try {

@@ -54,7 +54,7 @@ export interface ReconcileContext {
   children: Map<string, Informer>;
   /** The pods of the operator's workloads, indexed by their custom resource's uid (OWNER_UID_LABEL). */
   pods: Informer;
-  /** Informer caches of the four custom resources, keyed by plural: workers read their Gateway, a Gateway its AgentPool. */
+  /** Informer caches of the four custom resources, keyed by plural: workers read their TemporaGateway, a TemporaGateway its AgentPool. */
   owners: Map<string, Informer>;
   /**
    * The generation each Deployment had when the operator last applied it, by uid (see readiness.ts).
@@ -76,7 +76,7 @@ export interface ReconcileContext {
    * status just written.
    */
   budgetAlerts: Map<string, { period: string; thresholds: number[] }>;
-  /** The Secrets each Gateway names: whether they are there, and when its certificate expires. */
+  /** The Secrets each TemporaGateway names: whether they are there, and when its certificate expires. */
   secrets: GatewaySecrets;
 }
 

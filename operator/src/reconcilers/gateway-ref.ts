@@ -1,35 +1,35 @@
-// What ties the kinds together: a GraphWorker or an AgentPool names its Gateway (spec.gatewayRef), works
-// against that Gateway's services and state, and takes from it what it does not set itself. One
-// AgentPool serves a Gateway: the generation pods hand their agent tasks to it.
-import type { AgentPool, Gateway, SecretKeyRef } from '../api/v1alpha1/index.ts';
+// What ties the kinds together: a GraphWorker or an AgentPool names its TemporaGateway (spec.gatewayRef), works
+// against that TemporaGateway's services and state, and takes from it what it does not set itself. One
+// AgentPool serves a TemporaGateway: the generation pods hand their agent tasks to it.
+import type { AgentPool, TemporaGateway, SecretKeyRef } from '../api/v1alpha1/index.ts';
 import * as R from '../kube/resources.ts';
 import type { ReconcileContext } from './context.ts';
 
-export function gatewayOf(ctx: ReconcileContext, namespace: string | undefined, name: string): Gateway | undefined {
-  const gw = ctx.owners.get(R.Gateway.plural)?.get(namespace, name) as Gateway | undefined;
+export function gatewayOf(ctx: ReconcileContext, namespace: string | undefined, name: string): TemporaGateway | undefined {
+  const gw = ctx.owners.get(R.TemporaGateway.plural)?.get(namespace, name) as TemporaGateway | undefined;
   return gw?.metadata.deletionTimestamp ? undefined : gw;
 }
 
 /** Both stores set: the services share them and may run many replicas; otherwise each runs one, with state of its own. */
-export function hasExternalState(gw: Gateway): boolean {
+export function hasExternalState(gw: TemporaGateway): boolean {
   return Boolean(gw.spec.database && gw.spec.redis);
 }
 
 /**
- * The prefix of every Redis key of one Gateway's platform (its services' and its workers'), so that
+ * The prefix of every Redis key of one TemporaGateway's platform (its services' and its workers'), so that
  * several Gateways can share one Redis: rate limits and agent task streams stay apart.
  */
 export function redisKeyPrefix(namespace: string | undefined, gateway: string): string {
   return `tempora:${namespace ?? 'default'}:${gateway}`.replace(/[^A-Za-z0-9:_-]/g, '_');
 }
 
-/** The Redis an AgentPool's tasks flow through: its own, else its Gateway's. */
-export function poolRedis(pool: AgentPool, gw: Gateway | undefined): SecretKeyRef | undefined {
+/** The Redis an AgentPool's tasks flow through: its own, else its TemporaGateway's. */
+export function poolRedis(pool: AgentPool, gw: TemporaGateway | undefined): SecretKeyRef | undefined {
   return pool.spec.redis ?? gw?.spec.redis;
 }
 
-/** The AgentPool that serves a Gateway: the oldest one naming it that has a Redis to work through. */
-export function servingPool(ctx: ReconcileContext, gw: Gateway): AgentPool | undefined {
+/** The AgentPool that serves a TemporaGateway: the oldest one naming it that has a Redis to work through. */
+export function servingPool(ctx: ReconcileContext, gw: TemporaGateway): AgentPool | undefined {
   const pools = (ctx.owners.get(R.AgentPool.plural)?.list() ?? []) as AgentPool[];
   return pools
     .filter((p) => p.metadata.namespace === gw.metadata.namespace && p.spec.gatewayRef === gw.metadata.name && !p.metadata.deletionTimestamp && poolRedis(p, gw))

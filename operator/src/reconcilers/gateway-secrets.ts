@@ -1,23 +1,23 @@
-// The Secrets a Gateway names but the operator does not make (its Ingress's TLS certificate, the keys,
+// The Secrets a TemporaGateway names but the operator does not make (its Ingress's TLS certificate, the keys,
 // providers and billing settings, the database, Redis and callback keys): whether each exists with the keys
 // the platform reads from it, and when the certificate expires. Both are exported as gauges for the alerts
-// TemporaSecretMissing and TemporaCertificateExpiringSoon, and what is missing also becomes the Gateway's
+// TemporaSecretMissing and TemporaCertificateExpiringSoon, and what is missing also becomes the TemporaGateway's
 // Degraded condition.
 //
-// Each Secret is read with a `get` when its Gateway is reconciled, not watched: a watch would keep every
-// Secret of the cluster (and their values) in the operator's memory. A Gateway with a problem is
+// Each Secret is read with a `get` when its TemporaGateway is reconciled, not watched: a watch would keep every
+// Secret of the cluster (and their values) in the operator's memory. A TemporaGateway with a problem is
 // reconciled again every SECRET_RECHECK_MS, so a Secret created or fixed shows within a minute; a renewed
 // certificate shows at the next resync (RESYNC_SECONDS), which is ample against alerts counted in days.
 import { X509Certificate } from 'node:crypto';
 import type { Logger } from 'pino';
-import type { Gateway } from '../api/v1alpha1/index.ts';
+import type { TemporaGateway } from '../api/v1alpha1/index.ts';
 import { isNotFound, type KubeClient } from '../kube/client.ts';
 import { objectKey, type KubeObject } from '../kube/object.ts';
 import * as R from '../kube/resources.ts';
 import type { OperatorMetrics } from '../metrics.ts';
 import { GENERATE_ANNOTATION, GENERATED_SECRET_SELECTOR, isGenerated, planGeneration } from './generated-secrets.ts';
 
-/** How soon a Gateway whose Secrets have a problem is looked at again. */
+/** How soon a TemporaGateway whose Secrets have a problem is looked at again. */
 export const SECRET_RECHECK_MS = 60_000;
 
 export interface Reference {
@@ -31,10 +31,10 @@ export interface Reference {
 }
 
 /**
- * Every Secret the Gateway names, with the keys read from it. A Secret passed whole (`envFrom`) needs no
+ * Every Secret the TemporaGateway names, with the keys read from it. A Secret passed whole (`envFrom`) needs no
  * particular key, but a missing one keeps the pods from starting all the same.
  */
-export function referencedSecrets(gw: Gateway): Reference[] {
+export function referencedSecrets(gw: TemporaGateway): Reference[] {
   const { spec } = gw;
   const refs: Reference[] = [];
   if (spec.ingress?.tlsSecretName) refs.push({ field: 'spec.ingress.tlsSecretName', secret: spec.ingress.tlsSecretName, keys: ['tls.crt', 'tls.key'], certificate: true });
@@ -52,7 +52,7 @@ export function referencedSecrets(gw: Gateway): Reference[] {
 /**
  * What is wrong with one Secret: one phrase per problem, empty when it serves every reference to it. Keys
  * the operator is to generate (generated-secrets.ts) are reported as awaited, not as missing: the operator
- * fills them within moments, and their Secret's change reconciles the Gateway again. Keys it cannot make
+ * fills them within moments, and their Secret's change reconciles the TemporaGateway again. Keys it cannot make
  * are reported with the reason.
  */
 export function problemsOf(name: string, refs: Reference[], secret: KubeObject | undefined): string[] {
@@ -84,16 +84,16 @@ function certificateExpiry(encoded: string): Date | undefined {
 
 type Labels = { namespace: string; gateway: string; secret: string };
 
-/** Checks a Gateway's Secrets and keeps the two gauges to what was last seen, for Gateways that exist. */
+/** Checks a TemporaGateway's Secrets and keeps the two gauges to what was last seen, for Gateways that exist. */
 export class GatewaySecrets {
   readonly #client: KubeClient;
   readonly #metrics: OperatorMetrics;
   readonly #log: Logger;
   readonly #exists: (namespace: string, gateway: string) => boolean;
-  /** The label sets each Gateway has series under, by `namespace/name`, so that a dropped reference drops its series. */
+  /** The label sets each TemporaGateway has series under, by `namespace/name`, so that a dropped reference drops its series. */
   readonly #series = new Map<string, { secrets: Labels[]; certificates: Labels[] }>();
 
-  /** `exists`: whether the Gateway is still in the informer's cache. */
+  /** `exists`: whether the TemporaGateway is still in the informer's cache. */
   constructor(client: KubeClient, metrics: OperatorMetrics, log: Logger, exists: (namespace: string, gateway: string) => boolean) {
     this.#client = client;
     this.#metrics = metrics;
@@ -102,11 +102,11 @@ export class GatewaySecrets {
   }
 
   /**
-   * Reads the Secrets the Gateway names, updates the gauges, and says what is missing (for the Degraded
+   * Reads the Secrets the TemporaGateway names, updates the gauges, and says what is missing (for the Degraded
    * condition). A Secret that cannot be read for another reason than its absence (the API server busy,
    * RBAC) keeps the series it had and is not reported: the next reconcile reads it again.
    */
-  async check(gw: Gateway): Promise<string[]> {
+  async check(gw: TemporaGateway): Promise<string[]> {
     const namespace = gw.metadata.namespace ?? 'default';
     const gateway = gw.metadata.name;
     const bySecret = new Map<string, Reference[]>();
@@ -123,7 +123,7 @@ export class GatewaySecrets {
           found = await this.#client.get(R.Secret, namespace, secret);
         } catch (err) {
           if (!isNotFound(err)) {
-            this.#log.warn({ gateway: objectKey(namespace, gateway), secret, err: String(err) }, 'cannot read a Secret the Gateway names; keeping what was last seen');
+            this.#log.warn({ gateway: objectKey(namespace, gateway), secret, err: String(err) }, 'cannot read a Secret the TemporaGateway names; keeping what was last seen');
             after.secrets.push(...before.secrets.filter((l) => l.secret === secret));
             after.certificates.push(...before.certificates.filter((l) => l.secret === secret));
             return [];
@@ -153,7 +153,7 @@ export class GatewaySecrets {
     return problems.flat();
   }
 
-  /** A Gateway deleted: its series go with it. */
+  /** A TemporaGateway deleted: its series go with it. */
   forget(namespace: string | undefined, gateway: string): void {
     const key = objectKey(namespace, gateway);
     const before = this.#series.get(key);

@@ -1,9 +1,9 @@
-// Gateway: the platform's root. One Deployment, Service, ConfigMap and PodDisruptionBudget per service
+// TemporaGateway: the platform's root. One Deployment, Service, ConfigMap and PodDisruptionBudget per service
 // (the gateway and the backends it routes to), the gateway's signing key, the SimulationBudgets naming it
 // in one ConfigMap that the simulation pods mount, an Ingress for the gateway, and a ServiceMonitor per
 // service when the Prometheus Operator is installed.
 import { generateKeyPairSync } from 'node:crypto';
-import type { AgentPool, Gateway, IngressSpec, SimulationBudget } from '../api/v1alpha1/index.ts';
+import type { AgentPool, TemporaGateway, IngressSpec, SimulationBudget } from '../api/v1alpha1/index.ts';
 import type { KubeObject } from '../kube/object.ts';
 import * as R from '../kube/resources.ts';
 import { applyChildren } from './apply-children.ts';
@@ -14,20 +14,20 @@ import { DEPLOYED_SERVICES, peerUrls, servicePort, type PlatformService } from '
 import { deploymentState, readiness, type Blocked } from './readiness.ts';
 import { budgetJson } from './simulation-budget.ts';
 import { updateStatus } from './status.ts';
-import { configMap, deployment, envFromSecretKey, image, mergePodSettings, modelSettings, obj, podDisruptionBudget, service, serviceMonitor, type EnvVar, type ReadOnlyVolume } from './workload.ts';
+import { configMap, deployment, envFromSecretKey, image, mergePodSettings, METRICS_PORT_OFFSET, modelSettings, obj, podDisruptionBudget, service, serviceMonitor, type EnvVar, type ReadOnlyVolume } from './workload.ts';
 
 /** Services that call model providers and so receive the provider credentials. */
 const USES_PROVIDERS = new Set<PlatformService>(['generation', 'graph', 'simulation', 'conductor']);
 
-/** Where the simulation pods find the SimulationBudgets of their Gateway: one `<budget>.json` per budget (SIMULATION_BUDGETS_PATH). */
+/** Where the simulation pods find the SimulationBudgets of their TemporaGateway: one `<budget>.json` per budget (SIMULATION_BUDGETS_PATH). */
 export const BUDGETS_DIR = '/etc/tempora/simulation-budgets';
 
-export function budgetsConfigMapName(gw: Gateway): string {
+export function budgetsConfigMapName(gw: TemporaGateway): string {
   return `${gw.metadata.name}-simulation-budgets`;
 }
 
-/** The SimulationBudgets naming this Gateway (spec.gatewayRef), by name. */
-export function budgetsOf(ctx: ReconcileContext, gw: Gateway): SimulationBudget[] {
+/** The SimulationBudgets naming this TemporaGateway (spec.gatewayRef), by name. */
+export function budgetsOf(ctx: ReconcileContext, gw: TemporaGateway): SimulationBudget[] {
   const budgets = (ctx.owners.get(R.SimulationBudget.plural)?.list() ?? []) as SimulationBudget[];
   return budgets
     .filter((b) => b.metadata.namespace === gw.metadata.namespace && b.spec.gatewayRef === gw.metadata.name && !b.metadata.deletionTimestamp)
@@ -40,7 +40,7 @@ export function budgetsOf(ctx: ReconcileContext, gw: Gateway): SimulationBudget[
  * few seconds: a budget added, changed or removed applies without a restart. Its content is not in the
  * pods' config hash, for the same reason.
  */
-function simulationBudgets(gw: Gateway, budgets: SimulationBudget[]): { child: DesiredChild; volume: ReadOnlyVolume } {
+function simulationBudgets(gw: TemporaGateway, budgets: SimulationBudget[]): { child: DesiredChild; volume: ReadOnlyVolume } {
   const name = budgetsConfigMapName(gw);
   const data = Object.fromEntries(budgets.map((b) => [`${b.metadata.name}.json`, budgetJson(b.spec)]));
   return {
@@ -54,7 +54,7 @@ function ingressUrl(ingress: IngressSpec): string {
 }
 
 /** The generation service's own settings; its image URLs go through the gateway, which routes /api/v1/timepoints to it. */
-function generationSettings(spec: Gateway['spec'], pool: AgentPool | undefined): Record<string, string> {
+function generationSettings(spec: TemporaGateway['spec'], pool: AgentPool | undefined): Record<string, string> {
   const settings = spec.generation?.models ? modelSettings(spec.generation.models) : {};
   const publicUrl = spec.generation?.publicUrl ?? (spec.ingress ? ingressUrl(spec.ingress) : undefined);
   if (publicUrl) settings.PUBLIC_URL = publicUrl;
@@ -68,11 +68,11 @@ export function childName(owner: KubeObject, svc: PlatformService): string {
 }
 
 /** The Secret holding the gateway's ES256 signing key (JWT_PRIVATE_KEY), created once and kept. */
-export function signingKeyName(gw: Gateway): string {
+export function signingKeyName(gw: TemporaGateway): string {
   return `${gw.metadata.name}-signing-key`;
 }
 
-function signingKey(gw: Gateway): DesiredChild {
+function signingKey(gw: TemporaGateway): DesiredChild {
   return {
     resource: R.Secret,
     object: obj(signingKeyName(gw), childLabels(gw, 'gateway')),
@@ -84,7 +84,7 @@ function signingKey(gw: Gateway): DesiredChild {
 }
 
 /** The proxies in front of the gateway whose X-Forwarded-For entries it trusts; the services behind it trust one more, itself. */
-export function trustedProxies(gw: Gateway): number {
+export function trustedProxies(gw: TemporaGateway): number {
   return gw.spec.trustedProxies ?? (gw.spec.ingress ? 1 : 0);
 }
 
@@ -96,13 +96,13 @@ export const PRIVATE_RANGES = ['10.0.0.0/8', '172.16.0.0/12', '192.168.0.0/16', 
  * (spec.trustedProxyAddresses, else the private ranges when it has any), the services behind it from the
  * gateway's pods too. The kit believes nothing by default, so a client can never pick its own address.
  */
-export function trustedProxyAddresses(gw: Gateway, svc: string): string {
+export function trustedProxyAddresses(gw: TemporaGateway, svc: string): string {
   const front = trustedProxies(gw) > 0 ? (gw.spec.trustedProxyAddresses ?? PRIVATE_RANGES) : [];
   return (svc === 'gateway' ? front : [...new Set([...PRIVATE_RANGES, ...front])]).join(',');
 }
 
 /** Without shared state each service keeps its own, so more than one replica would split it: such a spec is refused. */
-function crowdedWithoutState(gw: Gateway): Blocked | undefined {
+function crowdedWithoutState(gw: TemporaGateway): Blocked | undefined {
   if (hasExternalState(gw)) return undefined;
   const crowded = DEPLOYED_SERVICES.filter((svc) => (gw.spec.services?.[svc]?.replicas ?? 0) > 1);
   if (crowded.length === 0) return undefined;
@@ -113,10 +113,10 @@ function crowdedWithoutState(gw: Gateway): Blocked | undefined {
 }
 
 /**
- * `pool`: the AgentPool serving this Gateway (servingPool), whose pods run the generation service's agents.
+ * `pool`: the AgentPool serving this TemporaGateway (servingPool), whose pods run the generation service's agents.
  * `budgets`: the SimulationBudgets naming it (budgetsOf), which its simulation service enforces.
  */
-export function desiredGatewayChildren(gw: Gateway, withServiceMonitors: boolean, pool?: AgentPool, budgets: SimulationBudget[] = []): DesiredChild[] {
+export function desiredGatewayChildren(gw: TemporaGateway, withServiceMonitors: boolean, pool?: AgentPool, budgets: SimulationBudget[] = []): DesiredChild[] {
   const { spec } = gw;
   const namespace = gw.metadata.namespace ?? 'default';
   const external = hasExternalState(gw);
@@ -160,6 +160,7 @@ export function desiredGatewayChildren(gw: Gateway, withServiceMonitors: boolean
         image: spec.image,
         imageName: svc,
         port,
+        metricsPort: port + METRICS_PORT_OFFSET,
         // Embedded state is one process's: the operator then owns replicas, at most one.
         replicas: external ? settings?.replicas : Math.min(settings?.replicas ?? 1, 1),
         resources: settings?.resources,
@@ -179,7 +180,7 @@ export function desiredGatewayChildren(gw: Gateway, withServiceMonitors: boolean
   return children;
 }
 
-function ingress(gw: Gateway, spec: IngressSpec): DesiredChild {
+function ingress(gw: TemporaGateway, spec: IngressSpec): DesiredChild {
   const { host, className, tlsSecretName, annotations } = spec;
   const object = obj(gw.metadata.name, childLabels(gw, 'gateway'), {
     ...(className ? { ingressClassName: className } : {}),
@@ -203,8 +204,8 @@ function ingress(gw: Gateway, spec: IngressSpec): DesiredChild {
   return { resource: R.Ingress, object };
 }
 
-export const gatewayReconciler: Reconciler<Gateway> = {
-  resource: R.Gateway,
+export const gatewayReconciler: Reconciler<TemporaGateway> = {
+  resource: R.TemporaGateway,
   async reconcile(gw, ctx) {
     const { spec } = gw;
     const pool = servingPool(ctx, gw);
@@ -227,7 +228,7 @@ export const gatewayReconciler: Reconciler<Gateway> = {
     const fields: Record<string, unknown> = { state: hasExternalState(gw) ? 'External' : 'Embedded' };
     if (spec.ingress) fields.url = ingressUrl(spec.ingress);
     // The services' images change only with the spec, which a new observedGeneration writes anyway.
-    const result = await updateStatus(gw, R.Gateway, { conditions, fields, counts: { services }, settling, converging }, ctx);
+    const result = await updateStatus(gw, R.TemporaGateway, { conditions, fields, counts: { services }, settling, converging }, ctx);
     if (applied.errors.length > 0) throw new Error(applied.errors.join('; '));
     // No watch tells of a Secret created or fixed (gateway-secrets.ts): look again while one is missing.
     if (failing) return { requeueAfterMs: Math.min(result?.requeueAfterMs ?? SECRET_RECHECK_MS, SECRET_RECHECK_MS) };

@@ -2,9 +2,9 @@
 // as a Deployment (with a PodMonitor when the Prometheus Operator is installed); daily runs on a schedule
 // as a CronJob and serves nothing. The role is immutable (the CRD refuses a change), so one GraphWorker
 // never switches between the two. A worker works on the graph's PostgreSQL, beside the graph service of
-// the Gateway it names, which lends it its keys (the generation service wants a service key) and what the
+// the TemporaGateway it names, which lends it its keys (the generation service wants a service key) and what the
 // worker does not set itself (database, Redis, provider credentials, log level, tracing).
-import type { Gateway, GraphWorker } from '../api/v1alpha1/index.ts';
+import type { TemporaGateway, GraphWorker } from '../api/v1alpha1/index.ts';
 import * as R from '../kube/resources.ts';
 import { applyChildren } from './apply-children.ts';
 import { childLabels, type DesiredChild, type Reconciler } from './context.ts';
@@ -17,8 +17,8 @@ import { configMap, envFromSecretKey, obj, podTemplate, workerDeployment } from 
 /** Once a day; the schema leaves schedule unset for the roles that are not scheduled. */
 export const DEFAULT_DAILY_SCHEDULE = '0 4 * * *';
 
-/** `gateway`: the Gateway the worker names, which lends what the worker does not set (its monitor labels too). */
-export function desiredGraphWorkerChildren(worker: GraphWorker, withPodMonitor: boolean, gateway?: Gateway): DesiredChild[] {
+/** `gateway`: the TemporaGateway the worker names, which lends what the worker does not set (its monitor labels too). */
+export function desiredGraphWorkerChildren(worker: GraphWorker, withPodMonitor: boolean, gateway?: TemporaGateway): DesiredChild[] {
   const { spec } = worker;
   const name = worker.metadata.name;
   const namespace = worker.metadata.namespace;
@@ -69,9 +69,9 @@ export function desiredGraphWorkerChildren(worker: GraphWorker, withPodMonitor: 
   return children;
 }
 
-/** A worker serves nobody without its Gateway, and has nothing to work on without the graph's PostgreSQL. */
-function workerBlocked(worker: GraphWorker, gateway: Gateway | undefined): Blocked | undefined {
-  const ref = `Gateway ${worker.spec.gatewayRef}`;
+/** A worker serves nobody without its TemporaGateway, and has nothing to work on without the graph's PostgreSQL. */
+function workerBlocked(worker: GraphWorker, gateway: TemporaGateway | undefined): Blocked | undefined {
+  const ref = `TemporaGateway ${worker.spec.gatewayRef}`;
   if (!gateway) return { reason: 'GatewayNotFound', message: `${ref} (spec.gatewayRef) does not exist in this namespace` };
   if (!(worker.spec.database ?? gateway.spec.database)) {
     return { reason: 'DatabaseRequired', message: `the workers share the graph's PostgreSQL: set spec.database or the ${ref}'s spec.database` };

@@ -1,8 +1,8 @@
-// The platform's services a Gateway deploys, their ports (conventions.md) and how they reach each other:
-// through the Services a Gateway owns, named `<gateway>-<service>`.
+// The platform's services a TemporaGateway deploys, their ports (conventions.md) and how they reach each other:
+// through the Services a TemporaGateway owns, named `<gateway>-<service>`.
 import { DEFAULT_PORTS } from '@tempora/kit/runtime';
 
-/** The services a Gateway deploys (docs/images.md): every one of conventions.md's. */
+/** The services a TemporaGateway deploys (docs/images.md): every one of conventions.md's. */
 export const DEPLOYED_SERVICES = ['gateway', 'generation', 'graph', 'simulation', 'conductor', 'billing'] as const;
 export type PlatformService = (typeof DEPLOYED_SERVICES)[number];
 

@@ -1,5 +1,5 @@
-// SimulationBudget: a spend budget the simulation service of its Gateway (spec.gatewayRef) enforces.
-//   Limits: the budget is the key `<name>.json` of the Gateway's ConfigMap <gateway>-simulation-budgets
+// SimulationBudget: a spend budget the simulation service of its TemporaGateway (spec.gatewayRef) enforces.
+//   Limits: the budget is the key `<name>.json` of the TemporaGateway's ConfigMap <gateway>-simulation-budgets
 //           (gateway.ts), which the simulation pods mount as a directory and read again every few seconds.
 //   Spend:  the service keeps the ledger; the operator reads what it reports of the budget
 //           (budget-reports.ts) every BUDGET_POLL_SECONDS and at each period boundary, and writes it into
@@ -82,7 +82,7 @@ function figures(report: BudgetReport): SimulationBudgetStatus {
 function serviceConditions(gateway: string, outcome: { report: BudgetReport; current: boolean } | { problem: ReportProblem }): ConditionInput[] {
   if ('report' in outcome) {
     if (outcome.current) {
-      const message = `the simulation service of Gateway ${gateway} enforces it`;
+      const message = `the simulation service of TemporaGateway ${gateway} enforces it`;
       return [
         { type: 'Ready', status: 'True', reason: 'Enforced', message },
         { type: 'Progressing', status: 'False', reason: 'Enforced', message },
@@ -92,7 +92,7 @@ function serviceConditions(gateway: string, outcome: { report: BudgetReport; cur
     outcome = {
       problem: {
         reason: 'NotLoaded',
-        message: `the simulation service of Gateway ${gateway} still enforces an earlier version of this budget: the ConfigMap ${gateway}-simulation-budgets reaches its pods within about a minute`,
+        message: `the simulation service of TemporaGateway ${gateway} still enforces an earlier version of this budget: the ConfigMap ${gateway}-simulation-budgets reaches its pods within about a minute`,
       },
     };
   }
@@ -124,10 +124,10 @@ export const simulationBudgetReconciler: Reconciler<SimulationBudget> = {
     const last = lastReported(budget);
     const gateway = gatewayOf(ctx, budget.metadata.namespace, spec.gatewayRef);
     if (!gateway) {
-      const message = `Gateway ${spec.gatewayRef} (spec.gatewayRef) does not exist in this namespace: no simulation service enforces this budget`;
+      const message = `TemporaGateway ${spec.gatewayRef} (spec.gatewayRef) does not exist in this namespace: no simulation service enforces this budget`;
       const refused: ConditionInput[] = ['Ready', 'Progressing'].map((type) => ({ type, status: 'False', reason: 'GatewayNotFound', message }));
       await updateStatus(budget, R.SimulationBudget, { conditions: [...refused, { type: 'Degraded', status: 'True', reason: 'GatewayNotFound', message }, ...last.exhausted], fields: last.fields }, ctx);
-      // The Gateway's coming brings the budget back (operator.ts maps Gateway events to the budgets naming it).
+      // The TemporaGateway's coming brings the budget back (operator.ts maps TemporaGateway events to the budgets naming it).
       return;
     }
     const reading = await ctx.budgetReports.read(gateway, name);

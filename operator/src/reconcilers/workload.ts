@@ -9,8 +9,14 @@ import { childLabels, OWNER_UID_LABEL, type DesiredChild } from './context.ts';
 
 /** Where a worker pod (AgentPool, GraphWorker) serves /health and /metrics, told through WORKER_PORT. */
 export const WORKER_PORT = 8091;
-/** The name of a pod's port (podTemplate), which probes, Services and monitors refer to. */
+/** The name of a pod's port (podTemplate), which probes, Services and the Ingress refer to. */
 const PORT_NAME = 'http';
+/**
+ * A service's /metrics port (METRICS_PORT, its port + 1000: conventions.md, "Ports"), which its
+ * ServiceMonitor scrapes and no Ingress routes. Workers have no Ingress: they serve /metrics on `http`.
+ */
+const METRICS_PORT_NAME = 'metrics';
+export const METRICS_PORT_OFFSET = 1000;
 /**
  * TEMPORA_DATA_DIR of every pod: an emptyDir, the one writable place besides /tmp (the root filesystem is
  * read-only). It holds a service's embedded database when there is no DATABASE_URL, and lives as long as the pod.
@@ -72,7 +78,7 @@ export function tracingEnv(tracing: TracingSpec | undefined): EnvVar[] {
 const MERGED_POD_FIELDS = ['labels', 'annotations', 'nodeSelector'] as const;
 
 /**
- * A service's pod settings on a Gateway: the resource's (spec.pods) with the service's own over them,
+ * A service's pod settings on a TemporaGateway: the resource's (spec.pods) with the service's own over them,
  * labels, annotations and nodeSelector key by key and every other field whole, so that an empty list
  * there clears the resource's.
  */
@@ -113,6 +119,8 @@ export interface PodSpecInput {
   port?: number;
   /** The variable that tells the process its port: PORT for services, WORKER_PORT for workers. */
   portEnv?: string;
+  /** A service's port for /metrics alone (METRICS_PORT); unset, /metrics is on `port` (workers). */
+  metricsPort?: number;
   env: EnvVar[];
   envFrom: Record<string, unknown>[];
   resources: Resources | undefined;
@@ -138,6 +146,7 @@ export function podTemplate(input: PodSpecInput): Record<string, unknown> {
     ...(input.command ? { command: input.command } : {}),
     env: [
       ...(port ? [{ name: input.portEnv ?? 'PORT', value: String(port) }] : []),
+      ...(input.metricsPort ? [{ name: 'METRICS_PORT', value: String(input.metricsPort) }] : []),
       { name: 'TEMPORA_DATA_DIR', value: DATA_DIR },
       ...tracingEnv(input.tracing),
       ...input.env,
@@ -156,7 +165,10 @@ export function podTemplate(input: PodSpecInput): Record<string, unknown> {
     ],
   };
   if (port) {
-    container.ports = [{ name: PORT_NAME, containerPort: port, protocol: 'TCP' }];
+    container.ports = [
+      { name: PORT_NAME, containerPort: port, protocol: 'TCP' },
+      ...(input.metricsPort ? [{ name: METRICS_PORT_NAME, containerPort: input.metricsPort, protocol: 'TCP' }] : []),
+    ];
     // Ready while /health says so (it checks the database and Redis). Alive while the port answers: an
     // unreachable database makes every replica unready, and restarting them would not bring it back. A
     // first start may create the embedded database first, which can take minutes on a busy node.
@@ -207,12 +219,16 @@ export function deployment(input: DeploymentInput): DesiredChild {
   };
 }
 
+/** The Service of a platform service: its API on `http` (what an Ingress routes) and its /metrics on `metrics`. */
 export function service(owner: KubeObject, name: string, component: string, port: number): DesiredChild {
   return {
     resource: R.Service,
     object: obj(name, childLabels(owner, component), {
       selector: selectorLabels(owner, component),
-      ports: [{ name: PORT_NAME, port, targetPort: PORT_NAME, protocol: 'TCP' }],
+      ports: [
+        { name: PORT_NAME, port, targetPort: PORT_NAME, protocol: 'TCP' },
+        { name: METRICS_PORT_NAME, port: port + METRICS_PORT_OFFSET, targetPort: METRICS_PORT_NAME, protocol: 'TCP' },
+      ],
     }),
   };
 }
@@ -239,12 +255,12 @@ export interface MonitorInput {
 }
 
 /**
- * How the Prometheus Operator scrapes a Tempora pod: /metrics on its named port (the Service's has the
- * same name), every target labelled with the platform's component.
+ * How the Prometheus Operator scrapes a Tempora pod: /metrics on the named port (a service's `metrics`,
+ * which its Service names alike; a worker's `http`), every target labelled with the platform's component.
  */
-function metricsEndpoint(platformComponent: string): Record<string, unknown> {
+function metricsEndpoint(platformComponent: string, port: string): Record<string, unknown> {
   return {
-    port: PORT_NAME,
+    port,
     path: '/metrics',
     interval: '30s',
     relabelings: [{ action: 'replace', targetLabel: COMPONENT_TARGET_LABEL, replacement: platformComponent }],
@@ -262,7 +278,7 @@ export function serviceMonitor(owner: KubeObject, name: string, component: strin
     resource: R.ServiceMonitor,
     object: obj(name, monitorLabels(owner, component, monitor.monitoring), {
       selector: { matchLabels: { ...selectorLabels(owner, component), [`tempora.dev/${owner.kind.toLowerCase()}`]: owner.metadata.name } },
-      endpoints: [metricsEndpoint(monitor.platformComponent)],
+      endpoints: [metricsEndpoint(monitor.platformComponent, METRICS_PORT_NAME)],
     }),
   };
 }
@@ -273,7 +289,7 @@ export function podMonitor(owner: KubeObject, name: string, component: string, m
     resource: R.PodMonitor,
     object: obj(name, monitorLabels(owner, component, monitor.monitoring), {
       selector: { matchLabels: selectorLabels(owner, component) },
-      podMetricsEndpoints: [metricsEndpoint(monitor.platformComponent)],
+      podMetricsEndpoints: [metricsEndpoint(monitor.platformComponent, PORT_NAME)],
     }),
   };
 }

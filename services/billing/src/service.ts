@@ -30,6 +30,8 @@ export interface BillingInstance {
   app: Koa;
   openapi: object;
   logger: Logger;
+  /** Served on METRICS_PORT, apart from the API. */
+  metrics: Metrics;
   deps: BillingRouteDeps;
   drain(): void;
   close(): Promise<void>;
@@ -102,6 +104,7 @@ export async function createBillingService(config: BillingConfig, logger = creat
     app,
     openapi,
     logger,
+    metrics,
     deps,
     drain: drainApp,
     close: async () => {

@@ -38,6 +38,8 @@ export interface BillingHarness {
   url: string;
   gateway: Gateway | undefined;
   gatewayUrl: string;
+  /** Where billing's /metrics answers (METRICS_PORT). */
+  metricsUrl: string;
   stripe: StripeStandIn;
   /** A chain under the root billing trusts, and the root itself (to issue further chains under it). */
   apple: Chain;
@@ -136,7 +138,7 @@ export async function startBilling(env: Record<string, string> = {}, options: { 
   // With `logs`, every line billing logs is kept there (its refusals must name no secret).
   const logger = options.logs ? pino({ level: 'info', base: { service: 'billing' } }, { write: (line: string) => void options.logs!.push(line) }) : createLogger('billing', config.LOG_LEVEL);
   const billing = await createBillingService(config, logger);
-  const billingServer = await serve(billing.app, { port: 0, host: '127.0.0.1', logger: billing.logger, graceMs: 200, onDrain: billing.drain, onClose: [billing.close] });
+  const billingServer = await serve(billing.app, { port: 0, host: '127.0.0.1', logger: billing.logger, graceMs: 200, onDrain: billing.drain, onClose: [billing.close], metrics: { port: 0, metrics: billing.metrics } });
   stripe.setWebhookUrl(`${billingServer.url}${STRIPE_WEBHOOK}`);
   // The gateway again, now that billing's address is known (its proxy forwards /api/v1/billing/* there).
   await gateway.server.close();
@@ -151,6 +153,7 @@ export async function startBilling(env: Record<string, string> = {}, options: { 
   const harness: BillingHarness = {
     billing,
     url: billingServer.url,
+    metricsUrl: billingServer.metricsUrl!,
     get gateway() {
       return gateway;
     },

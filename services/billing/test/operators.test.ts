@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { scrape } from '../../kit/test/metrics-support.ts';
 import { randomUUID } from 'node:crypto';
 import { request } from '../../../test/support/http.ts';
 import { ADMIN_KEY, buy, GATEWAY_KEY, service, STRIPE_WEBHOOK, useBilling, type BillingHarness } from './harness.ts';
@@ -62,7 +63,7 @@ describe('billing: operators', function () {
     const state = await h.call('GET', `/api/v1/billing/users/${stranger}`, { headers: service });
     assert.equal(state.body.outbox[0].status, 'failed');
     assert.match(state.body.outbox[0].last_error, /404/);
-    const metrics = (await h.call('GET', '/metrics')).body as string;
+    const metrics = await scrape(h);
     assert.match(metrics, /billing_outbox_entries\{[^}]*status="failed"[^}]*\} 1/);
     assert.match(metrics, /billing_outbox_deliveries_total\{[^}]*kind="grant"[^}]*outcome="failed"[^}]*\} 1/);
     const health = await h.call('GET', '/health');

@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { scrape } from '../../kit/test/metrics-support.ts';
 import { randomUUID } from 'node:crypto';
 import { BUNDLE_ID, chainX5c, makeChain, notificationBody, signJws, transaction, type Chain } from './apple-pki.ts';
 import { ADMIN_KEY, APPLE_WEBHOOK, asUser, OLD_WEBHOOK_SECRET, service, STRIPE_WEBHOOK, useBilling, WEBHOOK_SECRET, type BillingHarness } from './harness.ts';
@@ -8,7 +9,7 @@ const DAY = 86_400_000;
 
 /** billing_refusals_total by channel and reason, read from /metrics. */
 async function refusals(h: BillingHarness): Promise<Map<string, number>> {
-  const text = (await h.call('GET', '/metrics')).body as string;
+  const text = await scrape(h);
   const counts = new Map<string, number>();
   for (const match of text.matchAll(/^billing_refusals_total\{([^}]*)\} (\d+)/gm)) {
     const labels = Object.fromEntries([...match[1]!.matchAll(/(\w+)="([^"]*)"/g)].map((label) => [label[1], label[2]]));

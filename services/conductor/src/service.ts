@@ -1,7 +1,7 @@
 import type Koa from 'koa';
 import { createApp, gatewayCaller, gatewayCallerOptions, RateLimiter, type RateWindow } from '@tempora/kit/http';
 import { connectRedis, openDatabase } from '@tempora/kit/data';
-import { createLogger, type Logger } from '@tempora/kit/observability';
+import { createLogger, type Logger, type Metrics } from '@tempora/kit/observability';
 import { textProviders } from '@tempora/kit/providers';
 import { GatewayClient } from './clients/gateway.ts';
 import { GenerationClient } from './clients/generation.ts';
@@ -30,6 +30,8 @@ export interface ConductorInstance {
   model: ModelChoice;
   openapi: object;
   logger: Logger;
+  /** Served on METRICS_PORT, apart from the API. */
+  metrics: Metrics;
   drain(): void;
   close(): Promise<void>;
 }
@@ -102,7 +104,7 @@ export async function createConductorService(config: ConductorConfig, logger = c
     ...gatewayCaller(gatewayCallerOptions(config)),
     rateLimit: { limiter: new RateLimiter({ redis, prefix: `${config.REDIS_KEY_PREFIX}:conductor` }), windows: conductorWindows(config) },
     routes: [...messageRoutes(deps), ...settingsRoutes(deps), ...conversationRoutes(deps), ...accountDataRoutes(deps)],
-    extend: (router) => mountMcp(router, service, VERSION),
+    extend: (router) => mountMcp(router, service, VERSION, config.MCP_ALLOWED_HOSTS),
     health: async () => {
       const db = await database.ping();
       return { status: db ? 'ok' : 'degraded', database: db, redis: redis ? redis.isReady : null, model: { provider: model.kind, model: model.model } };
@@ -123,6 +125,7 @@ export async function createConductorService(config: ConductorConfig, logger = c
     model,
     openapi,
     logger,
+    metrics,
     drain: () => {
       clearInterval(settler);
       drainApp();

@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { scrape } from '../../kit/test/metrics-support.ts';
 import { SignJWT, generateKeyPair } from 'jose';
 import { execFile } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
@@ -254,7 +255,7 @@ describe('conductor access: credentials, bad input, the gateway route, MCP', fun
     assert.equal(health.status, 200);
     assert.equal(health.body.service, 'conductor');
     assert.deepEqual(health.body.model, { provider: 'offline', model: 'offline' });
-    const metrics = await fetch(`${platform.conductor.url}/metrics`).then((response) => response.text());
+    const metrics = await scrape(platform.conductor.server);
     assert.match(metrics, /conductor_tool_calls_total\{[^}]*tool="graph_search"[^}]*status="ok"[^}]*\} [1-9]/);
     assert.match(metrics, /conductor_credits_charged_total\{[^}]*operation="generation.balanced"[^}]*\} [1-9]/);
     const openapi = (await platform.call('conductor', 'GET', '/openapi.json')).body;

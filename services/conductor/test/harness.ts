@@ -111,7 +111,7 @@ async function startConductor(peers: { gateway: string; graph: string; generatio
     ...env,
   });
   const instance = await createConductorService(config, createLogger('conductor', 'silent'));
-  const server = await serve(instance.app, { port: config.PORT, host: '127.0.0.1', logger: instance.logger, graceMs: 500, onDrain: instance.drain, onClose: [instance.close] });
+  const server = await serve(instance.app, { port: config.PORT, host: '127.0.0.1', logger: instance.logger, graceMs: 500, onDrain: instance.drain, onClose: [instance.close], metrics: { port: 0, metrics: instance.metrics } });
   return {
     url: server.url,
     databaseUrl: database,

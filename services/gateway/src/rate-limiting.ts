@@ -35,12 +35,12 @@ export function countRejection(metrics: GatewayMetrics) {
   return (refusedBy: string, user: UserPrincipal | undefined) => metrics.rateLimited.inc({ window: refusedBy === 'tier-minute' && user ? `tier-${user.tier}` : refusedBy });
 }
 
-/** The operational and documentation routes: never refused, so probes and scrapes always answer, and not counted. */
-const UNCOUNTED = /^\/(health|metrics|openapi\.json|docs|redoc)(\/|$)/;
+/** The operational and documentation routes: never refused, so probes always answer, and not counted. */
+const UNCOUNTED = /^\/(health|openapi\.json|docs|redoc)(\/|$)/;
 
 /**
  * Reports the caller's rate-limit state on the answers that are never refused nor counted (the spec asks
- * for it on every response): `/health`, `/metrics`, the documentation, and CORS preflights. The caller is
+ * for it on every response): `/health`, the documentation, and CORS preflights. The caller is
  * identified as for any request, and its windows are read, not spent. Runs before those answers, so
  * before the app's own identification; a failure here costs the headers, never the answer.
  */

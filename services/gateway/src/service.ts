@@ -40,6 +40,8 @@ export interface GatewayInstance {
   express: ExpressLane;
   openapi: object;
   logger: Logger;
+  /** Served on METRICS_PORT, apart from the API. */
+  metrics: Metrics;
   deps: GatewayRouteDeps;
   drain(): void;
   close(): Promise<void>;
@@ -165,6 +167,7 @@ export async function createGatewayService(config: GatewayConfig, logger = creat
     express: expressLane({ authentication, limiter, windows: (user, kind) => userWindows(user, kind, limits), onLimited: rejected, proxy, metrics, gatewayMetrics, logger }),
     openapi,
     logger,
+    metrics,
     deps,
     drain,
     close: async () => {

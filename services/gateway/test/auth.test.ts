@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { scrape } from '../../kit/test/metrics-support.ts';
 import { createHash, createHmac, createPublicKey, randomUUID } from 'node:crypto';
 import { SignJWT, generateKeyPair } from 'jose';
 import { admin, bearer, service, SERVICE_KEY, startGateway, UPSTREAM_KEY, useGateway, type GatewayHarness } from './harness.ts';
@@ -233,7 +234,7 @@ describe('gateway: sign-in and tokens', function () {
         const descendant = await harness.call('POST', '/api/v1/auth/refresh', { body: { refresh_token: rotated.body.refresh_token } });
         assert.equal(descendant.status, 401, 'the legitimate descendant is revoked too');
         assert.match(descendant.body.detail, /revoked/);
-        const metrics = String((await harness.call('GET', '/metrics')).body);
+        const metrics = await scrape(harness.server);
         for (const [outcome, count] of [['rotated', 1], ['reuse_detected', 1], ['refused', 1], ['replayed_in_grace', 0]] as const) {
           assert.match(metrics, new RegExp(`^gateway_token_refreshes_total\\{outcome="${outcome}",service="gateway"\\} ${count}$`, 'm'), outcome);
         }

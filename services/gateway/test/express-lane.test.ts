@@ -1,10 +1,10 @@
 import assert from 'node:assert/strict';
+import { scrape } from '../../kit/test/metrics-support.ts';
 import { startGateway, useGateway, type GatewayHarness, type SignedIn } from './harness.ts';
 
 /** Proxied requests the express lane has answered so far (it counts each one it takes). */
 async function laneCount(gw: GatewayHarness): Promise<number> {
-  const metrics = await gw.call('GET', '/metrics');
-  return Number(/gateway_express_lane_requests_total\{[^}]*\} (\d+)/.exec(metrics.body)?.[1] ?? 0);
+  return Number(/gateway_express_lane_requests_total\{[^}]*\} (\d+)/.exec(await scrape(gw.server))?.[1] ?? 0);
 }
 
 /** Response header names, less those whose values differ between any two requests. */
@@ -106,8 +106,7 @@ describe('gateway: express lane', function () {
       assert.deepEqual({ ...(lane!.body as object), detail: undefined }, { ...(full.body as object), detail: undefined });
       assert.ok(Number(lane!.headers.get('retry-after')) >= 1);
       assert.equal(lane!.headers.get('x-ratelimit-remaining'), '0');
-      const metrics = await strict.call('GET', '/metrics');
-      assert.match(metrics.body, /gateway_rate_limit_rejections_total\{window="tier-free"[^}]*\} 2/);
+      assert.match(await scrape(strict.server), /gateway_rate_limit_rejections_total\{window="tier-free"[^}]*\} 2/);
     } finally {
       await strict.stop();
     }

@@ -126,7 +126,7 @@ export async function startGateway(env: Record<string, string> = {}): Promise<Ga
     ...env,
   });
   const instance = await createGatewayService(config, createLogger('gateway', 'silent'));
-  const server = await serve(instance.app, { port: 0, host: '127.0.0.1', logger: instance.logger, graceMs: 500, onDrain: instance.drain, onClose: [instance.close], express: instance.express });
+  const server = await serve(instance.app, { port: 0, host: '127.0.0.1', logger: instance.logger, graceMs: 500, onDrain: instance.drain, onClose: [instance.close], express: instance.express, metrics: { port: 0, metrics: instance.metrics } });
   const call = <T = any>(method: string, path: string, init: { headers?: Record<string, string>; body?: unknown; raw?: string } = {}) =>
     request<T>(server.url, path, { method, ...init });
   let users = 0;

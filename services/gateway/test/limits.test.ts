@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { scrape } from '../../kit/test/metrics-support.ts';
 import { startGateway, useGateway, type GatewayHarness } from './harness.ts';
 
 describe('gateway: rate limits', function () {
@@ -35,8 +36,7 @@ describe('gateway: rate limits', function () {
     assert.match(limited.headers.get('retry-after') ?? '', /^\d+$/);
     assert.ok(Number(limited.headers.get('retry-after')) >= 1 && Number(limited.headers.get('retry-after')) <= 60);
     assert.equal(headersOf(limited).remaining, 0);
-    const metrics = await gw.call('GET', '/metrics');
-    assert.match(metrics.body, /gateway_rate_limit_rejections_total\{window="tier-free"[^}]*\} [1-9]/);
+    assert.match(await scrape(gw.server), /gateway_rate_limit_rejections_total\{window="tier-free"[^}]*\} [1-9]/);
   });
 
   it('Pro: 60 per minute; Enterprise: 300 per minute (headers name the tightest window)', async () => {
@@ -85,8 +85,7 @@ describe('gateway: rate limits', function () {
     const read = await gw.call('GET', '/api/v1/auth/me', { headers: enterprise.headers });
     assert.equal(read.status, 200, 'reads have their own window');
     assert.equal(headersOf(read).limit, 300);
-    const metrics = await gw.call('GET', '/metrics');
-    assert.match(metrics.body, /gateway_rate_limit_rejections_total\{window="authenticated-writes"[^}]*\} [1-9]/);
+    assert.match(await scrape(gw.server), /gateway_rate_limit_rejections_total\{window="authenticated-writes"[^}]*\} [1-9]/);
   });
 
   it('limits an account\'s API keys with its tokens, and anonymous callers per IP', async () => {
@@ -115,7 +114,7 @@ describe('gateway: rate limits', function () {
     const client = { 'X-Forwarded-For': '203.0.113.60' };
     const before = headersOf(await gw.call('GET', '/api/v1/credits/costs', { headers: client }));
     const uncounted = [
-      ...['/health', '/metrics', '/openapi.json', '/docs', '/redoc'].map((path) => gw.call('GET', path, { headers: client })),
+      ...['/health', '/openapi.json', '/docs', '/redoc'].map((path) => gw.call('GET', path, { headers: client })),
       gw.call('OPTIONS', '/api/v1/credits/costs', { headers: { ...client, Origin: 'https://app.tempora.test', 'Access-Control-Request-Method': 'GET' } }),
     ];
     for (const reply of await Promise.all(uncounted)) {

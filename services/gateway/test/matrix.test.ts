@@ -28,7 +28,7 @@ const row = (none: number, invalid: number, jwt: number, apiKey: number, readKey
 
 const CASES: Case[] = [
   { method: 'GET', path: '/health', expect: row(200, 200, 200, 200, 200, 200, 200, 200) },
-  { method: 'GET', path: '/metrics', expect: row(200, 200, 200, 200, 200, 200, 200, 200) },
+  { method: 'GET', path: '/metrics', expect: row(404, 401, 404, 404, 404, 404, 404, 404) },
   { method: 'GET', path: '/.well-known/jwks.json', expect: row(200, 401, 200, 200, 200, 200, 200, 200) },
   { method: 'POST', path: '/api/v1/auth/apple', body: () => ({}), expect: row(422, 401, 422, 422, 403, 422, 422, 422) },
   { method: 'POST', path: '/api/v1/auth/google', body: () => ({}), expect: row(422, 401, 422, 422, 403, 422, 422, 422) },

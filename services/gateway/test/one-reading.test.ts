@@ -4,6 +4,7 @@
  * what the upstreams received reconciles with what the ledger charged.
  */
 import assert from 'node:assert/strict';
+import { scrape } from '../../kit/test/metrics-support.ts';
 import { createHash, randomUUID } from 'node:crypto';
 import { request as httpRequest, type IncomingHttpHeaders } from 'node:http';
 import { deflateSync, gzipSync } from 'node:zlib';
@@ -279,7 +280,7 @@ describe('gateway: one reading of every request (issue 25)', function () {
         charged: reply.headers['x-credits-charged'],
         reached: reached.map(({ upstream, seen }) => ({ upstream, method: seen.method, url: seen.url, user: seen.headers['x-user-id'], body: seen.body })),
       });
-      const laneCount = async () => Number(/gateway_express_lane_requests_total\{[^}]*\} (\d+)/.exec((await gw.call('GET', '/metrics')).body)?.[1] ?? 0);
+      const laneCount = async () => Number(/gateway_express_lane_requests_total\{[^}]*\} (\d+)/.exec(await scrape(gw.server))?.[1] ?? 0);
 
       await fc.assert(
         fc.asyncProperty(fc.constantFrom(...ROUTES), spelling, payload, encoding, credential, async ([method, path], spell, fields, coding, who) => {

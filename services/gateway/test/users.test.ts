@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { scrape } from '../../kit/test/metrics-support.ts';
 import { useGateway, type GatewayHarness } from './harness.ts';
 
 describe('gateway: API keys, export, CORS, health and metrics', function () {
@@ -148,7 +149,7 @@ describe('gateway: API keys, export, CORS, health and metrics', function () {
     it('exposes requests by route and status, upstream latency and credit counters', async () => {
       const user = await gw.user();
       await gw.call('POST', '/api/v1/timepoints/generate/sync', { headers: user.headers, body: { query: 'metrics' } });
-      const text = (await gw.call('GET', '/metrics')).body as string;
+      const text = await scrape(gw.server);
       assert.match(text, /http_server_request_duration_seconds_count\{[^}]*route="\/api\/v1\/auth\/dev\/token"[^}]*status="201"/);
       assert.match(text, /http_server_request_duration_seconds_count\{[^}]*route="proxy:generation"/);
       assert.match(text, /gateway_upstream_duration_seconds_count\{[^}]*upstream="generation"[^}]*\} [1-9]/);

@@ -21,6 +21,8 @@ export interface GenerationInstance {
   app: Koa;
   openapi: object;
   logger: Logger;
+  /** Served on METRICS_PORT, apart from the API. */
+  metrics: Metrics;
   generator: Generator;
   repository: GenerationRepository;
   runner: AgentRunner;
@@ -80,6 +82,7 @@ export async function createGenerationService(config: GenerationConfig, logger =
     app,
     openapi,
     logger,
+    metrics,
     generator,
     repository,
     runner,

@@ -30,6 +30,8 @@ export interface GenerationHarness {
   url: string;
   instance: GenerationInstance;
   prefix: string;
+  /** Where its /metrics answers (METRICS_PORT). */
+  metricsUrl: string;
   get<T = any>(path: string, headers?: Record<string, string>): ReturnType<typeof request<T>>;
   post<T = any>(path: string, body: unknown, headers?: Record<string, string>): ReturnType<typeof request<T>>;
   send<T = any>(method: string, path: string, body?: unknown, headers?: Record<string, string>): ReturnType<typeof request<T>>;
@@ -58,11 +60,12 @@ export async function startGeneration(env: Record<string, string> = {}): Promise
     ...env,
   });
   const instance = await createGenerationService(config, createLogger('generation', config.LOG_LEVEL));
-  const server: RunningServer = await serve(instance.app, { port: 0, host: '127.0.0.1', logger: instance.logger, graceMs: 1000, onDrain: instance.drain, onClose: [instance.close] });
+  const server: RunningServer = await serve(instance.app, { port: 0, host: '127.0.0.1', logger: instance.logger, graceMs: 1000, onDrain: instance.drain, onClose: [instance.close], metrics: { port: 0, metrics: instance.metrics } });
   return {
     url: server.url,
     instance,
     prefix,
+    metricsUrl: server.metricsUrl!,
     get: (path, headers) => request(server.url, path, { headers }),
     post: (path, body, headers) => request(server.url, path, { method: 'POST', body, headers }),
     send: (method, path, body, headers) => request(server.url, path, { method, body, headers }),
@@ -103,6 +106,9 @@ export function fakeVendorSuite(env: Record<string, string> = {}): { fake: FakeV
     },
     get prefix() {
       return current().prefix;
+    },
+    get metricsUrl() {
+      return current().metricsUrl;
     },
     get: (path, headers) => current().get(path, headers),
     post: (path, body, headers) => current().post(path, body, headers),

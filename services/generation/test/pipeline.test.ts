@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { scrape } from '../../kit/test/metrics-support.ts';
 import { EVENT_ORDER } from '../src/agents/types.ts';
 import { QUERY, fakeVendorSuite, readSse, sleep, startGeneration, user, userId, vendorEnv, type GenerationHarness } from './harness.ts';
 
@@ -163,7 +164,7 @@ describe('generation: pipeline over the native provider', function () {
     assert.equal(fake.of('image_vendor')[0]!.form!.model, 'sd3.5-large');
     assert.ok(reply.body.warnings.some((w: string) => /gemini-2.5-flash-image failed/.test(w)));
     // The failure the image vendor absorbed: a fallback, and an error of the native provider (what TemporaModelProviderFailing reads).
-    const metrics = (await gen.get('/metrics')).body as string;
+    const metrics = await scrape(gen);
     assert.match(metrics, /generation_provider_fallbacks_total\{[^}]*agent="ImageGen",from="native",to="image_vendor"[^}]*\} [1-9]/);
     assert.match(metrics, /generation_agent_errors_total\{[^}]*agent="ImageGen",provider="native",code="http"[^}]*\} [1-9]/);
     assert.match(metrics, /generation_pipeline_duration_seconds_count\{[^}]*mode="sync",preset="hd",outcome="completed"[^}]*\} [1-9]/);

@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { scrape } from '../../kit/test/metrics-support.ts';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { EVENT_ORDER } from '../src/agents/types.ts';
@@ -103,10 +104,10 @@ describe('generation: agent pool on Redis streams', function () {
     assert.equal(reply.body.dialog.length, 3);
     assert.ok(said(survivor, 'agent pool: redelivered task claimed').length >= 1, 'the survivor claimed the dead worker\'s task');
     assert.ok(Math.max(...depths) >= 1, 'queue depth was visible while tasks waited');
-    const metrics = await gen.get('/metrics');
-    assert.match(metrics.body, /generation_agent_queue_depth\{service="generation"\} \d+/);
+    const metrics = await scrape(gen);
+    assert.match(metrics, /generation_agent_queue_depth\{service="generation"\} \d+/);
     // The series the AgentPool's autoscaler selects by its pool's name (AGENT_POOL_NAME).
-    assert.match(metrics.body, /tempora_generation_queue_depth\{[^}]*pool="agents"[^}]*\} \d+/);
+    assert.match(metrics, /tempora_generation_queue_depth\{[^}]*pool="agents"[^}]*\} \d+/);
   });
 
   it("reports the pool's live workers (idle ones included, a dead one gone after the heartbeat window) and its oldest task's age", async () => {
@@ -120,7 +121,7 @@ describe('generation: agent pool on Redis streams', function () {
     // A scrape reuses the readings of the last second's, so the dead worker may still show in the first one.
     const workersLine = new RegExp(`generation_agent_pool_workers\\{[^}]*pool="agents"[^}]*\\} ${alive}\n`);
     let metrics = await until(async () => {
-      const body = (await gen.get('/metrics')).body as string;
+      const body = await scrape(gen);
       return workersLine.test(body) ? body : undefined;
     }, 5_000, 250);
     assert.match(metrics, /generation_agent_pool_oldest_task_age_seconds\{[^}]*pool="agents"[^}]*\} 0\n/);
@@ -132,7 +133,7 @@ describe('generation: agent pool on Redis streams', function () {
     clearInterval(sampler);
     assert.equal(reply.status, 200, JSON.stringify(reply.body));
     assert.ok(Math.max(...ages) >= 0.3, `the oldest task aged while the vendor answered in 400 ms: ${Math.max(...ages)} s`);
-    metrics = (await gen.get('/metrics')).body as string;
+    metrics = await scrape(gen);
     assert.match(metrics, /generation_agent_pool_waiting_tasks\{[^}]*pool="agents"[^}]*\} \d+/);
   });
 });

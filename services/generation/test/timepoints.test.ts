@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { scrape } from '../../kit/test/metrics-support.ts';
 import { TdfRecordSchema, tdfHash } from '@tempora/kit/moments';
 import { QUERY, serviceKey, startGeneration, user, type GenerationHarness } from './harness.ts';
 
@@ -111,8 +112,8 @@ describe('generation: stored scenes, visibility, owner list, TDF', function () {
     assert.equal(models.status, 200);
     assert.deepEqual(models.body.presets.map((preset: any) => preset.name), ['hyper', 'balanced', 'hd', 'gemini3']);
     assert.ok(models.body.image_models.includes('stability/sd3.5-large-turbo'));
-    const metrics = await gen.get('/metrics');
-    for (const name of ['generation_agent_duration_seconds', 'generation_agent_tokens_total', 'generation_agent_queue_depth']) assert.match(metrics.body, new RegExp(name));
-    assert.match(metrics.body, /generation_agent_tokens_total\{[^}]*agent="Dialog"[^}]*provider="offline"/);
+    const metrics = await scrape(gen);
+    for (const name of ['generation_agent_duration_seconds', 'generation_agent_tokens_total', 'generation_agent_queue_depth']) assert.match(metrics, new RegExp(name));
+    assert.match(metrics, /generation_agent_tokens_total\{[^}]*agent="Dialog"[^}]*provider="offline"/);
   });
 });

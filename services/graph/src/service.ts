@@ -29,6 +29,8 @@ export interface GraphInstance {
   workers: ReadonlyMap<string, RunningWorker>;
   openapi: object;
   logger: Logger;
+  /** Served on METRICS_PORT, apart from the API. */
+  metrics: Metrics;
   drain(): void;
   close(): Promise<void>;
 }
@@ -83,7 +85,7 @@ export async function createGraphService(config: GraphConfig, logger = createLog
     authenticators: [serviceKeyAuth(config.SERVICE_KEY), writerTokenAuth(config.WRITER_TOKENS), adminKeyAuth(config.ADMIN_KEY)],
     rateLimit: { limiter, windows: limits.windows },
     routes: [...momentRoutes(deps), ...discoveryRoutes(deps), ...traversalRoutes(deps), ...writeRoutes(deps), ...accountDataRoutes(deps)],
-    extend: (router) => mountMcp(router, graph, limits, (tool, outcome) => mcpCalls.inc({ tool, outcome })),
+    extend: (router) => mountMcp(router, graph, limits, config.MCP_ALLOWED_HOSTS, (tool, outcome) => mcpCalls.inc({ tool, outcome })),
     health: async () => {
       const db = await database.ping();
       return { status: db ? 'ok' : 'degraded', database: db, redis: redis ? redis.isReady : null, index: graph.indexStats.loaded ? 'loaded' : 'loading' };
@@ -105,6 +107,7 @@ export async function createGraphService(config: GraphConfig, logger = createLog
     workers,
     openapi,
     logger,
+    metrics,
     drain: () => {
       drainApp();
       void stopWorkers();

@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { scrape } from '../../kit/test/metrics-support.ts';
 import { MomentDetailSchema, MomentListSchema, StatsSchema, TdfRecordSchema } from '../src/schemas.ts';
 import { tdfHash } from '@tempora/kit/moments';
 import { startGraph, serviceKey, writer, ADMIN_KEY, type GraphHarness } from './harness.ts';
@@ -30,11 +31,11 @@ describe('graph service HTTP API', function () {
 
     it('exports request durations by route template at /metrics', async () => {
       await h.get(`/api/v1/moments/${noSlash(ANCHOR)}`);
-      const reply = await h.get('/metrics');
-      assert.equal(reply.status, 200);
-      assert.match(reply.body, /http_server_request_duration_seconds_bucket\{[^}]*method="GET"[^}]*route="\/api\/v1\/moments\/\*path"[^}]*status="200"/);
-      assert.match(reply.body, /process_cpu_seconds_total/);
-      assert.match(reply.body, /graph_index_edges/);
+      const text = await scrape(h.server);
+      assert.equal((await h.get('/metrics')).status, 404, 'not on the API port: only on METRICS_PORT');
+      assert.match(text, /http_server_request_duration_seconds_bucket\{[^}]*method="GET"[^}]*route="\/api\/v1\/moments\/\*path"[^}]*status="200"/);
+      assert.match(text, /process_cpu_seconds_total/);
+      assert.match(text, /graph_index_edges/);
     });
 
     it('serves OpenAPI 3.1 generated from the route schemas, Swagger UI and Redoc without a CDN', async () => {

@@ -47,7 +47,7 @@ export async function startGraph(env: Record<string, string> = {}, databaseUrl?:
   });
   const instance = await createGraphService(config, createLogger('graph', config.LOG_LEVEL));
   await instance.graph.ready();
-  const server = await serve(instance.app, { port: 0, host: '127.0.0.1', logger: instance.logger, graceMs: 1000, onDrain: instance.drain, onClose: [instance.close] });
+  const server = await serve(instance.app, { port: 0, host: '127.0.0.1', logger: instance.logger, graceMs: 1000, onDrain: instance.drain, onClose: [instance.close], metrics: { port: 0, metrics: instance.metrics } });
   return {
     url: server.url,
     instance,

@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { scrape } from '../../kit/test/metrics-support.ts';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -89,8 +90,7 @@ describe('graph service: in-process workers (GRAPH_WORKERS)', function () {
       // The renderer shares this process's GraphService: the in-memory node store has the new layer at once.
       const traversal = await api.get(`/api/v1/graph/traverse${path('first-tour-de-france')}?depth=1`, serviceKey);
       assert.equal(traversal.body.nodes[0].layer, 2);
-      const metrics = await api.get('/metrics');
-      assert.match(String(metrics.body), /graph_worker_jobs_total\{[^}]*role="renderer"[^}]*outcome="rendered"[^}]*\} 1/, 'the service\'s /metrics counts its renders');
+      assert.match(await scrape(api.server), /graph_worker_jobs_total\{[^}]*role="renderer"[^}]*outcome="rendered"[^}]*\} 1/, 'the service\'s /metrics counts its renders');
     });
 
     it('fails a job the generation service refuses, with its error', async () => {
@@ -246,7 +246,7 @@ describe('graph service: in-process workers (GRAPH_WORKERS)', function () {
         assert.equal((await api.get(`/api/v1/graph/jobs/${renders[0]!.graph_render_job}`, writer)).status, 404);
         const job = (await api.get(`/api/v1/graph/jobs/${renders[0]!.graph_render_job}`, serviceKey)).body;
         assert.deepEqual([job.path, job.requested_by, job.status, job.attempts], [bare, 'expander', 'succeeded', 1], 'the Expander queued its render');
-        const verdicts = String((await api.get('/metrics')).body);
+        const verdicts = await scrape(api.server);
         assert.match(verdicts, /graph_worker_judge_verdicts_total\{[^}]*verdict="publish"[^}]*\} [1-9]/, 'the Judge passed it');
 
         // The Judge rejects what the offline moderator refuses: archived, private, and never rendered.
@@ -275,7 +275,7 @@ describe('graph service: in-process workers (GRAPH_WORKERS)', function () {
         assert.equal(entries.length, expected);
         assert.ok(entries.every((entry) => entry.status === 'active'));
 
-        const metrics = String((await api.get('/metrics')).body);
+        const metrics = await scrape(api.server);
         for (const role of ['expander', 'judge']) assert.match(metrics, new RegExp(`graph_worker_runs_total\\{[^}]*role="${role}"[^}]*outcome="worked"[^}]*\\} [1-9]`), role);
         assert.match(metrics, /graph_worker_judge_verdicts_total\{[^}]*verdict="reject"[^}]*\} 1/);
       } finally {

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
-import { ConfigError, baseConfigSchema, loadConfig } from '../src/runtime/config.ts';
+import { ConfigError, baseConfigSchema, loadConfig, metricsPort } from '../src/runtime/config.ts';
 
 const node = process.execPath;
 const graphMain = fileURLToPath(new URL('../../graph/src/main.ts', import.meta.url));
@@ -16,6 +16,16 @@ describe('kit config', () => {
     assert.equal(config.TEMPORA_DATA_DIR, './.tempora');
     assert.equal(config.GENERATION_URL, 'http://127.0.0.1:8081');
     assert.equal(config.LOG_LEVEL, 'info');
+  });
+
+  it('serves /metrics on PORT + 1000 unless METRICS_PORT says otherwise, never on PORT itself', () => {
+    assert.equal(metricsPort(loadConfig(baseConfigSchema('gateway'), {})), 9080);
+    assert.equal(metricsPort(loadConfig(baseConfigSchema('billing'), { PORT: '3000' })), 4000);
+    assert.equal(metricsPort(loadConfig(baseConfigSchema('graph'), { METRICS_PORT: '9100' })), 9100);
+    assert.equal(metricsPort(loadConfig(baseConfigSchema('graph'), { PORT: '0' })), 0, 'an ephemeral API port, an ephemeral metrics port');
+    assert.throws(() => metricsPort(loadConfig(baseConfigSchema('graph'), { PORT: '9000', METRICS_PORT: '9000' })), /METRICS_PORT: 9000 is PORT too/);
+    assert.throws(() => metricsPort(loadConfig(baseConfigSchema('graph'), { PORT: '65000' })), /set METRICS_PORT/);
+    assert.throws(() => loadConfig(baseConfigSchema('graph'), { METRICS_PORT: '70000' }), /METRICS_PORT:/);
   });
 
   it('parses comma-separated keys', () => {

@@ -35,3 +35,11 @@ export async function assertZeroed(registry: Registry, name: string, ...grids: G
     assert.deepEqual(infinite.sort(), [...new Set(expected)].sort(), `${name}: a +Inf bucket for every series`);
   }
 }
+
+/** The Prometheus text a served process exposes on its metrics port (`serve`'s `metrics`, METRICS_PORT). */
+export async function scrape(server: { metricsUrl?: string }): Promise<string> {
+  assert.ok(server.metricsUrl, 'the server was started without a metrics port');
+  const response = await fetch(`${server.metricsUrl}/metrics`);
+  assert.equal(response.status, 200);
+  return response.text();
+}

@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import Koa from 'koa';
 import { createLogger } from '../src/observability/logger.ts';
 import { serve } from '../src/http/server.ts';
+import { Metrics } from '../src/observability/metrics.ts';
 
 describe('kit server', () => {
   it('drains in-flight requests on close, refusing new connections', async function () {
@@ -49,5 +50,33 @@ describe('kit server', () => {
     await running.close();
     assert.ok(Date.now() - started < 2_000);
     assert.equal(await inFlight, 'cut');
+  });
+
+  it('serves /metrics on its own port only, open until the close hooks ran', async () => {
+    const metrics = new Metrics('test');
+    const app = new Koa();
+    app.use((ctx) => {
+      ctx.status = 404;
+    });
+    let scrapedWhileClosing = 0;
+    const running = await serve(app, {
+      port: 0,
+      host: '127.0.0.1',
+      logger: createLogger('test', 'silent'),
+      graceMs: 200,
+      metrics: { port: 0, metrics },
+      onClose: [async () => void (scrapedWhileClosing = (await fetch(`${running.metricsUrl}/metrics`)).status)],
+    });
+    assert.ok(running.metricsUrl && running.metricsUrl !== running.url);
+    const scraped = await fetch(`${running.metricsUrl}/metrics`);
+    assert.equal(scraped.status, 200);
+    assert.match(await scraped.text(), /process_cpu_seconds_total/);
+    assert.equal((await fetch(`${running.url}/metrics`)).status, 404, 'the API port has no /metrics');
+    const other = await fetch(`${running.metricsUrl}/health`);
+    assert.equal(other.status, 404, 'the metrics port serves /metrics alone');
+    assert.equal(other.headers.get('content-type'), 'application/problem+json');
+    await running.close();
+    assert.equal(scrapedWhileClosing, 200, 'a last scrape during shutdown is still answered');
+    await assert.rejects(fetch(`${running.metricsUrl}/metrics`), 'closed with the server');
   });
 });

@@ -45,6 +45,7 @@ describe('kit tracing', function () {
       env: {
         ...process.env,
         PORT: String(port),
+        METRICS_PORT: '0',
         HOST: '127.0.0.1',
         DATABASE_URL: database,
         GRAPH_SEED: 'false',

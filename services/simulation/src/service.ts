@@ -27,6 +27,8 @@ export interface SimulationInstance {
   app: Koa;
   openapi: object;
   logger: Logger;
+  /** Served on METRICS_PORT, apart from the API. */
+  metrics: Metrics;
   runner: Runner;
   budgets: BudgetSource;
   simulations: Simulations;
@@ -109,6 +111,7 @@ export async function createSimulationService(config: SimulationConfig, logger =
     app,
     openapi,
     logger,
+    metrics,
     runner,
     budgets,
     simulations,

@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { scrape } from '../../kit/test/metrics-support.ts';
 import { canonicalJson, tdfHash } from '@tempora/kit/moments';
 import { apiKey, asUser, service, startSimulation, type SimulationHarness } from './harness.ts';
 
@@ -14,8 +15,8 @@ describe('simulation API', function () {
     assert.equal(health.body.service, 'simulation');
     assert.equal(health.body.version, '0.1.0');
     assert.match(health.body.timestamp, /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/);
-    const metrics = await sim.call('GET', '/metrics');
-    assert.match(metrics.body, /simulation_runs_active/);
+    const metrics = await scrape(sim.server);
+    assert.match(metrics, /simulation_runs_active/);
     const openapi = await sim.call('GET', '/openapi.json');
     for (const path of ['/api/v1/simulate', '/api/v1/simulate/templates', '/api/v1/simulations/{id}/events', '/api/v1/simulations/{id}/result', '/api/v1/simulations/budgets', '/api/v1/simulations/usage']) assert.ok(openapi.body.paths[path], path);
     assert.equal((await sim.call('GET', '/docs')).status, 200);

@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { scrape } from '../../kit/test/metrics-support.ts';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -184,7 +185,7 @@ describe('simulation budgets', function () {
     assert.equal(byBudget.body.runs, 20);
     assert.equal((await sim.call('GET', '/api/v1/simulations/usage?from=2030-01-02&to=2030-01-01', { headers: service })).status, 422);
     assert.equal((await sim.call('GET', '/api/v1/simulations/usage?from=yesterday', { headers: service })).status, 422);
-    const metrics = (await sim.call('GET', '/metrics')).body as string;
+    const metrics = await scrape(sim.server);
     const spent = (await budget('burst')).spent_usd;
     assert.match(metrics, new RegExp(`simulation_budget_spent_usd\\{budget="burst",period="\\d{4}-\\d{2}-\\d{2}",service="simulation"\\} ${spent}`));
     assert.match(metrics, /simulation_budget_remaining_usd\{budget="small"/);

@@ -59,7 +59,7 @@ export async function startSimulation(env: Record<string, string> = {}, database
     ...env,
   });
   const instance = await createSimulationService(config, createLogger('simulation', config.LOG_LEVEL));
-  const server = await serve(instance.app, { port: 0, host: '127.0.0.1', logger: instance.logger, graceMs: 500, onDrain: instance.drain, onClose: [instance.close] });
+  const server = await serve(instance.app, { port: 0, host: '127.0.0.1', logger: instance.logger, graceMs: 500, onDrain: instance.drain, onClose: [instance.close], metrics: { port: 0, metrics: instance.metrics } });
   const call = <T = any>(method: string, path: string, init: { headers?: Record<string, string>; body?: unknown; raw?: string } = {}) => request<T>(server.url, path, { method, ...init });
   return {
     url: server.url,

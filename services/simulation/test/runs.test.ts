@@ -122,6 +122,7 @@ describe('simulation runs: progress, cancellation, restarts', function () {
       DATABASE_URL: database,
       REDIS_URL: '',
       PORT: String(port),
+      METRICS_PORT: '0',
       HOST: '127.0.0.1',
       SERVICE_KEY,
       OPENROUTER_BASE_URL: model.url,

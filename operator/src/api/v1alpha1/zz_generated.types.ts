@@ -84,7 +84,7 @@ export type PodSettings = {
   affinity?: Affinity;
   /** How the pods spread across zones or nodes (core/v1 TopologySpreadConstraint). A constraint without labelSelector spreads the pods of its own component (the operator fills in their selector labels). */
   topologySpreadConstraints?: TopologySpreadConstraint[];
-  /** The PriorityClass of the pods. Empty, the cluster's default; on a Gateway service, empty undoes spec.pods.priorityClassName. */
+  /** The PriorityClass of the pods. Empty, the cluster's default; on a TemporaGateway service, empty undoes spec.pods.priorityClassName. */
   priorityClassName?: string;
 };
 
@@ -122,7 +122,7 @@ export type ServiceSettings = {
    */
   maxUnavailable: number;
   resources?: Resources;
-  /** Scheduling, pulling and metadata of the pods (the core PodSpec fields of the same names). On a Gateway, spec.services.<service>.pods overrides spec.pods for that service's pods (labels, annotations and nodeSelector key by key, every other field it sets whole). */
+  /** Scheduling, pulling and metadata of the pods (the core PodSpec fields of the same names). On a TemporaGateway, spec.services.<service>.pods overrides spec.pods for that service's pods (labels, annotations and nodeSelector key by key, every other field it sets whole). */
   pods?: PodSettings;
 };
 
@@ -166,7 +166,7 @@ export type ServiceStatus = {
 /** The generation service's agent workers, autoscaled. */
 export type AgentPoolSpec = {
   /**
-   * The Gateway whose generation pods hand their agent tasks to this pool; it lends the pool what the pool does not set (Redis, provider credentials, tracing).
+   * The TemporaGateway whose generation pods hand their agent tasks to this pool; it lends the pool what the pool does not set (Redis, provider credentials, tracing).
    * Default: "tempora".
    */
   gatewayRef: string;
@@ -188,14 +188,14 @@ export type AgentPoolSpec = {
    */
   queueDepthTarget: number;
   models: ModelsSpec;
-  /** Secrets with model provider credentials, passed to the pods as environment. Unset, the Gateway's spec.secrets.providers. */
+  /** Secrets with model provider credentials, passed to the pods as environment. Unset, the TemporaGateway's spec.secrets.providers. */
   providerSecrets?: string[];
   /** Scheduling, pulling and metadata of the resource's pods (the core PodSpec fields of the same names). */
   pods?: PodSettings;
-  /** The PodMonitor the operator makes when the Prometheus Operator is installed; it also sets the target label tempora_component to agent-pool. Unset, the Gateway's (spec.gatewayRef) spec.monitoring. */
+  /** The PodMonitor the operator makes when the Prometheus Operator is installed; it also sets the target label tempora_component to agent-pool. Unset, the TemporaGateway's (spec.gatewayRef) spec.monitoring. */
   monitoring?: MonitoringSpec;
   resources?: Resources;
-  /** The key of a Secret holding REDIS_URL; the agent tasks are a Redis stream, and the Gateway's generation pods use this Redis too. Unset, the Gateway's spec.redis. */
+  /** The key of a Secret holding REDIS_URL; the agent tasks are a Redis stream, and the TemporaGateway's generation pods use this Redis too. Unset, the TemporaGateway's spec.redis. */
   redis?: SecretKeyRef;
 };
 
@@ -213,92 +213,12 @@ export interface AgentPool extends KubeObject {
   status?: AgentPoolStatus;
 }
 
-/** The Tempora platform's root; deploys the gateway and the services it routes to. */
-export type GatewaySpec = {
-  /** Images are <registry>/<service>:<version>, built on Node 22. */
-  image: ImageSpec;
-  /** Scheduling, pulling and metadata of the pods (the core PodSpec fields of the same names). On a Gateway, spec.services.<service>.pods overrides spec.pods for that service's pods (labels, annotations and nodeSelector key by key, every other field it sets whole). */
-  pods?: PodSettings;
-  /** The ServiceMonitors the operator makes, one per service, when the Prometheus Operator is installed. Each also sets the target label tempora_component to the service's name. */
-  monitoring?: MonitoringSpec;
-  /** Per-service settings. A service left out runs with defaults. */
-  services?: {
-    gateway?: ServiceSettings;
-    generation?: ServiceSettings;
-    graph?: ServiceSettings;
-    simulation?: ServiceSettings;
-    conductor?: ServiceSettings;
-    billing?: ServiceSettings;
-  };
-  /** Default: {}. */
-  rateLimits: {
-    /**
-     * The gateway's limits per user tier (RATE_LIMIT_TIERS); a tier left out keeps the default shown here.
-     * Default: [{"name":"free","requestsPerMinute":10,"dailyLimit":100},{"name":"pro","requestsPerMinute":60,"dailyLimit":1000},{"name":"enterprise","requestsPerMinute":300,"dailyLimit":10000}].
-     */
-    tiers: RateLimitTier[];
-  };
-  /** The domain whose subdomains CORS allows (TEMPORA_DOMAIN). */
-  corsDomain?: string;
-  /** Default: "info". */
-  logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace';
-  /** Names of Secrets in the Gateway's namespace, passed to the pods as environment. */
-  secrets?: {
-    /** SERVICE_KEY, ADMIN_KEY, WRITER_TOKENS, SIMULATION_API_KEYS, for every service and the graph workers; a JWT_PRIVATE_KEY here replaces the signing key the operator keeps in the Secret <gateway>-signing-key. The operator reads its SERVICE_KEY to ask the simulation service for the spend of each SimulationBudget. */
-    keys?: string;
-    /** Model provider credentials (generation, graph, simulation, conductor; the default of GraphWorkers and AgentPools). */
-    providers?: string;
-    /** The billing service's payment settings: STRIPE_SECRET_KEY, STRIPE_WEBHOOK_SECRET, CHECKOUT_SUCCESS_URL, CHECKOUT_CANCEL_URL, APPLE_ROOT_CERTIFICATES, APPLE_BUNDLE_ID, APPLE_ENVIRONMENT, APPLE_APP_APPLE_ID, BILLING_CATALOGUE. Unset, Stripe checkout and webhooks and App Store purchases and notifications answer 503 (not configured). */
-    billing?: string;
-  };
-  /** The key of a Secret holding the PostgreSQL URL (DATABASE_URL) that every service and the graph workers share. Unset, each service keeps an embedded database on its pod's data volume, lost with the pod, and runs one replica. */
-  database?: SecretKeyRef;
-  /** The key of a Secret holding the Redis URL (REDIS_URL) for rate limits and the agent pool. Unset, each service keeps them in memory and runs one replica. */
-  redis?: SecretKeyRef;
-  /** Proxies in front of the gateway that append the client's address to X-Forwarded-For (an ingress controller is one). Unset, 1 with spec.ingress, else 0. The services behind the gateway trust one more (TRUSTED_PROXY_HOPS). */
-  trustedProxies?: number;
-  /** Addresses or CIDRs of those proxies (the ingress controller's pods); X-Forwarded-For is believed only from them (TRUSTED_PROXIES). Unset with proxies to trust, the private ranges (10.0.0.0/8, 172.16.0.0/12, 192.168.0.0/16, 100.64.0.0/10, fc00::/7), where ingress controllers' pods live; set it to the controller's own range where clients can reach the gateway from those ranges too. The services behind the gateway also believe the private ranges, where the gateway's pods are. */
-  trustedProxyAddresses?: string[];
-  /** Where every pod of the platform (services and workers) sends its OpenTelemetry traces (OTEL_*). Unset, traces are propagated but exported nowhere. */
-  tracing?: TracingSpec;
-  /** Exposes the gateway. Without it the platform is reachable only inside the cluster. */
-  ingress?: IngressSpec;
-  /** Settings of the generation service, passed to its pods as environment. */
-  generation?: {
-    /** The service's model presets and policy (MODEL_PRESETS, MODEL_POLICY, JSON), as an AgentPool's. */
-    models?: ModelsSpec;
-    /** The key of a Secret holding the HMAC-SHA256 key that signs callbacks (CALLBACK_SECRET); without it the service refuses callback_url. */
-    callbackSecret?: {
-      secretName: string;
-      /** Default: "callback-secret". */
-      key: string;
-    };
-    /** Base of the image URLs the service hands out (PUBLIC_URL). Unset, the Ingress's URL when spec.ingress is set, else the service's in-cluster URL. */
-    publicUrl?: string;
-  };
-};
-
-export type GatewayStatus = {
-  observedGeneration?: number;
-  conditions?: Condition[];
-  url?: string;
-  /** External: the services share spec.database and spec.redis. Embedded: each runs one replica with state of its own. */
-  state?: 'External' | 'Embedded';
-  services?: ServiceStatus[];
-};
-
-/** A Gateway as the API server returns it: validated by crds/, defaults filled in. */
-export interface Gateway extends KubeObject {
-  spec: GatewaySpec;
-  status?: GatewayStatus;
-}
-
 /** One background worker of the graph service. */
 export type GraphWorkerSpec = {
   /** renderer, expander and judge run as a Deployment; daily as a CronJob. */
   role: 'renderer' | 'expander' | 'judge' | 'daily';
   /**
-   * The Gateway whose services the worker calls (<gateway>-graph, <gateway>-generation); it lends the worker its keys Secret and what the worker does not set (database, Redis, provider credentials, tracing).
+   * The TemporaGateway whose services the worker calls (<gateway>-graph, <gateway>-generation); it lends the worker its keys Secret and what the worker does not set (database, Redis, provider credentials, tracing).
    * Default: "tempora".
    */
   gatewayRef: string;
@@ -327,14 +247,14 @@ export type GraphWorkerSpec = {
   failedJobsHistoryLimit: number;
   /** Scheduling, pulling and metadata of the resource's pods (the core PodSpec fields of the same names). */
   pods?: PodSettings;
-  /** The PodMonitor the operator makes when the Prometheus Operator is installed; it also sets the target label tempora_component to graph-worker. Unset, the Gateway's (spec.gatewayRef) spec.monitoring. */
+  /** The PodMonitor the operator makes when the Prometheus Operator is installed; it also sets the target label tempora_component to graph-worker. Unset, the TemporaGateway's (spec.gatewayRef) spec.monitoring. */
   monitoring?: MonitoringSpec;
   resources?: Resources;
-  /** Secret with model provider credentials. Unset, the Gateway's spec.secrets.providers. */
+  /** Secret with model provider credentials. Unset, the TemporaGateway's spec.secrets.providers. */
   providersSecret?: string;
-  /** The key of a Secret holding DATABASE_URL: the graph service's PostgreSQL, which the workers share. Unset, the Gateway's spec.database; a worker needs one. */
+  /** The key of a Secret holding DATABASE_URL: the graph service's PostgreSQL, which the workers share. Unset, the TemporaGateway's spec.database; a worker needs one. */
   database?: SecretKeyRef;
-  /** The key of a Secret holding REDIS_URL. Unset, the Gateway's spec.redis. */
+  /** The key of a Secret holding REDIS_URL. Unset, the TemporaGateway's spec.redis. */
   redis?: SecretKeyRef;
 };
 
@@ -356,7 +276,7 @@ export interface GraphWorker extends KubeObject {
 /** A spend budget the simulation service enforces. */
 export type SimulationBudgetSpec = {
   /**
-   * The Gateway whose simulation service enforces the budget: the budget is a key of that Gateway's ConfigMap <gateway>-simulation-budgets, and its spend is read from <gateway>-simulation.
+   * The TemporaGateway whose simulation service enforces the budget: the budget is a key of that TemporaGateway's ConfigMap <gateway>-simulation-budgets, and its spend is read from <gateway>-simulation.
    * Default: "tempora".
    */
   gatewayRef: string;
@@ -396,4 +316,84 @@ export type SimulationBudgetStatus = {
 export interface SimulationBudget extends KubeObject {
   spec: SimulationBudgetSpec;
   status?: SimulationBudgetStatus;
+}
+
+/** The Tempora platform's root; deploys the gateway and the services it routes to. */
+export type TemporaGatewaySpec = {
+  /** Images are <registry>/<service>:<version>, built on Node 22. */
+  image: ImageSpec;
+  /** Scheduling, pulling and metadata of the pods (the core PodSpec fields of the same names). On a TemporaGateway, spec.services.<service>.pods overrides spec.pods for that service's pods (labels, annotations and nodeSelector key by key, every other field it sets whole). */
+  pods?: PodSettings;
+  /** The ServiceMonitors the operator makes, one per service, when the Prometheus Operator is installed. Each also sets the target label tempora_component to the service's name. */
+  monitoring?: MonitoringSpec;
+  /** Per-service settings. A service left out runs with defaults. */
+  services?: {
+    gateway?: ServiceSettings;
+    generation?: ServiceSettings;
+    graph?: ServiceSettings;
+    simulation?: ServiceSettings;
+    conductor?: ServiceSettings;
+    billing?: ServiceSettings;
+  };
+  /** Default: {}. */
+  rateLimits: {
+    /**
+     * The gateway's limits per user tier (RATE_LIMIT_TIERS); a tier left out keeps the default shown here.
+     * Default: [{"name":"free","requestsPerMinute":10,"dailyLimit":100},{"name":"pro","requestsPerMinute":60,"dailyLimit":1000},{"name":"enterprise","requestsPerMinute":300,"dailyLimit":10000}].
+     */
+    tiers: RateLimitTier[];
+  };
+  /** The domain whose subdomains CORS allows (TEMPORA_DOMAIN). */
+  corsDomain?: string;
+  /** Default: "info". */
+  logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace';
+  /** Names of Secrets in the TemporaGateway's namespace, passed to the pods as environment. */
+  secrets?: {
+    /** SERVICE_KEY, ADMIN_KEY, WRITER_TOKENS, SIMULATION_API_KEYS, for every service and the graph workers; a JWT_PRIVATE_KEY here replaces the signing key the operator keeps in the Secret <gateway>-signing-key. The operator reads its SERVICE_KEY to ask the simulation service for the spend of each SimulationBudget. */
+    keys?: string;
+    /** Model provider credentials (generation, graph, simulation, conductor; the default of GraphWorkers and AgentPools). */
+    providers?: string;
+    /** The billing service's payment settings: STRIPE_SECRET_KEY, STRIPE_WEBHOOK_SECRET, CHECKOUT_SUCCESS_URL, CHECKOUT_CANCEL_URL, APPLE_ROOT_CERTIFICATES, APPLE_BUNDLE_ID, APPLE_ENVIRONMENT, APPLE_APP_APPLE_ID, BILLING_CATALOGUE. Unset, Stripe checkout and webhooks and App Store purchases and notifications answer 503 (not configured). */
+    billing?: string;
+  };
+  /** The key of a Secret holding the PostgreSQL URL (DATABASE_URL) that every service and the graph workers share. Unset, each service keeps an embedded database on its pod's data volume, lost with the pod, and runs one replica. */
+  database?: SecretKeyRef;
+  /** The key of a Secret holding the Redis URL (REDIS_URL) for rate limits and the agent pool. Unset, each service keeps them in memory and runs one replica. */
+  redis?: SecretKeyRef;
+  /** Proxies in front of the gateway that append the client's address to X-Forwarded-For (an ingress controller is one). Unset, 1 with spec.ingress, else 0. The services behind the gateway trust one more (TRUSTED_PROXY_HOPS). */
+  trustedProxies?: number;
+  /** Addresses or CIDRs of those proxies (the ingress controller's pods); X-Forwarded-For is believed only from them (TRUSTED_PROXIES). Unset with proxies to trust, the private ranges (10.0.0.0/8, 172.16.0.0/12, 192.168.0.0/16, 100.64.0.0/10, fc00::/7), where ingress controllers' pods live; set it to the controller's own range where clients can reach the gateway from those ranges too. The services behind the gateway also believe the private ranges, where the gateway's pods are. */
+  trustedProxyAddresses?: string[];
+  /** Where every pod of the platform (services and workers) sends its OpenTelemetry traces (OTEL_*). Unset, traces are propagated but exported nowhere. */
+  tracing?: TracingSpec;
+  /** Exposes the gateway. Without it the platform is reachable only inside the cluster. */
+  ingress?: IngressSpec;
+  /** Settings of the generation service, passed to its pods as environment. */
+  generation?: {
+    /** The service's model presets and policy (MODEL_PRESETS, MODEL_POLICY, JSON), as an AgentPool's. */
+    models?: ModelsSpec;
+    /** The key of a Secret holding the HMAC-SHA256 key that signs callbacks (CALLBACK_SECRET); without it the service refuses callback_url. */
+    callbackSecret?: {
+      secretName: string;
+      /** Default: "callback-secret". */
+      key: string;
+    };
+    /** Base of the image URLs the service hands out (PUBLIC_URL). Unset, the Ingress's URL when spec.ingress is set, else the service's in-cluster URL. */
+    publicUrl?: string;
+  };
+};
+
+export type TemporaGatewayStatus = {
+  observedGeneration?: number;
+  conditions?: Condition[];
+  url?: string;
+  /** External: the services share spec.database and spec.redis. Embedded: each runs one replica with state of its own. */
+  state?: 'External' | 'Embedded';
+  services?: ServiceStatus[];
+};
+
+/** A TemporaGateway as the API server returns it: validated by crds/, defaults filled in. */
+export interface TemporaGateway extends KubeObject {
+  spec: TemporaGatewaySpec;
+  status?: TemporaGatewayStatus;
 }

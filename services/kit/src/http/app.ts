@@ -73,10 +73,6 @@ export function createApp(definition: ServiceDefinition): ServiceApp {
     ctx.status = report.status === 'ok' ? 200 : 503;
     ctx.body = { ...report, service: definition.name, version: definition.version };
   });
-  operations.get('/metrics', async (ctx) => {
-    ctx.type = definition.metrics.registry.contentType;
-    ctx.body = await definition.metrics.registry.metrics();
-  });
   const docs = docsRouter(openapi, definition.title);
 
   // Every method counts as implemented, so one no route takes (TRACE, QUERY) is a 405 naming the allowed ones, not a 501.

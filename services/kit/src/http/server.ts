@@ -2,10 +2,14 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net';
 import type Koa from 'koa';
 import type { Logger } from '../observability/logger.ts';
+import type { Metrics } from '../observability/metrics.ts';
+import { serveMetricsEndpoint } from './worker-server.ts';
 
 export interface RunningServer {
   server: Server;
   url: string;
+  /** Where `/metrics` answers, when the server was given `metrics`. */
+  metricsUrl?: string;
   /** Stops accepting, waits for in-flight requests up to the grace period, then runs the close hooks. */
   close(): Promise<void>;
 }
@@ -20,6 +24,8 @@ export interface ServeOptions {
   onClose?: Array<() => Promise<unknown>>;
   /** Answers a request outside the Koa app when it returns true (the gateway's express lane). */
   express?: ExpressLane;
+  /** Serves the registry's `/metrics` on a port of its own (METRICS_PORT), open until the last close hook ran. */
+  metrics?: { port: number; metrics: Metrics };
 }
 
 export type ExpressLane = (request: IncomingMessage, response: ServerResponse) => boolean;
@@ -45,6 +51,7 @@ export async function serve(app: Koa, options: ServeOptions): Promise<RunningSer
   const address = server.address() as AddressInfo;
   const host = options.host === '0.0.0.0' || options.host === '::' ? '127.0.0.1' : options.host;
   const url = `http://${host}:${address.port}`;
+  const metrics = options.metrics ? await serveMetricsEndpoint({ port: options.metrics.port, host: options.host, metrics: options.metrics.metrics }) : undefined;
 
   let closing: Promise<void> | undefined;
   const close = () => {
@@ -65,10 +72,11 @@ export async function serve(app: Koa, options: ServeOptions): Promise<RunningSer
       for (const hook of options.onClose ?? []) {
         await hook().catch((error: unknown) => options.logger.warn({ err: error }, 'close hook failed'));
       }
+      await metrics?.close();
     })();
     return closing;
   };
-  return { server, url, close };
+  return { server, url, ...(metrics ? { metricsUrl: metrics.url } : {}), close };
 }
 
 /** Until the server listens there is nothing to drain: a signal exits at once. Returns the disposer. */

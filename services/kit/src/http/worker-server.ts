@@ -9,17 +9,20 @@ import type { Metrics } from '../observability/metrics.ts';
 /** A worker's `WORKER_PORT` (extend its config schema with it): where its endpoints listen; unset serves nothing. */
 export const workerPortField = { WORKER_PORT: z.coerce.number().int().min(0).max(65535).optional() };
 
-export interface WorkerServerOptions {
+export interface MetricsEndpointOptions {
   port: number;
   host: string;
+  metrics: Metrics;
+  /** How long close() lets a scrape in flight finish before cutting its connection (default 2 s). */
+  graceMs?: number;
+}
+
+export interface WorkerServerOptions extends MetricsEndpointOptions {
   /** Named in the /health body, like a service's. */
   service: string;
   version: string;
-  metrics: Metrics;
   /** `status: degraded` (or a throw) answers 503; the report's other fields are passed through. */
   health(): HealthReport | Promise<HealthReport>;
-  /** How long close() lets a scrape in flight finish before cutting its connection (default 2 s). */
-  graceMs?: number;
 }
 
 export interface WorkerServer {
@@ -36,26 +39,39 @@ export interface WorkerServer {
  * (the Kubernetes probes) and `GET /metrics` (Prometheus text from the worker's `Metrics` registry) on a
  * plain node:http server; anything else is a problem+json 404.
  */
-export async function serveWorkerEndpoints(options: WorkerServerOptions): Promise<WorkerServer> {
-  let draining = false;
+export function serveWorkerEndpoints(options: WorkerServerOptions): Promise<WorkerServer> {
   const identity = { service: options.service, version: options.version };
-
-  const health = async (): Promise<[number, object]> => {
+  return serveOperational(options, async (draining) => {
     if (draining) return [503, { status: 'draining', ...identity }];
     const report = await Promise.resolve()
       .then(() => options.health())
       .catch((): HealthReport => ({ status: 'degraded', error: 'the health check failed' }));
     return [report.status === 'ok' ? 200 : 503, { ...report, ...identity }];
-  };
+  });
+}
+
+/**
+ * A service's metrics port (METRICS_PORT): `GET /metrics` alone, on a listener of its own that no Ingress
+ * routes, so credit and sign-in counters never reach the public host (conventions.md, "Ports").
+ */
+export function serveMetricsEndpoint(options: MetricsEndpointOptions): Promise<WorkerServer> {
+  return serveOperational(options, undefined);
+}
+
+type HealthAnswer = (draining: boolean) => Promise<[number, object]>;
+
+async function serveOperational(options: MetricsEndpointOptions, health: HealthAnswer | undefined): Promise<WorkerServer> {
+  let draining = false;
+  const paths = health ? ['/health', '/metrics'] : ['/metrics'];
 
   const handle = async (request: IncomingMessage, response: ServerResponse): Promise<void> => {
     const path = new URL(request.url ?? '/', 'http://worker').pathname;
-    if (path !== '/health' && path !== '/metrics') return sendProblem(response, notFound(`no route for ${request.method} ${path}`), path);
+    if (!paths.includes(path)) return sendProblem(response, notFound(`no route for ${request.method} ${path}`), path);
     if (request.method !== 'GET' && request.method !== 'HEAD') {
       return sendProblem(response, new Problem(405, `${request.method} is not allowed on ${path}`, { headers: { Allow: 'GET, HEAD' } }), path);
     }
-    if (path === '/health') {
-      const [status, body] = await health();
+    if (path === '/health' && health) {
+      const [status, body] = await health(draining);
       return send(response, status, 'application/json', JSON.stringify(body));
     }
     send(response, 200, options.metrics.registry.contentType, await options.metrics.registry.metrics());

@@ -33,6 +33,8 @@ const peerUrl = (service: ServiceName) =>
 export function baseConfigSchema(service: ServiceName) {
   return z.object({
     PORT: z.coerce.number().int().min(0).max(65535).default(DEFAULT_PORTS[service]),
+    /** Where /metrics is served, apart from the API port an Ingress routes; unset, PORT + 1000 (metricsPort). */
+    METRICS_PORT: z.coerce.number().int().min(0).max(65535).optional(),
     HOST: z.string().default('0.0.0.0'),
     DATABASE_URL: optionalString.pipe(z.url().optional()),
     TEMPORA_DATA_DIR: z.string().default('./.tempora'),
@@ -68,6 +70,18 @@ export function baseConfigSchema(service: ServiceName) {
     CONDUCTOR_URL: peerUrl('conductor'),
     BILLING_URL: peerUrl('billing'),
   });
+}
+
+/**
+ * The port of a service's /metrics (conventions.md, "Ports"): METRICS_PORT, else PORT + 1000, so gateway
+ * 8080 is scraped on 9080. A service on an ephemeral port (PORT 0) gets an ephemeral metrics port too.
+ */
+export function metricsPort(config: { PORT: number; METRICS_PORT?: number | undefined }): number {
+  if (config.METRICS_PORT !== undefined && config.METRICS_PORT !== 0 && config.METRICS_PORT === config.PORT) throw new ConfigError(`METRICS_PORT: ${config.METRICS_PORT} is PORT too; /metrics needs a port of its own`);
+  if (config.METRICS_PORT !== undefined) return config.METRICS_PORT;
+  if (config.PORT === 0) return 0;
+  if (config.PORT + 1000 > 65535) throw new ConfigError(`METRICS_PORT: PORT ${config.PORT} + 1000 is no port; set METRICS_PORT`);
+  return config.PORT + 1000;
 }
 
 /** Bytes in a size such as BODY_LIMIT's `1mb`, `512kb` or `100b`. */

@@ -1,6 +1,7 @@
 import type { z } from 'zod';
 import { startTracing } from '../observability/tracing.ts';
 import type { ServiceName } from './config.ts';
+import type { Metrics } from '../observability/metrics.ts';
 import type { ServiceApp } from '../http/app.ts';
 import type { ExpressLane } from '../http/server.ts';
 import type { Logger } from '../observability/logger.ts';
@@ -8,7 +9,7 @@ import type { Logger } from '../observability/logger.ts';
 /** What a service's entry point hands to `runService`, loaded only once tracing is on. */
 export interface ServiceModule<S extends z.ZodType> {
   configSchema: S;
-  create(config: z.output<S>): Promise<Pick<ServiceApp, 'app' | 'drain'> & { logger: Logger; close(): Promise<void>; express?: ExpressLane }>;
+  create(config: z.output<S>): Promise<Pick<ServiceApp, 'app' | 'drain'> & { logger: Logger; metrics: Metrics; close(): Promise<void>; express?: ExpressLane }>;
 }
 
 /**
@@ -18,12 +19,13 @@ export interface ServiceModule<S extends z.ZodType> {
  */
 export async function runService<S extends z.ZodType>(name: ServiceName, version: string, load: () => Promise<ServiceModule<S>>): Promise<void> {
   const tracing = startTracing(name, version);
-  const { loadConfig, ConfigError } = await import('./config.ts');
+  const { loadConfig, metricsPort, ConfigError } = await import('./config.ts');
   const { serve, closeOnSignals, exitOnSignalsUntilServing } = await import('../http/server.ts');
   const serving = exitOnSignalsUntilServing();
   try {
     const module = await load();
-    const config = loadConfig(module.configSchema) as z.output<S> & { PORT: number; HOST: string; SHUTDOWN_GRACE_MS: number };
+    const config = loadConfig(module.configSchema) as z.output<S> & { PORT: number; METRICS_PORT?: number; HOST: string; SHUTDOWN_GRACE_MS: number };
+    const scrapedOn = metricsPort(config);
     const service = await module.create(config);
     const running = await serve(service.app, {
       port: config.PORT,
@@ -33,8 +35,9 @@ export async function runService<S extends z.ZodType>(name: ServiceName, version
       onDrain: service.drain,
       onClose: [service.close, tracing.shutdown],
       express: service.express,
+      metrics: { port: scrapedOn, metrics: service.metrics },
     });
-    service.logger.info({ url: running.url, version }, `${name} service listening`);
+    service.logger.info({ url: running.url, metrics: `${running.metricsUrl}/metrics`, version }, `${name} service listening`);
     serving();
     closeOnSignals(running.close, service.logger);
   } catch (error) {

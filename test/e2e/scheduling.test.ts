@@ -1,0 +1,165 @@
+// Scheduling and pulling on the real node, where the kube-scheduler (not a stand-in) decides where a pod
+// goes: an AgentPool whose spec.pods names a registry's pull Secret and a node selector no node has gets a
+// pod that carries the Secret and stays Pending, Unschedulable in the scheduler's words, and the pool's
+// Ready and Degraded say why; given a selector the node has, its pod is placed there, runs, and the pool is
+// Ready. An AgentPool because its pods need only Redis (on the host); the operator runs in the test's
+// process as its ServiceAccount's user, as in operator/test (the image of it is platform.test.ts's).
+//
+// The node needs Linux, root and cgroups; elsewhere the suite is skipped and says why.
+import assert from 'node:assert/strict';
+import { readdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { KubeNode, NODE_ADDRESS, NODE_NAME, skipWithoutNode } from '../k8s/node.ts';
+import { startRedis } from '../../scripts/infra.ts';
+import { applyAs, clientFor, condition, CRD_DIR, manifests, newOperator, OPERATOR_USER, waitFor, waitReady } from '../../operator/test/cluster.ts';
+import type { KubeClient } from '../../operator/src/kube/client.ts';
+import type { KubeObject } from '../../operator/src/kube/object.ts';
+import type { Operator } from '../../operator/src/operator.ts';
+import * as R from '../../operator/src/kube/resources.ts';
+import { OWNER_UID_LABEL } from '../../operator/src/reconcilers/context.ts';
+import { POD_RESOURCES } from './platform.ts';
+
+const NS = 'tempora-scheduling';
+const TAG = 'scheduling';
+const image = { registry: 'local', version: TAG, pullPolicy: 'Never' };
+const PULL_SECRET = 'registry-example';
+/** No node has this label: the scheduler can place no pod that requires it. */
+const NOWHERE = { 'example.com/node-pool': 'gpu' };
+
+interface PodCondition {
+  type: string;
+  status: string;
+  reason?: string;
+  message?: string;
+}
+const podCondition = (pod: KubeObject, type: string) => ((pod.status?.conditions ?? []) as PodCondition[]).find((c) => c.type === type);
+type PodSpec = { imagePullSecrets?: { name: string }[]; nodeSelector?: Record<string, string>; nodeName?: string };
+
+const pool = (nodeSelector: Record<string, string>): KubeObject => ({
+  apiVersion: 'tempora.dev/v1alpha1',
+  kind: 'AgentPool',
+  metadata: { name: 'agents', namespace: NS },
+  spec: {
+    gatewayRef: 'tempora',
+    image,
+    minReplicas: 1,
+    maxReplicas: 1,
+    models: { presets: [{ name: 'balanced', provider: 'offline', model: 'offline' }], policy: { default: 'balanced' } },
+    resources: POD_RESOURCES,
+    pods: { imagePullSecrets: [{ name: PULL_SECRET }], nodeSelector },
+  },
+});
+
+describe('scheduling and pulling on the real node', function () {
+  this.timeout(180_000);
+  let node: KubeNode;
+  let admin: KubeClient;
+  let op: Operator | undefined;
+  let redis: { stop(): Promise<void> } | undefined;
+
+  before(async function () {
+    skipWithoutNode(this);
+    this.timeout(30 * 60_000);
+    node = await KubeNode.start();
+    admin = clientFor(node.kubeconfigPath);
+    await node.buildImage({ dockerfile: 'services/generation/Dockerfile', name: 'generation', tag: TAG });
+    for (const file of readdirSync(CRD_DIR).filter((f) => f.endsWith('.yaml'))) for (const m of manifests(join(CRD_DIR, file))) await applyAs(admin, m);
+    // The operator's ServiceAccount lives in tempora-system, the pool in a namespace of its own.
+    for (const name of ['tempora-system', NS]) await applyAs(admin, { apiVersion: 'v1', kind: 'Namespace', metadata: { name } });
+    for (const m of manifests(join(CRD_DIR, 'rbac', 'operator.yaml'))) await applyAs(admin, m);
+    await node.waitForServiceAccount(NS);
+    const started = await startRedis({ host: NODE_ADDRESS });
+    redis = started;
+    const redisService = await node.exposeHostPort('redis', Number(new URL(started.url).port), NS);
+    await applyAs(admin, { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'tempora-redis', namespace: NS }, stringData: { url: `redis://${redisService}` } } as KubeObject);
+    // A private registry's credentials, as `kubectl create secret docker-registry` makes them. The image is
+    // local (pullPolicy Never), so the kubelet never uses them: what is shown is that they reach the pod.
+    const auth = Buffer.from('robot:token').toString('base64');
+    await applyAs(admin, {
+      apiVersion: 'v1',
+      kind: 'Secret',
+      metadata: { name: PULL_SECRET, namespace: NS },
+      type: 'kubernetes.io/dockerconfigjson',
+      stringData: { '.dockerconfigjson': JSON.stringify({ auths: { 'registry.example.com': { auth } } }) },
+    } as KubeObject);
+    const kubeconfig = node.controlPlane.kubeconfigFor(OPERATOR_USER, 'operator.kubeconfig', ['system:serviceaccounts', 'system:serviceaccounts:tempora-system']);
+    op = newOperator(kubeconfig, 'scheduling', { leaderElection: false, watchNamespace: NS });
+    await op.start();
+    // The pool's TemporaGateway: its Redis is the pool's. Its own pods are kept off the node (their images are
+    // not built here); they wait, and concern the pool no more than its Degraded does.
+    await applyAs(admin, {
+      apiVersion: 'tempora.dev/v1alpha1',
+      kind: 'TemporaGateway',
+      metadata: { name: 'tempora', namespace: NS },
+      spec: { image, redis: { secretName: 'tempora-redis' }, pods: { nodeSelector: NOWHERE } },
+    });
+  });
+
+  afterEach(async function () {
+    if (this.currentTest?.state === 'failed' && node) process.stderr.write(`${await node.report(NS)}\n`);
+  });
+
+  after(async function () {
+    this.timeout(120_000);
+    await op?.stop();
+    await redis?.stop();
+    await node?.stop();
+  });
+
+  const poolPods = async (uid: string) => (await admin.list(R.Pod, { labelSelector: `${OWNER_UID_LABEL}=${uid}` }, NS)).items.filter((p) => !p.metadata.deletionTimestamp);
+
+  it('gives the pod the pull secret, leaves it Pending when no node matches, and says why in Ready and Degraded', async function () {
+    const applied = await applyAs(admin, pool(NOWHERE));
+    const [pending] = await waitFor(
+      "the pool's pod turned down by the scheduler",
+      async () => {
+        const pods = await poolPods(applied.metadata.uid!);
+        return pods.length > 0 && pods.every((p) => podCondition(p, 'PodScheduled')?.reason === 'Unschedulable') ? pods : undefined;
+      },
+      60_000,
+      250,
+    );
+    const spec = pending!.spec as PodSpec;
+    assert.deepEqual(spec.imagePullSecrets, [{ name: PULL_SECRET }], 'the pull secret in the pod spec');
+    assert.deepEqual(spec.nodeSelector, NOWHERE);
+    assert.equal(spec.nodeName, undefined, 'on no node');
+    assert.equal(pending!.status?.phase, 'Pending');
+    const scheduled = podCondition(pending!, 'PodScheduled')!;
+    assert.equal(scheduled.status, 'False');
+    assert.match(scheduled.message ?? '', /^0\/1 nodes are available: 1 node\(s\) didn't match Pod's node affinity\/selector/, "the scheduler's words");
+
+    const stuck = await waitFor(
+      'the pool Degraded, Unschedulable',
+      async () => {
+        const obj = await admin.get(R.AgentPool, NS, 'agents');
+        const degraded = condition(obj, 'Degraded');
+        return degraded?.status === 'True' && degraded.reason === 'Unschedulable' && degraded.observedGeneration === obj.metadata.generation ? obj : undefined;
+      },
+      60_000,
+      250,
+    );
+    const degraded = condition(stuck, 'Degraded')!;
+    assert.ok(degraded.message.includes(`pod ${pending!.metadata.name}: Unschedulable: ${scheduled.message}`), `Degraded names the pod and the scheduler's message: ${degraded.message}`);
+    const ready = condition(stuck, 'Ready')!;
+    assert.deepEqual([ready.status, ready.reason], ['False', 'Unschedulable']);
+    // Still waiting: nothing on the node takes it.
+    const [still] = await poolPods(applied.metadata.uid!);
+    assert.deepEqual([still!.metadata.name, still!.status?.phase], [pending!.metadata.name, 'Pending']);
+  });
+
+  it('places the pod on the node once the selector matches it: running, with the pull secret, the pool Ready', async function () {
+    const labels = (await admin.request<KubeObject>('GET', `/api/v1/nodes/${NODE_NAME}`)).metadata.labels ?? {};
+    const here = { 'kubernetes.io/hostname': labels['kubernetes.io/hostname']! };
+    assert.ok(here['kubernetes.io/hostname'], 'the node has its hostname label');
+    await applyAs(admin, pool(here));
+    const ready = await waitReady(admin, R.AgentPool, NS, 'agents', 120_000);
+    assert.equal(condition(ready, 'Degraded')?.status, 'False');
+    const pods = await poolPods(ready.metadata.uid!);
+    assert.equal(pods.length, 1, 'the Pending pod replaced');
+    const [pod] = pods;
+    const spec = pod!.spec as PodSpec;
+    assert.deepEqual([spec.nodeName, pod!.status?.phase], [NODE_NAME, 'Running']);
+    assert.deepEqual(spec.imagePullSecrets, [{ name: PULL_SECRET }]);
+    assert.equal(podCondition(pod!, 'PodScheduled')?.status, 'True');
+  });
+});
