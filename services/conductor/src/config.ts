@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { gatewayCallerConfigFields, jwksUrlOf } from '@tempora/kit/http';
 import { baseConfigSchema, optionalString } from '@tempora/kit/runtime';
 import { providerConfigFields } from '@tempora/kit/providers';
+import { defaultMcpAllowedHosts, mcpAllowedHostsField } from '@tempora/kit/mcp';
 
 const ms = (fallback: number) => z.coerce.number().int().min(1).default(fallback);
 const count = (fallback: number, max: number) => z.coerce.number().int().min(1).max(max).default(fallback);
@@ -48,9 +49,12 @@ export const ConductorConfigSchema = baseConfigSchema('conductor')
     MESSAGE_STALE_MS: ms(900_000),
     /** Period of the retry of refunds the gateway could not book when a tool failed. */
     REFUND_RETRY_MS: ms(30_000),
+    /** Host and Origin names the MCP server answers (docs/conductor.md, "MCP"); unset: the kit's default for CONDUCTOR_URL. */
+    MCP_ALLOWED_HOSTS: mcpAllowedHostsField,
   })
   .transform((config) => ({
     ...config,
     JWKS_URL: jwksUrlOf(config),
+    MCP_ALLOWED_HOSTS: config.MCP_ALLOWED_HOSTS ?? defaultMcpAllowedHosts(config.CONDUCTOR_URL, config.TEMPORA_DOMAIN),
   }));
 export type ConductorConfig = z.output<typeof ConductorConfigSchema>;

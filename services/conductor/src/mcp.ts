@@ -1,7 +1,7 @@
 import type Router from '@koa/router';
 import { z } from 'zod';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
-import { mountStatelessMcp } from '@tempora/kit/mcp';
+import { listToolsIn2020, mountStatelessMcp } from '@tempora/kit/mcp';
 import { requireCaller, type Caller } from './auth.ts';
 import { ConversationBusy, ConversationNotFound, ModelUnavailable, NothingToDecide, PausedCallNotFound, type ConductorService } from './conductor-service.ts';
 import { ConductorResponseSchema, MessageBody } from './schemas.ts';
@@ -50,7 +50,7 @@ function refusal(error: unknown): ToolResult {
 
 export function buildMcpServer(service: ConductorService, version: string, caller: Caller, requestId: string): McpServer {
   const server = new McpServer({ name: 'tempora-conductor', version }, { capabilities: { tools: {} } });
-  server.registerTool(
+  const converse = server.registerTool(
     'converse',
     {
       description:
@@ -71,6 +71,7 @@ export function buildMcpServer(service: ConductorService, version: string, calle
       }
     },
   );
+  listToolsIn2020(server, { converse });
   return server;
 }
 
@@ -82,10 +83,11 @@ export const MCP_PATHS = ['/mcp', '/api/v1/conductor/mcp'] as const;
 
 /**
  * MCP (Streamable HTTP, stateless), for the same callers as the REST route: an MCP client sends the user's
- * access token, to the conductor or to the gateway, which forwards the user it authenticated.
+ * access token, to the conductor or to the gateway, which forwards the user it authenticated. Requests
+ * whose Host or Origin is not among `allowedHosts` are refused first.
  */
-export function mountMcp(router: Router, service: ConductorService, version: string): void {
+export function mountMcp(router: Router, service: ConductorService, version: string, allowedHosts: readonly string[]): void {
   for (const path of MCP_PATHS) {
-    mountStatelessMcp(router, path, (ctx) => buildMcpServer(service, version, requireCaller(ctx), ctx.state.requestId));
+    mountStatelessMcp(router, path, (ctx) => buildMcpServer(service, version, requireCaller(ctx), ctx.state.requestId), { allowedHosts });
   }
 }

@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { baseConfigSchema, csv } from '@tempora/kit/runtime';
 import { parseWriterTokens } from '@tempora/kit/http';
 import { providerConfigFields } from '@tempora/kit/providers';
+import { defaultMcpAllowedHosts, mcpAllowedHostsField } from '@tempora/kit/mcp';
 
 const perMinute = (fallback: number) => z.coerce.number().int().min(1).default(fallback);
 /** Milliseconds, at least 1. */
@@ -113,8 +114,14 @@ export const GraphConfigFields = baseConfigSchema('graph').extend({
   ...roleConfigFields,
 });
 
-export const GraphConfigSchema = GraphConfigFields.superRefine(checkRendererConfig).transform((config) => ({
-  ...config,
-  GRAPH_WORKERS: config.GRAPH_WORKERS ?? (config.DATABASE_URL ? [] : [...WORKER_ROLES]),
-}));
+export const GraphConfigSchema = GraphConfigFields.extend({
+  /** Host and Origin names the MCP server answers (docs/graph.md, "MCP server"); unset: the kit's default for GRAPH_URL. */
+  MCP_ALLOWED_HOSTS: mcpAllowedHostsField,
+})
+  .superRefine(checkRendererConfig)
+  .transform((config) => ({
+    ...config,
+    GRAPH_WORKERS: config.GRAPH_WORKERS ?? (config.DATABASE_URL ? [] : [...WORKER_ROLES]),
+    MCP_ALLOWED_HOSTS: config.MCP_ALLOWED_HOSTS ?? defaultMcpAllowedHosts(config.GRAPH_URL, config.TEMPORA_DOMAIN),
+  }));
 export type GraphConfig = z.output<typeof GraphConfigSchema>;

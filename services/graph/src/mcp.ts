@@ -1,8 +1,8 @@
 import type Router from '@koa/router';
 import { z } from 'zod';
 import { findUnstorableText, type ProblemFieldError } from '@tempora/kit/http';
-import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
-import { mountStatelessMcp } from '@tempora/kit/mcp';
+import { McpServer, type RegisteredTool } from '@modelcontextprotocol/sdk/server/mcp.js';
+import { listToolsIn2020, mountStatelessMcp } from '@tempora/kit/mcp';
 import { CAUSAL_TYPES, PATH_DEFAULT_TYPES } from './domain/edge-types.ts';
 import { momentPath } from './domain/moment.ts';
 import { MomentNotFound, type GraphService } from './graph-service.ts';
@@ -104,6 +104,7 @@ export type McpCallCounter = (tool: string, outcome: 'ok' | 'invalid' | 'failed'
 
 export function buildMcpServer(graph: GraphService, caller: McpCaller, count: McpCallCounter = () => {}): McpServer {
   const server = new McpServer({ name: 'tempora-graph', version: MCP_INTERFACE_VERSION }, { capabilities: { tools: {} } });
+  const registered: Record<string, RegisteredTool> = {};
 
   const tool = <S extends z.ZodObject>(
     name: string,
@@ -113,7 +114,7 @@ export function buildMcpServer(graph: GraphService, caller: McpCaller, count: Mc
     run: (args: z.output<S>) => Promise<object>,
     readOnly = true,
   ) => {
-    server.registerTool(
+    registered[name] = server.registerTool(
       name,
       { description, inputSchema: lenient(input), outputSchema: orError(output).shape, annotations: { readOnlyHint: readOnly, openWorldHint: false } },
       async (args: unknown) => {
@@ -191,14 +192,15 @@ export function buildMcpServer(graph: GraphService, caller: McpCaller, count: Mc
     },
     false,
   );
+  listToolsIn2020(server, registered);
   return server;
 }
 
 /** An expected failure of a tool call, answered as `{error, suggestion}`. */
 class ToolError extends Error {}
 
-/** MCP at each of MCP_PATHS (Streamable HTTP, stateless). */
-export function mountMcp(router: Router, graph: GraphService, limits: GraphRateLimits, count?: McpCallCounter): void {
+/** MCP at each of MCP_PATHS (Streamable HTTP, stateless), for requests whose Host and Origin are among `allowedHosts`. */
+export function mountMcp(router: Router, graph: GraphService, limits: GraphRateLimits, allowedHosts: readonly string[], count?: McpCallCounter): void {
   mountStatelessMcp(router, MCP_PATHS, (ctx) =>
     buildMcpServer(
       graph,
@@ -211,5 +213,6 @@ export function mountMcp(router: Router, graph: GraphService, limits: GraphRateL
       },
       count,
     ),
+    { allowedHosts },
   );
 }

@@ -1,8 +1,12 @@
 import assert from 'node:assert/strict';
+import { scrape } from '../../kit/test/metrics-support.ts';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { startGraph, writer, SERVICE_KEY, type GraphHarness } from './harness.ts';
 import { ANCHOR, ISLAND, chain, fixtureRecords, outOf } from './fixtures.ts';
+import { loadConfig } from '@tempora/kit/runtime';
+import { GraphConfigSchema } from '../src/config.ts';
+import { initialize, NEWEST_PROTOCOL, postJsonRpc } from '../../../test/support/mcp-conformance.ts';
 
 async function connect(url: string, headers: Record<string, string> = {}): Promise<Client> {
   const client = new Client({ name: 'graph-test', version: '1.0.0' });
@@ -143,9 +147,84 @@ describe('graph MCP server', function () {
   it('counts tool calls by tool and outcome in /metrics', async () => {
     await call(client, 'graph_stats');
     await call(client, 'traverse_moments', { path: 'not a path' });
-    const metrics = await (await fetch(`${h.url}/metrics`)).text();
+    const metrics = await scrape(h.server);
     assert.match(metrics, /^graph_mcp_tool_calls_total\{tool="graph_stats",outcome="ok",service="graph"\} [1-9]/m);
     assert.match(metrics, /^graph_mcp_tool_calls_total\{tool="traverse_moments",outcome="invalid",service="graph"\} [1-9]/m);
     assert.match(metrics, /^graph_index_load_seconds\{service="graph"\} /m);
+  });
+});
+
+describe('graph MCP server: DNS-rebinding protection (MCP_ALLOWED_HOSTS)', function () {
+  this.timeout(60_000);
+  let h: GraphHarness;
+  let port: string;
+  const hello = initialize(NEWEST_PROTOCOL);
+
+  before(async () => {
+    h = await startGraph({ TEMPORA_DOMAIN: 'tempora.test' });
+    port = new URL(h.url).port;
+  });
+  after(async () => {
+    await h?.stop();
+  });
+
+  it('answers the loopback names on any port, the service URL host and TEMPORA_DOMAIN with its subdomains, from an allowed Origin or none', async () => {
+    for (const [host, origin] of [
+      [`localhost:${port}`, `http://localhost:${port}`],
+      [`127.0.0.1:${port}`, undefined],
+      [`[::1]:${port}`, 'http://[::1]:3000'],
+      ['localhost', 'http://127.0.0.1:8080'],
+      ['tempora.test', 'https://app.tempora.test'],
+      ['mcp.tempora.test:443', 'https://tempora.test'],
+    ] as const) {
+      const reply = await postJsonRpc(`${h.url}/mcp/`, hello, { host, ...(origin ? { origin } : {}) });
+      assert.equal(reply.status, 200, `${host} ${origin}: ${JSON.stringify(reply.body)}`);
+      assert.equal(reply.body.result.serverInfo.name, 'tempora-graph');
+    }
+  });
+
+  it('refuses a foreign Host, or a foreign or opaque Origin, with a problem before any MCP handling, at both paths and for GET', async () => {
+    for (const path of ['/mcp/', '/api/v1/graph/mcp']) {
+      const foreign: Array<Record<string, string>> = [
+        { host: 'evil.example.com' },
+        { host: `evil.example.com:${port}`, origin: `http://evil.example.com:${port}` },
+        { host: `localhost.evil.example.com:${port}` },
+        { host: 'tempora.test.evil.example.com' },
+        { host: `localhost:${port}`, origin: 'http://evil.example.com' },
+        { host: `localhost:${port}`, origin: 'null' },
+        { host: `localhost:${port}`, origin: 'file:///etc/passwd' },
+        { host: `localhost:${port}`, origin: 'https://nottempora.test' },
+      ];
+      for (const headers of foreign) {
+        const reply = await postJsonRpc(`${h.url}${path}`, hello, headers);
+        assert.equal(reply.status, 403, `${path} ${JSON.stringify(headers)}`);
+        assert.match(String(reply.headers['content-type']), /^application\/problem\+json/);
+        assert.equal(reply.body.status, 403);
+        assert.match(reply.body.detail, /MCP_ALLOWED_HOSTS/);
+      }
+    }
+    const get = await fetch(`${h.url}/mcp/`, { headers: { origin: 'http://evil.example.com' } });
+    assert.equal(get.status, 403, 'refused before the 405 of GET');
+  });
+
+  it('answers only the names MCP_ALLOWED_HOSTS lists when set', async () => {
+    const listed = await startGraph({ MCP_ALLOWED_HOSTS: 'graph.internal, .tempora.example' });
+    try {
+      const url = `${listed.url}/mcp/`;
+      assert.equal((await postJsonRpc(url, hello, { host: 'graph.internal:8082' })).status, 200);
+      assert.equal((await postJsonRpc(url, hello, { host: 'api.tempora.example', origin: 'https://app.tempora.example' })).status, 200);
+      assert.equal((await postJsonRpc(url, hello, { host: `127.0.0.1:${new URL(listed.url).port}` })).status, 403, 'the loopback default is replaced');
+      assert.equal((await postJsonRpc(url, hello, { host: 'graph.internal', origin: 'http://localhost:3000' })).status, 403);
+    } finally {
+      await listed.stop();
+    }
+  });
+
+  it('defaults to the loopback names, the host of GRAPH_URL and .TEMPORA_DOMAIN, and refuses a malformed MCP_ALLOWED_HOSTS at startup', () => {
+    assert.deepEqual(loadConfig(GraphConfigSchema, { GRAPH_URL: 'http://tempora-graph.ns.svc:8082', TEMPORA_DOMAIN: 'Tempora.Example' }).MCP_ALLOWED_HOSTS, ['localhost', '127.0.0.1', '[::1]', 'tempora-graph.ns.svc', '.tempora.example']);
+    assert.deepEqual(loadConfig(GraphConfigSchema, { MCP_ALLOWED_HOSTS: ' ' }).MCP_ALLOWED_HOSTS, ['localhost', '127.0.0.1', '[::1]']);
+    for (const bad of ['http://graph.internal', 'graph.internal:8082', 'evil.com/x', '*.tempora.example']) {
+      assert.throws(() => loadConfig(GraphConfigSchema, { MCP_ALLOWED_HOSTS: bad }), /MCP_ALLOWED_HOSTS/, bad);
+    }
   });
 });
