@@ -1,5 +1,5 @@
 /**
- * Billing benchmark: `node bench/billing/run.ts`
+ * Billing benchmark: `npm run bench:billing`
  *
  * Verified webhooks per second, end to end: the gateway and billing run as their own processes on
  * PostgreSQL; BENCH_EVENTS Stripe `checkout.session.completed` events (each a different pack payment,

@@ -1,5 +1,5 @@
 /**
- * Conductor benchmark: `node bench/conductor/run.ts`
+ * Conductor benchmark: `npm run bench:conductor`
  *
  * The conductor runs as its own process on PostgreSQL; every peer (gateway ledger, the graph's MCP server,
  * generation, simulation) is a stand-in answering after a fixed latency (BENCH_PEER_MS, default 25), so

@@ -5,7 +5,7 @@
  * within about 1%, so they settle what throughput cannot (they leave out the kernel's time, which is the
  * same for these Node proxies: the same reads and writes per request).
  *
- *   node bench/gateway/instructions.ts   BENCH_WARMUP (requests before counting, default 60000), BENCH_REQUESTS (counted, default 10000)
+ *   npm run bench:gateway:instructions BENCH_WARMUP (requests before counting, default 60000), BENCH_REQUESTS (counted, default 10000)
  *
  * Uses DATABASE_URL / REDIS_URL when set, otherwise starts PostgreSQL and Redis like `npm test`; valgrind
  * is installed from Debian when missing. Takes a few minutes: everything runs about fifty times slower.

@@ -5,7 +5,7 @@
  * proxy_pass (Debian's nginx, one worker), under wrk on loopback; then the added p50 latency, measured
  * sequentially.
  *
- *   node bench/gateway/run.ts   BENCH_DURATION (s per round, default 5), BENCH_ROUNDS (default 5), BENCH_CONNECTIONS (default 50)
+ *   npm run bench:gateway BENCH_DURATION (s per round, default 5), BENCH_ROUNDS (default 5), BENCH_CONNECTIONS (default 50)
  *
  * Uses DATABASE_URL / REDIS_URL when set, otherwise starts PostgreSQL and Redis like `npm test`.
  */

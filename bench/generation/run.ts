@@ -1,5 +1,5 @@
 /**
- * Generation pipeline benchmark: `node bench/generation/run.ts`
+ * Generation pipeline benchmark: `npm run bench:generation`
  *
  *   1. Dependency graph vs critical path: every agent call takes a fixed latency (BENCH_AGENT_MS,
  *      default 200) at a local native-provider server; the wall time of a scene is compared with the

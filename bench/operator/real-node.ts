@@ -3,7 +3,7 @@
 // operator in the cluster under its ServiceAccount, PostgreSQL and Redis on the host); each round applies a
 // new TemporaGateway on an empty database of its own (what a first install meets: migrations and the graph's
 // seed), follows it to its first answers through its Service, then deletes it.
-//   node bench/operator/real-node.ts [--rounds 3]
+//   npm run bench:operator:real-node -- [--rounds 3]
 import { loadavg } from 'node:os';
 import { parseArgs } from 'node:util';
 import { applyAs, condition, waitFor } from '../../operator/test/cluster.ts';

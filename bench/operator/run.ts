@@ -5,7 +5,7 @@
 // The operator runs as its own process (node operator/src/main.ts), as in a cluster. Ready waits for
 // available pods, which the tests' kubelet stand-in reports in both runs (no node runs 1,000 custom
 // resources' pods on 2 cores). --floor runs the floor alone.
-//   node bench/operator/run.ts [--count 1000] [--steady-seconds 60] [--gateway-every 10] [--rounds 1] [--floor]
+//   npm run bench:operator -- [--count 1000] [--steady-seconds 60] [--gateway-every 10] [--rounds 1] [--floor]
 import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';

@@ -1,5 +1,5 @@
 /**
- * Simulation service benchmark: `node bench/simulation/run.ts`
+ * Simulation service benchmark: `npm run bench:simulation`
  *
  *   1. Wall time against the critical path: every model call takes a fixed latency (BENCH_CALL_MS,
  *      default 200) at a local OpenAI-compatible server; a fidelity-5 FORWARD run of

@@ -1,5 +1,5 @@
 /**
- * Soak through the gateway: `node bench/soak/run.ts [--seconds 120] [--rate 20] [--users 4] [--sample 5] [--warmup 20]`;
+ * Soak through the gateway: `npm run bench:soak -- [--seconds 120] [--rate 20] [--users 4] [--sample 5] [--warmup 20]`;
  * the long variant `--seconds 1800 --sample 30 --warmup 120`. Figures in bench/README.md.
  *
  * The platform as `npm start` runs it on PostgreSQL and Redis (DATABASE_URL / REDIS_URL when set, a fresh

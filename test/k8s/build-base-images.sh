@@ -8,8 +8,10 @@
 #     TLS-intercepting proxy, `npm ci` in a build trusts what the host trusts (NODE_EXTRA_CA_CERTS).
 #   build-base-images.sh pause OUT PAUSE_BINARY
 #     The pod sandbox image (containerd's sandbox_image): the static program of pause/ alone; tagged `1`.
-# OUT is written whole or not at all (built beside it, then renamed).
+# OUT is written whole or not at all (built beside it, then renamed). The Debian mirror is the machine's own,
+# from its apt sources (sources.sh; DEBIAN_MIRROR overrides).
 set -euo pipefail
+source "$(cd "$(dirname "$0")" && pwd)/sources.sh"
 
 kind=$1 out=$2
 work="$(mktemp -d)"
@@ -20,9 +22,10 @@ step() { printf '  %s: %s (%ds)\n' "$kind" "$1" "$SECONDS" >&2; }
 case "$kind" in
   base)
     node_binary=$3 npm_version=$4 ca_bundle=${5:-} rootfs="$work/rootfs"
-    step "debootstrap bookworm minbase from deb.debian.org (about 1.5 min on a first run)"
+    mirror=$(debian_mirror bookworm)
+    step "debootstrap bookworm minbase from $mirror (about 1.5 min on a first run)"
     # debootstrap prints a line per package it fetches and unpacks; only its progress milestones are kept.
-    debootstrap --variant=minbase bookworm "$rootfs" "${DEBIAN_MIRROR:-http://deb.debian.org/debian}" 2>&1 |
+    debootstrap --variant=minbase bookworm "$rootfs" "$mirror" 2>&1 |
       grep -E '^I: (Retrieving Packages|Validating Packages|Resolving dependencies|Extracting base system|Installing core packages|Configuring the base system|Base system installed successfully)' >&2
     # Left by debootstrap for its chroot, or caches: the runtime provides /dev, and apt state only grows the image.
     rm -rf "$rootfs"/dev/* "$rootfs"/var/cache/apt/archives/*.deb "$rootfs"/var/lib/apt/lists/* "$rootfs"/usr/share/man "$rootfs"/usr/share/info

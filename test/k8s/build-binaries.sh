@@ -12,6 +12,7 @@ STAGING_VERSION="v0.${K8S_VERSION#v1.}"
 CACHE_DIR="${TEMPORA_CACHE_DIR:-$HOME/.cache/tempora}/k8s/${K8S_VERSION}"
 HERE="$(cd "$(dirname "$0")" && pwd)"
 source "$HERE/go-progress.sh"
+source "$HERE/sources.sh"
 BINARIES=("$@")
 ((${#BINARIES[@]})) || BINARIES=(kube-apiserver kube-controller-manager)
 
@@ -25,8 +26,9 @@ work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 cd "$work"
 
-# The staging modules are exactly the left-hand sides of k8s.io/kubernetes's local replaces.
-curl -fsSL "${GOPROXY_URL:-https://proxy.golang.org}/k8s.io/kubernetes/@v/${K8S_VERSION}.mod" -o kubernetes.mod
+# The staging modules are exactly the left-hand sides of k8s.io/kubernetes's local replaces. The go.mod comes
+# from the proxy `go env GOPROXY` names, as the go commands below fetch theirs (sources.sh).
+curl -fsSL "$(go_proxy)/k8s.io/kubernetes/@v/${K8S_VERSION}.mod" -o kubernetes.mod
 staging=$(awk '/=> \.\/staging\/src\// { print $1 }' kubernetes.mod | sort -u)
 [[ -n "$staging" ]] || { echo "no staging replaces found in k8s.io/kubernetes ${K8S_VERSION} go.mod" >&2; exit 1; }
 
