@@ -2,9 +2,9 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { openDatabase, type Database, type Migration } from '../src/data/index.ts';
-import { createLogger } from '../src/observability/logger.ts';
 import { createDatabase, dropDatabase } from '../../../test/support/database.ts';
+import { type Database, type Migration, openDatabase } from '../src/data/index.ts';
+import { createLogger } from '../src/observability/logger.ts';
 
 /**
  * Several processes of one service start together on a fresh shared database (a Deployment's replicas, a
@@ -43,7 +43,30 @@ describe('openDatabase on shared PostgreSQL: migrations across processes', funct
   it('eight processes starting at once all open it, and the migration runs once', async () => {
     const dbs = await Promise.all(Array.from({ length: 8 }, open));
     const rows = await dbs[0]!.knex('kittest_migrations').select('name');
-    assert.deepEqual(rows.map((r) => r.name), ['0001_things']);
+    assert.deepEqual(
+      rows.map((r) => r.name),
+      ['0001_things'],
+    );
+  });
+
+  it('opens a database a newer release migrated further (a rollback), and names what it does not know', async () => {
+    const added: Migration = {
+      name: '0002_more_things',
+      async up(knex) {
+        await knex.schema.alterTable('things', (t) => t.text('label'));
+      },
+      async down(knex) {
+        await knex.schema.alterTable('things', (t) => t.dropColumn('label'));
+      },
+    };
+    opened.push(await openDatabase({ service: 'kittest', url, dataDir: '/nonexistent', migrations: [slowMigration, added], logger }));
+    const warnings: unknown[] = [];
+    const listening = createLogger('kit-test', 'warn');
+    listening.warn = ((fields: unknown) => void warnings.push(fields)) as typeof listening.warn;
+    const older = await openDatabase({ service: 'kittest', url, dataDir: '/nonexistent', migrations: [slowMigration], logger: listening });
+    opened.push(older);
+    await older.knex('things').insert({});
+    assert.deepEqual(warnings, [{ ahead: ['0002_more_things'] }]);
   });
 
   it('a lock left by a process killed while migrating does not keep the next one from starting', async () => {
@@ -76,7 +99,13 @@ describe('openDatabase embedded (PGlite, npm start): statements answer as on Pos
 
   it('delete() and update() resolve to the number of rows they touched', async () => {
     await db.knex('things').insert([{ id: 1 }, { id: 2 }, { id: 3 }]);
-    assert.equal(await db.knex('things').where('id', '>', 1).update({ id: db.knex.raw('id + 10') }), 2);
+    assert.equal(
+      await db
+        .knex('things')
+        .where('id', '>', 1)
+        .update({ id: db.knex.raw('id + 10') }),
+      2,
+    );
     assert.equal(await db.knex('things').where('id', '>', 10).delete(), 2);
     assert.equal(await db.knex('things').where('id', '>', 10).delete(), 0);
   });

@@ -1,9 +1,9 @@
 import { mkdirSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import knexFactory, { type Knex } from 'knex';
-import ClientPgLite from 'knex-pglite';
 import { PGlite } from '@electric-sql/pglite';
 import { pg_trgm } from '@electric-sql/pglite/contrib/pg_trgm';
+import knexFactory, { type Knex } from 'knex';
+import ClientPgLite from 'knex-pglite';
 import type { Logger } from '../observability/logger.ts';
 
 export type { Knex };
@@ -48,10 +48,16 @@ export async function openDatabase(options: DatabaseOptions): Promise<Database> 
     getMigrationName: (migration) => migration.name,
     getMigration: async (migration) => migration,
   };
-  const config = { migrationSource, tableName: `${options.service}_migrations` };
+  // A database a newer release migrated further (a rollback, an old pod during a rolling upgrade) still
+  // opens: migrations only expand the schema, and removals wait a release (docs/operations.md). knex's
+  // list check would refuse it ("the migration directory is corrupt"), so it is off and named instead.
+  const config = { migrationSource, tableName: `${options.service}_migrations`, disableMigrationsListValidation: true };
   const migrate = async () => (await knex.migrate.latest(config)) as [number, string[]];
   const [, applied] = shared ? await oneMigratorAtATime(knex, config.tableName, migrate) : await migrate();
   if (applied.length > 0) options.logger.info({ applied }, 'database migrated');
+  const known = new Set(options.migrations.map((migration) => migration.name));
+  const ahead = ((await knex(config.tableName).select('name')) as Array<{ name: string }>).map((row) => row.name).filter((name) => !known.has(name));
+  if (ahead.length > 0) options.logger.warn({ ahead }, 'the database holds migrations of a newer release; running on its schema');
 
   return {
     knex,
