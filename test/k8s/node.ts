@@ -5,9 +5,9 @@
 // Everything it changes on the host is recorded first and put back by stop(), by the process's exit, or
 // by SIGINT/SIGTERM; a run that was killed outright is cleaned up by the next one (the lock file keeps
 // what it recorded).
-import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { type ChildProcess, execFileSync, spawn, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { createWriteStream, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
+import { createWriteStream, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
 import { request } from 'node:https';
 import { connect } from 'node:net';
 import { homedir, tmpdir, userInfo } from 'node:os';
@@ -15,7 +15,7 @@ import { basename, dirname, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { aptInstall, freePort } from '../../scripts/infra.ts';
 import { binaryDir, ControlPlane, firstAddress, K8S_VERSION } from './control-plane.ts';
-import { alive, killAndWait, restoreHost, snapshotHost, type HostSnapshot, type RestoreScope } from './host-state.ts';
+import { alive, type HostSnapshot, killAndWait, type RestoreScope, restoreHost, snapshotHost } from './host-state.ts';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 const ROOT = join(HERE, '..', '..');
@@ -61,10 +61,6 @@ export function skipWithoutNode(context: Mocha.Context): void {
   if (!reason) return;
   console.log(`    skipped: ${reason}`);
   context.skip();
-}
-
-function run(command: string, args: string[], options: { input?: string; env?: NodeJS.ProcessEnv } = {}): string {
-  return execFileSync(command, args, { encoding: 'utf8', input: options.input, env: options.env, stdio: ['pipe', 'pipe', 'pipe'] });
 }
 
 function hasCommand(command: string): boolean {
@@ -116,13 +112,23 @@ function layoutDigest(layout: string): string {
  * binaries, BuildKit, CoreDNS, the pause program, the pause image and the Debian + Node base image.
  */
 export function ensureNodeArtifacts(): NodeArtifacts {
-  const missing = [...new Set(Object.entries(DEBIAN_PACKAGES).filter(([cmd]) => !hasCommand(cmd)).map(([, pkg]) => pkg))];
+  const missing = [
+    ...new Set(
+      Object.entries(DEBIAN_PACKAGES)
+        .filter(([cmd]) => !hasCommand(cmd))
+        .map(([, pkg]) => pkg),
+    ),
+  ];
   if (missing.length > 0) aptInstall(...missing);
   runScript('build-binaries.sh', ['kube-apiserver', 'kube-controller-manager', 'kubelet', 'kube-scheduler', 'kube-proxy'], { K8S_VERSION });
-  runScript('build-go-tool.sh', ['buildkit', BUILDKIT_VERSION, 'github.com/moby/buildkit', 'github.com/moby/buildkit/cmd/buildkitd', 'github.com/moby/buildkit/cmd/buildctl'], {
-    BUILD_HINT: '7-8 min',
-    EXTRA_LDFLAGS: `-X github.com/moby/buildkit/version.Version=${BUILDKIT_VERSION}`,
-  });
+  runScript(
+    'build-go-tool.sh',
+    ['buildkit', BUILDKIT_VERSION, 'github.com/moby/buildkit', 'github.com/moby/buildkit/cmd/buildkitd', 'github.com/moby/buildkit/cmd/buildctl'],
+    {
+      BUILD_HINT: '7-8 min',
+      EXTRA_LDFLAGS: `-X github.com/moby/buildkit/version.Version=${BUILDKIT_VERSION}`,
+    },
+  );
   runScript('build-go-tool.sh', ['coredns', COREDNS_VERSION, 'github.com/coredns/coredns', 'github.com/coredns/coredns'], { BUILD_HINT: '3-4 min' });
 
   const images = join(cacheRoot(), 'images');
@@ -396,7 +402,9 @@ export class KubeNode {
     const run = this.runDir;
     recoverStaleRun();
     const before = snapshotHost();
-    writeFileSync(LOCK_FILE, JSON.stringify({ pid: process.pid, runDir: run, etcdDir: this.controlPlane.etcdDir, before } satisfies LockRecord), { flag: 'wx' });
+    writeFileSync(LOCK_FILE, JSON.stringify({ pid: process.pid, runDir: run, etcdDir: this.controlPlane.etcdDir, before } satisfies LockRecord), {
+      flag: 'wx',
+    });
     this.#before = before;
     process.on('exit', this.#exitHandler);
     process.once('SIGINT', this.#signalHandler);
@@ -430,7 +438,12 @@ export class KubeNode {
     this.#spawn('coredns', join(cacheRoot(), 'coredns', COREDNS_VERSION, 'coredns'), ['-conf', join(run, 'Corefile')]);
 
     const bin = binaryDir();
-    this.#spawn('kube-scheduler', join(bin, 'kube-scheduler'), [`--kubeconfig=${kubeconfig}`, '--leader-elect=false', '--bind-address=127.0.0.1', '--secure-port=0']);
+    this.#spawn('kube-scheduler', join(bin, 'kube-scheduler'), [
+      `--kubeconfig=${kubeconfig}`,
+      '--leader-elect=false',
+      '--bind-address=127.0.0.1',
+      '--secure-port=0',
+    ]);
     mkdirSync(join(run, 'kubelet'), { recursive: true });
     writeFileSync(join(run, 'kubelet', 'config.yaml'), kubeletConfig(run, this.containerdSocket));
     this.#spawn('kubelet', join(bin, 'kubelet'), [
@@ -457,10 +470,16 @@ export class KubeNode {
     ]);
 
     await this.#waitUntil('buildkitd', () => existsSync(this.buildkitSocket), 30_000);
-    await this.#waitUntil(`node ${NODE_NAME} Ready`, async () => {
-      const node = await this.api<{ status?: { conditions?: { type: string; status: string }[] } }>('GET', `/api/v1/nodes/${NODE_NAME}`).catch(() => undefined);
-      return node?.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') ?? false;
-    }, 120_000);
+    await this.#waitUntil(
+      `node ${NODE_NAME} Ready`,
+      async () => {
+        const node = await this.api<{ status?: { conditions?: { type: string; status: string }[] } }>('GET', `/api/v1/nodes/${NODE_NAME}`).catch(
+          () => undefined,
+        );
+        return node?.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') ?? false;
+      },
+      120_000,
+    );
     await this.waitForServiceAccount('default');
     this.#checkRunning();
     log(`node ready in ${((Date.now() - started) / 1000).toFixed(1)} s (${run})`);
@@ -468,7 +487,11 @@ export class KubeNode {
 
   /** Pods are refused until their namespace's `default` ServiceAccount exists (kube-controller-manager creates it). */
   async waitForServiceAccount(namespace: string, name = 'default'): Promise<void> {
-    await waitUntil(`ServiceAccount ${namespace}/${name}`, async () => (await this.api('GET', `/api/v1/namespaces/${namespace}/serviceaccounts/${name}`).catch(() => undefined)) !== undefined, 60_000);
+    await waitUntil(
+      `ServiceAccount ${namespace}/${name}`,
+      async () => (await this.api('GET', `/api/v1/namespaces/${namespace}/serviceaccounts/${name}`).catch(() => undefined)) !== undefined,
+      60_000,
+    );
   }
 
   /**
@@ -536,6 +559,11 @@ export class KubeNode {
           key: adminKey,
           headers: { accept: 'application/json', ...(payload ? { 'content-type': contentType } : {}) },
           timeout: 30_000,
+          // A connection of its own each time. Tests block the event loop in spawnSync (helm, kubectl) for
+          // minutes; kube-apiserver closes a keep-alive connection idle for 90 s, and a pooled socket whose
+          // close was not yet read is reused by the next call: "socket hang up" (issue 31's rollback failure,
+          // reproduced with the event loop blocked 95 s; a fresh connection answered 200).
+          agent: false,
         },
         (res) => {
           const chunks: Buffer[] = [];
@@ -555,7 +583,10 @@ export class KubeNode {
   }
 
   /** Server-side apply of any object as the admin (`kubectl apply --server-side`). */
-  apply<T = unknown>(obj: { apiVersion: string; kind: string; metadata: { name: string; namespace?: string } }, plural = `${obj.kind.toLowerCase()}s`): Promise<T> {
+  apply<T = unknown>(
+    obj: { apiVersion: string; kind: string; metadata: { name: string; namespace?: string } },
+    plural = `${obj.kind.toLowerCase()}s`,
+  ): Promise<T> {
     const [group, version] = obj.apiVersion.includes('/') ? obj.apiVersion.split('/') : ['', obj.apiVersion];
     const base = group ? `/apis/${group}/${version}` : `/api/${version}`;
     const ns = obj.metadata.namespace ?? (obj.kind === 'Namespace' ? undefined : 'default');
@@ -569,7 +600,12 @@ export class KubeNode {
    * `host:port` for the pods (`<name>.<namespace>.svc:<port>`).
    */
   async exposeHostPort(name: string, port: number, namespace = 'default'): Promise<string> {
-    const service = await this.apply<{ spec: { clusterIP: string } }>({ apiVersion: 'v1', kind: 'Service', metadata: { name, namespace }, spec: { ports: [{ name: 'tcp', port, targetPort: port }] } } as never);
+    const service = await this.apply<{ spec: { clusterIP: string } }>({
+      apiVersion: 'v1',
+      kind: 'Service',
+      metadata: { name, namespace },
+      spec: { ports: [{ name: 'tcp', port, targetPort: port }] },
+    } as never);
     await this.apply(
       {
         apiVersion: 'discovery.k8s.io/v1',
@@ -594,28 +630,53 @@ export class KubeNode {
    * machine the node is gone by the time anyone reads the failure.
    */
   async report(namespace: string, logLines = 25): Promise<string> {
-    type ContainerStatus = { name: string; ready: boolean; restartCount: number; state?: Record<string, { reason?: string; message?: string; exitCode?: number }>; lastState?: Record<string, { reason?: string; exitCode?: number }> };
-    type Pod = { metadata: { name: string }; status?: { phase?: string; conditions?: { type: string; status: string; reason?: string; message?: string }[]; containerStatuses?: ContainerStatus[] } };
+    type ContainerStatus = {
+      name: string;
+      ready: boolean;
+      restartCount: number;
+      state?: Record<string, { reason?: string; message?: string; exitCode?: number }>;
+      lastState?: Record<string, { reason?: string; exitCode?: number }>;
+    };
+    type Pod = {
+      metadata: { name: string };
+      status?: { phase?: string; conditions?: { type: string; status: string; reason?: string; message?: string }[]; containerStatuses?: ContainerStatus[] };
+    };
     const lines: string[] = [];
     const tryApi = async <T>(path: string): Promise<T | string> => this.api<T>('GET', path).catch((err: unknown) => `(${String(err)})`);
     const pods = await tryApi<{ items: Pod[] }>(`/api/v1/namespaces/${namespace}/pods`);
     for (const pod of typeof pods === 'string' ? [] : pods.items) {
       const conditions = pod.status?.conditions ?? [];
       if (conditions.some((c) => c.type === 'Ready' && c.status === 'True')) continue;
-      lines.push(`pod ${pod.metadata.name}: ${pod.status?.phase}; ${conditions.map((c) => `${c.type}=${c.status}${c.reason ? ` (${c.reason}${c.message ? `: ${c.message}` : ''})` : ''}`).join(', ')}`);
+      lines.push(
+        `pod ${pod.metadata.name}: ${pod.status?.phase}; ${conditions.map((c) => `${c.type}=${c.status}${c.reason ? ` (${c.reason}${c.message ? `: ${c.message}` : ''})` : ''}`).join(', ')}`,
+      );
       for (const c of pod.status?.containerStatuses ?? []) {
         const [state, detail] = Object.entries(c.state ?? {})[0] ?? ['unknown', {}];
         const last = Object.entries(c.lastState ?? {})[0];
-        lines.push(`  ${c.name}: ${state}${detail.reason ? ` ${detail.reason}` : ''}${detail.message ? `: ${detail.message}` : ''}, ready ${c.ready}, ${c.restartCount} restarts${last ? `, last ${last[0]} ${last[1].reason ?? ''} exit ${last[1].exitCode ?? '?'}` : ''}`);
+        lines.push(
+          `  ${c.name}: ${state}${detail.reason ? ` ${detail.reason}` : ''}${detail.message ? `: ${detail.message}` : ''}, ready ${c.ready}, ${c.restartCount} restarts${last ? `, last ${last[0]} ${last[1].reason ?? ''} exit ${last[1].exitCode ?? '?'}` : ''}`,
+        );
         for (const previous of c.restartCount > 0 ? [false, true] : [false]) {
-          const text = await tryApi<string>(`/api/v1/namespaces/${namespace}/pods/${pod.metadata.name}/log?container=${c.name}&tailLines=${logLines}${previous ? '&previous=true' : ''}`);
-          lines.push(`  ${c.name} log${previous ? ' (previous run)' : ''}:`, ...String(text).trimEnd().split('\n').map((l) => `    ${l}`));
+          const text = await tryApi<string>(
+            `/api/v1/namespaces/${namespace}/pods/${pod.metadata.name}/log?container=${c.name}&tailLines=${logLines}${previous ? '&previous=true' : ''}`,
+          );
+          lines.push(
+            `  ${c.name} log${previous ? ' (previous run)' : ''}:`,
+            ...String(text)
+              .trimEnd()
+              .split('\n')
+              .map((l) => `    ${l}`),
+          );
         }
       }
     }
-    const events = await tryApi<{ items: { type: string; reason: string; message: string; count?: number; involvedObject: { kind: string; name: string } }[] }>(`/api/v1/namespaces/${namespace}/events`);
+    const events = await tryApi<{ items: { type: string; reason: string; message: string; count?: number; involvedObject: { kind: string; name: string } }[] }>(
+      `/api/v1/namespaces/${namespace}/events`,
+    );
     if (typeof events === 'string') lines.push(`events: ${events}`);
-    else for (const e of events.items.filter((e) => e.type === 'Warning').slice(-30)) lines.push(`event ${e.involvedObject.kind}/${e.involvedObject.name} ${e.reason} (x${e.count ?? 1}): ${e.message}`);
+    else
+      for (const e of events.items.filter((e) => e.type === 'Warning').slice(-30))
+        lines.push(`event ${e.involvedObject.kind}/${e.involvedObject.name} ${e.reason} (x${e.count ?? 1}): ${e.message}`);
     return lines.join('\n') || `every pod in ${namespace} is Ready`;
   }
 
@@ -638,20 +699,31 @@ export class KubeNode {
   #checkRunning(): void {
     for (const [name, child] of this.#children) {
       if (child.exitCode === null && child.signalCode === null) continue;
-      const tail = readFileSync(join(this.runDir, `${name}.log`), 'utf8').split('\n').slice(-15).join('\n');
+      const tail = readFileSync(join(this.runDir, `${name}.log`), 'utf8')
+        .split('\n')
+        .slice(-15)
+        .join('\n');
       throw new Error(`${name} exited (${child.exitCode ?? child.signalCode}); ${join(this.runDir, `${name}.log`)}:\n${tail}`);
     }
   }
 
   async #waitUntil(what: string, check: () => boolean | Promise<boolean>, timeoutMs: number): Promise<void> {
-    await waitUntil(what, async () => {
-      this.#checkRunning();
-      return check();
-    }, timeoutMs);
+    await waitUntil(
+      what,
+      async () => {
+        this.#checkRunning();
+        return check();
+      },
+      timeoutMs,
+    );
   }
 
   #ctr(args: string[], input?: Buffer) {
-    return spawnSync('ctr', ['--address', this.containerdSocket, '--namespace', 'k8s.io', ...args], { input, stdio: ['pipe', 'pipe', 'pipe'], maxBuffer: 64 * 1024 * 1024 });
+    return spawnSync('ctr', ['--address', this.containerdSocket, '--namespace', 'k8s.io', ...args], {
+      input,
+      stdio: ['pipe', 'pipe', 'pipe'],
+      maxBuffer: 64 * 1024 * 1024,
+    });
   }
 
   /** containerd's store outlives runs; the containers and sandboxes of earlier runs' pods go. */
@@ -722,4 +794,3 @@ async function waitUntil(what: string, check: () => boolean | Promise<boolean>, 
     await new Promise((r) => setTimeout(r, 200));
   }
 }
-

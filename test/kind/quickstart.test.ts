@@ -20,17 +20,18 @@
 //
 // The node needs Linux, root and cgroups; elsewhere the suite is skipped and says why.
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { chownSync, mkdirSync, readdirSync, readFileSync } from 'node:fs';
+import { request } from 'node:http';
 import { dirname, join } from 'node:path';
 import { parse } from 'yaml';
+import { apiVersionOf, Lease, OPTIONAL_CHILDREN, WATCHED_CHILDREN } from '../../operator/src/kube/resources.ts';
+import { DEPLOYED_SERVICES } from '../../operator/src/reconcilers/platform-services.ts';
+import { clientFor, waitFor } from '../../operator/test/cluster.ts';
+import { ensureTraefik, INGRESS_CLASS, type Ingress, startTraefik } from '../e2e/ingress.ts';
+import { Helm } from '../helm/helm.ts';
 import { binaryDir } from '../k8s/control-plane.ts';
 import { KubeNode, skipWithoutNode } from '../k8s/node.ts';
-import { DEPLOYED_SERVICES } from '../../operator/src/reconcilers/platform-services.ts';
-import { apiVersionOf, Lease, OPTIONAL_CHILDREN, WATCHED_CHILDREN } from '../../operator/src/kube/resources.ts';
-import { clientFor, waitFor } from '../../operator/test/cluster.ts';
-import { ensureTraefik, INGRESS_CLASS, startTraefik, type Ingress } from '../e2e/ingress.ts';
-import { Helm } from '../helm/helm.ts';
 import { kindDocBlocks, ROOT, runnable } from './kind-doc.ts';
 
 const blocks = kindDocBlocks();
@@ -72,12 +73,26 @@ function ourKinds(helm: Helm): OurKinds {
   };
   const operatorChart = join(ROOT, 'charts', 'tempora-operator');
   for (const values of [[], ['-f', join(ROOT, 'test', 'helm', 'values-full.yaml')]]) {
-    for (const o of helm.template('tempora-operator', operatorChart, OPERATOR_NAMESPACE, '--include-crds', '--api-versions', `${MONITORING_GROUP}/v1/ServiceMonitor`, ...values)) add(o.apiVersion, o.kind, o.metadata.name);
+    for (const o of helm.template(
+      'tempora-operator',
+      operatorChart,
+      OPERATOR_NAMESPACE,
+      '--include-crds',
+      '--api-versions',
+      `${MONITORING_GROUP}/v1/ServiceMonitor`,
+      ...values,
+    ))
+      add(o.apiVersion, o.kind, o.metadata.name);
   }
   const platformChart = join(ROOT, 'charts', 'tempora');
   const examples = readdirSync(join(platformChart, 'examples')).filter((f) => f.endsWith('.yaml'));
-  for (const values of [[], ...examples.map((f) => ['-f', join(platformChart, 'examples', f)]), ['-f', join(ROOT, 'test', 'helm', 'platform-values-full.yaml')]]) {
-    for (const o of helm.template('tempora', platformChart, NAMESPACE, '--api-versions', `${MONITORING_GROUP}/v1/PrometheusRule`, ...values)) add(o.apiVersion, o.kind, o.metadata.name);
+  for (const values of [
+    [],
+    ...examples.map((f) => ['-f', join(platformChart, 'examples', f)]),
+    ['-f', join(ROOT, 'test', 'helm', 'platform-values-full.yaml')],
+  ]) {
+    for (const o of helm.template('tempora', platformChart, NAMESPACE, '--api-versions', `${MONITORING_GROUP}/v1/PrometheusRule`, ...values))
+      add(o.apiVersion, o.kind, o.metadata.name);
   }
   for (const r of [...WATCHED_CHILDREN, ...OPTIONAL_CHILDREN, Lease]) add(apiVersionOf(r), r.kind);
   return kinds;
@@ -104,17 +119,63 @@ describe('docs/kind.md on the test node (install, sign in through the Ingress, r
   /** curl's flag that connects the Ingress's host, port 80, to Traefik (what kind's port mapping does). */
   let connectTo = '';
 
+  /** bash's arguments for the page's shell text: curl fails on an HTTP error instead of printing it, so every command must succeed. */
+  const bashArgs = (script: string) => ['-euo', 'pipefail', '-c', script.replaceAll(/curl -s /g, `curl -sS --fail-with-body --max-time 300 ${connectTo} `)];
+  const failed = (script: string, stdout: string, stderr: string) =>
+    `the page's commands failed:\n${script}\n--- stdout ---\n${stdout.slice(-4000)}\n--- stderr ---\n${stderr.slice(-4000)}`;
+
   /** Runs shell text as the page's reader would, in one bash, failing on the first failing command. */
   function sh(script: string, extraEnv: NodeJS.ProcessEnv = {}, timeoutMs = 30 * 60_000): string {
-    // curl fails on an HTTP error instead of printing it, so every command must succeed.
-    const run = spawnSync('bash', ['-euo', 'pipefail', '-c', script.replaceAll(/curl -s /g, `curl -sS --fail-with-body --max-time 300 ${connectTo} `)], {
-      cwd: ROOT,
-      encoding: 'utf8',
-      timeout: timeoutMs,
-      env: { ...env, ...extraEnv },
-    });
-    assert.equal(run.status, 0, `the page's commands failed:\n${script}\n--- stdout ---\n${run.stdout.slice(-4000)}\n--- stderr ---\n${run.stderr.slice(-4000)}`);
+    const run = spawnSync('bash', bashArgs(script), { cwd: ROOT, encoding: 'utf8', timeout: timeoutMs, env: { ...env, ...extraEnv } });
+    assert.equal(run.status, 0, failed(script, run.stdout, run.stderr));
     return run.stdout;
+  }
+
+  /** sh, leaving the event loop free meanwhile (for traffic sent while the commands run). */
+  function shAsync(script: string): Promise<string> {
+    const child = spawn('bash', bashArgs(script), { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
+    let [stdout, stderr] = ['', ''];
+    child.stdout.on('data', (chunk) => (stdout += chunk));
+    child.stderr.on('data', (chunk) => (stderr += chunk));
+    return new Promise((resolve, reject) => child.once('exit', (code) => (code === 0 ? resolve(stdout) : reject(new Error(failed(script, stdout, stderr))))));
+  }
+
+  /** One GET through the Ingress on a connection of its own, as a client from outside the cluster sends it. */
+  function throughIngress(path: string): Promise<{ status: number; body: string }> {
+    const [host, port] = connectTo.split(' ')[1]!.split(':').slice(2);
+    return new Promise((resolve, reject) => {
+      const req = request({ host, port: Number(port), path, agent: false, headers: { host: kindValues.ingress.host }, timeout: 30_000 }, (res) => {
+        let body = '';
+        res.on('data', (chunk) => (body += chunk));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+      });
+      req.on('timeout', () => req.destroy(new Error('no answer within 30 s')));
+      req.on('error', reject);
+      req.end();
+    });
+  }
+
+  /**
+   * Requests through the Ingress, one after another and each on a new connection, until `until` settles:
+   * the gateway's /health (never rate limited) twice, then the graph (gateway → graph), which an anonymous
+   * caller may read 60 times a minute: about 25 a minute at this pace. Returns how many were answered 200
+   * and every other outcome, timed, so a dropped request names its moment and its hop's answer.
+   */
+  async function trafficDuring(until: Promise<unknown>): Promise<{ answered: number; failures: string[] }> {
+    let finished = false;
+    const stop = until.finally(() => (finished = true));
+    const failures: string[] = [];
+    let answered = 0;
+    for (let i = 0; !finished; i++) {
+      const path = i % 3 === 2 ? '/api/v1/graph/moments?limit=1' : '/health';
+      const at = new Date().toISOString().slice(11, 23);
+      const answer = await throughIngress(path).catch((err: Error) => ({ status: 0, body: err.message }));
+      if (answer.status === 200) answered++;
+      else failures.push(`${at} ${path}: ${answer.status} ${answer.body.slice(0, 200)}`);
+      await new Promise((r) => setTimeout(r, 700));
+    }
+    await stop;
+    return { answered, failures };
   }
 
   function gateway(): Promise<TemporaGateway> {
@@ -129,10 +190,17 @@ describe('docs/kind.md on the test node (install, sign in through the Ingress, r
   async function settled(): Promise<void> {
     const deadline = Date.now() + 5 * 60_000;
     for (;;) {
-      type Pods = { items: { metadata: { name: string; deletionTimestamp?: string }; status?: { phase?: string; conditions?: { type: string; status: string }[] } }[] };
+      type Pods = {
+        items: { metadata: { name: string; deletionTimestamp?: string }; status?: { phase?: string; conditions?: { type: string; status: string }[] } }[];
+      };
       // A loaded machine's API server may drop a request; the next poll asks again.
-      const pods = await node!.api<Pods>('GET', `/api/v1/namespaces/${NAMESPACE}/pods`).catch(() => ({ items: [{ metadata: { name: '(API server unanswered)' } }] }) as Pods);
-      const unsettled = pods.items.filter((p) => p.status?.phase !== 'Succeeded' && (p.metadata.deletionTimestamp || !p.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True')));
+      const pods = await node!
+        .api<Pods>('GET', `/api/v1/namespaces/${NAMESPACE}/pods`)
+        .catch(() => ({ items: [{ metadata: { name: '(API server unanswered)' } }] }) as Pods);
+      const unsettled = pods.items.filter(
+        (p) =>
+          p.status?.phase !== 'Succeeded' && (p.metadata.deletionTimestamp || !p.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True')),
+      );
       if (unsettled.length === 0) return;
       if (Date.now() > deadline) assert.fail(`pods not settled: ${unsettled.map((p) => p.metadata.name).join(', ')}`);
       await new Promise((r) => setTimeout(r, 1_000));
@@ -141,7 +209,9 @@ describe('docs/kind.md on the test node (install, sign in through the Ingress, r
 
   /** The sign-in, scene, graph and metrics sections, through the Ingress; their output lines. */
   function useThePlatform(): string[] {
-    return sh(runnable(blocks, ['7.', '8.', '9.', '10.'])).trim().split('\n');
+    return sh(runnable(blocks, ['7.', '8.', '9.', '10.']))
+      .trim()
+      .split('\n');
   }
 
   /** The page's blocks of section 11 that the tests run: upgrade, roll back, uninstall, remove the rest. */
@@ -156,11 +226,13 @@ describe('docs/kind.md on the test node (install, sign in through the Ingress, r
     type Resources = { resources: { name: string; kind: string; namespaced: boolean; verbs: string[] }[] };
     const types: ApiType[] = [];
     const add = (group: string, base: string, list: Resources) => {
-      for (const r of list.resources) if (!r.name.includes('/') && r.verbs.includes('list')) types.push({ group, kind: r.kind, plural: r.name, namespaced: r.namespaced, base });
+      for (const r of list.resources)
+        if (!r.name.includes('/') && r.verbs.includes('list')) types.push({ group, kind: r.kind, plural: r.name, namespaced: r.namespaced, base });
     };
     add('', '/api/v1', await node!.api<Resources>('GET', '/api/v1'));
     const { groups } = await node!.api<{ groups: { name: string; preferredVersion: { groupVersion: string } }[] }>('GET', '/apis');
-    for (const g of groups) add(g.name, `/apis/${g.preferredVersion.groupVersion}`, await node!.api<Resources>('GET', `/apis/${g.preferredVersion.groupVersion}`));
+    for (const g of groups)
+      add(g.name, `/apis/${g.preferredVersion.groupVersion}`, await node!.api<Resources>('GET', `/apis/${g.preferredVersion.groupVersion}`));
     return types;
   }
 
@@ -186,7 +258,9 @@ describe('docs/kind.md on the test node (install, sign in through the Ingress, r
       if (!kind && t.kind !== 'Namespace') continue;
       const objects = await list(`${t.base}/${t.plural}`);
       const mine = (o: List['items'][number]) =>
-        t.kind === 'Namespace' ? [NAMESPACE, OPERATOR_NAMESPACE].includes(o.metadata.name) : kind!.names.has(o.metadata.name) || o.metadata.labels?.['app.kubernetes.io/part-of'] === 'tempora';
+        t.kind === 'Namespace'
+          ? [NAMESPACE, OPERATOR_NAMESPACE].includes(o.metadata.name)
+          : kind!.names.has(o.metadata.name) || o.metadata.labels?.['app.kubernetes.io/part-of'] === 'tempora';
       found.push(...objects.items.filter(mine).map((o) => `${t.kind}/${o.metadata.name}`));
     }
     return found.sort();
@@ -196,7 +270,8 @@ describe('docs/kind.md on the test node (install, sign in through the Ingress, r
   async function onlyLeft(types: ApiType[], kinds: OurKinds, expected: string[]): Promise<void> {
     const deadline = Date.now() + 5 * 60_000;
     // A loaded machine's API server may drop a request; the next poll asks again.
-    while (Date.now() < deadline && JSON.stringify(await ours(types, kinds).catch(() => [])) !== JSON.stringify(expected)) await new Promise((r) => setTimeout(r, 3_000));
+    while (Date.now() < deadline && JSON.stringify(await ours(types, kinds).catch(() => [])) !== JSON.stringify(expected))
+      await new Promise((r) => setTimeout(r, 3_000));
     assert.deepEqual(await ours(types, kinds), expected);
   }
 
@@ -229,30 +304,50 @@ describe('docs/kind.md on the test node (install, sign in through the Ingress, r
     await node.buildImage({ dockerfile: 'operator/Dockerfile', name: 'operator', tag: 'dev' });
     // PostgreSQL and Redis, which kind's node pulls from Docker Hub: built here and named as the chart's
     // defaults, so that the kubelet finds them (pull policy IfNotPresent) and the page's command runs as is.
-    for (const [name, target] of [['postgresql', chartDefaults.postgresql.image], ['redis', chartDefaults.redis.image]] as const) {
-      const ref = await node.buildImage({ dockerfile: `test/kind/images/${name}/Dockerfile`, context: `test/kind/images/${name}`, name: `${name}-test`, tag: 'dev' });
-      const tagged: { status: number | null; stderr: string } = spawnSync('ctr', ['--address', node.containerdSocket, '-n', 'k8s.io', 'images', 'tag', '--force', `docker.io/${ref}`, target], { encoding: 'utf8' });
+    for (const [name, target] of [
+      ['postgresql', chartDefaults.postgresql.image],
+      ['redis', chartDefaults.redis.image],
+    ] as const) {
+      const ref = await node.buildImage({
+        dockerfile: `test/kind/images/${name}/Dockerfile`,
+        context: `test/kind/images/${name}`,
+        name: `${name}-test`,
+        tag: 'dev',
+      });
+      const tagged: { status: number | null; stderr: string } = spawnSync(
+        'ctr',
+        ['--address', node.containerdSocket, '-n', 'k8s.io', 'images', 'tag', '--force', `docker.io/${ref}`, target],
+        { encoding: 'utf8' },
+      );
       assert.equal(tagged.status, 0, tagged.stderr);
     }
     // kind's node has a volume provisioner (local-path); this one has none, so the chart's two claims get a
     // host directory each, writable by the stores' uid 999.
-    for (const [name, size] of [['postgresql', chartDefaults.postgresql.persistence.size], ['redis', chartDefaults.redis.persistence.size]] as const) {
+    for (const [name, size] of [
+      ['postgresql', chartDefaults.postgresql.persistence.size],
+      ['redis', chartDefaults.redis.persistence.size],
+    ] as const) {
       const path = join(node.runDir, 'volumes', name);
       mkdirSync(path, { recursive: true });
       chownSync(path, 999, 999);
       // Cluster-scoped, which node.apply (namespaced objects) does not address.
-      await node.api('PATCH', `/api/v1/persistentvolumes/tempora-${name}?fieldManager=tempora-test&force=true`, {
-        apiVersion: 'v1',
-        kind: 'PersistentVolume',
-        metadata: { name: `tempora-${name}` },
-        spec: {
-          capacity: { storage: size },
-          accessModes: ['ReadWriteOnce'],
-          persistentVolumeReclaimPolicy: 'Retain',
-          hostPath: { path, type: 'Directory' },
-          claimRef: { namespace: NAMESPACE, name: `data-tempora-${name}-0` },
+      await node.api(
+        'PATCH',
+        `/api/v1/persistentvolumes/tempora-${name}?fieldManager=tempora-test&force=true`,
+        {
+          apiVersion: 'v1',
+          kind: 'PersistentVolume',
+          metadata: { name: `tempora-${name}` },
+          spec: {
+            capacity: { storage: size },
+            accessModes: ['ReadWriteOnce'],
+            persistentVolumeReclaimPolicy: 'Retain',
+            hostPath: { path, type: 'Directory' },
+            claimRef: { namespace: NAMESPACE, name: `data-tempora-${name}-0` },
+          },
         },
-      }, 'application/apply-patch+yaml');
+        'application/apply-patch+yaml',
+      );
     }
   });
 
@@ -273,36 +368,65 @@ describe('docs/kind.md on the test node (install, sign in through the Ingress, r
     type IngressObject = { spec: { ingressClassName?: string; rules: { host: string; http: { paths: { backend: { service: { name: string } } }[] } }[] } };
     const made = await node!.api<IngressObject>('GET', `/apis/networking.k8s.io/v1/namespaces/${NAMESPACE}/ingresses/tempora`);
     assert.equal(made.spec.ingressClassName, INGRESS_CLASS);
-    assert.deepEqual(made.spec.rules.map((r) => [r.host, r.http.paths[0]!.backend.service.name]), [[kindValues.ingress.host, 'tempora-gateway']]);
+    assert.deepEqual(
+      made.spec.rules.map((r) => [r.host, r.http.paths[0]!.backend.service.name]),
+      [[kindValues.ingress.host, 'tempora-gateway']],
+    );
     // Traefik answers 404 for a host it has no route for yet; it follows the Ingress within seconds.
-    await waitFor('Traefik routing tempora.localhost', async () => sh(`curl -s -o /dev/null -w '%{http_code}' http://${kindValues.ingress.host}/health || true`).trim() === '200', 60_000, 1_000);
+    await waitFor(
+      'Traefik routing tempora.localhost',
+      async () => sh(`curl -s -o /dev/null -w '%{http_code}' http://${kindValues.ingress.host}/health || true`).trim() === '200',
+      60_000,
+      1_000,
+    );
     const [user, , , , moment, ...metrics] = useThePlatform();
     assert.match(user!, /^[0-9a-f-]{36}$/);
     assert.equal(moment, 'Storming of the Bastille');
-    assert.ok(metrics.some((l) => l.includes('route="proxy:generation",status="200"')), metrics.join('\n'));
+    assert.ok(
+      metrics.some((l) => l.includes('route="proxy:generation",status="200"')),
+      metrics.join('\n'),
+    );
     // The public host serves the API, /health and the docs; /metrics lives on a port the Ingress never routes.
     const status = (path: string) => sh(`curl -s -o /dev/null -w '%{http_code}' http://${kindValues.ingress.host}${path}`).trim();
-    assert.deepEqual(['/metrics', '/health', '/docs', '/api/v1/credits/costs'].map((path) => [path, status(path)]), [['/metrics', '404'], ['/health', '200'], ['/docs', '200'], ['/api/v1/credits/costs', '200']]);
+    assert.deepEqual(
+      ['/metrics', '/health', '/docs', '/api/v1/credits/costs'].map((path) => [path, status(path)]),
+      [
+        ['/metrics', '404'],
+        ['/health', '200'],
+        ['/docs', '200'],
+        ['/api/v1/credits/costs', '200'],
+      ],
+    );
   });
 
-  it('upgrades to a changed value: the pods get it, and the platform answers', async function () {
+  /** The page's shell text run while traffic goes through the Ingress, until the rollout is over: none may fail. */
+  async function answeringThroughout(script: string, what: string): Promise<void> {
+    const traffic = await trafficDuring(
+      shAsync(script)
+        .then(settled)
+        .then(() => new Promise((r) => setTimeout(r, 3_000))),
+    );
+    console.log(`      ${traffic.answered} requests answered during the ${what}`);
+    assert.deepEqual(traffic.failures, [], `requests the ${what} dropped`);
+    assert.ok(traffic.answered > 10, `only ${traffic.answered} requests sent during the ${what}`);
+  }
+
+  it('upgrades to a changed value: the pods get it, every request meanwhile is answered', async function () {
     this.timeout(20 * 60_000);
     const [upgrade] = section11();
-    sh(upgrade!);
+    await answeringThroughout(upgrade!, 'upgrade');
     const cm = await node!.api<{ data: Record<string, string> }>('GET', `/api/v1/namespaces/${NAMESPACE}/configmaps/tempora-gateway`);
     assert.equal(cm.data.LOG_LEVEL, 'debug');
     assert.equal((await gateway()).status?.observedGeneration, 2);
-    await settled();
     useThePlatform();
   });
 
-  it('rolls back to the first revision: the value is back, and the platform answers', async function () {
+  it('rolls back to the first revision: the value is back, every request meanwhile is answered', async function () {
     this.timeout(20 * 60_000);
     const [, rollback] = section11();
-    sh(rollback!);
+    await answeringThroughout(rollback!, 'rollback');
     const cm = await node!.api<{ data: Record<string, string> }>('GET', `/api/v1/namespaces/${NAMESPACE}/configmaps/tempora-gateway`);
     assert.equal(cm.data.LOG_LEVEL, 'info');
-    await settled();
     useThePlatform();
   });
 
@@ -323,29 +447,41 @@ describe('docs/kind.md on the test node (install, sign in through the Ingress, r
       const served = new Set(types.map((t) => `${t.group}/${t.kind}`));
       const unserved = [...kinds.keys()].filter((k) => !served.has(k));
       // Only the Prometheus Operator's kinds may be missing: the charts and the operator make them only when served.
-      assert.deepEqual(unserved.filter((k) => !k.startsWith(`${MONITORING_GROUP}/`)), [], 'kinds of ours the API server does not serve');
+      assert.deepEqual(
+        unserved.filter((k) => !k.startsWith(`${MONITORING_GROUP}/`)),
+        [],
+        'kinds of ours the API server does not serve',
+      );
       const running = await ours(types, kinds);
       const kindsFound = new Set(running.map((o) => o.replace(/^[^ ]+: /, '').split('/')[0]));
       const missing = [...kinds.values()].filter((k) => served.has(`${k.group}/${k.kind}`) && !kindsFound.has(k.kind)).map((k) => k.kind);
       assert.deepEqual(missing, [], `kinds of ours the sweep finds nothing of while the platform runs:\n${running.join('\n')}`);
       // What the workloads' controllers make is swept too, though neither chart nor operator names it.
-      for (const kind of ['ReplicaSet', 'Pod', 'EndpointSlice', 'ControllerRevision']) assert.ok(running.some((o) => o.startsWith(`${NAMESPACE}: ${kind}/`)), `a ${kind} in ${NAMESPACE}`);
+      for (const kind of ['ReplicaSet', 'Pod', 'EndpointSlice', 'ControllerRevision'])
+        assert.ok(
+          running.some((o) => o.startsWith(`${NAMESPACE}: ${kind}/`)),
+          `a ${kind} in ${NAMESPACE}`,
+        );
     });
 
     it('uninstalls: nothing of ours is left but what the page says is kept (the data, the CRDs, the Lease, the namespaces)', async function () {
       this.timeout(10 * 60_000);
       const [, , uninstall] = section11();
       sh(uninstall!);
-      await onlyLeft(types, kinds, [
-        `${NAMESPACE}: PersistentVolumeClaim/data-tempora-postgresql-0`,
-        `${NAMESPACE}: PersistentVolumeClaim/data-tempora-redis-0`,
-        `${NAMESPACE}: Secret/tempora-postgresql`,
-        `${NAMESPACE}: Secret/tempora-redis`,
-        `${OPERATOR_NAMESPACE}: Lease/tempora-operator`,
-        ...crds.map((c) => `CustomResourceDefinition/${c}`),
-        `Namespace/${NAMESPACE}`,
-        `Namespace/${OPERATOR_NAMESPACE}`,
-      ].sort());
+      await onlyLeft(
+        types,
+        kinds,
+        [
+          `${NAMESPACE}: PersistentVolumeClaim/data-tempora-postgresql-0`,
+          `${NAMESPACE}: PersistentVolumeClaim/data-tempora-redis-0`,
+          `${NAMESPACE}: Secret/tempora-postgresql`,
+          `${NAMESPACE}: Secret/tempora-redis`,
+          `${OPERATOR_NAMESPACE}: Lease/tempora-operator`,
+          ...crds.map((c) => `CustomResourceDefinition/${c}`),
+          `Namespace/${NAMESPACE}`,
+          `Namespace/${OPERATOR_NAMESPACE}`,
+        ].sort(),
+      );
     });
 
     it('removes the rest with the page commands: nothing of ours is left at all', async function () {
