@@ -3,7 +3,7 @@
  * temporary directory and stopped afterwards. Used by `npm test` and `npm run bench` when
  * DATABASE_URL / REDIS_URL are not given.
  */
-import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { type ChildProcess, execFileSync, spawn, spawnSync } from 'node:child_process';
 import { appendFileSync, chownSync, existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir, userInfo } from 'node:os';
@@ -70,7 +70,9 @@ export function aptInstall(...packages: string[]): void {
 function postgresBin(): string | undefined {
   const root = '/usr/lib/postgresql';
   if (!existsSync(root)) return undefined;
-  const versions = readdirSync(root).filter((v) => existsSync(join(root, v, 'bin', 'initdb'))).sort((a, b) => Number(b) - Number(a));
+  const versions = readdirSync(root)
+    .filter((v) => existsSync(join(root, v, 'bin', 'initdb')))
+    .sort((a, b) => Number(b) - Number(a));
   return versions[0] ? join(root, versions[0], 'bin') : undefined;
 }
 
@@ -93,7 +95,11 @@ export interface ListenOptions {
   durable?: boolean;
 }
 
-export async function startPostgres({ host = '127.0.0.1', allow, durable = false }: ListenOptions = {}): Promise<{ url: string; down(): Promise<void>; up(): Promise<void>; stop(): Promise<void> }> {
+export async function startPostgres({
+  host = '127.0.0.1',
+  allow,
+  durable = false,
+}: ListenOptions = {}): Promise<{ url: string; down(): Promise<void>; up(): Promise<void>; stop(): Promise<void> }> {
   let bin = postgresBin();
   if (!bin) {
     aptInstall('postgresql', 'postgresql-contrib');
@@ -116,9 +122,12 @@ export async function startPostgres({ host = '127.0.0.1', allow, durable = false
   run('initdb', ['-D', data, '-U', 'postgres', '--auth=trust', '-E', 'UTF8', '--locale=C.UTF-8']);
   if (allow) appendFileSync(join(data, 'pg_hba.conf'), `host all all ${allow} trust\n`);
   const options = [
-    `-p ${port}`, `-k ${dir}`, `-c listen_addresses=${host}`,
+    `-p ${port}`,
+    `-k ${dir}`,
+    `-c listen_addresses=${host}`,
     ...(durable ? [] : ['-c fsync=off', '-c synchronous_commit=off', '-c full_page_writes=off']),
-    '-c max_connections=400', '-c shared_buffers=256MB',
+    '-c max_connections=400',
+    '-c shared_buffers=256MB',
   ].join(' ');
   run('pg_ctl', ['-D', data, '-o', options, '-l', join(dir, 'postgres.log'), '-w', 'start']);
   log(`postgresql on ${host}:${port} (${dir})`);
@@ -141,7 +150,9 @@ export async function startPostgres({ host = '127.0.0.1', allow, durable = false
   };
 }
 
-export async function startRedis({ host = '127.0.0.1' }: ListenOptions = {}): Promise<{ url: string; kill(): Promise<void>; up(): Promise<void>; stop(): Promise<void> }> {
+export async function startRedis({
+  host = '127.0.0.1',
+}: ListenOptions = {}): Promise<{ url: string; kill(): Promise<void>; up(): Promise<void>; stop(): Promise<void> }> {
   const which = spawnSync('sh', ['-c', 'command -v redis-server'], { encoding: 'utf8' });
   if (which.status !== 0) aptInstall('redis-server');
   const dir = mkdtempSync(join(tmpdir(), 'tempora-redis-'));
@@ -149,9 +160,13 @@ export async function startRedis({ host = '127.0.0.1' }: ListenOptions = {}): Pr
   // Protected mode refuses every client but loopback ones while there is no password.
   const protectedMode = host === '127.0.0.1' ? 'yes' : 'no';
   const launch = async (): Promise<ChildProcess> => {
-    const child = spawn('redis-server', ['--port', String(port), '--bind', host, '--protected-mode', protectedMode, '--save', '', '--appendonly', 'no', '--dir', dir], {
-      stdio: ['ignore', 'pipe', 'inherit'],
-    });
+    const child = spawn(
+      'redis-server',
+      ['--port', String(port), '--bind', host, '--protected-mode', protectedMode, '--save', '', '--appendonly', 'no', '--dir', dir],
+      {
+        stdio: ['ignore', 'pipe', 'inherit'],
+      },
+    );
     await new Promise<void>((resolve, reject) => {
       const timer = setTimeout(() => reject(new Error('redis-server did not start')), 15_000);
       child.stdout!.on('data', (chunk: Buffer) => {

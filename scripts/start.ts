@@ -8,7 +8,7 @@
  * graph service), and generation's agents on the Redis agent pool with a pool worker. Everything listens
  * on loopback only unless HOST says otherwise. Ctrl-C stops all.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { DEFAULT_PORTS, type ServiceName } from '../services/kit/src/runtime/config.ts';
@@ -108,11 +108,24 @@ export function plan(base: NodeJS.ProcessEnv): Plan {
   const gatewayAddresses = ['127.0.0.0/8', '::1', ...(['0.0.0.0', '::', '127.0.0.1'].includes(env.HOST!) ? [] : [env.HOST!])].join(',');
   for (const service of services) {
     const own = service === 'gateway' ? {} : { TRUSTED_PROXIES: gatewayAddresses };
-    units.push({ name: service, script: `services/${service}/src/main.ts`, args: [], url: url(service), metricsUrl: `http://${host}:${metricsPortOf(service)}`, env: { PORT: String(portOf(service)), METRICS_PORT: String(metricsPortOf(service)), ...own } });
+    units.push({
+      name: service,
+      script: `services/${service}/src/main.ts`,
+      args: [],
+      url: url(service),
+      metricsUrl: `http://${host}:${metricsPortOf(service)}`,
+      env: { PORT: String(portOf(service)), METRICS_PORT: String(metricsPortOf(service)), ...own },
+    });
   }
   // Workers listen from WORKER_BASE_PORT (8100) up, in this order.
   let workerPort = Number(env.WORKER_BASE_PORT ?? 8100);
-  const worker = (name: string, script: string, args: string[]): Unit => ({ name, script, args, url: `http://${host}:${workerPort}`, env: { WORKER_PORT: String(workerPort++) } });
+  const worker = (name: string, script: string, args: string[]): Unit => ({
+    name,
+    script,
+    args,
+    url: `http://${host}:${workerPort}`,
+    env: { WORKER_PORT: String(workerPort++) },
+  });
   if (env.DATABASE_URL) {
     // On the embedded database the graph service runs every worker itself (GRAPH_WORKERS' default); with
     // PostgreSQL the continuous ones are processes, and daily, which a CronJob runs once a day, stays inside it.
@@ -140,7 +153,9 @@ async function run({ env, applied, services, units, url }: Plan): Promise<void> 
       for (const child of children.values()) if (child.exitCode === null) child.kill('SIGKILL');
     }, 15_000);
     force.unref();
-    void Promise.all([...children.values()].map((child) => (child.exitCode === null ? new Promise((resolve) => child.once('exit', resolve)) : undefined))).then(() => process.exit(code));
+    void Promise.all([...children.values()].map((child) => (child.exitCode === null ? new Promise((resolve) => child.once('exit', resolve)) : undefined))).then(
+      () => process.exit(code),
+    );
   }
 
   process.on('SIGINT', () => stopAll(0));
@@ -149,7 +164,10 @@ async function run({ env, applied, services, units, url }: Plan): Promise<void> 
   async function healthy(unit: Unit, timeoutMs: number): Promise<boolean> {
     const deadline = Date.now() + timeoutMs;
     while (Date.now() < deadline && !stopping) {
-      const ok = await fetch(`${unit.url}${unit.readyPath ?? '/health'}`).then((r) => r.ok, () => false);
+      const ok = await fetch(`${unit.url}${unit.readyPath ?? '/health'}`).then(
+        (r) => r.ok,
+        () => false,
+      );
       if (ok) return true;
       if (children.get(unit.name)?.exitCode !== null) return false;
       await new Promise((resolve) => setTimeout(resolve, 250));
@@ -169,7 +187,9 @@ async function run({ env, applied, services, units, url }: Plan): Promise<void> 
   }
 
   const workers = units.filter((unit) => unit.env.WORKER_PORT !== undefined);
-  console.log(`starting ${units.map((unit) => unit.name).join(', ')} (the first start seeds the graph into ${env.DATABASE_URL ? 'the database' : env.TEMPORA_DATA_DIR}; it takes a minute)…`);
+  console.log(
+    `starting ${units.map((unit) => unit.name).join(', ')} (the first start seeds the graph into ${env.DATABASE_URL ? 'the database' : env.TEMPORA_DATA_DIR}; it takes a minute)…`,
+  );
   // Services first (the graph seeds its database), then the workers that share it.
   for (const group of [units.filter((unit) => !workers.includes(unit)), workers]) {
     for (const unit of group) launch(unit);
@@ -185,19 +205,26 @@ async function run({ env, applied, services, units, url }: Plan): Promise<void> 
   }
   if (!stopping) {
     console.log('\nTempora is running:');
-    for (const unit of units) if (unit.metricsUrl) console.log(`  ${unit.name.padEnd(17)} ${unit.url}   docs ${unit.url}/docs   metrics ${unit.metricsUrl}/metrics`);
+    for (const unit of units)
+      if (unit.metricsUrl) console.log(`  ${unit.name.padEnd(17)} ${unit.url}   docs ${unit.url}/docs   metrics ${unit.metricsUrl}/metrics`);
     if (services.includes('graph')) {
       // The public host's address first: free read tools with no credential, as a consumer's client meets them.
-      if (services.includes('gateway')) console.log(`  ${'MCP'.padEnd(17)} ${url('gateway')}/api/v1/graph/mcp   (the graph's, on the public host; also ${url('graph')}/mcp/)`);
+      if (services.includes('gateway'))
+        console.log(`  ${'MCP'.padEnd(17)} ${url('gateway')}/api/v1/graph/mcp   (the graph's, on the public host; also ${url('graph')}/mcp/)`);
       else console.log(`  ${'MCP'.padEnd(17)} ${url('graph')}/mcp/`);
     }
     for (const unit of workers) console.log(`  ${unit.name.padEnd(17)} ${unit.url}/metrics`);
-    if (units.some((unit) => unit.name === 'stripe-stand-in')) console.log(`  ${'Stripe stand-in'.padEnd(17)} ${env.STRIPE_API_URL}   (billing in test mode: no real payments)`);
+    if (units.some((unit) => unit.name === 'stripe-stand-in'))
+      console.log(`  ${'Stripe stand-in'.padEnd(17)} ${env.STRIPE_API_URL}   (billing in test mode: no real payments)`);
     if (services.includes('graph')) {
       const inside = env.GRAPH_WORKERS ?? 'renderer,expander,judge,daily';
-      console.log(`  (graph workers inside the graph service: ${inside === 'none' ? 'none' : inside.split(',').join(', ')}${env.DATABASE_URL ? '' : ', on the embedded database; set DATABASE_URL and REDIS_URL to run them as processes'})`);
+      console.log(
+        `  (graph workers inside the graph service: ${inside === 'none' ? 'none' : inside.split(',').join(', ')}${env.DATABASE_URL ? '' : ', on the embedded database; set DATABASE_URL and REDIS_URL to run them as processes'})`,
+      );
       if (!env.GEMINI_API_KEY && !env.OPENROUTER_API_KEY && !env.OPENROUTER_BASE_URL) {
-        console.log("  (no model key: every model is the offline provider; the Expander's metadata and proposals are labelled placeholders, the Daily job draws real events from its curated set, and the Judge refuses only plain spam)");
+        console.log(
+          "  (no model key: every model is the offline provider; the Expander's metadata and proposals are labelled placeholders, the Daily job draws real events from its curated set, and the Judge refuses only plain spam)",
+        );
       }
     }
     if (applied.length > 0) {

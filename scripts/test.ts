@@ -1,6 +1,7 @@
 /**
- * `npm test`: type-checks the project, starts PostgreSQL and Redis unless DATABASE_URL / REDIS_URL are
- * set, runs every mocha suite against them, and stops what it started, whatever the outcome.
+ * `npm test`: type-checks the project and checks its style and dead code (`npm run lint`), starts
+ * PostgreSQL and Redis unless DATABASE_URL / REDIS_URL are set, runs every mocha suite against them, and
+ * stops what it started, whatever the outcome. A failed check stops it before any suite runs.
  * Extra arguments go to mocha (e.g. `npm test -- --grep traverse`).
  */
 import { spawn } from 'node:child_process';
@@ -13,10 +14,11 @@ function run(command: string, args: string[], env: NodeJS.ProcessEnv): Promise<n
   });
 }
 
-const typecheck = await run('tsc', ['-p', 'tsconfig.json', '--noEmit'], process.env);
-if (typecheck !== 0) {
-  console.error('type check failed');
-  process.exit(typecheck);
+// `npm run lint`, so that the two refuse the same: tsc, then Biome (lint, format, import order), then knip.
+const lint = await run('npm', ['run', '--silent', 'lint'], process.env);
+if (lint !== 0) {
+  console.error('npm run lint failed (a style finding is fixed by `npx biome check --write`)');
+  process.exit(lint);
 }
 
 const infra = await startInfra();

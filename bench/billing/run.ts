@@ -12,7 +12,7 @@
  * Beside it, the ceiling the verification alone sets: the stripe package's constructEvent on one core.
  * Uses DATABASE_URL when set, otherwise starts PostgreSQL like `npm test`.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
@@ -20,9 +20,9 @@ import pg from 'pg';
 import Stripe from 'stripe';
 import { Agent, request as undiciRequest } from 'undici';
 import { freePort, startInfra } from '../../scripts/infra.ts';
+import { signatureFor, stripeEvent } from '../../services/billing/test/stripe-server.ts';
 import { createDatabase, dropDatabase } from '../../test/support/database.ts';
 import { request } from '../../test/support/http.ts';
-import { signatureFor, stripeEvent } from '../../services/billing/test/stripe-server.ts';
 
 const EVENTS = Number(process.env.BENCH_EVENTS ?? 2000);
 const USERS = Number(process.env.BENCH_USERS ?? 200);
@@ -63,8 +63,25 @@ const [gatewayDb, billingDb] = await Promise.all([createDatabase('benchgw'), cre
 const [gatewayPort, billingPort] = [await freePort(), await freePort()];
 const gatewayUrl = `http://127.0.0.1:${gatewayPort}`;
 const billingUrl = `http://127.0.0.1:${billingPort}`;
-const gateway = start('gateway', { DATABASE_URL: gatewayDb, PORT: String(gatewayPort), METRICS_PORT: '0', SERVICE_KEY: GATEWAY_KEY, BILLING_URL: billingUrl, SIGNUP_CREDITS: '0', RATE_LIMIT_MULTIPLIER: '1000', TEMPORA_DATA_DIR: `/tmp/bench-billing-${process.pid}` });
-const billing = start('billing', { DATABASE_URL: billingDb, PORT: String(billingPort), METRICS_PORT: '0', SERVICE_KEY: BILLING_KEY, GATEWAY_URL: gatewayUrl, GATEWAY_SERVICE_KEY: GATEWAY_KEY, STRIPE_WEBHOOK_SECRET: SECRET });
+const gateway = start('gateway', {
+  DATABASE_URL: gatewayDb,
+  PORT: String(gatewayPort),
+  METRICS_PORT: '0',
+  SERVICE_KEY: GATEWAY_KEY,
+  BILLING_URL: billingUrl,
+  SIGNUP_CREDITS: '0',
+  RATE_LIMIT_MULTIPLIER: '1000',
+  TEMPORA_DATA_DIR: `/tmp/bench-billing-${process.pid}`,
+});
+const billing = start('billing', {
+  DATABASE_URL: billingDb,
+  PORT: String(billingPort),
+  METRICS_PORT: '0',
+  SERVICE_KEY: BILLING_KEY,
+  GATEWAY_URL: gatewayUrl,
+  GATEWAY_SERVICE_KEY: GATEWAY_KEY,
+  STRIPE_WEBHOOK_SECRET: SECRET,
+});
 const ledgerDb = new pg.Client({ connectionString: gatewayDb });
 
 try {
@@ -72,7 +89,11 @@ try {
   await ledgerDb.connect();
   const users: string[] = [];
   for (let i = 0; i < USERS; i += 1) {
-    const reply = await request(gatewayUrl, '/api/v1/users/resolve', { method: 'POST', headers: { 'X-Service-Key': GATEWAY_KEY }, body: { external_id: `bench-${randomUUID()}` } });
+    const reply = await request(gatewayUrl, '/api/v1/users/resolve', {
+      method: 'POST',
+      headers: { 'X-Service-Key': GATEWAY_KEY },
+      body: { external_id: `bench-${randomUUID()}` },
+    });
     users.push(reply.body.user.id);
   }
   step(`${USERS} users; ${EVENTS} events, ${Math.round(EVENTS * REDELIVER)} of them delivered twice, ${CONCURRENCY} at a time`);
@@ -144,11 +165,16 @@ try {
   const balances = await ledgerDb.query<{ id: string; balance: string }>('select id, balance from users');
   let wrong = 0;
   for (const row of balances.rows) if (Number(row.balance) !== (paymentsOf.get(row.id) ?? 0) * PACK_CREDITS) wrong += 1;
-  const duplicates = Number((await ledgerDb.query(`select count(*) from (select idempotency_key from credit_ledger group by user_id, idempotency_key having count(*) > 1) d`)).rows[0].count);
+  const duplicates = Number(
+    (await ledgerDb.query(`select count(*) from (select idempotency_key from credit_ledger group by user_id, idempotency_key having count(*) > 1) d`)).rows[0]
+      .count,
+  );
   const entries = await grantsInLedger();
   const health = await request(billingUrl, '/health');
   if (wrong > 0 || duplicates > 0 || entries !== EVENTS || health.body.outbox.pending !== 0 || outcomes.get('applied') !== EVENTS) {
-    throw new Error(`exactly-once violated: ${wrong} wrong balances, ${duplicates} duplicated keys, ${entries} grants for ${EVENTS} payments, outbox ${JSON.stringify(health.body.outbox)}, outcomes ${JSON.stringify([...outcomes])}`);
+    throw new Error(
+      `exactly-once violated: ${wrong} wrong balances, ${duplicates} duplicated keys, ${entries} grants for ${EVENTS} payments, outbox ${JSON.stringify(health.body.outbox)}, outcomes ${JSON.stringify([...outcomes])}`,
+    );
   }
 
   // The ceiling the verification alone sets.
@@ -160,7 +186,9 @@ try {
   const verifyPerSecond = rounds / ((performance.now() - verifyStarted) / 1000);
 
   const requests = deliveries.length;
-  console.log(`\nBilling: Stripe webhooks end to end into the gateway's ledger (${EVENTS} payments over ${USERS} users, ${requests - EVENTS} redeliveries, ${CONCURRENCY} concurrent)`);
+  console.log(
+    `\nBilling: Stripe webhooks end to end into the gateway's ledger (${EVENTS} payments over ${USERS} users, ${requests - EVENTS} redeliveries, ${CONCURRENCY} concurrent)`,
+  );
   console.log('| measure | value |');
   console.log('|---|---|');
   console.log(`| webhooks answered | ${requests} in ${answered.toFixed(2)} s: ${(requests / answered).toFixed(0)}/s |`);

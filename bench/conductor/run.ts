@@ -19,14 +19,15 @@
  * BENCH_MESSAGES (default 40) messages per row, one at a time, after 5 to warm up.
  * Uses DATABASE_URL when set, otherwise starts PostgreSQL like `npm test`.
  */
+
+import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { spawn } from 'node:child_process';
 import { loadavg } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { freePort, startInfra } from '../../scripts/infra.ts';
 import { createDatabase, dropDatabase } from '../../test/support/database.ts';
-import { startStandIns, type StandIns } from './stand-ins.ts';
+import { type StandIns, startStandIns } from './stand-ins.ts';
 
 const PEER_MS = Number(process.env.BENCH_PEER_MS ?? 25);
 const MESSAGES = Number(process.env.BENCH_MESSAGES ?? 40);
@@ -46,33 +47,46 @@ if (infra) Object.assign(process.env, infra.env);
 async function conductor(standIns: StandIns, env: Record<string, string>) {
   const database = await createDatabase('benchconductor');
   const port = await freePort();
-  const child = spawn(process.execPath, [...(process.env.BENCH_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`] : []), fileURLToPath(new URL('../../services/conductor/src/main.ts', import.meta.url))], {
-    env: {
-      ...process.env,
-      DATABASE_URL: database,
-      REDIS_URL: '',
-      PORT: String(port),
-      METRICS_PORT: '0',
-      HOST: '127.0.0.1',
-      REDIS_KEY_PREFIX: `bench-${randomBytes(3).toString('hex')}`,
-      LOG_LEVEL: 'warn',
-      OTEL_SDK_DISABLED: 'true',
-      SERVICE_KEY: 'bench-service-key',
-      GATEWAY_URL: standIns.gateway,
-      GRAPH_URL: standIns.graph,
-      GENERATION_URL: standIns.generation,
-      SIMULATION_URL: standIns.simulation,
-      CONDUCTOR_RATE_LIMIT_PRO: '100000',
-      GEMINI_API_KEY: '',
-      OPENROUTER_API_KEY: '',
-      OPENROUTER_BASE_URL: '',
-      ...env,
+  const child = spawn(
+    process.execPath,
+    [
+      ...(process.env.BENCH_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`] : []),
+      fileURLToPath(new URL('../../services/conductor/src/main.ts', import.meta.url)),
+    ],
+    {
+      env: {
+        ...process.env,
+        DATABASE_URL: database,
+        REDIS_URL: '',
+        PORT: String(port),
+        METRICS_PORT: '0',
+        HOST: '127.0.0.1',
+        REDIS_KEY_PREFIX: `bench-${randomBytes(3).toString('hex')}`,
+        LOG_LEVEL: 'warn',
+        OTEL_SDK_DISABLED: 'true',
+        SERVICE_KEY: 'bench-service-key',
+        GATEWAY_URL: standIns.gateway,
+        GRAPH_URL: standIns.graph,
+        GENERATION_URL: standIns.generation,
+        SIMULATION_URL: standIns.simulation,
+        CONDUCTOR_RATE_LIMIT_PRO: '100000',
+        GEMINI_API_KEY: '',
+        OPENROUTER_API_KEY: '',
+        OPENROUTER_BASE_URL: '',
+        ...env,
+      },
+      stdio: ['ignore', 'inherit', 'inherit'],
     },
-    stdio: ['ignore', 'inherit', 'inherit'],
-  });
+  );
   const url = `http://127.0.0.1:${port}`;
   for (let attempt = 0; ; attempt += 1) {
-    if (await fetch(`${url}/health`).then((response) => response.ok, () => false)) break;
+    if (
+      await fetch(`${url}/health`).then(
+        (response) => response.ok,
+        () => false,
+      )
+    )
+      break;
     if (attempt > 600) throw new Error('the conductor did not start');
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
@@ -92,15 +106,25 @@ async function conductor(standIns: StandIns, env: Record<string, string>) {
 }
 
 /** Sends the messages one at a time (after the warm-up): their wall times, and the conductor's CPU time per message. */
-async function measure(target: { url: string; cpuMs(): number }, token: string, content: string, expectCalls: number): Promise<{ walls: number[]; cpu: number }> {
+async function measure(
+  target: { url: string; cpuMs(): number },
+  token: string,
+  content: string,
+  expectCalls: number,
+): Promise<{ walls: number[]; cpu: number }> {
   const { url } = target;
   const walls: number[] = [];
   const send = async () => {
     const started = performance.now();
-    const response = await fetch(`${url}/api/v1/conductor/messages`, { method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: JSON.stringify({ content }) });
+    const response = await fetch(`${url}/api/v1/conductor/messages`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ content }),
+    });
     const body = (await response.json()) as { status: string; tools_called?: Array<{ status: string }>; detail?: string };
     const wall = performance.now() - started;
-    if (response.status !== 200 || body.status !== 'completed') throw new Error(`the conductor answered ${response.status}: ${JSON.stringify(body).slice(0, 300)}`);
+    if (response.status !== 200 || body.status !== 'completed')
+      throw new Error(`the conductor answered ${response.status}: ${JSON.stringify(body).slice(0, 300)}`);
     const ok = body.tools_called!.filter((call) => call.status === 'ok').length;
     if (ok !== expectCalls) throw new Error(`expected ${expectCalls} successful calls, got ${ok}: ${JSON.stringify(body.tools_called).slice(0, 400)}`);
     return wall;
@@ -121,8 +145,14 @@ const row = (label: string, { walls, cpu }: { walls: number[]; cpu: number }, cr
 };
 try {
   const load = loadavg()[0]!.toFixed(2);
-  lines.push(`Peer latency ${PEER_MS} ms per request; ${MESSAGES} messages per row, one at a time, after ${WARMUP} to warm up; load average at the start ${load}.`, '');
-  lines.push('| message | critical path | same calls in sequence | wall p50 | wall p90 | p50 / critical path | overhead (p50 − critical path) | conductor CPU per message |', '|---|---|---|---|---|---|---|---|');
+  lines.push(
+    `Peer latency ${PEER_MS} ms per request; ${MESSAGES} messages per row, one at a time, after ${WARMUP} to warm up; load average at the start ${load}.`,
+    '',
+  );
+  lines.push(
+    '| message | critical path | same calls in sequence | wall p50 | wall p90 | p50 / critical path | overhead (p50 − critical path) | conductor CPU per message |',
+    '|---|---|---|---|---|---|---|---|',
+  );
 
   const offline = await conductor(standIns, {});
   try {

@@ -6,10 +6,10 @@
  */
 import { randomUUID } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import { exportJWK, generateKeyPair, SignJWT } from 'jose';
-import { z } from 'zod';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
+import { exportJWK, generateKeyPair, SignJWT } from 'jose';
+import { z } from 'zod';
 
 export const USER_ID = '00000000-0000-4000-8000-0000000000be';
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -38,7 +38,10 @@ function json(res: ServerResponse, status: number, body: unknown): void {
 }
 
 /** A stand-in: `route` answers; requests counted by `kind`; delayed by the latency unless `instant`. */
-function standIn(latency: Latency, route: (req: IncomingMessage, res: ServerResponse, body: any) => { kind: string; instant?: boolean; answer: () => void | Promise<void> }) {
+function standIn(
+  latency: Latency,
+  route: (req: IncomingMessage, res: ServerResponse, body: any) => { kind: string; instant?: boolean; answer: () => void | Promise<void> },
+) {
   const server = createServer(async (req, res) => {
     const body = req.method === 'POST' && !req.url?.startsWith('/mcp') ? await readBody(req) : undefined;
     const handled = route(req, res, body);
@@ -75,26 +78,74 @@ const PRICES = {
   ],
 };
 
-const moment = (slug: string, year: number) => ({ path: `/${year}/june/1/1200/france/ile-de-france/paris/${slug}`, event_name: slug.replace(/-/g, ' '), year, figures: [], description: slug });
+const moment = (slug: string, year: number) => ({
+  path: `/${year}/june/1/1200/france/ile-de-france/paris/${slug}`,
+  event_name: slug.replace(/-/g, ' '),
+  year,
+  figures: [],
+  description: slug,
+});
 
 /** The graph's MCP server in miniature: the tools the conductor uses, with answers of the real shapes. */
 function graphServer(): McpServer {
   const server = new McpServer({ name: 'bench-graph', version: '1' }, { capabilities: { tools: {} } });
-  const structured = (value: object) => ({ content: [{ type: 'text' as const, text: JSON.stringify(value) }], structuredContent: value as Record<string, unknown> });
-  const read = { annotations: { readOnlyHint: true } };
-  server.registerTool('graph_search', { description: 'search', inputSchema: { query: z.string().optional(), year_from: z.number().optional(), year_to: z.number().optional(), limit: z.number().optional() }, ...read }, async (args) => {
-    const slug = String(args.query ?? 'moment').toLowerCase().replace(/[^a-z0-9]+/g, '-');
-    return structured({ items: [moment(slug, args.year_from ?? 1800)], total: 1 });
+  const structured = (value: object) => ({
+    content: [{ type: 'text' as const, text: JSON.stringify(value) }],
+    structuredContent: value as Record<string, unknown>,
   });
-  server.registerTool('find_path', { description: 'path', inputSchema: { from_path: z.string(), to_path: z.string(), max_hops: z.number().optional() }, ...read }, async (args) =>
-    structured({ found: true, hops: 1, nodes: [{ id: args.from_path, name: 'from', year: 1789, hop: 0 }, { id: args.to_path, name: 'to', year: 1815, hop: 1 }], edges: [{ source: args.from_path, target: args.to_path, type: 'causes' }] }),
+  const read = { annotations: { readOnlyHint: true } };
+  server.registerTool(
+    'graph_search',
+    {
+      description: 'search',
+      inputSchema: { query: z.string().optional(), year_from: z.number().optional(), year_to: z.number().optional(), limit: z.number().optional() },
+      ...read,
+    },
+    async (args) => {
+      const slug = String(args.query ?? 'moment')
+        .toLowerCase()
+        .replace(/[^a-z0-9]+/g, '-');
+      return structured({ items: [moment(slug, args.year_from ?? 1800)], total: 1 });
+    },
+  );
+  server.registerTool(
+    'find_path',
+    { description: 'path', inputSchema: { from_path: z.string(), to_path: z.string(), max_hops: z.number().optional() }, ...read },
+    async (args) =>
+      structured({
+        found: true,
+        hops: 1,
+        nodes: [
+          { id: args.from_path, name: 'from', year: 1789, hop: 0 },
+          { id: args.to_path, name: 'to', year: 1815, hop: 1 },
+        ],
+        edges: [{ source: args.from_path, target: args.to_path, type: 'causes' }],
+      }),
   );
   for (const name of ['traverse_moments', 'graph_neighbors']) {
-    server.registerTool(name, { description: name, inputSchema: { path: z.string(), direction: z.string().optional(), depth: z.number().optional(), limit: z.number().optional() }, ...read }, async (args) =>
-      structured({ anchor: args.path, direction: args.direction ?? 'both', nodes: [{ id: args.path, name: 'anchor', year: 1800, hop: 0 }, { id: '/1801/june/1/1200/france/ile-de-france/paris/next', name: 'next', year: 1801, hop: 1 }], edges: [], truncated: false }),
+    server.registerTool(
+      name,
+      {
+        description: name,
+        inputSchema: { path: z.string(), direction: z.string().optional(), depth: z.number().optional(), limit: z.number().optional() },
+        ...read,
+      },
+      async (args) =>
+        structured({
+          anchor: args.path,
+          direction: args.direction ?? 'both',
+          nodes: [
+            { id: args.path, name: 'anchor', year: 1800, hop: 0 },
+            { id: '/1801/june/1/1200/france/ile-de-france/paris/next', name: 'next', year: 1801, hop: 1 },
+          ],
+          edges: [],
+          truncated: false,
+        }),
     );
   }
-  server.registerTool('graph_moment', { description: 'moment', inputSchema: { path: z.string() }, ...read }, async (args) => structured({ ...moment('one', 1800), path: args.path, edges: [], edge_count: 0 }));
+  server.registerTool('graph_moment', { description: 'moment', inputSchema: { path: z.string() }, ...read }, async (args) =>
+    structured({ ...moment('one', 1800), path: args.path, edges: [], edge_count: 0 }),
+  );
   return server;
 }
 
@@ -116,9 +167,11 @@ export async function startStandIns(latencyMs: number): Promise<StandIns> {
     const path = new URL(req.url ?? '/', 'http://x').pathname;
     // Key set, introspection and prices are cached by the conductor: answered at once, they stay out of the figures.
     if (path === '/.well-known/jwks.json') return { kind: 'jwks', instant: true, answer: () => json(res, 200, { keys: [jwk] }) };
-    if (path === '/api/v1/auth/introspect') return { kind: 'introspect', instant: true, answer: () => json(res, 200, { active: true, sub: USER_ID, tier: 'pro' }) };
+    if (path === '/api/v1/auth/introspect')
+      return { kind: 'introspect', instant: true, answer: () => json(res, 200, { active: true, sub: USER_ID, tier: 'pro' }) };
     if (path === '/api/v1/credits/costs') return { kind: 'costs', instant: true, answer: () => json(res, 200, PRICES) };
-    if (path === '/api/v1/credits/charge') return { kind: 'charge', answer: () => json(res, 201, { entry: { idempotency_key: body.idempotency_key }, balance: 1_000_000, replayed: false }) };
+    if (path === '/api/v1/credits/charge')
+      return { kind: 'charge', answer: () => json(res, 201, { entry: { idempotency_key: body.idempotency_key }, balance: 1_000_000, replayed: false }) };
     if (path === '/api/v1/credits/refund') return { kind: 'refund', answer: () => json(res, 200, { balance: 1_000_000, replayed: false }) };
     if (path.endsWith('/balance')) return { kind: 'balance', answer: () => json(res, 200, { user_id: USER_ID, balance: 1_000_000, currency: 'credits' }) };
     return { kind: 'unknown', instant: true, answer: () => json(res, 404, { detail: path }) };
@@ -142,7 +195,17 @@ export async function startStandIns(latencyMs: number): Promise<StandIns> {
     kind: 'render',
     answer: () => {
       const id = randomUUID();
-      json(res, 200, { id, title: body.query, year: 1804, path: null, image_url: body.generate_image ? `/api/v1/timepoints/${id}/image` : null, moment: { summary: 'a scene' }, characters: [{ name: 'Napoleon' }], dialog: [], model_provider: 'offline' });
+      json(res, 200, {
+        id,
+        title: body.query,
+        year: 1804,
+        path: null,
+        image_url: body.generate_image ? `/api/v1/timepoints/${id}/image` : null,
+        moment: { summary: 'a scene' },
+        characters: [{ name: 'Napoleon' }],
+        dialog: [],
+        model_provider: 'offline',
+      });
     },
   }));
 
@@ -181,9 +244,19 @@ export async function startStandIns(latencyMs: number): Promise<StandIns> {
     const messages = body.messages as Array<{ role: string }>;
     const turn = messages.slice(messages.map((message) => message.role).lastIndexOf('user') + 1).filter((message) => message.role === 'assistant').length;
     const scripted = standIns.modelScript[turn] ?? { text: 'done' };
-    const calls = (scripted.calls ?? []).map((call) => ({ id: `call_${randomUUID()}`, type: 'function', function: { name: call.name, arguments: JSON.stringify(call.arguments) } }));
+    const calls = (scripted.calls ?? []).map((call) => ({
+      id: `call_${randomUUID()}`,
+      type: 'function',
+      function: { name: call.name, arguments: JSON.stringify(call.arguments) },
+    }));
     json(res, 200, {
-      choices: [{ index: 0, message: { role: 'assistant', content: scripted.text ?? null, ...(calls.length ? { tool_calls: calls } : {}) }, finish_reason: calls.length ? 'tool_calls' : 'stop' }],
+      choices: [
+        {
+          index: 0,
+          message: { role: 'assistant', content: scripted.text ?? null, ...(calls.length ? { tool_calls: calls } : {}) },
+          finish_reason: calls.length ? 'tool_calls' : 'stop',
+        },
+      ],
       usage: { prompt_tokens: 100, completion_tokens: 20, total_tokens: 120 },
     });
   });

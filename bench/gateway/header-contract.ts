@@ -10,7 +10,19 @@ import { Agent } from 'undici';
 
 const agent = new Agent({ connections: 256, keepAliveTimeout: 30_000, pipelining: 1 });
 const target = new URL(process.env.TARGET!);
-const STRIPPED = new Set(['host', 'authorization', 'connection', 'keep-alive', 'x-user-id', 'x-service-key', 'te', 'upgrade', 'proxy-connection', 'transfer-encoding', 'trailer']);
+const STRIPPED = new Set([
+  'host',
+  'authorization',
+  'connection',
+  'keep-alive',
+  'x-user-id',
+  'x-service-key',
+  'te',
+  'upgrade',
+  'proxy-connection',
+  'transfer-encoding',
+  'trailer',
+]);
 const server = createServer((req, res) => {
   const raw = req.rawHeaders;
   const fields: string[] = [];

@@ -17,7 +17,7 @@ import { join } from 'node:path';
 import { Agent, request } from 'undici';
 import { startInfra } from '../../scripts/infra.ts';
 import { ensureCommands } from '../support/wrk.ts';
-import { Targets, type Target } from './targets.ts';
+import { type Target, Targets } from './targets.ts';
 
 const WARMUP = Number(process.env.BENCH_WARMUP ?? 60_000);
 const REQUESTS = Number(process.env.BENCH_REQUESTS ?? 10_000);

@@ -9,7 +9,7 @@
  *
  * Uses DATABASE_URL / REDIS_URL when set, otherwise starts PostgreSQL and Redis like `npm test`.
  */
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -41,7 +41,10 @@ function cpuSeconds(pid: number): number {
     const fields = readFileSync(`/proc/${id}/stat`, 'utf8').split(') ')[1]!.split(' ');
     return Number(fields[11]) + Number(fields[12]);
   };
-  const children = spawnSync('pgrep', ['-P', String(pid)], { encoding: 'utf8' }).stdout.split('\n').filter(Boolean).map(Number);
+  const children = spawnSync('pgrep', ['-P', String(pid)], { encoding: 'utf8' })
+    .stdout.split('\n')
+    .filter(Boolean)
+    .map(Number);
   return [pid, ...children].reduce((sum, id) => sum + ticks(id), 0) / 100;
 }
 
@@ -77,8 +80,13 @@ async function sequentialP50(url: string, headers: Record<string, string> = {}):
 }
 
 // The load generator and the peer come from Debian when they are missing (as PostgreSQL and Redis do).
-ensureCommands([['wrk', 'wrk'], ['nginx', 'nginx-light']]);
-const loadBefore = loadavg().map((value) => value.toFixed(1)).join(' / ');
+ensureCommands([
+  ['wrk', 'wrk'],
+  ['nginx', 'nginx-light'],
+]);
+const loadBefore = loadavg()
+  .map((value) => value.toFixed(1))
+  .join(' / ');
 const infra = await startInfra();
 Object.assign(process.env, infra.env);
 const work = mkdtempSync(join(tmpdir(), 'tempora-gateway-bench-'));
@@ -126,8 +134,12 @@ http {
   // further on, so no target always follows the same one: after the direct round the backend's heap is
   // tidied up in the background, which took CPU from whichever target came next.
   const measured: Array<[string, string, Record<string, string>, number | undefined]> = [
-    ...[backendTarget, gateway, fastGateway, contract].map((t) => [t.name, t.url, t.headers, t.process.pid] as [string, string, Record<string, string>, number | undefined]),
-    ...(nginxUrl ? [['nginx proxy_pass (1 worker)', `${nginxUrl}/api/v1/bench`, {}, nginx?.pid] as [string, string, Record<string, string>, number | undefined]] : []),
+    ...[backendTarget, gateway, fastGateway, contract].map(
+      (t) => [t.name, t.url, t.headers, t.process.pid] as [string, string, Record<string, string>, number | undefined],
+    ),
+    ...(nginxUrl
+      ? [['nginx proxy_pass (1 worker)', `${nginxUrl}/api/v1/bench`, {}, nginx?.pid] as [string, string, Record<string, string>, number | undefined]]
+      : []),
   ];
   const rounds = new Map<string, Figures[]>();
   for (let round = 0; round < ROUNDS; round += 1) {
@@ -150,7 +162,10 @@ http {
   const lines = [
     `| target | requests/s | p50 ms | p99 ms | CPU µs per request | errors | non-2xx |`,
     `|---|---|---|---|---|---|---|`,
-    ...results.map((r) => `| ${r.name} | ${Math.round(r.rps).toLocaleString('en-US')} | ${r.p50.toFixed(2)} | ${r.p99.toFixed(2)} | ${Math.round(r.cpuMicros)} | ${r.errors} | ${r.non2xx} |`),
+    ...results.map(
+      (r) =>
+        `| ${r.name} | ${Math.round(r.rps).toLocaleString('en-US')} | ${r.p50.toFixed(2)} | ${r.p99.toFixed(2)} | ${Math.round(r.cpuMicros)} | ${r.errors} | ${r.non2xx} |`,
+    ),
     '',
     `gateway / fast-gateway: ${(gatewayRps / byName('fast-gateway')!.rps).toFixed(2)}× (target ≥ 1.0×)`,
     ...(byName('nginx') ? [`gateway / nginx: ${((100 * gatewayRps) / byName('nginx')!.rps).toFixed(0)}% (target ≥ 35%)`] : []),

@@ -3,7 +3,7 @@
  * backend, the gateway (its own database, a signed-in enterprise user, limits out of reach), fast-gateway
  * and the header-contract proxy. `wrap` runs a target under another command (callgrind).
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Agent, request } from 'undici';
@@ -113,12 +113,20 @@ export class Targets {
   async fastGateway(backend: string): Promise<Target> {
     ensureBenchPeers();
     const port = await freePort();
-    return this.said('fast-gateway', `http://127.0.0.1:${port}/api/v1/bench`, this.spawnNode('fast-gateway', join(here, 'fast-gateway.ts'), { PORT: String(port), TARGET: backend }));
+    return this.said(
+      'fast-gateway',
+      `http://127.0.0.1:${port}/api/v1/bench`,
+      this.spawnNode('fast-gateway', join(here, 'fast-gateway.ts'), { PORT: String(port), TARGET: backend }),
+    );
   }
 
   async headerContract(backend: string): Promise<Target> {
     const port = await freePort();
-    return this.said('bare proxy with the header contract only', `http://127.0.0.1:${port}/api/v1/bench`, this.spawnNode('header-contract', join(here, 'header-contract.ts'), { PORT: String(port), TARGET: backend }));
+    return this.said(
+      'bare proxy with the header contract only',
+      `http://127.0.0.1:${port}/api/v1/bench`,
+      this.spawnNode('header-contract', join(here, 'header-contract.ts'), { PORT: String(port), TARGET: backend }),
+    );
   }
 
   /** Stops one target, waiting for its exit (callgrind writes its last figures then). */

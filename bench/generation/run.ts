@@ -13,16 +13,17 @@
  *
  * Uses DATABASE_URL / REDIS_URL when set, otherwise starts PostgreSQL like `npm test`.
  */
-import { randomBytes } from 'node:crypto';
+
 import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { loadavg } from 'node:os';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { freePort, startInfra } from '../../scripts/infra.ts';
-import { createDatabase, dropDatabase } from '../../test/support/database.ts';
 import { EVENT_ORDER } from '../../services/generation/src/agents/types.ts';
-import { FakeVendors } from '../../services/generation/test/providers/fake-vendors.ts';
 import { readSse } from '../../services/generation/test/harness.ts';
+import { FakeVendors } from '../../services/generation/test/providers/fake-vendors.ts';
+import { createDatabase, dropDatabase } from '../../test/support/database.ts';
 
 const AGENT_MS = Number(process.env.BENCH_AGENT_MS ?? 200);
 const STREAMS = Number(process.env.BENCH_STREAMS ?? 100);
@@ -63,7 +64,10 @@ async function service(env: Record<string, string>) {
   });
   const url = `http://127.0.0.1:${port}`;
   for (let attempt = 0; ; attempt += 1) {
-    const ok = await fetch(`${url}/health`).then((response) => response.ok, () => false);
+    const ok = await fetch(`${url}/health`).then(
+      (response) => response.ok,
+      () => false,
+    );
     if (ok) break;
     if (attempt > 600) throw new Error('the generation service did not start');
     await new Promise((resolve) => setTimeout(resolve, 100));
@@ -78,7 +82,8 @@ async function service(env: Record<string, string>) {
   };
 }
 
-const post = (url: string, path: string, body: unknown) => fetch(`${url}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+const post = (url: string, path: string, body: unknown) =>
+  fetch(`${url}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
 
 const fake = await new FakeVendors().start();
 const lines: string[] = [];
@@ -91,7 +96,10 @@ try {
   const imageWalls: number[] = [];
   const callsPer = { text: 0, image: 0 };
   for (let run = 0; run < RUNS; run += 1) {
-    for (const [generate_image, into] of [[false, walls], [true, imageWalls]] as const) {
+    for (const [generate_image, into] of [
+      [false, walls],
+      [true, imageWalls],
+    ] as const) {
       fake.requests.length = 0;
       const started = performance.now();
       const response = await post(native.url, '/api/v1/timepoints/generate/sync', { query: QUERY, generate_image });
@@ -103,10 +111,17 @@ try {
   }
   step(`critical path: ${critical} ms; wall ${median(walls).toFixed(0)} ms (text), ${median(imageWalls).toFixed(0)} ms (with image)`);
   lines.push('## Dependency graph against the critical path', '');
-  lines.push(`Every agent call takes ${AGENT_MS} ms at a local native-provider server (recorded replies, 2 characters, so 2 bios). Median of ${RUNS} sync requests.`, '');
+  lines.push(
+    `Every agent call takes ${AGENT_MS} ms at a local native-provider server (recorded replies, 2 characters, so 2 bios). Median of ${RUNS} sync requests.`,
+    '',
+  );
   lines.push('| request | agent calls | critical path | wall time | ratio | as a list (sum of calls) |', '|---|---|---|---|---|---|');
-  lines.push(`| text only | ${callsPer.text} | ${critical} ms | ${median(walls).toFixed(0)} ms | ${(median(walls) / critical).toFixed(3)}× | ${callsPer.text * AGENT_MS} ms |`);
-  lines.push(`| with image | ${callsPer.image} | ${critical} ms | ${median(imageWalls).toFixed(0)} ms | ${(median(imageWalls) / critical).toFixed(3)}× | ${callsPer.image * AGENT_MS} ms |`);
+  lines.push(
+    `| text only | ${callsPer.text} | ${critical} ms | ${median(walls).toFixed(0)} ms | ${(median(walls) / critical).toFixed(3)}× | ${callsPer.text * AGENT_MS} ms |`,
+  );
+  lines.push(
+    `| with image | ${callsPer.image} | ${critical} ms | ${median(imageWalls).toFixed(0)} ms | ${(median(imageWalls) / critical).toFixed(3)}× | ${callsPer.image * AGENT_MS} ms |`,
+  );
   lines.push('');
 
   // 3. Concurrent streams (same fixed latency).
@@ -137,11 +152,24 @@ try {
   clientLoop.disable();
   step(`${STREAMS} streams: ${events} events; max lateness ${Math.max(...lateness)} ms`);
   lines.push(`## ${STREAMS} concurrent streams on one process`, '');
-  lines.push(`${STREAMS} streams at once (half with images), ${AGENT_MS} ms per agent call; ${events} agent events; all ${STREAMS} completed in ${streamWall.toFixed(0)} ms, every stream in the spec's order.`, '');
+  lines.push(
+    `${STREAMS} streams at once (half with images), ${AGENT_MS} ms per agent call; ${events} agent events; all ${STREAMS} completed in ${streamWall.toFixed(0)} ms, every stream in the spec's order.`,
+    '',
+  );
   lines.push('| measure | p50 | p99 | max |', '|---|---|---|---|');
-  lines.push(`| event lateness after it was ready (agent finished and all earlier agents reported) | ${percentile(lateness, 50)} ms | ${percentile(lateness, 99)} ms | ${Math.max(...lateness)} ms |`);
-  lines.push(`| event delay after its own agent finished (includes waiting for earlier agents in the order) | ${percentile(ownDelay, 50)} ms | ${percentile(ownDelay, 99)} ms | ${Math.max(...ownDelay)} ms |`);
-  lines.push('', `Event-loop delay of the measuring process (clients and vendor server) meanwhile: p99 ${(clientLoop.percentile(99) / 1e6).toFixed(0)} ms, max ${(clientLoop.max / 1e6).toFixed(0)} ms; load average at the end ${loadavg().map((value) => value.toFixed(1)).join(' ')}.`, '');
+  lines.push(
+    `| event lateness after it was ready (agent finished and all earlier agents reported) | ${percentile(lateness, 50)} ms | ${percentile(lateness, 99)} ms | ${Math.max(...lateness)} ms |`,
+  );
+  lines.push(
+    `| event delay after its own agent finished (includes waiting for earlier agents in the order) | ${percentile(ownDelay, 50)} ms | ${percentile(ownDelay, 99)} ms | ${Math.max(...ownDelay)} ms |`,
+  );
+  lines.push(
+    '',
+    `Event-loop delay of the measuring process (clients and vendor server) meanwhile: p99 ${(clientLoop.percentile(99) / 1e6).toFixed(0)} ms, max ${(clientLoop.max / 1e6).toFixed(0)} ms; load average at the end ${loadavg()
+      .map((value) => value.toFixed(1))
+      .join(' ')}.`,
+    '',
+  );
   await native.stop();
 
   // 2. Overhead with the offline provider.
@@ -157,7 +185,10 @@ try {
   await offline.stop();
   step(`overhead p50 ${median(overhead).toFixed(1)} ms`);
   lines.push('## Per-request overhead', '');
-  lines.push(`Offline provider (no model latency), ${OVERHEAD_REQUESTS} sequential sync requests: everything the service adds around the model calls (validation, 16 agent tasks with JSON validation, scene assembly, the PostgreSQL insert, HTTP).`, '');
+  lines.push(
+    `Offline provider (no model latency), ${OVERHEAD_REQUESTS} sequential sync requests: everything the service adds around the model calls (validation, 16 agent tasks with JSON validation, scene assembly, the PostgreSQL insert, HTTP).`,
+    '',
+  );
   lines.push('| p50 | p90 | p99 |', '|---|---|---|');
   lines.push(`| ${percentile(overhead, 50).toFixed(1)} ms | ${percentile(overhead, 90).toFixed(1)} ms | ${percentile(overhead, 99).toFixed(1)} ms |`, '');
 } finally {

@@ -12,19 +12,19 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import pg from 'pg';
-import { Agent, request } from 'undici';
 import { openDatabase } from '@tempora/kit/data';
 import { createLogger } from '@tempora/kit/observability';
-import { migrations } from '../../services/graph/src/migrations.ts';
+import pg from 'pg';
+import { Agent, request } from 'undici';
 import { freePort, startInfra } from '../../scripts/infra.ts';
-import { createDatabase } from '../../test/support/database.ts';
-import { ensureCommands, wrk, type WrkFigures } from '../support/wrk.ts';
-import { generateGraph } from './generate.ts';
-import { GraphRepository } from '../../services/graph/src/repository/index.ts';
 import { IndexBuilder } from '../../services/graph/src/domain/adjacency-index.ts';
-import { shortestPath, traverse } from '../../services/graph/src/domain/graph-search.ts';
 import { CAUSAL_TYPES, PATH_DEFAULT_TYPES } from '../../services/graph/src/domain/edge-types.ts';
+import { shortestPath, traverse } from '../../services/graph/src/domain/graph-search.ts';
+import { migrations } from '../../services/graph/src/migrations.ts';
+import { GraphRepository } from '../../services/graph/src/repository/index.ts';
+import { createDatabase } from '../../test/support/database.ts';
+import { ensureCommands, type WrkFigures, wrk } from '../support/wrk.ts';
+import { generateGraph } from './generate.ts';
 
 const MOMENTS = Number(process.env.BENCH_MOMENTS ?? 1_000_000);
 const PER_MOMENT = Number(process.env.BENCH_EDGES_PER_MOMENT ?? 10);
@@ -57,7 +57,11 @@ try {
   const edgeCount = Number((await database.knex('edges').count({ c: '*' }))[0]!.c);
 
   const sample = async (n: number, offset = 0) =>
-    ((await database.knex.raw('select id, path from moments order by hashint4(id::int) limit ? offset ?', [n, offset])) as { rows: Array<{ id: string; path: string }> }).rows;
+    (
+      (await database.knex.raw('select id, path from moments order by hashint4(id::int) limit ? offset ?', [n, offset])) as {
+        rows: Array<{ id: string; path: string }>;
+      }
+    ).rows;
   const anchors = await sample(SAMPLES);
   const pairs = anchors.map((anchor, index) => [anchor, anchors[(index * 7 + 3) % anchors.length]!] as const);
   // A running service is JIT-warm: each HTTP row starts after a round over other moments.
@@ -68,12 +72,26 @@ try {
   const [port, metricsPort] = [await freePort(), await freePort()];
   started = performance.now();
   service = spawn(process.execPath, [join(here, '../../services/graph/src/main.ts')], {
-    env: { ...process.env, DATABASE_URL: databaseUrl, PORT: String(port), METRICS_PORT: String(metricsPort), HOST: '127.0.0.1', SERVICE_KEY, GRAPH_SEED: 'false', LOG_LEVEL: 'warn', OTEL_SDK_DISABLED: 'true', RATE_LIMIT_READ_PER_MINUTE: '100000000' },
+    env: {
+      ...process.env,
+      DATABASE_URL: databaseUrl,
+      PORT: String(port),
+      METRICS_PORT: String(metricsPort),
+      HOST: '127.0.0.1',
+      SERVICE_KEY,
+      GRAPH_SEED: 'false',
+      LOG_LEVEL: 'warn',
+      OTEL_SDK_DISABLED: 'true',
+      RATE_LIMIT_READ_PER_MINUTE: '100000000',
+    },
     stdio: ['ignore', 'inherit', 'inherit'],
   });
   const base = `http://127.0.0.1:${port}`;
   for (;;) {
-    const health = await fetch(`${base}/health`).then((r) => r.json() as Promise<{ index?: string }>, () => undefined);
+    const health = await fetch(`${base}/health`).then(
+      (r) => r.json() as Promise<{ index?: string }>,
+      () => undefined,
+    );
     if (health?.index === 'loaded') break;
     await new Promise((resolve) => setTimeout(resolve, 500));
   }
@@ -136,10 +154,20 @@ try {
   };
   const idOf = (value: { id: string }) => Number(value.id);
   const local = {
-    traverse2: await timeLocal((i, warm) => traverse(index, idOf((warm ? warmAnchors : anchors)[i]!), { direction: 'both', depth: 2, types: CAUSAL_TYPES, limit: 100, minWeight: 0 })),
-    traverse4: await timeLocal((i, warm) => traverse(index, idOf((warm ? warmAnchors : anchors)[i]!), { direction: 'both', depth: 4, types: CAUSAL_TYPES, limit: 100, minWeight: 0 })),
-    path6: await timeLocal((i, warm) => { const [a, b] = (warm ? warmPairs : pairs)[i]!; return shortestPath(index, idOf(a), idOf(b), { maxHops: 6, types: PATH_DEFAULT_TYPES }); }),
-    path10: await timeLocal((i, warm) => { const [a, b] = (warm ? warmPairs : pairs)[i]!; return shortestPath(index, idOf(a), idOf(b), { maxHops: 10, types: PATH_DEFAULT_TYPES }); }),
+    traverse2: await timeLocal((i, warm) =>
+      traverse(index, idOf((warm ? warmAnchors : anchors)[i]!), { direction: 'both', depth: 2, types: CAUSAL_TYPES, limit: 100, minWeight: 0 }),
+    ),
+    traverse4: await timeLocal((i, warm) =>
+      traverse(index, idOf((warm ? warmAnchors : anchors)[i]!), { direction: 'both', depth: 4, types: CAUSAL_TYPES, limit: 100, minWeight: 0 }),
+    ),
+    path6: await timeLocal((i, warm) => {
+      const [a, b] = (warm ? warmPairs : pairs)[i]!;
+      return shortestPath(index, idOf(a), idOf(b), { maxHops: 6, types: PATH_DEFAULT_TYPES });
+    }),
+    path10: await timeLocal((i, warm) => {
+      const [a, b] = (warm ? warmPairs : pairs)[i]!;
+      return shortestPath(index, idOf(a), idOf(b), { maxHops: 10, types: PATH_DEFAULT_TYPES });
+    }),
   };
 
   step('timing the recursive-CTE baseline');
@@ -211,7 +239,9 @@ try {
   let igraph: Record<string, number[]> | undefined;
   try {
     if (spawnSync('python3', ['-c', 'import igraph']).status !== 0) execFileSync('python3', ['-m', 'pip', 'install', '-q', 'igraph'], { stdio: 'inherit' });
-    igraph = JSON.parse(execFileSync('python3', [join(here, 'igraph_peer.py'), edgesFile, queriesFile], { encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 })) as Record<string, number[]>;
+    igraph = JSON.parse(
+      execFileSync('python3', [join(here, 'igraph_peer.py'), edgesFile, queriesFile], { encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 }),
+    ) as Record<string, number[]>;
   } catch (error) {
     step(`igraph unavailable (pip install igraph): ${(error as Error).message.split('\n')[0]}`);
   }

@@ -6,9 +6,8 @@
 // Pods become available as the run's kubelet (the tests' stand-in) reports them. No operator can bring
 // its custom resources to Ready sooner than this: it must do all of this and, besides, run its reconciles
 // and write each custom resource's status and Event, which this leaves out.
-import type { Cluster } from '../../operator/test/cluster.ts';
-import { applyAs, waitFor } from '../../operator/test/cluster.ts';
-import type { AgentPool, TemporaGateway, GraphWorker } from '../../operator/src/api/v1alpha1/index.ts';
+
+import type { AgentPool, GraphWorker, TemporaGateway } from '../../operator/src/api/v1alpha1/index.ts';
 import type { KubeClient } from '../../operator/src/kube/client.ts';
 import type { KubeObject } from '../../operator/src/kube/object.ts';
 import * as R from '../../operator/src/kube/resources.ts';
@@ -18,6 +17,8 @@ import { childObject } from '../../operator/src/reconcilers/apply-children.ts';
 import type { DesiredChild } from '../../operator/src/reconcilers/context.ts';
 import { desiredGatewayChildren } from '../../operator/src/reconcilers/gateway.ts';
 import { desiredGraphWorkerChildren } from '../../operator/src/reconcilers/graph-worker.ts';
+import type { Cluster } from '../../operator/test/cluster.ts';
+import { applyAs, waitFor } from '../../operator/test/cluster.ts';
 
 /**
  * Requests in flight for owners, and as many for children: as many as the operator's reconciles (4 workers
@@ -91,7 +92,12 @@ export async function controlPlaneFloor(cluster: Cluster, operatorClient: KubeCl
       for (const child of childrenOf(live)) {
         // An AgentPool's Deployment counts as available with the pool's minimum (its HPA's to reach).
         const available = live.kind === 'AgentPool' ? (live as AgentPool).spec.minReplicas : undefined;
-        const next = { resource: child.resource, obj: childObject(live, child), createWith: child.createWith, ...(available !== undefined ? { available } : {}) };
+        const next = {
+          resource: child.resource,
+          obj: childObject(live, child),
+          createWith: child.createWith,
+          ...(available !== undefined ? { available } : {}),
+        };
         childCount++;
         if (child.resource === R.Service) children.unshift(next);
         else children.push(next);
@@ -111,7 +117,8 @@ export async function controlPlaneFloor(cluster: Cluster, operatorClient: KubeCl
       const live = next.createWith
         ? await operatorClient.create(next.resource, next.obj.metadata.namespace ?? '', { ...next.obj, ...next.createWith() })
         : await operatorClient.apply(next.resource, next.obj);
-      if (live.kind === 'Deployment') pending.set(live.metadata.name, { generation: live.metadata.generation ?? 1, ...(next.available !== undefined ? { available: next.available } : {}) });
+      if (live.kind === 'Deployment')
+        pending.set(live.metadata.name, { generation: live.metadata.generation ?? 1, ...(next.available !== undefined ? { available: next.available } : {}) });
       if (live.kind === 'Service') servicesAppliedSeconds = elapsed();
     }
   };

@@ -6,9 +6,9 @@
 //   npm run bench:operator:real-node -- [--rounds 3]
 import { loadavg } from 'node:os';
 import { parseArgs } from 'node:util';
-import { applyAs, condition, waitFor } from '../../operator/test/cluster.ts';
 import type { KubeObject } from '../../operator/src/kube/object.ts';
 import * as R from '../../operator/src/kube/resources.ts';
+import { applyAs, condition, waitFor } from '../../operator/test/cluster.ts';
 import { call, gatewayResource, gatewayUrl, NAMESPACE, startPlatform } from '../../test/e2e/platform.ts';
 
 const { values } = parseArgs({ options: { rounds: { type: 'string', default: '3' } } });
@@ -51,14 +51,18 @@ try {
       const deadline = Date.now() + 15 * 60_000;
       while (marks.gatewayReady === undefined) {
         if (Date.now() > deadline) throw new Error(`TemporaGateway ${name} not Ready after 15 min: ${JSON.stringify(marks)}`);
-        const deployments = (await admin.list(R.Deployment, {}, NAMESPACE)).items.filter((d) => d.metadata.ownerReferences?.some((r) => r.uid === owner.metadata.uid));
+        const deployments = (await admin.list(R.Deployment, {}, NAMESPACE)).items.filter((d) =>
+          d.metadata.ownerReferences?.some((r) => r.uid === owner.metadata.uid),
+        );
         if (deployments.length > 0) mark('deploymentsCreated');
         const pods = (await admin.list(R.Pod, { labelSelector: `tempora.dev/owner-uid=${owner.metadata.uid}` }, NAMESPACE)).items;
-        const has = (p: KubeObject, type: string) => ((p.status?.conditions ?? []) as { type: string; status: string }[]).some((c) => c.type === type && c.status === 'True');
+        const has = (p: KubeObject, type: string) =>
+          ((p.status?.conditions ?? []) as { type: string; status: string }[]).some((c) => c.type === type && c.status === 'True');
         const expected = deployments.length;
         if (expected > 0 && pods.length >= expected) {
           if (pods.every((p) => has(p, 'PodScheduled'))) mark('podsScheduled');
-          if (pods.every((p) => ((p.status?.containerStatuses ?? []) as { state?: { running?: unknown } }[]).some((c) => c.state?.running))) mark('containersStarted');
+          if (pods.every((p) => ((p.status?.containerStatuses ?? []) as { state?: { running?: unknown } }[]).some((c) => c.state?.running)))
+            mark('containersStarted');
           if (pods.every((p) => has(p, 'Ready'))) mark('podsReady');
         }
         for (const p of pods.filter((pod) => has(pod, 'Ready'))) serviceReady[p.metadata.labels?.['app.kubernetes.io/name'] ?? '?'] ??= at();
@@ -71,14 +75,24 @@ try {
     const url = await waitFor('the gateway Service', () => gatewayUrl(admin, name), 120_000, 100);
     await waitFor('the gateway answering', async () => (await call(`${url}/health`, { timeoutMs: 2_000 })).status === 200, 600_000, 100);
     mark('firstGatewayAnswer');
-    await waitFor('a graph read answered through the gateway', async () => (await call(`${url}/api/v1/graph/moments?limit=1`, { timeoutMs: 2_000, headers: { 'x-forwarded-for': '198.51.100.1' } })).status === 200, 600_000, 100);
+    await waitFor(
+      'a graph read answered through the gateway',
+      async () => (await call(`${url}/api/v1/graph/moments?limit=1`, { timeoutMs: 2_000, headers: { 'x-forwarded-for': '198.51.100.1' } })).status === 200,
+      600_000,
+      100,
+    );
     mark('firstAnsweredRequest');
     await following;
     results.push(marks as Round);
     console.error(`round ${round}: ${JSON.stringify(marks)}`);
 
     await admin.delete(R.TemporaGateway, NAMESPACE, name);
-    await waitFor('the TemporaGateway\'s pods gone', async () => (await admin.list(R.Pod, { labelSelector: `tempora.dev/owner-uid=${owner.metadata.uid}` }, NAMESPACE)).items.length === 0, 300_000, 1000);
+    await waitFor(
+      "the TemporaGateway's pods gone",
+      async () => (await admin.list(R.Pod, { labelSelector: `tempora.dev/owner-uid=${owner.metadata.uid}` }, NAMESPACE)).items.length === 0,
+      300_000,
+      1000,
+    );
   }
   const keys = (Object.keys(results[0]!) as (keyof Round)[]).filter((k): k is Exclude<keyof Round, 'serviceReady'> => k !== 'serviceReady');
   const median = (k: Exclude<keyof Round, 'serviceReady'>) => results.map((r) => r[k]).sort((a, b) => a - b)[Math.floor(results.length / 2)];

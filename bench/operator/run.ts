@@ -9,16 +9,16 @@
 import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import { parseArgs } from 'node:util';
 import { fileURLToPath } from 'node:url';
-import { freePort } from '../../scripts/infra.ts';
-import { applyAs, clientFor, startCluster, waitFor, type Cluster } from '../../operator/test/cluster.ts';
-import { KubeletStandIn } from '../../operator/test/kubelet-stand-in.ts';
-import { agentPool, gateway, graphWorker, simulationBudget } from '../../operator/test/fixtures.ts';
-import { tlsSecret } from '../../operator/test/tls-secret.ts';
+import { parseArgs } from 'node:util';
 import type { KubeObject } from '../../operator/src/kube/object.ts';
 import * as R from '../../operator/src/kube/resources.ts';
 import { collectionPath } from '../../operator/src/kube/resources.ts';
+import { applyAs, type Cluster, clientFor, startCluster, waitFor } from '../../operator/test/cluster.ts';
+import { agentPool, gateway, graphWorker, simulationBudget } from '../../operator/test/fixtures.ts';
+import { KubeletStandIn } from '../../operator/test/kubelet-stand-in.ts';
+import { tlsSecret } from '../../operator/test/tls-secret.ts';
+import { freePort } from '../../scripts/infra.ts';
 import { controlPlaneFloor, type FloorFigures } from './floor.ts';
 
 const { values } = parseArgs({
@@ -64,7 +64,12 @@ function resources(n: number, gatewayEvery: number): KubeObject[] {
   return out;
 }
 
-const PLURAL: Record<string, R.ResourceType> = { TemporaGateway: R.TemporaGateway, GraphWorker: R.GraphWorker, AgentPool: R.AgentPool, SimulationBudget: R.SimulationBudget };
+const PLURAL: Record<string, R.ResourceType> = {
+  TemporaGateway: R.TemporaGateway,
+  GraphWorker: R.GraphWorker,
+  AgentPool: R.AgentPool,
+  SimulationBudget: R.SimulationBudget,
+};
 
 /** Sums per metric name; writes also per `<verb> <resource>` under `writes <verb> <resource>`. */
 async function scrape(port: number): Promise<Map<string, number>> {
@@ -108,127 +113,146 @@ function secrets(objs: KubeObject[]): KubeObject[] {
   const { secret: tls } = tlsSecret('tls', 'default', 'bench.tempora.test', 365);
   const url = Buffer.from('postgres://bench').toString('base64');
   return [
-    ...['tempora-keys', 'tempora-providers', 'tempora-billing'].map((name) => ({ apiVersion: 'v1', kind: 'Secret', metadata: { name, namespace: 'default' }, data: {} })),
+    ...['tempora-keys', 'tempora-providers', 'tempora-billing'].map((name) => ({
+      apiVersion: 'v1',
+      kind: 'Secret',
+      metadata: { name, namespace: 'default' },
+      data: {},
+    })),
     ...['tempora-db', 'tempora-redis'].map((name) => ({ apiVersion: 'v1', kind: 'Secret', metadata: { name, namespace: 'default' }, data: { url } })),
     ...objs.filter((o) => o.kind === 'TemporaGateway').map((gw) => ({ ...tls, metadata: { name: `${gw.metadata.name}-tls`, namespace: 'default' } })),
   ];
 }
 
-const floorRun = (): Promise<FloorFigures> => withCluster((cluster) => controlPlaneFloor(cluster, clientFor(cluster.operatorKubeconfig), resources(count, gatewayEvery)));
+const floorRun = (): Promise<FloorFigures> =>
+  withCluster((cluster) => controlPlaneFloor(cluster, clientFor(cluster.operatorKubeconfig), resources(count, gatewayEvery)));
 
-const operatorRun = () => withCluster(async (cluster) => {
-  const port = await freePort();
-  // The image's command line (operator/Dockerfile's CMD), V8 flags included, as in a cluster.
-  const [, ...cmdArgs] = JSON.parse(/^CMD (\[.*\])$/m.exec(readFileSync(join(ROOT, 'operator', 'Dockerfile'), 'utf8'))![1]!) as string[];
-  const operator = spawn(process.execPath, [...cmdArgs.slice(0, -1), join(ROOT, cmdArgs.at(-1)!)], {
-    env: { ...process.env, KUBECONFIG: cluster.operatorKubeconfig, OPERATOR_PORT: String(port), LEADER_ELECTION_NAMESPACE: 'tempora-system', POD_NAME: 'bench', LOG_LEVEL: 'error', RESYNC_SECONDS: '0' },
-    stdio: ['ignore', 'inherit', 'inherit'],
-  });
-  const kill = () => operator.kill('SIGKILL');
-  process.once('exit', kill);
-  try {
-    await waitFor('operator ready', async () => (await fetch(`http://127.0.0.1:${port}/readyz`)).ok, 30_000, 200);
-    await waitFor('operator leading', async () => (await scrape(port)).get('leader_election_master_status') === 1, 30_000, 200);
-    const objs = resources(count, gatewayEvery);
-    const total = Object.fromEntries(Object.keys(PLURAL).map((kind) => [kind, objs.filter((o) => o.kind === kind).length]));
-    // Ready is followed through one watch per kind, opened before the first apply: polling lists cost the
-    // API server the encoding of every object twice a second, on the very CPU the run is measuring.
-    const readyByKind = new Map(Object.keys(PLURAL).map((kind) => [kind, new Set<string>()]));
-    let readyCount = 0;
-    const watching = new AbortController();
-    const watches = Object.entries(PLURAL).map(([kind, r]) =>
-      cluster.admin
-        .watch(collectionPath(r, 'default'), {}, watching.signal, (_type, o) => {
-          const c = ((o.status?.conditions ?? []) as { type: string; status: string; observedGeneration?: number }[]).find((x) => x.type === 'Ready');
-          const set = readyByKind.get(kind)!;
-          const before = set.size;
-          // A SimulationBudget is Ready once its TemporaGateway's simulation service reports it, and no service
-          // runs here: it counts once the operator has reconciled it and said why (Ready at its generation).
-          const done = kind === 'SimulationBudget' ? c !== undefined : c?.status === 'True';
-          if (done && c?.observedGeneration === o.metadata.generation) set.add(o.metadata.name!);
-          else set.delete(o.metadata.name!);
-          readyCount += set.size - before;
-        })
-        .catch((error: unknown) => {
-          if (!watching.signal.aborted) throw error;
-        }),
-    );
-    const closeWatches = async () => {
-      watching.abort();
-      await Promise.all(watches);
-    };
-    for (const secret of secrets(objs)) await applyAs(cluster.admin, secret);
-    const started = performance.now();
-    const queue = [...objs];
-    const applying = Promise.all(
-      Array.from({ length: 32 }, async () => {
-        for (let o = queue.shift(); o; o = queue.shift()) await applyAs(cluster.admin, o);
-      }),
-    );
-    await applying.catch(async (err: unknown) => {
-      await closeWatches();
-      throw err;
-    });
-    const applied = performance.now();
-    let lastReport = 0;
-    await waitFor(
-      `${count} Ready`,
-      async () => {
-        if (process.env.BENCH_VERBOSE && performance.now() - lastReport > 2000) {
-          lastReport = performance.now();
-          const m = await scrape(port);
-          const kinds = [...readyByKind].map(([kind, set]) => `${kind} ${set.size}/${total[kind]}`).join(', ');
-          console.error(`${((lastReport - started) / 1000).toFixed(1)}s ready=${readyCount} (${kinds}) reconciles=${m.get('controller_runtime_reconcile_total')} depth=${m.get('workqueue_depth')} writes=${m.get('tempora_operator_api_writes_total')}`);
-        }
-        return readyCount === count;
+const operatorRun = () =>
+  withCluster(async (cluster) => {
+    const port = await freePort();
+    // The image's command line (operator/Dockerfile's CMD), V8 flags included, as in a cluster.
+    const [, ...cmdArgs] = JSON.parse(/^CMD (\[.*\])$/m.exec(readFileSync(join(ROOT, 'operator', 'Dockerfile'), 'utf8'))![1]!) as string[];
+    const operator = spawn(process.execPath, [...cmdArgs.slice(0, -1), join(ROOT, cmdArgs.at(-1)!)], {
+      env: {
+        ...process.env,
+        KUBECONFIG: cluster.operatorKubeconfig,
+        OPERATOR_PORT: String(port),
+        LEADER_ELECTION_NAMESPACE: 'tempora-system',
+        POD_NAME: 'bench',
+        LOG_LEVEL: 'error',
+        RESYNC_SECONDS: '0',
       },
-      600_000,
-      50,
-    ).finally(closeWatches);
-    const allReady = performance.now();
-    const atReady = await scrape(port);
-    // After Ready, kube-controller-manager still creates Pods for a while and status follows their counts;
-    // steady state starts once the operator has written nothing for 5 s (at most 60 s after Ready).
-    const writesNow = async () => (await scrape(port)).get('tempora_operator_api_writes_total') ?? 0;
-    let previous = await writesNow();
-    const settleDeadline = performance.now() + 60_000;
-    for (let quiet = 0; quiet < 5 && performance.now() < settleDeadline; ) {
-      await new Promise((r) => setTimeout(r, 1000));
-      const w = await writesNow();
-      quiet = w === previous ? quiet + 1 : 0;
-      previous = w;
+      stdio: ['ignore', 'inherit', 'inherit'],
+    });
+    const kill = () => operator.kill('SIGKILL');
+    process.once('exit', kill);
+    try {
+      await waitFor('operator ready', async () => (await fetch(`http://127.0.0.1:${port}/readyz`)).ok, 30_000, 200);
+      await waitFor('operator leading', async () => (await scrape(port)).get('leader_election_master_status') === 1, 30_000, 200);
+      const objs = resources(count, gatewayEvery);
+      const total = Object.fromEntries(Object.keys(PLURAL).map((kind) => [kind, objs.filter((o) => o.kind === kind).length]));
+      // Ready is followed through one watch per kind, opened before the first apply: polling lists cost the
+      // API server the encoding of every object twice a second, on the very CPU the run is measuring.
+      const readyByKind = new Map(Object.keys(PLURAL).map((kind) => [kind, new Set<string>()]));
+      let readyCount = 0;
+      const watching = new AbortController();
+      const watches = Object.entries(PLURAL).map(([kind, r]) =>
+        cluster.admin
+          .watch(collectionPath(r, 'default'), {}, watching.signal, (_type, o) => {
+            const c = ((o.status?.conditions ?? []) as { type: string; status: string; observedGeneration?: number }[]).find((x) => x.type === 'Ready');
+            const set = readyByKind.get(kind)!;
+            const before = set.size;
+            // A SimulationBudget is Ready once its TemporaGateway's simulation service reports it, and no service
+            // runs here: it counts once the operator has reconciled it and said why (Ready at its generation).
+            const done = kind === 'SimulationBudget' ? c !== undefined : c?.status === 'True';
+            if (done && c?.observedGeneration === o.metadata.generation) set.add(o.metadata.name!);
+            else set.delete(o.metadata.name!);
+            readyCount += set.size - before;
+          })
+          .catch((error: unknown) => {
+            if (!watching.signal.aborted) throw error;
+          }),
+      );
+      const closeWatches = async () => {
+        watching.abort();
+        await Promise.all(watches);
+      };
+      for (const secret of secrets(objs)) await applyAs(cluster.admin, secret);
+      const started = performance.now();
+      const queue = [...objs];
+      const applying = Promise.all(
+        Array.from({ length: 32 }, async () => {
+          for (let o = queue.shift(); o; o = queue.shift()) await applyAs(cluster.admin, o);
+        }),
+      );
+      await applying.catch(async (err: unknown) => {
+        await closeWatches();
+        throw err;
+      });
+      const applied = performance.now();
+      let lastReport = 0;
+      await waitFor(
+        `${count} Ready`,
+        async () => {
+          if (process.env.BENCH_VERBOSE && performance.now() - lastReport > 2000) {
+            lastReport = performance.now();
+            const m = await scrape(port);
+            const kinds = [...readyByKind].map(([kind, set]) => `${kind} ${set.size}/${total[kind]}`).join(', ');
+            console.error(
+              `${((lastReport - started) / 1000).toFixed(1)}s ready=${readyCount} (${kinds}) reconciles=${m.get('controller_runtime_reconcile_total')} depth=${m.get('workqueue_depth')} writes=${m.get('tempora_operator_api_writes_total')}`,
+            );
+          }
+          return readyCount === count;
+        },
+        600_000,
+        50,
+      ).finally(closeWatches);
+      const allReady = performance.now();
+      const atReady = await scrape(port);
+      // After Ready, kube-controller-manager still creates Pods for a while and status follows their counts;
+      // steady state starts once the operator has written nothing for 5 s (at most 60 s after Ready).
+      const writesNow = async () => (await scrape(port)).get('tempora_operator_api_writes_total') ?? 0;
+      let previous = await writesNow();
+      const settleDeadline = performance.now() + 60_000;
+      for (let quiet = 0; quiet < 5 && performance.now() < settleDeadline; ) {
+        await new Promise((r) => setTimeout(r, 1000));
+        const w = await writesNow();
+        quiet = w === previous ? quiet + 1 : 0;
+        previous = w;
+      }
+      const settled = await scrape(port);
+      await new Promise((r) => setTimeout(r, steadySeconds * 1000));
+      const steady = await scrape(port);
+      const writes = atReady.get('tempora_operator_api_writes_total') ?? 0;
+      const reconciles = atReady.get('controller_runtime_reconcile_total') ?? 0;
+      const settledWrites = settled.get('tempora_operator_api_writes_total') ?? 0;
+      const steadyWrites = (steady.get('tempora_operator_api_writes_total') ?? 0) - settledWrites;
+      const figures = {
+        customResources: count,
+        applySeconds: +((applied - started) / 1000).toFixed(1),
+        timeToAllReadySeconds: +((allReady - started) / 1000).toFixed(1),
+        reconciles,
+        reconcileErrors: atReady.get('controller_runtime_reconcile_errors_total') ?? 0,
+        writes,
+        writesPerReconcile: +(writes / reconciles).toFixed(2),
+        writesByResource: Object.fromEntries([...atReady].filter(([k, v]) => k.startsWith('writes ') && v > 0).map(([k, v]) => [k.slice(7), v])),
+        writesWhileSettling: settledWrites - writes,
+        // The operator writes its custom resources only through their status subresource, once settled.
+        statusWritesPerResource: Object.fromEntries(
+          Object.entries(PLURAL).map(([kind, r]) => [kind, +((settled.get(`writes patch ${r.plural}/status`) ?? 0) / total[kind]!).toFixed(2)]),
+        ),
+        steadyStateWritesPerMinute: +((steadyWrites * 60) / steadySeconds).toFixed(1),
+        operatorRssMB: +((steady.get('process_resident_memory_bytes') ?? 0) / 2 ** 20).toFixed(0),
+        operatorHeapUsedMB: +((steady.get('nodejs_heap_size_used_bytes') ?? 0) / 2 ** 20).toFixed(0),
+        targets: { timeToAllReadySeconds: 30, ratioToFloor: 1.15, statusWritesPerResource: 2, steadyStateWritesPerMinute: 0, operatorRssMB: 150 },
+      };
+      return figures;
+    } finally {
+      process.off('exit', kill);
+      operator.kill('SIGTERM');
+      await new Promise((r) => operator.once('exit', r));
     }
-    const settled = await scrape(port);
-    await new Promise((r) => setTimeout(r, steadySeconds * 1000));
-    const steady = await scrape(port);
-    const writes = atReady.get('tempora_operator_api_writes_total') ?? 0;
-    const reconciles = atReady.get('controller_runtime_reconcile_total') ?? 0;
-    const settledWrites = settled.get('tempora_operator_api_writes_total') ?? 0;
-    const steadyWrites = (steady.get('tempora_operator_api_writes_total') ?? 0) - settledWrites;
-    const figures = {
-      customResources: count,
-      applySeconds: +((applied - started) / 1000).toFixed(1),
-      timeToAllReadySeconds: +((allReady - started) / 1000).toFixed(1),
-      reconciles,
-      reconcileErrors: atReady.get('controller_runtime_reconcile_errors_total') ?? 0,
-      writes,
-      writesPerReconcile: +(writes / reconciles).toFixed(2),
-      writesByResource: Object.fromEntries([...atReady].filter(([k, v]) => k.startsWith('writes ') && v > 0).map(([k, v]) => [k.slice(7), v])),
-      writesWhileSettling: settledWrites - writes,
-      // The operator writes its custom resources only through their status subresource, once settled.
-      statusWritesPerResource: Object.fromEntries(Object.entries(PLURAL).map(([kind, r]) => [kind, +((settled.get(`writes patch ${r.plural}/status`) ?? 0) / total[kind]!).toFixed(2)])),
-      steadyStateWritesPerMinute: +((steadyWrites * 60) / steadySeconds).toFixed(1),
-      operatorRssMB: +((steady.get('process_resident_memory_bytes') ?? 0) / 2 ** 20).toFixed(0),
-      operatorHeapUsedMB: +((steady.get('nodejs_heap_size_used_bytes') ?? 0) / 2 ** 20).toFixed(0),
-      targets: { timeToAllReadySeconds: 30, ratioToFloor: 1.15, statusWritesPerResource: 2, steadyStateWritesPerMinute: 0, operatorRssMB: 150 },
-    };
-    return figures;
-  } finally {
-    process.off('exit', kill);
-    operator.kill('SIGTERM');
-    await new Promise((r) => operator.once('exit', r));
-  }
-});
+  });
 
 for (const signal of ['SIGINT', 'SIGTERM'] as const) process.once(signal, () => process.exit(130));
 if (values.floor) {

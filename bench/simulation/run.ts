@@ -12,13 +12,13 @@
  * Uses DATABASE_URL when set, otherwise starts PostgreSQL like `npm test`.
  */
 import { spawn } from 'node:child_process';
-import pg from 'pg';
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
+import pg from 'pg';
 import { freePort, startInfra } from '../../scripts/infra.ts';
+import { FakeModel } from '../../services/simulation/test/fake-model.ts';
 import { createDatabase, dropDatabase } from '../../test/support/database.ts';
 import { request } from '../../test/support/http.ts';
-import { FakeModel } from '../../services/simulation/test/fake-model.ts';
 
 const CALL_MS = Number(process.env.BENCH_CALL_MS ?? 200);
 const RUNS = Number(process.env.BENCH_RUNS ?? 5);
@@ -100,7 +100,9 @@ try {
     );
     const overhead = wall - Number(measured.rows[0]!.path);
     overheads.push(overhead);
-    step(`fidelity 5 run ${run}: ${wall.toFixed(0)} ms against a critical path of ${critical} ms (${(wall / critical).toFixed(3)}×); the calls on it took ${measured.rows[0]!.path} ms, the service ${overhead.toFixed(0)} ms`);
+    step(
+      `fidelity 5 run ${run}: ${wall.toFixed(0)} ms against a critical path of ${critical} ms (${(wall / critical).toFixed(3)}×); the calls on it took ${measured.rows[0]!.path} ms, the service ${overhead.toFixed(0)} ms`,
+    );
   }
 
   await db.end();
@@ -109,7 +111,9 @@ try {
   const cpuBefore = cpuSeconds(child.pid!);
   const started = performance.now();
   const replies = await Promise.all(
-    Array.from({ length: CONCURRENT }, () => request(base, '/api/v1/simulate?wait=300', { method: 'POST', headers, body: { template: 'constitutional-convention', fidelity: 3 } })),
+    Array.from({ length: CONCURRENT }, () =>
+      request(base, '/api/v1/simulate?wait=300', { method: 'POST', headers, body: { template: 'constitutional-convention', fidelity: 3 } }),
+    ),
   );
   const elapsed = (performance.now() - started) / 1000;
   const cpu = cpuSeconds(child.pid!) - cpuBefore;

@@ -60,12 +60,41 @@ interface Kind {
 const QUERIES = ['rome', 'revolution', 'printing press', 'treaty', 'war', 'empire', 'paris', 'plague'];
 const pick = <T>(list: T[]) => list[Math.floor(Math.random() * list.length)]!;
 const MIX: Kind[] = [
-  { name: 'traverse', weight: 3, charged: false, request: () => ({ method: 'GET', path: `/api/v1/graph/traverse/${BASTILLE}?direction=${pick(['future', 'past', 'both'])}&depth=2` }) },
-  { name: 'moments', weight: 3, charged: false, request: () => ({ method: 'GET', path: `/api/v1/graph/moments?q=${encodeURIComponent(pick(QUERIES))}&limit=10` }) },
-  { name: 'search', weight: 3, charged: false, request: () => ({ method: 'GET', path: `/api/v1/graph/search?q=${encodeURIComponent(pick(QUERIES))}&limit=10` }) },
+  {
+    name: 'traverse',
+    weight: 3,
+    charged: false,
+    request: () => ({ method: 'GET', path: `/api/v1/graph/traverse/${BASTILLE}?direction=${pick(['future', 'past', 'both'])}&depth=2` }),
+  },
+  {
+    name: 'moments',
+    weight: 3,
+    charged: false,
+    request: () => ({ method: 'GET', path: `/api/v1/graph/moments?q=${encodeURIComponent(pick(QUERIES))}&limit=10` }),
+  },
+  {
+    name: 'search',
+    weight: 3,
+    charged: false,
+    request: () => ({ method: 'GET', path: `/api/v1/graph/search?q=${encodeURIComponent(pick(QUERIES))}&limit=10` }),
+  },
   { name: 'balance', weight: 3, charged: false, request: () => ({ method: 'GET', path: '/api/v1/credits/balance' }) },
-  { name: 'generate', weight: 2, charged: true, request: () => ({ method: 'POST', path: '/api/v1/timepoints/generate/sync', body: { query: `${pick(QUERIES)} in ${1000 + Math.floor(Math.random() * 900)}`, preset: 'hyper' } }) },
-  { name: 'simulate', weight: 1, charged: true, request: () => ({ method: 'POST', path: '/api/v1/simulate', body: { prompt: `What if the ${pick(QUERIES)} had gone otherwise`, fidelity: 1 } }) },
+  {
+    name: 'generate',
+    weight: 2,
+    charged: true,
+    request: () => ({
+      method: 'POST',
+      path: '/api/v1/timepoints/generate/sync',
+      body: { query: `${pick(QUERIES)} in ${1000 + Math.floor(Math.random() * 900)}`, preset: 'hyper' },
+    }),
+  },
+  {
+    name: 'simulate',
+    weight: 1,
+    charged: true,
+    request: () => ({ method: 'POST', path: '/api/v1/simulate', body: { prompt: `What if the ${pick(QUERIES)} had gone otherwise`, fidelity: 1 } }),
+  },
   // Priced and charged by the gateway, refused by the simulation service (a prompt under 3 characters): the
   // refund path, which the reconciliation must find as one refund per charge.
   { name: 'refused', weight: 1, charged: true, request: () => ({ method: 'POST', path: '/api/v1/simulate', body: { prompt: 'x', fidelity: 1 } }) },
@@ -179,7 +208,11 @@ try {
   platform = await startPlatform({ shared: { databaseUrl, redisUrl: infra.env.REDIS_URL! }, env: { RATE_LIMIT_MULTIPLIER: '1000' } });
   const gateway = platform.urls.gateway;
   const processes = platformProcesses();
-  step(`processes: ${Object.entries(processes).map(([name, pid]) => `${name} ${pid}`).join(', ')}`);
+  step(
+    `processes: ${Object.entries(processes)
+      .map(([name, pid]) => `${name} ${pid}`)
+      .join(', ')}`,
+  );
 
   const users: Array<{ id: string; auth: string }> = [];
   for (let i = 0; i < USERS; i += 1) {
@@ -211,7 +244,12 @@ try {
     if (body) headers['content-type'] = 'application/json';
     const call: Call = { kind: kind.name, user, requestId, due, ms: 0, status: 0, charged: undefined };
     try {
-      const response = await fetch(`${gateway}${path}`, { method, headers, body: body ? JSON.stringify(body) : undefined, signal: AbortSignal.timeout(60_000) });
+      const response = await fetch(`${gateway}${path}`, {
+        method,
+        headers,
+        body: body ? JSON.stringify(body) : undefined,
+        signal: AbortSignal.timeout(60_000),
+      });
       await response.arrayBuffer();
       call.status = response.status;
       const charged = response.headers.get('x-credits-charged');
@@ -263,7 +301,12 @@ try {
   // Reconciliation.
   const problems: string[] = [];
   const userIds = users.map((user) => user.id);
-  const ledger = (await db.query("select id, user_id, amount, kind, refund_of, metadata->>'request_id' as request_id from credit_ledger where user_id = any($1) order by id", [userIds])).rows as Array<{
+  const ledger = (
+    await db.query(
+      "select id, user_id, amount, kind, refund_of, metadata->>'request_id' as request_id from credit_ledger where user_id = any($1) order by id",
+      [userIds],
+    )
+  ).rows as Array<{
     id: string;
     user_id: string;
     amount: string;
@@ -272,7 +315,8 @@ try {
     request_id: string | null;
   }>;
   const chargesByRequest = new Map<string, typeof ledger>();
-  for (const entry of ledger.filter((entry) => entry.kind === 'charge' && entry.request_id)) chargesByRequest.set(entry.request_id!, [...(chargesByRequest.get(entry.request_id!) ?? []), entry]);
+  for (const entry of ledger.filter((entry) => entry.kind === 'charge' && entry.request_id))
+    chargesByRequest.set(entry.request_id!, [...(chargesByRequest.get(entry.request_id!) ?? []), entry]);
   const refundsOf = new Map<string, typeof ledger>();
   for (const entry of ledger.filter((entry) => entry.kind === 'refund')) refundsOf.set(entry.refund_of!, [...(refundsOf.get(entry.refund_of!) ?? []), entry]);
   const byRequest = new Map(calls.map((call) => [call.requestId, call]));
@@ -300,11 +344,18 @@ try {
       refundedBeforeAnswer += 1;
     }
     if (call.status >= 400 && call.charged! > 0) problems.push(`${id}: refused, yet answered X-Credits-Charged ${call.charged}`);
-    if (call.status >= 200 && call.status < 300 && MIX.find((kind) => kind.name === call.kind)!.charged && !(call.charged! > 0)) problems.push(`${id}: a charged route answered with X-Credits-Charged ${call.charged}`);
+    if (call.status >= 200 && call.status < 300 && MIX.find((kind) => kind.name === call.kind)!.charged && !(call.charged! > 0))
+      problems.push(`${id}: a charged route answered with X-Credits-Charged ${call.charged}`);
   }
   for (const requestId of chargesByRequest.keys()) if (!byRequest.has(requestId)) problems.push(`charge for request ${requestId}, which the client never sent`);
-  for (const [refundOf, refunds] of refundsOf) if (!ledger.some((entry) => entry.id === refundOf && entry.kind === 'charge')) problems.push(`refund ${refunds[0]!.id} of no charge`);
-  const balances = (await db.query('select u.id, u.balance, coalesce(sum(l.amount), 0) as sum from users u left join credit_ledger l on l.user_id = u.id where u.id = any($1) group by u.id, u.balance', [userIds])).rows;
+  for (const [refundOf, refunds] of refundsOf)
+    if (!ledger.some((entry) => entry.id === refundOf && entry.kind === 'charge')) problems.push(`refund ${refunds[0]!.id} of no charge`);
+  const balances = (
+    await db.query(
+      'select u.id, u.balance, coalesce(sum(l.amount), 0) as sum from users u left join credit_ledger l on l.user_id = u.id where u.id = any($1) group by u.id, u.balance',
+      [userIds],
+    )
+  ).rows;
   for (const row of balances) if (Number(row.balance) !== Number(row.sum)) problems.push(`user ${row.id}: balance ${row.balance}, ledger sums to ${row.sum}`);
   if (pendingJobs > 0) problems.push(`${pendingJobs} followed jobs still pending after 120 s`);
   await db.end();
@@ -328,7 +379,20 @@ try {
     // flat is no growth over the second half of the load.
     const fdSlope = slope(samples.filter((entry) => entry.at / 1000 >= SECONDS / 2).map((entry) => [entry.at / 60_000, entry.processes[name]!.fds])) as number;
     const flat = rssSlope < RSS_FLAT_MIB_PER_MIN && fdSlope < FD_FLAT_PER_MIN;
-    return [name, fixed(first.rss), fixed(afterWarmup.rss), fixed(last.rss), fixed(idle[name]!.rss), fixed(rssSlope, 2), first.fds, peakFds, last.fds, idle[name]!.fds, fixed(fdSlope, 2), flat ? 'flat' : 'GROWING'];
+    return [
+      name,
+      fixed(first.rss),
+      fixed(afterWarmup.rss),
+      fixed(last.rss),
+      fixed(idle[name]!.rss),
+      fixed(rssSlope, 2),
+      first.fds,
+      peakFds,
+      last.fds,
+      idle[name]!.fds,
+      fixed(fdSlope, 2),
+      flat ? 'flat' : 'GROWING',
+    ];
   });
   const windows = [...new Set(calls.map(windowOf))].sort((a, b) => a - b);
   const firstWindow = windows.find((window) => window * SAMPLE_S >= WARMUP_S) ?? windows[0]!;
@@ -348,26 +412,71 @@ try {
     }
     const all = calls.filter((call) => kind === 'all' || call.kind === kind);
     const errors = all.filter((call) => call.status === 0 || call.status >= 400);
-    const statuses = [...new Set(errors.map((call) => call.status))].map((status) => `${status}×${errors.filter((call) => call.status === status).length}`).join(' ');
+    const statuses = [...new Set(errors.map((call) => call.status))]
+      .map((status) => `${status}×${errors.filter((call) => call.status === status).length}`)
+      .join(' ');
     row.push(all.length, errors.length ? `${errors.length} (${statuses})` : 0);
     latencyRows.push(row);
   }
   const perWindow = windows.map((window) => {
     const inWindow = calls.filter((call) => windowOf(call) === window);
     const sorted = inWindow.map((call) => call.ms).sort((a, b) => a - b);
-    return [`${window * SAMPLE_S}–${(window + 1) * SAMPLE_S}`, inWindow.length, fixed(percentile(sorted, 0.5)), fixed(percentile(sorted, 0.95)), fixed(percentile(sorted, 0.99)), inWindow.filter((call) => call.status === 0 || call.status >= 400).length];
+    return [
+      `${window * SAMPLE_S}–${(window + 1) * SAMPLE_S}`,
+      inWindow.length,
+      fixed(percentile(sorted, 0.5)),
+      fixed(percentile(sorted, 0.95)),
+      fixed(percentile(sorted, 0.99)),
+      inWindow.filter((call) => call.status === 0 || call.status >= 400).length,
+    ];
   });
   const load1 = loads.map((load) => load[0]!);
 
-  console.log(`\nSoak through the gateway: ${SECONDS} s at ${RATE} requests/s (${total} calls, open loop), ${USERS} users, samples every ${SAMPLE_S} s, warm-up ${WARMUP_S} s`);
-  console.log(`machine: ${cpus().length} cores, load average (1 min) ${fixed(Math.min(...load1))}–${fixed(Math.max(...load1))} during the run, mean ${fixed(load1.reduce((s, v) => s + v, 0) / load1.length)}\n`);
-  console.log(`Memory (RSS MiB) and open descriptors per process: before the load, after warm-up, at the end of the load and after ${IDLE_S} s idle; flat: RSS slope after warm-up below ${RSS_FLAT_MIB_PER_MIN} MiB/min and descriptors' slope over the load's second half below ${FD_FLAT_PER_MIN}/min:\n`);
-  console.log(table(['process', 'RSS start', `RSS at ${WARMUP_S} s`, 'RSS end', 'RSS idle', 'RSS MiB/min', 'FDs start', 'FDs peak', 'FDs end', 'FDs idle', 'FDs/min (2nd half)', ''], processRows));
+  console.log(
+    `\nSoak through the gateway: ${SECONDS} s at ${RATE} requests/s (${total} calls, open loop), ${USERS} users, samples every ${SAMPLE_S} s, warm-up ${WARMUP_S} s`,
+  );
+  console.log(
+    `machine: ${cpus().length} cores, load average (1 min) ${fixed(Math.min(...load1))}–${fixed(Math.max(...load1))} during the run, mean ${fixed(load1.reduce((s, v) => s + v, 0) / load1.length)}\n`,
+  );
+  console.log(
+    `Memory (RSS MiB) and open descriptors per process: before the load, after warm-up, at the end of the load and after ${IDLE_S} s idle; flat: RSS slope after warm-up below ${RSS_FLAT_MIB_PER_MIN} MiB/min and descriptors' slope over the load's second half below ${FD_FLAT_PER_MIN}/min:\n`,
+  );
+  console.log(
+    table(
+      [
+        'process',
+        'RSS start',
+        `RSS at ${WARMUP_S} s`,
+        'RSS end',
+        'RSS idle',
+        'RSS MiB/min',
+        'FDs start',
+        'FDs peak',
+        'FDs end',
+        'FDs idle',
+        'FDs/min (2nd half)',
+        '',
+      ],
+      processRows,
+    ),
+  );
   console.log(`\nDescriptors held after ${IDLE_S} s idle:\n`);
-  console.log(table(['process', 'descriptors'], Object.entries(held).map(([name, what]) => [name, what])));
+  console.log(
+    table(
+      ['process', 'descriptors'],
+      Object.entries(held).map(([name, what]) => [name, what]),
+    ),
+  );
   console.log('\nDescriptors per sample:\n');
-  console.log(table(['process', ...samples.map((entry) => `${Math.round(entry.at / 1000)} s`)], Object.keys(processes).map((name) => [name, ...samples.map((entry) => entry.processes[name]!.fds)])));
-  console.log(`\nLatency ms p50 / p95 / p99 from the moment each call was due, window ${firstWindow * SAMPLE_S}–${(firstWindow + 1) * SAMPLE_S} s against ${lastWindow * SAMPLE_S}–${(lastWindow + 1) * SAMPLE_S} s and the whole run:\n`);
+  console.log(
+    table(
+      ['process', ...samples.map((entry) => `${Math.round(entry.at / 1000)} s`)],
+      Object.keys(processes).map((name) => [name, ...samples.map((entry) => entry.processes[name]!.fds)]),
+    ),
+  );
+  console.log(
+    `\nLatency ms p50 / p95 / p99 from the moment each call was due, window ${firstWindow * SAMPLE_S}–${(firstWindow + 1) * SAMPLE_S} s against ${lastWindow * SAMPLE_S}–${(lastWindow + 1) * SAMPLE_S} s and the whole run:\n`,
+  );
   console.log(table(['class', 'first window', 'last window', 'whole run', 'calls', 'errors'], latencyRows));
   console.log('\nPer window (all classes):\n');
   console.log(table(['seconds', 'calls', 'p50 ms', 'p95 ms', 'p99 ms', 'errors'], perWindow));

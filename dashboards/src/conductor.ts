@@ -1,4 +1,4 @@
-import { SEL, dashboard, red } from './panels.ts';
+import { dashboard, red, SEL } from './panels.ts';
 
 /** The conductor: what people ask, which tools it calls, what they cost and how long they take. */
 export const conductor = dashboard({
@@ -13,7 +13,8 @@ export const conductor = dashboard({
       panels: [
         {
           title: 'Messages',
-          description: 'Messages answered per second by outcome: completed, paused (waiting for a confirmation or at the spend ceiling), stopped (a cap), failed.',
+          description:
+            'Messages answered per second by outcome: completed, paused (waiting for a confirmation or at the spend ceiling), stopped (a cap), failed.',
           unit: 'ops',
           stacked: true,
           queries: [{ expr: `sum by (status) (rate(conductor_messages_total{${SEL}}[$__rate_interval]))`, legend: '{{status}}' }],
@@ -29,13 +30,20 @@ export const conductor = dashboard({
           title: 'Tool call latency p95',
           description: 'Time per tool call, 95th percentile, by tool.',
           unit: 's',
-          queries: [{ expr: `histogram_quantile(0.95, sum by (tool, le) (rate(conductor_tool_call_duration_seconds_bucket{${SEL}}[$__rate_interval])))`, legend: '{{tool}}' }],
+          queries: [
+            {
+              expr: `histogram_quantile(0.95, sum by (tool, le) (rate(conductor_tool_call_duration_seconds_bucket{${SEL}}[$__rate_interval])))`,
+              legend: '{{tool}}',
+            },
+          ],
         },
         {
           title: 'Model turn latency p95',
           description: 'Time per model turn (one tool-choosing call), 95th percentile.',
           unit: 's',
-          queries: [{ expr: `histogram_quantile(0.95, sum by (le) (rate(conductor_model_turn_duration_seconds_bucket{${SEL}}[$__rate_interval])))`, legend: 'p95' }],
+          queries: [
+            { expr: `histogram_quantile(0.95, sum by (le) (rate(conductor_model_turn_duration_seconds_bucket{${SEL}}[$__rate_interval])))`, legend: 'p95' },
+          ],
         },
       ],
     },
@@ -56,7 +64,7 @@ export const conductor = dashboard({
         },
         {
           title: 'Model tokens',
-          description: 'Tokens per second used by the conductor\'s model turns, by provider.',
+          description: "Tokens per second used by the conductor's model turns, by provider.",
           unit: 'short',
           stacked: true,
           queries: [{ expr: `sum by (provider) (rate(conductor_model_tokens_total{${SEL}}[$__rate_interval]))`, legend: '{{provider}}' }],

@@ -1,5 +1,5 @@
-import { COMPONENT_LABEL, COMPONENTS } from './components.ts';
 import type { SeriesInput } from './alerts.ts';
+import { COMPONENT_LABEL, COMPONENTS } from './components.ts';
 
 /**
  * Series of the workloads a Tempora shares its Prometheus with, for the tests that every rule ignores
@@ -15,7 +15,9 @@ export const FOREIGN_JOB = 'other-team';
 export function foreign(input: SeriesInput): SeriesInput {
   const [, metric, matchers = ''] = /^([a-zA-Z_:][\w:]*)(?:\{(.*)\})?$/s.exec(input.series) ?? [];
   if (!metric) throw new Error(`not a series: ${input.series}`);
-  const labels = [...matchers.matchAll(/(\w+)="((?:[^"\\]|\\.)*)"/g)].filter(([, name]) => name !== COMPONENT_LABEL && name !== 'job').map(([, name, value]) => `${name}="${value}"`);
+  const labels = [...matchers.matchAll(/(\w+)="((?:[^"\\]|\\.)*)"/g)]
+    .filter(([, name]) => name !== COMPONENT_LABEL && name !== 'job')
+    .map(([, name, value]) => `${name}="${value}"`);
   return { ...input, series: `${metric}{${[`job="${FOREIGN_JOB}"`, ...labels].join(', ')}}` };
 }
 

@@ -1,4 +1,4 @@
-import { SEL, dashboard, red } from './panels.ts';
+import { dashboard, red, SEL } from './panels.ts';
 
 /** What the single entry point does with its callers: who signs in, what they pay, who is held back, how upstreams answer. */
 export const gateway = dashboard({
@@ -21,7 +21,8 @@ export const gateway = dashboard({
         },
         {
           title: 'Token refreshes',
-          description: 'Refresh-token exchanges per second by outcome: rotated, replayed in the grace window (two tabs at once), reuse detected (a stolen token: its whole sign-in is revoked), refused.',
+          description:
+            'Refresh-token exchanges per second by outcome: rotated, replayed in the grace window (two tabs at once), reuse detected (a stolen token: its whole sign-in is revoked), refused.',
           unit: 'ops',
           stacked: true,
           queries: [{ expr: `sum by (outcome) (rate(gateway_token_refreshes_total{${SEL}}[$__rate_interval]))`, legend: '{{outcome}}' }],
@@ -34,7 +35,8 @@ export const gateway = dashboard({
         },
         {
           title: 'Rate-limited requests',
-          description: 'Requests refused with 429 per second, by window: the tier of a signed-in user (tier-free, tier-pro, tier-enterprise), or the anonymous, daily and demo windows.',
+          description:
+            'Requests refused with 429 per second, by window: the tier of a signed-in user (tier-free, tier-pro, tier-enterprise), or the anonymous, daily and demo windows.',
           unit: 'reqps',
           stacked: true,
           queries: [{ expr: `sum by (window) (rate(gateway_rate_limit_rejections_total{${SEL}}[$__rate_interval]))`, legend: '{{window}}' }],
@@ -67,13 +69,20 @@ export const gateway = dashboard({
           title: 'Upstream answers',
           description: 'Proxied calls per second, by destination service and status (`error`: no answer at all).',
           unit: 'reqps',
-          queries: [{ expr: `sum by (upstream, status) (rate(gateway_upstream_duration_seconds_count{${SEL}}[$__rate_interval]))`, legend: '{{upstream}} {{status}}' }],
+          queries: [
+            { expr: `sum by (upstream, status) (rate(gateway_upstream_duration_seconds_count{${SEL}}[$__rate_interval]))`, legend: '{{upstream}} {{status}}' },
+          ],
         },
         {
           title: 'Upstream latency p99',
           description: 'Time until each destination answered with headers, 99th percentile.',
           unit: 's',
-          queries: [{ expr: `histogram_quantile(0.99, sum by (upstream, le) (rate(gateway_upstream_duration_seconds_bucket{${SEL}}[$__rate_interval])))`, legend: '{{upstream}}' }],
+          queries: [
+            {
+              expr: `histogram_quantile(0.99, sum by (upstream, le) (rate(gateway_upstream_duration_seconds_bucket{${SEL}}[$__rate_interval])))`,
+              legend: '{{upstream}}',
+            },
+          ],
         },
       ],
     },

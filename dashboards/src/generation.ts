@@ -1,4 +1,4 @@
-import { SEL, dashboard, red } from './panels.ts';
+import { dashboard, red, SEL } from './panels.ts';
 
 /** The scene pipeline: how many scenes, how long each agent takes, what fails, and the agent pool's backlog. */
 export const generation = dashboard({
@@ -21,11 +21,18 @@ export const generation = dashboard({
         },
         {
           title: 'Pipeline duration',
-          description: 'Whole generations, from the graph lookup to the stored scene, sync, stream and async alike: median and 95th percentile by mode (the route latency below ends when a 202 or a stream starts).',
+          description:
+            'Whole generations, from the graph lookup to the stored scene, sync, stream and async alike: median and 95th percentile by mode (the route latency below ends when a 202 or a stream starts).',
           unit: 's',
           queries: [
-            { expr: `histogram_quantile(0.5, sum by (mode, le) (rate(generation_pipeline_duration_seconds_bucket{${SEL}}[$__rate_interval])))`, legend: 'p50 {{mode}}' },
-            { expr: `histogram_quantile(0.95, sum by (mode, le) (rate(generation_pipeline_duration_seconds_bucket{${SEL}}[$__rate_interval])))`, legend: 'p95 {{mode}}' },
+            {
+              expr: `histogram_quantile(0.5, sum by (mode, le) (rate(generation_pipeline_duration_seconds_bucket{${SEL}}[$__rate_interval])))`,
+              legend: 'p50 {{mode}}',
+            },
+            {
+              expr: `histogram_quantile(0.95, sum by (mode, le) (rate(generation_pipeline_duration_seconds_bucket{${SEL}}[$__rate_interval])))`,
+              legend: 'p95 {{mode}}',
+            },
           ],
         },
         ...red('route', 'route template').slice(1),
@@ -38,7 +45,12 @@ export const generation = dashboard({
           title: 'Agent latency p95',
           description: 'Time per agent call, 95th percentile, by agent.',
           unit: 's',
-          queries: [{ expr: `histogram_quantile(0.95, sum by (agent, le) (rate(generation_agent_duration_seconds_bucket{${SEL}}[$__rate_interval])))`, legend: '{{agent}}' }],
+          queries: [
+            {
+              expr: `histogram_quantile(0.95, sum by (agent, le) (rate(generation_agent_duration_seconds_bucket{${SEL}}[$__rate_interval])))`,
+              legend: '{{agent}}',
+            },
+          ],
         },
         {
           title: 'Agent failures',
@@ -58,23 +70,33 @@ export const generation = dashboard({
           description: 'Model tokens per second by provider and direction (input, output): what the pipeline costs.',
           unit: 'short',
           stacked: true,
-          queries: [{ expr: `sum by (provider, direction) (rate(generation_agent_tokens_total{${SEL}}[$__rate_interval]))`, legend: '{{provider}} {{direction}}' }],
+          queries: [
+            { expr: `sum by (provider, direction) (rate(generation_agent_tokens_total{${SEL}}[$__rate_interval]))`, legend: '{{provider}} {{direction}}' },
+          ],
         },
         {
           title: 'Agent calls by provider',
           description: 'Agent calls per second by provider and status: fallbacks show as calls moving from one provider to the next.',
           unit: 'ops',
           stacked: true,
-          queries: [{ expr: `sum by (provider, status) (rate(generation_agent_duration_seconds_count{${SEL}}[$__rate_interval]))`, legend: '{{provider}} {{status}}' }],
+          queries: [
+            { expr: `sum by (provider, status) (rate(generation_agent_duration_seconds_count{${SEL}}[$__rate_interval]))`, legend: '{{provider}} {{status}}' },
+          ],
         },
         {
           title: 'Provider fallbacks',
-          description: 'Provider failures a fallback absorbed, per second, by agent and the providers it went from and to: the call still succeeded (or failed further down the chain), so only this and Agent failures show the failed provider.',
+          description:
+            'Provider failures a fallback absorbed, per second, by agent and the providers it went from and to: the call still succeeded (or failed further down the chain), so only this and Agent failures show the failed provider.',
           unit: 'ops',
           stacked: true,
           // A fallback exists only between providers a deployment configured, so no series can be made at
           // zero in advance: the zero line says "none" where a missing series would say "No data".
-          queries: [{ expr: `sum by (agent, from, to) (rate(generation_provider_fallbacks_total{${SEL}}[$__rate_interval])) or vector(0)`, legend: '{{agent}} {{from}} → {{to}}' }],
+          queries: [
+            {
+              expr: `sum by (agent, from, to) (rate(generation_provider_fallbacks_total{${SEL}}[$__rate_interval])) or vector(0)`,
+              legend: '{{agent}} {{from}} → {{to}}',
+            },
+          ],
         },
       ],
     },
@@ -83,13 +105,15 @@ export const generation = dashboard({
       panels: [
         {
           title: 'Queue depth',
-          description: 'Agent tasks waiting or running on the Redis agent pool, by pool: the AgentPool autoscaler\'s signal (every process reports the same stream, hence max).',
+          description:
+            "Agent tasks waiting or running on the Redis agent pool, by pool: the AgentPool autoscaler's signal (every process reports the same stream, hence max).",
           unit: 'short',
           queries: [{ expr: `max by (pool) (tempora_generation_queue_depth{${SEL}})`, legend: '{{pool}}' }],
         },
         {
           title: 'Oldest task age',
-          description: 'Age of the oldest agent task not yet finished, by pool: the pool\'s lag. It grows while tasks wait for a free worker (or one runs long); a task waits at most AGENT_POOL_TASK_TIMEOUT_MS.',
+          description:
+            "Age of the oldest agent task not yet finished, by pool: the pool's lag. It grows while tasks wait for a free worker (or one runs long); a task waits at most AGENT_POOL_TASK_TIMEOUT_MS.",
           unit: 's',
           queries: [{ expr: `max by (pool) (generation_agent_pool_oldest_task_age_seconds{${SEL}})`, legend: '{{pool}}' }],
         },
@@ -101,7 +125,8 @@ export const generation = dashboard({
         },
         {
           title: 'Pool workers',
-          description: 'Workers alive in each pool\'s consumer group, idle ones included (read, claimed or heartbeat within AGENT_POOL_CLAIM_IDLE_MS), and the tasks each worker finishes per second.',
+          description:
+            "Workers alive in each pool's consumer group, idle ones included (read, claimed or heartbeat within AGENT_POOL_CLAIM_IDLE_MS), and the tasks each worker finishes per second.",
           unit: 'short',
           queries: [
             { expr: `max by (pool) (generation_agent_pool_workers{${SEL}})`, legend: 'workers {{pool}}' },

@@ -1,4 +1,4 @@
-import { SEL, dashboard, red } from './panels.ts';
+import { dashboard, red, SEL } from './panels.ts';
 
 /** The graph: how fast it answers, how big its index is, and what its workers do and spend. */
 export const graph = dashboard({
@@ -12,8 +12,18 @@ export const graph = dashboard({
     {
       title: 'Index and MCP',
       panels: [
-        { title: 'Edges in the index', description: 'Edges held by the in-memory adjacency index of each replica.', unit: 'short', queries: [{ expr: `graph_index_edges{${SEL}}`, legend: '{{instance}}' }] },
-        { title: 'Index load time', description: 'How long the last load of the adjacency index from the database took, per replica (at start and after a large change).', unit: 's', queries: [{ expr: `graph_index_load_seconds{${SEL}}`, legend: '{{instance}}' }] },
+        {
+          title: 'Edges in the index',
+          description: 'Edges held by the in-memory adjacency index of each replica.',
+          unit: 'short',
+          queries: [{ expr: `graph_index_edges{${SEL}}`, legend: '{{instance}}' }],
+        },
+        {
+          title: 'Index load time',
+          description: 'How long the last load of the adjacency index from the database took, per replica (at start and after a large change).',
+          unit: 's',
+          queries: [{ expr: `graph_index_load_seconds{${SEL}}`, legend: '{{instance}}' }],
+        },
         {
           title: 'MCP tool calls',
           description: 'MCP tool calls per second by tool and outcome: ok, invalid (answered with error and suggestion), failed.',
@@ -47,7 +57,12 @@ export const graph = dashboard({
           title: 'Worker job duration p95',
           description: 'Time per job, 95th percentile, by role.',
           unit: 's',
-          queries: [{ expr: `histogram_quantile(0.95, sum by (role, le) (rate(graph_worker_job_duration_seconds_bucket{${SEL}}[$__rate_interval])))`, legend: '{{role}}' }],
+          queries: [
+            {
+              expr: `histogram_quantile(0.95, sum by (role, le) (rate(graph_worker_job_duration_seconds_bucket{${SEL}}[$__rate_interval])))`,
+              legend: '{{role}}',
+            },
+          ],
         },
         {
           title: 'Spend against budget',

@@ -1,6 +1,6 @@
-import { parser } from '@prometheus-io/lezer-promql';
 import type { SyntaxNode } from '@lezer/common';
-import { COMPONENTS, COMPONENT_LABEL } from './components.ts';
+import { parser } from '@prometheus-io/lezer-promql';
+import { COMPONENT_LABEL, COMPONENTS } from './components.ts';
 
 /**
  * The rules of Grafana's dashboard-linter (and so mixtool's `lint`) for Prometheus dashboards, which cannot
@@ -50,7 +50,30 @@ export interface DashboardJson {
 }
 
 /** Grafana's unit ids that our panels may use (a subset of its value formats; unknown ids render as raw numbers). */
-const UNITS = new Set(['short', 'none', 'percent', 'percentunit', 's', 'ms', 'µs', 'ns', 'bytes', 'decbytes', 'bps', 'Bps', 'reqps', 'ops', 'rps', 'wps', 'cps', 'currencyUSD', 'dateTimeAsIso', 'bool', 'locale']);
+const UNITS = new Set([
+  'short',
+  'none',
+  'percent',
+  'percentunit',
+  's',
+  'ms',
+  'µs',
+  'ns',
+  'bytes',
+  'decbytes',
+  'bps',
+  'Bps',
+  'reqps',
+  'ops',
+  'rps',
+  'wps',
+  'cps',
+  'currencyUSD',
+  'dateTimeAsIso',
+  'bool',
+  'locale',
+]);
+// biome-ignore lint/suspicious/noTemplateCurlyInString: Grafana's variable syntax, not a template literal.
 const TEMPLATED = new Set(['$datasource', '${datasource}']);
 /** `gateway` or `graph|graph-worker`: what the component variable's All stands for, components only. */
 const COMPONENT_ALTERNATION = new RegExp(`^(${COMPONENTS.join('|')})(\\|(${COMPONENTS.join('|')}))*$`);
@@ -117,10 +140,12 @@ function lintExpr(expr: string, say: (rule: string, message: string) => void): v
   for (const [index, selector] of selectors.entries()) {
     const original = raw[index];
     if (!original) continue;
-    if (original.labels.get(COMPONENT_LABEL) !== '=~"$component"') say('target-component-rule', `${selector.metric} must be selected with ${COMPONENT_LABEL}=~"$component"`);
+    if (original.labels.get(COMPONENT_LABEL) !== '=~"$component"')
+      say('target-component-rule', `${selector.metric} must be selected with ${COMPONENT_LABEL}=~"$component"`);
     if (original.labels.get('job') !== '=~"$job"') say('target-job-rule', `${selector.metric} must be selected with job=~"$job"`);
     if (original.labels.get('instance') !== '=~"$instance"') say('target-instance-rule', `${selector.metric} must be selected with instance=~"$instance"`);
-    if (COUNTER.test(selector.metric) && !RATE_FUNCTIONS.has(selector.inFunction ?? '')) say('target-counter-agg-rule', `${selector.metric} is a counter: take its rate() or increase()`);
+    if (COUNTER.test(selector.metric) && !RATE_FUNCTIONS.has(selector.inFunction ?? ''))
+      say('target-counter-agg-rule', `${selector.metric} is a counter: take its rate() or increase()`);
   }
   for (const match of expr.matchAll(/\b(rate|irate|increase)\s*\([^[]*\[([^\]]+)\]/g)) {
     if (match[2] !== '$__rate_interval') say('target-rate-interval-rule', `${match[1]}() must use [$__rate_interval], not [${match[2]}]`);
@@ -134,14 +159,17 @@ export function lintDashboard(dashboard: DashboardJson): Finding[] {
   const variable = (wanted: string) => variables.find((v) => v.name === wanted);
 
   const datasource = variable('datasource');
-  if (datasource?.type !== 'datasource' || datasource.query !== 'prometheus') findings.push({ rule: 'template-datasource-rule', dashboard: name, message: 'a `datasource` variable of type datasource querying prometheus is required' });
+  if (datasource?.type !== 'datasource' || datasource.query !== 'prometheus')
+    findings.push({ rule: 'template-datasource-rule', dashboard: name, message: 'a `datasource` variable of type datasource querying prometheus is required' });
   const component = variable('component');
   const sayComponent = (message: string) => findings.push({ rule: 'template-component-rule', dashboard: name, message });
   if (!component) sayComponent('a `component` variable is required');
   else {
     if (!TEMPLATED.has(uidOf(component.datasource) ?? '')) sayComponent('`component` must query the templated datasource');
-    if (!component.multi || !component.includeAll || !COMPONENT_ALTERNATION.test(component.allValue ?? '')) sayComponent(`\`component\` must be multi-select with All meaning the dashboard's components (a|b), not ${JSON.stringify(component.allValue)}`);
-    if (component.query !== `label_values(up{${COMPONENT_LABEL}=~"${component.allValue}"}, ${COMPONENT_LABEL})`) sayComponent(`\`component\` must offer the values of ${COMPONENT_LABEL} among its All: ${JSON.stringify(component.query)}`);
+    if (!component.multi || !component.includeAll || !COMPONENT_ALTERNATION.test(component.allValue ?? ''))
+      sayComponent(`\`component\` must be multi-select with All meaning the dashboard's components (a|b), not ${JSON.stringify(component.allValue)}`);
+    if (component.query !== `label_values(up{${COMPONENT_LABEL}=~"${component.allValue}"}, ${COMPONENT_LABEL})`)
+      sayComponent(`\`component\` must offer the values of ${COMPONENT_LABEL} among its All: ${JSON.stringify(component.query)}`);
   }
   for (const wanted of ['job', 'instance']) {
     const v = variable(wanted);
@@ -151,16 +179,24 @@ export function lintDashboard(dashboard: DashboardJson): Finding[] {
       continue;
     }
     if (!TEMPLATED.has(uidOf(v.datasource) ?? '')) findings.push({ rule, dashboard: name, message: `\`${wanted}\` must query the templated datasource` });
-    if (!v.multi || !v.includeAll || v.allValue !== '.+') findings.push({ rule, dashboard: name, message: `\`${wanted}\` must be multi-select with All meaning .+` });
+    if (!v.multi || !v.includeAll || v.allValue !== '.+')
+      findings.push({ rule, dashboard: name, message: `\`${wanted}\` must be multi-select with All meaning .+` });
     const selector = /^label_values\((.*),\s*\w+\)$/.exec(typeof v.query === 'string' ? v.query : '')?.[1] ?? '';
-    if (!inspect(selector).selectors.every((s) => s.labels.get(COMPONENT_LABEL) === '=~"$component"')) sayComponent(`\`${wanted}\` must select ${COMPONENT_LABEL}=~"$component": ${JSON.stringify(v.query)}`);
+    if (!inspect(selector).selectors.every((s) => s.labels.get(COMPONENT_LABEL) === '=~"$component"'))
+      sayComponent(`\`${wanted}\` must select ${COMPONENT_LABEL}=~"$component": ${JSON.stringify(v.query)}`);
   }
   for (const v of variables) {
     if (v.type !== 'query') continue;
-    if (v.refresh !== 2) findings.push({ rule: 'template-on-time-change-reload-rule', dashboard: name, message: `\`${v.name}\` must reload on time range change (refresh 2)` });
+    if (v.refresh !== 2)
+      findings.push({ rule: 'template-on-time-change-reload-rule', dashboard: name, message: `\`${v.name}\` must reload on time range change (refresh 2)` });
     const query = typeof v.query === 'string' ? v.query : '';
     const inner = /^label_values\((.*),\s*\w+\)$/.exec(query)?.[1];
-    if (!inner || inspect(substitute(inner)).errors.length > 0) findings.push({ rule: 'template-label-promql-rule', dashboard: name, message: `\`${v.name}\` query is not label_values(<valid PromQL>, label): ${query}` });
+    if (!inner || inspect(substitute(inner)).errors.length > 0)
+      findings.push({
+        rule: 'template-label-promql-rule',
+        dashboard: name,
+        message: `\`${v.name}\` query is not label_values(<valid PromQL>, label): ${query}`,
+      });
   }
   if (dashboard.editable !== false) findings.push({ rule: 'uneditable-dashboard', dashboard: name, message: 'a provisioned dashboard must not be editable' });
 
@@ -173,7 +209,8 @@ export function lintDashboard(dashboard: DashboardJson): Finding[] {
     if (!TEMPLATED.has(uidOf(panel.datasource) ?? '')) say('panel-datasource-rule', 'the panel must use the templated datasource');
     if (!panel.targets?.length) say('panel-no-targets-rule', 'the panel has no query');
     for (const target of panel.targets ?? []) {
-      if (!TEMPLATED.has(uidOf(target.datasource) ?? uidOf(panel.datasource) ?? '')) say('panel-datasource-rule', 'the query must use the templated datasource');
+      if (!TEMPLATED.has(uidOf(target.datasource) ?? uidOf(panel.datasource) ?? ''))
+        say('panel-datasource-rule', 'the query must use the templated datasource');
       if (!target.expr?.trim()) say('target-promql-rule', 'empty query');
       else lintExpr(target.expr, say);
     }

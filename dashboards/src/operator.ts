@@ -1,10 +1,11 @@
-import { SEL, dashboard } from './panels.ts';
+import { dashboard, SEL } from './panels.ts';
 
 /** The operator's control loop, in controller-runtime's vocabulary so its panels read like any other operator's. */
 export const operator = dashboard({
   uid: 'tempora-operator',
   title: 'Tempora / Operator',
-  description: 'Reconciles, errors, durations, work queues, API writes and leader election of the operator, and the certificates and Secrets its TemporaGateways name.',
+  description:
+    'Reconciles, errors, durations, work queues, API writes and leader election of the operator, and the certificates and Secrets its TemporaGateways name.',
   components: ['operator'],
   jobMetric: 'controller_runtime_reconcile_total',
   rows: [
@@ -16,7 +17,9 @@ export const operator = dashboard({
           description: 'Reconciles per second by controller and result.',
           unit: 'ops',
           stacked: true,
-          queries: [{ expr: `sum by (controller, result) (rate(controller_runtime_reconcile_total{${SEL}}[$__rate_interval]))`, legend: '{{controller}} {{result}}' }],
+          queries: [
+            { expr: `sum by (controller, result) (rate(controller_runtime_reconcile_total{${SEL}}[$__rate_interval]))`, legend: '{{controller}} {{result}}' },
+          ],
         },
         {
           title: 'Reconcile errors',
@@ -28,7 +31,12 @@ export const operator = dashboard({
           title: 'Reconcile duration p99',
           description: 'Time per reconcile, 99th percentile, by controller.',
           unit: 's',
-          queries: [{ expr: `histogram_quantile(0.99, sum by (controller, le) (rate(controller_runtime_reconcile_time_seconds_bucket{${SEL}}[$__rate_interval])))`, legend: '{{controller}}' }],
+          queries: [
+            {
+              expr: `histogram_quantile(0.99, sum by (controller, le) (rate(controller_runtime_reconcile_time_seconds_bucket{${SEL}}[$__rate_interval])))`,
+              legend: '{{controller}}',
+            },
+          ],
         },
         {
           title: 'API writes',
@@ -42,14 +50,29 @@ export const operator = dashboard({
     {
       title: 'Work queues and leadership',
       panels: [
-        { title: 'Work-queue depth', description: 'Keys waiting in each work queue: a queue that never drains is a stuck controller.', unit: 'short', queries: [{ expr: `sum by (name) (workqueue_depth{${SEL}})`, legend: '{{name}}' }] },
+        {
+          title: 'Work-queue depth',
+          description: 'Keys waiting in each work queue: a queue that never drains is a stuck controller.',
+          unit: 'short',
+          queries: [{ expr: `sum by (name) (workqueue_depth{${SEL}})`, legend: '{{name}}' }],
+        },
         {
           title: 'Queue wait p99',
           description: 'Time a key waits in the queue before a worker takes it, 99th percentile.',
           unit: 's',
-          queries: [{ expr: `histogram_quantile(0.99, sum by (name, le) (rate(workqueue_queue_duration_seconds_bucket{${SEL}}[$__rate_interval])))`, legend: '{{name}}' }],
+          queries: [
+            {
+              expr: `histogram_quantile(0.99, sum by (name, le) (rate(workqueue_queue_duration_seconds_bucket{${SEL}}[$__rate_interval])))`,
+              legend: '{{name}}',
+            },
+          ],
         },
-        { title: 'Leader', description: '1 on the replica that holds the lease and reconciles; the others stand by.', unit: 'short', queries: [{ expr: `max by (instance) (leader_election_master_status{${SEL}})`, legend: '{{instance}}' }] },
+        {
+          title: 'Leader',
+          description: '1 on the replica that holds the lease and reconciles; the others stand by.',
+          unit: 'short',
+          queries: [{ expr: `max by (instance) (leader_election_master_status{${SEL}})`, legend: '{{instance}}' }],
+        },
       ],
     },
     {
@@ -58,13 +81,20 @@ export const operator = dashboard({
       panels: [
         {
           title: 'Certificate expiry',
-          description: "Time left before the certificate in each TemporaGateway's Ingress TLS Secret expires; below zero it has expired. TemporaCertificateExpiringSoon warns under 14 days and pages under 3.",
+          description:
+            "Time left before the certificate in each TemporaGateway's Ingress TLS Secret expires; below zero it has expired. TemporaCertificateExpiringSoon warns under 14 days and pages under 3.",
           unit: 's',
-          queries: [{ expr: `max by (namespace, gateway, secret) (tempora_operator_certificate_expiry_timestamp_seconds{${SEL}}) - time()`, legend: '{{namespace}}/{{gateway}} {{secret}}' }],
+          queries: [
+            {
+              expr: `max by (namespace, gateway, secret) (tempora_operator_certificate_expiry_timestamp_seconds{${SEL}}) - time()`,
+              legend: '{{namespace}}/{{gateway}} {{secret}}',
+            },
+          ],
         },
         {
           title: 'Secrets missing',
-          description: 'Per Secret a TemporaGateway names: 1 while it is missing, lacks a key the platform reads from it, or (a TLS Secret) holds no certificate; 0 when it is there. TemporaSecretMissing pages after 10 minutes at 1; the TemporaGateway\'s Degraded condition says which key.',
+          description:
+            "Per Secret a TemporaGateway names: 1 while it is missing, lacks a key the platform reads from it, or (a TLS Secret) holds no certificate; 0 when it is there. TemporaSecretMissing pages after 10 minutes at 1; the TemporaGateway's Degraded condition says which key.",
           unit: 'short',
           queries: [{ expr: `max by (namespace, gateway, secret) (tempora_operator_secret_missing{${SEL}})`, legend: '{{namespace}}/{{gateway}} {{secret}}' }],
         },

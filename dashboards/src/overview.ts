@@ -1,5 +1,5 @@
 import { COMPONENTS } from './components.ts';
-import { SEL, dashboard, processPanels, red } from './panels.ts';
+import { dashboard, processPanels, red, SEL } from './panels.ts';
 
 /** The first page on call: is every service up, how much traffic, how many failures, how slow. */
 export const overview = dashboard({

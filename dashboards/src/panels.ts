@@ -1,11 +1,20 @@
-import { DashboardBuilder, DatasourceVariableBuilder, QueryVariableBuilder, RowBuilder, VariableRefresh, VariableSort, type Dashboard } from '@grafana/grafana-foundation-sdk/dashboard';
 import { LegendDisplayMode, LegendPlacement, StackingConfigBuilder, StackingMode, VizLegendOptionsBuilder } from '@grafana/grafana-foundation-sdk/common';
+import {
+  type Dashboard,
+  DashboardBuilder,
+  DatasourceVariableBuilder,
+  QueryVariableBuilder,
+  RowBuilder,
+  VariableRefresh,
+  VariableSort,
+} from '@grafana/grafana-foundation-sdk/dashboard';
 import { DataqueryBuilder } from '@grafana/grafana-foundation-sdk/prometheus';
 import { PanelBuilder as StatBuilder } from '@grafana/grafana-foundation-sdk/stat';
 import { PanelBuilder as TimeseriesBuilder } from '@grafana/grafana-foundation-sdk/timeseries';
 import { COMPONENT_LABEL, type Component } from './components.ts';
 
 /** Every panel reads the dashboard's templated datasource, so one JSON serves any Prometheus. */
+// biome-ignore lint/suspicious/noTemplateCurlyInString: Grafana's variable syntax, not a template literal.
 export const DATASOURCE = { type: 'prometheus', uid: '${datasource}' };
 
 /**
@@ -43,7 +52,11 @@ export interface DashboardSpec {
 }
 
 const target = (query: Query, index: number) =>
-  new DataqueryBuilder().expr(query.expr).legendFormat(query.legend).refId(String.fromCharCode(65 + index)).datasource(DATASOURCE);
+  new DataqueryBuilder()
+    .expr(query.expr)
+    .legendFormat(query.legend)
+    .refId(String.fromCharCode(65 + index))
+    .datasource(DATASOURCE);
 
 function panel(spec: PanelSpec) {
   const builder =
@@ -53,7 +66,13 @@ function panel(spec: PanelSpec) {
           .fillOpacity(spec.stacked ? 30 : 10)
           .lineWidth(1)
           .legend(new VizLegendOptionsBuilder().showLegend(true).displayMode(LegendDisplayMode.List).placement(LegendPlacement.Bottom));
-  builder.title(spec.title).description(spec.description).unit(spec.unit).datasource(DATASOURCE).height(8).span(spec.kind === 'stat' ? 6 : 12);
+  builder
+    .title(spec.title)
+    .description(spec.description)
+    .unit(spec.unit)
+    .datasource(DATASOURCE)
+    .height(8)
+    .span(spec.kind === 'stat' ? 6 : 12);
   spec.queries.forEach((query, index) => builder.withTarget(target(query, index)));
   if (spec.stacked && builder instanceof TimeseriesBuilder) builder.stacking(new StackingConfigBuilder().mode(StackingMode.Normal));
   return builder;
@@ -148,8 +167,23 @@ export function red(by: string, what: string): PanelSpec[] {
 /** Resident memory, CPU and event-loop lag of the Node processes (prom-client's default metrics). */
 export function processPanels(): PanelSpec[] {
   return [
-    { title: 'CPU', description: 'CPU seconds used per second, per process.', unit: 'percentunit', queries: [{ expr: `sum by (job, instance) (rate(process_cpu_seconds_total{${SEL}}[$__rate_interval]))`, legend: '{{job}} {{instance}}' }] },
-    { title: 'Resident memory', description: 'Resident set size per process.', unit: 'bytes', queries: [{ expr: `process_resident_memory_bytes{${SEL}}`, legend: '{{job}} {{instance}}' }] },
-    { title: 'Event-loop lag p99', description: 'How late timers fire on the event loop: above a few tens of milliseconds every request waits.', unit: 's', queries: [{ expr: `nodejs_eventloop_lag_p99_seconds{${SEL}}`, legend: '{{job}} {{instance}}' }] },
+    {
+      title: 'CPU',
+      description: 'CPU seconds used per second, per process.',
+      unit: 'percentunit',
+      queries: [{ expr: `sum by (job, instance) (rate(process_cpu_seconds_total{${SEL}}[$__rate_interval]))`, legend: '{{job}} {{instance}}' }],
+    },
+    {
+      title: 'Resident memory',
+      description: 'Resident set size per process.',
+      unit: 'bytes',
+      queries: [{ expr: `process_resident_memory_bytes{${SEL}}`, legend: '{{job}} {{instance}}' }],
+    },
+    {
+      title: 'Event-loop lag p99',
+      description: 'How late timers fire on the event loop: above a few tens of milliseconds every request waits.',
+      unit: 's',
+      queries: [{ expr: `nodejs_eventloop_lag_p99_seconds{${SEL}}`, legend: '{{job}} {{instance}}' }],
+    },
   ];
 }

@@ -1,5 +1,5 @@
-import { ALERTS, RECORDING_RULES, type AlertRule } from './alerts.ts';
-import { FOREIGN_JOB, OTHER_WORKLOADS, foreign, healthyPlatform } from './foreign.ts';
+import { ALERTS, type AlertRule, RECORDING_RULES } from './alerts.ts';
+import { FOREIGN_JOB, foreign, healthyPlatform, OTHER_WORKLOADS } from './foreign.ts';
 
 /**
  * Where docs/runbooks/ is published: the project's documentation at its home (the charts' `home`). The
@@ -70,7 +70,10 @@ export function ruleTests(ruleFile: string) {
                 const annotations = annotationsOf(rule);
                 return {
                   exp_labels: { ...labels, severity: rule.severity },
-                  exp_annotations: { ...annotations, description: annotations.description.replaceAll(/\{\{ \$labels\.(\w+) \}\}/g, (_, name: string) => labels[name] ?? '') },
+                  exp_annotations: {
+                    ...annotations,
+                    description: annotations.description.replaceAll(/\{\{ \$labels\.(\w+) \}\}/g, (_, name: string) => labels[name] ?? ''),
+                  },
                 };
               }),
             },

@@ -1,4 +1,4 @@
-import { SEL, dashboard, red } from './panels.ts';
+import { dashboard, red, SEL } from './panels.ts';
 
 /** Simulations: what runs, how they end, what they cost, and how much room each budget has left. */
 export const simulation = dashboard({
@@ -25,12 +25,22 @@ export const simulation = dashboard({
           stacked: true,
           queries: [{ expr: `sum by (mode, status) (rate(simulation_runs_finished_total{${SEL}}[$__rate_interval]))`, legend: '{{mode}} {{status}}' }],
         },
-        { title: 'Runs in progress', description: 'Runs executing now, per process.', unit: 'short', queries: [{ expr: `sum by (instance) (simulation_runs_active{${SEL}})`, legend: '{{instance}}' }] },
+        {
+          title: 'Runs in progress',
+          description: 'Runs executing now, per process.',
+          unit: 'short',
+          queries: [{ expr: `sum by (instance) (simulation_runs_active{${SEL}})`, legend: '{{instance}}' }],
+        },
         {
           title: 'Step duration p95',
           description: 'Time per run step (its model calls included), 95th percentile, by kind of step.',
           unit: 's',
-          queries: [{ expr: `histogram_quantile(0.95, sum by (kind, le) (rate(simulation_step_duration_seconds_bucket{${SEL}}[$__rate_interval])))`, legend: '{{kind}}' }],
+          queries: [
+            {
+              expr: `histogram_quantile(0.95, sum by (kind, le) (rate(simulation_step_duration_seconds_bucket{${SEL}}[$__rate_interval])))`,
+              legend: '{{kind}}',
+            },
+          ],
         },
       ],
     },

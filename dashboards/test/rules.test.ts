@@ -4,9 +4,9 @@ import { existsSync } from 'node:fs';
 import { prometheusBinaries } from '../../test/support/prometheus.ts';
 import { ALERTS, RECORDING_RULES } from '../src/alerts.ts';
 import { PROMETHEUS_DIR } from '../src/build.ts';
-import { inspect } from '../src/lint.ts';
 import { COMPONENT_LABEL } from '../src/components.ts';
-import { RUNBOOK_BASE_URL, alertsByName, ruleGroups, ruleTests, runbookUrl } from '../src/rules.ts';
+import { inspect } from '../src/lint.ts';
+import { alertsByName, RUNBOOK_BASE_URL, ruleGroups, ruleTests, runbookUrl } from '../src/rules.ts';
 
 const promtool = (...args: string[]) => spawnSync(prometheusBinaries().promtool, args, { cwd: PROMETHEUS_DIR, encoding: 'utf8' });
 
@@ -40,18 +40,25 @@ describe('alert rules', () => {
     }
     // One name at several severities (kube-prometheus's way) is one alert to the on-call: one runbook, each severity once.
     for (const [name, rules] of alertsByName()) {
-      assert.ok(rules.every((rule) => rule.runbook === rules[0]!.runbook), `${name}: one runbook for every severity`);
+      assert.ok(
+        rules.every((rule) => rule.runbook === rules[0]!.runbook),
+        `${name}: one runbook for every severity`,
+      );
       assert.equal(new Set(rules.map((rule) => rule.severity)).size, rules.length, `${name}: each severity once`);
     }
   });
 
-  it('select every series by the platform\'s label, tempora_component', () => {
+  it("select every series by the platform's label, tempora_component", () => {
     const rules = ruleGroups().groups.flatMap((g) => g.rules as Array<{ expr: string; record?: string; alert?: string }>);
     for (const rule of rules) {
       for (const selector of inspect(rule.expr).selectors) {
         // A recording rule's output is Tempora's by construction: it keeps the label its inputs were selected by.
         if (RECORDING_RULES.some((r) => r.record === selector.metric)) continue;
-        assert.match(selector.labels.get(COMPONENT_LABEL) ?? '', /^=~?"[a-z|-]+"$/, `${rule.alert ?? rule.record}: ${selector.metric} without ${COMPONENT_LABEL}`);
+        assert.match(
+          selector.labels.get(COMPONENT_LABEL) ?? '',
+          /^=~?"[a-z|-]+"$/,
+          `${rule.alert ?? rule.record}: ${selector.metric} without ${COMPONENT_LABEL}`,
+        );
       }
     }
   });
@@ -74,7 +81,9 @@ describe('alert rules', () => {
     try {
       // The rules as they were before the label: every tempora_component matcher taken out.
       const groups = ruleGroups();
-      for (const group of groups.groups) for (const rule of group.rules as Array<{ expr: string }>) rule.expr = rule.expr.replaceAll(/\{tempora_component=~?"[^"]*"(, )?/g, '{').replaceAll('{}', '');
+      for (const group of groups.groups)
+        for (const rule of group.rules as Array<{ expr: string }>)
+          rule.expr = rule.expr.replaceAll(/\{tempora_component=~?"[^"]*"(, )?/g, '{').replaceAll('{}', '');
       writeFileSync(join(dir, 'tempora.rules.yaml'), stringify(groups));
       const tests = ruleTests('tempora.rules.yaml');
       // The day-long cases aside, for time: the hour-long ones show the same.
@@ -82,7 +91,14 @@ describe('alert rules', () => {
       writeFileSync(join(dir, 'tests.yaml'), stringify(tests));
       const run = spawnSync(prometheusBinaries().promtool, ['test', 'rules', 'tests.yaml'], { cwd: dir, encoding: 'utf8' });
       assert.notEqual(run.status, 0);
-      for (const alert of ['TemporaTargetDown', 'TemporaOperatorReconcileErrors', 'TemporaOperatorWorkQueueStuck', 'TemporaErrorBudgetBurn', 'TemporaLatencyBudgetBurn', 'TemporaRateLimiterMemoryFallback']) {
+      for (const alert of [
+        'TemporaTargetDown',
+        'TemporaOperatorReconcileErrors',
+        'TemporaOperatorWorkQueueStuck',
+        'TemporaErrorBudgetBurn',
+        'TemporaLatencyBudgetBurn',
+        'TemporaRateLimiterMemoryFallback',
+      ]) {
         assert.match(run.stdout + run.stderr, new RegExp(`alertname: ${alert}\\b`), `${alert} fires on another workload's series`);
       }
     } finally {

@@ -25,7 +25,10 @@ const EnvSchema = z.object({
   SERVICE_URL_TEMPLATE: z
     .string()
     .default('http://{service}.{namespace}.svc:{port}')
-    .refine((t) => /^https?:$/.test(URL.parse(serviceUrl(t, 'svc', 'ns', 1))?.protocol ?? ''), 'an http(s) URL, with {service}, {namespace} and {port} where they go'),
+    .refine(
+      (t) => /^https?:$/.test(URL.parse(serviceUrl(t, 'svc', 'ns', 1))?.protocol ?? ''),
+      'an http(s) URL, with {service}, {namespace} and {port} where they go',
+    ),
   /** How often each SimulationBudget's spend is read from its simulation service (and at every period boundary). */
   BUDGET_POLL_SECONDS: z.coerce.number().min(0.1).max(3600).default(30),
 });

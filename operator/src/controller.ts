@@ -4,10 +4,10 @@
 import { SpanStatusCode, trace } from '@opentelemetry/api';
 import type { Logger } from 'pino';
 import type { Informer } from './kube/informer.ts';
-import { objectKey, splitKey, type KubeObject } from './kube/object.ts';
+import { type KubeObject, objectKey, splitKey } from './kube/object.ts';
 import type { ResourceType } from './kube/resources.ts';
 import { WorkQueue } from './kube/workqueue.ts';
-import { zeroController, type OperatorMetrics } from './metrics.ts';
+import { type OperatorMetrics, zeroController } from './metrics.ts';
 import type { ReconcileContext, Reconciler } from './reconcilers/context.ts';
 
 const tracer = trace.getTracer('@tempora/operator');

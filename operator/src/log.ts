@@ -1,4 +1,4 @@
-import { pino, type Logger } from 'pino';
+import { type Logger, pino } from 'pino';
 
 export function createLogger(level: string, base: Record<string, unknown> = {}): Logger {
   return pino({ level, base: { component: 'tempora-operator', ...base } });

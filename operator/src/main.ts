@@ -1,10 +1,11 @@
 // Entry point: `node operator/src/main.ts`. Exits 1 on invalid environment or lost leadership (the
 // Deployment restarts it as a candidate), 0 after a graceful stop on SIGTERM/SIGINT.
+
+import packageJson from '../package.json' with { type: 'json' };
 import { ConfigError, loadConfig, type OperatorConfig } from './config.ts';
 import { loadConnection } from './kube/connection.ts';
 import { createLogger } from './log.ts';
 import { Operator } from './operator.ts';
-import packageJson from '../package.json' with { type: 'json' };
 
 let config: OperatorConfig;
 try {
@@ -19,7 +20,9 @@ try {
 // memory even when it exports nothing, and the operator has no incoming requests to propagate a trace
 // from, so it is loaded only when spans have somewhere to go.
 const env = process.env;
-const exporting = Boolean(env.OTEL_EXPORTER_OTLP_ENDPOINT || env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT || (env.OTEL_TRACES_EXPORTER && env.OTEL_TRACES_EXPORTER !== 'none'));
+const exporting = Boolean(
+  env.OTEL_EXPORTER_OTLP_ENDPOINT || env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT || (env.OTEL_TRACES_EXPORTER && env.OTEL_TRACES_EXPORTER !== 'none'),
+);
 const tracing = exporting ? (await import('@tempora/kit/observability')).startTracing('operator', packageJson.version) : undefined;
 
 const log = createLogger(config.logLevel, { identity: config.identity });

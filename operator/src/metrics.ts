@@ -1,6 +1,6 @@
 // Prometheus metrics named like controller-runtime's and client-go's workqueue's, so the dashboards and
 // alerts written for Go operators read this one too.
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
 import { AgentPool, GraphWorker, OPTIONAL_CHILDREN, SimulationBudget, TemporaGateway, WATCHED_CHILDREN } from './kube/resources.ts';
 
 export interface OperatorMetrics {

@@ -1,6 +1,7 @@
 // Wires informers, controllers, leader election and the HTTP endpoints into one operator instance.
 import type { Server } from 'node:http';
 import type { Logger } from 'pino';
+import type { AgentPool, SimulationBudget, TemporaGateway } from './api/v1alpha1/index.ts';
 import type { OperatorConfig } from './config.ts';
 import { Controller } from './controller.ts';
 import { startHttpServer } from './http-server.ts';
@@ -9,11 +10,10 @@ import type { Connection } from './kube/connection.ts';
 import { EventRecorder } from './kube/events.ts';
 import { Informer } from './kube/informer.ts';
 import { LeaderElector } from './kube/leader-election.ts';
-import { projectChild } from './kube/projection.ts';
-import type { AgentPool, TemporaGateway, SimulationBudget } from './api/v1alpha1/index.ts';
 import { objectKey } from './kube/object.ts';
+import { projectChild } from './kube/projection.ts';
 import * as R from './kube/resources.ts';
-import { OPTIONAL_CHILDREN, WATCHED_CHILDREN, type ResourceType } from './kube/resources.ts';
+import { OPTIONAL_CHILDREN, type ResourceType, WATCHED_CHILDREN } from './kube/resources.ts';
 import { createMetrics, type OperatorMetrics } from './metrics.ts';
 import { OptionalApis } from './optional-apis.ts';
 import { agentPoolReconciler } from './reconcilers/agent-pool.ts';
@@ -94,7 +94,12 @@ export class Operator {
     this.informers.set(R.Pod.plural, pods);
     this.#featureTtlMs = options.featureTtlMs ?? 30_000;
     this.#optionalApis = new OptionalApis(this.client, this.#featureTtlMs);
-    this.#secrets = new GatewaySecrets(this.client, this.metrics, log, (namespace, name) => this.#owners.get(R.TemporaGateway.plural)?.get(namespace, name) !== undefined);
+    this.#secrets = new GatewaySecrets(
+      this.client,
+      this.metrics,
+      log,
+      (namespace, name) => this.#owners.get(R.TemporaGateway.plural)?.get(namespace, name) !== undefined,
+    );
     const context: ReconcileContext = {
       client: this.client,
       log,
@@ -228,10 +233,16 @@ export class Operator {
    */
   #watchReferences(): void {
     const controller = (r: ResourceType) => this.controllers.find((c) => c.resource === r)!;
-    const [gateways, workers, pools, budgets] = [controller(R.TemporaGateway), controller(R.GraphWorker), controller(R.AgentPool), controller(R.SimulationBudget)];
+    const [gateways, workers, pools, budgets] = [
+      controller(R.TemporaGateway),
+      controller(R.GraphWorker),
+      controller(R.AgentPool),
+      controller(R.SimulationBudget),
+    ];
     const naming = (c: Controller, namespace: string | undefined, gateway: string) => {
       for (const obj of this.#owners.get(c.resource.plural)!.list()) {
-        if (obj.metadata.namespace === namespace && (obj.spec as { gatewayRef?: string } | undefined)?.gatewayRef === gateway) c.enqueue(namespace, obj.metadata.name);
+        if (obj.metadata.namespace === namespace && (obj.spec as { gatewayRef?: string } | undefined)?.gatewayRef === gateway)
+          c.enqueue(namespace, obj.metadata.name);
       }
     };
     // A TemporaGateway's status changes often and concerns no worker: only a new generation (or its coming and going) does.

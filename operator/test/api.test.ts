@@ -28,14 +28,22 @@ describe('api/v1alpha1', function () {
     };
 
     it('differs when a field is added, and types a defaulted field as always present', function () {
-      edit('agentpool.yaml', '                cpuTargetPercent:', '                drainSeconds: {type: integer, default: 30}\n                cpuTargetPercent:');
+      edit(
+        'agentpool.yaml',
+        '                cpuTargetPercent:',
+        '                drainSeconds: {type: integer, default: 30}\n                cpuTargetPercent:',
+      );
       const generated = generateTypes(dir);
       assert.notEqual(generated, generateTypes());
-      assert.match(generated, /\n  drainSeconds: number;\n/);
+      assert.match(generated, /\n {2}drainSeconds: number;\n/);
     });
 
     it('refuses a shared type whose uses have come apart', function () {
-      edit('graphworker.yaml', "pullPolicy: {type: string, enum: [Always, IfNotPresent, Never], default: IfNotPresent}", "pullPolicy: {type: string, enum: [Always, IfNotPresent], default: IfNotPresent}");
+      edit(
+        'graphworker.yaml',
+        'pullPolicy: {type: string, enum: [Always, IfNotPresent, Never], default: IfNotPresent}',
+        'pullPolicy: {type: string, enum: [Always, IfNotPresent], default: IfNotPresent}',
+      );
       assert.throws(() => generateTypes(dir), /spec.image: schema differs from the other uses of ImageSpec/);
     });
   });

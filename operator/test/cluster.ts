@@ -1,16 +1,16 @@
 // Shared set-up for the tests that need a cluster: one control plane per mocha run, the CRDs and RBAC
 // from crds/, and helpers to act as a user would.
-import { readFileSync, readdirSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseAllDocuments } from 'yaml';
 import { ControlPlane } from '../../test/k8s/control-plane.ts';
-import { KubeClient } from '../src/kube/client.ts';
-import { loadConnection } from '../src/kube/connection.ts';
-import type { Condition } from '../src/kube/conditions.ts';
-import type { KubeObject } from '../src/kube/object.ts';
-import { objectPath, PodMonitor, ServiceMonitor, type ResourceType } from '../src/kube/resources.ts';
 import type { OperatorConfig } from '../src/config.ts';
+import { KubeClient } from '../src/kube/client.ts';
+import type { Condition } from '../src/kube/conditions.ts';
+import { loadConnection } from '../src/kube/connection.ts';
+import type { KubeObject } from '../src/kube/object.ts';
+import { objectPath, PodMonitor, type ResourceType, ServiceMonitor } from '../src/kube/resources.ts';
 import { createLogger } from '../src/log.ts';
 import { Operator } from '../src/operator.ts';
 import { KubeletStandIn } from './kubelet-stand-in.ts';
@@ -28,7 +28,14 @@ function standInCrd(r: ResourceType): KubeObject {
       group: r.group,
       scope: 'Namespaced',
       names: { kind: r.kind, plural: r.plural, singular, listKind: `${r.kind}List` },
-      versions: [{ name: r.version, served: true, storage: true, schema: { openAPIV3Schema: { type: 'object', properties: { spec: { type: 'object', 'x-kubernetes-preserve-unknown-fields': true } } } } }],
+      versions: [
+        {
+          name: r.version,
+          served: true,
+          storage: true,
+          schema: { openAPIV3Schema: { type: 'object', properties: { spec: { type: 'object', 'x-kubernetes-preserve-unknown-fields': true } } } },
+        },
+      ],
     },
   };
 }
@@ -102,7 +109,9 @@ export function waitReady(client: KubeClient, resource: ResourceType, namespace:
     async () => {
       const obj = await client.get(resource, namespace, name);
       const ready = condition(obj, 'Ready');
-      return ready?.status === 'True' && ready.observedGeneration === obj.metadata.generation && obj.status?.observedGeneration === obj.metadata.generation ? obj : undefined;
+      return ready?.status === 'True' && ready.observedGeneration === obj.metadata.generation && obj.status?.observedGeneration === obj.metadata.generation
+        ? obj
+        : undefined;
     },
     timeoutMs,
   );
@@ -144,7 +153,9 @@ async function installTempora(cp: ControlPlane): Promise<Cluster> {
   // Stand in for the Prometheus Operator's CRDs, so that ServiceMonitor and PodMonitor children are created.
   const monitorCrds = [SERVICE_MONITOR_CRD, POD_MONITOR_CRD];
   for (const crd of monitorCrds) await applyAs(admin, crd);
-  for (const crdName of ['temporagateways', 'graphworkers', 'agentpools', 'simulationbudgets'].map((p) => `${p}.tempora.dev`).concat(monitorCrds.map((c) => c.metadata.name))) {
+  for (const crdName of ['temporagateways', 'graphworkers', 'agentpools', 'simulationbudgets']
+    .map((p) => `${p}.tempora.dev`)
+    .concat(monitorCrds.map((c) => c.metadata.name))) {
     await waitFor(`CRD ${crdName} established`, async () => {
       const crd = await admin.request<KubeObject>('GET', `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${crdName}`);
       const conditions = (crd.status?.conditions ?? []) as { type: string; status: string }[];

@@ -14,9 +14,12 @@ describe('operator configuration', function () {
     assert.equal(serviceUrl(config.serviceUrlTemplate, 'prod-simulation', 'tempora', 8083), 'http://prod-simulation.tempora.svc:8083');
   });
 
-  it('reaches the platform\'s Services through SERVICE_URL_TEMPLATE, e.g. kubectl proxy', function () {
+  it("reaches the platform's Services through SERVICE_URL_TEMPLATE, e.g. kubectl proxy", function () {
     const proxy = loadConfig({ SERVICE_URL_TEMPLATE: 'http://127.0.0.1:8001/api/v1/namespaces/{namespace}/services/{service}:{port}/proxy/' });
-    assert.equal(serviceUrl(proxy.serviceUrlTemplate, 'prod-simulation', 'tempora', 8083), 'http://127.0.0.1:8001/api/v1/namespaces/tempora/services/prod-simulation:8083/proxy');
+    assert.equal(
+      serviceUrl(proxy.serviceUrlTemplate, 'prod-simulation', 'tempora', 8083),
+      'http://127.0.0.1:8001/api/v1/namespaces/tempora/services/prod-simulation:8083/proxy',
+    );
     assert.throws(() => loadConfig({ SERVICE_URL_TEMPLATE: 'ftp://{service}' }), /SERVICE_URL_TEMPLATE/);
     assert.throws(() => loadConfig({ BUDGET_POLL_SECONDS: '0' }), /BUDGET_POLL_SECONDS/);
   });

@@ -37,7 +37,11 @@ describe('connection from a kubeconfig', function () {
 
   it('runs an exec credential plugin', async function () {
     const plugin = `console.log(JSON.stringify({ apiVersion: 'client.authentication.k8s.io/v1', kind: 'ExecCredential', status: { token: process.env.PREFIX + 'token', expirationTimestamp: new Date(Date.now() + 3600e3).toISOString() } }))`;
-    const c = loadConnection(kubeconfig({ exec: { apiVersion: 'client.authentication.k8s.io/v1', command: process.execPath, args: ['-e', plugin], env: [{ name: 'PREFIX', value: 'exec-' }] } }));
+    const c = loadConnection(
+      kubeconfig({
+        exec: { apiVersion: 'client.authentication.k8s.io/v1', command: process.execPath, args: ['-e', plugin], env: [{ name: 'PREFIX', value: 'exec-' }] },
+      }),
+    );
     assert.equal((await c.headers()).Authorization, 'Bearer exec-token');
   });
 

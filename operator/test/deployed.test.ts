@@ -5,21 +5,33 @@
 // Tests run in order and share one cluster.
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
-import type { KubeClient } from '../src/kube/client.ts';
-import type { KubeObject } from '../src/kube/object.ts';
-import * as R from '../src/kube/resources.ts';
-import type { Operator } from '../src/operator.ts';
-import { COUNTS_HOLD_MS } from '../src/reconcilers/status.ts';
-import { PRIVATE_RANGES } from '../src/reconcilers/gateway.ts';
+import { BillingConfigSchema } from '../../services/billing/src/config.ts';
+import { ConductorConfigSchema } from '../../services/conductor/src/config.ts';
 import { GatewayConfigSchema } from '../../services/gateway/src/config.ts';
 import { KeyStore } from '../../services/gateway/src/domain/keys.ts';
 import { GenerationConfigSchema } from '../../services/generation/src/config.ts';
 import { GraphConfigSchema } from '../../services/graph/src/config.ts';
-import { BillingConfigSchema } from '../../services/billing/src/config.ts';
-import { ConductorConfigSchema } from '../../services/conductor/src/config.ts';
 import { SimulationConfigSchema } from '../../services/simulation/src/config.ts';
-import { applyAs, condition, counterSum, CRD_DIR, manifests, ownedBy, startOperatorCluster, stopOperatorCluster, waitFor, waitReady as waitReadyIn, type OperatorCluster } from './cluster.ts';
-import { NS, agentPool, gateway, graphWorker } from './fixtures.ts';
+import type { KubeClient } from '../src/kube/client.ts';
+import type { KubeObject } from '../src/kube/object.ts';
+import * as R from '../src/kube/resources.ts';
+import type { Operator } from '../src/operator.ts';
+import { PRIVATE_RANGES } from '../src/reconcilers/gateway.ts';
+import { COUNTS_HOLD_MS } from '../src/reconcilers/status.ts';
+import {
+  applyAs,
+  CRD_DIR,
+  condition,
+  counterSum,
+  manifests,
+  type OperatorCluster,
+  ownedBy,
+  startOperatorCluster,
+  stopOperatorCluster,
+  waitFor,
+  waitReady as waitReadyIn,
+} from './cluster.ts';
+import { agentPool, gateway, graphWorker, NS } from './fixtures.ts';
 
 type Env = { name: string; value?: string; valueFrom?: Record<string, unknown> }[];
 interface Container {
@@ -37,7 +49,8 @@ const SERVICES = ['gateway', 'generation', 'graph', 'simulation', 'conductor', '
 const BUDGETS_MOUNT = { name: 'budgets', mountPath: '/etc/tempora/simulation-budgets', readOnly: true };
 
 /** A TemporaGateway without shared state: no database, no Redis, no Ingress, replicas left to the operator. */
-const embedded = (name: string, spec: Record<string, unknown> = {}) => gateway(name, { database: undefined, redis: undefined, ingress: undefined, services: undefined, ...spec });
+const embedded = (name: string, spec: Record<string, unknown> = {}) =>
+  gateway(name, { database: undefined, redis: undefined, ingress: undefined, services: undefined, ...spec });
 
 describe('what the operator deploys', function () {
   this.timeout(120_000);
@@ -51,7 +64,8 @@ describe('what the operator deploys', function () {
     ({ admin, op } = cluster);
     // The Secrets the embedded Gateways name, as an install has them: a TemporaGateway missing one is Degraded
     // (SecretMissing), which would hide the pod failures the readiness tests look for.
-    for (const name of ['tempora-keys', 'tempora-providers', 'tempora-billing']) await applyAs(admin, { apiVersion: 'v1', kind: 'Secret', metadata: { name, namespace: NS }, data: {} });
+    for (const name of ['tempora-keys', 'tempora-providers', 'tempora-billing'])
+      await applyAs(admin, { apiVersion: 'v1', kind: 'Secret', metadata: { name, namespace: NS }, data: {} });
   });
 
   after(async function () {
@@ -76,10 +90,14 @@ describe('what the operator deploys', function () {
       timeoutMs,
     );
   const events = async (kind: string, name: string) =>
-    (await admin.list(R.Event, { fieldSelector: `involvedObject.name=${name},involvedObject.kind=${kind}` }, NS)).items as (KubeObject & { type: string; reason: string; message: string })[];
+    (await admin.list(R.Event, { fieldSelector: `involvedObject.name=${name},involvedObject.kind=${kind}` }, NS)).items as (KubeObject & {
+      type: string;
+      reason: string;
+      message: string;
+    })[];
 
   describe('state', function () {
-    it('without spec.database and spec.redis: one replica per service, its state on the pod\'s data volume', async function () {
+    it("without spec.database and spec.redis: one replica per service, its state on the pod's data volume", async function () {
       await applyAs(admin, embedded('solo'));
       const gw = await waitReady(R.TemporaGateway, 'solo');
       assert.equal(gw.status?.state, 'Embedded');
@@ -112,7 +130,7 @@ describe('what the operator deploys', function () {
       await waitFor('one replica again', async () => ((await admin.get(R.Deployment, NS, 'solo-graph')).spec as any).replicas === 1);
     });
 
-    it('with them: every service shares the PostgreSQL and Redis of the Secrets, and replicas are the spec\'s', async function () {
+    it("with them: every service shares the PostgreSQL and Redis of the Secrets, and replicas are the spec's", async function () {
       await applyAs(admin, gateway('shared', { ingress: undefined }));
       const gw = await waitReady(R.TemporaGateway, 'shared');
       assert.equal(gw.status?.state, 'External');
@@ -151,7 +169,9 @@ describe('what the operator deploys', function () {
       assert.equal(degraded?.status, 'True');
       assert.match(degraded!.message, /graph: more than one replica needs spec.database and spec.redis/);
       assert.equal(((await admin.get(R.Deployment, NS, 'legacy-graph')).spec as any).replicas, 1, 'runs one meanwhile');
-      await waitFor('a Warning Event', async () => (await events('TemporaGateway', 'legacy')).some((e) => e.type === 'Warning' && e.reason === 'ExternalStateRequired'));
+      await waitFor('a Warning Event', async () =>
+        (await events('TemporaGateway', 'legacy')).some((e) => e.type === 'Warning' && e.reason === 'ExternalStateRequired'),
+      );
       await admin.delete(R.TemporaGateway, NS, 'legacy');
     });
   });
@@ -159,19 +179,39 @@ describe('what the operator deploys', function () {
   describe('the simulation service', function () {
     it('gets its state, keys, providers, peers and budgets directory, as its own configuration schema reads them', async function () {
       const c = await container('shared-simulation');
-      assert.deepEqual(c.envFrom.map((s) => s.configMapRef?.name ?? s.secretRef?.name), ['shared-simulation', 'tempora-keys', 'tempora-providers']);
+      assert.deepEqual(
+        c.envFrom.map((s) => s.configMapRef?.name ?? s.secretRef?.name),
+        ['shared-simulation', 'tempora-keys', 'tempora-providers'],
+      );
       assert.deepEqual(env(c, 'DATABASE_URL')?.valueFrom, secretRef('tempora-db'), 'runs are durable: the shared PostgreSQL');
       assert.deepEqual(env(c, 'REDIS_URL')?.valueFrom, secretRef('tempora-redis'));
       assert.deepEqual(c.volumeMounts.at(-1), BUDGETS_MOUNT);
       // The keys Secret brings SERVICE_KEY (GATEWAY_SERVICE_KEY defaults to its first) and SIMULATION_API_KEYS.
-      const config = SimulationConfigSchema.parse({ ...(await data('shared-simulation')), DATABASE_URL: 'postgres://db/tempora', SERVICE_KEY: 'k1,k2', SIMULATION_API_KEYS: 'ops:0123456789abcdef' });
+      const config = SimulationConfigSchema.parse({
+        ...(await data('shared-simulation')),
+        DATABASE_URL: 'postgres://db/tempora',
+        SERVICE_KEY: 'k1,k2',
+        SIMULATION_API_KEYS: 'ops:0123456789abcdef',
+      });
       assert.equal(config.SIMULATION_BUDGETS_PATH, '/etc/tempora/simulation-budgets');
       assert.equal(config.GATEWAY_URL, 'http://shared-gateway.default.svc:8080', 'JWKS and token introspection');
-      assert.deepEqual(config.SIMULATION_API_KEYS.map((k) => k.name), ['ops']);
-      assert.equal(GatewayConfigSchema.parse(await data('shared-gateway')).SIMULATION_URL, 'http://shared-simulation.default.svc:8083', 'the gateway routes /api/v1/simulate* there');
+      assert.deepEqual(
+        config.SIMULATION_API_KEYS.map((k) => k.name),
+        ['ops'],
+      );
+      assert.equal(
+        GatewayConfigSchema.parse(await data('shared-gateway')).SIMULATION_URL,
+        'http://shared-simulation.default.svc:8083',
+        'the gateway routes /api/v1/simulate* there',
+      );
       // Budgets are read again by the service, not rolled out: they are not in the pods' config hash.
       const hash = ((await admin.get(R.Deployment, NS, 'shared-simulation')).spec as any).template.metadata.annotations['tempora.dev/config-hash'];
-      await applyAs(admin, { apiVersion: 'tempora.dev/v1alpha1', kind: 'SimulationBudget', metadata: { name: 'rolling', namespace: NS }, spec: { gatewayRef: 'shared', scope: 'global', limitUsd: 5 } });
+      await applyAs(admin, {
+        apiVersion: 'tempora.dev/v1alpha1',
+        kind: 'SimulationBudget',
+        metadata: { name: 'rolling', namespace: NS },
+        spec: { gatewayRef: 'shared', scope: 'global', limitUsd: 5 },
+      });
       await waitFor('the budget in the ConfigMap', async () => (await data('shared-simulation-budgets'))['rolling.json'] !== undefined);
       assert.equal(((await admin.get(R.Deployment, NS, 'shared-simulation')).spec as any).template.metadata.annotations['tempora.dev/config-hash'], hash);
       await admin.delete(R.SimulationBudget, NS, 'rolling');
@@ -184,7 +224,11 @@ describe('what the operator deploys', function () {
     it('get their state, keys and peers; the conductor the providers, billing the payment settings, as their own configuration schemas read them', async function () {
       const sources = async (deployment: string) => (await container(deployment)).envFrom.map((s) => s.configMapRef?.name ?? s.secretRef?.name);
       assert.deepEqual(await sources('shared-conductor'), ['shared-conductor', 'tempora-keys', 'tempora-providers'], 'its model calls the providers');
-      assert.deepEqual(await sources('shared-billing'), ['shared-billing', 'tempora-keys', 'tempora-billing'], 'Stripe and App Store settings, and no model credentials');
+      assert.deepEqual(
+        await sources('shared-billing'),
+        ['shared-billing', 'tempora-keys', 'tempora-billing'],
+        'Stripe and App Store settings, and no model credentials',
+      );
       for (const svc of ['conductor', 'billing']) {
         const c = await container(`shared-${svc}`);
         assert.equal(c.image, `ghcr.io/tempora/${svc}:1.0.0`);
@@ -196,7 +240,12 @@ describe('what the operator deploys', function () {
       assert.equal(conductor.PORT, 8084);
       assert.deepEqual(
         [conductor.GATEWAY_URL, conductor.GRAPH_URL, conductor.GENERATION_URL, conductor.SIMULATION_URL],
-        ['http://shared-gateway.default.svc:8080', 'http://shared-graph.default.svc:8082', 'http://shared-generation.default.svc:8081', 'http://shared-simulation.default.svc:8083'],
+        [
+          'http://shared-gateway.default.svc:8080',
+          'http://shared-graph.default.svc:8082',
+          'http://shared-generation.default.svc:8081',
+          'http://shared-simulation.default.svc:8083',
+        ],
         'the tools it calls, and the ledger and JWKS of the gateway',
       );
       assert.equal(conductor.JWKS_URL, 'http://shared-gateway.default.svc:8080/.well-known/jwks.json');
@@ -225,7 +274,11 @@ describe('what the operator deploys', function () {
 
     it('more than one replica of either needs shared state', async function () {
       for (const svc of ['conductor', 'billing']) {
-        await assert.rejects(applyAs(admin, embedded('crowded', { services: { [svc]: { replicas: 2 } } })), /more than one replica needs spec.database and spec.redis/, svc);
+        await assert.rejects(
+          applyAs(admin, embedded('crowded', { services: { [svc]: { replicas: 2 } } })),
+          /more than one replica needs spec.database and spec.redis/,
+          svc,
+        );
       }
       await applyAs(admin, gateway('shared', { ingress: undefined, services: { gateway: { replicas: 2 }, billing: { replicas: 2 } } }));
       await waitFor('two billing replicas', async () => ((await admin.get(R.Deployment, NS, 'shared-billing')).spec as any).replicas === 2);
@@ -233,7 +286,7 @@ describe('what the operator deploys', function () {
     });
   });
 
-  describe('the gateway\'s signing key', function () {
+  describe("the gateway's signing key", function () {
     it('is created once in a Secret the gateway reads, kept, and made anew when deleted', async function () {
       const gw = await admin.get(R.TemporaGateway, NS, 'shared');
       const [secret] = await owned(R.Secret, gw);
@@ -263,22 +316,27 @@ describe('what the operator deploys', function () {
   });
 
   describe('the agent pool', function () {
-    it('takes the generation pods\' agent tasks: same Redis, same key prefix, the pool\'s name on the queue metric', async function () {
+    it("takes the generation pods' agent tasks: same Redis, same key prefix, the pool's name on the queue metric", async function () {
       const before = GenerationConfigSchema.parse(await data('shared-generation'));
       assert.equal(before.AGENT_POOL, 'in-process', 'no pool yet');
       await applyAs(admin, agentPool('pool-a', { gatewayRef: 'shared', redis: undefined, minReplicas: 1 }));
       await waitReady(R.AgentPool, 'pool-a');
-      const generation = GenerationConfigSchema.parse(await waitFor('generation switched', async () => {
-        const d = await data('shared-generation');
-        return d.AGENT_POOL === 'redis' ? d : undefined;
-      }));
+      const generation = GenerationConfigSchema.parse(
+        await waitFor('generation switched', async () => {
+          const d = await data('shared-generation');
+          return d.AGENT_POOL === 'redis' ? d : undefined;
+        }),
+      );
       assert.equal(generation.AGENT_POOL_NAME, 'pool-a');
       const worker = GenerationConfigSchema.parse(await data('pool-a'));
       assert.deepEqual([worker.AGENT_POOL_NAME, worker.REDIS_KEY_PREFIX], ['pool-a', generation.REDIS_KEY_PREFIX]);
       // Neither sets a Redis of its own: both use the TemporaGateway's.
       assert.deepEqual(env(await container('shared-generation'), 'REDIS_URL')?.valueFrom, secretRef('tempora-redis'));
       assert.deepEqual(env(await container('pool-a'), 'REDIS_URL')?.valueFrom, secretRef('tempora-redis'));
-      assert.deepEqual((await container('pool-a')).envFrom.map((s) => s.configMapRef?.name ?? s.secretRef?.name), ['pool-a', 'tempora-providers']);
+      assert.deepEqual(
+        (await container('pool-a')).envFrom.map((s) => s.configMapRef?.name ?? s.secretRef?.name),
+        ['pool-a', 'tempora-providers'],
+      );
     });
 
     it('has one pool serve a TemporaGateway; the others say so, and take over when it goes', async function () {
@@ -308,13 +366,16 @@ describe('what the operator deploys', function () {
   });
 
   describe('graph workers', function () {
-    it('take the TemporaGateway\'s database, keys and providers, and do not run without a database', async function () {
+    it("take the TemporaGateway's database, keys and providers, and do not run without a database", async function () {
       await applyAs(admin, graphWorker('render', 'renderer', { gatewayRef: 'shared' }));
       await waitReady(R.GraphWorker, 'render');
       const c = await container('render');
       assert.deepEqual(env(c, 'DATABASE_URL')?.valueFrom, secretRef('tempora-db'));
       assert.deepEqual(env(c, 'REDIS_URL')?.valueFrom, secretRef('tempora-redis'));
-      assert.deepEqual(c.envFrom.map((s) => s.configMapRef?.name ?? s.secretRef?.name), ['render', 'tempora-keys', 'tempora-providers']);
+      assert.deepEqual(
+        c.envFrom.map((s) => s.configMapRef?.name ?? s.secretRef?.name),
+        ['render', 'tempora-keys', 'tempora-providers'],
+      );
       assert.equal((await data('render')).REDIS_KEY_PREFIX, 'tempora:default:shared');
 
       await applyAs(admin, graphWorker('lonely', 'judge', { gatewayRef: 'solo' }));
@@ -340,7 +401,13 @@ describe('what the operator deploys', function () {
         { key: 'dedicated', operator: 'Equal', value: 'tempora', effect: 'NoSchedule' },
         { key: 'node.kubernetes.io/unreachable', operator: 'Exists', effect: 'NoExecute', tolerationSeconds: 60 },
       ],
-      affinity: { podAntiAffinity: { preferredDuringSchedulingIgnoredDuringExecution: [{ weight: 100, podAffinityTerm: { topologyKey: 'kubernetes.io/hostname', labelSelector: { matchLabels: { team: 'platform' } } } }] } },
+      affinity: {
+        podAntiAffinity: {
+          preferredDuringSchedulingIgnoredDuringExecution: [
+            { weight: 100, podAffinityTerm: { topologyKey: 'kubernetes.io/hostname', labelSelector: { matchLabels: { team: 'platform' } } } },
+          ],
+        },
+      },
       topologySpreadConstraints: [{ maxSkew: 1, topologyKey: 'topology.kubernetes.io/zone', whenUnsatisfiable: 'ScheduleAnyway' }],
       priorityClassName: 'tempora-high',
     };
@@ -356,7 +423,12 @@ describe('what the operator deploys', function () {
       assert.deepEqual(spec.priorityClassName, 'tempora-high', `${what}: priorityClassName`);
       assert.deepEqual(
         spec.topologySpreadConstraints,
-        [{ ...pods.topologySpreadConstraints[0], labelSelector: { matchLabels: { 'app.kubernetes.io/name': component, 'app.kubernetes.io/instance': instance } } }],
+        [
+          {
+            ...pods.topologySpreadConstraints[0],
+            labelSelector: { matchLabels: { 'app.kubernetes.io/name': component, 'app.kubernetes.io/instance': instance } },
+          },
+        ],
         `${what}: a spread constraint without labelSelector spreads the component's own pods`,
       );
       assert.equal(labels.team, 'platform', `${what}: pod label`);
@@ -380,7 +452,11 @@ describe('what the operator deploys', function () {
         const pod = live.find((p) => p.metadata.labels?.['app.kubernetes.io/name'] === svc);
         assert.ok(pod, `a pod of ${svc}`);
         if (svc === 'graph') {
-          assert.deepEqual([template.metadata.labels.team, template.spec.priorityClassName, template.spec.imagePullSecrets], ['graph', undefined, pods.imagePullSecrets], 'the service\'s own pods settings over the TemporaGateway\'s');
+          assert.deepEqual(
+            [template.metadata.labels.team, template.spec.priorityClassName, template.spec.imagePullSecrets],
+            ['graph', undefined, pods.imagePullSecrets],
+            "the service's own pods settings over the TemporaGateway's",
+          );
           continue;
         }
         assertPlaced(`${svc} template`, template.spec, template.metadata.labels, svc, 'placed');
@@ -405,7 +481,9 @@ describe('what the operator deploys', function () {
       assertPlaced('agent pool pod', poolPod!.spec as PodSpec, poolPod!.metadata.labels!, 'generation-agents', 'placed-pool');
       const [podMonitor] = await owned(R.PodMonitor, pool);
       assert.equal(podMonitor?.metadata.labels?.release, 'kube-prometheus-stack');
-      assert.deepEqual((podMonitor?.spec as any).podMetricsEndpoints[0].relabelings, [{ action: 'replace', targetLabel: 'tempora_component', replacement: 'agent-pool' }]);
+      assert.deepEqual((podMonitor!.spec as any).podMetricsEndpoints[0].relabelings, [
+        { action: 'replace', targetLabel: 'tempora_component', replacement: 'agent-pool' },
+      ]);
       const job = ((await admin.get(R.CronJob, NS, 'placed-daily')).spec as any).jobTemplate.spec.template;
       assertPlaced('daily job', job.spec, job.metadata.labels, 'graph-daily', 'placed-daily');
 
@@ -414,7 +492,7 @@ describe('what the operator deploys', function () {
       const before = await deploymentWrites();
       op.resyncAll();
       await new Promise((r) => setTimeout(r, 1500));
-      assert.equal(await deploymentWrites(), before, 'no drift from the API server\'s defaults');
+      assert.equal(await deploymentWrites(), before, "no drift from the API server's defaults");
       await admin.delete(R.AgentPool, NS, 'placed-pool');
       await admin.delete(R.GraphWorker, NS, 'placed-daily');
     });
@@ -423,7 +501,10 @@ describe('what the operator deploys', function () {
       this.timeout(240_000);
       await applyAs(admin, embedded('placed', { pods: { ...pods, nodeSelector: { pool: 'gpu' } }, monitoring }));
       const stuck = await waitCondition(R.TemporaGateway, 'placed', 'Degraded', 'True', 'Unschedulable', 60_000);
-      assert.match(condition(stuck, 'Degraded')!.message, /pod placed-\w+-\w+-\w+: Unschedulable: 0\/1 nodes are available: 1 node\(s\) didn't match Pod's node affinity\/selector/);
+      assert.match(
+        condition(stuck, 'Degraded')!.message,
+        /pod placed-\w+-\w+-\w+: Unschedulable: 0\/1 nodes are available: 1 node\(s\) didn't match Pod's node affinity\/selector/,
+      );
       const ready = condition(stuck, 'Ready')!;
       assert.deepEqual([ready.status, ready.reason], ['False', 'Unschedulable']);
       const pending = (await podsOf(stuck)).filter((p) => (p.spec as PodSpec).nodeSelector?.pool === 'gpu');
@@ -431,7 +512,10 @@ describe('what the operator deploys', function () {
       // Once the Deployments are observed (status may wait for the counts to settle), Ready's message says why too.
       await waitFor(
         "Ready's message with the scheduler's",
-        async () => /waiting for pods: .*; pod placed-\w+-\w+-\w+: Unschedulable: .*didn't match Pod's node affinity\/selector/.test(condition(await admin.get(R.TemporaGateway, NS, 'placed'), 'Ready')?.message ?? ''),
+        async () =>
+          /waiting for pods: .*; pod placed-\w+-\w+-\w+: Unschedulable: .*didn't match Pod's node affinity\/selector/.test(
+            condition(await admin.get(R.TemporaGateway, NS, 'placed'), 'Ready')?.message ?? '',
+          ),
         COUNTS_HOLD_MS + 15_000,
       );
 
@@ -460,7 +544,10 @@ describe('what the operator deploys', function () {
       await waitFor('two proxies', async () => (await hops('behind'))[0] === 2);
       assert.deepEqual(await hops('behind'), [2, 3, 3, 3, 3, 3]);
       // X-Forwarded-For is believed only from the proxies' addresses: the private ranges by default, or those named.
-      const trusted = async (gw: string) => [GatewayConfigSchema.parse(await data(`${gw}-gateway`)).TRUSTED_PROXIES, GraphConfigSchema.parse(await data(`${gw}-graph`)).TRUSTED_PROXIES];
+      const trusted = async (gw: string) => [
+        GatewayConfigSchema.parse(await data(`${gw}-gateway`)).TRUSTED_PROXIES,
+        GraphConfigSchema.parse(await data(`${gw}-graph`)).TRUSTED_PROXIES,
+      ];
       assert.deepEqual(await trusted('behind'), [PRIVATE_RANGES, PRIVATE_RANGES]);
       assert.deepEqual(await trusted('shared'), [[], PRIVATE_RANGES], 'no proxy in front: the gateway believes no one');
       await applyAs(admin, gateway('behind', { trustedProxies: 2, trustedProxyAddresses: ['10.42.0.0/16'] }));
@@ -520,7 +607,11 @@ describe('what the operator deploys', function () {
         const failing = await waitCondition(R.TemporaGateway, 'slow', 'Degraded', 'True', reason, 60_000);
         assert.match(condition(failing, 'Degraded')!.message, message);
         assert.equal(condition(failing, 'Ready')?.reason, reason, 'Ready says why too');
-        await waitFor(`a Warning Event ${reason}`, async () => (await events('TemporaGateway', 'slow')).some((e) => e.type === 'Warning' && e.reason === reason), 60_000 - (Date.now() - started));
+        await waitFor(
+          `a Warning Event ${reason}`,
+          async () => (await events('TemporaGateway', 'slow')).some((e) => e.type === 'Warning' && e.reason === reason),
+          60_000 - (Date.now() - started),
+        );
       });
     }
 
@@ -532,7 +623,7 @@ describe('what the operator deploys', function () {
       await admin.delete(R.TemporaGateway, NS, 'slow');
     });
 
-    it('waits for an AgentPool\'s minimum, and reports its available pods in two status writes', async function () {
+    it("waits for an AgentPool's minimum, and reports its available pods in two status writes", async function () {
       const statusWrites = () => counterSum(op, 'tempora_operator_api_writes_total', (l) => l.resource === 'agentpools/status');
       const before = await statusWrites();
       await applyAs(admin, agentPool('pool-c', { gatewayRef: 'shared', redis: undefined, minReplicas: 2 }));

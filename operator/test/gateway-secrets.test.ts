@@ -6,8 +6,8 @@ import type { KubeClient } from '../src/kube/client.ts';
 import * as R from '../src/kube/resources.ts';
 import type { Operator } from '../src/operator.ts';
 import { SECRET_RECHECK_MS } from '../src/reconcilers/gateway-secrets.ts';
-import { applyAs, condition, startOperatorCluster, stopOperatorCluster, waitFor, waitReady, type OperatorCluster } from './cluster.ts';
-import { NS, gateway } from './fixtures.ts';
+import { applyAs, condition, type OperatorCluster, startOperatorCluster, stopOperatorCluster, waitFor, waitReady } from './cluster.ts';
+import { gateway, NS } from './fixtures.ts';
 import { tlsSecret } from './tls-secret.ts';
 
 const EXPIRY = 'tempora_operator_certificate_expiry_timestamp_seconds';
@@ -47,26 +47,45 @@ describe("a TemporaGateway's Secrets on a real control plane", function () {
   it("exports the expiry of the Ingress's certificate, read from its TLS Secret", async function () {
     const tls = tlsSecret('certs-tls', NS, 'certs.tempora.test', 10);
     await applyAs(admin, tls.secret);
-    await applyAs(admin, { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'certs-keys', namespace: NS }, data: { SERVICE_KEY: Buffer.from('a-service-key-0123456789').toString('base64') } });
+    await applyAs(admin, {
+      apiVersion: 'v1',
+      kind: 'Secret',
+      metadata: { name: 'certs-keys', namespace: NS },
+      data: { SERVICE_KEY: Buffer.from('a-service-key-0123456789').toString('base64') },
+    });
     await applyAs(admin, gateway('certs', { database: undefined, redis: undefined, services: undefined, secrets: secretsOf }));
     const expiry = await waitFor('the expiry series', async () => (await scrape(EXPIRY, 'certs')).get('certs-tls'));
     assert.equal(expiry, tls.notAfter.getTime() / 1000, "the certificate's notAfter, in seconds");
     assert.ok(expiry - Date.now() / 1000 > 9 * 86400 && expiry - Date.now() / 1000 <= 10 * 86400, 'ten days from now');
-    assert.deepEqual([...(await scrape(MISSING, 'certs'))].sort(), [['certs-keys', 0], ['certs-tls', 0]]);
+    assert.deepEqual([...(await scrape(MISSING, 'certs'))].sort(), [
+      ['certs-keys', 0],
+      ['certs-tls', 0],
+    ]);
     const ready = await waitReady(admin, R.TemporaGateway, NS, 'certs');
     assert.equal(condition(ready, 'Degraded')?.status, 'False');
   });
 
   it('a missing Secret: 1 in its series and Degraded (SecretMissing), both cleared within a minute of its creation', async function () {
     this.timeout(SECRET_RECHECK_MS + 60_000);
-    await applyAs(admin, gateway('certs', { database: undefined, services: undefined, secrets: { ...secretsOf, providers: 'certs-providers' }, redis: { secretName: 'certs-keys', key: 'REDIS_URL' } }));
+    await applyAs(
+      admin,
+      gateway('certs', {
+        database: undefined,
+        services: undefined,
+        secrets: { ...secretsOf, providers: 'certs-providers' },
+        redis: { secretName: 'certs-keys', key: 'REDIS_URL' },
+      }),
+    );
     await waitFor('certs-providers missing', async () => (await scrape(MISSING, 'certs')).get('certs-providers') === 1);
     assert.equal((await scrape(MISSING, 'certs')).get('certs-keys'), 1, 'a key the pods read one by one is missing');
     const failing = await waitFor('Degraded SecretMissing', async () => {
       const c = await degraded('certs');
       return c?.status === 'True' && c.reason === 'SecretMissing' ? c : undefined;
     });
-    assert.equal(failing.message, 'Secret certs-keys (spec.secrets.keys, spec.redis) has no REDIS_URL; Secret certs-providers (spec.secrets.providers) does not exist');
+    assert.equal(
+      failing.message,
+      'Secret certs-keys (spec.secrets.keys, spec.redis) has no REDIS_URL; Secret certs-providers (spec.secrets.providers) does not exist',
+    );
     // Recorded right after the status it reports, so it may trail the condition by a moment.
     await waitFor('a Warning Event', async () => {
       const events = await admin.list(R.Event, { fieldSelector: 'involvedObject.name=certs,involvedObject.kind=TemporaGateway' }, NS);
@@ -78,17 +97,38 @@ describe("a TemporaGateway's Secrets on a real control plane", function () {
     // TemporaGateway either: it is looked at again because one is missing.
     await waitReady(admin, R.TemporaGateway, NS, 'certs');
     let quietSince = Date.now();
-    await waitFor('the operator to settle', async () => {
-      if (!op.idle()) quietSince = Date.now();
-      return Date.now() - quietSince > 2000;
-    }, 30_000, 50);
+    await waitFor(
+      'the operator to settle',
+      async () => {
+        if (!op.idle()) quietSince = Date.now();
+        return Date.now() - quietSince > 2000;
+      },
+      30_000,
+      50,
+    );
     await applyAs(admin, { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'certs-providers', namespace: NS }, data: {} });
-    await applyAs(admin, { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'certs-keys', namespace: NS }, data: { REDIS_URL: Buffer.from('redis://redis:6379').toString('base64') } });
-    await waitFor('every Secret there', async () => [...(await scrape(MISSING, 'certs')).values()].every((v) => v === 0) && (await degraded('certs'))?.status === 'False', SECRET_RECHECK_MS + 15_000, 500);
+    await applyAs(admin, {
+      apiVersion: 'v1',
+      kind: 'Secret',
+      metadata: { name: 'certs-keys', namespace: NS },
+      data: { REDIS_URL: Buffer.from('redis://redis:6379').toString('base64') },
+    });
+    await waitFor(
+      'every Secret there',
+      async () => [...(await scrape(MISSING, 'certs')).values()].every((v) => v === 0) && (await degraded('certs'))?.status === 'False',
+      SECRET_RECHECK_MS + 15_000,
+      500,
+    );
   });
 
   it('a TLS Secret without a certificate: missing, and no expiry series', async function () {
-    await applyAs(admin, { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'certs-tls', namespace: NS }, type: 'kubernetes.io/tls', data: { 'tls.crt': Buffer.from('not a certificate').toString('base64'), 'tls.key': Buffer.from('not a key').toString('base64') } });
+    await applyAs(admin, {
+      apiVersion: 'v1',
+      kind: 'Secret',
+      metadata: { name: 'certs-tls', namespace: NS },
+      type: 'kubernetes.io/tls',
+      data: { 'tls.crt': Buffer.from('not a certificate').toString('base64'), 'tls.key': Buffer.from('not a key').toString('base64') },
+    });
     // A Secret's change reconciles nothing by itself; the periodic resync does.
     op.resyncAll();
     await waitFor('certs-tls missing', async () => (await scrape(MISSING, 'certs')).get('certs-tls') === 1);
@@ -97,7 +137,9 @@ describe("a TemporaGateway's Secrets on a real control plane", function () {
 
     await admin.delete(R.Secret, NS, 'certs-tls');
     op.resyncAll();
-    await waitFor('certs-tls gone', async () => /Secret certs-tls \(spec.ingress.tlsSecretName\) does not exist/.test((await degraded('certs'))?.message ?? ''));
+    await waitFor('certs-tls gone', async () =>
+      /Secret certs-tls \(spec.ingress.tlsSecretName\) does not exist/.test((await degraded('certs'))?.message ?? ''),
+    );
     assert.equal((await scrape(MISSING, 'certs')).get('certs-tls'), 1);
   });
 

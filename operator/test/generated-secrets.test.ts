@@ -14,14 +14,14 @@ import { Helm, parseObjects } from '../../test/helm/helm.ts';
 import { binaryDir, K8S_VERSION } from '../../test/k8s/control-plane.ts';
 import { isConflict, KubeClient } from '../src/kube/client.ts';
 import { EventRecorder } from '../src/kube/events.ts';
-import { createLogger } from '../src/log.ts';
-import type { ReconcileContext } from '../src/reconcilers/context.ts';
 import type { KubeObject } from '../src/kube/object.ts';
 import * as R from '../src/kube/resources.ts';
+import { createLogger } from '../src/log.ts';
 import { GENERATED_SECRETS, type Operator } from '../src/operator.ts';
+import type { ReconcileContext } from '../src/reconcilers/context.ts';
 import { problemsOf, SECRET_RECHECK_MS } from '../src/reconcilers/gateway-secrets.ts';
 import { GENERATE_ANNOTATION, GENERATED_SECRET_LABEL, GeneratedSecrets, planGeneration } from '../src/reconcilers/generated-secrets.ts';
-import { applyAs, condition, counterSum, startOperatorCluster, stopOperatorCluster, waitFor, waitReady, type OperatorCluster } from './cluster.ts';
+import { applyAs, condition, counterSum, type OperatorCluster, startOperatorCluster, stopOperatorCluster, waitFor, waitReady } from './cluster.ts';
 import { gateway, NS } from './fixtures.ts';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
@@ -74,7 +74,22 @@ describe('Secrets the operator generates, applied as GitOps tools apply them', f
 
   /** The platform chart's Secrets as `helm template` renders them for `namespace` (no cluster access). */
   function renderSecrets(namespace: string, ...extra: string[]): { text: string; objects: KubeObject[] } {
-    const text = helm.ok('template', RELEASE, CHART, '--namespace', namespace, '--kube-version', K8S_VERSION, '--show-only', 'templates/secrets.yaml', '--show-only', 'templates/postgresql.yaml', '--show-only', 'templates/redis.yaml', ...extra);
+    const text = helm.ok(
+      'template',
+      RELEASE,
+      CHART,
+      '--namespace',
+      namespace,
+      '--kube-version',
+      K8S_VERSION,
+      '--show-only',
+      'templates/secrets.yaml',
+      '--show-only',
+      'templates/postgresql.yaml',
+      '--show-only',
+      'templates/redis.yaml',
+      ...extra,
+    );
     const objects = parseObjects(text).filter((o) => o.kind === 'Secret');
     return { text: objects.map((o) => JSON.stringify(o)).join('\n'), objects };
   }
@@ -102,10 +117,15 @@ describe('Secrets the operator generates, applied as GitOps tools apply them', f
   /** Waits until the operator has had nothing to do for a second. */
   async function settled(): Promise<void> {
     let quietSince = Date.now();
-    await waitFor('the operator to settle', async () => {
-      if (!op.idle()) quietSince = Date.now();
-      return Date.now() - quietSince > 1000;
-    }, 30_000, 50);
+    await waitFor(
+      'the operator to settle',
+      async () => {
+        if (!op.idle()) quietSince = Date.now();
+        return Date.now() - quietSince > 1000;
+      },
+      30_000,
+      50,
+    );
   }
 
   const secretPatches = () => counterSum(op, 'tempora_operator_api_writes_total', (l) => l.resource === 'secrets' && l.verb === 'patch');
@@ -135,8 +155,15 @@ describe('Secrets the operator generates, applied as GitOps tools apply them', f
       assert.equal(redis.url, `redis://:${redis.password}@tempora-redis.${ns}.svc:6379/0`);
       assert.notEqual(redis.password, pg.password);
       // The filled keys belong to the operator's field manager, the rest to the tool that applied them.
-      const managers = ((await admin.get(R.Secret, ns, 'tempora-keys')).metadata.managedFields as { manager: string; fieldsV1?: { 'f:data'?: Record<string, unknown> } }[]) ?? [];
-      assert.deepEqual(Object.keys(managers.find((m) => m.manager === 'tempora-operator')?.fieldsV1?.['f:data'] ?? {}).filter((f) => f.startsWith('f:')).sort(), FILLED['tempora-keys']!.map((k) => `f:${k}`));
+      const managers =
+        ((await admin.get(R.Secret, ns, 'tempora-keys')).metadata.managedFields as { manager: string; fieldsV1?: { 'f:data'?: Record<string, unknown> } }[]) ??
+        [];
+      assert.deepEqual(
+        Object.keys(managers.find((m) => m.manager === 'tempora-operator')?.fieldsV1?.['f:data'] ?? {})
+          .filter((f) => f.startsWith('f:'))
+          .sort(),
+        FILLED['tempora-keys']!.map((k) => `f:${k}`),
+      );
       await waitFor('a Generated Event', async () => {
         const events = await admin.list(R.Event, { fieldSelector: 'involvedObject.name=tempora-keys,involvedObject.kind=Secret' }, ns);
         return events.items.some((e) => e.reason === 'Generated' && e.message === 'generated ADMIN_KEY, SERVICE_KEY, SIMULATION_API_KEYS, WRITER_TOKENS');
@@ -193,7 +220,13 @@ describe('Secrets the operator generates, applied as GitOps tools apply them', f
 
     it('values given in the chart are rendered, and only the others generated', async function () {
       await createNamespace(ns);
-      const { objects } = renderSecrets(ns, '--set', 'secrets.keys.serviceKey=given-service-key-0123456789', '--set', 'postgresql.password=given-password-0123456789');
+      const { objects } = renderSecrets(
+        ns,
+        '--set',
+        'secrets.keys.serviceKey=given-service-key-0123456789',
+        '--set',
+        'postgresql.password=given-password-0123456789',
+      );
       const pg = objects.find((o) => o.metadata.name === 'tempora-postgresql')!;
       assert.equal(pg.metadata.annotations?.[GENERATE_ANNOTATION], undefined, 'nothing to generate for PostgreSQL');
       assert.equal(pg.metadata.labels?.[GENERATED_SECRET_LABEL], undefined, 'so the operator does not watch it');
@@ -201,12 +234,19 @@ describe('Secrets the operator generates, applied as GitOps tools apply them', f
       const all = await filled(ns);
       assert.equal(all.get('tempora-keys')!.SERVICE_KEY, 'given-service-key-0123456789');
       assert.match(all.get('tempora-keys')!.ADMIN_KEY!, /^[A-Za-z0-9]{48}$/);
-      assert.deepEqual(all.get('tempora-postgresql'), { username: 'tempora', password: 'given-password-0123456789', url: `postgres://tempora:given-password-0123456789@tempora-postgresql.${ns}.svc:5432/tempora` });
+      assert.deepEqual(all.get('tempora-postgresql'), {
+        username: 'tempora',
+        password: 'given-password-0123456789',
+        url: `postgres://tempora:given-password-0123456789@tempora-postgresql.${ns}.svc:5432/tempora`,
+      });
     });
 
     it('a key changed by hand stays as it is; a key deleted is made anew; the composed URL follows a password written first', async function () {
       const name = 'tempora-redis';
-      await admin.request('PATCH', R.objectPath(R.Secret, ns, name), { body: { data: encode({ password: 'rotated-by-hand-0123456789' }) }, contentType: 'application/merge-patch+json' });
+      await admin.request('PATCH', R.objectPath(R.Secret, ns, name), {
+        body: { data: encode({ password: 'rotated-by-hand-0123456789' }) },
+        contentType: 'application/merge-patch+json',
+      });
       await settled();
       const rotated = await dataOf(ns, name);
       assert.equal(rotated.password, 'rotated-by-hand-0123456789');
@@ -220,7 +260,12 @@ describe('Secrets the operator generates, applied as GitOps tools apply them', f
       await applyAs(admin, {
         apiVersion: 'v1',
         kind: 'Secret',
-        metadata: { name: 'mixed', namespace: ns, labels: { [GENERATED_SECRET_LABEL]: 'true' }, annotations: { [GENERATE_ANNOTATION]: JSON.stringify({ a: '{random:16}', b: '{random:16}', c: 'x-{a}-{b}' }) } },
+        metadata: {
+          name: 'mixed',
+          namespace: ns,
+          labels: { [GENERATED_SECRET_LABEL]: 'true' },
+          annotations: { [GENERATE_ANNOTATION]: JSON.stringify({ a: '{random:16}', b: '{random:16}', c: 'x-{a}-{b}' }) },
+        },
         data: encode({ a: 'mine' }),
       });
       const data = await waitFor('b and c', async () => {
@@ -232,13 +277,20 @@ describe('Secrets the operator generates, applied as GitOps tools apply them', f
     });
 
     it('a key written between its read and its write: the write is refused and the key kept', async function () {
-      const secret = { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'raced', namespace: ns, annotations: { [GENERATE_ANNOTATION]: '{"k":"{random:16}"}' } } };
+      const secret = {
+        apiVersion: 'v1',
+        kind: 'Secret',
+        metadata: { name: 'raced', namespace: ns, annotations: { [GENERATE_ANNOTATION]: '{"k":"{random:16}"}' } },
+      };
       await applyAs(admin, secret);
       // Someone writes k right after the reconciler's read (unlabelled: the running operator leaves it alone).
       class Racing extends KubeClient {
         override async getOrUndefined(r: R.ResourceType, namespace: string, name: string): Promise<KubeObject | undefined> {
           const read = await super.getOrUndefined(r, namespace, name);
-          await admin.request('PATCH', R.objectPath(R.Secret, namespace, name), { body: { data: encode({ k: 'theirs' }) }, contentType: 'application/merge-patch+json' });
+          await admin.request('PATCH', R.objectPath(R.Secret, namespace, name), {
+            body: { data: encode({ k: 'theirs' }) },
+            contentType: 'application/merge-patch+json',
+          });
           return read;
         }
       }
@@ -256,21 +308,43 @@ describe('Secrets the operator generates, applied as GitOps tools apply them', f
 
     it('watches only labelled Secrets: an annotation alone generates nothing; the label then does', async function () {
       await createNamespace(ns);
-      const secret = { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'unlabelled', namespace: ns, annotations: { [GENERATE_ANNOTATION]: '{"k":"{random:16}"}' } } };
+      const secret = {
+        apiVersion: 'v1',
+        kind: 'Secret',
+        metadata: { name: 'unlabelled', namespace: ns, annotations: { [GENERATE_ANNOTATION]: '{"k":"{random:16}"}' } },
+      };
       await applyAs(admin, secret);
       await applyAs(admin, { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'other', namespace: ns } });
       await settled();
       assert.deepEqual(await dataOf(ns, 'unlabelled'), {});
-      const cached = op.informers.get(GENERATED_SECRETS)!.list().map((s) => `${s.metadata.namespace}/${s.metadata.name}`);
+      const cached = op.informers
+        .get(GENERATED_SECRETS)!
+        .list()
+        .map((s) => `${s.metadata.namespace}/${s.metadata.name}`);
       assert.ok(!cached.includes(`${ns}/unlabelled`) && !cached.includes(`${ns}/other`), 'unlabelled Secrets are not even listed');
-      assert.ok(op.informers.get(GENERATED_SECRETS)!.list().every((s) => Object.values((s.data ?? {}) as Data).every((v) => v === '')), 'the cache keeps key names, not values');
+      assert.ok(
+        op.informers
+          .get(GENERATED_SECRETS)!
+          .list()
+          .every((s) => Object.values((s.data ?? {}) as Data).every((v) => v === '')),
+        'the cache keeps key names, not values',
+      );
       await applyAs(admin, { ...secret, metadata: { ...secret.metadata, labels: { [GENERATED_SECRET_LABEL]: 'true' } } });
       await waitFor('k filled', async () => /^[A-Za-z0-9]{16}$/.test((await dataOf(ns, 'unlabelled')).k ?? ''));
     });
 
     it('a template it cannot make: a Warning Event once, and the keys it can make are made', async function () {
       const templates = { ok: '{random:20}', short: '{random:4}', odd: '{not a key}', orphan: '{nowhere}', loop1: '{loop2}', loop2: '{loop1}' };
-      await applyAs(admin, { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'bad', namespace: ns, labels: { [GENERATED_SECRET_LABEL]: 'true' }, annotations: { [GENERATE_ANNOTATION]: JSON.stringify(templates) } } });
+      await applyAs(admin, {
+        apiVersion: 'v1',
+        kind: 'Secret',
+        metadata: {
+          name: 'bad',
+          namespace: ns,
+          labels: { [GENERATED_SECRET_LABEL]: 'true' },
+          annotations: { [GENERATE_ANNOTATION]: JSON.stringify(templates) },
+        },
+      });
       await waitFor('ok filled', async () => (await dataOf(ns, 'bad')).ok);
       const warnings = () => admin.list(R.Event, { fieldSelector: 'involvedObject.name=bad,involvedObject.kind=Secret,type=Warning' }, ns);
       const warning = await waitFor('a Warning Event', async () => (await warnings()).items[0]);
@@ -284,7 +358,11 @@ describe('Secrets the operator generates, applied as GitOps tools apply them', f
       assert.equal((await warnings()).items.length, 1, 'told once for this version of the Secret');
       assert.deepEqual(Object.keys(await dataOf(ns, 'bad')), ['ok']);
 
-      await applyAs(admin, { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'not-json', namespace: ns, labels: { [GENERATED_SECRET_LABEL]: 'true' }, annotations: { [GENERATE_ANNOTATION]: 'k=16' } } });
+      await applyAs(admin, {
+        apiVersion: 'v1',
+        kind: 'Secret',
+        metadata: { name: 'not-json', namespace: ns, labels: { [GENERATED_SECRET_LABEL]: 'true' }, annotations: { [GENERATE_ANNOTATION]: 'k=16' } },
+      });
       await waitFor('a Warning for the annotation', async () => {
         const events = await admin.list(R.Event, { fieldSelector: 'involvedObject.name=not-json,involvedObject.kind=Secret,type=Warning' }, ns);
         return events.items.some((e) => e.message === `cannot generate the annotation ${GENERATE_ANNOTATION} is not a JSON object of templates (strings)`);
@@ -292,7 +370,17 @@ describe('Secrets the operator generates, applied as GitOps tools apply them', f
     });
 
     it('an immutable Secret is not written, and says why', async function () {
-      await applyAs(admin, { apiVersion: 'v1', kind: 'Secret', immutable: true, metadata: { name: 'frozen', namespace: ns, labels: { [GENERATED_SECRET_LABEL]: 'true' }, annotations: { [GENERATE_ANNOTATION]: '{"k":"{random:16}"}' } } });
+      await applyAs(admin, {
+        apiVersion: 'v1',
+        kind: 'Secret',
+        immutable: true,
+        metadata: {
+          name: 'frozen',
+          namespace: ns,
+          labels: { [GENERATED_SECRET_LABEL]: 'true' },
+          annotations: { [GENERATE_ANNOTATION]: '{"k":"{random:16}"}' },
+        },
+      });
       await waitFor('a Warning Event', async () => {
         const events = await admin.list(R.Event, { fieldSelector: 'involvedObject.name=frozen,involvedObject.kind=Secret,type=Warning' }, ns);
         return events.items.some((e) => e.message === 'cannot generate k: the Secret is immutable');
@@ -305,29 +393,50 @@ describe('Secrets the operator generates, applied as GitOps tools apply them', f
     const labelled = (data: Data, templates: Data, label = true): KubeObject => ({
       apiVersion: 'v1',
       kind: 'Secret',
-      metadata: { name: 's', namespace: NS, labels: label ? { [GENERATED_SECRET_LABEL]: 'true' } : {}, annotations: { [GENERATE_ANNOTATION]: JSON.stringify(templates) } },
+      metadata: {
+        name: 's',
+        namespace: NS,
+        labels: label ? { [GENERATED_SECRET_LABEL]: 'true' } : {},
+        annotations: { [GENERATE_ANNOTATION]: JSON.stringify(templates) },
+      },
       data: encode(data),
     });
     const refs = [{ field: 'spec.database', secret: 's', keys: ['url'] }];
 
     it('keys awaiting generation are reported as awaited, not as missing; keys that cannot be made, as such', function () {
-      assert.deepEqual(problemsOf('s', refs, labelled({}, { password: '{random:16}', url: 'db://{password}' })), ["Secret s (spec.database) awaits the operator's generation of password, url"]);
-      assert.deepEqual(problemsOf('s', refs, labelled({ password: 'p' }, { password: '{random:16}', url: 'db://{password}' })), ["Secret s (spec.database) awaits the operator's generation of url"]);
+      assert.deepEqual(problemsOf('s', refs, labelled({}, { password: '{random:16}', url: 'db://{password}' })), [
+        "Secret s (spec.database) awaits the operator's generation of password, url",
+      ]);
+      assert.deepEqual(problemsOf('s', refs, labelled({ password: 'p' }, { password: '{random:16}', url: 'db://{password}' })), [
+        "Secret s (spec.database) awaits the operator's generation of url",
+      ]);
       assert.deepEqual(problemsOf('s', refs, labelled({ password: 'p', url: 'u' }, { password: '{random:16}', url: 'db://{password}' })), []);
-      assert.deepEqual(problemsOf('s', refs, labelled({}, { url: 'db://{password}' })), ['Secret s (spec.database): cannot generate url: needs password, which the Secret neither holds nor can generate first', 'Secret s (spec.database) has no url']);
-      assert.deepEqual(problemsOf('s', refs, labelled({}, { url: '{random:16}' }, false)), [`Secret s (spec.database) asks for url in ${GENERATE_ANNOTATION} but lacks the label ${GENERATED_SECRET_LABEL}=true, so nothing generates them`]);
+      assert.deepEqual(problemsOf('s', refs, labelled({}, { url: 'db://{password}' })), [
+        'Secret s (spec.database): cannot generate url: needs password, which the Secret neither holds nor can generate first',
+        'Secret s (spec.database) has no url',
+      ]);
+      assert.deepEqual(problemsOf('s', refs, labelled({}, { url: '{random:16}' }, false)), [
+        `Secret s (spec.database) asks for url in ${GENERATE_ANNOTATION} but lacks the label ${GENERATED_SECRET_LABEL}=true, so nothing generates them`,
+      ]);
       assert.deepEqual(planGeneration(labelled({}, { b: '{a}', a: '{random:16}' })).fill, ['a', 'b'], 'a key after those it names');
     });
 
     it('a TemporaGateway whose Secret is labelled late: Degraded says why, and clears as soon as the operator fills it', async function () {
       this.timeout(SECRET_RECHECK_MS);
-      const { ingress: _none, ...spec } = gateway('gen', { database: { secretName: 'gen-db', key: 'url' }, redis: undefined, services: undefined, secrets: { keys: 'gen-db' } }).spec!;
+      const { ingress: _none, ...spec } = gateway('gen', {
+        database: { secretName: 'gen-db', key: 'url' },
+        redis: undefined,
+        services: undefined,
+        secrets: { keys: 'gen-db' },
+      }).spec!;
       const secret = labelled({}, { password: '{random:32}', url: 'postgres://tempora:{password}@db:5432/tempora' }, false);
       secret.metadata.name = 'gen-db';
       await applyAs(admin, secret);
       await applyAs(admin, { ...gateway('gen'), spec });
       const degraded = async () => condition(await admin.get(R.TemporaGateway, NS, 'gen'), 'Degraded');
-      await waitFor('Degraded for the unlabelled Secret', async () => /asks for password, url in tempora.dev\/generate but lacks the label/.test((await degraded())?.message ?? ''));
+      await waitFor('Degraded for the unlabelled Secret', async () =>
+        /asks for password, url in tempora.dev\/generate but lacks the label/.test((await degraded())?.message ?? ''),
+      );
       // Labelled now: the operator fills it, and that reconciles the TemporaGateway at once, not at its next minute's check.
       const labelledAt = Date.now();
       await applyAs(admin, { ...secret, metadata: { ...secret.metadata, labels: { [GENERATED_SECRET_LABEL]: 'true' } } });

@@ -15,7 +15,7 @@ import { existsSync, mkdirSync, readdirSync, renameSync, rmSync, symlinkSync, un
 import { join } from 'node:path';
 import type { KubeClient } from '../src/kube/client.ts';
 import type { KubeObject } from '../src/kube/object.ts';
-import { collectionPath, ConfigMap, objectPath, Pod } from '../src/kube/resources.ts';
+import { ConfigMap, collectionPath, objectPath, Pod } from '../src/kube/resources.ts';
 
 interface PodSpec {
   containers: { name: string; image: string }[];
@@ -39,7 +39,12 @@ export function nodeReport(pod: KubeObject): Record<string, unknown> | undefined
   if (tag.startsWith('unschedulable') || Object.entries(nodeSelector).some(([k, v]) => NODE_LABELS[k] !== v)) {
     return {
       phase: 'Pending',
-      conditions: [condition('PodScheduled', 'False', { reason: 'Unschedulable', message: "0/1 nodes are available: 1 node(s) didn't match Pod's node affinity/selector." })],
+      conditions: [
+        condition('PodScheduled', 'False', {
+          reason: 'Unschedulable',
+          message: "0/1 nodes are available: 1 node(s) didn't match Pod's node affinity/selector.",
+        }),
+      ],
     };
   }
   const scheduled = [condition('PodScheduled', 'True'), condition('Initialized', 'True')];

@@ -1,7 +1,7 @@
 // The chart renders crds/ through links under files/crds (its templates install and upgrade them) and
 // restates the RBAC rules; these checks keep them from drifting apart.
 import assert from 'node:assert/strict';
-import { readFileSync, readdirSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parse } from 'yaml';
 import { CRD_DIR, manifests } from './cluster.ts';
@@ -10,7 +10,9 @@ const CHART = join(CRD_DIR, '..', 'charts', 'tempora-operator');
 
 describe('manifests', function () {
   it('the chart carries exactly the CRDs in crds/', function () {
-    const crds = readdirSync(CRD_DIR).filter((f) => f.endsWith('.yaml')).sort();
+    const crds = readdirSync(CRD_DIR)
+      .filter((f) => f.endsWith('.yaml'))
+      .sort();
     assert.deepEqual(readdirSync(join(CHART, 'files', 'crds')).sort(), crds);
     for (const f of crds) assert.equal(readFileSync(join(CHART, 'files', 'crds', f), 'utf8'), readFileSync(join(CRD_DIR, f), 'utf8'), f);
   });
@@ -20,13 +22,15 @@ describe('manifests', function () {
     const clusterRole = rbac.find((m) => m.kind === 'ClusterRole') as unknown as { rules: unknown[] };
     const leaderRole = rbac.find((m) => m.kind === 'Role') as unknown as { rules: unknown[] };
     const template = readFileSync(join(CHART, 'templates', 'rbac.yaml'), 'utf8');
-    const ruleBlocks = [...template.matchAll(/^rules:\n((?:  .*\n)+)/gm)].map((m) => parse(m[1]!) as unknown[]);
+    const ruleBlocks = [...template.matchAll(/^rules:\n((?: {2}.*\n)+)/gm)].map((m) => parse(m[1]!) as unknown[]);
     assert.deepEqual(ruleBlocks, [clusterRole.rules, leaderRole.rules]);
   });
 
   it('every CRD has a status subresource, short names and printer columns', function () {
     for (const f of readdirSync(CRD_DIR).filter((x) => x.endsWith('.yaml'))) {
-      const [crd] = manifests(join(CRD_DIR, f)) as unknown as { spec: { names: { shortNames: string[] }; versions: { subresources: unknown; additionalPrinterColumns: unknown[] }[] } }[];
+      const [crd] = manifests(join(CRD_DIR, f)) as unknown as {
+        spec: { names: { shortNames: string[] }; versions: { subresources: unknown; additionalPrinterColumns: unknown[] }[] };
+      }[];
       assert.ok(crd!.spec.names.shortNames.length > 0, f);
       for (const v of crd!.spec.versions) {
         assert.deepEqual(v.subresources, { status: {} }, f);

@@ -2,12 +2,12 @@
 // values are known when it starts is there at 0, so no panel or alert reads "no data" for "none happened".
 import assert from 'node:assert/strict';
 import { Agent } from 'node:https';
+import { assertZeroed } from '../../services/kit/test/metrics-support.ts';
 import type { Connection } from '../src/kube/connection.ts';
 import * as R from '../src/kube/resources.ts';
 import { createLogger } from '../src/log.ts';
 import { createMetrics } from '../src/metrics.ts';
 import { Operator } from '../src/operator.ts';
-import { assertZeroed } from '../../services/kit/test/metrics-support.ts';
 import { counterSum, operatorConfig, waitFor } from './cluster.ts';
 
 /** Nothing listens there: the operator is built, never started, so it sends no request. */
@@ -29,7 +29,13 @@ describe('operator metrics', function () {
     await assertZeroed(registry, 'controller_runtime_reconcile_errors_total', controller);
     await assertZeroed(registry, 'controller_runtime_reconcile_time_seconds', controller);
     await assertZeroed(registry, 'controller_runtime_active_workers', controller);
-    for (const name of ['workqueue_depth', 'workqueue_adds_total', 'workqueue_retries_total', 'workqueue_queue_duration_seconds', 'workqueue_work_duration_seconds']) {
+    for (const name of [
+      'workqueue_depth',
+      'workqueue_adds_total',
+      'workqueue_retries_total',
+      'workqueue_queue_duration_seconds',
+      'workqueue_work_duration_seconds',
+    ]) {
       await assertZeroed(registry, name, { name: CONTROLLERS });
     }
     await assertZeroed(registry, 'tempora_operator_informer_relists_total', { resource: WATCHED, reason: ['initial', 'gone', 'error'] });
@@ -61,13 +67,20 @@ describe('operator metrics', function () {
     const op = newOperator();
     const controller = op.controllers.find((c) => c.name === 'graphworker')!;
     const count = async (name: string) =>
-      ((await op.metrics.registry.getSingleMetric(name)!.get()).values as Array<{ metricName?: string; labels: Record<string, string | number>; value: number }>).find(
-        (v) => v.metricName === `${name}_count` && (v.labels.controller ?? v.labels.name) === 'graphworker',
-      )?.value;
+      (
+        (await op.metrics.registry.getSingleMetric(name)!.get()).values as Array<{
+          metricName?: string;
+          labels: Record<string, string | number>;
+          value: number;
+        }>
+      ).find((v) => v.metricName === `${name}_count` && (v.labels.controller ?? v.labels.name) === 'graphworker')?.value;
     controller.startWorkers();
     // Not in the (unstarted) cache: reconciled as gone, a success.
     controller.queue.add('default/gone');
-    await waitFor('the key reconciled', async () => (await counterSum(op, 'controller_runtime_reconcile_total', (l) => l.controller === 'graphworker' && l.result === 'success')) === 1);
+    await waitFor(
+      'the key reconciled',
+      async () => (await counterSum(op, 'controller_runtime_reconcile_total', (l) => l.controller === 'graphworker' && l.result === 'success')) === 1,
+    );
     await controller.stop();
     controller.startWorkers();
     await controller.stop();

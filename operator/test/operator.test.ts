@@ -9,18 +9,29 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
+import { GatewayConfigSchema } from '../../services/gateway/src/config.ts';
+import { GenerationConfigSchema } from '../../services/generation/src/config.ts';
+import { service as asService, SERVICE_KEY, type SimulationHarness, startSimulation, userId } from '../../services/simulation/test/harness.ts';
+import type { OperatorConfig } from '../src/config.ts';
 import type { KubeClient } from '../src/kube/client.ts';
 import type { KubeObject } from '../src/kube/object.ts';
 import * as R from '../src/kube/resources.ts';
 import type { Operator } from '../src/operator.ts';
-import type { OperatorConfig } from '../src/config.ts';
-import { applyAs, condition, counterSum, newOperator, ownedBy, startOperatorCluster, stopOperatorCluster, waitFor, waitReady as waitReadyIn, type OperatorCluster } from './cluster.ts';
-import { NS, agentPool, gateway, graphWorker, simulationBudget } from './fixtures.ts';
-import { ConfigMapVolume } from './kubelet-stand-in.ts';
-import { GatewayConfigSchema } from '../../services/gateway/src/config.ts';
-import { GenerationConfigSchema } from '../../services/generation/src/config.ts';
-import { SERVICE_KEY, service as asService, startSimulation, userId, type SimulationHarness } from '../../services/simulation/test/harness.ts';
 import { QUEUE_DEPTH_METRIC } from '../src/reconcilers/agent-pool.ts';
+import {
+  applyAs,
+  condition,
+  counterSum,
+  newOperator,
+  type OperatorCluster,
+  ownedBy,
+  startOperatorCluster,
+  stopOperatorCluster,
+  waitFor,
+  waitReady as waitReadyIn,
+} from './cluster.ts';
+import { agentPool, gateway, graphWorker, NS, simulationBudget } from './fixtures.ts';
+import { ConfigMapVolume } from './kubelet-stand-in.ts';
 
 const SERVICES = ['gateway', 'generation', 'graph', 'simulation', 'conductor', 'billing'];
 const ReplicaSet: R.ResourceType = { group: 'apps', version: 'v1', kind: 'ReplicaSet', plural: 'replicasets' };
@@ -50,7 +61,12 @@ describe('operator on a real control plane', function () {
     budgets = new ConfigMapVolume(admin, NS, 'alpha-simulation-budgets', budgetsDir);
     budgets.start();
     // The Gateways' keys Secret (spec.secrets.keys): the operator reads its SERVICE_KEY to ask the service.
-    await applyAs(admin, { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'tempora-keys', namespace: NS }, data: { SERVICE_KEY: Buffer.from(SERVICE_KEY).toString('base64') } });
+    await applyAs(admin, {
+      apiVersion: 'v1',
+      kind: 'Secret',
+      metadata: { name: 'tempora-keys', namespace: NS },
+      data: { SERVICE_KEY: Buffer.from(SERVICE_KEY).toString('base64') },
+    });
   });
 
   after(async function () {
@@ -118,9 +134,18 @@ describe('operator on a real control plane', function () {
       await refused(graphWorker('bad-role', 'painter'), /spec.role: Unsupported value/);
       await refused(graphWorker('bad-schedule', 'renderer', { schedule: '*/5 * * * *' }), /schedule applies to the daily role only/);
       await refused(agentPool('bad-range', { minReplicas: 5, maxReplicas: 2 }), /maxReplicas must be at least minReplicas/);
-      await refused(gateway('crowded', { database: undefined, redis: undefined, services: { graph: { replicas: 2 } } }), /more than one replica needs spec.database and spec.redis/);
-      await refused(gateway('crowded', { redis: undefined, services: { gateway: { replicas: 3 } } }), /more than one replica needs spec.database and spec.redis/);
-      await refused(gateway('bad-tier', { rateLimits: { tiers: [{ name: 'gold', requestsPerMinute: 5 }] } }), /spec.rateLimits.tiers\[0\].name: Unsupported value: "gold"/);
+      await refused(
+        gateway('crowded', { database: undefined, redis: undefined, services: { graph: { replicas: 2 } } }),
+        /more than one replica needs spec.database and spec.redis/,
+      );
+      await refused(
+        gateway('crowded', { redis: undefined, services: { gateway: { replicas: 3 } } }),
+        /more than one replica needs spec.database and spec.redis/,
+      );
+      await refused(
+        gateway('bad-tier', { rateLimits: { tiers: [{ name: 'gold', requestsPerMinute: 5 }] } }),
+        /spec.rateLimits.tiers\[0\].name: Unsupported value: "gold"/,
+      );
       await refused(gateway('bad-proxies', { trustedProxies: 10 }), /spec.trustedProxies/);
       await refused(gateway('bad-tracing', { tracing: { endpoint: 'collector:4318' } }), /spec.tracing.endpoint/);
       await refused(gateway('bad-sampling', { tracing: { endpoint: 'http://collector:4318', samplingRatio: 2 } }), /spec.tracing.samplingRatio/);
@@ -137,17 +162,35 @@ describe('operator on a real control plane', function () {
       await refused(simulationBudget('bad-scope', { scope: 'everything' }), /spec.scope/);
       await refused(simulationBudget('bad-period', { period: 'weekly' }), /spec.period: Unsupported value/);
       await refused({ ...simulationBudget('x'), metadata: { name: 'b'.repeat(249), namespace: NS } }, /at most 248 characters/);
-      await refused(gateway('crowded', { database: undefined, services: { simulation: { replicas: 2 } } }), /more than one replica needs spec.database and spec.redis/);
+      await refused(
+        gateway('crowded', { database: undefined, services: { simulation: { replicas: 2 } } }),
+        /more than one replica needs spec.database and spec.redis/,
+      );
       // Pod and monitor labels never take the operator's own over: those select the pods and the children.
-      await refused(gateway('pod-selector', { pods: { labels: { 'app.kubernetes.io/name': 'other' } } }), /spec.pods.labels: Invalid value.*they select the pods/);
-      await refused(gateway('svc-selector', { services: { graph: { pods: { labels: { 'tempora.dev/owner-uid': 'x' } } } } }), /spec.services.graph.pods.labels: Invalid value.*they select the pods/);
+      await refused(
+        gateway('pod-selector', { pods: { labels: { 'app.kubernetes.io/name': 'other' } } }),
+        /spec.pods.labels: Invalid value.*they select the pods/,
+      );
+      await refused(
+        gateway('svc-selector', { services: { graph: { pods: { labels: { 'tempora.dev/owner-uid': 'x' } } } } }),
+        /spec.services.graph.pods.labels: Invalid value.*they select the pods/,
+      );
       await refused(graphWorker('worker-selector', 'renderer', { pods: { labels: { 'app.kubernetes.io/instance': 'x' } } }), /spec.pods.labels: Invalid value/);
-      await refused(agentPool('monitor-selector', { monitoring: { labels: { 'app.kubernetes.io/managed-by': 'me' } } }), /spec.monitoring.labels: Invalid value.*are the operator's/);
+      await refused(
+        agentPool('monitor-selector', { monitoring: { labels: { 'app.kubernetes.io/managed-by': 'me' } } }),
+        /spec.monitoring.labels: Invalid value.*are the operator's/,
+      );
       await refused(gateway('pod-hash', { pods: { annotations: { 'tempora.dev/config-hash': 'x' } } }), /spec.pods.annotations: Invalid value/);
       await refused(gateway('bad-label-key', { pods: { labels: { 'not a key': 'x' } } }), /a label key is a qualified name/);
       await refused(gateway('bad-label-value', { monitoring: { labels: { release: 'not a value' } } }), /spec.monitoring.labels.release/);
-      await refused(gateway('bad-toleration', { pods: { tolerations: [{ key: 'k', operator: 'Sometimes' }] } }), /spec.pods.tolerations\[0\].operator: Unsupported value/);
-      await refused(agentPool('bad-spread', { pods: { topologySpreadConstraints: [{ maxSkew: 1, topologyKey: 'zone' }] } }), /spec.pods.topologySpreadConstraints\[0\].whenUnsatisfiable: Required value/);
+      await refused(
+        gateway('bad-toleration', { pods: { tolerations: [{ key: 'k', operator: 'Sometimes' }] } }),
+        /spec.pods.tolerations\[0\].operator: Unsupported value/,
+      );
+      await refused(
+        agentPool('bad-spread', { pods: { topologySpreadConstraints: [{ maxSkew: 1, topologyKey: 'zone' }] } }),
+        /spec.pods.topologySpreadConstraints\[0\].whenUnsatisfiable: Required value/,
+      );
       await refused(graphWorker('bad-pull', 'daily', { pods: { imagePullSecrets: [{ name: 'Not_A_Name' }] } }), /spec.pods.imagePullSecrets\[0\].name/);
     });
 
@@ -171,22 +214,28 @@ describe('operator on a real control plane', function () {
       assert.deepEqual(deployments.map((d) => d.metadata.name).sort(), SERVICES.map((s) => `alpha-${s}`).sort());
       for (const kind of [R.Service, R.PodDisruptionBudget, R.ServiceMonitor]) assert.equal((await owned(kind, gw)).length, SERVICES.length, kind.kind);
       // A ConfigMap of settings per service, and the SimulationBudgets naming the TemporaGateway.
-      assert.deepEqual((await owned(R.ConfigMap, gw)).map((c) => c.metadata.name).sort(), [...SERVICES.map((s) => `alpha-${s}`), 'alpha-simulation-budgets'].sort());
+      assert.deepEqual(
+        (await owned(R.ConfigMap, gw)).map((c) => c.metadata.name).sort(),
+        [...SERVICES.map((s) => `alpha-${s}`), 'alpha-simulation-budgets'].sort(),
+      );
       const [ingress] = await owned(R.Ingress, gw);
-      assert.equal((ingress?.spec as { rules: { host: string }[] }).rules[0]?.host, 'alpha.tempora.test');
+      assert.equal((ingress!.spec as { rules: { host: string }[] }).rules[0]?.host, 'alpha.tempora.test');
 
       const dep = deployments.find((d) => d.metadata.name === 'alpha-gateway')!;
       const ref = dep.metadata.ownerReferences?.[0];
       assert.deepEqual([ref?.kind, ref?.name, ref?.controller], ['TemporaGateway', 'alpha', true]);
       const managers = (dep.metadata.managedFields as { manager: string; operation: string }[]).filter((m) => m.operation === 'Apply');
-      assert.deepEqual(managers.map((m) => m.manager), ['tempora-operator']);
+      assert.deepEqual(
+        managers.map((m) => m.manager),
+        ['tempora-operator'],
+      );
       const container = (dep.spec as any).template.spec.containers[0];
       assert.equal(container.image, 'ghcr.io/tempora/gateway:1.0.0');
       assert.equal((dep.spec as any).replicas, 2);
       // Ready once the pods are available: kube-controller-manager made the ReplicaSet and its pods, and the
       // kubelet stand-in reported them running and ready.
       assert.ok((await owned(ReplicaSet, dep)).length === 1, 'ReplicaSet created by the deployment controller');
-      const available = (gw.status?.services as { name: string; replicas: number; availableReplicas: number }[]).find((s) => s.name === 'gateway');
+      const available = (gw.status!.services as { name: string; replicas: number; availableReplicas: number }[]).find((s) => s.name === 'gateway');
       assert.deepEqual([available?.replicas, available?.availableReplicas], [2, 2]);
       // The tiers reach the variable the gateway reads, in the form its configuration schema accepts.
       const config = (await admin.get(R.ConfigMap, NS, 'alpha-gateway')).data as Record<string, string>;
@@ -197,7 +246,10 @@ describe('operator on a real control plane', function () {
       });
       assert.equal(config.GRAPH_URL, 'http://alpha-graph.default.svc:8082');
       const events = await admin.list(R.Event, { fieldSelector: 'involvedObject.name=alpha,involvedObject.kind=TemporaGateway' }, NS);
-      assert.ok(events.items.some((e) => e.reason === 'Reconciled'), 'a Ready transition Event');
+      assert.ok(
+        events.items.some((e) => e.reason === 'Reconciled'),
+        'a Ready transition Event',
+      );
     });
 
     it('TemporaGateway: the generation service gets its models, callback secret and public URL', async function () {
@@ -221,8 +273,14 @@ describe('operator on a real control plane', function () {
       const gatewayData = (await admin.get(R.ConfigMap, NS, 'gen-gateway')).data as Record<string, string>;
       assert.deepEqual([gatewayData.MODEL_PRESETS, gatewayData.PUBLIC_URL], [undefined, undefined], 'only the generation service');
 
-      await applyAs(admin, gateway('gen', { generation: { models, callbackSecret: { secretName: 'tempora-callbacks' }, publicUrl: 'https://images.tempora.test/base' } }));
-      await waitFor('an explicit publicUrl', async () => ((await admin.get(R.ConfigMap, NS, 'gen-generation')).data as Record<string, string>).PUBLIC_URL === 'https://images.tempora.test/base');
+      await applyAs(
+        admin,
+        gateway('gen', { generation: { models, callbackSecret: { secretName: 'tempora-callbacks' }, publicUrl: 'https://images.tempora.test/base' } }),
+      );
+      await waitFor(
+        'an explicit publicUrl',
+        async () => ((await admin.get(R.ConfigMap, NS, 'gen-generation')).data as Record<string, string>).PUBLIC_URL === 'https://images.tempora.test/base',
+      );
       await admin.delete(R.TemporaGateway, NS, 'gen');
     });
 
@@ -232,14 +290,17 @@ describe('operator on a real control plane', function () {
       const renderer = await waitReady(R.GraphWorker, 'renderer');
       const daily = await waitReady(R.GraphWorker, 'daily');
       const [dep] = await owned(R.Deployment, renderer);
-      const container = (dep?.spec as any).template.spec.containers[0];
+      const container = (dep!.spec as any).template.spec.containers[0];
       assert.deepEqual(container.command, ['node', 'src/worker.ts', 'renderer']);
-      assert.ok(container.env.some((e: { name: string; value?: string }) => e.name === 'WORKER_PORT' && e.value === '8091'), 'the worker is told where to serve /health and /metrics');
+      assert.ok(
+        container.env.some((e: { name: string; value?: string }) => e.name === 'WORKER_PORT' && e.value === '8091'),
+        'the worker is told where to serve /health and /metrics',
+      );
       assert.equal(container.readinessProbe?.httpGet?.path, '/health');
       await assertPodMonitor(renderer, dep!, 'graph-renderer', 'graph-worker');
       assert.equal((await owned(R.PodMonitor, daily)).length, 0, 'the daily Job serves nothing to scrape');
       const [cron] = await owned(R.CronJob, daily);
-      assert.equal((cron?.spec as any).jobTemplate.spec.template.spec.containers[0].readinessProbe, undefined, 'a run-to-completion job has no probes');
+      assert.equal((cron!.spec as any).jobTemplate.spec.template.spec.containers[0].readinessProbe, undefined, 'a run-to-completion job has no probes');
       const spec = cron?.spec as Record<string, unknown>;
       assert.equal(spec.schedule, '0 4 * * *');
       assert.equal(spec.concurrencyPolicy, 'Forbid');
@@ -276,7 +337,14 @@ describe('operator on a real control plane', function () {
         kind: 'APIService',
         metadata: { name: 'v1beta1.external.metrics.k8s.io' },
         // No server behind it: the adapter being registered is what counts, even while it is down.
-        spec: { group: 'external.metrics.k8s.io', version: 'v1beta1', groupPriorityMinimum: 100, versionPriority: 100, service: { namespace: 'monitoring', name: 'metrics-adapter', port: 443 }, insecureSkipTLSVerify: true },
+        spec: {
+          group: 'external.metrics.k8s.io',
+          version: 'v1beta1',
+          groupPriorityMinimum: 100,
+          versionPriority: 100,
+          service: { namespace: 'monitoring', name: 'metrics-adapter', port: 443 },
+          insecureSkipTLSVerify: true,
+        },
       };
       const hpaMetrics = async () => ((await admin.get(R.HorizontalPodAutoscaler, NS, 'agents')).spec as { metrics: Record<string, any>[] }).metrics;
       assert.equal((await hpaMetrics()).length, 1, 'cpu only without an adapter');
@@ -321,11 +389,21 @@ describe('operator on a real control plane', function () {
       });
 
       // The budget is a key of its TemporaGateway's ConfigMap, which the simulation pods mount as a directory.
-      const key = await waitFor('sim.json in alpha-simulation-budgets', async () => ((await admin.get(R.ConfigMap, NS, 'alpha-simulation-budgets')).data as Record<string, string> | undefined)?.['sim.json']);
+      const key = await waitFor(
+        'sim.json in alpha-simulation-budgets',
+        async () => ((await admin.get(R.ConfigMap, NS, 'alpha-simulation-budgets')).data as Record<string, string> | undefined)?.['sim.json'],
+      );
       assert.deepEqual(JSON.parse(key), { scope: spec.scope, period: 'daily', limitUsd: 0.2, perRunMaxUsd: 0.1, alertThresholds: thresholds });
       const dep = (await admin.get(R.Deployment, NS, 'alpha-simulation')).spec as any;
-      assert.deepEqual(dep.template.spec.volumes.find((v: { name: string }) => v.name === 'budgets'), { name: 'budgets', configMap: { name: 'alpha-simulation-budgets', defaultMode: 420 } });
-      assert.deepEqual(dep.template.spec.containers[0].volumeMounts.find((m: { name: string }) => m.name === 'budgets'), { name: 'budgets', mountPath: '/etc/tempora/simulation-budgets', readOnly: true }, 'the whole directory, no subPath');
+      assert.deepEqual(
+        dep.template.spec.volumes.find((v: { name: string }) => v.name === 'budgets'),
+        { name: 'budgets', configMap: { name: 'alpha-simulation-budgets', defaultMode: 420 } },
+      );
+      assert.deepEqual(
+        dep.template.spec.containers[0].volumeMounts.find((m: { name: string }) => m.name === 'budgets'),
+        { name: 'budgets', mountPath: '/etc/tempora/simulation-budgets', readOnly: true },
+        'the whole directory, no subPath',
+      );
 
       const ready = await waitReady(R.SimulationBudget, 'sim');
       const today = new Date().toISOString().slice(0, 10);
@@ -370,7 +448,10 @@ describe('operator on a real control plane', function () {
       await sleep(2500);
       assert.equal(await statusWrites(), writesBefore, 'no status write while the spend stands still');
       const announced = await alerts();
-      assert.deepEqual(announced.map((e) => e.type), ['Warning', 'Warning']);
+      assert.deepEqual(
+        announced.map((e) => e.type),
+        ['Warning', 'Warning'],
+      );
       assert.deepEqual(announced.map((e) => /past the (\d+)% alert threshold/.exec(e.message)?.[1]).sort(), ['25', '50']);
 
       // A run never spends more than it reserved, so spend reaches the limit only when the limit comes down
@@ -384,7 +465,10 @@ describe('operator on a real control plane', function () {
       assert.equal(condition(exhausted, 'Exhausted')?.reason, 'LimitReached');
       assert.deepEqual([exhausted.status?.remainingUsd, exhausted.status?.alertsCrossed], [0, thresholds]);
       const events = await waitFor('LimitReached and the third alert', async () => {
-        const all = (await admin.list(R.Event, { fieldSelector: 'involvedObject.name=sim,involvedObject.kind=SimulationBudget' }, NS)).items as (KubeObject & { type: string; reason: string })[];
+        const all = (await admin.list(R.Event, { fieldSelector: 'involvedObject.name=sim,involvedObject.kind=SimulationBudget' }, NS)).items as (KubeObject & {
+          type: string;
+          reason: string;
+        })[];
         return all.some((e) => e.reason === 'LimitReached') && all.filter((e) => e.reason === 'AlertThresholdCrossed').length === 3 ? all : undefined;
       });
       assert.ok(events.some((e) => e.reason === 'LimitReached' && e.type === 'Warning'));
@@ -435,7 +519,10 @@ describe('operator on a real control plane', function () {
         assert.equal((dep.spec as any).template.spec.containers[0].image, `ghcr.io/tempora/${svc}:1.1.0`);
         // The deployment controller rolled it: a ReplicaSet with the new image exists.
         const sets = await owned(ReplicaSet, dep);
-        assert.ok(sets.some((rs) => (rs.spec as any).template.spec.containers[0].image.endsWith(':1.1.0')), `${svc} new ReplicaSet`);
+        assert.ok(
+          sets.some((rs) => (rs.spec as any).template.spec.containers[0].image.endsWith(':1.1.0')),
+          `${svc} new ReplicaSet`,
+        );
       }
       assert.equal(((await admin.get(R.Deployment, NS, 'alpha-gateway')).spec as any).replicas, 3);
       assert.ok((await admin.get(R.TemporaGateway, NS, 'alpha')).metadata.generation! > gw.metadata.generation!);
@@ -494,18 +581,29 @@ describe('operator on a real control plane', function () {
     });
 
     it('issues zero writes on a second full reconcile of a converged cluster', async function () {
-      for (const [r, n] of [[R.TemporaGateway, 'alpha'], [R.GraphWorker, 'renderer'], [R.GraphWorker, 'daily'], [R.AgentPool, 'agents'], [R.SimulationBudget, 'sim']] as const) {
+      for (const [r, n] of [
+        [R.TemporaGateway, 'alpha'],
+        [R.GraphWorker, 'renderer'],
+        [R.GraphWorker, 'daily'],
+        [R.AgentPool, 'agents'],
+        [R.SimulationBudget, 'sim'],
+      ] as const) {
         await waitReady(r, n);
       }
       // Converged: kube-controller-manager has stopped changing the children's status, so the operator
       // has had nothing to write for a while.
       let last = await writes();
       let quietSince = Date.now();
-      await waitFor('no writes for 3 s', async () => {
-        const now = await writes();
-        if (now !== last || !op.idle()) [last, quietSince] = [now, Date.now()];
-        return Date.now() - quietSince > 3000;
-      }, 60_000, 100);
+      await waitFor(
+        'no writes for 3 s',
+        async () => {
+          const now = await writes();
+          if (now !== last || !op.idle()) [last, quietSince] = [now, Date.now()];
+          return Date.now() - quietSince > 3000;
+        },
+        60_000,
+        100,
+      );
       const reconcilesBefore = await counterSum(op, 'controller_runtime_reconcile_total');
       const before = await writesByResource();
       op.resyncAll();

@@ -39,8 +39,21 @@ const live: KubeObject = {
           },
         },
       },
-      { manager: 'kubectl', operation: 'Apply', apiVersion: 'apps/v1', fieldsType: 'FieldsV1', fieldsV1: { 'f:spec': { 'f:template': { 'f:spec': { 'f:containers': { 'k:{"name":"graph"}': { 'f:env': { 'k:{"name":"DEBUG"}': {} } } } } } } } },
-      { manager: 'kube-controller-manager', operation: 'Update', subresource: 'status', apiVersion: 'apps/v1', fieldsType: 'FieldsV1', fieldsV1: { 'f:status': { 'f:replicas': {} } } },
+      {
+        manager: 'kubectl',
+        operation: 'Apply',
+        apiVersion: 'apps/v1',
+        fieldsType: 'FieldsV1',
+        fieldsV1: { 'f:spec': { 'f:template': { 'f:spec': { 'f:containers': { 'k:{"name":"graph"}': { 'f:env': { 'k:{"name":"DEBUG"}': {} } } } } } } },
+      },
+      {
+        manager: 'kube-controller-manager',
+        operation: 'Update',
+        subresource: 'status',
+        apiVersion: 'apps/v1',
+        fieldsType: 'FieldsV1',
+        fieldsV1: { 'f:status': { 'f:replicas': {} } },
+      },
     ],
   },
   spec: {
@@ -54,7 +67,10 @@ const live: KubeObject = {
             name: 'graph',
             image: 'ghcr.io/tempora/graph:1.0.0',
             command: ['node', 'src/main.ts'],
-            env: [{ name: 'PORT', value: '8082' }, { name: 'DEBUG', value: '1' }],
+            env: [
+              { name: 'PORT', value: '8082' },
+              { name: 'DEBUG', value: '1' },
+            ],
             terminationMessagePath: '/dev/termination-log',
           },
         ],
@@ -64,7 +80,10 @@ const live: KubeObject = {
   status: { observedGeneration: 3, replicas: 1, readyReplicas: 0, conditions: [{ type: 'Progressing', status: 'True' }] },
 };
 
-const READ = [['status', 'observedGeneration'], ['status', 'replicas']];
+const READ = [
+  ['status', 'observedGeneration'],
+  ['status', 'replicas'],
+];
 
 describe('informer cache projection', function () {
   it('keeps metadata, the fields the operator applied and the status it reads; nothing else', function () {
@@ -74,7 +93,13 @@ describe('informer cache projection', function () {
       apiVersion: 'apps/v1',
       kind: 'Deployment',
       metadata,
-      spec: { template: { spec: { containers: [{ name: 'graph', image: 'ghcr.io/tempora/graph:1.0.0', command: ['node', 'src/main.ts'], env: [{ name: 'PORT', value: '8082' }] }] } } },
+      spec: {
+        template: {
+          spec: {
+            containers: [{ name: 'graph', image: 'ghcr.io/tempora/graph:1.0.0', command: ['node', 'src/main.ts'], env: [{ name: 'PORT', value: '8082' }] }],
+          },
+        },
+      },
       status: { observedGeneration: 3, replicas: 1 },
     });
   });
@@ -84,9 +109,15 @@ describe('informer cache projection', function () {
       apiVersion: 'apps/v1',
       kind: 'Deployment',
       metadata: { name: 'alpha-graph', namespace: 'default', labels: { app: 'graph' } },
-      spec: { template: { spec: { containers: [{ name: 'graph', image: 'ghcr.io/tempora/graph:1.0.0', command: ['node', 'src/main.ts'], env: [{ name: 'PORT', value: '8082' }] }] } } },
+      spec: {
+        template: {
+          spec: {
+            containers: [{ name: 'graph', image: 'ghcr.io/tempora/graph:1.0.0', command: ['node', 'src/main.ts'], env: [{ name: 'PORT', value: '8082' }] }],
+          },
+        },
+      },
     };
-    assert.equal(needsApply(desired, projectChild(live, 'tempora-operator')), false, 'another manager\'s env variable is not drift');
+    assert.equal(needsApply(desired, projectChild(live, 'tempora-operator')), false, "another manager's env variable is not drift");
     const takenOver = structuredClone(live);
     const ours = (takenOver.metadata.managedFields as { fieldsV1: any }[])[0]!.fieldsV1['f:spec']['f:template']['f:spec']['f:containers']['k:{"name":"graph"}'];
     delete ours['f:image'];

@@ -94,20 +94,30 @@ describe('readiness', function () {
     assert.equal(conditionOf(r, 'Ready').reason, 'CrashLoopBackOff');
   });
 
-  it('says in Ready, not only in Degraded, why a pod no node can take is missing: the scheduler\'s message', function () {
+  it("says in Ready, not only in Degraded, why a pod no node can take is missing: the scheduler's message", function () {
     const r = readiness(applied(deployment(1, 1, { available: 1 })), { pods: [pod('agents-a', 'x:1.0.0'), pod('agents-b', 'x:unschedulable')] });
     const ready = conditionOf(r, 'Ready');
     assert.deepEqual([r.ready, ready.status, ready.reason], [false, 'False', 'Unschedulable']);
-    assert.equal(ready.message, "waiting for pods: agents 1/2 available; pod agents-b: Unschedulable: 0/1 nodes are available: 1 node(s) didn't match Pod's node affinity/selector.");
+    assert.equal(
+      ready.message,
+      "waiting for pods: agents 1/2 available; pod agents-b: Unschedulable: 0/1 nodes are available: 1 node(s) didn't match Pod's node affinity/selector.",
+    );
     assert.deepEqual([conditionOf(r, 'Degraded').status, conditionOf(r, 'Degraded').reason], ['True', 'Unschedulable']);
     assert.equal(conditionOf(r, 'Progressing').message, 'waiting for pods: agents 1/2 available', 'what is awaited, only');
-    assert.equal(conditionOf(readiness(applied(deployment(1, 1, { available: 1 }))), 'Ready').message, 'waiting for pods: agents 1/2 available', 'nothing failing, nothing added');
+    assert.equal(
+      conditionOf(readiness(applied(deployment(1, 1, { available: 1 }))), 'Ready').message,
+      'waiting for pods: agents 1/2 available',
+      'nothing failing, nothing added',
+    );
   });
 
   it('says what the spec names but is missing before what the pods report, without changing Ready', function () {
     const failing = { reason: 'SecretMissing', message: 'Secret keys (spec.secrets.keys) does not exist' };
     const waiting = readiness(applied(deployment(1, 1, { available: 0 })), { pods: [pod('agents-a', 'ghcr.io/tempora/generation:crashloop')], failing });
-    assert.deepEqual([conditionOf(waiting, 'Degraded').status, conditionOf(waiting, 'Degraded').reason, conditionOf(waiting, 'Degraded').message], ['True', 'SecretMissing', failing.message]);
+    assert.deepEqual(
+      [conditionOf(waiting, 'Degraded').status, conditionOf(waiting, 'Degraded').reason, conditionOf(waiting, 'Degraded').message],
+      ['True', 'SecretMissing', failing.message],
+    );
     assert.equal(conditionOf(waiting, 'Ready').reason, 'SecretMissing');
     const running = readiness(applied(deployment(1, 1)), { failing });
     assert.deepEqual([running.ready, conditionOf(running, 'Ready').status, conditionOf(running, 'Degraded').reason], [true, 'True', 'SecretMissing']);
@@ -121,12 +131,20 @@ describe('readiness', function () {
       status: { phase: 'Pending', containerStatuses: [{ name: 'c', state: { waiting: { reason: 'ContainerCreating' } } }] },
     };
     assert.deepEqual(podProblems([creating, pod('q', 'x:pending'), pod('r', 'x:1.0.0')]), []);
-    assert.deepEqual(podProblems([pod('s', 'x:unschedulable')]).map((p) => p.reason), ['Unschedulable']);
-    const evicted: KubeObject = { apiVersion: 'v1', kind: 'Pod', metadata: { name: 'e' }, status: { phase: 'Failed', reason: 'Evicted', message: 'low on memory' } };
+    assert.deepEqual(
+      podProblems([pod('s', 'x:unschedulable')]).map((p) => p.reason),
+      ['Unschedulable'],
+    );
+    const evicted: KubeObject = {
+      apiVersion: 'v1',
+      kind: 'Pod',
+      metadata: { name: 'e' },
+      status: { phase: 'Failed', reason: 'Evicted', message: 'low on memory' },
+    };
     assert.deepEqual(podProblems([evicted]), [{ pod: 'e', reason: 'Evicted', message: 'low on memory' }]);
   });
 
-  it('refuses with the reconciler\'s reason when the spec cannot be carried out', function () {
+  it("refuses with the reconciler's reason when the spec cannot be carried out", function () {
     const r = readiness(applied(deployment(1, 1)), { blocked: { reason: 'GatewayNotFound', message: 'TemporaGateway x does not exist' } });
     assert.equal(r.ready, false);
     assert.deepEqual(

@@ -3,10 +3,10 @@
 // override them, the operator's selector labels always win, and every monitor labels its targets with
 // tempora_component. The API server's side (defaults, refusals, the pods' fate) is in deployed.test.ts.
 import assert from 'node:assert/strict';
-import type { AgentPool, TemporaGateway, GraphWorker, PodSettings } from '../src/api/v1alpha1/index.ts';
+import type { AgentPool, GraphWorker, PodSettings, TemporaGateway } from '../src/api/v1alpha1/index.ts';
 import type { KubeObject } from '../src/kube/object.ts';
-import type { DesiredChild } from '../src/reconcilers/context.ts';
 import { desiredAgentPoolChildren } from '../src/reconcilers/agent-pool.ts';
+import type { DesiredChild } from '../src/reconcilers/context.ts';
 import { desiredGatewayChildren } from '../src/reconcilers/gateway.ts';
 import { desiredGraphWorkerChildren } from '../src/reconcilers/graph-worker.ts';
 import { COMPONENT_TARGET_LABEL, mergePodSettings } from '../src/reconcilers/workload.ts';
@@ -20,7 +20,11 @@ const PODS: PodSettings = {
   imagePullSecrets: [{ name: 'regcred' }],
   nodeSelector: { pool: 'tempora', 'kubernetes.io/arch': 'amd64' },
   tolerations: [{ key: 'dedicated', operator: 'Equal', value: 'tempora', effect: 'NoSchedule' }],
-  affinity: { nodeAffinity: { requiredDuringSchedulingIgnoredDuringExecution: { nodeSelectorTerms: [{ matchExpressions: [{ key: 'zone', operator: 'In', values: ['a', 'b'] }] }] } } },
+  affinity: {
+    nodeAffinity: {
+      requiredDuringSchedulingIgnoredDuringExecution: { nodeSelectorTerms: [{ matchExpressions: [{ key: 'zone', operator: 'In', values: ['a', 'b'] }] }] },
+    },
+  },
   topologySpreadConstraints: [{ maxSkew: 1, topologyKey: 'topology.kubernetes.io/zone', whenUnsatisfiable: 'ScheduleAnyway' }],
   priorityClassName: 'tempora-high',
 };
@@ -30,9 +34,27 @@ const image = { registry: 'ghcr.io/tempora', version: '1.0.0', pullPolicy: 'IfNo
 const asGateway = (o: KubeObject): TemporaGateway =>
   ({ ...o, metadata: { ...o.metadata, uid: 'gw-uid' }, spec: { logLevel: 'info', rateLimits: { tiers: [] }, ...o.spec, image } }) as unknown as TemporaGateway;
 const asPool = (o: KubeObject): AgentPool =>
-  ({ ...o, metadata: { ...o.metadata, uid: 'pool-uid' }, spec: { gatewayRef: 'alpha', cpuTargetPercent: 70, concurrency: 8, queueDepthTarget: 20, ...o.spec, image } }) as unknown as AgentPool;
+  ({
+    ...o,
+    metadata: { ...o.metadata, uid: 'pool-uid' },
+    spec: { gatewayRef: 'alpha', cpuTargetPercent: 70, concurrency: 8, queueDepthTarget: 20, ...o.spec, image },
+  }) as unknown as AgentPool;
 const asWorker = (o: KubeObject): GraphWorker =>
-  ({ ...o, metadata: { ...o.metadata, uid: `${o.metadata.name}-uid` }, spec: { gatewayRef: 'alpha', concurrency: 2, dailyBudgetUsd: 5, timeZone: 'UTC', concurrencyPolicy: 'Forbid', successfulJobsHistoryLimit: 3, failedJobsHistoryLimit: 1, ...o.spec, image } }) as unknown as GraphWorker;
+  ({
+    ...o,
+    metadata: { ...o.metadata, uid: `${o.metadata.name}-uid` },
+    spec: {
+      gatewayRef: 'alpha',
+      concurrency: 2,
+      dailyBudgetUsd: 5,
+      timeZone: 'UTC',
+      concurrencyPolicy: 'Forbid',
+      successfulJobsHistoryLimit: 3,
+      failedJobsHistoryLimit: 1,
+      ...o.spec,
+      image,
+    },
+  }) as unknown as GraphWorker;
 
 interface Template {
   metadata: { labels: Record<string, string>; annotations: Record<string, string> };
@@ -50,7 +72,8 @@ function templates(children: DesiredChild[]): Map<string, Template> {
   return out;
 }
 
-const monitors = (children: DesiredChild[]) => children.filter((c) => c.resource.kind === 'ServiceMonitor' || c.resource.kind === 'PodMonitor').map((c) => c.object);
+const monitors = (children: DesiredChild[]) =>
+  children.filter((c) => c.resource.kind === 'ServiceMonitor' || c.resource.kind === 'PodMonitor').map((c) => c.object);
 const endpoints = (m: KubeObject) => ((m.spec as any).endpoints ?? (m.spec as any).podMetricsEndpoints) as Record<string, unknown>[];
 
 /** Asserts the template carries every field of `pods`, spread constraints scoped to the component's pods. */
@@ -79,7 +102,7 @@ describe('pod settings and monitors of the children', function () {
     for (const svc of SERVICES) assertScheduled(svc, found.get(`alpha-${svc}`)!, PODS, svc);
   });
 
-  it('puts spec.pods into the pods of an AgentPool and of every GraphWorker role, the daily Job\'s too', function () {
+  it("puts spec.pods into the pods of an AgentPool and of every GraphWorker role, the daily Job's too", function () {
     const pool = templates(desiredAgentPoolChildren(asPool(agentPool('agents', { pods: PODS })), { queueMetric: false, podMonitor: true }, gw));
     assertScheduled('agents', pool.get('agents')!, PODS, 'generation-agents');
     for (const role of ['renderer', 'expander', 'judge', 'daily']) {
@@ -91,7 +114,8 @@ describe('pod settings and monitors of the children', function () {
   it('leaves a pod spec as it was without spec.pods: no empty fields the operator would own', function () {
     const plain = asGateway(gateway('plain'));
     const t = templates(desiredGatewayChildren(plain, false)).get('plain-graph')!;
-    for (const field of ['imagePullSecrets', 'nodeSelector', 'tolerations', 'affinity', 'topologySpreadConstraints', 'priorityClassName']) assert.ok(!(field in t.spec), field);
+    for (const field of ['imagePullSecrets', 'nodeSelector', 'tolerations', 'affinity', 'topologySpreadConstraints', 'priorityClassName'])
+      assert.ok(!(field in t.spec), field);
     const empty = asGateway(gateway('empty', { pods: { tolerations: [], nodeSelector: {}, priorityClassName: '' } }));
     const e = templates(desiredGatewayChildren(empty, false)).get('empty-graph')!;
     assert.deepEqual(Object.keys(e.spec).sort(), Object.keys(t.spec).sort());
@@ -119,13 +143,19 @@ describe('pod settings and monitors of the children', function () {
     assert.deepEqual(mergePodSettings(PODS, undefined), PODS);
   });
 
-  it('keeps its own labels and annotations over the spec\'s: a pod label cannot take the selector over', function () {
+  it("keeps its own labels and annotations over the spec's: a pod label cannot take the selector over", function () {
     // The CRDs refuse these keys (deployed.test.ts); an object stored before that, or written around the
     // schema, still cannot move the pods out of their Deployment's selector or the operator's indexes.
     const hijack = asGateway(
       gateway('hijack', {
         pods: {
-          labels: { 'app.kubernetes.io/name': 'other', 'app.kubernetes.io/instance': 'other', 'tempora.dev/owner-uid': 'other', 'tempora.dev/temporagateway': 'other', extra: 'kept' },
+          labels: {
+            'app.kubernetes.io/name': 'other',
+            'app.kubernetes.io/instance': 'other',
+            'tempora.dev/owner-uid': 'other',
+            'tempora.dev/temporagateway': 'other',
+            extra: 'kept',
+          },
           annotations: { 'tempora.dev/config-hash': 'forged' },
         },
       }),
@@ -133,7 +163,8 @@ describe('pod settings and monitors of the children', function () {
     for (const child of desiredGatewayChildren(hijack, false).filter((c) => c.resource.kind === 'Deployment')) {
       const spec = child.object.spec as any;
       const labels = spec.template.metadata.labels as Record<string, string>;
-      for (const [k, v] of Object.entries(spec.selector.matchLabels as Record<string, string>)) assert.equal(labels[k], v, `${child.object.metadata.name}: ${k}`);
+      for (const [k, v] of Object.entries(spec.selector.matchLabels as Record<string, string>))
+        assert.equal(labels[k], v, `${child.object.metadata.name}: ${k}`);
       assert.deepEqual([labels['tempora.dev/owner-uid'], labels['tempora.dev/temporagateway'], labels.extra], ['gw-uid', 'hijack', 'kept']);
       assert.notEqual(spec.template.metadata.annotations['tempora.dev/config-hash'], 'forged');
     }
@@ -145,46 +176,78 @@ describe('pod settings and monitors of the children', function () {
     for (const m of found) {
       const svc = m.metadata.labels!['app.kubernetes.io/name']!;
       assert.equal(m.metadata.labels!.release, 'kube-prometheus-stack', `${m.metadata.name}: the monitor label`);
-      assert.deepEqual(endpoints(m).map((e) => e.relabelings), [[{ action: 'replace', targetLabel: COMPONENT_TARGET_LABEL, replacement: svc }]]);
+      assert.deepEqual(
+        endpoints(m).map((e) => e.relabelings),
+        [[{ action: 'replace', targetLabel: COMPONENT_TARGET_LABEL, replacement: svc }]],
+      );
     }
     assert.deepEqual(found.map((m) => m.metadata.labels!['app.kubernetes.io/name']).sort(), [...SERVICES].sort());
   });
 
-  it('labels the workers\' PodMonitors with their own spec.monitoring, else their TemporaGateway\'s, and agent-pool or graph-worker', function () {
+  it("labels the workers' PodMonitors with their own spec.monitoring, else their TemporaGateway's, and agent-pool or graph-worker", function () {
     const [poolMonitor] = monitors(desiredAgentPoolChildren(asPool(agentPool('agents')), { queueMetric: false, podMonitor: true }, gw));
-    assert.equal(poolMonitor!.metadata.labels!.release, 'kube-prometheus-stack', 'the TemporaGateway\'s labels');
+    assert.equal(poolMonitor!.metadata.labels!.release, 'kube-prometheus-stack', "the TemporaGateway's labels");
     assert.deepEqual(endpoints(poolMonitor!)[0]!.relabelings, [{ action: 'replace', targetLabel: COMPONENT_TARGET_LABEL, replacement: 'agent-pool' }]);
     const own = asWorker(graphWorker('renderer', 'renderer', { monitoring: { labels: { release: 'other-prometheus' } } }));
     const [workerMonitor] = monitors(desiredGraphWorkerChildren(own, true, gw));
-    assert.equal(workerMonitor!.metadata.labels!.release, 'other-prometheus', 'the worker\'s own labels');
+    assert.equal(workerMonitor!.metadata.labels!.release, 'other-prometheus', "the worker's own labels");
     assert.deepEqual(endpoints(workerMonitor!)[0]!.relabelings, [{ action: 'replace', targetLabel: COMPONENT_TARGET_LABEL, replacement: 'graph-worker' }]);
-    const hijack = asWorker(graphWorker('judge', 'judge', { monitoring: { labels: { 'app.kubernetes.io/managed-by': 'someone', 'app.kubernetes.io/name': 'x' } } }));
+    const hijack = asWorker(
+      graphWorker('judge', 'judge', { monitoring: { labels: { 'app.kubernetes.io/managed-by': 'someone', 'app.kubernetes.io/name': 'x' } } }),
+    );
     const [kept] = monitors(desiredGraphWorkerChildren(hijack, true, gw));
-    assert.deepEqual([kept!.metadata.labels!['app.kubernetes.io/managed-by'], kept!.metadata.labels!['app.kubernetes.io/name']], ['tempora-operator', 'graph-judge']);
+    assert.deepEqual(
+      [kept!.metadata.labels!['app.kubernetes.io/managed-by'], kept!.metadata.labels!['app.kubernetes.io/name']],
+      ['tempora-operator', 'graph-judge'],
+    );
   });
 
-  it('serves each service\'s /metrics on a port of its own: the monitors scrape it, the Ingress routes only the API', function () {
+  it("serves each service's /metrics on a port of its own: the monitors scrape it, the Ingress routes only the API", function () {
     const children = desiredGatewayChildren(gw, true);
     const PORTS: Record<string, number> = { gateway: 8080, generation: 8081, graph: 8082, simulation: 8083, conductor: 8084, billing: 8085 };
     for (const svc of SERVICES) {
-      const container = (templates(children).get(`alpha-${svc}`)!.spec.containers as Array<{ ports: unknown; env: Array<{ name: string; value?: string }> }>)[0]!;
+      const container = (
+        templates(children).get(`alpha-${svc}`)!.spec.containers as Array<{ ports: unknown; env: Array<{ name: string; value?: string }> }>
+      )[0]!;
       const port = PORTS[svc]!;
-      assert.deepEqual(container.ports, [{ name: 'http', containerPort: port, protocol: 'TCP' }, { name: 'metrics', containerPort: port + 1000, protocol: 'TCP' }], svc);
+      assert.deepEqual(
+        container.ports,
+        [
+          { name: 'http', containerPort: port, protocol: 'TCP' },
+          { name: 'metrics', containerPort: port + 1000, protocol: 'TCP' },
+        ],
+        svc,
+      );
       assert.equal(container.env.find((e) => e.name === 'METRICS_PORT')?.value, String(port + 1000), svc);
       const service = children.find((c) => c.resource.kind === 'Service' && c.object.metadata.name === `alpha-${svc}`)!.object;
-      assert.deepEqual((service.spec as any).ports.map((p: { name: string; port: number; targetPort: string }) => [p.name, p.port, p.targetPort]), [['http', port, 'http'], ['metrics', port + 1000, 'metrics']], svc);
+      assert.deepEqual(
+        (service.spec as any).ports.map((p: { name: string; port: number; targetPort: string }) => [p.name, p.port, p.targetPort]),
+        [
+          ['http', port, 'http'],
+          ['metrics', port + 1000, 'metrics'],
+        ],
+        svc,
+      );
       const monitor = children.find((c) => c.resource.kind === 'ServiceMonitor' && c.object.metadata.name === `alpha-${svc}`)!.object;
-      assert.deepEqual(endpoints(monitor).map((e) => [e.port, e.path]), [['metrics', '/metrics']], svc);
+      assert.deepEqual(
+        endpoints(monitor).map((e) => [e.port, e.path]),
+        [['metrics', '/metrics']],
+        svc,
+      );
     }
     const ingress = children.find((c) => c.resource.kind === 'Ingress')!.object;
     const backends = (ingress.spec as any).rules.flatMap((r: any) => r.http.paths.map((p: any) => p.backend.service.port));
-    assert.deepEqual(backends, [{ name: 'http' }], 'the Ingress reaches the gateway\'s API port alone');
+    assert.deepEqual(backends, [{ name: 'http' }], "the Ingress reaches the gateway's API port alone");
   });
 
   it('scrapes a worker on its one port, which no Ingress reaches', function () {
     for (const role of ['renderer', 'expander', 'judge']) {
       const [monitor] = monitors(desiredGraphWorkerChildren(asWorker(graphWorker(role, role)), true, gw));
-      assert.deepEqual(endpoints(monitor!).map((e) => [e.port, e.path]), [['http', '/metrics']], role);
+      assert.deepEqual(
+        endpoints(monitor!).map((e) => [e.port, e.path]),
+        [['http', '/metrics']],
+        role,
+      );
     }
   });
 });

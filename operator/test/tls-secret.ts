@@ -13,12 +13,36 @@ export function tlsSecret(name: string, namespace: string, host: string, days: n
   try {
     execFileSync(
       'openssl',
-      ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-keyout', 'tls.key', '-out', 'tls.crt', '-days', String(days), '-subj', `/CN=${host}`, '-addext', `subjectAltName=DNS:${host}`],
+      [
+        'req',
+        '-x509',
+        '-newkey',
+        'ec',
+        '-pkeyopt',
+        'ec_paramgen_curve:P-256',
+        '-nodes',
+        '-keyout',
+        'tls.key',
+        '-out',
+        'tls.crt',
+        '-days',
+        String(days),
+        '-subj',
+        `/CN=${host}`,
+        '-addext',
+        `subjectAltName=DNS:${host}`,
+      ],
       { cwd: dir, stdio: ['ignore', 'ignore', 'pipe'] },
     );
     const [crt, key] = ['tls.crt', 'tls.key'].map((file) => readFileSync(join(dir, file)));
     return {
-      secret: { apiVersion: 'v1', kind: 'Secret', metadata: { name, namespace }, type: 'kubernetes.io/tls', data: { 'tls.crt': crt!.toString('base64'), 'tls.key': key!.toString('base64') } },
+      secret: {
+        apiVersion: 'v1',
+        kind: 'Secret',
+        metadata: { name, namespace },
+        type: 'kubernetes.io/tls',
+        data: { 'tls.crt': crt!.toString('base64'), 'tls.key': key!.toString('base64') },
+      },
       notAfter: new X509Certificate(crt!).validToDate,
     };
   } finally {

@@ -4,16 +4,16 @@
 // its IngressClass and sends each request straight to the Service's ready endpoints (pod addresses, which
 // the host reaches over the node's bridge), appending the client's address to X-Forwarded-For and
 // dropping what an untrusted client wrote there: what a cluster's ingress does in front of the gateway.
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { createWriteStream, writeFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { KubeNode } from '../k8s/node.ts';
-import { freePort } from '../../scripts/infra.ts';
-import { applyAs, waitFor } from '../../operator/test/cluster.ts';
 import type { KubeClient } from '../../operator/src/kube/client.ts';
 import type { KubeObject } from '../../operator/src/kube/object.ts';
+import { applyAs, waitFor } from '../../operator/test/cluster.ts';
+import { freePort } from '../../scripts/infra.ts';
+import type { KubeNode } from '../k8s/node.ts';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 /**
@@ -29,7 +29,10 @@ export function ensureTraefik(): string {
   const r = spawnSync(
     'bash',
     [join(ROOT, 'test', 'k8s', 'build-go-tool.sh'), 'traefik', TRAEFIK_VERSION, 'github.com/traefik/traefik/v3', 'github.com/traefik/traefik/v3/cmd/traefik'],
-    { stdio: ['ignore', 'inherit', 'inherit'], env: { ...process.env, BUILD_HINT: '10-12 min', EXTRA_LDFLAGS: `-X github.com/traefik/traefik/v3/pkg/version.Version=${TRAEFIK_VERSION}` } },
+    {
+      stdio: ['ignore', 'inherit', 'inherit'],
+      env: { ...process.env, BUILD_HINT: '10-12 min', EXTRA_LDFLAGS: `-X github.com/traefik/traefik/v3/pkg/version.Version=${TRAEFIK_VERSION}` },
+    },
   );
   if (r.status !== 0) throw new Error(`building Traefik ${TRAEFIK_VERSION} failed (exit ${r.status})`);
   return join(process.env.TEMPORA_CACHE_DIR ?? join(homedir(), '.cache', 'tempora'), 'traefik', TRAEFIK_VERSION, 'traefik');
@@ -66,7 +69,12 @@ export async function startTraefik(node: KubeNode, admin: KubeClient, binary: st
   } as KubeObject);
   // Cluster-scoped, which applyAs does not address.
   await admin.request('PATCH', `/apis/networking.k8s.io/v1/ingressclasses/${INGRESS_CLASS}`, {
-    body: { apiVersion: 'networking.k8s.io/v1', kind: 'IngressClass', metadata: { name: INGRESS_CLASS }, spec: { controller: 'traefik.io/ingress-controller' } },
+    body: {
+      apiVersion: 'networking.k8s.io/v1',
+      kind: 'IngressClass',
+      metadata: { name: INGRESS_CLASS },
+      spec: { controller: 'traefik.io/ingress-controller' },
+    },
     contentType: 'application/apply-patch+yaml',
     query: { fieldManager: 'test-user', force: 'true' },
   });

@@ -8,26 +8,26 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { isDeepStrictEqual } from 'node:util';
-import { skipWithoutNode } from '../k8s/node.ts';
-import { applyAs, condition, waitFor, waitReady } from '../../operator/test/cluster.ts';
 import type { KubeObject } from '../../operator/src/kube/object.ts';
 import * as R from '../../operator/src/kube/resources.ts';
 import { DEPLOYED_SERVICES } from '../../operator/src/reconcilers/platform-services.ts';
-import { ensureTraefik, INGRESS_CLASS, startTraefik, type Ingress } from './ingress.ts';
+import { applyAs, condition, waitFor, waitReady } from '../../operator/test/cluster.ts';
 import { signatureFor } from '../../services/billing/test/stripe-server.ts';
+import { skipWithoutNode } from '../k8s/node.ts';
+import { ensureTraefik, INGRESS_CLASS, type Ingress, startTraefik } from './ingress.ts';
 import {
+  type Answer,
   agentPoolResource,
   call,
   gatewayResource,
   gatewayUrl,
-  KEYS,
   graphWorkerResource,
+  KEYS,
   NAMESPACE,
+  type Platform,
+  STRIPE_WEBHOOK_SECRET,
   simulationBudgetResource,
   startPlatform,
-  STRIPE_WEBHOOK_SECRET,
-  type Answer,
-  type Platform,
 } from './platform.ts';
 
 const GATEWAY = 'tempora';
@@ -144,7 +144,8 @@ describe('the platform on a real node: operator, CRs, pods, traffic (test/e2e)',
     const wanted: Record<string, number> = { TemporaGateway: DEPLOYED_SERVICES.length + 1, GraphWorker: 1, AgentPool: 1 };
     const applied: KubeObject[] = [];
     for (const r of resources) applied.push(await applyAs(admin(), r));
-    const typeOf = (o: KubeObject) => ({ TemporaGateway: R.TemporaGateway, GraphWorker: R.GraphWorker, AgentPool: R.AgentPool, SimulationBudget: R.SimulationBudget })[o.kind]!;
+    const typeOf = (o: KubeObject) =>
+      ({ TemporaGateway: R.TemporaGateway, GraphWorker: R.GraphWorker, AgentPool: R.AgentPool, SimulationBudget: R.SimulationBudget })[o.kind]!;
     // The daily worker's CronJob and a budget (enforced by the simulation pods) have no pods of their own.
     const podless = (o: KubeObject) => (o.spec as { role?: string }).role === 'daily' || o.kind === 'SimulationBudget';
 
@@ -170,7 +171,8 @@ describe('the platform on a real node: operator, CRs, pods, traffic (test/e2e)',
             seenNotReady.add(key);
             continue;
           }
-          if (readyPods < want || readyPods < pods.length) violations.push(`${key} Ready with ${readyPods}/${Math.max(want, pods.length)} pods Ready (${ready?.message})`);
+          if (readyPods < want || readyPods < pods.length)
+            violations.push(`${key} Ready with ${readyPods}/${Math.max(want, pods.length)} pods Ready (${ready?.message})`);
           else done.add(key);
         }
         return done.size === applied.length;
@@ -182,7 +184,8 @@ describe('the platform on a real node: operator, CRs, pods, traffic (test/e2e)',
     gw = await gatewayUrl(admin(), GATEWAY);
     assert.deepEqual(violations, []);
     // Every resource with pods was seen not Ready while they started.
-    for (const o of applied.filter((r) => !podless(r))) assert.ok(seenNotReady.has(`${o.kind}/${o.metadata.name}`), `${o.kind}/${o.metadata.name} seen not Ready`);
+    for (const o of applied.filter((r) => !podless(r)))
+      assert.ok(seenNotReady.has(`${o.kind}/${o.metadata.name}`), `${o.kind}/${o.metadata.name} seen not Ready`);
 
     // Every pod of the platform runs the image its custom resource names, none restarted for good. A
     // resource found Ready early may roll its pods once more as the others arrive (the AgentPool changes
@@ -197,7 +200,11 @@ describe('the platform on a real node: operator, CRs, pods, traffic (test/e2e)',
       },
       2 * 60_000,
       500,
-    ).catch(() => assert.fail(`pods: ${all.map((p) => `${p.metadata.name}${p.metadata.deletionTimestamp ? ' (terminating)' : podReady(p) ? '' : ' (not Ready)'}`).join(', ')}`));
+    ).catch(() =>
+      assert.fail(
+        `pods: ${all.map((p) => `${p.metadata.name}${p.metadata.deletionTimestamp ? ' (terminating)' : podReady(p) ? '' : ' (not Ready)'}`).join(', ')}`,
+      ),
+    );
     for (const pod of all) {
       assert.ok(podReady(pod), `${pod.metadata.name} Ready`);
       assert.match(podImage(pod), new RegExp(`^local/\\w+:${TAG}$`));
@@ -234,7 +241,10 @@ describe('the platform on a real node: operator, CRs, pods, traffic (test/e2e)',
       // The TemporaGateway's spec.rateLimits.tiers reached the gateway's pods (RATE_LIMIT_TIERS).
       assert.equal(Number(me.headers['x-ratelimit-limit']), FREE_PER_MINUTE);
 
-      const traversal = ok(await send(`/api/v1/graph/traverse/${BASTILLE}?direction=both&depth=2`, { headers: asUser(entrance) }), 'traverse').json<{ nodes: { name: string; hop: number }[]; node_count: number }>();
+      const traversal = ok(await send(`/api/v1/graph/traverse/${BASTILLE}?direction=both&depth=2`, { headers: asUser(entrance) }), 'traverse').json<{
+        nodes: { name: string; hop: number }[];
+        node_count: number;
+      }>();
       assert.ok(traversal.node_count > 1, JSON.stringify(traversal).slice(0, 300));
       assert.ok(traversal.nodes.some((n) => n.hop === 0 && /Bastille/.test(n.name)));
       assert.ok(traversal.nodes.some((n) => n.hop >= 1));
@@ -251,7 +261,11 @@ describe('the platform on a real node: operator, CRs, pods, traffic (test/e2e)',
       const tasksBefore = await poolTasks();
       const balance = async () => ok(await send('/api/v1/credits/balance', { headers: asUser(entrance) }), 'balance').json<{ balance: number }>().balance;
       const balanceBefore = await balance();
-      const scene = await send('/api/v1/timepoints/generate/sync', { body: { query: 'Gutenberg prints the first Bible in Mainz, 1455' }, headers: asUser(entrance), timeoutMs: 240_000 });
+      const scene = await send('/api/v1/timepoints/generate/sync', {
+        body: { query: 'Gutenberg prints the first Bible in Mainz, 1455' },
+        headers: asUser(entrance),
+        timeoutMs: 240_000,
+      });
       assert.equal(scene.status, 200, scene.body.slice(0, 500));
       const body = scene.json<{ id: string; title: string }>();
       user.sceneId = body.id;
@@ -302,7 +316,9 @@ describe('the platform on a real node: operator, CRs, pods, traffic (test/e2e)',
     this.timeout(3 * 60_000);
     const stripe = platform!.stripe;
     stripe.setWebhookUrl(`${gw}/api/v1/billing/webhooks/stripe`);
-    const pack = ok(await asFirstUser('/api/v1/billing/packs'), 'packs').json<{ items: { id: string; credits: number }[] }>().items.find((p) => p.id === 'starter')!;
+    const pack = ok(await asFirstUser('/api/v1/billing/packs'), 'packs')
+      .json<{ items: { id: string; credits: number }[] }>()
+      .items.find((p) => p.id === 'starter')!;
     const before = await firstUserBalance();
     const checkout = await asFirstUser('/api/v1/billing/checkout', { body: { kind: 'pack', id: 'starter' } });
     assert.equal(checkout.status, 201, checkout.body.slice(0, 500));
@@ -335,14 +351,22 @@ describe('the platform on a real node: operator, CRs, pods, traffic (test/e2e)',
     assert.equal(forged.status, 400, forged.body.slice(0, 300));
     await new Promise((r) => setTimeout(r, 3_000));
     assert.equal(await firstUserBalance(), before + pack.credits);
-    const purchases = ok(await asFirstUser('/api/v1/billing/history'), 'billing history').json<{ items: { kind: string; credits: number; provider: string }[] }>().items;
-    assert.deepEqual(purchases.map((p) => [p.kind, p.credits, p.provider]), [['purchase', pack.credits, 'stripe']]);
+    const purchases = ok(await asFirstUser('/api/v1/billing/history'), 'billing history').json<{
+      items: { kind: string; credits: number; provider: string }[];
+    }>().items;
+    assert.deepEqual(
+      purchases.map((p) => [p.kind, p.credits, p.provider]),
+      [['purchase', pack.credits, 'stripe']],
+    );
   });
 
   it('runs a simulation on its pod through the gateway, charged once, and its SimulationBudget reports the spend', async function () {
     this.timeout(5 * 60_000);
     const before = await firstUserBalance();
-    const started = await asFirstUser('/api/v1/simulate?wait=60', { body: { prompt: 'The Congress of Vienna redraws Europe, 1815', mode: 'BRANCHING', fidelity: 1 }, timeoutMs: 90_000 });
+    const started = await asFirstUser('/api/v1/simulate?wait=60', {
+      body: { prompt: 'The Congress of Vienna redraws Europe, 1815', mode: 'BRANCHING', fidelity: 1 },
+      timeoutMs: 90_000,
+    });
     assert.ok([200, 202].includes(started.status), `${started.status} ${started.body.slice(0, 500)}`);
     const charged = Number(started.headers['x-credits-charged']);
     assert.ok(charged > 0, `charged ${charged}`);
@@ -350,7 +374,11 @@ describe('the platform on a real node: operator, CRs, pods, traffic (test/e2e)',
     const run = await waitFor(
       `run ${id} ended`,
       async () => {
-        const r = ok(await asFirstUser(`/api/v1/simulations/${id}`), 'the run').json<{ status: string; progress: { percent: number }; cost: { actual_usd: number } }>();
+        const r = ok(await asFirstUser(`/api/v1/simulations/${id}`), 'the run').json<{
+          status: string;
+          progress: { percent: number };
+          cost: { actual_usd: number };
+        }>();
         return ['completed', 'failed', 'stopped', 'cancelled'].includes(r.status) ? r : undefined;
       },
       3 * 60_000,
@@ -388,20 +416,30 @@ describe('the platform on a real node: operator, CRs, pods, traffic (test/e2e)',
     assert.ok(reply.reply.length > 0);
     const tools = reply.tools_called.map((t) => t.tool);
     assert.ok(tools.length >= 2, `tools called: ${tools.join(', ')}`);
-    assert.ok(reply.tools_called.every((t) => t.status === 'ok'), JSON.stringify(reply.tools_called));
+    assert.ok(
+      reply.tools_called.every((t) => t.status === 'ok'),
+      JSON.stringify(reply.tools_called),
+    );
     const paid = reply.tools_called.filter((t) => t.credits > 0);
     assert.ok(paid.length >= 1, 'rendering a scene is paid');
-    assert.equal(reply.spend.credits_total, paid.reduce((sum, t) => sum + t.credits, 0));
+    assert.equal(
+      reply.spend.credits_total,
+      paid.reduce((sum, t) => sum + t.credits, 0),
+    );
     // Charged once per paid call, by the conductor (the gateway charges nothing for the message itself).
     assert.equal(await firstUserBalance(), before - reply.spend.credits_total);
     const history = ok(await asFirstUser(`/api/v1/credits/history?limit=${paid.length}`), 'history').json<{ items: { amount: number }[] }>();
     assert.deepEqual(history.items.map((i) => -Number(i.amount)).sort(), paid.map((t) => t.credits).sort());
   });
 
-  it('runs the daily CronJob by hand: its Job completes and adds today\'s moments', async function () {
+  it("runs the daily CronJob by hand: its Job completes and adds today's moments", async function () {
     this.timeout(6 * 60_000);
     const [entrance] = entrances;
-    const today = async () => ok(await entrance!.request('/api/v1/graph/today?limit=100', users.get(entrance!)!.client, { headers: asUser(entrance!) }), 'today').json<{ items: { event_name?: string; name?: string }[]; total: number }>();
+    const today = async () =>
+      ok(await entrance!.request('/api/v1/graph/today?limit=100', users.get(entrance!)!.client, { headers: asUser(entrance!) }), 'today').json<{
+        items: { event_name?: string; name?: string }[];
+        total: number;
+      }>();
     const before = await today();
     const cron = await admin().get(R.CronJob, NAMESPACE, 'daily');
     // What `kubectl create job --from=cronjob/daily` makes.
@@ -429,7 +467,13 @@ describe('the platform on a real node: operator, CRs, pods, traffic (test/e2e)',
     );
     const logs = async () => {
       const pods = (await admin().list(R.Pod, { labelSelector: `job-name=${name}` }, NAMESPACE)).items;
-      return Promise.all(pods.map((p) => admin().request<string>('GET', `/api/v1/namespaces/${NAMESPACE}/pods/${p.metadata.name}/log`).catch((e: unknown) => String(e))));
+      return Promise.all(
+        pods.map((p) =>
+          admin()
+            .request<string>('GET', `/api/v1/namespaces/${NAMESPACE}/pods/${p.metadata.name}/log`)
+            .catch((e: unknown) => String(e)),
+        ),
+      );
     };
     assert.equal(condition(job, 'Complete')?.status, 'True', `the Job failed:\n${(await logs()).join('\n---\n').slice(-3000)}`);
     const after = await today();
@@ -505,10 +549,15 @@ describe('the platform on a real node: operator, CRs, pods, traffic (test/e2e)',
       const owner = await admin().get(R.TemporaGateway, NAMESPACE, GATEWAY);
       assert.ok(owner.metadata.generation! >= updated.metadata.generation!);
       const pods = () => podsOf(owner);
-      await waitFor('only new pods left', async () => {
-        const now = await pods();
-        return now.length === DEPLOYED_SERVICES.length + 1 && now.every((p) => podReady(p) && podImage(p).endsWith(`:${NEXT_TAG}`));
-      }, 3 * 60_000, 1000).catch(async (err: unknown) => {
+      await waitFor(
+        'only new pods left',
+        async () => {
+          const now = await pods();
+          return now.length === DEPLOYED_SERVICES.length + 1 && now.every((p) => podReady(p) && podImage(p).endsWith(`:${NEXT_TAG}`));
+        },
+        3 * 60_000,
+        1000,
+      ).catch(async (err: unknown) => {
         throw new Error(`${String(err)}: ${(await pods()).map((p) => `${p.metadata.name} ${podImage(p)} ready=${podReady(p)}`).join(', ')}`);
       });
       return (Date.now() - started) / 1000;
@@ -543,12 +592,22 @@ describe('the platform on a real node: operator, CRs, pods, traffic (test/e2e)',
     assert.ok(report.services.conductor!.deleted.conversations! >= 1, JSON.stringify(report.services.conductor));
     assert.ok(report.services.billing!.kept.payments!.count >= 2, JSON.stringify(report.services.billing));
     // The plan is cancelled at Stripe, so the deleted person is never charged again.
-    await waitFor('Stripe told of the cancelled plan', async () => stripe.events.some((e) => e.type === 'customer.subscription.deleted' && (e.data.object as { id: string }).id === subscription), 60_000, 500);
+    await waitFor(
+      'Stripe told of the cancelled plan',
+      async () => stripe.events.some((e) => e.type === 'customer.subscription.deleted' && (e.data.object as { id: string }).id === subscription),
+      60_000,
+      500,
+    );
     // Every credential stops: at once on the replica that deleted, on the other within its AUTH_CACHE_MS (1 s).
-    await waitFor('every credential stops on both gateway replicas', async () => {
-      const answers = await Promise.all([0, 1, 2, 3].map(() => asFirstUser('/api/v1/auth/me')));
-      return answers.every((answer) => answer.status === 401);
-    }, 5_000, 500);
+    await waitFor(
+      'every credential stops on both gateway replicas',
+      async () => {
+        const answers = await Promise.all([0, 1, 2, 3].map(() => asFirstUser('/api/v1/auth/me')));
+        return answers.every((answer) => answer.status === 401);
+      },
+      5_000,
+      500,
+    );
 
     // Nothing left: each service's own export of the user, read with the service key on its pod's Service.
     for (const service of DEPLOYED_SERVICES.filter((name) => name !== 'gateway')) {
@@ -557,11 +616,20 @@ describe('the platform on a real node: operator, CRs, pods, traffic (test/e2e)',
       let cursor: string | null | undefined;
       const left: unknown[] = [];
       do {
-        const page = ok(await call(`http://${spec.clusterIP}:${spec.ports[0]!.port}/api/v1/users/${userId}/data${cursor ? `?cursor=${encodeURIComponent(cursor)}` : ''}`, { headers: { 'x-service-key': KEYS.SERVICE_KEY } }), `${service} export`).json<{ items: unknown[]; next_cursor: string | null }>();
+        const page = ok(
+          await call(`http://${spec.clusterIP}:${spec.ports[0]!.port}/api/v1/users/${userId}/data${cursor ? `?cursor=${encodeURIComponent(cursor)}` : ''}`, {
+            headers: { 'x-service-key': KEYS.SERVICE_KEY },
+          }),
+          `${service} export`,
+        ).json<{ items: unknown[]; next_cursor: string | null }>();
         left.push(...page.items);
         cursor = page.next_cursor;
       } while (cursor);
-      if (service === 'billing') assert.ok(left.every((item) => !JSON.stringify(item).includes(userId)), 'billing keeps payments anonymised only');
+      if (service === 'billing')
+        assert.ok(
+          left.every((item) => !JSON.stringify(item).includes(userId)),
+          'billing keeps payments anonymised only',
+        );
       else assert.deepEqual(left, [], `${service} holds nothing of the user`);
     }
   });
@@ -577,20 +645,30 @@ describe('the platform on a real node: operator, CRs, pods, traffic (test/e2e)',
           if (o.metadata.ownerReferences?.some((r) => r.uid === owner.metadata.uid)) names.push(`${type.kind}/${o.metadata.name}`);
         }
       }
-      for (const p of (await admin().list(R.Pod, { labelSelector: `tempora.dev/owner-uid=${owner.metadata.uid}` }, NAMESPACE)).items) names.push(`Pod/${p.metadata.name}`);
+      for (const p of (await admin().list(R.Pod, { labelSelector: `tempora.dev/owner-uid=${owner.metadata.uid}` }, NAMESPACE)).items)
+        names.push(`Pod/${p.metadata.name}`);
       return names;
     };
     const before = await owned();
-    for (const kind of ['Deployment', 'Service', 'ConfigMap', 'Secret', 'PodDisruptionBudget', 'Pod']) assert.ok(before.some((n) => n.startsWith(`${kind}/`)), `${kind} owned before: ${before.join(', ')}`);
+    for (const kind of ['Deployment', 'Service', 'ConfigMap', 'Secret', 'PodDisruptionBudget', 'Pod'])
+      assert.ok(
+        before.some((n) => n.startsWith(`${kind}/`)),
+        `${kind} owned before: ${before.join(', ')}`,
+      );
     await admin().delete(R.TemporaGateway, NAMESPACE, GATEWAY);
     await waitFor('nothing the TemporaGateway owned left', async () => (await owned()).length === 0, 4 * 60_000, 1000).catch(async (err: unknown) => {
       throw new Error(`${String(err)}; left: ${(await owned()).join(', ')}`);
     });
     // Its workers and pool stay, saying why they run nothing.
-    const pool = await waitFor('the pool says its TemporaGateway is gone', async () => {
-      const p = await admin().get(R.AgentPool, NAMESPACE, POOL);
-      return condition(p, 'Ready')?.reason === 'GatewayNotFound' ? p : undefined;
-    }, 60_000, 1000);
+    const pool = await waitFor(
+      'the pool says its TemporaGateway is gone',
+      async () => {
+        const p = await admin().get(R.AgentPool, NAMESPACE, POOL);
+        return condition(p, 'Ready')?.reason === 'GatewayNotFound' ? p : undefined;
+      },
+      60_000,
+      1000,
+    );
     assert.equal(condition(pool, 'Ready')?.status, 'False');
   });
 });

@@ -6,18 +6,19 @@
 // in-cluster StatefulSets are exercised by test/kind/quickstart.test.ts instead.
 //
 // Shared by test/e2e/platform.test.ts and bench/operator/real-node.ts.
-import { request } from 'node:http';
-import pg from 'pg';
+
 import { readdirSync } from 'node:fs';
+import { request } from 'node:http';
 import { join } from 'node:path';
-import { KubeNode, NODE_ADDRESS, POD_CIDR } from '../k8s/node.ts';
-import { startPostgres, startRedis } from '../../scripts/infra.ts';
-import { applyAs, clientFor, CRD_DIR, manifests, waitFor } from '../../operator/test/cluster.ts';
+import pg from 'pg';
 import type { KubeClient } from '../../operator/src/kube/client.ts';
 import type { KubeObject } from '../../operator/src/kube/object.ts';
 import * as R from '../../operator/src/kube/resources.ts';
 import { DEPLOYED_SERVICES } from '../../operator/src/reconcilers/platform-services.ts';
-import { startStripeStandIn, type StripeStandIn } from '../../services/billing/test/stripe-server.ts';
+import { applyAs, CRD_DIR, clientFor, manifests, waitFor } from '../../operator/test/cluster.ts';
+import { startPostgres, startRedis } from '../../scripts/infra.ts';
+import { type StripeStandIn, startStripeStandIn } from '../../services/billing/test/stripe-server.ts';
+import { KubeNode, NODE_ADDRESS, POD_CIDR } from '../k8s/node.ts';
 
 export const NAMESPACE = 'tempora-e2e';
 export const OPERATOR_NAMESPACE = 'tempora-system';
@@ -99,7 +100,7 @@ export async function startPlatform(tag: string): Promise<Platform> {
       await applyAs(admin, { apiVersion: 'v1', kind: 'Namespace', metadata: { name } });
       await node.waitForServiceAccount(name);
     }
-    await installOperator(node, admin, tag);
+    await installOperator(admin, tag);
 
     const pgUrl = new URL(postgres.url);
     const redisUrl = new URL(redis.url);
@@ -151,7 +152,7 @@ export async function startPlatform(tag: string): Promise<Platform> {
 }
 
 /** crds/*.yaml, crds/rbac/, and a Deployment of the operator's image as its ServiceAccount (as the chart's). */
-async function installOperator(node: KubeNode, admin: KubeClient, tag: string): Promise<void> {
+async function installOperator(admin: KubeClient, tag: string): Promise<void> {
   for (const file of readdirSync(CRD_DIR).filter((f) => f.endsWith('.yaml'))) {
     for (const m of manifests(join(CRD_DIR, file))) await applyAs(admin, m);
   }
@@ -197,10 +198,15 @@ async function installOperator(node: KubeNode, admin: KubeClient, tag: string): 
       },
     },
   });
-  await waitFor('the operator available', async () => {
-    const d = await admin.get(R.Deployment, OPERATOR_NAMESPACE, 'tempora-operator');
-    return Number((d.status as { availableReplicas?: number } | undefined)?.availableReplicas ?? 0) >= 1;
-  }, 5 * 60_000, 1000);
+  await waitFor(
+    'the operator available',
+    async () => {
+      const d = await admin.get(R.Deployment, OPERATOR_NAMESPACE, 'tempora-operator');
+      return Number((d.status as { availableReplicas?: number } | undefined)?.availableReplicas ?? 0) >= 1;
+    },
+    5 * 60_000,
+    1000,
+  );
   log(`operator running from local/operator:${tag}`);
 }
 
@@ -242,7 +248,13 @@ export function graphWorkerResource(name: string, role: string, gatewayRef: stri
     apiVersion: 'tempora.dev/v1alpha1',
     kind: 'GraphWorker',
     metadata: { name, namespace: NAMESPACE },
-    spec: { role, gatewayRef, image: { registry: 'local', version: tag, pullPolicy: 'Never' }, resources: POD_RESOURCES, ...(role === 'daily' ? {} : { replicas: 1 }) },
+    spec: {
+      role,
+      gatewayRef,
+      image: { registry: 'local', version: tag, pullPolicy: 'Never' },
+      resources: POD_RESOURCES,
+      ...(role === 'daily' ? {} : { replicas: 1 }),
+    },
   };
 }
 
@@ -284,7 +296,10 @@ export interface Answer {
  * One HTTP request on a connection of its own (no keep-alive: a pooled connection to a pod that has just
  * gone would fail for reasons of the client's, not the platform's).
  */
-export function call(url: string, options: { method?: string; headers?: Record<string, string>; body?: unknown; timeoutMs?: number; localAddress?: string } = {}): Promise<Answer> {
+export function call(
+  url: string,
+  options: { method?: string; headers?: Record<string, string>; body?: unknown; timeoutMs?: number; localAddress?: string } = {},
+): Promise<Answer> {
   const payload = options.body === undefined ? undefined : JSON.stringify(options.body);
   return new Promise((resolve, reject) => {
     const req = request(

@@ -9,14 +9,14 @@
 import assert from 'node:assert/strict';
 import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { KubeNode, NODE_ADDRESS, NODE_NAME, skipWithoutNode } from '../k8s/node.ts';
-import { startRedis } from '../../scripts/infra.ts';
-import { applyAs, clientFor, condition, CRD_DIR, manifests, newOperator, OPERATOR_USER, waitFor, waitReady } from '../../operator/test/cluster.ts';
 import type { KubeClient } from '../../operator/src/kube/client.ts';
 import type { KubeObject } from '../../operator/src/kube/object.ts';
-import type { Operator } from '../../operator/src/operator.ts';
 import * as R from '../../operator/src/kube/resources.ts';
+import type { Operator } from '../../operator/src/operator.ts';
 import { OWNER_UID_LABEL } from '../../operator/src/reconcilers/context.ts';
+import { applyAs, CRD_DIR, clientFor, condition, manifests, newOperator, OPERATOR_USER, waitFor, waitReady } from '../../operator/test/cluster.ts';
+import { startRedis } from '../../scripts/infra.ts';
+import { KubeNode, NODE_ADDRESS, NODE_NAME, skipWithoutNode } from '../k8s/node.ts';
 import { POD_RESOURCES } from './platform.ts';
 
 const NS = 'tempora-scheduling';
@@ -71,7 +71,12 @@ describe('scheduling and pulling on the real node', function () {
     const started = await startRedis({ host: NODE_ADDRESS });
     redis = started;
     const redisService = await node.exposeHostPort('redis', Number(new URL(started.url).port), NS);
-    await applyAs(admin, { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'tempora-redis', namespace: NS }, stringData: { url: `redis://${redisService}` } } as KubeObject);
+    await applyAs(admin, {
+      apiVersion: 'v1',
+      kind: 'Secret',
+      metadata: { name: 'tempora-redis', namespace: NS },
+      stringData: { url: `redis://${redisService}` },
+    } as KubeObject);
     // A private registry's credentials, as `kubectl create secret docker-registry` makes them. The image is
     // local (pullPolicy Never), so the kubelet never uses them: what is shown is that they reach the pod.
     const auth = Buffer.from('robot:token').toString('base64');
@@ -82,7 +87,10 @@ describe('scheduling and pulling on the real node', function () {
       type: 'kubernetes.io/dockerconfigjson',
       stringData: { '.dockerconfigjson': JSON.stringify({ auths: { 'registry.example.com': { auth } } }) },
     } as KubeObject);
-    const kubeconfig = node.controlPlane.kubeconfigFor(OPERATOR_USER, 'operator.kubeconfig', ['system:serviceaccounts', 'system:serviceaccounts:tempora-system']);
+    const kubeconfig = node.controlPlane.kubeconfigFor(OPERATOR_USER, 'operator.kubeconfig', [
+      'system:serviceaccounts',
+      'system:serviceaccounts:tempora-system',
+    ]);
     op = newOperator(kubeconfig, 'scheduling', { leaderElection: false, watchNamespace: NS });
     await op.start();
     // The pool's TemporaGateway: its Redis is the pool's. Its own pods are kept off the node (their images are
@@ -106,7 +114,8 @@ describe('scheduling and pulling on the real node', function () {
     await node?.stop();
   });
 
-  const poolPods = async (uid: string) => (await admin.list(R.Pod, { labelSelector: `${OWNER_UID_LABEL}=${uid}` }, NS)).items.filter((p) => !p.metadata.deletionTimestamp);
+  const poolPods = async (uid: string) =>
+    (await admin.list(R.Pod, { labelSelector: `${OWNER_UID_LABEL}=${uid}` }, NS)).items.filter((p) => !p.metadata.deletionTimestamp);
 
   it('gives the pod the pull secret, leaves it Pending when no node matches, and says why in Ready and Degraded', async function () {
     const applied = await applyAs(admin, pool(NOWHERE));
@@ -139,7 +148,10 @@ describe('scheduling and pulling on the real node', function () {
       250,
     );
     const degraded = condition(stuck, 'Degraded')!;
-    assert.ok(degraded.message.includes(`pod ${pending!.metadata.name}: Unschedulable: ${scheduled.message}`), `Degraded names the pod and the scheduler's message: ${degraded.message}`);
+    assert.ok(
+      degraded.message.includes(`pod ${pending!.metadata.name}: Unschedulable: ${scheduled.message}`),
+      `Degraded names the pod and the scheduler's message: ${degraded.message}`,
+    );
     const ready = condition(stuck, 'Ready')!;
     assert.deepEqual([ready.status, ready.reason], ['False', 'Unschedulable']);
     // Still waiting: nothing on the node takes it.

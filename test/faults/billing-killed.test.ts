@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { freePort } from '../../scripts/infra.ts';
-import { paidPackSession, signatureFor, stripeEvent, type StripeEvent } from '../../services/billing/test/stripe-server.ts';
+import { paidPackSession, type StripeEvent, signatureFor, stripeEvent } from '../../services/billing/test/stripe-server.ts';
 import { createDatabase, dropDatabase } from '../support/database.ts';
 import { call, Proc } from './support.ts';
 
@@ -70,7 +70,8 @@ class PassThrough {
     for await (const chunk of req) chunks.push(chunk as Buffer);
     const body = Buffer.concat(chunks);
     const headers: Record<string, string> = {};
-    for (const [name, value] of Object.entries(req.headers)) if (typeof value === 'string' && !['host', 'connection', 'content-length'].includes(name)) headers[name] = value;
+    for (const [name, value] of Object.entries(req.headers))
+      if (typeof value === 'string' && !['host', 'connection', 'content-length'].includes(name)) headers[name] = value;
     let status: number;
     let text: string;
     let type: string;
@@ -160,26 +161,43 @@ describe('faults: billing killed (SIGKILL) while it applies a webhook', function
     return call(
       'stripe webhook',
       `http://127.0.0.1:${billingPort}${STRIPE_WEBHOOK}`,
-      { method: 'POST', headers: { 'content-type': 'application/json; charset=utf-8', 'stripe-signature': signatureFor(payload, [WEBHOOK_SECRET]) }, body: payload },
+      {
+        method: 'POST',
+        headers: { 'content-type': 'application/json; charset=utf-8', 'stripe-signature': signatureFor(payload, [WEBHOOK_SECRET]) },
+        body: payload,
+      },
       timeoutMs,
     );
   };
 
   /** A new gateway user with no credits; its id. */
   const newUser = async (): Promise<string> => {
-    const reply = await call('resolve', `${gatewayUrl}/api/v1/users/resolve`, { method: 'POST', headers: { 'X-Service-Key': GATEWAY_KEY, 'content-type': 'application/json' }, body: JSON.stringify({ external_id: `buyer-${randomUUID()}` }) });
+    const reply = await call('resolve', `${gatewayUrl}/api/v1/users/resolve`, {
+      method: 'POST',
+      headers: { 'X-Service-Key': GATEWAY_KEY, 'content-type': 'application/json' },
+      body: JSON.stringify({ external_id: `buyer-${randomUUID()}` }),
+    });
     assert.equal(reply.status, 201, JSON.stringify(reply.body));
     return reply.body.user.id as string;
   };
 
   /** The user's gateway ledger, oldest first, and balance. */
   const ledger = async (userId: string) => {
-    const entries = await query<{ amount: string; kind: string; operation: string | null; idempotency_key: string; balance_after: string }>(gatewayDb, 'select amount, kind, operation, idempotency_key, balance_after from credit_ledger where user_id = $1 order by id', [userId]);
+    const entries = await query<{ amount: string; kind: string; operation: string | null; idempotency_key: string; balance_after: string }>(
+      gatewayDb,
+      'select amount, kind, operation, idempotency_key, balance_after from credit_ledger where user_id = $1 order by id',
+      [userId],
+    );
     const [account] = await query<{ balance: string }>(gatewayDb, 'select balance from users where id = $1', [userId]);
     return { entries: entries.map((entry) => ({ ...entry, amount: Number(entry.amount) })), balance: Number(account!.balance) };
   };
 
-  const outboxOf = (userId: string) => query<{ id: string; status: string; attempts: number; idempotency_key: string; amount: number; delivered_at: Date | null }>(billingDb, 'select * from billing_outbox where user_id = $1 order by id', [userId]);
+  const outboxOf = (userId: string) =>
+    query<{ id: string; status: string; attempts: number; idempotency_key: string; amount: number; delivered_at: Date | null }>(
+      billingDb,
+      'select * from billing_outbox where user_id = $1 order by id',
+      [userId],
+    );
 
   /** The ledger holds the one grant of the pack, under billing's key for the payment; nothing else. */
   const assertGrantedOnce = async (userId: string, paymentIntent: string) => {
@@ -330,9 +348,17 @@ describe('faults: billing killed (SIGKILL) while it applies a webhook', function
         gone = (await query(billingDb, 'select 1 from pg_stat_activity where pid = $1', [waiting.pid])).length === 0;
         if (!gone) await sleep(50);
       }
-      assert.ok(gone, 'the dead process\'s backend ended once the lock was released');
-      assert.equal((await query(billingDb, `select 1 from billing_events where provider = 'stripe' and event_id = $1`, [event.id])).length, 0, 'the event is not recorded');
-      assert.equal((await query(billingDb, `select 1 from billing_payments where payment_intent = $1`, [session.payment_intent])).length, 0, 'the payment is not recorded');
+      assert.ok(gone, "the dead process's backend ended once the lock was released");
+      assert.equal(
+        (await query(billingDb, `select 1 from billing_events where provider = 'stripe' and event_id = $1`, [event.id])).length,
+        0,
+        'the event is not recorded',
+      );
+      assert.equal(
+        (await query(billingDb, `select 1 from billing_payments where payment_intent = $1`, [session.payment_intent])).length,
+        0,
+        'the payment is not recorded',
+      );
       assert.equal((await outboxOf(userId)).length, 0, 'nothing owed in the outbox');
       assert.equal((await ledger(userId)).entries.length, 0, 'nothing granted');
 

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { connect, type Socket } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { startGateway, type GatewayHarness } from '../../services/gateway/test/harness.ts';
+import { type GatewayHarness, startGateway } from '../../services/gateway/test/harness.ts';
 import { CLIENT_TIMEOUTS } from '../../services/kit/src/http/server.ts';
 import { LONG } from './support.ts';
 
@@ -62,10 +62,15 @@ describe('faults: clients that hold sockets or send too much, at the gateway', f
     const slowest = Math.max(...outcomes.map((outcome) => outcome.ms));
     // Node checks the timeout once a second; a loaded machine (2 cores, load 30 while this was written) adds seconds.
     assert.ok(slowest <= CLIENT_TIMEOUTS.headersTimeout + 8_000, `every slowloris socket closed within the header timeout (slowest ${slowest} ms)`);
-    assert.ok(outcomes.every((outcome) => outcome.answer === '' || /^HTTP\/1\.1 408/.test(outcome.answer)), 'they get 408 or nothing');
+    assert.ok(
+      outcomes.every((outcome) => outcome.answer === '' || /^HTTP\/1\.1 408/.test(outcome.answer)),
+      'they get 408 or nothing',
+    );
     assert.ok(Math.max(...latencies) < 2_000, `others were served meanwhile: ${latencies.join(', ')} ms`);
     const grown = (process.memoryUsage().rss - before) / 1024 / 1024;
-    process.stderr.write(`      [faults] slowloris: ${attackers.length} sockets, slowest cut after ${slowest} ms, others served in ≤ ${Math.max(...latencies)} ms, rss +${grown.toFixed(1)} MiB\n`);
+    process.stderr.write(
+      `      [faults] slowloris: ${attackers.length} sockets, slowest cut after ${slowest} ms, others served in ≤ ${Math.max(...latencies)} ms, rss +${grown.toFixed(1)} MiB\n`,
+    );
   });
 
   it('refuses a body over the limit with 413 before reading it whole, and charges nothing', async () => {

@@ -86,10 +86,19 @@ describe('faults: a process killed (SIGKILL) while it holds work', function () {
       assert.equal(balance, before, `refunded:\n${second.output.slice(-2000)}`);
       assert.match(second.output, /refunded a charge left open by a stopped replica/);
       await sleep(1_000);
-      const history = (await call('history', `${base}/api/v1/credits/history`, { headers: buyer.auth })).body.items as Array<{ kind: string; refund_of: string | null }>;
-      assert.deepEqual(history.slice(0, 2).map((entry) => entry.kind), ['refund', 'charge'], 'one charge, refunded once');
+      const history = (await call('history', `${base}/api/v1/credits/history`, { headers: buyer.auth })).body.items as Array<{
+        kind: string;
+        refund_of: string | null;
+      }>;
+      assert.deepEqual(
+        history.slice(0, 2).map((entry) => entry.kind),
+        ['refund', 'charge'],
+        'one charge, refunded once',
+      );
       assert.equal((await call('balance', `${base}/api/v1/credits/balance`, { headers: buyer.auth })).body.balance, before);
-      process.stderr.write(`      [faults] gateway killed holding a charged call: refunded by the next replica ${refundedMs} ms after the kill (settle-by 4 s after the charge)\n`);
+      process.stderr.write(
+        `      [faults] gateway killed holding a charged call: refunded by the next replica ${refundedMs} ms after the kill (settle-by 4 s after the charge)\n`,
+      );
     });
   });
 
@@ -129,7 +138,11 @@ describe('faults: a process killed (SIGKILL) while it holds work', function () {
       generation.delayMs = 3_000;
       const base = `http://127.0.0.1:${port}`;
       const writer = { authorization: 'Bearer faults-writer-token' };
-      const queued = await call('generate', `${base}/generate`, json(writer, { path: '/1903/july/1/1516/france/ile-de-france/montgeron/first-tour-de-france', event_name: 'The first Tour de France sets off' }));
+      const queued = await call(
+        'generate',
+        `${base}/generate`,
+        json(writer, { path: '/1903/july/1/1516/france/ile-de-france/montgeron/first-tour-de-france', event_name: 'The first Tour de France sets off' }),
+      );
       assert.ok(queued.status < 300, JSON.stringify(queued.body));
       const jobId = queued.body.job.id as string;
       const deadline = Date.now() + 60_000;

@@ -5,7 +5,7 @@ import { AGENT_NAMES } from '../../services/generation/src/agents/types.ts';
 import { FakeVendors, type Vendor } from '../../services/generation/test/providers/fake-vendors.ts';
 import { agentOf } from '../../services/generation/test/providers/recorded.ts';
 import { listenStandIn, type StandIn } from '../support/http.ts';
-import { assertLedger, call, json, startFaultPlatform, user, type Answer, type FaultPlatform } from './support.ts';
+import { type Answer, assertLedger, call, type FaultPlatform, json, startFaultPlatform, user } from './support.ts';
 
 /** What a stand-in does to one call instead of answering it. */
 type Misbehaviour =
@@ -225,7 +225,8 @@ describe('faults: model providers that fail, through the gateway', function () {
 
   afterEach(() => vendors.clear());
 
-  const costOf = (body: { preset?: string; generate_image?: boolean }) => ({ hyper: 1, balanced: 2, gemini3: 3, hd: 5 })[(body.preset ?? 'balanced') as 'hyper'] + (body.generate_image ? 2 : 0);
+  const costOf = (body: { preset?: string; generate_image?: boolean }) =>
+    ({ hyper: 1, balanced: 2, gemini3: 3, hd: 5 })[(body.preset ?? 'balanced') as 'hyper'] + (body.generate_image ? 2 : 0);
 
   async function newUser() {
     const made = await user(gateway, 'pro', 100);
@@ -234,7 +235,12 @@ describe('faults: model providers that fail, through the gateway', function () {
   }
 
   /** A charged generation through the gateway, timed and recorded; a stream's events parsed. */
-  async function generate(who: { id: string; auth: Record<string, string> }, mode: 'sync' | 'stream', body: Record<string, unknown>, label: string): Promise<Answer & { events: Event[] }> {
+  async function generate(
+    who: { id: string; auth: Record<string, string> },
+    mode: 'sync' | 'stream',
+    body: Record<string, unknown>,
+    label: string,
+  ): Promise<Answer & { events: Event[] }> {
     const answer = await call(label, `${gateway}/api/v1/timepoints/generate/${mode}`, json(who.auth, body), DEADLINE_MS + 30_000);
     const events = mode === 'stream' && answer.status === 200 ? eventsOf(answer.body) : [];
     const delivered = mode === 'sync' ? answer.status === 200 : events.at(-1)?.event === 'done';
@@ -247,16 +253,26 @@ describe('faults: model providers that fail, through the gateway', function () {
 
   /** The user's ledger after its calls: kept charges, refunds, balance against what it was granted. */
   async function ledgerOf(id: string) {
-    const entries = await faults.query<{ id: string; amount: string; kind: string; operation: string | null; refund_of: string | null }>('select id, amount, kind, operation, refund_of from credit_ledger where user_id = $1 order by id', [id]);
+    const entries = await faults.query<{ id: string; amount: string; kind: string; operation: string | null; refund_of: string | null }>(
+      'select id, amount, kind, operation, refund_of from credit_ledger where user_id = $1 order by id',
+      [id],
+    );
     const [account] = await faults.query<{ balance: string }>('select balance from users where id = $1', [id]);
     const granted = entries.filter((entry) => entry.kind === 'signup_grant' || entry.kind === 'grant').reduce((sum, entry) => sum + Number(entry.amount), 0);
     const charges = entries.filter((entry) => entry.kind === 'charge');
     const refunds = entries.filter((entry) => entry.kind === 'refund');
     const refunded = new Set(refunds.map((refund) => String(refund.refund_of)));
-    return { balance: Number(account!.balance), granted, charges: charges.length, refunds: refunds.length, kept: charges.filter((charge) => !refunded.has(String(charge.id))).map((charge) => -Number(charge.amount)) };
+    return {
+      balance: Number(account!.balance),
+      granted,
+      charges: charges.length,
+      refunds: refunds.length,
+      kept: charges.filter((charge) => !refunded.has(String(charge.id))).map((charge) => -Number(charge.amount)),
+    };
   }
 
-  const summary = (answer: Answer & { events: Event[] }) => `${answer.status}${answer.events.length ? ` ${answer.events.at(-1)!.event}` : ''} in ${answer.ms} ms`;
+  const summary = (answer: Answer & { events: Event[] }) =>
+    `${answer.status}${answer.events.length ? ` ${answer.events.at(-1)!.event}` : ''} in ${answer.ms} ms`;
   const problemOf = (answer: Answer & { events: Event[] }) => (answer.events.length ? answer.events.at(-1)!.data : answer.body);
   const gaps = (seen: Seen[]) => seen.slice(1).map((entry, index) => entry.at - seen[index]!.at);
 
@@ -272,10 +288,20 @@ describe('faults: model providers that fail, through the gateway', function () {
     assert.equal(sync.body.models.text.provider, 'native');
     assert.equal(sync.body.model_provider, 'native');
     const judge = vendors.of('native', 'Judge', since);
-    assert.deepEqual(judge.map((entry) => entry.what), ['status', 'status', 'answered'], 'the Judge: 503, 429, then answered');
+    assert.deepEqual(
+      judge.map((entry) => entry.what),
+      ['status', 'status', 'answered'],
+      'the Judge: 503, 429, then answered',
+    );
     assert.ok(gaps(judge)[1]! >= 950, `the retry after the 429 waited its Retry-After of 1 s: ${gaps(judge)[1]} ms`);
-    assert.deepEqual(vendors.of('native', 'Scene', since).map((entry) => entry.what), ['status', 'answered']);
-    assert.deepEqual(vendors.of('native', 'Dialog', since).map((entry) => entry.what), ['status', 'status', 'answered']);
+    assert.deepEqual(
+      vendors.of('native', 'Scene', since).map((entry) => entry.what),
+      ['status', 'answered'],
+    );
+    assert.deepEqual(
+      vendors.of('native', 'Dialog', since).map((entry) => entry.what),
+      ['status', 'status', 'answered'],
+    );
     assert.equal(vendors.of('aggregator', undefined, since).length, 0, 'nothing went to the aggregator');
 
     // The same through a stream: its agents retried, its `done` delivered.
@@ -286,12 +312,17 @@ describe('faults: model providers that fail, through the gateway', function () {
     assert.equal(stream.events.at(-1)?.event, 'done', stream.events.map((event) => event.event).join(', '));
     assert.equal(stream.events.filter((event) => event.event === 'agent').length, 12);
 
-    for (const [id, cost] of [[who.id, 2], [streamer.id, 1]] as const) {
+    for (const [id, cost] of [
+      [who.id, 2],
+      [streamer.id, 1],
+    ] as const) {
       const ledger = await ledgerOf(id);
       assert.deepEqual([ledger.charges, ledger.refunds, ledger.kept], [1, 0, [cost]], 'charged once, not refunded');
       assert.equal(ledger.balance, ledger.granted - cost);
     }
-    figures.push(`recovering provider: sync ${summary(sync)} (Judge 503, 429 Retry-After 1 s, answered; gap ${gaps(judge)[1]} ms), stream ${summary(stream)}; each charged once`);
+    figures.push(
+      `recovering provider: sync ${summary(sync)} (Judge 503, 429 Retry-After 1 s, answered; gap ${gaps(judge)[1]} ms), stream ${summary(stream)}; each charged once`,
+    );
   });
 
   it('the native provider hangs: every attempt cut at the timeout; a text agent has no other provider (504, refunded), an image falls back to the image vendor', async () => {
@@ -320,13 +351,22 @@ describe('faults: model providers that fail, through the gateway', function () {
     assert.equal(imaged.status, 200, JSON.stringify(imaged.body).slice(0, 800));
     assert.equal(imaged.headers.get('x-credits-charged'), '4');
     assert.deepEqual(imaged.body.models.image, { provider: 'image_vendor', model: 'stability/sd3.5-medium' }, 'the second model of the balanced chain');
-    assert.deepEqual(imaged.body.models.image_chain.map((link: { provider: string }) => link.provider), ['native', 'image_vendor', 'aggregator']);
+    assert.deepEqual(
+      imaged.body.models.image_chain.map((link: { provider: string }) => link.provider),
+      ['native', 'image_vendor', 'aggregator'],
+    );
     assert.ok(imaged.body.image_url, 'the scene has its image');
     assert.equal(vendors.of('native', 'ImageGen', since).length, PROVIDER_RETRIES + 1);
     assert.equal(vendors.of('image_vendor', 'ImageGen', since).length, 1);
     assert.equal(vendors.of('aggregator', undefined, since).length, 0);
-    assert.ok(imaged.body.warnings.some((warning: string) => /gemini-2\.5-flash-image failed: native did not answer within/.test(warning)), imaged.body.warnings.join(' | '));
-    assert.ok(imaged.body.warnings.some((warning: string) => /^Grounding failed and was skipped/.test(warning)), imaged.body.warnings.join(' | '));
+    assert.ok(
+      imaged.body.warnings.some((warning: string) => /gemini-2\.5-flash-image failed: native did not answer within/.test(warning)),
+      imaged.body.warnings.join(' | '),
+    );
+    assert.ok(
+      imaged.body.warnings.some((warning: string) => /^Grounding failed and was skipped/.test(warning)),
+      imaged.body.warnings.join(' | '),
+    );
     assert.equal(imaged.body.confidence.grounding, null);
     assert.ok(imaged.ms <= HUNG_AGENT_MS + SLACK_MS + 4_000, `${imaged.ms} ms`);
     const image = await call('image', imaged.body.image_url.replace(/^https?:\/\/[^/]+/, gateway), { headers: who.auth });
@@ -335,7 +375,9 @@ describe('faults: model providers that fail, through the gateway', function () {
     const ledger = await ledgerOf(who.id);
     assert.deepEqual([ledger.charges, ledger.refunds, ledger.kept], [2, 1, [4]], 'the failed call refunded, the image charged once');
     assert.equal(ledger.balance, ledger.granted - 4);
-    figures.push(`native hangs: text (Characters) ${summary(hung)}, ${PROVIDER_RETRIES + 1} attempts of ${PROVIDER_TIMEOUT_MS} ms, refunded; image ${summary(imaged)} from the image vendor after ${PROVIDER_RETRIES + 1} native attempts, Grounding skipped`);
+    figures.push(
+      `native hangs: text (Characters) ${summary(hung)}, ${PROVIDER_RETRIES + 1} attempts of ${PROVIDER_TIMEOUT_MS} ms, refunded; image ${summary(imaged)} from the image vendor after ${PROVIDER_RETRIES + 1} native attempts, Grounding skipped`,
+    );
   });
 
   it('connection resets and garbage bodies: retried; along the image chain to the aggregator; permissive images only from the image vendor', async () => {
@@ -347,12 +389,23 @@ describe('faults: model providers that fail, through the gateway', function () {
     fake.fail('native', 'Moment', { kind: 'invalid-output', text: 'Sure! Here is the moment you asked for.' });
     vendors.always('native', 'ImageGen', { kind: 'reset' });
     vendors.always('image_vendor', 'ImageGen', { kind: 'garbage' });
-    const stream = await generate(who, 'stream', { query: 'The fall of Constantinople, 1453', preset: 'hyper', generate_image: true }, 'stream: resets and garbage');
+    const stream = await generate(
+      who,
+      'stream',
+      { query: 'The fall of Constantinople, 1453', preset: 'hyper', generate_image: true },
+      'stream: resets and garbage',
+    );
     assert.equal(stream.status, 200);
     assert.equal(stream.events.at(-1)?.event, 'done', JSON.stringify(stream.events.at(-1)).slice(0, 800));
     const scene = stream.events.at(-1)!.data.scene;
-    assert.deepEqual(vendors.of('native', 'Timeline', since).map((entry) => entry.what), ['reset', 'garbage', 'answered']);
-    assert.deepEqual(vendors.of('native', 'Camera', since).map((entry) => entry.what), ['garbage', 'answered']);
+    assert.deepEqual(
+      vendors.of('native', 'Timeline', since).map((entry) => entry.what),
+      ['reset', 'garbage', 'answered'],
+    );
+    assert.deepEqual(
+      vendors.of('native', 'Camera', since).map((entry) => entry.what),
+      ['garbage', 'answered'],
+    );
     assert.equal(vendors.of('native', 'Moment', since).length, 2, 'the invalid reply repaired by a second call');
     assert.equal(scene.timings.steps.find((step: { agent: string }) => step.agent === 'Moment').attempts, 2);
     assert.equal(vendors.of('native', 'ImageGen', since).length, PROVIDER_RETRIES + 1);
@@ -367,19 +420,36 @@ describe('faults: model providers that fail, through the gateway', function () {
     since = Date.now();
     vendors.clear();
     vendors.always('image_vendor', 'ImageGen', { kind: 'status', status: 503 });
-    const permissive = await generate(who, 'sync', { query: 'The fall of Constantinople, 1453', preset: 'hyper', model_policy: 'permissive', generate_image: true }, 'sync: permissive, image vendor down');
+    const permissive = await generate(
+      who,
+      'sync',
+      { query: 'The fall of Constantinople, 1453', preset: 'hyper', model_policy: 'permissive', generate_image: true },
+      'sync: permissive, image vendor down',
+    );
     assert.equal(permissive.status, 200, JSON.stringify(permissive.body).slice(0, 800));
     assert.equal(permissive.body.image_url, null, 'no image: no other provider may draw it');
-    assert.deepEqual(permissive.body.models.image_chain.map((link: { provider: string; model: string }) => `${link.provider} ${link.model}`), ['image_vendor stability/sd3.5-large-turbo']);
+    assert.deepEqual(
+      permissive.body.models.image_chain.map((link: { provider: string; model: string }) => `${link.provider} ${link.model}`),
+      ['image_vendor stability/sd3.5-large-turbo'],
+    );
     assert.equal(vendors.of('native', undefined, since).length, 0, 'the native provider is never called under permissive');
     assert.equal(vendors.of('aggregator', 'ImageGen', since).length, 0, 'nor the aggregator for the image');
     assert.equal(vendors.of('image_vendor', 'ImageGen', since).length, PROVIDER_RETRIES + 1);
     assert.ok(vendors.of('aggregator', 'Scene', since).length >= 1, 'text through the aggregator');
-    assert.ok(permissive.body.warnings.some((warning: string) => /ImageGen failed and was skipped/.test(warning)), permissive.body.warnings.join(' | '));
+    assert.ok(
+      permissive.body.warnings.some((warning: string) => /ImageGen failed and was skipped/.test(warning)),
+      permissive.body.warnings.join(' | '),
+    );
 
     const ledger = await ledgerOf(who.id);
-    assert.deepEqual([ledger.charges, ledger.refunds, ledger.kept], [2, 0, [3, 3]], 'both delivered a scene (the permissive one without its image), each charged once');
-    figures.push(`resets and garbage: stream ${summary(stream)}, Timeline reset+garbage then answered, image native ${PROVIDER_RETRIES + 1}x reset → vendor ${PROVIDER_RETRIES + 1}x garbage → aggregator; permissive with the vendor down ${summary(permissive)}, image_url null, 0 native calls`);
+    assert.deepEqual(
+      [ledger.charges, ledger.refunds, ledger.kept],
+      [2, 0, [3, 3]],
+      'both delivered a scene (the permissive one without its image), each charged once',
+    );
+    figures.push(
+      `resets and garbage: stream ${summary(stream)}, Timeline reset+garbage then answered, image native ${PROVIDER_RETRIES + 1}x reset → vendor ${PROVIDER_RETRIES + 1}x garbage → aggregator; permissive with the vendor down ${summary(permissive)}, image_url null, 0 native calls`,
+    );
   });
 
   it('every provider failing: a clean problem or an error event, each refunded, none past its deadline', async () => {
@@ -399,7 +469,10 @@ describe('faults: model providers that fail, through the gateway', function () {
     assert.equal(throttled.status, 200);
     assert.equal(throttled.events.at(-1)?.event, 'error', throttled.events.map((event) => event.event).join(', '));
     assert.equal(throttled.events.at(-1)!.data.status, 502, JSON.stringify(throttled.events.at(-1)!.data));
-    assert.ok(throttled.ms <= PROVIDER_RETRIES * PROVIDER_MAX_BACKOFF_MS + SLACK_MS, `the waits were capped at ${PROVIDER_MAX_BACKOFF_MS} ms: ${throttled.ms} ms`);
+    assert.ok(
+      throttled.ms <= PROVIDER_RETRIES * PROVIDER_MAX_BACKOFF_MS + SLACK_MS,
+      `the waits were capped at ${PROVIDER_MAX_BACKOFF_MS} ms: ${throttled.ms} ms`,
+    );
 
     // Hanging everywhere: sync and stream at once, each Judge cut after its attempts.
     vendors.clear();
@@ -423,18 +496,28 @@ describe('faults: model providers that fail, through the gateway', function () {
     }
     const [lateSync, lateStream] = await Promise.all([
       generate(who, 'sync', { query: 'The signing of Magna Carta, 1215', preset: 'hd' }, 'sync: every call twice timed out'),
-      generate(who, 'stream', { query: 'The signing of Magna Carta, 1215', preset: 'hd', model_policy: 'permissive' }, 'stream: every call twice timed out (permissive)'),
+      generate(
+        who,
+        'stream',
+        { query: 'The signing of Magna Carta, 1215', preset: 'hd', model_policy: 'permissive' },
+        'stream: every call twice timed out (permissive)',
+      ),
     ]);
     assert.equal(lateSync.status, 504, JSON.stringify(lateSync.body));
     assert.equal(lateSync.body.agent ?? null, null, 'the generation timed out, not an agent');
     assert.equal(lateStream.events.at(-1)?.event, 'error', lateStream.events.map((event) => event.event).join(', '));
     assert.equal(lateStream.events.at(-1)!.data.status, 504);
-    for (const answer of [lateSync, lateStream]) assert.ok(answer.ms >= GENERATION_TIMEOUT_MS - 500, `${answer.name}: ended at the generation's deadline (${answer.ms} ms)`);
+    for (const answer of [lateSync, lateStream])
+      assert.ok(answer.ms >= GENERATION_TIMEOUT_MS - 500, `${answer.name}: ended at the generation's deadline (${answer.ms} ms)`);
     // The agents the deadline cut off are stopped on the pool's worker too: no call reaches a vendor after them.
     const ended = Math.max(lateSync.at + lateSync.ms, lateStream.at + lateStream.ms);
     await sleep(PROVIDER_TIMEOUT_MS + 1_500);
     const orphans = [...vendors.of('native', undefined, ended + 1_000), ...vendors.of('aggregator', undefined, ended + 1_000)];
-    assert.deepEqual(orphans.map((entry) => `${entry.vendor} ${entry.agent} +${entry.at - ended} ms`), [], 'vendor calls after the requests ended');
+    assert.deepEqual(
+      orphans.map((entry) => `${entry.vendor} ${entry.agent} +${entry.at - ended} ms`),
+      [],
+      'vendor calls after the requests ended',
+    );
 
     const failed = [refused, throttled, hungSync, hungStream, lateSync, lateStream];
     const ledger = await ledgerOf(who.id);
@@ -451,7 +534,10 @@ describe('faults: model providers that fail, through the gateway', function () {
     const since = Date.now();
     vendors.always('native', 'Judge', { kind: 'hang' });
     const leaving = new AbortController();
-    const answer = fetch(`${gateway}/api/v1/timepoints/generate/sync`, { ...json(who.auth, { query: 'The Battle of Marathon, 490 BCE', preset: 'hyper' }), signal: leaving.signal }).then(
+    const answer = fetch(`${gateway}/api/v1/timepoints/generate/sync`, {
+      ...json(who.auth, { query: 'The Battle of Marathon, 490 BCE', preset: 'hyper' }),
+      signal: leaving.signal,
+    }).then(
       (response) => response.status,
       () => 0,
     );
@@ -470,8 +556,14 @@ describe('faults: model providers that fail, through the gateway', function () {
     let ledger = await ledgerOf(who.id);
     for (const until = Date.now() + 10_000; ledger.refunds < 1 && Date.now() < until; ledger = await ledgerOf(who.id)) await sleep(200);
     assert.deepEqual([ledger.charges, ledger.refunds, ledger.kept], [1, 1, []], 'refunded');
-    figures.push(`client left ${left - since} ms into a hung Judge: ${later.length} further vendor calls for it in the next ${HUNG_AGENT_MS + 1_500} ms${later.length ? ` (${later.map((entry) => entry.at - left).join(', ')} ms after)` : ''}, refunded`);
-    assert.equal(later.length, 0, `the pool worker kept calling the hung vendor for a request that was gone: ${later.length} calls, ${later.map((entry) => entry.at - left).join(', ')} ms after the client left`);
+    figures.push(
+      `client left ${left - since} ms into a hung Judge: ${later.length} further vendor calls for it in the next ${HUNG_AGENT_MS + 1_500} ms${later.length ? ` (${later.map((entry) => entry.at - left).join(', ')} ms after)` : ''}, refunded`,
+    );
+    assert.equal(
+      later.length,
+      0,
+      `the pool worker kept calling the hung vendor for a request that was gone: ${later.length} calls, ${later.map((entry) => entry.at - left).join(', ')} ms after the client left`,
+    );
   });
 
   it('Redis killed while a stream runs its agents on the pool: the stream ends with an error event within seconds, refunded', async () => {
@@ -499,7 +591,9 @@ describe('faults: model providers that fail, through the gateway', function () {
     const ledger = await ledgerOf(who.id);
     assert.deepEqual([ledger.charges, ledger.refunds, ledger.kept], [1, 1, []], 'refunded');
     assert.equal(ledger.balance, ledger.granted);
-    figures.push(`Redis killed with Scene on the pool: stream ${summary(stream)} (${JSON.stringify(stream.events.at(-1)!.data.detail).slice(0, 160)}), ended ${endedAfter} ms after the kill, refunded`);
+    figures.push(
+      `Redis killed with Scene on the pool: stream ${summary(stream)} (${JSON.stringify(stream.events.at(-1)!.data.detail).slice(0, 160)}), ended ${endedAfter} ms after the kill, refunded`,
+    );
   });
 
   it('the ledger: balance = sum of entries for every user; every delivered call charged once, every other refunded exactly once', async () => {
@@ -514,6 +608,8 @@ describe('faults: model providers that fail, through the gateway', function () {
       assert.equal(ledger.balance, ledger.granted - delivered.reduce((sum, entry) => sum + entry.cost, 0));
     }
     const slowest = Math.max(...ledgerOfCalls.map((entry) => entry.ms));
-    figures.push(`ledger: ${ledgerOfCalls.length} charged calls by ${users.length} users, ${ledgerOfCalls.filter((entry) => !entry.delivered).length} refunded once each; slowest call ${slowest} ms (deadline ${GENERATION_TIMEOUT_MS} ms)`);
+    figures.push(
+      `ledger: ${ledgerOfCalls.length} charged calls by ${users.length} users, ${ledgerOfCalls.filter((entry) => !entry.delivered).length} refunded once each; slowest call ${slowest} ms (deadline ${GENERATION_TIMEOUT_MS} ms)`,
+    );
   });
 });

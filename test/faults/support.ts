@@ -5,13 +5,13 @@
  * own process for the suites that kill it.
  */
 import assert from 'node:assert/strict';
-import { spawn, type ChildProcess } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { startPostgres, startRedis } from '../../scripts/infra.ts';
-import { startPlatform, type Platform } from '../support/platform.ts';
 import type { ServiceName } from '../../services/kit/src/runtime/config.ts';
+import { type Platform, startPlatform } from '../support/platform.ts';
 
 export const ADMIN = { 'X-Admin-Key': 'dev-admin-key' };
 export const SERVICE = { 'X-Service-Key': 'dev-service-key' };
@@ -85,7 +85,15 @@ export async function call(name: string, url: string, init: RequestInit = {}, ti
     const text = await response.text();
     let body: unknown = text;
     if ((response.headers.get('content-type') ?? '').includes('json') && text) body = JSON.parse(text);
-    return { name, status: response.status, retryAfter: response.headers.get('retry-after'), ms: Date.now() - started, at: started, body, headers: response.headers };
+    return {
+      name,
+      status: response.status,
+      retryAfter: response.headers.get('retry-after'),
+      ms: Date.now() - started,
+      at: started,
+      body,
+      headers: response.headers,
+    };
   } catch (error) {
     return { name, status: 0, retryAfter: null, ms: Date.now() - started, at: started, body: String(error), headers: new Headers() };
   }
@@ -105,11 +113,19 @@ export async function user(gateway: string, tier: 'free' | 'pro' | 'enterprise',
   const me = await call('me', `${gateway}/api/v1/auth/me`, { headers: auth });
   const id = me.body.id as string;
   if (tier !== 'free') {
-    const set = await call('tier', `${gateway}/api/v1/users/${id}/tier`, { method: 'PUT', headers: { ...ADMIN, 'content-type': 'application/json' }, body: JSON.stringify({ tier }) });
+    const set = await call('tier', `${gateway}/api/v1/users/${id}/tier`, {
+      method: 'PUT',
+      headers: { ...ADMIN, 'content-type': 'application/json' },
+      body: JSON.stringify({ tier }),
+    });
     assert.equal(set.status, 200, JSON.stringify(set.body));
   }
   if (credits > 0) {
-    const grant = await call('grant', `${gateway}/api/v1/credits/admin/grant`, json(ADMIN, { user_id: id, amount: credits, idempotency_key: `faults-${id}`, reason: 'fault tests' }));
+    const grant = await call(
+      'grant',
+      `${gateway}/api/v1/credits/admin/grant`,
+      json(ADMIN, { user_id: id, amount: credits, idempotency_key: `faults-${id}`, reason: 'fault tests' }),
+    );
     assert.equal(grant.status, 201, JSON.stringify(grant.body));
   }
   return { id, auth };
@@ -167,10 +183,15 @@ export async function timeUntilServing(probe: () => Promise<Answer>, limitMs: nu
  */
 export async function assertLedger(faults: FaultPlatform, userId: string): Promise<{ charges: any[]; refunds: any[] }> {
   const [account] = await faults.query<{ balance: string }>('select balance from users where id = $1', [userId]);
-  const entries = await faults.query<{ id: string; amount: string; balance_after: string; kind: string; operation: string | null; idempotency_key: string; refund_of: string | null }>(
-    'select * from credit_ledger where user_id = $1 order by id',
-    [userId],
-  );
+  const entries = await faults.query<{
+    id: string;
+    amount: string;
+    balance_after: string;
+    kind: string;
+    operation: string | null;
+    idempotency_key: string;
+    refund_of: string | null;
+  }>('select * from credit_ledger where user_id = $1 order by id', [userId]);
   const sum = entries.reduce((total, entry) => total + Number(entry.amount), 0);
   assert.equal(Number(account!.balance), sum, 'the balance is the sum of the ledger');
   assert.equal(Number(entries.at(-1)!.balance_after), sum, "the last entry's balance_after is the balance");
@@ -181,7 +202,9 @@ export async function assertLedger(faults: FaultPlatform, userId: string): Promi
 
 /** Every service's /health, until each answers 200: the slowest one's milliseconds. */
 export async function allHealthy(urls: Record<ServiceName, string>, limitMs: number): Promise<Record<string, number>> {
-  const times = await Promise.all(Object.entries(urls).map(async ([service, url]) => [service, await timeUntilServing(() => call(service, `${url}/health`, {}, 2_000), limitMs)] as const));
+  const times = await Promise.all(
+    Object.entries(urls).map(async ([service, url]) => [service, await timeUntilServing(() => call(service, `${url}/health`, {}, 2_000), limitMs)] as const),
+  );
   return Object.fromEntries(times);
 }
 
@@ -192,7 +215,11 @@ export class Proc {
   readonly child: ChildProcess;
   output = '';
   constructor(script: string, env: NodeJS.ProcessEnv, args: string[] = []) {
-    this.child = spawn(process.execPath, [script, ...args], { cwd: root, env: { ...process.env, LOG_LEVEL: 'info', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    this.child = spawn(process.execPath, [script, ...args], {
+      cwd: root,
+      env: { ...process.env, LOG_LEVEL: 'info', ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     this.child.stdout!.on('data', (chunk) => (this.output += chunk));
     this.child.stderr!.on('data', (chunk) => (this.output += chunk));
   }

@@ -3,7 +3,7 @@ import { BUNDLE_ID, makeRoot, pemOf } from '../../services/billing/test/apple-pk
 import { startGitHub, startOidcProvider } from '../../services/gateway/test/idp.ts';
 import type { ServiceName } from '../../services/kit/src/runtime/config.ts';
 import { createDatabase, dropDatabase } from '../support/database.ts';
-import { startPlatform, type Platform } from '../support/platform.ts';
+import { type Platform, startPlatform } from '../support/platform.ts';
 
 /** Each credential kind the services accept, valid on the fuzzed platform. */
 export interface Credentials {

@@ -51,7 +51,11 @@ const problemWithExtensions = (response: Answer, text: string, document: OpenApi
   assert.equal(response.status, status, text);
   const body = JSON.parse(text) as Record<string, unknown>;
   for (const member of members) assert.ok(member in body, `${member} missing from ${text}`);
-  assert.notEqual(responseSchema(document, path, 'post', status, 'application/problem+json').additionalProperties, false, 'the Problem schema refuses extension members');
+  assert.notEqual(
+    responseSchema(document, path, 'post', status, 'application/problem+json').additionalProperties,
+    false,
+    'the Problem schema refuses extension members',
+  );
 };
 
 export const REGRESSIONS: Regression[] = [
@@ -68,7 +72,12 @@ export const REGRESSIONS: Regression[] = [
     path: '/api/v1/credits/charge',
     headers: (c) => ({ 'X-Service-Key': c.serviceKey }),
     // A new demo user, whose 20 credits are sure to be fewer than the amount (the run grants its own user many).
-    body: async (c: Credentials) => ({ amount: 67868, idempotency_key: '\u008c\uda7c\udcd4#\u0090', operation: '\u00ac\u00de\u00ba', user_id: (await c.disposableUser()).id }),
+    body: async (c: Credentials) => ({
+      amount: 67868,
+      idempotency_key: '\u008c\uda7c\udcd4#\u0090',
+      operation: '\u00ac\u00de\u00ba',
+      user_id: (await c.disposableUser()).id,
+    }),
     check: (response, text, document) => problemWithExtensions(response, text, document, '/api/v1/credits/charge', 402, ['required', 'available']),
   },
   {
@@ -131,12 +140,18 @@ export async function replay(regression: Regression, fuzz: FuzzPlatform): Promis
   const body = value === undefined ? undefined : JSON.stringify(value);
   // node:http rather than fetch, which refuses TRACE.
   const { status, headers, text } = await new Promise<{ status: number; headers: Headers; text: string }>((resolve, reject) => {
-    const outgoing = request(`${base}${regression.path}`, { method: regression.method, headers: { ...(body ? { 'content-type': 'application/json' } : {}), ...regression.headers?.(fuzz.credentials) } }, (incoming) => {
-      let text = '';
-      incoming.setEncoding('utf8').on('data', (chunk: string) => (text += chunk));
-      incoming.once('end', () => resolve({ status: incoming.statusCode!, headers: new Headers(Object.entries(incoming.headers).map(([name, value]) => [name, String(value)])), text }));
-      incoming.once('error', reject);
-    });
+    const outgoing = request(
+      `${base}${regression.path}`,
+      { method: regression.method, headers: { ...(body ? { 'content-type': 'application/json' } : {}), ...regression.headers?.(fuzz.credentials) } },
+      (incoming) => {
+        let text = '';
+        incoming.setEncoding('utf8').on('data', (chunk: string) => (text += chunk));
+        incoming.once('end', () =>
+          resolve({ status: incoming.statusCode!, headers: new Headers(Object.entries(incoming.headers).map(([name, value]) => [name, String(value)])), text }),
+        );
+        incoming.once('error', reject);
+      },
+    );
     outgoing.once('error', reject);
     outgoing.end(body);
   });

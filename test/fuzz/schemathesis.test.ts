@@ -1,9 +1,9 @@
 import assert from 'node:assert/strict';
 import type { ServiceName } from '../../services/kit/src/runtime/config.ts';
 import { pythonTool } from '../support/python.ts';
-import { startFuzzPlatform, type Credentials, type FuzzPlatform } from './platform.ts';
+import { type Credentials, type FuzzPlatform, startFuzzPlatform } from './platform.ts';
 import { REGRESSIONS, replay } from './regressions.ts';
-import { SCHEMATHESIS, runSchemathesis, type RunOptions, type RunResult } from './schemathesis.ts';
+import { type RunOptions, type RunResult, runSchemathesis, SCHEMATHESIS } from './schemathesis.ts';
 
 /**
  * Schemathesis against every service's /openapi.json, every operation, with the credentials each needs:
@@ -23,8 +23,21 @@ async function plans(credentials: Credentials): Promise<Plan[]> {
   const { serviceKey, adminKey, writerToken, simulationKey, userJwt, userId, userApiKey } = credentials;
   const destructive = ['logout', 'deleteMe'];
   return [
-    { service: 'gateway', name: 'gateway', credentials: { BearerJWT: userJwt, ApiKey: userApiKey, ServiceKey: serviceKey, AdminKey: adminKey }, exclude: destructive },
-    ...(await Promise.all(destructive.map(async (id) => ({ service: 'gateway' as const, name: `gateway-${id}`, credentials: { BearerJWT: (await credentials.disposableUser()).jwt }, include: [id], phases: ['examples' as const, 'coverage' as const, 'fuzzing' as const] })))),
+    {
+      service: 'gateway',
+      name: 'gateway',
+      credentials: { BearerJWT: userJwt, ApiKey: userApiKey, ServiceKey: serviceKey, AdminKey: adminKey },
+      exclude: destructive,
+    },
+    ...(await Promise.all(
+      destructive.map(async (id) => ({
+        service: 'gateway' as const,
+        name: `gateway-${id}`,
+        credentials: { BearerJWT: (await credentials.disposableUser()).jwt },
+        include: [id],
+        phases: ['examples' as const, 'coverage' as const, 'fuzzing' as const],
+      })),
+    )),
     // X-User-ID is believed only beside the service key, which the gateway always sends with it.
     { service: 'generation', name: 'generation', credentials: { ServiceKey: serviceKey, UserId: userId }, headers: { 'X-Service-Key': serviceKey } },
     { service: 'graph', name: 'graph', credentials: { ServiceKey: serviceKey, WriterToken: writerToken } },
@@ -78,15 +91,28 @@ describe(`Schemathesis (${SCHEMATHESIS}) over every OpenAPI document`, function 
     it(`${service}: every operation, no 5xx, no response outside its schema`, async () => {
       const results = await runs.get(service)!;
       const document = (await (await fetch(`${fuzz.urls[service]}/openapi.json`)).json()) as { paths: Record<string, Record<string, unknown>> };
-      const documented = Object.entries(document.paths).flatMap(([path, operations]) => Object.keys(operations).map((method) => `${method.toUpperCase()} ${path}`));
+      const documented = Object.entries(document.paths).flatMap(([path, operations]) =>
+        Object.keys(operations).map((method) => `${method.toUpperCase()} ${path}`),
+      );
       const tested = new Set(results.flatMap((result) => result.operations.map((operation) => operation.operation)));
-      assert.deepEqual(documented.filter((operation) => !tested.has(operation)), [], `operations Schemathesis did not test:\n${results.map((r) => r.output.slice(-3000)).join('\n')}`);
-      const failures = results.flatMap((result) => result.operations.flatMap((operation) => operation.failures.map((failure) => `${result.name} ${operation.operation}\n${failure}`)));
+      assert.deepEqual(
+        documented.filter((operation) => !tested.has(operation)),
+        [],
+        `operations Schemathesis did not test:\n${results.map((r) => r.output.slice(-3000)).join('\n')}`,
+      );
+      const failures = results.flatMap((result) =>
+        result.operations.flatMap((operation) => operation.failures.map((failure) => `${result.name} ${operation.operation}\n${failure}`)),
+      );
       const operations = (result: RunResult) => result.operations.filter((operation) => operation.operation !== 'Stateful tests').length;
-      const summary = results.map((result) => `${result.name}: ${operations(result)} operations, ${result.cases} cases, ${result.seconds.toFixed(0)} s`).join('; ');
+      const summary = results
+        .map((result) => `${result.name}: ${operations(result)} operations, ${result.cases} cases, ${result.seconds.toFixed(0)} s`)
+        .join('; ');
       console.log(`      ${summary}`);
       assert.equal(failures.length, 0, `${summary}\n\n${failures.join('\n\n')}\n\nwarnings:\n${results.map((r) => r.warnings).join('\n')}`);
-      assert.ok(results.every((result) => result.exitCode === 0), results.map((r) => r.output.slice(-3000)).join('\n'));
+      assert.ok(
+        results.every((result) => result.exitCode === 0),
+        results.map((r) => r.output.slice(-3000)).join('\n'),
+      );
     });
   }
 

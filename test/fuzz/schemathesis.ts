@@ -65,7 +65,11 @@ function config(options: RunOptions): string {
 
 const unescapeXml = (text: string) =>
   text.replace(/&(lt|gt|quot|apos|amp|#(\d+)|#x([0-9a-f]+));/gi, (_, name: string, dec?: string, hex?: string) =>
-    dec ? String.fromCodePoint(Number(dec)) : hex ? String.fromCodePoint(parseInt(hex, 16)) : ({ lt: '<', gt: '>', quot: '"', apos: "'", amp: '&' } as Record<string, string>)[name]!,
+    dec
+      ? String.fromCodePoint(Number(dec))
+      : hex
+        ? String.fromCodePoint(parseInt(hex, 16))
+        : ({ lt: '<', gt: '>', quot: '"', apos: "'", amp: '&' } as Record<string, string>)[name]!,
   );
 
 /** Operations and their failures and errors from Schemathesis' JUnit report. */
@@ -91,20 +95,32 @@ export async function runSchemathesis(options: RunOptions): Promise<RunResult> {
     writeFileSync(join(dir, 'schemathesis.toml'), config(options));
     const junit = join(dir, 'junit.xml');
     const args = [
-      '--config-file', join(dir, 'schemathesis.toml'),
-      'run', `${options.url}/openapi.json`,
-      '--checks', CHECKS.join(','),
-      '--max-examples', String(options.examples),
-      '--seed', String(options.seed),
-      '--workers', String(options.workers ?? 1),
-      '--request-timeout', '30',
-      '--suppress-health-check', 'all',
-      '--generation-database', 'none',
+      '--config-file',
+      join(dir, 'schemathesis.toml'),
+      'run',
+      `${options.url}/openapi.json`,
+      '--checks',
+      CHECKS.join(','),
+      '--max-examples',
+      String(options.examples),
+      '--seed',
+      String(options.seed),
+      '--workers',
+      String(options.workers ?? 1),
+      '--request-timeout',
+      '30',
+      '--suppress-health-check',
+      'all',
+      '--generation-database',
+      'none',
       '--no-color',
       // The credentials are this run's own, so the reproducing curl may show them.
-      '--output-sanitize', 'false',
-      '--report', 'junit',
-      '--report-junit-path', junit,
+      '--output-sanitize',
+      'false',
+      '--report',
+      'junit',
+      '--report-junit-path',
+      junit,
       ...(options.phases ? ['--phases', options.phases.join(',')] : []),
       ...(options.include ?? []).flatMap((id) => ['--include-operation-id', id]),
       ...(options.exclude ?? []).flatMap((id) => ['--exclude-operation-id', id]),

@@ -11,10 +11,10 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parse } from 'yaml';
-import { applyAs, clientFor, CRD_DIR, manifests, SERVICE_MONITOR_CRD, waitFor } from '../../operator/test/cluster.ts';
 import { loadConfig } from '../../operator/src/config.ts';
 import type { KubeClient } from '../../operator/src/kube/client.ts';
 import type { KubeObject } from '../../operator/src/kube/object.ts';
+import { applyAs, CRD_DIR, clientFor, manifests, SERVICE_MONITOR_CRD, waitFor } from '../../operator/test/cluster.ts';
 import { ControlPlane, K8S_VERSION } from '../k8s/control-plane.ts';
 import { Helm, keyPaths, lookup, only, type Run, type SchemaNode } from './helm.ts';
 
@@ -81,7 +81,11 @@ interface PodSpec {
   terminationGracePeriodSeconds?: number;
 }
 interface Deployment extends KubeObject {
-  spec: { replicas: number; selector: { matchLabels: Record<string, string> }; template: { metadata: { labels: Record<string, string>; annotations?: Record<string, string> }; spec: PodSpec } };
+  spec: {
+    replicas: number;
+    selector: { matchLabels: Record<string, string> };
+    template: { metadata: { labels: Record<string, string>; annotations?: Record<string, string> }; spec: PodSpec };
+  };
 }
 interface Rule {
   apiGroups?: string[];
@@ -110,8 +114,7 @@ function permissions(rules: Rule[]): string[] {
   const out = new Set<string>();
   for (const r of rules)
     for (const g of r.apiGroups ?? [''])
-      for (const res of r.resources ?? [])
-        for (const v of r.verbs) for (const n of r.resourceNames ?? ['*']) out.add(`${g}|${res}|${v}|${n}`);
+      for (const res of r.resources ?? []) for (const v of r.verbs) for (const n of r.resourceNames ?? ['*']) out.add(`${g}|${res}|${v}|${n}`);
   return [...out].sort();
 }
 
@@ -170,7 +173,9 @@ describe('helm chart tempora-operator', function () {
     });
 
     it('carries the CRDs of crds/ as symlinks under files/crds, one per CRD file, and no Helm crds/ directory', function () {
-      const crdFiles = readdirSync(CRD_DIR).filter((f) => f.endsWith('.yaml')).sort();
+      const crdFiles = readdirSync(CRD_DIR)
+        .filter((f) => f.endsWith('.yaml'))
+        .sort();
       const chartCrds = join(CHART, 'files', 'crds');
       assert.deepEqual(readdirSync(chartCrds).sort(), crdFiles);
       for (const f of crdFiles) {
@@ -189,9 +194,19 @@ describe('helm chart tempora-operator', function () {
         assert.ok(tgz, 'helm package wrote no archive');
         const listed = spawnSync('tar', ['-tzf', join(out, tgz)], { encoding: 'utf8' });
         const entries = listed.stdout.split('\n');
-        assert.deepEqual(entries.filter((l) => l.startsWith('tempora-operator/crds/')), [], 'no Helm crds/ directory in the package');
+        assert.deepEqual(
+          entries.filter((l) => l.startsWith('tempora-operator/crds/')),
+          [],
+          'no Helm crds/ directory in the package',
+        );
         const crdEntries = entries.filter((l) => l.startsWith('tempora-operator/files/crds/')).sort();
-        assert.deepEqual(crdEntries, readdirSync(CRD_DIR).filter((f) => f.endsWith('.yaml')).sort().map((f) => `tempora-operator/files/crds/${f}`));
+        assert.deepEqual(
+          crdEntries,
+          readdirSync(CRD_DIR)
+            .filter((f) => f.endsWith('.yaml'))
+            .sort()
+            .map((f) => `tempora-operator/files/crds/${f}`),
+        );
         assert.equal(spawnSync('tar', ['-xzf', join(out, tgz), '-C', out]).status, 0);
         const packaged = join(out, 'tempora-operator', 'files', 'crds');
         for (const f of readdirSync(packaged)) {
@@ -221,20 +236,17 @@ describe('helm chart tempora-operator', function () {
     });
 
     it('renders exactly the operator objects and its CRDs, all labelled and the namespaced ones in the release namespace', function () {
-      assert.deepEqual(
-        objects.map((o) => `${o.kind}/${o.metadata.name}`).sort(),
-        [
-          'ClusterRole/tempora-operator',
-          'ClusterRoleBinding/tempora-operator',
-          ...CRD_NAMES.map((n) => `CustomResourceDefinition/${n}`),
-          'Deployment/tempora-operator',
-          'PodDisruptionBudget/tempora-operator',
-          'Role/tempora-operator-leader-election',
-          'RoleBinding/tempora-operator-leader-election',
-          'Service/tempora-operator-metrics',
-          'ServiceAccount/tempora-operator',
-        ],
-      );
+      assert.deepEqual(objects.map((o) => `${o.kind}/${o.metadata.name}`).sort(), [
+        'ClusterRole/tempora-operator',
+        'ClusterRoleBinding/tempora-operator',
+        ...CRD_NAMES.map((n) => `CustomResourceDefinition/${n}`),
+        'Deployment/tempora-operator',
+        'PodDisruptionBudget/tempora-operator',
+        'Role/tempora-operator-leader-election',
+        'RoleBinding/tempora-operator-leader-election',
+        'Service/tempora-operator-metrics',
+        'ServiceAccount/tempora-operator',
+      ]);
       for (const o of objects) {
         assert.equal(o.metadata.namespace, CLUSTER_SCOPED.includes(o.kind) ? undefined : NAMESPACE, `${o.kind} namespace`);
         assert.equal(o.metadata.labels?.['app.kubernetes.io/name'], 'tempora-operator');
@@ -279,7 +291,8 @@ describe('helm chart tempora-operator', function () {
     it('probes /healthz and /readyz on the metrics port 8090', function () {
       const metrics = container.ports.find((p) => p.name === 'metrics');
       assert.deepEqual(metrics, { name: 'metrics', containerPort: 8090, protocol: 'TCP' });
-      const portOf = (p: Probe) => (typeof p.httpGet.port === 'number' ? p.httpGet.port : container.ports.find((x) => x.name === p.httpGet.port)?.containerPort);
+      const portOf = (p: Probe) =>
+        typeof p.httpGet.port === 'number' ? p.httpGet.port : container.ports.find((x) => x.name === p.httpGet.port)?.containerPort;
       assert.equal(container.livenessProbe.httpGet.path, '/healthz');
       assert.equal(portOf(container.livenessProbe), 8090);
       assert.equal(container.readinessProbe.httpGet.path, '/readyz');
@@ -315,13 +328,21 @@ describe('helm chart tempora-operator', function () {
     });
 
     it('exposes the metrics port through a Service and keeps one replica up with a PodDisruptionBudget', function () {
-      const svc = only(objects, 'Service') as KubeObject & { spec: { selector: Record<string, string>; ports: { name: string; port: number; targetPort: string }[] } };
+      const svc = only(objects, 'Service') as KubeObject & {
+        spec: { selector: Record<string, string>; ports: { name: string; port: number; targetPort: string }[] };
+      };
       assert.deepEqual(svc.spec.selector, deployment.spec.selector.matchLabels);
-      assert.deepEqual(svc.spec.ports.map((p) => [p.name, p.port, p.targetPort]), [['metrics', 8090, 'metrics']]);
+      assert.deepEqual(
+        svc.spec.ports.map((p) => [p.name, p.port, p.targetPort]),
+        [['metrics', 8090, 'metrics']],
+      );
       const pdb = only(objects, 'PodDisruptionBudget') as KubeObject & { spec: { maxUnavailable: number; selector: { matchLabels: Record<string, string> } } };
       assert.equal(pdb.spec.maxUnavailable, 1);
       assert.deepEqual(pdb.spec.selector.matchLabels, deployment.spec.selector.matchLabels);
-      assert.equal(objects.some((o) => o.kind === 'ServiceMonitor'), false);
+      assert.equal(
+        objects.some((o) => o.kind === 'ServiceMonitor'),
+        false,
+      );
     });
 
     it('grants the service account exactly the rules of crds/rbac: cluster-wide kinds, its own Lease in its namespace', function () {
@@ -350,7 +371,10 @@ describe('helm chart tempora-operator', function () {
       for (const p of permissions([...clusterRole.rules, ...leaderRole.rules])) {
         assert.ok(!p.split('|').slice(0, 3).includes('*'), `wildcard grant ${p}`);
         assert.ok(!/\|secrets\|(update|delete|deletecollection)\|/.test(p), `grant on secrets ${p}`);
-        assert.ok(!/^tempora\.dev\|(temporagateways|graphworkers|agentpools|simulationbudgets)\|(create|update|patch|delete)/.test(p), `writes its own kinds: ${p}`);
+        assert.ok(
+          !/^tempora\.dev\|(temporagateways|graphworkers|agentpools|simulationbudgets)\|(create|update|patch|delete)/.test(p),
+          `writes its own kinds: ${p}`,
+        );
       }
     });
 
@@ -370,12 +394,18 @@ describe('helm chart tempora-operator', function () {
       // Nothing from crds/rbac comes along (the templates own the RBAC), and --include-crds has no crds/ to add.
       assert.equal(render(NAMESPACE, '--include-crds').length, objects.length);
       // crds.enabled=false: the same objects but the CRDs.
-      assert.deepEqual(render(NAMESPACE, '--set', 'crds.enabled=false'), objects.filter((o) => o.kind !== 'CustomResourceDefinition'));
+      assert.deepEqual(
+        render(NAMESPACE, '--set', 'crds.enabled=false'),
+        objects.filter((o) => o.kind !== 'CustomResourceDefinition'),
+      );
     });
 
     it('with one replica: no PodDisruptionBudget, leader election still on (rolling updates overlap)', function () {
       const one = render(NAMESPACE, '--set', 'replicaCount=1');
-      assert.equal(one.some((o) => o.kind === 'PodDisruptionBudget'), false);
+      assert.equal(
+        one.some((o) => o.kind === 'PodDisruptionBudget'),
+        false,
+      );
       const d = only<Deployment>(one, 'Deployment');
       assert.equal(d.spec.replicas, 1);
       assert.equal(env(d.spec.template.spec.containers[0]!).get('LEADER_ELECTION')?.value, 'true');
@@ -396,21 +426,18 @@ describe('helm chart tempora-operator', function () {
     });
 
     it('renders a Role in the watched namespace instead of a ClusterRole, and a ServiceMonitor', function () {
-      assert.deepEqual(
-        objects.map((o) => `${o.kind}/${o.metadata.namespace}/${o.metadata.name}`).sort(),
-        [
-          ...CRD_NAMES.map((n) => `CustomResourceDefinition/undefined/${n}`),
-          `Deployment/${FULL_NAMESPACE}/tempora-operator`,
-          `PodDisruptionBudget/${FULL_NAMESPACE}/tempora-operator`,
-          `Role/${FULL_NAMESPACE}/tempora-operator-leader-election`,
-          `Role/${WATCHED}/tempora-operator`,
-          `RoleBinding/${FULL_NAMESPACE}/tempora-operator-leader-election`,
-          `RoleBinding/${WATCHED}/tempora-operator`,
-          `Service/${FULL_NAMESPACE}/tempora-operator-metrics`,
-          `ServiceAccount/${FULL_NAMESPACE}/tempora-operator`,
-          `ServiceMonitor/${FULL_NAMESPACE}/tempora-operator`,
-        ],
-      );
+      assert.deepEqual(objects.map((o) => `${o.kind}/${o.metadata.namespace}/${o.metadata.name}`).sort(), [
+        ...CRD_NAMES.map((n) => `CustomResourceDefinition/undefined/${n}`),
+        `Deployment/${FULL_NAMESPACE}/tempora-operator`,
+        `PodDisruptionBudget/${FULL_NAMESPACE}/tempora-operator`,
+        `Role/${FULL_NAMESPACE}/tempora-operator-leader-election`,
+        `Role/${WATCHED}/tempora-operator`,
+        `RoleBinding/${FULL_NAMESPACE}/tempora-operator-leader-election`,
+        `RoleBinding/${WATCHED}/tempora-operator`,
+        `Service/${FULL_NAMESPACE}/tempora-operator-metrics`,
+        `ServiceAccount/${FULL_NAMESPACE}/tempora-operator`,
+        `ServiceMonitor/${FULL_NAMESPACE}/tempora-operator`,
+      ]);
       const role = only<KubeObject & { rules: Rule[] }>(objects, 'Role', 'tempora-operator');
       assert.deepEqual(permissions(role.rules), permissions(rbacSource().clusterRole));
       const binding = only<KubeObject & { roleRef: unknown; subjects: unknown }>(objects, 'RoleBinding', 'tempora-operator');
@@ -434,20 +461,47 @@ describe('helm chart tempora-operator', function () {
       assert.equal(container.readinessProbe.httpGet.port, 'metrics');
       const config = loadConfig(operatorEnvironment(deployment, 'pod-1'));
       assert.deepEqual(
-        { port: config.port, watchNamespace: config.watchNamespace, leaderElection: config.leaderElection, leaderElectionNamespace: config.leaderElectionNamespace, workers: config.workers, resyncMs: config.resyncMs, logLevel: config.logLevel },
-        { port: full.metrics.port, watchNamespace: WATCHED, leaderElection: true, leaderElectionNamespace: FULL_NAMESPACE, workers: full.workersPerController, resyncMs: full.resyncSeconds * 1000, logLevel: full.logLevel },
+        {
+          port: config.port,
+          watchNamespace: config.watchNamespace,
+          leaderElection: config.leaderElection,
+          leaderElectionNamespace: config.leaderElectionNamespace,
+          workers: config.workers,
+          resyncMs: config.resyncMs,
+          logLevel: config.logLevel,
+        },
+        {
+          port: full.metrics.port,
+          watchNamespace: WATCHED,
+          leaderElection: true,
+          leaderElectionNamespace: FULL_NAMESPACE,
+          workers: full.workersPerController,
+          resyncMs: full.resyncSeconds * 1000,
+          logLevel: full.logLevel,
+        },
       );
     });
 
     it('points the Service and the ServiceMonitor at the metrics port, with the extra labels', function () {
       const svc = only(objects, 'Service') as KubeObject & { spec: { ports: { port: number; targetPort: string }[] } };
-      assert.deepEqual(svc.spec.ports.map((p) => [p.port, p.targetPort]), [[full.metrics.port, 'metrics']]);
-      const sm = only(objects, 'ServiceMonitor') as KubeObject & { spec: { selector: { matchLabels: Record<string, string> }; endpoints: { port: string; path: string }[] } };
+      assert.deepEqual(
+        svc.spec.ports.map((p) => [p.port, p.targetPort]),
+        [[full.metrics.port, 'metrics']],
+      );
+      const sm = only(objects, 'ServiceMonitor') as KubeObject & {
+        spec: { selector: { matchLabels: Record<string, string> }; endpoints: { port: string; path: string }[] };
+      };
       for (const [k, v] of Object.entries(full.metrics.serviceMonitorLabels)) assert.equal(sm.metadata.labels?.[k], v);
-      for (const [k, v] of Object.entries(sm.spec.selector.matchLabels)) assert.equal(svc.metadata.labels?.[k], v, `the ServiceMonitor selects the Service by ${k}`);
-      assert.deepEqual(sm.spec.endpoints.map((e) => [e.port, e.path]), [['metrics', '/metrics']]);
+      for (const [k, v] of Object.entries(sm.spec.selector.matchLabels))
+        assert.equal(svc.metadata.labels?.[k], v, `the ServiceMonitor selects the Service by ${k}`);
+      assert.deepEqual(
+        sm.spec.endpoints.map((e) => [e.port, e.path]),
+        [['metrics', '/metrics']],
+      );
       // Like every monitor the operator makes, it labels its target with the platform's component.
-      assert.deepEqual((sm.spec.endpoints[0] as { relabelings?: unknown }).relabelings, [{ action: 'replace', targetLabel: 'tempora_component', replacement: 'operator' }]);
+      assert.deepEqual((sm.spec.endpoints[0] as { relabelings?: unknown }).relabelings, [
+        { action: 'replace', targetLabel: 'tempora_component', replacement: 'operator' },
+      ]);
     });
   });
 
@@ -500,7 +554,8 @@ describe('helm chart tempora-operator', function () {
     async function get(o: KubeObject): Promise<KubeObject> {
       const [group, version] = o.apiVersion.includes('/') ? o.apiVersion.split('/') : ['', o.apiVersion];
       const base = group ? `/apis/${group}/${version}` : `/api/${version}`;
-      const plural = { PodDisruptionBudget: 'poddisruptionbudgets', CustomResourceDefinition: 'customresourcedefinitions' }[o.kind] ?? `${o.kind.toLowerCase()}s`;
+      const plural =
+        { PodDisruptionBudget: 'poddisruptionbudgets', CustomResourceDefinition: 'customresourcedefinitions' }[o.kind] ?? `${o.kind.toLowerCase()}s`;
       const ns = o.metadata.namespace ? `/namespaces/${o.metadata.namespace}` : '';
       return admin.request<KubeObject>('GET', `${base}${ns}/${plural}/${o.metadata.name}`);
     }
@@ -535,8 +590,12 @@ describe('helm chart tempora-operator', function () {
     }
 
     async function podsOf(d: Deployment): Promise<KubeObject[]> {
-      const selector = Object.entries(d.spec.selector.matchLabels).map(([k, v]) => `${k}=${v}`).join(',');
-      const list = await admin.request<{ items: KubeObject[] }>('GET', `/api/v1/namespaces/${d.metadata.namespace}/pods`, { query: { labelSelector: selector } });
+      const selector = Object.entries(d.spec.selector.matchLabels)
+        .map(([k, v]) => `${k}=${v}`)
+        .join(',');
+      const list = await admin.request<{ items: KubeObject[] }>('GET', `/api/v1/namespaces/${d.metadata.namespace}/pods`, {
+        query: { labelSelector: selector },
+      });
       return list.items;
     }
 
@@ -586,7 +645,10 @@ describe('helm chart tempora-operator', function () {
 
     it('creates the operator pods under the restricted Pod Security Standard', async function () {
       this.timeout(120_000);
-      for (const [namespace, replicas] of [[NAMESPACE, defaults.replicaCount], [FULL_NAMESPACE, full.replicaCount]] as const) {
+      for (const [namespace, replicas] of [
+        [NAMESPACE, defaults.replicaCount],
+        [FULL_NAMESPACE, full.replicaCount],
+      ] as const) {
         const d = (await get({ apiVersion: 'apps/v1', kind: 'Deployment', metadata: { name: 'tempora-operator', namespace } })) as Deployment;
         await waitFor(
           `${replicas} operator pods in ${namespace}`,
@@ -659,4 +721,3 @@ describe('helm chart tempora-operator', function () {
     });
   });
 });
-

@@ -11,9 +11,9 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { stringify } from 'yaml';
-import { applyAs, clientFor, CRD_DIR, manifests, waitFor } from '../../operator/test/cluster.ts';
 import { isNotFound, type KubeClient } from '../../operator/src/kube/client.ts';
 import type { KubeObject } from '../../operator/src/kube/object.ts';
+import { applyAs, CRD_DIR, clientFor, manifests, waitFor } from '../../operator/test/cluster.ts';
 import { binaryDir, ControlPlane, K8S_VERSION } from '../k8s/control-plane.ts';
 import { Helm, parseObjects } from './helm.ts';
 
@@ -92,7 +92,8 @@ describe('helm chart tempora-operator: CRDs installed and upgraded with the rele
         assert.deepEqual(crd.metadata.annotations, { [KEEP]: 'keep' });
         assert.equal(crd.metadata.labels?.['app.kubernetes.io/managed-by'], 'Helm');
         assert.equal(crd.metadata.labels?.['app.kubernetes.io/instance'], RELEASE);
-        for (const [k, v] of Object.entries(source.metadata.labels ?? {})) assert.equal(crd.metadata.labels?.[k], v, `${crd.metadata.name}: its own label ${k}`);
+        for (const [k, v] of Object.entries(source.metadata.labels ?? {}))
+          assert.equal(crd.metadata.labels?.[k], v, `${crd.metadata.name}: its own label ${k}`);
         const bare = structuredClone(crd);
         delete bare.metadata.annotations;
         bare.metadata.labels = source.metadata.labels;
@@ -114,7 +115,11 @@ describe('helm chart tempora-operator: CRDs installed and upgraded with the rele
     });
 
     it('refuses crds values of the wrong type or misspelt', function () {
-      for (const args of [['--set-string', 'crds.enabled=yes'], ['--set-string', 'crds.keep=no'], ['--set', 'crds.install=true']]) {
+      for (const args of [
+        ['--set-string', 'crds.enabled=yes'],
+        ['--set-string', 'crds.keep=no'],
+        ['--set', 'crds.install=true'],
+      ]) {
         const r = helm.run('template', RELEASE, CHART, '--namespace', NAMESPACE, '--kube-version', K8S_VERSION, ...args);
         assert.notEqual(r.status, 0, args.join(' '));
         assert.match(r.stderr, /values don't meet the specifications of the schema[\s\S]*\/crds|crds[\s\S]*not allowed/);
@@ -122,7 +127,8 @@ describe('helm chart tempora-operator: CRDs installed and upgraded with the rele
     });
 
     it('renders the same bytes twice (GitOps: helm template at every sync)', function () {
-      for (const args of [[], ['-f', join(HERE, 'values-full.yaml')], ['--set', 'crds.keep=false']]) assert.equal(render(CHART, ...args), render(CHART, ...args));
+      for (const args of [[], ['-f', join(HERE, 'values-full.yaml')], ['--set', 'crds.keep=false']])
+        assert.equal(render(CHART, ...args), render(CHART, ...args));
     });
   });
 
@@ -167,7 +173,8 @@ describe('helm chart tempora-operator: CRDs installed and upgraded with the rele
     /** Creates as `kubectl create` does: a field the schema does not declare is refused, not dropped. */
     const createGraphWorker = (o: KubeObject) =>
       admin.request<KubeObject>('POST', `/apis/tempora.dev/v1alpha1/namespaces/${NAMESPACE}/graphworkers`, { body: o, query: { fieldValidation: 'Strict' } });
-    const getGraphWorker = (name: string) => admin.request<KubeObject & { spec: Record<string, unknown> }>('GET', `/apis/tempora.dev/v1alpha1/namespaces/${NAMESPACE}/graphworkers/${name}`);
+    const getGraphWorker = (name: string) =>
+      admin.request<KubeObject & { spec: Record<string, unknown> }>('GET', `/apis/tempora.dev/v1alpha1/namespaces/${NAMESPACE}/graphworkers/${name}`);
 
     /** Asserts the CRDs of crds/ are served with their content from crds/, owned by the release, kept or not. */
     async function assertInstalled(keep: boolean): Promise<void> {
@@ -219,7 +226,10 @@ describe('helm chart tempora-operator: CRDs installed and upgraded with the rele
       this.timeout(120_000);
       const r = helm.run('upgrade', RELEASE, CHART, '-n', NAMESPACE);
       assert.notEqual(r.status, 0, 'helm upgrade should fail');
-      assert.match(r.stderr, /CustomResourceDefinition "\w+\.tempora\.dev" in namespace "" exists and cannot be imported into the current release: invalid ownership metadata/);
+      assert.match(
+        r.stderr,
+        /CustomResourceDefinition "\w+\.tempora\.dev" in namespace "" exists and cannot be imported into the current release: invalid ownership metadata/,
+      );
     });
 
     it('upgrades to the working tree after the README commands: every CRD of crds/ served, upgraded, owned, kept', async function () {
@@ -234,7 +244,11 @@ describe('helm chart tempora-operator: CRDs installed and upgraded with the rele
 
       helm.ok('upgrade', RELEASE, CHART, '-n', NAMESPACE);
       await assertInstalled(true);
-      assert.equal(gatewayRefDescription(await getCrd('graphworkers.tempora.dev')), gatewayRefDescription(sources.get('graphworkers.tempora.dev')!), 'the changed description');
+      assert.equal(
+        gatewayRefDescription(await getCrd('graphworkers.tempora.dev')),
+        gatewayRefDescription(sources.get('graphworkers.tempora.dev')!),
+        'the changed description',
+      );
       const manifest = crdsOf(parseObjects(helm.ok('get', 'manifest', RELEASE, '-n', NAMESPACE))).map((c) => c.metadata.name);
       assert.deepEqual(manifest.sort(), [...sources.keys()].sort(), 'the release owns every CRD');
       // The custom resources are untouched, and the old kind is left for the migration (docs/operator.md).
@@ -261,7 +275,10 @@ describe('helm chart tempora-operator: CRDs installed and upgraded with the rele
       const crd = manifests(file)[0] as Crd;
       const version = crd.spec.versions[0]!;
       specProperties(crd).note = { type: 'string', description: 'added by the test' } as Schema;
-      version.additionalPrinterColumns = [...(version.additionalPrinterColumns ?? []), { name: 'Note', jsonPath: '.spec.note', type: 'string' } as { name: string; jsonPath: string }];
+      version.additionalPrinterColumns = [
+        ...(version.additionalPrinterColumns ?? []),
+        { name: 'Note', jsonPath: '.spec.note', type: 'string' } as { name: string; jsonPath: string },
+      ];
       writeFileSync(file, stringify(crd));
       helm.ok('upgrade', RELEASE, changed, '-n', NAMESPACE);
 

@@ -17,7 +17,27 @@ const CHART = join(HERE, '..', '..', 'charts', 'tempora');
 const TEMPLATES = join(CHART, 'templates');
 const NAMESPACE = 'tempora';
 /** Sprig and Helm functions whose result differs from one rendering to the next. */
-const NONDETERMINISTIC = ['randAlphaNum', 'randAlpha', 'randNumeric', 'randAscii', 'randBytes', 'randInt', 'uuidv4', 'now', 'genCA', 'genCAWithKey', 'genPrivateKey', 'genSelfSignedCert', 'genSelfSignedCertWithKey', 'genSignedCert', 'genSignedCertWithKey', 'htpasswd', 'bcrypt', 'encryptAES', 'shuffle'];
+const NONDETERMINISTIC = [
+  'randAlphaNum',
+  'randAlpha',
+  'randNumeric',
+  'randAscii',
+  'randBytes',
+  'randInt',
+  'uuidv4',
+  'now',
+  'genCA',
+  'genCAWithKey',
+  'genPrivateKey',
+  'genSelfSignedCert',
+  'genSelfSignedCertWithKey',
+  'genSignedCert',
+  'genSignedCertWithKey',
+  'htpasswd',
+  'bcrypt',
+  'encryptAES',
+  'shuffle',
+];
 
 type Secret = KubeObject & { data?: Record<string, string> };
 const decoded = (s: Secret) => Object.fromEntries(Object.entries(s.data ?? {}).map(([k, v]) => [k, Buffer.from(v, 'base64').toString('utf8')]));
@@ -66,9 +86,17 @@ describe('helm chart tempora under GitOps (helm template at every sync)', functi
       'only what is not secret is rendered',
     );
     const generate = (name: string) => JSON.parse(byName.get(name)!.metadata.annotations![GENERATE_ANNOTATION]!) as Record<string, string>;
-    assert.deepEqual(generate('tempora-keys'), { ADMIN_KEY: '{random:48}', SERVICE_KEY: '{random:48}', SIMULATION_API_KEYS: 'tempora:{random:48}', WRITER_TOKENS: 'tempora:{random:48}' });
+    assert.deepEqual(generate('tempora-keys'), {
+      ADMIN_KEY: '{random:48}',
+      SERVICE_KEY: '{random:48}',
+      SIMULATION_API_KEYS: 'tempora:{random:48}',
+      WRITER_TOKENS: 'tempora:{random:48}',
+    });
     assert.deepEqual(generate('tempora-callback'), { 'callback-secret': '{random:64}' });
-    assert.deepEqual(generate('tempora-postgresql'), { password: '{random:32}', url: 'postgres://tempora:{password}@tempora-postgresql.tempora.svc:5432/tempora' });
+    assert.deepEqual(generate('tempora-postgresql'), {
+      password: '{random:32}',
+      url: 'postgres://tempora:{password}@tempora-postgresql.tempora.svc:5432/tempora',
+    });
     assert.deepEqual(generate('tempora-redis'), { password: '{random:32}', url: 'redis://:{password}@tempora-redis.tempora.svc:6379/0' });
     for (const s of secrets) {
       assert.equal(s.metadata.labels?.[GENERATED_SECRET_LABEL], 'true', `${s.metadata.name} is watched by the operator`);
@@ -81,7 +109,11 @@ describe('helm chart tempora under GitOps (helm template at every sync)', functi
   it('every credential given in values is rendered as given, and then nothing is left to generate', function () {
     const secrets = parseObjects(render(['-f', join(HERE, 'platform-values-full.yaml')])).filter((o): o is Secret => o.kind === 'Secret');
     assert.deepEqual(Object.fromEntries(secrets.map((s) => [s.metadata.name, decoded(s)])), {
-      'platform-postgresql': { username: 'tempora', password: 'pg-password-0123456789', url: 'postgres://tempora:pg-password-0123456789@platform-postgresql.tempora.svc:5432/tempora' },
+      'platform-postgresql': {
+        username: 'tempora',
+        password: 'pg-password-0123456789',
+        url: 'postgres://tempora:pg-password-0123456789@platform-postgresql.tempora.svc:5432/tempora',
+      },
       'platform-redis': { password: 'redis-password-0123456789', url: 'redis://:redis-password-0123456789@platform-redis.tempora.svc:6379/0' },
       'platform-keys': {
         ADMIN_KEY: 'admin-key-0123456789abcdef',
@@ -100,7 +132,9 @@ describe('helm chart tempora under GitOps (helm template at every sync)', functi
   });
 
   it('values given for some keys: those rendered, only the others named for generation', function () {
-    const secrets = parseObjects(render(['--set', 'secrets.keys.adminKey=admin-key-0123456789abcdef', '--set', 'redis.password=redis-password-0123456789'])).filter((o): o is Secret => o.kind === 'Secret');
+    const secrets = parseObjects(
+      render(['--set', 'secrets.keys.adminKey=admin-key-0123456789abcdef', '--set', 'redis.password=redis-password-0123456789']),
+    ).filter((o): o is Secret => o.kind === 'Secret');
     const keys = secrets.find((s) => s.metadata.name === 'tempora-keys')!;
     assert.deepEqual(decoded(keys), { ADMIN_KEY: 'admin-key-0123456789abcdef' });
     assert.deepEqual(Object.keys(JSON.parse(keys.metadata.annotations![GENERATE_ANNOTATION]!)), ['SERVICE_KEY', 'SIMULATION_API_KEYS', 'WRITER_TOKENS']);

@@ -12,19 +12,19 @@ import { lstatSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, realpa
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { parse } from 'yaml';
 import { loadConfig } from '@tempora/kit/runtime';
-import { applyAs, clientFor, CRD_DIR, manifests, newOperator, waitFor } from '../../operator/test/cluster.ts';
+import { parse } from 'yaml';
 import type { KubeClient } from '../../operator/src/kube/client.ts';
 import type { KubeObject } from '../../operator/src/kube/object.ts';
 import type { Operator } from '../../operator/src/operator.ts';
 import { GENERATE_ANNOTATION, generateValues, isGenerated, planGeneration } from '../../operator/src/reconcilers/generated-secrets.ts';
+import { applyAs, CRD_DIR, clientFor, manifests, newOperator, waitFor } from '../../operator/test/cluster.ts';
 import { GatewayConfigSchema } from '../../services/gateway/src/config.ts';
-import { GraphConfigSchema } from '../../services/graph/src/config.ts';
 import { GenerationConfigSchema } from '../../services/generation/src/config.ts';
+import { GraphConfigSchema } from '../../services/graph/src/config.ts';
 import { SimulationConfigSchema } from '../../services/simulation/src/config.ts';
 import { ControlPlane } from '../k8s/control-plane.ts';
-import { Helm, keyPaths, lookup, only, parseObjects, schemaPaths, type SchemaNode } from './helm.ts';
+import { Helm, keyPaths, lookup, only, parseObjects, type SchemaNode, schemaPaths } from './helm.ts';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 const ROOT = join(HERE, '..', '..');
@@ -41,7 +41,9 @@ const TEMPORA_KINDS = ['TemporaGateway', 'GraphWorker', 'AgentPool', 'Simulation
 const schema = JSON.parse(readFileSync(join(CHART, 'values.schema.json'), 'utf8')) as SchemaNode;
 const defaults = parse(readFileSync(join(CHART, 'values.yaml'), 'utf8')) as Record<string, unknown>;
 const full = parse(readFileSync(FULL_VALUES, 'utf8')) as Record<string, unknown>;
-const examples = readdirSync(EXAMPLES).filter((f) => f.endsWith('.yaml')).sort();
+const examples = readdirSync(EXAMPLES)
+  .filter((f) => f.endsWith('.yaml'))
+  .sort();
 
 interface SecretKeyRef {
   secretName: string;
@@ -63,12 +65,23 @@ type Secret = KubeObject & { data?: Record<string, string> };
 interface PodTemplate {
   spec: {
     securityContext: Record<string, unknown>;
-    containers: { name: string; image: string; env: { name: string; value?: string; valueFrom?: { secretKeyRef: { name: string; key: string } } }[]; securityContext: Record<string, unknown>; volumeMounts: { name: string; mountPath: string }[] }[];
+    containers: {
+      name: string;
+      image: string;
+      env: { name: string; value?: string; valueFrom?: { secretKeyRef: { name: string; key: string } } }[];
+      securityContext: Record<string, unknown>;
+      volumeMounts: { name: string; mountPath: string }[];
+    }[];
     volumes?: { name: string }[];
   };
 }
 type StatefulSet = KubeObject & {
-  spec: { serviceName: string; template: PodTemplate; persistentVolumeClaimRetentionPolicy?: { whenDeleted: string }; volumeClaimTemplates?: { metadata: { name: string }; spec: { storageClassName?: string; resources: { requests: { storage: string } } } }[] };
+  spec: {
+    serviceName: string;
+    template: PodTemplate;
+    persistentVolumeClaimRetentionPolicy?: { whenDeleted: string };
+    volumeClaimTemplates?: { metadata: { name: string }; spec: { storageClassName?: string; resources: { requests: { storage: string } } } }[];
+  };
 };
 
 function decoded(secret: Secret): Record<string, string> {
@@ -229,7 +242,10 @@ describe('helm chart tempora (the platform)', function () {
         assert.equal((o as Custom<{ gatewayRef: string }>).spec.gatewayRef, RELEASE, `${o.kind}/${o.metadata.name}`);
       }
       assert.deepEqual(
-        objects.filter((o) => o.kind === 'GraphWorker').map((o) => (o as Custom<{ role: string }>).spec.role).sort(),
+        objects
+          .filter((o) => o.kind === 'GraphWorker')
+          .map((o) => (o as Custom<{ role: string }>).spec.role)
+          .sort(),
         ['daily', 'expander', 'judge', 'renderer'],
       );
     });
@@ -252,35 +268,57 @@ describe('helm chart tempora (the platform)', function () {
       assert.deepEqual(loadConfig(GraphConfigSchema, env).WRITER_TOKENS, [{ name: 'tempora', token: keys.WRITER_TOKENS!.slice('tempora:'.length) }]);
       assert.deepEqual(loadConfig(GatewayConfigSchema, env).SERVICE_KEY, [keys.SERVICE_KEY]);
       assert.equal(loadConfig(GenerationConfigSchema, { ...env, CALLBACK_SECRET: callback['callback-secret'] }).CALLBACK_SECRET, callback['callback-secret']);
-      assert.deepEqual(loadConfig(SimulationConfigSchema, env).SIMULATION_API_KEYS, [{ name: 'tempora', key: keys.SIMULATION_API_KEYS!.slice('tempora:'.length) }]);
+      assert.deepEqual(loadConfig(SimulationConfigSchema, env).SIMULATION_API_KEYS, [
+        { name: 'tempora', key: keys.SIMULATION_API_KEYS!.slice('tempora:'.length) },
+      ]);
       assert.match(keys.SERVICE_KEY!, /^[A-Za-z0-9]{48}$/);
       assert.match(keys.WRITER_TOKENS!, /^tempora:[A-Za-z0-9]{48}$/);
       assert.notEqual(keys.SERVICE_KEY, keys.ADMIN_KEY);
       const pgUrl = new URL(pg.url!);
-      assert.deepEqual([pgUrl.protocol, pgUrl.username, decodeURIComponent(pgUrl.password), pgUrl.host, pgUrl.pathname], ['postgres:', 'tempora', pg.password, 'tempora-postgresql.tempora.svc:5432', '/tempora']);
+      assert.deepEqual(
+        [pgUrl.protocol, pgUrl.username, decodeURIComponent(pgUrl.password), pgUrl.host, pgUrl.pathname],
+        ['postgres:', 'tempora', pg.password, 'tempora-postgresql.tempora.svc:5432', '/tempora'],
+      );
       const redisUrl = new URL(redis.url!);
       assert.deepEqual([redisUrl.protocol, decodeURIComponent(redisUrl.password), redisUrl.host], ['redis:', redis.password, 'tempora-redis.tempora.svc:6379']);
     });
 
     it('runs PostgreSQL and Redis non-root on a read-only root, with probes, requests and a kept volume', function () {
-      for (const [name, port] of [['tempora-postgresql', 5432], ['tempora-redis', 6379]] as const) {
+      for (const [name, port] of [
+        ['tempora-postgresql', 5432],
+        ['tempora-redis', 6379],
+      ] as const) {
         const sts = only<StatefulSet>(objects, 'StatefulSet', name);
         const pod = sts.spec.template.spec;
         const [c] = pod.containers as [PodTemplate['spec']['containers'][number] & Record<string, unknown>];
         assert.equal(sts.spec.serviceName, name);
-        assert.deepEqual(pod.securityContext, { runAsNonRoot: true, runAsUser: 999, runAsGroup: 999, fsGroup: 999, seccompProfile: { type: 'RuntimeDefault' } });
+        assert.deepEqual(pod.securityContext, {
+          runAsNonRoot: true,
+          runAsUser: 999,
+          runAsGroup: 999,
+          fsGroup: 999,
+          seccompProfile: { type: 'RuntimeDefault' },
+        });
         assert.deepEqual(c.securityContext, { allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: { drop: ['ALL'] } });
         assert.ok(c.readinessProbe && c.livenessProbe, `${name} probes`);
         assert.ok((c.resources as { requests?: unknown }).requests, `${name} requests`);
-        assert.deepEqual((c.ports as { containerPort: number }[]).map((p) => p.containerPort), [port]);
+        assert.deepEqual(
+          (c.ports as { containerPort: number }[]).map((p) => p.containerPort),
+          [port],
+        );
         assert.equal(sts.spec.persistentVolumeClaimRetentionPolicy?.whenDeleted, 'Retain');
-        assert.deepEqual(sts.spec.volumeClaimTemplates?.map((v) => v.metadata.name), ['data']);
+        assert.deepEqual(
+          sts.spec.volumeClaimTemplates?.map((v) => v.metadata.name),
+          ['data'],
+        );
         // The password comes from the Secret whose URL the services read.
         const password = c.env.find((e) => e.valueFrom?.secretKeyRef)!.valueFrom!.secretKeyRef;
         assert.deepEqual(password, { name, key: 'password' });
         assert.equal(only<Secret>(objects, 'Secret', name).metadata.annotations?.['helm.sh/resource-policy'], 'keep');
         // A new chart version alone must not change what a StatefulSet cannot change or restart the server.
-        for (const labels of [sts.spec.template as unknown as KubeObject, ...(sts.spec.volumeClaimTemplates ?? [])].map((t) => (t as KubeObject).metadata.labels ?? {})) {
+        for (const labels of [sts.spec.template as unknown as KubeObject, ...(sts.spec.volumeClaimTemplates ?? [])].map(
+          (t) => (t as KubeObject).metadata.labels ?? {},
+        )) {
           assert.equal(labels['app.kubernetes.io/version'], undefined);
           assert.equal(labels['helm.sh/chart'], undefined);
         }
@@ -308,12 +346,18 @@ describe('helm chart tempora (the platform)', function () {
       assert.match(JSON.stringify(rule.spec.groups), /\{\{ \$labels\.job \}\}/);
       // The default runbookBaseUrl is the rule file's own base; another one (with or without its slash) moves every alert's link.
       for (const base of ['https://github.com/acme/tempora/blob/v1.2.3/docs/runbooks', 'https://github.com/acme/tempora/blob/v1.2.3/docs/runbooks/']) {
-        const moved = only<Custom<{ groups: { rules: { alert?: string; annotations?: { runbook_url?: string } }[] }[] }>>(render('--api-versions', PROMETHEUS_RULE_API, '--set', `monitoring.prometheusRules.runbookBaseUrl=${base}`), 'PrometheusRule');
+        const moved = only<Custom<{ groups: { rules: { alert?: string; annotations?: { runbook_url?: string } }[] }[] }>>(
+          render('--api-versions', PROMETHEUS_RULE_API, '--set', `monitoring.prometheusRules.runbookBaseUrl=${base}`),
+          'PrometheusRule',
+        );
         const alerts = moved.spec.groups.flatMap((g) => g.rules).filter((r) => r.alert);
         assert.ok(alerts.length > 0);
         for (const a of alerts) assert.equal(a.annotations?.runbook_url, `https://github.com/acme/tempora/blob/v1.2.3/docs/runbooks/${a.alert}.md`, a.alert);
       }
-      assert.equal(render('--api-versions', PROMETHEUS_RULE_API, '--set', 'monitoring.prometheusRules.enabled=false').filter((o) => o.kind === 'PrometheusRule').length, 0);
+      assert.equal(
+        render('--api-versions', PROMETHEUS_RULE_API, '--set', 'monitoring.prometheusRules.enabled=false').filter((o) => o.kind === 'PrometheusRule').length,
+        0,
+      );
       assert.equal(render('--set', 'monitoring.dashboards.enabled=false').filter((o) => o.kind === 'ConfigMap').length, 0);
     });
 
@@ -329,13 +373,28 @@ describe('helm chart tempora (the platform)', function () {
         services: {
           gateway: { replicas: 3, maxUnavailable: 2, resources: { requests: { cpu: '250m', memory: '256Mi' }, limits: { cpu: '2', memory: '1Gi' } } },
           generation: { replicas: 2, maxUnavailable: 1, resources: { requests: { cpu: '250m', memory: '384Mi' }, limits: { memory: '1536Mi' } } },
-          graph: { replicas: 2, maxUnavailable: 0, resources: { requests: { cpu: '250m', memory: '512Mi' }, limits: { memory: '2Gi' } }, pods: lookup(full, 'services.graph.pods') },
+          graph: {
+            replicas: 2,
+            maxUnavailable: 0,
+            resources: { requests: { cpu: '250m', memory: '512Mi' }, limits: { memory: '2Gi' } },
+            pods: lookup(full, 'services.graph.pods'),
+          },
           simulation: { replicas: 2, maxUnavailable: 1, resources: { requests: { cpu: '200m', memory: '256Mi' }, limits: { memory: '1Gi' } } },
           conductor: { replicas: 2, maxUnavailable: 1, resources: { requests: { cpu: '200m', memory: '256Mi' }, limits: { memory: '1Gi' } } },
           billing: { replicas: 0, maxUnavailable: 0, resources: { requests: { cpu: '20m', memory: '64Mi' }, limits: { memory: '256Mi' } } },
         },
-        ingress: { host: 'api.tempora.example.com', className: 'nginx', tlsSecretName: 'tempora-tls', annotations: { 'cert-manager.io/cluster-issuer': 'letsencrypt' } },
-        rateLimits: { tiers: [{ name: 'free', requestsPerMinute: 20, dailyLimit: 200 }, { name: 'enterprise', requestsPerMinute: 600 }] },
+        ingress: {
+          host: 'api.tempora.example.com',
+          className: 'nginx',
+          tlsSecretName: 'tempora-tls',
+          annotations: { 'cert-manager.io/cluster-issuer': 'letsencrypt' },
+        },
+        rateLimits: {
+          tiers: [
+            { name: 'free', requestsPerMinute: 20, dailyLimit: 200 },
+            { name: 'enterprise', requestsPerMinute: 600 },
+          ],
+        },
         tracing: { endpoint: 'http://otel-collector.observability.svc:4318', protocol: 'http/json', samplingRatio: 0.25 },
         // Scheduling, pulling and pod metadata as given; monitor labels on the TemporaGateway, which lends them to the workers and the pool.
         pods: lookup(full, 'pods'),
@@ -357,21 +416,58 @@ describe('helm chart tempora (the platform)', function () {
         SIMULATION_API_KEYS: 'research:simulation-key-0123456789abcdef',
       });
       assert.deepEqual(decoded(only<Secret>(objects, 'Secret', 'platform-callback')), { hmac: 'callback-secret-0123456789abcdef0123456789abcdef' });
-      assert.deepEqual(decoded(only<Secret>(objects, 'Secret', 'platform-providers')), { GEMINI_API_KEY: 'gemini-test-key', OPENROUTER_API_KEY: 'openrouter-test-key' });
-      assert.deepEqual(decoded(only<Secret>(objects, 'Secret', 'platform-billing')), { STRIPE_SECRET_KEY: 'sk_test_0123456789', STRIPE_WEBHOOK_SECRET: 'whsec_0123456789' });
-      assert.equal(decoded(only<Secret>(objects, 'Secret', 'platform-postgresql')).url, 'postgres://tempora:pg-password-0123456789@platform-postgresql.tempora.svc:5432/tempora');
+      assert.deepEqual(decoded(only<Secret>(objects, 'Secret', 'platform-providers')), {
+        GEMINI_API_KEY: 'gemini-test-key',
+        OPENROUTER_API_KEY: 'openrouter-test-key',
+      });
+      assert.deepEqual(decoded(only<Secret>(objects, 'Secret', 'platform-billing')), {
+        STRIPE_SECRET_KEY: 'sk_test_0123456789',
+        STRIPE_WEBHOOK_SECRET: 'whsec_0123456789',
+      });
+      assert.equal(
+        decoded(only<Secret>(objects, 'Secret', 'platform-postgresql')).url,
+        'postgres://tempora:pg-password-0123456789@platform-postgresql.tempora.svc:5432/tempora',
+      );
 
-      const workers = Object.fromEntries(objects.filter((o) => o.kind === 'GraphWorker').map((o) => [o.metadata.name, (o as Custom<Record<string, unknown>>).spec]));
+      const workers = Object.fromEntries(
+        objects.filter((o) => o.kind === 'GraphWorker').map((o) => [o.metadata.name, (o as Custom<Record<string, unknown>>).spec]),
+      );
       assert.deepEqual(Object.keys(workers).sort(), ['platform-daily', 'platform-expander', 'platform-renderer'], 'judge is disabled');
       assert.deepEqual(workers['platform-daily'], {
-        role: 'daily', gatewayRef: 'platform', image: gw.spec.image, dailyBudgetUsd: 1, schedule: '30 2 * * *', timeZone: 'Europe/Paris',
-        concurrencyPolicy: 'Replace', successfulJobsHistoryLimit: 5, failedJobsHistoryLimit: 2, resources: lookup(full, 'graphWorkers.daily.resources'), pods: lookup(full, 'pods'),
+        role: 'daily',
+        gatewayRef: 'platform',
+        image: gw.spec.image,
+        dailyBudgetUsd: 1,
+        schedule: '30 2 * * *',
+        timeZone: 'Europe/Paris',
+        concurrencyPolicy: 'Replace',
+        successfulJobsHistoryLimit: 5,
+        failedJobsHistoryLimit: 2,
+        resources: lookup(full, 'graphWorkers.daily.resources'),
+        pods: lookup(full, 'pods'),
       });
-      assert.deepEqual(workers['platform-renderer'], { role: 'renderer', gatewayRef: 'platform', image: gw.spec.image, replicas: 3, concurrency: 4, dailyBudgetUsd: 25, resources: lookup(full, 'graphWorkers.renderer.resources'), pods: lookup(full, 'pods') });
+      assert.deepEqual(workers['platform-renderer'], {
+        role: 'renderer',
+        gatewayRef: 'platform',
+        image: gw.spec.image,
+        replicas: 3,
+        concurrency: 4,
+        dailyBudgetUsd: 25,
+        resources: lookup(full, 'graphWorkers.renderer.resources'),
+        pods: lookup(full, 'pods'),
+      });
       const pool = only<Custom<Record<string, unknown>>>(objects, 'AgentPool', 'platform-agents');
       assert.deepEqual(pool.spec, {
-        gatewayRef: 'platform', image: gw.spec.image, minReplicas: 2, maxReplicas: 8, cpuTargetPercent: 60, concurrency: 16, queueDepthTarget: 10,
-        models: lookup(full, 'generation.models'), resources: lookup(full, 'agentPool.resources'), pods: lookup(full, 'pods'),
+        gatewayRef: 'platform',
+        image: gw.spec.image,
+        minReplicas: 2,
+        maxReplicas: 8,
+        cpuTargetPercent: 60,
+        concurrency: 16,
+        queueDepthTarget: 10,
+        models: lookup(full, 'generation.models'),
+        resources: lookup(full, 'agentPool.resources'),
+        pods: lookup(full, 'pods'),
       });
       const budgets = objects.filter((o) => o.kind === 'SimulationBudget').map((o) => [o.metadata.name, (o as Custom<unknown>).spec]);
       assert.deepEqual(budgets, [
@@ -382,11 +478,21 @@ describe('helm chart tempora (the platform)', function () {
       const pg = only<StatefulSet>(objects, 'StatefulSet', 'platform-postgresql');
       assert.equal(pg.spec.template.spec.containers[0]!.image, 'registry.example.com/mirror/postgres:17.6-bookworm');
       assert.equal(pg.spec.persistentVolumeClaimRetentionPolicy?.whenDeleted, 'Delete');
-      assert.deepEqual([pg.spec.volumeClaimTemplates![0]!.spec.storageClassName, pg.spec.volumeClaimTemplates![0]!.spec.resources.requests.storage], ['fast-ssd', '20Gi']);
-      assert.equal(only<Secret>(objects, 'Secret', 'platform-postgresql').metadata.annotations?.['helm.sh/resource-policy'], undefined, 'not kept when its volume is not');
+      assert.deepEqual(
+        [pg.spec.volumeClaimTemplates![0]!.spec.storageClassName, pg.spec.volumeClaimTemplates![0]!.spec.resources.requests.storage],
+        ['fast-ssd', '20Gi'],
+      );
+      assert.equal(
+        only<Secret>(objects, 'Secret', 'platform-postgresql').metadata.annotations?.['helm.sh/resource-policy'],
+        undefined,
+        'not kept when its volume is not',
+      );
       const redis = only<StatefulSet>(objects, 'StatefulSet', 'platform-redis');
       assert.equal(redis.spec.volumeClaimTemplates, undefined, 'no volume without persistence');
-      assert.ok(redis.spec.template.spec.volumes!.some((v) => v.name === 'data'), 'an emptyDir instead');
+      assert.ok(
+        redis.spec.template.spec.volumes!.some((v) => v.name === 'data'),
+        'an emptyDir instead',
+      );
 
       const rule = only(objects, 'PrometheusRule');
       assert.equal(rule.metadata.labels?.release, 'kube-prometheus-stack');
@@ -407,20 +513,55 @@ describe('helm chart tempora (the platform)', function () {
     it('for production: your own PostgreSQL, Redis, provider and payment Secrets, no StatefulSets, nothing generated for them', function () {
       const objects = render('-f', join(EXAMPLES, 'production.yaml'));
       const gw = only<Custom<GatewaySpec>>(objects, 'TemporaGateway');
-      assert.deepEqual([gw.spec.database, gw.spec.redis, gw.spec.secrets], [{ secretName: 'tempora-database', key: 'url' }, { secretName: 'tempora-redis', key: 'url' }, { keys: 'tempora-keys', providers: 'tempora-providers', billing: 'tempora-billing' }]);
-      assert.deepEqual(objects.filter((o) => ['StatefulSet', 'Service'].includes(o.kind)), []);
-      assert.deepEqual(objects.filter((o) => o.kind === 'Secret').map((o) => o.metadata.name).sort(), ['tempora-callback', 'tempora-keys']);
+      assert.deepEqual(
+        [gw.spec.database, gw.spec.redis, gw.spec.secrets],
+        [
+          { secretName: 'tempora-database', key: 'url' },
+          { secretName: 'tempora-redis', key: 'url' },
+          { keys: 'tempora-keys', providers: 'tempora-providers', billing: 'tempora-billing' },
+        ],
+      );
+      assert.deepEqual(
+        objects.filter((o) => ['StatefulSet', 'Service'].includes(o.kind)),
+        [],
+      );
+      assert.deepEqual(
+        objects
+          .filter((o) => o.kind === 'Secret')
+          .map((o) => o.metadata.name)
+          .sort(),
+        ['tempora-callback', 'tempora-keys'],
+      );
     });
 
     it('names existing Secrets instead of generating them', function () {
       const objects = render(
-        ...['secrets.keys.existingSecret=my-keys', 'secrets.callback.existingSecret=my-callback', 'secrets.callback.key=hmac', 'secrets.providers.existingSecret=my-providers', 'secrets.billing.existingSecret=my-billing'].flatMap((s) => ['--set', s]),
+        ...[
+          'secrets.keys.existingSecret=my-keys',
+          'secrets.callback.existingSecret=my-callback',
+          'secrets.callback.key=hmac',
+          'secrets.providers.existingSecret=my-providers',
+          'secrets.billing.existingSecret=my-billing',
+        ].flatMap((s) => ['--set', s]),
         // A named Secret wins over values given for it.
-        '--set', 'secrets.billing.values.STRIPE_SECRET_KEY=ignored',
+        '--set',
+        'secrets.billing.values.STRIPE_SECRET_KEY=ignored',
       );
       const gw = only<Custom<GatewaySpec>>(objects, 'TemporaGateway');
-      assert.deepEqual([gw.spec.secrets, gw.spec.generation.callbackSecret], [{ keys: 'my-keys', providers: 'my-providers', billing: 'my-billing' }, { secretName: 'my-callback', key: 'hmac' }]);
-      assert.deepEqual(objects.filter((o) => o.kind === 'Secret').map((o) => o.metadata.name).sort(), ['tempora-postgresql', 'tempora-redis']);
+      assert.deepEqual(
+        [gw.spec.secrets, gw.spec.generation.callbackSecret],
+        [
+          { keys: 'my-keys', providers: 'my-providers', billing: 'my-billing' },
+          { secretName: 'my-callback', key: 'hmac' },
+        ],
+      );
+      assert.deepEqual(
+        objects
+          .filter((o) => o.kind === 'Secret')
+          .map((o) => o.metadata.name)
+          .sort(),
+        ['tempora-postgresql', 'tempora-redis'],
+      );
     });
 
     it('without any database or Redis: embedded state, one replica per service, no workers, no pool', function () {
@@ -431,7 +572,10 @@ describe('helm chart tempora (the platform)', function () {
       const gw = only<Custom<GatewaySpec>>(objects, 'TemporaGateway');
       assert.equal(gw.spec.database, undefined);
       assert.equal(gw.spec.redis, undefined);
-      assert.deepEqual(objects.filter((o) => ['StatefulSet', 'GraphWorker', 'AgentPool'].includes(o.kind)), []);
+      assert.deepEqual(
+        objects.filter((o) => ['StatefulSet', 'GraphWorker', 'AgentPool'].includes(o.kind)),
+        [],
+      );
     });
   });
 
@@ -446,7 +590,11 @@ describe('helm chart tempora (the platform)', function () {
       ['a log level the CRD does not allow', ['--set', 'logLevel=silent'], /\/logLevel/],
       ['a CORS domain that is no domain', ['--set', 'corsDomain=localhost'], /\/corsDomain/],
       ['an ingress host with a scheme', ['--set', 'ingress.host=https://tempora.example.com'], /\/ingress\/host/],
-      ['an unknown rate-limit tier', ['--set', 'rateLimits.tiers[0].name=gold', '--set', 'rateLimits.tiers[0].requestsPerMinute=5'], /\/rateLimits\/tiers\/0\/name/],
+      [
+        'an unknown rate-limit tier',
+        ['--set', 'rateLimits.tiers[0].name=gold', '--set', 'rateLimits.tiers[0].requestsPerMinute=5'],
+        /\/rateLimits\/tiers\/0\/name/,
+      ],
       ['a tracing endpoint that is no URL', ['--set', 'tracing.endpoint=collector:4318'], /\/tracing\/endpoint/],
       ['a sampling ratio above 1', ['--set', 'tracing.samplingRatio=2'], /\/tracing\/samplingRatio/],
       ['a short service key', ['--set', 'secrets.keys.serviceKey=short'], /\/secrets\/keys\/serviceKey/],
@@ -456,26 +604,83 @@ describe('helm chart tempora (the platform)', function () {
       ['a volume size that is no quantity', ['--set', 'postgresql.persistence.size=lots'], /\/postgresql\/persistence\/size/],
       ['a memory limit that is no quantity', ['--set', 'redis.resources.limits.memory=lots'], /\/redis\/resources\/limits\/memory/],
       // The CRDs take any name under resources; without the schema's names the operator's Deployment would be refused later.
-      ['a misspelt resource name', ['--set', 'services.graph.resources.requests.memroy=1Gi'], /at '\/services\/graph\/resources\/requests': additional properties 'memroy' not allowed/],
-      ['a resource name that is no container resource', ['--set', 'agentPool.resources.limits.storage=1Gi'], /at '\/agentPool\/resources\/limits': additional properties 'storage' not allowed/],
-      ['a kubernetes.io/ resource name, which is no extended resource', ['--set', 'services.graph.resources.limits.kubernetes\\.io/gpu=1'], /at '\/services\/graph\/resources\/limits\/kubernetes\.io~1gpu': false schema/],
-      ['an extended resource without its domain', ['--set', 'graphWorkers.renderer.resources.limits.gpu=1'], /at '\/graphWorkers\/renderer\/resources\/limits': additional properties 'gpu' not allowed/],
+      [
+        'a misspelt resource name',
+        ['--set', 'services.graph.resources.requests.memroy=1Gi'],
+        /at '\/services\/graph\/resources\/requests': additional properties 'memroy' not allowed/,
+      ],
+      [
+        'a resource name that is no container resource',
+        ['--set', 'agentPool.resources.limits.storage=1Gi'],
+        /at '\/agentPool\/resources\/limits': additional properties 'storage' not allowed/,
+      ],
+      [
+        'a kubernetes.io/ resource name, which is no extended resource',
+        ['--set', 'services.graph.resources.limits.kubernetes\\.io/gpu=1'],
+        /at '\/services\/graph\/resources\/limits\/kubernetes\.io~1gpu': false schema/,
+      ],
+      [
+        'an extended resource without its domain',
+        ['--set', 'graphWorkers.renderer.resources.limits.gpu=1'],
+        /at '\/graphWorkers\/renderer\/resources\/limits': additional properties 'gpu' not allowed/,
+      ],
       ['an unknown worker role', ['--set', 'graphWorkers.painter.enabled=true'], /\/graphWorkers/],
       ['a schedule on a Deployment worker', ['--set', 'graphWorkers.renderer.schedule=0 4 * * *'], /\/graphWorkers\/renderer/],
       ['worker concurrency 0', ['--set', 'graphWorkers.judge.concurrency=0'], /\/graphWorkers\/judge\/concurrency/],
-      ['a budget scope the simulation service does not know', ['--set', 'simulationBudgets[0].name=x', '--set', 'simulationBudgets[0].scope=user:1', '--set', 'simulationBudgets[0].limitUsd=1'], /\/simulationBudgets\/0\/scope/],
-      ['a negative budget', ['--set', 'simulationBudgets[0].name=x', '--set', 'simulationBudgets[0].scope=global', '--set', 'simulationBudgets[0].limitUsd=-1'], /\/simulationBudgets\/0\/limitUsd/],
-      ['an alert threshold of 0', ['--set', 'simulationBudgets[0].name=x', '--set', 'simulationBudgets[0].scope=global', '--set', 'simulationBudgets[0].limitUsd=1', '--set', 'simulationBudgets[0].alertThresholds[0]=0'], /\/simulationBudgets\/0\/alertThresholds\/0/],
+      [
+        'a budget scope the simulation service does not know',
+        ['--set', 'simulationBudgets[0].name=x', '--set', 'simulationBudgets[0].scope=user:1', '--set', 'simulationBudgets[0].limitUsd=1'],
+        /\/simulationBudgets\/0\/scope/,
+      ],
+      [
+        'a negative budget',
+        ['--set', 'simulationBudgets[0].name=x', '--set', 'simulationBudgets[0].scope=global', '--set', 'simulationBudgets[0].limitUsd=-1'],
+        /\/simulationBudgets\/0\/limitUsd/,
+      ],
+      [
+        'an alert threshold of 0',
+        [
+          '--set',
+          'simulationBudgets[0].name=x',
+          '--set',
+          'simulationBudgets[0].scope=global',
+          '--set',
+          'simulationBudgets[0].limitUsd=1',
+          '--set',
+          'simulationBudgets[0].alertThresholds[0]=0',
+        ],
+        /\/simulationBudgets\/0\/alertThresholds\/0/,
+      ],
       ['trusted proxies as a string', ['--set-string', 'trustedProxies=one'], /\/trustedProxies/],
-      ['dashboard labels that are not strings', ['--set', 'monitoring.dashboards.labels.grafana_dashboard=1'], /\/monitoring\/dashboards\/labels\/grafana_dashboard/],
+      [
+        'dashboard labels that are not strings',
+        ['--set', 'monitoring.dashboards.labels.grafana_dashboard=1'],
+        /\/monitoring\/dashboards\/labels\/grafana_dashboard/,
+      ],
       // Pod and monitor labels never take over the operator's, which select its pods and children.
-      ['a pod label that is the operator\'s', ['--set', 'pods.labels.app\\.kubernetes\\.io/name=other'], /invalid propertyName 'app.kubernetes.io\/name'/],
-      ['a service\'s pod label under tempora.dev/', ['--set', 'services.graph.pods.labels.tempora\\.dev/gateway=other'], /invalid propertyName 'tempora.dev\/gateway'/],
-      ['a monitor label that is the operator\'s', ['--set', 'monitoring.monitors.labels.app\\.kubernetes\\.io/managed-by=me'], /invalid propertyName 'app.kubernetes.io\/managed-by'/],
+      ["a pod label that is the operator's", ['--set', 'pods.labels.app\\.kubernetes\\.io/name=other'], /invalid propertyName 'app.kubernetes.io\/name'/],
+      [
+        "a service's pod label under tempora.dev/",
+        ['--set', 'services.graph.pods.labels.tempora\\.dev/gateway=other'],
+        /invalid propertyName 'tempora.dev\/gateway'/,
+      ],
+      [
+        "a monitor label that is the operator's",
+        ['--set', 'monitoring.monitors.labels.app\\.kubernetes\\.io/managed-by=me'],
+        /invalid propertyName 'app.kubernetes.io\/managed-by'/,
+      ],
       ['a pod label key that is no qualified name', ['--set', 'pods.labels.not a key=x'], /invalid propertyName 'not a key'/],
       ['a pod annotation under tempora.dev/', ['--set', 'pods.annotations.tempora\\.dev/config-hash=x'], /invalid propertyName 'tempora.dev\/config-hash'/],
-      ['a toleration operator Kubernetes does not know', ['--set', 'pods.tolerations[0].key=k', '--set', 'pods.tolerations[0].operator=Sometimes'], /\/pods\/tolerations\/0\/operator/],
-      ['a spread constraint without whenUnsatisfiable', ['--set', 'pods.topologySpreadConstraints[0].maxSkew=1', '--set', 'pods.topologySpreadConstraints[0].topologyKey=zone'], /\/pods\/topologySpreadConstraints\/0/],
+      [
+        'a toleration operator Kubernetes does not know',
+        ['--set', 'pods.tolerations[0].key=k', '--set', 'pods.tolerations[0].operator=Sometimes'],
+        /\/pods\/tolerations\/0\/operator/,
+      ],
+      [
+        'a spread constraint without whenUnsatisfiable',
+        ['--set', 'pods.topologySpreadConstraints[0].maxSkew=1', '--set', 'pods.topologySpreadConstraints[0].topologyKey=zone'],
+        /\/pods\/topologySpreadConstraints\/0/,
+      ],
       ['a pull secret that is no name', ['--set', 'pods.imagePullSecrets[0].name=Not_A_Name'], /\/pods\/imagePullSecrets\/0\/name/],
       ['a misspelt affinity', ['--set', 'pods.affinity.nodeAfinity.x=1'], /at '\/pods\/affinity': additional properties 'nodeAfinity' not allowed/],
     ];
@@ -489,16 +694,83 @@ describe('helm chart tempora (the platform)', function () {
     }
 
     const templateRefusals: [string, string[], RegExp][] = [
-      ['two replicas without shared state', ['--set', 'postgresql.enabled=false', '--set', 'services.gateway.replicas=2', '--set', 'agentPool.enabled=false', ...['renderer', 'expander', 'judge', 'daily'].flatMap((r) => ['--set', `graphWorkers.${r}.enabled=false`])], /services\.gateway\.replicas=2 needs a database and a Redis/],
+      [
+        'two replicas without shared state',
+        [
+          '--set',
+          'postgresql.enabled=false',
+          '--set',
+          'services.gateway.replicas=2',
+          '--set',
+          'agentPool.enabled=false',
+          ...['renderer', 'expander', 'judge', 'daily'].flatMap((r) => ['--set', `graphWorkers.${r}.enabled=false`]),
+        ],
+        /services\.gateway\.replicas=2 needs a database and a Redis/,
+      ],
       ['graph workers without a database', ['--set', 'postgresql.enabled=false'], /graphWorkers\.\w+ needs a database/],
       ['an agent pool without Redis', ['--set', 'redis.enabled=false'], /agentPool needs a Redis/],
-      ['the chart database and an external one', ['--set', 'externalDatabase.existingSecret=db'], /postgresql\.enabled and externalDatabase\.existingSecret both name a database/],
-      ['the chart Redis and an external one', ['--set', 'externalRedis.existingSecret=r'], /redis\.enabled and externalRedis\.existingSecret both name a Redis/],
+      [
+        'the chart database and an external one',
+        ['--set', 'externalDatabase.existingSecret=db'],
+        /postgresql\.enabled and externalDatabase\.existingSecret both name a database/,
+      ],
+      [
+        'the chart Redis and an external one',
+        ['--set', 'externalRedis.existingSecret=r'],
+        /redis\.enabled and externalRedis\.existingSecret both name a Redis/,
+      ],
       ['an Ingress without a host', ['--set', 'ingress.enabled=true', '--set', 'ingress.host='], /ingress\.enabled needs ingress\.host/],
-      ['a pool whose maximum is below its minimum', ['--set', 'agentPool.minReplicas=4', '--set', 'agentPool.maxReplicas=2'], /agentPool\.maxReplicas \(2\) must be at least agentPool\.minReplicas \(4\)/],
-      ['a default model preset that is not among the presets', ['--set', 'generation.models.presets[0].name=balanced', '--set', 'generation.models.presets[0].provider=gemini', '--set', 'generation.models.presets[0].model=gemini-2.5-flash', '--set', 'generation.models.policy.default=hd'], /generation\.models\.policy\.default "hd" must name one of generation\.models\.presets \(balanced\)/],
-      ['two budgets of one name', ['--set', 'simulationBudgets[1].name=global', '--set', 'simulationBudgets[1].scope=global', '--set', 'simulationBudgets[1].limitUsd=1', '--set', 'simulationBudgets[0].name=global', '--set', 'simulationBudgets[0].scope=global', '--set', 'simulationBudgets[0].limitUsd=1'], /the name "global" appears twice/],
-      ['a per-run maximum above the limit', ['--set', 'simulationBudgets[0].name=global', '--set', 'simulationBudgets[0].scope=global', '--set', 'simulationBudgets[0].limitUsd=10', '--set', 'simulationBudgets[0].perRunMaxUsd=50'], /perRunMaxUsd \(50\) cannot exceed limitUsd \(10\)/],
+      [
+        'a pool whose maximum is below its minimum',
+        ['--set', 'agentPool.minReplicas=4', '--set', 'agentPool.maxReplicas=2'],
+        /agentPool\.maxReplicas \(2\) must be at least agentPool\.minReplicas \(4\)/,
+      ],
+      [
+        'a default model preset that is not among the presets',
+        [
+          '--set',
+          'generation.models.presets[0].name=balanced',
+          '--set',
+          'generation.models.presets[0].provider=gemini',
+          '--set',
+          'generation.models.presets[0].model=gemini-2.5-flash',
+          '--set',
+          'generation.models.policy.default=hd',
+        ],
+        /generation\.models\.policy\.default "hd" must name one of generation\.models\.presets \(balanced\)/,
+      ],
+      [
+        'two budgets of one name',
+        [
+          '--set',
+          'simulationBudgets[1].name=global',
+          '--set',
+          'simulationBudgets[1].scope=global',
+          '--set',
+          'simulationBudgets[1].limitUsd=1',
+          '--set',
+          'simulationBudgets[0].name=global',
+          '--set',
+          'simulationBudgets[0].scope=global',
+          '--set',
+          'simulationBudgets[0].limitUsd=1',
+        ],
+        /the name "global" appears twice/,
+      ],
+      [
+        'a per-run maximum above the limit',
+        [
+          '--set',
+          'simulationBudgets[0].name=global',
+          '--set',
+          'simulationBudgets[0].scope=global',
+          '--set',
+          'simulationBudgets[0].limitUsd=10',
+          '--set',
+          'simulationBudgets[0].perRunMaxUsd=50',
+        ],
+        /perRunMaxUsd \(50\) cannot exceed limitUsd \(10\)/,
+      ],
       ['a name too long for the objects derived from it', ['--set', `fullnameOverride=${'t'.repeat(40)}x`], /fullnameOverride/],
     ];
     for (const [what, args, message] of templateRefusals) {
@@ -523,7 +795,10 @@ describe('helm chart tempora (the platform)', function () {
 
     it('lint and template refuse a misspelt resource name with the schema message, and take the names Kubernetes knows', function () {
       const misspelt = ['--set', 'services.graph.resources.requests.memroy=1Gi'];
-      for (const command of [['lint', CHART, '--strict'], ['template', RELEASE, CHART]]) {
+      for (const command of [
+        ['lint', CHART, '--strict'],
+        ['template', RELEASE, CHART],
+      ]) {
         const r = helm.run(...command, '--namespace', NAMESPACE, ...misspelt);
         assert.notEqual(r.status, 0, `helm ${command[0]} should fail`);
         assert.match(r.stdout + r.stderr, /values don't meet the specifications of the schema/);
@@ -531,7 +806,15 @@ describe('helm chart tempora (the platform)', function () {
       }
       // Standard, huge pages and extended names reach the TemporaGateway as given (an escaped dot stays in the key).
       const gw = only<Custom<GatewaySpec>>(
-        render(...['requests.ephemeral-storage=1Gi', 'requests.hugepages-2Mi=2Mi', 'limits.hugepages-2Mi=2Mi', 'requests.nvidia\\.com/gpu=1', 'limits.nvidia\\.com/gpu=1'].flatMap((v) => ['--set', `services.graph.resources.${v}`])),
+        render(
+          ...[
+            'requests.ephemeral-storage=1Gi',
+            'requests.hugepages-2Mi=2Mi',
+            'limits.hugepages-2Mi=2Mi',
+            'requests.nvidia\\.com/gpu=1',
+            'limits.nvidia\\.com/gpu=1',
+          ].flatMap((v) => ['--set', `services.graph.resources.${v}`]),
+        ),
         'TemporaGateway',
       );
       assert.deepEqual(gw.spec.services.graph!.resources, {
@@ -561,7 +844,11 @@ describe('helm chart tempora (the platform)', function () {
     }
 
     async function dryRun(o: KubeObject): Promise<KubeObject> {
-      return admin.request<KubeObject>('PATCH', await pathOf(o), { body: o, contentType: 'application/apply-patch+yaml', query: { fieldManager: 'helm', force: 'true', dryRun: 'All' } });
+      return admin.request<KubeObject>('PATCH', await pathOf(o), {
+        body: o,
+        contentType: 'application/apply-patch+yaml',
+        query: { fieldManager: 'helm', force: 'true', dryRun: 'All' },
+      });
     }
 
     async function get(o: KubeObject): Promise<KubeObject | undefined> {
@@ -614,7 +901,9 @@ describe('helm chart tempora (the platform)', function () {
         if (promCrds.status !== 0) throw new Error('fetching the Prometheus Operator CRDs failed');
         const promDir = promCrds.stdout.trim();
         const crds = [
-          ...readdirSync(CRD_DIR).filter((f) => f.endsWith('.yaml')).flatMap((f) => manifests(join(CRD_DIR, f))),
+          ...readdirSync(CRD_DIR)
+            .filter((f) => f.endsWith('.yaml'))
+            .flatMap((f) => manifests(join(CRD_DIR, f))),
           // The Prometheus Operator's real schemas, so that the rules and the operator's monitors are validated.
           ...['prometheusrules', 'servicemonitors', 'podmonitors'].flatMap((p) => manifests(join(promDir, `monitoring.coreos.com_${p}.yaml`))),
         ];
@@ -638,10 +927,24 @@ describe('helm chart tempora (the platform)', function () {
       });
 
       it('the dry run is not vacuous: the CRDs refuse what the operator could not run', async function () {
-        const [gw] = helm.template(RELEASE, CHART, 'dry-run', '--set', 'postgresql.enabled=false', '--set', 'agentPool.enabled=false', ...['renderer', 'expander', 'judge', 'daily'].flatMap((r) => ['--set', `graphWorkers.${r}.enabled=false`])).filter((o) => o.kind === 'TemporaGateway') as Custom<GatewaySpec>[];
+        const [gw] = helm
+          .template(
+            RELEASE,
+            CHART,
+            'dry-run',
+            '--set',
+            'postgresql.enabled=false',
+            '--set',
+            'agentPool.enabled=false',
+            ...['renderer', 'expander', 'judge', 'daily'].flatMap((r) => ['--set', `graphWorkers.${r}.enabled=false`]),
+          )
+          .filter((o) => o.kind === 'TemporaGateway') as Custom<GatewaySpec>[];
         gw!.spec.services.gateway!.replicas = 3;
         await assert.rejects(dryRun(gw!), /more than one replica needs spec\.database and spec\.redis/);
-        const rule = only<Custom<{ groups: { rules: Record<string, unknown>[] }[] }>>(helm.template(RELEASE, CHART, 'dry-run', '--api-versions', PROMETHEUS_RULE_API), 'PrometheusRule');
+        const rule = only<Custom<{ groups: { rules: Record<string, unknown>[] }[] }>>(
+          helm.template(RELEASE, CHART, 'dry-run', '--api-versions', PROMETHEUS_RULE_API),
+          'PrometheusRule',
+        );
         rule.spec.groups[0]!.rules[0]!.for = 'two minutes';
         await assert.rejects(dryRun(rule), /spec\.groups\[0\]\.rules\[0\]\.for/);
       });
@@ -651,10 +954,29 @@ describe('helm chart tempora (the platform)', function () {
         const domain244 = ['a'.repeat(63), 'b'.repeat(63), 'c'.repeat(63), 'd'.repeat(52)].join('.');
         // [name, a quantity the API server takes for it (huge pages in multiples of their size, extended resources whole)]
         const names: [string, string][] = [
-          ['cpu', '1'], ['memory', '64Mi'], ['ephemeral-storage', '1Gi'], ['hugepages-2Mi', '2Mi'], ['hugepages-1Gi', '1Gi'],
-          ['nvidia.com/gpu', '1'], ['example.com/foo_bar.Baz-1', '1'], ['vendor/device', '1'], [`${domain244}/x`, '1'], [`example.com/${'n'.repeat(63)}`, '1'],
-          ['memroy', '1Gi'], ['storage', '1Gi'], ['pods', '1'], ['gpu', '1'], ['hugepages-', '1'], ['hugepages-big', '1'], ['Example.com/gpu', '1'],
-          ['example.com/', '1'], ['example.com/-gpu', '1'], ['example..com/gpu', '1'], ['requests.example.com/gpu', '1'], [`${domain244}d/x`, '1'], [`example.com/${'n'.repeat(64)}`, '1'],
+          ['cpu', '1'],
+          ['memory', '64Mi'],
+          ['ephemeral-storage', '1Gi'],
+          ['hugepages-2Mi', '2Mi'],
+          ['hugepages-1Gi', '1Gi'],
+          ['nvidia.com/gpu', '1'],
+          ['example.com/foo_bar.Baz-1', '1'],
+          ['vendor/device', '1'],
+          [`${domain244}/x`, '1'],
+          [`example.com/${'n'.repeat(63)}`, '1'],
+          ['memroy', '1Gi'],
+          ['storage', '1Gi'],
+          ['pods', '1'],
+          ['gpu', '1'],
+          ['hugepages-', '1'],
+          ['hugepages-big', '1'],
+          ['Example.com/gpu', '1'],
+          ['example.com/', '1'],
+          ['example.com/-gpu', '1'],
+          ['example..com/gpu', '1'],
+          ['requests.example.com/gpu', '1'],
+          [`${domain244}d/x`, '1'],
+          [`example.com/${'n'.repeat(64)}`, '1'],
         ];
         const dir = mkdtempSync(join(tmpdir(), 'tempora-resource-names-'));
         try {
@@ -680,11 +1002,18 @@ describe('helm chart tempora (the platform)', function () {
                 return false;
               },
             );
-            assert.equal(schemaTakes, apiTakes, `${name}: the schema ${schemaTakes ? 'takes' : 'refuses'} it, the API server ${apiTakes ? 'takes' : 'refuses'} it`);
+            assert.equal(
+              schemaTakes,
+              apiTakes,
+              `${name}: the schema ${schemaTakes ? 'takes' : 'refuses'} it, the API server ${apiTakes ? 'takes' : 'refuses'} it`,
+            );
           }
           // Taken by the API server's validation, yet no resource: kubernetes.io/ names are Kubernetes' own, none is a container's.
           writeFileSync(join(dir, 'values.json'), JSON.stringify({ services: { graph: { resources: { limits: { 'kubernetes.io/gpu': 1 } } } } }));
-          assert.match(helm.run('template', RELEASE, CHART, '--namespace', NAMESPACE, '-f', join(dir, 'values.json')).stderr, /at '\/services\/graph\/resources\/limits\/kubernetes\.io~1gpu': false schema/);
+          assert.match(
+            helm.run('template', RELEASE, CHART, '--namespace', NAMESPACE, '-f', join(dir, 'values.json')).stderr,
+            /at '\/services\/graph\/resources\/limits\/kubernetes\.io~1gpu': false schema/,
+          );
         } finally {
           rmSync(dir, { recursive: true, force: true });
         }
@@ -717,7 +1046,9 @@ describe('helm chart tempora (the platform)', function () {
         }
 
         async function gatewaySpec(): Promise<GatewaySpec> {
-          return ((await admin.request<KubeObject>('GET', `/apis/tempora.dev/v1alpha1/namespaces/${NAMESPACE}/temporagateways/${RELEASE}`)) as Custom<GatewaySpec>).spec;
+          return (
+            (await admin.request<KubeObject>('GET', `/apis/tempora.dev/v1alpha1/namespaces/${NAMESPACE}/temporagateways/${RELEASE}`)) as Custom<GatewaySpec>
+          ).spec;
         }
 
         /** Our objects in the namespace, by kind/name: everything labelled with the release, and the pods. */
@@ -748,7 +1079,8 @@ describe('helm chart tempora (the platform)', function () {
           assert.match(out, /\/api\/v1\/auth\/demo/);
           assert.match(out, /kubectl -n tempora get secret tempora-keys -o jsonpath='\{\.data\.ADMIN_KEY\}'/);
           assert.match(out, /PostgreSQL and Redis run from this chart/);
-          for (const o of parseObjects(helm.ok('get', 'manifest', RELEASE, '--namespace', NAMESPACE))) assert.ok(await get(o), `${o.kind}/${o.metadata.name} exists`);
+          for (const o of parseObjects(helm.ok('get', 'manifest', RELEASE, '--namespace', NAMESPACE)))
+            assert.ok(await get(o), `${o.kind}/${o.metadata.name} exists`);
           secretsAtInstall = await secretsNow();
           assert.deepEqual(
             Object.fromEntries([...secretsAtInstall].map(([name, data]) => [name, Object.keys(data).sort()])),
@@ -775,7 +1107,10 @@ describe('helm chart tempora (the platform)', function () {
           assert.deepEqual(await secretsNow(), secretsAtInstall);
           // What the operator generated stays out of every revision's manifest, so that a rollback cannot remove it.
           const keys = only<Secret>(parseObjects(helm.ok('get', 'manifest', RELEASE, '--namespace', NAMESPACE)), 'Secret', 'tempora-keys');
-          assert.deepEqual([keys.data, Object.keys(toGenerate(keys)).sort()], [undefined, ['ADMIN_KEY', 'SERVICE_KEY', 'SIMULATION_API_KEYS', 'WRITER_TOKENS']]);
+          assert.deepEqual(
+            [keys.data, Object.keys(toGenerate(keys)).sort()],
+            [undefined, ['ADMIN_KEY', 'SERVICE_KEY', 'SIMULATION_API_KEYS', 'WRITER_TOKENS']],
+          );
         });
 
         it('rolls back to the first revision: the value is back, the Secrets still unchanged', async function () {
@@ -791,7 +1126,9 @@ describe('helm chart tempora (the platform)', function () {
           helm.ok('uninstall', RELEASE, '--namespace', NAMESPACE);
           const expected = [...kept.map((s) => `PersistentVolumeClaim/data-${s}-0`), ...kept.map((s) => `Secret/${s}`)].sort();
           // The garbage collector deletes the StatefulSets' pods after helm deletes their owners.
-          await waitFor('only the kept objects', async () => JSON.stringify(await ours()) === JSON.stringify(expected), 60_000, 250).catch(async () => assert.deepEqual(await ours(), expected));
+          await waitFor('only the kept objects', async () => JSON.stringify(await ours()) === JSON.stringify(expected), 60_000, 250).catch(async () =>
+            assert.deepEqual(await ours(), expected),
+          );
           assert.equal((await admin.request<{ items: unknown[] }>('GET', '/apis/monitoring.coreos.com/v1/namespaces/tempora/prometheusrules')).items.length, 0);
         });
 

@@ -4,7 +4,7 @@
 // client-certificate admin and a service-account signing key. No kubelet or scheduler runs: Deployments
 // get ReplicaSets and Pods objects, CronJobs get Jobs, and the garbage collector deletes dependents.
 // node.ts starts the same control plane with `nodeAddress` and adds a node that runs the pods.
-import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { type ChildProcess, execFileSync, spawn, spawnSync } from 'node:child_process';
 import { createWriteStream, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { request } from 'node:https';
 import { homedir, tmpdir } from 'node:os';
@@ -27,7 +27,12 @@ export function ensureBinaries(): void {
     if (built.status !== 0) throw new Error(`building Kubernetes ${K8S_VERSION} failed (exit ${built.status})`);
   }
   // etcd, and openssl for the certificates, from Debian when missing.
-  const missing = [['etcd', 'etcd-server'], ['openssl', 'openssl']].filter(([cmd]) => spawnSync('sh', ['-c', `command -v ${cmd}`]).status !== 0).map(([, pkg]) => pkg!);
+  const missing = [
+    ['etcd', 'etcd-server'],
+    ['openssl', 'openssl'],
+  ]
+    .filter(([cmd]) => spawnSync('sh', ['-c', `command -v ${cmd}`]).status !== 0)
+    .map(([, pkg]) => pkg!);
   if (missing.length > 0) aptInstall(...missing);
 }
 
@@ -46,7 +51,26 @@ function generatePki(dir: string, extraIps: string[]): Pki {
   const sign = (name: string, subject: string, ext: string) => {
     writeFileSync(join(dir, `${name}.ext`), ext);
     openssl(['req', '-newkey', 'rsa:2048', '-nodes', '-keyout', `${name}.key`, '-out', `${name}.csr`, '-subj', subject], dir);
-    openssl(['x509', '-req', '-in', `${name}.csr`, '-CA', 'ca.crt', '-CAkey', 'ca.key', '-CAcreateserial', '-out', `${name}.crt`, '-days', '2', '-extfile', `${name}.ext`], dir);
+    openssl(
+      [
+        'x509',
+        '-req',
+        '-in',
+        `${name}.csr`,
+        '-CA',
+        'ca.crt',
+        '-CAkey',
+        'ca.key',
+        '-CAcreateserial',
+        '-out',
+        `${name}.crt`,
+        '-days',
+        '2',
+        '-extfile',
+        `${name}.ext`,
+      ],
+      dir,
+    );
   };
   sign(
     'apiserver',
@@ -131,7 +155,10 @@ export class ControlPlane {
   async start(beforeControllers?: () => Promise<void>): Promise<void> {
     ensureBinaries();
     const serviceIp = this.#options.serviceCidr ? firstAddress(this.#options.serviceCidr) : undefined;
-    this.#pki = generatePki(this.dir, [this.#options.nodeAddress, serviceIp].filter((ip): ip is string => Boolean(ip)));
+    this.#pki = generatePki(
+      this.dir,
+      [this.#options.nodeAddress, serviceIp].filter((ip): ip is string => Boolean(ip)),
+    );
     this.#etcdPort = await freePort();
     const peerPort = await freePort();
     this.apiserverPort = await freePort();
@@ -236,7 +263,26 @@ export class ControlPlane {
     writeFileSync(join(this.dir, `${name}.ext`), 'extendedKeyUsage=clientAuth\n');
     const subject = [...groups.map((g) => `/O=${g}`), `/CN=${user}`].join('');
     openssl(['req', '-newkey', 'rsa:2048', '-nodes', '-keyout', `${name}.key`, '-out', `${name}.csr`, '-subj', subject], this.dir);
-    openssl(['x509', '-req', '-in', `${name}.csr`, '-CA', 'ca.crt', '-CAkey', 'ca.key', '-CAcreateserial', '-out', `${name}.crt`, '-days', '2', '-extfile', `${name}.ext`], this.dir);
+    openssl(
+      [
+        'x509',
+        '-req',
+        '-in',
+        `${name}.csr`,
+        '-CA',
+        'ca.crt',
+        '-CAkey',
+        'ca.key',
+        '-CAcreateserial',
+        '-out',
+        `${name}.crt`,
+        '-days',
+        '2',
+        '-extfile',
+        `${name}.ext`,
+      ],
+      this.dir,
+    );
     const path = join(this.dir, file);
     this.#writeKubeconfig(path, readFileSync(join(this.dir, `${name}.crt`), 'utf8'), readFileSync(join(this.dir, `${name}.key`), 'utf8'));
     return path;

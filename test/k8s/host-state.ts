@@ -4,7 +4,7 @@
 // write outside the run's own folder. Everything here is synchronous so that it also runs from a
 // process 'exit' handler, after a failed test or an interrupt.
 import { spawnSync } from 'node:child_process';
-import { existsSync, lstatSync, readFileSync, readdirSync, rmSync, rmdirSync, writeFileSync } from 'node:fs';
+import { existsSync, lstatSync, readdirSync, readFileSync, rmdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 
 export interface HostSnapshot {
@@ -105,7 +105,12 @@ function readIptables(): Record<string, Record<string, string>> {
 
 function readNftTables(): string[] {
   const r = run('nft', ['list', 'tables']);
-  return r.ok ? r.out.split('\n').filter((l) => l.startsWith('table ')).sort() : [];
+  return r.ok
+    ? r.out
+        .split('\n')
+        .filter((l) => l.startsWith('table '))
+        .sort()
+    : [];
 }
 
 function unescapeMount(path: string): string {
@@ -284,7 +289,10 @@ export function restoreHost(before: HostSnapshot, scope: RestoreScope, log: (m: 
   // Processes first: nothing may hold mounts, links or cgroups.
   const newCgroups = readCgroups().filter((c) => !before.cgroups.includes(c));
   const strays = [
-    ...new Set([...newCgroups.flatMap((c) => cgroupPids(join('/sys/fs/cgroup', c))), ...[scope.runDir, ...(scope.processMarkers ?? [])].flatMap(processesMentioning)]),
+    ...new Set([
+      ...newCgroups.flatMap((c) => cgroupPids(join('/sys/fs/cgroup', c))),
+      ...[scope.runDir, ...(scope.processMarkers ?? [])].flatMap(processesMentioning),
+    ]),
   ];
   if (strays.length > 0) {
     log(`killing ${strays.length} leftover processes`);

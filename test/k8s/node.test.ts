@@ -2,12 +2,12 @@
 // base, runs as a Deployment behind a Service and answers from the host through the ClusterIP and the
 // cluster's DNS; after stop the host is as it was before the node started.
 import assert from 'node:assert/strict';
+import { Resolver } from 'node:dns/promises';
 import { existsSync } from 'node:fs';
 import { createServer, request } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { Resolver } from 'node:dns/promises';
 import { K8S_VERSION } from './control-plane.ts';
-import { diffHost, processesMentioning, snapshotHost, type HostSnapshot } from './host-state.ts';
+import { diffHost, type HostSnapshot, processesMentioning, snapshotHost } from './host-state.ts';
 import { KubeNode, NODE_ADDRESS, skipWithoutNode } from './node.ts';
 
 function get(url: string): Promise<{ status: number; body: string }> {
@@ -67,41 +67,44 @@ describe('a real one-node cluster (test/k8s/node.ts)', function () {
     this.timeout(10 * 60_000);
     const image = await node!.buildImage({ dockerfile: 'services/graph/Dockerfile', name: 'graph' });
     const labels = { app: 'graph' };
-    await node!.apply({
-      apiVersion: 'apps/v1',
-      kind: 'Deployment',
-      metadata: { name: 'graph', namespace: 'default' },
-      spec: {
-        replicas: 1,
-        selector: { matchLabels: labels },
-        template: {
-          metadata: { labels },
-          spec: {
-            securityContext: { runAsNonRoot: true, runAsUser: 1000, runAsGroup: 1000, fsGroup: 1000 },
-            containers: [
-              {
-                name: 'graph',
-                image,
-                imagePullPolicy: 'Never',
-                env: [{ name: 'LOG_LEVEL', value: 'warn' }],
-                ports: [{ name: 'http', containerPort: 8082 }],
-                readinessProbe: { httpGet: { path: '/health', port: 'http' }, periodSeconds: 1 },
-                securityContext: { readOnlyRootFilesystem: true, allowPrivilegeEscalation: false, capabilities: { drop: ['ALL'] } },
-                // The embedded database (no DATABASE_URL) is the only thing the graph writes.
-                volumeMounts: [
-                  { name: 'data', mountPath: '/var/lib/tempora' },
-                  { name: 'tmp', mountPath: '/tmp' },
-                ],
-              },
-            ],
-            volumes: [
-              { name: 'data', emptyDir: {} },
-              { name: 'tmp', emptyDir: {} },
-            ],
+    await node!.apply(
+      {
+        apiVersion: 'apps/v1',
+        kind: 'Deployment',
+        metadata: { name: 'graph', namespace: 'default' },
+        spec: {
+          replicas: 1,
+          selector: { matchLabels: labels },
+          template: {
+            metadata: { labels },
+            spec: {
+              securityContext: { runAsNonRoot: true, runAsUser: 1000, runAsGroup: 1000, fsGroup: 1000 },
+              containers: [
+                {
+                  name: 'graph',
+                  image,
+                  imagePullPolicy: 'Never',
+                  env: [{ name: 'LOG_LEVEL', value: 'warn' }],
+                  ports: [{ name: 'http', containerPort: 8082 }],
+                  readinessProbe: { httpGet: { path: '/health', port: 'http' }, periodSeconds: 1 },
+                  securityContext: { readOnlyRootFilesystem: true, allowPrivilegeEscalation: false, capabilities: { drop: ['ALL'] } },
+                  // The embedded database (no DATABASE_URL) is the only thing the graph writes.
+                  volumeMounts: [
+                    { name: 'data', mountPath: '/var/lib/tempora' },
+                    { name: 'tmp', mountPath: '/tmp' },
+                  ],
+                },
+              ],
+              volumes: [
+                { name: 'data', emptyDir: {} },
+                { name: 'tmp', emptyDir: {} },
+              ],
+            },
           },
         },
-      },
-    } as never, 'deployments');
+      } as never,
+      'deployments',
+    );
     const service = await node!.apply<{ spec: { clusterIP: string } }>({
       apiVersion: 'v1',
       kind: 'Service',
@@ -156,7 +159,14 @@ describe('a real one-node cluster (test/k8s/node.ts)', function () {
       spec: {
         restartPolicy: 'Never',
         containers: [
-          { name: 'probe', image: 'local/base:base', imagePullPolicy: 'Never', command: ['node', '-e', probe], env: [{ name: 'HOST_SERVICE', value: hostService }], securityContext: { runAsUser: 1000 } },
+          {
+            name: 'probe',
+            image: 'local/base:base',
+            imagePullPolicy: 'Never',
+            command: ['node', '-e', probe],
+            env: [{ name: 'HOST_SERVICE', value: hostService }],
+            securityContext: { runAsUser: 1000 },
+          },
         ],
       },
     } as never);

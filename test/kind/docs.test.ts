@@ -10,8 +10,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parse } from 'yaml';
 import { DEPLOYED_SERVICES } from '../../operator/src/reconcilers/platform-services.ts';
-import { startPlatform, type Platform } from '../support/platform.ts';
-import { BLOCK_INFO, kindDocBlocks, ROOT, runnable, type DocBlock } from './kind-doc.ts';
+import { type Platform, startPlatform } from '../support/platform.ts';
+import { BLOCK_INFO, type DocBlock, kindDocBlocks, ROOT, runnable } from './kind-doc.ts';
 
 const blocks = kindDocBlocks();
 const kindConfig = parse(readFileSync(join(ROOT, 'kind-config.yaml'), 'utf8')) as { name: string };
@@ -39,10 +39,15 @@ describe('docs/kind.md', function () {
     for (const b of kindOnly) assert.match(b.script, /^(kind|docker) /m, `kind-only block under "${b.section}" runs kind or docker`);
     // Only what downloads from the internet: Traefik's and kube-prometheus-stack's charts and images, and the Grafana of the latter.
     const needsInternet = blocks.filter((b) => b.needsInternet);
-    assert.deepEqual([...new Set(needsInternet.map((b) => b.section))], ['2. An ingress controller', '3. Prometheus and Grafana (optional)', '10. Watch the metrics']);
-    for (const b of needsInternet) assert.match(b.script, /helm repo add \S+ https:\/\/|monitoring-grafana/, `block under "${b.section}" downloads, or uses what step 3 downloaded`);
+    assert.deepEqual(
+      [...new Set(needsInternet.map((b) => b.section))],
+      ['2. An ingress controller', '3. Prometheus and Grafana (optional)', '10. Watch the metrics'],
+    );
+    for (const b of needsInternet)
+      assert.match(b.script, /helm repo add \S+ https:\/\/|monitoring-grafana/, `block under "${b.section}" downloads, or uses what step 3 downloaded`);
     // Runnable blocks never need Docker, kind or the internet; the sign-in goes through the Ingress.
-    for (const b of blocks.filter((x) => x.run)) assert.doesNotMatch(b.script, /\b(docker|kind) |helm repo add|https:\/\/(?!.*localhost)/, `runnable block under "${b.section}"`);
+    for (const b of blocks.filter((x) => x.run))
+      assert.doesNotMatch(b.script, /\b(docker|kind) |helm repo add|https:\/\/(?!.*localhost)/, `runnable block under "${b.section}"`);
     assert.match(runnable(blocks, ['7.']), /^GW=http:\/\/tempora\.localhost$/m);
   });
 
@@ -56,11 +61,13 @@ describe('docs/kind.md', function () {
 
   it('builds, loads and installs the same images: what docker tags, kind loads and the charts run', function () {
     const images = dryRunKindOnly(blocks.find((b) => b.section.startsWith('4.'))!);
-    const built = images.filter((l) => l.startsWith('docker build')).map((l) => {
-      const [, dockerfile, tag] = /^docker build -f (\S+) -t (\S+) \.$/.exec(l)!;
-      assert.ok(existsSync(join(ROOT, dockerfile!)), `${dockerfile} exists`);
-      return tag!;
-    });
+    const built = images
+      .filter((l) => l.startsWith('docker build'))
+      .map((l) => {
+        const [, dockerfile, tag] = /^docker build -f (\S+) -t (\S+) \.$/.exec(l)!;
+        assert.ok(existsSync(join(ROOT, dockerfile!)), `${dockerfile} exists`);
+        return tag!;
+      });
     const loaded = images.find((l) => l.startsWith('kind load'))!;
     assert.equal(loaded, `kind load docker-image --name ${kindConfig.name} ${built.join(' ')}`);
     // The images the operator runs for a TemporaGateway, named as the kind values make it: <registry>/<service>:<version>.
@@ -79,7 +86,10 @@ describe('docs/kind.md', function () {
     assert.equal(gw, `GW=http://${kindValues.ingress.host}`);
     assert.match(kindValues.ingress.host, /\.localhost$/, 'resolves to this machine without /etc/hosts');
     assert.equal(kindValues.ingress.className, 'traefik');
-    assert.match(blocks.find((b) => b.section.startsWith('2.'))!.script, /helm install traefik traefik\/traefik .*--set ports\.web\.hostPort=80 --set ports\.websecure\.hostPort=443/s);
+    assert.match(
+      blocks.find((b) => b.section.startsWith('2.'))!.script,
+      /helm install traefik traefik\/traefik .*--set ports\.web\.hostPort=80 --set ports\.websecure\.hostPort=443/s,
+    );
     assert.match(blocks.find((b) => b.section.startsWith('2.'))!.script, /nodeSelector\.ingress-ready=true/);
   });
 
@@ -119,7 +129,10 @@ describe('docs/kind.md', function () {
       assert.equal(path!.split('/').length, 9, `a moment's canonical path: ${path}`);
       assert.equal(moment, 'Storming of the Bastille');
       for (const route of ['route="/api/v1/auth/demo",status="201"', 'route="proxy:generation",status="200"', 'route="proxy:graph",status="200"']) {
-        assert.ok(metrics.some((l) => l.startsWith('http_server_request_duration_seconds_count{') && l.includes(route)), `the metrics count ${route}:\n${said}`);
+        assert.ok(
+          metrics.some((l) => l.startsWith('http_server_request_duration_seconds_count{') && l.includes(route)),
+          `the metrics count ${route}:\n${said}`,
+        );
       }
     });
   });

@@ -124,7 +124,13 @@ describe('kind-config.yaml', function () {
     assert.equal(r.status, 1);
     assert.match(r.out, /port mapping with same listen address, port and protocol already configured: 0\.0\.0\.0:80\/TCP/);
     // Another protocol on the same port does not clash; a random host port (0) never does.
-    const udp = variant((c) => c.nodes[0]!.extraPortMappings!.push({ containerPort: 8080, hostPort: 80, listenAddress: '127.0.0.1', protocol: 'UDP' }, { containerPort: 81, hostPort: 0 }, { containerPort: 82, hostPort: 0 }));
+    const udp = variant((c) =>
+      c.nodes[0]!.extraPortMappings!.push(
+        { containerPort: 8080, hostPort: 80, listenAddress: '127.0.0.1', protocol: 'UDP' },
+        { containerPort: 81, hostPort: 0 },
+        { containerPort: 82, hostPort: 0 },
+      ),
+    );
     assert.equal(udp.status, 0, udp.out);
   });
 
@@ -136,7 +142,11 @@ describe('kind-config.yaml', function () {
       ['an unknown protocol', (c) => (c.nodes[0]!.extraPortMappings![0]!.protocol = 'TDP'), /Unknown PortMappingProtocol: "TDP"/],
       ['a listen address that is no address', (c) => (c.nodes[0]!.extraPortMappings![0]!.listenAddress = 'localhost'), /invalid listen address: localhost/],
       ['a pod subnet that is no CIDR', (c) => (c.networking = { podSubnet: '10.244.0.0/33' }), /invalid pod subnet/],
-      ['an IPv6 service subnet on IPv4', (c) => (c.networking = { serviceSubnet: 'fd00:10:96::/112' }), /invalid service subnet expected IPv4 CIDR for IPv4 family/],
+      [
+        'an IPv6 service subnet on IPv4',
+        (c) => (c.networking = { serviceSubnet: 'fd00:10:96::/112' }),
+        /invalid service subnet expected IPv4 CIDR for IPv4 family/,
+      ],
       ['an unknown kube-proxy mode', (c) => (c.networking = { kubeProxyMode: 'userspace' }), /invalid kubeProxyMode: userspace/],
       ['workers only', (c) => (c.nodes[0]!.role = 'worker'), /must have at least one control-plane node/],
     ];

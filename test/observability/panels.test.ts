@@ -1,21 +1,21 @@
 import assert from 'node:assert/strict';
-import { spawn, type ChildProcess } from 'node:child_process';
-import { createServer } from 'node:http';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { stringify } from 'yaml';
-import { freePort } from '../../scripts/infra.ts';
+import { PROMETHEUS_DIR } from '../../dashboards/src/build.ts';
 import { COMPONENT_LABEL, type Component } from '../../dashboards/src/components.ts';
 import { DASHBOARDS } from '../../dashboards/src/index.ts';
 import { inspect, substitute } from '../../dashboards/src/lint.ts';
-import { PROMETHEUS_DIR } from '../../dashboards/src/build.ts';
-import { newOperator, startCluster, applyAs, waitFor, type Cluster } from '../../operator/test/cluster.ts';
 import type { Operator } from '../../operator/src/operator.ts';
-import { NS, gateway } from '../../operator/test/fixtures.ts';
+import { applyAs, type Cluster, newOperator, startCluster, waitFor } from '../../operator/test/cluster.ts';
+import { gateway, NS } from '../../operator/test/fixtures.ts';
 import { tlsSecret } from '../../operator/test/tls-secret.ts';
+import { freePort } from '../../scripts/infra.ts';
 import { createDatabase, dropDatabase } from '../support/database.ts';
-import { startPlatform, type Platform } from '../support/platform.ts';
+import { type Platform, startPlatform } from '../support/platform.ts';
 import { prometheusBinaries } from '../support/prometheus.ts';
 
 interface QueryVariable {
@@ -67,7 +67,10 @@ describe('dashboards on a real Prometheus scraping the platform', function () {
   before(async () => {
     databaseUrl = await createDatabase('panels');
     // A SimulationBudget as the operator's ConfigMap renders it, for the budget panels.
-    writeFileSync(join(dir, 'budgets.json'), JSON.stringify({ panels: { scope: 'global', period: 'monthly', limitUsd: 50, perRunMaxUsd: 1, alertThresholds: [0.5, 0.9] } }));
+    writeFileSync(
+      join(dir, 'budgets.json'),
+      JSON.stringify({ panels: { scope: 'global', period: 'monthly', limitUsd: 50, perRunMaxUsd: 1, alertThresholds: [0.5, 0.9] } }),
+    );
     platform = await startPlatform({
       shared: { databaseUrl, redisUrl: process.env.REDIS_URL! },
       env: { SIMULATION_BUDGETS_PATH: join(dir, 'budgets.json') },
@@ -79,16 +82,19 @@ describe('dashboards on a real Prometheus scraping the platform', function () {
 
     // Another team's exporter, with the platform's metric names, going wrong on every scrape.
     let scrapes = 0;
-    const other = createServer((req, res) => {
+    const other = createServer((_req, res) => {
       scrapes++;
       res.writeHead(200, { 'content-type': 'text/plain; version=0.0.4' }).end(foreignMetrics(scrapes));
     });
     await new Promise<void>((ready) => other.listen(0, '127.0.0.1', ready));
     after(() => other.close());
 
-    const targets: Array<{ job: string; host: string; component: Component }> = [{ job: 'operator', host: `127.0.0.1:${operator.port}`, component: 'operator' }];
+    const targets: Array<{ job: string; host: string; component: Component }> = [
+      { job: 'operator', host: `127.0.0.1:${operator.port}`, component: 'operator' },
+    ];
     for (const [service, url] of Object.entries(platform.metricsUrls)) targets.push({ job: service, host: new URL(url).host, component: service as Component });
-    for (const [worker, url] of Object.entries(platform.workers)) targets.push({ job: worker, host: new URL(url).host, component: worker.startsWith('graph-') ? 'graph-worker' : 'agent-pool' });
+    for (const [worker, url] of Object.entries(platform.workers))
+      targets.push({ job: worker, host: new URL(url).host, component: worker.startsWith('graph-') ? 'graph-worker' : 'agent-pool' });
     const port = await freePort();
     writeFileSync(
       join(dir, 'prometheus.yml'),
@@ -97,14 +103,22 @@ describe('dashboards on a real Prometheus scraping the platform', function () {
         rule_files: [join(PROMETHEUS_DIR, 'tempora.rules.yaml')],
         scrape_configs: [
           // The operator's monitors add the label with a relabeling, as these do.
-          ...targets.map(({ job, host, component }) => ({ job_name: job, static_configs: [{ targets: [host] }], relabel_configs: [{ target_label: COMPONENT_LABEL, replacement: component }] })),
+          ...targets.map(({ job, host, component }) => ({
+            job_name: job,
+            static_configs: [{ targets: [host] }],
+            relabel_configs: [{ target_label: COMPONENT_LABEL, replacement: component }],
+          })),
           { job_name: 'other-team', static_configs: [{ targets: [`127.0.0.1:${(other.address() as { port: number }).port}`] }] },
           { job_name: 'kube-scheduler', static_configs: [{ targets: [`127.0.0.1:${await freePort()}`] }] },
         ],
       }),
     );
     prometheusUrl = `http://127.0.0.1:${port}`;
-    prometheus = spawn(prometheusBinaries().prometheus, [`--config.file=${join(dir, 'prometheus.yml')}`, `--storage.tsdb.path=${join(dir, 'data')}`, `--web.listen-address=127.0.0.1:${port}`], { stdio: 'ignore' });
+    prometheus = spawn(
+      prometheusBinaries().prometheus,
+      [`--config.file=${join(dir, 'prometheus.yml')}`, `--storage.tsdb.path=${join(dir, 'data')}`, `--web.listen-address=127.0.0.1:${port}`],
+      { stdio: 'ignore' },
+    );
     await waitFor('Prometheus to be ready', async () => (await fetch(`${prometheusUrl}/-/ready`).catch(() => undefined))?.ok, 60_000, 250);
 
     await smokeTraffic(platform, cluster);
@@ -130,7 +144,11 @@ describe('dashboards on a real Prometheus scraping the platform', function () {
     assert.ok(selector && label, `a label_values query: ${query}`);
     const filled = selector.replaceAll(/\$\{?(\w+)\}?/g, (_, name: string) => variables[name] ?? assert.fail(`no value for $${name} in ${query}`));
     const start = Math.floor(Date.now() / 1000) - 3600;
-    const answer = (await (await fetch(`${prometheusUrl}/api/v1/label/${label}/values?match[]=${encodeURIComponent(filled)}&start=${start}`)).json()) as { status: string; data?: string[]; error?: string };
+    const answer = (await (await fetch(`${prometheusUrl}/api/v1/label/${label}/values?match[]=${encodeURIComponent(filled)}&start=${start}`)).json()) as {
+      status: string;
+      data?: string[];
+      error?: string;
+    };
     assert.equal(answer.status, 'success', `${answer.error} in ${query}`);
     return answer.data!;
   }
@@ -145,14 +163,20 @@ describe('dashboards on a real Prometheus scraping the platform', function () {
       const jobs = await labelValues(query('job'), { component: all });
       for (const job of FOREIGN_JOBS) assert.ok(!jobs.includes(job), `$job offers ${job}, not Tempora`);
       assert.ok(jobs.length > 0, `$job: ${query('job')} returns no job`);
-      for (const job of jobs) assert.ok((await labelValues(query('instance'), { component: all, job: asRegexLiteral(job) })).length > 0, `$instance: ${query('instance')} returns nothing for job ${job}`);
-      for (const v of variables.filter((v) => v.type === 'query' && !['component', 'job', 'instance'].includes(v.name))) assert.ok((await labelValues(v.query, { component: all, job: '.+', instance: '.+' })).length > 0, `$${v.name}: ${v.query}`);
+      for (const job of jobs)
+        assert.ok(
+          (await labelValues(query('instance'), { component: all, job: asRegexLiteral(job) })).length > 0,
+          `$instance: ${query('instance')} returns nothing for job ${job}`,
+        );
+      for (const v of variables.filter((v) => v.type === 'query' && !['component', 'job', 'instance'].includes(v.name)))
+        assert.ok((await labelValues(v.query, { component: all, job: '.+', instance: '.+' })).length > 0, `$${v.name}: ${v.query}`);
 
       // Every job that has a series a panel selects can be picked, to narrow the dashboard to it.
       const metrics = new Set<string>();
       for (const panel of dashboard.panels ?? []) {
         if (!('targets' in panel)) continue;
-        for (const target of (panel.targets ?? []) as unknown as Array<{ expr: string }>) for (const { metric } of inspect(substitute(target.expr)).selectors) if (!EVERY_PROCESS.test(metric)) metrics.add(metric);
+        for (const target of (panel.targets ?? []) as unknown as Array<{ expr: string }>)
+          for (const { metric } of inspect(substitute(target.expr)).selectors) if (!EVERY_PROCESS.test(metric)) metrics.add(metric);
       }
       const drawn = new Set<string>();
       for (const metric of metrics) for (const job of await labelValues(`label_values(${metric}{${COMPONENT_LABEL}=~"${all}"}, job)`)) drawn.add(job);
@@ -166,24 +190,51 @@ describe('dashboards on a real Prometheus scraping the platform', function () {
       for (const panel of dashboard.panels ?? []) {
         if (!('targets' in panel)) continue;
         for (const target of (panel.targets ?? []) as unknown as Array<{ expr: string }>) {
-          const answer = (await (await fetch(`${prometheusUrl}/api/v1/query?query=${encodeURIComponent(resolve(target.expr))}`)).json()) as { status: string; data?: { result: unknown[] }; error?: string };
+          const answer = (await (await fetch(`${prometheusUrl}/api/v1/query?query=${encodeURIComponent(resolve(target.expr))}`)).json()) as {
+            status: string;
+            data?: { result: unknown[] };
+            error?: string;
+          };
           assert.equal(answer.status, 'success', `${panel.title}: ${answer.error} in ${target.expr}`);
           if (answer.data!.result.length === 0) empty.push(`${panel.title}: ${target.expr}`);
-          for (const { metric } of answer.data!.result as Array<{ metric: Record<string, string> }>) if (Object.values(metric).some((v) => FOREIGN_VALUES.has(v))) leaked.push(`${panel.title}: ${JSON.stringify(metric)}`);
+          for (const { metric } of answer.data!.result as Array<{ metric: Record<string, string> }>)
+            if (Object.values(metric).some((v) => FOREIGN_VALUES.has(v))) leaked.push(`${panel.title}: ${JSON.stringify(metric)}`);
         }
       }
       assert.deepEqual(empty, [], 'panels without series');
-      assert.deepEqual(leaked, [], "series of other workloads");
+      assert.deepEqual(leaked, [], 'series of other workloads');
     });
   }
 
   it('the rules see every component and raise nothing on the other workloads', async () => {
-    const answer = (await (await fetch(`${prometheusUrl}/api/v1/query?query=ALERTS`)).json()) as { data: { result: Array<{ metric: Record<string, string> }> } };
+    const answer = (await (await fetch(`${prometheusUrl}/api/v1/query?query=ALERTS`)).json()) as {
+      data: { result: Array<{ metric: Record<string, string> }> };
+    };
     const alerts = answer.data.result.map((r) => r.metric);
-    assert.deepEqual(alerts.filter((a) => a.alertname === 'TemporaComponentAbsent'), [], 'every component scraped, with its label');
-    assert.deepEqual(alerts.filter((a) => Object.values(a).some((v) => FOREIGN_VALUES.has(v)) || ['TemporaTargetDown', 'TemporaOperatorReconcileErrors', 'TemporaOperatorWorkQueueStuck', 'TemporaErrorBudgetBurn', 'TemporaRateLimiterMemoryFallback'].includes(a.alertname!)), [], 'alerts on other workloads');
+    assert.deepEqual(
+      alerts.filter((a) => a.alertname === 'TemporaComponentAbsent'),
+      [],
+      'every component scraped, with its label',
+    );
+    assert.deepEqual(
+      alerts.filter(
+        (a) =>
+          Object.values(a).some((v) => FOREIGN_VALUES.has(v)) ||
+          [
+            'TemporaTargetDown',
+            'TemporaOperatorReconcileErrors',
+            'TemporaOperatorWorkQueueStuck',
+            'TemporaErrorBudgetBurn',
+            'TemporaRateLimiterMemoryFallback',
+          ].includes(a.alertname!),
+      ),
+      [],
+      'alerts on other workloads',
+    );
     // The other team's series are there, so the silence above is the rules', not an empty scrape.
-    const theirs = (await (await fetch(`${prometheusUrl}/api/v1/query?query=${encodeURIComponent('controller_runtime_reconcile_errors_total{job="other-team"}')}`)).json()) as { data: { result: unknown[] } };
+    const theirs = (await (
+      await fetch(`${prometheusUrl}/api/v1/query?query=${encodeURIComponent('controller_runtime_reconcile_errors_total{job="other-team"}')}`)
+    ).json()) as { data: { result: unknown[] } };
     assert.equal(theirs.data.result.length, 1);
   });
 });
@@ -214,7 +265,11 @@ function foreignMetrics(scrape: number): string {
 async function smokeTraffic(platform: Platform, cluster: Cluster): Promise<void> {
   const gw = platform.urls.gateway;
   const call = async (method: string, path: string, body?: unknown, headers: Record<string, string> = {}) => {
-    const response = await fetch(`${gw}${path}`, { method, headers: { 'content-type': 'application/json', ...headers }, body: body === undefined ? undefined : JSON.stringify(body) });
+    const response = await fetch(`${gw}${path}`, {
+      method,
+      headers: { 'content-type': 'application/json', ...headers },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
     const text = await response.text();
     assert.ok(response.status < 300, `${method} ${path}: ${response.status} ${text.slice(0, 500)}`);
     return JSON.parse(text || '{}') as Record<string, unknown>;

@@ -1,11 +1,11 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
-import { OFFLINE_MODEL } from '../../services/kit/src/providers/offline.ts';
-import { FakeVendors } from '../../services/generation/test/providers/fake-vendors.ts';
 import { vendorEnv } from '../../services/generation/test/harness.ts';
+import { FakeVendors } from '../../services/generation/test/providers/fake-vendors.ts';
+import { OFFLINE_MODEL } from '../../services/kit/src/providers/offline.ts';
 import { createDatabase, dropDatabase } from '../support/database.ts';
-import { startPlatform, type Platform } from '../support/platform.ts';
+import { type Platform, startPlatform } from '../support/platform.ts';
 
 /** A span as OTLP/HTTP JSON carries it, with its process's service.name and its attributes as plain values. */
 interface Span {
@@ -31,7 +31,8 @@ interface AnyValue {
   arrayValue?: { values?: AnyValue[] };
 }
 const valueOf = (value: AnyValue): unknown =>
-  value.stringValue ?? (value.intValue !== undefined ? Number(value.intValue) : (value.doubleValue ?? value.boolValue ?? value.arrayValue?.values?.map(valueOf)));
+  value.stringValue ??
+  (value.intValue !== undefined ? Number(value.intValue) : (value.doubleValue ?? value.boolValue ?? value.arrayValue?.values?.map(valueOf)));
 const attributesOf = (list: Array<{ key: string; value: AnyValue }> = []) => Object.fromEntries(list.map(({ key, value }) => [key, valueOf(value)]));
 
 /** An OTLP/HTTP receiver (JSON encoding) as a collector would run it: every exported span, kept. */
@@ -157,7 +158,12 @@ describe('one trace per request across the platform', function () {
     assert.equal(producer.name, `send ${tasks}`);
     assert.equal(producer.service, 'tempora-generation');
     assert.deepEqual(
-      [producer.attributes['messaging.system'], producer.attributes['messaging.destination.name'], producer.attributes['messaging.operation.type'], producer.attributes['messaging.operation.name']],
+      [
+        producer.attributes['messaging.system'],
+        producer.attributes['messaging.destination.name'],
+        producer.attributes['messaging.operation.type'],
+        producer.attributes['messaging.operation.name'],
+      ],
       ['redis', tasks, 'send', 'send'],
     );
     assert.match(String(producer.attributes['messaging.message.id']), /^\d+-\d+$/, `${agent}: the stream entry's id`);
@@ -187,11 +193,18 @@ describe('one trace per request across the platform', function () {
       assert.deepEqual([call.attributes['gen_ai.usage.input_tokens'], call.attributes['gen_ai.usage.output_tokens']], [12, 1290], 'the vendor reply usage');
     } else {
       // The vendor's usageMetadata: 100 prompt tokens, 50 candidates plus 7 of thought.
-      assert.deepEqual([call.attributes['gen_ai.usage.input_tokens'], call.attributes['gen_ai.usage.output_tokens']], [100, 57], `${agent}: the vendor reply usage`);
+      assert.deepEqual(
+        [call.attributes['gen_ai.usage.input_tokens'], call.attributes['gen_ai.usage.output_tokens']],
+        [100, 57],
+        `${agent}: the vendor reply usage`,
+      );
       const sent = vendors.of('native', agent).map((request) => request.body.generationConfig as { temperature?: number; maxOutputTokens?: number });
       assert.ok(sent.length > 0, `${agent} called the vendor`);
       assert.ok(
-        sent.some((config) => config.temperature === call.attributes['gen_ai.request.temperature'] && config.maxOutputTokens === call.attributes['gen_ai.request.max_tokens']),
+        sent.some(
+          (config) =>
+            config.temperature === call.attributes['gen_ai.request.temperature'] && config.maxOutputTokens === call.attributes['gen_ai.request.max_tokens'],
+        ),
         `${agent}: the span's temperature ${call.attributes['gen_ai.request.temperature']} and max_tokens ${call.attributes['gen_ai.request.max_tokens']} are what the vendor was sent`,
       );
     }
@@ -212,7 +225,8 @@ describe('one trace per request across the platform', function () {
     for (const span of trace.spans) {
       for (const [key, value] of Object.entries(span.attributes)) {
         assert.ok(!/^gen_ai\.(prompt|completion|input\.messages|output\.messages|system_instructions)/.test(key), `${span.name} records ${key}`);
-        for (const form of forms) assert.ok(!JSON.stringify(value).includes(form), `${span.name} records what the user wrote in ${key}: ${JSON.stringify(value)}`);
+        for (const form of forms)
+          assert.ok(!JSON.stringify(value).includes(form), `${span.name} records what the user wrote in ${key}: ${JSON.stringify(value)}`);
       }
     }
   }
@@ -229,7 +243,22 @@ describe('one trace per request across the platform', function () {
     const agents = trace.spans.filter((span) => span.name.startsWith('invoke_agent '));
     const names = agents.map((span) => span.attributes['gen_ai.agent.name']);
     // CharacterBio runs once per character, the others once; Optimizer and ImageGen with generate_image.
-    for (const agent of ['Judge', 'Timeline', 'Grounding', 'Scene', 'Characters', 'CharacterBio', 'Graph', 'Moment', 'Camera', 'Dialog', 'Critique', 'ImagePrompt', 'Optimizer', 'ImageGen']) {
+    for (const agent of [
+      'Judge',
+      'Timeline',
+      'Grounding',
+      'Scene',
+      'Characters',
+      'CharacterBio',
+      'Graph',
+      'Moment',
+      'Camera',
+      'Dialog',
+      'Critique',
+      'ImagePrompt',
+      'Optimizer',
+      'ImageGen',
+    ]) {
       assert.ok(names.includes(agent), `an invoke_agent ${agent} span in ${names.join(', ')}`);
     }
     for (const agent of agents) {
@@ -286,7 +315,11 @@ describe('one trace per request across the platform', function () {
 
     const trace = await collect(caller.traceId, (t) => {
       const agents = t.spans.filter((span) => span.name.startsWith('invoke_agent '));
-      return t.spans.some((span) => span.service === 'tempora-gateway' && span.kind === KIND.server) && agents.length >= 14 && t.spans.filter(isModelCall).length >= agents.length;
+      return (
+        t.spans.some((span) => span.service === 'tempora-gateway' && span.kind === KIND.server) &&
+        agents.length >= 14 &&
+        t.spans.filter(isModelCall).length >= agents.length
+      );
     });
 
     const server = trace.find((span) => span.service === 'tempora-gateway' && span.kind === KIND.server, "the gateway's server span");
@@ -296,7 +329,10 @@ describe('one trace per request across the platform', function () {
     assert.equal(server.attributes['http.response.status_code'], 200);
 
     const proxy = trace.find(
-      (span) => span.service === 'tempora-gateway' && span.kind === KIND.client && String(span.attributes['url.full']).startsWith(`${platform.urls.generation}/api/v1/timepoints/generate/sync`),
+      (span) =>
+        span.service === 'tempora-gateway' &&
+        span.kind === KIND.client &&
+        String(span.attributes['url.full']).startsWith(`${platform.urls.generation}/api/v1/timepoints/generate/sync`),
       "the gateway's proxy call to generation",
     );
     assert.ok(trace.under(proxy, server), 'the proxy call under the gateway server span');
@@ -328,18 +364,30 @@ describe('one trace per request across the platform', function () {
     const called = answer.tools_called;
     assert.equal(called.find((call) => call.tool === 'start_simulation')?.status, 'ok', JSON.stringify(answer));
 
-    const reaches = (t: Trace, tool: string) => t.spans.some((span) => span.name === `execute_tool ${tool}`) && t.spans.some((span) => span.service === 'tempora-simulation' && span.kind === KIND.server);
+    const reaches = (t: Trace, tool: string) =>
+      t.spans.some((span) => span.name === `execute_tool ${tool}`) &&
+      t.spans.some((span) => span.service === 'tempora-simulation' && span.kind === KIND.server);
     const trace = await collect(caller.traceId, (t) => called.every((call) => reaches(t, call.tool)));
 
     // The gateway serves the conductor's own calls too (prices, charges): its entry is the caller's child.
-    const entry = trace.find((span) => span.service === 'tempora-gateway' && span.kind === KIND.server && span.parentSpanId === caller.spanId, "the gateway's server span, the caller's child");
+    const entry = trace.find(
+      (span) => span.service === 'tempora-gateway' && span.kind === KIND.server && span.parentSpanId === caller.spanId,
+      "the gateway's server span, the caller's child",
+    );
     assert.equal(entry.attributes['url.path'], '/api/v1/conductor/messages');
-    const server = trace.find((span) => span.service === 'tempora-conductor' && span.kind === KIND.server && span.attributes['http.route'] === '/api/v1/conductor/messages', "the conductor's server span");
+    const server = trace.find(
+      (span) => span.service === 'tempora-conductor' && span.kind === KIND.server && span.attributes['http.route'] === '/api/v1/conductor/messages',
+      "the conductor's server span",
+    );
     assert.ok(trace.under(server, entry), `the conductor under the gateway:\n${trace.render()}`);
     assert.equal(server.attributes['http.response.status_code'], 200);
 
     const tools = trace.spans.filter((span) => span.attributes['gen_ai.operation.name'] === 'execute_tool');
-    assert.deepEqual(tools.map((span) => span.attributes['gen_ai.tool.name']).sort(), called.map((call) => call.tool).sort(), 'one execute_tool span per tool call');
+    assert.deepEqual(
+      tools.map((span) => span.attributes['gen_ai.tool.name']).sort(),
+      called.map((call) => call.tool).sort(),
+      'one execute_tool span per tool call',
+    );
     for (const tool of tools) {
       const name = String(tool.attributes['gen_ai.tool.name']);
       const record = called.find((call) => call.tool === name)!;
@@ -350,7 +398,9 @@ describe('one trace per request across the platform', function () {
       assert.equal(tool.status, 0, `${name}: no error`);
 
       // The tool's own call to the simulation service, and the service's server span under it.
-      const call = trace.children(tool).find((span) => span.kind === KIND.client && String(span.attributes['url.full']).startsWith(`${platform.urls.simulation}/api/v1/simulat`));
+      const call = trace
+        .children(tool)
+        .find((span) => span.kind === KIND.client && String(span.attributes['url.full']).startsWith(`${platform.urls.simulation}/api/v1/simulat`));
       assert.ok(call, `${name}: its HTTP call to the simulation service under its span:\n${trace.render()}`);
       assert.equal(call.service, 'tempora-conductor');
       const target = trace.children(call).find((span) => span.kind === KIND.server);
@@ -361,7 +411,10 @@ describe('one trace per request across the platform', function () {
     const start = tools.find((span) => span.attributes['gen_ai.tool.name'] === 'start_simulation')!;
     assert.ok(Number(start.attributes['tempora.credits.charged']) > 0, 'a paid call');
     assert.equal(typeof start.attributes['tempora.credits.operation'], 'string');
-    assert.equal(trace.children(trace.children(start).find((span) => span.kind === KIND.client)!).find((span) => span.kind === KIND.server)?.attributes['http.route'], '/api/v1/simulate');
+    assert.equal(
+      trace.children(trace.children(start).find((span) => span.kind === KIND.client)!).find((span) => span.kind === KIND.server)?.attributes['http.route'],
+      '/api/v1/simulate',
+    );
     assertWhole(trace, caller, [content]);
   });
 
@@ -382,9 +435,16 @@ describe('one trace per request across the platform', function () {
     assert.ok(['completed', 'stopped', 'failed'].includes(run.status), `the run ended: ${JSON.stringify(run)}`);
 
     const steps = (t: Trace) => t.spans.filter((span) => span.name === 'simulation step');
-    const trace = await collect(caller.traceId, (t) => t.spans.some((span) => span.name === 'process simulation_runs' && span.attributes['tempora.simulation.status'] !== undefined) && steps(t).length >= 1);
+    const trace = await collect(
+      caller.traceId,
+      (t) =>
+        t.spans.some((span) => span.name === 'process simulation_runs' && span.attributes['tempora.simulation.status'] !== undefined) && steps(t).length >= 1,
+    );
 
-    const server = trace.find((span) => span.service === 'tempora-simulation' && span.kind === KIND.server && span.attributes['http.route'] === '/api/v1/simulate', "the simulation service's POST /api/v1/simulate");
+    const server = trace.find(
+      (span) => span.service === 'tempora-simulation' && span.kind === KIND.server && span.attributes['http.route'] === '/api/v1/simulate',
+      "the simulation service's POST /api/v1/simulate",
+    );
     const proxy = trace.parent(server);
     assert.deepEqual([proxy?.service, proxy?.kind], ['tempora-gateway', KIND.client], `the gateway's proxy call above it:\n${trace.render()}`);
 
@@ -395,10 +455,18 @@ describe('one trace per request across the platform', function () {
     assert.ok(trace.under(processed, server), `the run under the request that created it:\n${trace.render()}`);
     assert.deepEqual(processed.links, [{ traceId: caller.traceId, spanId: processed.parentSpanId }], 'and linked to it, as the messaging conventions ask');
     assert.deepEqual(
-      [processed.attributes['messaging.system'], processed.attributes['messaging.destination.name'], processed.attributes['messaging.operation.type'], processed.attributes['messaging.message.id']],
+      [
+        processed.attributes['messaging.system'],
+        processed.attributes['messaging.destination.name'],
+        processed.attributes['messaging.operation.type'],
+        processed.attributes['messaging.message.id'],
+      ],
       ['postgresql', 'simulation_runs', 'process', run.id],
     );
-    assert.deepEqual([processed.attributes['tempora.simulation.mode'], processed.attributes['tempora.simulation.attempt'], processed.attributes['tempora.simulation.status']], ['FORWARD', 1, run.status]);
+    assert.deepEqual(
+      [processed.attributes['tempora.simulation.mode'], processed.attributes['tempora.simulation.attempt'], processed.attributes['tempora.simulation.status']],
+      ['FORWARD', 1, run.status],
+    );
 
     const stepSpans = steps(trace);
     if (run.status === 'completed') assert.equal(stepSpans.length, run.progress.steps_total, `a span per step:\n${trace.render()}`);
@@ -406,7 +474,11 @@ describe('one trace per request across the platform', function () {
       assert.equal(trace.parent(step), processed, `a step under the run's process span:\n${trace.render()}`);
       assert.equal(step.attributes['tempora.simulation.mode'], 'FORWARD');
     }
-    assert.deepEqual(stepSpans.map((step) => step.attributes['tempora.simulation.step']).sort((a, b) => Number(a) - Number(b)), stepSpans.map((_, index) => index), 'the steps in order from 0');
+    assert.deepEqual(
+      stepSpans.map((step) => step.attributes['tempora.simulation.step']).sort((a, b) => Number(a) - Number(b)),
+      stepSpans.map((_, index) => index),
+      'the steps in order from 0',
+    );
     // A prompt-only run plans its scenario first. The vendor stand-in answers only generation's agents, so the
     // plan may be refused and the run fail in it: the failed step carries the error, no kind.
     const first = stepSpans.find((step) => step.attributes['tempora.simulation.step'] === 0)!;
@@ -435,7 +507,11 @@ describe('one trace per request across the platform', function () {
     });
     assert.equal(queued.status, 202, await queued.clone().text());
     const { job } = (await queued.json()) as { job: { id: string; request: Record<string, unknown> } };
-    assert.deepEqual(Object.keys(job.request).sort(), ['generate_image', 'preset', 'query'], 'the job shows the request as sent, not the trace context kept with it');
+    assert.deepEqual(
+      Object.keys(job.request).sort(),
+      ['generate_image', 'preset', 'query'],
+      'the job shows the request as sent, not the trace context kept with it',
+    );
 
     let status = '';
     for (const deadline = Date.now() + 120_000; Date.now() < deadline && status !== 'succeeded' && status !== 'failed'; await sleep(500)) {
@@ -445,14 +521,24 @@ describe('one trace per request across the platform', function () {
 
     const trace = await collect(caller.traceId, (t) => {
       const agents = t.spans.filter((span) => span.name.startsWith('invoke_agent '));
-      return t.spans.some((span) => span.name === 'process render_jobs' && span.attributes['tempora.render.outcome'] === 'rendered') && agents.length >= 14 && t.spans.filter(isModelCall).length >= agents.length;
+      return (
+        t.spans.some((span) => span.name === 'process render_jobs' && span.attributes['tempora.render.outcome'] === 'rendered') &&
+        agents.length >= 14 &&
+        t.spans.filter(isModelCall).length >= agents.length
+      );
     });
 
-    const server = trace.find((span) => span.service === 'tempora-graph' && span.kind === KIND.server && span.attributes['url.path'] === '/generate', "the graph's POST /generate server span");
+    const server = trace.find(
+      (span) => span.service === 'tempora-graph' && span.kind === KIND.server && span.attributes['url.path'] === '/generate',
+      "the graph's POST /generate server span",
+    );
     assert.equal(server.parentSpanId, caller.spanId);
     assert.equal(server.attributes['http.response.status_code'], 202);
     // The job and its moment are written under the request: PostgreSQL spans.
-    assert.ok(trace.spans.some((span) => span.attributes['db.system.name'] === 'postgresql' || span.attributes['db.system'] === 'postgresql'), `PostgreSQL spans:\n${trace.render()}`);
+    assert.ok(
+      trace.spans.some((span) => span.attributes['db.system.name'] === 'postgresql' || span.attributes['db.system'] === 'postgresql'),
+      `PostgreSQL spans:\n${trace.render()}`,
+    );
 
     const renders = trace.spans.filter((span) => span.name === 'process render_jobs');
     assert.equal(renders.length, 1, `one attempt:\n${trace.render()}`);
@@ -462,14 +548,22 @@ describe('one trace per request across the platform', function () {
     assert.ok(trace.under(render, server), 'the render is a child of the request that queued it');
     assert.deepEqual(render.links, [{ traceId: caller.traceId, spanId: render.parentSpanId }], 'and links it, as the messaging conventions ask');
     assert.deepEqual(
-      [render.attributes['messaging.system'], render.attributes['messaging.destination.name'], render.attributes['messaging.operation.type'], render.attributes['messaging.message.id']],
+      [
+        render.attributes['messaging.system'],
+        render.attributes['messaging.destination.name'],
+        render.attributes['messaging.operation.type'],
+        render.attributes['messaging.message.id'],
+      ],
       ['postgresql', 'render_jobs', 'process', job.id],
     );
     assert.equal(render.attributes['tempora.render.path'], path);
     assert.equal(render.attributes['tempora.render.attempt'], 1);
 
     const call = trace.find(
-      (span) => span.service === 'tempora-graph-worker' && span.kind === KIND.client && String(span.attributes['url.full']).startsWith(`${platform.urls.generation}/api/v1/timepoints/generate/sync`),
+      (span) =>
+        span.service === 'tempora-graph-worker' &&
+        span.kind === KIND.client &&
+        String(span.attributes['url.full']).startsWith(`${platform.urls.generation}/api/v1/timepoints/generate/sync`),
       "the renderer's call to generation",
     );
     assert.equal(trace.parent(call), render, 'the call to generation under the render');

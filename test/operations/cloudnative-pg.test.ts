@@ -10,8 +10,8 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { parseAllDocuments, stringify } from 'yaml';
 import { CRD_DIR } from '../../operator/test/cluster.ts';
-import { binaryDir, ControlPlane } from '../k8s/control-plane.ts';
 import { Helm } from '../helm/helm.ts';
+import { binaryDir, ControlPlane } from '../k8s/control-plane.ts';
 import { block, ROOT, runBlock, variables } from './operations-doc.ts';
 
 const EXAMPLES = join(ROOT, 'docs', 'examples');
@@ -88,7 +88,10 @@ describe('operations: the CloudNativePG manifests against CloudNativePG 1.28.0 C
 
   it("points the TemporaGateway at CloudNativePG's app Secret with docs/operations.md's chart command", function () {
     this.timeout(120_000);
-    runBlock(`${variables()}${block('externalDatabase.key=uri')}`, { cwd: ROOT, env: { ...env, HELM_CACHE_HOME: join(helm!.home, 'cache'), HELM_CONFIG_HOME: join(helm!.home, 'config'), HELM_DATA_HOME: join(helm!.home, 'data') } });
+    runBlock(`${variables()}${block('externalDatabase.key=uri')}`, {
+      cwd: ROOT,
+      env: { ...env, HELM_CACHE_HOME: join(helm!.home, 'cache'), HELM_CONFIG_HOME: join(helm!.home, 'config'), HELM_DATA_HOME: join(helm!.home, 'data') },
+    });
     const shown = block("jsonpath='{.spec.database}'");
     const said = runBlock(`${variables()}${shown}`, { cwd: dir, env });
     assert.deepEqual(JSON.parse(said), { secretName: 'tempora-db-app', key: 'uri' });

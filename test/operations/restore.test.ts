@@ -13,7 +13,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { createDatabase, dropDatabase } from '../support/database.ts';
 import { request } from '../support/http.ts';
-import { startPlatform, type Platform } from '../support/platform.ts';
+import { type Platform, startPlatform } from '../support/platform.ts';
 import { block, runBlock } from './operations-doc.ts';
 
 const PG_BIN = '/usr/lib/postgresql/15/bin';
@@ -78,11 +78,15 @@ describe('operations: backup and restore drill (docs/operations.md)', function (
   });
 
   // The drill reads more than a free account may in a minute: the limits are raised, not what is tested.
-  const start = (databaseUrl: string) => startPlatform({ shared: { databaseUrl, redisUrl: process.env.REDIS_URL! }, env: { JWT_PRIVATE_KEY: signingKey, RATE_LIMIT_MULTIPLIER: '100' } });
+  const start = (databaseUrl: string) =>
+    startPlatform({ shared: { databaseUrl, redisUrl: process.env.REDIS_URL! }, env: { JWT_PRIVATE_KEY: signingKey, RATE_LIMIT_MULTIPLIER: '100' } });
 
   async function ok<T = any>(path: string, init: Parameters<typeof request>[2] = {}, base = platform!.urls.gateway): Promise<T> {
     const reply = await request<T>(base, path, init);
-    assert.ok(reply.status < 300, `${init.method ?? (init.body === undefined ? 'GET' : 'POST')} ${path}: ${reply.status} ${JSON.stringify(reply.body).slice(0, 500)}`);
+    assert.ok(
+      reply.status < 300,
+      `${init.method ?? (init.body === undefined ? 'GET' : 'POST')} ${path}: ${reply.status} ${JSON.stringify(reply.body).slice(0, 500)}`,
+    );
     return reply.body;
   }
 
@@ -108,7 +112,9 @@ describe('operations: backup and restore drill (docs/operations.md)', function (
       // Causal edges of the seed, two hops into the future: answered from the in-memory index once loaded.
       bastilleFuture: await ok(`/api/v1/graph/traverse${BASTILLE}?direction=future&depth=2`, { headers: { 'x-service-key': 'dev-service-key' } }, graph),
       // The graph's workers go on working on it after the restore (its layer and description may grow): its identity.
-      ownMoment: await ok<{ path: string; event_name: string; source_type: string }>(`/api/v1/moments${OWN_MOMENT}`, { headers: WRITER }, graph).then(({ path, event_name, source_type }) => ({ path, event_name, source_type })),
+      ownMoment: await ok<{ path: string; event_name: string; source_type: string }>(`/api/v1/moments${OWN_MOMENT}`, { headers: WRITER }, graph).then(
+        ({ path, event_name, source_type }) => ({ path, event_name, source_type }),
+      ),
     };
   }
 
@@ -121,18 +127,33 @@ describe('operations: backup and restore drill (docs/operations.md)', function (
     const signedIn = await ok<{ access_token: string; refresh_token: string }>('/api/v1/auth/demo', { body: {} });
     const auth = { authorization: `Bearer ${signedIn.access_token}` };
     const scene = await ok<{ id: string }>('/api/v1/timepoints/generate/sync', { body: { query: 'The storming of the Bastille, 1789' }, headers: auth });
-    const run = await ok<{ id?: string; run?: { id: string } }>('/api/v1/simulate?wait=30', { body: { prompt: 'A council in Vienna weighs war with the Ottomans, 1683', mode: 'FORWARD', fidelity: 1 }, headers: auth });
+    const run = await ok<{ id?: string; run?: { id: string } }>('/api/v1/simulate?wait=30', {
+      body: { prompt: 'A council in Vienna weighs war with the Ottomans, 1683', mode: 'FORWARD', fidelity: 1 },
+      headers: auth,
+    });
     const runId = run.run?.id ?? run.id!;
-    const message = await ok<{ conversation_id: string }>('/api/v1/conductor/messages', { body: { content: 'What led from the Bastille to Waterloo?' }, headers: auth });
+    const message = await ok<{ conversation_id: string }>('/api/v1/conductor/messages', {
+      body: { content: 'What led from the Bastille to Waterloo?' },
+      headers: auth,
+    });
     const before = (await ok<{ balance: number }>('/api/v1/credits/balance', { headers: auth })).balance;
     const session = await ok<{ id: string }>('/api/v1/billing/checkout', { body: { kind: 'pack', id: 'starter' }, headers: auth });
     await ok(`/_stand_in/pay/${session.id}`, { method: 'POST' }, platform.stripe);
-    await waitFor('the pack credited', async () => ((await ok<{ balance: number }>('/api/v1/credits/balance', { headers: auth })).balance === before + 100 ? true : undefined));
+    await waitFor('the pack credited', async () =>
+      (await ok<{ balance: number }>('/api/v1/credits/balance', { headers: auth })).balance === before + 100 ? true : undefined,
+    );
     // The graph: a moment of one's own beside the seed.
-    await ok('/ingest/tdf', { body: { payload: { path: OWN_MOMENT, event_name: 'Line 1 of the Paris Métro opens', layer: 0 } }, headers: WRITER }, platform.urls.graph);
+    await ok(
+      '/ingest/tdf',
+      { body: { payload: { path: OWN_MOMENT, event_name: 'Line 1 of the Paris Métro opens', layer: 0 } }, headers: WRITER },
+      platform.urls.graph,
+    );
     const ids = { scene: scene.id, run: runId, conversation: message.conversation_id };
     const original = await reads(auth, ids);
-    assert.ok(original.ledger.some((e) => e.kind === 'charge') && original.ledger.some((e) => e.kind === 'grant'), `charges and the pack's grant in the ledger: ${JSON.stringify(original.ledger)}`);
+    assert.ok(
+      original.ledger.some((e) => e.kind === 'charge') && original.ledger.some((e) => e.kind === 'grant'),
+      `charges and the pack's grant in the ledger: ${JSON.stringify(original.ledger)}`,
+    );
 
     // Back up with the page's command while the platform runs, then stop it.
     const env = { ...process.env, PATH: `${PG_BIN}:${process.env.PATH}` };
@@ -150,13 +171,20 @@ describe('operations: backup and restore drill (docs/operations.md)', function (
     runBlock(block('pg_restore'), { cwd: dir, env: { ...env, DATABASE_URL: asRole.toString() } });
 
     platform = await start(target);
-    await waitFor('the graph index loaded', async () => ((await request(platform!.urls.graph, '/health')).body as { index?: string }).index === 'loaded' || undefined);
+    await waitFor(
+      'the graph index loaded',
+      async () => ((await request(platform!.urls.graph, '/health')).body as { index?: string }).index === 'loaded' || undefined,
+    );
 
     // The access token issued before the backup still verifies (the signing key was kept); so does the refresh token.
     const restored = await reads(auth, ids);
     assert.equal(restored.balance, original.balance, 'the balance');
     assert.deepEqual(restored.ledger, original.ledger, 'the ledger, entry by entry');
-    assert.equal(restored.ledger.reduce((sum, e) => sum + e.amount, 0), restored.balance, 'the balance is the sum of the ledger entries');
+    assert.equal(
+      restored.ledger.reduce((sum, e) => sum + e.amount, 0),
+      restored.balance,
+      'the balance is the sum of the ledger entries',
+    );
     assert.equal(restored.ledger[0]!.balance_after, restored.balance, 'the newest entry ends at the balance');
     assert.deepEqual(restored.billingHistory, original.billingHistory, 'the billing history');
     assert.deepEqual(restored.scene, original.scene, 'the scene');
@@ -166,7 +194,10 @@ describe('operations: backup and restore drill (docs/operations.md)', function (
     assert.deepEqual(restored.bastilleFuture, original.bastilleFuture, "the Bastille's future, from the rebuilt index");
     assert.deepEqual(restored.ownMoment, original.ownMoment, 'the moment ingested before the backup');
     const refreshed = await ok<{ access_token: string }>('/api/v1/auth/refresh', { body: { refresh_token: signedIn.refresh_token } });
-    assert.equal((await ok<{ balance: number }>('/api/v1/credits/balance', { headers: { authorization: `Bearer ${refreshed.access_token}` } })).balance, original.balance);
+    assert.equal(
+      (await ok<{ balance: number }>('/api/v1/credits/balance', { headers: { authorization: `Bearer ${refreshed.access_token}` } })).balance,
+      original.balance,
+    );
     console.log(`      (drill took ${Math.round((Date.now() - started) / 1000)} s)`);
   });
 });

@@ -18,7 +18,14 @@ const HELM_ANNOTATIONS = { 'meta.helm.sh/release-name': 'tempora', 'meta.helm.sh
 const URL_TEMPLATE = `postgres://tempora:{password}@tempora-postgresql.${NS}.svc:5432/tempora`;
 
 interface Secret {
-  metadata: { name: string; namespace?: string; labels?: Record<string, string>; annotations?: Record<string, string>; ownerReferences?: unknown[]; managedFields?: Array<{ manager: string; fieldsV1?: { 'f:data'?: Record<string, unknown> } }> };
+  metadata: {
+    name: string;
+    namespace?: string;
+    labels?: Record<string, string>;
+    annotations?: Record<string, string>;
+    ownerReferences?: unknown[];
+    managedFields?: Array<{ manager: string; fieldsV1?: { 'f:data'?: Record<string, unknown> } }>;
+  };
   type?: string;
   data?: Record<string, string>;
 }
@@ -34,7 +41,8 @@ describe('operations: the Secrets backed up and restored as docs/operations.md s
     assert.equal(run.status, 0, `kubectl ${args.join(' ')}: ${run.stderr}${run.stdout}`);
     return run.stdout;
   };
-  const secret = (namespace: string, name: string) => JSON.parse(kubectl(undefined, '-n', namespace, 'get', 'secret', name, '--show-managed-fields', '-o', 'json')) as Secret;
+  const secret = (namespace: string, name: string) =>
+    JSON.parse(kubectl(undefined, '-n', namespace, 'get', 'secret', name, '--show-managed-fields', '-o', 'json')) as Secret;
   /** Applies an object as `manager` (server-side), as the chart (helm) or the operator writes it. */
   const applyAs = (manager: string, object: object) => kubectl(JSON.stringify(object), 'apply', '--server-side', `--field-manager=${manager}`, '-f', '-');
 
@@ -49,19 +57,82 @@ describe('operations: the Secrets backed up and restored as docs/operations.md s
     kubectl(undefined, 'create', 'namespace', NS);
 
     // The release as the chart and the operator leave it.
-    const gateway = JSON.parse(kubectl(JSON.stringify({ apiVersion: 'tempora.dev/v1alpha1', kind: 'TemporaGateway', metadata: { name: 'tempora', namespace: NS }, spec: { image: { version: '0.1.0' } } }), 'create', '-f', '-', '-o', 'json')) as { metadata: { uid: string } };
-    const owner = { apiVersion: 'tempora.dev/v1alpha1', kind: 'TemporaGateway', name: 'tempora', uid: gateway.metadata.uid, controller: true, blockOwnerDeletion: true };
-    applyAs('tempora-operator', { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'tempora-signing-key', namespace: NS, ownerReferences: [owner] }, type: 'Opaque', data: { JWT_PRIVATE_KEY: b64('-----BEGIN PRIVATE KEY-----\nsigning\n-----END PRIVATE KEY-----\n') } });
+    const gateway = JSON.parse(
+      kubectl(
+        JSON.stringify({
+          apiVersion: 'tempora.dev/v1alpha1',
+          kind: 'TemporaGateway',
+          metadata: { name: 'tempora', namespace: NS },
+          spec: { image: { version: '0.1.0' } },
+        }),
+        'create',
+        '-f',
+        '-',
+        '-o',
+        'json',
+      ),
+    ) as { metadata: { uid: string } };
+    const owner = {
+      apiVersion: 'tempora.dev/v1alpha1',
+      kind: 'TemporaGateway',
+      name: 'tempora',
+      uid: gateway.metadata.uid,
+      controller: true,
+      blockOwnerDeletion: true,
+    };
+    applyAs('tempora-operator', {
+      apiVersion: 'v1',
+      kind: 'Secret',
+      metadata: { name: 'tempora-signing-key', namespace: NS, ownerReferences: [owner] },
+      type: 'Opaque',
+      data: { JWT_PRIVATE_KEY: b64('-----BEGIN PRIVATE KEY-----\nsigning\n-----END PRIVATE KEY-----\n') },
+    });
     const generated = (name: string, generate: Record<string, string>) =>
-      applyAs('helm', { apiVersion: 'v1', kind: 'Secret', metadata: { name, namespace: NS, labels: { ...HELM_LABELS, 'tempora.dev/generated-secret': 'true' }, annotations: { ...HELM_ANNOTATIONS, 'tempora.dev/generate': JSON.stringify(generate) } }, type: 'Opaque' });
+      applyAs('helm', {
+        apiVersion: 'v1',
+        kind: 'Secret',
+        metadata: {
+          name,
+          namespace: NS,
+          labels: { ...HELM_LABELS, 'tempora.dev/generated-secret': 'true' },
+          annotations: { ...HELM_ANNOTATIONS, 'tempora.dev/generate': JSON.stringify(generate) },
+        },
+        type: 'Opaque',
+      });
     generated('tempora-keys', { SERVICE_KEY: '{random:48}', ADMIN_KEY: '{random:48}' });
-    applyAs('tempora-operator', { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'tempora-keys', namespace: NS }, data: { SERVICE_KEY: b64('service-key-0123456789'), ADMIN_KEY: b64('admin-key-0123456789') } });
+    applyAs('tempora-operator', {
+      apiVersion: 'v1',
+      kind: 'Secret',
+      metadata: { name: 'tempora-keys', namespace: NS },
+      data: { SERVICE_KEY: b64('service-key-0123456789'), ADMIN_KEY: b64('admin-key-0123456789') },
+    });
     generated('tempora-callback', { secret: '{random:48}' });
-    applyAs('tempora-operator', { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'tempora-callback', namespace: NS }, data: { secret: b64('callback-0123456789') } });
+    applyAs('tempora-operator', {
+      apiVersion: 'v1',
+      kind: 'Secret',
+      metadata: { name: 'tempora-callback', namespace: NS },
+      data: { secret: b64('callback-0123456789') },
+    });
     generated('tempora-postgresql', { password: '{random:32}', url: URL_TEMPLATE });
-    applyAs('tempora-operator', { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'tempora-postgresql', namespace: NS }, data: { password: b64('pw0123456789'), url: b64(URL_TEMPLATE.replace('{password}', 'pw0123456789')) } });
+    applyAs('tempora-operator', {
+      apiVersion: 'v1',
+      kind: 'Secret',
+      metadata: { name: 'tempora-postgresql', namespace: NS },
+      data: { password: b64('pw0123456789'), url: b64(URL_TEMPLATE.replace('{password}', 'pw0123456789')) },
+    });
     // A value given in the chart's values, written by helm: kept as it is.
-    applyAs('helm', { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'tempora-providers', namespace: NS, labels: HELM_LABELS, annotations: { ...HELM_ANNOTATIONS, 'kubectl.kubernetes.io/last-applied-configuration': '{"data":"secret"}' } }, type: 'Opaque', data: { GEMINI_API_KEY: b64('gemini-0123456789') } });
+    applyAs('helm', {
+      apiVersion: 'v1',
+      kind: 'Secret',
+      metadata: {
+        name: 'tempora-providers',
+        namespace: NS,
+        labels: HELM_LABELS,
+        annotations: { ...HELM_ANNOTATIONS, 'kubectl.kubernetes.io/last-applied-configuration': '{"data":"secret"}' },
+      },
+      type: 'Opaque',
+      data: { GEMINI_API_KEY: b64('gemini-0123456789') },
+    });
   });
 
   after(async function () {
@@ -81,7 +152,10 @@ describe('operations: the Secrets backed up and restored as docs/operations.md s
     assert.deepEqual(backup.items.map((s) => s.metadata.name).sort(), [...names].sort());
     for (const item of backup.items) {
       assert.deepEqual(Object.keys(item.metadata).sort(), ['annotations', 'labels', 'name'], `${item.metadata.name}: only name, labels and annotations kept`);
-      assert.ok(!('kubectl.kubernetes.io/last-applied-configuration' in (item.metadata.annotations ?? {})), 'no last-applied configuration (it may hold the values)');
+      assert.ok(
+        !('kubectl.kubernetes.io/last-applied-configuration' in (item.metadata.annotations ?? {})),
+        'no last-applied configuration (it may hold the values)',
+      );
       assert.deepEqual(item.data, originals.get(item.metadata.name)!.data, `${item.metadata.name}: its data`);
     }
 
@@ -99,7 +173,13 @@ describe('operations: the Secrets backed up and restored as docs/operations.md s
       for (const [k, v] of Object.entries(before.metadata.labels ?? {})) assert.equal(after.metadata.labels?.[k], v, `${name}: label ${k}`);
       // What the chart's lookup reads (tempora.keptValue): the keys were written by the operator's field manager.
       const operatorKeys = Object.keys((after.metadata.managedFields ?? []).find((f) => f.manager === 'tempora-operator')?.fieldsV1?.['f:data'] ?? {});
-      assert.deepEqual(operatorKeys.sort(), Object.keys(expected ?? {}).map((k) => `f:${k}`).sort(), `${name}: the operator's keys`);
+      assert.deepEqual(
+        operatorKeys.sort(),
+        Object.keys(expected ?? {})
+          .map((k) => `f:${k}`)
+          .sort(),
+        `${name}: the operator's keys`,
+      );
     }
     // The annotation the operator makes the url again from came back with it.
     assert.equal(JSON.parse(secret(RESTORED, 'tempora-postgresql').metadata.annotations!['tempora.dev/generate']!).url, URL_TEMPLATE);

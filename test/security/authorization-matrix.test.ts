@@ -9,12 +9,12 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { before, describe, it } from 'mocha';
-import { graphAliases } from '../../services/graph/src/routes/params.ts';
 import { isOpen, readsOnly, routeOf, type UpstreamName } from '../../services/gateway/src/proxy/routing.ts';
+import { graphAliases } from '../../services/graph/src/routes/params.ts';
 import { ACCOUNT_DATA_ROUTE } from '../../services/kit/src/http/account-data.ts';
 import type { ServiceName } from '../../services/kit/src/runtime/config.ts';
-import { credentials, KINDS, type Credentials, type Kind } from './credentials.ts';
-import { ERROR_BODIES, securityPlatform, type SecurityPlatform } from './platform.ts';
+import { type Credentials, credentials, KINDS, type Kind } from './credentials.ts';
+import { ERROR_BODIES, type SecurityPlatform, securityPlatform } from './platform.ts';
 
 const SERVICES: ServiceName[] = ['gateway', 'generation', 'graph', 'simulation', 'conductor', 'billing'];
 
@@ -40,9 +40,25 @@ const READS: Record<ServiceName, Record<Kind, Reading>> = {
   }),
   // Generation, simulation and the conductor know their callers by one rule, the kit's gatewayCaller: a user's
   // access token (BearerJWT) or X-User-ID beside the service key names the user (UserId); X-User-ID alone is refused.
-  generation: reads({ ...badJwts('invalid'), userJwt: ['BearerJWT', 'UserId'], serviceKey: ['ServiceKey'], gatewayUser: ['ServiceKey', 'UserId'], spoofedUser: 'invalid', wrongServiceKey: 'invalid', writerToken: 'invalid' }),
+  generation: reads({
+    ...badJwts('invalid'),
+    userJwt: ['BearerJWT', 'UserId'],
+    serviceKey: ['ServiceKey'],
+    gatewayUser: ['ServiceKey', 'UserId'],
+    spoofedUser: 'invalid',
+    wrongServiceKey: 'invalid',
+    writerToken: 'invalid',
+  }),
   // A Bearer token is a writer token here: a JWT is not one.
-  graph: reads({ ...badJwts('invalid'), userJwt: 'invalid', serviceKey: ['ServiceKey'], gatewayUser: ['ServiceKey'], wrongServiceKey: 'invalid', adminKey: ['AdminKey'], writerToken: ['WriterToken'] }),
+  graph: reads({
+    ...badJwts('invalid'),
+    userJwt: 'invalid',
+    serviceKey: ['ServiceKey'],
+    gatewayUser: ['ServiceKey'],
+    wrongServiceKey: 'invalid',
+    adminKey: ['AdminKey'],
+    writerToken: ['WriterToken'],
+  }),
   // X-API-Key holds a simulation key here, not a gateway API key.
   simulation: reads({
     ...badJwts('invalid'),
@@ -56,7 +72,15 @@ const READS: Record<ServiceName, Record<Kind, Reading>> = {
     writerToken: 'invalid',
     simulationKey: ['ApiKey'],
   }),
-  conductor: reads({ ...badJwts('invalid'), userJwt: ['BearerJWT', 'UserId'], serviceKey: ['ServiceKey'], gatewayUser: ['ServiceKey', 'UserId'], spoofedUser: 'invalid', wrongServiceKey: 'invalid', writerToken: 'invalid' }),
+  conductor: reads({
+    ...badJwts('invalid'),
+    userJwt: ['BearerJWT', 'UserId'],
+    serviceKey: ['ServiceKey'],
+    gatewayUser: ['ServiceKey', 'UserId'],
+    spoofedUser: 'invalid',
+    wrongServiceKey: 'invalid',
+    writerToken: 'invalid',
+  }),
   billing: reads({ serviceKey: ['ServiceKey'], gatewayUser: ['ServiceKey'], wrongServiceKey: 'invalid', adminKey: ['AdminKey'] }),
 };
 
@@ -93,7 +117,10 @@ REFINED['gateway:revokeApiKey'] = {
   inHandler: true,
 };
 for (const op of ['getUserBilling', 'resyncUserBilling']) {
-  REFINED[`billing:${op}`] = { reason: 'an operator operation: refused to a service key acting for a user', refine: (kind, outcome) => (kind === 'gatewayUser' && outcome === 'admitted' ? 403 : outcome) };
+  REFINED[`billing:${op}`] = {
+    reason: 'an operator operation: refused to a service key acting for a user',
+    refine: (kind, outcome) => (kind === 'gatewayUser' && outcome === 'admitted' ? 403 : outcome),
+  };
 }
 for (const op of ['listSimulationBudgets', 'getSimulationBudget']) {
   REFINED[`simulation:${op}`] = {
@@ -102,7 +129,7 @@ for (const op of ['listSimulationBudgets', 'getSimulationBudget']) {
   };
 }
 REFINED['simulation:simulate'] = {
-  reason: 'a start is paid: only a service (the gateway, which charged it, or the conductor) starts runs; a user\'s own token or the simulation key is refused',
+  reason: "a start is paid: only a service (the gateway, which charged it, or the conductor) starts runs; a user's own token or the simulation key is refused",
   refine: (kind, outcome) => (outcome === 'admitted' && (kind === 'userJwt' || kind === 'simulationKey') ? 403 : outcome),
   inHandler: true,
 };
@@ -250,15 +277,23 @@ describe('security: the authorization matrix (every operation × every credentia
     ops = await operations(platform);
   });
 
-  it('finds every service\'s operations, each with a declared security policy, and no stale refinement', () => {
-    for (const service of SERVICES) assert.ok(ops.some((op) => op.service === service), `${service} documents no operation`);
+  it("finds every service's operations, each with a declared security policy, and no stale refinement", () => {
+    for (const service of SERVICES)
+      assert.ok(
+        ops.some((op) => op.service === service),
+        `${service} documents no operation`,
+      );
     const undeclared = ops.filter((op) => op.security === undefined).map((op) => `${op.service} ${op.method.toUpperCase()} ${op.path}`);
     assert.deepEqual(undeclared, [], 'operations without a security declaration');
     const known = new Set(ops.map((op) => `${op.service}:${op.operationId}`));
-    assert.deepEqual(Object.keys(REFINED).filter((key) => !known.has(key)), [], 'REFINED names operations that no longer exist');
+    assert.deepEqual(
+      Object.keys(REFINED).filter((key) => !known.has(key)),
+      [],
+      'REFINED names operations that no longer exist',
+    );
   });
 
-  it('reads every credential alike in the services behind the gateway (one rule, the kit\'s), but for the simulation\'s own X-API-Key', () => {
+  it("reads every credential alike in the services behind the gateway (one rule, the kit's), but for the simulation's own X-API-Key", () => {
     const ownKey = new Set<Kind>(['apiKeyRead', 'apiKeyWrite', 'simulationKey']);
     for (const kind of KINDS.filter((k) => !ownKey.has(k))) {
       assert.deepEqual(READS.simulation[kind], READS.conductor[kind], `simulation and conductor read ${kind} alike`);
@@ -310,7 +345,9 @@ describe('security: the authorization matrix (every operation × every credentia
       .filter(({ cell, status }) => !agrees(cell, status))
       .map(({ cell, status, text }) => `${cell.label}: expected ${cell.expected}, got ${status} ${text.slice(0, 160)}`);
     const admitted = results.filter(({ cell }) => cell.expected === 'admitted').length;
-    console.log(`      ${results.length} cells (${ops.length} operations × ${KINDS.length} credentials, direct and through the gateway): ${admitted} admitted, ${results.length - admitted} refused`);
+    console.log(
+      `      ${results.length} cells (${ops.length} operations × ${KINDS.length} credentials, direct and through the gateway): ${admitted} admitted, ${results.length - admitted} refused`,
+    );
     for (const line of wrong) console.log(`      ✗ ${line}`);
     assert.equal(wrong.length, 0, `${wrong.length} cells differ from the policy (listed above)`);
   });

@@ -8,13 +8,13 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type Koa from 'koa';
-import { serve, type RunningServer } from '../../services/kit/src/http/index.ts';
-import { createLogger, type Logger } from '../../services/kit/src/observability/index.ts';
-import { loadConfig } from '../../services/kit/src/runtime/index.ts';
 import { ConductorConfigSchema } from '../../services/conductor/src/config.ts';
 import { createConductorService } from '../../services/conductor/src/service.ts';
 import { GenerationConfigSchema } from '../../services/generation/src/config.ts';
 import { createGenerationService } from '../../services/generation/src/service.ts';
+import { type RunningServer, serve } from '../../services/kit/src/http/index.ts';
+import { createLogger, type Logger } from '../../services/kit/src/observability/index.ts';
+import { loadConfig } from '../../services/kit/src/runtime/index.ts';
 import { SimulationConfigSchema } from '../../services/simulation/src/config.ts';
 import { createSimulationService } from '../../services/simulation/src/service.ts';
 import { createDatabase, dropDatabase } from '../support/database.ts';
@@ -40,7 +40,14 @@ export async function servicesBehind(gatewayUrl: string): Promise<ServicesBehind
   };
   const servers: RunningServer[] = [];
   const start = async (instance: { app: Koa; logger: Logger; drain(): void; close(): Promise<void> }) => {
-    const server = await serve(instance.app, { port: 0, host: '127.0.0.1', logger: instance.logger, graceMs: 200, onDrain: instance.drain, onClose: [instance.close] });
+    const server = await serve(instance.app, {
+      port: 0,
+      host: '127.0.0.1',
+      logger: instance.logger,
+      graceMs: 200,
+      onDrain: instance.drain,
+      onClose: [instance.close],
+    });
     servers.push(server);
     return server.url;
   };
@@ -52,7 +59,12 @@ export async function servicesBehind(gatewayUrl: string): Promise<ServicesBehind
   try {
     const conductor = await start(await createConductorService(loadConfig(ConductorConfigSchema, env), createLogger('conductor', 'silent')));
     const simulation = await start(await createSimulationService(loadConfig(SimulationConfigSchema, env), createLogger('simulation', 'silent')));
-    const generation = await start(await createGenerationService(loadConfig(GenerationConfigSchema, { ...env, GRAPH_LOOKUP: 'false', FREE_IMAGE_ENABLED: 'false' }), createLogger('generation', 'silent')));
+    const generation = await start(
+      await createGenerationService(
+        loadConfig(GenerationConfigSchema, { ...env, GRAPH_LOOKUP: 'false', FREE_IMAGE_ENABLED: 'false' }),
+        createLogger('generation', 'silent'),
+      ),
+    );
     return { urls: { conductor, simulation, generation }, stop };
   } catch (error) {
     await stop();

@@ -11,7 +11,7 @@ import { after, before, describe, it } from 'mocha';
 import { CallbackPolicy, deliverCallback } from '../../services/generation/src/callbacks.ts';
 import { createLogger } from '../../services/kit/src/observability/index.ts';
 import { listenStandIn, type StandIn } from '../support/http.ts';
-import { answerCallbacks, CALLBACK_PORT, SECRETS, securityPlatform, type SecurityPlatform } from './platform.ts';
+import { answerCallbacks, CALLBACK_PORT, SECRETS, type SecurityPlatform, securityPlatform } from './platform.ts';
 
 const service = { 'x-service-key': SECRETS.serviceKey };
 
@@ -121,14 +121,19 @@ describe('security: SSRF through user-supplied URLs (generation callbacks)', fun
     const policy = new CallbackPolicy([], async () => ['93.184.216.34']);
     const url = `http://localhost:${trapPort}/rebound`;
     assert.equal(await policy.check(url), undefined);
-    const outcome = await deliverCallback(url, 'job-rebinding', { ok: true }, {
-      secret: 'x'.repeat(32),
-      policy,
-      maxAttempts: 2,
-      backoffMs: 10,
-      timeoutMs: 2_000,
-      logger: createLogger('generation', 'silent'),
-    });
+    const outcome = await deliverCallback(
+      url,
+      'job-rebinding',
+      { ok: true },
+      {
+        secret: 'x'.repeat(32),
+        policy,
+        maxAttempts: 2,
+        backoffMs: 10,
+        timeoutMs: 2_000,
+        logger: createLogger('generation', 'silent'),
+      },
+    );
     assert.equal(outcome.delivered, false);
     assert.match(outcome.error ?? '', /loopback or private address/);
     assert.deepEqual(trapped, []);

@@ -3,9 +3,9 @@
  * ones issued by the platform itself (demo sign-ins, API keys with each scope) and invalid ones made here
  * (an expired token signed with the gateway's real key, a forged one, HS256 and `alg: none` tokens).
  */
-import { createPublicKey, randomUUID, type KeyObject } from 'node:crypto';
-import { generateKeyPair, SignJWT, exportJWK, calculateJwkThumbprint } from 'jose';
-import { SECRETS, SIGNING_KEY, type SecurityPlatform } from './platform.ts';
+import { createPublicKey, type KeyObject, randomUUID } from 'node:crypto';
+import { calculateJwkThumbprint, exportJWK, generateKeyPair, SignJWT } from 'jose';
+import { SECRETS, type SecurityPlatform, SIGNING_KEY } from './platform.ts';
 
 export const KINDS = [
   'none',

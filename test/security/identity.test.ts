@@ -9,8 +9,8 @@ import assert from 'node:assert/strict';
 import { before, describe, it } from 'mocha';
 import { listenStandIn } from '../support/http.ts';
 import { servicesBehind } from './behind-gateway.ts';
-import { signIn, type SignedIn } from './credentials.ts';
-import { ERROR_BODIES, SECRETS, securityPlatform, type SecurityPlatform } from './platform.ts';
+import { type SignedIn, signIn } from './credentials.ts';
+import { ERROR_BODIES, SECRETS, type SecurityPlatform, securityPlatform } from './platform.ts';
 
 /** Operations on one user's resource, by service:operationId: checked below against another user. */
 const OWNED = new Set([
@@ -76,7 +76,7 @@ async function call(base: string, method: string, path: string, headers: Record<
   return { status: response.status, body: parsed, headers: response.headers };
 }
 
-describe('security: identity (another user\'s resources, spoofed identity headers)', function () {
+describe("security: identity (another user's resources, spoofed identity headers)", function () {
   this.timeout(300_000);
   let platform: SecurityPlatform;
   let gw: string;
@@ -95,7 +95,9 @@ describe('security: identity (another user\'s resources, spoofed identity header
     const unclassified: string[] = [];
     const stale = new Set([...OWNED, ...Object.keys(NOT_OWNED)]);
     for (const service of ['gateway', 'generation', 'graph', 'simulation', 'conductor', 'billing'] as const) {
-      const document = (await (await fetch(`${platform.urls[service]}/openapi.json`)).json()) as { paths: Record<string, Record<string, { operationId: string }>> };
+      const document = (await (await fetch(`${platform.urls[service]}/openapi.json`)).json()) as {
+        paths: Record<string, Record<string, { operationId: string }>>;
+      };
       for (const [path, item] of Object.entries(document.paths)) {
         for (const operation of Object.values(item)) {
           const key = `${service}:${operation.operationId}`;
@@ -162,10 +164,17 @@ describe('security: identity (another user\'s resources, spoofed identity header
     for (const base of [gw, platform.urls.conductor]) {
       assert.equal((await call(base, 'GET', `/api/v1/conductor/conversations/${conversation}`, as(alice))).status, 404, base);
       assert.equal((await call(base, 'DELETE', `/api/v1/conductor/conversations/${conversation}`, as(alice))).status, 404, base);
-      assert.equal((await call(base, 'POST', '/api/v1/conductor/messages', as(alice), { content: 'and then?', conversation_id: conversation })).status, 404, base);
+      assert.equal(
+        (await call(base, 'POST', '/api/v1/conductor/messages', as(alice), { content: 'and then?', conversation_id: conversation })).status,
+        404,
+        base,
+      );
     }
     // X-User-ID is believed only beside the service key: with Alice's token it is refused, never Bob.
-    assert.equal((await call(platform.urls.conductor, 'GET', `/api/v1/conductor/conversations/${conversation}`, as(alice, { 'x-user-id': bob.id }))).status, 401);
+    assert.equal(
+      (await call(platform.urls.conductor, 'GET', `/api/v1/conductor/conversations/${conversation}`, as(alice, { 'x-user-id': bob.id }))).status,
+      401,
+    );
     assert.equal((await call(gw, 'GET', `/api/v1/conductor/conversations/${conversation}`, as(bob))).status, 200);
   });
 
@@ -211,7 +220,8 @@ describe('security: identity (another user\'s resources, spoofed identity header
         answers[service] = reply.status;
         if (reply.status === 401) assert.ok(reply.headers.get('www-authenticate'), `${service} ${label}: a 401 names its scheme`);
       }
-      if (Object.values(answers).some((status) => status !== expected)) differing.push(`${label}: expected ${expected} from each, got ${JSON.stringify(answers)}`);
+      if (Object.values(answers).some((status) => status !== expected))
+        differing.push(`${label}: expected ${expected} from each, got ${JSON.stringify(answers)}`);
     }
     assert.deepEqual(differing, []);
   });

@@ -4,12 +4,13 @@
  * holds is set here, so the suites can present each credential and grep for each secret; LOG_LEVEL=debug,
  * so the secrets check reads everything the services say.
  */
-import { after } from 'mocha';
+
 import { generateKeyPairSync, randomBytes } from 'node:crypto';
 import type { RequestListener } from 'node:http';
+import { after } from 'mocha';
 import { createDatabase, dropDatabase } from '../support/database.ts';
 import { listenStandIn } from '../support/http.ts';
-import { startPlatform, type Platform } from '../support/platform.ts';
+import { type Platform, startPlatform } from '../support/platform.ts';
 
 const secret = (label: string) => `${label}-${randomBytes(18).toString('base64url')}`;
 const signing = generateKeyPairSync('ec', { namedCurve: 'P-256' });

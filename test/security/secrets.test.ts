@@ -7,8 +7,8 @@
  */
 import assert from 'node:assert/strict';
 import { before, describe, it } from 'mocha';
-import { signIn, type SignedIn } from './credentials.ts';
-import { CONFIGURED, ERROR_BODIES, SECRETS, SIGNING_JWK, STRIPE_DEV_KEY, securityPlatform, type SecurityPlatform } from './platform.ts';
+import { type SignedIn, signIn } from './credentials.ts';
+import { CONFIGURED, ERROR_BODIES, SECRETS, type SecurityPlatform, SIGNING_JWK, STRIPE_DEV_KEY, securityPlatform } from './platform.ts';
 
 interface Reply {
   status: number;
@@ -91,7 +91,13 @@ describe('security: no secret in any log line or error body', function () {
       await call(platform.urls[service], method, path, bearer(nearMiss(SECRETS.writerToken)));
       await call(platform.urls[service], method, path, { 'x-api-key': nearMiss(SECRETS.simulationKey) });
     }
-    const grant = await call(gw, 'POST', '/api/v1/credits/admin/grant', { 'x-admin-key': SECRETS.adminKey }, { user_id: fresh.id, amount: 5, reason: 'secrets test', idempotency_key: 'secrets-test-grant-1' });
+    const grant = await call(
+      gw,
+      'POST',
+      '/api/v1/credits/admin/grant',
+      { 'x-admin-key': SECRETS.adminKey },
+      { user_id: fresh.id, amount: 5, reason: 'secrets test', idempotency_key: 'secrets-test-grant-1' },
+    );
     assert.ok(grant.status === 200 || grant.status === 201, grant.text);
     const serviceToken = await call(gw, 'POST', '/api/v1/auth/service-token', { 'x-admin-key': SECRETS.adminKey }, { service: 'secrets-test' });
     assert.equal(serviceToken.status, 201, serviceToken.text);
@@ -107,7 +113,13 @@ describe('security: no secret in any log line or error body', function () {
     assert.equal(checkout.status, 201, checkout.text);
     const paid = await call(platform.stripe, 'POST', `/checkout/${checkout.json.id}/pay`);
     assert.ok(paid.status < 300, paid.text);
-    const forged = await call(gw, 'POST', '/api/v1/billing/webhooks/stripe', { 'stripe-signature': `t=${Math.floor(Date.now() / 1000)},v1=${'0'.repeat(64)}` }, { id: 'evt_forged', type: 'checkout.session.completed' });
+    const forged = await call(
+      gw,
+      'POST',
+      '/api/v1/billing/webhooks/stripe',
+      { 'stripe-signature': `t=${Math.floor(Date.now() / 1000)},v1=${'0'.repeat(64)}` },
+      { id: 'evt_forged', type: 'checkout.session.completed' },
+    );
     assert.equal(forged.status, 400, forged.text);
     const deadline = Date.now() + 60_000;
     while ((await call(gw, 'GET', '/api/v1/credits/balance', bearer(fresh.access))).json.balance <= grant.json.balance && Date.now() < deadline) {
@@ -140,7 +152,11 @@ describe('security: no secret in any log line or error body', function () {
     ]);
     const lines = platform.output().split('\n');
     // Every process's output is here: each service said it listens (the services log little per request).
-    for (const service of Object.keys(platform.urls)) assert.ok(lines.some((line) => line.includes(`"service":"${service}"`)), `nothing logged by ${service}`);
+    for (const service of Object.keys(platform.urls))
+      assert.ok(
+        lines.some((line) => line.includes(`"service":"${service}"`)),
+        `nothing logged by ${service}`,
+      );
     const found: string[] = [];
     for (const [name, value] of secrets) {
       for (const line of lines) if (line.includes(value)) found.push(`log: ${name} in ${line.slice(0, 300)}`);

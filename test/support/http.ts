@@ -8,7 +8,11 @@ export interface Reply<T = any> {
   body: T;
 }
 
-export async function request<T = any>(base: string, path: string, init: { method?: string; headers?: Record<string, string>; body?: unknown; raw?: string } = {}): Promise<Reply<T>> {
+export async function request<T = any>(
+  base: string,
+  path: string,
+  init: { method?: string; headers?: Record<string, string>; body?: unknown; raw?: string } = {},
+): Promise<Reply<T>> {
   const headers: Record<string, string> = { ...init.headers };
   let body: string | undefined = init.raw;
   if (init.body !== undefined) {

@@ -5,8 +5,8 @@ import { request as httpRequest } from 'node:http';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Ajv2020 } from 'ajv/dist/2020.js';
 import { LATEST_PROTOCOL_VERSION } from '@modelcontextprotocol/sdk/types.js';
+import { Ajv2020 } from 'ajv/dist/2020.js';
 import { listenStandIn, type StandIn } from './http.ts';
 
 /**
@@ -34,7 +34,9 @@ export interface SuiteRun {
 export async function runConformance(url: string, expectedFailures: string): Promise<SuiteRun> {
   const dir = mkdtempSync(join(tmpdir(), 'mcp-conformance-'));
   try {
-    const child = spawn(process.execPath, [CLI, 'server', '--url', url, '--suite', 'all', '--expected-failures', expectedFailures, '--output-dir', dir], { cwd: dir });
+    const child = spawn(process.execPath, [CLI, 'server', '--url', url, '--suite', 'all', '--expected-failures', expectedFailures, '--output-dir', dir], {
+      cwd: dir,
+    });
     let output = '';
     child.stdout.on('data', (chunk) => (output += chunk));
     child.stderr.on('data', (chunk) => (output += chunk));
@@ -68,10 +70,13 @@ export function assertConformant(run: SuiteRun): void {
 export async function credentialRelay(target: string, headers: Record<string, string>): Promise<StandIn> {
   const upstream = new URL(target);
   return listenStandIn((req, res) => {
-    const forwarded = httpRequest({ host: upstream.hostname, port: upstream.port, method: req.method, path: req.url, headers: { ...req.headers, ...headers } }, (answer) => {
-      res.writeHead(answer.statusCode ?? 502, answer.headers);
-      answer.pipe(res);
-    });
+    const forwarded = httpRequest(
+      { host: upstream.hostname, port: upstream.port, method: req.method, path: req.url, headers: { ...req.headers, ...headers } },
+      (answer) => {
+        res.writeHead(answer.statusCode ?? 502, answer.headers);
+        answer.pipe(res);
+      },
+    );
     forwarded.on('error', () => res.destroy());
     req.pipe(forwarded);
   });

@@ -1,4 +1,4 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -31,9 +31,15 @@ export interface Platform {
 export async function startPlatform(options: { shared?: { databaseUrl: string; redisUrl: string }; env?: NodeJS.ProcessEnv } = {}): Promise<Platform> {
   const dataDir = mkdtempSync(join(tmpdir(), 'tempora-platform-'));
   const env: NodeJS.ProcessEnv = { ...process.env, TEMPORA_DATA_DIR: dataDir, LOG_LEVEL: 'warn' };
-  for (const name of ['DATABASE_URL', 'REDIS_URL', 'REDIS_KEY_PREFIX', 'SERVICE_KEY', 'ADMIN_KEY', 'WRITER_TOKENS', 'CALLBACK_SECRET', 'STRIPE_SECRET_KEY']) delete env[name];
+  for (const name of ['DATABASE_URL', 'REDIS_URL', 'REDIS_KEY_PREFIX', 'SERVICE_KEY', 'ADMIN_KEY', 'WRITER_TOKENS', 'CALLBACK_SECRET', 'STRIPE_SECRET_KEY'])
+    delete env[name];
   // Its own Redis key prefix, so rate-limit windows and queues are not shared with other tests on the same Redis.
-  if (options.shared) Object.assign(env, { DATABASE_URL: options.shared.databaseUrl, REDIS_URL: options.shared.redisUrl, REDIS_KEY_PREFIX: `tempora-${randomBytes(4).toString('hex')}` });
+  if (options.shared)
+    Object.assign(env, {
+      DATABASE_URL: options.shared.databaseUrl,
+      REDIS_URL: options.shared.redisUrl,
+      REDIS_KEY_PREFIX: `tempora-${randomBytes(4).toString('hex')}`,
+    });
   const urls = {} as Record<ServiceName, string>;
   const metricsUrls = {} as Record<ServiceName, string>;
   for (const service of Object.keys(DEFAULT_PORTS) as ServiceName[]) {

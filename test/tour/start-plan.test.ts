@@ -15,13 +15,26 @@ describe('npm start: where the platform listens', () => {
     assert.ok(started.applied.includes('HOST'));
     assert.deepEqual(
       started.units.map((unit) => unit.name),
-      ['stripe-stand-in', 'graph', 'generation', 'simulation', 'conductor', 'billing', 'gateway', 'graph-renderer', 'graph-expander', 'graph-judge', 'generation-worker'],
+      [
+        'stripe-stand-in',
+        'graph',
+        'generation',
+        'simulation',
+        'conductor',
+        'billing',
+        'gateway',
+        'graph-renderer',
+        'graph-expander',
+        'graph-judge',
+        'generation-worker',
+      ],
     );
     for (const unit of started.units) {
       assert.equal({ ...started.env, ...unit.env }.HOST, '127.0.0.1', unit.name);
       assert.match(unit.url, /^http:\/\/127\.0\.0\.1:\d+$/, unit.name);
     }
-    for (const peer of ['GATEWAY_URL', 'GENERATION_URL', 'GRAPH_URL', 'SIMULATION_URL', 'CONDUCTOR_URL', 'BILLING_URL', 'STRIPE_API_URL', 'PUBLIC_URL']) assert.match(started.env[peer]!, /^http:\/\/127\.0\.0\.1:\d+$/, peer);
+    for (const peer of ['GATEWAY_URL', 'GENERATION_URL', 'GRAPH_URL', 'SIMULATION_URL', 'CONDUCTOR_URL', 'BILLING_URL', 'STRIPE_API_URL', 'PUBLIC_URL'])
+      assert.match(started.env[peer]!, /^http:\/\/127\.0\.0\.1:\d+$/, peer);
   });
 
   it('keeps a HOST that is set: all interfaces are reached on loopback, one address at that address', () => {
@@ -40,11 +53,14 @@ describe('npm start: where the platform listens', () => {
     assert.equal(plan({ HOST: '::1' }).url('graph'), 'http://[::1]:8082');
   });
 
-  it('lets the services behind the gateway believe its X-Forwarded-For, and the gateway no client\'s', () => {
+  it("lets the services behind the gateway believe its X-Forwarded-For, and the gateway no client's", () => {
     const started = plan(shared);
     const trusted = (name: string) => ({ ...started.env, ...started.units.find((unit) => unit.name === name)!.env }).TRUSTED_PROXIES;
     assert.equal(trusted('gateway'), undefined);
     for (const backend of ['graph', 'generation', 'simulation', 'conductor', 'billing']) assert.equal(trusted(backend), '127.0.0.0/8,::1', backend);
-    assert.equal(({ ...plan({ HOST: '192.0.2.10' }).env, ...plan({ HOST: '192.0.2.10' }).units.find((unit) => unit.name === 'graph')!.env }).TRUSTED_PROXIES, '127.0.0.0/8,::1,192.0.2.10');
+    assert.equal(
+      { ...plan({ HOST: '192.0.2.10' }).env, ...plan({ HOST: '192.0.2.10' }).units.find((unit) => unit.name === 'graph')!.env }.TRUSTED_PROXIES,
+      '127.0.0.0/8,::1,192.0.2.10',
+    );
   });
 });

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { startPlatform, type Platform } from '../support/platform.ts';
+import { type Platform, startPlatform } from '../support/platform.ts';
 import { readmeTour, runTour } from '../support/readme-tour.ts';
 
 /**

@@ -9,7 +9,7 @@
 // fills defaults in before the operator reads an object); every other property is optional. Status
 // properties are all optional. Object schemas at the paths in NAMED become named types, shared between
 // kinds when they render identically (a mismatch stops the generator); the others are written inline.
-import { readFileSync, readdirSync, writeFileSync } from 'node:fs';
+import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parse } from 'yaml';
@@ -64,7 +64,10 @@ function doc(lines: string[], indent: string): string {
   const text = lines.filter(Boolean);
   if (text.length === 0) return '';
   if (text.length === 1 && !text[0]!.includes('\n')) return `${indent}/** ${text[0]} */\n`;
-  return `${indent}/**\n${text.flatMap((l) => l.split('\n')).map((l) => `${indent} * ${l}`.trimEnd()).join('\n')}\n${indent} */\n`;
+  return `${indent}/**\n${text
+    .flatMap((l) => l.split('\n'))
+    .map((l) => `${indent} * ${l}`.trimEnd())
+    .join('\n')}\n${indent} */\n`;
 }
 
 class Generator {

@@ -3,8 +3,9 @@
 // Plain JSON throughout: watches deliver plain JSON, and comparing desired children against the
 // informer cache needs one representation. Every request goes through `request`, which is also where
 // writes are counted for the "zero writes when converged" guarantee.
-import { request as httpsRequest, type RequestOptions as HttpsRequestOptions } from 'node:https';
+
 import type { IncomingMessage } from 'node:http';
+import { type RequestOptions as HttpsRequestOptions, request as httpsRequest } from 'node:https';
 import type { Counter } from 'prom-client';
 import type { Connection } from './connection.ts';
 import type { KubeList, KubeObject } from './object.ts';
@@ -74,8 +75,20 @@ export class KubeClient {
    * Streams a watch: `onEvent` for each event, until the server ends it, the signal aborts it (resolves)
    * or the connection fails (rejects). A refused watch (410 Gone, 403) rejects with its KubeApiError.
    */
-  async watch(path: string, query: Record<string, string | undefined>, signal: AbortSignal, onEvent: (type: string, object: KubeObject) => void): Promise<void> {
-    const response = await this.#send('GET', this.#url(path, { ...query, watch: 'true' }), { accept: 'application/json' }, this.connection.watchAgent, undefined, signal);
+  async watch(
+    path: string,
+    query: Record<string, string | undefined>,
+    signal: AbortSignal,
+    onEvent: (type: string, object: KubeObject) => void,
+  ): Promise<void> {
+    const response = await this.#send(
+      'GET',
+      this.#url(path, { ...query, watch: 'true' }),
+      { accept: 'application/json' },
+      this.connection.watchAgent,
+      undefined,
+      signal,
+    );
     if ((response.statusCode ?? 0) >= 400) {
       let text = '';
       for await (const chunk of response) text += String(chunk);
@@ -107,7 +120,14 @@ export class KubeClient {
     return url;
   }
 
-  async #send(method: Method, url: URL, headers: Record<string, string>, agent: HttpsRequestOptions['agent'], body?: string, signal?: AbortSignal): Promise<IncomingMessage> {
+  async #send(
+    method: Method,
+    url: URL,
+    headers: Record<string, string>,
+    agent: HttpsRequestOptions['agent'],
+    body?: string,
+    signal?: AbortSignal,
+  ): Promise<IncomingMessage> {
     Object.assign(headers, await this.connection.headers());
     return new Promise((resolve, reject) => {
       const req = httpsRequest(url, { method, headers, agent, signal }, resolve);

@@ -2,9 +2,9 @@
 // resourceVersion; relist on 410 Gone; restart with backoff on any other error (API server restarts);
 // resync on a timer; count relists.
 import type { Logger } from 'pino';
+import { type OperatorMetrics, RELIST_REASONS, zeroed } from '../metrics.ts';
 import { KubeApiError, type KubeClient } from './client.ts';
-import { RELIST_REASONS, zeroed, type OperatorMetrics } from '../metrics.ts';
-import { objectKey, type KubeObject } from './object.ts';
+import { type KubeObject, objectKey } from './object.ts';
 import { collectionPath, type ResourceType } from './resources.ts';
 
 export type InformerEvent = 'add' | 'update' | 'delete' | 'resync';

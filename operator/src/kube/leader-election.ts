@@ -4,10 +4,10 @@
 // between instances does not matter); the leader gives up when it cannot renew within renewDeadline; on
 // a graceful stop the leader releases the lease so another instance takes over at once.
 import type { Logger } from 'pino';
-import { isConflict, isNotFound, type KubeClient } from './client.ts';
-import { Lease } from './resources.ts';
-import type { KubeObject } from './object.ts';
 import type { OperatorMetrics } from '../metrics.ts';
+import { isConflict, isNotFound, type KubeClient } from './client.ts';
+import type { KubeObject } from './object.ts';
+import { Lease } from './resources.ts';
 
 export interface LeaderElectionOptions {
   client: KubeClient;
@@ -105,15 +105,17 @@ export class LeaderElector {
     const existing = await client.getOrUndefined(Lease, namespace, name);
     const leaseSeconds = Math.round(this.#o.leaseDurationMs / 1000);
     if (!existing) {
-      await client.create(Lease, namespace, {
-        apiVersion: 'coordination.k8s.io/v1',
-        kind: 'Lease',
-        metadata: { name, namespace },
-        spec: { holderIdentity: identity, leaseDurationSeconds: leaseSeconds, acquireTime: micro(now), renewTime: micro(now), leaseTransitions: 0 },
-      }).catch((err: unknown) => {
-        if (isConflict(err)) return undefined;
-        throw err;
-      });
+      await client
+        .create(Lease, namespace, {
+          apiVersion: 'coordination.k8s.io/v1',
+          kind: 'Lease',
+          metadata: { name, namespace },
+          spec: { holderIdentity: identity, leaseDurationSeconds: leaseSeconds, acquireTime: micro(now), renewTime: micro(now), leaseTransitions: 0 },
+        })
+        .catch((err: unknown) => {
+          if (isConflict(err)) return undefined;
+          throw err;
+        });
       return (await client.get(Lease, namespace, name)).spec?.holderIdentity === identity;
     }
     const spec = (existing.spec ?? {}) as LeaseSpec;

@@ -64,16 +64,7 @@ export const Event: ResourceType = { group: '', version: 'v1', kind: 'Event', pl
 export const Lease: ResourceType = { group: 'coordination.k8s.io', version: 'v1', kind: 'Lease', plural: 'leases' };
 
 /** Child types the operator watches so that drift and hand deletions are seen without polling. */
-export const WATCHED_CHILDREN: ResourceType[] = [
-  Deployment,
-  Service,
-  ConfigMap,
-  Secret,
-  PodDisruptionBudget,
-  Ingress,
-  CronJob,
-  HorizontalPodAutoscaler,
-];
+export const WATCHED_CHILDREN: ResourceType[] = [Deployment, Service, ConfigMap, Secret, PodDisruptionBudget, Ingress, CronJob, HorizontalPodAutoscaler];
 
 /**
  * Child types served only when their CRD is installed (the Prometheus Operator's): applied while the

@@ -70,7 +70,10 @@ export class WorkQueue {
 
   addAfter(key: string, delayMs: number): void {
     if (this.#shuttingDown) return;
-    if (delayMs <= 0) return this.add(key);
+    if (delayMs <= 0) {
+      this.add(key);
+      return;
+    }
     const at = Date.now() + delayMs;
     const existing = this.#waiting.get(key);
     if (existing && existing.at <= at) return;

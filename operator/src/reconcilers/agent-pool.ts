@@ -9,7 +9,7 @@ import { applyChildren } from './apply-children.ts';
 import { childLabels, type DesiredChild, type Reconciler } from './context.ts';
 import { gatewayOf, poolRedis, redisKeyPrefix, servingPool } from './gateway-ref.ts';
 import { peerUrls } from './platform-services.ts';
-import { deploymentState, readiness, type Blocked } from './readiness.ts';
+import { type Blocked, deploymentState, readiness } from './readiness.ts';
 import { updateStatus } from './status.ts';
 import { configMap, envFromSecretKey, modelSettings, obj, workerDeployment } from './workload.ts';
 
@@ -95,7 +95,8 @@ function poolBlocked(pool: AgentPool, gateway: TemporaGateway | undefined, servi
   const ref = `TemporaGateway ${pool.spec.gatewayRef}`;
   if (!gateway) return { reason: 'GatewayNotFound', message: `${ref} (spec.gatewayRef) does not exist in this namespace` };
   if (!poolRedis(pool, gateway)) return { reason: 'RedisRequired', message: `the agent tasks are a Redis stream: set spec.redis or the ${ref}'s spec.redis` };
-  if (serving && serving.metadata.uid !== pool.metadata.uid) return { reason: 'AnotherPoolServes', message: `AgentPool ${serving.metadata.name} already serves ${ref}` };
+  if (serving && serving.metadata.uid !== pool.metadata.uid)
+    return { reason: 'AnotherPoolServes', message: `AgentPool ${serving.metadata.name} already serves ${ref}` };
   return undefined;
 }
 

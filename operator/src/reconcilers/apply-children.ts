@@ -4,7 +4,7 @@ import { isConflict } from '../kube/client.ts';
 import { needsApply, withSpecHash } from '../kube/drift.ts';
 import type { KubeObject } from '../kube/object.ts';
 import { apiVersionOf } from '../kube/resources.ts';
-import { MANAGED_BY, MANAGED_BY_LABEL, ownerReference, type DesiredChild, type ReconcileContext } from './context.ts';
+import { type DesiredChild, MANAGED_BY, MANAGED_BY_LABEL, ownerReference, type ReconcileContext } from './context.ts';
 
 /** The object as the operator applies it: owner reference, managed-by label and spec hash added. */
 export function childObject(owner: KubeObject, child: DesiredChild): KubeObject {

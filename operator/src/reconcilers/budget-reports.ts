@@ -66,7 +66,10 @@ export class BudgetReports implements BudgetReader {
     const svc = simulationServiceName(gw);
     const secret = gw.spec.secrets?.keys;
     if (!secret) {
-      return problem('ServiceKeyRequired', `${svc} tells its budgets' spend to services only: TemporaGateway ${gw.metadata.name} names no keys Secret (spec.secrets.keys) with a SERVICE_KEY`);
+      return problem(
+        'ServiceKeyRequired',
+        `${svc} tells its budgets' spend to services only: TemporaGateway ${gw.metadata.name} names no keys Secret (spec.secrets.keys) with a SERVICE_KEY`,
+      );
     }
     const key = await this.#serviceKey(namespace, secret);
     if (!key) return problem('ServiceKeyRequired', `Secret ${secret} (the TemporaGateway's spec.secrets.keys) does not exist or has no SERVICE_KEY`);
@@ -84,7 +87,10 @@ export class BudgetReports implements BudgetReader {
       return problem('ServiceKeyRefused', `${svc} refuses the SERVICE_KEY of Secret ${secret} (${reply.status})`);
     }
     if (reply.status === 404) {
-      return problem('NotLoaded', `${svc} has not read this budget yet: the ConfigMap ${gw.metadata.name}-simulation-budgets reaches its pods within about a minute`);
+      return problem(
+        'NotLoaded',
+        `${svc} has not read this budget yet: the ConfigMap ${gw.metadata.name}-simulation-budgets reaches its pods within about a minute`,
+      );
     }
     if (!reply.ok) return problem('SimulationUnavailable', `${svc} answers ${reply.status}`);
     let parsed: ReturnType<typeof BudgetReportSchema.safeParse>;
@@ -93,7 +99,9 @@ export class BudgetReports implements BudgetReader {
     } catch {
       return problem('SimulationUnavailable', `${svc} answers something other than JSON`);
     }
-    return parsed.success ? { report: parsed.data } : problem('SimulationUnavailable', `${svc} answers a budget without ${parsed.error.issues.map((i) => i.path.join('.')).join(', ')}`);
+    return parsed.success
+      ? { report: parsed.data }
+      : problem('SimulationUnavailable', `${svc} answers a budget without ${parsed.error.issues.map((i) => i.path.join('.')).join(', ')}`);
   }
 
   async #serviceKey(namespace: string, secret: string): Promise<string | undefined> {
@@ -103,7 +111,13 @@ export class BudgetReports implements BudgetReader {
     const found = await this.#client.getOrUndefined(R.Secret, namespace, secret);
     const encoded = (found?.data as Record<string, string> | undefined)?.SERVICE_KEY;
     // SERVICE_KEY may list several keys (comma-separated); every service accepts each of them.
-    const key = encoded ? Buffer.from(encoded, 'base64').toString('utf8').split(',').map((k) => k.trim()).find(Boolean) : undefined;
+    const key = encoded
+      ? Buffer.from(encoded, 'base64')
+          .toString('utf8')
+          .split(',')
+          .map((k) => k.trim())
+          .find(Boolean)
+      : undefined;
     // Only a key found is kept: a Secret created or fixed is then seen at the next poll.
     if (key) this.#keys.set(cacheKey, { key, readAt: Date.now() });
     return key;

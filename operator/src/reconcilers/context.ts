@@ -34,7 +34,14 @@ export const CHILD_READ_PATHS: Record<string, ReadPaths> = {
   horizontalpodautoscalers: [['status', 'desiredReplicas']],
   cronjobs: [['status', 'lastScheduleTime']],
   // Why a pod does not start (readiness.ts); the operator writes no pod.
-  pods: [['status', 'phase'], ['status', 'reason'], ['status', 'message'], ['status', 'conditions'], ['status', 'initContainerStatuses'], ['status', 'containerStatuses']],
+  pods: [
+    ['status', 'phase'],
+    ['status', 'reason'],
+    ['status', 'message'],
+    ['status', 'conditions'],
+    ['status', 'initContainerStatuses'],
+    ['status', 'containerStatuses'],
+  ],
 };
 
 /** Optional APIs, probed at most once per TTL unless `fresh` asks for a new answer. */

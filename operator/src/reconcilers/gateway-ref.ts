@@ -1,7 +1,7 @@
 // What ties the kinds together: a GraphWorker or an AgentPool names its TemporaGateway (spec.gatewayRef), works
 // against that TemporaGateway's services and state, and takes from it what it does not set itself. One
 // AgentPool serves a TemporaGateway: the generation pods hand their agent tasks to it.
-import type { AgentPool, TemporaGateway, SecretKeyRef } from '../api/v1alpha1/index.ts';
+import type { AgentPool, SecretKeyRef, TemporaGateway } from '../api/v1alpha1/index.ts';
 import * as R from '../kube/resources.ts';
 import type { ReconcileContext } from './context.ts';
 
@@ -32,6 +32,10 @@ export function poolRedis(pool: AgentPool, gw: TemporaGateway | undefined): Secr
 export function servingPool(ctx: ReconcileContext, gw: TemporaGateway): AgentPool | undefined {
   const pools = (ctx.owners.get(R.AgentPool.plural)?.list() ?? []) as AgentPool[];
   return pools
-    .filter((p) => p.metadata.namespace === gw.metadata.namespace && p.spec.gatewayRef === gw.metadata.name && !p.metadata.deletionTimestamp && poolRedis(p, gw))
-    .sort((a, b) => (a.metadata.creationTimestamp ?? '').localeCompare(b.metadata.creationTimestamp ?? '') || a.metadata.name.localeCompare(b.metadata.name))[0];
+    .filter(
+      (p) => p.metadata.namespace === gw.metadata.namespace && p.spec.gatewayRef === gw.metadata.name && !p.metadata.deletionTimestamp && poolRedis(p, gw),
+    )
+    .sort(
+      (a, b) => (a.metadata.creationTimestamp ?? '').localeCompare(b.metadata.creationTimestamp ?? '') || a.metadata.name.localeCompare(b.metadata.name),
+    )[0];
 }

@@ -12,7 +12,7 @@ import { X509Certificate } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { TemporaGateway } from '../api/v1alpha1/index.ts';
 import { isNotFound, type KubeClient } from '../kube/client.ts';
-import { objectKey, type KubeObject } from '../kube/object.ts';
+import { type KubeObject, objectKey } from '../kube/object.ts';
 import * as R from '../kube/resources.ts';
 import type { OperatorMetrics } from '../metrics.ts';
 import { GENERATE_ANNOTATION, GENERATED_SECRET_SELECTOR, isGenerated, planGeneration } from './generated-secrets.ts';
@@ -37,7 +37,8 @@ export interface Reference {
 export function referencedSecrets(gw: TemporaGateway): Reference[] {
   const { spec } = gw;
   const refs: Reference[] = [];
-  if (spec.ingress?.tlsSecretName) refs.push({ field: 'spec.ingress.tlsSecretName', secret: spec.ingress.tlsSecretName, keys: ['tls.crt', 'tls.key'], certificate: true });
+  if (spec.ingress?.tlsSecretName)
+    refs.push({ field: 'spec.ingress.tlsSecretName', secret: spec.ingress.tlsSecretName, keys: ['tls.crt', 'tls.key'], certificate: true });
   for (const name of ['keys', 'providers', 'billing'] as const) {
     const secret = spec.secrets?.[name];
     if (secret) refs.push({ field: `spec.secrets.${name}`, secret, keys: [] });
@@ -63,7 +64,10 @@ export function problemsOf(name: string, refs: Reference[], secret: KubeObject |
   const plan = planGeneration(secret);
   const generated = new Set(plan.fill);
   if (plan.fill.length > 0 && isGenerated(secret)) problems.push(`Secret ${name} (${fields}) awaits the operator's generation of ${plan.fill.join(', ')}`);
-  else if (plan.fill.length > 0) problems.push(`Secret ${name} (${fields}) asks for ${plan.fill.join(', ')} in ${GENERATE_ANNOTATION} but lacks the label ${GENERATED_SECRET_SELECTOR}, so nothing generates them`);
+  else if (plan.fill.length > 0)
+    problems.push(
+      `Secret ${name} (${fields}) asks for ${plan.fill.join(', ')} in ${GENERATE_ANNOTATION} but lacks the label ${GENERATED_SECRET_SELECTOR}, so nothing generates them`,
+    );
   if (plan.problems.length > 0 && isGenerated(secret)) problems.push(`Secret ${name} (${fields}): cannot generate ${plan.problems.join('; ')}`);
   const missing = [...new Set(refs.flatMap((r) => r.keys))].filter((key) => !data[key] && !generated.has(key));
   if (missing.length > 0) problems.push(`Secret ${name} (${fields}) has no ${missing.join(', ')}`);
@@ -123,7 +127,10 @@ export class GatewaySecrets {
           found = await this.#client.get(R.Secret, namespace, secret);
         } catch (err) {
           if (!isNotFound(err)) {
-            this.#log.warn({ gateway: objectKey(namespace, gateway), secret, err: String(err) }, 'cannot read a Secret the TemporaGateway names; keeping what was last seen');
+            this.#log.warn(
+              { gateway: objectKey(namespace, gateway), secret, err: String(err) },
+              'cannot read a Secret the TemporaGateway names; keeping what was last seen',
+            );
             after.secrets.push(...before.secrets.filter((l) => l.secret === secret));
             after.certificates.push(...before.certificates.filter((l) => l.secret === secret));
             return [];

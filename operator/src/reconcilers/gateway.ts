@@ -3,18 +3,32 @@
 // in one ConfigMap that the simulation pods mount, an Ingress for the gateway, and a ServiceMonitor per
 // service when the Prometheus Operator is installed.
 import { generateKeyPairSync } from 'node:crypto';
-import type { AgentPool, TemporaGateway, IngressSpec, SimulationBudget } from '../api/v1alpha1/index.ts';
+import type { AgentPool, IngressSpec, SimulationBudget, TemporaGateway } from '../api/v1alpha1/index.ts';
 import type { KubeObject } from '../kube/object.ts';
 import * as R from '../kube/resources.ts';
 import { applyChildren } from './apply-children.ts';
 import { childLabels, type DesiredChild, type ReconcileContext, type Reconciler } from './context.ts';
 import { hasExternalState, poolRedis, redisKeyPrefix, servingPool } from './gateway-ref.ts';
 import { SECRET_RECHECK_MS } from './gateway-secrets.ts';
-import { DEPLOYED_SERVICES, peerUrls, servicePort, type PlatformService } from './platform-services.ts';
-import { deploymentState, readiness, type Blocked } from './readiness.ts';
+import { DEPLOYED_SERVICES, type PlatformService, peerUrls, servicePort } from './platform-services.ts';
+import { type Blocked, deploymentState, readiness } from './readiness.ts';
 import { budgetJson } from './simulation-budget.ts';
 import { updateStatus } from './status.ts';
-import { configMap, deployment, envFromSecretKey, image, mergePodSettings, METRICS_PORT_OFFSET, modelSettings, obj, podDisruptionBudget, service, serviceMonitor, type EnvVar, type ReadOnlyVolume } from './workload.ts';
+import {
+  configMap,
+  deployment,
+  type EnvVar,
+  envFromSecretKey,
+  image,
+  METRICS_PORT_OFFSET,
+  mergePodSettings,
+  modelSettings,
+  obj,
+  podDisruptionBudget,
+  type ReadOnlyVolume,
+  service,
+  serviceMonitor,
+} from './workload.ts';
 
 /** Services that call model providers and so receive the provider credentials. */
 const USES_PROVIDERS = new Set<PlatformService>(['generation', 'graph', 'simulation', 'conductor']);
@@ -214,7 +228,11 @@ export const gatewayReconciler: Reconciler<TemporaGateway> = {
       ctx.secrets.check(gw),
     ]);
     const failing = missing.length > 0 ? { reason: 'SecretMissing', message: missing.join('; ') } : undefined;
-    const { conditions, settling, converging } = readiness(applied, { pods: ctx.pods.controlledBy(gw.metadata.uid ?? ''), blocked: crowdedWithoutState(gw), failing });
+    const { conditions, settling, converging } = readiness(applied, {
+      pods: ctx.pods.controlledBy(gw.metadata.uid ?? ''),
+      blocked: crowdedWithoutState(gw),
+      failing,
+    });
     const services = DEPLOYED_SERVICES.map((svc) => {
       const live = applied.live.get(`deployments/${childName(gw, svc)}`);
       const state = live ? deploymentState(live) : undefined;

@@ -4,13 +4,13 @@
 // never switches between the two. A worker works on the graph's PostgreSQL, beside the graph service of
 // the TemporaGateway it names, which lends it its keys (the generation service wants a service key) and what the
 // worker does not set itself (database, Redis, provider credentials, log level, tracing).
-import type { TemporaGateway, GraphWorker } from '../api/v1alpha1/index.ts';
+import type { GraphWorker, TemporaGateway } from '../api/v1alpha1/index.ts';
 import * as R from '../kube/resources.ts';
 import { applyChildren } from './apply-children.ts';
 import { childLabels, type DesiredChild, type Reconciler } from './context.ts';
 import { gatewayOf, redisKeyPrefix } from './gateway-ref.ts';
 import { peerUrls } from './platform-services.ts';
-import { deploymentState, readiness, type Blocked } from './readiness.ts';
+import { type Blocked, deploymentState, readiness } from './readiness.ts';
 import { updateStatus } from './status.ts';
 import { configMap, envFromSecretKey, obj, podTemplate, workerDeployment } from './workload.ts';
 

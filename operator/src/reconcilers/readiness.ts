@@ -77,9 +77,7 @@ export interface DeploymentState {
 export function deploymentState(d: KubeObject, observeAt = d.metadata.generation ?? 1, minAvailable?: number): DeploymentState {
   const status = (d.status ?? {}) as DeploymentStatus;
   const wanted = (d.spec as { replicas?: number } | undefined)?.replicas ?? 1;
-  const failure = status.conditions?.find(
-    (c) => (c.type === 'ReplicaFailure' && c.status === 'True') || (c.type === 'Progressing' && c.status === 'False'),
-  );
+  const failure = status.conditions?.find((c) => (c.type === 'ReplicaFailure' && c.status === 'True') || (c.type === 'Progressing' && c.status === 'False'));
   const observed = (status.observedGeneration ?? 0) >= observeAt;
   const replicas = status.replicas ?? 0;
   const updated = status.updatedReplicas ?? 0;

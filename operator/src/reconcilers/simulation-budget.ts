@@ -6,8 +6,9 @@
 //           status: period, spent, reserved, remaining, the alert thresholds crossed (a Warning Event once
 //           per threshold and period) and the Exhausted condition (a Warning Event LimitReached).
 // A budget owns no child: the ConfigMaps <name>-budget and <name>-usage of earlier versions are pruned.
-import type { Condition, ConditionInput } from '../kube/conditions.ts';
+
 import type { SimulationBudget, SimulationBudgetSpec, SimulationBudgetStatus } from '../api/v1alpha1/index.ts';
+import type { Condition, ConditionInput } from '../kube/conditions.ts';
 import * as R from '../kube/resources.ts';
 import { applyChildren } from './apply-children.ts';
 import type { BudgetReport, ReportProblem } from './budget-reports.ts';
@@ -65,7 +66,12 @@ function exhaustedCondition(report: BudgetReport): ConditionInput {
         reason: 'LimitReached',
         message: `spent ${usd(report.spent_usd)} of ${usd(report.limit_usd)} in ${report.current_period}: new runs are refused until the period ends or the limit is raised`,
       }
-    : { type: 'Exhausted', status: 'False', reason: 'WithinBudget', message: `${usd(report.remaining_usd)} of ${usd(report.limit_usd)} left in ${report.current_period}` };
+    : {
+        type: 'Exhausted',
+        status: 'False',
+        reason: 'WithinBudget',
+        message: `${usd(report.remaining_usd)} of ${usd(report.limit_usd)} left in ${report.current_period}`,
+      };
 }
 
 function figures(report: BudgetReport): SimulationBudgetStatus {
@@ -102,7 +108,9 @@ function serviceConditions(gateway: string, outcome: { report: BudgetReport; cur
   return [
     { type: 'Ready', status: 'False', reason, message },
     { type: 'Progressing', status: failing ? 'False' : 'True', reason, message },
-    failing ? { type: 'Degraded', status: 'True', reason, message } : { type: 'Degraded', status: 'False', reason: 'Healthy', message: 'nothing fails; waiting for the simulation service' },
+    failing
+      ? { type: 'Degraded', status: 'True', reason, message }
+      : { type: 'Degraded', status: 'False', reason: 'Healthy', message: 'nothing fails; waiting for the simulation service' },
   ];
 }
 
@@ -110,7 +118,9 @@ function serviceConditions(gateway: string, outcome: { report: BudgetReport; cur
 function lastReported(budget: SimulationBudget): { fields: SimulationBudgetStatus; exhausted: ConditionInput[] } {
   const { period, spentUsd, reservedUsd, remainingUsd, alertsCrossed } = budget.status ?? {};
   const fields = Object.fromEntries(Object.entries({ period, spentUsd, reservedUsd, remainingUsd, alertsCrossed }).filter(([, v]) => v !== undefined));
-  const exhausted = ((budget.status?.conditions ?? []) as Condition[]).filter((c) => c.type === 'Exhausted').map(({ type, status, reason, message }) => ({ type, status, reason, message }));
+  const exhausted = ((budget.status?.conditions ?? []) as Condition[])
+    .filter((c) => c.type === 'Exhausted')
+    .map(({ type, status, reason, message }) => ({ type, status, reason, message }));
   return { fields, exhausted };
 }
 
@@ -126,19 +136,34 @@ export const simulationBudgetReconciler: Reconciler<SimulationBudget> = {
     if (!gateway) {
       const message = `TemporaGateway ${spec.gatewayRef} (spec.gatewayRef) does not exist in this namespace: no simulation service enforces this budget`;
       const refused: ConditionInput[] = ['Ready', 'Progressing'].map((type) => ({ type, status: 'False', reason: 'GatewayNotFound', message }));
-      await updateStatus(budget, R.SimulationBudget, { conditions: [...refused, { type: 'Degraded', status: 'True', reason: 'GatewayNotFound', message }, ...last.exhausted], fields: last.fields }, ctx);
+      await updateStatus(
+        budget,
+        R.SimulationBudget,
+        { conditions: [...refused, { type: 'Degraded', status: 'True', reason: 'GatewayNotFound', message }, ...last.exhausted], fields: last.fields },
+        ctx,
+      );
       // The TemporaGateway's coming brings the budget back (operator.ts maps TemporaGateway events to the budgets naming it).
       return;
     }
     const reading = await ctx.budgetReports.read(gateway, name);
     const now = new Date();
     if ('problem' in reading) {
-      await updateStatus(budget, R.SimulationBudget, { conditions: [...serviceConditions(gateway.metadata.name, reading), ...last.exhausted], fields: last.fields }, ctx);
+      await updateStatus(
+        budget,
+        R.SimulationBudget,
+        { conditions: [...serviceConditions(gateway.metadata.name, reading), ...last.exhausted], fields: last.fields },
+        ctx,
+      );
       return { requeueAfterMs: Math.min(UNREPORTED_POLL_MS, untilNextPoll(spec.period, ctx.budgetPollMs, now)) };
     }
     const { report } = reading;
     const current = enforces(report, spec);
-    await updateStatus(budget, R.SimulationBudget, { conditions: [...serviceConditions(gateway.metadata.name, { report, current }), exhaustedCondition(report)], fields: figures(report) }, ctx);
+    await updateStatus(
+      budget,
+      R.SimulationBudget,
+      { conditions: [...serviceConditions(gateway.metadata.name, { report, current }), exhaustedCondition(report)], fields: figures(report) },
+      ctx,
+    );
     await recordCrossedAlerts(budget, report, ctx);
     return { requeueAfterMs: current ? untilNextPoll(spec.period, ctx.budgetPollMs, now) : Math.min(UNREPORTED_POLL_MS, ctx.budgetPollMs) };
   },

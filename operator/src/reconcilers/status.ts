@@ -1,5 +1,5 @@
 // Writing a custom resource's status only when it changed, with an Event per condition transition.
-import { mergeConditions, type Condition, type ConditionInput } from '../kube/conditions.ts';
+import { type Condition, type ConditionInput, mergeConditions } from '../kube/conditions.ts';
 import type { KubeObject } from '../kube/object.ts';
 import type { ResourceType } from '../kube/resources.ts';
 import type { ReconcileContext, ReconcileResult } from './context.ts';
@@ -31,7 +31,12 @@ export interface StatusUpdate {
  * at) waits up to COUNTS_HOLD_MS, for the counts to settle (their watch events bring the owner back here)
  * or for news; the result requeues the owner for the end of the wait.
  */
-export async function updateStatus(owner: KubeObject, resource: ResourceType, update: StatusUpdate, ctx: ReconcileContext): Promise<ReconcileResult | undefined> {
+export async function updateStatus(
+  owner: KubeObject,
+  resource: ResourceType,
+  update: StatusUpdate,
+  ctx: ReconcileContext,
+): Promise<ReconcileResult | undefined> {
   if (update.settling) return undefined;
   const previous = (owner.status?.conditions ?? []) as Condition[];
   const generation = owner.metadata.generation ?? 0;
@@ -78,7 +83,15 @@ export async function updateStatus(owner: KubeObject, resource: ResourceType, up
 function news(status: Record<string, unknown>, counts: Record<string, unknown> | undefined): Record<string, unknown> {
   const rest = Object.fromEntries(Object.entries(status).filter(([key]) => !(counts && key in counts)));
   const conditions = (status.conditions ?? []) as Condition[];
-  return { ...rest, conditions: conditions.map((c) => ({ type: c.type, status: c.status, observedGeneration: c.observedGeneration, ...(c.type === 'Degraded' ? { reason: c.reason } : {}) })) };
+  return {
+    ...rest,
+    conditions: conditions.map((c) => ({
+      type: c.type,
+      status: c.status,
+      observedGeneration: c.observedGeneration,
+      ...(c.type === 'Degraded' ? { reason: c.reason } : {}),
+    })),
+  };
 }
 
 function sameJson(a: unknown, b: unknown): boolean {
@@ -88,7 +101,11 @@ function sameJson(a: unknown, b: unknown): boolean {
 function sortKeys(v: unknown): unknown {
   if (Array.isArray(v)) return v.map(sortKeys);
   if (v && typeof v === 'object') {
-    return Object.fromEntries(Object.keys(v).sort().map((k) => [k, sortKeys((v as Record<string, unknown>)[k])]));
+    return Object.fromEntries(
+      Object.keys(v)
+        .sort()
+        .map((k) => [k, sortKeys((v as Record<string, unknown>)[k])]),
+    );
   }
   return v;
 }

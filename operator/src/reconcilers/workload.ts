@@ -5,7 +5,7 @@ import { createHash } from 'node:crypto';
 import type { ImageSpec, ModelsSpec, MonitoringSpec, PodSettings, Resources, SecretKeyRef, TracingSpec } from '../api/v1alpha1/index.ts';
 import type { KubeObject } from '../kube/object.ts';
 import * as R from '../kube/resources.ts';
-import { childLabels, OWNER_UID_LABEL, type DesiredChild } from './context.ts';
+import { childLabels, type DesiredChild, OWNER_UID_LABEL } from './context.ts';
 
 /** Where a worker pod (AgentPool, GraphWorker) serves /health and /metrics, told through WORKER_PORT. */
 export const WORKER_PORT = 8091;
@@ -89,7 +89,8 @@ export function mergePodSettings(base: PodSettings | undefined, over: PodSetting
   return merged;
 }
 
-const isEmpty = (v: unknown) => v === undefined || v === '' || (Array.isArray(v) ? v.length === 0 : typeof v === 'object' && v !== null && Object.keys(v).length === 0);
+const isEmpty = (v: unknown) =>
+  v === undefined || v === '' || (Array.isArray(v) ? v.length === 0 : typeof v === 'object' && v !== null && Object.keys(v).length === 0);
 
 /**
  * The scheduling and pulling fields of a pod spec, as PodSettings sets them (empty ones left out, so the
@@ -189,11 +190,7 @@ export function podTemplate(input: PodSpecInput): Record<string, unknown> {
       // The service images run as the node user (uid 1000) of the Node 22 base image.
       securityContext: { runAsNonRoot: true, runAsUser: 1000, runAsGroup: 1000, fsGroup: 1000, seccompProfile: { type: 'RuntimeDefault' } },
       containers: [container],
-      volumes: [
-        { name: 'tmp', emptyDir: {} },
-        { name: 'data', emptyDir: {} },
-        ...(input.volumes ?? []).map((v) => ({ name: v.name, ...v.source })),
-      ],
+      volumes: [{ name: 'tmp', emptyDir: {} }, { name: 'data', emptyDir: {} }, ...(input.volumes ?? []).map((v) => ({ name: v.name, ...v.source }))],
     },
   };
 }

@@ -1,4 +1,4 @@
-import { exportPage, keysetPage, type AccountDeletion, type AccountExportPage, type ExportPosition } from '@tempora/kit/http';
+import { type AccountDeletion, type AccountExportPage, type ExportPosition, exportPage, keysetPage } from '@tempora/kit/http';
 import type { Logger } from '@tempora/kit/observability';
 import type { Catalogue } from './domain/catalogue.ts';
 import { appleRenewsNote, chargeableAtStripe, PAYMENT_RETENTION, renewsAtApple, stripeCancelledNote } from './domain/erasure.ts';
@@ -63,7 +63,12 @@ export class AccountData {
     for (const row of subscriptions.filter(renewsAtApple)) notes.push(appleRenewsNote(this.planName(row)));
     const erased = await this.repository.erase(userId, notes);
     this.logger.info({ user: userId, deleted: erased.counts, anonymised: erased.anonymised }, 'account deleted');
-    return { service: SERVICE, deleted: { ...zeros, ...erased.counts }, kept: { payments: { count: erased.anonymised, reason: PAYMENT_RETENTION } }, notes: erased.notes };
+    return {
+      service: SERVICE,
+      deleted: { ...zeros, ...erased.counts },
+      kept: { payments: { count: erased.anonymised, reason: PAYMENT_RETENTION } },
+      notes: erased.notes,
+    };
   }
 
   /**
@@ -79,7 +84,8 @@ export class AccountData {
         {
           kind: 'payments',
           after: KEY_POSITION,
-          read: async (after, count) => keysetPage(userId ? await this.repository.paymentsAfter(userId, afterKey(after), count + 1) : [], count, keyOf, paymentExportView),
+          read: async (after, count) =>
+            keysetPage(userId ? await this.repository.paymentsAfter(userId, afterKey(after), count + 1) : [], count, keyOf, paymentExportView),
         },
         {
           kind: 'subscriptions',
@@ -93,7 +99,8 @@ export class AccountData {
         {
           kind: 'history',
           after: /^\d{1,18}$/,
-          read: async (after, count) => keysetPage(userId ? await this.repository.historyAfter(userId, after || null, count + 1) : [], count, (row) => String(row.id), historyView),
+          read: async (after, count) =>
+            keysetPage(userId ? await this.repository.historyAfter(userId, after || null, count + 1) : [], count, (row) => String(row.id), historyView),
         },
       ],
       position,

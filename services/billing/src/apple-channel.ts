@@ -1,9 +1,9 @@
+import { Environment, type JWSTransactionDecodedPayload, SignedDataVerifier, VerificationException, VerificationStatus } from '@apple/app-store-server-library';
 import { z } from 'zod';
-import { Environment, SignedDataVerifier, VerificationException, VerificationStatus, type JWSTransactionDecodedPayload } from '@apple/app-store-server-library';
 import type { BillingConfig } from './config.ts';
-import { MalformedMessage, type Interpretation } from './domain/intents.ts';
-import { interpretNotification, interpretTransaction, type AppleNotification } from './domain/apple-events.ts';
+import { type AppleNotification, interpretNotification, interpretTransaction } from './domain/apple-events.ts';
 import type { Catalogue } from './domain/catalogue.ts';
+import { type Interpretation, MalformedMessage } from './domain/intents.ts';
 import { Refusal } from './refusal.ts';
 
 const JWS = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/;
@@ -29,7 +29,9 @@ function refusalOf(error: unknown, what: string): Refusal {
     default:
       // A cause is the signature check failing; without one, the chain did not lead to a configured root
       // (or a certificate lacks Apple's marker OIDs).
-      return error.cause ? new Refusal('bad-signature', `${what}'s signature does not verify`) : new Refusal('untrusted-chain', `${what} is not signed through a configured Apple root`);
+      return error.cause
+        ? new Refusal('bad-signature', `${what}'s signature does not verify`)
+        : new Refusal('untrusted-chain', `${what} is not signed through a configured Apple root`);
   }
 }
 
@@ -97,16 +99,25 @@ export class AppleChannel {
     if (!payload.notificationUUID || !payload.notificationType || payload.signedDate === undefined) {
       throw new Refusal('malformed-event', 'the notification lacks notificationUUID, notificationType or signedDate');
     }
-    const transaction = payload.data?.signedTransactionInfo ? await this.verifyTransaction(payload.data.signedTransactionInfo, 'the notification\'s transaction') : undefined;
+    const transaction = payload.data?.signedTransactionInfo
+      ? await this.verifyTransaction(payload.data.signedTransactionInfo, "the notification's transaction")
+      : undefined;
     let renewal;
     if (payload.data?.signedRenewalInfo) {
       try {
         renewal = await this.checked.verifyAndDecodeRenewalInfo(payload.data.signedRenewalInfo);
       } catch (error) {
-        throw refusalOf(error, 'the notification\'s renewal info');
+        throw refusalOf(error, "the notification's renewal info");
       }
     }
-    return { notificationUUID: payload.notificationUUID, notificationType: String(payload.notificationType), subtype: payload.subtype === undefined ? undefined : String(payload.subtype), signedDate: payload.signedDate, transaction, renewal };
+    return {
+      notificationUUID: payload.notificationUUID,
+      notificationType: String(payload.notificationType),
+      subtype: payload.subtype === undefined ? undefined : String(payload.subtype),
+      signedDate: payload.signedDate,
+      transaction,
+      renewal,
+    };
   }
 
   interpretNotification(notification: AppleNotification): Interpretation {

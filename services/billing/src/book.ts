@@ -64,7 +64,9 @@ export class Book {
       if ('ignored' in interpretation) return settle('ignored', interpretation.ignored, null, []);
       // A message about a deleted account (a cancelled subscription's last events, a redelivery) is
       // settled without effect: nothing is granted, parked or linked to the user again.
-      const named = [interpretation.userId, ...interpretation.intents.map((intent) => ('userId' in intent ? intent.userId : null))].filter((userId) => userId !== null);
+      const named = [interpretation.userId, ...interpretation.intents.map((intent) => ('userId' in intent ? intent.userId : null))].filter(
+        (userId) => userId !== null,
+      );
       await this.repository.lockUsers(trx, named);
       if (await this.repository.anyErased(trx, named)) return settle('ignored', 'it names an account that was deleted: nothing is applied', null, []);
 
@@ -102,13 +104,18 @@ export class Book {
     if (!created) {
       // A message too old to change the state (or a checkout completion after the subscription's own
       // events) still names who and what the subscription is for, when that was not known yet.
-      const links = { ...(row.user_id ? {} : change.userId ? { user_id: change.userId } : {}), ...(row.plan_id || !change.planId ? {} : { plan_id: change.planId }) };
+      const links = {
+        ...(row.user_id ? {} : change.userId ? { user_id: change.userId } : {}),
+        ...(row.plan_id || !change.planId ? {} : { plan_id: change.planId }),
+      };
       if (change.onlyIfNew || !supersedes({ status: row.status, version: Number(row.version) }, change)) {
         if (Object.keys(links).length > 0) {
           await this.repository.updateSubscription(trx, change.provider, change.ref, links);
           effects.changed = true;
         }
-        effects.notes.push(change.onlyIfNew ? 'subscription known already' : `stale: subscription state of ${new Date(Number(row.version)).toISOString()} is newer`);
+        effects.notes.push(
+          change.onlyIfNew ? 'subscription known already' : `stale: subscription state of ${new Date(Number(row.version)).toISOString()} is newer`,
+        );
         if (userId && (links.plan_id || links.user_id)) effects.tierUsers.add(userId);
         return;
       }
@@ -138,8 +145,17 @@ export class Book {
     }
     const planId = change.planId ?? row.plan_id;
     if (created || row.status !== change.status || row.plan_id !== planId) {
-      const plan = planId ? this.catalogue.plan(planId)?.name ?? planId : 'an unknown plan';
-      await this.repository.addHistory(trx, { user_id: userId, kind: 'subscription', description: `${plan} subscription ${change.status}`, credits: null, provider: change.provider, ref: change.ref, amount: null, currency: null });
+      const plan = planId ? (this.catalogue.plan(planId)?.name ?? planId) : 'an unknown plan';
+      await this.repository.addHistory(trx, {
+        user_id: userId,
+        kind: 'subscription',
+        description: `${plan} subscription ${change.status}`,
+        credits: null,
+        provider: change.provider,
+        ref: change.ref,
+        amount: null,
+        currency: null,
+      });
     }
     effects.tierUsers.add(userId);
   }
@@ -184,9 +200,26 @@ export class Book {
       payment_intent: payment.payment_intent ?? purchase.paymentIntent,
       granted_at: granted.granted_at,
     });
-    await this.repository.addHistory(trx, { user_id: userId, kind: purchase.item.kind === 'pack' ? 'purchase' : 'renewal', description, credits, provider: purchase.provider, ref: purchase.ref, amount: purchase.amount, currency: purchase.currency });
+    await this.repository.addHistory(trx, {
+      user_id: userId,
+      kind: purchase.item.kind === 'pack' ? 'purchase' : 'renewal',
+      description,
+      credits,
+      provider: purchase.provider,
+      ref: purchase.ref,
+      amount: purchase.amount,
+      currency: purchase.currency,
+    });
     if (credits > 0) {
-      await this.repository.enqueue(trx, { user_id: userId, kind: 'grant', amount: credits, idempotency_key: `${purchase.provider}:purchase:${purchase.ref}`, operation: OPERATIONS[purchase.item.kind], provider: purchase.provider, payment_ref: purchase.ref });
+      await this.repository.enqueue(trx, {
+        user_id: userId,
+        kind: 'grant',
+        amount: credits,
+        idempotency_key: `${purchase.provider}:purchase:${purchase.ref}`,
+        operation: OPERATIONS[purchase.item.kind],
+        provider: purchase.provider,
+        payment_ref: purchase.ref,
+      });
     }
     effects.users.add(userId);
     // A refund or dispute that arrived before the payment itself is settled now.
@@ -236,7 +269,16 @@ export class Book {
       payment_ref: payment.ref,
     });
     const description = delta > 0 ? `${reason}: ${delta} credits taken back` : `${reason}: ${-delta} credits given back`;
-    await this.repository.addHistory(trx, { user_id: payment.user_id, kind: delta > 0 ? 'refund' : 'reinstated', description, credits: -delta, provider: payment.provider, ref: payment.ref, amount: null, currency: null });
+    await this.repository.addHistory(trx, {
+      user_id: payment.user_id,
+      kind: delta > 0 ? 'refund' : 'reinstated',
+      description,
+      credits: -delta,
+      provider: payment.provider,
+      ref: payment.ref,
+      amount: null,
+      currency: null,
+    });
     effects.users.add(payment.user_id);
   }
 
@@ -252,7 +294,16 @@ export class Book {
     );
     if (tier !== account.tier) {
       await this.repository.updateAccount(trx, userId, { tier, push_next_attempt_at: trx.fn.now() as unknown as Date, push_attempts: 0, push_error: null });
-      await this.repository.addHistory(trx, { user_id: userId, kind: 'tier', description: `tier ${account.tier} → ${tier}`, credits: null, provider: null, ref: null, amount: null, currency: null });
+      await this.repository.addHistory(trx, {
+        user_id: userId,
+        kind: 'tier',
+        description: `tier ${account.tier} → ${tier}`,
+        credits: null,
+        provider: null,
+        ref: null,
+        amount: null,
+        currency: null,
+      });
     }
     return tier;
   }

@@ -1,7 +1,7 @@
-import { readFileSync } from 'node:fs';
 import { X509Certificate } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { baseConfigSchema, csv, optionalString } from '@tempora/kit/runtime';
 import { z } from 'zod';
-import { baseConfigSchema, optionalString, csv } from '@tempora/kit/runtime';
 import { CatalogueSchema, DEFAULT_CATALOGUE } from './domain/catalogue.ts';
 
 const positiveInt = (fallback: number) => z.coerce.number().int().min(1).default(fallback);
@@ -30,7 +30,11 @@ const appleRoots = optionalString.transform((value, ctx) => {
   try {
     const blobs = value.includes('-----BEGIN')
       ? [value]
-      : value.split(',').map((path) => path.trim()).filter(Boolean).map((path) => readFileSync(path));
+      : value
+          .split(',')
+          .map((path) => path.trim())
+          .filter(Boolean)
+          .map((path) => readFileSync(path));
     const certificates = blobs.flatMap((blob) => {
       const text = Buffer.isBuffer(blob) ? blob.toString('latin1') : blob;
       if (!text.includes('-----BEGIN')) return [Buffer.from(blob as Buffer)];
@@ -78,11 +82,18 @@ export const BillingConfigSchema = baseConfigSchema('billing')
     OUTBOX_RETRY_MAX_MS: positiveInt(300_000),
     /** How long a subscriber whose renewal payment failed keeps the plan's tier (days; fractions allowed). */
     PAST_DUE_GRACE_DAYS: z.coerce.number().min(0).max(90).default(14),
-    WEBHOOK_BODY_LIMIT: z.string().regex(/^\d+(b|kb|mb)$/i).default('256kb'),
+    WEBHOOK_BODY_LIMIT: z
+      .string()
+      .regex(/^\d+(b|kb|mb)$/i)
+      .default('256kb'),
   })
   .superRefine((config, ctx) => {
     if (config.STRIPE_SECRET_KEY && (!config.CHECKOUT_SUCCESS_URL || !config.CHECKOUT_CANCEL_URL)) {
-      ctx.addIssue({ code: 'custom', path: ['CHECKOUT_SUCCESS_URL'], message: 'CHECKOUT_SUCCESS_URL and CHECKOUT_CANCEL_URL are needed with STRIPE_SECRET_KEY' });
+      ctx.addIssue({
+        code: 'custom',
+        path: ['CHECKOUT_SUCCESS_URL'],
+        message: 'CHECKOUT_SUCCESS_URL and CHECKOUT_CANCEL_URL are needed with STRIPE_SECRET_KEY',
+      });
     }
     if (config.APPLE_ROOT_CERTIFICATES.length > 0 && !config.APPLE_BUNDLE_ID) {
       ctx.addIssue({ code: 'custom', path: ['APPLE_BUNDLE_ID'], message: 'needed with APPLE_ROOT_CERTIFICATES' });

@@ -42,14 +42,24 @@ export class GatewayClient {
   }
 
   async setTier(userId: string, tier: Tier, requestId: string): Promise<void> {
-    const reply = await this.client.call('PUT', `/api/v1/users/${encodeURIComponent(userId)}/tier`, { requestId, json: { tier }, signal: AbortSignal.timeout(this.timeoutMs) });
+    const reply = await this.client.call('PUT', `/api/v1/users/${encodeURIComponent(userId)}/tier`, {
+      requestId,
+      json: { tier },
+      signal: AbortSignal.timeout(this.timeoutMs),
+    });
     this.check('tier', reply.status, reply.text);
   }
 
   private async book(path: string, booking: Booking): Promise<Booked> {
     const reply = await this.client.call('POST', path, {
       requestId: booking.requestId,
-      json: { user_id: booking.userId, amount: booking.amount, operation: booking.operation, idempotency_key: booking.idempotencyKey, metadata: booking.metadata },
+      json: {
+        user_id: booking.userId,
+        amount: booking.amount,
+        operation: booking.operation,
+        idempotency_key: booking.idempotencyKey,
+        metadata: booking.metadata,
+      },
       signal: AbortSignal.timeout(this.timeoutMs),
     });
     this.check(path, reply.status, reply.text);

@@ -1,12 +1,21 @@
-import { Counter, Gauge } from 'prom-client';
 import { type Metrics, zeroed } from '@tempora/kit/observability';
+import { Counter, Gauge } from 'prom-client';
 import type { Recorded } from './book.ts';
 import { TIERS } from './domain/catalogue.ts';
 import type { BillingRepository } from './repository.ts';
 
 const RECORDED_OUTCOMES: ReadonlyArray<Recorded['outcome']> = ['applied', 'duplicate', 'unchanged', 'ignored', 'unmatched'];
 /** The refusals each channel can give (stripe-channel.ts, apple-channel.ts, routes/account.ts). */
-const APPLE_REFUSALS = ['malformed-body', 'malformed-event', 'wrong-app', 'wrong-environment', 'bad-chain', 'expired-certificate', 'bad-signature', 'untrusted-chain'];
+const APPLE_REFUSALS = [
+  'malformed-body',
+  'malformed-event',
+  'wrong-app',
+  'wrong-environment',
+  'bad-chain',
+  'expired-certificate',
+  'bad-signature',
+  'untrusted-chain',
+];
 const STRIPE_REFUSALS = ['missing-signature', 'malformed-signature', 'stale-signature', 'bad-signature', 'malformed-body', 'malformed-event'];
 
 /** Billing's own series beside the kit's request histogram. */
@@ -44,8 +53,18 @@ export class BillingMetrics {
       labelNames: ['direction', 'operation'],
       registers,
     });
-    this.tierPushes = new Counter({ name: 'billing_tier_pushes_total', help: 'Tier changes sent to the gateway, by tier and outcome', labelNames: ['tier', 'outcome'], registers });
-    this.checkouts = new Counter({ name: 'billing_checkout_sessions_total', help: 'Stripe Checkout Sessions created, by kind (pack, plan)', labelNames: ['kind'], registers });
+    this.tierPushes = new Counter({
+      name: 'billing_tier_pushes_total',
+      help: 'Tier changes sent to the gateway, by tier and outcome',
+      labelNames: ['tier', 'outcome'],
+      registers,
+    });
+    this.checkouts = new Counter({
+      name: 'billing_checkout_sessions_total',
+      help: 'Stripe Checkout Sessions created, by kind (pack, plan)',
+      labelNames: ['kind'],
+      registers,
+    });
     // Exported from the start at 0: a refusal or a failed delivery is rare, and rate() of a series not yet
     // exported is no data, not "none". A webhook's event type is the provider's, so only a posted
     // transaction's messages are known in advance.
@@ -58,7 +77,11 @@ export class BillingMetrics {
     );
     zeroed(this.deliveries, { kind: ['grant', 'debit'], outcome: ['delivered', 'retry', 'failed'] });
     // The operations book.ts books: purchases and a dispute won give credits, a refund or a dispute takes them back.
-    zeroed(this.credits, { direction: ['granted'], operation: ['billing.pack', 'billing.allowance', 'billing.dispute-won'] }, { direction: ['debited'], operation: ['billing.refund', 'billing.dispute'] });
+    zeroed(
+      this.credits,
+      { direction: ['granted'], operation: ['billing.pack', 'billing.allowance', 'billing.dispute-won'] },
+      { direction: ['debited'], operation: ['billing.refund', 'billing.dispute'] },
+    );
     zeroed(this.tierPushes, { tier: TIERS, outcome: ['pushed', 'retry', 'failed'] });
     zeroed(this.checkouts, { kind: ['pack', 'plan'] });
     // One query per scrape serves both backlog gauges.

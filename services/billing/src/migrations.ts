@@ -122,7 +122,8 @@ export const migrations: Migration[] = [
       });
     },
     async down(knex: Knex) {
-      for (const table of ['billing_history', 'billing_outbox', 'billing_accounts', 'billing_subscriptions', 'billing_payments', 'billing_events']) await knex.schema.dropTableIfExists(table);
+      for (const table of ['billing_history', 'billing_outbox', 'billing_accounts', 'billing_subscriptions', 'billing_payments', 'billing_events'])
+        await knex.schema.dropTableIfExists(table);
     },
   },
   {

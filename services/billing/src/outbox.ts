@@ -33,7 +33,14 @@ export class Outbox {
   /** Deliveries running in this process, by user: a webhook's own delivery waits for one the loop took first. */
   private readonly inFlight = new Map<string, Promise<void>>();
 
-  constructor(repository: BillingRepository, gateway: GatewayClient, metrics: BillingMetrics, logger: Logger, settings: OutboxSettings, lapse: () => Promise<unknown>) {
+  constructor(
+    repository: BillingRepository,
+    gateway: GatewayClient,
+    metrics: BillingMetrics,
+    logger: Logger,
+    settings: OutboxSettings,
+    lapse: () => Promise<unknown>,
+  ) {
     this.repository = repository;
     this.gateway = gateway;
     this.metrics = metrics;
@@ -138,11 +145,15 @@ export class Outbox {
       const booked = entry.kind === 'grant' ? await this.gateway.grant(booking) : await this.gateway.debit(booking);
       await this.repository.delivered(fixed, booked.taken);
       this.metrics.deliveries.inc({ kind: entry.kind, outcome: 'delivered' });
-      if (!booked.replayed) this.metrics.credits.inc({ direction: entry.kind === 'grant' ? 'granted' : 'debited', operation: entry.operation }, booked.taken ?? sent);
+      if (!booked.replayed)
+        this.metrics.credits.inc({ direction: entry.kind === 'grant' ? 'granted' : 'debited', operation: entry.operation }, booked.taken ?? sent);
     } catch (error) {
       const message = (error as Error).message;
       if (error instanceof PermanentRefusal) {
-        this.logger.error({ entry: entry.id, user: entry.user_id, key: entry.idempotency_key, error: message }, 'the gateway refused a ledger effect for good: an operator must re-sync the user');
+        this.logger.error(
+          { entry: entry.id, user: entry.user_id, key: entry.idempotency_key, error: message },
+          'the gateway refused a ledger effect for good: an operator must re-sync the user',
+        );
         await this.repository.deliveryFailed(entry, message, 'failed').catch(() => undefined);
         this.metrics.deliveries.inc({ kind: entry.kind, outcome: 'failed' });
         return;

@@ -1,5 +1,5 @@
-import type { Middleware } from 'koa';
 import { Problem } from '@tempora/kit/http';
+import type { Middleware } from 'koa';
 
 /**
  * Keeps the body of requests under `prefix` as the exact bytes that arrived, and keeps the JSON body

@@ -146,7 +146,9 @@ export class BillingRepository {
   }
 
   async updatePayment(db: Knex, provider: string, ref: string, fields: Partial<Omit<PaymentRow, 'provider' | 'ref'>>): Promise<void> {
-    await db('billing_payments').where({ provider, ref }).update({ ...fields, updated_at: db.fn.now() });
+    await db('billing_payments')
+      .where({ provider, ref })
+      .update({ ...fields, updated_at: db.fn.now() });
   }
 
   async paymentsOf(userId: string, limit: number): Promise<PaymentRow[]> {
@@ -156,16 +158,27 @@ export class BillingRepository {
   // ---------------------------------------------------------------- subscriptions
 
   /** The subscription row, locked; `created` when this call inserted it (with the given first state). */
-  async lockSubscription(db: Knex, provider: Provider, ref: string, initial: Omit<SubscriptionRow, 'provider' | 'ref' | 'created_at' | 'updated_at'>): Promise<{ row: SubscriptionRow; created: boolean }> {
+  async lockSubscription(
+    db: Knex,
+    provider: Provider,
+    ref: string,
+    initial: Omit<SubscriptionRow, 'provider' | 'ref' | 'created_at' | 'updated_at'>,
+  ): Promise<{ row: SubscriptionRow; created: boolean }> {
     const existing = await db<SubscriptionRow>('billing_subscriptions').where({ provider, ref }).forUpdate().first();
     if (existing) return { row: existing, created: false };
-    const [inserted] = await db<SubscriptionRow>('billing_subscriptions').insert({ provider, ref, ...initial }).onConflict(['provider', 'ref']).ignore().returning('*');
+    const [inserted] = await db<SubscriptionRow>('billing_subscriptions')
+      .insert({ provider, ref, ...initial })
+      .onConflict(['provider', 'ref'])
+      .ignore()
+      .returning('*');
     if (inserted) return { row: inserted, created: true };
     return { row: (await db<SubscriptionRow>('billing_subscriptions').where({ provider, ref }).forUpdate().first())!, created: false };
   }
 
   async updateSubscription(db: Knex, provider: string, ref: string, fields: Partial<Omit<SubscriptionRow, 'provider' | 'ref'>>): Promise<void> {
-    await db('billing_subscriptions').where({ provider, ref }).update({ ...fields, updated_at: db.fn.now() });
+    await db('billing_subscriptions')
+      .where({ provider, ref })
+      .update({ ...fields, updated_at: db.fn.now() });
   }
 
   async subscription(db: Knex, provider: Provider, ref: string): Promise<SubscriptionRow | undefined> {
@@ -192,7 +205,9 @@ export class BillingRepository {
   /** An operator's re-sync: the tier goes to the gateway again, now. */
   async forceTierPush(userId: string): Promise<void> {
     await this.knex('billing_accounts').insert({ user_id: userId }).onConflict('user_id').ignore();
-    await this.knex('billing_accounts').where({ user_id: userId }).update({ push_forced: true, push_next_attempt_at: this.knex.fn.now(), push_error: null, push_attempts: 0 });
+    await this.knex('billing_accounts')
+      .where({ user_id: userId })
+      .update({ push_forced: true, push_next_attempt_at: this.knex.fn.now(), push_error: null, push_attempts: 0 });
   }
 
   async account(userId: string): Promise<AccountRow | undefined> {
@@ -200,7 +215,9 @@ export class BillingRepository {
   }
 
   async updateAccount(db: Knex, userId: string, fields: Partial<Omit<AccountRow, 'user_id'>>): Promise<void> {
-    await db('billing_accounts').where({ user_id: userId }).update({ ...fields, updated_at: db.fn.now() });
+    await db('billing_accounts')
+      .where({ user_id: userId })
+      .update({ ...fields, updated_at: db.fn.now() });
   }
 
   /**
@@ -224,7 +241,9 @@ export class BillingRepository {
   }
 
   async tierPushed(userId: string, tier: Tier): Promise<void> {
-    await this.knex('billing_accounts').where({ user_id: userId }).update({ pushed_tier: tier, push_forced: false, push_lease_until: null, push_attempts: 0, push_error: null, updated_at: this.knex.fn.now() });
+    await this.knex('billing_accounts')
+      .where({ user_id: userId })
+      .update({ pushed_tier: tier, push_forced: false, push_lease_until: null, push_attempts: 0, push_error: null, updated_at: this.knex.fn.now() });
   }
 
   async tierPushFailed(userId: string, error: string, retryAt: Date | 'never'): Promise<void> {
@@ -254,7 +273,9 @@ export class BillingRepository {
       .where('o.status', 'pending')
       .where('o.next_attempt_at', '<=', this.knex.fn.now())
       .andWhere((q) => q.whereNull('o.lease_until').orWhere('o.lease_until', '<', this.knex.fn.now()))
-      .whereNotExists(this.knex('billing_outbox as e').select(this.knex.raw('1')).whereRaw('e.user_id = o.user_id').where('e.status', 'pending').whereRaw('e.id < o.id'))
+      .whereNotExists(
+        this.knex('billing_outbox as e').select(this.knex.raw('1')).whereRaw('e.user_id = o.user_id').where('e.status', 'pending').whereRaw('e.id < o.id'),
+      )
       .orderBy('o.id')
       .limit(limit)
       .forUpdate()
@@ -272,7 +293,11 @@ export class BillingRepository {
     const plain = await this.knex('billing_outbox')
       .where({ id: entry.id })
       .whereNull('sent_amount')
-      .andWhere((q) => q.where('kind', 'debit').orWhereNotExists(this.knex('billing_accounts').select(this.knex.raw('1')).where({ user_id: entry.user_id }).where('debt', '>', 0)))
+      .andWhere((q) =>
+        q
+          .where('kind', 'debit')
+          .orWhereNotExists(this.knex('billing_accounts').select(this.knex.raw('1')).where({ user_id: entry.user_id }).where('debt', '>', 0)),
+      )
       .update({ sent_amount: this.knex.raw('amount') }, ['sent_amount']);
     if (plain[0]) return Number(plain[0].sent_amount);
     return this.knex.transaction(async (trx) => {
@@ -286,7 +311,16 @@ export class BillingRepository {
         const paid = Math.min(Number(account.debt), entry.amount);
         if (paid > 0) {
           await this.updateAccount(trx, entry.user_id, { debt: Number(account.debt) - paid });
-          await this.addHistory(trx, { user_id: entry.user_id, kind: 'debt', description: `${paid} credits of this grant paid off credits a refund could not take back`, credits: -paid, provider: entry.provider, ref: entry.payment_ref, amount: null, currency: null });
+          await this.addHistory(trx, {
+            user_id: entry.user_id,
+            kind: 'debt',
+            description: `${paid} credits of this grant paid off credits a refund could not take back`,
+            credits: -paid,
+            provider: entry.provider,
+            ref: entry.payment_ref,
+            amount: null,
+            currency: null,
+          });
         }
         sent = entry.amount - paid;
       }
@@ -309,14 +343,27 @@ export class BillingRepository {
       if (shortfall <= 0) return;
       const account = await this.lockAccount(trx, entry.user_id);
       await this.updateAccount(trx, entry.user_id, { debt: Number(account.debt) + shortfall });
-      await this.addHistory(trx, { user_id: entry.user_id, kind: 'debt', description: `${shortfall} credits could not be taken back (already spent): they are owed from the next grants`, credits: null, provider: entry.provider, ref: entry.payment_ref, amount: null, currency: null });
+      await this.addHistory(trx, {
+        user_id: entry.user_id,
+        kind: 'debt',
+        description: `${shortfall} credits could not be taken back (already spent): they are owed from the next grants`,
+        credits: null,
+        provider: entry.provider,
+        ref: entry.payment_ref,
+        amount: null,
+        currency: null,
+      });
     });
   }
 
   async deliveryFailed(entry: OutboxRow, error: string, retryAt: Date | 'failed'): Promise<void> {
     await this.knex('billing_outbox')
       .where({ id: entry.id })
-      .update(retryAt === 'failed' ? { status: 'failed', lease_until: null, last_error: error.slice(0, 500) } : { next_attempt_at: retryAt, lease_until: null, last_error: error.slice(0, 500) });
+      .update(
+        retryAt === 'failed'
+          ? { status: 'failed', lease_until: null, last_error: error.slice(0, 500) }
+          : { next_attempt_at: retryAt, lease_until: null, last_error: error.slice(0, 500) },
+      );
   }
 
   async outboxOf(userId: string): Promise<OutboxRow[]> {
@@ -325,7 +372,9 @@ export class BillingRepository {
 
   /** Failed entries go back to pending (an operator's re-sync once the cause is fixed). */
   async retryFailed(userId: string): Promise<number> {
-    return this.knex('billing_outbox').where({ user_id: userId, status: 'failed' }).update({ status: 'pending', next_attempt_at: this.knex.fn.now(), lease_until: null });
+    return this.knex('billing_outbox')
+      .where({ user_id: userId, status: 'failed' })
+      .update({ status: 'pending', next_attempt_at: this.knex.fn.now(), lease_until: null });
   }
 
   async outboxBacklog(): Promise<{ pending: number; failed: number; oldestPendingSeconds: number }> {
@@ -360,7 +409,10 @@ export class BillingRepository {
   async markErased(userId: string): Promise<void> {
     await this.knex.transaction(async (trx) => {
       await this.lockUsers(trx, [userId]);
-      await trx('billing_erasures').insert({ digest: erasureDigest(userId) }).onConflict('digest').ignore();
+      await trx('billing_erasures')
+        .insert({ digest: erasureDigest(userId) })
+        .onConflict('digest')
+        .ignore();
     });
   }
 
@@ -395,13 +447,19 @@ export class BillingRepository {
 
   /** A user's payments after `after` ((provider, ref) order), `limit` of them. */
   async paymentsAfter(userId: string, after: { provider: string; ref: string } | null, limit: number): Promise<PaymentRow[]> {
-    const query = this.knex<PaymentRow>('billing_payments').where({ user_id: userId }).orderBy([{ column: 'provider' }, { column: 'ref' }]).limit(limit);
+    const query = this.knex<PaymentRow>('billing_payments')
+      .where({ user_id: userId })
+      .orderBy([{ column: 'provider' }, { column: 'ref' }])
+      .limit(limit);
     if (after) query.whereRaw('(provider, ref) > (?, ?)', [after.provider, after.ref]);
     return query;
   }
 
   async subscriptionsAfter(userId: string, after: { provider: string; ref: string } | null, limit: number): Promise<SubscriptionRow[]> {
-    const query = this.knex<SubscriptionRow>('billing_subscriptions').where({ user_id: userId }).orderBy([{ column: 'provider' }, { column: 'ref' }]).limit(limit);
+    const query = this.knex<SubscriptionRow>('billing_subscriptions')
+      .where({ user_id: userId })
+      .orderBy([{ column: 'provider' }, { column: 'ref' }])
+      .limit(limit);
     if (after) query.whereRaw('(provider, ref) > (?, ?)', [after.provider, after.ref]);
     return query;
   }
@@ -420,7 +478,10 @@ export class BillingRepository {
 
   async history(userId: string, limit: number, offset: number): Promise<{ items: HistoryRow[]; total: number }> {
     const base = this.knex<HistoryRow>('billing_history').where({ user_id: userId });
-    const [items, [count]] = await Promise.all([base.clone().orderBy('id', 'desc').limit(limit).offset(offset), base.clone().count<{ count: string }[]>('* as count')]);
+    const [items, [count]] = await Promise.all([
+      base.clone().orderBy('id', 'desc').limit(limit).offset(offset),
+      base.clone().count<{ count: string }[]>('* as count'),
+    ]);
     return { items: items as HistoryRow[], total: Number(count?.count ?? 0) };
   }
 }

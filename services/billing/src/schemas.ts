@@ -1,15 +1,24 @@
-import { z } from 'zod';
 import { listEnvelope } from '@tempora/kit/http';
+import { z } from 'zod';
 import { TIERS } from './domain/catalogue.ts';
 
 /** Response shapes: the OpenAPI document and the tests use these. */
 
+const Money = z.object({ amount: z.number().int().meta({ description: "in the currency's minor unit" }), currency: z.string() });
 
-const Money = z.object({ amount: z.number().int().meta({ description: 'in the currency\'s minor unit' }), currency: z.string() });
-
-export const PackViewSchema = z.object({ id: z.string(), name: z.string(), credits: z.number().int(), price: Money, apple_product_id: z.string().nullable() }).meta({ id: 'CreditPack' });
+export const PackViewSchema = z
+  .object({ id: z.string(), name: z.string(), credits: z.number().int(), price: Money, apple_product_id: z.string().nullable() })
+  .meta({ id: 'CreditPack' });
 export const PlanViewSchema = z
-  .object({ id: z.string(), name: z.string(), tier: z.enum(TIERS), monthly_credits: z.number().int(), price: Money, interval: z.literal('month'), apple_product_id: z.string().nullable() })
+  .object({
+    id: z.string(),
+    name: z.string(),
+    tier: z.enum(TIERS),
+    monthly_credits: z.number().int(),
+    price: Money,
+    interval: z.literal('month'),
+    apple_product_id: z.string().nullable(),
+  })
   .meta({ id: 'Plan' });
 export const PackListSchema = listEnvelope(PackViewSchema).meta({ id: 'CreditPackList' });
 export const PlanListSchema = listEnvelope(PlanViewSchema).meta({ id: 'PlanList' });
@@ -23,7 +32,7 @@ export const SubscriptionViewSchema = z
     current_period_end: z.string().nullable(),
     cancel_at_period_end: z.boolean(),
     past_due_since: z.string().nullable(),
-    access_until: z.string().nullable().meta({ description: 'past due: when the plan\'s tier ends unless a payment succeeds' }),
+    access_until: z.string().nullable().meta({ description: "past due: when the plan's tier ends unless a payment succeeds" }),
   })
   .meta({ id: 'Subscription' });
 
@@ -33,7 +42,7 @@ export const BillingStateSchema = z
     tier: z.enum(TIERS),
     subscriptions: z.array(SubscriptionViewSchema),
     debt: z.number().int().meta({ description: 'credits a refund could not take back (spent): taken from the next grants' }),
-    pending_credits: z.number().int().meta({ description: 'credits granted by billing and not yet in the gateway\'s ledger' }),
+    pending_credits: z.number().int().meta({ description: "credits granted by billing and not yet in the gateway's ledger" }),
   })
   .meta({ id: 'BillingState' });
 
@@ -94,5 +103,5 @@ export const RecordedSchema = z
   .meta({ id: 'Recorded' });
 
 export const PortalSessionSchema = z
-  .object({ url: z.string().meta({ description: 'Stripe\'s customer portal for the caller: send them here (it expires shortly; ask again for a new one)' }) })
+  .object({ url: z.string().meta({ description: "Stripe's customer portal for the caller: send them here (it expires shortly; ask again for a new one)" }) })
   .meta({ id: 'PortalSession' });

@@ -1,8 +1,8 @@
-import type Koa from 'koa';
-import { adminKeyAuth, createApp, serviceKeyAuth } from '@tempora/kit/http';
 import { openDatabase } from '@tempora/kit/data';
+import { adminKeyAuth, createApp, serviceKeyAuth } from '@tempora/kit/http';
 import { createLogger, type Logger, Metrics } from '@tempora/kit/observability';
 import { sizeInBytes } from '@tempora/kit/runtime';
+import type Koa from 'koa';
 import { AccountData } from './account-data.ts';
 import { AppleChannel } from './apple-channel.ts';
 import { Book } from './book.ts';
@@ -74,18 +74,29 @@ export async function createBillingService(config: BillingConfig, logger = creat
     logger,
   };
 
-  const { app, openapi, drain: drainApp } = createApp({
+  const {
+    app,
+    openapi,
+    drain: drainApp,
+  } = createApp({
     name: 'billing',
     version: VERSION,
     title: 'Tempora billing service',
     description:
-      'Credit packs and monthly plans, bought through Stripe Checkout or the App Store, verified and turned into credits in the gateway\'s ledger and into gateway tiers, each exactly once (docs/billing.md). Internal: users reach it through the gateway (X-User-ID with its service key); the two webhook receivers authenticate by signature; the gateway deletes and exports a user\'s billing data through /api/v1/users/{user_id}/data.',
+      "Credit packs and monthly plans, bought through Stripe Checkout or the App Store, verified and turned into credits in the gateway's ledger and into gateway tiers, each exactly once (docs/billing.md). Internal: users reach it through the gateway (X-User-ID with its service key); the two webhook receivers authenticate by signature; the gateway deletes and exports a user's billing data through /api/v1/users/{user_id}/data.",
     config,
     logger,
     metrics,
     authenticators: [serviceKeyAuth(config.SERVICE_KEY), adminKeyAuth(config.ADMIN_KEY)],
     beforeBody: [rawBodyUnder(WEBHOOK_PREFIX, sizeInBytes(config.WEBHOOK_BODY_LIMIT))],
-    routes: [...catalogueRoutes(deps), ...accountRoutes(deps), ...planRoutes(deps), ...webhookRoutes(deps), ...operatorRoutes(deps), ...accountDataRoutes(deps)],
+    routes: [
+      ...catalogueRoutes(deps),
+      ...accountRoutes(deps),
+      ...planRoutes(deps),
+      ...webhookRoutes(deps),
+      ...operatorRoutes(deps),
+      ...accountDataRoutes(deps),
+    ],
     health: async () => {
       const db = await database.ping();
       const backlog = db ? await repository.outboxBacklog() : undefined;

@@ -1,9 +1,8 @@
 import Stripe from 'stripe';
 import type { BillingConfig } from './config.ts';
-import type { Item } from './domain/catalogue.ts';
-import { MalformedMessage, TERMINAL_STATUSES, type SubscriptionChange } from './domain/intents.ts';
-import { StripeEventSchema, interpretStripeEvent, type StripeEvent } from './domain/stripe-events.ts';
-import type { Catalogue } from './domain/catalogue.ts';
+import type { Catalogue, Item } from './domain/catalogue.ts';
+import { MalformedMessage, type SubscriptionChange, TERMINAL_STATUSES } from './domain/intents.ts';
+import { interpretStripeEvent, type StripeEvent, StripeEventSchema } from './domain/stripe-events.ts';
 import { Refusal } from './refusal.ts';
 
 /** Stripe's own words for why a signature was refused, mapped onto the refusal reasons counted in metrics. */
@@ -39,7 +38,9 @@ export class StripeChannel {
         timeout: config.STRIPE_TIMEOUT_MS,
         maxNetworkRetries: 2,
         appInfo: { name: 'tempora-billing' },
-        ...(api ? { host: api.hostname, port: api.port || (api.protocol === 'https:' ? 443 : 80), protocol: api.protocol === 'https:' ? 'https' : 'http' } : {}),
+        ...(api
+          ? { host: api.hostname, port: api.port || (api.protocol === 'https:' ? 443 : 80), protocol: api.protocol === 'https:' ? 'https' : 'http' }
+          : {}),
       });
     }
   }
@@ -73,12 +74,18 @@ export class StripeChannel {
         throw new Refusal('malformed-body', 'the body is not a JSON Stripe event');
       }
       const parsed = StripeEventSchema.safeParse(event);
-      if (!parsed.success) throw new Refusal('malformed-body', `the body is not a Stripe event: ${parsed.error.issues[0]?.path.join('.')}: ${parsed.error.issues[0]?.message}`);
+      if (!parsed.success)
+        throw new Refusal('malformed-body', `the body is not a Stripe event: ${parsed.error.issues[0]?.path.join('.')}: ${parsed.error.issues[0]?.message}`);
       return parsed.data;
     }
     const error = refusal ?? new Error('no signatures found');
     const reason = signatureReason(error);
-    throw new Refusal(reason, reason === 'stale-signature' ? `the signature's timestamp is outside the ${this.config.STRIPE_WEBHOOK_TOLERANCE_SECONDS} s tolerance` : 'the Stripe-Signature does not verify with any configured secret');
+    throw new Refusal(
+      reason,
+      reason === 'stale-signature'
+        ? `the signature's timestamp is outside the ${this.config.STRIPE_WEBHOOK_TOLERANCE_SECONDS} s tolerance`
+        : 'the Stripe-Signature does not verify with any configured secret',
+    );
   }
 
   interpret(event: StripeEvent) {
@@ -130,7 +137,7 @@ export class StripeChannel {
   async invoiceOfPaymentIntent(paymentIntent: string): Promise<string | null> {
     const payments = await this.api.invoicePayments.list({ payment: { type: 'payment_intent', payment_intent: paymentIntent }, limit: 1 });
     const invoice = payments.data[0]?.invoice;
-    return invoice === undefined ? null : typeof invoice === 'string' ? invoice : invoice.id ?? null;
+    return invoice === undefined ? null : typeof invoice === 'string' ? invoice : (invoice.id ?? null);
   }
 
   /** A subscription's current state read from Stripe (a re-sync), as of now. */
@@ -183,7 +190,12 @@ export class StripeChannel {
   }
 
   private stateOf(subscription: Stripe.Subscription, now: Date): SubscriptionChange {
-    const event: StripeEvent = { id: `read:${subscription.id}`, type: 'customer.subscription.updated', created: Math.floor(now.getTime() / 1000), data: { object: subscription as unknown as Record<string, unknown> } };
+    const event: StripeEvent = {
+      id: `read:${subscription.id}`,
+      type: 'customer.subscription.updated',
+      created: Math.floor(now.getTime() / 1000),
+      data: { object: subscription as unknown as Record<string, unknown> },
+    };
     const interpretation = this.interpret(event);
     if ('ignored' in interpretation) throw new Error(interpretation.ignored);
     return interpretation.intents[0] as SubscriptionChange;

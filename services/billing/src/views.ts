@@ -13,7 +13,13 @@ export const pageOf = <T, V>(all: readonly T[], view: (item: T) => V, page: { li
   offset: page.offset,
 });
 
-export const packView = (pack: Catalogue['packs'][number]) => ({ id: pack.id, name: pack.name, credits: pack.credits, price: pack.price, apple_product_id: pack.apple_product_id ?? null });
+export const packView = (pack: Catalogue['packs'][number]) => ({
+  id: pack.id,
+  name: pack.name,
+  credits: pack.credits,
+  price: pack.price,
+  apple_product_id: pack.apple_product_id ?? null,
+});
 export const planView = (plan: Catalogue['plans'][number]) => ({
   id: plan.id,
   name: plan.name,

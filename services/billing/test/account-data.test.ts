@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { AccountDeletionSchema, AccountExportPageSchema, encodeExportCursor } from '@tempora/kit/http';
 import { signJws, transaction } from './apple-pki.ts';
-import { asUser, buy, service, STRIPE_WEBHOOK, useBilling, type BillingHarness } from './harness.ts';
+import { asUser, type BillingHarness, buy, STRIPE_WEBHOOK, service, useBilling } from './harness.ts';
 import { stripeEvent } from './stripe-server.ts';
 
 const DATA = (userId: string) => `/api/v1/users/${userId}/data`;
@@ -17,7 +17,9 @@ describe('billing: account data (deletion and export)', function () {
   const db = () => h.billing.deps.repository.knex;
   const rowsOf = async (userId: string) => {
     const counts = await Promise.all(
-      ['billing_subscriptions', 'billing_payments', 'billing_accounts', 'billing_outbox', 'billing_history', 'billing_events'].map(async (table) => [table, Number((await db()(table).where({ user_id: userId }).count<{ count: string }[]>('* as count'))[0]!.count)] as const),
+      ['billing_subscriptions', 'billing_payments', 'billing_accounts', 'billing_outbox', 'billing_history', 'billing_events'].map(
+        async (table) => [table, Number((await db()(table).where({ user_id: userId }).count<{ count: string }[]>('* as count'))[0]!.count)] as const,
+      ),
     );
     return Object.fromEntries(counts);
   };
@@ -31,7 +33,8 @@ describe('billing: account data (deletion and export)', function () {
     const userId = await h.user();
     const { subscriptionId } = await buy(h, userId, 'plan', 'pro');
     const { session } = await buy(h, userId, 'pack', 'starter');
-    const paymentIntent = h.stripe.events.find((event) => event.type === 'checkout.session.completed' && event.data.object.id === session.id)!.data.object.payment_intent as string;
+    const paymentIntent = h.stripe.events.find((event) => event.type === 'checkout.session.completed' && event.data.object.id === session.id)!.data.object
+      .payment_intent as string;
     await h.settled();
     assert.equal(await h.balance(userId), 1100);
     const before = await rowsOf(userId);
@@ -64,7 +67,10 @@ describe('billing: account data (deletion and export)', function () {
     const deleted = h.stripe.events.filter((event) => event.type === 'customer.subscription.deleted' && event.data.object.id === subscriptionId);
     assert.equal(deleted.length, 1, 'cancelled at Stripe');
     assert.equal(deleted[0]!.data.object.status, 'canceled');
-    assert.deepEqual(h.stripe.deliveries.filter((delivery) => delivery.event === deleted[0]!.id).map((delivery) => delivery.status), [200]);
+    assert.deepEqual(
+      h.stripe.deliveries.filter((delivery) => delivery.event === deleted[0]!.id).map((delivery) => delivery.status),
+      [200],
+    );
     const recorded = await h.billing.deps.repository.event('stripe', deleted[0]!.id);
     assert.equal(recorded?.outcome, 'ignored');
     assert.equal(recorded?.user_id, null);
@@ -103,19 +109,29 @@ describe('billing: account data (deletion and export)', function () {
     const original = String(4_000_000_000 + Math.floor(Math.random() * 1e8));
     const posted = await h.postTransaction(
       userId,
-      await signJws(h.apple, transaction({ transactionId: `${original}1`, originalTransactionId: original, productId: 'dev.tempora.plan.pro', type: 'Auto-Renewable Subscription', appAccountToken: userId, expiresDate: Date.now() + 30 * 86_400_000 })),
+      await signJws(
+        h.apple,
+        transaction({
+          transactionId: `${original}1`,
+          originalTransactionId: original,
+          productId: 'dev.tempora.plan.pro',
+          type: 'Auto-Renewable Subscription',
+          appAccountToken: userId,
+          expiresDate: Date.now() + 30 * 86_400_000,
+        }),
+      ),
     );
     assert.equal(posted.status, 200, JSON.stringify(posted.body));
     const answer = await erase(userId);
     assert.equal(answer.deleted.subscriptions, 1);
     assert.equal(answer.kept.payments!.count, 1);
     assert.deepEqual(answer.notes, [
-      'The Pro plan bought through the App Store renews through Apple, which cannot be cancelled from here: cancel it in Apple\'s subscription management (https://apps.apple.com/account/subscriptions).',
+      "The Pro plan bought through the App Store renews through Apple, which cannot be cancelled from here: cancel it in Apple's subscription management (https://apps.apple.com/account/subscriptions).",
     ]);
     assert.deepEqual((await erase(userId)).notes, answer.notes);
   });
 
-  it('answers 503 while Stripe cannot be reached, deleting nothing; the gateway\'s retry finishes even after Stripe ended the plan', async () => {
+  it("answers 503 while Stripe cannot be reached, deleting nothing; the gateway's retry finishes even after Stripe ended the plan", async () => {
     const userId = await h.user();
     const { subscriptionId } = await buy(h, userId, 'plan', 'pro');
     await h.settled();
@@ -198,7 +214,7 @@ describe('billing: account data (deletion and export)', function () {
     const userId = await h.user();
     assert.equal((await h.call('DELETE', DATA(userId))).status, 401);
     assert.equal((await h.call('GET', DATA(userId))).status, 401);
-    assert.equal((await h.call('DELETE', DATA(userId), { headers: asUser(userId) })).status, 403, 'a user\'s request forwarded by the gateway');
+    assert.equal((await h.call('DELETE', DATA(userId), { headers: asUser(userId) })).status, 403, "a user's request forwarded by the gateway");
     assert.equal((await h.call('GET', DATA(userId), { headers: asUser(userId) })).status, 403);
     for (const cursor of ['garbage!', encodeExportCursor({ kind: 0, after: 'no-colon' }), encodeExportCursor({ kind: 2, after: '12x' })]) {
       const reply = await h.call('GET', `${DATA(userId)}?cursor=${encodeURIComponent(cursor)}`, { headers: service });

@@ -53,7 +53,10 @@ export async function makeRoot(name = 'Test Apple Root CA - G3'): Promise<{ cert
     notAfter: new Date(Date.now() + 3650 * DAY),
     keys: rootKeys,
     signingAlgorithm: ALGORITHM,
-    extensions: [new x509.BasicConstraintsExtension(true, undefined, true), new x509.KeyUsagesExtension(x509.KeyUsageFlags.keyCertSign | x509.KeyUsageFlags.cRLSign, true)],
+    extensions: [
+      new x509.BasicConstraintsExtension(true, undefined, true),
+      new x509.KeyUsagesExtension(x509.KeyUsageFlags.keyCertSign | x509.KeyUsageFlags.cRLSign, true),
+    ],
   });
   return { certificate, keys: rootKeys };
 }
@@ -86,7 +89,11 @@ export async function makeChain(options: ChainOptions = {}): Promise<Chain> {
     signingKey: intermediateKeys.privateKey,
     publicKey: leafKeys.publicKey,
     signingAlgorithm: ALGORITHM,
-    extensions: [new x509.BasicConstraintsExtension(false, undefined, true), new x509.KeyUsagesExtension(x509.KeyUsageFlags.digitalSignature, true), ...(options.withoutOids ? [] : [marker(RECEIPT_SIGNING_OID)])],
+    extensions: [
+      new x509.BasicConstraintsExtension(false, undefined, true),
+      new x509.KeyUsagesExtension(x509.KeyUsageFlags.digitalSignature, true),
+      ...(options.withoutOids ? [] : [marker(RECEIPT_SIGNING_OID)]),
+    ],
   });
   return { root: root.certificate, intermediate, leaf, leafKey: leafKeys.privateKey };
 }
@@ -152,7 +159,16 @@ export function transaction(fields: TransactionFields): Record<string, unknown> 
 /** A signed App Store Server Notification v2 body (`{"signedPayload": …}`). */
 export async function notificationBody(
   chain: Chain,
-  fields: { type: string; subtype?: string; uuid?: string; signedDate?: number; signedTransaction?: string; signedRenewal?: string; environment?: string; bundleId?: string },
+  fields: {
+    type: string;
+    subtype?: string;
+    uuid?: string;
+    signedDate?: number;
+    signedTransaction?: string;
+    signedRenewal?: string;
+    environment?: string;
+    bundleId?: string;
+  },
 ): Promise<string> {
   const payload = {
     notificationType: fields.type,

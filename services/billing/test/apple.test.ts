@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
-import { notificationBody, signJws, transaction, type TransactionFields } from './apple-pki.ts';
-import { asUser, useBilling, type BillingHarness } from './harness.ts';
+import { notificationBody, signJws, type TransactionFields, transaction } from './apple-pki.ts';
+import { asUser, type BillingHarness, useBilling } from './harness.ts';
 
 const DAY = 86_400_000;
 const PRO = 'dev.tempora.plan.pro';
@@ -37,14 +37,21 @@ describe('billing: App Store', function () {
     assert.equal((await h.postTransaction(userId, jws)).body.outcome, 'unchanged');
     assert.equal(await h.balance(userId), 500);
     const history = await h.call('GET', '/api/v1/billing/history', { headers: asUser(userId) });
-    assert.equal(history.body.items[0].amount, 1999, 'Apple\'s milliunits in cents');
+    assert.equal(history.body.items[0].amount, 1999, "Apple's milliunits in cents");
     assert.equal(history.body.items[0].currency, 'usd');
   });
 
   it('follows a subscription through every notification type', async () => {
     const userId = await h.user();
     const original = String(3_000_000_000 + Math.floor(Math.random() * 1e8));
-    const period = (transactionId: string, start: number) => ({ transactionId, originalTransactionId: original, productId: PRO, type: 'Auto-Renewable Subscription' as const, appAccountToken: userId, expiresDate: start + 30 * DAY });
+    const period = (transactionId: string, start: number) => ({
+      transactionId,
+      originalTransactionId: original,
+      productId: PRO,
+      type: 'Auto-Renewable Subscription' as const,
+      appAccountToken: userId,
+      expiresDate: start + 30 * DAY,
+    });
 
     // SUBSCRIBED: the tier and the first period's allowance.
     assert.equal((await notify('SUBSCRIBED', { subtype: 'INITIAL_BUY', transaction: period(`${original}1`, Date.now()) })).outcome, 'applied');
@@ -64,7 +71,11 @@ describe('billing: App Store', function () {
 
     // DID_FAIL_TO_RENEW in Apple's billing grace period: the tier until the grace period ends.
     const graceEnd = Date.now() + 6 * DAY;
-    await notify('DID_FAIL_TO_RENEW', { subtype: 'GRACE_PERIOD', transaction: period(`${original}2`, Date.now() - 30 * DAY), renewal: { originalTransactionId: original, productId: PRO, autoRenewStatus: 1, gracePeriodExpiresDate: graceEnd } });
+    await notify('DID_FAIL_TO_RENEW', {
+      subtype: 'GRACE_PERIOD',
+      transaction: period(`${original}2`, Date.now() - 30 * DAY),
+      renewal: { originalTransactionId: original, productId: PRO, autoRenewStatus: 1, gracePeriodExpiresDate: graceEnd },
+    });
     const pastDue = await subscription(userId);
     assert.equal(pastDue.status, 'past_due');
     assert.equal(Date.parse(pastDue.access_until), graceEnd);
@@ -94,7 +105,14 @@ describe('billing: App Store', function () {
     assert.equal(await h.balance(userId), 0);
 
     const original = String(5_000_000_000 + Math.floor(Math.random() * 1e8));
-    const current = { transactionId: original, originalTransactionId: original, productId: PRO, type: 'Auto-Renewable Subscription' as const, appAccountToken: userId, expiresDate: Date.now() + 20 * DAY };
+    const current = {
+      transactionId: original,
+      originalTransactionId: original,
+      productId: PRO,
+      type: 'Auto-Renewable Subscription' as const,
+      appAccountToken: userId,
+      expiresDate: Date.now() + 20 * DAY,
+    };
     await notify('SUBSCRIBED', { transaction: current });
     assert.equal(await h.tier(userId), 'pro');
     assert.equal(await h.balance(userId), 1000);
@@ -103,10 +121,17 @@ describe('billing: App Store', function () {
     assert.equal(await h.balance(userId), 0);
   });
 
-  it('REVOKE (family sharing withdrawn) ends the subscription\'s tier', async () => {
+  it("REVOKE (family sharing withdrawn) ends the subscription's tier", async () => {
     const userId = await h.user();
     const original = String(6_000_000_000 + Math.floor(Math.random() * 1e8));
-    const current = { transactionId: original, originalTransactionId: original, productId: PRO, type: 'Auto-Renewable Subscription' as const, appAccountToken: userId, expiresDate: Date.now() + 20 * DAY };
+    const current = {
+      transactionId: original,
+      originalTransactionId: original,
+      productId: PRO,
+      type: 'Auto-Renewable Subscription' as const,
+      appAccountToken: userId,
+      expiresDate: Date.now() + 20 * DAY,
+    };
     await notify('SUBSCRIBED', { transaction: current });
     assert.equal(await h.tier(userId), 'pro');
     await notify('REVOKE', { transaction: current });
@@ -122,7 +147,13 @@ describe('billing: App Store', function () {
   it('a renewal without appAccountToken reaches the user the app posted the subscription for; one nobody posted is unmatched', async () => {
     const userId = await h.user();
     const original = String(7_000_000_000 + Math.floor(Math.random() * 1e8));
-    const first = { transactionId: original, originalTransactionId: original, productId: PRO, type: 'Auto-Renewable Subscription' as const, expiresDate: Date.now() + 30 * DAY };
+    const first = {
+      transactionId: original,
+      originalTransactionId: original,
+      productId: PRO,
+      type: 'Auto-Renewable Subscription' as const,
+      expiresDate: Date.now() + 30 * DAY,
+    };
     assert.equal((await h.postTransaction(userId, await signed(first))).body.outcome, 'applied');
     await h.settled();
     assert.equal(await h.balance(userId), 1000);

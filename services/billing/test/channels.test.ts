@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
-import { APPLE_WEBHOOK, STRIPE_WEBHOOK, asUser, service, useBilling, type BillingHarness } from './harness.ts';
+import { APPLE_WEBHOOK, asUser, type BillingHarness, STRIPE_WEBHOOK, service, useBilling } from './harness.ts';
 
 const CHANNEL_ROUTES = [
   ['POST', APPLE_WEBHOOK],
@@ -21,7 +21,7 @@ describe('billing without payment channels', function () {
     assert.equal(reply.body.status, 404);
   });
 
-  it('mounts no route of an unconfigured channel, Stripe\'s included, whoever calls', async () => {
+  it("mounts no route of an unconfigured channel, Stripe's included, whoever calls", async () => {
     const user = asUser(randomUUID());
     for (const [method, path] of CHANNEL_ROUTES) {
       for (const headers of [{}, user]) {
@@ -35,7 +35,13 @@ describe('billing without payment channels', function () {
   it('leaves them out of its OpenAPI document, and keeps the rest', async () => {
     const document = (await h.call('GET', '/openapi.json')).body as { paths: Record<string, unknown> };
     for (const [, path] of CHANNEL_ROUTES) assert.equal(document.paths[path], undefined, path);
-    for (const path of ['/api/v1/billing/packs', '/api/v1/billing/plans', '/api/v1/billing/subscription', '/api/v1/billing/history', '/api/v1/billing/users/{user_id}']) {
+    for (const path of [
+      '/api/v1/billing/packs',
+      '/api/v1/billing/plans',
+      '/api/v1/billing/subscription',
+      '/api/v1/billing/history',
+      '/api/v1/billing/users/{user_id}',
+    ]) {
       assert.ok(document.paths[path], path);
     }
     assert.doesNotMatch(JSON.stringify(document), /not configured/);
@@ -57,7 +63,11 @@ describe('billing without payment channels', function () {
         const all = await h.call('GET', `/api/v1/billing/${list}`, { headers: service });
         assert.equal(all.status, 200);
         assert.deepEqual(Object.keys(all.body).sort(), ['items', 'limit', 'offset', 'total']);
-        assert.deepEqual(all.body.items.map((item: { id: string }) => item.id), ids, 'the whole catalogue by default');
+        assert.deepEqual(
+          all.body.items.map((item: { id: string }) => item.id),
+          ids,
+          'the whole catalogue by default',
+        );
         assert.deepEqual([all.body.total, all.body.limit, all.body.offset], [ids.length, 100, 0]);
 
         const second = await h.call('GET', `/api/v1/billing/${list}?limit=1&offset=1`, { headers: asUser(randomUUID()) });
@@ -78,9 +88,15 @@ describe('billing without payment channels', function () {
       const document = (await h.call('GET', '/openapi.json')).body;
       for (const path of ['/api/v1/billing/packs', '/api/v1/billing/plans']) {
         const operation = document.paths[path].get;
-        assert.deepEqual(operation.parameters.map((parameter: { name: string; in: string }) => `${parameter.in}:${parameter.name}`).sort(), ['query:limit', 'query:offset'], path);
+        assert.deepEqual(
+          operation.parameters.map((parameter: { name: string; in: string }) => `${parameter.in}:${parameter.name}`).sort(),
+          ['query:limit', 'query:offset'],
+          path,
+        );
         const text = JSON.stringify(operation.responses['200']);
-        const schema = text.includes('$ref') ? document.components.schemas[/#\/components\/schemas\/([^"]+)/.exec(text)![1]!] : operation.responses['200'].content['application/json'].schema;
+        const schema = text.includes('$ref')
+          ? document.components.schemas[/#\/components\/schemas\/([^"]+)/.exec(text)![1]!]
+          : operation.responses['200'].content['application/json'].schema;
         assert.deepEqual(Object.keys(schema.properties).sort(), ['items', 'limit', 'offset', 'total'], path);
       }
     });

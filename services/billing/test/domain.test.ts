@@ -2,14 +2,21 @@ import assert from 'node:assert/strict';
 import { creditsToTakeBack } from '../src/domain/adjustments.ts';
 import { minorUnits } from '../src/domain/apple-events.ts';
 import { Catalogue, CatalogueSchema, DEFAULT_CATALOGUE } from '../src/domain/catalogue.ts';
-import { accessUntil, effectiveTier, supersedes, type SubscriptionState } from '../src/domain/tiers.ts';
+import { accessUntil, effectiveTier, type SubscriptionState, supersedes } from '../src/domain/tiers.ts';
 
 const DAY = 86_400_000;
 const catalogue = new Catalogue(DEFAULT_CATALOGUE);
-const state = (fields: Partial<SubscriptionState>): SubscriptionState => ({ plan_id: 'pro', status: 'active', version: 1000, past_due_since: null, grace_until: null, ...fields });
+const state = (fields: Partial<SubscriptionState>): SubscriptionState => ({
+  plan_id: 'pro',
+  status: 'active',
+  version: 1000,
+  past_due_since: null,
+  grace_until: null,
+  ...fields,
+});
 
 describe('billing domain', () => {
-  it('orders subscription states by the provider\'s clock; a terminal state holds against its own instant', () => {
+  it("orders subscription states by the provider's clock; a terminal state holds against its own instant", () => {
     assert.equal(supersedes(undefined, { version: 1 }), true);
     assert.equal(supersedes(state({ version: 1000 }), { version: 999 }), false);
     assert.equal(supersedes(state({ version: 1000 }), { version: 1001 }), true);
@@ -26,7 +33,7 @@ describe('billing domain', () => {
     assert.equal(effectiveTier([pastDue], catalogue, now, 14 * DAY), 'pro');
     assert.equal(effectiveTier([pastDue], catalogue, new Date(now.getTime() + 2 * DAY), 14 * DAY), 'free');
     const grace = state({ status: 'past_due', past_due_since: now, grace_until: new Date(now.getTime() + DAY) });
-    assert.equal(accessUntil(grace, 14 * DAY)?.getTime(), now.getTime() + DAY, 'the provider\'s grace period wins');
+    assert.equal(accessUntil(grace, 14 * DAY)?.getTime(), now.getTime() + DAY, "the provider's grace period wins");
     assert.equal(effectiveTier([state({ plan_id: 'gone' })], catalogue, now, DAY), 'free', 'a plan no longer in the catalogue gives no tier');
   });
 
@@ -40,7 +47,7 @@ describe('billing domain', () => {
     assert.equal(creditsToTakeBack({ ...payment, revoked: true, refunded_of: null }), 500);
   });
 
-  it('reads Apple\'s milliunit prices in each currency\'s minor unit', () => {
+  it("reads Apple's milliunit prices in each currency's minor unit", () => {
     assert.equal(minorUnits(4990, 'USD'), 499);
     assert.equal(minorUnits(120000, 'JPY'), 120);
     assert.equal(minorUnits(4990, undefined), null);

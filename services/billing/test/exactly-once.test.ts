@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { notificationBody, signJws, transaction } from './apple-pki.ts';
-import { asUser, useBilling, type BillingHarness } from './harness.ts';
+import { asUser, type BillingHarness, useBilling } from './harness.ts';
 import { paidPackSession, stripeEvent } from './stripe-server.ts';
 
 const subscriptionObject = (id: string, userId: string, fields: Record<string, unknown> = {}) => ({
@@ -27,8 +27,23 @@ describe('billing: exactly once', function () {
       BILLING_CATALOGUE: JSON.stringify({
         packs: [{ id: 'starter', name: 'Starter', credits: 100, price: { amount: 499, currency: 'usd' }, apple_product_id: 'dev.tempora.credits.starter' }],
         plans: [
-          { id: 'pro', name: 'Pro', tier: 'pro', monthly_credits: 1000, price: { amount: 999, currency: 'usd' }, stripe_price: 'price_pro_monthly', apple_product_id: 'dev.tempora.plan.pro' },
-          { id: 'enterprise', name: 'Enterprise', tier: 'enterprise', monthly_credits: 10_000, price: { amount: 9900, currency: 'usd' }, stripe_price: 'price_enterprise_monthly' },
+          {
+            id: 'pro',
+            name: 'Pro',
+            tier: 'pro',
+            monthly_credits: 1000,
+            price: { amount: 999, currency: 'usd' },
+            stripe_price: 'price_pro_monthly',
+            apple_product_id: 'dev.tempora.plan.pro',
+          },
+          {
+            id: 'enterprise',
+            name: 'Enterprise',
+            tier: 'enterprise',
+            monthly_credits: 10_000,
+            price: { amount: 9900, currency: 'usd' },
+            stripe_price: 'price_enterprise_monthly',
+          },
         ],
       }),
     },
@@ -60,8 +75,19 @@ describe('billing: exactly once', function () {
 
   it('an App Store transaction posted by the app and notified by the App Store grants once', async () => {
     const userId = await h.user();
-    const signed = await signJws(h.apple, transaction({ productId: 'dev.tempora.plan.pro', type: 'Auto-Renewable Subscription', appAccountToken: userId, expiresDate: Date.now() + 30 * 86_400_000 }));
-    const [posted, notified] = await Promise.all([h.postTransaction(userId, signed), h.appleNotification(await notificationBody(h.apple, { type: 'SUBSCRIBED', subtype: 'INITIAL_BUY', signedTransaction: signed }))]);
+    const signed = await signJws(
+      h.apple,
+      transaction({
+        productId: 'dev.tempora.plan.pro',
+        type: 'Auto-Renewable Subscription',
+        appAccountToken: userId,
+        expiresDate: Date.now() + 30 * 86_400_000,
+      }),
+    );
+    const [posted, notified] = await Promise.all([
+      h.postTransaction(userId, signed),
+      h.appleNotification(await notificationBody(h.apple, { type: 'SUBSCRIBED', subtype: 'INITIAL_BUY', signedTransaction: signed })),
+    ]);
     assert.equal(posted.status, 200, JSON.stringify(posted.body));
     assert.equal(notified.status, 200, JSON.stringify(notified.body));
     assert.deepEqual([posted.body.outcome, notified.body.outcome].sort(), ['applied', 'unchanged']);
@@ -100,8 +126,19 @@ describe('billing: exactly once', function () {
     const subscriptionId = `sub_test_${randomUUID().replace(/-/g, '')}`;
     const t = Math.floor(Date.now() / 1000);
     const created = stripeEvent('customer.subscription.created', subscriptionObject(subscriptionId, userId), t);
-    const upgraded = stripeEvent('customer.subscription.updated', subscriptionObject(subscriptionId, userId, { items: { object: 'list', data: [{ id: 'si_test_1', price: { id: 'price_enterprise_monthly' } }] } }), t + 10);
-    const pastDue = stripeEvent('customer.subscription.updated', subscriptionObject(subscriptionId, userId, { status: 'past_due', items: { object: 'list', data: [{ id: 'si_test_1', price: { id: 'price_enterprise_monthly' } }] } }), t + 20);
+    const upgraded = stripeEvent(
+      'customer.subscription.updated',
+      subscriptionObject(subscriptionId, userId, { items: { object: 'list', data: [{ id: 'si_test_1', price: { id: 'price_enterprise_monthly' } }] } }),
+      t + 10,
+    );
+    const pastDue = stripeEvent(
+      'customer.subscription.updated',
+      subscriptionObject(subscriptionId, userId, {
+        status: 'past_due',
+        items: { object: 'list', data: [{ id: 'si_test_1', price: { id: 'price_enterprise_monthly' } }] },
+      }),
+      t + 20,
+    );
     const deleted = stripeEvent('customer.subscription.deleted', subscriptionObject(subscriptionId, userId, { status: 'canceled' }), t + 30);
 
     // Newest first: everything older is stale.
@@ -112,7 +149,13 @@ describe('billing: exactly once', function () {
     // Another subscription: an upgrade that arrives before the creation still wins.
     const second = `sub_test_${randomUUID().replace(/-/g, '')}`;
     const otherUser = await h.user();
-    await h.stripeEvent(stripeEvent('customer.subscription.updated', subscriptionObject(second, otherUser, { items: { object: 'list', data: [{ id: 'si_test_2', price: { id: 'price_enterprise_monthly' } }] } }), t + 10));
+    await h.stripeEvent(
+      stripeEvent(
+        'customer.subscription.updated',
+        subscriptionObject(second, otherUser, { items: { object: 'list', data: [{ id: 'si_test_2', price: { id: 'price_enterprise_monthly' } }] } }),
+        t + 10,
+      ),
+    );
     const stale = await h.stripeEvent(stripeEvent('customer.subscription.created', subscriptionObject(second, otherUser), t));
     assert.equal(stale.body.outcome, 'unchanged');
     assert.match(stale.body.detail, /stale/);
@@ -123,13 +166,18 @@ describe('billing: exactly once', function () {
   it('a refund that arrives before its payment is settled when the payment does: nothing granted for good', async () => {
     const userId = await h.user();
     const session = paidPackSession(userId);
-    const refund = await h.stripeEvent(stripeEvent('charge.refunded', { id: 'ch_test_early', object: 'charge', amount: 499, amount_refunded: 499, payment_intent: session.payment_intent }));
+    const refund = await h.stripeEvent(
+      stripeEvent('charge.refunded', { id: 'ch_test_early', object: 'charge', amount: 499, amount_refunded: 499, payment_intent: session.payment_intent }),
+    );
     assert.equal(refund.status, 200);
     assert.equal(await h.balance(userId), 0);
     await h.stripeEvent(stripeEvent('checkout.session.completed', session));
     await h.settled();
     assert.equal(await h.balance(userId), 0);
-    assert.deepEqual((await h.ledger(userId)).map((entry) => entry.amount), [100, -100]);
+    assert.deepEqual(
+      (await h.ledger(userId)).map((entry) => entry.amount),
+      [100, -100],
+    );
   });
 
   it('a past-due subscriber whose retry window ran out loses the tier without any message saying so', async () => {

@@ -2,18 +2,18 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { pino } from 'pino';
-import { loadConfig } from '@tempora/kit/runtime';
-import { serve, type RunningServer } from '@tempora/kit/http';
+import { type RunningServer, serve } from '@tempora/kit/http';
 import { createLogger } from '@tempora/kit/observability';
+import { loadConfig } from '@tempora/kit/runtime';
+import { pino } from 'pino';
+import { createDatabase, dropDatabase } from '../../../test/support/database.ts';
+import { type Reply, request } from '../../../test/support/http.ts';
 import { GatewayConfigSchema } from '../../gateway/src/config.ts';
 import { createGatewayService, type GatewayInstance } from '../../gateway/src/service.ts';
 import { BillingConfigSchema } from '../src/config.ts';
-import { createBillingService, type BillingInstance } from '../src/service.ts';
-import { createDatabase, dropDatabase } from '../../../test/support/database.ts';
-import { request, type Reply } from '../../../test/support/http.ts';
-import { BUNDLE_ID, makeChain, makeRoot, pemOf, type Chain } from './apple-pki.ts';
-import { signatureFor, startStripeStandIn, type StripeStandIn } from './stripe-server.ts';
+import { type BillingInstance, createBillingService } from '../src/service.ts';
+import { BUNDLE_ID, type Chain, makeChain, makeRoot, pemOf } from './apple-pki.ts';
+import { type StripeStandIn, signatureFor, startStripeStandIn } from './stripe-server.ts';
 
 export const SERVICE_KEY = 'billing-service-key-0123456789';
 export const GATEWAY_KEY = 'gateway-service-key-0123456789';
@@ -77,7 +77,15 @@ async function startGatewayOn(port: number, database: string, dataDir: string, b
     LOG_LEVEL: 'silent',
   });
   const instance = await createGatewayService(config, createLogger('gateway', 'silent'));
-  const server = await serve(instance.app, { port, host: '127.0.0.1', logger: instance.logger, graceMs: 200, onDrain: instance.drain, onClose: [instance.close], express: instance.express });
+  const server = await serve(instance.app, {
+    port,
+    host: '127.0.0.1',
+    logger: instance.logger,
+    graceMs: 200,
+    onDrain: instance.drain,
+    onClose: [instance.close],
+    express: instance.express,
+  });
   return { url: server.url, instance, server };
 }
 
@@ -86,7 +94,11 @@ export async function buy(h: BillingHarness, userId: string, kind: 'pack' | 'pla
   const checkout = await h.call('POST', '/api/v1/billing/checkout', { headers: asUser(userId), body: { kind, id } });
   if (checkout.status !== 201) throw new Error(`checkout: ${checkout.status} ${JSON.stringify(checkout.body)}`);
   const events = await h.stripe.pay(checkout.body.id);
-  return { session: checkout.body, events, subscriptionId: events.find((event) => event.type === 'customer.subscription.created')?.data.object.id as string | undefined };
+  return {
+    session: checkout.body,
+    events,
+    subscriptionId: events.find((event) => event.type === 'customer.subscription.created')?.data.object.id as string | undefined,
+  };
 }
 
 /** A suite's billing harness, started before its tests and stopped after them. */
@@ -136,15 +148,26 @@ export async function startBilling(env: Record<string, string> = {}, options: { 
     ...env,
   });
   // With `logs`, every line billing logs is kept there (its refusals must name no secret).
-  const logger = options.logs ? pino({ level: 'info', base: { service: 'billing' } }, { write: (line: string) => void options.logs!.push(line) }) : createLogger('billing', config.LOG_LEVEL);
+  const logger = options.logs
+    ? pino({ level: 'info', base: { service: 'billing' } }, { write: (line: string) => void options.logs!.push(line) })
+    : createLogger('billing', config.LOG_LEVEL);
   const billing = await createBillingService(config, logger);
-  const billingServer = await serve(billing.app, { port: 0, host: '127.0.0.1', logger: billing.logger, graceMs: 200, onDrain: billing.drain, onClose: [billing.close], metrics: { port: 0, metrics: billing.metrics } });
+  const billingServer = await serve(billing.app, {
+    port: 0,
+    host: '127.0.0.1',
+    logger: billing.logger,
+    graceMs: 200,
+    onDrain: billing.drain,
+    onClose: [billing.close],
+    metrics: { port: 0, metrics: billing.metrics },
+  });
   stripe.setWebhookUrl(`${billingServer.url}${STRIPE_WEBHOOK}`);
   // The gateway again, now that billing's address is known (its proxy forwards /api/v1/billing/* there).
   await gateway.server.close();
   gateway = await startGatewayOn(gatewayPort, gatewayDb, dataDir, billingServer.url, redisPrefix);
 
-  const call = <T = any>(method: string, path: string, init: { headers?: Record<string, string>; body?: unknown; raw?: string } = {}) => request<T>(billingServer.url, path, { method, ...init });
+  const call = <T = any>(method: string, path: string, init: { headers?: Record<string, string>; body?: unknown; raw?: string } = {}) =>
+    request<T>(billingServer.url, path, { method, ...init });
   const gatewayRepository = () => {
     if (!gateway) throw new Error('the gateway is stopped');
     return gateway.instance.deps.repository;
@@ -163,7 +186,11 @@ export async function startBilling(env: Record<string, string> = {}, options: { 
     appleRoot,
     call,
     async user() {
-      const reply = await request(harness.gatewayUrl, '/api/v1/users/resolve', { method: 'POST', headers: { 'X-Service-Key': GATEWAY_KEY }, body: { external_id: `buyer-${randomUUID()}` } });
+      const reply = await request(harness.gatewayUrl, '/api/v1/users/resolve', {
+        method: 'POST',
+        headers: { 'X-Service-Key': GATEWAY_KEY },
+        body: { external_id: `buyer-${randomUUID()}` },
+      });
       if (reply.status !== 201) throw new Error(`resolve: ${reply.status} ${JSON.stringify(reply.body)}`);
       return reply.body.user.id as string;
     },
@@ -175,7 +202,9 @@ export async function startBilling(env: Record<string, string> = {}, options: { 
     },
     async ledger(userId) {
       const page = await gatewayRepository().history(userId, 1000, 0);
-      return page.items.reverse().map((entry) => ({ amount: Number(entry.amount), kind: entry.kind, operation: entry.operation, idempotency_key: entry.idempotency_key }));
+      return page.items
+        .reverse()
+        .map((entry) => ({ amount: Number(entry.amount), kind: entry.kind, operation: entry.operation, idempotency_key: entry.idempotency_key }));
     },
     stripeEvent(event, options = {}) {
       const payload = options.raw ?? JSON.stringify(event, null, 2);
@@ -193,7 +222,10 @@ export async function startBilling(env: Record<string, string> = {}, options: { 
       for (;;) {
         await billing.deps.outbox.deliver();
         const backlog = await billing.deps.repository.outboxBacklog();
-        const tiers = await billing.deps.repository.knex('billing_accounts').whereRaw(`((tier is distinct from pushed_tier and not (pushed_tier is null and tier = 'free')) or push_forced)`).count<{ count: string }[]>('* as count');
+        const tiers = await billing.deps.repository
+          .knex('billing_accounts')
+          .whereRaw(`((tier is distinct from pushed_tier and not (pushed_tier is null and tier = 'free')) or push_forced)`)
+          .count<{ count: string }[]>('* as count');
         if (backlog.pending === 0 && Number(tiers[0]?.count ?? 0) === 0) return;
         if (Date.now() > until) {
           const accounts = await billing.deps.repository.knex('billing_accounts').whereRaw('tier is distinct from pushed_tier or push_forced');

@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
-import { scrape } from '../../kit/test/metrics-support.ts';
 import { randomUUID } from 'node:crypto';
 import { request } from '../../../test/support/http.ts';
-import { ADMIN_KEY, buy, GATEWAY_KEY, service, STRIPE_WEBHOOK, useBilling, type BillingHarness } from './harness.ts';
+import { scrape } from '../../kit/test/metrics-support.ts';
+import { ADMIN_KEY, type BillingHarness, buy, GATEWAY_KEY, STRIPE_WEBHOOK, service, useBilling } from './harness.ts';
 import { stripeEvent } from './stripe-server.ts';
 
 const admin = { 'X-Admin-Key': ADMIN_KEY };
@@ -14,7 +14,7 @@ describe('billing: operators', function () {
     h = started;
   });
 
-  it('shows a user\'s state with payments and deliveries', async () => {
+  it("shows a user's state with payments and deliveries", async () => {
     const userId = await h.user();
     await buy(h, userId, 'plan', 'pro');
     const state = await h.call('GET', `/api/v1/billing/users/${userId}`, { headers: admin });
@@ -33,7 +33,11 @@ describe('billing: operators', function () {
     assert.equal(await h.tier(userId), 'pro');
 
     // An operator changed the tier at the gateway by hand: a re-sync puts billing's back.
-    const manual = await request(h.gatewayUrl, `/api/v1/users/${userId}/tier`, { method: 'PUT', headers: { 'X-Service-Key': GATEWAY_KEY }, body: { tier: 'enterprise' } });
+    const manual = await request(h.gatewayUrl, `/api/v1/users/${userId}/tier`, {
+      method: 'PUT',
+      headers: { 'X-Service-Key': GATEWAY_KEY },
+      body: { tier: 'enterprise' },
+    });
     assert.equal(manual.status, 200);
     let state = await h.call('POST', `/api/v1/billing/users/${userId}/resync`, { headers: service });
     assert.equal(state.status, 200, JSON.stringify(state.body));
@@ -56,7 +60,16 @@ describe('billing: operators', function () {
   it('parks a grant the gateway refuses for good, counts it, and retries it on a re-sync', async () => {
     const stranger = randomUUID();
     const reply = await h.stripeEvent(
-      stripeEvent('checkout.session.completed', { id: 'cs_test_stranger', object: 'checkout.session', mode: 'payment', payment_status: 'paid', payment_intent: 'pi_test_stranger', metadata: { user_id: stranger, pack_id: 'starter' }, amount_total: 499, currency: 'usd' }),
+      stripeEvent('checkout.session.completed', {
+        id: 'cs_test_stranger',
+        object: 'checkout.session',
+        mode: 'payment',
+        payment_status: 'paid',
+        payment_intent: 'pi_test_stranger',
+        metadata: { user_id: stranger, pack_id: 'starter' },
+        amount_total: 499,
+        currency: 'usd',
+      }),
     );
     assert.equal(reply.status, 200, 'the payment is recorded whatever the gateway says');
     await h.settled();
@@ -76,7 +89,18 @@ describe('billing: operators', function () {
 
   it('documents every route in its OpenAPI document', async () => {
     const openapi = h.billing.openapi as { paths: Record<string, unknown> };
-    for (const path of ['/api/v1/billing/packs', '/api/v1/billing/plans', '/api/v1/billing/checkout', '/api/v1/billing/subscription', '/api/v1/billing/history', '/api/v1/billing/apple/transactions', '/api/v1/billing/webhooks/stripe', '/api/v1/billing/webhooks/apple', '/api/v1/billing/users/{user_id}', '/api/v1/billing/users/{user_id}/resync']) {
+    for (const path of [
+      '/api/v1/billing/packs',
+      '/api/v1/billing/plans',
+      '/api/v1/billing/checkout',
+      '/api/v1/billing/subscription',
+      '/api/v1/billing/history',
+      '/api/v1/billing/apple/transactions',
+      '/api/v1/billing/webhooks/stripe',
+      '/api/v1/billing/webhooks/apple',
+      '/api/v1/billing/users/{user_id}',
+      '/api/v1/billing/users/{user_id}/resync',
+    ]) {
       assert.ok(openapi.paths[path], path);
     }
   });

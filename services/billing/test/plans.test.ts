@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import Stripe from 'stripe';
 import { request } from '../../../test/support/http.ts';
 import { signJws, transaction } from './apple-pki.ts';
-import { asUser, buy, service, STRIPE_KEY, STRIPE_WEBHOOK, useBilling, type BillingHarness } from './harness.ts';
+import { asUser, type BillingHarness, buy, STRIPE_KEY, STRIPE_WEBHOOK, service, useBilling } from './harness.ts';
 
 const CANCEL = '/api/v1/billing/subscription/cancel';
 const RESUME = '/api/v1/billing/subscription/resume';
@@ -34,7 +34,10 @@ describe('billing: plan management', function () {
     assert.equal(updated.length, 1, 'Stripe sends customer.subscription.updated');
     assert.equal(updated[0]!.data.object.cancel_at_period_end, true);
     assert.deepEqual(updated[0]!.data.previous_attributes, { cancel_at_period_end: false, cancel_at: null });
-    assert.deepEqual(h.stripe.deliveries.filter((delivery) => delivery.event === updated[0]!.id).map((delivery) => delivery.status), [200]);
+    assert.deepEqual(
+      h.stripe.deliveries.filter((delivery) => delivery.event === updated[0]!.id).map((delivery) => delivery.status),
+      [200],
+    );
     assert.ok(await h.billing.deps.repository.event('stripe', updated[0]!.id), 'the event was recorded');
     assert.equal(await h.tier(userId), 'pro', 'the period paid for runs on');
 
@@ -60,7 +63,7 @@ describe('billing: plan management', function () {
     assert.equal((await h.call('POST', RESUME, { headers: asUser(userId) })).status, 404);
   });
 
-  it('follows a cancellation made in the customer portal, which only Stripe\'s webhook reports', async () => {
+  it("follows a cancellation made in the customer portal, which only Stripe's webhook reports", async () => {
     const userId = await h.user();
     const { subscriptionId } = await buy(h, userId, 'plan', 'enterprise');
     const portal = await h.call('POST', PORTAL, { headers: asUser(userId) });
@@ -69,7 +72,7 @@ describe('billing: plan management', function () {
     const page = await request(portal.body.url, '');
     assert.equal(page.status, 200);
     assert.match(page.body, /cus_test_/);
-    assert.match(page.body, /127\.0\.0\.1:9\/cancelled/, 'back to the app\'s billing page');
+    assert.match(page.body, /127\.0\.0\.1:9\/cancelled/, "back to the app's billing page");
 
     // What the portal does, with Stripe's own client (billing is not asked).
     const api = new URL(h.stripe.url);
@@ -96,12 +99,22 @@ describe('billing: plan management', function () {
     assert.equal((await state(userId)).subscriptions[0].cancel_at_period_end, false);
   });
 
-  it('points an App Store subscriber to Apple\'s subscription management', async () => {
+  it("points an App Store subscriber to Apple's subscription management", async () => {
     const userId = await h.user();
     const original = String(5_000_000_000 + Math.floor(Math.random() * 1e8));
     const posted = await h.postTransaction(
       userId,
-      await signJws(h.apple, transaction({ transactionId: `${original}1`, originalTransactionId: original, productId: 'dev.tempora.plan.pro', type: 'Auto-Renewable Subscription', appAccountToken: userId, expiresDate: Date.now() + 30 * 86_400_000 })),
+      await signJws(
+        h.apple,
+        transaction({
+          transactionId: `${original}1`,
+          originalTransactionId: original,
+          productId: 'dev.tempora.plan.pro',
+          type: 'Auto-Renewable Subscription',
+          appAccountToken: userId,
+          expiresDate: Date.now() + 30 * 86_400_000,
+        }),
+      ),
     );
     assert.equal(posted.status, 200);
     for (const path of [CANCEL, RESUME, PORTAL]) {
@@ -112,7 +125,7 @@ describe('billing: plan management', function () {
     }
   });
 
-  it('answers a user without a plan, and refuses requests that are not a user\'s', async () => {
+  it("answers a user without a plan, and refuses requests that are not a user's", async () => {
     const userId = await h.user();
     for (const path of [CANCEL, RESUME, PORTAL]) {
       assert.equal((await h.call('POST', path, { headers: asUser(userId) })).status, 404, path);
@@ -121,16 +134,25 @@ describe('billing: plan management', function () {
       assert.equal((await h.call('POST', path, { headers: asUser('not-a-uuid') })).status, 400, `${path} with a malformed X-User-ID`);
     }
     const spec = (await h.call('GET', '/openapi.json')).body;
-    for (const [path, operationId] of [[CANCEL, 'cancelSubscription'], [RESUME, 'resumeSubscription'], [PORTAL, 'createPortalSession']] as const) assert.equal(spec.paths[path].post.operationId, operationId);
+    for (const [path, operationId] of [
+      [CANCEL, 'cancelSubscription'],
+      [RESUME, 'resumeSubscription'],
+      [PORTAL, 'createPortalSession'],
+    ] as const)
+      assert.equal(spec.paths[path].post.operationId, operationId);
     assert.equal(spec.paths['/api/v1/users/{user_id}/data'].delete.operationId, 'deleteUserData');
   });
 
-  it('works through the gateway: the user with a Bearer token, Stripe\'s events at the gateway\'s address', async () => {
+  it("works through the gateway: the user with a Bearer token, Stripe's events at the gateway's address", async () => {
     const userId = await h.user();
     // Stripe pointed at the public host: the gateway forwards the webhook byte for byte, without identity.
     h.stripe.setWebhookUrl(`${h.gatewayUrl}${STRIPE_WEBHOOK}`);
     try {
-      const checkout = await request(h.gatewayUrl, '/api/v1/billing/checkout', { method: 'POST', headers: await bearer(userId), body: { kind: 'plan', id: 'pro' } });
+      const checkout = await request(h.gatewayUrl, '/api/v1/billing/checkout', {
+        method: 'POST',
+        headers: await bearer(userId),
+        body: { kind: 'plan', id: 'pro' },
+      });
       assert.equal(checkout.status, 201, JSON.stringify(checkout.body));
       const events = await h.stripe.pay(checkout.body.id);
       assert.ok(events.every((event) => h.stripe.deliveries.some((delivery) => delivery.event === event.id && delivery.status === 200)));
@@ -142,7 +164,10 @@ describe('billing: plan management', function () {
       await h.stripe.idle();
       const updated = h.stripe.events.at(-1)!;
       assert.equal(updated.type, 'customer.subscription.updated');
-      assert.deepEqual(h.stripe.deliveries.filter((delivery) => delivery.event === updated.id).map((delivery) => delivery.status), [200]);
+      assert.deepEqual(
+        h.stripe.deliveries.filter((delivery) => delivery.event === updated.id).map((delivery) => delivery.status),
+        [200],
+      );
       const portal = await request(h.gatewayUrl, PORTAL, { method: 'POST', headers: await bearer(userId) });
       assert.equal(portal.status, 201);
     } finally {

@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
-import { scrape } from '../../kit/test/metrics-support.ts';
 import { randomUUID } from 'node:crypto';
-import { BUNDLE_ID, chainX5c, makeChain, notificationBody, signJws, transaction, type Chain } from './apple-pki.ts';
-import { ADMIN_KEY, APPLE_WEBHOOK, asUser, OLD_WEBHOOK_SECRET, service, STRIPE_WEBHOOK, useBilling, WEBHOOK_SECRET, type BillingHarness } from './harness.ts';
+import { scrape } from '../../kit/test/metrics-support.ts';
+import { BUNDLE_ID, type Chain, chainX5c, makeChain, notificationBody, signJws, transaction } from './apple-pki.ts';
+import { ADMIN_KEY, APPLE_WEBHOOK, asUser, type BillingHarness, OLD_WEBHOOK_SECRET, STRIPE_WEBHOOK, service, useBilling, WEBHOOK_SECRET } from './harness.ts';
 import { signatureFor, stripeEvent } from './stripe-server.ts';
 
 const DAY = 86_400_000;
@@ -61,11 +61,18 @@ describe('billing: refusals', function () {
 
   describe('Stripe webhooks', () => {
     it('refuses a delivery without a Stripe-Signature', async () => {
-      await refused('stripe-webhook', 'missing-signature', () => h.call('POST', STRIPE_WEBHOOK, { raw: JSON.stringify(stripeEvent('checkout.session.completed', paidSession())), headers: { 'content-type': 'application/json' } }));
+      await refused('stripe-webhook', 'missing-signature', () =>
+        h.call('POST', STRIPE_WEBHOOK, {
+          raw: JSON.stringify(stripeEvent('checkout.session.completed', paidSession())),
+          headers: { 'content-type': 'application/json' },
+        }),
+      );
     });
 
     it('refuses a signature by a secret that is not configured', async () => {
-      await refused('stripe-webhook', 'bad-signature', () => h.stripeEvent(stripeEvent('checkout.session.completed', paidSession()), { secrets: ['whsec_someone_else'] }));
+      await refused('stripe-webhook', 'bad-signature', () =>
+        h.stripeEvent(stripeEvent('checkout.session.completed', paidSession()), { secrets: ['whsec_someone_else'] }),
+      );
     });
 
     it('refuses a body changed after signing', async () => {
@@ -76,12 +83,16 @@ describe('billing: refusals', function () {
     });
 
     it('refuses a signature older than the 300 s tolerance, even with the right secret', async () => {
-      const reply = await refused('stripe-webhook', 'stale-signature', () => h.stripeEvent(stripeEvent('checkout.session.completed', paidSession()), { timestamp: Math.floor(Date.now() / 1000) - 301 }));
+      const reply = await refused('stripe-webhook', 'stale-signature', () =>
+        h.stripeEvent(stripeEvent('checkout.session.completed', paidSession()), { timestamp: Math.floor(Date.now() / 1000) - 301 }),
+      );
       assert.match(reply.body.detail, /300 s/);
     });
 
     it('refuses a Stripe-Signature that is not t=…,v1=…', async () => {
-      await refused('stripe-webhook', 'malformed-signature', () => h.stripeEvent(stripeEvent('checkout.session.completed', paidSession()), { signature: 'sha256=deadbeef' }));
+      await refused('stripe-webhook', 'malformed-signature', () =>
+        h.stripeEvent(stripeEvent('checkout.session.completed', paidSession()), { signature: 'sha256=deadbeef' }),
+      );
     });
 
     it('refuses a signed body that is not JSON, or not an event', async () => {
@@ -90,7 +101,9 @@ describe('billing: refusals', function () {
     });
 
     it('refuses a signed event whose object lacks what its type promises', async () => {
-      await refused('stripe-webhook', 'malformed-event', () => h.stripeEvent(stripeEvent('checkout.session.completed', { id: 'cs_test_x', object: 'checkout.session' })));
+      await refused('stripe-webhook', 'malformed-event', () =>
+        h.stripeEvent(stripeEvent('checkout.session.completed', { id: 'cs_test_x', object: 'checkout.session' })),
+      );
     });
 
     it('accepts the previous secret during a rotation, and a delivery signed by both', async () => {
@@ -106,8 +119,11 @@ describe('billing: refusals', function () {
   });
 
   describe('App Store notifications and transactions', () => {
-    const subscribed = async (chain: Chain, fields: Parameters<typeof transaction>[0] = { productId: 'dev.tempora.credits.starter', appAccountToken: userId }, options: Parameters<typeof notificationBody>[1] = { type: 'SUBSCRIBED' }) =>
-      notificationBody(chain, { ...options, signedTransaction: await signJws(chain, transaction(fields)) });
+    const subscribed = async (
+      chain: Chain,
+      fields: Parameters<typeof transaction>[0] = { productId: 'dev.tempora.credits.starter', appAccountToken: userId },
+      options: Parameters<typeof notificationBody>[1] = { type: 'SUBSCRIBED' },
+    ) => notificationBody(chain, { ...options, signedTransaction: await signJws(chain, transaction(fields)) });
 
     it('refuses a body that is not {"signedPayload": "<JWS>"}', async () => {
       await refused('apple-webhook', 'malformed-body', () => h.appleNotification('{not json'));
@@ -117,10 +133,12 @@ describe('billing: refusals', function () {
 
     it('refuses data signed through a root that is not configured', async () => {
       const foreign = await makeChain();
-      await refused('apple-webhook', 'untrusted-chain', async () => h.appleNotification(await subscribed(foreign, { productId: 'dev.tempora.credits.starter', appAccountToken: userId })));
+      await refused('apple-webhook', 'untrusted-chain', async () =>
+        h.appleNotification(await subscribed(foreign, { productId: 'dev.tempora.credits.starter', appAccountToken: userId })),
+      );
     });
 
-    it('refuses a chain without Apple\'s marker OIDs, even under the configured root', async () => {
+    it("refuses a chain without Apple's marker OIDs, even under the configured root", async () => {
       const unmarked = await makeChain({ withoutOids: true, root: h.appleRoot });
       await refused('apple-webhook', 'untrusted-chain', async () => h.appleNotification(await subscribed(unmarked)));
     });
@@ -131,7 +149,12 @@ describe('billing: refusals', function () {
     });
 
     it('refuses a chain that is not exactly three certificates', async () => {
-      const payload = { notificationType: 'TEST', notificationUUID: randomUUID(), signedDate: Date.now(), data: { bundleId: BUNDLE_ID, environment: 'Sandbox' } };
+      const payload = {
+        notificationType: 'TEST',
+        notificationUUID: randomUUID(),
+        signedDate: Date.now(),
+        data: { bundleId: BUNDLE_ID, environment: 'Sandbox' },
+      };
       const short = await signJws(h.apple, payload, { x5c: chainX5c(h.apple).slice(0, 2) });
       await refused('apple-webhook', 'bad-chain', () => h.appleNotification(JSON.stringify({ signedPayload: short })));
     });
@@ -145,28 +168,51 @@ describe('billing: refusals', function () {
       await refused('apple-webhook', 'bad-signature', () => h.appleNotification(JSON.stringify({ signedPayload: forged })));
     });
 
-    it('refuses another app\'s notification, and another environment\'s', async () => {
-      await refused('apple-webhook', 'wrong-app', async () => h.appleNotification(await subscribed(h.apple, { productId: 'dev.tempora.credits.starter', appAccountToken: userId }, { type: 'SUBSCRIBED', bundleId: 'com.example.other' })));
-      await refused('apple-webhook', 'wrong-environment', async () => h.appleNotification(await subscribed(h.apple, { productId: 'dev.tempora.credits.starter', appAccountToken: userId }, { type: 'SUBSCRIBED', environment: 'Production' })));
+    it("refuses another app's notification, and another environment's", async () => {
+      await refused('apple-webhook', 'wrong-app', async () =>
+        h.appleNotification(
+          await subscribed(
+            h.apple,
+            { productId: 'dev.tempora.credits.starter', appAccountToken: userId },
+            { type: 'SUBSCRIBED', bundleId: 'com.example.other' },
+          ),
+        ),
+      );
+      await refused('apple-webhook', 'wrong-environment', async () =>
+        h.appleNotification(
+          await subscribed(h.apple, { productId: 'dev.tempora.credits.starter', appAccountToken: userId }, { type: 'SUBSCRIBED', environment: 'Production' }),
+        ),
+      );
     });
 
-    it('refuses a verified notification whose transaction is another environment\'s or signed elsewhere', async () => {
-      await refused('apple-webhook', 'wrong-environment', async () => h.appleNotification(await subscribed(h.apple, { productId: 'dev.tempora.credits.starter', appAccountToken: userId, environment: 'Production' })));
+    it("refuses a verified notification whose transaction is another environment's or signed elsewhere", async () => {
+      await refused('apple-webhook', 'wrong-environment', async () =>
+        h.appleNotification(await subscribed(h.apple, { productId: 'dev.tempora.credits.starter', appAccountToken: userId, environment: 'Production' })),
+      );
       const foreign = await makeChain();
-      const body = await notificationBody(h.apple, { type: 'SUBSCRIBED', signedTransaction: await signJws(foreign, transaction({ productId: 'dev.tempora.credits.starter', appAccountToken: userId })) });
+      const body = await notificationBody(h.apple, {
+        type: 'SUBSCRIBED',
+        signedTransaction: await signJws(foreign, transaction({ productId: 'dev.tempora.credits.starter', appAccountToken: userId })),
+      });
       await refused('apple-webhook', 'untrusted-chain', () => h.appleNotification(body));
     });
 
-    it('refuses a posted transaction that is not verifiable, another app\'s, or another account\'s', async () => {
+    it("refuses a posted transaction that is not verifiable, another app's, or another account's", async () => {
       await refused('apple-transaction', 'malformed-body', () => h.postTransaction(userId, 'not-a-jws'));
-      await refused('apple-transaction', 'untrusted-chain', async () => h.postTransaction(userId, await signJws(await makeChain(), transaction({ productId: 'dev.tempora.credits.starter' }))));
-      await refused('apple-transaction', 'wrong-app', async () => h.postTransaction(userId, await signJws(h.apple, transaction({ productId: 'dev.tempora.credits.starter', bundleId: 'com.example.other' }))));
-      await refused('apple-transaction', 'foreign-account', async () => h.postTransaction(userId, await signJws(h.apple, transaction({ productId: 'dev.tempora.credits.starter', appAccountToken: randomUUID() }))));
+      await refused('apple-transaction', 'untrusted-chain', async () =>
+        h.postTransaction(userId, await signJws(await makeChain(), transaction({ productId: 'dev.tempora.credits.starter' }))),
+      );
+      await refused('apple-transaction', 'wrong-app', async () =>
+        h.postTransaction(userId, await signJws(h.apple, transaction({ productId: 'dev.tempora.credits.starter', bundleId: 'com.example.other' }))),
+      );
+      await refused('apple-transaction', 'foreign-account', async () =>
+        h.postTransaction(userId, await signJws(h.apple, transaction({ productId: 'dev.tempora.credits.starter', appAccountToken: randomUUID() }))),
+      );
     });
   });
 
   describe('who may call', () => {
-    it('answers users only through the gateway\'s identity (service key and X-User-ID)', async () => {
+    it("answers users only through the gateway's identity (service key and X-User-ID)", async () => {
       assert.equal((await h.call('GET', '/api/v1/billing/subscription')).status, 401);
       assert.equal((await h.call('GET', '/api/v1/billing/subscription', { headers: { 'X-User-ID': userId } })).status, 401, 'X-User-ID alone is not trusted');
       assert.equal((await h.call('GET', '/api/v1/billing/subscription', { headers: { 'X-Service-Key': 'wrong', 'X-User-ID': userId } })).status, 401);
@@ -176,7 +222,7 @@ describe('billing: refusals', function () {
       assert.equal((await h.call('GET', '/api/v1/billing/packs')).status, 401);
     });
 
-    it('keeps operator routes from users\' forwarded requests', async () => {
+    it("keeps operator routes from users' forwarded requests", async () => {
       assert.equal((await h.call('GET', `/api/v1/billing/users/${userId}`, { headers: asUser(userId) })).status, 403);
       assert.equal((await h.call('POST', `/api/v1/billing/users/${userId}/resync`, { headers: asUser(userId) })).status, 403);
       assert.equal((await h.call('GET', `/api/v1/billing/users/${userId}`, { headers: service })).status, 200);
@@ -184,21 +230,23 @@ describe('billing: refusals', function () {
     });
 
     it('needs no credential at the webhooks, which authenticate by signature', async () => {
-      const reply = await h.call('POST', APPLE_WEBHOOK, { raw: await notificationBody(h.apple, { type: 'TEST' }), headers: { 'content-type': 'application/json' } });
+      const reply = await h.call('POST', APPLE_WEBHOOK, {
+        raw: await notificationBody(h.apple, { type: 'TEST' }),
+        headers: { 'content-type': 'application/json' },
+      });
       assert.equal(reply.status, 200);
       assert.equal(reply.body.outcome, 'ignored');
     });
   });
 
   describe('logs', () => {
-    it('logs every refusal with its reason and none of the payload\'s secrets', () => {
+    it("logs every refusal with its reason and none of the payload's secrets", () => {
       const refusalsLogged = logs.map((line) => JSON.parse(line) as Record<string, unknown>).filter((line) => line.msg === 'refused');
       assert.ok(refusalsLogged.length >= 20, `${refusalsLogged.length} refusals logged`);
       assert.ok(refusalsLogged.every((line) => typeof line.reason === 'string' && typeof line.channel === 'string'));
       const all = logs.join('\n');
       // No secret, no signature, no signed data (JWS start with eyJ).
-        for (const secret of [WEBHOOK_SECRET, OLD_WEBHOOK_SECRET, 'v1=', 'eyJ']) assert.ok(!all.includes(secret), `the logs hold ${secret}`);
+      for (const secret of [WEBHOOK_SECRET, OLD_WEBHOOK_SECRET, 'v1=', 'eyJ']) assert.ok(!all.includes(secret), `the logs hold ${secret}`);
     });
   });
 });
-

@@ -74,13 +74,28 @@ const MONTH = 30 * 86_400;
 
 /** The Stripe-Signature for `payload` at `timestamp`, one v1 per secret (the stripe package's own signer). */
 export function signatureFor(payload: string, secrets: string[], timestamp = now()): string {
-  const signatures = secrets.map((secret) => Stripe.webhooks.generateTestHeaderString({ payload, secret, timestamp }).split(',').find((part) => part.startsWith('v1='))!);
+  const signatures = secrets.map(
+    (secret) =>
+      Stripe.webhooks
+        .generateTestHeaderString({ payload, secret, timestamp })
+        .split(',')
+        .find((part) => part.startsWith('v1='))!,
+  );
   return [`t=${timestamp}`, ...signatures].join(',');
 }
 
 /** An event as Stripe builds them. */
 export function stripeEvent(type: string, object: StripeObject, created = now(), previous?: StripeObject): StripeEvent {
-  return { id: newId('evt'), object: 'event', api_version: Stripe.API_VERSION, created, livemode: false, pending_webhooks: 1, type, data: { object, ...(previous ? { previous_attributes: previous } : {}) } };
+  return {
+    id: newId('evt'),
+    object: 'event',
+    api_version: Stripe.API_VERSION,
+    created,
+    livemode: false,
+    pending_webhooks: 1,
+    type,
+    data: { object, ...(previous ? { previous_attributes: previous } : {}) },
+  };
 }
 
 /** A paid Checkout Session for a pack (the starter by default), as `checkout.session.completed` carries it. */
@@ -143,7 +158,11 @@ export async function startStripeStandIn(options: StandInOptions): Promise<Strip
       try {
         const response = await fetch(options.webhookUrl, {
           method: 'POST',
-          headers: { 'content-type': 'application/json; charset=utf-8', 'stripe-signature': signatureFor(payload, options.webhookSecrets), 'user-agent': 'Stripe/1.0 (+https://stripe.com/docs/webhooks)' },
+          headers: {
+            'content-type': 'application/json; charset=utf-8',
+            'stripe-signature': signatureFor(payload, options.webhookSecrets),
+            'user-agent': 'Stripe/1.0 (+https://stripe.com/docs/webhooks)',
+          },
           body: payload,
         });
         await response.arrayBuffer();
@@ -169,7 +188,22 @@ export async function startStripeStandIn(options: StandInOptions): Promise<Strip
 
   function paidCharge(amount: number, currency: string, metadata: StripeObject): { paymentIntent: string; charge: StripeObject } {
     const paymentIntent = newId('pi');
-    const charge = { id: newId('ch'), object: 'charge', amount, amount_captured: amount, amount_refunded: 0, currency, paid: true, refunded: false, disputed: false, status: 'succeeded', payment_intent: paymentIntent, metadata, created: now(), livemode: false };
+    const charge = {
+      id: newId('ch'),
+      object: 'charge',
+      amount,
+      amount_captured: amount,
+      amount_refunded: 0,
+      currency,
+      paid: true,
+      refunded: false,
+      disputed: false,
+      status: 'succeeded',
+      payment_intent: paymentIntent,
+      metadata,
+      created: now(),
+      livemode: false,
+    };
     charges.set(paymentIntent, charge);
     return { paymentIntent, charge };
   }
@@ -189,7 +223,11 @@ export async function startStripeStandIn(options: StandInOptions): Promise<Strip
       created: now(),
       livemode: false,
       parent: { type: 'subscription_details', quote_details: null, subscription_details: { subscription: subscription.id, metadata: subscription.metadata } },
-      lines: { object: 'list', data: [{ id: newId('il'), amount, currency: item.price.currency, period: { start: item.current_period_start, end: item.current_period_end } }], has_more: false },
+      lines: {
+        object: 'list',
+        data: [{ id: newId('il'), amount, currency: item.price.currency, period: { start: item.current_period_start, end: item.current_period_end } }],
+        has_more: false,
+      },
     };
     invoices.set(invoice.id, invoice);
     return invoice;
@@ -197,7 +235,19 @@ export async function startStripeStandIn(options: StandInOptions): Promise<Strip
 
   function payInvoice(invoice: StripeObject): void {
     const { paymentIntent } = paidCharge(invoice.amount_paid, invoice.currency, {});
-    invoicePayments.push({ id: newId('inpay'), object: 'invoice_payment', amount_paid: invoice.amount_paid, amount_requested: invoice.amount_due, currency: invoice.currency, invoice: invoice.id, is_default: true, livemode: false, status: 'paid', payment: { type: 'payment_intent', payment_intent: paymentIntent }, created: now() });
+    invoicePayments.push({
+      id: newId('inpay'),
+      object: 'invoice_payment',
+      amount_paid: invoice.amount_paid,
+      amount_requested: invoice.amount_due,
+      currency: invoice.currency,
+      invoice: invoice.id,
+      is_default: true,
+      livemode: false,
+      status: 'paid',
+      payment: { type: 'payment_intent', payment_intent: paymentIntent },
+      created: now(),
+    });
   }
 
   /** A copy, so later changes to the stored object do not reach events already built. */
@@ -226,7 +276,13 @@ export async function startStripeStandIn(options: StandInOptions): Promise<Strip
         cancel_at_period_end: false,
         created: start,
         livemode: false,
-        items: { object: 'list', data: [{ id: newId('si'), object: 'subscription_item', price: line.price, quantity: 1, current_period_start: start, current_period_end: start + MONTH }], has_more: false },
+        items: {
+          object: 'list',
+          data: [
+            { id: newId('si'), object: 'subscription_item', price: line.price, quantity: 1, current_period_start: start, current_period_end: start + MONTH },
+          ],
+          has_more: false,
+        },
       } as StripeObject;
       subscriptions.set(subscription.id, subscription);
       session.subscription = subscription.id;
@@ -234,7 +290,11 @@ export async function startStripeStandIn(options: StandInOptions): Promise<Strip
       const invoice = subscriptionInvoice(subscription, 'subscription_create');
       payInvoice(invoice);
       subscription.latest_invoice = invoice.id;
-      return emit(stripeEvent('customer.subscription.created', snapshot(subscription)), stripeEvent('checkout.session.completed', snapshot(session)), stripeEvent('invoice.paid', snapshot(invoice)));
+      return emit(
+        stripeEvent('customer.subscription.created', snapshot(subscription)),
+        stripeEvent('checkout.session.completed', snapshot(session)),
+        stripeEvent('invoice.paid', snapshot(invoice)),
+      );
     },
     async renew(id) {
       const subscription = subscriptions.get(id);
@@ -261,7 +321,11 @@ export async function startStripeStandIn(options: StandInOptions): Promise<Strip
     async change_price(id, body) {
       const subscription = subscriptions.get(id);
       if (!subscription) throw missing('subscription', id);
-      subscription.items.data[0].price = { ...subscription.items.data[0].price, id: String(body.price), unit_amount: Number(body.unit_amount ?? subscription.items.data[0].price.unit_amount) };
+      subscription.items.data[0].price = {
+        ...subscription.items.data[0].price,
+        id: String(body.price),
+        unit_amount: Number(body.unit_amount ?? subscription.items.data[0].price.unit_amount),
+      };
       return emit(stripeEvent('customer.subscription.updated', snapshot(subscription)));
     },
     async refund(paymentIntent, body) {
@@ -276,7 +340,18 @@ export async function startStripeStandIn(options: StandInOptions): Promise<Strip
       const charge = charges.get(paymentIntent);
       if (!charge) throw missing('payment_intent', paymentIntent);
       charge.disputed = true;
-      const dispute = { id: newId('dp'), object: 'dispute', amount: charge.amount, currency: charge.currency, charge: charge.id, payment_intent: paymentIntent, status: 'needs_response', reason: 'fraudulent', created: now(), livemode: false };
+      const dispute = {
+        id: newId('dp'),
+        object: 'dispute',
+        amount: charge.amount,
+        currency: charge.currency,
+        charge: charge.id,
+        payment_intent: paymentIntent,
+        status: 'needs_response',
+        reason: 'fraudulent',
+        created: now(),
+        livemode: false,
+      };
       disputes.set(dispute.id, dispute);
       return emit(stripeEvent('charge.dispute.created', snapshot(dispute)));
     },
@@ -302,10 +377,12 @@ export async function startStripeStandIn(options: StandInOptions): Promise<Strip
   function updateSubscription(id: string, params: StripeObject): { subscription: StripeObject; event: StripeEvent | undefined } {
     const subscription = subscriptions.get(id);
     if (!subscription) throw missing('subscription', id);
-    if (subscription.status === 'canceled') throw new StripeError(400, 'invalid_request_error', 'A canceled subscription can only update its cancellation_details and metadata.');
+    if (subscription.status === 'canceled')
+      throw new StripeError(400, 'invalid_request_error', 'A canceled subscription can only update its cancellation_details and metadata.');
     const previous: StripeObject = {};
     if (params.cancel_at_period_end !== undefined) {
-      if (params.cancel_at_period_end !== 'true' && params.cancel_at_period_end !== 'false') throw new StripeError(400, 'invalid_request_error', 'Invalid boolean: cancel_at_period_end', 'parameter_invalid_boolean');
+      if (params.cancel_at_period_end !== 'true' && params.cancel_at_period_end !== 'false')
+        throw new StripeError(400, 'invalid_request_error', 'Invalid boolean: cancel_at_period_end', 'parameter_invalid_boolean');
       const cancel = params.cancel_at_period_end === 'true';
       if (cancel !== subscription.cancel_at_period_end) {
         Object.assign(previous, { cancel_at_period_end: subscription.cancel_at_period_end, cancel_at: subscription.cancel_at ?? null });
@@ -323,7 +400,15 @@ export async function startStripeStandIn(options: StandInOptions): Promise<Strip
     if (!params.customer) throw new StripeError(400, 'invalid_request_error', 'Missing required param: customer.', 'parameter_missing');
     if (![...subscriptions.values()].some((subscription) => subscription.customer === params.customer)) throw missing('customer', String(params.customer));
     const id = newId('bps');
-    const session = { id, object: 'billing_portal.session', customer: params.customer, return_url: params.return_url ?? null, url: `${base}/billing_portal/${id}`, created: now(), livemode: false };
+    const session = {
+      id,
+      object: 'billing_portal.session',
+      customer: params.customer,
+      return_url: params.return_url ?? null,
+      url: `${base}/billing_portal/${id}`,
+      created: now(),
+      livemode: false,
+    };
     portalSessions.set(id, session);
     return session;
   }
@@ -331,16 +416,27 @@ export async function startStripeStandIn(options: StandInOptions): Promise<Strip
   /** Checkout Session creation: line items with a price id or inline price data, as billing sends them. */
   function createSession(params: StripeObject): StripeObject {
     const mode = params.mode;
-    if (mode !== 'payment' && mode !== 'subscription') throw new StripeError(400, 'invalid_request_error', 'mode must be payment or subscription', 'parameter_invalid_empty');
+    if (mode !== 'payment' && mode !== 'subscription')
+      throw new StripeError(400, 'invalid_request_error', 'mode must be payment or subscription', 'parameter_invalid_empty');
     if (!params.success_url) throw new StripeError(400, 'invalid_request_error', 'Missing required param: success_url.', 'parameter_missing');
     const items = params.line_items as StripeObject[] | undefined;
-    if (!Array.isArray(items) || items.length === 0) throw new StripeError(400, 'invalid_request_error', 'Missing required param: line_items.', 'parameter_missing');
+    if (!Array.isArray(items) || items.length === 0)
+      throw new StripeError(400, 'invalid_request_error', 'Missing required param: line_items.', 'parameter_missing');
     const line_items = items.map((item) => {
       const data = item.price_data;
       if (!data) throw new StripeError(400, 'invalid_request_error', `No such price: '${item.price}'`, 'resource_missing');
       const recurring = data.recurring ? { interval: data.recurring.interval, interval_count: 1 } : null;
-      if ((mode === 'subscription') !== Boolean(recurring)) throw new StripeError(400, 'invalid_request_error', `${mode} mode needs ${mode === 'subscription' ? 'recurring' : 'one-time'} prices`);
-      const price = { id: newId('price'), object: 'price', currency: data.currency, unit_amount: Number(data.unit_amount), recurring, product: newId('prod'), metadata: {} };
+      if ((mode === 'subscription') !== Boolean(recurring))
+        throw new StripeError(400, 'invalid_request_error', `${mode} mode needs ${mode === 'subscription' ? 'recurring' : 'one-time'} prices`);
+      const price = {
+        id: newId('price'),
+        object: 'price',
+        currency: data.currency,
+        unit_amount: Number(data.unit_amount),
+        recurring,
+        product: newId('prod'),
+        metadata: {},
+      };
       return { price, quantity: Number(item.quantity ?? 1) };
     });
     const id = newId('cs');
@@ -403,7 +499,9 @@ export async function startStripeStandIn(options: StandInOptions): Promise<Strip
     if (method === 'POST' && path === '/v1/billing_portal/sessions') return createPortalSession(params);
     if (method === 'GET' && path === '/v1/invoice_payments') {
       const data = invoicePayments.filter(
-        (payment) => (!params.invoice || payment.invoice === params.invoice) && (!params.payment?.payment_intent || payment.payment.payment_intent === params.payment.payment_intent),
+        (payment) =>
+          (!params.invoice || payment.invoice === params.invoice) &&
+          (!params.payment?.payment_intent || payment.payment.payment_intent === params.payment.payment_intent),
       );
       return { object: 'list', url: '/v1/invoice_payments', has_more: false, data: data.slice(0, Number(params.limit ?? 10)) };
     }
@@ -447,7 +545,12 @@ export async function startStripeStandIn(options: StandInOptions): Promise<Strip
         const session = sessions.get(match[1]!);
         if (!session) throw missing('checkout.session', match[1]!);
         const price = `${(session.amount_total / 100).toFixed(2)} ${String(session.currency).toUpperCase()}`;
-        return send(res, 200, `<!doctype html><title>Stripe stand-in checkout</title><h1>Pay ${price}</h1><p>${session.mode} for ${session.metadata.pack_id ?? session.metadata.plan_id ?? ''}</p><form method="post" action="/checkout/${session.id}/pay"><button>Pay</button></form>`, 'text/html');
+        return send(
+          res,
+          200,
+          `<!doctype html><title>Stripe stand-in checkout</title><h1>Pay ${price}</h1><p>${session.mode} for ${session.metadata.pack_id ?? session.metadata.plan_id ?? ''}</p><form method="post" action="/checkout/${session.id}/pay"><button>Pay</button></form>`,
+          'text/html',
+        );
       }
       if (method === 'POST' && (match = url.pathname.match(/^\/checkout\/([^/]+)\/pay$/))) {
         await actions.pay!(match[1]!, {});
@@ -457,7 +560,12 @@ export async function startStripeStandIn(options: StandInOptions): Promise<Strip
       if (method === 'GET' && (match = url.pathname.match(/^\/billing_portal\/([^/]+)$/))) {
         const session = portalSessions.get(match[1]!);
         if (!session) throw missing('billing_portal.session', match[1]!);
-        return send(res, 200, `<!doctype html><title>Stripe stand-in customer portal</title><h1>Customer portal</h1><p>${session.customer}</p><a href="${session.return_url ?? '/'}">Return</a>`, 'text/html');
+        return send(
+          res,
+          200,
+          `<!doctype html><title>Stripe stand-in customer portal</title><h1>Customer portal</h1><p>${session.customer}</p><a href="${session.return_url ?? '/'}">Return</a>`,
+          'text/html',
+        );
       }
       if (method === 'GET' && url.pathname === '/_stand_in/events') return send(res, 200, { events, deliveries });
       if (method === 'POST' && (match = url.pathname.match(/^\/_stand_in\/(\w+)\/([^/]+)$/)) && actions[match[1]!]) {
@@ -466,7 +574,8 @@ export async function startStripeStandIn(options: StandInOptions): Promise<Strip
       }
       throw new StripeError(404, 'invalid_request_error', `Unrecognized request URL (${method}: ${url.pathname}).`);
     } catch (error) {
-      if (error instanceof StripeError) return send(res, error.status, { error: { type: error.type, message: error.message, ...(error.code ? { code: error.code } : {}) } });
+      if (error instanceof StripeError)
+        return send(res, error.status, { error: { type: error.type, message: error.message, ...(error.code ? { code: error.code } : {}) } });
       return send(res, 500, { error: { type: 'api_error', message: (error as Error).message } });
     }
   }
@@ -494,8 +603,16 @@ export async function startStripeStandIn(options: StandInOptions): Promise<Strip
 
 if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
   const port = Number(process.env.STRIPE_STAND_IN_PORT ?? 12111);
-  const secrets = (process.env.STRIPE_WEBHOOK_SECRET ?? 'whsec_dev_stand_in').split(',').map((secret) => secret.trim()).filter(Boolean);
-  const standIn = await startStripeStandIn({ port, webhookUrl: process.env.STRIPE_WEBHOOK_URL, webhookSecrets: secrets, ...(process.env.STRIPE_SECRET_KEY ? { secretKey: process.env.STRIPE_SECRET_KEY } : {}) });
+  const secrets = (process.env.STRIPE_WEBHOOK_SECRET ?? 'whsec_dev_stand_in')
+    .split(',')
+    .map((secret) => secret.trim())
+    .filter(Boolean);
+  const standIn = await startStripeStandIn({
+    port,
+    webhookUrl: process.env.STRIPE_WEBHOOK_URL,
+    webhookSecrets: secrets,
+    ...(process.env.STRIPE_SECRET_KEY ? { secretKey: process.env.STRIPE_SECRET_KEY } : {}),
+  });
   console.log(`Stripe stand-in at ${standIn.url}: events to ${process.env.STRIPE_WEBHOOK_URL ?? '(nowhere: set STRIPE_WEBHOOK_URL)'}`);
   const stop = () => void standIn.close().then(() => process.exit(0));
   process.on('SIGTERM', stop);

@@ -1,9 +1,13 @@
 import assert from 'node:assert/strict';
-import { asUser, buy, GATEWAY_KEY, useBilling, type BillingHarness } from './harness.ts';
 import { request } from '../../../test/support/http.ts';
+import { asUser, type BillingHarness, buy, GATEWAY_KEY, useBilling } from './harness.ts';
 
 const spend = (h: BillingHarness, userId: string, amount: number) =>
-  request(h.gatewayUrl, '/api/v1/credits/charge', { method: 'POST', headers: { 'X-Service-Key': GATEWAY_KEY }, body: { user_id: userId, amount, operation: 'test.spend', idempotency_key: `spend-${Math.random()}` } });
+  request(h.gatewayUrl, '/api/v1/credits/charge', {
+    method: 'POST',
+    headers: { 'X-Service-Key': GATEWAY_KEY },
+    body: { user_id: userId, amount, operation: 'test.spend', idempotency_key: `spend-${Math.random()}` },
+  });
 
 describe('billing: Stripe', function () {
   this.timeout(60_000);
@@ -16,7 +20,10 @@ describe('billing: Stripe', function () {
     const userId = await h.user();
     const { session, events } = await buy(h, userId, 'pack', 'starter');
     assert.match(session.url, /^http:\/\/127\.0\.0\.1:\d+\/checkout\/cs_test_/);
-    assert.deepEqual(h.stripe.deliveries.filter((d) => d.event === events[0]!.id).map((d) => d.status), [200]);
+    assert.deepEqual(
+      h.stripe.deliveries.filter((d) => d.event === events[0]!.id).map((d) => d.status),
+      [200],
+    );
     assert.equal(await h.balance(userId), 100);
     // Stripe delivers again (a lost answer): nothing more.
     const again = await h.stripeEvent(events[0]!);
@@ -24,7 +31,10 @@ describe('billing: Stripe', function () {
     assert.equal(again.body.outcome, 'duplicate');
     assert.equal(await h.balance(userId), 100);
     const ledger = await h.ledger(userId);
-    assert.deepEqual(ledger.map((entry) => [entry.amount, entry.operation]), [[100, 'billing.pack']]);
+    assert.deepEqual(
+      ledger.map((entry) => [entry.amount, entry.operation]),
+      [[100, 'billing.pack']],
+    );
     const history = await h.call('GET', '/api/v1/billing/history', { headers: asUser(userId) });
     assert.equal(history.body.items[0].kind, 'purchase');
     assert.equal(history.body.items[0].credits, 100);
@@ -76,7 +86,10 @@ describe('billing: Stripe', function () {
     const state = await h.call('GET', '/api/v1/billing/subscription', { headers: asUser(userId) });
     assert.equal(state.body.debt, 80);
     const ledger = await h.ledger(userId);
-    assert.deepEqual(ledger.map((entry) => entry.amount), [100, -80, -20]);
+    assert.deepEqual(
+      ledger.map((entry) => entry.amount),
+      [100, -80, -20],
+    );
 
     await buy(h, userId, 'pack', 'starter');
     await h.settled();
@@ -99,7 +112,7 @@ describe('billing: Stripe', function () {
     assert.equal(await h.balance(userId), 0);
   });
 
-  it('takes a disputed payment\'s credits back, and gives them back when the dispute is won', async () => {
+  it("takes a disputed payment's credits back, and gives them back when the dispute is won", async () => {
     const userId = await h.user();
     const { session } = await buy(h, userId, 'pack', 'starter');
     const paymentIntent = h.stripe.events.find((event) => event.data.object.id === session.id)!.data.object.payment_intent as string;
@@ -113,7 +126,10 @@ describe('billing: Stripe', function () {
     await h.stripe.act('refund', paymentIntent);
     await h.settled();
     assert.equal(await h.balance(userId), 0);
-    assert.deepEqual((await h.ledger(userId)).map((entry) => entry.amount), [100, -100, 100, -100]);
+    assert.deepEqual(
+      (await h.ledger(userId)).map((entry) => entry.amount),
+      [100, -100, 100, -100],
+    );
   });
 
   it('finds the period a refunded renewal paid through Stripe (a refund names only the PaymentIntent)', async () => {
@@ -121,9 +137,11 @@ describe('billing: Stripe', function () {
     const { subscriptionId } = await buy(h, userId, 'plan', 'pro');
     const [, paid] = await h.stripe.act('renew', subscriptionId!);
     assert.equal(await h.balance(userId), 2000);
-    const invoicePayments: any = await (await fetch(`${h.stripe.url}/v1/invoice_payments?invoice=${paid!.data.object.id}`, { headers: { authorization: 'Bearer sk_test_billing_0123456789' } })).json();
+    const invoicePayments: any = await (
+      await fetch(`${h.stripe.url}/v1/invoice_payments?invoice=${paid!.data.object.id}`, { headers: { authorization: 'Bearer sk_test_billing_0123456789' } })
+    ).json();
     await h.stripe.act('refund', invoicePayments.data[0].payment.payment_intent);
     await h.settled();
-    assert.equal(await h.balance(userId), 1000, 'the refunded period\'s allowance was taken back');
+    assert.equal(await h.balance(userId), 1000, "the refunded period's allowance was taken back");
   });
 });

@@ -1,5 +1,5 @@
-import type { Context } from 'koa';
 import { CALLER_SCHEMES, requireUser, type UserCaller } from '@tempora/kit/http';
+import type { Context } from 'koa';
 
 /** Security scheme names (the kit's, docs/reliability.md "Who gets in"). */
 export const BEARER = CALLER_SCHEMES.bearer;

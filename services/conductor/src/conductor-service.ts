@@ -1,14 +1,14 @@
 // Over 400 lines: conversations, settlement of refunds and the account's data are one service's
 // application layer; splitting it per area goes with issue 30's one shape for every service.
 import { randomUUID } from 'node:crypto';
-import { z } from 'zod';
-import { keysetPage, UUID_POSITION, type AccountDeletion, type ExportReader } from '@tempora/kit/http';
-import type { ChatMessage } from '@tempora/kit/providers';
+import { type AccountDeletion, type ExportReader, keysetPage, UUID_POSITION } from '@tempora/kit/http';
 import type { Logger } from '@tempora/kit/observability';
+import type { ChatMessage } from '@tempora/kit/providers';
+import { z } from 'zod';
 import type { GatewayClient } from './clients/gateway.ts';
 import type { GraphMcp } from './clients/graph-mcp.ts';
-import { Conductor, chargeKey, type CallRecord, type Caps, type RunOutcome, type RunState } from './domain/conductor.ts';
-import { decisionIn, type Decision } from './domain/decision.ts';
+import { type CallRecord, type Caps, Conductor, chargeKey, type RunOutcome, type RunState } from './domain/conductor.ts';
+import { type Decision, decisionIn } from './domain/decision.ts';
 import { graphTools } from './domain/graph-tools.ts';
 import { offlinePlanner, type PlannerMemory } from './domain/planner.ts';
 import { composeReply, systemPrompt } from './domain/reply.ts';
@@ -65,7 +65,18 @@ export interface ConductorResponse {
   reply: string;
   tools_called: CalledTool[];
   spend: { credits_total: number; running_total: number; ceiling: number };
-  pending: { id: string; index: number; tool: string; action: string; credits: number; operation: string; reason: string; running_total_after: number; ceiling: number; available?: number } | null;
+  pending: {
+    id: string;
+    index: number;
+    tool: string;
+    action: string;
+    credits: number;
+    operation: string;
+    reason: string;
+    running_total_after: number;
+    ceiling: number;
+    available?: number;
+  } | null;
   stopped_by: RunOutcome['stopped_by'] | null;
   decision: Decision | null;
   model: { provider: string; model: string; offline: boolean };
@@ -160,7 +171,10 @@ export class ConductorService {
     const fresh = { id: messageId, content: input.content, state: Conductor.initialState(input.content) };
     if (!input.conversationId) {
       const claim: Claim = { conversationId: randomUUID(), holder: messageId, released: false };
-      const [settings] = await Promise.all([repository.settings(input.userId), repository.startConversation(claim.conversationId, { id: messageId, user_id: input.userId, content: input.content })]);
+      const [settings] = await Promise.all([
+        repository.settings(input.userId),
+        repository.startConversation(claim.conversationId, { id: messageId, user_id: input.userId, content: input.content }),
+      ]);
       try {
         return await this.answer(input, claim, fresh, settings, undefined, false);
       } finally {
@@ -168,7 +182,10 @@ export class ConductorService {
       }
     }
     const claim: Claim = { conversationId: input.conversationId, holder: messageId, released: false };
-    const [settings, claimed] = await Promise.all([repository.settings(input.userId), repository.claimConversation(claim.conversationId, input.userId, messageId, this.deps.staleMs)]);
+    const [settings, claimed] = await Promise.all([
+      repository.settings(input.userId),
+      repository.claimConversation(claim.conversationId, input.userId, messageId, this.deps.staleMs),
+    ]);
     if (claimed === 'missing') throw new ConversationNotFound(`no conversation ${claim.conversationId}`);
     if (claimed === 'busy') throw new ConversationBusy(`conversation ${claim.conversationId} is answering another message; send this one when it is done`);
     try {
@@ -180,7 +197,13 @@ export class ConductorService {
       }
       // A new request while one is paused leaves the paused one declined.
       if (paused) await repository.supersedePaused(paused.id);
-      await repository.insertMessage({ id: messageId, conversation_id: claim.conversationId, user_id: input.userId, content: input.content, status: 'running' });
+      await repository.insertMessage({
+        id: messageId,
+        conversation_id: claim.conversationId,
+        user_id: input.userId,
+        content: input.content,
+        status: 'running',
+      });
       return await this.answer(input, claim, fresh, settings, undefined, true);
     } finally {
       if (!claim.released) await repository.releaseConversation(claim.conversationId, messageId);
@@ -210,7 +233,9 @@ export class ConductorService {
   ): Promise<ConductorResponse> {
     const { repository, conductor, caps } = this.deps;
     const { conversationId } = claim;
-    const earlier = continued ? (await repository.history(conversationId, HISTORY_MESSAGES + 1)).filter((row) => row.id !== message.id).slice(-HISTORY_MESSAGES) : [];
+    const earlier = continued
+      ? (await repository.history(conversationId, HISTORY_MESSAGES + 1)).filter((row) => row.id !== message.id).slice(-HISTORY_MESSAGES)
+      : [];
     const earlierCalls = await repository.toolCallsOf(earlier.map((row) => row.id));
     const [tools, prices] = await Promise.all([this.tools(input.requestId), this.deps.gateway.prices(input.requestId).catch(() => undefined)]);
     const graph = this.deps.graph.session(input.userId, input.requestId);
@@ -243,18 +268,41 @@ export class ConductorService {
     const pause = outcome.pause ? { id: randomUUID(), index: outcome.pause.index } : undefined;
     const response = this.view(message.id, conversationId, outcome, reply, settings, decision, pause?.id);
     const nothingDone = outcome.stopped_by === 'model_error' && outcome.state.next_index === 0;
-    await repository.finishAndRelease(message.id, { status: nothingDone ? 'failed' : outcome.status, reply, response, state: outcome.status === 'paused' ? outcome.state : null }, conversationId, claim.holder, pause);
+    await repository.finishAndRelease(
+      message.id,
+      { status: nothingDone ? 'failed' : outcome.status, reply, response, state: outcome.status === 'paused' ? outcome.state : null },
+      conversationId,
+      claim.holder,
+      pause,
+    );
     claim.released = true;
     this.deps.onMessage?.(nothingDone ? 'failed' : outcome.status);
     if (nothingDone) throw new ModelUnavailable(`the model could not be reached: ${outcome.text}`);
     return response;
   }
 
-  private view(messageId: string, conversationId: string, outcome: RunOutcome, reply: string, settings: ConductorSettings, decision: Decision | undefined, pauseId: string | undefined): ConductorResponse {
+  private view(
+    messageId: string,
+    conversationId: string,
+    outcome: RunOutcome,
+    reply: string,
+    settings: ConductorSettings,
+    decision: Decision | undefined,
+    pauseId: string | undefined,
+  ): ConductorResponse {
     let total = outcome.started_total;
     const tools_called = outcome.calls.map((call) => {
       total += call.credits;
-      return { index: call.index, tool: call.tool, credits: call.credits, running_total: total, note: call.note, status: call.status, arguments: call.arguments, output: call.output };
+      return {
+        index: call.index,
+        tool: call.tool,
+        credits: call.credits,
+        running_total: total,
+        note: call.note,
+        status: call.status,
+        arguments: call.arguments,
+        output: call.output,
+      };
     });
     const { pause } = outcome;
     const model = this.deps.conductor.model;
@@ -264,7 +312,11 @@ export class ConductorService {
       status: outcome.status,
       reply,
       tools_called,
-      spend: { credits_total: outcome.state.running_total - outcome.started_total, running_total: outcome.state.running_total, ceiling: settings.spend_ceiling },
+      spend: {
+        credits_total: outcome.state.running_total - outcome.started_total,
+        running_total: outcome.state.running_total,
+        ceiling: settings.spend_ceiling,
+      },
       pending: pause
         ? {
             id: pauseId!,
@@ -304,7 +356,14 @@ export class ConductorService {
         created_at: message.created_at.toISOString(),
         tools_called: calls
           .filter((call) => call.message_id === message.id && call.status !== 'charging')
-          .map((call) => ({ index: call.index, tool: call.tool, credits: call.credits, note: call.note, status: call.status, refund_pending: call.refund_pending })),
+          .map((call) => ({
+            index: call.index,
+            tool: call.tool,
+            credits: call.credits,
+            note: call.note,
+            status: call.status,
+            refund_pending: call.refund_pending,
+          })),
         pending: message.status === 'paused' ? ((message.response as { pending?: unknown } | null)?.pending ?? null) : null,
       })),
     };
@@ -331,8 +390,16 @@ export class ConductorService {
     for (const row of rows) {
       const key = row.idempotency_key ?? chargeKey(row.message_id, row.index);
       try {
-        const refunded = await this.deps.gateway.refund(row.user_id, key, row.status === 'charging' ? 'the conductor stopped before the call ended' : 'refund of a failed call, booked late', requestId);
-        const note = row.status === 'charging' ? `interrupted before it ended; ${refunded ? 'refunded' : 'never charged'}` : `${row.note.replace(/; the refund of \d+ credits is pending$/, '')}; refunded later`;
+        const refunded = await this.deps.gateway.refund(
+          row.user_id,
+          key,
+          row.status === 'charging' ? 'the conductor stopped before the call ended' : 'refund of a failed call, booked late',
+          requestId,
+        );
+        const note =
+          row.status === 'charging'
+            ? `interrupted before it ended; ${refunded ? 'refunded' : 'never charged'}`
+            : `${row.note.replace(/; the refund of \d+ credits is pending$/, '')}; refunded later`;
         await this.deps.repository.settleCall(row.message_id, row.index, { status: 'failed', credits: 0, note, refund_pending: false });
         settled += 1;
       } catch (error) {
@@ -367,7 +434,12 @@ export class ConductorService {
         }
         if (standing?.state === 'refunded') {
           const note = `${row.note}; then ${standing.reason ?? 'it delivered nothing'}: refunded ${standing.refunded} credits`;
-          await repository.settleCall(row.message_id, row.index, { status: 'failed', credits: Math.max(0, standing.charged - standing.refunded), note, job_state: 'settled' });
+          await repository.settleCall(row.message_id, row.index, {
+            status: 'failed',
+            credits: Math.max(0, standing.charged - standing.refunded),
+            note,
+            job_state: 'settled',
+          });
         } else await repository.settleCall(row.message_id, row.index, { job_state: 'settled' });
         settled += 1;
       } catch (error) {

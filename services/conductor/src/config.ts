@@ -1,8 +1,8 @@
-import { z } from 'zod';
 import { gatewayCallerConfigFields, jwksUrlOf } from '@tempora/kit/http';
-import { baseConfigSchema, optionalString } from '@tempora/kit/runtime';
-import { providerConfigFields } from '@tempora/kit/providers';
 import { defaultMcpAllowedHosts, mcpAllowedHostsField } from '@tempora/kit/mcp';
+import { providerConfigFields } from '@tempora/kit/providers';
+import { baseConfigSchema, optionalString } from '@tempora/kit/runtime';
+import { z } from 'zod';
 
 const ms = (fallback: number) => z.coerce.number().int().min(1).default(fallback);
 const count = (fallback: number, max: number) => z.coerce.number().int().min(1).max(max).default(fallback);

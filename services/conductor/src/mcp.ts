@@ -1,16 +1,18 @@
 import type Router from '@koa/router';
-import { z } from 'zod';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { listToolsIn2020, mountStatelessMcp } from '@tempora/kit/mcp';
-import { requireCaller, type Caller } from './auth.ts';
-import { ConversationBusy, ConversationNotFound, ModelUnavailable, NothingToDecide, PausedCallNotFound, type ConductorService } from './conductor-service.ts';
+import { z } from 'zod';
+import { type Caller, requireCaller } from './auth.ts';
+import { type ConductorService, ConversationBusy, ConversationNotFound, ModelUnavailable, NothingToDecide, PausedCallNotFound } from './conductor-service.ts';
 import { ConductorResponseSchema, MessageBody } from './schemas.ts';
 
 const SUGGESTIONS = {
-  input: 'Pass `content` (1 to 4000 characters of natural language), optionally `conversation_id` (a UUID from an earlier reply), and `decision` (confirm or decline) with `pending_id` (the paused reply\'s `pending.id`) to answer a paused request.',
+  input:
+    "Pass `content` (1 to 4000 characters of natural language), optionally `conversation_id` (a UUID from an earlier reply), and `decision` (confirm or decline) with `pending_id` (the paused reply's `pending.id`) to answer a paused request.",
   missing: 'Leave out `conversation_id` to start a new conversation, or pass one from an earlier reply.',
-  busy: 'Wait for the conversation\'s current message to be answered, then send this one again.',
-  decide: 'Send `decision` with `pending_id` set to the `pending.id` of the conversation\'s latest paused reply (its GET shows it); each paused call is decided once.',
+  busy: "Wait for the conversation's current message to be answered, then send this one again.",
+  decide:
+    "Send `decision` with `pending_id` set to the `pending.id` of the conversation's latest paused reply (its GET shows it); each paused call is decided once.",
   pending: 'Use the `pending.id` of a paused reply of this conversation as `pending_id`.',
   model: 'The model was unreachable and nothing was done or charged; try again shortly.',
 };
@@ -43,7 +45,17 @@ const result = (value: object, isError = false): ToolResult => ({
 
 function refusal(error: unknown): ToolResult {
   const suggestion =
-    error instanceof ConversationNotFound ? SUGGESTIONS.missing : error instanceof PausedCallNotFound ? SUGGESTIONS.pending : error instanceof ConversationBusy ? SUGGESTIONS.busy : error instanceof NothingToDecide ? SUGGESTIONS.decide : error instanceof ModelUnavailable ? SUGGESTIONS.model : undefined;
+    error instanceof ConversationNotFound
+      ? SUGGESTIONS.missing
+      : error instanceof PausedCallNotFound
+        ? SUGGESTIONS.pending
+        : error instanceof ConversationBusy
+          ? SUGGESTIONS.busy
+          : error instanceof NothingToDecide
+            ? SUGGESTIONS.decide
+            : error instanceof ModelUnavailable
+              ? SUGGESTIONS.model
+              : undefined;
   if (suggestion === undefined) throw error;
   return result({ error: (error as Error).message, suggestion }, true);
 }
@@ -62,10 +74,22 @@ export function buildMcpServer(service: ConductorService, version: string, calle
     async (args: unknown) => {
       const parsed = MessageBody.safeParse(args ?? {});
       if (!parsed.success) {
-        return result({ error: parsed.error.issues.map((issue) => `${issue.path.join('.') || 'arguments'}: ${issue.message}`).join('; '), suggestion: SUGGESTIONS.input }, true);
+        return result(
+          { error: parsed.error.issues.map((issue) => `${issue.path.join('.') || 'arguments'}: ${issue.message}`).join('; '), suggestion: SUGGESTIONS.input },
+          true,
+        );
       }
       try {
-        return result(await service.send({ userId: caller.userId, content: parsed.data.content, conversationId: parsed.data.conversation_id, decision: parsed.data.decision, pendingId: parsed.data.pending_id, requestId }));
+        return result(
+          await service.send({
+            userId: caller.userId,
+            content: parsed.data.content,
+            conversationId: parsed.data.conversation_id,
+            decision: parsed.data.decision,
+            pendingId: parsed.data.pending_id,
+            requestId,
+          }),
+        );
       } catch (error) {
         return refusal(error);
       }

@@ -1,6 +1,6 @@
-import { Counter } from 'prom-client';
 import { generationOperation, simulationOperation } from '@tempora/kit/http';
 import { Metrics, SeriesHistogram, zeroed } from '@tempora/kit/observability';
+import { Counter } from 'prom-client';
 import type { CallRecord } from './domain/conductor.ts';
 import { GRAPH_TOOLS } from './domain/graph-tools.ts';
 import { PRESETS } from './domain/platform-tools.ts';
@@ -8,7 +8,10 @@ import { PRESETS } from './domain/platform-tools.ts';
 /** The tools the conductor offers (service.ts, and the graph's read tools): what conductor_tool_calls_total starts with. */
 export const CONDUCTOR_TOOLS = [...GRAPH_TOOLS, 'render_scene', 'start_simulation', 'follow_simulation', 'summarize_simulation', 'get_balance'];
 /** The ledger operations its paid tools book: a scene by preset, with or without an image, and a run by fidelity. */
-const PAID_OPERATIONS = [...PRESETS.flatMap((preset) => [generationOperation(preset, false), generationOperation(preset, true)]), ...[1, 2, 3, 4, 5].map(simulationOperation)];
+const PAID_OPERATIONS = [
+  ...PRESETS.flatMap((preset) => [generationOperation(preset, false), generationOperation(preset, true)]),
+  ...[1, 2, 3, 4, 5].map(simulationOperation),
+];
 /** The model providers the conductor can be configured with (domain/models.ts); whichever runs, its series are there. */
 const MODEL_PROVIDERS = ['native', 'aggregator', 'offline'];
 
@@ -25,8 +28,18 @@ export class ConductorMetrics extends Metrics {
   constructor() {
     super('conductor');
     const registers = [this.registry];
-    this.messages = new Counter({ name: 'conductor_messages_total', help: 'Messages answered, by outcome (completed, paused, stopped, failed)', labelNames: ['status'], registers });
-    this.toolCalls = new Counter({ name: 'conductor_tool_calls_total', help: 'Tool calls, by tool and outcome (ok, failed, invalid)', labelNames: ['tool', 'status'], registers });
+    this.messages = new Counter({
+      name: 'conductor_messages_total',
+      help: 'Messages answered, by outcome (completed, paused, stopped, failed)',
+      labelNames: ['status'],
+      registers,
+    });
+    this.toolCalls = new Counter({
+      name: 'conductor_tool_calls_total',
+      help: 'Tool calls, by tool and outcome (ok, failed, invalid)',
+      labelNames: ['tool', 'status'],
+      registers,
+    });
     this.toolDuration = new SeriesHistogram({
       name: 'conductor_tool_call_duration_seconds',
       help: 'Duration of tool calls, by tool',
@@ -34,8 +47,18 @@ export class ConductorMetrics extends Metrics {
       buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120],
       registers,
     });
-    this.creditsCharged = new Counter({ name: 'conductor_credits_charged_total', help: 'Credits charged for paid tool calls, by ledger operation', labelNames: ['operation'], registers });
-    this.creditsRefunded = new Counter({ name: 'conductor_credits_refunded_total', help: 'Credits refunded after a paid tool call failed, by ledger operation', labelNames: ['operation'], registers });
+    this.creditsCharged = new Counter({
+      name: 'conductor_credits_charged_total',
+      help: 'Credits charged for paid tool calls, by ledger operation',
+      labelNames: ['operation'],
+      registers,
+    });
+    this.creditsRefunded = new Counter({
+      name: 'conductor_credits_refunded_total',
+      help: 'Credits refunded after a paid tool call failed, by ledger operation',
+      labelNames: ['operation'],
+      registers,
+    });
     this.modelTurns = new SeriesHistogram({
       name: 'conductor_model_turn_duration_seconds',
       help: 'Duration of model turns, by provider',
@@ -43,7 +66,12 @@ export class ConductorMetrics extends Metrics {
       buckets: [0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
       registers,
     });
-    this.modelTokens = new Counter({ name: 'conductor_model_tokens_total', help: 'Model tokens used (input and output), by provider', labelNames: ['provider'], registers });
+    this.modelTokens = new Counter({
+      name: 'conductor_model_tokens_total',
+      help: 'Model tokens used (input and output), by provider',
+      labelNames: ['provider'],
+      registers,
+    });
     // Exported from the start at 0, so a quiet conductor reads as "none" rather than no data.
     zeroed(this.messages, { status: ['completed', 'paused', 'stopped', 'failed'] });
     zeroed(this.toolCalls, { tool: CONDUCTOR_TOOLS, status: ['ok', 'failed', 'invalid'] });

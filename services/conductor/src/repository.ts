@@ -1,8 +1,8 @@
 import type { Knex } from '@tempora/kit/data';
 import type { CallJournal, CallRecord, JobState, RunState } from './domain/conductor.ts';
-import type { FollowedJob } from './domain/tools.ts';
 import type { Decision } from './domain/decision.ts';
-import { DEFAULT_SETTINGS, type ConductorSettings, type SettingsPatch } from './domain/settings.ts';
+import { type ConductorSettings, DEFAULT_SETTINGS, type SettingsPatch } from './domain/settings.ts';
+import type { FollowedJob } from './domain/tools.ts';
 
 export interface ConversationRow {
   id: string;
@@ -120,7 +120,9 @@ export class ConductorRepository {
   }
 
   async releaseConversation(id: string, messageId: string): Promise<void> {
-    await this.knex('conductor_conversations').where({ id, busy_message: messageId }).update({ busy_message: null, busy_since: null, updated_at: this.knex.fn.now() });
+    await this.knex('conductor_conversations')
+      .where({ id, busy_message: messageId })
+      .update({ busy_message: null, busy_since: null, updated_at: this.knex.fn.now() });
   }
 
   async insertMessage(row: Pick<MessageRow, 'id' | 'conversation_id' | 'user_id' | 'content' | 'status'>): Promise<void> {
@@ -130,7 +132,13 @@ export class ConductorRepository {
   async finishMessage(id: string, fields: { status: MessageStatus; reply: string; response: object; state: RunState | null }): Promise<void> {
     await this.knex('conductor_messages')
       .where({ id })
-      .update({ status: fields.status, reply: fields.reply, response: jsonb(fields.response), state: fields.state ? jsonb(fields.state) : null, updated_at: this.knex.fn.now() });
+      .update({
+        status: fields.status,
+        reply: fields.reply,
+        response: jsonb(fields.response),
+        state: fields.state ? jsonb(fields.state) : null,
+        updated_at: this.knex.fn.now(),
+      });
   }
 
   /**
@@ -151,7 +159,19 @@ export class ConductorRepository {
          insert into conductor_pauses (id, message_id, conversation_id, index) select ?::uuid, finished.id, ?::uuid, ?::int from finished where ?::uuid is not null
        )
        update conductor_conversations set busy_message = null, busy_since = null, updated_at = now() where id = ? and busy_message = ?`,
-      [fields.status, fields.reply, JSON.stringify(fields.response), fields.state ? JSON.stringify(fields.state) : null, id, pause?.id ?? null, conversationId, pause?.index ?? 0, pause?.id ?? null, conversationId, holder],
+      [
+        fields.status,
+        fields.reply,
+        JSON.stringify(fields.response),
+        fields.state ? JSON.stringify(fields.state) : null,
+        id,
+        pause?.id ?? null,
+        conversationId,
+        pause?.index ?? 0,
+        pause?.id ?? null,
+        conversationId,
+        holder,
+      ],
     );
   }
 
@@ -190,7 +210,11 @@ export class ConductorRepository {
 
   /** The conversation's paused message, if its latest message is one. */
   async pausedMessage(conversationId: string): Promise<MessageRow | undefined> {
-    const latest = await this.knex<MessageRow>('conductor_messages').where({ conversation_id: conversationId }).orderBy('created_at', 'desc').orderBy('id', 'desc').first();
+    const latest = await this.knex<MessageRow>('conductor_messages')
+      .where({ conversation_id: conversationId })
+      .orderBy('created_at', 'desc')
+      .orderBy('id', 'desc')
+      .first();
     return latest?.status === 'paused' ? latest : undefined;
   }
 
@@ -218,7 +242,10 @@ export class ConductorRepository {
 
   async conversations(userId: string, limit: number, offset: number): Promise<{ items: ConversationRow[]; total: number }> {
     const base = this.knex<ConversationRow>('conductor_conversations').where({ user_id: userId });
-    const [items, [count]] = await Promise.all([base.clone().orderBy('updated_at', 'desc').limit(limit).offset(offset), base.clone().count<{ count: string }[]>('* as count')]);
+    const [items, [count]] = await Promise.all([
+      base.clone().orderBy('updated_at', 'desc').limit(limit).offset(offset),
+      base.clone().count<{ count: string }[]>('* as count'),
+    ]);
     return { items: items as ConversationRow[], total: Number(count?.count ?? 0) };
   }
 
@@ -277,7 +304,11 @@ export class ConductorRepository {
     return this.knex<ToolCallRow>('conductor_tool_calls').whereIn('job_state', ['to_follow', 'following']).orderBy('updated_at').limit(limit);
   }
 
-  async settleCall(messageId: string, index: number, fields: Partial<Pick<ToolCallRow, 'status' | 'credits' | 'note' | 'refund_pending' | 'job_state'>>): Promise<void> {
+  async settleCall(
+    messageId: string,
+    index: number,
+    fields: Partial<Pick<ToolCallRow, 'status' | 'credits' | 'note' | 'refund_pending' | 'job_state'>>,
+  ): Promise<void> {
     await this.knex('conductor_tool_calls')
       .where({ message_id: messageId, index })
       .update({ ...fields, updated_at: this.knex.fn.now() });
@@ -291,7 +322,9 @@ export class ConductorRepository {
     return this.knex.transaction(async (trx) => {
       const [pending] = await trx('conductor_tool_calls').where({ user_id: userId, refund_pending: true }).count<{ count: string }[]>('* as count');
       // Pauses, messages and calls go by their user as well as by cascade, so each is counted.
-      const pauses = await trx('conductor_pauses').whereIn('conversation_id', trx('conductor_conversations').where({ user_id: userId }).select('id')).delete();
+      const pauses = await trx('conductor_pauses')
+        .whereIn('conversation_id', trx('conductor_conversations').where({ user_id: userId }).select('id'))
+        .delete();
       const tool_calls = await trx('conductor_tool_calls').where({ user_id: userId }).delete();
       const messages = await trx('conductor_messages').where({ user_id: userId }).delete();
       const conversations = await trx('conductor_conversations').where({ user_id: userId }).delete();

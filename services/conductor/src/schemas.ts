@@ -1,25 +1,39 @@
-import { z } from 'zod';
 import { pageQuery } from '@tempora/kit/http';
+import { z } from 'zod';
 import { decisionIn } from './domain/decision.ts';
 
 /** Request and response shapes: the routes validate and document with these, the MCP tool and the tests read them. */
 
 export const MessageBody = z
   .object({
-    content: z.string().trim().min(1).max(4000).meta({ description: 'the request in natural language; in a conversation with a paused request, "yes" or "no" alone confirms or declines it' }),
+    content: z
+      .string()
+      .trim()
+      .min(1)
+      .max(4000)
+      .meta({ description: 'the request in natural language; in a conversation with a paused request, "yes" or "no" alone confirms or declines it' }),
     conversation_id: z.uuid().optional().meta({ description: 'continue this conversation (a follow-up may refer to what came before); omit to start one' }),
-    decision: z
-      .enum(['confirm', 'decline'])
-      .optional()
-      .meta({ description: "the answer to the conversation's paused request: confirm runs the call it waits on, decline skips it; needs `conversation_id` and `pending_id`" }),
+    decision: z.enum(['confirm', 'decline']).optional().meta({
+      description:
+        "the answer to the conversation's paused request: confirm runs the call it waits on, decline skips it; needs `conversation_id` and `pending_id`",
+    }),
     pending_id: z.uuid().optional().meta({
       description:
         'the paused call this decision answers: the `pending.id` of the reply that paused. Required with `decision` (or a "yes"/"no" `content`); a decision naming any other call, or a call already decided, is refused and runs nothing',
     }),
   })
-  .refine((body) => body.decision === undefined || body.conversation_id !== undefined, { message: 'a decision answers a paused request: send it with the conversation_id of that request', path: ['decision'] })
-  .refine((body) => body.decision === undefined || body.pending_id !== undefined, { message: "a decision answers one paused call: send the paused reply's pending.id as pending_id", path: ['pending_id'] })
-  .refine((body) => body.pending_id === undefined || body.conversation_id !== undefined, { message: 'pending_id names a call of a conversation: send it with that conversation_id', path: ['pending_id'] })
+  .refine((body) => body.decision === undefined || body.conversation_id !== undefined, {
+    message: 'a decision answers a paused request: send it with the conversation_id of that request',
+    path: ['decision'],
+  })
+  .refine((body) => body.decision === undefined || body.pending_id !== undefined, {
+    message: "a decision answers one paused call: send the paused reply's pending.id as pending_id",
+    path: ['pending_id'],
+  })
+  .refine((body) => body.pending_id === undefined || body.conversation_id !== undefined, {
+    message: 'pending_id names a call of a conversation: send it with that conversation_id',
+    path: ['pending_id'],
+  })
   .refine((body) => body.pending_id === undefined || body.decision !== undefined || decisionIn(body.content) !== undefined, {
     message: 'pending_id comes with a decision: send decision confirm or decline (or "yes"/"no" as content)',
     path: ['pending_id'],
@@ -84,7 +98,9 @@ export const ConversationSchema = z
         status: z.string(),
         reply: z.string().nullable(),
         created_at: z.string(),
-        tools_called: z.array(z.object({ index: z.number().int(), tool: z.string(), credits: z.number().int(), note: z.string(), status: z.string(), refund_pending: z.boolean() })),
+        tools_called: z.array(
+          z.object({ index: z.number().int(), tool: z.string(), credits: z.number().int(), note: z.string(), status: z.string(), refund_pending: z.boolean() }),
+        ),
         pending: z.unknown(),
       }),
     ),

@@ -1,14 +1,14 @@
-import type Koa from 'koa';
-import { createApp, gatewayCaller, gatewayCallerOptions, RateLimiter, type RateWindow } from '@tempora/kit/http';
 import { connectRedis, openDatabase } from '@tempora/kit/data';
+import { createApp, gatewayCaller, gatewayCallerOptions, RateLimiter, type RateWindow } from '@tempora/kit/http';
 import { createLogger, type Logger, type Metrics } from '@tempora/kit/observability';
 import { textProviders } from '@tempora/kit/providers';
+import type Koa from 'koa';
 import { GatewayClient } from './clients/gateway.ts';
 import { GenerationClient } from './clients/generation.ts';
 import { GraphMcp } from './clients/graph-mcp.ts';
 import { SimulationClient } from './clients/simulation.ts';
-import type { ConductorConfig } from './config.ts';
 import { ConductorService } from './conductor-service.ts';
+import type { ConductorConfig } from './config.ts';
 import { Conductor } from './domain/conductor.ts';
 import { chooseModel, type ModelChoice } from './domain/models.ts';
 import { balanceTool, followSimulationTool, renderTool, startSimulationTool, summarizeSimulationTool } from './domain/platform-tools.ts';
@@ -91,12 +91,16 @@ export async function createConductorService(config: ConductorConfig, logger = c
   });
 
   const deps = { service };
-  const { app, openapi, drain: drainApp } = createApp({
+  const {
+    app,
+    openapi,
+    drain: drainApp,
+  } = createApp({
     name: 'conductor',
     version: VERSION,
     title: 'Tempora conductor',
     description:
-      'One natural-language request, routed across the graph, generation and simulation services, every credit accounted for in the gateway\'s ledger. Also an MCP server at /mcp (tool `converse`).',
+      "One natural-language request, routed across the graph, generation and simulation services, every credit accounted for in the gateway's ledger. Also an MCP server at /mcp (tool `converse`).",
     config,
     logger,
     metrics,

@@ -1,12 +1,12 @@
 import assert from 'node:assert/strict';
-import { scrape } from '../../kit/test/metrics-support.ts';
-import { SignJWT, generateKeyPair } from 'jose';
 import { execFile } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
+import { generateKeyPair, SignJWT } from 'jose';
 import { pythonTool } from '../../../test/support/python.ts';
-import { ADMIN_KEY, CONDUCTOR_KEY, README_REQUEST, conductorEntries, mcpClient, startPlatform, type Platform, type ToolReply, type User } from './harness.ts';
-import { startSimulation, SERVICE_KEY as SIMULATION_KEY, asUser, type SimulationHarness } from '../../simulation/test/harness.ts';
+import { scrape } from '../../kit/test/metrics-support.ts';
+import { asUser, SERVICE_KEY as SIMULATION_KEY, type SimulationHarness, startSimulation } from '../../simulation/test/harness.ts';
+import { ADMIN_KEY, CONDUCTOR_KEY, conductorEntries, mcpClient, type Platform, README_REQUEST, startPlatform, type ToolReply, type User } from './harness.ts';
 
 const execFileAsync = promisify(execFile);
 
@@ -79,7 +79,10 @@ describe('conductor access: credentials, bad input, the gateway route, MCP', fun
       const acting = await post({ ...service, 'X-User-ID': user.id }, { content: 'Tell me about Waterloo' });
       assert.equal(acting.status, 200);
       assert.match(acting.body.reply, /Battle of Waterloo/);
-      const issued = await platform.call('gateway', 'POST', '/api/v1/auth/service-token', { headers: { 'X-Admin-Key': ADMIN_KEY }, body: { service: 'billing' } });
+      const issued = await platform.call('gateway', 'POST', '/api/v1/auth/service-token', {
+        headers: { 'X-Admin-Key': ADMIN_KEY },
+        body: { service: 'billing' },
+      });
       const token = { Authorization: `Bearer ${issued.body.access_token ?? issued.body.token}` };
       assert.equal((await post(token, { content: 'Tell me about Waterloo' })).status, 403);
       assert.equal((await post({ ...token, 'X-User-ID': user.id }, { content: 'Tell me about Waterloo' })).status, 200);
@@ -100,7 +103,11 @@ describe('conductor access: credentials, bad input, the gateway route, MCP', fun
         [{ content: 'yes', decision: 'confirm', conversation_id: '00000000-0000-4000-8000-000000000000' }, 422, /body.pending_id.*pending\.id/],
         [{ content: 'yes', decision: 'confirm', conversation_id: '00000000-0000-4000-8000-000000000000', pending_id: 'nope' }, 422, /body.pending_id/],
         [{ content: 'yes', pending_id: '00000000-0000-4000-8000-000000000000' }, 422, /body.pending_id.*conversation_id/],
-        [{ content: 'render it', conversation_id: '00000000-0000-4000-8000-000000000000', pending_id: '00000000-0000-4000-8000-000000000000' }, 422, /body.pending_id.*comes with a decision/],
+        [
+          { content: 'render it', conversation_id: '00000000-0000-4000-8000-000000000000', pending_id: '00000000-0000-4000-8000-000000000000' },
+          422,
+          /body.pending_id.*comes with a decision/,
+        ],
         [{ content: 'hello', conversation_id: '00000000-0000-4000-8000-000000000000' }, 404, /no conversation/],
       ];
       for (const [body, status, detail] of cases) {
@@ -108,13 +115,22 @@ describe('conductor access: credentials, bad input, the gateway route, MCP', fun
         assert.equal(reply.status, status, JSON.stringify(body).slice(0, 80));
         assert.match(JSON.stringify(reply.body), detail);
       }
-      const raw = await fetch(`${platform.conductor.url}/api/v1/conductor/messages`, { method: 'POST', headers: { ...user.headers, 'content-type': 'application/json' }, body: '{"content":' });
+      const raw = await fetch(`${platform.conductor.url}/api/v1/conductor/messages`, {
+        method: 'POST',
+        headers: { ...user.headers, 'content-type': 'application/json' },
+        body: '{"content":',
+      });
       assert.equal(raw.status, 400);
     });
 
     it('answers a decision naming no paused call with 404, and one conversation one message at a time', async () => {
       const first = (await post(user.headers, { content: 'Tell me about Waterloo' })).body;
-      const decided = await post(user.headers, { content: 'yes', decision: 'confirm', conversation_id: first.conversation_id, pending_id: '00000000-0000-4000-8000-000000000000' });
+      const decided = await post(user.headers, {
+        content: 'yes',
+        decision: 'confirm',
+        conversation_id: first.conversation_id,
+        pending_id: '00000000-0000-4000-8000-000000000000',
+      });
       assert.equal(decided.status, 404);
       assert.match(decided.body.detail, /no paused call/);
       const both = await Promise.all([0, 1].map(() => post(user.headers, { content: README_REQUEST, conversation_id: first.conversation_id })));
@@ -132,7 +148,9 @@ describe('conductor access: credentials, bad input, the gateway route, MCP', fun
     assert.equal(0 - entries.reduce((sum, entry) => sum + entry.amount, 0), reply.body.spend.credits_total);
     assert.equal(reply.body.spend.credits_total, 10);
     // Nothing else: the gateway charges no fee for the message itself.
-    const others = history.filter((entry) => !entry.idempotency_key.includes('conductor:') && entry.kind !== 'grant' && entry.kind !== 'signup_grant' && entry.operation !== 'test.setup');
+    const others = history.filter(
+      (entry) => !entry.idempotency_key.includes('conductor:') && entry.kind !== 'grant' && entry.kind !== 'signup_grant' && entry.operation !== 'test.setup',
+    );
     assert.deepEqual(others, []);
     assert.equal(await platform.balance(customer), 50 - 10);
     const settings = await platform.call('gateway', 'PATCH', '/api/v1/conductor/settings', { headers: customer.headers, body: { verbosity: 'brief' } });
@@ -153,7 +171,13 @@ describe('conductor access: credentials, bad input, the gateway route, MCP', fun
     assert.equal(own.body.fidelity, 3);
     const followed = started.tools_called.find((call: { tool: string }) => call.tool === 'follow_simulation');
     assert.equal(followed.output.id, id);
-    for (let waited = 0; !['completed', 'stopped', 'failed', 'cancelled'].includes((await simulation.call('GET', `/api/v1/simulations/${id}`, { headers: asUser(customer.id) })).body.status); waited += 1) {
+    for (
+      let waited = 0;
+      !['completed', 'stopped', 'failed', 'cancelled'].includes(
+        (await simulation.call('GET', `/api/v1/simulations/${id}`, { headers: asUser(customer.id) })).body.status,
+      );
+      waited += 1
+    ) {
       assert.ok(waited < 300, 'the simulation did not end within 30 s');
       await new Promise((resolve) => setTimeout(resolve, 100));
     }
@@ -172,7 +196,10 @@ describe('conductor access: credentials, bad input, the gateway route, MCP', fun
       const client = await mcpClient(platform.conductor.url, customer.headers);
       try {
         const { tools } = await client.listTools();
-        assert.deepEqual(tools.map((tool) => tool.name), ['converse']);
+        assert.deepEqual(
+          tools.map((tool) => tool.name),
+          ['converse'],
+        );
         assert.deepEqual(tools[0]!.inputSchema.required, ['content']);
         const reply = (await client.callTool({ name: 'converse', arguments: { content: README_REQUEST } })) as ToolReply;
         assert.equal(reply.isError, undefined);
@@ -182,7 +209,10 @@ describe('conductor access: credentials, bad input, the gateway route, MCP', fun
         assert.deepEqual(JSON.parse(reply.content[0]!.text), body);
         const entries = conductorEntries(await platform.history(customer), body.message_id);
         assert.equal(0 - entries.reduce((sum, entry) => sum + entry.amount, 0), 10);
-        const followUp = (await client.callTool({ name: 'converse', arguments: { content: 'What is my balance?', conversation_id: body.conversation_id } })) as ToolReply;
+        const followUp = (await client.callTool({
+          name: 'converse',
+          arguments: { content: 'What is my balance?', conversation_id: body.conversation_id },
+        })) as ToolReply;
         assert.match(followUp.structuredContent.reply, /Your balance is 40 credits/);
       } finally {
         await client.close();
@@ -192,7 +222,14 @@ describe('conductor access: credentials, bad input, the gateway route, MCP', fun
     it('answers invalid input with error and suggestion instead of failing', async () => {
       const client = await mcpClient(platform.conductor.url, user.headers);
       try {
-        for (const args of [{}, { content: '' }, { content: 'x'.repeat(4001) }, { content: 7 }, { content: 'hi', conversation_id: 'nope' }, { content: 'hi', conversation_id: '00000000-0000-4000-8000-000000000000' }]) {
+        for (const args of [
+          {},
+          { content: '' },
+          { content: 'x'.repeat(4001) },
+          { content: 7 },
+          { content: 'hi', conversation_id: 'nope' },
+          { content: 'hi', conversation_id: '00000000-0000-4000-8000-000000000000' },
+        ]) {
           const reply = (await client.callTool({ name: 'converse', arguments: args })) as ToolReply;
           assert.equal(reply.isError, true, JSON.stringify(args).slice(0, 60));
           assert.equal(typeof reply.structuredContent.error, 'string');
@@ -203,11 +240,14 @@ describe('conductor access: credentials, bad input, the gateway route, MCP', fun
       }
     });
 
-    it('is on the public host too: the official client through the gateway, with the Bearer token, as the graph\'s', async () => {
+    it("is on the public host too: the official client through the gateway, with the Bearer token, as the graph's", async () => {
       const customer = await platform.user(50);
       const client = await mcpClient(`${platform.gateway.url}/api/v1/conductor`, customer.headers);
       try {
-        assert.deepEqual((await client.listTools()).tools.map((tool) => tool.name), ['converse']);
+        assert.deepEqual(
+          (await client.listTools()).tools.map((tool) => tool.name),
+          ['converse'],
+        );
         const reply = (await client.callTool({ name: 'converse', arguments: { content: README_REQUEST } })) as ToolReply;
         assert.equal(reply.isError, undefined, JSON.stringify(reply.structuredContent));
         assert.equal(reply.structuredContent.spend.credits_total, 10);
@@ -217,11 +257,22 @@ describe('conductor access: credentials, bad input, the gateway route, MCP', fun
       } finally {
         await client.close();
       }
-      const initialize = { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 't', version: '1' } } };
+      const initialize = {
+        jsonrpc: '2.0',
+        id: 1,
+        method: 'initialize',
+        params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 't', version: '1' } },
+      };
       const post = (headers: Record<string, string>) =>
-        fetch(`${platform.gateway.url}/api/v1/conductor/mcp`, { method: 'POST', headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...headers }, body: JSON.stringify(initialize) });
+        fetch(`${platform.gateway.url}/api/v1/conductor/mcp`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...headers },
+          body: JSON.stringify(initialize),
+        });
       assert.equal((await post({})).status, 401, 'no credential');
-      const readKey = (await platform.call('gateway', 'POST', '/api/v1/users/me/api-keys', { headers: customer.headers, body: { name: 'r', scopes: ['read'] } })).body.key as string;
+      const readKey = (
+        await platform.call('gateway', 'POST', '/api/v1/users/me/api-keys', { headers: customer.headers, body: { name: 'r', scopes: ['read'] } })
+      ).body.key as string;
       assert.equal((await post({ 'X-API-Key': readKey })).status, 403, 'converse spends credits: a read-only key may not');
     });
 
@@ -231,18 +282,25 @@ describe('conductor access: credentials, bad input, the gateway route, MCP', fun
       const customer = await platform.user(50);
       const token = customer.headers.Authorization!.replace(/^Bearer /, '');
       const script = fileURLToPath(new URL('./mcp_client.py', import.meta.url));
-      const { stdout } = await execFileAsync(python.bin('python'), [script, `${platform.gateway.url}/api/v1/conductor/mcp`, token, README_REQUEST], { timeout: 120_000 });
+      const { stdout } = await execFileAsync(python.bin('python'), [script, `${platform.gateway.url}/api/v1/conductor/mcp`, token, README_REQUEST], {
+        timeout: 120_000,
+      });
       const reply = JSON.parse(stdout.trim().split('\n').pop()!);
       assert.deepEqual([reply.server, reply.tools, reply.is_error], ['tempora-conductor', ['converse'], false]);
       assert.equal(reply.structured.spend.credits_total, 10);
       assert.equal(await platform.balance(customer), 40);
     });
 
-    it('needs the user\'s access token', async () => {
+    it("needs the user's access token", async () => {
       const response = await fetch(`${platform.conductor.url}/mcp`, {
         method: 'POST',
         headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
-        body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 't', version: '1' } } }),
+        body: JSON.stringify({
+          jsonrpc: '2.0',
+          id: 1,
+          method: 'initialize',
+          params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 't', version: '1' } },
+        }),
       });
       assert.equal(response.status, 401);
       assert.match(response.headers.get('www-authenticate') ?? '', /Bearer/);

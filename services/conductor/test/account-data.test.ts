@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import { AccountDeletionSchema, AccountExportPageSchema, encodeExportCursor } from '@tempora/kit/http';
 import pg from 'pg';
-import { CONDUCTOR_KEY, startPlatform, type Platform, type User } from './harness.ts';
-import { startSimulationStandIn, type SimulationStandIn } from './simulation-stand-in.ts';
+import { CONDUCTOR_KEY, type Platform, startPlatform, type User } from './harness.ts';
+import { type SimulationStandIn, startSimulationStandIn } from './simulation-stand-in.ts';
 
 const SIMULATE = 'Simulate what would have happened had the Continental System failed in 1807';
 const service = { 'X-Service-Key': CONDUCTOR_KEY };
@@ -23,7 +23,8 @@ describe('conductor account data', function () {
   });
 
   const path = (userId: string) => `/api/v1/users/${encodeURIComponent(userId)}/data`;
-  const exportCall = (userId: string, query = '', headers: Record<string, string> = service) => platform.call('conductor', 'GET', `${path(userId)}${query}`, { headers });
+  const exportCall = (userId: string, query = '', headers: Record<string, string> = service) =>
+    platform.call('conductor', 'GET', `${path(userId)}${query}`, { headers });
   const deleteCall = (userId: string, headers: Record<string, string> = service) => platform.call('conductor', 'DELETE', path(userId), { headers });
 
   /** Every page of a user's export, `limit` items a page, as the gateway reads them. */
@@ -46,10 +47,16 @@ describe('conductor account data', function () {
   /** A user with settings, two conversations (one paused before its paid call, with a pause) and their calls. */
   async function userWithData(): Promise<{ user: User; conversations: string[] }> {
     const user = await platform.user(50);
-    assert.equal((await platform.call('conductor', 'PATCH', '/api/v1/conductor/settings', { headers: user.headers, body: { verbosity: 'brief' } })).status, 200);
+    assert.equal(
+      (await platform.call('conductor', 'PATCH', '/api/v1/conductor/settings', { headers: user.headers, body: { verbosity: 'brief' } })).status,
+      200,
+    );
     const done = await platform.send(user, { content: SIMULATE });
     assert.equal(done.status, 200, JSON.stringify(done.body));
-    assert.equal((await platform.call('conductor', 'PATCH', '/api/v1/conductor/settings', { headers: user.headers, body: { autonomy: 'ask_before_paid' } })).status, 200);
+    assert.equal(
+      (await platform.call('conductor', 'PATCH', '/api/v1/conductor/settings', { headers: user.headers, body: { autonomy: 'ask_before_paid' } })).status,
+      200,
+    );
     const paused = await platform.send(user, { content: SIMULATE });
     assert.equal(paused.body.status, 'paused');
     return { user, conversations: [done.body.conversation_id, paused.body.conversation_id] };
@@ -63,15 +70,26 @@ describe('conductor account data', function () {
       const kinds = [...new Set(pages.map((page) => page.kind))];
       assert.deepEqual(kinds, ['settings', 'conversations', 'messages'], 'kinds in their fixed order');
       const items = (kind: string) => pages.filter((page) => page.kind === kind).flatMap((page) => page.items);
-      assert.deepEqual(items('settings').map(({ updated_at: _, ...settings }) => settings), [{ autonomy: 'ask_before_paid', verbosity: 'brief', spend_ceiling: 15, default_render: 'text' }]);
-      assert.deepEqual(items('conversations').map((item) => item.id).sort(), [...conversations].sort());
+      assert.deepEqual(
+        items('settings').map(({ updated_at: _, ...settings }) => settings),
+        [{ autonomy: 'ask_before_paid', verbosity: 'brief', spend_ceiling: 15, default_render: 'text' }],
+      );
+      assert.deepEqual(
+        items('conversations')
+          .map((item) => item.id)
+          .sort(),
+        [...conversations].sort(),
+      );
       const messages = items('messages');
       assert.equal(messages.length, 2);
       assert.deepEqual(messages.map((message) => message.conversation_id).sort(), [...conversations].sort());
       for (const message of messages) assert.equal(message.content, SIMULATE);
       const completed = messages.find((message) => message.status === 'completed')!;
       const calls = completed.tool_calls as Array<Record<string, any>>;
-      assert.deepEqual(calls.map((call) => call.tool), ['start_simulation', 'follow_simulation']);
+      assert.deepEqual(
+        calls.map((call) => call.tool),
+        ['start_simulation', 'follow_simulation'],
+      );
       assert.equal(calls[0]!.credits, 8);
       assert.equal(calls[0]!.operation, 'simulation.fidelity-3');
       assert.equal(calls[0]!.arguments.mode, 'BRANCHING');
@@ -84,7 +102,12 @@ describe('conductor account data', function () {
 
   it('refuses a cursor it did not issue (400), a bad limit (422), users and a user named by X-User-ID (403), and no key (401)', async () => {
     const user = await platform.user(10);
-    for (const cursor of ['not-a-cursor', encodeExportCursor({ kind: 1, after: 'nope' }), encodeExportCursor({ kind: 0, after: 'x' }), encodeExportCursor({ kind: 9, after: '' })]) {
+    for (const cursor of [
+      'not-a-cursor',
+      encodeExportCursor({ kind: 1, after: 'nope' }),
+      encodeExportCursor({ kind: 0, after: 'x' }),
+      encodeExportCursor({ kind: 9, after: '' }),
+    ]) {
       const reply = await exportCall(user.id, `?cursor=${encodeURIComponent(cursor)}`);
       assert.equal(reply.status, 400, cursor);
       assert.equal(reply.headers.get('content-type'), 'application/problem+json');
@@ -128,7 +151,10 @@ describe('conductor account data', function () {
     }
     assert.deepEqual((await platform.call('conductor', 'GET', '/api/v1/conductor/conversations', { headers: user.headers })).body.items, []);
     assert.equal((await platform.call('conductor', 'GET', `/api/v1/conductor/conversations/${conversations[0]}`, { headers: user.headers })).status, 404);
-    assert.deepEqual((await exportAll(user.id, 10)).flatMap((page) => page.items), []);
+    assert.deepEqual(
+      (await exportAll(user.id, 10)).flatMap((page) => page.items),
+      [],
+    );
     // After the deletion the settler has nothing of the user's left to refund.
     assert.equal(await platform.conductor.instance.service.settleUnsettled('after-deletion'), 0);
 
@@ -144,6 +170,9 @@ describe('conductor account data', function () {
     const reply = await deleteCall('not-a-uuid');
     assert.equal(reply.status, 200);
     assert.ok(Object.values(reply.body.deleted).every((count) => count === 0));
-    assert.deepEqual((await exportAll('not-a-uuid', 10)).flatMap((page) => page.items), []);
+    assert.deepEqual(
+      (await exportAll('not-a-uuid', 10)).flatMap((page) => page.items),
+      [],
+    );
   });
 });

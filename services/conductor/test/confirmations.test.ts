@@ -6,8 +6,8 @@ import { openDatabase } from '@tempora/kit/data';
 import { createLogger } from '@tempora/kit/observability';
 import { migrations } from '../src/migrations.ts';
 import { ConductorRepository } from '../src/repository.ts';
-import { README_REQUEST, conductorEntries, mcpClient, startPlatform, type Platform, type ToolReply, type User } from './harness.ts';
-import { startSimulationStandIn, type SimulationStandIn } from './simulation-stand-in.ts';
+import { conductorEntries, mcpClient, type Platform, README_REQUEST, startPlatform, type ToolReply, type User } from './harness.ts';
+import { type SimulationStandIn, startSimulationStandIn } from './simulation-stand-in.ts';
 
 const SIMULATE = 'Simulate what would have happened had the Continental System failed in 1807';
 const UNKNOWN = '00000000-0000-4000-8000-000000000000';
@@ -28,12 +28,16 @@ describe('conductor confirmations', function () {
   });
 
   /** The runs the simulation stand-in was asked to start for `user`. */
-  const started = (user: User) => simulation.calls.filter((call) => call.method === 'POST' && call.path === '/api/v1/simulate' && call.headers['x-user-id'] === user.id).length;
+  const started = (user: User) =>
+    simulation.calls.filter((call) => call.method === 'POST' && call.path === '/api/v1/simulate' && call.headers['x-user-id'] === user.id).length;
 
   /** A user who is asked before every paid call. */
   async function askingUser(credits: number) {
     const user = await platform.user(credits);
-    assert.equal((await platform.call('conductor', 'PATCH', '/api/v1/conductor/settings', { headers: user.headers, body: { autonomy: 'ask_before_paid' } })).status, 200);
+    assert.equal(
+      (await platform.call('conductor', 'PATCH', '/api/v1/conductor/settings', { headers: user.headers, body: { autonomy: 'ask_before_paid' } })).status,
+      200,
+    );
     return user;
   }
 
@@ -52,7 +56,7 @@ describe('conductor confirmations', function () {
     return { status: last.status as string, pending: last.pending as { id: string; tool: string } | null };
   }
 
-  it('refuses a confirmation without the paused call\'s id, with an unknown one or another conversation\'s, running and charging nothing', async () => {
+  it("refuses a confirmation without the paused call's id, with an unknown one or another conversation's, running and charging nothing", async () => {
     const { user, paused } = await pausedRequest(50);
     assert.equal(paused.pending.tool, 'start_simulation');
     const other = (await platform.send(user, { content: SIMULATE })).body;
@@ -98,7 +102,10 @@ describe('conductor confirmations', function () {
     assert.equal(started(user), 1);
     assert.equal(await platform.balance(user), 42);
     const entries = conductorEntries(await platform.history(user), paused.message_id);
-    assert.deepEqual(entries.map((entry) => [entry.kind, entry.amount]), [['charge', -8]]);
+    assert.deepEqual(
+      entries.map((entry) => [entry.kind, entry.amount]),
+      [['charge', -8]],
+    );
   });
 
   it('never lets an earlier confirmation approve a later paid call', async () => {
@@ -112,7 +119,11 @@ describe('conductor confirmations', function () {
     assert.equal(await platform.balance(user), 48);
 
     // The first confirmation again (a retry, a double click, a repeated "yes"): the simulation waits on.
-    for (const replay of [{ content: 'confirm', decision: 'confirm', conversation_id, pending_id: first.pending.id }, { content: 'yes', conversation_id, pending_id: first.pending.id }, { content: 'yes', conversation_id }]) {
+    for (const replay of [
+      { content: 'confirm', decision: 'confirm', conversation_id, pending_id: first.pending.id },
+      { content: 'yes', conversation_id, pending_id: first.pending.id },
+      { content: 'yes', conversation_id },
+    ]) {
       assert.equal((await platform.send(user, replay)).status, 409, JSON.stringify(replay));
     }
     assert.equal(started(user), 0);
@@ -121,11 +132,17 @@ describe('conductor confirmations', function () {
 
     const third = (await platform.send(user, { content: 'yes', conversation_id, pending_id: second.pending.id })).body;
     assert.equal(third.status, 'completed');
-    assert.deepEqual(third.tools_called.filter((call: { credits: number }) => call.credits > 0).map((call: { tool: string }) => call.tool), ['start_simulation']);
+    assert.deepEqual(
+      third.tools_called.filter((call: { credits: number }) => call.credits > 0).map((call: { tool: string }) => call.tool),
+      ['start_simulation'],
+    );
     assert.equal(started(user), 1);
     assert.equal(await platform.balance(user), 40);
     const entries = conductorEntries(await platform.history(user), first.message_id);
-    assert.equal(entries.reduce((sum, entry) => sum + entry.amount, 0), -(first.spend.credits_total + second.spend.credits_total + third.spend.credits_total));
+    assert.equal(
+      entries.reduce((sum, entry) => sum + entry.amount, 0),
+      -(first.spend.credits_total + second.spend.credits_total + third.spend.credits_total),
+    );
   });
 
   it('runs a call once when two confirmations of it race', async () => {
@@ -137,16 +154,27 @@ describe('conductor confirmations', function () {
     assert.equal(started(user), 1);
     assert.equal(await platform.balance(user), 42);
     const entries = conductorEntries(await platform.history(user), paused.message_id);
-    assert.deepEqual(entries.map((entry) => [entry.kind, entry.amount]), [['charge', -8]]);
+    assert.deepEqual(
+      entries.map((entry) => [entry.kind, entry.amount]),
+      [['charge', -8]],
+    );
   });
 
   it('claims a paused call for one decision only, however many claim it at once (the repository)', async () => {
     const { paused } = await pausedRequest(50);
     const dataDir = mkdtempSync(join(tmpdir(), 'conductor-claims-'));
-    const database = await openDatabase({ service: 'conductor', url: platform.conductor.databaseUrl, dataDir, migrations, logger: createLogger('conductor', 'silent') });
+    const database = await openDatabase({
+      service: 'conductor',
+      url: platform.conductor.databaseUrl,
+      dataDir,
+      migrations,
+      logger: createLogger('conductor', 'silent'),
+    });
     try {
       const repository = new ConductorRepository(database.knex);
-      const claims = await Promise.all(Array.from({ length: 8 }, (_, n) => repository.claimPause(paused.conversation_id, paused.pending.id, n % 2 ? 'decline' : 'confirm')));
+      const claims = await Promise.all(
+        Array.from({ length: 8 }, (_, n) => repository.claimPause(paused.conversation_id, paused.pending.id, n % 2 ? 'decline' : 'confirm')),
+      );
       const winners = claims.flatMap((claim, n) => (claim.message ? [n] : []));
       assert.equal(winners.length, 1);
       const winner = claims[winners[0]!]!.message!;
@@ -154,7 +182,10 @@ describe('conductor confirmations', function () {
       assert.equal(winner.status, 'running');
       // Every other claim finds the call decided as the winner decided it.
       const decided = winners[0]! % 2 ? 'declined' : 'confirmed';
-      assert.deepEqual(claims.filter((claim) => !claim.message).map((claim) => claim.state), Array(7).fill(decided));
+      assert.deepEqual(
+        claims.filter((claim) => !claim.message).map((claim) => claim.state),
+        Array(7).fill(decided),
+      );
       assert.deepEqual(await repository.claimPause(paused.conversation_id, UNKNOWN, 'confirm'), { state: undefined });
     } finally {
       await database.close();

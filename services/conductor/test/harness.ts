@@ -1,21 +1,21 @@
 import { randomBytes } from 'node:crypto';
-import { readFileSync, mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { loadConfig } from '@tempora/kit/runtime';
+import { type RunningServer, serve } from '@tempora/kit/http';
 import { createLogger } from '@tempora/kit/observability';
-import { serve, type RunningServer } from '@tempora/kit/http';
+import { loadConfig } from '@tempora/kit/runtime';
+import { createDatabase, dropDatabase } from '../../../test/support/database.ts';
+import { type Reply, request } from '../../../test/support/http.ts';
 import { GatewayConfigSchema } from '../../gateway/src/config.ts';
 import { createGatewayService } from '../../gateway/src/service.ts';
-import { startGraph, writer, SERVICE_KEY as GRAPH_KEY, type GraphHarness } from '../../graph/test/harness.ts';
-import { startGeneration, SERVICE_KEY as GENERATION_KEY, type GenerationHarness } from '../../generation/test/harness.ts';
+import { SERVICE_KEY as GENERATION_KEY, type GenerationHarness, startGeneration } from '../../generation/test/harness.ts';
+import { SERVICE_KEY as GRAPH_KEY, type GraphHarness, startGraph, writer } from '../../graph/test/harness.ts';
 import { ConductorConfigSchema } from '../src/config.ts';
-import { createConductorService, type ConductorInstance } from '../src/service.ts';
-import { createDatabase, dropDatabase } from '../../../test/support/database.ts';
-import { request, type Reply } from '../../../test/support/http.ts';
+import { type ConductorInstance, createConductorService } from '../src/service.ts';
 
 export const GATEWAY_KEY = 'gateway-service-key-0123456789';
 export const CONDUCTOR_KEY = 'conductor-service-key-0123456789';
@@ -86,7 +86,10 @@ export interface StartedConductor {
 }
 
 /** A conductor on a fresh database, pointed at `peers`; `env` adds to (or overrides) the test settings. */
-async function startConductor(peers: { gateway: string; graph: string; generation: string; simulation: string; simulationKey: string }, env: Record<string, string>): Promise<StartedConductor> {
+async function startConductor(
+  peers: { gateway: string; graph: string; generation: string; simulation: string; simulationKey: string },
+  env: Record<string, string>,
+): Promise<StartedConductor> {
   const database = await createDatabase('conductor');
   const config = loadConfig(ConductorConfigSchema, {
     PORT: '0',
@@ -111,7 +114,15 @@ async function startConductor(peers: { gateway: string; graph: string; generatio
     ...env,
   });
   const instance = await createConductorService(config, createLogger('conductor', 'silent'));
-  const server = await serve(instance.app, { port: config.PORT, host: '127.0.0.1', logger: instance.logger, graceMs: 500, onDrain: instance.drain, onClose: [instance.close], metrics: { port: 0, metrics: instance.metrics } });
+  const server = await serve(instance.app, {
+    port: config.PORT,
+    host: '127.0.0.1',
+    logger: instance.logger,
+    graceMs: 500,
+    onDrain: instance.drain,
+    onClose: [instance.close],
+    metrics: { port: 0, metrics: instance.metrics },
+  });
   return {
     url: server.url,
     databaseUrl: database,
@@ -171,15 +182,30 @@ export async function startPlatform(options: PlatformOptions = {}): Promise<Plat
     UPSTREAM_TIMEOUT_MS: '30000',
   });
   const gatewayInstance = await createGatewayService(gatewayConfig, createLogger('gateway', 'silent'));
-  const gatewayServer = await serve(gatewayInstance.app, { port: 0, host: '127.0.0.1', logger: gatewayInstance.logger, graceMs: 500, onDrain: gatewayInstance.drain, onClose: [gatewayInstance.close], express: gatewayInstance.express });
+  const gatewayServer = await serve(gatewayInstance.app, {
+    port: 0,
+    host: '127.0.0.1',
+    logger: gatewayInstance.logger,
+    graceMs: 500,
+    onDrain: gatewayInstance.drain,
+    onClose: [gatewayInstance.close],
+    express: gatewayInstance.express,
+  });
 
-  const peers = { gateway: gatewayServer.url, graph: graph.url, generation: generation.url, simulation: simulationUrl, simulationKey: options.simulationKey ?? CONDUCTOR_KEY };
+  const peers = {
+    gateway: gatewayServer.url,
+    graph: graph.url,
+    generation: generation.url,
+    simulation: simulationUrl,
+    simulationKey: options.simulationKey ?? CONDUCTOR_KEY,
+  };
   const main = await startConductor(peers, { PORT: String(conductorPort), ...options.conductor });
   const extras: StartedConductor[] = [];
   const { server } = main;
 
   const base = { conductor: server.url, gateway: gatewayServer.url };
-  const call = <T = any>(target: 'conductor' | 'gateway', method: string, path: string, init: { headers?: Record<string, string>; body?: unknown } = {}) => request<T>(base[target], path, { method, ...init });
+  const call = <T = any>(target: 'conductor' | 'gateway', method: string, path: string, init: { headers?: Record<string, string>; body?: unknown } = {}) =>
+    request<T>(base[target], path, { method, ...init });
   const admin = { 'X-Admin-Key': ADMIN_KEY };
   return {
     gateway: { url: gatewayServer.url, close: () => gatewayServer.close() },
@@ -187,16 +213,25 @@ export async function startPlatform(options: PlatformOptions = {}): Promise<Plat
     generation,
     conductor: main,
     async user(credits) {
-      const issued = await call('gateway', 'POST', '/api/v1/auth/dev/token', { headers: admin, body: { external_id: `conductor-${randomBytes(6).toString('hex')}` } });
+      const issued = await call('gateway', 'POST', '/api/v1/auth/dev/token', {
+        headers: admin,
+        body: { external_id: `conductor-${randomBytes(6).toString('hex')}` },
+      });
       if (issued.status >= 300) throw new Error(`dev token: ${issued.status} ${JSON.stringify(issued.body)}`);
       const id = issued.body.user.id as string;
       const signup = Number(issued.body.user.balance);
       const adjust = credits - signup;
       if (adjust > 0) {
-        const granted = await call('gateway', 'POST', '/api/v1/credits/admin/grant', { headers: admin, body: { user_id: id, amount: adjust, reason: 'test', idempotency_key: randomBytes(8).toString('hex') } });
+        const granted = await call('gateway', 'POST', '/api/v1/credits/admin/grant', {
+          headers: admin,
+          body: { user_id: id, amount: adjust, reason: 'test', idempotency_key: randomBytes(8).toString('hex') },
+        });
         if (granted.status !== 201) throw new Error(`grant: ${granted.status}`);
       } else if (adjust < 0) {
-        const charged = await call('gateway', 'POST', '/api/v1/credits/charge', { headers: { 'X-Service-Key': GATEWAY_KEY }, body: { user_id: id, amount: -adjust, operation: 'test.setup', idempotency_key: randomBytes(8).toString('hex') } });
+        const charged = await call('gateway', 'POST', '/api/v1/credits/charge', {
+          headers: { 'X-Service-Key': GATEWAY_KEY },
+          body: { user_id: id, amount: -adjust, operation: 'test.setup', idempotency_key: randomBytes(8).toString('hex') },
+        });
         if (charged.status !== 201) throw new Error(`charge: ${charged.status}`);
       }
       const token = issued.body.access_token as string;

@@ -1,8 +1,17 @@
 import assert from 'node:assert/strict';
 import { fileURLToPath } from 'node:url';
 import type { StandIn } from '../../../test/support/http.ts';
-import { assertConformant, assertInputSchemas2020, credentialRelay, initialize, NEWEST_PROTOCOL, OLDER_PROTOCOL, postJsonRpc, runConformance } from '../../../test/support/mcp-conformance.ts';
-import { startPlatform, type Platform, type User } from './harness.ts';
+import {
+  assertConformant,
+  assertInputSchemas2020,
+  credentialRelay,
+  initialize,
+  NEWEST_PROTOCOL,
+  OLDER_PROTOCOL,
+  postJsonRpc,
+  runConformance,
+} from '../../../test/support/mcp-conformance.ts';
+import { type Platform, startPlatform, type User } from './harness.ts';
 
 const EXPECTED_FAILURES = fileURLToPath(new URL('./mcp-conformance.expected-failures.yaml', import.meta.url));
 
@@ -44,7 +53,10 @@ describe('conductor MCP: the official conformance suite', function () {
   }
 
   it('refuses a foreign Host or Origin before the credentials are looked at, with a problem', async () => {
-    const foreign: Array<Record<string, string>> = [{ host: 'evil.example.com' }, { host: `localhost:${new URL(platform.conductor.url).port}`, origin: 'http://evil.example.com' }];
+    const foreign: Array<Record<string, string>> = [
+      { host: 'evil.example.com' },
+      { host: `localhost:${new URL(platform.conductor.url).port}`, origin: 'http://evil.example.com' },
+    ];
     for (const headers of foreign) {
       for (const credentials of [user.headers, {}]) {
         const reply = await postJsonRpc(`${platform.conductor.url}/mcp`, initialize(NEWEST_PROTOCOL), { ...credentials, ...headers });
@@ -54,7 +66,11 @@ describe('conductor MCP: the official conformance suite', function () {
       }
     }
     // Through the gateway the Host is the conductor's own; the browser's Origin is what gives a rebound page away.
-    const viaGateway = await postJsonRpc(`${platform.gateway.url}/api/v1/conductor/mcp`, initialize(NEWEST_PROTOCOL), { ...user.headers, host: 'evil.example.com', origin: 'http://evil.example.com' });
+    const viaGateway = await postJsonRpc(`${platform.gateway.url}/api/v1/conductor/mcp`, initialize(NEWEST_PROTOCOL), {
+      ...user.headers,
+      host: 'evil.example.com',
+      origin: 'http://evil.example.com',
+    });
     assert.equal(viaGateway.status, 403);
   });
 
@@ -67,7 +83,10 @@ describe('conductor MCP: the official conformance suite', function () {
         assert.equal(reply.body.result.serverInfo.name, 'tempora-conductor');
         const listed = await postJsonRpc(url, { jsonrpc: '2.0', id: 2, method: 'tools/list' }, { ...user.headers, 'mcp-protocol-version': version });
         assert.equal(listed.status, 200);
-        assert.deepEqual(listed.body.result.tools.map((tool: { name: string }) => tool.name), ['converse']);
+        assert.deepEqual(
+          listed.body.result.tools.map((tool: { name: string }) => tool.name),
+          ['converse'],
+        );
       }
     }
   });

@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
+import { assertZeroed } from '../../kit/test/metrics-support.ts';
 import { GRAPH_TOOLS } from '../src/domain/graph-tools.ts';
 import { balanceTool, followSimulationTool, renderTool, startSimulationTool, summarizeSimulationTool } from '../src/domain/platform-tools.ts';
 import { CONDUCTOR_TOOLS, ConductorMetrics } from '../src/metrics.ts';
-import { assertZeroed } from '../../kit/test/metrics-support.ts';
 
 describe('conductor metrics', () => {
   it('starts with the tools the service offers', () => {
@@ -13,7 +13,18 @@ describe('conductor metrics', () => {
 
   it('exports every series whose labels are known in advance at 0 from the start', async () => {
     const { registry } = new ConductorMetrics();
-    const tools = ['graph_search', 'graph_moment', 'graph_neighbors', 'traverse_moments', 'find_path', 'render_scene', 'start_simulation', 'follow_simulation', 'summarize_simulation', 'get_balance'];
+    const tools = [
+      'graph_search',
+      'graph_moment',
+      'graph_neighbors',
+      'traverse_moments',
+      'find_path',
+      'render_scene',
+      'start_simulation',
+      'follow_simulation',
+      'summarize_simulation',
+      'get_balance',
+    ];
     await assertZeroed(registry, 'conductor_messages_total', { status: ['completed', 'paused', 'stopped', 'failed'] });
     await assertZeroed(registry, 'conductor_tool_calls_total', { tool: tools, status: ['ok', 'failed', 'invalid'] });
     await assertZeroed(registry, 'conductor_tool_call_duration_seconds', { tool: tools });

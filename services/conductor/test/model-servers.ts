@@ -60,7 +60,13 @@ export function startOpenAiCompatible(): Promise<ModelServer> {
         id: `chatcmpl-${randomBytes(6).toString('hex')}`,
         object: 'chat.completion',
         model: body.model,
-        choices: [{ index: 0, message: { role: 'assistant', content: turn.text ?? null, ...(calls.length ? { tool_calls: calls } : {}) }, finish_reason: calls.length ? 'tool_calls' : 'stop' }],
+        choices: [
+          {
+            index: 0,
+            message: { role: 'assistant', content: turn.text ?? null, ...(calls.length ? { tool_calls: calls } : {}) },
+            finish_reason: calls.length ? 'tool_calls' : 'stop',
+          },
+        ],
         usage: { prompt_tokens: tokens - 20, completion_tokens: 20, total_tokens: tokens },
       },
     };

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import pg from 'pg';
-import { BASTILLE, CORONATION, GATEWAY_KEY, README_REQUEST, WATERLOO, conductorEntries, startPlatform, type Platform, type User } from './harness.ts';
-import { startSimulationStandIn, type SimulationStandIn } from './simulation-stand-in.ts';
+import { BASTILLE, CORONATION, conductorEntries, GATEWAY_KEY, type Platform, README_REQUEST, startPlatform, type User, WATERLOO } from './harness.ts';
+import { type SimulationStandIn, startSimulationStandIn } from './simulation-stand-in.ts';
 
 describe('conductor, offline planner', function () {
   this.timeout(120_000);
@@ -27,7 +27,10 @@ describe('conductor, offline planner', function () {
     assert.match(body.reply, /^Offline planner/);
     const tools = body.tools_called.map((call: { tool: string }) => call.tool);
     assert.deepEqual(tools.slice(0, 3).sort(), ['graph_search', 'graph_search', 'graph_search']);
-    assert.ok(tools.includes('find_path') && tools.includes('render_scene') && tools.includes('start_simulation') && tools.includes('follow_simulation'), tools.join());
+    assert.ok(
+      tools.includes('find_path') && tools.includes('render_scene') && tools.includes('start_simulation') && tools.includes('follow_simulation'),
+      tools.join(),
+    );
     const path = body.tools_called.find((call: { tool: string }) => call.tool === 'find_path');
     assert.deepEqual(path.arguments, { from_path: BASTILLE, to_path: WATERLOO });
     assert.equal(path.output.found, true);
@@ -47,7 +50,10 @@ describe('conductor, offline planner', function () {
     assert.match(body.reply, /Coronation of Napoleon/);
 
     const entries = conductorEntries(await platform.history(user), body.message_id);
-    assert.equal(entries.reduce((sum, entry) => sum + entry.amount, 0), -body.spend.credits_total);
+    assert.equal(
+      entries.reduce((sum, entry) => sum + entry.amount, 0),
+      -body.spend.credits_total,
+    );
     for (const call of body.tools_called.filter((entry: { credits: number }) => entry.credits > 0)) {
       assert.ok(entries.some((entry) => entry.idempotency_key === `service:conductor:${body.message_id}:${call.index}` && entry.amount === -call.credits));
     }
@@ -55,7 +61,11 @@ describe('conductor, offline planner', function () {
   });
 
   /** The request's ledger entries sum to what its responses say it spent, and each paid call has its own entry. */
-  async function assertLedgerMatches(user: User, messageId: string, responses: Array<{ tools_called: Array<{ index: number; credits: number }>; spend: { credits_total: number } }>) {
+  async function assertLedgerMatches(
+    user: User,
+    messageId: string,
+    responses: Array<{ tools_called: Array<{ index: number; credits: number }>; spend: { credits_total: number } }>,
+  ) {
     const entries = conductorEntries(await platform.history(user), messageId);
     const spent = responses.reduce((sum, response) => sum + response.spend.credits_total, 0);
     assert.equal(0 - entries.reduce((sum, entry) => sum + entry.amount, 0), spent, JSON.stringify(entries));
@@ -65,7 +75,8 @@ describe('conductor, offline planner', function () {
     }
   }
 
-  const settings = (user: User, body: Record<string, unknown>) => platform.call('conductor', 'PATCH', '/api/v1/conductor/settings', { headers: user.headers, body });
+  const settings = (user: User, body: Record<string, unknown>) =>
+    platform.call('conductor', 'PATCH', '/api/v1/conductor/settings', { headers: user.headers, body });
 
   describe('settings', () => {
     it('reads the defaults, sets some options and keeps the others, and refuses bad values', async () => {
@@ -103,13 +114,26 @@ describe('conductor, offline planner', function () {
       assert.equal(second.decision, 'confirm');
       assert.equal(second.status, 'paused');
       assert.equal(second.pending.tool, 'start_simulation');
-      assert.deepEqual(second.tools_called.map((call: { tool: string; credits: number }) => [call.tool, call.credits]), [['render_scene', 2]]);
+      assert.deepEqual(
+        second.tools_called.map((call: { tool: string; credits: number }) => [call.tool, call.credits]),
+        [['render_scene', 2]],
+      );
       assert.equal(second.spend.running_total, 2);
 
-      const third = (await platform.send(user, { content: 'skip the simulation', conversation_id: first.conversation_id, decision: 'decline', pending_id: second.pending.id })).body;
+      const third = (
+        await platform.send(user, {
+          content: 'skip the simulation',
+          conversation_id: first.conversation_id,
+          decision: 'decline',
+          pending_id: second.pending.id,
+        })
+      ).body;
       assert.equal(third.status, 'completed');
       assert.match(third.reply, /As you declined, I did not start a BRANCHING simulation/);
-      assert.equal(third.tools_called.some((call: { tool: string }) => call.tool === 'start_simulation'), false);
+      assert.equal(
+        third.tools_called.some((call: { tool: string }) => call.tool === 'start_simulation'),
+        false,
+      );
       assert.equal(third.spend.running_total, 2);
       await assertLedgerMatches(user, first.message_id, [first, second, third]);
       assert.equal(await platform.balance(user), 48);
@@ -122,7 +146,10 @@ describe('conductor, offline planner', function () {
       assert.equal(first.pending.tool, 'render_scene');
       const second = (await platform.send(user, { content: 'yes', conversation_id: first.conversation_id, pending_id: first.pending.id })).body;
       assert.equal(second.status, 'completed');
-      assert.deepEqual(second.tools_called.filter((call: { credits: number }) => call.credits > 0).map((call: { tool: string }) => call.tool), ['render_scene', 'start_simulation']);
+      assert.deepEqual(
+        second.tools_called.filter((call: { credits: number }) => call.credits > 0).map((call: { tool: string }) => call.tool),
+        ['render_scene', 'start_simulation'],
+      );
       assert.equal(second.spend.running_total, 10);
       await assertLedgerMatches(user, first.message_id, [first, second]);
     });
@@ -133,7 +160,17 @@ describe('conductor, offline planner', function () {
       const first = (await platform.send(user, { content: README_REQUEST })).body;
       assert.equal(first.status, 'paused');
       assert.equal(first.spend.credits_total, 2);
-      assert.deepEqual(first.pending, { id: first.pending.id, index: first.pending.index, tool: 'start_simulation', action: first.pending.action, credits: 8, operation: 'simulation.fidelity-3', reason: 'ceiling', running_total_after: 10, ceiling: 5 });
+      assert.deepEqual(first.pending, {
+        id: first.pending.id,
+        index: first.pending.index,
+        tool: 'start_simulation',
+        action: first.pending.action,
+        credits: 8,
+        operation: 'simulation.fidelity-3',
+        reason: 'ceiling',
+        running_total_after: 10,
+        ceiling: 5,
+      });
       assert.match(first.reply, /start a BRANCHING simulation at fidelity 3.*costs 8 credits.*10 credits, past your spend ceiling of 5 credits/s);
       const paused = await platform.call('conductor', 'GET', `/api/v1/conductor/conversations/${first.conversation_id}`, { headers: user.headers });
       assert.equal(paused.body.messages[0].status, 'paused');
@@ -160,7 +197,7 @@ describe('conductor, offline planner', function () {
       assert.match(replies.normal!, /Storming of the Bastille \(1789\) → Coronation of Napoleon \(1804\) → Battle of Waterloo/);
       assert.match(replies.normal!, /Credits: 0 credits spent/);
       assert.ok(replies.detailed!.length > replies.normal!.length && replies.normal!.length > replies.brief!.length);
-      assert.match(replies.detailed!, /\n  - \/1789\/july\/14\/1530\/france\/ile-de-france\/paris\/storming-of-the-bastille [a-z_]+ \/1804\//);
+      assert.match(replies.detailed!, /\n {2}- \/1789\/july\/14\/1530\/france\/ile-de-france\/paris\/storming-of-the-bastille [a-z_]+ \/1804\//);
     });
 
     it('default render decides whether scenes come with images, and what they cost', async () => {
@@ -206,7 +243,10 @@ describe('conductor, offline planner', function () {
         assert.match(started.note, /answered 503.*refunded 8 credits/);
         assert.match(reply.reply, /could not be started/);
         const entries = conductorEntries(await platform.history(user), reply.message_id);
-        assert.deepEqual(entries.map((entry) => [entry.kind, entry.amount]).sort(), [['charge', -8], ['refund', 8]]);
+        assert.deepEqual(entries.map((entry) => [entry.kind, entry.amount]).sort(), [
+          ['charge', -8],
+          ['refund', 8],
+        ]);
         assert.equal(await platform.balance(user), 50);
       } finally {
         simulation.startStatus = 202;
@@ -252,13 +292,19 @@ describe('conductor, offline planner', function () {
     assert.equal(second.tools_called[0].tool, 'render_scene');
     assert.equal(second.tools_called[0].arguments.query, 'Storming of the Bastille, 1789');
     const conversation = (await platform.call('conductor', 'GET', `/api/v1/conductor/conversations/${first.conversation_id}`, { headers: user.headers })).body;
-    assert.deepEqual(conversation.messages.map((message: { content: string }) => message.content), ['Tell me about the storming of the Bastille', 'Render it']);
+    assert.deepEqual(
+      conversation.messages.map((message: { content: string }) => message.content),
+      ['Tell me about the storming of the Bastille', 'Render it'],
+    );
     assert.equal(conversation.messages[1].tools_called[0].credits, 2);
     const list = (await platform.call('conductor', 'GET', '/api/v1/conductor/conversations', { headers: user.headers })).body;
     assert.equal(list.items[0].id, first.conversation_id);
     const other = await platform.user(1);
     assert.equal((await platform.call('conductor', 'GET', `/api/v1/conductor/conversations/${first.conversation_id}`, { headers: other.headers })).status, 404);
-    assert.equal((await platform.call('conductor', 'DELETE', `/api/v1/conductor/conversations/${first.conversation_id}`, { headers: user.headers })).status, 204);
+    assert.equal(
+      (await platform.call('conductor', 'DELETE', `/api/v1/conductor/conversations/${first.conversation_id}`, { headers: user.headers })).status,
+      204,
+    );
     assert.equal((await platform.call('conductor', 'GET', `/api/v1/conductor/conversations/${first.conversation_id}`, { headers: user.headers })).status, 404);
   });
 
@@ -267,7 +313,10 @@ describe('conductor, offline planner', function () {
     const message = (await platform.send(user, { content: 'Tell me about Waterloo' })).body.message_id as string;
     const key = (index: number) => `conductor:${message}:${index}`;
     // Call 7 was charged and its process died before it ended; call 8 died before its charge was booked.
-    const charged = await platform.call('gateway', 'POST', '/api/v1/credits/charge', { headers: { 'X-Service-Key': GATEWAY_KEY }, body: { user_id: user.id, amount: 8, operation: 'simulation.fidelity-3', idempotency_key: key(7) } });
+    const charged = await platform.call('gateway', 'POST', '/api/v1/credits/charge', {
+      headers: { 'X-Service-Key': GATEWAY_KEY },
+      body: { user_id: user.id, amount: 8, operation: 'simulation.fidelity-3', idempotency_key: key(7) },
+    });
     assert.equal(charged.status, 201);
     const db = new pg.Client({ connectionString: platform.conductor.databaseUrl });
     await db.connect();
@@ -282,8 +331,16 @@ describe('conductor, offline planner', function () {
       assert.equal(await platform.balance(user), 42);
       assert.equal(await platform.conductor.instance.service.settleUnsettled('test-settle'), 2);
       assert.equal(await platform.balance(user), 50);
-      const rows = (await db.query('select index, status, credits, note from conductor_tool_calls where message_id = $1 and index in (7, 8) order by index', [message])).rows;
-      assert.deepEqual(rows.map((row) => [row.status, row.credits]), [['failed', 0], ['failed', 0]]);
+      const rows = (
+        await db.query('select index, status, credits, note from conductor_tool_calls where message_id = $1 and index in (7, 8) order by index', [message])
+      ).rows;
+      assert.deepEqual(
+        rows.map((row) => [row.status, row.credits]),
+        [
+          ['failed', 0],
+          ['failed', 0],
+        ],
+      );
       assert.match(rows[0].note, /refunded/);
       assert.match(rows[1].note, /never charged/);
       assert.equal(await platform.conductor.instance.service.settleUnsettled('test-settle'), 0);

@@ -51,10 +51,18 @@ export async function startSimulationStandIn(): Promise<SimulationStandIn> {
       res.end(JSON.stringify(body));
     };
     if (req.method === 'POST' && path === '/api/v1/simulate') {
-      if (standIn.startStatus !== 202) return answer(standIn.startStatus, { type: 'about:blank', title: 'Error', status: standIn.startStatus, detail: 'the stand-in refuses this run' });
+      if (standIn.startStatus !== 202)
+        return answer(standIn.startStatus, { type: 'about:blank', title: 'Error', status: standIn.startStatus, detail: 'the stand-in refuses this run' });
       const body = JSON.parse(text) as Record<string, unknown>;
       const id = randomUUID();
-      const run = { id, status: 'queued', progress: { steps_done: 0, steps_total: 5, percent: 0 }, mode: body.mode ?? 'FORWARD', fidelity: body.fidelity ?? 3, prompt: body.prompt };
+      const run = {
+        id,
+        status: 'queued',
+        progress: { steps_done: 0, steps_total: 5, percent: 0 },
+        mode: body.mode ?? 'FORWARD',
+        fidelity: body.fidelity ?? 3,
+        prompt: body.prompt,
+      };
       runs.set(id, run);
       return answer(202, { ...run, status_url: `/api/v1/simulations/${id}` });
     }
@@ -67,7 +75,11 @@ export async function startSimulationStandIn(): Promise<SimulationStandIn> {
       return answer(200, { ...run, status: 'cancelled' });
     }
     if (req.method === 'GET' && run && match![2] !== '/cancel') {
-      if (match![2]) return answer(200, { run: { ...run, status: 'completed' }, result: { title: 'The Continental System fails', entities: [1, 2, 3], timepoints: [1, 2], confidence: { run: 0.7 } } });
+      if (match![2])
+        return answer(200, {
+          run: { ...run, status: 'completed' },
+          result: { title: 'The Continental System fails', entities: [1, 2, 3], timepoints: [1, 2], confidence: { run: 0.7 } },
+        });
       const end = ended.get(run.id as string);
       if (end) return answer(200, { ...run, status: end.status, progress: { steps_done: end.steps_done, steps_total: 5, percent: end.steps_done * 20 } });
       return answer(200, { ...run, status: 'running', progress: { steps_done: 2, steps_total: 5, percent: 40 } });

@@ -1,5 +1,5 @@
 import type { Knex } from '@tempora/kit/data';
-import { UnknownUser, type LedgerOutcome, type LedgerRow } from './repository.ts';
+import { type LedgerOutcome, type LedgerRow, UnknownUser } from './repository.ts';
 
 const isUniqueViolation = (error: unknown) => (error as { code?: string }).code === '23505';
 

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
-import { request } from 'undici';
 import type { Knex } from '@tempora/kit/data';
 import type { Logger } from '@tempora/kit/observability';
+import { request } from 'undici';
 import type { Credits } from './domain/credits.ts';
 import { UPSTREAMS, type UpstreamName, type UpstreamTarget } from './proxy/routing.ts';
 
@@ -82,7 +82,13 @@ export class ChargedJobBook {
   async follow(userId: string, chargeKey: string, upstream: UpstreamName, location: string): Promise<void> {
     await this.knex.transaction(async (trx) => {
       await trx('charged_jobs')
-        .insert({ charge_key: chargeKey, user_id: userId, upstream, location, check_after: trx.raw('now() + make_interval(secs => ?)', [seconds(this.checkMs)]) })
+        .insert({
+          charge_key: chargeKey,
+          user_id: userId,
+          upstream,
+          location,
+          check_after: trx.raw('now() + make_interval(secs => ?)', [seconds(this.checkMs)]),
+        })
         .onConflict(['user_id', 'charge_key'])
         .ignore();
       // Followed from now on: the job's end settles the charge, no longer the call's.
@@ -149,10 +155,9 @@ export class ChargedJobs {
       this.round = Promise.all([
         this.checkDue().catch((error: unknown) => this.logger.warn({ err: error }, 'checking charged jobs failed')),
         this.credits.refundUnsettled().catch((error: unknown) => this.logger.warn({ err: error }, 'refunding unsettled charges failed')),
-      ])
-        .finally(() => {
-          if (!this.stopped) this.timer = setTimeout(tick, this.settings.checkMs).unref();
-        });
+      ]).finally(() => {
+        if (!this.stopped) this.timer = setTimeout(tick, this.settings.checkMs).unref();
+      });
     };
     this.timer = setTimeout(tick, this.settings.checkMs).unref();
   }

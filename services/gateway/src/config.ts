@@ -1,5 +1,5 @@
-import { z } from 'zod';
 import { baseConfigSchema, csv } from '@tempora/kit/runtime';
+import { z } from 'zod';
 import { TIER_LIMITS } from './domain/limits.ts';
 
 const optional = z

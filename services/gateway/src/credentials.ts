@@ -1,14 +1,23 @@
+import {
+  ACCESS_TOKEN_CLOCK_TOLERANCE_SECONDS,
+  type Authenticator,
+  accessClaimsRefusal,
+  adminKeyAuth,
+  type Principal,
+  Problem,
+  serviceKeyAuth,
+  unauthorized,
+} from '@tempora/kit/http';
+import type { JWTPayload } from 'jose';
 import type { Context, Middleware, Next } from 'koa';
 import koaJwt from 'koa-jwt';
-import type { JWTPayload } from 'jose';
-import { accessClaimsRefusal, ACCESS_TOKEN_CLOCK_TOLERANCE_SECONDS, adminKeyAuth, serviceKeyAuth, type Authenticator, type Principal, Problem, unauthorized } from '@tempora/kit/http';
 import type { AuthCache } from './auth-cache.ts';
 import type { KeyStore } from './domain/keys.ts';
 import type { Tier } from './domain/limits.ts';
 import { API_KEY_PREFIX, sha256 } from './domain/secrets.ts';
-import { BEARER_CHALLENGE, type AccessClaims } from './domain/tokens.ts';
-import type { ApiKeyRow, GatewayRepository, UserRow } from './repository.ts';
+import { type AccessClaims, BEARER_CHALLENGE } from './domain/tokens.ts';
 import { readsOnly } from './proxy/routing.ts';
+import type { ApiKeyRow, GatewayRepository, UserRow } from './repository.ts';
 
 /** Security scheme names (the OpenAPI document's, shared with the kit's route authorizer). */
 export const BEARER = 'BearerJWT';
@@ -60,7 +69,10 @@ type KeyUser = { key: ApiKeyRow; user: UserRow };
 function bearerToken(authorization: string): string {
   const value = authorization.trim();
   // What a shell script sends when it stored a refused sign-in's answer, or nothing, as the token.
-  if (/^Bearer\s+\{/i.test(value)) throw bearerRefused('the Authorization header holds a JSON document where the access token belongs: the sign-in that was to give the token was probably refused (its answer is a problem document, not a token pair)');
+  if (/^Bearer\s+\{/i.test(value))
+    throw bearerRefused(
+      'the Authorization header holds a JSON document where the access token belongs: the sign-in that was to give the token was probably refused (its answer is a problem document, not a token pair)',
+    );
   if (/^Bearer$/i.test(value)) throw bearerRefused('the Authorization header holds no access token after "Bearer"');
   if (!/^Bearer\s+\S+$/i.test(value)) throw bearerRefused('Authorization must be "Bearer <access token>"');
   return value.split(/\s+/)[1]!;
@@ -71,7 +83,8 @@ function bearerToken(authorization: string): string {
  * rule for every service (a subject that is an account or a service, a UUID jti, an expiry, an issue time
  * not in the future). jsonwebtoken accepts a token without exp and checks no iat, so it is checked here.
  */
-export const claimsProblem = (claims: AccessClaims | undefined): string | undefined => (claims ? accessClaimsRefusal(claims as unknown as JWTPayload) : 'the access token has no claims');
+export const claimsProblem = (claims: AccessClaims | undefined): string | undefined =>
+  claims ? accessClaimsRefusal(claims as unknown as JWTPayload) : 'the access token has no claims';
 
 function checkClaims(claims: AccessClaims | undefined): AccessClaims {
   const problem = claimsProblem(claims);
@@ -86,7 +99,15 @@ function tokenPrincipal(claims: AccessClaims, found: TokenUser): UserPrincipal {
   if (found.revoked) throw bearerRefused('the access token has been revoked (signed out)');
   const validAfter = found.user.tokens_valid_after?.getTime();
   if (validAfter !== undefined && claims.iat * 1000 < validAfter - 999) throw bearerRefused('the access token was issued before a sign-out of every session');
-  return { kind: 'user', id: `user:${found.user.id}`, userId: found.user.id, tier: found.user.tier, via: 'jwt', user: found.user, token: { jti: claims.jti, exp: claims.exp } };
+  return {
+    kind: 'user',
+    id: `user:${found.user.id}`,
+    userId: found.user.id,
+    tier: found.user.tier,
+    via: 'jwt',
+    user: found.user,
+    token: { jti: claims.jti, exp: claims.exp },
+  };
 }
 
 const keyPrincipal = (found: KeyUser): UserPrincipal => ({

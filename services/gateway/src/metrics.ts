@@ -1,13 +1,21 @@
-import { Counter } from 'prom-client';
 import { generationOperation, simulationOperation } from '@tempora/kit/http';
 import { type Metrics, SeriesHistogram, zeroed } from '@tempora/kit/observability';
+import { Counter } from 'prom-client';
 import { GENERATION_PRESET_COSTS, SIMULATION_FIDELITY_COSTS } from './domain/costs.ts';
 import { TIERS } from './domain/limits.ts';
 import type { ProviderName } from './domain/providers.ts';
 import type { RefreshOutcome } from './domain/tokens.ts';
 
 /** The windows a refusal is counted under (rate-limiting.ts, `countRejection`): a tier's minute by its tier. */
-export const REJECTION_WINDOWS = [...TIERS.map((tier) => `tier-${tier}`), 'tier-day', 'authenticated-reads', 'authenticated-writes', 'anonymous', 'service', 'demo-signin'];
+export const REJECTION_WINDOWS = [
+  ...TIERS.map((tier) => `tier-${tier}`),
+  'tier-day',
+  'authenticated-reads',
+  'authenticated-writes',
+  'anonymous',
+  'service',
+  'demo-signin',
+];
 /** The operations the proxy prices (domain/costs.ts); a service's own charges may name others, counted when they happen. */
 export const PRICED_OPERATIONS = [
   ...Object.keys(GENERATION_PRESET_COSTS).flatMap((preset) => [generationOperation(preset, false), generationOperation(preset, true)]),
@@ -36,15 +44,35 @@ export class GatewayMetrics {
       buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120],
       registers,
     });
-    this.rateLimited = new Counter({ name: 'gateway_rate_limit_rejections_total', help: 'Requests refused with 429, by kind of window', labelNames: ['window'], registers });
-    this.creditsCharged = new Counter({ name: 'gateway_credits_charged_total', help: 'Credits charged for proxied operations', labelNames: ['operation'], registers });
-    this.creditsRefunded = new Counter({ name: 'gateway_credits_refunded_total', help: 'Credits refunded after an upstream failure', labelNames: ['operation'], registers });
+    this.rateLimited = new Counter({
+      name: 'gateway_rate_limit_rejections_total',
+      help: 'Requests refused with 429, by kind of window',
+      labelNames: ['window'],
+      registers,
+    });
+    this.creditsCharged = new Counter({
+      name: 'gateway_credits_charged_total',
+      help: 'Credits charged for proxied operations',
+      labelNames: ['operation'],
+      registers,
+    });
+    this.creditsRefunded = new Counter({
+      name: 'gateway_credits_refunded_total',
+      help: 'Credits refunded after an upstream failure',
+      labelNames: ['operation'],
+      registers,
+    });
     this.expressLane = new Counter({
       name: 'gateway_express_lane_requests_total',
       help: 'Proxied requests forwarded by the express lane (credential and rate-limit lease already known); the rest take the full middleware chain',
       registers,
     });
-    this.signIns = new Counter({ name: 'gateway_sign_ins_total', help: 'Sign-in attempts by provider and outcome', labelNames: ['provider', 'outcome'], registers });
+    this.signIns = new Counter({
+      name: 'gateway_sign_ins_total',
+      help: 'Sign-in attempts by provider and outcome',
+      labelNames: ['provider', 'outcome'],
+      registers,
+    });
     this.tokenRefreshes = new Counter({
       name: 'gateway_token_refreshes_total',
       help: 'Refresh-token exchanges by outcome: rotated, replayed_in_grace, reuse_detected (the sign-in revoked), refused',

@@ -87,7 +87,9 @@ export const migrations: Migration[] = [
           end if;
           raise exception 'credit_ledger is append-only (% refused)', tg_op;
         end $$`);
-      await knex.raw(`create trigger credit_ledger_append_only before update or delete on credit_ledger for each row execute function credit_ledger_append_only()`);
+      await knex.raw(
+        `create trigger credit_ledger_append_only before update or delete on credit_ledger for each row execute function credit_ledger_append_only()`,
+      );
     },
     async down(knex: Knex) {
       await knex.schema.dropTableIfExists('credit_ledger');

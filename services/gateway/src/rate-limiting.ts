@@ -1,10 +1,10 @@
-import type { Context, Middleware } from 'koa';
 import type { RateLimiter, RateWindow } from '@tempora/kit/http';
 import type { Logger } from '@tempora/kit/observability';
+import type { Context, Middleware } from 'koa';
 import type { Authentication, UserPrincipal } from './credentials.ts';
-import { accountWindows, anonymousWindows, serviceWindows, type AccessKind, type LimitSettings } from './domain/limits.ts';
-import { isOpen, readsOnly, routeOf } from './proxy/routing.ts';
+import { type AccessKind, accountWindows, anonymousWindows, type LimitSettings, serviceWindows } from './domain/limits.ts';
 import type { GatewayMetrics } from './metrics.ts';
+import { isOpen, readsOnly, routeOf } from './proxy/routing.ts';
 
 /** What a request is for the limits of a signed-in account (domain/limits.ts, `accountWindows`). */
 export function accessKind(method: string, path: string): AccessKind {
@@ -32,7 +32,8 @@ export function gatewayWindows(settings: LimitSettings) {
 
 /** Counts a refusal by the window that refused: `tier-<tier>` for a tier's minute, else the window's name. */
 export function countRejection(metrics: GatewayMetrics) {
-  return (refusedBy: string, user: UserPrincipal | undefined) => metrics.rateLimited.inc({ window: refusedBy === 'tier-minute' && user ? `tier-${user.tier}` : refusedBy });
+  return (refusedBy: string, user: UserPrincipal | undefined) =>
+    metrics.rateLimited.inc({ window: refusedBy === 'tier-minute' && user ? `tier-${user.tier}` : refusedBy });
 }
 
 /** The operational and documentation routes: never refused, so probes always answer, and not counted. */

@@ -135,28 +135,30 @@ export class GatewayRepository {
         .where({ 'identities.provider': identity.provider, 'identities.subject': identity.subject })
         .first('users.*');
       if (existing) return { user: existing as UserRow, created: false };
-      const created = await this.knex.transaction(async (trx) => {
-        const id = randomUUID();
-        const [user] = await trx<UserRow>('users')
-          .insert({ id, email: identity.email ?? null, name: identity.name ?? null, is_demo: identity.isDemo ?? false, tier: identity.tier ?? 'free' })
-          .returning('*');
-        const claimed = await trx('identities')
-          .insert({ provider: identity.provider, subject: identity.subject, user_id: id, email: identity.email ?? null })
-          .onConflict(['provider', 'subject'])
-          .ignore()
-          .returning('user_id');
-        if (claimed.length === 0) {
-          await trx.rollback(new LostRace());
-          return undefined;
-        }
-        if (identity.signupCredits > 0) {
-          await this.applyGrant(trx, id, identity.signupCredits, 'signup_grant', `signup:${id}`, 'signup', {});
-        }
-        return (await trx<UserRow>('users').where({ id }).first()) ?? user;
-      }).catch((error: unknown) => {
-        if (error instanceof LostRace) return undefined;
-        throw error;
-      });
+      const created = await this.knex
+        .transaction(async (trx) => {
+          const id = randomUUID();
+          const [user] = await trx<UserRow>('users')
+            .insert({ id, email: identity.email ?? null, name: identity.name ?? null, is_demo: identity.isDemo ?? false, tier: identity.tier ?? 'free' })
+            .returning('*');
+          const claimed = await trx('identities')
+            .insert({ provider: identity.provider, subject: identity.subject, user_id: id, email: identity.email ?? null })
+            .onConflict(['provider', 'subject'])
+            .ignore()
+            .returning('user_id');
+          if (claimed.length === 0) {
+            await trx.rollback(new LostRace());
+            return undefined;
+          }
+          if (identity.signupCredits > 0) {
+            await this.applyGrant(trx, id, identity.signupCredits, 'signup_grant', `signup:${id}`, 'signup', {});
+          }
+          return (await trx<UserRow>('users').where({ id }).first()) ?? user;
+        })
+        .catch((error: unknown) => {
+          if (error instanceof LostRace) return undefined;
+          throw error;
+        });
       if (created) return { user: created, created: true };
     }
     throw new Error('could not resolve the identity after three attempts');
@@ -166,7 +168,10 @@ export class GatewayRepository {
    * Links (provider, subject) to the user. `taken` when another account holds it: accounts are never
    * merged silently. Serialised with unlinking on the user's row.
    */
-  async linkIdentity(userId: string, identity: { provider: string; subject: string; email: string | null }): Promise<{ outcome: 'linked' | 'already' | 'taken'; identity?: IdentityRow }> {
+  async linkIdentity(
+    userId: string,
+    identity: { provider: string; subject: string; email: string | null },
+  ): Promise<{ outcome: 'linked' | 'already' | 'taken'; identity?: IdentityRow }> {
     return this.knex.transaction(async (trx) => {
       await trx('users').where({ id: userId }).forUpdate().first('id');
       const [inserted] = (await trx('identities')
@@ -198,7 +203,10 @@ export class GatewayRepository {
 
   // ---------------------------------------------------------------- refresh tokens and revocation
 
-  async insertRefreshToken(row: { id: string; family_id: string; user_id: string; token_hash: string; expires_at: Date }, trx: Knex = this.knex): Promise<void> {
+  async insertRefreshToken(
+    row: { id: string; family_id: string; user_id: string; token_hash: string; expires_at: Date },
+    trx: Knex = this.knex,
+  ): Promise<void> {
     await trx('refresh_tokens').insert(row);
   }
 
@@ -286,7 +294,15 @@ export class GatewayRepository {
     return row ? Number(row.balance) : undefined;
   }
 
-  private async applyGrant(trx: Knex, userId: string, amount: number, kind: 'grant' | 'signup_grant', key: string, operation: string | null, metadata: object): Promise<LedgerOutcome> {
+  private async applyGrant(
+    trx: Knex,
+    userId: string,
+    amount: number,
+    kind: 'grant' | 'signup_grant',
+    key: string,
+    operation: string | null,
+    metadata: object,
+  ): Promise<LedgerOutcome> {
     const [updated] = await trx('users').where({ id: userId }).increment('balance', amount).returning('balance');
     if (!updated) throw new UnknownUser(userId);
     const balance = Number((updated as { balance: string }).balance);
@@ -346,7 +362,17 @@ export class GatewayRepository {
            select user_id, idempotency_key, now() + make_interval(secs => ?::double precision) from entry where ?::double precision is not null
          )
          select * from entry`,
-        [amount, userId, amount, userId, -amount, operation, key, JSON.stringify(metadata), ...Array(2).fill(settleWithinMs === undefined ? null : settleWithinMs / 1000)],
+        [
+          amount,
+          userId,
+          amount,
+          userId,
+          -amount,
+          operation,
+          key,
+          JSON.stringify(metadata),
+          ...Array(2).fill(settleWithinMs === undefined ? null : settleWithinMs / 1000),
+        ],
       );
       const entry = result.rows[0];
       if (!entry) {
@@ -379,7 +405,16 @@ export class GatewayRepository {
         if (!updated) throw new UnknownUser(userId);
         const balance = Number((updated as { balance: string }).balance);
         const [entry] = await trx<LedgerRow>('credit_ledger')
-          .insert({ user_id: userId, amount, balance_after: balance, kind: 'refund', operation: charge.operation, idempotency_key: key, refund_of: charge.id, metadata: JSON.stringify({ reason }) as never })
+          .insert({
+            user_id: userId,
+            amount,
+            balance_after: balance,
+            kind: 'refund',
+            operation: charge.operation,
+            idempotency_key: key,
+            refund_of: charge.id,
+            metadata: JSON.stringify({ reason }) as never,
+          })
           .returning('*');
         return { entry: entry as LedgerRow, balance, replayed: false };
       });

@@ -2,8 +2,9 @@
  * The gateway's fields of a request's state, merged into the kit's `RequestState` (and so into every Koa
  * `Context` of the gateway): set by the credential middleware, read by routes, the rate limiter and the proxy.
  */
-import type { AccessClaims } from './domain/tokens.ts';
+
 import type { UserPrincipal } from './credentials.ts';
+import type { AccessClaims } from './domain/tokens.ts';
 
 declare module '@tempora/kit/http' {
   interface RequestState {

@@ -1,5 +1,5 @@
-import { z } from 'zod';
 import { AccountDeletionSchema, pageQuery } from '@tempora/kit/http';
+import { z } from 'zod';
 import { TIERS } from './domain/limits.ts';
 
 export const UserSchema = z
@@ -54,7 +54,9 @@ export const ApiKeySchema = z
 
 export const Page = pageQuery();
 
-export const JwksSchema = z.object({ keys: z.array(z.object({ kty: z.string(), crv: z.string(), x: z.string(), y: z.string(), kid: z.string(), alg: z.string(), use: z.string() })) }).meta({ id: 'JWKS' });
+export const JwksSchema = z
+  .object({ keys: z.array(z.object({ kty: z.string(), crv: z.string(), x: z.string(), y: z.string(), kid: z.string(), alg: z.string(), use: z.string() })) })
+  .meta({ id: 'JWKS' });
 
 export const AccountDeletionReportSchema = z
   .object({
@@ -76,4 +78,4 @@ export const AccountDeletionReportSchema = z
 
 export const IdentitySchema = z
   .object({ provider: z.string(), subject: z.string(), email: z.string().nullable(), created_at: z.string() })
-  .meta({ id: 'Identity', description: 'A sign-in provider\'s identity linked to the account' });
+  .meta({ id: 'Identity', description: "A sign-in provider's identity linked to the account" });

@@ -1,9 +1,12 @@
 import { join, resolve } from 'node:path';
-import type Koa from 'koa';
-import { createApp, createProxyTrust, RateLimiter, type ExpressLane } from '@tempora/kit/http';
-import { sizeInBytes } from '@tempora/kit/runtime';
-import { openDatabase, connectRedis } from '@tempora/kit/data';
+import { connectRedis, openDatabase } from '@tempora/kit/data';
+import { createApp, createProxyTrust, type ExpressLane, RateLimiter } from '@tempora/kit/http';
 import { createLogger, type Logger, Metrics } from '@tempora/kit/observability';
+import { sizeInBytes } from '@tempora/kit/runtime';
+import type Koa from 'koa';
+import { AccountDeletions } from './accounts/account-deletions.ts';
+import { AccountServices } from './accounts/account-services.ts';
+import { DeletionsRepository } from './accounts/deletions-repository.ts';
 import { AuthCache } from './auth-cache.ts';
 import { ChargedJobs } from './charged-jobs.ts';
 import type { GatewayConfig } from './config.ts';
@@ -13,9 +16,6 @@ import { KeyStore } from './domain/keys.ts';
 import type { LimitSettings } from './domain/limits.ts';
 import { GitHubSignIn, OidcVerifier } from './domain/providers.ts';
 import { TokenService } from './domain/tokens.ts';
-import { AccountDeletions } from './accounts/account-deletions.ts';
-import { AccountServices } from './accounts/account-services.ts';
-import { DeletionsRepository } from './accounts/deletions-repository.ts';
 import { GatewayMetrics } from './metrics.ts';
 import { migrations } from './migrations.ts';
 import { expressLane } from './proxy/express-lane.ts';
@@ -24,11 +24,11 @@ import { canonicalRequestTarget } from './proxy/request-target.ts';
 import { countRejection, gatewayWindows, reportUncounted, userWindows } from './rate-limiting.ts';
 import { GatewayRepository } from './repository.ts';
 import { authRoutes } from './routes/auth.ts';
-import { identityRoutes } from './routes/identities.ts';
 import { balanceRoutes } from './routes/balances.ts';
 import { billingLedgerRoutes } from './routes/billing-ledger.ts';
 import type { GatewayRouteDeps } from './routes/context.ts';
 import { creditRoutes } from './routes/credits.ts';
+import { identityRoutes } from './routes/identities.ts';
 import { introspectionRoutes } from './routes/introspection.ts';
 import { userRoutes } from './routes/users.ts';
 import { VERSION } from './version.ts';
@@ -48,7 +48,14 @@ export interface GatewayInstance {
 }
 
 export async function createGatewayService(config: GatewayConfig, logger = createLogger('gateway', config.LOG_LEVEL)): Promise<GatewayInstance> {
-  const database = await openDatabase({ service: 'gateway', url: config.DATABASE_URL, dataDir: config.TEMPORA_DATA_DIR, migrations, logger, pool: { min: 0, max: 20 } });
+  const database = await openDatabase({
+    service: 'gateway',
+    url: config.DATABASE_URL,
+    dataDir: config.TEMPORA_DATA_DIR,
+    migrations,
+    logger,
+    pool: { min: 0, max: 20 },
+  });
   const redis = await connectRedis(config.REDIS_URL, logger);
   const repository = new GatewayRepository(database.knex);
   const keys = new KeyStore({
@@ -102,7 +109,12 @@ export async function createGatewayService(config: GatewayConfig, logger = creat
   );
   const authCache = new AuthCache(config.AUTH_CACHE_MS);
   const accountServices = new AccountServices(upstreams, config.UPSTREAM_TIMEOUT_MS);
-  const deletions = new AccountDeletions(new DeletionsRepository(database.knex), accountServices, { retryMs: config.ACCOUNT_DELETION_RETRY_MS, sweepMs: config.ACCOUNT_DELETION_SWEEP_MS }, logger);
+  const deletions = new AccountDeletions(
+    new DeletionsRepository(database.knex),
+    accountServices,
+    { retryMs: config.ACCOUNT_DELETION_RETRY_MS, sweepMs: config.ACCOUNT_DELETION_SWEEP_MS },
+    logger,
+  );
   const deps: GatewayRouteDeps = {
     authCache,
     config,
@@ -110,9 +122,27 @@ export async function createGatewayService(config: GatewayConfig, logger = creat
     credits,
     tokens,
     keys,
-    apple: new OidcVerifier({ name: 'apple', issuers: [config.APPLE_ISSUER], jwksUrl: config.APPLE_JWKS_URL, audiences: config.APPLE_CLIENT_ID, timeoutMs: config.IDP_TIMEOUT_MS }),
-    google: new OidcVerifier({ name: 'google', issuers: config.GOOGLE_ISSUER, jwksUrl: config.GOOGLE_JWKS_URL, audiences: config.GOOGLE_CLIENT_ID, timeoutMs: config.IDP_TIMEOUT_MS }),
-    github: new GitHubSignIn({ clientId: config.GITHUB_CLIENT_ID, clientSecret: config.GITHUB_CLIENT_SECRET, tokenUrl: config.GITHUB_TOKEN_URL, apiUrl: config.GITHUB_API_URL, timeoutMs: config.IDP_TIMEOUT_MS }),
+    apple: new OidcVerifier({
+      name: 'apple',
+      issuers: [config.APPLE_ISSUER],
+      jwksUrl: config.APPLE_JWKS_URL,
+      audiences: config.APPLE_CLIENT_ID,
+      timeoutMs: config.IDP_TIMEOUT_MS,
+    }),
+    google: new OidcVerifier({
+      name: 'google',
+      issuers: config.GOOGLE_ISSUER,
+      jwksUrl: config.GOOGLE_JWKS_URL,
+      audiences: config.GOOGLE_CLIENT_ID,
+      timeoutMs: config.IDP_TIMEOUT_MS,
+    }),
+    github: new GitHubSignIn({
+      clientId: config.GITHUB_CLIENT_ID,
+      clientSecret: config.GITHUB_CLIENT_SECRET,
+      tokenUrl: config.GITHUB_TOKEN_URL,
+      apiUrl: config.GITHUB_API_URL,
+      timeoutMs: config.IDP_TIMEOUT_MS,
+    }),
     limiter,
     metrics: gatewayMetrics,
     accountServices,
@@ -131,7 +161,15 @@ export async function createGatewayService(config: GatewayConfig, logger = creat
   };
 
   const rejected = countRejection(gatewayMetrics);
-  const authentication = authenticate({ cache: authCache, keys, repository, issuer: config.JWT_ISSUER, audience: config.JWT_AUDIENCE, serviceKeys: config.SERVICE_KEY, adminKey: config.ADMIN_KEY });
+  const authentication = authenticate({
+    cache: authCache,
+    keys,
+    repository,
+    issuer: config.JWT_ISSUER,
+    audience: config.JWT_AUDIENCE,
+    serviceKeys: config.SERVICE_KEY,
+    adminKey: config.ADMIN_KEY,
+  });
 
   const { app, openapi, drain } = createApp({
     name: 'gateway',
@@ -153,7 +191,15 @@ export async function createGatewayService(config: GatewayConfig, logger = creat
       },
       proxy.middleware(),
     ],
-    routes: [...authRoutes(deps), ...identityRoutes(deps), ...userRoutes(deps), ...creditRoutes(deps), ...billingLedgerRoutes(deps), ...balanceRoutes(deps), ...introspectionRoutes(deps)],
+    routes: [
+      ...authRoutes(deps),
+      ...identityRoutes(deps),
+      ...userRoutes(deps),
+      ...creditRoutes(deps),
+      ...billingLedgerRoutes(deps),
+      ...balanceRoutes(deps),
+      ...introspectionRoutes(deps),
+    ],
     health: async () => {
       const db = await database.ping();
       return { status: db ? 'ok' : 'degraded', database: db, redis: redis ? redis.isReady : null };
@@ -164,7 +210,16 @@ export async function createGatewayService(config: GatewayConfig, logger = creat
   deletions.start();
   return {
     app,
-    express: expressLane({ authentication, limiter, windows: (user, kind) => userWindows(user, kind, limits), onLimited: rejected, proxy, metrics, gatewayMetrics, logger }),
+    express: expressLane({
+      authentication,
+      limiter,
+      windows: (user, kind) => userWindows(user, kind, limits),
+      onLimited: rejected,
+      proxy,
+      metrics,
+      gatewayMetrics,
+      logger,
+    }),
     openapi,
     logger,
     metrics,

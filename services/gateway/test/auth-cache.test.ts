@@ -15,7 +15,11 @@ describe('gateway: the credential cache', () => {
     assert.deepEqual(first, { from: 'claims' });
     assert.equal(cache.derived('bearer', 'Bearer a', derive), first, 'the same object, not derived again');
     assert.equal(derivations, 1);
-    assert.equal(cache.derived('api-key', 'Bearer a', () => undefined), undefined, 'another kind does not share it');
+    assert.equal(
+      cache.derived('api-key', 'Bearer a', () => undefined),
+      undefined,
+      'another kind does not share it',
+    );
 
     cache.clear();
     assert.equal(cache.derived('bearer', 'Bearer a', derive), undefined, 'gone with the entries it came from');
@@ -23,10 +27,10 @@ describe('gateway: the credential cache', () => {
     assert.ok(cache.derived('bearer', 'Bearer a', derive));
     await new Promise((resolve) => setTimeout(resolve, 250));
     assert.equal(cache.derived('bearer', 'Bearer a', derive), undefined, 'expired with its oldest entry');
-    assert.equal(derivations, 4, "derived again each time it was not fresh");
+    assert.equal(derivations, 4, 'derived again each time it was not fresh');
   });
 
-  it('checks a connection\'s last credential first, and never hands it another credential\'s value', async () => {
+  it("checks a connection's last credential first, and never hands it another credential's value", async () => {
     const cache = new AuthCache(1_000);
     await cache.get('sig:a', async () => 'a');
     await cache.get('sig:b', async () => 'b');
@@ -36,9 +40,16 @@ describe('gateway: the credential cache', () => {
     };
     const connection = {};
     const a = cache.derived('bearer', 'Bearer a', derive('a'), connection);
-    assert.equal(cache.derived('bearer', 'Bearer a', () => assert.fail('not derived again'), connection), a);
+    assert.equal(
+      cache.derived('bearer', 'Bearer a', () => assert.fail('not derived again'), connection),
+      a,
+    );
     assert.deepEqual(cache.derived('bearer', 'Bearer b', derive('b'), connection), { from: 'b' }, 'another credential on the same connection');
-    assert.equal(cache.derived('api-key', 'Bearer b', () => undefined, connection), undefined, 'the same value under another kind is not it');
+    assert.equal(
+      cache.derived('api-key', 'Bearer b', () => undefined, connection),
+      undefined,
+      'the same value under another kind is not it',
+    );
     cache.clear();
     assert.equal(cache.derived('bearer', 'Bearer b', derive('b'), connection), undefined, 'forgotten with the entries on clear');
   });

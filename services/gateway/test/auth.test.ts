@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
-import { scrape } from '../../kit/test/metrics-support.ts';
 import { createHash, createHmac, createPublicKey, randomUUID } from 'node:crypto';
-import { SignJWT, generateKeyPair } from 'jose';
-import { admin, bearer, service, SERVICE_KEY, startGateway, UPSTREAM_KEY, useGateway, type GatewayHarness } from './harness.ts';
+import { generateKeyPair, SignJWT } from 'jose';
+import { scrape } from '../../kit/test/metrics-support.ts';
+import { admin, bearer, type GatewayHarness, SERVICE_KEY, service, startGateway, UPSTREAM_KEY, useGateway } from './harness.ts';
 
 const b64 = (value: object) => Buffer.from(JSON.stringify(value)).toString('base64url');
 
@@ -34,7 +34,10 @@ describe('gateway: sign-in and tokens', function () {
 
     it('issues ES256 access tokens with sub, iat, exp (15 minutes), jti and tier', async () => {
       const reply = await gw.call('POST', '/api/v1/auth/apple', { body: { identity_token: await gw.apple.sign({ sub: 'apple-claims' }) } });
-      const [header, payload] = reply.body.access_token.split('.').slice(0, 2).map((part: string) => JSON.parse(Buffer.from(part, 'base64url').toString()));
+      const [header, payload] = reply.body.access_token
+        .split('.')
+        .slice(0, 2)
+        .map((part: string) => JSON.parse(Buffer.from(part, 'base64url').toString()));
       assert.equal(header.alg, 'ES256');
       assert.ok(header.kid);
       assert.equal(payload.sub, reply.body.user.id);
@@ -61,11 +64,17 @@ describe('gateway: sign-in and tokens', function () {
     it('checks the nonce when one is given: raw or SHA-256 in the token, refused when different', async () => {
       const raw = 'nonce-value-123';
       const hashed = createHash('sha256').update(raw).digest('hex');
-      const ok1 = await gw.call('POST', '/api/v1/auth/apple', { body: { identity_token: await gw.apple.sign({ sub: 'apple-nonce', nonce: hashed }), nonce: raw } });
+      const ok1 = await gw.call('POST', '/api/v1/auth/apple', {
+        body: { identity_token: await gw.apple.sign({ sub: 'apple-nonce', nonce: hashed }), nonce: raw },
+      });
       assert.equal(ok1.status, 201);
-      const ok2 = await gw.call('POST', '/api/v1/auth/apple', { body: { identity_token: await gw.apple.sign({ sub: 'apple-nonce', nonce: raw }), nonce: raw } });
+      const ok2 = await gw.call('POST', '/api/v1/auth/apple', {
+        body: { identity_token: await gw.apple.sign({ sub: 'apple-nonce', nonce: raw }), nonce: raw },
+      });
       assert.equal(ok2.status, 200);
-      const bad = await gw.call('POST', '/api/v1/auth/apple', { body: { identity_token: await gw.apple.sign({ sub: 'apple-nonce', nonce: hashed }), nonce: 'other' } });
+      const bad = await gw.call('POST', '/api/v1/auth/apple', {
+        body: { identity_token: await gw.apple.sign({ sub: 'apple-nonce', nonce: hashed }), nonce: 'other' },
+      });
       assert.equal(bad.status, 401);
       assert.match(bad.body.detail, /nonce/);
       const missing = await gw.call('POST', '/api/v1/auth/apple', { body: { identity_token: await gw.apple.sign({ sub: 'apple-nonce' }), nonce: raw } });
@@ -81,15 +90,21 @@ describe('gateway: sign-in and tokens', function () {
 
   describe('Sign in with Google', () => {
     it('signs in with a valid ID token and keeps the email only when verified', async () => {
-      const verified = await gw.call('POST', '/api/v1/auth/google', { body: { id_token: await gw.google.sign({ sub: 'g-1', email: 'g@example.com', email_verified: true }) } });
+      const verified = await gw.call('POST', '/api/v1/auth/google', {
+        body: { id_token: await gw.google.sign({ sub: 'g-1', email: 'g@example.com', email_verified: true }) },
+      });
       assert.equal(verified.status, 201);
       assert.equal(verified.body.user.email, 'g@example.com');
-      const unverified = await gw.call('POST', '/api/v1/auth/google', { body: { id_token: await gw.google.sign({ sub: 'g-2', email: 'h@example.com', email_verified: false }) } });
+      const unverified = await gw.call('POST', '/api/v1/auth/google', {
+        body: { id_token: await gw.google.sign({ sub: 'g-2', email: 'h@example.com', email_verified: false }) },
+      });
       assert.equal(unverified.status, 201);
       assert.equal(unverified.body.user.email, null);
     });
-    it('accepts Google\'s short issuer form and refuses a wrong audience and an Apple token', async () => {
-      const short = await gw.call('POST', '/api/v1/auth/google', { body: { id_token: await gw.google.sign({ sub: 'g-3' }, { issuer: 'accounts.google.com' }) } });
+    it("accepts Google's short issuer form and refuses a wrong audience and an Apple token", async () => {
+      const short = await gw.call('POST', '/api/v1/auth/google', {
+        body: { id_token: await gw.google.sign({ sub: 'g-3' }, { issuer: 'accounts.google.com' }) },
+      });
       assert.equal(short.status, 201);
       const audience = await gw.call('POST', '/api/v1/auth/google', { body: { id_token: await gw.google.sign({ sub: 'g-3' }, { audience: 'someone-else' }) } });
       assert.equal(audience.status, 401);
@@ -126,7 +141,7 @@ describe('gateway: sign-in and tokens', function () {
   });
 
   describe('provider availability', () => {
-    it('answers 502 when a provider\'s keys cannot be fetched and 503 for a provider that is not configured', async () => {
+    it("answers 502 when a provider's keys cannot be fetched and 503 for a provider that is not configured", async () => {
       const harness = await startGateway({ APPLE_JWKS_URL: 'http://127.0.0.1:9/keys', GOOGLE_CLIENT_ID: '', GITHUB_CLIENT_ID: '' });
       try {
         const apple = await harness.call('POST', '/api/v1/auth/apple', { body: { identity_token: await harness.apple.sign({ sub: 'a' }) } });
@@ -142,7 +157,7 @@ describe('gateway: sign-in and tokens', function () {
   });
 
   describe('demo sign-in', () => {
-    it('explains a token variable that holds a refused sign-in\'s answer, or nothing', async () => {
+    it("explains a token variable that holds a refused sign-in's answer, or nothing", async () => {
       const problem = JSON.stringify({ type: 'https://tempora.dev/problems/demo-sign-in-limit', title: 'Demo sign-in limit reached', status: 429 });
       const json = await gw.call('GET', '/api/v1/auth/me', { headers: { Authorization: `Bearer ${problem}` } });
       assert.equal(json.status, 401);
@@ -235,7 +250,12 @@ describe('gateway: sign-in and tokens', function () {
         assert.equal(descendant.status, 401, 'the legitimate descendant is revoked too');
         assert.match(descendant.body.detail, /revoked/);
         const metrics = await scrape(harness.server);
-        for (const [outcome, count] of [['rotated', 1], ['reuse_detected', 1], ['refused', 1], ['replayed_in_grace', 0]] as const) {
+        for (const [outcome, count] of [
+          ['rotated', 1],
+          ['reuse_detected', 1],
+          ['refused', 1],
+          ['replayed_in_grace', 0],
+        ] as const) {
           assert.match(metrics, new RegExp(`^gateway_token_refreshes_total\\{outcome="${outcome}",service="gateway"\\} ${count}$`, 'm'), outcome);
         }
       } finally {
@@ -245,12 +265,19 @@ describe('gateway: sign-in and tokens', function () {
     it('gives concurrent refreshes of one token within the grace window each a working pair', async () => {
       const user = await gw.user();
       const replies = await Promise.all([1, 2, 3].map(() => gw.call('POST', '/api/v1/auth/refresh', { body: { refresh_token: user.refresh } })));
-      assert.deepEqual(replies.map((r) => r.status), [200, 200, 200]);
-      for (const reply of replies) assert.equal((await gw.call('POST', '/api/v1/auth/refresh', { body: { refresh_token: reply.body.refresh_token } })).status, 200);
+      assert.deepEqual(
+        replies.map((r) => r.status),
+        [200, 200, 200],
+      );
+      for (const reply of replies)
+        assert.equal((await gw.call('POST', '/api/v1/auth/refresh', { body: { refresh_token: reply.body.refresh_token } })).status, 200);
     });
     it('refuses an expired refresh token', async () => {
       const user = await gw.user();
-      await gw.instance.deps.repository.knex('refresh_tokens').where({ user_id: user.userId }).update({ expires_at: new Date(Date.now() - 1000) });
+      await gw.instance.deps.repository
+        .knex('refresh_tokens')
+        .where({ user_id: user.userId })
+        .update({ expires_at: new Date(Date.now() - 1000) });
       const reply = await gw.call('POST', '/api/v1/auth/refresh', { body: { refresh_token: user.refresh } });
       assert.equal(reply.status, 401);
       assert.match(reply.body.detail, /expired/);
@@ -307,13 +334,29 @@ describe('gateway: sign-in and tokens', function () {
       const first = await gw.call('DELETE', '/api/v1/auth/me', { headers: user.headers });
       assert.equal(first.status, 200, JSON.stringify(first.body));
       assert.equal(first.body.status, 'completed');
-      assert.deepEqual(first.body.services.gateway.deleted, { identities: 1, sessions: 1, api_keys: 1, ledger_entries: 1, followed_jobs: 0, open_charges: 0, users: 1 });
+      assert.deepEqual(first.body.services.gateway.deleted, {
+        identities: 1,
+        sessions: 1,
+        api_keys: 1,
+        ledger_entries: 1,
+        followed_jobs: 0,
+        open_charges: 0,
+        users: 1,
+      });
       assert.deepEqual(first.body.services.generation.deleted, { timepoints: 3, jobs: 1 });
       assert.deepEqual(first.body.services.billing.kept, { payments: { count: 2, reason: 'accounting law' } });
       for (const name of services) {
         const calls = gw.upstreams[name].requests.filter((r) => r.method === 'DELETE');
-        assert.deepEqual(calls.map((r) => r.url), [`/api/v1/users/${user.userId}/data`], name);
-        assert.equal(calls[0]!.headers['x-service-key'], name === 'generation' || name === 'graph' ? UPSTREAM_KEY : SERVICE_KEY, 'the key configured for that service');
+        assert.deepEqual(
+          calls.map((r) => r.url),
+          [`/api/v1/users/${user.userId}/data`],
+          name,
+        );
+        assert.equal(
+          calls[0]!.headers['x-service-key'],
+          name === 'generation' || name === 'graph' ? UPSTREAM_KEY : SERVICE_KEY,
+          'the key configured for that service',
+        );
         assert.equal(first.body.services[name].status, 'deleted');
       }
       const again = await gw.call('DELETE', '/api/v1/auth/me', { headers: user.headers });
@@ -342,7 +385,9 @@ describe('gateway: sign-in and tokens', function () {
       gw.upstreams.conductor.on('DELETE /api/v1/users/*', (_req, res) => {
         conductorAnswers += 1;
         res.writeHead(200, { 'content-type': 'application/json' });
-        res.end(conductorAnswers === 1 ? JSON.stringify({ ok: true }) : JSON.stringify({ service: 'conductor', deleted: { conversations: 2 }, kept: {}, notes: [] }));
+        res.end(
+          conductorAnswers === 1 ? JSON.stringify({ ok: true }) : JSON.stringify({ service: 'conductor', deleted: { conversations: 2 }, kept: {}, notes: [] }),
+        );
       });
       const user = await gw.user();
       const first = await gw.call('DELETE', '/api/v1/auth/me', { headers: user.headers });
@@ -420,7 +465,11 @@ describe('gateway: sign-in and tokens', function () {
 
   describe('users/resolve', () => {
     it('is safe under concurrent calls: one external id, one user', async () => {
-      const replies = await Promise.all(Array.from({ length: 20 }, () => gw.call('POST', '/api/v1/users/resolve', { headers: service, body: { external_id: 'race-1', email: 'race@example.com' } })));
+      const replies = await Promise.all(
+        Array.from({ length: 20 }, () =>
+          gw.call('POST', '/api/v1/users/resolve', { headers: service, body: { external_id: 'race-1', email: 'race@example.com' } }),
+        ),
+      );
       const ids = new Set(replies.map((r) => r.body.user.id));
       assert.equal(ids.size, 1);
       assert.equal(replies.filter((r) => r.status === 201).length, 1);
@@ -449,7 +498,11 @@ describe('gateway: sign-in and tokens', function () {
       const reopened = new KeyStore({ file: `${gw.dataDir}/gateway-keys/signing-keys.json`, rotationMs: 1e12, retainMs: 1000, now: () => now });
       assert.equal(reopened.signingKey().kid, newKid, 'the generated key survives a restart');
       now += 5000;
-      assert.deepEqual(reopened.jwks().keys.map((k) => k.kid), [newKid], 'retired key dropped after its tokens expired');
+      assert.deepEqual(
+        reopened.jwks().keys.map((k) => k.kid),
+        [newKid],
+        'retired key dropped after its tokens expired',
+      );
     });
   });
 });

@@ -1,15 +1,20 @@
 import assert from 'node:assert/strict';
-import { service, useGateway, type GatewayHarness } from './harness.ts';
+import { type GatewayHarness, service, useGateway } from './harness.ts';
 
-describe('gateway: the billing service\'s ledger routes', function () {
+describe("gateway: the billing service's ledger routes", function () {
   this.timeout(60_000);
   let gw: GatewayHarness;
   useGateway((started) => {
     gw = started;
   });
 
-  const newUser = async (name: string) => (await gw.call('POST', '/api/v1/users/resolve', { headers: service, body: { external_id: name, provider: 'test' } })).body.user as { id: string; balance: number };
-  const book = (route: 'grant' | 'debit', body: Record<string, unknown>) => gw.call('POST', `/api/v1/credits/${route}`, { headers: service, body: { operation: `billing.${route}`, ...body } });
+  const newUser = async (name: string) =>
+    (await gw.call('POST', '/api/v1/users/resolve', { headers: service, body: { external_id: name, provider: 'test' } })).body.user as {
+      id: string;
+      balance: number;
+    };
+  const book = (route: 'grant' | 'debit', body: Record<string, unknown>) =>
+    gw.call('POST', `/api/v1/credits/${route}`, { headers: service, body: { operation: `billing.${route}`, ...body } });
 
   it('grants once per key, answering a retry with the original entry and a reused key with 409', async () => {
     const user = await newUser('billing-grant');
@@ -44,7 +49,9 @@ describe('gateway: the billing service\'s ledger routes', function () {
     await book('grant', { user_id: user.id, amount: 100 - user.balance, idempotency_key: 'top-up' });
     const replies = await Promise.all([
       ...Array.from({ length: 20 }, (_, i) => book('debit', { user_id: user.id, amount: 7, idempotency_key: `d-${i}` })),
-      ...Array.from({ length: 20 }, (_, i) => gw.call('POST', '/api/v1/credits/charge', { headers: service, body: { user_id: user.id, amount: 3, operation: 'test.op', idempotency_key: `c-${i}` } })),
+      ...Array.from({ length: 20 }, (_, i) =>
+        gw.call('POST', '/api/v1/credits/charge', { headers: service, body: { user_id: user.id, amount: 3, operation: 'test.op', idempotency_key: `c-${i}` } }),
+      ),
     ]);
     const taken = replies.slice(0, 20).reduce((sum, reply) => sum + (reply.body.taken as number), 0);
     const charged = replies.slice(20).filter((reply) => reply.status === 201).length * 3;
@@ -53,7 +60,14 @@ describe('gateway: the billing service\'s ledger routes', function () {
   });
 
   it('needs the service key, and an existing user', async () => {
-    assert.equal((await gw.call('POST', '/api/v1/credits/grant', { body: { user_id: '00000000-0000-4000-8000-000000000000', amount: 1, operation: 'x', idempotency_key: 'k' } })).status, 401);
+    assert.equal(
+      (
+        await gw.call('POST', '/api/v1/credits/grant', {
+          body: { user_id: '00000000-0000-4000-8000-000000000000', amount: 1, operation: 'x', idempotency_key: 'k' },
+        })
+      ).status,
+      401,
+    );
     assert.equal((await book('debit', { user_id: '00000000-0000-4000-8000-000000000000', amount: 1, idempotency_key: 'k' })).status, 404);
   });
 });

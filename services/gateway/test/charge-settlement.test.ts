@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { useGateway, type GatewayHarness, type SignedIn } from './harness.ts';
+import { type GatewayHarness, type SignedIn, useGateway } from './harness.ts';
 
 const SIGNUP = 50;
 /** A fidelity-3 simulation run (the default fidelity). */
@@ -28,7 +28,8 @@ async function balanceReaches(gw: GatewayHarness, user: SignedIn, balance: numbe
   assert.equal(await repository.ledgerSum(user.userId), balance, 'the ledger sums to the balance');
 }
 
-const openCharges = async (gw: GatewayHarness, user: SignedIn) => Number((await gw.instance.deps.repository.knex('open_charges').where({ user_id: user.userId }).count<{ count: string }[]>('* as count'))[0]!.count);
+const openCharges = async (gw: GatewayHarness, user: SignedIn) =>
+  Number((await gw.instance.deps.repository.knex('open_charges').where({ user_id: user.userId }).count<{ count: string }[]>('* as count'))[0]!.count);
 
 /**
  * A charged call's charge stays open, in PostgreSQL, until the call settles it; one its replica never
@@ -42,10 +43,20 @@ describe('gateway: charges are settled durably', function () {
     (started) => {
       gw = started;
     },
-    { env: { CHARGED_JOB_CHECK_MS: '50', CHARGED_CALL_MAX_MS: '1000', CHARGE_SETTLE_GRACE_MS: '500', UPSTREAM_TIMEOUT_MS: '5000', SYNC_GENERATION_TIMEOUT_MS: '5000' }, resetUpstreams: true },
+    {
+      env: {
+        CHARGED_JOB_CHECK_MS: '50',
+        CHARGED_CALL_MAX_MS: '1000',
+        CHARGE_SETTLE_GRACE_MS: '500',
+        UPSTREAM_TIMEOUT_MS: '5000',
+        SYNC_GENERATION_TIMEOUT_MS: '5000',
+      },
+      resetUpstreams: true,
+    },
   );
 
-  const generate = (user: SignedIn) => gw.call('POST', '/api/v1/timepoints/generate/sync', { headers: user.headers, body: { query: 'The fall of Constantinople, 1453' } });
+  const generate = (user: SignedIn) =>
+    gw.call('POST', '/api/v1/timepoints/generate/sync', { headers: user.headers, body: { query: 'The fall of Constantinople, 1453' } });
 
   it('closes the charge of a call that delivered, and of one that was refunded', async () => {
     const user = await gw.user();
@@ -76,7 +87,10 @@ describe('gateway: charges are settled durably', function () {
     await credits.refundUnsettled();
     await balanceReaches(gw, user, SIGNUP - 5, 2_000);
     const entries = await ledger(gw, user);
-    assert.deepEqual(entries.map((entry) => `${entry.kind} ${entry.amount}`), ['refund 3', 'charge -5', 'charge -3', 'signup_grant 50']);
+    assert.deepEqual(
+      entries.map((entry) => `${entry.kind} ${entry.amount}`),
+      ['refund 3', 'charge -5', 'charge -3', 'signup_grant 50'],
+    );
     assert.equal(await openCharges(gw, user), 0);
   });
 
@@ -110,7 +124,9 @@ describe('gateway: charges are settled durably', function () {
           return;
         }
         const id = runs.get(key)!;
-        res.writeHead(202, { 'content-type': 'application/json', location: `/api/v1/simulations/${id}`, ...(replayed ? { 'idempotent-replayed': 'true' } : {}) }).end(JSON.stringify({ id, status: 'queued' }));
+        res
+          .writeHead(202, { 'content-type': 'application/json', location: `/api/v1/simulations/${id}`, ...(replayed ? { 'idempotent-replayed': 'true' } : {}) })
+          .end(JSON.stringify({ id, status: 'queued' }));
       });
       gw.upstreams.simulation.on('GET /api/v1/simulations/*', (_req, res) => {
         res.writeHead(200, { 'content-type': 'application/json' }).end('{"status":"running"}');
@@ -125,8 +141,14 @@ describe('gateway: charges are settled durably', function () {
       const runs = simulationStandIn();
       const key = randomUUID();
       const replies = [await simulate(user, key), ...(await Promise.all([simulate(user, key), simulate(user, key)]))];
-      assert.deepEqual(replies.map((reply) => reply.status), [202, 202, 202]);
-      assert.deepEqual(replies.map((reply) => reply.headers.get('x-credits-charged')), [String(RUN), '0', '0']);
+      assert.deepEqual(
+        replies.map((reply) => reply.status),
+        [202, 202, 202],
+      );
+      assert.deepEqual(
+        replies.map((reply) => reply.headers.get('x-credits-charged')),
+        [String(RUN), '0', '0'],
+      );
       assert.equal(new Set(replies.map((reply) => reply.body.id)).size, 1, 'one run');
       assert.equal(runs.size, 1);
       await balanceReaches(gw, user, SIGNUP - RUN, 0);
@@ -148,7 +170,10 @@ describe('gateway: charges are settled durably', function () {
       assert.equal((await simulate(user, key)).headers.get('x-credits-charged'), '0');
       await balanceReaches(gw, user, SIGNUP - RUN, 0);
       const entries = await ledger(gw, user);
-      assert.deepEqual(entries.map((entry) => entry.kind), ['charge', 'refund', 'charge', 'signup_grant']);
+      assert.deepEqual(
+        entries.map((entry) => entry.kind),
+        ['charge', 'refund', 'charge', 'signup_grant'],
+      );
     });
 
     it('answers a retry while the first call is unanswered 409 with Retry-After, charging nothing', async () => {
@@ -189,7 +214,7 @@ describe('gateway: charges are settled durably', function () {
       await balanceReaches(gw, user, SIGNUP - RUN, 0);
     });
 
-    it('reads the key as the services do: a quoted key (the draft\'s structured string) is the bare one', async () => {
+    it("reads the key as the services do: a quoted key (the draft's structured string) is the bare one", async () => {
       const user = await gw.user();
       simulationStandIn();
       const key = randomUUID();
@@ -214,15 +239,28 @@ describe('gateway: charges are settled durably', function () {
       const replayed = jobs.has(key);
       if (!replayed) jobs.set(key, randomUUID());
       const id = jobs.get(key)!;
-      res.writeHead(202, { 'content-type': 'application/json', location: `/api/v1/timepoints/jobs/${id}`, ...(replayed ? { 'idempotent-replayed': 'true' } : {}) }).end(JSON.stringify({ job_id: id, status: 'queued' }));
+      res
+        .writeHead(202, {
+          'content-type': 'application/json',
+          location: `/api/v1/timepoints/jobs/${id}`,
+          ...(replayed ? { 'idempotent-replayed': 'true' } : {}),
+        })
+        .end(JSON.stringify({ job_id: id, status: 'queued' }));
     });
     gw.upstreams.generation.on('GET /api/v1/timepoints/jobs/*', (_req, res) => {
       res.writeHead(200, { 'content-type': 'application/json' }).end('{"status":"running"}');
     });
-    const submit = (path: string) => gw.call('POST', path, { headers: { ...user.headers, 'Idempotency-Key': 'render-1' }, body: { query: 'The fall of Constantinople, 1453' } });
+    const submit = (path: string) =>
+      gw.call('POST', path, { headers: { ...user.headers, 'Idempotency-Key': 'render-1' }, body: { query: 'The fall of Constantinople, 1453' } });
     const replies = [await submit('/api/v1/timepoints/generate'), await submit('/api/v1/timepoints/generate')];
-    assert.deepEqual(replies.map((reply) => reply.status), [202, 202]);
-    assert.deepEqual(replies.map((reply) => reply.headers.get('x-credits-charged')), ['2', '0']);
+    assert.deepEqual(
+      replies.map((reply) => reply.status),
+      [202, 202],
+    );
+    assert.deepEqual(
+      replies.map((reply) => reply.headers.get('x-credits-charged')),
+      ['2', '0'],
+    );
     assert.equal(replies[1]!.body.job_id, replies[0]!.body.job_id);
     await balanceReaches(gw, user, SIGNUP - 2, 0);
     // A synchronous generation renders anew on every call: the key does not key its charge.

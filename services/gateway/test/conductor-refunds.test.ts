@@ -3,14 +3,14 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import { createServer, request as httpRequest, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { loadConfig } from '@tempora/kit/runtime';
+import { type RunningServer, serve } from '@tempora/kit/http';
 import { createLogger } from '@tempora/kit/observability';
-import { serve, type RunningServer } from '@tempora/kit/http';
-import { ConductorConfigSchema } from '../../conductor/src/config.ts';
-import { createConductorService, type ConductorInstance } from '../../conductor/src/service.ts';
+import { loadConfig } from '@tempora/kit/runtime';
 import { createDatabase, dropDatabase } from '../../../test/support/database.ts';
 import { request } from '../../../test/support/http.ts';
-import { SERVICE_KEY, service, useGateway, type GatewayHarness, type SignedIn } from './harness.ts';
+import { ConductorConfigSchema } from '../../conductor/src/config.ts';
+import { type ConductorInstance, createConductorService } from '../../conductor/src/service.ts';
+import { type GatewayHarness, SERVICE_KEY, type SignedIn, service, useGateway } from './harness.ts';
 
 const CONDUCTOR_KEY = 'conductor-own-service-key-0123456789';
 const SIMULATE = 'Simulate what would have happened had the Continental System failed in 1807';
@@ -69,10 +69,15 @@ describe('gateway: runs the conductor started are refunded as proxied runs are',
     const upstream = gw.upstreams.simulation;
     upstream.reset();
     upstream.on('POST /api/v1/simulate', (_req, res) => {
-      if (startStatus !== 202) return void res.writeHead(startStatus, { 'content-type': 'application/problem+json' }).end(JSON.stringify({ status: startStatus, title: 'refused', detail: 'the stand-in refuses this run' }));
+      if (startStatus !== 202)
+        return void res
+          .writeHead(startStatus, { 'content-type': 'application/problem+json' })
+          .end(JSON.stringify({ status: startStatus, title: 'refused', detail: 'the stand-in refuses this run' }));
       const id = randomUUID();
       runs.set(id, { status: 'queued', steps_done: 0 });
-      res.writeHead(202, { 'content-type': 'application/json', location: `/api/v1/simulations/${id}` }).end(JSON.stringify({ id, status: 'queued', progress: { steps_done: 0, steps_total: 5, percent: 0 }, status_url: `/api/v1/simulations/${id}` }));
+      res
+        .writeHead(202, { 'content-type': 'application/json', location: `/api/v1/simulations/${id}` })
+        .end(JSON.stringify({ id, status: 'queued', progress: { steps_done: 0, steps_total: 5, percent: 0 }, status_url: `/api/v1/simulations/${id}` }));
     });
     upstream.on('POST /api/v1/simulations/*', (req, res) => {
       const id = /\/simulations\/([^/]+)\/cancel$/.exec(req.url ?? '')?.[1] ?? '';
@@ -85,14 +90,21 @@ describe('gateway: runs the conductor started are refunded as proxied runs are',
       const id = /\/simulations\/([^/?]+)/.exec(req.url ?? '')?.[1] ?? '';
       const run = runs.get(id);
       if (!run) return void res.writeHead(404, { 'content-type': 'application/problem+json' }).end('{"status":404}');
-      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ id, status: run.status, progress: { steps_done: run.steps_done, steps_total: 5, percent: run.steps_done * 20 } }));
+      res
+        .writeHead(200, { 'content-type': 'application/json' })
+        .end(JSON.stringify({ id, status: run.status, progress: { steps_done: run.steps_done, steps_total: 5, percent: run.steps_done * 20 } }));
     });
   }
 
   const end = (id: string, status: string, steps_done = 0) => runs.set(id, { status, steps_done });
-  const ask = (user: SignedIn, content = SIMULATE) => request<any>(conductor.url, '/api/v1/conductor/messages', { method: 'POST', headers: user.headers, body: { content } });
+  const ask = (user: SignedIn, content = SIMULATE) =>
+    request<any>(conductor.url, '/api/v1/conductor/messages', { method: 'POST', headers: user.headers, body: { content } });
   const conversation = (user: SignedIn, id: string) => request<any>(conductor.url, `/api/v1/conductor/conversations/${id}`, { headers: user.headers });
-  const proxied = (user: SignedIn) => gw.call('POST', '/api/v1/simulate', { headers: user.headers, body: { prompt: 'What if the Continental System had failed in 1807?', mode: 'BRANCHING', fidelity: 3 } });
+  const proxied = (user: SignedIn) =>
+    gw.call('POST', '/api/v1/simulate', {
+      headers: user.headers,
+      body: { prompt: 'What if the Continental System had failed in 1807?', mode: 'BRANCHING', fidelity: 3 },
+    });
 
   async function ledger(user: SignedIn): Promise<Entry[]> {
     const history = await gw.call('GET', '/api/v1/credits/history?limit=100', { headers: user.headers });
@@ -123,7 +135,11 @@ describe('gateway: runs the conductor started are refunded as proxied runs are',
   function assertLedgerMatches(entries: Entry[], messageId: string, calls: Array<{ index: number; credits: number }>): void {
     const net = netByCall(entries, messageId);
     for (const call of calls) assert.equal(net.get(call.index) ?? 0, call.credits, `call ${call.index}: the ledger and tools_called agree`);
-    for (const index of net.keys()) assert.ok(calls.some((call) => call.index === index), `call ${index} is in tools_called`);
+    for (const index of net.keys())
+      assert.ok(
+        calls.some((call) => call.index === index),
+        `call ${index} is in tools_called`,
+      );
   }
 
   /** The conversation once the conductor's journal shows the run's call with `credits`. */
@@ -155,12 +171,23 @@ describe('gateway: runs the conductor started are refunded as proxied runs are',
     assert.equal(reply.body.spend.credits_total, 0, 'the turn is net zero');
     const entries = await settledLedger(user, SIGNUP);
     assertLedgerMatches(entries, reply.body.message_id, reply.body.tools_called);
-    assert.deepEqual(entries.map((entry) => [entry.kind, entry.amount]), [['refund', RUN], ['charge', -RUN], ['signup_grant', SIGNUP]]);
+    assert.deepEqual(
+      entries.map((entry) => [entry.kind, entry.amount]),
+      [
+        ['refund', RUN],
+        ['charge', -RUN],
+        ['signup_grant', SIGNUP],
+      ],
+    );
 
     const other = await gw.user();
     assert.equal((await proxied(other)).status, 503);
     const through = await settledLedger(other, SIGNUP);
-    assert.deepEqual(through.map((entry) => [entry.kind, entry.amount]), entries.map((entry) => [entry.kind, entry.amount]), 'the same entries as through the proxy');
+    assert.deepEqual(
+      through.map((entry) => [entry.kind, entry.amount]),
+      entries.map((entry) => [entry.kind, entry.amount]),
+      'the same entries as through the proxy',
+    );
   });
 
   it('a run that fails later: the gateway refunds it, and the conversation shows it refunded, as through the proxy', async () => {
@@ -171,7 +198,9 @@ describe('gateway: runs the conductor started are refunded as proxied runs are',
     assert.equal(call.status, 'ok');
     assert.equal(call.credits, RUN);
     assertLedgerMatches(await settledLedger(user, SIGNUP - RUN), reply.body.message_id, reply.body.tools_called);
-    const standing = await gw.call('GET', `/api/v1/credits/standing?user_id=${user.userId}&idempotency_key=conductor:${reply.body.message_id}:${call.index}`, { headers: service });
+    const standing = await gw.call('GET', `/api/v1/credits/standing?user_id=${user.userId}&idempotency_key=conductor:${reply.body.message_id}:${call.index}`, {
+      headers: service,
+    });
     assert.deepEqual(standing.body, { state: 'following', charged: RUN, refunded: 0, reason: null });
 
     end(id, 'failed');
@@ -180,7 +209,11 @@ describe('gateway: runs the conductor started are refunded as proxied runs are',
     assert.equal(settled.status, 'failed');
     assert.match(settled.note, /the job failed: refunded 8 credits/);
     assertLedgerMatches(entries, reply.body.message_id, message.tools_called);
-    assert.equal([...netByCall(entries, reply.body.message_id).values()].reduce((sum, credits) => sum + credits, 0), 0, 'the turn is net zero');
+    assert.equal(
+      [...netByCall(entries, reply.body.message_id).values()].reduce((sum, credits) => sum + credits, 0),
+      0,
+      'the turn is net zero',
+    );
 
     const other = await gw.user();
     const started = await proxied(other);
@@ -188,7 +221,11 @@ describe('gateway: runs the conductor started are refunded as proxied runs are',
     await settledLedger(other, SIGNUP - RUN);
     end(started.body.id, 'failed');
     const through = await settledLedger(other, SIGNUP);
-    assert.deepEqual(through.map((entry) => [entry.kind, entry.amount]), entries.map((entry) => [entry.kind, entry.amount]), 'the same entries as through the proxy');
+    assert.deepEqual(
+      through.map((entry) => [entry.kind, entry.amount]),
+      entries.map((entry) => [entry.kind, entry.amount]),
+      'the same entries as through the proxy',
+    );
   });
 
   it('a run cancelled before a step is refunded, one cancelled after steps keeps its charge, as through the proxy', async () => {
@@ -207,7 +244,13 @@ describe('gateway: runs the conductor started are refunded as proxied runs are',
     const run = startedRun(kept);
     end(run.id, 'cancelled', 2);
     const key = `conductor:${kept.message_id}:${run.call.index}`;
-    for (let i = 0; i < 400 && (await gw.call('GET', `/api/v1/credits/standing?user_id=${partial.userId}&idempotency_key=${key}`, { headers: service })).body.state !== 'stands'; i += 1) await sleep(25);
+    for (
+      let i = 0;
+      i < 400 &&
+      (await gw.call('GET', `/api/v1/credits/standing?user_id=${partial.userId}&idempotency_key=${key}`, { headers: service })).body.state !== 'stands';
+      i += 1
+    )
+      await sleep(25);
     await conductor.instance.service.settleUnsettled('test');
     const after = await conversationWhen(partial, kept, RUN);
     assert.equal(after.call.status, 'ok');
@@ -217,7 +260,11 @@ describe('gateway: runs the conductor started are refunded as proxied runs are',
     const started = await proxied(other);
     assert.equal((await gw.call('POST', `/api/v1/simulations/${started.body.id}/cancel`, { headers: other.headers })).status, 200);
     const through = await settledLedger(other, SIGNUP);
-    assert.deepEqual(through.map((entry) => [entry.kind, entry.amount]), entries.map((entry) => [entry.kind, entry.amount]), 'the same entries as through the proxy');
+    assert.deepEqual(
+      through.map((entry) => [entry.kind, entry.amount]),
+      entries.map((entry) => [entry.kind, entry.amount]),
+      'the same entries as through the proxy',
+    );
   });
 
   it('a run the gateway could not take at first is handed over later, and refunded when it fails', async () => {
@@ -239,7 +286,10 @@ describe('gateway: runs the conductor started are refunded as proxied runs are',
   describe('the service routes', () => {
     async function charged(user: SignedIn): Promise<string> {
       const key = `test:${randomBytes(6).toString('hex')}`;
-      const reply = await gw.call('POST', '/api/v1/credits/charge', { headers: service, body: { user_id: user.userId, amount: RUN, operation: 'simulation.fidelity-3', idempotency_key: key } });
+      const reply = await gw.call('POST', '/api/v1/credits/charge', {
+        headers: service,
+        body: { user_id: user.userId, amount: RUN, operation: 'simulation.fidelity-3', idempotency_key: key },
+      });
       assert.equal(reply.status, 201);
       return key;
     }
@@ -248,15 +298,28 @@ describe('gateway: runs the conductor started are refunded as proxied runs are',
     it('refuses bad input (422), unknown charges (404) and callers without the service key', async () => {
       const user = await gw.user();
       const key = await charged(user);
-      for (const location of ['/api/v1/../admin', '/api/v1/simulations/../x', 'http://elsewhere/api/v1/simulations/1', '/internal/x', '/api/v1/simulations/a%2e%2e', '/api/v1/simulations/1?x=1']) {
+      for (const location of [
+        '/api/v1/../admin',
+        '/api/v1/simulations/../x',
+        'http://elsewhere/api/v1/simulations/1',
+        '/internal/x',
+        '/api/v1/simulations/a%2e%2e',
+        '/api/v1/simulations/1?x=1',
+      ]) {
         assert.equal((await follow({ user_id: user.userId, idempotency_key: key, upstream: 'simulation', location })).status, 422, location);
       }
       assert.equal((await follow({ user_id: user.userId, idempotency_key: key, upstream: 'billing', location: '/api/v1/x' })).status, 422);
       assert.equal((await follow({ user_id: 'someone', idempotency_key: key, upstream: 'simulation', location: '/api/v1/simulations/1' })).status, 422);
-      assert.equal((await follow({ user_id: user.userId, idempotency_key: 'never-charged', upstream: 'simulation', location: '/api/v1/simulations/1' })).status, 404);
+      assert.equal(
+        (await follow({ user_id: user.userId, idempotency_key: 'never-charged', upstream: 'simulation', location: '/api/v1/simulations/1' })).status,
+        404,
+      );
       assert.equal((await gw.call('GET', `/api/v1/credits/standing?user_id=${user.userId}&idempotency_key=never-charged`, { headers: service })).status, 404);
       assert.equal((await gw.call('GET', `/api/v1/credits/standing?user_id=${user.userId}`, { headers: service })).status, 422);
-      assert.equal((await follow({ user_id: user.userId, idempotency_key: key, upstream: 'simulation', location: '/api/v1/simulations/1' }, user.headers)).status, 403);
+      assert.equal(
+        (await follow({ user_id: user.userId, idempotency_key: key, upstream: 'simulation', location: '/api/v1/simulations/1' }, user.headers)).status,
+        403,
+      );
       assert.equal((await follow({ user_id: user.userId, idempotency_key: key, upstream: 'simulation', location: '/api/v1/simulations/1' }, {})).status, 401);
     });
 
@@ -272,12 +335,21 @@ describe('gateway: runs the conductor started are refunded as proxied runs are',
         assert.deepEqual(reply.body, { state: 'following', charged: RUN, refunded: 0, reason: null });
       }
       end(id, 'completed', 5);
-      for (let i = 0; i < 400 && (await gw.call('GET', `/api/v1/credits/standing?user_id=${user.userId}&idempotency_key=${key}`, { headers: service })).body.state !== 'stands'; i += 1) await sleep(25);
+      for (
+        let i = 0;
+        i < 400 &&
+        (await gw.call('GET', `/api/v1/credits/standing?user_id=${user.userId}&idempotency_key=${key}`, { headers: service })).body.state !== 'stands';
+        i += 1
+      )
+        await sleep(25);
       assert.equal((await gw.call('GET', `/api/v1/credits/standing?user_id=${user.userId}&idempotency_key=${key}`, { headers: service })).body.state, 'stands');
       assert.equal(await gw.instance.deps.repository.balance(user.userId), SIGNUP - RUN);
 
       const refundedKey = await charged(user);
-      assert.equal((await gw.call('POST', '/api/v1/credits/refund', { headers: service, body: { user_id: user.userId, idempotency_key: refundedKey } })).status, 200);
+      assert.equal(
+        (await gw.call('POST', '/api/v1/credits/refund', { headers: service, body: { user_id: user.userId, idempotency_key: refundedKey } })).status,
+        200,
+      );
       const refused = await follow({ ...body, idempotency_key: refundedKey });
       assert.equal(refused.status, 200);
       assert.deepEqual(refused.body, { state: 'refunded', charged: RUN, refunded: RUN, reason: 'refund' });
@@ -305,7 +377,14 @@ describe('gateway: runs the conductor started are refunded as proxied runs are',
       REFUND_RETRY_MS: '50',
     });
     const instance = await createConductorService(config, createLogger('conductor', 'silent'));
-    const server = await serve(instance.app, { port: 0, host: '127.0.0.1', logger: instance.logger, graceMs: 500, onDrain: instance.drain, onClose: [instance.close] });
+    const server = await serve(instance.app, {
+      port: 0,
+      host: '127.0.0.1',
+      logger: instance.logger,
+      graceMs: 500,
+      onDrain: instance.drain,
+      onClose: [instance.close],
+    });
     return { url: server.url, instance, server, database };
   }
 });

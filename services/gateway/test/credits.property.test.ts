@@ -1,14 +1,14 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
-import fc from 'fast-check';
-import { openDatabase, type Database } from '@tempora/kit/data';
+import { type Database, openDatabase } from '@tempora/kit/data';
 import { createLogger, Metrics } from '@tempora/kit/observability';
+import fc from 'fast-check';
+import { createDatabase, dropDatabase } from '../../../test/support/database.ts';
+import { propertyParameters, propertyTimeout } from '../../../test/support/properties.ts';
 import { Credits } from '../src/domain/credits.ts';
 import { GatewayMetrics } from '../src/metrics.ts';
 import { migrations } from '../src/migrations.ts';
 import { GatewayRepository, IdempotencyConflict, InsufficientCredits, type LedgerRow } from '../src/repository.ts';
-import { createDatabase, dropDatabase } from '../../../test/support/database.ts';
-import { propertyParameters, propertyTimeout } from '../../../test/support/properties.ts';
 
 /**
  * The credits ledger on the real PostgreSQL: any mix of grants, charges and refunds, sequential or
@@ -74,7 +74,12 @@ describe('gateway credits ledger: properties on PostgreSQL', function () {
       const outcomes = await Promise.all(Array.from({ length: times }, () => credits.refund(userId, `service:k${step.key}`, 'property')));
       return outcomes.map((outcome) =>
         outcome
-          ? { op: step, moved: outcome.replayed ? 0 : Number(outcome.entry.amount), result: outcome.replayed ? 'replayed' : 'written', balance: outcome.balance }
+          ? {
+              op: step,
+              moved: outcome.replayed ? 0 : Number(outcome.entry.amount),
+              result: outcome.replayed ? 'replayed' : 'written',
+              balance: outcome.balance,
+            }
           : { op: step, moved: 0, result: 'no-charge' },
       );
     } catch (error) {
@@ -153,7 +158,7 @@ describe('gateway credits ledger: properties on PostgreSQL', function () {
               model += charge.amount;
             }
           }
-          if (step.kind !== 'refund-twice' && first.result === 'written') assert.equal(first.balance, model, 'the balance reported is the model\'s');
+          if (step.kind !== 'refund-twice' && first.result === 'written') assert.equal(first.balance, model, "the balance reported is the model's");
         }
         assert.equal(await repository.balance(userId), model);
         await checkLedger(userId, signup, outcomes);
@@ -164,24 +169,28 @@ describe('gateway credits ledger: properties on PostgreSQL', function () {
 
   it('concurrently, any interleaving keeps the ledger a chain that sums to the balance, above the floor', async () => {
     await fc.assert(
-      fc.asyncProperty(fc.integer({ min: 0, max: 50 }), fc.array(fc.array(op, { minLength: 1, maxLength: 8 }), { minLength: 2, maxLength: 5 }), async (signup, lanes) => {
-        const userId = await newUser(signup);
-        // Each lane is one client doing its steps in order; the lanes run at once.
-        const outcomes = (
-          await Promise.all(
-            lanes.map(async (lane) => {
-              const done: Outcome[] = [];
-              for (const step of lane) done.push(...(await apply(userId, step)));
-              return done;
-            }),
-          )
-        ).flat();
-        const rows = await checkLedger(userId, signup, outcomes);
-        const written = (kind: string) => outcomes.filter((outcome) => outcome.op.kind.startsWith(kind) && outcome.result === 'written').length;
-        assert.equal(rows.filter((row) => row.kind === 'charge').length, written('charge'), 'one entry per charge reported written');
-        assert.equal(rows.filter((row) => row.kind === 'refund').length, written('refund'), 'one entry per refund reported written');
-        assert.equal(rows.filter((row) => row.kind === 'grant').length, written('grant'), 'one entry per grant reported written');
-      }),
+      fc.asyncProperty(
+        fc.integer({ min: 0, max: 50 }),
+        fc.array(fc.array(op, { minLength: 1, maxLength: 8 }), { minLength: 2, maxLength: 5 }),
+        async (signup, lanes) => {
+          const userId = await newUser(signup);
+          // Each lane is one client doing its steps in order; the lanes run at once.
+          const outcomes = (
+            await Promise.all(
+              lanes.map(async (lane) => {
+                const done: Outcome[] = [];
+                for (const step of lane) done.push(...(await apply(userId, step)));
+                return done;
+              }),
+            )
+          ).flat();
+          const rows = await checkLedger(userId, signup, outcomes);
+          const written = (kind: string) => outcomes.filter((outcome) => outcome.op.kind.startsWith(kind) && outcome.result === 'written').length;
+          assert.equal(rows.filter((row) => row.kind === 'charge').length, written('charge'), 'one entry per charge reported written');
+          assert.equal(rows.filter((row) => row.kind === 'refund').length, written('refund'), 'one entry per refund reported written');
+          assert.equal(rows.filter((row) => row.kind === 'grant').length, written('grant'), 'one entry per grant reported written');
+        },
+      ),
       propertyParameters(30),
     );
   });

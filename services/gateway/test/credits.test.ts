@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
-import { admin, pausedRequest, service, startGateway, useGateway, type GatewayHarness, type SignedIn } from './harness.ts';
+import { admin, type GatewayHarness, pausedRequest, type SignedIn, service, startGateway, useGateway } from './harness.ts';
 import { EndlessBody, readPattern } from './upstream.ts';
 
 describe('gateway: credits', function () {
@@ -25,7 +25,8 @@ describe('gateway: credits', function () {
         gw.call('POST', '/api/v1/credits/charge', { headers: service, body: { user_id: user.id, amount: 1, operation: 'test.op', idempotency_key: `c-${i}` } }),
       ),
     );
-    const statuses = replies.reduce<Record<number, number>>((count, r) => ({ ...count, [r.status]: (count[r.status] ?? 0) + 1 }), {});
+    const statuses: Record<number, number> = {};
+    for (const r of replies) statuses[r.status] = (statuses[r.status] ?? 0) + 1;
     assert.deepEqual(statuses, { 201: 100, 402: 900 });
     const refused = replies.find((r) => r.status === 402)!;
     assert.equal(refused.body.required, 1);
@@ -63,8 +64,14 @@ describe('gateway: credits', function () {
     assert.equal(replay.status, 200);
     assert.equal(replay.body.balance, 80);
     assert.equal((await gw.call('POST', '/api/v1/credits/admin/grant', { headers: admin, body: { ...grant, amount: 31 } })).status, 409);
-    assert.equal((await gw.call('POST', '/api/v1/credits/admin/grant', { headers: admin, body: { ...grant, user_id: randomUUID(), idempotency_key: 'g-2' } })).status, 404);
-    assert.equal((await gw.call('POST', '/api/v1/credits/admin/grant', { headers: admin, body: { ...grant, amount: -5, idempotency_key: 'g-3' } })).status, 422);
+    assert.equal(
+      (await gw.call('POST', '/api/v1/credits/admin/grant', { headers: admin, body: { ...grant, user_id: randomUUID(), idempotency_key: 'g-2' } })).status,
+      404,
+    );
+    assert.equal(
+      (await gw.call('POST', '/api/v1/credits/admin/grant', { headers: admin, body: { ...grant, amount: -5, idempotency_key: 'g-3' } })).status,
+      422,
+    );
     const knex = gw.instance.deps.repository.knex;
     await assert.rejects(knex('credit_ledger').where({ user_id: user.userId }).update({ amount: 1_000_000 }), /append-only/);
     await assert.rejects(knex('credit_ledger').where({ user_id: user.userId }).delete(), /append-only/);
@@ -88,13 +95,17 @@ describe('gateway: credits', function () {
     const costs = await gw.call('GET', '/api/v1/credits/costs');
     assert.equal(costs.status, 200);
     const operations = costs.body.operations.map((o: { operation: string }) => o.operation);
-    for (const expected of ['generation.hyper', 'generation.balanced', 'generation.hd', 'generation.gemini3', 'simulation.fidelity-1']) assert.ok(operations.includes(expected), expected);
+    for (const expected of ['generation.hyper', 'generation.balanced', 'generation.hd', 'generation.gemini3', 'simulation.fidelity-1'])
+      assert.ok(operations.includes(expected), expected);
   });
 
   describe('charging proxied calls', () => {
     it('charges by preset before forwarding and reports X-Credits-Charged and X-Balance-After', async () => {
       const user = await gw.user();
-      const reply = await gw.call('POST', '/api/v1/timepoints/generate/sync', { headers: user.headers, body: { query: 'Apollo 11 lands', preset: 'hd', generate_image: true } });
+      const reply = await gw.call('POST', '/api/v1/timepoints/generate/sync', {
+        headers: user.headers,
+        body: { query: 'Apollo 11 lands', preset: 'hd', generate_image: true },
+      });
       assert.equal(reply.status, 200);
       assert.equal(reply.headers.get('x-credits-charged'), '7');
       assert.equal(reply.headers.get('x-balance-after'), '43');
@@ -127,7 +138,7 @@ describe('gateway: credits', function () {
       assert.equal(failed.status, 500);
       assert.equal(failed.headers.get('x-credits-charged'), '0');
       assert.equal(failed.headers.get('x-balance-after'), '50');
-      assert.deepEqual(failed.body, { error: 'boom' }, 'the upstream\'s error body, held while the refund was booked');
+      assert.deepEqual(failed.body, { error: 'boom' }, "the upstream's error body, held while the refund was booked");
       gw.upstreams.generation.on('POST /api/v1/timepoints/generate/sync', async (_req, res) => {
         await new Promise((resolve) => setTimeout(resolve, 2500));
         res.writeHead(200).end('{}');
@@ -137,7 +148,10 @@ describe('gateway: credits', function () {
       assert.equal(timedOut.headers.get('x-balance-after'), '50');
       assert.equal(await balanceOf(user), 50);
       const history = await gw.call('GET', '/api/v1/credits/history', { headers: user.headers });
-      assert.deepEqual(history.body.items.map((e: { kind: string }) => e.kind), ['refund', 'charge', 'refund', 'charge', 'signup_grant']);
+      assert.deepEqual(
+        history.body.items.map((e: { kind: string }) => e.kind),
+        ['refund', 'charge', 'refund', 'charge', 'signup_grant'],
+      );
       assert.equal(await gw.instance.deps.repository.ledgerSum(user.userId), 50);
     });
     it('refunds and answers 502 when a refused answer breaks off before its end (the client saw none of it)', async () => {
@@ -161,7 +175,12 @@ describe('gateway: credits', function () {
         res.writeHead(422, { 'content-type': 'application/octet-stream' });
         return body.writeTo(res);
       });
-      const res = await pausedRequest(`${gw.url}/api/v1/timepoints/generate/sync`, { ...user.headers, 'content-type': 'application/json' }, 'POST', JSON.stringify({ query: 'abc' }));
+      const res = await pausedRequest(
+        `${gw.url}/api/v1/timepoints/generate/sync`,
+        { ...user.headers, 'content-type': 'application/json' },
+        'POST',
+        JSON.stringify({ query: 'abc' }),
+      );
       assert.equal(res.statusCode, 422);
       assert.equal(res.headers['x-credits-charged'], '0');
       assert.equal(res.headers['x-balance-after'], '50', 'the head waited for the refund');

@@ -18,9 +18,25 @@ function splits(text: string): Buffer[][] {
 
 describe('gateway: watching an event stream for its end', () => {
   const generation = (end: string, newline = '\n') =>
-    [': heartbeat', 'id: 1', 'event: start', 'data: {"query":"x"}', '', 'id: 2', 'event: agent', `data: {"agent":"Judge","text":"${'é'.repeat(300)}"}`, '', ...end.split('\n'), ''].join(newline);
+    [
+      ': heartbeat',
+      'id: 1',
+      'event: start',
+      'data: {"query":"x"}',
+      '',
+      'id: 2',
+      'event: agent',
+      `data: {"agent":"Judge","text":"${'é'.repeat(300)}"}`,
+      '',
+      ...end.split('\n'),
+      '',
+    ].join(newline);
 
-  for (const [name, newline] of [['LF', '\n'], ['CRLF', '\r\n'], ['CR', '\r']] as const) {
+  for (const [name, newline] of [
+    ['LF', '\n'],
+    ['CRLF', '\r\n'],
+    ['CR', '\r'],
+  ] as const) {
     it(`reads done and error events however the stream is cut (${name} line ends)`, () => {
       const done = generation('id: 3\nevent: done\ndata: {"id":"s"}\n', newline);
       const error = generation('id: 3\nevent: error\ndata: {"status":422}\n', newline);

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { scrape } from '../../kit/test/metrics-support.ts';
-import { startGateway, useGateway, type GatewayHarness, type SignedIn } from './harness.ts';
+import { type GatewayHarness, type SignedIn, startGateway, useGateway } from './harness.ts';
 
 /** Proxied requests the express lane has answered so far (it counts each one it takes). */
 async function laneCount(gw: GatewayHarness): Promise<number> {
@@ -19,7 +19,7 @@ describe('gateway: express lane', function () {
     user = await gw.user({ tier: 'pro' });
   });
 
-  it('takes a known credential\'s repeat calls and answers them as the full chain does', async () => {
+  it("takes a known credential's repeat calls and answers them as the full chain does", async () => {
     const path = '/api/v1/graph/moments?limit=1';
     const first = await gw.call('GET', path, { headers: user.headers });
     const before = await laneCount(gw);
@@ -28,7 +28,11 @@ describe('gateway: express lane', function () {
     assert.equal(second.status, first.status);
     assert.deepEqual(headerNames(second.headers), headerNames(first.headers));
     assert.equal(second.headers.get('x-request-id'), 'lane-check-1');
-    assert.equal(Number(second.headers.get('x-ratelimit-remaining')), Number(first.headers.get('x-ratelimit-remaining')) - 1, 'both count against the same window');
+    assert.equal(
+      Number(second.headers.get('x-ratelimit-remaining')),
+      Number(first.headers.get('x-ratelimit-remaining')) - 1,
+      'both count against the same window',
+    );
     const seen = gw.upstreams.graph.requests.at(-1)!;
     assert.equal(seen.headers['x-user-id'], user.userId);
     assert.equal(seen.headers['x-request-id'], 'lane-check-1');
@@ -37,7 +41,14 @@ describe('gateway: express lane', function () {
 
   it('keeps its own request id and rate-limit fields when the upstream sends its own, as every Tempora service does', async () => {
     gw.upstreams.graph.on('GET /api/v1/graph/own-fields', (_request, response) => {
-      response.writeHead(200, { 'content-type': 'application/json', 'x-request-id': 'upstream-id', 'x-ratelimit-limit': '7', 'x-ratelimit-remaining': '6', 'x-ratelimit-reset': '9', vary: 'Accept-Encoding' });
+      response.writeHead(200, {
+        'content-type': 'application/json',
+        'x-request-id': 'upstream-id',
+        'x-ratelimit-limit': '7',
+        'x-ratelimit-remaining': '6',
+        'x-ratelimit-reset': '9',
+        vary: 'Accept-Encoding',
+      });
       response.end('{}');
     });
     const path = '/api/v1/graph/own-fields';
@@ -45,7 +56,10 @@ describe('gateway: express lane', function () {
     const before = await laneCount(gw);
     const lane = await gw.call('GET', path, { headers: { ...user.headers, 'X-Request-ID': 'own-fields-2' } });
     assert.equal(await laneCount(gw), before + 1, 'the repeat call took the lane');
-    for (const [reply, id] of [[chain, 'own-fields-1'], [lane, 'own-fields-2']] as const) {
+    for (const [reply, id] of [
+      [chain, 'own-fields-1'],
+      [lane, 'own-fields-2'],
+    ] as const) {
       assert.equal(reply.headers.get('x-request-id'), id);
       assert.notEqual(reply.headers.get('x-ratelimit-limit'), '7');
       assert.ok(Number(reply.headers.get('x-ratelimit-limit')) > 7);
@@ -59,7 +73,10 @@ describe('gateway: express lane', function () {
     const before = await laneCount(gw);
     const cors = await gw.call('GET', '/api/v1/timepoints/x', { headers: { ...user.headers, Origin: 'https://app.tempora.test' } });
     assert.equal(cors.headers.get('access-control-allow-origin'), 'https://app.tempora.test');
-    const charged = await gw.call('POST', '/api/v1/timepoints/generate', { headers: user.headers, body: { query: 'the fall of Constantinople', preset: 'balanced' } });
+    const charged = await gw.call('POST', '/api/v1/timepoints/generate', {
+      headers: user.headers,
+      body: { query: 'the fall of Constantinople', preset: 'balanced' },
+    });
     assert.equal(charged.headers.get('x-credits-charged') !== null, true);
     const stranger = await gw.call('GET', '/api/v1/timepoints/x', { headers: { Authorization: 'Bearer not-a-token' } });
     assert.equal(stranger.status, 401);
@@ -67,7 +84,8 @@ describe('gateway: express lane', function () {
   });
 
   it('refuses an API key without the read scope through the full chain, and serves one with it', async () => {
-    const readKey = (await gw.call('POST', '/api/v1/users/me/api-keys', { headers: user.headers, body: { name: 'writer', scopes: ['write'] } })).body.key as string;
+    const readKey = (await gw.call('POST', '/api/v1/users/me/api-keys', { headers: user.headers, body: { name: 'writer', scopes: ['write'] } })).body
+      .key as string;
     for (let i = 0; i < 2; i += 1) assert.equal((await gw.call('GET', '/api/v1/timepoints/x', { headers: { 'X-API-Key': readKey } })).status, 403);
     const key = (await gw.call('POST', '/api/v1/users/me/api-keys', { headers: user.headers, body: { name: 'reader', scopes: ['read'] } })).body.key as string;
     await gw.call('GET', '/api/v1/timepoints/x', { headers: { 'X-API-Key': key } });

@@ -6,9 +6,9 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import { z } from 'zod';
-import { startGraph, writer, SERVICE_KEY as GRAPH_SERVICE_KEY, type GraphHarness } from '../../graph/test/harness.ts';
 import { record } from '../../graph/test/fixtures.ts';
-import { startGateway, type GatewayHarness, type SignedIn } from './harness.ts';
+import { SERVICE_KEY as GRAPH_SERVICE_KEY, type GraphHarness, startGraph, writer } from '../../graph/test/harness.ts';
+import { type GatewayHarness, type SignedIn, startGateway } from './harness.ts';
 
 /**
  * The graph's MCP server on the public host: the official MCP client pointed at the gateway's
@@ -54,7 +54,10 @@ describe('gateway: the graph MCP server through the public host', function () {
       assert.deepEqual(names, ['find_path', 'gen_render', 'graph_moment', 'graph_neighbors', 'graph_search', 'graph_stats', 'traverse_moments']);
       assert.equal((await call(client, 'graph_stats')).structuredContent.total_nodes, 2);
       const traverse = (await call(client, 'traverse_moments', { path: FROM, direction: 'future' })).structuredContent;
-      assert.deepEqual(traverse.nodes.map((node: { id: string }) => node.id), [FROM, TO]);
+      assert.deepEqual(
+        traverse.nodes.map((node: { id: string }) => node.id),
+        [FROM, TO],
+      );
       const path = (await call(client, 'find_path', { from_path: FROM, to_path: TO })).structuredContent;
       assert.equal(path.found, true);
       assert.equal(path.hops, 1);
@@ -93,7 +96,12 @@ describe('gateway: the graph MCP server through the public host', function () {
 
   it('applies the public limit (60 a minute per address) to anonymous MCP requests, with the rate-limit headers', async () => {
     const list = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list' });
-    const post = () => fetch(mcpUrl, { method: 'POST', headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'X-Forwarded-For': '198.51.100.7' }, body: list });
+    const post = () =>
+      fetch(mcpUrl, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'X-Forwarded-For': '198.51.100.7' },
+        body: list,
+      });
     const first = await post();
     assert.equal(first.status, 200);
     assert.equal(first.headers.get('x-ratelimit-limit'), '60');
@@ -105,7 +113,11 @@ describe('gateway: the graph MCP server through the public host', function () {
   });
 
   it('refuses a service or admin credential, as on every proxied path', async () => {
-    const reply = await fetch(mcpUrl, { method: 'POST', headers: { 'content-type': 'application/json', 'X-Admin-Key': 'gw-admin-key-0123456789' }, body: '{}' });
+    const reply = await fetch(mcpUrl, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'X-Admin-Key': 'gw-admin-key-0123456789' },
+      body: '{}',
+    });
     assert.equal(reply.status, 403);
   });
 });
@@ -123,7 +135,8 @@ describe('gateway: MCP answers streamed as Server-Sent Events pass through unbuf
       const server = new McpServer({ name: 'streaming-graph', version: '1.26.0' });
       server.registerTool('slow_echo', { inputSchema: { text: z.string() } }, async ({ text }, extra) => {
         const progressToken = extra._meta?.progressToken;
-        if (progressToken !== undefined) await extra.sendNotification({ method: 'notifications/progress', params: { progressToken, progress: 1, total: 2, message: 'halfway' } });
+        if (progressToken !== undefined)
+          await extra.sendNotification({ method: 'notifications/progress', params: { progressToken, progress: 1, total: 2, message: 'halfway' } });
         await new Promise<void>((resolve) => {
           release = resolve;
         });

@@ -4,14 +4,14 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { request as httpRequest, type IncomingMessage } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { loadConfig } from '@tempora/kit/runtime';
+import { type RunningServer, serve } from '@tempora/kit/http';
 import { createLogger } from '@tempora/kit/observability';
-import { serve, type RunningServer } from '@tempora/kit/http';
+import { loadConfig } from '@tempora/kit/runtime';
+import { createDatabase, dropDatabase } from '../../../test/support/database.ts';
+import { type Reply, request } from '../../../test/support/http.ts';
 import { GatewayConfigSchema } from '../src/config.ts';
 import { createGatewayService, type GatewayInstance } from '../src/service.ts';
-import { createDatabase, dropDatabase } from '../../../test/support/database.ts';
-import { request, type Reply } from '../../../test/support/http.ts';
-import { startGitHub, startOidcProvider, type GitHubProvider, type OidcProvider } from './idp.ts';
+import { type GitHubProvider, type OidcProvider, startGitHub, startOidcProvider } from './idp.ts';
 import { startUpstream, type Upstream } from './upstream.ts';
 
 export const SERVICE_KEY = 'gw-service-key-0123456789';
@@ -61,7 +61,10 @@ export interface GatewayHarness {
  * The gateway of a test suite: started before its tests (then handed to `ready`) and stopped after them.
  * With `resetUpstreams`, every upstream stand-in forgets its requests and handlers before each test.
  */
-export function useGateway(ready: (gw: GatewayHarness) => void | Promise<void>, options: { env?: Record<string, string>; resetUpstreams?: boolean } = {}): void {
+export function useGateway(
+  ready: (gw: GatewayHarness) => void | Promise<void>,
+  options: { env?: Record<string, string>; resetUpstreams?: boolean } = {},
+): void {
   let gw: GatewayHarness | undefined;
   before(async () => {
     gw = await startGateway(options.env);
@@ -126,7 +129,16 @@ export async function startGateway(env: Record<string, string> = {}): Promise<Ga
     ...env,
   });
   const instance = await createGatewayService(config, createLogger('gateway', 'silent'));
-  const server = await serve(instance.app, { port: 0, host: '127.0.0.1', logger: instance.logger, graceMs: 500, onDrain: instance.drain, onClose: [instance.close], express: instance.express, metrics: { port: 0, metrics: instance.metrics } });
+  const server = await serve(instance.app, {
+    port: 0,
+    host: '127.0.0.1',
+    logger: instance.logger,
+    graceMs: 500,
+    onDrain: instance.drain,
+    onClose: [instance.close],
+    express: instance.express,
+    metrics: { port: 0, metrics: instance.metrics },
+  });
   const call = <T = any>(method: string, path: string, init: { headers?: Record<string, string>; body?: unknown; raw?: string } = {}) =>
     request<T>(server.url, path, { method, ...init });
   let users = 0;
@@ -142,17 +154,32 @@ export async function startGateway(env: Record<string, string> = {}): Promise<Ga
     call,
     async user(options = {}) {
       const externalId = options.externalId ?? `user-${(users += 1)}-${randomBytes(4).toString('hex')}`;
-      const reply = await call('POST', '/api/v1/auth/dev/token', { headers: admin, body: { external_id: externalId, ...(options.tier ? { tier: options.tier } : {}) } });
+      const reply = await call('POST', '/api/v1/auth/dev/token', {
+        headers: admin,
+        body: { external_id: externalId, ...(options.tier ? { tier: options.tier } : {}) },
+      });
       if (reply.status >= 300) throw new Error(`dev token: ${reply.status} ${JSON.stringify(reply.body)}`);
       return { userId: reply.body.user.id, access: reply.body.access_token, refresh: reply.body.refresh_token, headers: bearer(reply.body.access_token) };
     },
     async grant(userId, amount) {
-      const reply = await call('POST', '/api/v1/credits/admin/grant', { headers: admin, body: { user_id: userId, amount, reason: 'test', idempotency_key: randomBytes(8).toString('hex') } });
+      const reply = await call('POST', '/api/v1/credits/admin/grant', {
+        headers: admin,
+        body: { user_id: userId, amount, reason: 'test', idempotency_key: randomBytes(8).toString('hex') },
+      });
       if (reply.status !== 201) throw new Error(`grant: ${reply.status} ${JSON.stringify(reply.body)}`);
     },
     async stop() {
       await server.close();
-      await Promise.all([apple.close(), google.close(), github.close(), generation.close(), graph.close(), billing.close(), simulation.close(), conductor.close()]);
+      await Promise.all([
+        apple.close(),
+        google.close(),
+        github.close(),
+        generation.close(),
+        graph.close(),
+        billing.close(),
+        simulation.close(),
+        conductor.close(),
+      ]);
       await dropDatabase(database);
       rmSync(dataDir, { recursive: true, force: true });
     },

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { bearer, useGateway, type GatewayHarness } from './harness.ts';
+import { bearer, type GatewayHarness, useGateway } from './harness.ts';
 
 describe('gateway: linking sign-in providers to one account', function () {
   this.timeout(60_000);
@@ -33,7 +33,10 @@ describe('gateway: linking sign-in providers to one account', function () {
   it('refuses an identity that signs in to another account (409), never merging the two', async () => {
     const first = await signIn('link-apple-2');
     const second = await signIn('link-apple-3');
-    const taken = await gw.call('POST', '/api/v1/auth/me/identities/apple', { headers: second.headers, body: { identity_token: await gw.apple.sign({ sub: 'link-apple-2' }) } });
+    const taken = await gw.call('POST', '/api/v1/auth/me/identities/apple', {
+      headers: second.headers,
+      body: { identity_token: await gw.apple.sign({ sub: 'link-apple-2' }) },
+    });
     assert.equal(taken.status, 409);
     assert.equal(taken.headers.get('content-type'), 'application/problem+json');
     const stillFirst = await gw.call('POST', '/api/v1/auth/apple', { body: { identity_token: await gw.apple.sign({ sub: 'link-apple-2' }) } });
@@ -42,11 +45,17 @@ describe('gateway: linking sign-in providers to one account', function () {
 
   it('refuses a proof the provider did not sign, and an API key or no credential', async () => {
     const user = await signIn('link-apple-4');
-    const forged = await gw.call('POST', '/api/v1/auth/me/identities/google', { headers: user.headers, body: { id_token: await gw.google.sign({ sub: 'x' }, { key: 'rogue' }) } });
+    const forged = await gw.call('POST', '/api/v1/auth/me/identities/google', {
+      headers: user.headers,
+      body: { id_token: await gw.google.sign({ sub: 'x' }, { key: 'rogue' }) },
+    });
     assert.equal(forged.status, 401);
     assert.equal((await gw.call('POST', '/api/v1/auth/me/identities/google', { headers: user.headers, body: {} })).status, 422);
     const key = (await gw.call('POST', '/api/v1/users/me/api-keys', { headers: user.headers, body: { name: 'k' } })).body.key as string;
-    const byKey = await gw.call('POST', '/api/v1/auth/me/identities/google', { headers: { 'X-API-Key': key }, body: { id_token: await gw.google.sign({ sub: 'link-google-key' }) } });
+    const byKey = await gw.call('POST', '/api/v1/auth/me/identities/google', {
+      headers: { 'X-API-Key': key },
+      body: { id_token: await gw.google.sign({ sub: 'link-google-key' }) },
+    });
     assert.equal(byKey.status, 403, 'a leaked key cannot add a way into the account');
     assert.equal((await gw.call('GET', '/api/v1/auth/me/identities')).status, 401);
   });
@@ -54,7 +63,15 @@ describe('gateway: linking sign-in providers to one account', function () {
   it('unlinks one identity while another remains, never the last', async () => {
     const user = await signIn('link-apple-5');
     assert.equal((await gw.call('DELETE', '/api/v1/auth/me/identities/apple/link-apple-5', { headers: user.headers })).status, 409, 'the last way in');
-    assert.equal((await gw.call('POST', '/api/v1/auth/me/identities/google', { headers: user.headers, body: { id_token: await gw.google.sign({ sub: 'link-google-5' }) } })).status, 201);
+    assert.equal(
+      (
+        await gw.call('POST', '/api/v1/auth/me/identities/google', {
+          headers: user.headers,
+          body: { id_token: await gw.google.sign({ sub: 'link-google-5' }) },
+        })
+      ).status,
+      201,
+    );
     assert.equal((await gw.call('DELETE', '/api/v1/auth/me/identities/apple/nobody', { headers: user.headers })).status, 404);
     assert.equal((await gw.call('DELETE', '/api/v1/auth/me/identities/apple/link-apple-5', { headers: user.headers })).status, 204);
     const fresh = await gw.call('POST', '/api/v1/auth/apple', { body: { identity_token: await gw.apple.sign({ sub: 'link-apple-5' }) } });

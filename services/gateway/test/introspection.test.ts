@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { admin, service, startGateway, type GatewayHarness } from './harness.ts';
+import { admin, type GatewayHarness, service, startGateway } from './harness.ts';
 
 describe('gateway token introspection (RFC 7662)', function () {
   let gw: GatewayHarness;
@@ -35,7 +35,7 @@ describe('gateway token introspection (RFC 7662)', function () {
     assert.equal(reply.body.sub, user.userId);
   });
 
-  it('turns inactive after a sign-out, a sign-out of every session, and the account\'s deletion', async () => {
+  it("turns inactive after a sign-out, a sign-out of every session, and the account's deletion", async () => {
     const one = await gw.user();
     assert.equal((await gw.call('POST', '/api/v1/auth/logout', { headers: one.headers, body: { refresh_token: one.refresh } })).status, 204);
     assert.deepEqual((await introspect(one.access)).body, { active: false });

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { generateKeyPairSync } from 'node:crypto';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { KeyStore, thumbprint } from '../src/domain/keys.ts';
@@ -12,7 +12,7 @@ describe('gateway: signing keys', () => {
   });
   afterEach(() => rmSync(dir, { recursive: true, force: true }));
 
-  it('uses a configured PEM key, writes nothing, and publishes an operator\'s previous key', () => {
+  it("uses a configured PEM key, writes nothing, and publishes an operator's previous key", () => {
     const current = generateKeyPairSync('ec', { namedCurve: 'P-256' });
     const previous = generateKeyPairSync('ec', { namedCurve: 'P-256' });
     const previousJwk = previous.publicKey.export({ format: 'jwk' });
@@ -26,17 +26,37 @@ describe('gateway: signing keys', () => {
     });
     const kid = thumbprint(current.publicKey.export({ format: 'jwk' }));
     assert.equal(store.signingKey().kid, kid, 'a configured key is never rotated by the gateway');
-    assert.deepEqual(store.jwks().keys.map((k) => k.kid).sort(), [kid, thumbprint(previousJwk)].sort());
+    assert.deepEqual(
+      store
+        .jwks()
+        .keys.map((k) => k.kid)
+        .sort(),
+      [kid, thumbprint(previousJwk)].sort(),
+    );
     assert.ok(store.publicKey(thumbprint(previousJwk)));
     assert.equal(existsSync(file), false);
   });
 
   it('accepts a configured private JWK and refuses keys that are not P-256', () => {
     const { privateKey } = generateKeyPairSync('ec', { namedCurve: 'P-256' });
-    const store = new KeyStore({ configuredKey: JSON.stringify(privateKey.export({ format: 'jwk' })), file: join(dir, 'k.json'), rotationMs: 1e9, retainMs: 1000 });
+    const store = new KeyStore({
+      configuredKey: JSON.stringify(privateKey.export({ format: 'jwk' })),
+      file: join(dir, 'k.json'),
+      rotationMs: 1e9,
+      retainMs: 1000,
+    });
     assert.equal(store.jwks().keys.length, 1);
     const rsa = generateKeyPairSync('rsa', { modulusLength: 2048 });
-    assert.throws(() => new KeyStore({ configuredKey: rsa.privateKey.export({ type: 'pkcs8', format: 'pem' }).toString(), file: join(dir, 'k.json'), rotationMs: 1e9, retainMs: 1000 }), /P-256/);
+    assert.throws(
+      () =>
+        new KeyStore({
+          configuredKey: rsa.privateKey.export({ type: 'pkcs8', format: 'pem' }).toString(),
+          file: join(dir, 'k.json'),
+          rotationMs: 1e9,
+          retainMs: 1000,
+        }),
+      /P-256/,
+    );
   });
 
   it('rotates a generated key when it reaches its age, keeping the old one until its tokens expire', () => {
@@ -47,9 +67,15 @@ describe('gateway: signing keys', () => {
     now += 10_000;
     const second = store.signingKey().kid;
     assert.notEqual(second, first);
-    assert.deepEqual(store.jwks().keys.map((k) => k.kid), [first, second]);
+    assert.deepEqual(
+      store.jwks().keys.map((k) => k.kid),
+      [first, second],
+    );
     now += 5_001;
-    assert.deepEqual(store.jwks().keys.map((k) => k.kid), [second]);
+    assert.deepEqual(
+      store.jwks().keys.map((k) => k.kid),
+      [second],
+    );
     assert.equal(store.publicKey(first), undefined);
     assert.equal(new KeyStore({ file, rotationMs: 10_000, retainMs: 5_000, now: () => now }).signingKey().kid, second, 'persisted');
   });

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { scrape } from '../../kit/test/metrics-support.ts';
-import { startGateway, useGateway, type GatewayHarness } from './harness.ts';
+import { type GatewayHarness, startGateway, useGateway } from './harness.ts';
 
 describe('gateway: rate limits', function () {
   this.timeout(60_000);
@@ -45,7 +45,15 @@ describe('gateway: rate limits', function () {
     assert.equal(headersOf(await gw.call('GET', '/api/v1/auth/me', { headers: pro.headers })).limit, 60);
     assert.equal(headersOf(await gw.call('GET', '/api/v1/auth/me', { headers: enterprise.headers })).limit, 300);
     const upgraded = await gw.user({ tier: 'free' });
-    assert.equal((await gw.call('PUT', `/api/v1/users/${upgraded.userId}/tier`, { headers: { 'X-Service-Key': 'gw-service-key-0123456789' }, body: { tier: 'enterprise' } })).status, 200);
+    assert.equal(
+      (
+        await gw.call('PUT', `/api/v1/users/${upgraded.userId}/tier`, {
+          headers: { 'X-Service-Key': 'gw-service-key-0123456789' },
+          body: { tier: 'enterprise' },
+        })
+      ).status,
+      200,
+    );
     assert.equal(headersOf(await gw.call('GET', '/api/v1/auth/me', { headers: upgraded.headers })).limit, 300, 'a new tier applies at once');
     const replies = await Promise.all(Array.from({ length: 61 }, () => gw.call('GET', '/api/v1/credits/costs', { headers: pro.headers })));
     assert.equal(replies.filter((r) => r.status === 429).length, 2, 'the /auth/me call and 59 of these fit in 60');
@@ -55,7 +63,13 @@ describe('gateway: rate limits', function () {
     const user = await gw.user({ tier: 'free' });
     const limiter = gw.instance.deps.limiter;
     const { tierWindows } = await import('../src/domain/limits.ts');
-    const windows = tierWindows('free', `user:${user.userId}`, { multiplier: 1, anonymousPerMinute: 60, servicePerMinute: 6000, authenticatedReadsPerMinute: 300, authenticatedWritesPerMinute: 30 });
+    const windows = tierWindows('free', `user:${user.userId}`, {
+      multiplier: 1,
+      anonymousPerMinute: 60,
+      servicePerMinute: 6000,
+      authenticatedReadsPerMinute: 300,
+      authenticatedWritesPerMinute: 30,
+    });
     // Spend 95 of the day's 100 directly in the day window.
     for (let i = 0; i < 95; i += 1) await limiter.consume([windows[1]!]);
     const reply = await gw.call('GET', '/api/v1/auth/me', { headers: user.headers });
@@ -64,14 +78,20 @@ describe('gateway: rate limits', function () {
     assert.ok(headersOf(reply).reset > 60);
   });
 
-  it('never lowers a limit by signing in: public reads spend only the account\'s 300 reads a minute, not the tier\'s', async () => {
+  it("never lowers a limit by signing in: public reads spend only the account's 300 reads a minute, not the tier's", async () => {
     const user = await gw.user({ tier: 'free' });
     const publicReads = await Promise.all(Array.from({ length: 61 }, () => gw.call('GET', '/api/v1/graph/moments', { headers: user.headers })));
     assert.deepEqual([...new Set(publicReads.map((reply) => reply.status))], [200], 'past the anonymous 60 and the Free 10 a minute');
     assert.equal(headersOf(publicReads[0]!).limit, 300);
     const own = await gw.call('GET', '/api/v1/credits/balance', { headers: user.headers });
-    assert.deepEqual([headersOf(own).limit, headersOf(own).remaining], [10, 9], 'the account\'s own reads spend the tier\'s minute, which public reads left alone');
-    const anonymous = await Promise.all(Array.from({ length: 61 }, () => gw.call('GET', '/api/v1/graph/moments', { headers: { 'X-Forwarded-For': '203.0.113.90' } })));
+    assert.deepEqual(
+      [headersOf(own).limit, headersOf(own).remaining],
+      [10, 9],
+      "the account's own reads spend the tier's minute, which public reads left alone",
+    );
+    const anonymous = await Promise.all(
+      Array.from({ length: 61 }, () => gw.call('GET', '/api/v1/graph/moments', { headers: { 'X-Forwarded-For': '203.0.113.90' } })),
+    );
     assert.equal(anonymous.filter((reply) => reply.status === 429).length, 1, 'an anonymous caller gets 60');
   });
 
@@ -88,12 +108,12 @@ describe('gateway: rate limits', function () {
     assert.match(await scrape(gw.server), /gateway_rate_limit_rejections_total\{window="authenticated-writes"[^}]*\} [1-9]/);
   });
 
-  it('limits an account\'s API keys with its tokens, and anonymous callers per IP', async () => {
+  it("limits an account's API keys with its tokens, and anonymous callers per IP", async () => {
     const user = await gw.user({ tier: 'free' });
     const key = (await gw.call('POST', '/api/v1/users/me/api-keys', { headers: user.headers, body: { name: 'limits' } })).body.key as string;
     const byKey = await gw.call('GET', '/api/v1/credits/balance', { headers: { 'X-API-Key': key } });
     assert.equal(byKey.status, 200);
-    assert.deepEqual([headersOf(byKey).limit, headersOf(byKey).remaining], [10, 8], 'the key spends the account\'s window, which its creation already counted');
+    assert.deepEqual([headersOf(byKey).limit, headersOf(byKey).remaining], [10, 8], "the key spends the account's window, which its creation already counted");
     const anonymous = await gw.call('GET', '/api/v1/credits/costs');
     assert.equal(headersOf(anonymous).limit, 60);
     const invalid = await gw.call('GET', '/api/v1/credits/costs', { headers: { Authorization: 'Bearer nope' } });
@@ -102,7 +122,7 @@ describe('gateway: rate limits', function () {
     assert.equal(headersOf(invalid).remaining, headersOf(anonymous).remaining - 1);
   });
 
-  it('takes the client address from the trusted proxy\'s entry of X-Forwarded-For, not from the client\'s', async () => {
+  it("takes the client address from the trusted proxy's entry of X-Forwarded-For, not from the client's", async () => {
     const first = await gw.call('GET', '/api/v1/credits/costs', { headers: { 'X-Forwarded-For': '10.0.0.1, 203.0.113.7' } });
     const second = await gw.call('GET', '/api/v1/credits/costs', { headers: { 'X-Forwarded-For': '10.9.9.9, 203.0.113.7' } });
     assert.equal(headersOf(second).remaining, headersOf(first).remaining - 1, 'a spoofed leftmost entry does not buy a fresh budget');
@@ -120,7 +140,7 @@ describe('gateway: rate limits', function () {
     for (const reply of await Promise.all(uncounted)) {
       assert.ok(reply.status === 200 || reply.status === 204, String(reply.status));
       const state = headersOf(reply);
-      assert.deepEqual([state.limit, state.remaining], [before.limit, before.remaining], 'the caller\'s window, as it stands');
+      assert.deepEqual([state.limit, state.remaining], [before.limit, before.remaining], "the caller's window, as it stands");
       assert.ok(state.reset >= 1 && state.reset <= before.reset);
     }
     const after = headersOf(await gw.call('GET', '/api/v1/credits/costs', { headers: client }));

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
-import { ADMIN_KEY, SERVICE_KEY, admin, bearer, useGateway, type GatewayHarness } from './harness.ts';
+import { ADMIN_KEY, admin, bearer, type GatewayHarness, SERVICE_KEY, useGateway } from './harness.ts';
 
 /** Every kind of credential a request can carry. */
 const CREDENTIALS = ['none', 'invalid', 'jwt', 'apiKey', 'readKey', 'serviceKey', 'serviceToken', 'adminKey'] as const;
@@ -15,7 +15,16 @@ interface Case {
   expect: Record<Credential, number | number[]>;
 }
 
-const row = (none: number, invalid: number, jwt: number, apiKey: number, readKey: number, serviceKey: number, serviceToken: number, adminKey: number | number[]) => ({
+const row = (
+  none: number,
+  invalid: number,
+  jwt: number,
+  apiKey: number,
+  readKey: number,
+  serviceKey: number,
+  serviceToken: number,
+  adminKey: number | number[],
+) => ({
   none,
   invalid,
   jwt,
@@ -41,7 +50,13 @@ const CASES: Case[] = [
   { method: 'POST', path: '/api/v1/auth/dev/token', body: () => ({ external_id: `m-${randomUUID()}` }), expect: row(401, 401, 403, 403, 403, 403, 403, 201) },
   { method: 'POST', path: '/api/v1/auth/service-token', body: () => ({ service: 'matrix' }), expect: row(401, 401, 403, 403, 403, 403, 403, 201) },
   { method: 'POST', path: '/api/v1/users/resolve', body: () => ({ external_id: `r-${randomUUID()}` }), expect: row(401, 401, 403, 403, 403, 201, 201, 403) },
-  { method: 'PUT', title: '/api/v1/users/{user_id}/tier', path: ({ userId }) => `/api/v1/users/${userId}/tier`, body: () => ({ tier: 'pro' }), expect: row(401, 401, 403, 403, 403, 200, 200, 200) },
+  {
+    method: 'PUT',
+    title: '/api/v1/users/{user_id}/tier',
+    path: ({ userId }) => `/api/v1/users/${userId}/tier`,
+    body: () => ({ tier: 'pro' }),
+    expect: row(401, 401, 403, 403, 403, 200, 200, 200),
+  },
   { method: 'GET', path: '/api/v1/users/me/timepoints', expect: row(401, 401, 200, 200, 200, 403, 403, 403) },
   { method: 'GET', path: '/api/v1/users/me/export', expect: row(401, 401, 200, 403, 403, 403, 403, 403) },
   { method: 'POST', path: '/api/v1/users/me/api-keys', body: () => ({ name: 'm' }), expect: row(401, 401, 201, 403, 403, 403, 403, 403) },
@@ -62,7 +77,12 @@ const CASES: Case[] = [
     body: ({ userId }) => ({ user_id: userId, amount: 1, operation: 'm', idempotency_key: randomUUID() }),
     expect: row(401, 401, 403, 403, 403, 201, 201, 403),
   },
-  { method: 'POST', path: '/api/v1/credits/refund', body: ({ userId }) => ({ user_id: userId, idempotency_key: 'none' }), expect: row(401, 401, 403, 403, 403, 404, 404, 403) },
+  {
+    method: 'POST',
+    path: '/api/v1/credits/refund',
+    body: ({ userId }) => ({ user_id: userId, idempotency_key: 'none' }),
+    expect: row(401, 401, 403, 403, 403, 404, 404, 403),
+  },
   { method: 'GET', path: '/api/v1/timepoints/abc', expect: row(401, 401, 200, 200, 200, 403, 403, 403) },
   { method: 'POST', path: '/api/v1/timepoints/generate/sync', body: () => ({ query: 'matrix' }), expect: row(401, 401, 200, 200, 403, 403, 403, 403) },
   { method: 'GET', path: '/api/v1/graph/moments', expect: row(200, 401, 200, 200, 200, 403, 403, 403) },
@@ -82,7 +102,8 @@ describe('gateway: authorization matrix (every route × every kind of credential
   /** A fresh user and fresh credentials for each cell, so destructive cells (logout, delete) stand alone. */
   async function credential(kind: Credential): Promise<{ headers: Record<string, string>; userId: string }> {
     const user = await gw.user();
-    const key = async (scopes: string[]) => (await gw.call('POST', '/api/v1/users/me/api-keys', { headers: user.headers, body: { name: kind, scopes } })).body.key as string;
+    const key = async (scopes: string[]) =>
+      (await gw.call('POST', '/api/v1/users/me/api-keys', { headers: user.headers, body: { name: kind, scopes } })).body.key as string;
     switch (kind) {
       case 'none':
         return { headers: {}, userId: user.userId };
@@ -113,7 +134,8 @@ describe('gateway: authorization matrix (every route × every kind of credential
         const reply = await gw.call(testCase.method, path, { headers, ...(body !== undefined ? { body } : {}) });
         const expected = testCase.expect[kind];
         const acceptable = Array.isArray(expected) ? expected : [expected];
-        if (!acceptable.includes(reply.status)) failures.push(`${kind}: expected ${acceptable.join('|')}, got ${reply.status} ${typeof reply.body === 'object' ? (reply.body.detail ?? '') : ''}`);
+        if (!acceptable.includes(reply.status))
+          failures.push(`${kind}: expected ${acceptable.join('|')}, got ${reply.status} ${typeof reply.body === 'object' ? (reply.body.detail ?? '') : ''}`);
         if (reply.status === 401) assert.ok(reply.headers.get('www-authenticate'), `${kind}: 401 without WWW-Authenticate`);
       }
       assert.deepEqual(failures, []);

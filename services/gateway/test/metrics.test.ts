@@ -1,6 +1,6 @@
 import { Metrics } from '@tempora/kit/observability';
-import { GatewayMetrics } from '../src/metrics.ts';
 import { assertZeroed } from '../../kit/test/metrics-support.ts';
+import { GatewayMetrics } from '../src/metrics.ts';
 
 describe('gateway metrics', () => {
   it('exports every series whose labels are known in advance at 0 from the start', async () => {
@@ -18,7 +18,12 @@ describe('gateway metrics', () => {
     };
     await assertZeroed(registry, 'gateway_credits_charged_total', operations);
     await assertZeroed(registry, 'gateway_credits_refunded_total', operations);
-    await assertZeroed(registry, 'gateway_sign_ins_total', { provider: ['apple', 'google', 'github'], outcome: ['signup', 'signin', 'refused', 'error'] }, { provider: ['demo'], outcome: ['signup'] });
+    await assertZeroed(
+      registry,
+      'gateway_sign_ins_total',
+      { provider: ['apple', 'google', 'github'], outcome: ['signup', 'signin', 'refused', 'error'] },
+      { provider: ['demo'], outcome: ['signup'] },
+    );
     await assertZeroed(registry, 'gateway_token_refreshes_total', { outcome: ['rotated', 'replayed_in_grace', 'reuse_detected', 'refused'] });
     await assertZeroed(registry, 'gateway_api_keys_total', { action: ['created', 'revoked'] });
     await assertZeroed(registry, 'gateway_express_lane_requests_total', {});

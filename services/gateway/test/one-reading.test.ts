@@ -4,15 +4,15 @@
  * what the upstreams received reconciles with what the ledger charged.
  */
 import assert from 'node:assert/strict';
-import { scrape } from '../../kit/test/metrics-support.ts';
 import { createHash, randomUUID } from 'node:crypto';
 import { request as httpRequest, type IncomingHttpHeaders } from 'node:http';
 import { deflateSync, gzipSync } from 'node:zlib';
+import { type RunningServer, serve, signPricedCall } from '@tempora/kit/http';
 import fc from 'fast-check';
 import { SignJWT } from 'jose';
-import { serve, signPricedCall, type RunningServer } from '@tempora/kit/http';
+import { scrape } from '../../kit/test/metrics-support.ts';
 import { isChargeable, priceOf } from '../src/domain/costs.ts';
-import { SERVICE_KEY, startGateway, useGateway, type GatewayHarness, type SignedIn } from './harness.ts';
+import { type GatewayHarness, SERVICE_KEY, type SignedIn, startGateway, useGateway } from './harness.ts';
 import type { Recorded } from './upstream.ts';
 
 interface RawReply {
@@ -25,7 +25,14 @@ interface RawReply {
 function send(base: string, method: string, target: string, headers: Record<string, string | string[]> = {}, body?: Buffer): Promise<RawReply> {
   const url = new URL(base);
   return new Promise((resolve, reject) => {
-    const req = httpRequest({ hostname: url.hostname, port: url.port, method, path: target, headers: body ? { ...headers, 'content-length': body.length } : headers, agent: false });
+    const req = httpRequest({
+      hostname: url.hostname,
+      port: url.port,
+      method,
+      path: target,
+      headers: body ? { ...headers, 'content-length': body.length } : headers,
+      agent: false,
+    });
     req.once('error', reject);
     req.once('response', (res) => {
       const chunks: Buffer[] = [];
@@ -44,7 +51,8 @@ function priceOfRun(seen: Recorded): number {
   if (!isChargeable(seen.method, path)) return 0;
   return priceOf(seen.method, path, seen.body ? JSON.parse(seen.body) : {})?.amount ?? 0;
 }
-const balanceOf = async (gw: GatewayHarness, user: SignedIn) => (await gw.call('GET', '/api/v1/credits/balance', { headers: user.headers })).body.balance as number;
+const balanceOf = async (gw: GatewayHarness, user: SignedIn) =>
+  (await gw.call('GET', '/api/v1/credits/balance', { headers: user.headers })).body.balance as number;
 
 describe('gateway: one reading of every request (issue 25)', function () {
   this.timeout(60_000);
@@ -61,12 +69,23 @@ describe('gateway: one reading of every request (issue 25)', function () {
   describe('the request target', () => {
     it('routes, prices and forwards the canonical target: case is not folded, so /Timepoints names no paid route', async () => {
       const poor = await gw.user();
-      const reply = await send(gw.url, 'POST', '/api/v1/Timepoints/generate/sync', { ...poor.headers, ...jsonType }, json({ query: 'the fall of Rome', preset: 'hd', generate_image: true }));
+      const reply = await send(
+        gw.url,
+        'POST',
+        '/api/v1/Timepoints/generate/sync',
+        { ...poor.headers, ...jsonType },
+        json({ query: 'the fall of Rome', preset: 'hd', generate_image: true }),
+      );
       // Forwarded as spelled (the services' strict routers answer 404 for it) and never charged.
       const seen = gw.upstreams.generation.requests.at(-1);
       assert.equal(seen?.url, '/api/v1/Timepoints/generate/sync');
       assert.equal(Number(reply.headers['x-credits-charged'] ?? 0), 0);
-      for (const spelling of ['/api/v1/timepoints/generate/sync/', '/api/v1//timepoints/generate/sync', '/api/v1/x/../timepoints/generate/sync', '/api/v1/./timepoints/%67enerate/sync']) {
+      for (const spelling of [
+        '/api/v1/timepoints/generate/sync/',
+        '/api/v1//timepoints/generate/sync',
+        '/api/v1/x/../timepoints/generate/sync',
+        '/api/v1/./timepoints/%67enerate/sync',
+      ]) {
         const paid = await send(gw.url, 'POST', spelling, { ...poor.headers, ...jsonType }, json({ query: 'the fall of Rome', preset: 'hd' }));
         assert.equal(paid.headers['x-credits-charged'], '5', `${spelling} is priced as the canonical route`);
         assert.equal(gw.upstreams.generation.requests.at(-1)?.url, '/api/v1/timepoints/generate/sync', 'the upstream gets the canonical form');
@@ -99,7 +118,10 @@ describe('gateway: one reading of every request (issue 25)', function () {
         assert.equal(reply.status, 404, target);
         assert.match(reply.headers['content-type'] ?? '', /application\/problem\+json/);
       }
-      assert.equal(Object.values(gw.upstreams).reduce((sum, upstream) => sum + upstream.requests.length, 0), 0);
+      assert.equal(
+        Object.values(gw.upstreams).reduce((sum, upstream) => sum + upstream.requests.length, 0),
+        0,
+      );
     });
   });
 
@@ -114,7 +136,13 @@ describe('gateway: one reading of every request (issue 25)', function () {
         const payer = await gw.user();
         await gw.grant(payer.userId, 100);
         const start = await balanceOf(gw, payer);
-        const reply = await send(gw.url, 'POST', '/api/v1/simulate', { ...payer.headers, ...jsonType, ...headers }, encode(json({ template: 'x', fidelity: 5 })));
+        const reply = await send(
+          gw.url,
+          'POST',
+          '/api/v1/simulate',
+          { ...payer.headers, ...jsonType, ...headers },
+          encode(json({ template: 'x', fidelity: 5 })),
+        );
         assert.equal(reply.status, 200);
         assert.equal(reply.headers['x-credits-charged'], '20', 'fidelity 5 costs 20');
         const seen = gw.upstreams.simulation.requests.at(-1)!;
@@ -122,7 +150,12 @@ describe('gateway: one reading of every request (issue 25)', function () {
         assert.equal(seen.headers['content-encoding'], undefined);
         assert.equal(seen.headers['content-length'], String(Buffer.byteLength(seen.body)));
         // The priced operation, bound to the bytes forwarded, for the service to check against what it runs.
-        const bound = { operation: 'simulation.fidelity-5', method: 'POST', path: '/api/v1/simulate', bodyDigest: createHash('sha256').update(seen.body).digest('hex') };
+        const bound = {
+          operation: 'simulation.fidelity-5',
+          method: 'POST',
+          path: '/api/v1/simulate',
+          bodyDigest: createHash('sha256').update(seen.body).digest('hex'),
+        };
         assert.equal(seen.headers['x-priced-operation'], signPricedCall(SERVICE_KEY, bound));
         assert.equal(await balanceOf(gw, payer), start - 20);
       });
@@ -159,7 +192,9 @@ describe('gateway: one reading of every request (issue 25)', function () {
     const forge = async (gw: GatewayHarness, payload: Record<string, unknown>) => {
       const { kid, privateKey } = gw.instance.deps.keys.signingKey();
       const { config } = gw.instance.deps;
-      return new SignJWT({ jti: randomUUID(), iss: config.JWT_ISSUER, aud: config.JWT_AUDIENCE, ...payload }).setProtectedHeader({ alg: 'ES256', kid }).sign(privateKey);
+      return new SignJWT({ jti: randomUUID(), iss: config.JWT_ISSUER, aud: config.JWT_AUDIENCE, ...payload })
+        .setProtectedHeader({ alg: 'ES256', kid })
+        .sign(privateKey);
     };
     it('refuses correctly signed tokens with a subject no account has, without exp, or issued in the future (401)', async () => {
       const now = Math.floor(Date.now() / 1000);
@@ -170,7 +205,13 @@ describe('gateway: one reading of every request (issue 25)', function () {
       };
       for (const [name, token] of Object.entries(tokens)) {
         for (const path of ['/api/v1/credits/balance', '/api/v1/simulate']) {
-          const reply = await send(gw.url, path === '/api/v1/simulate' ? 'POST' : 'GET', path, { authorization: `Bearer ${token}`, ...jsonType }, path === '/api/v1/simulate' ? json({}) : undefined);
+          const reply = await send(
+            gw.url,
+            path === '/api/v1/simulate' ? 'POST' : 'GET',
+            path,
+            { authorization: `Bearer ${token}`, ...jsonType },
+            path === '/api/v1/simulate' ? json({}) : undefined,
+          );
           assert.equal(reply.status, 401, `${name} at ${path}`);
           assert.match(String(reply.headers['www-authenticate']), /invalid_token/);
         }
@@ -191,27 +232,30 @@ describe('gateway: one reading of every request (issue 25)', function () {
   it('counts every credential of an account against one window (limits belong to the account)', async () => {
     const free = await gw.user({ tier: 'free' });
     const keys: string[] = [];
-    for (let i = 0; i < 3; i += 1) keys.push((await gw.call('POST', '/api/v1/users/me/api-keys', { headers: free.headers, body: { name: `k${i}`, scopes: ['read', 'write'] } })).body.key);
+    for (let i = 0; i < 3; i += 1)
+      keys.push((await gw.call('POST', '/api/v1/users/me/api-keys', { headers: free.headers, body: { name: `k${i}`, scopes: ['read', 'write'] } })).body.key);
     const remaining: number[] = [];
     for (const headers of [free.headers, ...keys.map((key) => ({ 'X-API-Key': key }))]) {
       const reply = await send(gw.url, 'GET', '/api/v1/graph/moments', headers);
       remaining.push(Number(reply.headers['x-ratelimit-remaining']));
     }
-    for (let i = 1; i < remaining.length; i += 1) assert.equal(remaining[i], remaining[i - 1]! - 1, `credential ${i} spends the account's window: ${remaining.join(', ')}`);
+    for (let i = 1; i < remaining.length; i += 1)
+      assert.equal(remaining[i], remaining[i - 1]! - 1, `credential ${i} spends the account's window: ${remaining.join(', ')}`);
   });
 
   it('believes X-Forwarded-For only from a trusted proxy: rotating it buys no demo account and no fresh window', async () => {
     const exposed = await startGateway({ TRUSTED_PROXIES: '', DEMO_SIGNINS_PER_HOUR: '2', RATE_LIMIT_MULTIPLIER: '1' });
     try {
       const statuses: number[] = [];
-      for (let i = 0; i < 4; i += 1) statuses.push((await send(exposed.url, 'POST', '/api/v1/auth/demo', { 'x-forwarded-for': `203.0.113.${i}`, ...jsonType }, json({}))).status);
+      for (let i = 0; i < 4; i += 1)
+        statuses.push((await send(exposed.url, 'POST', '/api/v1/auth/demo', { 'x-forwarded-for': `203.0.113.${i}`, ...jsonType }, json({}))).status);
       assert.deepEqual(statuses, [201, 201, 429, 429]);
       const first = await send(exposed.url, 'GET', '/api/v1/credits/costs', { 'x-forwarded-for': '198.51.100.1' });
       const second = await send(exposed.url, 'GET', '/api/v1/credits/costs', { 'x-forwarded-for': '198.51.100.2' });
       assert.equal(Number(second.headers['x-ratelimit-remaining']), Number(first.headers['x-ratelimit-remaining']) - 1);
       await send(exposed.url, 'GET', '/api/v1/graph/moments', { 'x-forwarded-for': '198.51.100.3', 'x-forwarded-host': 'evil.example' });
       const seen = exposed.upstreams.graph.requests.at(-1)!;
-      assert.equal(seen.headers['x-forwarded-for'], '127.0.0.1', 'the client\'s own entries are not passed on');
+      assert.equal(seen.headers['x-forwarded-for'], '127.0.0.1', "the client's own entries are not passed on");
       assert.notEqual(seen.headers['x-forwarded-host'], 'evil.example');
     } finally {
       await exposed.stop();
@@ -253,7 +297,15 @@ describe('gateway: one reading of every request (issue 25)', function () {
       fc.constant((path: string) => path.replace('/api/', '/API/')),
       fc.constant((path: string) => `${path}%`),
     );
-    const payload = fc.record({ query: fc.constant('the coronation of Charlemagne'), preset: fc.constantFrom(undefined, 'hyper', 'balanced', 'gemini3', 'hd', 'HD', 7), generate_image: fc.constantFrom(undefined, true, false, 'true'), fidelity: fc.constantFrom(undefined, 1, 2, 3, 4, 5, 5.0, '5', 6) }, { requiredKeys: ['query'] });
+    const payload = fc.record(
+      {
+        query: fc.constant('the coronation of Charlemagne'),
+        preset: fc.constantFrom(undefined, 'hyper', 'balanced', 'gemini3', 'hd', 'HD', 7),
+        generate_image: fc.constantFrom(undefined, true, false, 'true'),
+        fidelity: fc.constantFrom(undefined, 1, 2, 3, 4, 5, 5.0, '5', 6),
+      },
+      { requiredKeys: ['query'] },
+    );
     const encoding = fc.constantFrom('identity', 'bom', 'gzip', 'deflate', 'duplicate');
     const credential = fc.constantFrom('bearer', 'api-key', 'read-key', 'none', 'bogus');
 
@@ -261,9 +313,17 @@ describe('gateway: one reading of every request (issue 25)', function () {
       const payer = await gw.user({ tier: 'enterprise' });
       await gw.grant(payer.userId, 1_000_000);
       const start = await balanceOf(gw, payer);
-      const writeKey = (await gw.call('POST', '/api/v1/users/me/api-keys', { headers: payer.headers, body: { name: 'w', scopes: ['read', 'write'] } })).body.key as string;
-      const readKey = (await gw.call('POST', '/api/v1/users/me/api-keys', { headers: payer.headers, body: { name: 'r', scopes: ['read'] } })).body.key as string;
-      const credentials: Record<string, Record<string, string>> = { bearer: payer.headers, 'api-key': { 'X-API-Key': writeKey }, 'read-key': { 'X-API-Key': readKey }, none: {}, bogus: { authorization: 'Bearer nope' } };
+      const writeKey = (await gw.call('POST', '/api/v1/users/me/api-keys', { headers: payer.headers, body: { name: 'w', scopes: ['read', 'write'] } })).body
+        .key as string;
+      const readKey = (await gw.call('POST', '/api/v1/users/me/api-keys', { headers: payer.headers, body: { name: 'r', scopes: ['read'] } })).body
+        .key as string;
+      const credentials: Record<string, Record<string, string>> = {
+        bearer: payer.headers,
+        'api-key': { 'X-API-Key': writeKey },
+        'read-key': { 'X-API-Key': readKey },
+        none: {},
+        bogus: { authorization: 'Bearer nope' },
+      };
       const upstreams = Object.values(gw.upstreams);
       let charged = 0;
       let priced = 0;

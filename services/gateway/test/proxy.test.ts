@@ -1,12 +1,15 @@
 import assert from 'node:assert/strict';
-import { request as httpRequest, type ServerResponse } from 'node:http';
 import { once } from 'node:events';
+import { request as httpRequest, type ServerResponse } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { startGateway, useGateway, service, admin, pausedRequest, type GatewayHarness, type SignedIn } from './harness.ts';
+import { admin, type GatewayHarness, pausedRequest, type SignedIn, service, startGateway, useGateway } from './harness.ts';
 import { EndlessBody, readPattern } from './upstream.ts';
 
 /** node:http, because fetch refuses to send a Connection header. */
-async function rawGet(target: string, headers: Record<string, string>): Promise<{ status: number; headers: import('node:http').IncomingHttpHeaders; body: string }> {
+async function rawGet(
+  target: string,
+  headers: Record<string, string>,
+): Promise<{ status: number; headers: import('node:http').IncomingHttpHeaders; body: string }> {
   const res = await pausedRequest(target, headers);
   let body = '';
   for await (const chunk of res) body += String(chunk);
@@ -48,7 +51,10 @@ describe('gateway: proxy', function () {
         assert.equal(reply.status, 404, path);
         assert.equal(reply.headers.get('content-type'), 'application/problem+json');
       }
-      assert.equal(Object.values(gw.upstreams).reduce((n, u) => n + u.requests.length, 0), 0);
+      assert.equal(
+        Object.values(gw.upstreams).reduce((n, u) => n + u.requests.length, 0),
+        0,
+      );
     });
     it('proxies GET /api/v1/users/me/timepoints to the generation service with X-User-ID', async () => {
       const reply = await gw.call('GET', '/api/v1/users/me/timepoints?limit=5', { headers: user.headers });
@@ -70,14 +76,20 @@ describe('gateway: proxy', function () {
     });
     it('forwards payment webhooks without a credential, identity or key, byte for byte (their signature covers the raw body)', async () => {
       const raw = '{"id":"evt_1","type":"checkout.session.completed",  "data":{"object":{"amount_total":500}}}\n';
-      const reply = await gw.call('POST', '/api/v1/billing/webhooks/stripe', { headers: { 'content-type': 'application/json', 'stripe-signature': 't=1,v1=abc', ...user.headers }, raw });
+      const reply = await gw.call('POST', '/api/v1/billing/webhooks/stripe', {
+        headers: { 'content-type': 'application/json', 'stripe-signature': 't=1,v1=abc', ...user.headers },
+        raw,
+      });
       assert.equal(reply.status, 200);
       const seen = gw.upstreams.billing.requests[0]!;
       assert.equal(seen.url, '/api/v1/billing/webhooks/stripe');
       assert.equal(seen.body, raw, 'the bytes as sent, whitespace included');
       assert.equal(seen.headers['stripe-signature'], 't=1,v1=abc');
       for (const header of ['x-user-id', 'x-service-key', 'authorization']) assert.equal(seen.headers[header], undefined, header);
-      const anonymous = await gw.call('POST', '/api/v1/billing/webhooks/apple', { headers: { 'content-type': 'application/json' }, raw: '{"signedPayload":"x"}' });
+      const anonymous = await gw.call('POST', '/api/v1/billing/webhooks/apple', {
+        headers: { 'content-type': 'application/json' },
+        raw: '{"signedPayload":"x"}',
+      });
       assert.equal(anonymous.status, 200, 'no credential needed');
       assert.equal((await gw.call('POST', '/api/v1/billing/checkout', { body: {} })).status, 401, 'the rest of billing still needs a user');
     });
@@ -136,9 +148,15 @@ describe('gateway: proxy', function () {
         assert.equal(seen.headers['x-api-key'], undefined);
       }
     });
-    it('drops the upstream\'s own rate-limit, CORS and hop-by-hop headers in favour of the gateway\'s', async () => {
+    it("drops the upstream's own rate-limit, CORS and hop-by-hop headers in favour of the gateway's", async () => {
       gw.upstreams.generation.on('GET /api/v1/headers', (_req, res) => {
-        res.writeHead(200, { 'content-type': 'application/json', 'x-ratelimit-limit': '999999', 'access-control-allow-origin': '*', 'keep-alive': 'timeout=5', 'x-kept': 'yes' });
+        res.writeHead(200, {
+          'content-type': 'application/json',
+          'x-ratelimit-limit': '999999',
+          'access-control-allow-origin': '*',
+          'keep-alive': 'timeout=5',
+          'x-kept': 'yes',
+        });
         res.end('{}');
       });
       const reply = await gw.call('GET', '/api/v1/headers', { headers: user.headers });
@@ -197,7 +215,13 @@ describe('gateway: proxy', function () {
         res.end(JSON.stringify({ bytes: received.length }));
       });
       const url = new URL(`${gw.url}/api/v1/upload-stream`);
-      const req = httpRequest({ hostname: url.hostname, port: url.port, path: url.pathname, method: 'PUT', headers: { ...user.headers, 'content-type': 'application/octet-stream', 'transfer-encoding': 'chunked' } });
+      const req = httpRequest({
+        hostname: url.hostname,
+        port: url.port,
+        path: url.pathname,
+        method: 'PUT',
+        headers: { ...user.headers, 'content-type': 'application/octet-stream', 'transfer-encoding': 'chunked' },
+      });
       req.write('first-chunk;');
       await sawFirst;
       assert.equal(received, 'first-chunk;', 'the first chunk arrived before the request ended');
@@ -280,12 +304,18 @@ describe('gateway: proxy', function () {
         assert.equal(read.status, 504);
         assert.match(read.body.detail, /did not answer within 1 s/);
         harness.upstreams.generation.on('POST /api/v1/timepoints/generate/sync', answerAfter(1_200));
-        const render = await harness.call('POST', '/api/v1/timepoints/generate/sync', { headers: someone.headers, body: { query: 'The first flight at Kitty Hawk, 1903' } });
+        const render = await harness.call('POST', '/api/v1/timepoints/generate/sync', {
+          headers: someone.headers,
+          body: { query: 'The first flight at Kitty Hawk, 1903' },
+        });
         assert.equal(render.status, 200, 'a render past UPSTREAM_TIMEOUT_MS is still waited for');
         assert.equal(render.headers.get('x-credits-charged'), '2');
         harness.upstreams.generation.on('POST /api/v1/timepoints/generate/sync', answerAfter(4_000));
         const started = Date.now();
-        const late = await harness.call('POST', '/api/v1/timepoints/generate/sync', { headers: someone.headers, body: { query: 'The first flight at Kitty Hawk, 1903' } });
+        const late = await harness.call('POST', '/api/v1/timepoints/generate/sync', {
+          headers: someone.headers,
+          body: { query: 'The first flight at Kitty Hawk, 1903' },
+        });
         assert.equal(late.status, 504);
         assert.match(late.body.detail, /did not answer within 3 s/);
         assert.ok(Date.now() - started < 3_900, `gave up after ${Date.now() - started} ms`);

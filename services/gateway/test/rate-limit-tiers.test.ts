@@ -2,7 +2,7 @@
 import assert from 'node:assert/strict';
 import { ConfigError, loadConfig } from '@tempora/kit/runtime';
 import { GatewayConfigSchema } from '../src/config.ts';
-import { useGateway, type GatewayHarness } from './harness.ts';
+import { type GatewayHarness, useGateway } from './harness.ts';
 
 describe('gateway: configured tier limits (RATE_LIMIT_TIERS)', function () {
   this.timeout(60_000);
@@ -11,7 +11,15 @@ describe('gateway: configured tier limits (RATE_LIMIT_TIERS)', function () {
     (started) => {
       gw = started;
     },
-    { env: { RATE_LIMIT_MULTIPLIER: '1', RATE_LIMIT_TIERS: JSON.stringify([{ name: 'pro', requestsPerMinute: 7 }, { name: 'enterprise', requestsPerMinute: 500, dailyLimit: 20 }]) } },
+    {
+      env: {
+        RATE_LIMIT_MULTIPLIER: '1',
+        RATE_LIMIT_TIERS: JSON.stringify([
+          { name: 'pro', requestsPerMinute: 7 },
+          { name: 'enterprise', requestsPerMinute: 500, dailyLimit: 20 },
+        ]),
+      },
+    },
   );
   const limitOf = async (headers: Record<string, string>) => Number((await gw.call('GET', '/api/v1/auth/me', { headers })).headers.get('x-ratelimit-limit'));
 
@@ -23,7 +31,10 @@ describe('gateway: configured tier limits (RATE_LIMIT_TIERS)', function () {
 
   it('refuses a value it cannot use, naming the variable', () => {
     for (const value of ['[{"name":"gold","requestsPerMinute":5}]', '[{"name":"pro","requestsPerMinute":0}]', 'pro=5']) {
-      assert.throws(() => loadConfig(GatewayConfigSchema, { RATE_LIMIT_TIERS: value }), (err: Error) => err instanceof ConfigError && /RATE_LIMIT_TIERS/.test(err.message));
+      assert.throws(
+        () => loadConfig(GatewayConfigSchema, { RATE_LIMIT_TIERS: value }),
+        (err: Error) => err instanceof ConfigError && /RATE_LIMIT_TIERS/.test(err.message),
+      );
     }
   });
 });

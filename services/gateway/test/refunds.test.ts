@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import type { ServerResponse } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { pausedRequest, useGateway, type GatewayHarness, type SignedIn } from './harness.ts';
+import { type GatewayHarness, pausedRequest, type SignedIn, useGateway } from './harness.ts';
 
 /**
  * Every way a charged call can fail to deliver what was paid for, each followed by an audit of the
@@ -52,10 +52,14 @@ describe('gateway: a charged call that does not deliver is refunded', function (
   /** One charge of `price` that stands. */
   async function assertCharged(user: SignedIn, price = BALANCED): Promise<void> {
     const entries = await ledgerAt(user, SIGNUP - price);
-    assert.deepEqual(entries.map((entry) => entry.kind), ['charge', 'signup_grant']);
+    assert.deepEqual(
+      entries.map((entry) => entry.kind),
+      ['charge', 'signup_grant'],
+    );
   }
 
-  const generate = (user: SignedIn, path: string) => gw.call('POST', `/api/v1/timepoints/${path}`, { headers: user.headers, body: { query: 'The fall of Constantinople, 1453' } });
+  const generate = (user: SignedIn, path: string) =>
+    gw.call('POST', `/api/v1/timepoints/${path}`, { headers: user.headers, body: { query: 'The fall of Constantinople, 1453' } });
 
   function sse(res: ServerResponse, ...events: string[]): void {
     res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache' });
@@ -126,7 +130,9 @@ describe('gateway: a charged call that does not deliver is refunded', function (
       gw.upstreams.generation.on('POST /api/v1/timepoints/generate', (_req, res) => {
         const id = randomUUID();
         states[id] = [...states.next!];
-        res.writeHead(202, { 'content-type': 'application/json', location: `/api/v1/timepoints/jobs/${id}` }).end(JSON.stringify({ job_id: id, status: 'queued' }));
+        res
+          .writeHead(202, { 'content-type': 'application/json', location: `/api/v1/timepoints/jobs/${id}` })
+          .end(JSON.stringify({ job_id: id, status: 'queued' }));
       });
       gw.upstreams.generation.on('GET /api/v1/timepoints/jobs/*', (req, res) => {
         const id = (req.url ?? '').split('/').pop()!;
@@ -184,7 +190,9 @@ describe('gateway: a charged call that does not deliver is refunded', function (
         gw.upstreams.simulation.on('GET /api/v1/simulations/*', (req, res) => {
           const left = seen[(req.url ?? '').split('/').pop()!]!;
           const status = left.length > 1 ? left.shift()! : left[0]!;
-          res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ status, progress: { steps_done: stepsDone, steps_total: 5, percent: stepsDone * 20 } }));
+          res
+            .writeHead(200, { 'content-type': 'application/json' })
+            .end(JSON.stringify({ status, progress: { steps_done: stepsDone, steps_total: 5, percent: stepsDone * 20 } }));
         });
       }
       const simulate = (user: SignedIn) => gw.call('POST', '/api/v1/simulate', { headers: user.headers, body: { template: 'council-before-war' } });
@@ -273,7 +281,12 @@ describe('gateway: a charged call that does not deliver is refunded', function (
           res.once('close', () => resolve());
         });
       });
-      const res = await pausedRequest(`${gw.url}/api/v1/timepoints/generate/stream`, { ...user.headers, 'content-type': 'application/json' }, 'POST', JSON.stringify({ query: 'x' }));
+      const res = await pausedRequest(
+        `${gw.url}/api/v1/timepoints/generate/stream`,
+        { ...user.headers, 'content-type': 'application/json' },
+        'POST',
+        JSON.stringify({ query: 'x' }),
+      );
       assert.match(String((await res[Symbol.asyncIterator]().next()).value), /event: start/);
       res.destroy();
       await cancelled;

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
-import { startGeneration, QUERY, SERVICE_KEY as GENERATION_SERVICE_KEY, type GenerationHarness } from '../../generation/test/harness.ts';
-import { startGateway, type GatewayHarness, type SignedIn } from './harness.ts';
+import { SERVICE_KEY as GENERATION_SERVICE_KEY, type GenerationHarness, QUERY, startGeneration } from '../../generation/test/harness.ts';
+import { type GatewayHarness, type SignedIn, startGateway } from './harness.ts';
 
 /**
  * Scene images on the public host (docs/gateway.md, "Open paths"): the real generation service behind the
@@ -28,7 +28,10 @@ describe('gateway: scene images', function () {
   });
 
   const render = async (body: Record<string, unknown>) => {
-    const reply = await gw.call('POST', '/api/v1/timepoints/generate/sync', { headers: owner.headers, body: { query: QUERY, generate_image: true, preset: 'hyper', ...body } });
+    const reply = await gw.call('POST', '/api/v1/timepoints/generate/sync', {
+      headers: owner.headers,
+      body: { query: QUERY, generate_image: true, preset: 'hyper', ...body },
+    });
     assert.equal(reply.status, 200, JSON.stringify(reply.body));
     assert.equal(reply.body.image_url, `${PUBLIC_HOST}/api/v1/timepoints/${reply.body.id}/image`);
     const { pathname } = new URL(reply.body.image_url);

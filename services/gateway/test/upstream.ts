@@ -1,7 +1,8 @@
 /** A backend stand-in for proxy tests: records what reaches it and answers as each test asks. */
-import { createServer, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
+
 import { once } from 'node:events';
 import { readFileSync } from 'node:fs';
+import { createServer, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 
@@ -47,7 +48,11 @@ export async function startUpstream(name: string): Promise<Upstream> {
     // A service holding no data of the user, as the account-data contract answers it.
     if (/^\/api\/v1\/users\/[^/]+\/data$/.test(path) && (request.method === 'DELETE' || request.method === 'GET')) {
       response.writeHead(200, { 'content-type': 'application/json' });
-      return void response.end(JSON.stringify(request.method === 'DELETE' ? { service: name, deleted: {}, kept: {}, notes: [] } : { service: name, kind: 'data', items: [], next_cursor: null }));
+      return void response.end(
+        JSON.stringify(
+          request.method === 'DELETE' ? { service: name, deleted: {}, kept: {}, notes: [] } : { service: name, kind: 'data', items: [], next_cursor: null },
+        ),
+      );
     }
     response.writeHead(200, { 'content-type': 'application/json', 'x-upstream': name });
     response.end(JSON.stringify({ upstream: name, method: request.method, url: request.url }));

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { scrape } from '../../kit/test/metrics-support.ts';
-import { useGateway, type GatewayHarness } from './harness.ts';
+import { type GatewayHarness, useGateway } from './harness.ts';
 
 describe('gateway: API keys, export, CORS, health and metrics', function () {
   this.timeout(30_000);
@@ -43,7 +43,7 @@ describe('gateway: API keys, export, CORS, health and metrics', function () {
       assert.equal((await gw.call('DELETE', `/api/v1/users/me/api-keys/${b.id}`, { headers: user.headers })).status, 404);
       const other = await gw.user();
       const theirs = (await gw.call('POST', '/api/v1/users/me/api-keys', { headers: other.headers, body: { name: 'c' } })).body;
-      assert.equal((await gw.call('DELETE', `/api/v1/users/me/api-keys/${theirs.id}`, { headers: user.headers })).status, 404, 'not another user\'s key');
+      assert.equal((await gw.call('DELETE', `/api/v1/users/me/api-keys/${theirs.id}`, { headers: user.headers })).status, 404, "not another user's key");
     });
     it('refuses unknown keys, read-only keys on writes, and unknown scopes', async () => {
       const user = await gw.user();
@@ -57,13 +57,20 @@ describe('gateway: API keys, export, CORS, health and metrics', function () {
   });
 
   describe('export', () => {
-    it('streams every piece of the user\'s data from every service, each paged to its end', async () => {
+    it("streams every piece of the user's data from every service, each paged to its end", async () => {
       const scenes = 2_500;
       gw.upstreams.generation.on('GET /api/v1/users/*', (req, res) => {
         const url = new URL(req.url!, 'http://x');
         assert.equal(req.headers['x-service-key'], 'upstream-service-key-0123456789');
         const from = Number(url.searchParams.get('cursor') ?? 0);
-        const page = from < scenes ? { kind: 'timepoints', items: Array.from({ length: Math.min(500, scenes - from) }, (_, i) => ({ id: `scene-${from + i}` })), next_cursor: String(from + 500) } : { kind: 'jobs', items: [{ id: 'job-1' }], next_cursor: null };
+        const page =
+          from < scenes
+            ? {
+                kind: 'timepoints',
+                items: Array.from({ length: Math.min(500, scenes - from) }, (_, i) => ({ id: `scene-${from + i}` })),
+                next_cursor: String(from + 500),
+              }
+            : { kind: 'jobs', items: [{ id: 'job-1' }], next_cursor: null };
         res.writeHead(200, { 'content-type': 'application/json' });
         res.end(JSON.stringify({ service: 'generation', ...page }));
       });
@@ -119,7 +126,11 @@ describe('gateway: API keys, export, CORS, health and metrics', function () {
     });
     it('answers preflights for allowed origins, including proxied paths', async () => {
       const reply = await gw.call('OPTIONS', '/api/v1/timepoints/generate/sync', {
-        headers: { Origin: 'https://app.tempora.test', 'Access-Control-Request-Method': 'POST', 'Access-Control-Request-Headers': 'authorization, content-type' },
+        headers: {
+          Origin: 'https://app.tempora.test',
+          'Access-Control-Request-Method': 'POST',
+          'Access-Control-Request-Headers': 'authorization, content-type',
+        },
       });
       assert.equal(reply.status, 204);
       assert.equal(reply.headers.get('access-control-allow-origin'), 'https://app.tempora.test');
@@ -154,11 +165,18 @@ describe('gateway: API keys, export, CORS, health and metrics', function () {
       assert.match(text, /http_server_request_duration_seconds_count\{[^}]*route="proxy:generation"/);
       assert.match(text, /gateway_upstream_duration_seconds_count\{[^}]*upstream="generation"[^}]*\} [1-9]/);
       assert.match(text, /gateway_credits_charged_total\{operation="generation.balanced"[^}]*\} [1-9]/);
-      assert.match(text, /gateway_credits_refunded_total\{operation="generation.balanced"[^}]*\} 0\n/, "exported at zero: nothing was refunded");
+      assert.match(text, /gateway_credits_refunded_total\{operation="generation.balanced"[^}]*\} 0\n/, 'exported at zero: nothing was refunded');
     });
     it('documents every native route in /openapi.json', async () => {
       const doc = (await gw.call('GET', '/openapi.json')).body;
-      for (const path of ['/api/v1/auth/apple', '/api/v1/auth/me', '/api/v1/users/resolve', '/api/v1/credits/history', '/api/v1/users/me/api-keys/{id}', '/.well-known/jwks.json']) {
+      for (const path of [
+        '/api/v1/auth/apple',
+        '/api/v1/auth/me',
+        '/api/v1/users/resolve',
+        '/api/v1/credits/history',
+        '/api/v1/users/me/api-keys/{id}',
+        '/.well-known/jwks.json',
+      ]) {
         assert.ok(doc.paths[path], path);
       }
     });

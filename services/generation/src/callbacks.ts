@@ -1,10 +1,10 @@
 import { createHmac } from 'node:crypto';
-import { lookup as lookupCallback, type LookupAddress, type LookupOptions } from 'node:dns';
+import { type LookupAddress, type LookupOptions, lookup as lookupCallback } from 'node:dns';
 import { lookup } from 'node:dns/promises';
 import { BlockList, isIP } from 'node:net';
-import { Agent, fetch as undiciFetch } from 'undici';
-import { platformTargetRefusal, platformTargets, PlatformTargets, type PlatformTarget } from '@tempora/kit/http';
+import { type PlatformTarget, PlatformTargets, platformTargetRefusal, platformTargets } from '@tempora/kit/http';
 import type { Logger } from '@tempora/kit/observability';
+import { Agent, fetch as undiciFetch } from 'undici';
 
 /**
  * Callbacks: the result of an async generation POSTed to callback_url, signed with HMAC-SHA256 over
@@ -92,17 +92,29 @@ export class CallbackPolicy {
    */
   dispatcher(raw: string): Agent {
     const url = new URL(raw);
-    const guarded = (hostname: string, options: LookupOptions, callback: (error: NodeJS.ErrnoException | null, address: string | LookupAddress[], family?: number) => void) => {
+    const guarded = (
+      hostname: string,
+      options: LookupOptions,
+      callback: (error: NodeJS.ErrnoException | null, address: string | LookupAddress[], family?: number) => void,
+    ) => {
       lookupCallback(hostname, { ...options, all: true }, (error, addresses) => {
         if (error) return callback(error, '');
         const refuse = (reason: string) => callback(Object.assign(new Error(reason), { code: 'ECONNREFUSED' }), '');
-        void this.platform.reached(url, addresses.map((entry) => entry.address)).then((own) => {
-          if (own) return refuse(`${platformTargetRefusal(own)}, resolved when connecting`);
-          const refused = addresses.find((entry) => isPrivateAddress(entry.address) && !this.allowed(url, entry.address));
-          if (refused) return refuse(`the callback host resolved to a loopback or private address (${refused.address}) when connecting`);
-          if (options.all) return callback(null, addresses);
-          return callback(null, addresses[0]!.address, addresses[0]!.family);
-        }, () => refuse('the callback host could not be checked against the platform\'s own addresses when connecting'));
+        void this.platform
+          .reached(
+            url,
+            addresses.map((entry) => entry.address),
+          )
+          .then(
+            (own) => {
+              if (own) return refuse(`${platformTargetRefusal(own)}, resolved when connecting`);
+              const refused = addresses.find((entry) => isPrivateAddress(entry.address) && !this.allowed(url, entry.address));
+              if (refused) return refuse(`the callback host resolved to a loopback or private address (${refused.address}) when connecting`);
+              if (options.all) return callback(null, addresses);
+              return callback(null, addresses[0]!.address, addresses[0]!.family);
+            },
+            () => refuse("the callback host could not be checked against the platform's own addresses when connecting"),
+          );
       });
     };
     return new Agent({ connect: { lookup: guarded as never } });
@@ -126,7 +138,8 @@ export class CallbackPolicy {
     if (this.allowed(url)) return undefined;
     if (addresses.length === 0) return `the host ${host} does not resolve`;
     for (const address of addresses) {
-      if (isPrivateAddress(address) && !this.allowed(url, address)) return `the callback host resolves to a loopback or private address (${address}); allow-list it in CALLBACK_ALLOWLIST`;
+      if (isPrivateAddress(address) && !this.allowed(url, address))
+        return `the callback host resolves to a loopback or private address (${address}); allow-list it in CALLBACK_ALLOWLIST`;
     }
     return undefined;
   }
@@ -143,7 +156,12 @@ export interface DeliveryOptions {
 }
 
 /** Delivers one callback; resolves with the outcome after success or the last attempt. */
-export async function deliverCallback(url: string, jobId: string, payload: unknown, options: DeliveryOptions): Promise<{ delivered: boolean; attempts: number; error?: string }> {
+export async function deliverCallback(
+  url: string,
+  jobId: string,
+  payload: unknown,
+  options: DeliveryOptions,
+): Promise<{ delivered: boolean; attempts: number; error?: string }> {
   const body = JSON.stringify(payload);
   let error = '';
   for (let attempt = 1; attempt <= options.maxAttempts; attempt += 1) {

@@ -1,7 +1,7 @@
-import { z } from 'zod';
 import { gatewayCallerConfigFields } from '@tempora/kit/http';
-import { baseConfigSchema, csv } from '@tempora/kit/runtime';
 import { providerConfigFields } from '@tempora/kit/providers';
+import { baseConfigSchema, csv } from '@tempora/kit/runtime';
+import { z } from 'zod';
 
 const optional = z
   .string()
@@ -38,7 +38,10 @@ export const GenerationConfigSchema = baseConfigSchema('generation').extend({
   STABILITY_BASE_URL: z.url().default('https://api.stability.ai'),
   /** Free image generator, used only when a request names its keyword. */
   POLLINATIONS_BASE_URL: z.url().default('https://image.pollinations.ai'),
-  FREE_IMAGE_ENABLED: z.enum(['true', 'false']).default('true').transform((value) => value === 'true'),
+  FREE_IMAGE_ENABLED: z
+    .enum(['true', 'false'])
+    .default('true')
+    .transform((value) => value === 'true'),
   /** Server defaults (precedence step 4); unset: the balanced preset's models on the configured providers, else offline. */
   DEFAULT_TEXT_MODEL: optional,
   DEFAULT_IMAGE_MODEL: optional,
@@ -67,7 +70,10 @@ export const GenerationConfigSchema = baseConfigSchema('generation').extend({
   GENERATION_TIMEOUT_MS: ms(300_000),
   STREAM_HEARTBEAT_MS: ms(15_000),
   /** Look the query up in the graph service to ground the offline provider and Grounding. */
-  GRAPH_LOOKUP: z.enum(['true', 'false']).default('true').transform((value) => value === 'true'),
+  GRAPH_LOOKUP: z
+    .enum(['true', 'false'])
+    .default('true')
+    .transform((value) => value === 'true'),
   GRAPH_LOOKUP_TIMEOUT_MS: ms(1_500),
   /** in-process (default) or redis (tasks on a Redis stream, run by `npm run worker`). */
   AGENT_POOL: z.enum(['in-process', 'redis']).default('in-process'),

@@ -7,9 +7,9 @@ import { CallbackPolicy, deliverCallback } from './callbacks.ts';
 import type { GenerationConfig } from './config.ts';
 import { lookupMoment } from './graph-client.ts';
 import type { GenerationMetrics } from './metrics.ts';
-import { operatorDefaults, selectModels, type Selection, type SelectionDefaults } from './models.ts';
+import { operatorDefaults, type Selection, type SelectionDefaults, selectModels } from './models.ts';
 import { runPipeline } from './pipeline/pipeline.ts';
-import { JudgeRejected, StepFailed, type RunOptions } from './pipeline/run.ts';
+import { JudgeRejected, type RunOptions, StepFailed } from './pipeline/run.ts';
 import type { AgentRunner } from './pipeline/runner.ts';
 import type { ProviderSet } from './providers.ts';
 import type { GenerationRepository, JobRow, OwnerErasure } from './repository.ts';
@@ -59,7 +59,11 @@ export class Generator {
     this.deps = deps;
     this.callbackPolicy = new CallbackPolicy(deps.config.CALLBACK_ALLOWLIST);
     const operator = operatorDefaults(deps.config.MODEL_PRESETS, deps.config.MODEL_POLICY);
-    if (operator.ignored.length) deps.logger.warn({ ignored: operator.ignored }, 'MODEL_PRESETS / MODEL_POLICY name presets this service does not have (hyper, balanced, hd, gemini3) or unknown providers; ignored');
+    if (operator.ignored.length)
+      deps.logger.warn(
+        { ignored: operator.ignored },
+        'MODEL_PRESETS / MODEL_POLICY name presets this service does not have (hyper, balanced, hd, gemini3) or unknown providers; ignored',
+      );
     this.defaults = {
       defaultTextModel: deps.config.DEFAULT_TEXT_MODEL,
       defaultImageModel: deps.config.DEFAULT_IMAGE_MODEL,
@@ -90,7 +94,13 @@ export class Generator {
    * Runs the pipeline and stores the scene. An owner's generation is registered while it runs, so that
    * eraseOwner can stop it.
    */
-  async generate(request: GenerateRequest, selection: Selection, owner: string | null, mode: 'sync' | 'stream' | 'async', options: RunOptions = {}): Promise<SceneRecord> {
+  async generate(
+    request: GenerateRequest,
+    selection: Selection,
+    owner: string | null,
+    mode: 'sync' | 'stream' | 'async',
+    options: RunOptions = {},
+  ): Promise<SceneRecord> {
     if (owner === null) return this.run(request, selection, null, mode, options);
     const controller = new AbortController();
     const outer = options.signal;
@@ -108,7 +118,13 @@ export class Generator {
     }
   }
 
-  private async run(request: GenerateRequest, selection: Selection, owner: string | null, mode: 'sync' | 'stream' | 'async', options: RunOptions): Promise<SceneRecord> {
+  private async run(
+    request: GenerateRequest,
+    selection: Selection,
+    owner: string | null,
+    mode: 'sync' | 'stream' | 'async',
+    options: RunOptions,
+  ): Promise<SceneRecord> {
     const started = performance.now();
     const observe = (outcome: string) => {
       this.deps.metrics.requests.inc({ mode, outcome });
@@ -117,18 +133,27 @@ export class Generator {
     try {
       const graphMoment = await this.lookup(request.query, options.signal);
       const result = await runPipeline(
-        { runner: this.deps.runner, metrics: this.deps.metrics, repairAttempts: this.deps.config.AGENT_REPAIR_ATTEMPTS, timeoutMs: this.deps.config.GENERATION_TIMEOUT_MS },
+        {
+          runner: this.deps.runner,
+          metrics: this.deps.metrics,
+          repairAttempts: this.deps.config.AGENT_REPAIR_ATTEMPTS,
+          timeoutMs: this.deps.config.GENERATION_TIMEOUT_MS,
+        },
         request,
         selection,
         graphMoment,
         options,
       );
-      if (options.signal?.aborted) throw options.signal.reason instanceof StepFailed ? options.signal.reason : new StepFailed(null, 'cancelled', 'the client went away');
+      if (options.signal?.aborted)
+        throw options.signal.reason instanceof StepFailed ? options.signal.reason : new StepFailed(null, 'cancelled', 'the client went away');
       const id = randomUUID();
       const image = request.generate_image && result.image ? result.image : null;
       const imageUrl = image ? (image.data ? this.imageUrl(id) : (image.url ?? null)) : null;
       const record = buildScene({ id, request, selection, result, graphMoment, owner, imageUrl, now: new Date() });
-      const stored = await this.deps.repository.insertTimepoint(record, image?.data ? { data: Buffer.from(image.data, 'base64'), mime_type: image.mime_type } : null);
+      const stored = await this.deps.repository.insertTimepoint(
+        record,
+        image?.data ? { data: Buffer.from(image.data, 'base64'), mime_type: image.mime_type } : null,
+      );
       if (!stored) throw accountDeleted();
       observe('completed');
       return record;
@@ -158,7 +183,10 @@ export class Generator {
    */
   async submit(request: GenerateRequest, selection: Selection, owner: string | null, idempotencyKey?: string): Promise<{ job: JobRow; replayed: boolean }> {
     if (request.callback_url) {
-      if (!this.deps.config.CALLBACK_SECRET) throw unprocessable('callbacks are not enabled on this server', [{ path: 'body.callback_url', message: 'this server has no CALLBACK_SECRET to sign callbacks with' }]);
+      if (!this.deps.config.CALLBACK_SECRET)
+        throw unprocessable('callbacks are not enabled on this server', [
+          { path: 'body.callback_url', message: 'this server has no CALLBACK_SECRET to sign callbacks with' },
+        ]);
       const refused = await this.callbackPolicy.check(request.callback_url);
       if (refused) throw unprocessable(`callback_url refused: ${refused}`, [{ path: 'body.callback_url', message: refused }]);
     }
@@ -166,11 +194,16 @@ export class Generator {
     const idempotency = idempotencyKey === undefined ? undefined : { owner: owner ?? '', key: idempotencyKey, fingerprint: canonicalHash(request) };
     const creation = await this.deps.repository.insertJob({ id: randomUUID(), owner, request, callback_url: request.callback_url ?? null }, idempotency);
     if (!creation.created) {
-      if (creation.fingerprint !== idempotency?.fingerprint) throw idempotencyKeyReused(`the Idempotency-Key was used with a different request (it submitted job ${creation.job.id}); use a new key for a new request`);
+      if (creation.fingerprint !== idempotency?.fingerprint)
+        throw idempotencyKeyReused(
+          `the Idempotency-Key was used with a different request (it submitted job ${creation.job.id}); use a new key for a new request`,
+        );
       return { job: creation.job, replayed: true };
     }
     const { job } = creation;
-    const running = this.runJob(job, request, selection, owner).catch((error: unknown) => this.deps.logger.error({ err: error, job: job.id }, 'job bookkeeping failed'));
+    const running = this.runJob(job, request, selection, owner).catch((error: unknown) =>
+      this.deps.logger.error({ err: error, job: job.id }, 'job bookkeeping failed'),
+    );
     this.jobs.add(running);
     void running.finally(() => this.jobs.delete(running));
     return { job, replayed: false };
@@ -205,7 +238,11 @@ export class Generator {
       },
     });
     this.deps.metrics.callbacks.inc({ outcome: outcome.delivered ? 'delivered' : 'failed' });
-    await repository.updateJob(job.id, { callback_status: outcome.delivered ? 'delivered' : 'failed', callback_attempts: outcome.attempts, callback_error: outcome.error ?? null });
+    await repository.updateJob(job.id, {
+      callback_status: outcome.delivered ? 'delivered' : 'failed',
+      callback_attempts: outcome.attempts,
+      callback_error: outcome.error ?? null,
+    });
   }
 
   /** Waits for background jobs (shutdown). */

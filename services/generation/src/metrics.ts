@@ -1,5 +1,5 @@
-import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
 import { type Metrics, zeroed } from '@tempora/kit/observability';
+import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
 import type { PoolStats } from './pool/stats.ts';
 import { PRESETS } from './schemas.ts';
 
@@ -32,8 +32,18 @@ export class GenerationMetrics {
       buckets: [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 40, 80],
       registers,
     });
-    this.agentTokens = new Counter({ name: 'generation_agent_tokens_total', help: 'Tokens used by agent calls, by agent, provider and direction (input, output)', labelNames: ['agent', 'provider', 'direction'], registers });
-    this.agentErrors = new Counter({ name: 'generation_agent_errors_total', help: 'Failed agent calls, by agent, provider and error code', labelNames: ['agent', 'provider', 'code'], registers });
+    this.agentTokens = new Counter({
+      name: 'generation_agent_tokens_total',
+      help: 'Tokens used by agent calls, by agent, provider and direction (input, output)',
+      labelNames: ['agent', 'provider', 'direction'],
+      registers,
+    });
+    this.agentErrors = new Counter({
+      name: 'generation_agent_errors_total',
+      help: 'Failed agent calls, by agent, provider and error code',
+      labelNames: ['agent', 'provider', 'code'],
+      registers,
+    });
     this.providerFallbacks = new Counter({
       name: 'generation_provider_fallbacks_total',
       help: 'Provider failures a fallback absorbed: the agent went on from one provider to the next (its failure is also in generation_agent_errors_total under the failed provider)',
@@ -47,8 +57,18 @@ export class GenerationMetrics {
       buckets: [1, 2.5, 5, 10, 15, 20, 30, 45, 60, 90, 120, 180, 240, 300, 420, 600],
       registers,
     });
-    this.requests = new Counter({ name: 'generation_requests_total', help: 'Generation requests, by mode (sync, stream, async) and outcome', labelNames: ['mode', 'outcome'], registers });
-    this.callbacks = new Counter({ name: 'generation_callbacks_total', help: 'Callback deliveries, by outcome (delivered, retried, failed)', labelNames: ['outcome'], registers });
+    this.requests = new Counter({
+      name: 'generation_requests_total',
+      help: 'Generation requests, by mode (sync, stream, async) and outcome',
+      labelNames: ['mode', 'outcome'],
+      registers,
+    });
+    this.callbacks = new Counter({
+      name: 'generation_callbacks_total',
+      help: 'Callback deliveries, by outcome (delivered, retried, failed)',
+      labelNames: ['outcome'],
+      registers,
+    });
     // Exported from the start at 0, so a rare outcome reads as "none" rather than no data. The agent series
     // stay for traffic to create: which providers serve which agents is the deployment's configuration.
     zeroed(this.requests, { mode: MODES, outcome: OUTCOMES });
@@ -105,6 +125,14 @@ export function registerPoolMetrics(registers: Registry[], readings: PoolReading
     },
   });
   poolGauge('generation_agent_pool_waiting_tasks', 'Agent tasks on the Redis agent pool that no worker has picked up yet', (current) => current.waiting);
-  poolGauge('generation_agent_pool_oldest_task_age_seconds', "Age of the agent pool's oldest unfinished task (waiting or running), on Redis's clock; 0 when the pool is empty", (current) => current.oldestAgeSeconds);
-  poolGauge('generation_agent_pool_workers', "Agent-pool workers alive in the pool's consumer group: read, claimed or heartbeat within AGENT_POOL_CLAIM_IDLE_MS, busy or idle", (current) => current.workers);
+  poolGauge(
+    'generation_agent_pool_oldest_task_age_seconds',
+    "Age of the agent pool's oldest unfinished task (waiting or running), on Redis's clock; 0 when the pool is empty",
+    (current) => current.oldestAgeSeconds,
+  );
+  poolGauge(
+    'generation_agent_pool_workers',
+    "Agent-pool workers alive in the pool's consumer group: read, claimed or heartbeat within AGENT_POOL_CLAIM_IDLE_MS, busy or idle",
+    (current) => current.workers,
+  );
 }

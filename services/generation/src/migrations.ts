@@ -44,7 +44,9 @@ export const migrations: Migration[] = [
         table.timestamp('finished_at', { useTz: true });
       });
       await knex.raw(`alter table generation_jobs add constraint generation_jobs_status_check check (status in ('queued', 'running', 'completed', 'failed'))`);
-      await knex.raw(`alter table generation_jobs add constraint generation_jobs_callback_check check (callback_status in ('none', 'pending', 'delivered', 'failed'))`);
+      await knex.raw(
+        `alter table generation_jobs add constraint generation_jobs_callback_check check (callback_status in ('none', 'pending', 'delivered', 'failed'))`,
+      );
       await knex.raw('create index generation_jobs_owner_idx on generation_jobs (owner)');
     },
     async down(knex: Knex) {

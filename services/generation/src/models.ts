@@ -1,7 +1,7 @@
 import type { ProblemFieldError } from '@tempora/kit/http';
-import { FREE_IMAGE_KEYWORD, IMAGE_VENDOR, OFFLINE_MODEL, vendorModel, type ProviderKind } from '@tempora/kit/providers';
-import { PRESETS, type GenerateRequest, type Preset } from './schemas.ts';
+import { FREE_IMAGE_KEYWORD, IMAGE_VENDOR, OFFLINE_MODEL, type ProviderKind, vendorModel } from '@tempora/kit/providers';
 import type { ProviderSet } from './providers.ts';
+import { type GenerateRequest, PRESETS, type Preset } from './schemas.ts';
 
 export interface ModelChoice {
   provider: ProviderKind;
@@ -107,9 +107,19 @@ export function operatorDefaults(
       ignored.push(entry.name);
       continue;
     }
-    overrides[entry.name] = { provider, model: entry.model, ...(entry.temperature !== undefined ? { temperature: entry.temperature } : {}), ...(entry.maxTokens !== undefined ? { max_tokens: entry.maxTokens } : {}) };
+    overrides[entry.name] = {
+      provider,
+      model: entry.model,
+      ...(entry.temperature !== undefined ? { temperature: entry.temperature } : {}),
+      ...(entry.maxTokens !== undefined ? { max_tokens: entry.maxTokens } : {}),
+    };
   }
-  const names = (list: string[] | undefined) => (list ?? []).filter((name) => known(name) || (ignored.push(name), false)) as Preset[];
+  const names = (list: string[] | undefined) =>
+    (list ?? []).filter((name) => {
+      if (known(name)) return true;
+      ignored.push(name);
+      return false;
+    }) as Preset[];
   return {
     defaults: {
       presets: overrides,
@@ -162,7 +172,11 @@ export function imageProviderOf(model: string): ProviderKind | undefined {
  * model_policy permissive, then preset, then server defaults. A model that was asked for (explicitly or by
  * policy) whose provider is not configured is refused with 422: the offline provider never stands in for it.
  */
-export function selectModels(request: GenerateRequest, providers: ProviderSet, defaults: SelectionDefaults): { selection?: Selection; errors: ProblemFieldError[] } {
+export function selectModels(
+  request: GenerateRequest,
+  providers: ProviderSet,
+  defaults: SelectionDefaults,
+): { selection?: Selection; errors: ProblemFieldError[] } {
   const errors: ProblemFieldError[] = [];
   const warnings: string[] = [];
   const configured = (kind: ProviderKind) => Boolean(kind === 'offline' || providers.text[kind] || providers.image[kind]);
@@ -199,10 +213,12 @@ export function selectModels(request: GenerateRequest, providers: ProviderSet, d
   if (request.text_model) {
     const provider = textProviderOf(request.text_model);
     if (!provider) errors.push({ path: 'body.text_model', message: 'use `org/model` (aggregator) or a native model ID beginning `gemini-`' });
-    else if (!configured(provider)) errors.push({ path: 'body.text_model', message: `${request.text_model} needs ${NAMES[provider]}, which is not configured` });
+    else if (!configured(provider))
+      errors.push({ path: 'body.text_model', message: `${request.text_model} needs ${NAMES[provider]}, which is not configured` });
     else text = { provider, model: request.text_model, source: 'explicit' };
   } else if (permissive) {
-    if (!configured('aggregator')) errors.push({ path: 'body.model_policy', message: `permissive generation uses open-weight models through ${NAMES.aggregator}, which is not configured` });
+    if (!configured('aggregator'))
+      errors.push({ path: 'body.model_policy', message: `permissive generation uses open-weight models through ${NAMES.aggregator}, which is not configured` });
     else text = { provider: 'aggregator', model: defaults.permissiveTextModel, source: 'policy' };
   } else if (request.preset) {
     const choice = resolvePreset();
@@ -225,13 +241,23 @@ export function selectModels(request: GenerateRequest, providers: ProviderSet, d
   if (request.image_model) {
     const provider = imageProviderOf(request.image_model);
     if (!provider) {
-      errors.push({ path: 'body.image_model', message: `use ${IMAGE_VENDOR}/sd3.5-large-turbo, ${IMAGE_VENDOR}/sd3.5-large, ${IMAGE_VENDOR}/sd3.5-medium, ${FREE_IMAGE_KEYWORD}, a gemini-… image model or an org/model aggregator image model` });
+      errors.push({
+        path: 'body.image_model',
+        message: `use ${IMAGE_VENDOR}/sd3.5-large-turbo, ${IMAGE_VENDOR}/sd3.5-large, ${IMAGE_VENDOR}/sd3.5-medium, ${FREE_IMAGE_KEYWORD}, a gemini-… image model or an org/model aggregator image model`,
+      });
     } else if (!configured(provider)) {
-      if (request.generate_image) errors.push({ path: 'body.image_model', message: `${request.image_model} needs ${NAMES[provider]}, which is not configured` });
-    } else images.push({ provider, model: provider === 'image_vendor' ? `${IMAGE_VENDOR}/${vendorModel(request.image_model)}` : request.image_model, source: 'explicit' });
+      if (request.generate_image)
+        errors.push({ path: 'body.image_model', message: `${request.image_model} needs ${NAMES[provider]}, which is not configured` });
+    } else
+      images.push({
+        provider,
+        model: provider === 'image_vendor' ? `${IMAGE_VENDOR}/${vendorModel(request.image_model)}` : request.image_model,
+        source: 'explicit',
+      });
   } else if (permissive) {
     if (configured('image_vendor')) images.push({ provider: 'image_vendor', model: PERMISSIVE_IMAGE_MODEL, source: 'policy' });
-    else if (request.generate_image) errors.push({ path: 'body.model_policy', message: `permissive images come only from ${NAMES.image_vendor}, which is not configured` });
+    else if (request.generate_image)
+      errors.push({ path: 'body.model_policy', message: `permissive images come only from ${NAMES.image_vendor}, which is not configured` });
   } else if (!request.preset && defaults.defaultImageModel) {
     images.push({ provider: imageProviderOf(defaults.defaultImageModel) ?? 'offline', model: defaults.defaultImageModel, source: 'default' });
   } else {

@@ -1,13 +1,12 @@
 import {
-  FREE_IMAGE_KEYWORD,
-  PollinationsProvider,
-  StabilityProvider,
-  providerHttp,
-  textProviders,
   type ImageProvider,
+  PollinationsProvider,
   type ProviderConfig,
   type ProviderKind,
+  providerHttp,
+  StabilityProvider,
   type TextProvider,
+  textProviders,
 } from '@tempora/kit/providers';
 import type { GenerationConfig } from './config.ts';
 
@@ -39,5 +38,3 @@ export function createProviders(config: ProviderSettings): ProviderSet {
   }
   return set;
 }
-
-export { FREE_IMAGE_KEYWORD };

@@ -65,7 +65,13 @@ export class GenerationRepository {
     return this.knex.transaction(async (trx) => {
       if (record.owner !== null) {
         await lockOwner(trx, record.owner);
-        if (await trx('generation_erasures').where({ owner_hash: ownerHash(record.owner) }).andWhere('until', '>', trx.fn.now()).first()) return false;
+        if (
+          await trx('generation_erasures')
+            .where({ owner_hash: ownerHash(record.owner) })
+            .andWhere('until', '>', trx.fn.now())
+            .first()
+        )
+          return false;
       }
       await trx('timepoints').insert({
         id: record.id,
@@ -91,14 +97,26 @@ export class GenerationRepository {
   }
 
   async image(id: string): Promise<{ mime_type: string; data: Buffer } | undefined> {
-    const row = (await this.knex('timepoint_images').select('mime_type', 'data').where({ timepoint_id: id }).first()) as { mime_type: string; data: Uint8Array } | undefined;
+    const row = (await this.knex('timepoint_images').select('mime_type', 'data').where({ timepoint_id: id }).first()) as
+      | { mime_type: string; data: Uint8Array }
+      | undefined;
     // pg reads bytea as a Buffer, the embedded database as a plain Uint8Array, which Koa would send as JSON.
-    return row && { mime_type: row.mime_type, data: Buffer.isBuffer(row.data) ? row.data : Buffer.from(row.data.buffer, row.data.byteOffset, row.data.byteLength) };
+    return (
+      row && { mime_type: row.mime_type, data: Buffer.isBuffer(row.data) ? row.data : Buffer.from(row.data.buffer, row.data.byteOffset, row.data.byteLength) }
+    );
   }
 
   async listByOwner(owner: string, limit: number, offset: number): Promise<{ items: TimepointRow[]; total: number }> {
     const [items, count] = await Promise.all([
-      this.knex('timepoints').select('id', 'owner', 'visibility', 'record', 'created_at', 'updated_at').where({ owner }).orderBy([{ column: 'created_at', order: 'desc' }, { column: 'id', order: 'desc' }]).limit(limit).offset(offset),
+      this.knex('timepoints')
+        .select('id', 'owner', 'visibility', 'record', 'created_at', 'updated_at')
+        .where({ owner })
+        .orderBy([
+          { column: 'created_at', order: 'desc' },
+          { column: 'id', order: 'desc' },
+        ])
+        .limit(limit)
+        .offset(offset),
       this.knex('timepoints').where({ owner }).count<{ count: string }[]>({ count: '*' }),
     ]);
     return { items, total: Number(count[0]?.count ?? 0) };
@@ -111,7 +129,10 @@ export class GenerationRepository {
       .update({
         visibility,
         updated_at: now,
-        record: this.knex.raw(`jsonb_set(jsonb_set(record, '{visibility}', to_jsonb(?::text)), '{updated_at}', to_jsonb(?::text))`, [visibility, now.toISOString()]),
+        record: this.knex.raw(`jsonb_set(jsonb_set(record, '{visibility}', to_jsonb(?::text)), '{updated_at}', to_jsonb(?::text))`, [
+          visibility,
+          now.toISOString(),
+        ]),
       })
       .returning(['id', 'owner', 'visibility', 'record', 'created_at', 'updated_at']);
     return rows[0];
@@ -165,12 +186,21 @@ export class GenerationRepository {
    * Inserts a job. With `idempotency`, its key is claimed first, in the same transaction
    * (claimIdempotencyKey): of concurrent requests with one key, one inserts the job and the rest find it.
    */
-  async insertJob(job: { id: string; owner: string | null; request: GenerateRequest; callback_url: string | null }, idempotency?: IdempotencyKey): Promise<JobCreation> {
+  async insertJob(
+    job: { id: string; owner: string | null; request: GenerateRequest; callback_url: string | null },
+    idempotency?: IdempotencyKey,
+  ): Promise<JobCreation> {
     return this.knex.transaction(async (trx): Promise<JobCreation> => {
       const earlier = idempotency && (await claimIdempotencyKey<JobRow>(trx, JOB_KEYS, idempotency, job.id));
       if (earlier) return { created: false, job: earlier.row, fingerprint: earlier.fingerprint };
       const rows = await trx('generation_jobs')
-        .insert({ id: job.id, owner: job.owner, request: JSON.stringify(job.request), callback_url: job.callback_url, callback_status: job.callback_url ? 'pending' : 'none' })
+        .insert({
+          id: job.id,
+          owner: job.owner,
+          request: JSON.stringify(job.request),
+          callback_url: job.callback_url,
+          callback_status: job.callback_url ? 'pending' : 'none',
+        })
         .returning('*');
       return { created: true, job: rows[0] as JobRow };
     });
@@ -193,6 +223,11 @@ export class GenerationRepository {
     return this.knex('generation_jobs')
       .whereIn('status', ['queued', 'running'])
       .where('updated_at', '<', olderThan)
-      .update({ status: 'failed', error: JSON.stringify({ status: 503, detail: 'the generation service restarted before the job finished; submit it again' }), updated_at: new Date(), finished_at: new Date() });
+      .update({
+        status: 'failed',
+        error: JSON.stringify({ status: 503, detail: 'the generation service restarted before the job finished; submit it again' }),
+        updated_at: new Date(),
+        finished_at: new Date(),
+      });
   }
 }

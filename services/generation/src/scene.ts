@@ -1,8 +1,8 @@
-import { figureEntityId, placeEntityId, toTdf, type TdfRecord } from '@tempora/kit/moments';
+import { figureEntityId, placeEntityId, type TdfRecord, toTdf } from '@tempora/kit/moments';
 import type { Citation, ProviderKind } from '@tempora/kit/providers';
-import { MONTHS, slugify } from './agents/world.ts';
 import type { AgentOutput } from './agents/index.ts';
 import type { GraphMoment } from './agents/types.ts';
+import { MONTHS, slugify } from './agents/world.ts';
 import type { Selection } from './models.ts';
 import type { SceneOutputs } from './pipeline/dag.ts';
 import type { StepRecord } from './pipeline/events.ts';
@@ -89,7 +89,16 @@ export function buildScene(input: {
   }));
   const location = timeline.location;
   const slug = slugify(timeline.event_name || request.query);
-  const path = [timeline.year, MONTHS[timeline.month - 1], timeline.day, timeline.time, slugify(location.country), slugify(location.region), slugify(location.city), slug].join('/');
+  const path = [
+    timeline.year,
+    MONTHS[timeline.month - 1],
+    timeline.day,
+    timeline.time,
+    slugify(location.country),
+    slugify(location.region),
+    slugify(location.city),
+    slug,
+  ].join('/');
 
   const sources: SceneRecord['sources'] = [];
   const seen = new Set<string>();
@@ -118,7 +127,9 @@ export function buildScene(input: {
   const agentMs: Record<string, number> = {};
   for (const step of result.steps) {
     agents[step.agent] ??= { provider: step.provider, model: step.model };
-    agentMs[step.agent] = Math.max(agentMs[step.agent] ?? 0, step.started_ms + step.duration_ms) - Math.min(...result.steps.filter((s) => s.agent === step.agent).map((s) => s.started_ms));
+    agentMs[step.agent] =
+      Math.max(agentMs[step.agent] ?? 0, step.started_ms + step.duration_ms) -
+      Math.min(...result.steps.filter((s) => s.agent === step.agent).map((s) => s.started_ms));
   }
   const providersUsed = new Set(result.steps.filter((step) => step.status === 'completed').map((step) => step.provider));
 
@@ -194,7 +205,10 @@ export function sceneTdf(record: SceneRecord, serviceVersion: string): TdfRecord
       graph_moment: record.graph_moment,
     },
     payload: payload as unknown as Record<string, unknown>,
-    entity_ids: [...record.characters.filter((person) => person.is_historical).map((person) => figureEntityId(person.name)), placeEntityId(record.location.country, record.location.region, record.location.city)],
+    entity_ids: [
+      ...record.characters.filter((person) => person.is_historical).map((person) => figureEntityId(person.name)),
+      placeEntityId(record.location.country, record.location.region, record.location.city),
+    ],
   });
 }
 

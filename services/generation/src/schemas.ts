@@ -1,9 +1,8 @@
-import { z } from 'zod';
 import { LlmParamsSchema } from '@tempora/kit/providers';
+import { z } from 'zod';
 
 export const PRESETS = ['hyper', 'balanced', 'hd', 'gemini3'] as const;
 export type Preset = (typeof PRESETS)[number];
-
 
 const modelId = z.string().trim().min(1).max(200);
 
@@ -13,11 +12,17 @@ export const GenerateRequestSchema = z
     generate_image: z.boolean().default(false),
     preset: z.enum(PRESETS).optional().meta({ description: 'balanced when omitted (server defaults)' }),
     text_model: modelId.optional().meta({ description: '`org/model` (aggregator) or `gemini-…` (native provider)' }),
-    image_model: modelId.optional().meta({ description: '`stability/sd3.5-…`, `pollinations`, a `gemini-…` image model or an `org/model` aggregator image model' }),
+    image_model: modelId
+      .optional()
+      .meta({ description: '`stability/sd3.5-…`, `pollinations`, a `gemini-…` image model or an `org/model` aggregator image model' }),
     model_policy: z.enum(['permissive']).optional(),
     llm_params: LlmParamsSchema.optional(),
     visibility: z.enum(['public', 'private']).default('public'),
-    callback_url: z.url({ protocol: /^https?$/ }).max(2000).optional().meta({ description: 'async only: receives the signed result' }),
+    callback_url: z
+      .url({ protocol: /^https?$/ })
+      .max(2000)
+      .optional()
+      .meta({ description: 'async only: receives the signed result' }),
     request_context: z.record(z.string(), z.unknown()).optional().meta({ description: 'opaque; returned unchanged' }),
   })
   .meta({ id: 'GenerateRequest' });

@@ -1,12 +1,12 @@
-import type Koa from 'koa';
+import { connectRedis, openDatabase } from '@tempora/kit/data';
 import { createApp, gatewayCaller, gatewayCallerOptions } from '@tempora/kit/http';
-import { openDatabase, connectRedis } from '@tempora/kit/data';
 import { createLogger, type Logger, Metrics } from '@tempora/kit/observability';
+import type Koa from 'koa';
 import type { GenerationConfig } from './config.ts';
 import { Generator } from './generator.ts';
 import { GenerationMetrics } from './metrics.ts';
 import { migrations } from './migrations.ts';
-import { InProcessRunner, type AgentRunner } from './pipeline/runner.ts';
+import { type AgentRunner, InProcessRunner } from './pipeline/runner.ts';
 import { PoolCoordinator } from './pool/coordinator.ts';
 import { createProviders, type ProviderSet } from './providers.ts';
 import { GenerationRepository } from './repository.ts';
@@ -52,14 +52,22 @@ export async function createGenerationService(config: GenerationConfig, logger =
   const metrics = new Metrics('generation');
   const generationMetrics = new GenerationMetrics(metrics, { depth: () => runner.depth(), stats: () => runner.stats() }, config.AGENT_POOL_NAME);
   const generator = new Generator({ config, repository, runner, providers, metrics: generationMetrics, logger });
-  const deps = { generator, repository, version: VERSION, heartbeatMs: config.STREAM_HEARTBEAT_MS, providers, permissiveTextModel: config.PERMISSIVE_TEXT_MODEL, serviceKeys: config.SERVICE_KEY };
+  const deps = {
+    generator,
+    repository,
+    version: VERSION,
+    heartbeatMs: config.STREAM_HEARTBEAT_MS,
+    providers,
+    permissiveTextModel: config.PERMISSIVE_TEXT_MODEL,
+    serviceKeys: config.SERVICE_KEY,
+  };
 
   const { app, openapi, drain } = createApp({
     name: 'generation',
     version: VERSION,
     title: 'Tempora generation service',
     description:
-      'Renders a historical moment from a short query as a full scene through a 14-agent pipeline (docs/generation.md). Internal: the gateway forwards end users with X-User-ID beside its X-Service-Key; a user\'s own access token is accepted too.',
+      "Renders a historical moment from a short query as a full scene through a 14-agent pipeline (docs/generation.md). Internal: the gateway forwards end users with X-User-ID beside its X-Service-Key; a user's own access token is accepted too.",
     config,
     logger,
     metrics,

@@ -7,19 +7,29 @@ import { VERSION } from './version.ts';
  * Optional WORKER_PORT serves /health and /metrics (the kit's worker endpoints).
  */
 await runWorker('generation-worker', VERSION, async () => {
-  const [{ createLogger, Metrics }, { connectRedis }, { serveWorkerEndpoints, workerPortField }, { Counter }, { GenerationConfigSchema }, { registerPoolMetrics }, { createProviders }, { PoolWorker }, { poolKeys, queueDepth }, { poolStats }] =
-    await Promise.all([
-      import('@tempora/kit/observability'),
-      import('@tempora/kit/data'),
-      import('@tempora/kit/http'),
-      import('prom-client'),
-      import('./config.ts'),
-      import('./metrics.ts'),
-      import('./providers.ts'),
-      import('./pool/worker.ts'),
-      import('./pool/protocol.ts'),
-      import('./pool/stats.ts'),
-    ]);
+  const [
+    { createLogger, Metrics },
+    { connectRedis },
+    { serveWorkerEndpoints, workerPortField },
+    { Counter },
+    { GenerationConfigSchema },
+    { registerPoolMetrics },
+    { createProviders },
+    { PoolWorker },
+    { poolKeys, queueDepth },
+    { poolStats },
+  ] = await Promise.all([
+    import('@tempora/kit/observability'),
+    import('@tempora/kit/data'),
+    import('@tempora/kit/http'),
+    import('prom-client'),
+    import('./config.ts'),
+    import('./metrics.ts'),
+    import('./providers.ts'),
+    import('./pool/worker.ts'),
+    import('./pool/protocol.ts'),
+    import('./pool/stats.ts'),
+  ]);
   return {
     configSchema: GenerationConfigSchema.extend(workerPortField),
     async start(config) {
@@ -38,9 +48,21 @@ await runWorker('generation-worker', VERSION, async () => {
 
       const metrics = new Metrics('generation-worker');
       const registers = [metrics.registry];
-      new Counter({ name: 'generation_worker_tasks_total', help: 'Agent tasks this worker finished', registers, collect() { this.reset(); this.inc(worker.processed); } });
+      new Counter({
+        name: 'generation_worker_tasks_total',
+        help: 'Agent tasks this worker finished',
+        registers,
+        collect() {
+          this.reset();
+          this.inc(worker.processed);
+        },
+      });
       const keys = poolKeys(config.REDIS_KEY_PREFIX);
-      registerPoolMetrics(registers, { depth: () => queueDepth(redis, keys), stats: () => poolStats(redis, keys, config.AGENT_POOL_CLAIM_IDLE_MS) }, config.AGENT_POOL_NAME);
+      registerPoolMetrics(
+        registers,
+        { depth: () => queueDepth(redis, keys), stats: () => poolStats(redis, keys, config.AGENT_POOL_CLAIM_IDLE_MS) },
+        config.AGENT_POOL_NAME,
+      );
       const server =
         config.WORKER_PORT === undefined
           ? undefined

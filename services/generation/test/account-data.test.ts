@@ -4,7 +4,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { AccountDeletionSchema, AccountExportPageSchema, encodeExportCursor } from '@tempora/kit/http';
 import type { SceneRecord } from '../src/scene.ts';
-import { QUERY, fakeVendorSuite, serviceKey, sleep, startGeneration, until, user, userId, type GenerationHarness } from './harness.ts';
+import { fakeVendorSuite, type GenerationHarness, QUERY, serviceKey, sleep, startGeneration, until, user, userId } from './harness.ts';
 
 const SECRET = 'callback-secret-0123456789';
 const data = (name: string, query = '') => `/api/v1/users/${userId(name)}/data${query}`;
@@ -80,7 +80,8 @@ describe('generation: account data (deletion and export for the gateway)', funct
       kept: {},
       notes: [],
     });
-    for (const id of [privateScene.id, publicScene.id, done.timepoint_id]) assert.equal((await gen.get(`/api/v1/timepoints/${id}`, user('gina'))).status, 404, id);
+    for (const id of [privateScene.id, publicScene.id, done.timepoint_id])
+      assert.equal((await gen.get(`/api/v1/timepoints/${id}`, user('gina'))).status, 404, id);
     assert.equal((await gen.get(`/api/v1/timepoints/jobs/${job.body.job_id}`, serviceKey)).status, 404);
     assert.equal((await gen.get('/api/v1/users/me/timepoints', user('gina'))).body.total, 0);
     // The key is free again: a new request with it is a new job, not a replay of the deleted one. Coming
@@ -111,7 +112,7 @@ describe('generation: account data (deletion and export for the gateway)', funct
     assert.equal((await gen.send('DELETE', data('late'), undefined, serviceKey)).status, 200);
     assert.equal(await repository.insertTimepoint(scene('late'), null), false, 'refused right after the deletion');
     assert.equal(await repository.insertTimepoint(scene('someone-else'), null), true);
-    assert.equal(await repository.insertTimepoint({ ...scene('late'), owner: null }, null), true, 'ownerless scenes are not the user\'s');
+    assert.equal(await repository.insertTimepoint({ ...scene('late'), owner: null }, null), true, "ownerless scenes are not the user's");
     assert.equal((await gen.get('/api/v1/users/me/timepoints', user('late'))).body.total, 0);
     // Once the hold lapses the id is an id like any other (and the lapsed marker goes at the next deletion).
     await repository.eraseOwner(userId('brief'), 0);
@@ -179,7 +180,10 @@ describe('generation: account data (deletion and export for the gateway)', funct
     assert.equal(new Set(seen).size, 2500, 'no duplicate');
     assert.deepEqual(new Set(seen), ids, 'no loss');
     assert.deepEqual(seen, [...seen].sort(), 'by id');
-    assert.ok(scenes.every((page) => page.items.every((item) => item.owner === userId('many') && Array.isArray(item.characters))), 'full scene records');
+    assert.ok(
+      scenes.every((page) => page.items.every((item) => item.owner === userId('many') && Array.isArray(item.characters))),
+      'full scene records',
+    );
     // The default page is 200: the same scenes in 13 pages.
     const defaults = (await exportAll(gen, 'many')).filter((page) => page.kind === 'timepoints');
     assert.equal(defaults.length, 13);
@@ -216,7 +220,7 @@ describe('generation: account data (deletion and export for the gateway)', funct
   });
 });
 
-describe('generation: account deletion stops the user\'s generations in flight', function () {
+describe("generation: account deletion stops the user's generations in flight", function () {
   this.timeout(60_000);
   const { fake, gen } = fakeVendorSuite({ CALLBACK_SECRET: SECRET, CALLBACK_ALLOWLIST: '127.0.0.1' });
   let receiver: Server;

@@ -3,7 +3,7 @@ import { createHmac } from 'node:crypto';
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { CallbackPolicy, isPrivateAddress } from '../src/callbacks.ts';
-import { QUERY, serviceKey, startGeneration, until, user, userId, type GenerationHarness } from './harness.ts';
+import { type GenerationHarness, QUERY, serviceKey, startGeneration, until, user, userId } from './harness.ts';
 
 const SECRET = 'callback-secret-0123456789';
 
@@ -71,7 +71,10 @@ describe('generation: async jobs and signed callbacks', function () {
     assert.equal(last.headers['x-tempora-signature'], expected);
     assert.ok(Math.abs(Number(timestamp) - Date.now() / 1000) < 60);
     assert.equal(last.headers['x-tempora-job-id'], reply.body.job_id);
-    assert.deepEqual(deliveries.map((d) => d.headers['x-tempora-attempt']), ['1', '2', '3']);
+    assert.deepEqual(
+      deliveries.map((d) => d.headers['x-tempora-attempt']),
+      ['1', '2', '3'],
+    );
     const payload = JSON.parse(last.raw);
     assert.equal(payload.status, 'completed');
     assert.equal(payload.job_id, reply.body.job_id);
@@ -98,7 +101,16 @@ describe('generation: async jobs and signed callbacks', function () {
   it('refuses loopback and private callback hosts unless allow-listed', async () => {
     const strict = await startGeneration({ CALLBACK_SECRET: SECRET });
     try {
-      for (const url of [receiverUrl, 'http://localhost:9/x', 'http://10.1.2.3/x', 'http://192.168.0.10/x', 'http://169.254.169.254/latest', 'http://[::1]/x', 'http://[fd00::1]/x', 'http://100.64.0.1/x']) {
+      for (const url of [
+        receiverUrl,
+        'http://localhost:9/x',
+        'http://10.1.2.3/x',
+        'http://192.168.0.10/x',
+        'http://169.254.169.254/latest',
+        'http://[::1]/x',
+        'http://[fd00::1]/x',
+        'http://100.64.0.1/x',
+      ]) {
         const reply = await strict.post('/api/v1/timepoints/generate', { query: QUERY, callback_url: url });
         assert.equal(reply.status, 422, url);
         assert.equal(reply.body.errors[0].path, 'body.callback_url');
@@ -117,7 +129,8 @@ describe('generation: async jobs and signed callbacks', function () {
   });
 
   it('classifies addresses and honours host and CIDR allow-list entries', async () => {
-    for (const address of ['127.0.0.1', '10.0.0.1', '172.16.5.4', '192.168.1.1', '169.254.1.1', '::1', 'fe80::1', 'fc00::1', '::ffff:127.0.0.1', '0.0.0.0']) assert.ok(isPrivateAddress(address), address);
+    for (const address of ['127.0.0.1', '10.0.0.1', '172.16.5.4', '192.168.1.1', '169.254.1.1', '::1', 'fe80::1', 'fc00::1', '::ffff:127.0.0.1', '0.0.0.0'])
+      assert.ok(isPrivateAddress(address), address);
     for (const address of ['93.184.216.34', '8.8.8.8', '2606:4700::1111']) assert.ok(!isPrivateAddress(address), address);
     const resolve = async (host: string) => (host === 'hooks.internal' ? ['10.9.8.7'] : host === 'public.example' ? ['93.184.216.34'] : ['127.0.0.1']);
     assert.equal(await new CallbackPolicy([], resolve).check('https://public.example/x'), undefined);
@@ -139,7 +152,15 @@ describe('generation: Idempotency-Key on an asynchronous generation', function (
 
   const submit = (owner: string, key: string | undefined, body: Record<string, unknown> = { query: QUERY }) =>
     gen.post('/api/v1/timepoints/generate', body, { ...user(owner), ...(key === undefined ? {} : { 'Idempotency-Key': key }) });
-  const jobsOf = async (owner: string) => Number((await gen.instance.repository.knex('generation_jobs').where({ owner: userId(owner) }).count<Array<{ count: string }>>('* as count'))[0]!.count);
+  const jobsOf = async (owner: string) =>
+    Number(
+      (
+        await gen.instance.repository
+          .knex('generation_jobs')
+          .where({ owner: userId(owner) })
+          .count<Array<{ count: string }>>('* as count')
+      )[0]!.count,
+    );
 
   it('answers a retry with the job its key submitted, as it stands now, and submits nothing', async () => {
     const first = await submit('replayer', 'order-1');
@@ -161,7 +182,10 @@ describe('generation: Idempotency-Key on an asynchronous generation', function (
     const changed = await submit('changer', 'order-2', { query: 'The fall of the Berlin Wall, November 1989' });
     assert.equal(changed.status, 422);
     assert.equal(changed.body.type, 'https://tempora.dev/problems/idempotency-key-reused');
-    assert.deepEqual(changed.body.errors.map((e: { path: string }) => e.path), ['headers.idempotency-key']);
+    assert.deepEqual(
+      changed.body.errors.map((e: { path: string }) => e.path),
+      ['headers.idempotency-key'],
+    );
     assert.match(changed.body.detail, new RegExp(first.body.job_id));
     assert.equal(await jobsOf('changer'), 1);
   });
@@ -181,7 +205,11 @@ describe('generation: Idempotency-Key on an asynchronous generation', function (
     for (const key of ['', 'k'.repeat(256), 'clé', '"open']) {
       const reply = await submit('bad-keys', key);
       assert.equal(reply.status, 422, JSON.stringify(key));
-      assert.deepEqual(reply.body.errors.map((e: { path: string }) => e.path), ['headers.idempotency-key'], JSON.stringify(key));
+      assert.deepEqual(
+        reply.body.errors.map((e: { path: string }) => e.path),
+        ['headers.idempotency-key'],
+        JSON.stringify(key),
+      );
     }
     assert.equal(await jobsOf('bad-keys'), 0);
   });

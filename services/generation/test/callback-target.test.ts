@@ -1,11 +1,11 @@
 import assert from 'node:assert/strict';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { platformTargets, PlatformTargets } from '@tempora/kit/http';
+import { PlatformTargets, platformTargets } from '@tempora/kit/http';
 import { createLogger } from '@tempora/kit/observability';
-import { startStripeStandIn, type StripeStandIn } from '../../billing/test/stripe-server.ts';
+import { type StripeStandIn, startStripeStandIn } from '../../billing/test/stripe-server.ts';
 import { CallbackPolicy, deliverCallback } from '../src/callbacks.ts';
-import { QUERY, startGeneration, until, type GenerationHarness } from './harness.ts';
+import { type GenerationHarness, QUERY, startGeneration, until } from './harness.ts';
 
 const SECRET = 'callback-secret-0123456789';
 /** What `npm start` allow-lists: this whole machine. */
@@ -21,7 +21,11 @@ async function openSession(stripe: StripeStandIn): Promise<string> {
     'line_items[0][price_data][unit_amount]': '500',
     'line_items[0][quantity]': '1',
   });
-  const response = await fetch(`${stripe.url}/v1/checkout/sessions`, { method: 'POST', headers: { authorization: `Bearer ${STRIPE_KEY}`, 'content-type': 'application/x-www-form-urlencoded' }, body: form });
+  const response = await fetch(`${stripe.url}/v1/checkout/sessions`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${STRIPE_KEY}`, 'content-type': 'application/x-www-form-urlencoded' },
+    body: form,
+  });
   return ((await response.json()) as { id: string }).id;
 }
 
@@ -53,7 +57,14 @@ describe("generation: callbacks never reach the platform's own services or stand
   });
 
   it('names every *_URL of the configuration, and the peers at their loopback ports when unset', () => {
-    const targets = platformTargets({ GATEWAY_URL: 'http://tempora-gateway:8080', STRIPE_API_URL: 'http://127.0.0.1:12111', DATABASE_URL: 'postgres://u:p@db.internal/tempora', PUBLIC_URL: 'https://tempora.example', LOG_LEVEL: 'info', BROKEN_URL: 'not a url' });
+    const targets = platformTargets({
+      GATEWAY_URL: 'http://tempora-gateway:8080',
+      STRIPE_API_URL: 'http://127.0.0.1:12111',
+      DATABASE_URL: 'postgres://u:p@db.internal/tempora',
+      PUBLIC_URL: 'https://tempora.example',
+      LOG_LEVEL: 'info',
+      BROKEN_URL: 'not a url',
+    });
     const byName = Object.fromEntries(targets.map((target) => [target.name, `${target.host}:${target.port}`]));
     assert.deepEqual(byName, {
       GATEWAY_URL: 'tempora-gateway:8080',
@@ -72,7 +83,15 @@ describe("generation: callbacks never reach the platform's own services or stand
     const resolve = async (host: string) => (host === 'tempora-gateway' ? ['10.0.0.8'] : host === 'localhost' ? ['127.0.0.1', '::1'] : []);
     const own = new PlatformTargets(platformTargets({ GATEWAY_URL: 'http://tempora-gateway:8080', STRIPE_API_URL: 'http://localhost:12111' }), resolve);
     const reached = async (raw: string, addresses: string[] = []) => (await own.reached(new URL(raw), addresses))?.name;
-    for (const raw of ['http://127.0.0.1:12111/_stand_in/pay/cs', 'http://127.9.9.9:12111/', 'http://[::1]:12111/', 'http://0.0.0.0:12111/', 'http://[::ffff:127.0.0.1]:12111/', 'http://2130706433:12111/', 'http://LOCALHOST.:12111/']) {
+    for (const raw of [
+      'http://127.0.0.1:12111/_stand_in/pay/cs',
+      'http://127.9.9.9:12111/',
+      'http://[::1]:12111/',
+      'http://0.0.0.0:12111/',
+      'http://[::ffff:127.0.0.1]:12111/',
+      'http://2130706433:12111/',
+      'http://LOCALHOST.:12111/',
+    ]) {
       assert.equal(await reached(raw), 'STRIPE_API_URL', raw);
     }
     assert.equal(await reached('http://hooks.example:12111/', ['127.0.0.1']), 'STRIPE_API_URL', 'a name resolving to loopback');
@@ -101,7 +120,13 @@ describe("generation: callbacks never reach the platform's own services or stand
     it("refuses with 422 on body.callback_url a callback to the Stripe stand-in's pay action or to a peer, although this machine is allow-listed", async () => {
       const session = await openSession(stripe);
       const port = new URL(stripe.url).port;
-      const targets = [`${stripe.url}/_stand_in/pay/${session}`, `http://localhost:${port}/_stand_in/pay/${session}`, `http://127.0.0.2:${port}/_stand_in/pay/${session}`, 'http://127.0.0.1:8080/api/v1/credits/grant', 'http://localhost:8085/api/v1/billing/webhooks/stripe'];
+      const targets = [
+        `${stripe.url}/_stand_in/pay/${session}`,
+        `http://localhost:${port}/_stand_in/pay/${session}`,
+        `http://127.0.0.2:${port}/_stand_in/pay/${session}`,
+        'http://127.0.0.1:8080/api/v1/credits/grant',
+        'http://localhost:8085/api/v1/billing/webhooks/stripe',
+      ];
       for (const url of targets) {
         const reply = await gen.post('/api/v1/timepoints/generate', { query: QUERY, callback_url: url });
         assert.equal(reply.status, 422, `${url}: ${JSON.stringify(reply.body)}`);
@@ -122,7 +147,14 @@ describe("generation: callbacks never reach the platform's own services or stand
   });
 
   describe('at delivery time', () => {
-    const options = (policy: CallbackPolicy) => ({ secret: SECRET, policy, maxAttempts: 2, backoffMs: 10, timeoutMs: 2_000, logger: createLogger('generation', 'silent') });
+    const options = (policy: CallbackPolicy) => ({
+      secret: SECRET,
+      policy,
+      maxAttempts: 2,
+      backoffMs: 10,
+      timeoutMs: 2_000,
+      logger: createLogger('generation', 'silent'),
+    });
 
     it('refuses a name that resolved to a public address when the job was accepted and to the stand-in now', async () => {
       const session = await openSession(stripe);
@@ -143,7 +175,11 @@ describe("generation: callbacks never reach the platform's own services or stand
       const session = await openSession(stripe);
       const port = new URL(stripe.url).port;
       // The check's resolver says public; the connection resolves localhost itself and gets loopback, which the allow-list lets through.
-      const policy = new CallbackPolicy(THIS_MACHINE.split(','), async () => ['93.184.216.34'], platformTargets({ STRIPE_API_URL: `http://127.0.0.1:${port}` }));
+      const policy = new CallbackPolicy(
+        THIS_MACHINE.split(','),
+        async () => ['93.184.216.34'],
+        platformTargets({ STRIPE_API_URL: `http://127.0.0.1:${port}` }),
+      );
       const url = `http://localhost:${port}/_stand_in/pay/${session}`;
       const outcome = await deliverCallback(url, 'job-rebound', { ok: true }, { ...options(policy), maxAttempts: 1 });
       assert.equal(outcome.delivered, false);

@@ -1,14 +1,15 @@
 import { randomBytes } from 'node:crypto';
-import { loadConfig } from '@tempora/kit/runtime';
-import { serve, type RunningServer } from '@tempora/kit/http';
+import { type RunningServer, serve } from '@tempora/kit/http';
 import { createLogger } from '@tempora/kit/observability';
-import { GenerationConfigSchema } from '../src/config.ts';
-import { createGenerationService, type GenerationInstance } from '../src/service.ts';
+import { loadConfig } from '@tempora/kit/runtime';
 import { createDatabase, dropDatabase } from '../../../test/support/database.ts';
 import { request } from '../../../test/support/http.ts';
 import { userId } from '../../simulation/test/harness.ts';
+import { GenerationConfigSchema } from '../src/config.ts';
+import { createGenerationService, type GenerationInstance } from '../src/service.ts';
 
 export { userId };
+
 import { FakeVendors } from './providers/fake-vendors.ts';
 
 export const SERVICE_KEY = 'gen-svc-test-key-0123456789';
@@ -17,7 +18,10 @@ export const serviceKey = { 'X-Service-Key': SERVICE_KEY };
 export const user = (name: string) => ({ 'X-User-ID': userId(name), 'X-Service-Key': SERVICE_KEY });
 
 /** Environment pointing every provider at the fake vendor servers. */
-export function vendorEnv(fake: FakeVendors, which: Array<'native' | 'aggregator' | 'image_vendor' | 'free_image'> = ['native', 'aggregator', 'image_vendor', 'free_image']): Record<string, string> {
+export function vendorEnv(
+  fake: FakeVendors,
+  which: Array<'native' | 'aggregator' | 'image_vendor' | 'free_image'> = ['native', 'aggregator', 'image_vendor', 'free_image'],
+): Record<string, string> {
   const env: Record<string, string> = { FREE_IMAGE_ENABLED: 'false' };
   if (which.includes('native')) Object.assign(env, { GEMINI_API_KEY: 'test-gemini-key', GEMINI_BASE_URL: fake.url });
   if (which.includes('aggregator')) Object.assign(env, { OPENROUTER_API_KEY: 'test-openrouter-key', OPENROUTER_BASE_URL: `${fake.url}/api/v1` });
@@ -60,7 +64,15 @@ export async function startGeneration(env: Record<string, string> = {}): Promise
     ...env,
   });
   const instance = await createGenerationService(config, createLogger('generation', config.LOG_LEVEL));
-  const server: RunningServer = await serve(instance.app, { port: 0, host: '127.0.0.1', logger: instance.logger, graceMs: 1000, onDrain: instance.drain, onClose: [instance.close], metrics: { port: 0, metrics: instance.metrics } });
+  const server: RunningServer = await serve(instance.app, {
+    port: 0,
+    host: '127.0.0.1',
+    logger: instance.logger,
+    graceMs: 1000,
+    onDrain: instance.drain,
+    onClose: [instance.close],
+    metrics: { port: 0, metrics: instance.metrics },
+  });
   return {
     url: server.url,
     instance,
@@ -85,7 +97,7 @@ export function fakeVendorSuite(env: Record<string, string> = {}): { fake: FakeV
   const fake = new FakeVendors();
   let started: GenerationHarness | undefined;
   const current = (): GenerationHarness => {
-    if (!started) throw new Error('the generation service starts in the suite\'s before hook');
+    if (!started) throw new Error("the generation service starts in the suite's before hook");
     return started;
   };
   before(async () => {

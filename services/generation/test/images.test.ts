@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { QUERY, serviceKey, startGeneration, user, type GenerationHarness } from './harness.ts';
+import { type GenerationHarness, QUERY, serviceKey, startGeneration, user } from './harness.ts';
 
 /**
  * Scene images as a web page meets them (docs/generation.md, "Images"): a public scene's image loads with
@@ -28,7 +28,7 @@ describe('generation: scene images', function () {
   });
   after(() => gen?.stop());
 
-  it('serves an ownerless scene\'s image to anyone, cached for a year as immutable, with an ETag and 304s', async () => {
+  it("serves an ownerless scene's image to anyone, cached for a year as immutable, with an ETag and 304s", async () => {
     const scene = await render(serviceKey);
     const first = await fetchImage(scene.image_url);
     assert.equal(first.status, 200);
@@ -48,7 +48,11 @@ describe('generation: scene images', function () {
     assert.equal(revalidated.status, 304);
     assert.equal(revalidated.headers.get('etag'), etag);
     assert.equal((await revalidated.arrayBuffer()).byteLength, 0);
-    assert.equal((await fetchImage(scene.image_url, { 'If-None-Match': `W/${etag}, "other"` })).status, 304, 'weak comparison, as RFC 9110 asks for If-None-Match');
+    assert.equal(
+      (await fetchImage(scene.image_url, { 'If-None-Match': `W/${etag}, "other"` })).status,
+      304,
+      'weak comparison, as RFC 9110 asks for If-None-Match',
+    );
     assert.equal((await fetchImage(scene.image_url, { 'If-None-Match': '"something-else"' })).status, 200);
     assert.equal((await fetchImage(scene.image_url, { 'If-Modified-Since': first.headers.get('last-modified')! })).status, 304);
 
@@ -80,7 +84,7 @@ describe('generation: scene images', function () {
     assert.equal((await fetchImage(scene.image_url, { 'If-None-Match': etag })).status, 404, 'a validator is no credential');
   });
 
-  it('serves the bytes on the embedded database too (npm start\'s), not a JSON rendering of them', async () => {
+  it("serves the bytes on the embedded database too (npm start's), not a JSON rendering of them", async () => {
     const dataDir = await mkdtemp(join(tmpdir(), 'tempora-generation-'));
     const embedded = await startGeneration({ DATABASE_URL: '', TEMPORA_DATA_DIR: dataDir });
     try {

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { QUERY, fakeVendorSuite } from './harness.ts';
+import { fakeVendorSuite, QUERY } from './harness.ts';
 
 /** Every bound of platform-interface.md's llm_params table: [field, rejected values, accepted values]. */
 const BOUNDS: Array<[string, unknown[], unknown[]]> = [
@@ -26,7 +26,10 @@ describe('generation: llm_params', function () {
         const reply = await gen.post('/api/v1/timepoints/generate/sync', { query: QUERY, llm_params: { [field]: value } });
         assert.equal(reply.status, 422, `${field}=${JSON.stringify(value).slice(0, 20)}`);
         assert.equal(reply.body.errors.length, 1);
-        assert.ok(reply.body.errors[0].path === `body.llm_params.${field}` || reply.body.errors[0].path.startsWith(`body.llm_params.${field}.`), `${field}=${JSON.stringify(value).slice(0, 20)}: ${reply.body.errors[0].path}`);
+        assert.ok(
+          reply.body.errors[0].path === `body.llm_params.${field}` || reply.body.errors[0].path.startsWith(`body.llm_params.${field}.`),
+          `${field}=${JSON.stringify(value).slice(0, 20)}: ${reply.body.errors[0].path}`,
+        );
       }
     }
     const unknown = await gen.post('/api/v1/timepoints/generate/sync', { query: QUERY, llm_params: { temprature: 1 } });
@@ -49,7 +52,17 @@ describe('generation: llm_params', function () {
     const reply = await gen.post('/api/v1/timepoints/generate/sync', {
       query: QUERY,
       generate_image: true,
-      llm_params: { temperature: 0.33, max_tokens: 500, top_p: 0.8, top_k: 20, stop: ['###'], thinking_level: 'low', frequency_penalty: 0.5, system_prompt_prefix: 'PREFIX-RULES', system_prompt_suffix: 'SUFFIX-RULES' },
+      llm_params: {
+        temperature: 0.33,
+        max_tokens: 500,
+        top_p: 0.8,
+        top_k: 20,
+        stop: ['###'],
+        thinking_level: 'low',
+        frequency_penalty: 0.5,
+        system_prompt_prefix: 'PREFIX-RULES',
+        system_prompt_suffix: 'SUFFIX-RULES',
+      },
     });
     assert.equal(reply.status, 200);
     const calls = fake.of('native').filter((call) => call.agent !== 'ImageGen');
@@ -68,7 +81,12 @@ describe('generation: llm_params', function () {
   });
 
   it('built-in temperatures: 0.2 factual, 0.85 creative, scene 0.7, dialog 0.85; preset max_tokens', async () => {
-    const reply = await gen.post('/api/v1/timepoints/generate/sync', { query: QUERY, preset: 'hyper', text_model: 'meta-llama/llama-3.3-70b-instruct', llm_params: { presence_penalty: 1.5, repetition_penalty: 1.2, thinking_level: 'high' } });
+    const reply = await gen.post('/api/v1/timepoints/generate/sync', {
+      query: QUERY,
+      preset: 'hyper',
+      text_model: 'meta-llama/llama-3.3-70b-instruct',
+      llm_params: { presence_penalty: 1.5, repetition_penalty: 1.2, thinking_level: 'high' },
+    });
     assert.equal(reply.status, 200);
     const temperature = (agent: string) => fake.of('aggregator', agent)[0]!.body.temperature;
     for (const agent of ['Judge', 'Timeline', 'Grounding', 'Characters', 'Graph', 'Critique']) assert.equal(temperature(agent), 0.2, agent);

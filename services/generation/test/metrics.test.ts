@@ -1,6 +1,6 @@
 import { Metrics } from '@tempora/kit/observability';
-import { GenerationMetrics } from '../src/metrics.ts';
 import { assertZeroed } from '../../kit/test/metrics-support.ts';
+import { GenerationMetrics } from '../src/metrics.ts';
 
 describe('generation metrics', () => {
   it('exports every series whose labels are known in advance at 0 from the start', async () => {

@@ -1,17 +1,33 @@
 import assert from 'node:assert/strict';
-import { operatorDefaults, selectModels, PRESET_MODELS, type SelectionDefaults } from '../src/models.ts';
 import { loadConfig } from '@tempora/kit/runtime';
 import { GenerationConfigSchema } from '../src/config.ts';
+import { operatorDefaults, PRESET_MODELS, type SelectionDefaults, selectModels } from '../src/models.ts';
 import { createProviders } from '../src/providers.ts';
 import { GenerateRequestSchema } from '../src/schemas.ts';
-import { QUERY, fakeVendorSuite } from './harness.ts';
+import { fakeVendorSuite, QUERY } from './harness.ts';
 
-const http = { PROVIDER_TIMEOUT_MS: 1000, PROVIDER_RETRIES: 0, PROVIDER_BACKOFF_MS: 1, PROVIDER_MAX_BACKOFF_MS: 1, GEMINI_BASE_URL: 'http://x', STABILITY_BASE_URL: 'http://x', POLLINATIONS_BASE_URL: 'http://x', OPENROUTER_BASE_URL: undefined as string | undefined };
+const http = {
+  PROVIDER_TIMEOUT_MS: 1000,
+  PROVIDER_RETRIES: 0,
+  PROVIDER_BACKOFF_MS: 1,
+  PROVIDER_MAX_BACKOFF_MS: 1,
+  GEMINI_BASE_URL: 'http://x',
+  STABILITY_BASE_URL: 'http://x',
+  POLLINATIONS_BASE_URL: 'http://x',
+  OPENROUTER_BASE_URL: undefined as string | undefined,
+};
 const all = createProviders({ ...http, GEMINI_API_KEY: 'g', OPENROUTER_API_KEY: 'o', STABILITY_API_KEY: 's', FREE_IMAGE_ENABLED: true });
-const aggregatorOnly = createProviders({ ...http, GEMINI_API_KEY: undefined, OPENROUTER_API_KEY: 'o', STABILITY_API_KEY: undefined, FREE_IMAGE_ENABLED: false });
+const aggregatorOnly = createProviders({
+  ...http,
+  GEMINI_API_KEY: undefined,
+  OPENROUTER_API_KEY: 'o',
+  STABILITY_API_KEY: undefined,
+  FREE_IMAGE_ENABLED: false,
+});
 const none = createProviders({ ...http, GEMINI_API_KEY: undefined, OPENROUTER_API_KEY: undefined, STABILITY_API_KEY: undefined, FREE_IMAGE_ENABLED: false });
 const defaults: SelectionDefaults = { defaultTextModel: undefined, defaultImageModel: undefined, permissiveTextModel: 'meta-llama/llama-3.3-70b-instruct' };
-const select = (body: Record<string, unknown>, providers = all, options = defaults) => selectModels(GenerateRequestSchema.parse({ query: QUERY, generate_image: true, ...body }), providers, options);
+const select = (body: Record<string, unknown>, providers = all, options = defaults) =>
+  selectModels(GenerateRequestSchema.parse({ query: QUERY, generate_image: true, ...body }), providers, options);
 const chain = (result: ReturnType<typeof select>) => result.selection!.images.map((choice) => choice.model);
 
 describe('generation: model selection precedence', () => {
@@ -19,7 +35,11 @@ describe('generation: model selection precedence', () => {
     assert.deepEqual(select({}).selection!.text, { provider: 'native', model: 'gemini-2.5-flash', source: 'default' });
     assert.deepEqual(select({}, aggregatorOnly).selection!.text, { provider: 'aggregator', model: 'google/gemini-2.5-flash', source: 'default' });
     assert.deepEqual(select({}, none).selection!.text, { provider: 'offline', model: 'offline', source: 'default' });
-    assert.deepEqual(select({}, all, { ...defaults, defaultTextModel: 'qwen/qwen3-235b', defaultImageModel: 'stability/sd3.5-medium' }).selection!.text, { provider: 'aggregator', model: 'qwen/qwen3-235b', source: 'default' });
+    assert.deepEqual(select({}, all, { ...defaults, defaultTextModel: 'qwen/qwen3-235b', defaultImageModel: 'stability/sd3.5-medium' }).selection!.text, {
+      provider: 'aggregator',
+      model: 'qwen/qwen3-235b',
+      source: 'default',
+    });
     assert.deepEqual(chain(select({}, all, { ...defaults, defaultImageModel: 'stability/sd3.5-medium' })), ['stability/sd3.5-medium']);
     assert.equal(select({}).selection!.max_tokens, 2048);
   });
@@ -31,12 +51,18 @@ describe('generation: model selection precedence', () => {
       assert.equal(selection!.max_tokens, models.max_tokens);
       assert.deepEqual(chain({ selection, errors: [] }), [models.native_image, models.vendor_image, models.aggregator_image]);
     }
-    assert.deepEqual([1024, 2048, 8192], ['hyper', 'balanced', 'hd'].map((preset) => select({ preset }).selection!.max_tokens));
+    assert.deepEqual(
+      [1024, 2048, 8192],
+      ['hyper', 'balanced', 'hd'].map((preset) => select({ preset }).selection!.max_tokens),
+    );
     assert.deepEqual(select({ preset: 'hd' }, aggregatorOnly).selection!.text, { provider: 'aggregator', model: 'google/gemini-2.5-pro', source: 'preset' });
     assert.deepEqual(chain(select({ preset: 'hd' }, aggregatorOnly)), ['google/gemini-2.5-flash-image']);
     const offline = select({ preset: 'hd' }, none).selection!;
     assert.equal(offline.text.provider, 'offline');
-    assert.ok(offline.warnings.some((warning) => /no model provider is configured/.test(warning)), 'the offline fallback of a preset is never silent');
+    assert.ok(
+      offline.warnings.some((warning) => /no model provider is configured/.test(warning)),
+      'the offline fallback of a preset is never silent',
+    );
   });
 
   it('model_policy permissive over preset: open-weight text via the aggregator, SD3.5 turbo only, no grounding', () => {
@@ -48,23 +74,50 @@ describe('generation: model selection precedence', () => {
   });
 
   it('explicit models over everything, combined with the other controls', () => {
-    const { selection } = select({ model_policy: 'permissive', preset: 'hyper', text_model: 'mistralai/mistral-large', image_model: 'stability/sd3.5-medium', llm_params: { max_tokens: 77 } });
+    const { selection } = select({
+      model_policy: 'permissive',
+      preset: 'hyper',
+      text_model: 'mistralai/mistral-large',
+      image_model: 'stability/sd3.5-medium',
+      llm_params: { max_tokens: 77 },
+    });
     assert.deepEqual(selection!.text, { provider: 'aggregator', model: 'mistralai/mistral-large', source: 'explicit' });
     assert.deepEqual(chain({ selection, errors: [] }), ['stability/sd3.5-medium']);
     assert.equal(selection!.grounding, false);
     assert.equal(selection!.max_tokens, 77);
-    assert.deepEqual(select({ text_model: 'gemini-3-pro-preview', preset: 'hyper' }).selection!.text, { provider: 'native', model: 'gemini-3-pro-preview', source: 'explicit' });
+    assert.deepEqual(select({ text_model: 'gemini-3-pro-preview', preset: 'hyper' }).selection!.text, {
+      provider: 'native',
+      model: 'gemini-3-pro-preview',
+      source: 'explicit',
+    });
     assert.deepEqual(chain(select({ image_model: 'pollinations' })), ['pollinations']);
     assert.deepEqual(chain(select({ image_model: 'gemini-2.5-flash-image', model_policy: 'permissive' })), ['gemini-2.5-flash-image']);
     assert.deepEqual(chain(select({ image_model: 'stability/sd3.5-large' })), ['stability/sd3.5-large']);
-    assert.deepEqual(select({ image_model: 'sd3.5-large' }).errors.map((e) => e.path), ['body.image_model'], 'vendor models are written stability/…');
+    assert.deepEqual(
+      select({ image_model: 'sd3.5-large' }).errors.map((e) => e.path),
+      ['body.image_model'],
+      'vendor models are written stability/…',
+    );
   });
 
   it('refuses unknown model IDs and unconfigured providers with 422 paths', () => {
-    assert.deepEqual(select({ text_model: 'gpt4' }).errors.map((e) => e.path), ['body.text_model']);
-    assert.deepEqual(select({ image_model: 'stability/sdxl' }).errors.map((e) => e.path), ['body.image_model']);
-    assert.deepEqual(select({ text_model: 'gemini-2.5-pro' }, aggregatorOnly).errors.map((e) => e.path), ['body.text_model']);
-    assert.deepEqual(select({ model_policy: 'permissive' }, aggregatorOnly).errors.map((e) => e.path), ['body.model_policy'], 'permissive images need the image vendor');
+    assert.deepEqual(
+      select({ text_model: 'gpt4' }).errors.map((e) => e.path),
+      ['body.text_model'],
+    );
+    assert.deepEqual(
+      select({ image_model: 'stability/sdxl' }).errors.map((e) => e.path),
+      ['body.image_model'],
+    );
+    assert.deepEqual(
+      select({ text_model: 'gemini-2.5-pro' }, aggregatorOnly).errors.map((e) => e.path),
+      ['body.text_model'],
+    );
+    assert.deepEqual(
+      select({ model_policy: 'permissive' }, aggregatorOnly).errors.map((e) => e.path),
+      ['body.model_policy'],
+      'permissive images need the image vendor',
+    );
     assert.equal(select({ model_policy: 'permissive', generate_image: false }, aggregatorOnly).errors.length, 0);
   });
 });
@@ -99,7 +152,10 @@ describe('generation: operator presets (AgentPool spec.models → MODEL_PRESETS,
     const fallback = select({ preset: 'hd' }, aggregatorOnly, options).selection!;
     assert.equal(fallback.text.model, 'qwen/qwen3-235b-a22b', 'hd needs the native provider: the fallback preset is used');
     assert.ok(fallback.warnings.some((warning) => /fallback preset balanced/.test(warning)));
-    assert.deepEqual(select({ preset: 'hyper' }, all, options).errors.map((e) => e.path), ['body.preset']);
+    assert.deepEqual(
+      select({ preset: 'hyper' }, all, options).errors.map((e) => e.path),
+      ['body.preset'],
+    );
   });
 });
 
@@ -120,7 +176,13 @@ describe('generation: precedence end to end (all 14 agents respect it)', functio
   });
 
   it('explicit text_model and image_model with a preset: every agent uses them', async () => {
-    const reply = await gen.post('/api/v1/timepoints/generate/sync', { query: QUERY, preset: 'hd', text_model: 'qwen/qwen3-235b-a22b', image_model: 'stability/sd3.5-medium', generate_image: true });
+    const reply = await gen.post('/api/v1/timepoints/generate/sync', {
+      query: QUERY,
+      preset: 'hd',
+      text_model: 'qwen/qwen3-235b-a22b',
+      image_model: 'stability/sd3.5-medium',
+      generate_image: true,
+    });
     assert.equal(reply.status, 200);
     assert.equal(fake.of('native').length, 0);
     assert.ok(fake.of('aggregator').every((call) => call.body.model === 'qwen/qwen3-235b-a22b' && call.body.max_tokens === 8192));
@@ -131,6 +193,9 @@ describe('generation: precedence end to end (all 14 agents respect it)', functio
   it('image URLs appear only when generate_image is true', async () => {
     const reply = await gen.post('/api/v1/timepoints/generate/sync', { query: QUERY });
     assert.equal('image_url' in reply.body, false);
-    assert.equal(fake.requests.some((call) => call.agent === 'ImageGen' || call.agent === 'Optimizer'), false);
+    assert.equal(
+      fake.requests.some((call) => call.agent === 'ImageGen' || call.agent === 'Optimizer'),
+      false,
+    );
   });
 });

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { scrape } from '../../kit/test/metrics-support.ts';
 import { EVENT_ORDER } from '../src/agents/types.ts';
-import { QUERY, fakeVendorSuite, readSse, sleep, startGeneration, user, userId, vendorEnv, type GenerationHarness } from './harness.ts';
+import { fakeVendorSuite, type GenerationHarness, QUERY, readSse, sleep, startGeneration, user, userId, vendorEnv } from './harness.ts';
 
 describe('generation: pipeline over the native provider', function () {
   this.timeout(30_000);
@@ -15,7 +15,10 @@ describe('generation: pipeline over the native provider', function () {
     assert.equal(scene.year, 1969);
     assert.equal(scene.time, '2017');
     assert.equal(scene.path, '1969/july/20/2017/united-states/texas/houston/apollo-11-lands-on-the-moon');
-    assert.deepEqual(scene.characters.map((c: any) => c.name), ['Charlie Duke', 'Gene Kranz']);
+    assert.deepEqual(
+      scene.characters.map((c: any) => c.name),
+      ['Charlie Duke', 'Gene Kranz'],
+    );
     assert.equal(scene.characters[1].bio, 'Astronaut, CAPCOM for the landing.');
     assert.equal(scene.relationships[0].type, 'supervises');
     assert.equal(scene.dialog.length, 3);
@@ -29,7 +32,23 @@ describe('generation: pipeline over the native provider', function () {
     assert.ok(scene.confidence.overall > 0.7 && scene.confidence.overall <= 1);
     assert.ok(scene.tokens.total > 0 && scene.tokens.thinking > 0);
     const agents = new Set(fake.of('native').map((call) => call.agent));
-    for (const name of ['Judge', 'Timeline', 'Grounding', 'Scene', 'Characters', 'CharacterBio', 'Graph', 'Moment', 'Camera', 'Dialog', 'Critique', 'ImagePrompt', 'Optimizer', 'ImageGen']) assert.ok(agents.has(name), `${name} was called`);
+    for (const name of [
+      'Judge',
+      'Timeline',
+      'Grounding',
+      'Scene',
+      'Characters',
+      'CharacterBio',
+      'Graph',
+      'Moment',
+      'Camera',
+      'Dialog',
+      'Critique',
+      'ImagePrompt',
+      'Optimizer',
+      'ImageGen',
+    ])
+      assert.ok(agents.has(name), `${name} was called`);
     assert.equal(fake.of('native', 'CharacterBio').length, 2, 'one bio per character');
     assert.deepEqual(Object.keys(scene.timings.agents).sort(), [...EVENT_ORDER, 'CharacterBio', 'Graph'].sort());
     const image = await fetch(`${gen.url}/api/v1/timepoints/${scene.id}/image`);
@@ -42,7 +61,8 @@ describe('generation: pipeline over the native provider', function () {
     assert.equal(reply.status, 200);
     const steps = reply.body.timings.steps as Array<{ agent: string; started_ms: number; duration_ms: number }>;
     const at = (agent: string, index = 0) => steps.filter((step) => step.agent === agent)[index]!;
-    const overlap = (a: { started_ms: number; duration_ms: number }, b: { started_ms: number; duration_ms: number }) => a.started_ms < b.started_ms + b.duration_ms && b.started_ms < a.started_ms + a.duration_ms;
+    const overlap = (a: { started_ms: number; duration_ms: number }, b: { started_ms: number; duration_ms: number }) =>
+      a.started_ms < b.started_ms + b.duration_ms && b.started_ms < a.started_ms + a.duration_ms;
     assert.ok(overlap(at('Moment'), at('Camera')), 'Moment beside Camera');
     assert.ok(overlap(at('CharacterBio', 0), at('CharacterBio', 1)), 'bios in parallel');
     assert.ok(overlap(at('Grounding'), at('Scene')), 'Grounding beside Scene');
@@ -55,12 +75,19 @@ describe('generation: pipeline over the native provider', function () {
     fake.latencyMs = 40;
     const gen2 = await startGeneration({ ...vendorEnv(fake), STREAM_HEARTBEAT_MS: '50' });
     try {
-      const response = await fetch(`${gen2.url}/api/v1/timepoints/generate/stream`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ query: QUERY, generate_image: true }) });
+      const response = await fetch(`${gen2.url}/api/v1/timepoints/generate/stream`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ query: QUERY, generate_image: true }),
+      });
       assert.equal(response.status, 200);
       assert.match(response.headers.get('content-type')!, /text\/event-stream/);
       const events = await readSse(response);
       const agents = events.filter((event) => event.event === 'agent');
-      assert.deepEqual(agents.map((event) => event.data.agent), EVENT_ORDER);
+      assert.deepEqual(
+        agents.map((event) => event.data.agent),
+        EVENT_ORDER,
+      );
       for (const event of agents) {
         assert.equal(event.data.status, 'completed', event.data.agent);
         assert.ok(event.data.duration_ms >= 30, `${event.data.agent} duration`);
@@ -68,7 +95,10 @@ describe('generation: pipeline over the native provider', function () {
         assert.ok(event.data.model);
       }
       assert.equal(events[0]!.event, 'start');
-      assert.ok(events.some((event) => event.event === 'comment'), 'heartbeats');
+      assert.ok(
+        events.some((event) => event.event === 'comment'),
+        'heartbeats',
+      );
       const done = events.at(-1)!;
       assert.equal(done.event, 'done');
       const stored = await gen2.get(`/api/v1/timepoints/${done.data.timepoint_id}`);
@@ -82,7 +112,12 @@ describe('generation: pipeline over the native provider', function () {
   it('cancels the remaining agents when the stream client disconnects', async () => {
     fake.latencyMs = 300;
     const controller = new AbortController();
-    const response = await fetch(`${gen.url}/api/v1/timepoints/generate/stream`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ query: QUERY }), signal: controller.signal });
+    const response = await fetch(`${gen.url}/api/v1/timepoints/generate/stream`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ query: QUERY }),
+      signal: controller.signal,
+    });
     await readSse(response, (event) => event.event === 'agent' && event.data.agent === 'Timeline').catch(() => []);
     controller.abort();
     await sleep(800);
@@ -95,7 +130,12 @@ describe('generation: pipeline over the native provider', function () {
   it('cancels a sync generation when its client disconnects', async () => {
     fake.latencyMs = 300;
     const controller = new AbortController();
-    const pending = fetch(`${gen.url}/api/v1/timepoints/generate/sync`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ query: QUERY }), signal: controller.signal }).catch(() => undefined);
+    const pending = fetch(`${gen.url}/api/v1/timepoints/generate/sync`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ query: QUERY }),
+      signal: controller.signal,
+    }).catch(() => undefined);
     await sleep(400);
     controller.abort();
     await pending;
@@ -107,21 +147,36 @@ describe('generation: pipeline over the native provider', function () {
   });
 
   it('rejects an invalid query through the Judge with 422', async () => {
-    fake.fail('native', 'Judge', { kind: 'output', value: { valid: false, reason: 'This is not a historical moment.', query_type: 'invalid', normalized_query: 'buy shoes' } });
+    fake.fail('native', 'Judge', {
+      kind: 'output',
+      value: { valid: false, reason: 'This is not a historical moment.', query_type: 'invalid', normalized_query: 'buy shoes' },
+    });
     const reply = await gen.post('/api/v1/timepoints/generate/sync', { query: 'buy me some shoes' });
     assert.equal(reply.status, 422);
     assert.equal(reply.body.title, 'Query rejected');
     assert.deepEqual(reply.body.errors, [{ path: 'body.query', message: 'This is not a historical moment.' }]);
     assert.equal(fake.of('native', 'Timeline').length, 0);
     fake.fail('native', 'Judge', { kind: 'output', value: { valid: false, reason: 'Not history.', query_type: 'invalid', normalized_query: 'x' } });
-    const response = await fetch(`${gen.url}/api/v1/timepoints/generate/stream`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ query: 'buy me some shoes' }) });
+    const response = await fetch(`${gen.url}/api/v1/timepoints/generate/stream`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ query: 'buy me some shoes' }),
+    });
     const events = await readSse(response);
-    assert.deepEqual(events.filter((event) => event.event !== 'comment').map((event) => event.event), ['start', 'error']);
+    assert.deepEqual(
+      events.filter((event) => event.event !== 'comment').map((event) => event.event),
+      ['start', 'error'],
+    );
     assert.equal(events.at(-1)!.data.status, 422);
   });
 
   it('repairs malformed model output within the budget', async () => {
-    fake.fail('native', 'Scene', { kind: 'invalid-output', text: 'Sure! Here is the scene: {"title": ' }, { kind: 'invalid-output', text: '{"title": "", "setting": 5}' });
+    fake.fail(
+      'native',
+      'Scene',
+      { kind: 'invalid-output', text: 'Sure! Here is the scene: {"title": ' },
+      { kind: 'invalid-output', text: '{"title": "", "setting": 5}' },
+    );
     const reply = await gen.post('/api/v1/timepoints/generate/sync', { query: QUERY });
     assert.equal(reply.status, 200);
     const scene = fake.of('native', 'Scene');
@@ -160,7 +215,10 @@ describe('generation: pipeline over the native provider', function () {
     const reply = await gen.post('/api/v1/timepoints/generate/sync', { query: QUERY, generate_image: true, preset: 'hd' });
     assert.equal(reply.status, 200);
     assert.deepEqual(reply.body.models.image, { provider: 'image_vendor', model: 'stability/sd3.5-large' });
-    assert.deepEqual(reply.body.models.image_chain.map((c: any) => c.model), ['gemini-2.5-flash-image', 'stability/sd3.5-large', 'google/gemini-2.5-flash-image']);
+    assert.deepEqual(
+      reply.body.models.image_chain.map((c: any) => c.model),
+      ['gemini-2.5-flash-image', 'stability/sd3.5-large', 'google/gemini-2.5-flash-image'],
+    );
     assert.equal(fake.of('image_vendor')[0]!.form!.model, 'sd3.5-large');
     assert.ok(reply.body.warnings.some((w: string) => /gemini-2.5-flash-image failed/.test(w)));
     // The failure the image vendor absorbed: a fallback, and an error of the native provider (what TemporaModelProviderFailing reads).
@@ -171,7 +229,18 @@ describe('generation: pipeline over the native provider', function () {
   });
 
   it('lets Critique send Dialog back exactly once', async () => {
-    const revise = { kind: 'output' as const, value: { score: 0.4, historical_accuracy: 0.9, dialog_quality: 0.3, revise: true, feedback: 'Use the real callsign Tranquility Base.', issues: ['callsign'], anachronisms: [] } };
+    const revise = {
+      kind: 'output' as const,
+      value: {
+        score: 0.4,
+        historical_accuracy: 0.9,
+        dialog_quality: 0.3,
+        revise: true,
+        feedback: 'Use the real callsign Tranquility Base.',
+        issues: ['callsign'],
+        anachronisms: [],
+      },
+    };
     fake.fail('native', 'Critique', revise, revise, revise);
     const reply = await gen.post('/api/v1/timepoints/generate/sync', { query: QUERY });
     assert.equal(reply.status, 200);
@@ -212,7 +281,8 @@ describe('generation: offline provider (no keys, no network)', function () {
     assert.equal(one.body.day, 15);
     assert.equal(one.body.location.city, 'rome');
     assert.equal(one.body.characters[0].name, 'Julius Caesar');
-    for (const field of ['scene', 'characters', 'relationships', 'moment', 'camera', 'dialog', 'critique', 'image_prompt']) assert.deepEqual(one.body[field], two.body[field], field);
+    for (const field of ['scene', 'characters', 'relationships', 'moment', 'camera', 'dialog', 'critique', 'image_prompt'])
+      assert.deepEqual(one.body[field], two.body[field], field);
     for (const agent of Object.values(one.body.models.agents) as any[]) assert.equal(agent.provider, 'offline');
     const image = await fetch(one.body.image_url.replace(/^https?:\/\/[^/]+/, gen.url));
     assert.equal(image.headers.get('content-type'), 'image/svg+xml');
@@ -233,7 +303,7 @@ describe('generation: offline provider (no keys, no network)', function () {
 
   it('builds on the graph service when it knows the moment', async () => {
     const { createServer } = await import('node:http');
-    const graph = createServer((request, response) => {
+    const graph = createServer((_request, response) => {
       response.writeHead(200, { 'content-type': 'application/json' });
       response.end(
         JSON.stringify({
@@ -271,7 +341,10 @@ describe('generation: offline provider (no keys, no network)', function () {
       assert.equal(reply.status, 200);
       assert.equal(reply.body.time, '2017');
       assert.equal(reply.body.date_precision, 'exact');
-      assert.deepEqual(reply.body.characters.filter((c: any) => c.is_historical).map((c: any) => c.name), ['Neil Armstrong', 'Buzz Aldrin']);
+      assert.deepEqual(
+        reply.body.characters.filter((c: any) => c.is_historical).map((c: any) => c.name),
+        ['Neil Armstrong', 'Buzz Aldrin'],
+      );
       assert.equal(reply.body.graph_moment, '1969/july/20/2017/united-states/texas/houston/apollo-11-moon-landing');
       assert.equal(reply.body.sources[0].kind, 'graph');
       assert.equal(reply.body.model_provider, 'offline');

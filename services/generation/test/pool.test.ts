@@ -1,10 +1,10 @@
 import assert from 'node:assert/strict';
-import { scrape } from '../../kit/test/metrics-support.ts';
-import { spawn, type ChildProcess } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
+import { scrape } from '../../kit/test/metrics-support.ts';
 import { EVENT_ORDER } from '../src/agents/types.ts';
+import { type GenerationHarness, QUERY, readSse, startGeneration, until, vendorEnv } from './harness.ts';
 import { FakeVendors } from './providers/fake-vendors.ts';
-import { QUERY, readSse, startGeneration, until, vendorEnv, type GenerationHarness } from './harness.ts';
 
 const WORKER = fileURLToPath(new URL('../src/worker.ts', import.meta.url));
 
@@ -49,7 +49,13 @@ describe('generation: agent pool on Redis streams', function () {
   before(async () => {
     await fake.start();
     // The service counts a worker live while it was seen within AGENT_POOL_CLAIM_IDLE_MS: short, so a killed one drops out within the test.
-    gen = await startGeneration({ ...vendorEnv(fake, ['native']), AGENT_POOL: 'redis', AGENT_POOL_NAME: 'agents', AGENT_POOL_TASK_TIMEOUT_MS: '20000', AGENT_POOL_CLAIM_IDLE_MS: '2000' });
+    gen = await startGeneration({
+      ...vendorEnv(fake, ['native']),
+      AGENT_POOL: 'redis',
+      AGENT_POOL_NAME: 'agents',
+      AGENT_POOL_TASK_TIMEOUT_MS: '20000',
+      AGENT_POOL_CLAIM_IDLE_MS: '2000',
+    });
     const env = {
       ...vendorEnv(fake, ['native']),
       REDIS_URL: process.env.REDIS_URL as string,
@@ -75,9 +81,16 @@ describe('generation: agent pool on Redis streams', function () {
   it('runs the whole pipeline as tasks on the workers and streams events in order', async () => {
     const health = await gen.get('/health');
     assert.equal(health.body.agent_pool, 'redis');
-    const response = await fetch(`${gen.url}/api/v1/timepoints/generate/stream`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ query: QUERY }) });
+    const response = await fetch(`${gen.url}/api/v1/timepoints/generate/stream`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ query: QUERY }),
+    });
     const events = await readSse(response);
-    assert.deepEqual(events.filter((event) => event.event === 'agent').map((event) => event.data.agent), EVENT_ORDER);
+    assert.deepEqual(
+      events.filter((event) => event.event === 'agent').map((event) => event.data.agent),
+      EVENT_ORDER,
+    );
     assert.equal(events.at(-1)!.event, 'done');
     // Worker logs arrive through pipes, possibly after the result did.
     await until(async () => workers.reduce((sum, worker) => sum + said(worker, 'agent task finished').length, 0) >= 13, 10_000);
@@ -93,16 +106,20 @@ describe('generation: agent pool on Redis streams', function () {
     const sampler = setInterval(() => void gen.instance.runner.depth().then((depth) => depths.push(depth)), 50);
     const pending = gen.post('/api/v1/timepoints/generate/sync', { query: QUERY });
     // Kill the victim while it holds a task (one it started and has not finished).
-    await until(async () => {
-      const started = said(victim, 'agent task started').length;
-      return started > before && started > said(victim, 'agent task finished').length;
-    }, 20_000, 5);
+    await until(
+      async () => {
+        const started = said(victim, 'agent task started').length;
+        return started > before && started > said(victim, 'agent task finished').length;
+      },
+      20_000,
+      5,
+    );
     victim.child.kill('SIGKILL');
     const reply = await pending;
     clearInterval(sampler);
     assert.equal(reply.status, 200, JSON.stringify(reply.body));
     assert.equal(reply.body.dialog.length, 3);
-    assert.ok(said(survivor, 'agent pool: redelivered task claimed').length >= 1, 'the survivor claimed the dead worker\'s task');
+    assert.ok(said(survivor, 'agent pool: redelivered task claimed').length >= 1, "the survivor claimed the dead worker's task");
     assert.ok(Math.max(...depths) >= 1, 'queue depth was visible while tasks waited');
     const metrics = await scrape(gen);
     assert.match(metrics, /generation_agent_queue_depth\{service="generation"\} \d+/);
@@ -113,17 +130,25 @@ describe('generation: agent pool on Redis streams', function () {
   it("reports the pool's live workers (idle ones included, a dead one gone after the heartbeat window) and its oldest task's age", async () => {
     const alive = workers.filter((worker) => !worker.exited).length;
     // Idle workers are live: no task is running.
-    const idle = await until(async () => {
-      const stats = await gen.instance.runner.stats();
-      return stats?.workers === alive && stats.depth === 0 ? stats : undefined;
-    }, 10_000, 100);
+    const idle = await until(
+      async () => {
+        const stats = await gen.instance.runner.stats();
+        return stats?.workers === alive && stats.depth === 0 ? stats : undefined;
+      },
+      10_000,
+      100,
+    );
     assert.deepEqual(idle, { depth: 0, waiting: 0, oldestAgeSeconds: 0, workers: alive });
     // A scrape reuses the readings of the last second's, so the dead worker may still show in the first one.
     const workersLine = new RegExp(`generation_agent_pool_workers\\{[^}]*pool="agents"[^}]*\\} ${alive}\n`);
-    let metrics = await until(async () => {
-      const body = await scrape(gen);
-      return workersLine.test(body) ? body : undefined;
-    }, 5_000, 250);
+    let metrics = await until(
+      async () => {
+        const body = await scrape(gen);
+        return workersLine.test(body) ? body : undefined;
+      },
+      5_000,
+      250,
+    );
     assert.match(metrics, /generation_agent_pool_oldest_task_age_seconds\{[^}]*pool="agents"[^}]*\} 0\n/);
 
     fake.latencyMs = 400;

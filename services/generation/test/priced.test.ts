@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { signPricedCall } from '@tempora/kit/http';
-import { QUERY, SERVICE_KEY, startGeneration, user, type GenerationHarness } from './harness.ts';
+import { type GenerationHarness, QUERY, SERVICE_KEY, startGeneration, user } from './harness.ts';
 
 const digest = (text: string) => createHash('sha256').update(text).digest('hex');
 
@@ -17,9 +17,18 @@ describe('generation: runs only what the gateway priced', function () {
   const path = '/api/v1/timepoints/generate';
   const body = JSON.stringify({ query: QUERY, preset: 'hd', generate_image: true });
   const priced = (operation: string, overrides: { key?: string; method?: string; path?: string; body?: string } = {}) =>
-    signPricedCall(overrides.key ?? SERVICE_KEY, { operation, method: overrides.method ?? 'POST', path: overrides.path ?? path, bodyDigest: digest(overrides.body ?? body) });
+    signPricedCall(overrides.key ?? SERVICE_KEY, {
+      operation,
+      method: overrides.method ?? 'POST',
+      path: overrides.path ?? path,
+      bodyDigest: digest(overrides.body ?? body),
+    });
   const send = (header: string | undefined, target = path) =>
-    fetch(`${gen.url}${target}`, { method: 'POST', headers: { ...user('priced'), 'content-type': 'application/json', ...(header ? { 'X-Priced-Operation': header } : {}) }, body });
+    fetch(`${gen.url}${target}`, {
+      method: 'POST',
+      headers: { ...user('priced'), 'content-type': 'application/json', ...(header ? { 'X-Priced-Operation': header } : {}) },
+      body,
+    });
 
   it('refuses a call priced as another operation, for another body, path or method, or signed with another key (409), running nothing', async () => {
     const mismatched = [

@@ -1,5 +1,13 @@
 import assert from 'node:assert/strict';
-import { GeminiProvider, OpenRouterProvider, StabilityProvider, PollinationsProvider, OfflineProvider, retryAfterMs, ProviderError } from '@tempora/kit/providers';
+import {
+  GeminiProvider,
+  OfflineProvider,
+  OpenRouterProvider,
+  PollinationsProvider,
+  type ProviderError,
+  retryAfterMs,
+  StabilityProvider,
+} from '@tempora/kit/providers';
 import { FakeVendors } from './providers/fake-vendors.ts';
 import { PNG } from './providers/recorded.ts';
 
@@ -25,7 +33,15 @@ describe('generation: model providers (kit/providers) against local vendor serve
     assert.equal(call!.path, '/v1beta/models/gemini-2.5-flash:generateContent');
     assert.equal(call!.headers['x-goog-api-key'], 'k1');
     assert.equal(call!.body.systemInstruction.parts[0].text, system);
-    assert.deepEqual(call!.body.generationConfig, { temperature: 0.3, maxOutputTokens: 99, topP: 0.9, topK: 5, stopSequences: ['END'], responseMimeType: 'application/json', thinkingConfig: { thinkingLevel: 'high' } });
+    assert.deepEqual(call!.body.generationConfig, {
+      temperature: 0.3,
+      maxOutputTokens: 99,
+      topP: 0.9,
+      topK: 5,
+      stopSequences: ['END'],
+      responseMimeType: 'application/json',
+      thinkingConfig: { thinkingLevel: 'high' },
+    });
     assert.ok(!JSON.stringify(call!.body).includes('penalty'), 'aggregator-only parameters are not sent to the native provider');
     assert.deepEqual(result.dropped_params, ['frequency_penalty', 'repetition_penalty']);
     assert.equal(JSON.parse(result.text).title, 'The Eagle Has Landed');
@@ -35,7 +51,14 @@ describe('generation: model providers (kit/providers) against local vendor serve
 
   it('native: thinking_level none turns thinking off; grounding adds google_search and returns citations', async () => {
     const native = new GeminiProvider({ ...http, apiKey: 'k1', baseUrl: fake.url });
-    const result = await native.generateText({ model: 'gemini-2.5-flash', system: 'You are the Grounding agent.', prompt: 'p', json: true, grounding: true, params: { thinking_level: 'none' } });
+    const result = await native.generateText({
+      model: 'gemini-2.5-flash',
+      system: 'You are the Grounding agent.',
+      prompt: 'p',
+      json: true,
+      grounding: true,
+      params: { thinking_level: 'none' },
+    });
     const [call] = fake.of('native');
     assert.deepEqual(call!.body.generationConfig.thinkingConfig, { thinkingBudget: 0 });
     assert.deepEqual(call!.body.tools, [{ google_search: {} }]);
@@ -50,13 +73,35 @@ describe('generation: model providers (kit/providers) against local vendor serve
       system,
       prompt: 'Query: x',
       json: true,
-      params: { temperature: 1.5, max_tokens: 10, top_p: 0.5, top_k: 3, frequency_penalty: -2, presence_penalty: 2, repetition_penalty: 0.5, stop: ['a', 'b'], thinking_level: 'low' },
+      params: {
+        temperature: 1.5,
+        max_tokens: 10,
+        top_p: 0.5,
+        top_k: 3,
+        frequency_penalty: -2,
+        presence_penalty: 2,
+        repetition_penalty: 0.5,
+        stop: ['a', 'b'],
+        thinking_level: 'low',
+      },
     });
     const [call] = fake.of('aggregator');
     assert.equal(call!.path, '/api/v1/chat/completions');
     assert.equal(call!.headers.authorization, 'Bearer or-key');
-    assert.deepEqual(call!.body.messages, [{ role: 'system', content: system }, { role: 'user', content: 'Query: x' }]);
-    for (const [name, value] of Object.entries({ temperature: 1.5, max_tokens: 10, top_p: 0.5, top_k: 3, frequency_penalty: -2, presence_penalty: 2, repetition_penalty: 0.5 })) assert.equal(call!.body[name], value, name);
+    assert.deepEqual(call!.body.messages, [
+      { role: 'system', content: system },
+      { role: 'user', content: 'Query: x' },
+    ]);
+    for (const [name, value] of Object.entries({
+      temperature: 1.5,
+      max_tokens: 10,
+      top_p: 0.5,
+      top_k: 3,
+      frequency_penalty: -2,
+      presence_penalty: 2,
+      repetition_penalty: 0.5,
+    }))
+      assert.equal(call!.body[name], value, name);
     assert.deepEqual(call!.body.stop, ['a', 'b']);
     assert.deepEqual(call!.body.response_format, { type: 'json_object' });
     assert.equal(call!.body.thinking_level, undefined);
@@ -85,17 +130,26 @@ describe('generation: model providers (kit/providers) against local vendor serve
   it('gives up after the retry budget with the upstream status; other 4xx fail at once', async () => {
     fake.fail('native', 'Scene', { kind: 'status', status: 500 }, { kind: 'status', status: 502 }, { kind: 'status', status: 503 });
     const native = new GeminiProvider({ ...http, apiKey: 'k', baseUrl: fake.url });
-    await assert.rejects(native.generateText({ model: 'gemini-x', system, prompt: 'p' }), (error: ProviderError) => error.code === 'http' && error.status === 503 && error.attempts === 3);
+    await assert.rejects(
+      native.generateText({ model: 'gemini-x', system, prompt: 'p' }),
+      (error: ProviderError) => error.code === 'http' && error.status === 503 && error.attempts === 3,
+    );
     fake.reset();
     fake.fail('native', 'Scene', { kind: 'status', status: 400 });
-    await assert.rejects(native.generateText({ model: 'gemini-x', system, prompt: 'p' }), (error: ProviderError) => error.status === 400 && error.attempts === 1);
+    await assert.rejects(
+      native.generateText({ model: 'gemini-x', system, prompt: 'p' }),
+      (error: ProviderError) => error.status === 400 && error.attempts === 1,
+    );
     assert.equal(fake.of('native').length, 1);
   });
 
   it('times out a call that hangs, retrying within the budget', async () => {
     fake.fail('native', 'Scene', { kind: 'hang' }, { kind: 'hang' }, { kind: 'hang' });
     const native = new GeminiProvider({ ...http, timeoutMs: 150, apiKey: 'k', baseUrl: fake.url });
-    await assert.rejects(native.generateText({ model: 'gemini-x', system, prompt: 'p' }), (error: ProviderError) => error.code === 'timeout' && error.attempts === 3);
+    await assert.rejects(
+      native.generateText({ model: 'gemini-x', system, prompt: 'p' }),
+      (error: ProviderError) => error.code === 'timeout' && error.attempts === 3,
+    );
     fake.reset();
     fake.fail('native', 'Scene', { kind: 'hang' });
     const result = await native.generateText({ model: 'gemini-x', system, prompt: 'p' });
@@ -118,7 +172,10 @@ describe('generation: model providers (kit/providers) against local vendor serve
     const controller = new AbortController();
     setTimeout(() => controller.abort(), 50);
     const started = Date.now();
-    await assert.rejects(native.generateText({ model: 'gemini-x', system, prompt: 'p', signal: controller.signal }), (error: ProviderError) => error.code === 'cancelled');
+    await assert.rejects(
+      native.generateText({ model: 'gemini-x', system, prompt: 'p', signal: controller.signal }),
+      (error: ProviderError) => error.code === 'cancelled',
+    );
     assert.ok(Date.now() - started < 1000);
   });
 
@@ -134,7 +191,10 @@ describe('generation: model providers (kit/providers) against local vendor serve
 
     const native = await new GeminiProvider({ ...http, apiKey: 'k', baseUrl: fake.url }).generateImage({ model: 'gemini-2.5-flash-image', prompt: 'x' });
     assert.deepEqual(native.data, PNG);
-    const aggregated = await new OpenRouterProvider({ ...http, apiKey: 'k', baseUrl: `${fake.url}/api/v1` }).generateImage({ model: 'google/gemini-2.5-flash-image', prompt: 'x' });
+    const aggregated = await new OpenRouterProvider({ ...http, apiKey: 'k', baseUrl: `${fake.url}/api/v1` }).generateImage({
+      model: 'google/gemini-2.5-flash-image',
+      prompt: 'x',
+    });
     assert.deepEqual(aggregated.data, PNG);
     const free = await new PollinationsProvider({ ...http, baseUrl: fake.url }).generateImage({ model: 'pollinations', prompt: 'a b', seed: 3 });
     assert.equal(free.mime_type, 'image/jpeg');
@@ -154,7 +214,7 @@ describe('generation: model providers (kit/providers) against local vendor serve
 
   it('reads Retry-After as seconds or an HTTP date', () => {
     assert.equal(retryAfterMs('2'), 2000);
-    assert.equal(retryAfterMs(new Date(Date.now() + 3000).toUTCString(), Date.now()) ! > 1000, true);
+    assert.equal(retryAfterMs(new Date(Date.now() + 3000).toUTCString(), Date.now())! > 1000, true);
     assert.equal(retryAfterMs('soon'), undefined);
     assert.equal(retryAfterMs(null), undefined);
   });

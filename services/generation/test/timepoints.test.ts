@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
-import { scrape } from '../../kit/test/metrics-support.ts';
 import { TdfRecordSchema, tdfHash } from '@tempora/kit/moments';
-import { QUERY, serviceKey, startGeneration, user, type GenerationHarness } from './harness.ts';
+import { scrape } from '../../kit/test/metrics-support.ts';
+import { type GenerationHarness, QUERY, serviceKey, startGeneration, user } from './harness.ts';
 
 describe('generation: stored scenes, visibility, owner list, TDF', function () {
   this.timeout(30_000);
@@ -58,17 +58,31 @@ describe('generation: stored scenes, visibility, owner list, TDF', function () {
       const list = await gen.get(path, user('erin'));
       assert.equal(list.status, 200, path);
       assert.equal(list.body.total, 2);
-      assert.deepEqual(list.body.items.map((item: any) => item.id), [second.id, first.id]);
+      assert.deepEqual(
+        list.body.items.map((item: any) => item.id),
+        [second.id, first.id],
+      );
       assert.equal(list.body.limit, 20);
       assert.equal(list.body.offset, 0);
     }
-    assert.equal((await gen.get('/api/v1/users/me/timepoints?limit=5000', { ...user('erin'), ...serviceKey })).body.limit, 100, 'the export has its own route (account-data.test.ts)');
+    assert.equal(
+      (await gen.get('/api/v1/users/me/timepoints?limit=5000', { ...user('erin'), ...serviceKey })).body.limit,
+      100,
+      'the export has its own route (account-data.test.ts)',
+    );
     const page = await gen.get('/api/v1/users/me/timepoints?limit=1&offset=1', user('erin'));
-    assert.deepEqual(page.body.items.map((item: any) => item.id), [first.id]);
+    assert.deepEqual(
+      page.body.items.map((item: any) => item.id),
+      [first.id],
+    );
     assert.equal((await gen.get('/api/v1/users/me/timepoints')).status, 401);
     assert.equal((await gen.get('/api/v1/users/me/timepoints', { 'X-User-ID': 'bad id with spaces' })).status, 401);
     for (const notAUserId of ['erin', 'user-7', 'admin']) {
-      assert.equal((await gen.get('/api/v1/users/me/timepoints', { ...serviceKey, 'X-User-ID': notAUserId })).status, 401, `${notAUserId}: the gateway names users by UUID`);
+      assert.equal(
+        (await gen.get('/api/v1/users/me/timepoints', { ...serviceKey, 'X-User-ID': notAUserId })).status,
+        401,
+        `${notAUserId}: the gateway names users by UUID`,
+      );
     }
   });
 
@@ -107,13 +121,25 @@ describe('generation: stored scenes, visibility, owner list, TDF', function () {
     assert.equal(health.body.database, true);
     assert.deepEqual(health.body.providers, { native: false, aggregator: false, image_vendor: false, free_image: false, offline: true });
     const openapi = await gen.get('/openapi.json');
-    for (const path of ['/api/v1/timepoints/generate/sync', '/api/v1/timepoints/generate/stream', '/api/v1/timepoints/generate', '/api/v1/timepoints/jobs/{job_id}', '/api/v1/timepoints/{id}', '/api/v1/users/{user_id}/data']) assert.ok(openapi.body.paths[path], path);
+    for (const path of [
+      '/api/v1/timepoints/generate/sync',
+      '/api/v1/timepoints/generate/stream',
+      '/api/v1/timepoints/generate',
+      '/api/v1/timepoints/jobs/{job_id}',
+      '/api/v1/timepoints/{id}',
+      '/api/v1/users/{user_id}/data',
+    ])
+      assert.ok(openapi.body.paths[path], path);
     const models = await gen.get('/api/v1/models');
     assert.equal(models.status, 200);
-    assert.deepEqual(models.body.presets.map((preset: any) => preset.name), ['hyper', 'balanced', 'hd', 'gemini3']);
+    assert.deepEqual(
+      models.body.presets.map((preset: any) => preset.name),
+      ['hyper', 'balanced', 'hd', 'gemini3'],
+    );
     assert.ok(models.body.image_models.includes('stability/sd3.5-large-turbo'));
     const metrics = await scrape(gen);
-    for (const name of ['generation_agent_duration_seconds', 'generation_agent_tokens_total', 'generation_agent_queue_depth']) assert.match(metrics, new RegExp(name));
+    for (const name of ['generation_agent_duration_seconds', 'generation_agent_tokens_total', 'generation_agent_queue_depth'])
+      assert.match(metrics, new RegExp(name));
     assert.match(metrics, /generation_agent_tokens_total\{[^}]*agent="Dialog"[^}]*provider="offline"/);
   });
 });

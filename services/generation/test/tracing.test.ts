@@ -1,12 +1,12 @@
 import assert from 'node:assert/strict';
-import { trace, type Span, type Tracer, type TracerProvider } from '@opentelemetry/api';
-import { QUERY, startGeneration, type GenerationHarness } from './harness.ts';
+import { type Span, type Tracer, type TracerProvider, trace } from '@opentelemetry/api';
+import { type GenerationHarness, QUERY, startGeneration } from './harness.ts';
 
 /** A minimal tracer provider that records span names and attributes. */
 function recordingProvider(spans: Array<{ name: string; attributes: Record<string, unknown> }>): TracerProvider {
   const makeSpan = (entry: { name: string; attributes: Record<string, unknown> }): Span =>
     ({
-      spanContext: () => ({ traceId: '0'.repeat(31) + '1', spanId: '0'.repeat(15) + '1', traceFlags: 1 }),
+      spanContext: () => ({ traceId: `${'0'.repeat(31)}1`, spanId: `${'0'.repeat(15)}1`, traceFlags: 1 }),
       setAttribute(key: string, value: unknown) {
         entry.attributes[key] = value;
         return this;
@@ -68,7 +68,14 @@ describe('generation: a trace span per agent call', function () {
     const reply = await gen.post('/api/v1/timepoints/generate/sync', { query: QUERY });
     assert.equal(reply.status, 200);
     const agents = spans.filter((span) => span.name.startsWith('invoke_agent '));
-    assert.deepEqual(new Set(agents.map((span) => span.name)), new Set(['Judge', 'Timeline', 'Grounding', 'Scene', 'Characters', 'CharacterBio', 'Graph', 'Moment', 'Camera', 'Dialog', 'Critique', 'ImagePrompt'].map((name) => `invoke_agent ${name}`)));
+    assert.deepEqual(
+      new Set(agents.map((span) => span.name)),
+      new Set(
+        ['Judge', 'Timeline', 'Grounding', 'Scene', 'Characters', 'CharacterBio', 'Graph', 'Moment', 'Camera', 'Dialog', 'Critique', 'ImagePrompt'].map(
+          (name) => `invoke_agent ${name}`,
+        ),
+      ),
+    );
     const dialog = agents.find((span) => span.name === 'invoke_agent Dialog')!;
     assert.equal(dialog.attributes['gen_ai.agent.name'], 'Dialog');
     assert.equal(dialog.attributes['gen_ai.system'], 'offline');

@@ -1,8 +1,8 @@
-import { z } from 'zod';
-import { baseConfigSchema, csv } from '@tempora/kit/runtime';
 import { parseWriterTokens } from '@tempora/kit/http';
-import { providerConfigFields } from '@tempora/kit/providers';
 import { defaultMcpAllowedHosts, mcpAllowedHostsField } from '@tempora/kit/mcp';
+import { providerConfigFields } from '@tempora/kit/providers';
+import { baseConfigSchema, csv } from '@tempora/kit/runtime';
+import { z } from 'zod';
 
 const perMinute = (fallback: number) => z.coerce.number().int().min(1).default(fallback);
 /** Milliseconds, at least 1. */
@@ -91,10 +91,16 @@ export const GraphConfigFields = baseConfigSchema('graph').extend({
   RATE_LIMIT_PUBLIC_PER_MINUTE: perMinute(60),
   RATE_LIMIT_READ_PER_MINUTE: perMinute(300),
   RATE_LIMIT_WRITE_PER_MINUTE: perMinute(30),
-  GRAPH_SEED: z.enum(['true', 'false']).default('true').transform((value) => value === 'true'),
+  GRAPH_SEED: z
+    .enum(['true', 'false'])
+    .default('true')
+    .transform((value) => value === 'true'),
   /** Share of the index living in its overlay at which it is rebuilt from PostgreSQL. */
   INDEX_REBUILD_RATIO: z.coerce.number().min(0.01).max(10).default(0.25),
-  BODY_LIMIT: z.string().regex(/^\d+(b|kb|mb)$/i).default('8mb'),
+  BODY_LIMIT: z
+    .string()
+    .regex(/^\d+(b|kb|mb)$/i)
+    .default('8mb'),
   /**
    * The background workers this process runs itself: comma-separated roles, or `none`. Unset: every role
    * on the embedded database (no DATABASE_URL; it serves one process, so no worker process can), none with
@@ -107,7 +113,8 @@ export const GraphConfigFields = baseConfigSchema('graph').extend({
       if (value === undefined || value.trim() === '') return undefined;
       const roles = value.trim() === 'none' ? [] : value.split(',').map((role) => role.trim());
       const unknown = roles.filter((role) => !(WORKER_ROLES as readonly string[]).includes(role));
-      if (unknown.length > 0) ctx.addIssue({ code: 'custom', message: `unknown roles ${unknown.join(', ')}: list some of ${WORKER_ROLES.join(', ')}, or none` });
+      if (unknown.length > 0)
+        ctx.addIssue({ code: 'custom', message: `unknown roles ${unknown.join(', ')}: list some of ${WORKER_ROLES.join(', ')}, or none` });
       return [...new Set(roles)] as WorkerRole[];
     }),
   ...rendererConfigFields,

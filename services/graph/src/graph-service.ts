@@ -1,14 +1,23 @@
-import type { Logger } from '@tempora/kit/observability';
 import { SEGMENTS } from '@tempora/kit/moments';
-import { AdjacencyIndex, IndexBuilder } from './domain/adjacency-index.ts';
+import type { Logger } from '@tempora/kit/observability';
 import type { ChangeFeed } from './change-feed.ts';
+import { type AdjacencyIndex, IndexBuilder } from './domain/adjacency-index.ts';
 import type { Direction, EdgeType } from './domain/edge-types.ts';
-import { shortestPath, traverse, type NeighborSource, type StoredEdge } from './domain/graph-search.ts';
 import { FIGURE_KEYS_VERSION, figureKeys } from './domain/figure-names.ts';
+import { type NeighborSource, type StoredEdge, shortestPath, traverse } from './domain/graph-search.ts';
 import type { EdgeInput, MomentInput } from './domain/moment.ts';
-import { NODE_COLUMNS, type AdjacencyChange, type EdgeRow, type GraphRepository, type MomentFilters, type MomentPage, type MomentRow, type RenderJobRow } from './repository/index.ts';
 import { NodeStore } from './domain/node-store.ts';
-import { nodeView, storedEdgeView, type NodeView } from './views.ts';
+import {
+  type AdjacencyChange,
+  type EdgeRow,
+  type GraphRepository,
+  type MomentFilters,
+  type MomentPage,
+  type MomentRow,
+  NODE_COLUMNS,
+  type RenderJobRow,
+} from './repository/index.ts';
+import { type NodeView, nodeView, storedEdgeView } from './views.ts';
 
 export interface GraphStats {
   total_nodes: number;
@@ -136,7 +145,13 @@ export class GraphService {
         this.memory = memory;
         this.loadSeconds = (performance.now() - started) / 1000;
         this.logger.info(
-          { edges: memory.index.edgeCount, memoryBytes: memory.index.memoryBytes, nodes: nodes.size, nodeMemoryBytes: nodes.memoryBytes, ms: Math.round(performance.now() - started) },
+          {
+            edges: memory.index.edgeCount,
+            memoryBytes: memory.index.memoryBytes,
+            nodes: nodes.size,
+            nodeMemoryBytes: nodes.memoryBytes,
+            ms: Math.round(performance.now() - started),
+          },
           'adjacency index loaded',
         );
       } catch (error) {
@@ -270,7 +285,11 @@ export class GraphService {
   async browse(prefix: readonly string[]): Promise<BrowseChild[]> {
     if (prefix.length >= SEGMENTS.length) return [];
     const base = prefix.length ? `/${prefix.join('/')}` : '';
-    const children = (await this.repository.lists.browse(prefix)).map((child) => ({ segment: child.segment, path: `${base}/${child.segment}`, count: child.count }));
+    const children = (await this.repository.lists.browse(prefix)).map((child) => ({
+      segment: child.segment,
+      path: `${base}/${child.segment}`,
+      count: child.count,
+    }));
     if (prefix.length < SEGMENTS.length - 1) return children;
     const moments = await Promise.all(children.map((child) => this.repository.moments.byPath(child.path, false)));
     return children.map((child, index) => (moments[index] ? { ...child, moment: moments[index] } : child));
@@ -308,7 +327,10 @@ export class GraphService {
     const anchor = await this.anchor(path);
     const result = await traverse(this.neighbors, anchor, options);
     const ids = [...result.hops.keys()];
-    const [{ nodes, paths }, details] = await Promise.all([this.nodeViews(ids, (id) => result.hops.get(id) ?? 0), this.repository.moments.edgeDetails(result.edges)]);
+    const [{ nodes, paths }, details] = await Promise.all([
+      this.nodeViews(ids, (id) => result.hops.get(id) ?? 0),
+      this.repository.moments.edgeDetails(result.edges),
+    ]);
     const edges = result.edges.map((edge) => storedEdgeView(edge, paths, details));
     return {
       anchor: paths.get(anchor) ?? path,
@@ -329,7 +351,10 @@ export class GraphService {
     const result = await shortestPath(this.neighbors, start, end, options);
     const base = { from, to, max_hops: options.maxHops, edge_types: options.types };
     if (!result.found) return { found: false, ...base, hops: 0, nodes: [], edges: [] };
-    const [{ nodes, paths }, details] = await Promise.all([this.nodeViews(result.nodes, (_id, position) => position), this.repository.moments.edgeDetails(result.edges)]);
+    const [{ nodes, paths }, details] = await Promise.all([
+      this.nodeViews(result.nodes, (_id, position) => position),
+      this.repository.moments.edgeDetails(result.edges),
+    ]);
     return {
       found: true,
       ...base,

@@ -1,18 +1,18 @@
 import type Router from '@koa/router';
-import { z } from 'zod';
-import { findUnstorableText, type ProblemFieldError } from '@tempora/kit/http';
 import { McpServer, type RegisteredTool } from '@modelcontextprotocol/sdk/server/mcp.js';
+import { findUnstorableText, type ProblemFieldError } from '@tempora/kit/http';
 import { listToolsIn2020, mountStatelessMcp } from '@tempora/kit/mcp';
+import { z } from 'zod';
 import { CAUSAL_TYPES, PATH_DEFAULT_TYPES } from './domain/edge-types.ts';
 import { momentPath } from './domain/moment.ts';
-import { MomentNotFound, type GraphService } from './graph-service.ts';
-import { MCP_PATHS, type GraphRateLimits } from './rate-limits.ts';
-import { GenerateResultSchema, MomentDetailSchema, MomentSchema, PathSchema, StatsSchema, TraverseSchema } from './schemas.ts';
-import { momentDetailView, momentView } from './views.ts';
+import { type GraphService, MomentNotFound } from './graph-service.ts';
+import { type GraphRateLimits, MCP_PATHS } from './rate-limits.ts';
 import { isTrusted } from './routes/context.ts';
-import { GenerateBody, queueGenerate } from './routes/writes.ts';
 import { cappedInt, edgeTypes, entity, place, text, year, yearRange } from './routes/params.ts';
 import { depth, direction } from './routes/traversal.ts';
+import { GenerateBody, queueGenerate } from './routes/writes.ts';
+import { GenerateResultSchema, MomentDetailSchema, MomentSchema, PathSchema, StatsSchema, TraverseSchema } from './schemas.ts';
+import { momentDetailView, momentView } from './views.ts';
 
 /**
  * The interface version the spec gives the graph's MCP server, reported as `serverInfo.version` in the
@@ -23,16 +23,18 @@ export const MCP_INTERFACE_VERSION = '1.26.0';
 export const MCP_LIMITS = { traverseLimit: { fallback: 50, cap: 200 }, pathHops: { fallback: 6, cap: 10 }, searchLimit: { fallback: 10, cap: 50 } } as const;
 
 const inputs = {
-  graph_search: z.object({
-    query: text.optional().meta({ description: 'keywords (full text over name, description, figures, tags)' }),
-    year_from: year.optional(),
-    year_to: year.optional(),
-    entity: entity.optional(),
-    country: place.optional(),
-    region: place.optional(),
-    city: place.optional(),
-    limit: cappedInt(MCP_LIMITS.searchLimit.fallback, MCP_LIMITS.searchLimit.cap),
-  }).superRefine(yearRange),
+  graph_search: z
+    .object({
+      query: text.optional().meta({ description: 'keywords (full text over name, description, figures, tags)' }),
+      year_from: year.optional(),
+      year_to: year.optional(),
+      entity: entity.optional(),
+      country: place.optional(),
+      region: place.optional(),
+      city: place.optional(),
+      limit: cappedInt(MCP_LIMITS.searchLimit.fallback, MCP_LIMITS.searchLimit.cap),
+    })
+    .superRefine(yearRange),
   graph_moment: z.object({ path: momentPath }),
   graph_neighbors: z.object({ path: momentPath, direction, edge_types: edgeTypes(CAUSAL_TYPES) }),
   traverse_moments: z.object({
@@ -54,12 +56,16 @@ const inputs = {
 export const MCP_TOOLS: readonly string[] = ['graph_stats', ...Object.keys(inputs)];
 
 const SUGGESTIONS: Record<string, string> = {
-  graph_search: 'Give keywords in `query`, years as integers (negative for BCE), `entity` as a name or part of one, places as lowercase slugs (united-states), and a limit from 1 to 50.',
-  graph_moment: 'Pass `path` as /year/month/day/HHMM/country/region/city/slug, e.g. /1969/july/20/2017/united-states/florida/cape-canaveral/apollo-11-moon-landing; graph_search finds paths.',
+  graph_search:
+    'Give keywords in `query`, years as integers (negative for BCE), `entity` as a name or part of one, places as lowercase slugs (united-states), and a limit from 1 to 50.',
+  graph_moment:
+    'Pass `path` as /year/month/day/HHMM/country/region/city/slug, e.g. /1969/july/20/2017/united-states/florida/cape-canaveral/apollo-11-moon-landing; graph_search finds paths.',
   graph_neighbors: 'Pass a canonical `path`; direction is past, future or both.',
-  traverse_moments: 'Pass a canonical `path`, direction past|future|both, depth 1-4, limit up to 200, and edge_types from causes,caused_by,precedes,follows,influences,contemporaneous,same_location,thematic,same_era,same_conflict,same_figure,challenges.',
+  traverse_moments:
+    'Pass a canonical `path`, direction past|future|both, depth 1-4, limit up to 200, and edge_types from causes,caused_by,precedes,follows,influences,contemporaneous,same_location,thematic,same_era,same_conflict,same_figure,challenges.',
   find_path: 'Pass canonical `from_path` and `to_path` (graph_search finds them) and max_hops from 1 to 10.',
-  gen_render: 'Pass a canonical `path` and an `event_name`, with a writer token (Authorization: Bearer) or X-Service-Key on the graph service\'s own address; through the gateway it is not offered to signed-in users, who render scenes with POST /api/v1/timepoints/generate (paid in credits).',
+  gen_render:
+    "Pass a canonical `path` and an `event_name`, with a writer token (Authorization: Bearer) or X-Service-Key on the graph service's own address; through the gateway it is not offered to signed-in users, who render scenes with POST /api/v1/timepoints/generate (paid in credits).",
 };
 
 /**
@@ -142,23 +148,31 @@ export function buildMcpServer(graph: GraphService, caller: McpCaller, count: Mc
     );
   };
 
-  tool('graph_stats', 'Graph statistics: counts of moments and edges by layer, edge type and source, date range.', z.object({}), StatsSchema, () => graph.stats());
+  tool('graph_stats', 'Graph statistics: counts of moments and edges by layer, edge type and source, date range.', z.object({}), StatsSchema, () =>
+    graph.stats(),
+  );
 
-  tool('graph_search', 'Search moments by keyword, date range, figure and place.', inputs.graph_search, z.object({ items: z.array(MomentSchema), total: z.number().int() }), async (args) => {
-    const page = await graph.list({
-      q: args.query,
-      yearFrom: args.year_from,
-      yearTo: args.year_to,
-      entity: args.entity,
-      country: args.country,
-      region: args.region,
-      city: args.city,
-      sort: args.query ? 'relevance' : 'year',
-      limit: args.limit,
-      offset: 0,
-    });
-    return { items: page.items.map(momentView), total: page.total };
-  });
+  tool(
+    'graph_search',
+    'Search moments by keyword, date range, figure and place.',
+    inputs.graph_search,
+    z.object({ items: z.array(MomentSchema), total: z.number().int() }),
+    async (args) => {
+      const page = await graph.list({
+        q: args.query,
+        yearFrom: args.year_from,
+        yearTo: args.year_to,
+        entity: args.entity,
+        country: args.country,
+        region: args.region,
+        city: args.city,
+        sort: args.query ? 'relevance' : 'year',
+        limit: args.limit,
+        offset: 0,
+      });
+      return { items: page.items.map(momentView), total: page.total };
+    },
+  );
 
   tool('graph_moment', 'One moment by canonical path, with its edges.', inputs.graph_moment, MomentDetailSchema, async (args) => {
     // Pending and rejected moments, like private ones, are shown by path to trusted callers only.
@@ -171,8 +185,12 @@ export function buildMcpServer(graph: GraphService, caller: McpCaller, count: Mc
     graph.traverse(args.path, { direction: args.direction, depth: 1, types: args.edge_types, limit: MCP_LIMITS.traverseLimit.cap, minWeight: 0 }),
   );
 
-  tool('traverse_moments', `Walk the graph N hops from a moment (depth 1-4, limit default ${MCP_LIMITS.traverseLimit.fallback}, capped at ${MCP_LIMITS.traverseLimit.cap}).`, inputs.traverse_moments, TraverseSchema, (args) =>
-    graph.traverse(args.path, { direction: args.direction, depth: args.depth, types: args.edge_types, limit: args.limit, minWeight: 0 }),
+  tool(
+    'traverse_moments',
+    `Walk the graph N hops from a moment (depth 1-4, limit default ${MCP_LIMITS.traverseLimit.fallback}, capped at ${MCP_LIMITS.traverseLimit.cap}).`,
+    inputs.traverse_moments,
+    TraverseSchema,
+    (args) => graph.traverse(args.path, { direction: args.direction, depth: args.depth, types: args.edge_types, limit: args.limit, minWeight: 0 }),
   );
 
   tool('find_path', 'Shortest chain of edges between two moments; found is false when none exists within max_hops.', inputs.find_path, PathSchema, (args) =>
@@ -201,18 +219,21 @@ class ToolError extends Error {}
 
 /** MCP at each of MCP_PATHS (Streamable HTTP, stateless), for requests whose Host and Origin are among `allowedHosts`. */
 export function mountMcp(router: Router, graph: GraphService, limits: GraphRateLimits, allowedHosts: readonly string[], count?: McpCallCounter): void {
-  mountStatelessMcp(router, MCP_PATHS, (ctx) =>
-    buildMcpServer(
-      graph,
-      {
-        writer: isTrusted(ctx) ? ctx.state.principal!.id : undefined,
-        chargeWrite: async () => {
-          const state = await limits.chargeWrite(ctx);
-          return { admitted: !state.limited, retryAfterSeconds: state.resetSeconds };
+  mountStatelessMcp(
+    router,
+    MCP_PATHS,
+    (ctx) =>
+      buildMcpServer(
+        graph,
+        {
+          writer: isTrusted(ctx) ? ctx.state.principal!.id : undefined,
+          chargeWrite: async () => {
+            const state = await limits.chargeWrite(ctx);
+            return { admitted: !state.limited, retryAfterSeconds: state.resetSeconds };
+          },
         },
-      },
-      count,
-    ),
+        count,
+      ),
     { allowedHosts },
   );
 }

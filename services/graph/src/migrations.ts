@@ -66,8 +66,8 @@ export const migrations: Migration[] = [
       });
       await knex.raw('alter table edges add constraint edges_no_self check (source_id <> target_id)');
       await knex.raw('create index edges_target_idx on edges (target_id)');
-      await knex.raw('create index edges_auto_idx on edges (type, source_id) where origin = \'auto\'');
-      await knex.raw('create index edges_auto_target_idx on edges (type, target_id) where origin = \'auto\'');
+      await knex.raw("create index edges_auto_idx on edges (type, source_id) where origin = 'auto'");
+      await knex.raw("create index edges_auto_target_idx on edges (type, target_id) where origin = 'auto'");
 
       await knex.schema.createTable('render_jobs', (table) => {
         table.uuid('id').primary();
@@ -198,7 +198,9 @@ export const migrations: Migration[] = [
         .where((q) => q.where({ source_type: 'daily', country: 'unknown' }).andWhereLike('event_name', 'Chronicle entry %'))
         .orWhere((q) => q.andWhereLike('description', 'Placeholder proposed offline:%'))
         .update({ status: 'archived', visibility: 'private', updated_at: knex.fn.now() });
-      await knex('moments').whereLike('description', 'Placeholder written offline (no text model is configured):%').update({ description: '', updated_at: knex.fn.now() });
+      await knex('moments')
+        .whereLike('description', 'Placeholder written offline (no text model is configured):%')
+        .update({ description: '', updated_at: knex.fn.now() });
     },
     async down() {
       // Nothing to restore: the placeholders were never real.

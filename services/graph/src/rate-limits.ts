@@ -1,5 +1,5 @@
-import type Koa from 'koa';
 import type { RateLimiter, RateState, RateWindow } from '@tempora/kit/http';
+import type Koa from 'koa';
 import type { GraphConfig } from './config.ts';
 
 /**

@@ -1,5 +1,5 @@
-import { z } from 'zod';
 import { listEnvelope } from '@tempora/kit/http';
+import { z } from 'zod';
 import { EDGE_TYPES } from './domain/edge-types.ts';
 import { MomentInput } from './domain/moment.ts';
 
@@ -51,7 +51,6 @@ export const MomentDetailSchema = MomentSchema.extend({
 }).meta({ id: 'MomentDetail' });
 
 export const SearchHitSchema = MomentSchema.extend({ score: z.number() }).meta({ id: 'SearchHit' });
-
 
 export const MomentListSchema = listEnvelope(MomentSchema, 'MomentList');
 export const SearchResultSchema = listEnvelope(SearchHitSchema, 'SearchResult');
@@ -147,7 +146,10 @@ export const TdfIngestRecord = z.object({
   provenance: z.record(z.string(), z.unknown()).optional(),
   payload: MomentInput,
   entity_ids: z.array(z.string()).optional(),
-  tdf_hash: z.string().regex(/^[0-9a-f]{64}$/, 'a lowercase hex SHA-256').optional(),
+  tdf_hash: z
+    .string()
+    .regex(/^[0-9a-f]{64}$/, 'a lowercase hex SHA-256')
+    .optional(),
 });
 
 export const IngestResultSchema = z

@@ -1,8 +1,8 @@
-import { readFileSync, readdirSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { z } from 'zod';
 import { tdfHash } from '@tempora/kit/moments';
+import { z } from 'zod';
 import { EDGE_TYPES } from './domain/edge-types.ts';
 import { MomentInput, momentPath } from './domain/moment.ts';
 import type { GraphService } from './graph-service.ts';
@@ -31,8 +31,11 @@ const SeedEdge = z.object({
 
 /** Reads the hand-written data set: `moments-*.json` and `edges-*.json`, validated like any ingest. */
 export function readSeed(directory = SEED_DIR): MomentInput[] {
-  const files = readdirSync(directory).filter((file) => file.endsWith('.json')).sort();
-  const read = (prefix: string) => files.filter((file) => file.startsWith(prefix)).flatMap((file) => JSON.parse(readFileSync(join(directory, file), 'utf8')) as unknown[]);
+  const files = readdirSync(directory)
+    .filter((file) => file.endsWith('.json'))
+    .sort();
+  const read = (prefix: string) =>
+    files.filter((file) => file.startsWith(prefix)).flatMap((file) => JSON.parse(readFileSync(join(directory, file), 'utf8')) as unknown[]);
   const moments = z.array(SeedMoment).parse(read('moments-'));
   const edges = z.array(SeedEdge).parse(read('edges-'));
   const bySource = new Map<string, Array<z.output<typeof SeedEdge>>>();

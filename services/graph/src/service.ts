@@ -1,9 +1,9 @@
-import type Koa from 'koa';
-import { adminKeyAuth, serviceKeyAuth, writerTokenAuth, createApp, RateLimiter } from '@tempora/kit/http';
-import { openDatabase, connectRedis } from '@tempora/kit/data';
+import { connectRedis, openDatabase } from '@tempora/kit/data';
+import { adminKeyAuth, createApp, RateLimiter, serviceKeyAuth, writerTokenAuth } from '@tempora/kit/http';
 import { createLogger, type Logger, Metrics, zeroed } from '@tempora/kit/observability';
+import type Koa from 'koa';
 import { Counter, Gauge } from 'prom-client';
-import { PostgresChangeFeed, localChangeFeed } from './change-feed.ts';
+import { localChangeFeed, PostgresChangeFeed } from './change-feed.ts';
 import type { GraphConfig } from './config.ts';
 import { GraphService } from './graph-service.ts';
 import { MCP_TOOLS, mountMcp } from './mcp.ts';
@@ -18,7 +18,7 @@ import { writeRoutes } from './routes/writes.ts';
 import { seedGraph } from './seed.ts';
 import { VERSION } from './version.ts';
 import { GraphWorkerMetrics } from './workers/metrics.ts';
-import { runRole, type RunningWorker } from './workers/runtime.ts';
+import { type RunningWorker, runRole } from './workers/runtime.ts';
 
 export { VERSION };
 
@@ -58,7 +58,12 @@ export async function createGraphService(config: GraphConfig, logger = createLog
     ['graph_index_memory_bytes', 'Bytes held by the in-memory adjacency index', () => graph.indexStats.memoryBytes],
     ['graph_index_load_seconds', 'How long the last load of the adjacency index from the database took', () => graph.indexStats.loadSeconds],
   ];
-  const mcpCalls = new Counter({ name: 'graph_mcp_tool_calls_total', help: 'MCP tool calls by tool and outcome (ok, invalid: answered {error, suggestion}, failed)', labelNames: ['tool', 'outcome'], registers: [metrics.registry] });
+  const mcpCalls = new Counter({
+    name: 'graph_mcp_tool_calls_total',
+    help: 'MCP tool calls by tool and outcome (ok, invalid: answered {error, suggestion}, failed)',
+    labelNames: ['tool', 'outcome'],
+    registers: [metrics.registry],
+  });
   zeroed(mcpCalls, { tool: MCP_TOOLS, outcome: ['ok', 'invalid', 'failed'] });
   for (const [name, help, read] of indexGauges) {
     new Gauge({
@@ -74,11 +79,16 @@ export async function createGraphService(config: GraphConfig, logger = createLog
   const deps = { graph, version: VERSION };
   const limiter = new RateLimiter({ redis, prefix: `${config.REDIS_KEY_PREFIX}:graph` });
   const limits = new GraphRateLimits(config, limiter);
-  const { app, openapi, drain: drainApp } = createApp({
+  const {
+    app,
+    openapi,
+    drain: drainApp,
+  } = createApp({
     name: 'graph',
     version: VERSION,
     title: 'Tempora graph service',
-    description: 'The public temporal causal graph of historical moments: reads, traversal, shortest paths, TDF ingest and export. Also an MCP server (Streamable HTTP) at /mcp/ and, where the gateway forwards it, /api/v1/graph/mcp.',
+    description:
+      'The public temporal causal graph of historical moments: reads, traversal, shortest paths, TDF ingest and export. Also an MCP server (Streamable HTTP) at /mcp/ and, where the gateway forwards it, /api/v1/graph/mcp.',
     config,
     logger,
     metrics,
@@ -96,7 +106,11 @@ export async function createGraphService(config: GraphConfig, logger = createLog
   // this process runs those roles itself, through the same GraphService, so its index sees their writes.
   const workers = new Map<string, RunningWorker>();
   for (const role of config.GRAPH_WORKERS) workers.set(role, runRole(role, graph, config, logger.child({ worker: role }), workerMetrics!));
-  if (workers.size > 0) logger.info({ roles: [...workers.keys()], generation: config.GENERATION_URL, concurrency: config.WORKER_CONCURRENCY, budgetUsd: config.WORKER_DAILY_BUDGET_USD }, 'in-process workers started');
+  if (workers.size > 0)
+    logger.info(
+      { roles: [...workers.keys()], generation: config.GENERATION_URL, concurrency: config.WORKER_CONCURRENCY, budgetUsd: config.WORKER_DAILY_BUDGET_USD },
+      'in-process workers started',
+    );
   // They stop taking work as soon as the shutdown begins; work in flight gets SHUTDOWN_GRACE_MS, then goes back to the queue.
   let workersStopped: Promise<unknown> | undefined;
   const stopWorkers = () => (workersStopped ??= Promise.all([...workers.values()].map((worker) => worker.stop(config.SHUTDOWN_GRACE_MS))));

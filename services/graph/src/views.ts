@@ -1,5 +1,5 @@
-import { figureEntityId, placeEntityId, toTdf, type TdfRecord, MONTHS } from '@tempora/kit/moments';
-import { typeOf, type EdgeType } from './domain/edge-types.ts';
+import { figureEntityId, MONTHS, placeEntityId, type TdfRecord, toTdf } from '@tempora/kit/moments';
+import { type EdgeType, typeOf } from './domain/edge-types.ts';
 import type { StoredEdge } from './domain/graph-search.ts';
 import type { EdgeRow, MomentRow } from './repository/index.ts';
 
@@ -31,7 +31,6 @@ export function momentView(row: MomentRow) {
     updated_at: row.updated_at.toISOString(),
   };
 }
-export type MomentView = ReturnType<typeof momentView>;
 
 export function edgeView(edge: Pick<EdgeRow, 'source' | 'target' | 'type' | 'weight' | 'theme' | 'description'>) {
   return { source: edge.source, target: edge.target, type: edge.type, weight: edge.weight, theme: edge.theme, description: edge.description };
@@ -67,11 +66,7 @@ export function nodeView(row: MomentRow, hop: number) {
 export type NodeView = ReturnType<typeof nodeView>;
 
 /** Resolves stored edges (moment ids, type codes) into response edges with paths and details. */
-export function storedEdgeView(
-  edge: StoredEdge,
-  paths: Map<number, string>,
-  details: Map<string, { theme: string; description: string }>,
-): EdgeView {
+export function storedEdgeView(edge: StoredEdge, paths: Map<number, string>, details: Map<string, { theme: string; description: string }>): EdgeView {
   const detail = details.get(`${edge.source}:${edge.target}:${edge.type}`);
   return {
     source: paths.get(edge.source) ?? '',
@@ -119,9 +114,6 @@ export function momentTdf(row: MomentRow, curatedOutgoing: readonly EdgeRow[], s
     timestamp: row.updated_at.toISOString(),
     provenance: { service: 'graph', service_version: serviceVersion, source_type: row.source_type, layer: row.layer, confidence: row.confidence },
     payload: momentPayload(row, edges),
-    entity_ids: [
-      ...row.figures.map(figureEntityId),
-      placeEntityId(row.country, row.region, row.city),
-    ],
+    entity_ids: [...row.figures.map(figureEntityId), placeEntityId(row.country, row.region, row.city)],
   });
 }

@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import { AccountDeletionSchema, AccountExportPageSchema, encodeExportCursor } from '@tempora/kit/http';
-import { GenerateBody, queueGenerate } from '../src/routes/writes.ts';
 import { request } from '../../../test/support/http.ts';
-import { ADMIN_KEY, serviceKey, startGraph, writer, type GraphHarness } from './harness.ts';
+import { GenerateBody, queueGenerate } from '../src/routes/writes.ts';
+import { ADMIN_KEY, type GraphHarness, serviceKey, startGraph, writer } from './harness.ts';
 
 const ALICE = '7b0d2a4e-4a8f-4c1e-9d55-0f6a3c2b1e90';
 const BOB = '0c4f5e1a-2b3d-4e6f-8a9b-1c2d3e4f5a6b';
@@ -14,7 +14,10 @@ describe('graph: account data (deletion and export for the gateway)', function (
   const send = (method: string, path: string, headers?: Record<string, string>) => request(h.url, path, { method, headers });
   /** A render job asked for by `requester`, queued as POST /generate queues one. */
   const queue = async (requester: string, index: number) => {
-    const body = GenerateBody.parse({ path: `/1900/january/${(index % 28) + 1}/1200/france/ile-de-france/paris/account-render-${index}`, event_name: `Account render ${index}` });
+    const body = GenerateBody.parse({
+      path: `/1900/january/${(index % 28) + 1}/1200/france/ile-de-france/paris/account-render-${index}`,
+      event_name: `Account render ${index}`,
+    });
     return (await queueGenerate(h.instance.graph, body, requester)).job;
   };
   const exportAll = async (userId: string, limit?: number) => {
@@ -55,7 +58,11 @@ describe('graph: account data (deletion and export for the gateway)', function (
     const jobs = h.instance.graph.repository.renderJobs;
     const mine = [await queue(ALICE, 1), await queue(ALICE, 2), await queue(ALICE, 3)];
     const theirs = await queue(BOB, 4);
-    const writers = await h.post('/generate', { path: '/1900/january/5/1200/france/ile-de-france/paris/a-writers-render', event_name: "A writer's render" }, writer);
+    const writers = await h.post(
+      '/generate',
+      { path: '/1900/january/5/1200/france/ile-de-france/paris/a-writers-render', event_name: "A writer's render" },
+      writer,
+    );
     assert.equal(writers.status, 202);
     const workers = await queue('expander', 6);
     // One of the user's jobs is running on a renderer, one has failed for good.
@@ -116,7 +123,12 @@ describe('graph: account data (deletion and export for the gateway)', function (
   });
 
   it('answers 400 to a cursor it did not issue, and 422 to a limit out of range', async () => {
-    for (const cursor of ['not-a-cursor', Buffer.from('[1]').toString('base64url'), encodeExportCursor({ kind: 1, after: '' }), encodeExportCursor({ kind: 0, after: 'x' })]) {
+    for (const cursor of [
+      'not-a-cursor',
+      Buffer.from('[1]').toString('base64url'),
+      encodeExportCursor({ kind: 1, after: '' }),
+      encodeExportCursor({ kind: 0, after: 'x' }),
+    ]) {
       const reply = await h.get(data(BOB, `?cursor=${encodeURIComponent(cursor)}`), serviceKey);
       assert.equal(reply.status, 400, cursor);
       assert.equal(reply.headers.get('content-type'), 'application/problem+json');

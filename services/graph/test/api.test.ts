@@ -1,9 +1,9 @@
 import assert from 'node:assert/strict';
+import { tdfHash } from '@tempora/kit/moments';
 import { scrape } from '../../kit/test/metrics-support.ts';
 import { MomentDetailSchema, MomentListSchema, StatsSchema, TdfRecordSchema } from '../src/schemas.ts';
-import { tdfHash } from '@tempora/kit/moments';
-import { startGraph, serviceKey, writer, ADMIN_KEY, type GraphHarness } from './harness.ts';
-import { ANCHOR, DIRECTED, ISLAND, SYMMETRIC, at, chain, fixtureRecords, into, outOf, record } from './fixtures.ts';
+import { ANCHOR, at, chain, DIRECTED, fixtureRecords, ISLAND, into, outOf, record, SYMMETRIC } from './fixtures.ts';
+import { ADMIN_KEY, type GraphHarness, serviceKey, startGraph, writer } from './harness.ts';
 
 const noSlash = (path: string) => path.slice(1);
 const ids = (nodes: Array<{ id: string }>) => nodes.map((node) => node.id).sort();
@@ -41,7 +41,19 @@ describe('graph service HTTP API', function () {
     it('serves OpenAPI 3.1 generated from the route schemas, Swagger UI and Redoc without a CDN', async () => {
       const spec = await h.get('/openapi.json');
       assert.equal(spec.body.openapi, '3.1.0');
-      for (const path of ['/api/v1/moments', '/api/v1/moments/{path}', '/api/v1/stats', '/browse', '/search', '/random', '/today', '/api/v1/graph/traverse/{path}', '/api/v1/graph/path', '/generate', '/ingest/tdf']) {
+      for (const path of [
+        '/api/v1/moments',
+        '/api/v1/moments/{path}',
+        '/api/v1/stats',
+        '/browse',
+        '/search',
+        '/random',
+        '/today',
+        '/api/v1/graph/traverse/{path}',
+        '/api/v1/graph/path',
+        '/generate',
+        '/ingest/tdf',
+      ]) {
         assert.ok(spec.body.paths[path], `${path} documented`);
       }
       const traverse = spec.body.paths['/api/v1/graph/traverse/{path}'].get;
@@ -72,7 +84,10 @@ describe('graph service HTTP API', function () {
     });
 
     it('allows CORS from the domain and its subdomains only', async () => {
-      const allowed = await fetch(`${h.url}/api/v1/stats`, { method: 'OPTIONS', headers: { Origin: 'https://app.tempora.dev', 'Access-Control-Request-Method': 'GET' } });
+      const allowed = await fetch(`${h.url}/api/v1/stats`, {
+        method: 'OPTIONS',
+        headers: { Origin: 'https://app.tempora.dev', 'Access-Control-Request-Method': 'GET' },
+      });
       assert.equal(allowed.status, 204);
       assert.equal(allowed.headers.get('access-control-allow-origin'), 'https://app.tempora.dev');
       assert.equal(allowed.headers.get('access-control-allow-credentials'), 'true');
@@ -120,10 +135,19 @@ describe('graph service HTTP API', function () {
     });
 
     it('refuses invalid list parameters with 422 naming each', async () => {
-      for (const [query, field] of [['limit=0', 'query.limit'], ['limit=abc', 'query.limit'], ['offset=-1', 'query.offset'], ['sort=random', 'query.sort'], ['year_from=2000&year_to=1900', 'query.year_from']]) {
+      for (const [query, field] of [
+        ['limit=0', 'query.limit'],
+        ['limit=abc', 'query.limit'],
+        ['offset=-1', 'query.offset'],
+        ['sort=random', 'query.sort'],
+        ['year_from=2000&year_to=1900', 'query.year_from'],
+      ]) {
         const reply = await h.get(`/api/v1/moments?${query}`);
         assert.equal(reply.status, 422, query);
-        assert.ok(reply.body.errors.some((error: { path: string }) => error.path === field), `${query}: ${JSON.stringify(reply.body.errors)}`);
+        assert.ok(
+          reply.body.errors.some((error: { path: string }) => error.path === field),
+          `${query}: ${JSON.stringify(reply.body.errors)}`,
+        );
       }
     });
 
@@ -152,8 +176,16 @@ describe('graph service HTTP API', function () {
       assert.equal((await h.get(`/api/v1/moments/${noSlash(secret)}`)).status, 404);
       const trusted = await h.get(`/api/v1/moments/${noSlash(secret)}`, serviceKey);
       assert.equal(trusted.status, 200);
-      assert.deepEqual(trusted.body.edges.map((edge: { target: string }) => edge.target), [ANCHOR], 'its own edges show to a trusted caller');
-      assert.equal((await h.get(`/api/v1/moments/${noSlash(secret)}`, { ...serviceKey, 'X-User-ID': 'someone' })).status, 404, 'a user proxied by the gateway is not trusted');
+      assert.deepEqual(
+        trusted.body.edges.map((edge: { target: string }) => edge.target),
+        [ANCHOR],
+        'its own edges show to a trusted caller',
+      );
+      assert.equal(
+        (await h.get(`/api/v1/moments/${noSlash(secret)}`, { ...serviceKey, 'X-User-ID': 'someone' })).status,
+        404,
+        'a user proxied by the gateway is not trusted',
+      );
       assert.equal((await h.get('/api/v1/moments?q=secret')).body.total, 0);
       const anchor = (await h.get(`/api/v1/moments/${noSlash(ANCHOR)}`)).body;
       assert.ok(!anchor.edges.some((edge: { source: string }) => edge.source === secret));
@@ -167,7 +199,15 @@ describe('graph service HTTP API', function () {
     it('browses next-segment counts under a prefix', async () => {
       const years = (await h.get('/browse', serviceKey)).body;
       assert.equal(years.segment, 'year');
-      assert.deepEqual(years.children.map((child: { segment: string; count: number }) => [child.segment, child.count]), [['1900', 25], ['1901', 1], ['1950', 6], ['1999', 1]].filter(([year]) => year !== '1901'));
+      assert.deepEqual(
+        years.children.map((child: { segment: string; count: number }) => [child.segment, child.count]),
+        [
+          ['1900', 25],
+          ['1901', 1],
+          ['1950', 6],
+          ['1999', 1],
+        ].filter(([year]) => year !== '1901'),
+      );
       const city = (await h.get('/api/v1/graph/browse?prefix=/1950/march/9/1200/testland/north/alpha', serviceKey)).body;
       assert.equal(city.segment, 'slug');
       assert.ok(city.children.every((child: { moment?: { path: string } }) => child.moment?.path));
@@ -201,7 +241,14 @@ describe('graph service HTTP API', function () {
   });
 
   describe('authentication', () => {
-    const serviceRoutes = ['/browse', '/search', '/random', '/today', `/api/v1/graph/traverse/${noSlash(ANCHOR)}`, `/api/v1/graph/path?from=${chain(0)}&to=${chain(1)}`];
+    const serviceRoutes = [
+      '/browse',
+      '/search',
+      '/random',
+      '/today',
+      `/api/v1/graph/traverse/${noSlash(ANCHOR)}`,
+      `/api/v1/graph/path?from=${chain(0)}&to=${chain(1)}`,
+    ];
 
     it('refuses service-key routes without a key, with a wrong key, or with another credential', async () => {
       for (const route of serviceRoutes) {
@@ -262,7 +309,10 @@ describe('graph service HTTP API', function () {
       const batch = [record(at('batch-one')), record(at('batch-two')), record('/1900/march/1/1200/testland/north/alpha/Bad_Slug'), record(at('batch-four'))];
       const reply = await h.post('/ingest/tdf', batch, writer);
       assert.equal(reply.status, 422);
-      assert.ok(reply.body.errors.some((error: { path: string }) => error.path.startsWith('[2].payload.path')), JSON.stringify(reply.body.errors));
+      assert.ok(
+        reply.body.errors.some((error: { path: string }) => error.path.startsWith('[2].payload.path')),
+        JSON.stringify(reply.body.errors),
+      );
       assert.match(reply.body.detail, /nothing was written/);
       assert.equal((await h.get(`/api/v1/moments/${noSlash(at('batch-one'))}`)).status, 404);
       const dangling = await h.post('/ingest/tdf', [record(at('batch-one')), record(at('batch-two'), [{ target: at('nowhere'), type: 'causes' }])], writer);
@@ -283,10 +333,18 @@ describe('graph service HTTP API', function () {
     });
 
     it('refuses malformed, oversized and non-JSON bodies with clear problems', async () => {
-      const malformed = await fetch(`${h.url}/ingest/tdf`, { method: 'POST', headers: { ...writer, 'content-type': 'application/json' }, body: '{"payload": ' });
+      const malformed = await fetch(`${h.url}/ingest/tdf`, {
+        method: 'POST',
+        headers: { ...writer, 'content-type': 'application/json' },
+        body: '{"payload": ',
+      });
       assert.equal(malformed.status, 400);
       assert.equal(malformed.headers.get('content-type'), 'application/problem+json');
-      const huge = await fetch(`${h.url}/ingest/tdf`, { method: 'POST', headers: { ...writer, 'content-type': 'application/json' }, body: JSON.stringify({ pad: 'x'.repeat(9 * 1024 * 1024) }) });
+      const huge = await fetch(`${h.url}/ingest/tdf`, {
+        method: 'POST',
+        headers: { ...writer, 'content-type': 'application/json' },
+        body: JSON.stringify({ pad: 'x'.repeat(9 * 1024 * 1024) }),
+      });
       assert.equal(huge.status, 413);
       const text = await fetch(`${h.url}/ingest/tdf`, { method: 'POST', headers: { ...writer, 'content-type': 'text/plain' }, body: 'hello' });
       assert.equal(text.status, 415);

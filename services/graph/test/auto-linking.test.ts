@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
-import { startGraph, writer, type GraphHarness } from './harness.ts';
 import { record } from './fixtures.ts';
+import { type GraphHarness, startGraph, writer } from './harness.ts';
 
 describe('graph auto-linking', function () {
   this.timeout(60_000);
@@ -17,7 +17,11 @@ describe('graph auto-linking', function () {
     assert.equal((await h.post('/ingest/tdf', records, writer)).status, 200);
     for (let n = 0; n < 8; n += 1) {
       const edges = (await h.get(`/api/v1/moments/${town(n, 1800 + (n % 2)).slice(1)}`)).body.edges as Array<{ type: string; weight: number }>;
-      for (const [type, weight] of [['contemporaneous', 0.5], ['same_location', 0.5], ['thematic', 0.3]] as const) {
+      for (const [type, weight] of [
+        ['contemporaneous', 0.5],
+        ['same_location', 0.5],
+        ['thematic', 0.3],
+      ] as const) {
         const ofType = edges.filter((edge) => edge.type === type);
         assert.ok(ofType.length <= 3, `${type} bounded: ${ofType.length}`);
         assert.ok(ofType.every((edge) => edge.weight === weight));
@@ -31,7 +35,10 @@ describe('graph auto-linking', function () {
   });
 
   it('links across the BCE/CE boundary, which has no year 0', async () => {
-    assert.equal((await h.post('/ingest/tdf', [record('/-1/june/1/1200/bceland/a/b/last-bce'), record('/1/june/1/1200/celand/c/d/first-ce')], writer)).status, 200);
+    assert.equal(
+      (await h.post('/ingest/tdf', [record('/-1/june/1/1200/bceland/a/b/last-bce'), record('/1/june/1/1200/celand/c/d/first-ce')], writer)).status,
+      200,
+    );
     const edges = (await h.get('/api/v1/moments/-1/june/1/1200/bceland/a/b/last-bce')).body.edges;
     assert.ok(edges.some((edge: { type: string; target: string; source: string }) => edge.type === 'contemporaneous'));
   });

@@ -2,9 +2,9 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { openDatabase, type Database } from '@tempora/kit/data';
+import { type Database, openDatabase } from '@tempora/kit/data';
+import { daysInMonth, MONTHS, parsePath } from '@tempora/kit/moments';
 import { createLogger } from '@tempora/kit/observability';
-import { MONTHS, daysInMonth, parsePath } from '@tempora/kit/moments';
 import { OfflineProvider } from '@tempora/kit/providers';
 import { PostgresChangeFeed } from '../src/change-feed.ts';
 import { GraphService } from '../src/graph-service.ts';
@@ -12,10 +12,10 @@ import { migrations } from '../src/migrations.ts';
 import { GraphRepository } from '../src/repository/index.ts';
 import { readSeed } from '../src/seed.ts';
 import { SpendBudget } from '../src/workers/budget.ts';
-import { DAILY_EVENTS_FILE, dailyKey, readDailyEvents, runDaily, type CuratedEvent } from '../src/workers/daily.ts';
+import { type CuratedEvent, DAILY_EVENTS_FILE, dailyKey, readDailyEvents, runDaily } from '../src/workers/daily.ts';
 import { judgePending } from '../src/workers/judge.ts';
-import { proposedInput, ProposedMoment } from '../src/workers/moments.ts';
-import { startGraph, serviceKey, type GraphHarness } from './harness.ts';
+import { ProposedMoment, proposedInput } from '../src/workers/moments.ts';
+import { type GraphHarness, serviceKey, startGraph } from './harness.ts';
 
 const logger = createLogger('graph-worker', process.env.WORKER_TEST_LOG ?? 'silent');
 const offline = { provider: new OfflineProvider(), model: 'offline' };
@@ -48,9 +48,16 @@ describe('daily (offline): the curated set of real events', () => {
   });
 
   it('repeats no seeded moment (no two moments of one date in /today for one event)', () => {
-    const seeded = new Set(readSeed().map((moment) => parsePath(moment.path)).map((path) => `${path.year}-${path.monthNum}-${path.day}`));
+    const seeded = new Set(
+      readSeed()
+        .map((moment) => parsePath(moment.path))
+        .map((path) => `${path.year}-${path.monthNum}-${path.day}`),
+    );
     const repeated = [...events.values()].flat().filter((event) => seeded.has(`${event.year}-${event.month}-${event.day}`));
-    assert.deepEqual(repeated.map((event) => event.event_name), []);
+    assert.deepEqual(
+      repeated.map((event) => event.event_name),
+      [],
+    );
   });
 
   describe('is validated at load', () => {
@@ -91,7 +98,12 @@ describe('daily (offline): runs publish the curated events', function () {
     api = await startGraph();
     // The worker's own connection pool and change feed, as in its own process.
     database = await openDatabase({ service: 'graph', url: api.databaseUrl, dataDir: '', migrations, logger });
-    graph = new GraphService(new GraphRepository(database.knex), new PostgresChangeFeed(database.knex, logger), { autoLinkMaxPerType: 2, rebuildRatio: 0.25 }, logger);
+    graph = new GraphService(
+      new GraphRepository(database.knex),
+      new PostgresChangeFeed(database.knex, logger),
+      { autoLinkMaxPerType: 2, rebuildRatio: 0.25 },
+      logger,
+    );
   });
   after(async () => {
     await database?.close();
@@ -102,10 +114,18 @@ describe('daily (offline): runs publish the curated events', function () {
   const today = async (month: number, day: number) => {
     const reply = await api.get(`/today?month=${month}&day=${day}&limit=100`, serviceKey);
     assert.equal(reply.status, 200);
-    return reply.body as { total: number; items: Array<{ path: string; event_name: string; city: string; country: string; status: string; description: string }> };
+    return reply.body as {
+      total: number;
+      items: Array<{ path: string; event_name: string; city: string; country: string; status: string; description: string }>;
+    };
   };
 
-  for (const date of [new Date(Date.UTC(2024, 1, 29, 3)), new Date(Date.UTC(2023, 11, 31, 23, 59)), new Date(Date.UTC(2025, 6, 20, 12)), new Date(Date.UTC(2026, 0, 1))]) {
+  for (const date of [
+    new Date(Date.UTC(2024, 1, 29, 3)),
+    new Date(Date.UTC(2023, 11, 31, 23, 59)),
+    new Date(Date.UTC(2025, 6, 20, 12)),
+    new Date(Date.UTC(2026, 0, 1)),
+  ]) {
     const month = date.getUTCMonth() + 1;
     const day = date.getUTCDate();
     it(`on ${date.toISOString().slice(0, 10)} publishes that day's real events, once`, async () => {
@@ -114,7 +134,16 @@ describe('daily (offline): runs publish the curated events', function () {
       const added = await runDaily(graph, offline, budget(), 5, date);
       assert.deepEqual([...added].sort(), expected.map(pathOf).sort());
       assert.deepEqual(await runDaily(graph, offline, budget(), 5, date), [], 'a second run that day adds nothing');
-      assert.equal(await database.knex('moments').where({ source_type: 'daily', month_num: month, day }).count({ n: '*' }).first().then((row) => Number(row!.n)), expected.length, 'no duplicate');
+      assert.equal(
+        await database
+          .knex('moments')
+          .where({ source_type: 'daily', month_num: month, day })
+          .count({ n: '*' })
+          .first()
+          .then((row) => Number(row!.n)),
+        expected.length,
+        'no duplicate',
+      );
       assert.equal((await today(month, day)).total, 0, 'proposals wait for the judge');
 
       await judgePending(graph, offline, new SpendBudget(graph.repository.spend, 'judge', 0), 100);

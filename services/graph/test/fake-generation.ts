@@ -45,7 +45,14 @@ export class FakeGeneration {
           time: '1516',
           era: 'modern',
           path: '1903/july/1/1516/france/ile-de-france/montgeron/first-tour-de-france',
-          location: { name: 'Café Au Réveil Matin', city: 'Montgeron', region: 'Île-de-France', country: 'France', latitude: this.coordinates[0], longitude: this.coordinates[1] },
+          location: {
+            name: 'Café Au Réveil Matin',
+            city: 'Montgeron',
+            region: 'Île-de-France',
+            country: 'France',
+            latitude: this.coordinates[0],
+            longitude: this.coordinates[1],
+          },
           scene: { title: 'Montgeron', description: 'Sixty riders at a roadside café.', atmosphere: 'dusty' },
           characters: [
             { name: 'Henri Desgrange', role: 'organiser', is_historical: true },

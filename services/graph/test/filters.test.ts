@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { openDatabase, type Database, type Knex } from '@tempora/kit/data';
+import { type Database, type Knex, openDatabase } from '@tempora/kit/data';
 import { createLogger } from '@tempora/kit/observability';
 import { localChangeFeed } from '../src/change-feed.ts';
 import { figureKeys, queryWords } from '../src/domain/figure-names.ts';
@@ -12,8 +12,8 @@ import { MomentInput } from '../src/domain/moment.ts';
 import { GraphService } from '../src/graph-service.ts';
 import { migrations } from '../src/migrations.ts';
 import { GraphRepository } from '../src/repository/index.ts';
-import { startGraph, serviceKey, writer, type GraphHarness } from './harness.ts';
 import { record } from './fixtures.ts';
+import { type GraphHarness, serviceKey, startGraph, writer } from './harness.ts';
 
 const logger = createLogger('graph', 'silent');
 const at = (slug: string, year = 1800) => `/${year}/may/1/1200/figureland/north/alpha/${slug}`;
@@ -80,7 +80,9 @@ async function entityPlan(knex: Knex, entity: string[]): Promise<string> {
     await trx.raw('set local enable_seqscan = off');
     await trx.raw('set local enable_indexscan = off');
     // The event shows the query as sent ($1, $2, … in order); knex.raw takes ? for each.
-    const { rows } = (await trx.raw(`explain ${select.sql.replace(/\$\d+/g, '?')}`, select.bindings as Knex.RawBinding[])) as { rows: Array<{ 'QUERY PLAN': string }> };
+    const { rows } = (await trx.raw(`explain ${select.sql.replace(/\$\d+/g, '?')}`, select.bindings as Knex.RawBinding[])) as {
+      rows: Array<{ 'QUERY PLAN': string }>;
+    };
     return rows.map((row) => row['QUERY PLAN']).join('\n');
   });
 }
@@ -136,16 +138,25 @@ describe('graph filters', function () {
         const reply = await h.get(url, serviceKey);
         assert.equal(reply.status, 422, JSON.stringify(reply.body));
         assert.equal(reply.headers.get('content-type'), 'application/problem+json');
-        assert.ok(reply.body.errors.some((error: { path: string }) => error.path === field), JSON.stringify(reply.body.errors));
+        assert.ok(
+          reply.body.errors.some((error: { path: string }) => error.path === field),
+          JSON.stringify(reply.body.errors),
+        );
       });
     }
 
     it('POST /ingest/tdf with a NUL character or a lone surrogate in a record → 422 naming the field, nothing stored', async () => {
       const path = '/1800/may/1/1200/figureland/north/alpha/nul-in-name';
-      for (const [event_name, field] of [['Nul\u0000name', 'body.payload.event_name'], ['Lone \ud800', 'body.payload.event_name']]) {
+      for (const [event_name, field] of [
+        ['Nul\u0000name', 'body.payload.event_name'],
+        ['Lone \ud800', 'body.payload.event_name'],
+      ]) {
         const reply = await h.post('/ingest/tdf', { payload: { path, event_name, layer: 0 } }, writer);
         assert.equal(reply.status, 422, JSON.stringify(reply.body));
-        assert.deepEqual(reply.body.errors.map((error: { path: string }) => error.path), [field]);
+        assert.deepEqual(
+          reply.body.errors.map((error: { path: string }) => error.path),
+          [field],
+        );
       }
       assert.equal((await h.get(`/api/v1/moments${path}`, serviceKey)).status, 404);
     });
@@ -171,9 +182,14 @@ describe('graph filters', function () {
       const client = new Client({ name: 'graph-test', version: '1.0.0' });
       await client.connect(new StreamableHTTPClientTransport(new URL(`${h.url}/mcp/`)));
       try {
-        const found = (await client.callTool({ name: 'graph_search', arguments: { entity: 'kierkegaard' } })) as unknown as { structuredContent: { items: Array<{ path: string }> } };
+        const found = (await client.callTool({ name: 'graph_search', arguments: { entity: 'kierkegaard' } })) as unknown as {
+          structuredContent: { items: Array<{ path: string }> };
+        };
         assert.deepEqual(slugs(found.structuredContent.items), ['kierkegaard']);
-        const refused = (await client.callTool({ name: 'graph_search', arguments: { country: 'France' } })) as unknown as { isError?: boolean; structuredContent: { error: string } };
+        const refused = (await client.callTool({ name: 'graph_search', arguments: { country: 'France' } })) as unknown as {
+          isError?: boolean;
+          structuredContent: { error: string };
+        };
         assert.equal(refused.isError, true);
         assert.match(refused.structuredContent.error, /country/);
       } finally {
@@ -187,12 +203,19 @@ describe('graph filters', function () {
 
     it('re-derives keys stored under other rules when the service starts (an upgrade)', async () => {
       // As the previous release stored them: whole lower-cased names, no entity_names.
-      await database.knex('moments').where('path', at('bonaparte')).update({ entity_keys: ['napoleon bonaparte'], entity_names: [] });
+      await database
+        .knex('moments')
+        .where('path', at('bonaparte'))
+        .update({ entity_keys: ['napoleon bonaparte'], entity_names: [] });
       await database.knex('graph_meta').where({ key: 'figure_keys' }).del();
       assert.equal((await h.get('/api/v1/moments?entity=bonaparte')).body.total, 2, 'not found while its keys are stale');
       const restarted = await startGraph({ AUTOLINK_MAX_PER_TYPE: '0' }, h.databaseUrl);
       try {
-        assert.deepEqual(slugs((await restarted.get('/api/v1/moments?entity=napoleon%20bonaparte')).body.items), ['bonaparte', 'joan-and-napoleon', 'napoleon-iii']);
+        assert.deepEqual(slugs((await restarted.get('/api/v1/moments?entity=napoleon%20bonaparte')).body.items), [
+          'bonaparte',
+          'joan-and-napoleon',
+          'napoleon-iii',
+        ]);
         const row = await database.knex('moments').where('path', at('bonaparte')).first('entity_keys', 'entity_names', 'updated_at');
         assert.deepEqual({ entity_keys: row.entity_keys, entity_names: row.entity_names }, figureKeys(['Napoleon Bonaparte']));
       } finally {

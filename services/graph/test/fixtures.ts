@@ -36,7 +36,10 @@ export const ISLAND = at('island', 1999);
 export function fixtureRecords() {
   const types = [...DIRECTED, ...SYMMETRIC];
   const neighbours = types.flatMap((type) => [record(outOf(type)), record(into(type), [{ target: ANCHOR, type }])]);
-  const anchor = record(ANCHOR, types.map((type) => ({ target: outOf(type), type })));
+  const anchor = record(
+    ANCHOR,
+    types.map((type) => ({ target: outOf(type), type })),
+  );
   const chainRecords = [0, 1, 2, 3, 4, 5].map((n) => record(chain(n), n < 5 ? [{ target: chain(n + 1), type: 'causes', weight: 0.9 - n * 0.1 }] : []));
   chainRecords[0]!.payload.edges.push({ target: chain(5), type: 'challenges', weight: 0.3 });
   return [...neighbours, anchor, ...chainRecords, record(ISLAND)];

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
-import { AdjacencyIndex, IndexBuilder } from '../src/domain/adjacency-index.ts';
-import { directionPlan, IN, OUT, typeCode, type EdgeType } from '../src/domain/edge-types.ts';
+import { type AdjacencyIndex, IndexBuilder } from '../src/domain/adjacency-index.ts';
+import { directionPlan, type EdgeType, IN, OUT, typeCode } from '../src/domain/edge-types.ts';
 import { shortestPath, traverse } from '../src/domain/graph-search.ts';
 
 const edge = (source: number, target: number, type: EdgeType, weight = 1) => ({ source, target, type: typeCode(type), weight });
@@ -52,7 +52,13 @@ describe('graph search over the adjacency index', () => {
 
   it('filters edges written after the build at the boundary too (found by the index-vs-SQL property)', async () => {
     const index = build([edge(1, 2, 'thematic', 0.3)]);
-    index.refresh([{ id: 1, hidden: false }], [{ id: 1, ...edge(1, 2, 'thematic', 0.3) }, { id: 2, ...edge(1, 3, 'thematic', 0.3) }]);
+    index.refresh(
+      [{ id: 1, hidden: false }],
+      [
+        { id: 1, ...edge(1, 2, 'thematic', 0.3) },
+        { id: 2, ...edge(1, 3, 'thematic', 0.3) },
+      ],
+    );
     const result = await traverse(index, 1, { direction: 'future', depth: 1, types: ['thematic'], limit: 10, minWeight: 0.3 });
     assert.deepEqual([...result.hops.keys()].sort(), [1, 2, 3]);
   });
@@ -66,14 +72,32 @@ describe('graph search over the adjacency index', () => {
   it('finds shortest paths bidirectionally, treating edges as undirected', async () => {
     // 1 - 2 - 3 - 4 - 5 - 6 (mixed directions) and a longer detour 1 - 7 - 8 - 9 - 10 - 11 - 6.
     const index = build([
-      edge(1, 2, 'causes'), edge(3, 2, 'caused_by'), edge(3, 4, 'precedes'), edge(5, 4, 'follows'), edge(5, 6, 'influences'),
-      edge(1, 7, 'causes'), edge(7, 8, 'causes'), edge(8, 9, 'causes'), edge(9, 10, 'causes'), edge(10, 11, 'causes'), edge(11, 6, 'causes'),
+      edge(1, 2, 'causes'),
+      edge(3, 2, 'caused_by'),
+      edge(3, 4, 'precedes'),
+      edge(5, 4, 'follows'),
+      edge(5, 6, 'influences'),
+      edge(1, 7, 'causes'),
+      edge(7, 8, 'causes'),
+      edge(8, 9, 'causes'),
+      edge(9, 10, 'causes'),
+      edge(10, 11, 'causes'),
+      edge(11, 6, 'causes'),
     ]);
     const types: EdgeType[] = ['causes', 'caused_by', 'precedes', 'follows', 'influences'];
     const found = await shortestPath(index, 1, 6, { maxHops: 10, types });
     assert.equal(found.found, true);
     assert.deepEqual(found.nodes, [1, 2, 3, 4, 5, 6]);
-    assert.deepEqual(found.edges.map((e) => [e.source, e.target]), [[1, 2], [3, 2], [3, 4], [5, 4], [5, 6]]);
+    assert.deepEqual(
+      found.edges.map((e) => [e.source, e.target]),
+      [
+        [1, 2],
+        [3, 2],
+        [3, 4],
+        [5, 4],
+        [5, 6],
+      ],
+    );
     assert.equal((await shortestPath(index, 1, 6, { maxHops: 4, types })).found, false);
     assert.equal((await shortestPath(index, 1, 6, { maxHops: 5, types })).found, true);
     assert.equal((await shortestPath(index, 1, 6, { maxHops: 10, types: ['causes'] })).nodes.length, 7, 'only causes: the detour');
@@ -88,17 +112,23 @@ describe('graph search over the adjacency index', () => {
 
   it('refreshes moments after writes: new edges, changed edges, hidden moments', async () => {
     const index = build([edge(1, 2, 'causes', 0.9), edge(2, 3, 'causes', 0.9)]);
-    index.refresh([{ id: 2, hidden: false }], [
-      { id: 10, source: 1, target: 2, type: typeCode('causes'), weight: 0.4 },
-      { id: 11, source: 2, target: 5, type: typeCode('precedes'), weight: 0.6 },
-    ]);
+    index.refresh(
+      [{ id: 2, hidden: false }],
+      [
+        { id: 10, source: 1, target: 2, type: typeCode('causes'), weight: 0.4 },
+        { id: 11, source: 2, target: 5, type: typeCode('precedes'), weight: 0.6 },
+      ],
+    );
     const after = await traverse(index, 1, { direction: 'future', depth: 2, types: ['causes', 'precedes'], limit: 10, minWeight: 0 });
     assert.deepEqual(Object.fromEntries(after.hops), { 1: 0, 2: 1, 5: 2 }, '2 → 3 was removed with the refresh of 2');
     assert.equal(after.edges.find((e) => e.source === 1)?.weight.toFixed(1), '0.4');
-    index.refresh([{ id: 2, hidden: false }], [
-      { id: 10, source: 1, target: 2, type: typeCode('causes'), weight: 0.4 },
-      { id: 11, source: 2, target: 5, type: typeCode('precedes'), weight: 0.6 },
-    ]);
+    index.refresh(
+      [{ id: 2, hidden: false }],
+      [
+        { id: 10, source: 1, target: 2, type: typeCode('causes'), weight: 0.4 },
+        { id: 11, source: 2, target: 5, type: typeCode('precedes'), weight: 0.6 },
+      ],
+    );
     assert.equal(index.edgeCount, 2, 'a refresh applied twice changes nothing');
     index.refresh([{ id: 5, hidden: true }], []);
     const hidden = await traverse(index, 1, { direction: 'future', depth: 2, types: ['causes', 'precedes'], limit: 10, minWeight: 0 });

@@ -1,11 +1,11 @@
 import { randomBytes } from 'node:crypto';
-import { loadConfig } from '@tempora/kit/runtime';
-import { serve, type RunningServer } from '@tempora/kit/http';
+import { type RunningServer, serve } from '@tempora/kit/http';
 import { createLogger } from '@tempora/kit/observability';
-import { GraphConfigSchema } from '../src/config.ts';
-import { createGraphService, type GraphInstance } from '../src/service.ts';
+import { loadConfig } from '@tempora/kit/runtime';
 import { createDatabase, dropDatabase } from '../../../test/support/database.ts';
 import { request } from '../../../test/support/http.ts';
+import { GraphConfigSchema } from '../src/config.ts';
+import { createGraphService, type GraphInstance } from '../src/service.ts';
 
 export const SERVICE_KEY = 'svc-test-key-0123456789';
 export const WRITER_TOKEN = 'writer-token-0123456789';
@@ -47,7 +47,15 @@ export async function startGraph(env: Record<string, string> = {}, databaseUrl?:
   });
   const instance = await createGraphService(config, createLogger('graph', config.LOG_LEVEL));
   await instance.graph.ready();
-  const server = await serve(instance.app, { port: 0, host: '127.0.0.1', logger: instance.logger, graceMs: 1000, onDrain: instance.drain, onClose: [instance.close], metrics: { port: 0, metrics: instance.metrics } });
+  const server = await serve(instance.app, {
+    port: 0,
+    host: '127.0.0.1',
+    logger: instance.logger,
+    graceMs: 1000,
+    onDrain: instance.drain,
+    onClose: [instance.close],
+    metrics: { port: 0, metrics: instance.metrics },
+  });
   return {
     url: server.url,
     instance,

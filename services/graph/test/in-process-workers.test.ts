@@ -1,15 +1,15 @@
 import assert from 'node:assert/strict';
-import { scrape } from '../../kit/test/metrics-support.ts';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { ConfigError, loadConfig } from '@tempora/kit/runtime';
 import pg from 'pg';
-import { loadConfig, ConfigError } from '@tempora/kit/runtime';
+import { createDatabase, dropDatabase } from '../../../test/support/database.ts';
+import { scrape } from '../../kit/test/metrics-support.ts';
 import { GraphConfigSchema } from '../src/config.ts';
 import { readDailyEvents } from '../src/workers/daily.ts';
-import { createDatabase, dropDatabase } from '../../../test/support/database.ts';
 import { FakeGeneration } from './fake-generation.ts';
-import { startGraph, serviceKey, writer, SERVICE_KEY, type GraphHarness } from './harness.ts';
+import { type GraphHarness, SERVICE_KEY, serviceKey, startGraph, writer } from './harness.ts';
 
 const path = (slug: string) => `/1903/july/1/1516/france/ile-de-france/montgeron/${slug}`;
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -53,9 +53,15 @@ describe('graph service: in-process workers (GRAPH_WORKERS)', function () {
     });
 
     it('validates the switch and the variables it shares with the worker', () => {
-      assert.throws(() => roles({ GRAPH_WORKERS: 'renderer,worker' }), (error: Error) => error instanceof ConfigError && /GRAPH_WORKERS: unknown roles worker/.test(error.message));
+      assert.throws(
+        () => roles({ GRAPH_WORKERS: 'renderer,worker' }),
+        (error: Error) => error instanceof ConfigError && /GRAPH_WORKERS: unknown roles worker/.test(error.message),
+      );
       assert.throws(() => roles({ EXPANDER_BATCH: '0' }), /EXPANDER_BATCH/);
-      assert.throws(() => loadConfig(GraphConfigSchema, { ...base, RENDER_TIMEOUT_MS: '1000', RENDER_STALE_MS: '1000' }), /RENDER_STALE_MS: must exceed RENDER_TIMEOUT_MS/);
+      assert.throws(
+        () => loadConfig(GraphConfigSchema, { ...base, RENDER_TIMEOUT_MS: '1000', RENDER_STALE_MS: '1000' }),
+        /RENDER_STALE_MS: must exceed RENDER_TIMEOUT_MS/,
+      );
       assert.throws(() => loadConfig(GraphConfigSchema, { ...base, WORKER_CONCURRENCY: '0' }), /WORKER_CONCURRENCY/);
       const config = loadConfig(GraphConfigSchema, { ...base, WORKER_CONCURRENCY: '4', RENDER_MAX_ATTEMPTS: '2', GENERATION_SERVICE_KEY: 'gen-key' });
       assert.equal(config.WORKER_CONCURRENCY, 4);
@@ -90,7 +96,11 @@ describe('graph service: in-process workers (GRAPH_WORKERS)', function () {
       // The renderer shares this process's GraphService: the in-memory node store has the new layer at once.
       const traversal = await api.get(`/api/v1/graph/traverse${path('first-tour-de-france')}?depth=1`, serviceKey);
       assert.equal(traversal.body.nodes[0].layer, 2);
-      assert.match(await scrape(api.server), /graph_worker_jobs_total\{[^}]*role="renderer"[^}]*outcome="rendered"[^}]*\} 1/, 'the service\'s /metrics counts its renders');
+      assert.match(
+        await scrape(api.server),
+        /graph_worker_jobs_total\{[^}]*role="renderer"[^}]*outcome="rendered"[^}]*\} 1/,
+        "the service's /metrics counts its renders",
+      );
     });
 
     it('fails a job the generation service refuses, with its error', async () => {
@@ -151,7 +161,16 @@ describe('graph service: in-process workers (GRAPH_WORKERS)', function () {
         const written = '/1903/july/2/1200/france/ile-de-france/paris/offline-written-moment';
         const records = [
           { payload: { path: bare, event_name: 'An offline bare moment', layer: 0 } },
-          { payload: { path: written, event_name: 'An offline written moment', layer: 1, description: 'Written by a person.', figures: ['Ada Lovelace'], tags: ['offline'] } },
+          {
+            payload: {
+              path: written,
+              event_name: 'An offline written moment',
+              layer: 1,
+              description: 'Written by a person.',
+              figures: ['Ada Lovelace'],
+              tags: ['offline'],
+            },
+          },
         ];
         assert.equal((await api.post('/ingest/tdf', records, writer)).status, 200);
         const deadline = Date.now() + 20_000;
@@ -188,7 +207,11 @@ describe('graph service: in-process workers (GRAPH_WORKERS)', function () {
         }
         const list = (await api.get('/api/v1/moments?limit=100')).body;
         assert.ok(list.total <= 100, 'the list is read whole');
-        assert.deepEqual(list.items.filter((item: { source_type: string }) => item.source_type === 'expander'), [], 'the Expander proposed nothing');
+        assert.deepEqual(
+          list.items.filter((item: { source_type: string }) => item.source_type === 'expander'),
+          [],
+          'the Expander proposed nothing',
+        );
         assert.ok(list.items.some((item: { path: string }) => item.path === bare));
         // The author wrote no description; the scene's summary is the only one it has.
         assert.equal(moment.description, 'Sixty cyclists set off on a 2,428 km race around France.');
@@ -196,7 +219,9 @@ describe('graph service: in-process workers (GRAPH_WORKERS)', function () {
         const client = new pg.Client({ connectionString: databaseUrl });
         await client.connect();
         try {
-          const { rows } = await client.query("select path from moments where source_type = 'expander' or event_name ~* $1 or description ~* $1", [invented.source]);
+          const { rows } = await client.query("select path from moments where source_type = 'expander' or event_name ~* $1 or description ~* $1", [
+            invented.source,
+          ]);
           assert.deepEqual(rows, []);
         } finally {
           await client.end();
@@ -236,11 +261,17 @@ describe('graph service: in-process workers (GRAPH_WORKERS)', function () {
         }
         // The workers poll every 50 ms here, so a state may pass between two reads; those seen are in order.
         const lifecycle = ['0 active', '1 pending', '1 active', '2 active image'];
-        assert.deepEqual(states, lifecycle.filter((state) => states.includes(state)), states.join(' → '));
+        assert.deepEqual(
+          states,
+          lifecycle.filter((state) => states.includes(state)),
+          states.join(' → '),
+        );
         assert.equal(states.at(-1), '2 active image', states.join(' → '));
         // Offline the Expander adds nothing to what the author wrote (no description): the scene's summary fills it.
         assert.equal(moment.description, 'Sixty cyclists set off on a 2,428 km race around France.', "the Renderer's description (layer 2)");
-        const renders = generation.calls.map((call) => call.body.request_context as { graph_render_job: string; path: string }).filter((context) => context.path === bare);
+        const renders = generation.calls
+          .map((call) => call.body.request_context as { graph_render_job: string; path: string })
+          .filter((context) => context.path === bare);
         assert.equal(renders.length, 1, 'rendered once');
         // The Expander's job is the service's own: a writer does not see it, the service key does.
         assert.equal((await api.get(`/api/v1/graph/jobs/${renders[0]!.graph_render_job}`, writer)).status, 404);
@@ -276,7 +307,8 @@ describe('graph service: in-process workers (GRAPH_WORKERS)', function () {
         assert.ok(entries.every((entry) => entry.status === 'active'));
 
         const metrics = await scrape(api.server);
-        for (const role of ['expander', 'judge']) assert.match(metrics, new RegExp(`graph_worker_runs_total\\{[^}]*role="${role}"[^}]*outcome="worked"[^}]*\\} [1-9]`), role);
+        for (const role of ['expander', 'judge'])
+          assert.match(metrics, new RegExp(`graph_worker_runs_total\\{[^}]*role="${role}"[^}]*outcome="worked"[^}]*\\} [1-9]`), role);
         assert.match(metrics, /graph_worker_judge_verdicts_total\{[^}]*verdict="reject"[^}]*\} 1/);
       } finally {
         await api.stop();

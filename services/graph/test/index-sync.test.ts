@@ -1,11 +1,11 @@
 import assert from 'node:assert/strict';
-import { startGraph, serviceKey, writer, type GraphHarness } from './harness.ts';
-import { record } from './fixtures.ts';
-import { dropDatabase } from '../../../test/support/database.ts';
 import { createLogger } from '@tempora/kit/observability';
-import { GraphService, MomentNotFound } from '../src/graph-service.ts';
+import { dropDatabase } from '../../../test/support/database.ts';
 import { localChangeFeed } from '../src/change-feed.ts';
 import { CAUSAL_TYPES, PATH_DEFAULT_TYPES } from '../src/domain/edge-types.ts';
+import { GraphService, MomentNotFound } from '../src/graph-service.ts';
+import { record } from './fixtures.ts';
+import { type GraphHarness, serviceKey, startGraph, writer } from './harness.ts';
 
 const a = '/1600/may/1/1200/syncland/x/y/first';
 const b = '/1601/may/1/1200/syncland/x/y/second';
@@ -60,6 +60,9 @@ describe('graph replicas share index updates through LISTEN/NOTIFY', function ()
     }
     const pathOptions = { maxHops: 6, types: [...PATH_DEFAULT_TYPES] };
     assert.deepEqual(await unloaded.path(a, c, pathOptions), await loaded.path(a, c, pathOptions));
-    await assert.rejects(unloaded.traverse('/1600/may/1/1200/syncland/x/y/nowhere', { direction: 'both', depth: 1, types: [...CAUSAL_TYPES], limit: 10, minWeight: 0 }), MomentNotFound);
+    await assert.rejects(
+      unloaded.traverse('/1600/may/1/1200/syncland/x/y/nowhere', { direction: 'both', depth: 1, types: [...CAUSAL_TYPES], limit: 10, minWeight: 0 }),
+      MomentNotFound,
+    );
   });
 });

@@ -1,10 +1,10 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import fc from 'fast-check';
+import { propertyParameters, propertyTimeout } from '../../../test/support/properties.ts';
 import { EDGE_TYPES } from '../src/domain/edge-types.ts';
 import { shortestPath, traverse } from '../src/domain/graph-search.ts';
-import { serviceKey, startGraph, writer, type GraphHarness } from './harness.ts';
-import { propertyParameters, propertyTimeout } from '../../../test/support/properties.ts';
+import { type GraphHarness, serviceKey, startGraph, writer } from './harness.ts';
 
 /**
  * The service answers traverse and path from its in-memory index, kept current by every write, and from
@@ -20,7 +20,14 @@ const scenario = fc.record({
       tags: fc.subarray(['a', 'b', 'c']),
       status: fc.constantFrom('active', 'active', 'active', 'pending'),
       visibility: fc.constantFrom('public', 'public', 'public', 'private'),
-      edges: fc.array(fc.record({ to: fc.nat(), type: fc.constantFrom(...EDGE_TYPES), weight: fc.oneof(fc.constantFrom(0.1, 0.3, 0.5, 0.9), fc.double({ min: 0, max: 1, noNaN: true })) }), { maxLength: 4 }),
+      edges: fc.array(
+        fc.record({
+          to: fc.nat(),
+          type: fc.constantFrom(...EDGE_TYPES),
+          weight: fc.oneof(fc.constantFrom(0.1, 0.3, 0.5, 0.9), fc.double({ min: 0, max: 1, noNaN: true })),
+        }),
+        { maxLength: 4 },
+      ),
     }),
     { minLength: 2, maxLength: 9 },
   ),
@@ -52,9 +59,21 @@ describe('graph traverse and path: the index and SQL answer the same (properties
 
   it('a min_weight within float32 resolution of a weight gets the same answer from both (found by the property)', async () => {
     const [a, b] = ['/1800/may/1/1200/testland/north/alpha/close-a', '/1800/may/1/1200/testland/north/alpha/close-b'];
-    assert.equal((await h.post('/ingest/tdf', [{ payload: { path: a, event_name: 'a' } }, { payload: { path: b, event_name: 'b', edges: [{ target: a, type: 'same_figure', weight: 0.5 }] } }], writer)).status, 200);
+    assert.equal(
+      (
+        await h.post(
+          '/ingest/tdf',
+          [{ payload: { path: a, event_name: 'a' } }, { payload: { path: b, event_name: 'b', edges: [{ target: a, type: 'same_figure', weight: 0.5 }] } }],
+          writer,
+        )
+      ).status,
+      200,
+    );
     const options = { direction: 'past' as const, depth: 1, types: ['same_figure' as const], limit: 5, minWeight: 0.500000000001 };
-    const reply = await h.get(`/api/v1/graph/traverse/${a.slice(1)}?direction=past&depth=1&edge_types=same_figure&limit=5&min_weight=${options.minWeight}`, serviceKey);
+    const reply = await h.get(
+      `/api/v1/graph/traverse/${a.slice(1)}?direction=past&depth=1&edge_types=same_figure&limit=5&min_weight=${options.minWeight}`,
+      serviceKey,
+    );
     const bySql = await traverse(h.instance.graph.repository.adjacency.sqlNeighbors, Number((await h.instance.graph.moment(a, true))!.id), options);
     assert.equal(reply.body.nodes.length, bySql.hops.size);
   });
@@ -66,8 +85,14 @@ describe('graph traverse and path: the index and SQL answer the same (properties
         const paths = moments.map((m, i) => `/${m.year}/may/1/1200/testland/north/${m.city}/m-${run}-${i}`);
         const records = moments.map((m, i) => ({
           payload: {
-            path: paths[i], event_name: `m ${i}`, tags: m.tags, status: m.status, visibility: m.visibility,
-            edges: m.edges.map((edge) => ({ target: paths[edge.to % moments.length], type: edge.type, weight: edge.weight })).filter((edge) => edge.target !== paths[i]),
+            path: paths[i],
+            event_name: `m ${i}`,
+            tags: m.tags,
+            status: m.status,
+            visibility: m.visibility,
+            edges: m.edges
+              .map((edge) => ({ target: paths[edge.to % moments.length], type: edge.type, weight: edge.weight }))
+              .filter((edge) => edge.target !== paths[i]),
           },
         }));
         const ingest = await h.post('/ingest/tdf', records, writer);
@@ -85,7 +110,10 @@ describe('graph traverse and path: the index and SQL answer the same (properties
           const from = query.from % moments.length;
           const to = query.to % moments.length;
           if (!published[from] || !published[to]) continue;
-          const minWeight = typeof query.minWeight === 'number' ? query.minWeight : Math.min(1, Math.max(0, (weights[query.minWeight[0] % Math.max(1, weights.length)] ?? 0.5) + query.minWeight[1]));
+          const minWeight =
+            typeof query.minWeight === 'number'
+              ? query.minWeight
+              : Math.min(1, Math.max(0, (weights[query.minWeight[0] % Math.max(1, weights.length)] ?? 0.5) + query.minWeight[1]));
           const options = { direction: query.direction, depth: query.depth, types: query.types, limit: query.limit, minWeight };
 
           const reply = await h.get(
@@ -97,7 +125,12 @@ describe('graph traverse and path: the index and SQL answer the same (properties
           const sqlNodes = Object.fromEntries([...bySql.hops].map(([id, hop]) => [pathOf.get(id) ?? `#${id}`, hop]));
           const apiNodes = Object.fromEntries((reply.body.nodes as Array<{ id: string; hop: number }>).map((node) => [node.id, node.hop]));
           // Moments of other runs are reachable too (automatic links): compare within this run's moments.
-          const mine = (nodes: Record<string, number>) => Object.fromEntries(Object.entries(nodes).filter(([path]) => paths.includes(path)).sort());
+          const mine = (nodes: Record<string, number>) =>
+            Object.fromEntries(
+              Object.entries(nodes)
+                .filter(([path]) => paths.includes(path))
+                .sort(),
+            );
           assert.equal(reply.body.truncated, bySql.truncated, `truncated (${JSON.stringify(options)})`);
           assert.deepEqual(mine(apiNodes), mine(sqlNodes), `traverse from ${paths[from]} ${JSON.stringify(options)}`);
           assert.equal(Object.keys(apiNodes).length, bySql.hops.size);
@@ -105,11 +138,18 @@ describe('graph traverse and path: the index and SQL answer the same (properties
           const within = (edge: { source: string; target: string }) => paths.includes(edge.source) && paths.includes(edge.target);
           assert.deepEqual(
             (reply.body.edges as Array<{ source: string; target: string; type: string }>).filter(within).map(edgeKey).sort(),
-            bySql.edges.map((edge) => ({ source: pathOf.get(edge.source) ?? '', target: pathOf.get(edge.target) ?? '', type: EDGE_TYPES[edge.type]! })).filter(within).map(edgeKey).sort(),
+            bySql.edges
+              .map((edge) => ({ source: pathOf.get(edge.source) ?? '', target: pathOf.get(edge.target) ?? '', type: EDGE_TYPES[edge.type]! }))
+              .filter(within)
+              .map(edgeKey)
+              .sort(),
           );
           assert.equal(reply.body.edges.length, bySql.edges.length);
 
-          const pathReply = await h.get(`/api/v1/graph/path?from=${paths[from]}&to=${paths[to]}&max_hops=${query.maxHops}&edge_types=${query.types.join(',')}`, serviceKey);
+          const pathReply = await h.get(
+            `/api/v1/graph/path?from=${paths[from]}&to=${paths[to]}&max_hops=${query.maxHops}&edge_types=${query.types.join(',')}`,
+            serviceKey,
+          );
           assert.equal(pathReply.status, 200, JSON.stringify(pathReply.body));
           const sqlPath = await shortestPath(sql, idOf.get(paths[from]!)!, idOf.get(paths[to]!)!, { maxHops: query.maxHops, types: query.types });
           assert.equal(pathReply.body.found, sqlPath.found, `path ${paths[from]} → ${paths[to]}`);

@@ -1,8 +1,16 @@
 import assert from 'node:assert/strict';
 import { fileURLToPath } from 'node:url';
-import { startGraph, SERVICE_KEY as GRAPH_SERVICE_KEY, type GraphHarness } from './harness.ts';
-import { startGateway, type GatewayHarness } from '../../gateway/test/harness.ts';
-import { assertConformant, assertInputSchemas2020, initialize, NEWEST_PROTOCOL, OLDER_PROTOCOL, postJsonRpc, runConformance } from '../../../test/support/mcp-conformance.ts';
+import {
+  assertConformant,
+  assertInputSchemas2020,
+  initialize,
+  NEWEST_PROTOCOL,
+  OLDER_PROTOCOL,
+  postJsonRpc,
+  runConformance,
+} from '../../../test/support/mcp-conformance.ts';
+import { type GatewayHarness, startGateway } from '../../gateway/test/harness.ts';
+import { SERVICE_KEY as GRAPH_SERVICE_KEY, type GraphHarness, startGraph } from './harness.ts';
 
 const EXPECTED_FAILURES = fileURLToPath(new URL('./mcp-conformance.expected-failures.yaml', import.meta.url));
 
@@ -72,8 +80,14 @@ describe('graph MCP: the official conformance suite', function () {
   it('rejects a schema that is not 2020-12 (the check can fail)', () => {
     assert.throws(() => assertInputSchemas2020([{ name: 'bad', inputSchema: { type: 'object', properties: { n: { type: 'integer', minimum: 'one' } } } }]));
     assert.throws(() => assertInputSchemas2020([{ name: 'draft7', inputSchema: { $schema: 'http://json-schema.org/draft-07/schema#', type: 'object' } }]));
-    assert.throws(() => assertInputSchemas2020([{ name: 'unknown keyword', inputSchema: { type: 'object', properties: { n: { type: 'integer', minimun: 1 } } } }]));
+    assert.throws(() =>
+      assertInputSchemas2020([{ name: 'unknown keyword', inputSchema: { type: 'object', properties: { n: { type: 'integer', minimun: 1 } } } }]),
+    );
     // draft-07's tuple form: 2020-12 writes it prefixItems.
-    assert.throws(() => assertInputSchemas2020([{ name: 'tuple', inputSchema: { type: 'object', properties: { pair: { type: 'array', items: [{ type: 'integer' }, { type: 'integer' }] } } } }]));
+    assert.throws(() =>
+      assertInputSchemas2020([
+        { name: 'tuple', inputSchema: { type: 'object', properties: { pair: { type: 'array', items: [{ type: 'integer' }, { type: 'integer' }] } } } },
+      ]),
+    );
   });
 });

@@ -1,12 +1,12 @@
 import assert from 'node:assert/strict';
-import { scrape } from '../../kit/test/metrics-support.ts';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { startGraph, writer, SERVICE_KEY, type GraphHarness } from './harness.ts';
-import { ANCHOR, ISLAND, chain, fixtureRecords, outOf } from './fixtures.ts';
 import { loadConfig } from '@tempora/kit/runtime';
-import { GraphConfigSchema } from '../src/config.ts';
 import { initialize, NEWEST_PROTOCOL, postJsonRpc } from '../../../test/support/mcp-conformance.ts';
+import { scrape } from '../../kit/test/metrics-support.ts';
+import { GraphConfigSchema } from '../src/config.ts';
+import { ANCHOR, chain, fixtureRecords, ISLAND, outOf } from './fixtures.ts';
+import { type GraphHarness, SERVICE_KEY, startGraph, writer } from './harness.ts';
 
 async function connect(url: string, headers: Record<string, string> = {}): Promise<Client> {
   const client = new Client({ name: 'graph-test', version: '1.0.0' });
@@ -60,7 +60,10 @@ describe('graph MCP server', function () {
 
   it('traverses with the HTTP shape, a default limit of 50 and a cap of 200', async () => {
     const reply = (await call(client, 'traverse_moments', { path: chain(0), direction: 'future', depth: 4 })).structuredContent;
-    assert.deepEqual(reply.nodes.map((node: { id: string; hop: number }) => [node.id, node.hop]), [0, 1, 2, 3, 4].map((n) => [chain(n), n]));
+    assert.deepEqual(
+      reply.nodes.map((node: { id: string; hop: number }) => [node.id, node.hop]),
+      [0, 1, 2, 3, 4].map((n) => [chain(n), n]),
+    );
     assert.equal(reply.limit, 50);
     assert.equal(reply.truncated, false);
     assert.equal((await call(client, 'traverse_moments', { path: chain(0), limit: 10_000 })).structuredContent.limit, 200);
@@ -221,7 +224,13 @@ describe('graph MCP server: DNS-rebinding protection (MCP_ALLOWED_HOSTS)', funct
   });
 
   it('defaults to the loopback names, the host of GRAPH_URL and .TEMPORA_DOMAIN, and refuses a malformed MCP_ALLOWED_HOSTS at startup', () => {
-    assert.deepEqual(loadConfig(GraphConfigSchema, { GRAPH_URL: 'http://tempora-graph.ns.svc:8082', TEMPORA_DOMAIN: 'Tempora.Example' }).MCP_ALLOWED_HOSTS, ['localhost', '127.0.0.1', '[::1]', 'tempora-graph.ns.svc', '.tempora.example']);
+    assert.deepEqual(loadConfig(GraphConfigSchema, { GRAPH_URL: 'http://tempora-graph.ns.svc:8082', TEMPORA_DOMAIN: 'Tempora.Example' }).MCP_ALLOWED_HOSTS, [
+      'localhost',
+      '127.0.0.1',
+      '[::1]',
+      'tempora-graph.ns.svc',
+      '.tempora.example',
+    ]);
     assert.deepEqual(loadConfig(GraphConfigSchema, { MCP_ALLOWED_HOSTS: ' ' }).MCP_ALLOWED_HOSTS, ['localhost', '127.0.0.1', '[::1]']);
     for (const bad of ['http://graph.internal', 'graph.internal:8082', 'evil.com/x', '*.tempora.example']) {
       assert.throws(() => loadConfig(GraphConfigSchema, { MCP_ALLOWED_HOSTS: bad }), /MCP_ALLOWED_HOSTS/, bad);

@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { startGraph, serviceKey, writer, type GraphHarness } from './harness.ts';
 import { record } from './fixtures.ts';
+import { type GraphHarness, serviceKey, startGraph, writer } from './harness.ts';
 
 /**
  * Moderation before publication: a moment waiting for the Judge (status pending) or rejected by it
@@ -38,7 +38,13 @@ describe('moderation: public reads show only what the Judge or a writer has pass
     const records = [
       record(BEFORE, [{ target: PENDING, type: 'causes' }], { tags: ['moderation'] }),
       // The only chain from BEFORE to AFTER runs through the pending proposal.
-      record(PENDING, [{ target: AFTER, type: 'causes' }], { status: 'pending', layer: 2, source_type: 'expander', tags: ['moderation'], event_name: 'Moderation pending proposal' }),
+      record(PENDING, [{ target: AFTER, type: 'causes' }], {
+        status: 'pending',
+        layer: 2,
+        source_type: 'expander',
+        tags: ['moderation'],
+        event_name: 'Moderation pending proposal',
+      }),
       record(AFTER, [], { tags: ['moderation'] }),
       record(REJECTED, [], { status: 'archived', visibility: 'private', layer: 2, event_name: 'Moderation rejected spam' }),
       record(LONELY, [], { layer: 1 }),
@@ -62,7 +68,10 @@ describe('moderation: public reads show only what the Judge or a writer has pass
       seen(stats.source_type_counts.expander === 1, 'stats source_type_counts');
 
       const list = (await h.get('/api/v1/moments?limit=100', headers)).body;
-      seen(list.items.some((item: { path: string }) => item.path === PENDING), 'list');
+      seen(
+        list.items.some((item: { path: string }) => item.path === PENDING),
+        'list',
+      );
       seen(list.total === 4, 'list total');
       seen((await h.get('/api/v1/moments?q=pending%20proposal', headers)).body.total === 1, 'full-text search');
       seen((await h.get('/api/v1/moments?entity=lovelace&year_from=1851&year_to=1851', headers)).body.total === 1, 'figure filter');
@@ -70,22 +79,37 @@ describe('moderation: public reads show only what the Judge or a writer has pass
       const detail = await h.get(`/api/v1/moments${PENDING}`, headers);
       seen(detail.status === 200, 'the moment by path');
       const cause = (await h.get(`/api/v1/moments${BEFORE}`, headers)).body;
-      seen(cause.edges.some((edge: { target: string }) => edge.target === PENDING), "its cause's edges");
+      seen(
+        cause.edges.some((edge: { target: string }) => edge.target === PENDING),
+        "its cause's edges",
+      );
       const tdf = (await h.get(`/api/v1/moments${BEFORE}?format=tdf`, headers)).body;
-      seen(tdf.payload.edges.some((edge: { target: string }) => edge.target === PENDING), "its cause's TDF edges");
+      seen(
+        tdf.payload.edges.some((edge: { target: string }) => edge.target === PENDING),
+        "its cause's TDF edges",
+      );
     }
 
     const search = (await h.get('/search?tags=moderation', asUser)).body;
     seen(search.total === 3, '/search');
     const browse = (await h.get('/browse?prefix=/1851/october/9/1200/moderland/east/gamma', asUser)).body;
-    seen(browse.children.some((child: { path: string }) => child.path === PENDING), '/browse');
+    seen(
+      browse.children.some((child: { path: string }) => child.path === PENDING),
+      '/browse',
+    );
     seen((await h.get('/browse?prefix=/1851', asUser)).body.total === 1, '/browse counts');
     const today = (await h.get('/today?month=october&day=9', asUser)).body;
-    seen(today.items.some((item: { path: string }) => item.path === PENDING), '/today');
+    seen(
+      today.items.some((item: { path: string }) => item.path === PENDING),
+      '/today',
+    );
     seen((await h.get('/random?layer_min=2', asUser)).status === 200, '/random');
 
     const traverse = (await h.get(`/api/v1/graph/traverse${BEFORE}?direction=future&depth=2`, asUser)).body;
-    seen(traverse.nodes.some((node: { id: string }) => node.id === PENDING), 'traverse');
+    seen(
+      traverse.nodes.some((node: { id: string }) => node.id === PENDING),
+      'traverse',
+    );
     seen((await h.get(`/api/v1/graph/traverse${PENDING}`, asUser)).status === 200, 'traverse from it');
     const path = (await h.get(`/api/v1/graph/path?from=${BEFORE}&to=${AFTER}`, asUser)).body;
     seen(path.found === true, 'path through it');
@@ -93,18 +117,27 @@ describe('moderation: public reads show only what the Judge or a writer has pass
     seen((await tool(client, 'graph_stats')).total_nodes === 4, 'MCP graph_stats');
     seen((await tool(client, 'graph_search', { query: 'pending proposal' })).total === 1, 'MCP graph_search');
     seen((await tool(client, 'graph_moment', { path: PENDING })).path === PENDING, 'MCP graph_moment');
-    seen((await tool(client, 'graph_neighbors', { path: BEFORE, direction: 'future' })).nodes.some((node: { id: string }) => node.id === PENDING), 'MCP graph_neighbors');
-    seen((await tool(client, 'traverse_moments', { path: BEFORE, direction: 'future', depth: 2 })).nodes.some((node: { id: string }) => node.id === PENDING), 'MCP traverse_moments');
+    seen(
+      (await tool(client, 'graph_neighbors', { path: BEFORE, direction: 'future' })).nodes.some((node: { id: string }) => node.id === PENDING),
+      'MCP graph_neighbors',
+    );
+    seen(
+      (await tool(client, 'traverse_moments', { path: BEFORE, direction: 'future', depth: 2 })).nodes.some((node: { id: string }) => node.id === PENDING),
+      'MCP traverse_moments',
+    );
     seen((await tool(client, 'find_path', { from_path: BEFORE, to_path: AFTER })).found === true, 'MCP find_path');
   }
 
-  it('leaves a pending moment out of every public read, the gateway\'s calls for users included', async () => {
+  it("leaves a pending moment out of every public read, the gateway's calls for users included", async () => {
     await checkEveryRead(false);
   });
 
   it('shows pending and rejected moments by path to service-key and writer callers only', async () => {
     for (const headers of [writer, serviceKey]) {
-      for (const [path, status] of [[PENDING, 'pending'], [REJECTED, 'archived']] as const) {
+      for (const [path, status] of [
+        [PENDING, 'pending'],
+        [REJECTED, 'archived'],
+      ] as const) {
         const reply = await h.get(`/api/v1/moments${path}`, headers);
         assert.equal(reply.status, 200, path);
         assert.equal(reply.body.status, status);
@@ -131,7 +164,13 @@ describe('moderation: public reads show only what the Judge or a writer has pass
   });
 
   it('shows the moment everywhere once it is passed (status active)', async () => {
-    const passed = record(PENDING, [{ target: AFTER, type: 'causes' }], { status: 'active', layer: 2, source_type: 'expander', tags: ['moderation'], event_name: 'Moderation pending proposal' });
+    const passed = record(PENDING, [{ target: AFTER, type: 'causes' }], {
+      status: 'active',
+      layer: 2,
+      source_type: 'expander',
+      tags: ['moderation'],
+      event_name: 'Moderation pending proposal',
+    });
     assert.equal((await h.post('/ingest/tdf', passed, writer)).status, 200);
     await checkEveryRead(true);
   });

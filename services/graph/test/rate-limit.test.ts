@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { startGraph, serviceKey, writer, type GraphHarness } from './harness.ts';
 import { record } from './fixtures.ts';
+import { type GraphHarness, serviceKey, startGraph, writer } from './harness.ts';
 
 describe('graph rate limits', function () {
   this.timeout(30_000);
@@ -40,7 +40,7 @@ describe('graph rate limits', function () {
     assert.equal((await h.post('/ingest/tdf', record('/1800/may/1/1200/x/y/z/three'), writer)).status, 429);
   });
 
-  it('counts refused credentials against the caller\'s IP, so keys cannot be guessed without limit', async () => {
+  it("counts refused credentials against the caller's IP, so keys cannot be guessed without limit", async () => {
     const other = await startGraph({ RATE_LIMIT_PUBLIC_PER_MINUTE: '3' });
     try {
       const statuses: number[] = [];
@@ -75,10 +75,14 @@ describe('graph rate limits', function () {
     try {
       const list = { jsonrpc: '2.0', id: 1, method: 'tools/list' };
       const headers = { ...writer, accept: 'application/json, text/event-stream' };
-      assert.equal((await other.post('/mcp', list, headers)).headers.get('x-ratelimit-limit'), '100', 'a writer\'s MCP request is a read');
+      assert.equal((await other.post('/mcp', list, headers)).headers.get('x-ratelimit-limit'), '100', "a writer's MCP request is a read");
       assert.equal((await other.post('/mcp', list, { accept: headers.accept })).headers.get('x-ratelimit-limit'), '100', 'an anonymous one is public');
       await client.connect(new StreamableHTTPClientTransport(new URL(`${other.url}/mcp/`), { requestInit: { headers: writer } }));
-      const render = (slug: string) => client.callTool({ name: 'gen_render', arguments: { path: `/1800/may/2/1200/x/y/z/${slug}`, event_name: slug } }) as Promise<{ isError?: boolean; structuredContent: Record<string, string> }>;
+      const render = (slug: string) =>
+        client.callTool({ name: 'gen_render', arguments: { path: `/1800/may/2/1200/x/y/z/${slug}`, event_name: slug } }) as Promise<{
+          isError?: boolean;
+          structuredContent: Record<string, string>;
+        }>;
       assert.equal((await render('first')).isError, undefined);
       assert.equal((await render('second')).isError, undefined);
       const third = await render('third');

@@ -1,9 +1,9 @@
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
+import { type Reply, request } from '../../../test/support/http.ts';
 import { FakeGeneration } from './fake-generation.ts';
-import { startGraph, SERVICE_KEY, WRITER_TOKEN, type GraphHarness } from './harness.ts';
-import { request, type Reply } from '../../../test/support/http.ts';
+import { type GraphHarness, SERVICE_KEY, startGraph, WRITER_TOKEN } from './harness.ts';
 
 /**
  * The graph examples of the README's "A five-minute tour", read from the README itself and run as written
@@ -152,7 +152,12 @@ describe('README tour: the graph examples return what they promise', function ()
     const spam = '/2024/may/1/1200/unknown/unknown/unknown/buy-now-casino-bonus';
     let piped: string | undefined;
 
-    const checks: Array<{ example: string; optional?: true; matches: (curl: Curl, url: URL) => boolean; check: (reply: Reply, curl: Curl) => Promise<void> | void }> = [
+    const checks: Array<{
+      example: string;
+      optional?: true;
+      matches: (curl: Curl, url: URL) => boolean;
+      check: (reply: Reply, curl: Curl) => Promise<void> | void;
+    }> = [
       {
         example: 'stats',
         matches: (_, url) => url.pathname === '/api/v1/stats',
@@ -174,9 +179,16 @@ describe('README tour: the graph examples return what they promise', function ()
         matches: (_, url) => url.pathname === '/api/v1/moments' && url.searchParams.has('entity'),
         check: ({ body }) => {
           assert.ok(body.total >= 8, `${body.total} moments of Napoleon`);
-          for (const item of body.items) assert.ok(item.figures.some((figure: string) => figure.includes('Napoleon')), item.path);
+          for (const item of body.items)
+            assert.ok(
+              item.figures.some((figure: string) => figure.includes('Napoleon')),
+              item.path,
+            );
           const years = body.items.map((item: { year: number }) => item.year);
-          assert.deepEqual(years, [...years].sort((a, b) => a - b));
+          assert.deepEqual(
+            years,
+            [...years].sort((a, b) => a - b),
+          );
         },
       },
       {
@@ -194,8 +206,14 @@ describe('README tour: the graph examples return what they promise', function ()
         check: ({ body }) => {
           assert.equal(body.anchor, bastille);
           assert.equal(body.direction, 'future');
-          assert.ok(body.nodes.some((node: { hop: number }) => node.hop === 1) && body.nodes.some((node: { hop: number }) => node.hop === 2), 'one and two hops away');
-          assert.ok(body.nodes.every((node: { year: number }) => node.year >= 1789), 'the future of 1789');
+          assert.ok(
+            body.nodes.some((node: { hop: number }) => node.hop === 1) && body.nodes.some((node: { hop: number }) => node.hop === 2),
+            'one and two hops away',
+          );
+          assert.ok(
+            body.nodes.every((node: { year: number }) => node.year >= 1789),
+            'the future of 1789',
+          );
         },
       },
       {
@@ -242,7 +260,7 @@ describe('README tour: the graph examples return what they promise', function ()
       },
       {
         example: 'the Bastille exported as TDF',
-        matches: (curl, url) => url.pathname === `/api/v1/moments${bastille}` && url.searchParams.get('format') === 'tdf' && !files.has('bastille.json'),
+        matches: (_, url) => url.pathname === `/api/v1/moments${bastille}` && url.searchParams.get('format') === 'tdf' && !files.has('bastille.json'),
         check: ({ body }, curl) => {
           assert.equal(body.id, bastille);
           assert.match(body.tdf_hash, /^[0-9a-f]{64}$/);
@@ -265,7 +283,11 @@ describe('README tour: the graph examples return what they promise', function ()
           const seen = await watch(curl, 'layer status', (printed) => printed === '2 active');
           const order = ['0 active', '1 pending', '1 active', '2 active'];
           // The workers poll every 50 ms here (2 s under npm start), so a state may pass between two reads.
-          assert.deepEqual(seen, order.filter((state) => seen.includes(state)), seen.join(' → '));
+          assert.deepEqual(
+            seen,
+            order.filter((state) => seen.includes(state)),
+            seen.join(' → '),
+          );
           assert.equal(seen.at(-1), '2 active', seen.join(' → '));
           const moment = (await h.get(`/api/v1/moments${lifecycle}`)).body;
           // Offline the Expander makes nothing up: layer 1 keeps what the writer wrote (no description), and
@@ -358,6 +380,10 @@ describe('README tour: the graph examples return what they promise', function ()
       const printed = piped ? field(reply.body, piped) : JSON.stringify(reply.body);
       if (substitution) variables[assignment![1]!] = printed;
     }
-    assert.deepEqual(checks.filter((check) => !check.optional && !used.has(check.example)).map((check) => check.example), [], 'every check has its README example');
+    assert.deepEqual(
+      checks.filter((check) => !check.optional && !used.has(check.example)).map((check) => check.example),
+      [],
+      'every check has its README example',
+    );
   });
 });

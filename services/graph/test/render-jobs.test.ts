@@ -3,7 +3,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { loadConfig } from '@tempora/kit/runtime';
 import { GraphConfigSchema } from '../src/config.ts';
-import { ADMIN_KEY, SERVICE_KEY, WRITER_TOKEN, serviceKey, startGraph, writer, type GraphHarness } from './harness.ts';
+import { ADMIN_KEY, type GraphHarness, SERVICE_KEY, serviceKey, startGraph, WRITER_TOKEN, writer } from './harness.ts';
 
 const OTHER_TOKEN = 'other-writer-token-0123456789';
 const otherWriter = { Authorization: `Bearer ${OTHER_TOKEN}` };
@@ -30,7 +30,10 @@ describe('graph render jobs: who may read them', function () {
     // The MCP tool queues under the service key's own principal.
     const client = new Client({ name: 'render-jobs-test', version: '1.0.0' });
     await client.connect(new StreamableHTTPClientTransport(new URL(`${h.url}/mcp`), { requestInit: { headers: serviceKey } }));
-    const queuedByService = (await client.callTool({ name: 'gen_render', arguments: { path: '/1903/july/2/1200/france/ile-de-france/paris/a-service-render', event_name: 'A service render' } })) as unknown as {
+    const queuedByService = (await client.callTool({
+      name: 'gen_render',
+      arguments: { path: '/1903/july/2/1200/france/ile-de-france/paris/a-service-render', event_name: 'A service render' },
+    })) as unknown as {
       structuredContent: { job: { id: string; requested_by: string } };
     };
     await client.close();
@@ -54,20 +57,25 @@ describe('graph render jobs: who may read them', function () {
     for (const [who, headers, id] of [
       ['another writer', otherWriter, jobId],
       ['a user forwarded by the gateway', gatewayUser, jobId],
-      ['a writer, for the service key\'s job', writer, mcpJobId],
-      ['a user, for the service key\'s job', gatewayUser, mcpJobId],
+      ["a writer, for the service key's job", writer, mcpJobId],
+      ["a user, for the service key's job", gatewayUser, mcpJobId],
     ] as const) {
       const reply = await h.get(`/api/v1/graph/jobs/${id}`, headers);
       assert.equal(reply.status, 404, who);
       assert.equal(reply.headers.get('content-type'), 'application/problem+json');
       const missing = await h.get('/api/v1/graph/jobs/00000000-0000-4000-8000-000000000000', headers);
-      assert.equal(reply.body.detail.replace(id, ''), missing.body.detail.replace('00000000-0000-4000-8000-000000000000', ''), `${who}: the same answer as for no job at all`);
+      assert.equal(
+        reply.body.detail.replace(id, ''),
+        missing.body.detail.replace('00000000-0000-4000-8000-000000000000', ''),
+        `${who}: the same answer as for no job at all`,
+      );
     }
     assert.equal((await h.get(`/api/v1/graph/jobs/${jobId}`)).status, 401, 'no credential');
   });
 
   it('documents who may read a job', () => {
-    const operation = (h.instance.openapi as { paths: Record<string, { get: { security: object[]; description: string } }> }).paths['/api/v1/graph/jobs/{id}']!.get;
+    const operation = (h.instance.openapi as { paths: Record<string, { get: { security: object[]; description: string } }> }).paths['/api/v1/graph/jobs/{id}']!
+      .get;
     assert.deepEqual(operation.security.flatMap((entry) => Object.keys(entry)).sort(), ['AdminKey', 'ServiceKey', 'WriterToken']);
     assert.match(operation.description, /writer who queued it/);
   });

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { readSeed } from '../src/seed.ts';
-import { startGraph, serviceKey, type GraphHarness } from './harness.ts';
+import { type GraphHarness, serviceKey, startGraph } from './harness.ts';
 
 describe('graph seed data set', function () {
   this.timeout(180_000);
@@ -27,7 +27,8 @@ describe('graph seed data set', function () {
     const types = new Set(edges.map((edge) => edge.type));
     for (const type of ['causes', 'caused_by', 'precedes', 'follows', 'influences', 'same_conflict', 'same_figure']) assert.ok(types.has(type as never), type);
     for (const edge of edges) {
-      if (['causes', 'precedes', 'influences'].includes(edge.type)) assert.ok(year(edge.source) <= year(edge.target), `${edge.source} ${edge.type} ${edge.target}`);
+      if (['causes', 'precedes', 'influences'].includes(edge.type))
+        assert.ok(year(edge.source) <= year(edge.target), `${edge.source} ${edge.type} ${edge.target}`);
       if (['caused_by', 'follows'].includes(edge.type)) assert.ok(year(edge.source) >= year(edge.target), `${edge.source} ${edge.type} ${edge.target}`);
     }
   });

@@ -1,11 +1,11 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import fc from 'fast-check';
 import { MONTHS, tdfHash } from '@tempora/kit/moments';
-import { EDGE_TYPES, SYMMETRIC_TYPES, type EdgeType } from '../src/domain/edge-types.ts';
-import { MOMENT_TYPES } from '../src/domain/moment.ts';
-import { serviceKey, startGraph, writer, type GraphHarness } from './harness.ts';
+import fc from 'fast-check';
 import { propertyParameters, propertyTimeout } from '../../../test/support/properties.ts';
+import { EDGE_TYPES, type EdgeType, SYMMETRIC_TYPES } from '../src/domain/edge-types.ts';
+import { MOMENT_TYPES } from '../src/domain/moment.ts';
+import { type GraphHarness, serviceKey, startGraph, writer } from './harness.ts';
 
 /**
  * TDF through the running graph service: what is ingested is what is exported (curated edges included,
@@ -42,7 +42,13 @@ const momentSpec = fc.record({
   image_url: fc.option(fc.webUrl({ validSchemes: ['https'] }), { nil: null }),
   source_type: fc.constantFrom('ingest', 'seed', 'expander'),
   edges: fc.array(
-    fc.record({ to: fc.nat(), type: fc.constantFrom(...EDGE_TYPES), weight: fc.double({ min: 0, max: 1, noNaN: true }), theme: fc.string({ maxLength: 12 }), description: fc.string({ maxLength: 20 }) }),
+    fc.record({
+      to: fc.nat(),
+      type: fc.constantFrom(...EDGE_TYPES),
+      weight: fc.double({ min: 0, max: 1, noNaN: true }),
+      theme: fc.string({ maxLength: 12 }),
+      description: fc.string({ maxLength: 20 }),
+    }),
     { maxLength: 4 },
   ),
 });
@@ -68,7 +74,13 @@ describe('graph TDF: properties through the service', function () {
   const exportOf = async (path: string) => {
     const reply = await h.get(`/api/v1/moments/${path.slice(1)}?format=tdf`, serviceKey);
     assert.equal(reply.status, 200, `export of ${path}: ${JSON.stringify(reply.body)}`);
-    return reply.body as { id: string; payload: Record<string, unknown> & { edges: Array<{ target: string; type: EdgeType; weight: number; theme: string; description: string }> }; tdf_hash: string; entity_ids: string[]; timestamp: string };
+    return reply.body as {
+      id: string;
+      payload: Record<string, unknown> & { edges: Array<{ target: string; type: EdgeType; weight: number; theme: string; description: string }> };
+      tdf_hash: string;
+      entity_ids: string[];
+      timestamp: string;
+    };
   };
 
   // Counterexamples the property found, kept as plain tests.
@@ -76,10 +88,23 @@ describe('graph TDF: properties through the service', function () {
 
   it('a record naming the same edge twice is written with its last mention (was a 500)', async () => {
     const [a, b] = ['/-44/january/1/1200/italy/lazio/rome/twice-a', '/-44/january/1/1200/italy/lazio/rome/twice-b'];
-    const reply = await h.post('/ingest/tdf', [plain(a, [{ target: b, type: 'same_location', weight: 0 }, { target: b, type: 'same_location', weight: 0.7, theme: 'last' }]), plain(b)], writer);
+    const reply = await h.post(
+      '/ingest/tdf',
+      [
+        plain(a, [
+          { target: b, type: 'same_location', weight: 0 },
+          { target: b, type: 'same_location', weight: 0.7, theme: 'last' },
+        ]),
+        plain(b),
+      ],
+      writer,
+    );
     assert.equal(reply.status, 200, JSON.stringify(reply.body));
     const exported = [...(await exportOf(a)).payload.edges, ...(await exportOf(b)).payload.edges];
-    assert.deepEqual(exported.map(({ type, weight, theme }) => ({ type, weight, theme })), [{ type: 'same_location', weight: 0.7, theme: 'last' }]);
+    assert.deepEqual(
+      exported.map(({ type, weight, theme }) => ({ type, weight, theme })),
+      [{ type: 'same_location', weight: 0.7, theme: 'last' }],
+    );
   });
 
   it('a curated edge of an automatic type between moments already linked automatically is kept', async () => {
@@ -87,7 +112,10 @@ describe('graph TDF: properties through the service', function () {
     assert.equal((await h.post('/ingest/tdf', [plain(a), plain(b)], writer)).status, 200);
     assert.equal((await h.post('/ingest/tdf', [plain(a, [{ target: b, type: 'same_location', weight: 0.9, theme: 'port' }])], writer)).status, 200);
     const exported = [...(await exportOf(a)).payload.edges, ...(await exportOf(b)).payload.edges];
-    assert.deepEqual(exported.map(({ type, weight, theme }) => ({ type, weight, theme })), [{ type: 'same_location', weight: 0.9, theme: 'port' }]);
+    assert.deepEqual(
+      exported.map(({ type, weight, theme }) => ({ type, weight, theme })),
+      [{ type: 'same_location', weight: 0.9, theme: 'port' }],
+    );
   });
 
   it('what is ingested is exported, and export → ingest → export is identical', async () => {
@@ -99,14 +127,21 @@ describe('graph TDF: properties through the service', function () {
           moments[i]!.edges.map((edge: EdgeSpec) => ({ ...edge, to: edge.to % moments.length })).filter((edge: EdgeSpec) => edge.to !== i);
         const payload = (m: Spec, i: number, withEdges: boolean) => ({
           ...m,
-          year: undefined, month: undefined, day: undefined, place: undefined,
+          year: undefined,
+          month: undefined,
+          day: undefined,
+          place: undefined,
           path: paths[i],
           edges: withEdges ? edgesOf(i).map(({ to, ...edge }) => ({ ...edge, target: paths[to] })) : [],
         });
 
         const first = moments.flatMap((m: Spec, i) => (earlier[i] ? [{ payload: payload(m, i, false) }] : []));
         if (first.length > 0) assert.equal((await h.post('/ingest/tdf', first, writer)).status, 200);
-        const batch = await h.post('/ingest/tdf', moments.map((m: Spec, i) => ({ payload: payload(m, i, true) })), writer);
+        const batch = await h.post(
+          '/ingest/tdf',
+          moments.map((m: Spec, i) => ({ payload: payload(m, i, true) })),
+          writer,
+        );
         assert.equal(batch.status, 200, JSON.stringify(batch.body));
 
         const exported = await Promise.all(paths.map(exportOf));
@@ -117,15 +152,32 @@ describe('graph TDF: properties through the service', function () {
           assert.equal(record.tdf_hash, tdfHash(record.payload));
           const { edges: _edges, ...fields } = record.payload;
           // As the request carried it: JSON has no -0.
-          assert.deepEqual(fields, JSON.parse(JSON.stringify({
-            path: paths[i], event_name: m.event_name.trim(), description: m.description, type: m.type, layer: m.layer, status: m.status, visibility: m.visibility,
-            figures: m.figures.map((figure: string) => figure.trim()), tags: [...new Set(m.tags)], latitude: m.latitude, longitude: m.longitude, confidence: m.confidence,
-            image_url: m.image_url, source_type: m.source_type,
-          })));
+          assert.deepEqual(
+            fields,
+            JSON.parse(
+              JSON.stringify({
+                path: paths[i],
+                event_name: m.event_name.trim(),
+                description: m.description,
+                type: m.type,
+                layer: m.layer,
+                status: m.status,
+                visibility: m.visibility,
+                figures: m.figures.map((figure: string) => figure.trim()),
+                tags: [...new Set(m.tags)],
+                latitude: m.latitude,
+                longitude: m.longitude,
+                confidence: m.confidence,
+                image_url: m.image_url,
+                source_type: m.source_type,
+              }),
+            ),
+          );
         });
 
         // Curated edges, last write winning, keyed the way they are stored (symmetric ones by their two ends).
-        const keyOf = (from: string, to: string, type: EdgeType) => (SYMMETRIC_TYPES.has(type) ? `${type}|${[from, to].sort().join('|')}` : `${type}|${from}|${to}`);
+        const keyOf = (from: string, to: string, type: EdgeType) =>
+          SYMMETRIC_TYPES.has(type) ? `${type}|${[from, to].sort().join('|')}` : `${type}|${from}|${to}`;
         // An edge to an unpublished moment is not exported. A symmetric edge is stored (and so exported) from
         // one of its ends, the one created first: between a published and an unpublished moment it is
         // exported only when that end is the unpublished one. Such edges are `optional`.

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { PathSchema, TraverseSchema } from '../src/schemas.ts';
-import { startGraph, serviceKey, writer, type GraphHarness } from './harness.ts';
-import { ANCHOR, DIRECTED, ISLAND, SYMMETRIC, at, chain, fixtureRecords, into, outOf } from './fixtures.ts';
+import { ANCHOR, at, chain, DIRECTED, fixtureRecords, ISLAND, into, outOf, SYMMETRIC } from './fixtures.ts';
+import { type GraphHarness, serviceKey, startGraph, writer } from './harness.ts';
 
 const noSlash = (path: string) => path.slice(1);
 const ids = (nodes: Array<{ id: string }>) => nodes.map((node) => node.id).sort();
@@ -48,14 +48,24 @@ describe('graph traversal and shortest paths over HTTP', function () {
 
     it('reports hop levels, the anchor at hop 0, and every edge among the nodes', async () => {
       const reply = TraverseSchema.parse((await h.get(`/api/v1/graph/traverse/${noSlash(chain(0))}?direction=future&depth=4`, serviceKey)).body);
-      assert.deepEqual(reply.nodes.map((node) => [node.id, node.hop]), [0, 1, 2, 3, 4].map((n) => [chain(n), n]));
+      assert.deepEqual(
+        reply.nodes.map((node) => [node.id, node.hop]),
+        [0, 1, 2, 3, 4].map((n) => [chain(n), n]),
+      );
       assert.equal(reply.anchor, chain(0));
       assert.equal(reply.depth, 4);
       assert.equal(reply.edge_count, 4);
       assert.equal(reply.node_count, 5);
       assert.equal(reply.truncated, false);
       const past = (await h.get(`/api/v1/graph/traverse/${noSlash(chain(3))}?direction=past&depth=2`, serviceKey)).body;
-      assert.deepEqual(past.nodes.map((node: { id: string; hop: number }) => [node.id, node.hop]), [[chain(3), 0], [chain(2), 1], [chain(1), 2]]);
+      assert.deepEqual(
+        past.nodes.map((node: { id: string; hop: number }) => [node.id, node.hop]),
+        [
+          [chain(3), 0],
+          [chain(2), 1],
+          [chain(1), 2],
+        ],
+      );
       const edge = past.edges.find((e: { source: string }) => e.source === chain(2));
       assert.equal(edge.target, chain(3), 'edges keep their stored direction');
     });
@@ -64,7 +74,9 @@ describe('graph traversal and shortest paths over HTTP', function () {
       const clipped = (await traverse('limit=3')).body;
       assert.equal(clipped.node_count, 3);
       assert.equal(clipped.truncated, true);
-      assert.ok(clipped.edges.every((edge: { source: string; target: string }) => ids(clipped.nodes).includes(edge.source) && ids(clipped.nodes).includes(edge.target)));
+      assert.ok(
+        clipped.edges.every((edge: { source: string; target: string }) => ids(clipped.nodes).includes(edge.source) && ids(clipped.nodes).includes(edge.target)),
+      );
       const capped = (await traverse('limit=100000')).body;
       assert.equal(capped.limit, 500);
       assert.equal(capped.truncated, false);
@@ -72,7 +84,10 @@ describe('graph traversal and shortest paths over HTTP', function () {
 
     it('applies min_weight', async () => {
       const reply = (await h.get(`/api/v1/graph/traverse/${noSlash(chain(0))}?direction=future&depth=4&min_weight=0.65`, serviceKey)).body;
-      assert.deepEqual(reply.nodes.map((node: { id: string }) => node.id), [chain(0), chain(1), chain(2), chain(3)]);
+      assert.deepEqual(
+        reply.nodes.map((node: { id: string }) => node.id),
+        [chain(0), chain(1), chain(2), chain(3)],
+      );
     });
 
     it('refuses depth outside 1-4 and unknown parameters values with 422', async () => {
@@ -95,10 +110,20 @@ describe('graph traversal and shortest paths over HTTP', function () {
       const reply = PathSchema.parse((await path(chain(0), chain(4))).body);
       assert.equal(reply.found, true);
       assert.equal(reply.hops, 4);
-      assert.deepEqual(reply.nodes.map((node) => [node.id, node.hop]), [0, 1, 2, 3, 4].map((n) => [chain(n), n]));
-      assert.deepEqual(reply.edges.map((edge) => [edge.source, edge.target, edge.type]), [0, 1, 2, 3].map((n) => [chain(n), chain(n + 1), 'causes']));
+      assert.deepEqual(
+        reply.nodes.map((node) => [node.id, node.hop]),
+        [0, 1, 2, 3, 4].map((n) => [chain(n), n]),
+      );
+      assert.deepEqual(
+        reply.edges.map((edge) => [edge.source, edge.target, edge.type]),
+        [0, 1, 2, 3].map((n) => [chain(n), chain(n + 1), 'causes']),
+      );
       const reverse = (await path(chain(4), chain(0))).body;
-      assert.deepEqual(reverse.nodes.map((node: { id: string }) => node.id), [4, 3, 2, 1, 0].map(chain), 'edges are undirected');
+      assert.deepEqual(
+        reverse.nodes.map((node: { id: string }) => node.id),
+        [4, 3, 2, 1, 0].map(chain),
+        'edges are undirected',
+      );
     });
 
     it('leaves challenges out by default and follows it when listed', async () => {

@@ -1,13 +1,13 @@
 import assert from 'node:assert/strict';
-import { loadConfig } from '@tempora/kit/runtime';
-import { createLogger } from '@tempora/kit/observability';
 import type { WorkerServer } from '@tempora/kit/http';
+import { createLogger } from '@tempora/kit/observability';
+import { loadConfig } from '@tempora/kit/runtime';
 import { VERSION } from '../src/version.ts';
 import { WorkerConfigSchema, type WorkerRole } from '../src/workers/config.ts';
-import { serveWorker, startWorker, type StartedWorker } from '../src/workers/runtime.ts';
+import { type StartedWorker, serveWorker, startWorker } from '../src/workers/runtime.ts';
 import { FakeGeneration } from './fake-generation.ts';
 import { at, record } from './fixtures.ts';
-import { SERVICE_KEY, startGraph, writer, type GraphHarness } from './harness.ts';
+import { type GraphHarness, SERVICE_KEY, startGraph, writer } from './harness.ts';
 
 const logger = createLogger('graph-worker', process.env.WORKER_TEST_LOG ?? 'silent');
 
@@ -78,7 +78,14 @@ describe('graph worker endpoints', function () {
   });
 
   it('judge: /metrics counts its verdicts and runs', async () => {
-    const ingested = await api.post('/ingest/tdf', [record(at('judged-fine', 1911), [], { status: 'pending' }), record(at('judged-spam', 1911), [], { status: 'pending', description: 'Casino night: buy now!' })], writer);
+    const ingested = await api.post(
+      '/ingest/tdf',
+      [
+        record(at('judged-fine', 1911), [], { status: 'pending' }),
+        record(at('judged-spam', 1911), [], { status: 'pending', description: 'Casino night: buy now!' }),
+      ],
+      writer,
+    );
     assert.equal(ingested.status, 200);
     const endpoints = (await start('judge'))!;
     const rejected = /^graph_worker_judge_verdicts_total\{verdict="reject",service="graph-worker"\} 1$/m;

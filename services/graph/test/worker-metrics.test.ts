@@ -1,5 +1,5 @@
-import { GraphWorkerMetrics } from '../src/workers/metrics.ts';
 import { assertZeroed } from '../../kit/test/metrics-support.ts';
+import { GraphWorkerMetrics } from '../src/workers/metrics.ts';
 
 describe('graph worker metrics', () => {
   it('exports every series whose labels are known in advance at 0 from the start', async () => {

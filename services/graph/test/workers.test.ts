@@ -3,24 +3,24 @@ import { execFile } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import { openDatabase, type Database } from '@tempora/kit/data';
-import { createLogger } from '@tempora/kit/observability';
+import { type Database, openDatabase } from '@tempora/kit/data';
 import { MONTHS } from '@tempora/kit/moments';
+import { createLogger } from '@tempora/kit/observability';
 import { OfflineProvider, type TextProvider, type TextRequest } from '@tempora/kit/providers';
 import { PostgresChangeFeed } from '../src/change-feed.ts';
 import { GraphService } from '../src/graph-service.ts';
 import { migrations } from '../src/migrations.ts';
 import { GraphRepository } from '../src/repository/index.ts';
-import { BudgetExhausted, SpendBudget, nextUtcDay } from '../src/workers/budget.ts';
+import { BudgetExhausted, nextUtcDay, SpendBudget } from '../src/workers/budget.ts';
 import { dailyKey, readDailyEvents, runDaily } from '../src/workers/daily.ts';
 import { describeBare, expandUnderConnected } from '../src/workers/expander.ts';
 import { GenerationClient } from '../src/workers/generation-client.ts';
 import { judgePending } from '../src/workers/judge.ts';
 import { ModelReplyError } from '../src/workers/model.ts';
 import { Renderer, type RendererOptions } from '../src/workers/renderer.ts';
-import { startGraph, serviceKey, writer, SERVICE_KEY, type GraphHarness } from './harness.ts';
 import { FakeGeneration } from './fake-generation.ts';
 import { record } from './fixtures.ts';
+import { type GraphHarness, SERVICE_KEY, serviceKey, startGraph, writer } from './harness.ts';
 
 const logger = createLogger('graph-worker', process.env.WORKER_TEST_LOG ?? 'silent');
 const offline = { provider: new OfflineProvider(), model: 'offline' };
@@ -54,9 +54,38 @@ function modelStandIn(delayMs: number) {
       const asked = JSON.parse(request.prompt) as { path: string; event_name: string };
       const [year, month, day, time, country, region, city] = asked.path.split('/').slice(1) as string[];
       const reply = request.system.includes('metadata')
-        ? { description: `${asked.event_name}, as the model tells it.`, type: 'construction', figures: ['Fulgence Bienvenüe'], tags: ['Public Transport'], latitude: 48.85, longitude: 2.35, confidence: 0.8 }
-        : { moments: [{ event_name: `Consequence of ${asked.event_name}`, year: Number(year) + 1, month: MONTHS.indexOf(month as (typeof MONTHS)[number]) + 1, day: Number(day), time, country, region, city, relation: 'consequence', weight: 0.5, theme: 'consequence' }] };
-      return { text: JSON.stringify(reply), provider: 'aggregator', model: request.model, usage: { input_tokens: 100, output_tokens: 100, thinking_tokens: 0, total_tokens: 200 } };
+        ? {
+            description: `${asked.event_name}, as the model tells it.`,
+            type: 'construction',
+            figures: ['Fulgence Bienvenüe'],
+            tags: ['Public Transport'],
+            latitude: 48.85,
+            longitude: 2.35,
+            confidence: 0.8,
+          }
+        : {
+            moments: [
+              {
+                event_name: `Consequence of ${asked.event_name}`,
+                year: Number(year) + 1,
+                month: MONTHS.indexOf(month as (typeof MONTHS)[number]) + 1,
+                day: Number(day),
+                time,
+                country,
+                region,
+                city,
+                relation: 'consequence',
+                weight: 0.5,
+                theme: 'consequence',
+              },
+            ],
+          };
+      return {
+        text: JSON.stringify(reply),
+        provider: 'aggregator',
+        model: request.model,
+        usage: { input_tokens: 100, output_tokens: 100, thinking_tokens: 0, total_tokens: 200 },
+      };
     },
   };
   return { model: { provider, model: 'test/model' }, prompts };
@@ -74,7 +103,12 @@ describe('graph background workers', function () {
     api = await startGraph({ AUTOLINK_MAX_PER_TYPE: '2' });
     // The worker's own connection pool and change feed, as in its own process.
     database = await openDatabase({ service: 'graph', url: api.databaseUrl, dataDir: '', migrations, logger });
-    graph = new GraphService(new GraphRepository(database.knex), new PostgresChangeFeed(database.knex, logger), { autoLinkMaxPerType: 2, rebuildRatio: 0.25 }, logger);
+    graph = new GraphService(
+      new GraphRepository(database.knex),
+      new PostgresChangeFeed(database.knex, logger),
+      { autoLinkMaxPerType: 2, rebuildRatio: 0.25 },
+      logger,
+    );
     await generation.start();
   });
   after(async () => {
@@ -133,7 +167,7 @@ describe('graph background workers', function () {
       assert.equal((await job(id)).status, 'succeeded');
     });
 
-    it('leaves a moment without coordinates when the scene\'s place is unknown (0, 0)', async () => {
+    it("leaves a moment without coordinates when the scene's place is unknown (0, 0)", async () => {
       generation.coordinates = [0, 0];
       const id = await queue('nowhere-in-particular');
       await drain(renderer());
@@ -152,7 +186,7 @@ describe('graph background workers', function () {
       assert.equal(generation.calls[0]!.serviceKey, SERVICE_KEY);
       assert.equal(generation.calls[0]!.body.query, 'The first tour de france');
       assert.deepEqual(generation.calls[0]!.body.request_context, { graph_render_job: id, path: path('first-tour-de-france') });
-      assert.equal(generation.calls[0]!.body.visibility, undefined, 'a public moment\'s scene is public');
+      assert.equal(generation.calls[0]!.body.visibility, undefined, "a public moment's scene is public");
       assert.equal(generation.calls[0]!.userId, undefined, 'and ownerless');
       const done = await job(id);
       assert.equal(done.status, 'succeeded');
@@ -180,7 +214,7 @@ describe('graph background workers', function () {
       assert.equal(layer, 2);
     });
 
-    it('keeps a private moment\'s render private: its scene is private to the writer who asked for it', async () => {
+    it("keeps a private moment's render private: its scene is private to the writer who asked for it", async () => {
       const slug = 'a-private-stage';
       const hidden = { payload: { path: path(slug), event_name: 'A private stage', layer: 1, visibility: 'private', description: 'Not for everyone.' } };
       assert.equal((await api.post('/ingest/tdf', hidden, writer)).status, 200);
@@ -247,7 +281,10 @@ describe('graph background workers', function () {
       assert.equal(claimed?.id, id);
       await drain(renderer({ staleMs: 60_000 }));
       assert.equal(generation.calls.length, 0, 'a recent claim is left alone');
-      await database.knex('render_jobs').where({ id }).update({ claimed_at: database.knex.raw(`now() - interval '2 minutes'`) });
+      await database
+        .knex('render_jobs')
+        .where({ id })
+        .update({ claimed_at: database.knex.raw(`now() - interval '2 minutes'`) });
       await drain(renderer({ staleMs: 60_000 }));
       const state = await job(id);
       assert.equal(state.status, 'succeeded');
@@ -289,7 +326,11 @@ describe('graph background workers', function () {
     it('publishes acceptable pending moments and archives and hides the rest', async () => {
       const good = path('pending-good', 1904);
       const spam = path('pending-spam', 1904);
-      const reply = await api.post('/ingest/tdf', [record(good, [], { status: 'pending' }), record(spam, [], { status: 'pending', description: 'Casino night: buy now!' })], writer);
+      const reply = await api.post(
+        '/ingest/tdf',
+        [record(good, [], { status: 'pending' }), record(spam, [], { status: 'pending', description: 'Casino night: buy now!' })],
+        writer,
+      );
       assert.equal(reply.status, 200);
       assert.equal(await judgePending(graph, offline, new SpendBudget(graph.repository.spend, 'judge', 0), 10), 2);
       assert.equal((await api.get(`/api/v1/moments${good}`)).body.status, 'active');
@@ -302,14 +343,35 @@ describe('graph background workers', function () {
 
     it('judges each moment once when replicas run at the same time', async () => {
       const paths = ['one', 'two', 'three', 'four'].map((slug) => path(`pending-race-${slug}`, 1905));
-      assert.equal((await api.post('/ingest/tdf', paths.map((p) => record(p, [], { status: 'pending' })), writer)).status, 200);
+      assert.equal(
+        (
+          await api.post(
+            '/ingest/tdf',
+            paths.map((p) => record(p, [], { status: 'pending' })),
+            writer,
+          )
+        ).status,
+        200,
+      );
       const { model, prompts } = countingModel(100);
       const budget = new SpendBudget(graph.repository.spend, 'judge', 0);
-      const decided = await Promise.all([judgePending(graph, model, budget, 10), judgePending(graph, model, budget, 10), judgePending(graph, model, budget, 10)]);
-      assert.equal(decided.reduce((sum, n) => sum + n, 0), 4);
+      const decided = await Promise.all([
+        judgePending(graph, model, budget, 10),
+        judgePending(graph, model, budget, 10),
+        judgePending(graph, model, budget, 10),
+      ]);
+      assert.equal(
+        decided.reduce((sum, n) => sum + n, 0),
+        4,
+      );
       assert.equal(prompts.length, 4, 'the model was asked about each moment once');
       for (const p of paths) assert.equal((await api.get(`/api/v1/moments${p}`)).body.status, 'active');
-      const held = await database.knex('worker_claims as c').join('moments as m', 'm.id', 'c.moment_id').whereIn('m.path', paths).andWhere('c.role', 'judge').select('m.path');
+      const held = await database
+        .knex('worker_claims as c')
+        .join('moments as m', 'm.id', 'c.moment_id')
+        .whereIn('m.path', paths)
+        .andWhere('c.role', 'judge')
+        .select('m.path');
       assert.equal(held.length, 4, 'each claim is kept until it lapses, so a replica that read the moment earlier cannot judge it again');
     });
   });
@@ -317,7 +379,8 @@ describe('graph background workers', function () {
   describe('claims', () => {
     it('judges a moment again when a writer proposes it again, and never from an older read', async () => {
       const p = path('judge-again', 1830);
-      const propose = async (event_name: string) => assert.equal((await api.post('/ingest/tdf', { payload: { path: p, event_name, status: 'pending' } }, writer)).status, 200);
+      const propose = async (event_name: string) =>
+        assert.equal((await api.post('/ingest/tdf', { payload: { path: p, event_name, status: 'pending' } }, writer)).status, 200);
       const judge = () => judgePending(graph, offline, new SpendBudget(graph.repository.spend, 'judge', 0), 100);
       const state = async () => {
         const moment = (await api.get(`/api/v1/moments${p}`, writer)).body;
@@ -361,7 +424,11 @@ describe('graph background workers', function () {
       assert.ok(!(await edgesOf()).some((edge) => edge.target === added), 'the proposal is not shown beside its anchor before the judge passes it');
       await judgePending(graph, offline, new SpendBudget(graph.repository.spend, 'judge', 0), 100);
       assert.ok((await edgesOf()).some((edge) => edge.source === anchor && edge.target === added && edge.type === 'causes'));
-      const jobs = await database.knex('render_jobs as j').join('moments as m', 'm.id', 'j.moment_id').where('m.path', added).select('j.status', 'j.requested_by');
+      const jobs = await database
+        .knex('render_jobs as j')
+        .join('moments as m', 'm.id', 'j.moment_id')
+        .where('m.path', added)
+        .select('j.status', 'j.requested_by');
       assert.deepEqual(jobs, [{ status: 'queued', requested_by: 'expander' }]);
 
       const again = await expandUnderConnected(graph, model, paid(), settings);
@@ -370,7 +437,15 @@ describe('graph background workers', function () {
 
     it("describes a bare moment with the model's metadata, merged with its author's (layer 0 → 1, pending the Judge)", async () => {
       const bare = path('describe-with-a-model', 1900);
-      const authored = { path: bare, event_name: 'Line 1 of the Paris Metro opens', layer: 0, figures: ['Ada Lovelace'], tags: ['paris'], latitude: 48.86, longitude: 2.34 };
+      const authored = {
+        path: bare,
+        event_name: 'Line 1 of the Paris Metro opens',
+        layer: 0,
+        figures: ['Ada Lovelace'],
+        tags: ['paris'],
+        latitude: 48.86,
+        longitude: 2.34,
+      };
       assert.equal((await api.post('/ingest/tdf', { payload: authored }, writer)).status, 200);
       const { model, prompts } = modelStandIn(0);
       assert.ok((await describeBare(graph, model, paid(), 100)) >= 1);
@@ -382,7 +457,11 @@ describe('graph background workers', function () {
       assert.deepEqual(moment.figures, ['Ada Lovelace', 'Fulgence Bienvenüe']);
       assert.deepEqual(moment.tags, ['paris', 'public-transport']);
       assert.deepEqual([moment.latitude, moment.longitude, moment.confidence], [48.86, 2.34, 0.8], "the author's place is kept");
-      const jobs = await database.knex('render_jobs as j').join('moments as m', 'm.id', 'j.moment_id').where('m.path', bare).select('j.requested_by', 'j.request');
+      const jobs = await database
+        .knex('render_jobs as j')
+        .join('moments as m', 'm.id', 'j.moment_id')
+        .where('m.path', bare)
+        .select('j.requested_by', 'j.request');
       assert.deepEqual(
         jobs.map((job) => [job.requested_by, job.request.query]),
         [['expander', 'Line 1 of the Paris Metro opens: Line 1 of the Paris Metro opens, as the model tells it.']],
@@ -402,13 +481,27 @@ describe('graph background workers', function () {
       const moment = (await api.get(`/api/v1/moments${anchor}`, writer)).body;
       assert.equal(moment.layer, 2);
       const added = path('consequence-of-expander-rendered-meanwhile', 1815);
-      const edges = await database.knex('edges as e').join('moments as s', 's.id', 'e.source_id').join('moments as t', 't.id', 'e.target_id').where('s.path', anchor).select('t.path', 'e.type');
+      const edges = await database
+        .knex('edges as e')
+        .join('moments as s', 's.id', 'e.source_id')
+        .join('moments as t', 't.id', 'e.target_id')
+        .where('s.path', anchor)
+        .select('t.path', 'e.type');
       assert.deepEqual(edges, [{ path: added, type: 'causes' }]);
     });
 
     it('expands each moment once when replicas run at the same time', async () => {
       const anchors = ['alpha', 'beta', 'gamma'].map((slug) => path(`expander-race-${slug}`, 1807));
-      assert.equal((await api.post('/ingest/tdf', anchors.map((p) => record(p, [], { tags: ['racing'] })), writer)).status, 200);
+      assert.equal(
+        (
+          await api.post(
+            '/ingest/tdf',
+            anchors.map((p) => record(p, [], { tags: ['racing'] })),
+            writer,
+          )
+        ).status,
+        200,
+      );
       const { model, prompts } = modelStandIn(100);
       const budget = paid();
       const settings = { batch: 100, maxNew: 1, minEdges: 1 };
@@ -416,7 +509,10 @@ describe('graph background workers', function () {
       const asked = askedAbout(prompts);
       for (const anchor of anchors) assert.equal(asked.filter((p) => p === anchor).length, 1, `${anchor} was asked about once`);
       assert.equal(new Set(asked).size, asked.length, 'no moment was asked about twice');
-      assert.equal(runs.reduce((sum, run) => sum + run.expanded, 0), asked.length);
+      assert.equal(
+        runs.reduce((sum, run) => sum + run.expanded, 0),
+        asked.length,
+      );
     });
   });
 
@@ -425,12 +521,22 @@ describe('graph background workers', function () {
     const LAYER_1 = ['event_name', 'description', 'type', 'figures', 'tags', 'latitude', 'longitude', 'confidence'] as const;
     const metadataOf = (moment: Record<string, unknown>) => Object.fromEntries(LAYER_1.map((field) => [field, moment[field]]));
 
-    it("takes a bare moment to layer 1, pending the Judge, with only what its author wrote, and queues its render; archived, private and rendering ones are left alone", async () => {
+    it('takes a bare moment to layer 1, pending the Judge, with only what its author wrote, and queues its render; archived, private and rendering ones are left alone', async () => {
       const bare = path('describe-me', 1810);
       const authored = path('describe-authored', 1810);
       const records = [
         { payload: { path: bare, event_name: 'A bare moment', layer: 0 } },
-        { payload: { path: authored, event_name: 'An authored bare moment', layer: 0, description: 'Written by its author.', figures: ['Ada Lovelace'], tags: ['authored'], type: 'founding' } },
+        {
+          payload: {
+            path: authored,
+            event_name: 'An authored bare moment',
+            layer: 0,
+            description: 'Written by its author.',
+            figures: ['Ada Lovelace'],
+            tags: ['authored'],
+            type: 'founding',
+          },
+        },
         { payload: { path: path('describe-archived', 1810), event_name: 'An archived bare moment', layer: 0, status: 'archived' } },
         { payload: { path: path('describe-private', 1810), event_name: 'A private bare moment', layer: 0, visibility: 'private' } },
       ];
@@ -449,7 +555,12 @@ describe('graph background workers', function () {
         assert.deepEqual(metadataOf(moment), metadataOf(written[index]), "nothing but its author's text");
         assert.equal((await api.get(`/api/v1/moments${p}`)).status, 404, 'unpublished until the Judge passes it');
       }
-      const jobs = await database.knex('render_jobs as j').join('moments as m', 'm.id', 'j.moment_id').whereIn('m.path', [bare, authored]).orderBy('m.path').select('m.path', 'j.status', 'j.requested_by', 'j.request');
+      const jobs = await database
+        .knex('render_jobs as j')
+        .join('moments as m', 'm.id', 'j.moment_id')
+        .whereIn('m.path', [bare, authored])
+        .orderBy('m.path')
+        .select('m.path', 'j.status', 'j.requested_by', 'j.request');
       assert.deepEqual(
         jobs.map((job) => [job.path, job.status, job.requested_by, job.request.query]),
         [
@@ -457,7 +568,8 @@ describe('graph background workers', function () {
           [bare, 'queued', 'expander', 'A bare moment'],
         ],
       );
-      for (const slug of ['describe-archived', 'describe-private', rendering]) assert.equal((await api.get(`/api/v1/moments${path(slug, slug === rendering ? 1903 : 1810)}`, writer)).body.layer, 0, slug);
+      for (const slug of ['describe-archived', 'describe-private', rendering])
+        assert.equal((await api.get(`/api/v1/moments${path(slug, slug === rendering ? 1903 : 1810)}`, writer)).body.layer, 0, slug);
       assert.equal(await describeBare(graph, model, free(), 100), 0, 'nothing is described twice');
     });
 
@@ -488,8 +600,14 @@ describe('graph background workers', function () {
       const env = { ...process.env, DATABASE_URL: api.databaseUrl, LOG_LEVEL: 'silent', DAILY_MOMENTS: '3', WORKER_ROLE: 'daily' };
       await run(process.execPath, [workerEntry, 'daily'], { env });
       const now = new Date();
-      const curated = readDailyEvents().get(`${now.getUTCMonth() + 1}-${now.getUTCDate()}`)!.slice(0, 3);
-      const today = () => database.knex('moments').where({ source_type: 'daily', month_num: now.getUTCMonth() + 1, day: now.getUTCDate() }).select('event_name', 'city', 'layer', 'status', 'year');
+      const curated = readDailyEvents()
+        .get(`${now.getUTCMonth() + 1}-${now.getUTCDate()}`)!
+        .slice(0, 3);
+      const today = () =>
+        database
+          .knex('moments')
+          .where({ source_type: 'daily', month_num: now.getUTCMonth() + 1, day: now.getUTCDate() })
+          .select('event_name', 'city', 'layer', 'status', 'year');
       const added = await today();
       assert.deepEqual(added.map((moment) => moment.event_name).sort(), curated.map((event) => event.event_name).sort());
       for (const moment of added) {
@@ -509,7 +627,12 @@ describe('graph background workers', function () {
       const flaky: TextProvider = {
         kind: 'aggregator',
         async generateText(request: TextRequest) {
-          return { text: reply(), provider: 'aggregator', model: request.model, usage: { input_tokens: 10, output_tokens: 10, thinking_tokens: 0, total_tokens: 20 } };
+          return {
+            text: reply(),
+            provider: 'aggregator',
+            model: request.model,
+            usage: { input_tokens: 10, output_tokens: 10, thinking_tokens: 0, total_tokens: 20 },
+          };
         },
       };
       const model = { provider: flaky, model: 'test/model' };
@@ -524,7 +647,21 @@ describe('graph background workers', function () {
       assert.deepEqual(await written(), [], 'no placeholder stands in for the failed reply');
       assert.equal(await graph.repository.meta.get(dailyKey('2024-04-11')), undefined, 'the date is not recorded as done');
 
-      reply = () => JSON.stringify({ moments: [{ event_name: 'Treaty of Fontainebleau signed', year: 1814, month: 4, day: 11, country: 'France', region: 'Ile-de-France', city: 'Fontainebleau', type: 'treaty' }] });
+      reply = () =>
+        JSON.stringify({
+          moments: [
+            {
+              event_name: 'Treaty of Fontainebleau signed',
+              year: 1814,
+              month: 4,
+              day: 11,
+              country: 'France',
+              region: 'Ile-de-France',
+              city: 'Fontainebleau',
+              type: 'treaty',
+            },
+          ],
+        });
       assert.equal((await runDaily(graph, model, budget, 2, date)).length, 1);
       assert.deepEqual(await written(), [{ event_name: 'Treaty of Fontainebleau signed', country: 'france' }]);
     });
@@ -535,8 +672,17 @@ describe('graph background workers', function () {
         kind: 'aggregator',
         async generateText(request: TextRequest) {
           calls += 1;
-          const text = JSON.stringify({ moments: [{ event_name: `Varying event ${calls}`, year: 1700 + calls, month: 3, day: 9, country: 'Italy', region: 'Lazio', city: 'Rome', type: 'event' }] });
-          return { text, provider: 'aggregator', model: request.model, usage: { input_tokens: 100, output_tokens: 100, thinking_tokens: 0, total_tokens: 200 } };
+          const text = JSON.stringify({
+            moments: [
+              { event_name: `Varying event ${calls}`, year: 1700 + calls, month: 3, day: 9, country: 'Italy', region: 'Lazio', city: 'Rome', type: 'event' },
+            ],
+          });
+          return {
+            text,
+            provider: 'aggregator',
+            model: request.model,
+            usage: { input_tokens: 100, output_tokens: 100, thinking_tokens: 0, total_tokens: 200 },
+          };
         },
       };
       const budget = new SpendBudget(graph.repository.spend, 'daily', 1);

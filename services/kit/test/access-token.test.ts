@@ -1,13 +1,13 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
-import type { AddressInfo } from 'node:net';
 import type { Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { exportJWK, generateKeyPair, type JWTPayload, SignJWT } from 'jose';
 import Koa from 'koa';
-import { exportJWK, generateKeyPair, SignJWT, type JWTPayload } from 'jose';
-import { accessClaimsRefusal, accessTokenMiddleware, AccessTokenError, createAccessTokenVerifier, type AccessTokenVerifier } from '../src/http/jwt.ts';
-import { problemMiddleware } from '../src/http/errors.ts';
-import { createLogger } from '../src/observability/logger.ts';
 import { listenStandIn, type StandIn } from '../../../test/support/http.ts';
+import { problemMiddleware } from '../src/http/errors.ts';
+import { AccessTokenError, type AccessTokenVerifier, accessClaimsRefusal, accessTokenMiddleware, createAccessTokenVerifier } from '../src/http/jwt.ts';
+import { createLogger } from '../src/observability/logger.ts';
 
 describe('kit access tokens: only claims the gateway issues', () => {
   const kid = 'test-key';
@@ -18,7 +18,16 @@ describe('kit access tokens: only claims the gateway issues', () => {
   const user = randomUUID();
   /** A user token as the gateway signs one, with `changes` applied (undefined removes a claim). */
   const claims = (changes: Record<string, unknown> = {}): JWTPayload => {
-    const base: Record<string, unknown> = { iss: 'tempora-gateway', aud: 'tempora', sub: user, jti: randomUUID(), iat: now(), exp: now() + 600, tier: 'free', ...changes };
+    const base: Record<string, unknown> = {
+      iss: 'tempora-gateway',
+      aud: 'tempora',
+      sub: user,
+      jti: randomUUID(),
+      iat: now(),
+      exp: now() + 600,
+      tier: 'free',
+      ...changes,
+    };
     return Object.fromEntries(Object.entries(base).filter(([, value]) => value !== undefined));
   };
 

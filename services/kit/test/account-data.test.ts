@@ -2,16 +2,17 @@ import assert from 'node:assert/strict';
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type Koa from 'koa';
+import { request } from '../../../test/support/http.ts';
 import {
   ACCOUNT_DATA_PATH,
+  type AccountExportPage,
   AccountExportPageSchema,
   defineAccountDataRoutes,
+  type ExportReader,
   encodeExportCursor,
   exportPage,
   InvalidExportPosition,
   keysetPage,
-  type AccountExportPage,
-  type ExportReader,
 } from '../src/http/account-data.ts';
 import { createApp } from '../src/http/app.ts';
 import { serviceKeyAuth } from '../src/http/auth.ts';
@@ -19,7 +20,6 @@ import { Problem } from '../src/http/errors.ts';
 import type { RouteDefinition } from '../src/http/routes.ts';
 import { createLogger } from '../src/observability/logger.ts';
 import { Metrics } from '../src/observability/metrics.ts';
-import { request } from '../../../test/support/http.ts';
 
 const KEY = 'account-data-key-0123456789';
 const service = { 'X-Service-Key': KEY };
@@ -65,11 +65,26 @@ describe('kit account data: the contract routes every service composes', () => {
         after: /^[a-z]$/,
         read: async (position, limit) => {
           calls.reads += 1;
-          return keysetPage(after(letters, position, limit + 1), limit, (value) => value, (value) => ({ letter: value, user: userId }));
+          return keysetPage(
+            after(letters, position, limit + 1),
+            limit,
+            (value) => value,
+            (value) => ({ letter: value, user: userId }),
+          );
         },
       },
       { kind: 'settings', read: async () => ({ items: [{ theme: 'dark' }] }) },
-      { kind: 'numbers', after: /^\d+$/, read: async (position, limit) => keysetPage(after(numbers, position, limit + 1), limit, (value) => value, (value) => ({ number: Number(value) })) },
+      {
+        kind: 'numbers',
+        after: /^\d+$/,
+        read: async (position, limit) =>
+          keysetPage(
+            after(numbers, position, limit + 1),
+            limit,
+            (value) => value,
+            (value) => ({ number: Number(value) }),
+          ),
+      },
     ];
   };
   let app: Awaited<ReturnType<typeof listen>>;
@@ -130,8 +145,22 @@ describe('kit account data: the contract routes every service composes', () => {
     assert.deepEqual(
       pages.map((page) => [page.service, page.kind, page.items]),
       [
-        ['tester', 'letters', [{ letter: 'a', user: 'user-1' }, { letter: 'b', user: 'user-1' }]],
-        ['tester', 'letters', [{ letter: 'c', user: 'user-1' }, { letter: 'd', user: 'user-1' }]],
+        [
+          'tester',
+          'letters',
+          [
+            { letter: 'a', user: 'user-1' },
+            { letter: 'b', user: 'user-1' },
+          ],
+        ],
+        [
+          'tester',
+          'letters',
+          [
+            { letter: 'c', user: 'user-1' },
+            { letter: 'd', user: 'user-1' },
+          ],
+        ],
         ['tester', 'letters', [{ letter: 'e', user: 'user-1' }]],
         ['tester', 'settings', [{ theme: 'dark' }]],
         ['tester', 'numbers', [{ number: 1 }, { number: 2 }]],
@@ -221,7 +250,12 @@ describe('kit account data: a service that pages itself, behind the caller middl
 
   it("keeps the service's kept data and notes, and its own paging: past the last kind is its choice, a refused position is 400", async () => {
     const deleted = await request(app.url, ACCOUNT_DATA_PATH('u'), { method: 'DELETE', headers: service });
-    assert.deepEqual(deleted.body, { service: 'pager', deleted: { rows: 0 }, kept: { payments: { count: 2, reason: 'the law' } }, notes: ['cancel with Apple'] });
+    assert.deepEqual(deleted.body, {
+      service: 'pager',
+      deleted: { rows: 0 },
+      kept: { payments: { count: 2, reason: 'the law' } },
+      notes: ['cancel with Apple'],
+    });
     const past = await request(app.url, `${ACCOUNT_DATA_PATH('u')}?cursor=${encodeExportCursor({ kind: 5, after: '' })}`, { headers: service });
     assert.deepEqual([past.status, past.body.kind, past.body.next_cursor], [200, 'end', null]);
     for (const after of ['refused', 'x']) {
@@ -236,9 +270,23 @@ describe('kit account data: a service that pages itself, behind the caller middl
 describe('kit keysetPage', () => {
   it('keeps `limit` rows and names the last kept only when a further row was read', () => {
     const rows = [{ id: 'a' }, { id: 'b' }, { id: 'c' }];
-    assert.deepEqual(keysetPage(rows, 3, (row) => row.id), { items: rows });
-    assert.deepEqual(keysetPage(rows, 2, (row) => row.id), { items: rows.slice(0, 2), next: 'b' });
-    assert.deepEqual(keysetPage(rows, 2, (row) => row.id, (row) => ({ key: row.id.toUpperCase() })), { items: [{ key: 'A' }, { key: 'B' }], next: 'b' });
+    assert.deepEqual(
+      keysetPage(rows, 3, (row) => row.id),
+      { items: rows },
+    );
+    assert.deepEqual(
+      keysetPage(rows, 2, (row) => row.id),
+      { items: rows.slice(0, 2), next: 'b' },
+    );
+    assert.deepEqual(
+      keysetPage(
+        rows,
+        2,
+        (row) => row.id,
+        (row) => ({ key: row.id.toUpperCase() }),
+      ),
+      { items: [{ key: 'A' }, { key: 'B' }], next: 'b' },
+    );
     assert.deepEqual(keysetPage([], 2, String), { items: [] });
   });
 });

@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
-import { MONTHS, PathError, SEGMENTS, canonicalize, formatPath, parsePath, parsePrefix, toSlug, type CanonicalPath } from '../src/moments/canonical-path.ts';
-import { canonicalJson, tdfHash, toTdf } from '../src/moments/tdf.ts';
 import { propertyParameters, propertyTimeout } from '../../../test/support/properties.ts';
+import { type CanonicalPath, canonicalize, formatPath, MONTHS, PathError, parsePath, parsePrefix, SEGMENTS, toSlug } from '../src/moments/canonical-path.ts';
+import { canonicalJson, tdfHash, toTdf } from '../src/moments/tdf.ts';
 
 // The calendar as the spec defines it, written independently of the code under test: the proleptic
 // Gregorian calendar with no year 0 (1 BCE is astronomical year 0). JS dates repeat every 400 years, so
@@ -18,10 +18,24 @@ const referenceDays = (year: number, monthNum: number): number => {
 const slugChar = fc.constantFrom(...'abcdefghijklmnopqrstuvwxyz0123456789');
 const slugWord = fc.string({ unit: slugChar, minLength: 1, maxLength: 8 });
 const slug = fc.array(slugWord, { minLength: 1, maxLength: 5 }).map((words) => words.join('-'));
-const year = fc.oneof(fc.integer({ min: 1, max: 999_999 }), fc.integer({ min: -999_999, max: -1 }), fc.integer({ min: -3000, max: 2100 }).filter((y) => y !== 0));
+const year = fc.oneof(
+  fc.integer({ min: 1, max: 999_999 }),
+  fc.integer({ min: -999_999, max: -1 }),
+  fc.integer({ min: -3000, max: 2100 }).filter((y) => y !== 0),
+);
 
 const validPath: fc.Arbitrary<CanonicalPath> = fc
-  .record({ year, monthNum: fc.integer({ min: 1, max: 12 }), dayPick: fc.nat(), hour: fc.integer({ min: 0, max: 23 }), minute: fc.integer({ min: 0, max: 59 }), country: slug, region: slug, city: slug, slug })
+  .record({
+    year,
+    monthNum: fc.integer({ min: 1, max: 12 }),
+    dayPick: fc.nat(),
+    hour: fc.integer({ min: 0, max: 23 }),
+    minute: fc.integer({ min: 0, max: 59 }),
+    country: slug,
+    region: slug,
+    city: slug,
+    slug,
+  })
   .map(({ year, monthNum, dayPick, hour, minute, ...place }) => ({
     year,
     month: MONTHS[monthNum - 1]!,
@@ -41,7 +55,12 @@ const segmentLike = fc.oneof(
 );
 /** A valid path with up to three segments replaced by such look-alikes, one dropped or one added. */
 const pathLike = fc
-  .tuple(validPath, fc.array(fc.tuple(fc.integer({ min: 0, max: 7 }), segmentLike), { maxLength: 3 }), fc.constantFrom('keep', 'keep', 'keep', 'drop', 'add'), fc.boolean())
+  .tuple(
+    validPath,
+    fc.array(fc.tuple(fc.integer({ min: 0, max: 7 }), segmentLike), { maxLength: 3 }),
+    fc.constantFrom('keep', 'keep', 'keep', 'drop', 'add'),
+    fc.boolean(),
+  )
   .map(([path, replacements, shape, slash]) => {
     const parts = formatPath(path).slice(1).split('/');
     for (const [index, segment] of replacements) parts[index] = segment;
@@ -101,7 +120,10 @@ describe('canonical path: properties', function () {
       fc.property(validPath, fc.integer({ min: 1, max: 99 }), (path, extra) => {
         const days = referenceDays(path.year, path.monthNum);
         const day = days + 1 + (extra % (99 - days));
-        assert.throws(() => parsePath(formatPath({ ...path, day })), (error: unknown) => error instanceof PathError && error.segment === 'day');
+        assert.throws(
+          () => parsePath(formatPath({ ...path, day })),
+          (error: unknown) => error instanceof PathError && error.segment === 'day',
+        );
       }),
       propertyParameters(500),
     );

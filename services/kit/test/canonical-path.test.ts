@@ -1,18 +1,29 @@
 import assert from 'node:assert/strict';
-import { PathError, canonicalize, daysInMonth, eraOf, formatPath, isLeapYear, parsePath, parsePrefix } from '../src/moments/canonical-path.ts';
+import { canonicalize, daysInMonth, eraOf, formatPath, isLeapYear, PathError, parsePath, parsePrefix } from '../src/moments/canonical-path.ts';
 
 const APOLLO = '/1969/july/20/2017/united-states/florida/cape-canaveral/apollo-11-moon-landing';
 
 const failsOn = (path: string, segment: string) => {
-  assert.throws(() => parsePath(path), (error: unknown) => error instanceof PathError && error.segment === segment, `${path} should fail on ${segment}`);
+  assert.throws(
+    () => parsePath(path),
+    (error: unknown) => error instanceof PathError && error.segment === segment,
+    `${path} should fail on ${segment}`,
+  );
 };
 
 describe('canonical path', () => {
   it('parses and formats a path, with or without the leading slash', () => {
     const parsed = parsePath(APOLLO.slice(1));
     assert.deepEqual(parsed, {
-      year: 1969, month: 'july', monthNum: 7, day: 20, time: '2017',
-      country: 'united-states', region: 'florida', city: 'cape-canaveral', slug: 'apollo-11-moon-landing',
+      year: 1969,
+      month: 'july',
+      monthNum: 7,
+      day: 20,
+      time: '2017',
+      country: 'united-states',
+      region: 'florida',
+      city: 'cape-canaveral',
+      slug: 'apollo-11-moon-landing',
     });
     assert.equal(formatPath(parsed), APOLLO);
     assert.equal(canonicalize(APOLLO), APOLLO);
@@ -57,8 +68,14 @@ describe('canonical path', () => {
   it('validates browse prefixes segment by segment', () => {
     assert.deepEqual(parsePrefix(''), []);
     assert.deepEqual(parsePrefix('/1969/july/'), ['1969', 'july']);
-    assert.throws(() => parsePrefix('/1969/jully'), (error: unknown) => error instanceof PathError && error.segment === 'month');
-    assert.throws(() => parsePrefix('/1969/april/31'), (error: unknown) => error instanceof PathError && error.segment === 'day');
+    assert.throws(
+      () => parsePrefix('/1969/jully'),
+      (error: unknown) => error instanceof PathError && error.segment === 'month',
+    );
+    assert.throws(
+      () => parsePrefix('/1969/april/31'),
+      (error: unknown) => error instanceof PathError && error.segment === 'day',
+    );
   });
 
   it('derives an era from the year', () => {

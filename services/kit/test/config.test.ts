@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
-import { ConfigError, baseConfigSchema, loadConfig, metricsPort } from '../src/runtime/config.ts';
+import { baseConfigSchema, ConfigError, loadConfig, metricsPort } from '../src/runtime/config.ts';
 
 const node = process.execPath;
 const graphMain = fileURLToPath(new URL('../../graph/src/main.ts', import.meta.url));
@@ -34,15 +34,24 @@ describe('kit config', () => {
 
   it('names every invalid variable at once', () => {
     assert.throws(
-      () => loadConfig(baseConfigSchema('graph').extend({ EXTRA: z.coerce.number().int() }), { PORT: 'eighty', LOG_LEVEL: 'loud', DATABASE_URL: 'not a url', EXTRA: 'x' }),
-      (error: unknown) =>
-        error instanceof ConfigError && ['PORT', 'LOG_LEVEL', 'DATABASE_URL', 'EXTRA'].every((name) => error.message.includes(`  ${name}:`)),
+      () =>
+        loadConfig(baseConfigSchema('graph').extend({ EXTRA: z.coerce.number().int() }), {
+          PORT: 'eighty',
+          LOG_LEVEL: 'loud',
+          DATABASE_URL: 'not a url',
+          EXTRA: 'x',
+        }),
+      (error: unknown) => error instanceof ConfigError && ['PORT', 'LOG_LEVEL', 'DATABASE_URL', 'EXTRA'].every((name) => error.message.includes(`  ${name}:`)),
     );
   });
 
   it('makes a service exit 1 with a clear message on an invalid environment', function () {
     this.timeout(30_000);
-    const result = spawnSync(node, [graphMain], { env: { ...process.env, PORT: '99999', WRITER_TOKENS: 'broken', OTEL_SDK_DISABLED: 'true' }, encoding: 'utf8', timeout: 25_000 });
+    const result = spawnSync(node, [graphMain], {
+      env: { ...process.env, PORT: '99999', WRITER_TOKENS: 'broken', OTEL_SDK_DISABLED: 'true' },
+      encoding: 'utf8',
+      timeout: 25_000,
+    });
     assert.equal(result.status, 1, result.stderr);
     assert.match(result.stderr, /graph: invalid environment/);
     assert.match(result.stderr, /PORT:/);

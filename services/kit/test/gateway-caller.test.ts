@@ -2,15 +2,22 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { exportJWK, generateKeyPair, type JWTPayload, SignJWT } from 'jose';
 import Koa from 'koa';
-import { exportJWK, generateKeyPair, SignJWT, type JWTPayload } from 'jose';
+import { listenStandIn, request, type StandIn } from '../../../test/support/http.ts';
 import type { Authenticator } from '../src/http/auth.ts';
 import { problemMiddleware, unauthorized } from '../src/http/errors.ts';
-import { gatewayCaller, gatewayCallerOptions, gatewayIntrospector, isServiceItself, requireUser, type GatewayCallerConfig } from '../src/http/gateway-caller.ts';
+import {
+  type GatewayCallerConfig,
+  gatewayCaller,
+  gatewayCallerOptions,
+  gatewayIntrospector,
+  isServiceItself,
+  requireUser,
+} from '../src/http/gateway-caller.ts';
 import { requestId } from '../src/http/request-id.ts';
 import { refuseInvalidCredentials } from '../src/http/routes.ts';
 import { createLogger } from '../src/observability/logger.ts';
-import { listenStandIn, request, type StandIn } from '../../../test/support/http.ts';
 
 const SERVICE_KEY = 'svc-key-0123456789abcdef';
 const GATEWAY_KEY = 'gateway-key-0123456789ab';
@@ -74,7 +81,16 @@ describe('kit gatewayCaller: who is calling a service behind the gateway', () =>
   const alice = randomUUID();
   const bob = randomUUID();
   const claims = (changes: Record<string, unknown> = {}): JWTPayload => {
-    const base: Record<string, unknown> = { iss: 'tempora-gateway', aud: 'tempora', sub: alice, jti: randomUUID(), iat: now(), exp: now() + 600, tier: 'free', ...changes };
+    const base: Record<string, unknown> = {
+      iss: 'tempora-gateway',
+      aud: 'tempora',
+      sub: alice,
+      jti: randomUUID(),
+      iat: now(),
+      exp: now() + 600,
+      tier: 'free',
+      ...changes,
+    };
     return Object.fromEntries(Object.entries(base).filter(([, value]) => value !== undefined));
   };
   const bearer = (token: string) => ({ Authorization: `Bearer ${token}` });
@@ -159,7 +175,12 @@ describe('kit gatewayCaller: who is calling a service behind the gateway', () =>
 
   it('refuses X-User-ID without a service credential (401), whatever else comes with it, after the rate limiter', async () => {
     const userToken = await sign(claims());
-    const cases: Array<Record<string, string>> = [{ 'X-User-ID': alice }, { 'X-User-ID': alice, ...bearer(userToken) }, { 'X-User-ID': alice, 'X-API-Key': OWN_KEY }, { 'X-User-ID': alice, 'X-Service-Key': 'not-the-key-0123456789' }];
+    const cases: Array<Record<string, string>> = [
+      { 'X-User-ID': alice },
+      { 'X-User-ID': alice, ...bearer(userToken) },
+      { 'X-User-ID': alice, 'X-API-Key': OWN_KEY },
+      { 'X-User-ID': alice, 'X-Service-Key': 'not-the-key-0123456789' },
+    ];
     for (const headers of cases) {
       const before = passed.count;
       const reply = await call(headers);
@@ -188,14 +209,19 @@ describe('kit gatewayCaller: who is calling a service behind the gateway', () =>
     assert.equal(keysSeen.at(-1), GATEWAY_KEY);
   });
 
-  it('refuses a signed-out token (401), and tokens not the gateway\'s (expired, another key, not Bearer)', async () => {
+  it("refuses a signed-out token (401), and tokens not the gateway's (expired, another key, not Bearer)", async () => {
     const payload = claims();
     revoked.add(payload.jti!);
     const signedOut = await call(bearer(await sign(payload)));
     assert.equal(signedOut.status, 401);
     assert.match(signedOut.body.detail, /no longer active/);
     assert.match(signedOut.headers.get('www-authenticate') ?? '', /invalid_token/);
-    for (const headers of [bearer(await sign(claims({ iat: now() - 4000, exp: now() - 3000 }))), bearer(await otherSign(claims())), { Authorization: 'Basic YWxpY2U6c2VjcmV0' }, bearer('not.a.jwt')]) {
+    for (const headers of [
+      bearer(await sign(claims({ iat: now() - 4000, exp: now() - 3000 }))),
+      bearer(await otherSign(claims())),
+      { Authorization: 'Basic YWxpY2U6c2VjcmV0' },
+      bearer('not.a.jwt'),
+    ]) {
       const reply = await call(headers);
       assert.equal(reply.status, 401, JSON.stringify(headers));
       assert.match(reply.headers.get('www-authenticate') ?? '', /^Bearer realm="tempora", error="invalid_token"$/);
@@ -267,14 +293,17 @@ describe('kit gatewayCaller: who is calling a service behind the gateway', () =>
     const token = await sign(claims());
     mode = 'slow';
     const replies = await Promise.all(Array.from({ length: 5 }, () => call(bearer(token))));
-    assert.deepEqual(replies.map((reply) => reply.status), [200, 200, 200, 200, 200]);
+    assert.deepEqual(
+      replies.map((reply) => reply.status),
+      [200, 200, 200, 200, 200],
+    );
     assert.equal((await call(bearer(token))).status, 200);
     assert.equal(introspected.length, 1);
     assert.equal((await call(bearer(await sign(claims())))).status, 200);
     assert.equal(introspected.length, 2, 'another token is asked about');
   });
 
-  it('keeps an answer no longer than INTROSPECTION_CACHE_MS, nor past the token\'s expiry', async () => {
+  it("keeps an answer no longer than INTROSPECTION_CACHE_MS, nor past the token's expiry", async () => {
     const token = await sign(claims());
     const uncached = gatewayIntrospector(gateway.url, GATEWAY_KEY, { cacheMs: 0, timeoutMs: 1_000 });
     const jti = randomUUID();

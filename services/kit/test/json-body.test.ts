@@ -1,16 +1,16 @@
 import assert from 'node:assert/strict';
+import type { Server } from 'node:http';
 import { request as httpRequest } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import type { Server } from 'node:http';
 import { gzipSync } from 'node:zlib';
 import { z } from 'zod';
+import { request } from '../../../test/support/http.ts';
 import { createApp } from '../src/http/app.ts';
 import { Problem } from '../src/http/errors.ts';
 import { JSON_MAX_DEPTH, readJson } from '../src/http/json-body.ts';
 import { defineRoute, findUnstorableText } from '../src/http/routes.ts';
 import { createLogger } from '../src/observability/logger.ts';
 import { Metrics } from '../src/observability/metrics.ts';
-import { request } from '../../../test/support/http.ts';
 
 /** The Problem `readJson` throws for `input`, which must be a 400. */
 function refusal(input: Buffer | string): string {
@@ -199,11 +199,15 @@ describe('kit request bodies (createApp)', () => {
     assert.equal(declared.status, 413);
     assert.equal(declared.body.detail, 'request body exceeds the size limit of 1kb (BODY_LIMIT)');
     const chunked = await new Promise<{ status: number; body: string }>((resolve, reject) => {
-      const req = httpRequest(`${base}/api/v1/things`, { method: 'POST', headers: { 'content-type': 'application/json', 'transfer-encoding': 'chunked' } }, (res) => {
-        let body = '';
-        res.on('data', (chunk) => (body += chunk));
-        res.on('end', () => resolve({ status: res.statusCode!, body }));
-      });
+      const req = httpRequest(
+        `${base}/api/v1/things`,
+        { method: 'POST', headers: { 'content-type': 'application/json', 'transfer-encoding': 'chunked' } },
+        (res) => {
+          let body = '';
+          res.on('data', (chunk) => (body += chunk));
+          res.on('end', () => resolve({ status: res.statusCode!, body }));
+        },
+      );
       req.on('error', reject);
       req.write(big.slice(0, 800));
       req.end(big.slice(800));
@@ -223,16 +227,27 @@ describe('kit request bodies (createApp)', () => {
   });
 
   it('leaves a body of another media type unread for the route ({} as before), and a raw body taken before it alone', async () => {
-    const form = await request(base, '/api/v1/form', { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, raw: 'token=abc&x=1' });
+    const form = await request(base, '/api/v1/form', {
+      method: 'POST',
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      raw: 'token=abc&x=1',
+    });
     assert.equal(form.status, 200);
     assert.deepEqual(form.body, { parsed: {}, form: { token: 'abc', x: '1' } });
     const raw = await request(base, '/api/v1/raw', { method: 'POST', headers: { 'content-type': 'application/json' }, raw: '{"a":1,"a":2}' });
-    assert.equal(raw.status, 200, 'a duplicate key is the raw reader\'s business');
+    assert.equal(raw.status, 200, "a duplicate key is the raw reader's business");
     assert.deepEqual(raw.body, { raw: '{"a":1,"a":2}', parsed: null });
   });
 
   it('reads a typical 1 KB body in well under a millisecond', () => {
-    const item = { id: '3f2b8c1e-9a4d-4c7b-8e2f-1a2b3c4d5e6f', year: -44, title: 'The Ides of March', tags: ['rome', 'caesar', 'senate'], weight: 0.75, done: false };
+    const item = {
+      id: '3f2b8c1e-9a4d-4c7b-8e2f-1a2b3c4d5e6f',
+      year: -44,
+      title: 'The Ides of March',
+      tags: ['rome', 'caesar', 'senate'],
+      weight: 0.75,
+      done: false,
+    };
     const typical = Buffer.from(JSON.stringify({ name: 'batch', items: Array.from({ length: 6 }, (_, index) => ({ ...item, index })) }));
     assert.ok(typical.length > 900 && typical.length < 1200, String(typical.length));
     for (let i = 0; i < 2_000; i += 1) readJson(typical);

@@ -3,8 +3,7 @@ import type { Registry } from 'prom-client';
 
 type Grid = Record<string, readonly string[]>;
 
-const key = (labels: Record<string, string | number>) =>
-  JSON.stringify(Object.entries(labels).sort(([a], [b]) => a.localeCompare(b)));
+const key = (labels: Record<string, string | number>) => JSON.stringify(Object.entries(labels).sort(([a], [b]) => a.localeCompare(b)));
 
 function combinations(grid: Grid): Array<Record<string, string>> {
   let sets: Array<Record<string, string>> = [{}];
@@ -31,7 +30,9 @@ export async function assertZeroed(registry: Registry, name: string, ...grids: G
   const expected = grids.flatMap(combinations).map(key);
   assert.deepEqual([...series.keys()].sort(), [...new Set(expected)].sort(), `${name}: the series exported at 0`);
   if (histogram) {
-    const infinite = (metric.values as Array<{ labels: Record<string, string | number>; metricName?: string }>).filter((value) => value.labels.le === '+Inf').map((value) => key(own(value.labels)));
+    const infinite = (metric.values as Array<{ labels: Record<string, string | number>; metricName?: string }>)
+      .filter((value) => value.labels.le === '+Inf')
+      .map((value) => key(own(value.labels)));
     assert.deepEqual(infinite.sort(), [...new Set(expected)].sort(), `${name}: a +Inf bucket for every series`);
   }
 }

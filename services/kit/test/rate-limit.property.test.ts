@@ -1,10 +1,10 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import fc from 'fast-check';
-import { connectRedis, type RedisClient } from '../src/data/redis.ts';
-import { createLogger } from '../src/observability/logger.ts';
-import { RateLimiter, type RateWindow } from '../src/http/rate-limit.ts';
 import { propertyParameters, propertyTimeout } from '../../../test/support/properties.ts';
+import { connectRedis, type RedisClient } from '../src/data/redis.ts';
+import { RateLimiter, type RateWindow } from '../src/http/rate-limit.ts';
+import { createLogger } from '../src/observability/logger.ts';
 
 /**
  * Replicas of a service (RateLimiter instances on one Redis, as gateway replicas are) under any mix of

@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { connectRedis, type RedisClient } from '../src/data/redis.ts';
-import { createLogger } from '../src/observability/logger.ts';
 import { RateLimiter } from '../src/http/rate-limit.ts';
+import { createLogger } from '../src/observability/logger.ts';
 
 describe('kit rate limiter', () => {
   // One client for the file: each test counts under its own random prefix.
@@ -23,7 +23,15 @@ describe('kit rate limiter', () => {
     const limiter = new RateLimiter({ redis, prefix });
     const states = [];
     for (let i = 0; i < 4; i += 1) states.push(await limiter.consume(windows('u1')));
-    assert.deepEqual(states.map((s) => [s.limit, s.remaining, s.limited]), [[3, 2, false], [3, 1, false], [3, 0, false], [3, 0, true]]);
+    assert.deepEqual(
+      states.map((s) => [s.limit, s.remaining, s.limited]),
+      [
+        [3, 2, false],
+        [3, 1, false],
+        [3, 0, false],
+        [3, 0, true],
+      ],
+    );
     assert.ok(states[3]!.resetSeconds >= 59 && states[3]!.resetSeconds <= 60);
     const other = await limiter.consume(windows('u2'));
     assert.equal(other.remaining, 2, 'keys are counted apart');
@@ -37,11 +45,15 @@ describe('kit rate limiter', () => {
     const one = new RateLimiter({ redis, prefix });
     const remaining = [];
     for (let i = 0; i < 25; i += 1) remaining.push((await one.consume([window])).remaining);
-    assert.deepEqual(remaining, Array.from({ length: 25 }, (_, i) => 999 - i), 'a single replica reports exact counts');
+    assert.deepEqual(
+      remaining,
+      Array.from({ length: 25 }, (_, i) => 999 - i),
+      'a single replica reports exact counts',
+    );
     const counted = Number(await redis!.get(`${prefix}:busy:k`));
     assert.equal(counted, 40, 'two batches of 20 (a fiftieth of the window) reserved in Redis');
     const two = new RateLimiter({ redis, prefix });
-    assert.equal((await two.consume([window])).remaining, 1000 - 40 - 1, 'another replica does not see the first one\'s reserve as available');
+    assert.equal((await two.consume([window])).remaining, 1000 - 40 - 1, "another replica does not see the first one's reserve as available");
 
     const small = { name: 'race', points: 500, durationSeconds: 60, key: 'k' };
     const replicas = [new RateLimiter({ redis, prefix }), new RateLimiter({ redis, prefix }), new RateLimiter({ redis, prefix })];
@@ -113,8 +125,15 @@ describe('kit rate limiter', () => {
 
   it('peeks at the state without counting, in Redis, from a held reserve, and in memory', async () => {
     const big = (key: string) => [{ name: 'big', points: 1000, durationSeconds: 60, key }];
-    for (const limiter of [new RateLimiter({ redis, prefix: `test-${randomBytes(4).toString('hex')}` }), new RateLimiter({ redis: undefined, prefix: 'peek' })]) {
-      assert.deepEqual(await limiter.peek(windows('p')), { 'X-RateLimit-Limit': '3', 'X-RateLimit-Remaining': '3', 'X-RateLimit-Reset': '60' }, 'an untouched window is whole');
+    for (const limiter of [
+      new RateLimiter({ redis, prefix: `test-${randomBytes(4).toString('hex')}` }),
+      new RateLimiter({ redis: undefined, prefix: 'peek' }),
+    ]) {
+      assert.deepEqual(
+        await limiter.peek(windows('p')),
+        { 'X-RateLimit-Limit': '3', 'X-RateLimit-Remaining': '3', 'X-RateLimit-Reset': '60' },
+        'an untouched window is whole',
+      );
       await limiter.consume(windows('p'));
       assert.equal((await limiter.peek(windows('p')))['X-RateLimit-Remaining'], '2');
       assert.equal((await limiter.peek(windows('p')))['X-RateLimit-Remaining'], '2', 'peeking counts nothing');

@@ -8,7 +8,7 @@ import { createClientAddress } from '../src/http/client-address.ts';
 import { defineRoute } from '../src/http/routes.ts';
 import { createLogger } from '../src/observability/logger.ts';
 import { Metrics } from '../src/observability/metrics.ts';
-import { ConfigError, baseConfigSchema, loadConfig } from '../src/runtime/config.ts';
+import { baseConfigSchema, ConfigError, loadConfig } from '../src/runtime/config.ts';
 
 interface RawReply {
   status: number;
@@ -86,7 +86,19 @@ describe('kit: one reading of a request', () => {
     it('match paths exactly: no other case, no trailing slash, on API, operational and documentation routes', async () => {
       assert.equal((await send(direct.base, 'GET', '/api/v1/things/a')).status, 200);
       assert.equal((await send(direct.base, 'GET', '/api/v1/things/A')).body.id, 'A', 'parameters keep their case');
-      for (const path of ['/api/v1/things/a/', '/API/v1/things/a', '/api/v1/Things/a', '/api/v1/whoami/', '/api/v1/WhoAmI', '/health/', '/Health', '/metrics', '/openapi.json/', '/OpenAPI.json', '/docs/']) {
+      for (const path of [
+        '/api/v1/things/a/',
+        '/API/v1/things/a',
+        '/api/v1/Things/a',
+        '/api/v1/whoami/',
+        '/api/v1/WhoAmI',
+        '/health/',
+        '/Health',
+        '/metrics',
+        '/openapi.json/',
+        '/OpenAPI.json',
+        '/docs/',
+      ]) {
         const reply = await send(direct.base, 'GET', path);
         assert.equal(reply.status, 404, path);
         assert.equal(reply.body.detail, `no route for GET ${path}`);
@@ -121,12 +133,21 @@ describe('kit: one reading of a request', () => {
 
     it('takes the entry a trusted peer appended, walking no further than TRUSTED_PROXY_HOPS', async () => {
       assert.equal((await send(proxied.base, 'GET', '/api/v1/whoami', { 'X-Forwarded-For': '203.0.113.7' })).body.ip, '203.0.113.7');
-      assert.equal((await send(proxied.base, 'GET', '/api/v1/whoami', { 'X-Forwarded-For': '10.0.0.1, 198.51.100.2' })).body.ip, '198.51.100.2', 'a spoofed leftmost entry is not reached');
+      assert.equal(
+        (await send(proxied.base, 'GET', '/api/v1/whoami', { 'X-Forwarded-For': '10.0.0.1, 198.51.100.2' })).body.ip,
+        '198.51.100.2',
+        'a spoofed leftmost entry is not reached',
+      );
       assert.equal((await send(proxied.base, 'GET', '/api/v1/whoami')).body.ip, '127.0.0.1', 'a trusted peer that forwards nobody is the client');
     });
 
     it('is one decision, exported for the gateway: peers and hops walked right to left through trusted proxies only', () => {
-      const message = (peer: string, forwarded?: string) => ({ socket: { remoteAddress: peer }, connection: { remoteAddress: peer }, headers: forwarded ? { 'x-forwarded-for': forwarded } : {} }) as unknown as IncomingMessage;
+      const message = (peer: string, forwarded?: string) =>
+        ({
+          socket: { remoteAddress: peer },
+          connection: { remoteAddress: peer },
+          headers: forwarded ? { 'x-forwarded-for': forwarded } : {},
+        }) as unknown as IncomingMessage;
       const config = (TRUSTED_PROXIES: string[], TRUSTED_PROXY_HOPS: number) => createClientAddress({ TRUSTED_PROXIES, TRUSTED_PROXY_HOPS });
       const chain = '203.0.113.9, 10.1.0.5, 10.2.0.7';
       assert.equal(config([], 3)(message('10.0.0.1', chain)), '10.0.0.1');
@@ -141,9 +162,17 @@ describe('kit: one reading of a request', () => {
     });
 
     it('refuses a TRUSTED_PROXIES entry that is neither an address nor a CIDR range, naming the variable', () => {
-      assert.deepEqual(loadConfig(baseConfigSchema('graph'), { TRUSTED_PROXIES: ' 10.0.0.0/8, 127.0.0.1 ,::1' }).TRUSTED_PROXIES, ['10.0.0.0/8', '127.0.0.1', '::1']);
+      assert.deepEqual(loadConfig(baseConfigSchema('graph'), { TRUSTED_PROXIES: ' 10.0.0.0/8, 127.0.0.1 ,::1' }).TRUSTED_PROXIES, [
+        '10.0.0.0/8',
+        '127.0.0.1',
+        '::1',
+      ]);
       for (const value of ['ingress', '10.0.0.0/33', '300.1.1.1']) {
-        assert.throws(() => loadConfig(baseConfigSchema('graph'), { TRUSTED_PROXIES: value }), (error: unknown) => error instanceof ConfigError && /TRUSTED_PROXIES: .*neither an IP address nor a CIDR range/.test(error.message), value);
+        assert.throws(
+          () => loadConfig(baseConfigSchema('graph'), { TRUSTED_PROXIES: value }),
+          (error: unknown) => error instanceof ConfigError && /TRUSTED_PROXIES: .*neither an IP address nor a CIDR range/.test(error.message),
+          value,
+        );
       }
     });
   });

@@ -2,12 +2,22 @@ import assert from 'node:assert/strict';
 import { Histogram, Registry } from 'prom-client';
 import { SeriesHistogram } from '../src/observability/series-histogram.ts';
 
-const options = { name: 'request_duration_seconds', help: 'Duration of requests, by "route" and status\\code', labelNames: ['route', 'status'] as const, buckets: [0.001, 0.01, 0.1, 1] };
+const options = {
+  name: 'request_duration_seconds',
+  help: 'Duration of requests, by "route" and status\\code',
+  labelNames: ['route', 'status'] as const,
+  buckets: [0.001, 0.01, 0.1, 1],
+};
 const registries = () => {
   const ours = new Registry();
   const theirs = new Registry();
   for (const registry of [ours, theirs]) registry.setDefaultLabels({ service: 'gateway' });
-  return { ours, theirs, series: new SeriesHistogram({ ...options, registers: [ours] }), histogram: new Histogram({ ...options, labelNames: [...options.labelNames], registers: [theirs] }) };
+  return {
+    ours,
+    theirs,
+    series: new SeriesHistogram({ ...options, registers: [ours] }),
+    histogram: new Histogram({ ...options, labelNames: [...options.labelNames], registers: [theirs] }),
+  };
 };
 
 describe('kit series histogram', () => {

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import Koa from 'koa';
-import { createLogger } from '../src/observability/logger.ts';
 import { serve } from '../src/http/server.ts';
+import { createLogger } from '../src/observability/logger.ts';
 import { Metrics } from '../src/observability/metrics.ts';
 
 describe('kit server', () => {
@@ -22,9 +22,11 @@ describe('kit server', () => {
       onDrain: () => {
         drained = true;
       },
-      onClose: [async () => {
-        closedHook = true;
-      }],
+      onClose: [
+        async () => {
+          closedHook = true;
+        },
+      ],
     });
     const inFlight = fetch(`${running.url}/slow`).then(async (response) => ({ status: response.status, body: await response.json() }));
     await new Promise((resolve) => setTimeout(resolve, 100));
@@ -44,7 +46,10 @@ describe('kit server', () => {
       ctx.body = 'late';
     });
     const running = await serve(app, { port: 0, host: '127.0.0.1', logger: createLogger('test', 'silent'), graceMs: 200 });
-    const inFlight = fetch(`${running.url}/`).then(() => 'answered', () => 'cut');
+    const inFlight = fetch(`${running.url}/`).then(
+      () => 'answered',
+      () => 'cut',
+    );
     await new Promise((resolve) => setTimeout(resolve, 100));
     const started = Date.now();
     await running.close();

@@ -38,7 +38,7 @@ describe('kit tracing', function () {
     if (database) await dropDatabase(database);
   });
 
-  it('exports HTTP, Koa and PostgreSQL spans over OTLP, continuing the caller\'s trace', async () => {
+  it("exports HTTP, Koa and PostgreSQL spans over OTLP, continuing the caller's trace", async () => {
     const port = await freePort();
     const { port: collectorPort } = collector.address() as { port: number };
     const child = spawn(process.execPath, [graphMain], {
@@ -60,7 +60,10 @@ describe('kit tracing', function () {
       const traceId = '4bf92f3577b34da6a3ce929d0e0e4736';
       let status = 0;
       for (let attempt = 0; attempt < 200 && status !== 200; attempt += 1) {
-        status = await fetch(`http://127.0.0.1:${port}/api/v1/stats`, { headers: { traceparent: `00-${traceId}-00f067aa0ba902b7-01` } }).then((r) => r.status, () => 0);
+        status = await fetch(`http://127.0.0.1:${port}/api/v1/stats`, { headers: { traceparent: `00-${traceId}-00f067aa0ba902b7-01` } }).then(
+          (r) => r.status,
+          () => 0,
+        );
         if (status !== 200) await new Promise((resolve) => setTimeout(resolve, 100));
       }
       assert.equal(status, 200);
@@ -70,9 +73,18 @@ describe('kit tracing', function () {
         await new Promise((resolve) => setTimeout(resolve, 100));
       }
       const names = ours().map((span) => span.name);
-      assert.ok(names.some((name) => /^GET/.test(name)), `an HTTP server span in ${names.join(', ')}`);
-      assert.ok(names.some((name) => /koa|router|middleware/i.test(name)), `a Koa span in ${names.join(', ')}`);
-      assert.ok(names.some((name) => /pg|select/i.test(name)), `a PostgreSQL span in ${names.join(', ')}`);
+      assert.ok(
+        names.some((name) => /^GET/.test(name)),
+        `an HTTP server span in ${names.join(', ')}`,
+      );
+      assert.ok(
+        names.some((name) => /koa|router|middleware/i.test(name)),
+        `a Koa span in ${names.join(', ')}`,
+      );
+      assert.ok(
+        names.some((name) => /pg|select/i.test(name)),
+        `a PostgreSQL span in ${names.join(', ')}`,
+      );
     } finally {
       const exited = new Promise((resolve) => child.once('exit', resolve));
       child.kill('SIGTERM');

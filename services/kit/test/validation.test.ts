@@ -1,12 +1,12 @@
 import assert from 'node:assert/strict';
-import { connect, type AddressInfo } from 'node:net';
 import type { Server } from 'node:http';
+import { type AddressInfo, connect } from 'node:net';
 import { z } from 'zod';
+import { request } from '../../../test/support/http.ts';
 import { createApp } from '../src/http/app.ts';
 import { defineRoute } from '../src/http/routes.ts';
 import { createLogger } from '../src/observability/logger.ts';
 import { Metrics } from '../src/observability/metrics.ts';
-import { request } from '../../../test/support/http.ts';
 
 describe('kit validation', () => {
   let server: Server;
@@ -73,7 +73,10 @@ describe('kit validation', () => {
     const reply = await request(base, '/api/v1/things?q=%00&tag=ok');
     assert.equal(reply.status, 422);
     assert.match(reply.headers.get('content-type')!, /problem\+json/);
-    assert.deepEqual(reply.body.errors.map((e: { path: string }) => e.path), ['query.q']);
+    assert.deepEqual(
+      reply.body.errors.map((e: { path: string }) => e.path),
+      ['query.q'],
+    );
   });
 
   it('refuses NUL characters and lone surrogates anywhere in a JSON body, keys included, and stores nothing', async () => {
@@ -122,7 +125,10 @@ describe('kit validation', () => {
   it('refuses unstorable text in the body of a route that validates its body itself (POST /ingest/tdf is one)', async () => {
     const reply = await request(base, '/api/v1/batch', { method: 'POST', headers: { 'content-type': 'application/json' }, raw: '[{"name":"a\\u0000b"}]' });
     assert.equal(reply.status, 422);
-    assert.deepEqual(reply.body.errors.map((e: { path: string }) => e.path), ['body.0.name']);
+    assert.deepEqual(
+      reply.body.errors.map((e: { path: string }) => e.path),
+      ['body.0.name'],
+    );
   });
 
   it('still answers a body of another media type with a 415 naming it', async () => {

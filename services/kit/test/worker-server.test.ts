@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import { Counter } from 'prom-client';
 import type { HealthReport } from '../src/http/app.ts';
-import { Metrics } from '../src/observability/metrics.ts';
 import { serveWorkerEndpoints, type WorkerServer } from '../src/http/worker-server.ts';
+import { Metrics } from '../src/observability/metrics.ts';
 
 describe('kit worker endpoints', () => {
   let metrics: Metrics;
@@ -12,10 +12,17 @@ describe('kit worker endpoints', () => {
   beforeEach(async () => {
     metrics = new Metrics('test-worker');
     report = { status: 'ok', queue: 'reachable' };
-    endpoints = await serveWorkerEndpoints({ port: 0, host: '127.0.0.1', service: 'test-worker', version: '1.2.3', metrics, health: () => {
-      if (report.status === 'ok' && report.broken) throw new Error('check failed');
-      return report;
-    } });
+    endpoints = await serveWorkerEndpoints({
+      port: 0,
+      host: '127.0.0.1',
+      service: 'test-worker',
+      version: '1.2.3',
+      metrics,
+      health: () => {
+        if (report.status === 'ok' && report.broken) throw new Error('check failed');
+        return report;
+      },
+    });
   });
   afterEach(() => endpoints.close());
 

@@ -10,7 +10,13 @@ const fresh = () => {
     registry: metrics.registry,
     counter: new Counter({ name: 'things_total', help: 'Things by kind and outcome', labelNames: ['kind', 'outcome'], registers }),
     histogram: new Histogram({ name: 'thing_duration_seconds', help: 'Durations by kind', labelNames: ['kind'], buckets: [0.1, 1], registers }),
-    series: new SeriesHistogram({ name: 'thing_wait_seconds', help: 'Waits by kind and outcome', labelNames: ['kind', 'outcome'], buckets: [0.1, 1], registers }),
+    series: new SeriesHistogram({
+      name: 'thing_wait_seconds',
+      help: 'Waits by kind and outcome',
+      labelNames: ['kind', 'outcome'],
+      buckets: [0.1, 1],
+      registers,
+    }),
   };
 };
 
@@ -52,7 +58,10 @@ describe('kit zeroed metrics', () => {
 
   it('refuses a series histogram grid given out of the order of its label names', () => {
     const { series } = fresh();
-    assert.throws(() => zeroed(series, { outcome: ['ok'], kind: ['a'] }), /thing_wait_seconds: list the labels to zero in the order of its label names \(kind, outcome\)/);
+    assert.throws(
+      () => zeroed(series, { outcome: ['ok'], kind: ['a'] }),
+      /thing_wait_seconds: list the labels to zero in the order of its label names \(kind, outcome\)/,
+    );
   });
 
   it('refuses a label the metric does not have', () => {

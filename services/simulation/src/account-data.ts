@@ -1,4 +1,4 @@
-import { keysetPage, UUID_POSITION, type AccountDeletion, type ExportReader } from '@tempora/kit/http';
+import { type AccountDeletion, type ExportReader, keysetPage, UUID_POSITION } from '@tempora/kit/http';
 import type { BudgetSource } from './budget-source.ts';
 import type { SimulationRepository } from './repository.ts';
 import type { Runner } from './runner.ts';
@@ -51,7 +51,12 @@ export class AccountData {
         kind: 'runs',
         after: UUID_POSITION,
         read: async (after, limit) =>
-          keysetPage(await repository.ownerRuns(userId, after || undefined, limit + 1), limit, (row) => row.id, (row) => ({ ...runView(row), plan: row.plan, result: row.result })),
+          keysetPage(
+            await repository.ownerRuns(userId, after || undefined, limit + 1),
+            limit,
+            (row) => row.id,
+            (row) => ({ ...runView(row), plan: row.plan, result: row.result }),
+          ),
       },
       {
         kind: 'steps',

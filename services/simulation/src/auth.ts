@@ -1,5 +1,5 @@
+import { type Authenticator, BEARER_CHALLENGE, CALLER_SCHEMES, matchSecret, type Caller as PlatformCaller, Problem, unauthorized } from '@tempora/kit/http';
 import type { Context } from 'koa';
-import { BEARER_CHALLENGE, CALLER_SCHEMES, matchSecret, Problem, unauthorized, type Authenticator, type Caller as PlatformCaller } from '@tempora/kit/http';
 import type { NamedKey } from './config.ts';
 
 /** Security scheme names (the kit's, docs/reliability.md "Who gets in"; `ApiKey` is the simulation API key). */
@@ -57,7 +57,11 @@ export function requireServiceLevel(caller: Caller): void {
 export function requirePaidStart(caller: Caller, gatewayUrl: string): void {
   if (caller.via === 'gateway' || caller.via === 'service') return;
   const credential = caller.via === 'api_key' ? 'the simulation API key' : 'an access token presented here';
-  throw new Problem(403, `starting a simulation is paid: start it through the gateway at ${gatewayUrl.replace(/\/$/, '')}/api/v1/simulate, which charges it to your credits; ${credential} may read runs, results, events and templates but not start a run`, {
-    title: 'Starts are paid through the gateway',
-  });
+  throw new Problem(
+    403,
+    `starting a simulation is paid: start it through the gateway at ${gatewayUrl.replace(/\/$/, '')}/api/v1/simulate, which charges it to your credits; ${credential} may read runs, results, events and templates but not start a run`,
+    {
+      title: 'Starts are paid through the gateway',
+    },
+  );
 }

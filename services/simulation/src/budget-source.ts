@@ -1,7 +1,7 @@
 import { readdir, readFile, stat } from 'node:fs/promises';
 import { basename, join } from 'node:path';
 import type { Logger } from '@tempora/kit/observability';
-import { BUDGET_NAME, BudgetSpecSchema, type Budget } from './domain/budgets.ts';
+import { BUDGET_NAME, type Budget, BudgetSpecSchema } from './domain/budgets.ts';
 
 export interface BudgetFileError {
   budget: string;
@@ -101,7 +101,10 @@ export class BudgetSource {
       const parsed = BudgetSpecSchema.safeParse(value);
       if (parsed.success) next.set(name, { name, ...parsed.data });
       else {
-        errors.push({ budget: name, error: value === undefined ? 'not JSON' : parsed.error.issues.map((issue) => `${issue.path.join('.')}: ${issue.message}`).join('; ') });
+        errors.push({
+          budget: name,
+          error: value === undefined ? 'not JSON' : parsed.error.issues.map((issue) => `${issue.path.join('.')}: ${issue.message}`).join('; '),
+        });
         const kept = this.budgets.get(name);
         if (kept) next.set(name, kept);
       }

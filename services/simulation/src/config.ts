@@ -1,7 +1,7 @@
-import { z } from 'zod';
 import { gatewayCallerConfigFields } from '@tempora/kit/http';
-import { baseConfigSchema, csv, optionalString } from '@tempora/kit/runtime';
 import { providerConfigFields } from '@tempora/kit/providers';
+import { baseConfigSchema, csv, optionalString } from '@tempora/kit/runtime';
+import { z } from 'zod';
 
 const ms = (fallback: number, min = 1) => z.coerce.number().int().min(min).default(fallback);
 const count = (fallback: number, max: number) => z.coerce.number().int().min(1).max(max).default(fallback);
@@ -18,7 +18,9 @@ export function parseApiKeys(entries: readonly string[]): NamedKey[] {
     const name = entry.slice(0, separator).trim();
     const key = entry.slice(separator + 1).trim();
     if (separator <= 0 || !/^[A-Za-z0-9._-]{1,64}$/.test(name) || key.length < 16) {
-      throw new Error(`SIMULATION_API_KEYS entry "${name || entry.slice(0, 6)}…" must be name:key with a name of letters, digits and ._- and a key of at least 16 characters`);
+      throw new Error(
+        `SIMULATION_API_KEYS entry "${name || entry.slice(0, 6)}…" must be name:key with a name of letters, digits and ._- and a key of at least 16 characters`,
+      );
     }
     return { name, key };
   });

@@ -42,7 +42,9 @@ export const migrations: Migration[] = [
         table.timestamp('started_at', { useTz: true });
         table.timestamp('finished_at', { useTz: true });
       });
-      await knex.raw(`alter table simulation_runs add constraint simulation_runs_status_check check (status in (${RUN_STATUSES.map((status) => `'${status}'`).join(', ')}))`);
+      await knex.raw(
+        `alter table simulation_runs add constraint simulation_runs_status_check check (status in (${RUN_STATUSES.map((status) => `'${status}'`).join(', ')}))`,
+      );
       await knex.raw('create index simulation_runs_owner_idx on simulation_runs (owner, created_at desc)');
       await knex.raw(`create index simulation_runs_active_idx on simulation_runs (created_at) where status in ('queued', 'running')`);
 

@@ -80,7 +80,17 @@ export class BudgetRefused extends Error {
 }
 
 /** pg returns bigint columns as strings: every money and token column becomes a number here. */
-const NUMERIC = ['estimate_micros', 'cap_micros', 'cost_micros', 'input_tokens', 'output_tokens', 'thinking_tokens', 'spent_micros', 'reserved_micros', 'amount_micros'] as const;
+const NUMERIC = [
+  'estimate_micros',
+  'cap_micros',
+  'cost_micros',
+  'input_tokens',
+  'output_tokens',
+  'thinking_tokens',
+  'spent_micros',
+  'reserved_micros',
+  'amount_micros',
+] as const;
 function numbers<T>(row: T): T {
   if (!row) return row;
   const record = row as Record<string, unknown>;
@@ -88,7 +98,11 @@ function numbers<T>(row: T): T {
   return row;
 }
 
-export type NewRun = Pick<RunRow, 'id' | 'owner' | 'caller' | 'mode' | 'fidelity' | 'template' | 'prompt' | 'mechanisms' | 'plan' | 'state' | 'steps_total' | 'estimate_micros' | 'cap_micros'> & Partial<Pick<RunRow, 'trace'>>;
+export type NewRun = Pick<
+  RunRow,
+  'id' | 'owner' | 'caller' | 'mode' | 'fidelity' | 'template' | 'prompt' | 'mechanisms' | 'plan' | 'state' | 'steps_total' | 'estimate_micros' | 'cap_micros'
+> &
+  Partial<Pick<RunRow, 'trace'>>;
 
 export interface Reservation {
   budget: string;
@@ -125,10 +139,15 @@ export class SimulationRepository {
       const sorted = [...reservations].sort((a, b) => a.budget.localeCompare(b.budget));
       for (const reservation of sorted) {
         await trx.raw('insert into simulation_budget_ledger (budget, period) values (?, ?) on conflict do nothing', [reservation.budget, reservation.period]);
-        const ledger = numbers((await trx('simulation_budget_ledger').where({ budget: reservation.budget, period: reservation.period }).forUpdate().first()) as LedgerRow);
+        const ledger = numbers(
+          (await trx('simulation_budget_ledger').where({ budget: reservation.budget, period: reservation.period }).forUpdate().first()) as LedgerRow,
+        );
         const remaining = reservation.limitMicros - ledger.spent_micros - ledger.reserved_micros;
-        if (remaining < reservation.amountMicros) throw new BudgetRefused(reservation.budget, reservation.period, Math.max(0, remaining), reservation.amountMicros);
-        await trx('simulation_budget_ledger').where({ budget: reservation.budget, period: reservation.period }).increment('reserved_micros', reservation.amountMicros);
+        if (remaining < reservation.amountMicros)
+          throw new BudgetRefused(reservation.budget, reservation.period, Math.max(0, remaining), reservation.amountMicros);
+        await trx('simulation_budget_ledger')
+          .where({ budget: reservation.budget, period: reservation.period })
+          .increment('reserved_micros', reservation.amountMicros);
       }
       const [row] = await trx('simulation_runs')
         .insert({
@@ -137,10 +156,15 @@ export class SimulationRepository {
           plan: JSON.stringify(run.plan),
           state: JSON.stringify(run.state),
           trace: run.trace ? JSON.stringify(run.trace) : null,
-          budgets: JSON.stringify(reservations.map((reservation) => ({ budget: reservation.budget, period: reservation.period, amount_micros: reservation.amountMicros }))),
+          budgets: JSON.stringify(
+            reservations.map((reservation) => ({ budget: reservation.budget, period: reservation.period, amount_micros: reservation.amountMicros })),
+          ),
         })
         .returning('*');
-      if (sorted.length) await trx('simulation_budget_reservations').insert(sorted.map((reservation) => ({ run_id: run.id, budget: reservation.budget, period: reservation.period, amount_micros: reservation.amountMicros })));
+      if (sorted.length)
+        await trx('simulation_budget_reservations').insert(
+          sorted.map((reservation) => ({ run_id: run.id, budget: reservation.budget, period: reservation.period, amount_micros: reservation.amountMicros })),
+        );
       return { created: true, run: numbers(row as RunRow) };
     });
   }
@@ -153,7 +177,41 @@ export class SimulationRepository {
     const base = this.knex('simulation_runs').where({ owner });
     if (options.status) base.andWhere({ status: options.status });
     const [items, counted] = await Promise.all([
-      base.clone().select('id', 'owner', 'status', 'mode', 'fidelity', 'template', 'prompt', 'mechanisms', 'steps_done', 'steps_total', 'estimate_micros', 'cap_micros', 'cost_micros', 'input_tokens', 'output_tokens', 'thinking_tokens', 'calls', 'budgets', 'partial', 'error', 'cancel_requested', 'created_at', 'updated_at', 'started_at', 'finished_at').orderBy([{ column: 'created_at', order: 'desc' }, { column: 'id', order: 'desc' }]).limit(options.limit).offset(options.offset),
+      base
+        .clone()
+        .select(
+          'id',
+          'owner',
+          'status',
+          'mode',
+          'fidelity',
+          'template',
+          'prompt',
+          'mechanisms',
+          'steps_done',
+          'steps_total',
+          'estimate_micros',
+          'cap_micros',
+          'cost_micros',
+          'input_tokens',
+          'output_tokens',
+          'thinking_tokens',
+          'calls',
+          'budgets',
+          'partial',
+          'error',
+          'cancel_requested',
+          'created_at',
+          'updated_at',
+          'started_at',
+          'finished_at',
+        )
+        .orderBy([
+          { column: 'created_at', order: 'desc' },
+          { column: 'id', order: 'desc' },
+        ])
+        .limit(options.limit)
+        .offset(options.offset),
       base.clone().count<{ count: string }[]>('* as count'),
     ]);
     return { items: (items as RunRow[]).map(numbers), total: Number(counted[0]?.count ?? 0) };
@@ -240,7 +298,14 @@ export class SimulationRepository {
         .where({ id: runId, lease_owner: owner, status: 'running' })
         .update({ state: JSON.stringify(state), steps_done: seq + 1, updated_at: trx.fn.now(), ...this.totals(trx) });
       if (!updated) return false;
-      await trx('simulation_steps').insert({ run_id: runId, seq, kind: report.kind, label: report.label, detail: JSON.stringify(report.detail), cost_micros: costMicros });
+      await trx('simulation_steps').insert({
+        run_id: runId,
+        seq,
+        kind: report.kind,
+        label: report.label,
+        detail: JSON.stringify(report.detail),
+        cost_micros: costMicros,
+      });
       return true;
     });
   }
@@ -310,9 +375,14 @@ export class SimulationRepository {
    * budget keeps a reservation; a runner still executing one then finds its row gone, and as every write
    * of a run is fenced by that row (an update of the run, a call referencing it), nothing is written back.
    */
-  async deleteOwner(owner: string, accountBudgets: readonly string[]): Promise<{ deleted: { runs: number; steps: number; calls: number; idempotency_keys: number; budget_ledger: number }; inFlight: string[] }> {
+  async deleteOwner(
+    owner: string,
+    accountBudgets: readonly string[],
+  ): Promise<{ deleted: { runs: number; steps: number; calls: number; idempotency_keys: number; budget_ledger: number }; inFlight: string[] }> {
     return this.knex.transaction(async (trx) => {
-      const inFlight = ((await trx('simulation_runs').select('id').where({ owner }).whereIn('status', ['queued', 'running']).orderBy('id').forUpdate()) as Array<{ id: string }>).map((row) => row.id);
+      const inFlight = (
+        (await trx('simulation_runs').select('id').where({ owner }).whereIn('status', ['queued', 'running']).orderBy('id').forUpdate()) as Array<{ id: string }>
+      ).map((row) => row.id);
       if (inFlight.length) await this.settle(trx, inFlight);
       const runs = () => trx('simulation_runs').select('id').where({ owner });
       const deleted = {
@@ -335,14 +405,24 @@ export class SimulationRepository {
 
   /** Up to `limit` steps of the owner's runs after the step `after`, by run and sequence. */
   async ownerSteps(owner: string, after: { runId: string; seq: number } | undefined, limit: number): Promise<StepRow[]> {
-    const query = this.knex('simulation_steps as s').join('simulation_runs as r', 'r.id', 's.run_id').where('r.owner', owner).select('s.*').orderBy([{ column: 's.run_id' }, { column: 's.seq' }]).limit(limit);
+    const query = this.knex('simulation_steps as s')
+      .join('simulation_runs as r', 'r.id', 's.run_id')
+      .where('r.owner', owner)
+      .select('s.*')
+      .orderBy([{ column: 's.run_id' }, { column: 's.seq' }])
+      .limit(limit);
     if (after) query.andWhereRaw('(s.run_id, s.seq) > (?::uuid, ?)', [after.runId, after.seq]);
     return ((await query) as StepRow[]).map(numbers);
   }
 
   /** Up to `limit` metered calls of the owner's runs after the call id `after`, by id. */
   async ownerCalls(owner: string, after: string | undefined, limit: number): Promise<Array<CallRecord & { id: string; run_id: string; created_at: Date }>> {
-    const query = this.knex('simulation_calls as c').join('simulation_runs as r', 'r.id', 'c.run_id').where('r.owner', owner).select('c.*').orderBy('c.id').limit(limit);
+    const query = this.knex('simulation_calls as c')
+      .join('simulation_runs as r', 'r.id', 'c.run_id')
+      .where('r.owner', owner)
+      .select('c.*')
+      .orderBy('c.id')
+      .limit(limit);
     if (after) query.andWhere('c.id', '>', after);
     return ((await query) as Array<CallRecord & { id: string; run_id: string; created_at: Date }>).map(numbers);
   }
@@ -355,7 +435,11 @@ export class SimulationRepository {
   }
 
   async requestCancel(runId: string): Promise<RunRow | undefined> {
-    const [row] = (await this.knex('simulation_runs').where({ id: runId }).whereIn('status', ['queued', 'running']).update({ cancel_requested: true, updated_at: this.knex.fn.now() }).returning('*')) as RunRow[];
+    const [row] = (await this.knex('simulation_runs')
+      .where({ id: runId })
+      .whereIn('status', ['queued', 'running'])
+      .update({ cancel_requested: true, updated_at: this.knex.fn.now() })
+      .returning('*')) as RunRow[];
     return row ? numbers(row) : undefined;
   }
 

@@ -1,16 +1,16 @@
-import { EventEmitter } from 'node:events';
 import { randomUUID } from 'node:crypto';
+import { EventEmitter } from 'node:events';
 import type { Logger } from '@tempora/kit/observability';
 import { ProviderError } from '@tempora/kit/providers';
-import { assembleResult, runStep, type EngineState } from './domain/engine.ts';
+import { assembleResult, type EngineState, runStep } from './domain/engine.ts';
 import { ExposureRefused } from './domain/exposure.ts';
-import { ModelReplyError, RunCapReached, RunMeter, RunModels, type CallRecord, type Providers } from './domain/model.ts';
+import { type CallRecord, ModelReplyError, type Providers, RunCapReached, RunMeter, RunModels } from './domain/model.ts';
 import type { Plan } from './domain/plan.ts';
 import type { Mechanism } from './domain/vocabulary.ts';
 import { clone } from './domain/world.ts';
 import type { SimulationMetrics } from './metrics.ts';
 import type { RunRow, RunStatus, SimulationRepository } from './repository.ts';
-import { traceRun, traceStep, type RunEnding } from './tracing.ts';
+import { type RunEnding, traceRun, traceStep } from './tracing.ts';
 
 export interface RunnerSettings {
   concurrency: number;
@@ -117,7 +117,12 @@ export class Runner {
     if (!row) return undefined;
     const local = this.active.get(id);
     if (local) local.controller.abort(new Stop('cancelled'));
-    else if (row.status === 'queued') await this.end(row, null, 'cancelled', { state: row.state as EngineState, plan: row.plan as Plan, partial: { reason: 'cancelled', detail: 'cancelled before it started' } });
+    else if (row.status === 'queued')
+      await this.end(row, null, 'cancelled', {
+        state: row.state as EngineState,
+        plan: row.plan as Plan,
+        partial: { reason: 'cancelled', detail: 'cancelled before it started' },
+      });
     return row;
   }
 
@@ -200,7 +205,15 @@ export class Runner {
         const refusalsBefore = working.refusals.length;
         const report = await traceStep(
           { index: seq, mode: plan.mode },
-          () => runStep(plan, working, seq, { plan, models, step: seq, has: (mechanism) => mechanisms.has(mechanism), exposureRetries: this.settings.exposureRetries, refusals: working.refusals }),
+          () =>
+            runStep(plan, working, seq, {
+              plan,
+              models,
+              step: seq,
+              has: (mechanism) => mechanisms.has(mechanism),
+              exposureRetries: this.settings.exposureRetries,
+              refusals: working.refusals,
+            }),
           () => meter.spentMicros - before,
         );
         this.metrics.exposureRefusals.inc(working.refusals.length - refusalsBefore);
@@ -225,7 +238,10 @@ export class Runner {
       await models.abandonStep();
       // A call of a run deleted meanwhile (here or on another replica) has no run to be recorded against:
       // that is the deletion holding, not a failure.
-      await written().catch((error) => (error as { code?: string }).code === FOREIGN_KEY_VIOLATION || this.logger.error({ err: error, run: row.id }, 'a call could not be recorded'));
+      await written().catch(
+        (error) =>
+          (error as { code?: string }).code === FOREIGN_KEY_VIOLATION || this.logger.error({ err: error, run: row.id }, 'a call could not be recorded'),
+      );
       await saving.catch(() => undefined);
       const raised = controller.signal.aborted ? controller.signal.reason : caught;
       const error = raised instanceof SaveFailed ? raised.cause : raised;
@@ -239,11 +255,24 @@ export class Runner {
         return 'interrupted';
       }
       if (error instanceof Stop) {
-        await this.end(row, this.owner, 'cancelled', { plan, state, partial: { reason: 'cancelled', detail: `cancelled after ${seq} of ${plan.steps} steps` }, started });
+        await this.end(row, this.owner, 'cancelled', {
+          plan,
+          state,
+          partial: { reason: 'cancelled', detail: `cancelled after ${seq} of ${plan.steps} steps` },
+          started,
+        });
         return 'cancelled';
       }
       if (error instanceof RunCapReached) {
-        await this.end(row, this.owner, 'stopped', { plan, state, partial: { reason: 'per_run_max', detail: `stopped after ${seq} of ${plan.steps} steps at the run's maximum of $${(row.cap_micros / 1e6).toFixed(6)}: ${error.message}` }, started });
+        await this.end(row, this.owner, 'stopped', {
+          plan,
+          state,
+          partial: {
+            reason: 'per_run_max',
+            detail: `stopped after ${seq} of ${plan.steps} steps at the run's maximum of $${(row.cap_micros / 1e6).toFixed(6)}: ${error.message}`,
+          },
+          started,
+        });
         return 'stopped';
       }
       const failure = failureOf(error);
@@ -261,7 +290,10 @@ export class Runner {
     outcome: { plan: Plan; state: EngineState; partial?: RunRow['partial']; error?: RunRow['error']; started?: number },
   ): Promise<void> {
     const calls = await this.repository.calls(row.id);
-    const result = status === 'failed' && !outcome.state.scenario ? null : { ...assembleResult(outcome.plan, outcome.state), ...costSection(row, calls), partial: outcome.partial ?? null };
+    const result =
+      status === 'failed' && !outcome.state.scenario
+        ? null
+        : { ...assembleResult(outcome.plan, outcome.state), ...costSection(row, calls), partial: outcome.partial ?? null };
     const ended = await this.repository.finish(row.id, owner, { status, result, partial: outcome.partial ?? null, error: outcome.error ?? null });
     if (!ended) return;
     this.metrics.runsFinished.inc({ mode: row.mode, status });
@@ -279,20 +311,28 @@ class SaveFailed extends Error {
 
 function failureOf(error: unknown): NonNullable<RunRow['error']> {
   if (error instanceof ExposureRefused) return { status: 422, detail: error.message, violations: error.violations };
-  if (error instanceof ProviderError) return { status: error.code === 'timeout' ? 504 : 502, detail: `the model provider failed: ${error.message}`, provider: error.provider, code: error.code };
+  if (error instanceof ProviderError)
+    return { status: error.code === 'timeout' ? 504 : 502, detail: `the model provider failed: ${error.message}`, provider: error.provider, code: error.code };
   if (error instanceof ModelReplyError) return { status: 502, detail: error.message };
   return { status: 500, detail: 'the run failed unexpectedly; quote its id when reporting it' };
 }
 
 /** The money of a run: estimate, maximum, what its metered calls cost, tokens, and which models answered. */
 export function costSection(row: Pick<RunRow, 'estimate_micros' | 'cap_micros'>, calls: CallRecord[]) {
-  const byModel = new Map<string, { provider: string; model: string; priced_as: string; calls: number; input_tokens: number; output_tokens: number; cost_micros: number }>();
+  const byModel = new Map<
+    string,
+    { provider: string; model: string; priced_as: string; calls: number; input_tokens: number; output_tokens: number; cost_micros: number }
+  >();
   let total = 0;
   const tokens = { input: 0, output: 0, thinking: 0, total: 0 };
   for (const call of calls) {
     const key = `${call.provider}|${call.model}|${call.priced_as}`;
     let entry = byModel.get(key);
-    if (!entry) byModel.set(key, (entry = { provider: call.provider, model: call.model, priced_as: call.priced_as, calls: 0, input_tokens: 0, output_tokens: 0, cost_micros: 0 }));
+    if (!entry)
+      byModel.set(
+        key,
+        (entry = { provider: call.provider, model: call.model, priced_as: call.priced_as, calls: 0, input_tokens: 0, output_tokens: 0, cost_micros: 0 }),
+      );
     entry.calls += 1;
     entry.input_tokens += call.input_tokens;
     entry.output_tokens += call.output_tokens;

@@ -1,5 +1,5 @@
-import { z } from 'zod';
 import { LlmParamsSchema } from '@tempora/kit/providers';
+import { z } from 'zod';
 import { PRICE_TABLE } from './domain/pricing.ts';
 import { MECHANISM_IDS, MODES } from './domain/vocabulary.ts';
 
@@ -11,23 +11,34 @@ export const SimulateRequestSchema = z
   .strictObject({
     template: z.string().trim().min(1).max(64).optional().meta({ description: 'one of the 21 templates (GET /api/v1/simulate/templates)' }),
     prompt: z.string().trim().min(3).max(4000).optional().meta({ description: 'free-form scenario; with a template, it directs the run' }),
-    mode: z.preprocess(upper, z.enum(MODES)).optional().meta({ description: 'default: the template\'s mode, FORWARD for a prompt' }),
+    mode: z.preprocess(upper, z.enum(MODES)).optional().meta({ description: "default: the template's mode, FORWARD for a prompt" }),
     fidelity: z.number().int().min(1).max(5).default(3).meta({ description: '1 to 5 (docs/simulation.md, "Fidelity"); default 3' }),
     mechanisms: z
       .array(z.preprocess(upper, z.enum(MECHANISM_IDS as [string, ...string[]])))
       .max(19)
       .refine((list) => new Set(list).size === list.length, 'mechanisms repeat')
       .optional()
-      .meta({ description: 'a subset of M1–M19; default: the template\'s, or M3, M7, M11, M13 for a prompt; [] runs with none' }),
-    llm_params: LlmParamsSchema.optional().meta({ description: 'applied to every model call of the run; max_tokens caps each call below what the fidelity allows' }),
+      .meta({ description: "a subset of M1–M19; default: the template's, or M3, M7, M11, M13 for a prompt; [] runs with none" }),
+    llm_params: LlmParamsSchema.optional().meta({
+      description: 'applied to every model call of the run; max_tokens caps each call below what the fidelity allows',
+    }),
     text_model: z
       .string()
       .trim()
       .refine((model) => model in PRICE_TABLE, { message: `must be a model of the price table: ${Object.keys(PRICE_TABLE).join(', ')}` })
       .optional()
-      .meta({ description: 'replaces the fidelity table\'s model for every call (M18 still chooses per action when on)' }),
-    seed: z.string().regex(/^[A-Za-z0-9._-]{1,64}$/).optional().meta({ description: 'the offline provider\'s answers derive from it (default: the run\'s id): the same request and seed reproduce a run' }),
-    max_cost_usd: z.number().min(0.01).max(1).optional().meta({ description: 'this run\'s own maximum; it stops at the next step when reached, its partial result kept' }),
+      .meta({ description: "replaces the fidelity table's model for every call (M18 still chooses per action when on)" }),
+    seed: z
+      .string()
+      .regex(/^[A-Za-z0-9._-]{1,64}$/)
+      .optional()
+      .meta({ description: "the offline provider's answers derive from it (default: the run's id): the same request and seed reproduce a run" }),
+    max_cost_usd: z
+      .number()
+      .min(0.01)
+      .max(1)
+      .optional()
+      .meta({ description: "this run's own maximum; it stops at the next step when reached, its partial result kept" }),
   })
   .refine((body) => body.template !== undefined || body.prompt !== undefined, { message: 'give a template, a prompt, or both', path: ['template'] })
   .meta({ id: 'SimulateRequest' });
@@ -44,7 +55,14 @@ export const RunSchema = z
     prompt: z.string().nullable(),
     mechanisms: z.array(z.string()),
     progress: z.object({ steps_done: z.number().int(), steps_total: z.number().int(), percent: z.number() }),
-    cost: z.object({ currency: z.literal('USD'), estimate_usd: z.number(), max_usd: z.number(), actual_usd: z.number(), calls: z.number().int(), tokens: z.object({ input: z.number(), output: z.number(), thinking: z.number() }) }),
+    cost: z.object({
+      currency: z.literal('USD'),
+      estimate_usd: z.number(),
+      max_usd: z.number(),
+      actual_usd: z.number(),
+      calls: z.number().int(),
+      tokens: z.object({ input: z.number(), output: z.number(), thinking: z.number() }),
+    }),
     budgets: z.array(z.object({ budget: z.string(), period: z.string(), reserved_usd: z.number() })),
     partial: z.object({ reason: z.string(), detail: z.string() }).nullable(),
     error: z.object({ status: z.number(), detail: z.string() }).passthrough().nullable(),

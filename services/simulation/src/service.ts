@@ -1,9 +1,9 @@
 import { join, resolve } from 'node:path';
-import type Koa from 'koa';
+import { connectRedis, openDatabase } from '@tempora/kit/data';
 import { createApp, gatewayCaller, gatewayCallerOptions, RateLimiter, type RateWindow } from '@tempora/kit/http';
-import { openDatabase, connectRedis } from '@tempora/kit/data';
 import { createLogger, type Logger, Metrics } from '@tempora/kit/observability';
 import { textProviders } from '@tempora/kit/providers';
+import type Koa from 'koa';
 import { AccountData } from './account-data.ts';
 import { ANY_CALLER, simulationApiKeyAuth } from './auth.ts';
 import { BudgetSource } from './budget-source.ts';
@@ -52,7 +52,14 @@ function windows(config: SimulationConfig) {
 
 export async function createSimulationService(config: SimulationConfig, logger = createLogger('simulation', config.LOG_LEVEL)): Promise<SimulationInstance> {
   const catalog = TemplateCatalog.load(TEMPLATE_DIRECTORY);
-  const database = await openDatabase({ service: 'simulation', url: config.DATABASE_URL, dataDir: config.TEMPORA_DATA_DIR, migrations, logger, pool: { min: 0, max: 20 } });
+  const database = await openDatabase({
+    service: 'simulation',
+    url: config.DATABASE_URL,
+    dataDir: config.TEMPORA_DATA_DIR,
+    migrations,
+    logger,
+    pool: { min: 0, max: 20 },
+  });
   const redis = await connectRedis(config.REDIS_URL, logger);
   const repository = new SimulationRepository(database.knex);
   // Unset: a file in the data directory, read if it exists (npm start's local budgets).
@@ -62,16 +69,31 @@ export async function createSimulationService(config: SimulationConfig, logger =
   const metrics = new Metrics('simulation');
   let simulations: Simulations | undefined;
   let runner: Runner | undefined;
-  const simulationMetrics = new SimulationMetrics(metrics, { activeRuns: () => runner?.activeRuns ?? 0, budgets: async () => (simulations ? simulations.budgetFigures() : []) });
+  const simulationMetrics = new SimulationMetrics(metrics, {
+    activeRuns: () => runner?.activeRuns ?? 0,
+    budgets: async () => (simulations ? simulations.budgetFigures() : []),
+  });
   const providers = textProviders(config, 'Tempora simulation');
   runner = new Runner(
     repository,
     providers,
-    { concurrency: config.RUN_CONCURRENCY, leaseMs: config.RUN_LEASE_MS, claimIntervalMs: config.RUN_CLAIM_INTERVAL_MS, exposureRetries: config.EXPOSURE_RETRIES },
+    {
+      concurrency: config.RUN_CONCURRENCY,
+      leaseMs: config.RUN_LEASE_MS,
+      claimIntervalMs: config.RUN_CLAIM_INTERVAL_MS,
+      exposureRetries: config.EXPOSURE_RETRIES,
+    },
     simulationMetrics,
     logger.child({ component: 'runner' }),
   );
-  simulations = new Simulations({ repository, catalog, budgets, runner, metrics: () => simulationMetrics, ...(config.SIMULATION_TEXT_MODEL ? { defaultModel: config.SIMULATION_TEXT_MODEL } : {}) });
+  simulations = new Simulations({
+    repository,
+    catalog,
+    budgets,
+    runner,
+    metrics: () => simulationMetrics,
+    ...(config.SIMULATION_TEXT_MODEL ? { defaultModel: config.SIMULATION_TEXT_MODEL } : {}),
+  });
 
   const deps: RouteDeps = {
     simulations,
@@ -100,7 +122,14 @@ export async function createSimulationService(config: SimulationConfig, logger =
     routes: [...templateRoutes(deps), ...budgetRoutes(deps), ...simulationRoutes(deps), ...accountDataRoutes(new AccountData({ repository, runner, budgets }))],
     health: async () => {
       const db = await database.ping();
-      return { status: db ? 'ok' : 'degraded', timestamp: new Date().toISOString(), database: db, redis: redis ? redis.isReady : null, templates: catalog.templates.size, budgets: budgets.all.length };
+      return {
+        status: db ? 'ok' : 'degraded',
+        timestamp: new Date().toISOString(),
+        database: db,
+        redis: redis ? redis.isReady : null,
+        templates: catalog.templates.size,
+        budgets: budgets.all.length,
+      };
     },
   });
   runner.start();

@@ -1,15 +1,15 @@
 import { randomUUID } from 'node:crypto';
 import { canonicalHash } from '@tempora/kit/moments';
-import { covers, microsToUsd, periodKey, usdToMicros, type Budget } from './domain/budgets.ts';
+import type { Caller } from './auth.ts';
+import type { BudgetSource } from './budget-source.ts';
+import { type Budget, covers, microsToUsd, periodKey, usdToMicros } from './domain/budgets.ts';
 import { initialState, planRun } from './domain/engine.ts';
 import type { Plan } from './domain/plan.ts';
 import { DEFAULT_MODEL } from './domain/pricing.ts';
 import type { TemplateCatalog } from './domain/templates.ts';
 import type { Mechanism } from './domain/vocabulary.ts';
-import type { BudgetSource } from './budget-source.ts';
-import type { Caller } from './auth.ts';
 import type { BudgetFigures, SimulationMetrics } from './metrics.ts';
-import { BudgetRefused, TERMINAL, type Reservation, type RunRow, type SimulationRepository } from './repository.ts';
+import { BudgetRefused, type Reservation, type RunRow, type SimulationRepository, TERMINAL } from './repository.ts';
 import type { Runner } from './runner.ts';
 import type { SimulateRequest } from './schemas.ts';
 import { activeTraceContext } from './tracing.ts';
@@ -60,7 +60,14 @@ export class Simulations {
   private readonly metrics: () => SimulationMetrics;
   private readonly defaultModel: string;
 
-  constructor(options: { repository: SimulationRepository; catalog: TemplateCatalog; budgets: BudgetSource; runner: Runner; metrics: () => SimulationMetrics; defaultModel?: string }) {
+  constructor(options: {
+    repository: SimulationRepository;
+    catalog: TemplateCatalog;
+    budgets: BudgetSource;
+    runner: Runner;
+    metrics: () => SimulationMetrics;
+    defaultModel?: string;
+  }) {
     this.repository = options.repository;
     this.catalog = options.catalog;
     this.budgets = options.budgets;
@@ -72,7 +79,8 @@ export class Simulations {
   /** The run's plan and estimate, without starting it. */
   plan(request: SimulateRequest, seed: string): Plan {
     const template = request.template ? this.catalog.get(request.template) : null;
-    if (request.template && !template) throw new UnknownTemplate(`no template ${request.template}; GET /api/v1/simulate/templates lists the ${this.catalog.templates.size}`);
+    if (request.template && !template)
+      throw new UnknownTemplate(`no template ${request.template}; GET /api/v1/simulate/templates lists the ${this.catalog.templates.size}`);
     const { max_tokens, ...llm } = request.llm_params ?? {};
     return planRun(request.seed ?? seed, template ?? null, {
       mode: request.mode ?? template?.mode ?? 'FORWARD',
@@ -104,7 +112,12 @@ export class Simulations {
       request.max_cost_usd !== undefined ? usdToMicros(request.max_cost_usd) : Number.POSITIVE_INFINITY,
       ...applying.map((budget) => (budget.perRunMaxUsd != null ? usdToMicros(budget.perRunMaxUsd) : Number.POSITIVE_INFINITY)),
     );
-    const reservations: Reservation[] = applying.map((budget) => ({ budget: budget.name, period: periodKey(budget.period, now), limitMicros: usdToMicros(budget.limitUsd), amountMicros: cap }));
+    const reservations: Reservation[] = applying.map((budget) => ({
+      budget: budget.name,
+      period: periodKey(budget.period, now),
+      limitMicros: usdToMicros(budget.limitUsd),
+      amountMicros: cap,
+    }));
     // Two requests are the same for a key when their validated forms are (RFC 8785): field order, spacing,
     // folded letter case and defaults written out or left implicit do not count.
     const idempotency = idempotencyKey === undefined ? undefined : { owner: caller.owner, key: idempotencyKey, fingerprint: canonicalHash(request) };
@@ -130,7 +143,10 @@ export class Simulations {
         idempotency,
       );
       if (!creation.created) {
-        if (creation.fingerprint !== idempotency?.fingerprint) throw new IdempotencyKeyReused(`the Idempotency-Key was used with a different request (it started simulation ${creation.run.id}); use a new key for a new request`);
+        if (creation.fingerprint !== idempotency?.fingerprint)
+          throw new IdempotencyKeyReused(
+            `the Idempotency-Key was used with a different request (it started simulation ${creation.run.id}); use a new key for a new request`,
+          );
         return { run: creation.run, replayed: true };
       }
       this.metrics().runsStarted.inc({ mode: plan.mode });
@@ -185,7 +201,14 @@ export class Simulations {
     return Promise.all(
       this.budgets.all.map(async (budget) => {
         const status = await this.budgetStatus(budget);
-        return { budget: status.name, period: status.current_period, limitUsd: status.limit_usd, spentUsd: status.spent_usd, reservedUsd: status.reserved_usd, remainingUsd: status.remaining_usd };
+        return {
+          budget: status.name,
+          period: status.current_period,
+          limitUsd: status.limit_usd,
+          spentUsd: status.spent_usd,
+          reservedUsd: status.reserved_usd,
+          remainingUsd: status.remaining_usd,
+        };
       }),
     );
   }

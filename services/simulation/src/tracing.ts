@@ -1,4 +1,4 @@
-import { context, propagation, SpanStatusCode, trace, type Span } from '@opentelemetry/api';
+import { context, propagation, type Span, SpanStatusCode, trace } from '@opentelemetry/api';
 import { processStoredWork } from '@tempora/kit/observability';
 
 const tracer = trace.getTracer('tempora-simulation');
@@ -17,7 +17,10 @@ export type RunEnding = 'completed' | 'stopped' | 'cancelled' | 'failed' | 'inte
  * One execution of a run by a runner in a `process simulation_runs` span: its steps and their model calls
  * join the trace of the request that created the run. A resumed run adds another such span.
  */
-export function traceRun(run: { id: string; mode: string; fidelity: number; attempts: number; steps_total: number; trace: Record<string, string> | null }, execute: () => Promise<RunEnding>): Promise<RunEnding> {
+export function traceRun(
+  run: { id: string; mode: string; fidelity: number; attempts: number; steps_total: number; trace: Record<string, string> | null },
+  execute: () => Promise<RunEnding>,
+): Promise<RunEnding> {
   const attributes = {
     'tempora.simulation.mode': run.mode,
     'tempora.simulation.fidelity': run.fidelity,

@@ -1,4 +1,4 @@
-import { figureEntityId, toTdf, type TdfRecord } from '@tempora/kit/moments';
+import { figureEntityId, type TdfRecord, toTdf } from '@tempora/kit/moments';
 import type { Template } from './domain/templates.ts';
 import type { RunRow, StepRow } from './repository.ts';
 
@@ -15,7 +15,11 @@ export function runView(row: Omit<RunRow, 'plan' | 'state' | 'result' | 'caller'
     prompt: row.prompt,
     mechanisms: row.mechanisms,
     owner: row.owner,
-    progress: { steps_done: row.steps_done, steps_total: row.steps_total, percent: row.steps_total ? Math.round((1000 * row.steps_done) / row.steps_total) / 10 : 0 },
+    progress: {
+      steps_done: row.steps_done,
+      steps_total: row.steps_total,
+      percent: row.steps_total ? Math.round((1000 * row.steps_done) / row.steps_total) / 10 : 0,
+    },
     cost: {
       currency: 'USD',
       estimate_usd: row.estimate_micros / 1e6,
@@ -35,7 +39,14 @@ export function runView(row: Omit<RunRow, 'plan' | 'state' | 'result' | 'caller'
   };
 }
 
-export const stepView = (step: StepRow) => ({ seq: step.seq, kind: step.kind, label: step.label, detail: step.detail, cost_usd: step.cost_micros / 1e6, at: iso(step.created_at) });
+export const stepView = (step: StepRow) => ({
+  seq: step.seq,
+  kind: step.kind,
+  label: step.label,
+  detail: step.detail,
+  cost_usd: step.cost_micros / 1e6,
+  at: iso(step.created_at),
+});
 
 export function templateSummary(template: Template) {
   return {

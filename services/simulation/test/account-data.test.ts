@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { AccountDeletionSchema, AccountExportPageSchema, encodeExportCursor } from '@tempora/kit/http';
 import { FakeModel } from './fake-model.ts';
-import { apiKey, asUser, service, startSimulation, type SimulationHarness, until, userId } from './harness.ts';
+import { apiKey, asUser, type SimulationHarness, service, startSimulation, until, userId } from './harness.ts';
 
 const data = (user: string, query = '') => `/api/v1/users/${userId(user)}/data${query}`;
 
@@ -158,7 +158,10 @@ describe('simulation account data: deletion and export', function () {
       model.hold();
       const calls = model.requests.length;
       const abandoned = model.abandoned;
-      const started = await sim.call('POST', '/api/v1/simulate', { headers: asUser('dan'), body: { template: 'athens-war-council', fidelity: 3, mechanisms: [] } });
+      const started = await sim.call('POST', '/api/v1/simulate', {
+        headers: asUser('dan'),
+        body: { template: 'athens-war-council', fidelity: 3, mechanisms: [] },
+      });
       await model.arrived(calls + 1);
       const deleted = await deleter.call('DELETE', data('dan'), { headers: service });
       assert.equal(deleted.status, 200);
@@ -185,10 +188,29 @@ describe('simulation account data: deletion and export', function () {
     const knex = sim.instance.repository.knex;
     const ids = Array.from({ length: 600 }, () => randomUUID());
     await knex('simulation_runs').insert(
-      ids.map((id, index) => ({ id, owner: userId('frank'), caller: 'test', status: 'completed', mode: 'FORWARD', fidelity: 1, prompt: `scenario ${index}`, mechanisms: '[]', plan: '{}', steps_total: 1, steps_done: 1, estimate_micros: 1, cap_micros: 1, result: JSON.stringify({ n: index }) })),
+      ids.map((id, index) => ({
+        id,
+        owner: userId('frank'),
+        caller: 'test',
+        status: 'completed',
+        mode: 'FORWARD',
+        fidelity: 1,
+        prompt: `scenario ${index}`,
+        mechanisms: '[]',
+        plan: '{}',
+        steps_total: 1,
+        steps_done: 1,
+        estimate_micros: 1,
+        cap_micros: 1,
+        result: JSON.stringify({ n: index }),
+      })),
     );
-    await knex('simulation_steps').insert(ids.slice(0, 300).map((id) => ({ run_id: id, seq: 0, kind: 'timepoint', label: 't1', detail: '{}', cost_micros: 1 })));
-    await knex('simulation_idempotency_keys').insert(ids.slice(0, 250).map((id, index) => ({ owner: userId('frank'), key: `key-${index}`, fingerprint: 'f', run_id: id })));
+    await knex('simulation_steps').insert(
+      ids.slice(0, 300).map((id) => ({ run_id: id, seq: 0, kind: 'timepoint', label: 't1', detail: '{}', cost_micros: 1 })),
+    );
+    await knex('simulation_idempotency_keys').insert(
+      ids.slice(0, 250).map((id, index) => ({ owner: userId('frank'), key: `key-${index}`, fingerprint: 'f', run_id: id })),
+    );
     const expected = await held('frank');
     assert.equal(expected.runs, 601);
 
@@ -263,7 +285,7 @@ describe('simulation account data: deletion and export', function () {
     assert.equal(valid.body.kind, 'steps');
   });
 
-  it('is documented with the kit\'s schemas, for the service key only', async () => {
+  it("is documented with the kit's schemas, for the service key only", async () => {
     const openapi = (await sim.call('GET', '/openapi.json')).body;
     const path = openapi.paths['/api/v1/users/{user_id}/data'];
     assert.deepEqual(path.delete.security, [{ ServiceKey: [] }]);

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
-import { scrape } from '../../kit/test/metrics-support.ts';
 import { canonicalJson, tdfHash } from '@tempora/kit/moments';
-import { apiKey, asUser, service, startSimulation, type SimulationHarness } from './harness.ts';
+import { scrape } from '../../kit/test/metrics-support.ts';
+import { apiKey, asUser, type SimulationHarness, service, startSimulation } from './harness.ts';
 
 describe('simulation API', function () {
   let sim: SimulationHarness;
@@ -18,7 +18,15 @@ describe('simulation API', function () {
     const metrics = await scrape(sim.server);
     assert.match(metrics, /simulation_runs_active/);
     const openapi = await sim.call('GET', '/openapi.json');
-    for (const path of ['/api/v1/simulate', '/api/v1/simulate/templates', '/api/v1/simulations/{id}/events', '/api/v1/simulations/{id}/result', '/api/v1/simulations/budgets', '/api/v1/simulations/usage']) assert.ok(openapi.body.paths[path], path);
+    for (const path of [
+      '/api/v1/simulate',
+      '/api/v1/simulate/templates',
+      '/api/v1/simulations/{id}/events',
+      '/api/v1/simulations/{id}/result',
+      '/api/v1/simulations/budgets',
+      '/api/v1/simulations/usage',
+    ])
+      assert.ok(openapi.body.paths[path], path);
     assert.equal((await sim.call('GET', '/docs')).status, 200);
     assert.equal((await sim.call('GET', '/redoc')).status, 200);
   });
@@ -26,7 +34,11 @@ describe('simulation API', function () {
   it('lists the 21 templates, needing no credential, and serves each', async () => {
     const list = await sim.call('GET', '/api/v1/simulate/templates');
     assert.equal(list.status, 200);
-    assert.deepEqual([list.body.total, list.body.items.length, list.body.limit, list.body.offset], [21, 21, 50, 0], 'the list envelope; the default page holds every template');
+    assert.deepEqual(
+      [list.body.total, list.body.items.length, list.body.limit, list.body.offset],
+      [21, 21, 50, 0],
+      'the list envelope; the default page holds every template',
+    );
     const modes = new Set(list.body.items.map((item: any) => item.mode));
     assert.deepEqual([...modes].sort(), ['BRANCHING', 'CYCLICAL', 'DIRECTORIAL', 'FORWARD', 'PORTAL']);
     for (const item of list.body.items) {
@@ -100,8 +112,14 @@ describe('simulation API', function () {
       });
     }
     it('malformed JSON, the wrong content type, and unknown ids', async () => {
-      assert.equal((await sim.call('POST', '/api/v1/simulate', { headers: { ...asUser('validator'), 'content-type': 'application/json' }, raw: '{"template":' })).status, 400);
-      assert.equal((await sim.call('POST', '/api/v1/simulate', { headers: { ...asUser('validator'), 'content-type': 'text/plain' }, raw: 'template=x' })).status, 415);
+      assert.equal(
+        (await sim.call('POST', '/api/v1/simulate', { headers: { ...asUser('validator'), 'content-type': 'application/json' }, raw: '{"template":' })).status,
+        400,
+      );
+      assert.equal(
+        (await sim.call('POST', '/api/v1/simulate', { headers: { ...asUser('validator'), 'content-type': 'text/plain' }, raw: 'template=x' })).status,
+        415,
+      );
       assert.equal((await sim.call('GET', '/api/v1/simulations/not-a-uuid', { headers: asUser('validator') })).status, 422);
       assert.equal((await sim.call('GET', '/api/v1/simulations/00000000-0000-4000-8000-000000000000', { headers: asUser('validator') })).status, 404);
       assert.equal((await sim.call('GET', '/api/v1/simulations?limit=0', { headers: asUser('validator') })).status, 422);
@@ -138,7 +156,10 @@ describe('simulation API', function () {
     });
 
     it('a service key, for a user or acting as itself, starts runs: the gateway and the conductor charged them first', async () => {
-      assert.equal((await sim.call('POST', '/api/v1/simulate', { headers: asUser('charged-user'), body: { template: 'athens-war-council', fidelity: 1 } })).status, 202);
+      assert.equal(
+        (await sim.call('POST', '/api/v1/simulate', { headers: asUser('charged-user'), body: { template: 'athens-war-council', fidelity: 1 } })).status,
+        202,
+      );
       assert.equal((await sim.call('POST', '/api/v1/simulate', { headers: service, body: { template: 'athens-war-council', fidelity: 1 } })).status, 202);
     });
 
@@ -171,7 +192,10 @@ describe('simulation API', function () {
       const status = await sim.call('GET', `/api/v1/simulations/${run.id}`, { headers: asUser('alice') });
       assert.equal(status.body.status, 'completed');
       assert.deepEqual(status.body.progress, { steps_done: 5, steps_total: 5, percent: 100 });
-      assert.deepEqual(status.body.steps.map((step: any) => step.seq), [0, 1, 2, 3, 4]);
+      assert.deepEqual(
+        status.body.steps.map((step: any) => step.seq),
+        [0, 1, 2, 3, 4],
+      );
       assert.ok(status.body.steps.every((step: any) => step.kind === 'timepoint' && step.cost_usd > 0));
       const result = await sim.result(run.id, 'alice');
       assert.equal(result.timepoints.length, 5);

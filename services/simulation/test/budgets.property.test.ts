@@ -1,13 +1,13 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
-import fc from 'fast-check';
-import { openDatabase, type Database } from '@tempora/kit/data';
+import { type Database, openDatabase } from '@tempora/kit/data';
 import { createLogger } from '@tempora/kit/observability';
-import { RunCapReached, RunMeter, type CallRecord } from '../src/domain/model.ts';
-import { migrations } from '../src/migrations.ts';
-import { BudgetRefused, SimulationRepository, type NewRun, type Reservation } from '../src/repository.ts';
+import fc from 'fast-check';
 import { createDatabase, dropDatabase } from '../../../test/support/database.ts';
 import { propertyParameters, propertyTimeout } from '../../../test/support/properties.ts';
+import { type CallRecord, RunCapReached, RunMeter } from '../src/domain/model.ts';
+import { migrations } from '../src/migrations.ts';
+import { BudgetRefused, type NewRun, type Reservation, SimulationRepository } from '../src/repository.ts';
 
 /**
  * Budgets on the real PostgreSQL: runs reserve their maximum against every budget that covers them
@@ -39,8 +39,16 @@ const scenario = fc.integer({ min: 1, max: 3 }).chain((budgetCount) =>
 );
 
 const call = (cost: number): CallRecord => ({
-  step: 0, action: 'scene', provider: 'offline' as CallRecord['provider'], model: 'm', priced_as: 'm',
-  input_tokens: 1, output_tokens: 1, thinking_tokens: 0, cost_micros: cost, duration_ms: 1,
+  step: 0,
+  action: 'scene',
+  provider: 'offline' as CallRecord['provider'],
+  model: 'm',
+  priced_as: 'm',
+  input_tokens: 1,
+  output_tokens: 1,
+  thinking_tokens: 0,
+  cost_micros: cost,
+  duration_ms: 1,
 });
 
 describe('simulation budgets: properties on PostgreSQL', function () {
@@ -51,7 +59,14 @@ describe('simulation budgets: properties on PostgreSQL', function () {
 
   before(async () => {
     url = await createDatabase('simprop');
-    database = await openDatabase({ service: 'simulation', url, dataDir: '', migrations, logger: createLogger('simulation', 'silent'), pool: { min: 0, max: 12 } });
+    database = await openDatabase({
+      service: 'simulation',
+      url,
+      dataDir: '',
+      migrations,
+      logger: createLogger('simulation', 'silent'),
+      pool: { min: 0, max: 12 },
+    });
     repository = new SimulationRepository(database.knex);
   });
   after(async () => {
@@ -61,36 +76,40 @@ describe('simulation budgets: properties on PostgreSQL', function () {
 
   it('the run meter never lets calls spend past the cap, and settling releases exactly what was held', () => {
     fc.assert(
-      fc.property(fc.integer({ min: 0, max: 1000 }), fc.array(fc.tuple(fc.integer({ min: 0, max: 300 }), fc.double({ min: 0, max: 1, noNaN: true }), fc.boolean()), { maxLength: 30 }), (cap, asks) => {
-        const meter = new RunMeter(cap, 0);
-        const held: Array<[number, number]> = [];
-        let expectedSpent = 0;
-        for (const [ceiling, fraction, settleNow] of asks) {
-          const fits = meter.fits(ceiling);
-          const inFlight = held.reduce((sum, [c]) => sum + c, 0);
-          assert.equal(fits, expectedSpent + inFlight + ceiling <= cap);
-          try {
-            meter.hold(ceiling);
-            assert.ok(fits, 'held only what fits');
-            held.push([ceiling, Math.floor(ceiling * fraction)]);
-          } catch (error) {
-            assert.ok(error instanceof RunCapReached && !fits);
+      fc.property(
+        fc.integer({ min: 0, max: 1000 }),
+        fc.array(fc.tuple(fc.integer({ min: 0, max: 300 }), fc.double({ min: 0, max: 1, noNaN: true }), fc.boolean()), { maxLength: 30 }),
+        (cap, asks) => {
+          const meter = new RunMeter(cap, 0);
+          const held: Array<[number, number]> = [];
+          let expectedSpent = 0;
+          for (const [ceiling, fraction, settleNow] of asks) {
+            const fits = meter.fits(ceiling);
+            const inFlight = held.reduce((sum, [c]) => sum + c, 0);
+            assert.equal(fits, expectedSpent + inFlight + ceiling <= cap);
+            try {
+              meter.hold(ceiling);
+              assert.ok(fits, 'held only what fits');
+              held.push([ceiling, Math.floor(ceiling * fraction)]);
+            } catch (error) {
+              assert.ok(error instanceof RunCapReached && !fits);
+            }
+            if (settleNow && held.length > 0) {
+              const [c, actual] = held.shift()!;
+              meter.settle(c, actual);
+              expectedSpent += actual;
+            }
+            assert.ok(meter.spentMicros + held.reduce((sum, [c]) => sum + c, 0) <= cap, 'spent + held within the cap');
           }
-          if (settleNow && held.length > 0) {
-            const [c, actual] = held.shift()!;
+          for (const [c, actual] of held.splice(0)) {
             meter.settle(c, actual);
             expectedSpent += actual;
           }
-          assert.ok(meter.spentMicros + held.reduce((sum, [c]) => sum + c, 0) <= cap, 'spent + held within the cap');
-        }
-        for (const [c, actual] of held.splice(0)) {
-          meter.settle(c, actual);
-          expectedSpent += actual;
-        }
-        assert.equal(meter.spentMicros, expectedSpent);
-        assert.ok(meter.fits(cap - expectedSpent), 'once everything settled, all that was not spent is free again');
-        assert.ok(!meter.fits(cap - expectedSpent + 1));
-      }),
+          assert.equal(meter.spentMicros, expectedSpent);
+          assert.ok(meter.fits(cap - expectedSpent), 'once everything settled, all that was not spent is free again');
+          assert.ok(!meter.fits(cap - expectedSpent + 1));
+        },
+      ),
       propertyParameters(1000),
     );
   });
@@ -107,7 +126,10 @@ describe('simulation budgets: properties on PostgreSQL', function () {
         const checkLimits = async () => {
           for (const [i, name] of names.entries()) {
             const ledger = await repository.ledger(name, period);
-            assert.ok(ledger.spent_micros + ledger.reserved_micros <= limits[i]!, `${name}: spent ${ledger.spent_micros} + reserved ${ledger.reserved_micros} within ${limits[i]}`);
+            assert.ok(
+              ledger.spent_micros + ledger.reserved_micros <= limits[i]!,
+              `${name}: spent ${ledger.spent_micros} + reserved ${ledger.reserved_micros} within ${limits[i]}`,
+            );
             assert.ok(ledger.reserved_micros >= 0);
           }
         };
@@ -116,9 +138,23 @@ describe('simulation budgets: properties on PostgreSQL', function () {
           lanes.map(async (lane) => {
             for (const plan of lane) {
               const id = randomUUID();
-              const reservations: Reservation[] = names.flatMap((name, i) => (plan.budgets[i] ? [{ budget: name, period, limitMicros: limits[i]!, amountMicros: plan.cap }] : []));
+              const reservations: Reservation[] = names.flatMap((name, i) =>
+                plan.budgets[i] ? [{ budget: name, period, limitMicros: limits[i]!, amountMicros: plan.cap }] : [],
+              );
               const run: NewRun = {
-                id, owner: 'acct', caller: 'prop', mode: 'FORWARD', fidelity: 1, template: null, prompt: null, mechanisms: [], plan: {}, state: {}, steps_total: 1, estimate_micros: plan.cap, cap_micros: plan.cap,
+                id,
+                owner: 'acct',
+                caller: 'prop',
+                mode: 'FORWARD',
+                fidelity: 1,
+                template: null,
+                prompt: null,
+                mechanisms: [],
+                plan: {},
+                state: {},
+                steps_total: 1,
+                estimate_micros: plan.cap,
+                cap_micros: plan.cap,
               };
               try {
                 await repository.createRun(run, reservations);
@@ -154,7 +190,11 @@ describe('simulation budgets: properties on PostgreSQL', function () {
           const ledger = await repository.ledger(name, period);
           const covered = started.filter((run) => run.plan.budgets[i]);
           assert.equal(ledger.reserved_micros, 0, `${name}: releases restore exactly`);
-          assert.equal(ledger.spent_micros, covered.reduce((sum, run) => sum + run.cost, 0), `${name}: spent is the sum of its runs' costs`);
+          assert.equal(
+            ledger.spent_micros,
+            covered.reduce((sum, run) => sum + run.cost, 0),
+            `${name}: spent is the sum of its runs' costs`,
+          );
           assert.equal(ledger.runs, covered.length);
         }
         if (lanes.length === 1) {

@@ -1,11 +1,11 @@
 import assert from 'node:assert/strict';
-import { scrape } from '../../kit/test/metrics-support.ts';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { scrape } from '../../kit/test/metrics-support.ts';
 import { covers } from '../src/domain/budgets.ts';
 import { FakeModel, minimalReply, type Responder } from './fake-model.ts';
-import { asUser, service, startSimulation, type SimulationHarness, until, userId } from './harness.ts';
+import { asUser, type SimulationHarness, service, startSimulation, until, userId } from './harness.ts';
 
 /** A budget as the operator writes it into its ConfigMap's budget.json. */
 const budgetJson = (scope: string, limitUsd: number, perRunMaxUsd: number | null = null) =>
@@ -38,7 +38,9 @@ describe('simulation budgets', function () {
     const run = { owner: 'u1', template: 'apollo-13', mode: 'DIRECTORIAL' as const };
     const spec = (scope: string) => ({ scope, period: 'daily' as const, limitUsd: 1, alertThresholds: [] });
     assert.deepEqual(
-      ['global', 'account:u1', 'account:u2', 'template:apollo-13', 'template:trial-of-socrates', 'mode:DIRECTORIAL', 'mode:directorial', 'mode:FORWARD'].map((scope) => covers(spec(scope), run)),
+      ['global', 'account:u1', 'account:u2', 'template:apollo-13', 'template:trial-of-socrates', 'mode:DIRECTORIAL', 'mode:directorial', 'mode:FORWARD'].map(
+        (scope) => covers(spec(scope), run),
+      ),
       [true, true, false, true, false, true, true, false],
     );
   });
@@ -60,12 +62,14 @@ describe('simulation budgets', function () {
     await until('the changed limit', async () => (await budget('reload')).limit_usd === 7);
   });
 
-  it('keeps a budget\'s last good version when its file stops parsing, and says so', async () => {
+  it("keeps a budget's last good version when its file stops parsing, and says so", async () => {
     write('reload', '{"scope": "account:reload", "limitUsd": ');
     await until('the error', async () => (await sim.call('GET', '/api/v1/simulations/budgets', { headers: service })).body.errors.length === 1);
     assert.equal((await budget('reload')).limit_usd, 7);
     write('reload', budgetJson(`account:${userId('reload')}`, -1));
-    await until('the invalid limit', async () => /limitUsd/.test(JSON.stringify((await sim.call('GET', '/api/v1/simulations/budgets', { headers: service })).body.errors)));
+    await until('the invalid limit', async () =>
+      /limitUsd/.test(JSON.stringify((await sim.call('GET', '/api/v1/simulations/budgets', { headers: service })).body.errors)),
+    );
     assert.equal((await budget('reload')).limit_usd, 7);
     write('reload', budgetJson(`account:${userId('reload')}`, 7));
   });
@@ -114,7 +118,11 @@ describe('simulation budgets', function () {
     model.hold();
     const replies = await Promise.all(Array.from({ length: 200 }, () => sim.call('POST', '/api/v1/simulate', { headers: asUser('burst'), body })));
     const statuses = replies.map((reply) => reply.status);
-    assert.equal(statuses.filter((status) => status === 202).length, 20, JSON.stringify(replies.find((reply) => reply.status !== 202 && reply.status !== 402)?.body));
+    assert.equal(
+      statuses.filter((status) => status === 202).length,
+      20,
+      JSON.stringify(replies.find((reply) => reply.status !== 202 && reply.status !== 402)?.body),
+    );
     assert.equal(statuses.filter((status) => status === 402).length, 180);
     const held = await budget('burst');
     assert.equal(held.reserved_usd, Math.round(estimate * 20 * 1e6) / 1e6);
@@ -123,7 +131,10 @@ describe('simulation budgets', function () {
     const ids = replies.filter((reply) => reply.status === 202).map((reply) => reply.body.id);
     await Promise.all(ids.map((id) => sim.instance.simulations.waitFor(id, 60_000)));
     const runs = await Promise.all(ids.map(async (id) => (await sim.call('GET', `/api/v1/simulations/${id}`, { headers: asUser('burst') })).body));
-    assert.ok(runs.every((run) => run.status === 'completed'), JSON.stringify(runs.map((run) => run.status)));
+    assert.ok(
+      runs.every((run) => run.status === 'completed'),
+      JSON.stringify(runs.map((run) => run.status)),
+    );
     const settled = await budget('burst');
     assert.equal(settled.reserved_usd, 0, 'nothing stays reserved');
     assert.equal(settled.runs, 20);
@@ -160,7 +171,7 @@ describe('simulation budgets', function () {
     assert.equal(status.spent_usd, reply.body.cost.actual_usd);
   });
 
-  it('a caller\'s own max_cost_usd stops its run the same way', async () => {
+  it("a caller's own max_cost_usd stops its run the same way", async () => {
     model.responder = verbose;
     const reply = await sim.run({ template: 'vaccine-trial', fidelity: 5, mechanisms: [], max_cost_usd: 0.2 }, 'frugal');
     model.responder = minimalReply;
@@ -170,7 +181,7 @@ describe('simulation budgets', function () {
     assert.ok(reply.body.progress.steps_done >= 1 && reply.body.progress.steps_done < reply.body.progress.steps_total);
   });
 
-  it('reports usage per user and per budget, and the budgets\' figures as metrics', async () => {
+  it("reports usage per user and per budget, and the budgets' figures as metrics", async () => {
     const own = await sim.call('GET', '/api/v1/simulations/usage', { headers: asUser('burst') });
     assert.equal(own.status, 200);
     assert.equal(own.body.user, userId('burst'));
@@ -196,7 +207,10 @@ describe('simulation budgets', function () {
   it('alerts crossed and exhaustion follow spend', async () => {
     const burst = await budget('burst');
     const fraction = burst.spent_usd / burst.limit_usd;
-    assert.deepEqual(burst.alerts_crossed, [0.5, 0.8, 1].filter((threshold) => fraction >= threshold));
+    assert.deepEqual(
+      burst.alerts_crossed,
+      [0.5, 0.8, 1].filter((threshold) => fraction >= threshold),
+    );
     assert.equal(burst.exhausted, burst.spent_usd >= burst.limit_usd);
   });
 });

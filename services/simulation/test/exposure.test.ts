@@ -4,7 +4,7 @@ import { scenarioOf } from '../src/domain/plan.ts';
 import { TEMPLATE_DIRECTORY, TemplateCatalog } from '../src/domain/templates.ts';
 import { createWorld, expose } from '../src/domain/world.ts';
 import { FakeModel, minimalReply } from './fake-model.ts';
-import { asUser, startSimulation, type SimulationHarness } from './harness.ts';
+import { asUser, type SimulationHarness, startSimulation } from './harness.ts';
 
 const catalog = TemplateCatalog.load(TEMPLATE_DIRECTORY);
 
@@ -73,7 +73,11 @@ describe('simulation exposure validator', function () {
       assert.deepEqual(refusals[0].violations, [{ entity: 'kennedy', fact: 'k-tactical', where: 'entity answer', reason: 'not exposed' }]);
       const kennedy = model.requests.filter((request) => request.action === 'entity' && request.prompt.entity?.id === 'kennedy');
       assert.match(kennedy[1]!.raw.messages[1].content, /refused: kennedy cannot use k-tactical/);
-      assert.ok(result.timepoints.flatMap((timepoint: any) => timepoint.states).every((state: any) => !state.uses_knowledge.includes('k-tactical') || state.entity === 'khrushchev'));
+      assert.ok(
+        result.timepoints
+          .flatMap((timepoint: any) => timepoint.states)
+          .every((state: any) => !state.uses_knowledge.includes('k-tactical') || state.entity === 'khrushchev'),
+      );
       assert.ok(!(kennedy[1]!.prompt.known as Array<{ id: string }>).some((fact) => fact.id === 'k-tactical'), 'the fact was never offered to Kennedy');
     });
 

@@ -13,13 +13,26 @@ export interface ModelRequest {
 export type Responder = (request: ModelRequest) => unknown;
 
 const actionOf = (system: string): ModelRequest['action'] =>
-  system.includes('simulate one entity') ? 'entity' : system.includes('write what happens') ? 'scene' : system.includes('simulation plan') ? 'plan' : system.includes('reason backwards') ? 'antecedents' : 'director';
+  system.includes('simulate one entity')
+    ? 'entity'
+    : system.includes('write what happens')
+      ? 'scene'
+      : system.includes('simulation plan')
+        ? 'plan'
+        : system.includes('reason backwards')
+          ? 'antecedents'
+          : 'director';
 
 /** Terse, valid answers for every kind of call: the fields the schemas require, nothing more. */
 export const minimalReply: Responder = (request) => {
   switch (request.action) {
     case 'entity':
-      return { mood: 'steady', summary: `${request.prompt.entity?.name ?? 'someone'} waits`, action: `${request.prompt.entity?.name ?? 'someone'} waits`, uses_knowledge: [] };
+      return {
+        mood: 'steady',
+        summary: `${request.prompt.entity?.name ?? 'someone'} waits`,
+        action: `${request.prompt.entity?.name ?? 'someone'} waits`,
+        uses_knowledge: [],
+      };
     case 'scene':
       return {};
     case 'plan':
@@ -43,7 +56,12 @@ export const minimalReply: Responder = (request) => {
         ],
       };
     case 'antecedents':
-      return { candidates: [{ description: 'an earlier moment', plausibility: 0.6 }, { description: 'another earlier moment', plausibility: 0.4 }] };
+      return {
+        candidates: [
+          { description: 'an earlier moment', plausibility: 0.6 },
+          { description: 'another earlier moment', plausibility: 0.4 },
+        ],
+      };
     case 'director':
       return { acts: [0.2, 0.5, 0.9, 0.6, 0.3].map((tension, index) => ({ name: `Act ${index + 1}`, beat: 'a beat', tension })) };
   }
@@ -137,7 +155,11 @@ export class FakeModel {
           object: 'chat.completion',
           model: body.model,
           choices: [{ index: 0, message: { role: 'assistant', content }, finish_reason: 'stop' }],
-          usage: { prompt_tokens: Math.ceil((system.length + user.length) / 4), completion_tokens: completion, total_tokens: Math.ceil((system.length + user.length) / 4) + completion },
+          usage: {
+            prompt_tokens: Math.ceil((system.length + user.length) / 4),
+            completion_tokens: completion,
+            total_tokens: Math.ceil((system.length + user.length) / 4) + completion,
+          },
         }),
       );
     } finally {

@@ -3,7 +3,7 @@ import { templateEstimates } from '../src/domain/engine.ts';
 import { FIDELITY } from '../src/domain/fidelity.ts';
 import { TEMPLATE_DIRECTORY, TemplateCatalog } from '../src/domain/templates.ts';
 import { MODES } from '../src/domain/vocabulary.ts';
-import { startSimulation, type SimulationHarness } from './harness.ts';
+import { type SimulationHarness, startSimulation } from './harness.ts';
 
 const catalog = TemplateCatalog.load(TEMPLATE_DIRECTORY);
 
@@ -13,7 +13,7 @@ describe('simulation fidelity and price', function () {
   before(async () => (sim = await startSimulation()));
   after(async () => sim?.stop());
 
-  it('every template\'s file lists what the estimator computes', () => {
+  it("every template's file lists what the estimator computes", () => {
     for (const template of catalog.list()) assert.deepEqual(template.cost_estimate_usd, templateEstimates(template), template.id);
   });
 
@@ -30,7 +30,10 @@ describe('simulation fidelity and price', function () {
         }
       }
     }
-    assert.deepEqual(Object.values(FIDELITY).map((level) => level.band[0]), [150_000, 250_000, 400_000, 580_000, 780_000]);
+    assert.deepEqual(
+      Object.values(FIDELITY).map((level) => level.band[0]),
+      [150_000, 250_000, 400_000, 580_000, 780_000],
+    );
   });
 
   it('a higher fidelity costs more, uses more tokens and produces more, monotonically', async () => {
@@ -59,6 +62,9 @@ describe('simulation fidelity and price', function () {
     assert.ok(first(runs[2]).intention && !first(runs[2]).reasoning);
     assert.ok(first(runs[3]).reasoning && !first(runs[3]).monologue);
     assert.ok(first(runs[4]).monologue);
-    assert.deepEqual(runs.map((result) => result.resolution), Object.values(FIDELITY).map((level) => level.resolution));
+    assert.deepEqual(
+      runs.map((result) => result.resolution),
+      Object.values(FIDELITY).map((level) => level.resolution),
+    );
   });
 });

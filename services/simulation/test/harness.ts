@@ -2,13 +2,13 @@ import { createHash, randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { loadConfig } from '@tempora/kit/runtime';
-import { serve, type RunningServer } from '@tempora/kit/http';
+import { type RunningServer, serve } from '@tempora/kit/http';
 import { createLogger } from '@tempora/kit/observability';
+import { loadConfig } from '@tempora/kit/runtime';
+import { createDatabase, dropDatabase } from '../../../test/support/database.ts';
+import { type Reply, request } from '../../../test/support/http.ts';
 import { SimulationConfigSchema } from '../src/config.ts';
 import { createSimulationService, type SimulationInstance } from '../src/service.ts';
-import { createDatabase, dropDatabase } from '../../../test/support/database.ts';
-import { request, type Reply } from '../../../test/support/http.ts';
 
 export const SERVICE_KEY = 'sim-service-key-0123456789';
 export const API_KEY = 'sim-api-key-0123456789abcdef';
@@ -59,8 +59,17 @@ export async function startSimulation(env: Record<string, string> = {}, database
     ...env,
   });
   const instance = await createSimulationService(config, createLogger('simulation', config.LOG_LEVEL));
-  const server = await serve(instance.app, { port: 0, host: '127.0.0.1', logger: instance.logger, graceMs: 500, onDrain: instance.drain, onClose: [instance.close], metrics: { port: 0, metrics: instance.metrics } });
-  const call = <T = any>(method: string, path: string, init: { headers?: Record<string, string>; body?: unknown; raw?: string } = {}) => request<T>(server.url, path, { method, ...init });
+  const server = await serve(instance.app, {
+    port: 0,
+    host: '127.0.0.1',
+    logger: instance.logger,
+    graceMs: 500,
+    onDrain: instance.drain,
+    onClose: [instance.close],
+    metrics: { port: 0, metrics: instance.metrics },
+  });
+  const call = <T = any>(method: string, path: string, init: { headers?: Record<string, string>; body?: unknown; raw?: string } = {}) =>
+    request<T>(server.url, path, { method, ...init });
   return {
     url: server.url,
     instance,

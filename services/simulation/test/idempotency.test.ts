@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { FakeModel } from './fake-model.ts';
-import { asUser, service, startSimulation, type SimulationHarness, until, userId } from './harness.ts';
+import { asUser, type SimulationHarness, service, startSimulation, until, userId } from './harness.ts';
 
 const ATHENS = { template: 'athens-war-council', fidelity: 1, mechanisms: [] };
 
@@ -14,16 +14,24 @@ describe('simulation Idempotency-Key', function () {
   let directory: string;
   /** A daily budget of one account, so that each test reads figures of its own runs only. */
   const writeBudget = (user: string, limitUsd: number) =>
-    writeFileSync(join(directory, `${user}.json`), JSON.stringify({ scope: `account:${userId(user)}`, period: 'daily', limitUsd, perRunMaxUsd: null, alertThresholds: [], exhausted: false }));
+    writeFileSync(
+      join(directory, `${user}.json`),
+      JSON.stringify({ scope: `account:${userId(user)}`, period: 'daily', limitUsd, perRunMaxUsd: null, alertThresholds: [], exhausted: false }),
+    );
   const budget = async (user: string) => (await sim.call('GET', `/api/v1/simulations/budgets/${user}`, { headers: service })).body;
   const post = (headers: Record<string, string>, key: string | undefined, body: unknown, wait = 0) =>
-    sim.call('POST', `/api/v1/simulate${wait ? `?wait=${wait}` : ''}`, { headers: { ...headers, ...(key === undefined ? {} : { 'Idempotency-Key': key }) }, body });
+    sim.call('POST', `/api/v1/simulate${wait ? `?wait=${wait}` : ''}`, {
+      headers: { ...headers, ...(key === undefined ? {} : { 'Idempotency-Key': key }) },
+      body,
+    });
   const runsOf = async (headers: Record<string, string>) => (await sim.call('GET', '/api/v1/simulations', { headers })).body.total;
   const rowsOf = async (name: string) => {
     const owner = userId(name);
     const knex = sim.instance.repository.knex;
     const [runs] = await knex('simulation_runs').where({ owner }).count<Array<{ count: string }>>('* as count');
-    const [reservations] = await knex('simulation_budget_reservations').whereIn('run_id', knex('simulation_runs').select('id').where({ owner })).count<Array<{ count: string }>>('* as count');
+    const [reservations] = await knex('simulation_budget_reservations')
+      .whereIn('run_id', knex('simulation_runs').select('id').where({ owner }))
+      .count<Array<{ count: string }>>('* as count');
     return { runs: Number(runs!.count), reservations: Number(reservations!.count) };
   };
 
@@ -108,7 +116,10 @@ describe('simulation Idempotency-Key', function () {
     assert.match(changed.headers.get('content-type') ?? '', /application\/problem\+json/);
     assert.equal(changed.body.type, 'https://tempora.dev/problems/idempotency-key-reused');
     assert.match(changed.body.detail, /Idempotency-Key was used with a different request/);
-    assert.deepEqual(changed.body.errors.map((error: any) => error.path), ['headers.idempotency-key']);
+    assert.deepEqual(
+      changed.body.errors.map((error: any) => error.path),
+      ['headers.idempotency-key'],
+    );
     assert.equal(await runsOf(asUser('changer')), 1);
   });
 
@@ -128,7 +139,11 @@ describe('simulation Idempotency-Key', function () {
       const reply = await post(asUser('invalid'), key, ATHENS);
       assert.equal(reply.status, 422, `${JSON.stringify(key)}: ${reply.status}`);
       assert.match(reply.headers.get('content-type') ?? '', /application\/problem\+json/);
-      assert.deepEqual(reply.body.errors.map((error: any) => error.path), ['headers.idempotency-key'], JSON.stringify(key));
+      assert.deepEqual(
+        reply.body.errors.map((error: any) => error.path),
+        ['headers.idempotency-key'],
+        JSON.stringify(key),
+      );
       assert.match(reply.body.detail, /idempotency-key/i);
     }
     assert.equal(await runsOf(asUser('invalid')), 0);
@@ -146,7 +161,10 @@ describe('simulation Idempotency-Key', function () {
     const callers = [asUser('alice'), asUser('bob'), asUser('carol'), service];
     const replies = [];
     for (const headers of callers) replies.push(await post(headers, 'shared-key', ATHENS));
-    assert.deepEqual(replies.map((reply) => reply.status), [202, 202, 202, 202]);
+    assert.deepEqual(
+      replies.map((reply) => reply.status),
+      [202, 202, 202, 202],
+    );
     assert.equal(new Set(replies.map((reply) => reply.body.id)).size, 4, 'four runs');
     assert.ok(replies.every((reply) => reply.headers.get('idempotent-replayed') === null));
     const bobAgain = await post(asUser('bob'), 'shared-key', ATHENS);

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
-import { admin, SERVICE_KEY as GATEWAY_SERVICE_KEY, startGateway, type GatewayHarness } from '../../gateway/test/harness.ts';
-import { startSimulation, type SimulationHarness } from './harness.ts';
+import { admin, SERVICE_KEY as GATEWAY_SERVICE_KEY, type GatewayHarness, startGateway } from '../../gateway/test/harness.ts';
+import { type SimulationHarness, startSimulation } from './harness.ts';
 
 /** The gateway's access tokens at the simulation service: verified against its JWKS, revocation through its introspection. */
 describe('simulation: gateway access tokens', function () {
@@ -18,7 +18,7 @@ describe('simulation: gateway access tokens', function () {
     await gw?.stop();
   });
 
-  it("a signed-in user reads with their access token the runs the gateway started for them, but cannot start one unpaid", async () => {
+  it('a signed-in user reads with their access token the runs the gateway started for them, but cannot start one unpaid', async () => {
     const user = await gw.user();
     const refused = await sim.call('POST', '/api/v1/simulate?wait=30', { headers: bearer(user.access), body: { template: 'tulip-mania', fidelity: 1 } });
     assert.equal(refused.status, 403, JSON.stringify(refused.body));
@@ -27,7 +27,11 @@ describe('simulation: gateway access tokens', function () {
     const started = await sim.run({ template: 'tulip-mania', fidelity: 1 }, user.userId, 30);
     assert.equal(started.status, 200, JSON.stringify(started.body));
     const list = await sim.call('GET', '/api/v1/simulations', { headers: bearer(user.access) });
-    assert.deepEqual(list.body.items.map((item: any) => item.id), [started.body.id], 'the same user id the gateway sends as X-User-ID; the refused start left no run');
+    assert.deepEqual(
+      list.body.items.map((item: any) => item.id),
+      [started.body.id],
+      'the same user id the gateway sends as X-User-ID; the refused start left no run',
+    );
     assert.equal((await sim.call('GET', `/api/v1/simulations/${started.body.id}/result`, { headers: bearer(user.access) })).status, 200);
     assert.equal((await sim.call('GET', '/api/v1/simulations/budgets', { headers: bearer(user.access) })).status, 403, 'a user is not a service');
   });

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { MECHANISM_IDS } from '../src/domain/vocabulary.ts';
-import { startSimulation, type SimulationHarness } from './harness.ts';
+import { type SimulationHarness, startSimulation } from './harness.ts';
 
 /**
  * Each mechanism against the same run without it: London's plague year as twelve escalating timepoints
@@ -18,9 +18,15 @@ const EFFECTS: Record<string, (result: any) => boolean> = {
   M1: (result) => states(result).some((state: any) => state.resolution < 3) && states(result).some((state: any) => state.resolution === 3),
   M2: (result) => {
     const pepys = states(result).filter((state: any) => state.entity === 'pepys');
-    return pepys.every((state: any) => state.training) && pepys.at(-1).training.appearances > pepys[0].training.appearances && pepys.at(-1).confidence > pepys[0].confidence;
+    return (
+      pepys.every((state: any) => state.training) &&
+      pepys.at(-1).training.appearances > pepys[0].training.appearances &&
+      pepys.at(-1).confidence > pepys[0].confidence
+    );
   },
-  M3: (result) => result.provenance.knowledge_edges.length > 0 && result.provenance.knowledge_edges.some((edge: any) => edge.channel === 'told' || edge.channel === 'witnessed'),
+  M3: (result) =>
+    result.provenance.knowledge_edges.length > 0 &&
+    result.provenance.knowledge_edges.some((edge: any) => edge.channel === 'told' || edge.channel === 'witnessed'),
   M4: (result) => states(result).every(inRange) && result.timepoints.some((timepoint: any) => timepoint.constraint_repairs?.length > 0),
   M5: (result) => states(result).some((state: any) => !state.resolved && state.mood !== 'asleep'),
   M6: (result) => states(result).some((state: any) => state.compression && state.compression.compressed_tokens < state.compression.full_tokens),
@@ -28,14 +34,17 @@ const EFFECTS: Record<string, (result: any) => boolean> = {
   M8: (result) => states(result).every((state: any) => state.body && state.body.health >= 0 && state.body.fatigue >= 0),
   M9: (result) => result.entities.some((entity: any) => entity.spawned_at) && states(result).some((state: any) => state.entity.includes('spawned')),
   M10: (result) => result.timepoints.every((timepoint: any) => timepoint.atmosphere?.weather && timepoint.atmosphere.light),
-  M11: (result) => result.timepoints.every((timepoint: any) => timepoint.dialog.length >= 2 && timepoint.dialog.every((turn: any) => turn.speaker && turn.text)),
+  M11: (result) =>
+    result.timepoints.every((timepoint: any) => timepoint.dialog.length >= 2 && timepoint.dialog.every((turn: any) => turn.speaker && turn.text)),
   M12: (result) => states(result).some((state: any) => state.alternative && state.alternative.probability > 0),
   M13: (result) => result.relationships.pairs.some((pair: any) => new Set(pair.series.map((point: any) => point.trust)).size > 1),
   M14: (result) => states(result).some((state: any) => state.circadian?.asleep) && states(result).every((state: any) => state.circadian),
   M15: (result) => states(result).some((state: any) => state.expectations?.length) && result.timepoints.some((timepoint: any) => timepoint.prospection?.length),
   M16: (result) => states(result).some((state: any) => !animate.has(state.entity) && state.resolved),
   M17: (result) => events(result).some((event: any) => event.modality),
-  M18: (result) => result.cost.by_model.some((row: any) => row.priced_as !== 'gemini-2.5-flash') && states(result).every((state: any) => state.model === 'gemini-2.5-flash-lite'),
+  M18: (result) =>
+    result.cost.by_model.some((row: any) => row.priced_as !== 'gemini-2.5-flash') &&
+    states(result).every((state: any) => state.model === 'gemini-2.5-flash-lite'),
   M19: (result) => result.timepoints.some((timepoint: any) => timepoint.asymmetry?.length),
 };
 
@@ -65,7 +74,7 @@ describe('simulation mechanisms M1–M19', function () {
     });
   }
 
-  it('without M4 the models\' out-of-range changes stand, so M4 is what holds them', () => {
+  it("without M4 the models' out-of-range changes stand, so M4 is what holds them", () => {
     assert.ok(!states(without).every(inRange), 'some state left [0, 1] without M4');
   });
 
@@ -82,7 +91,10 @@ describe('simulation mechanisms M1–M19', function () {
     const chosen = await run(['M11', 'M18']);
     assert.deepEqual(chosen.cost.by_model.map((row: any) => row.priced_as).sort(), ['gemini-2.5-flash-lite', 'gemini-2.5-pro']);
     const plain = await run(['M11']);
-    assert.deepEqual(plain.cost.by_model.map((row: any) => row.priced_as), ['gemini-2.5-flash']);
+    assert.deepEqual(
+      plain.cost.by_model.map((row: any) => row.priced_as),
+      ['gemini-2.5-flash'],
+    );
   });
 
   it('the same request and seed reproduce a run', async () => {

@@ -1,6 +1,6 @@
 import { Metrics } from '@tempora/kit/observability';
-import { SimulationMetrics } from '../src/metrics.ts';
 import { assertZeroed } from '../../kit/test/metrics-support.ts';
+import { SimulationMetrics } from '../src/metrics.ts';
 
 describe('simulation metrics', () => {
   it('exports every series whose labels are known in advance at 0 from the start', async () => {

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { TEMPLATE_DIRECTORY, TemplateCatalog } from '../src/domain/templates.ts';
 import { MODES } from '../src/domain/vocabulary.ts';
-import { startSimulation, type SimulationHarness } from './harness.ts';
+import { type SimulationHarness, startSimulation } from './harness.ts';
 
 const SECTIONS = { FORWARD: 'timeline', PORTAL: 'portal', BRANCHING: 'branching', CYCLICAL: 'cycles', DIRECTORIAL: 'acts' } as const;
 const catalog = TemplateCatalog.load(TEMPLATE_DIRECTORY);
@@ -37,8 +37,14 @@ describe('simulation modes', function () {
   it('FORWARD: each timepoint is caused by the one before it', async () => {
     const result = await run({ template: 'athens-war-council', mode: 'FORWARD', fidelity: 2 });
     const ids = result.timepoints.map((timepoint: any) => timepoint.id);
-    assert.deepEqual(result.timeline.map((entry: any) => entry.caused_by), [null, ...ids.slice(0, -1)]);
-    assert.deepEqual(result.provenance.temporal_edges.map((edge: any) => [edge.from, edge.to]), ids.slice(1).map((id: string, index: number) => [ids[index], id]));
+    assert.deepEqual(
+      result.timeline.map((entry: any) => entry.caused_by),
+      [null, ...ids.slice(0, -1)],
+    );
+    assert.deepEqual(
+      result.provenance.temporal_edges.map((edge: any) => [edge.from, edge.to]),
+      ids.slice(1).map((id: string, index: number) => [ids[index], id]),
+    );
     assert.ok(result.timeline.slice(1).every((entry: any) => entry.carried_from.length > 0));
   });
 
@@ -50,7 +56,11 @@ describe('simulation modes', function () {
       assert.ok(level.candidates.length >= 3);
       assert.equal(level.candidates.filter((candidate: any) => candidate.kept).length, Math.min(portal.beam, level.candidates.length));
       const scores = level.candidates.map((candidate: any) => candidate.score);
-      assert.deepEqual(scores, [...scores].sort((a: number, b: number) => b - a), 'ranked by score');
+      assert.deepEqual(
+        scores,
+        [...scores].sort((a: number, b: number) => b - a),
+        'ranked by score',
+      );
       const kept = level.candidates.filter((candidate: any) => candidate.kept).map((candidate: any) => candidate.score);
       const pruned = level.candidates.filter((candidate: any) => !candidate.kept).map((candidate: any) => candidate.score);
       assert.ok(Math.min(...kept) >= Math.max(...pruned), 'the pruned scored no better than the kept');
@@ -73,11 +83,15 @@ describe('simulation modes', function () {
     assert.deepEqual(branching.counterfactual, ['t1', 't2', 't3', 'cf-t4', 'cf-t5', 'cf-t6']);
     assert.match(branching.intervention, /U-2/);
     const counterfactual = result.timepoints.filter((timepoint: any) => timepoint.world === 'counterfactual');
-    assert.deepEqual(counterfactual.map((timepoint: any) => timepoint.id), ['cf-t4', 'cf-t5', 'cf-t6']);
+    assert.deepEqual(
+      counterfactual.map((timepoint: any) => timepoint.id),
+      ['cf-t4', 'cf-t5', 'cf-t6'],
+    );
     assert.equal(counterfactual[0].follows, 't3', 'the branch grows from the baseline');
     assert.ok(counterfactual.every((timepoint: any) => timepoint.direction.timeline === 'counterfactual'));
     const metrics = branching.comparison.metrics.map((row: any) => row.metric);
-    for (const metric of ['mean_influence', 'mean_resolve', 'mean_resources', 'mean_trust', 'mean_tension', 'events', 'exposures']) assert.ok(metrics.includes(metric), metric);
+    for (const metric of ['mean_influence', 'mean_resolve', 'mean_resources', 'mean_trust', 'mean_tension', 'events', 'exposures'])
+      assert.ok(metrics.includes(metric), metric);
     for (const row of branching.comparison.metrics) assert.ok(Math.abs(row.delta - (row.counterfactual - row.baseline)) < 1e-9);
     assert.ok(branching.comparison.divergent_entities.length > 0);
   });
@@ -85,10 +99,14 @@ describe('simulation modes', function () {
   it('CYCLICAL: the same phases recur each cycle, escalating, and the loop closes', async () => {
     const result = await run({ template: 'london-plague-year', fidelity: 2 });
     assert.equal(result.cycles.length, 3);
-    assert.deepEqual(result.cycles.map((cycle: any) => cycle.phases.length), [4, 4, 4]);
+    assert.deepEqual(
+      result.cycles.map((cycle: any) => cycle.phases.length),
+      [4, 4, 4],
+    );
     const escalation = result.cycles.map((cycle: any) => cycle.escalation);
     assert.ok(escalation[0] < escalation[1] && escalation[1] < escalation[2], 'each cycle escalates');
-    const labels = (cycle: number) => result.timepoints.filter((timepoint: any) => timepoint.direction.cycle === cycle).map((timepoint: any) => timepoint.label);
+    const labels = (cycle: number) =>
+      result.timepoints.filter((timepoint: any) => timepoint.direction.cycle === cycle).map((timepoint: any) => timepoint.label);
     assert.deepEqual(labels(1), labels(2));
     assert.deepEqual(labels(2), labels(3));
     assert.ok(result.recurring_elements.length > 0, 'elements recur');
@@ -98,7 +116,10 @@ describe('simulation modes', function () {
 
   it('DIRECTORIAL: a five-act plan whose tension shapes each step', async () => {
     const result = await run({ template: 'fall-of-constantinople', fidelity: 2 });
-    assert.deepEqual(result.acts.map((act: any) => act.name), ['Exposition', 'Rising action', 'Climax', 'Falling action', 'Resolution']);
+    assert.deepEqual(
+      result.acts.map((act: any) => act.name),
+      ['Exposition', 'Rising action', 'Climax', 'Falling action', 'Resolution'],
+    );
     assert.equal(result.tension_curve.length, 6);
     const climax = result.acts[2].target_tension;
     assert.ok(climax > result.acts[0].target_tension && climax > result.acts[4].target_tension, 'the climax is the peak');

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { spawn, type ChildProcess } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -8,7 +8,7 @@ import { freePort } from '../../../scripts/infra.ts';
 import { createDatabase, dropDatabase } from '../../../test/support/database.ts';
 import { request } from '../../../test/support/http.ts';
 import { FakeModel } from './fake-model.ts';
-import { asUser, SERVICE_KEY, service, startSimulation, type SimulationHarness, until } from './harness.ts';
+import { asUser, SERVICE_KEY, type SimulationHarness, service, startSimulation, until } from './harness.ts';
 
 /** Reads a Server-Sent Events response to its end: every event's name and data. */
 async function readEvents(url: string, headers: Record<string, string>): Promise<Array<{ event: string; data: any }>> {
@@ -27,12 +27,16 @@ describe('simulation runs: progress, cancellation, restarts', function () {
   let model: FakeModel;
   let sim: SimulationHarness;
   let budgets: string;
-  const budget = async (harness: SimulationHarness, name: string) => (await harness.call('GET', `/api/v1/simulations/budgets/${name}`, { headers: service })).body;
+  const budget = async (harness: SimulationHarness, name: string) =>
+    (await harness.call('GET', `/api/v1/simulations/budgets/${name}`, { headers: service })).body;
 
   before(async () => {
     model = await new FakeModel().start();
     budgets = mkdtempSync(join(tmpdir(), 'simulation-runs-'));
-    writeFileSync(join(budgets, 'everyone.json'), JSON.stringify({ scope: 'global', period: 'monthly', limitUsd: 1000, perRunMaxUsd: null, alertThresholds: [0.5], exhausted: false }));
+    writeFileSync(
+      join(budgets, 'everyone.json'),
+      JSON.stringify({ scope: 'global', period: 'monthly', limitUsd: 1000, perRunMaxUsd: null, alertThresholds: [0.5], exhausted: false }),
+    );
     sim = await startSimulation({ OPENROUTER_BASE_URL: model.url, SIMULATION_BUDGETS_PATH: budgets, RUN_CONCURRENCY: '1' });
   });
   afterEach(() => {
@@ -53,7 +57,11 @@ describe('simulation runs: progress, cancellation, restarts', function () {
     assert.equal(events.at(-1)!.event, 'end');
     assert.equal(events.at(-1)!.data.status, 'completed');
     const steps = events.filter((event) => event.event === 'step');
-    assert.deepEqual(steps.map((step) => step.data.seq), [0, 1, 2, 3, 4, 5], 'every step once, in order');
+    assert.deepEqual(
+      steps.map((step) => step.data.seq),
+      [0, 1, 2, 3, 4, 5],
+      'every step once, in order',
+    );
     assert.equal(steps[0]!.data.kind, 'direction');
     assert.ok(steps.slice(1).every((step) => step.data.kind === 'timepoint' && step.data.cost_usd > 0));
     // A stream opened after the end replays the steps and ends at once.
@@ -65,7 +73,10 @@ describe('simulation runs: progress, cancellation, restarts', function () {
   it('reports progress while it runs, step by step', async () => {
     model.hold();
     const calls = model.requests.length;
-    const started = await sim.call('POST', '/api/v1/simulate', { headers: asUser('watcher'), body: { template: 'athens-war-council', fidelity: 1, mechanisms: [] } });
+    const started = await sim.call('POST', '/api/v1/simulate', {
+      headers: asUser('watcher'),
+      body: { template: 'athens-war-council', fidelity: 1, mechanisms: [] },
+    });
     const id = started.body.id;
     await model.arrived(calls + 1);
     const running = (await sim.call('GET', `/api/v1/simulations/${id}`, { headers: asUser('watcher') })).body;
@@ -80,7 +91,10 @@ describe('simulation runs: progress, cancellation, restarts', function () {
   it('cancels within the model call in flight: the call is abandoned, nothing more is asked, the budget settles', async () => {
     model.hold();
     const before = model.requests.length;
-    const started = await sim.call('POST', '/api/v1/simulate', { headers: asUser('canceller'), body: { template: 'athens-war-council', fidelity: 3, mechanisms: [] } });
+    const started = await sim.call('POST', '/api/v1/simulate', {
+      headers: asUser('canceller'),
+      body: { template: 'athens-war-council', fidelity: 3, mechanisms: [] },
+    });
     await model.arrived(before + 1);
     const abandoned = model.abandoned;
     const asked = Date.now();
@@ -138,7 +152,11 @@ describe('simulation runs: progress, cancellation, restarts', function () {
       const base = `http://127.0.0.1:${port}`;
       await until('the first process', async () => (await request(base, '/health').catch(() => ({ status: 0 }))).status === 200, 60_000);
       model.latencyMs = 150;
-      const started = await request(base, '/api/v1/simulate', { method: 'POST', headers: asUser('survivor'), body: { template: 'constitutional-convention', fidelity: 1, mechanisms: [] } });
+      const started = await request(base, '/api/v1/simulate', {
+        method: 'POST',
+        headers: asUser('survivor'),
+        body: { template: 'constitutional-convention', fidelity: 1, mechanisms: [] },
+      });
       assert.equal(started.status, 202);
       const id = started.body.id;
       await until('two steps', async () => (await request(base, `/api/v1/simulations/${id}`, { headers: asUser('survivor') })).body.progress.steps_done >= 2);
@@ -151,13 +169,20 @@ describe('simulation runs: progress, cancellation, restarts', function () {
       await resumed.instance.simulations.waitFor(id, 30_000);
       const run = (await resumed.call('GET', `/api/v1/simulations/${id}`, { headers: asUser('survivor') })).body;
       assert.equal(run.status, 'completed', JSON.stringify(run));
-      assert.deepEqual(run.steps.map((step: any) => step.seq), [0, 1, 2, 3, 4], 'each step once');
+      assert.deepEqual(
+        run.steps.map((step: any) => step.seq),
+        [0, 1, 2, 3, 4],
+        'each step once',
+      );
       const before = run.steps.filter((step: any) => new Date(step.at) < killedAt).length;
       assert.ok(before >= 2 && before < 5, 'the steps before the kill were kept, the rest done after it');
       const row = await resumed.instance.repository.run(id);
       assert.equal(row!.attempts, 2, 'claimed twice: once by each process');
       const result = await resumed.result(id, 'survivor');
-      assert.deepEqual(result.timepoints.map((timepoint: any) => timepoint.id), ['t1', 't2', 't3', 't4', 't5']);
+      assert.deepEqual(
+        result.timepoints.map((timepoint: any) => timepoint.id),
+        ['t1', 't2', 't3', 't4', 't5'],
+      );
       assert.equal((await budget(resumed, 'everyone')).reserved_usd, 0, 'nothing stays reserved');
       assert.equal((await budget(resumed, 'everyone')).spent_usd, run.cost.actual_usd);
     } finally {

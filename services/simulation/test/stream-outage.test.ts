@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { startPostgres } from '../../../scripts/infra.ts';
 import { FakeModel } from './fake-model.ts';
-import { asUser, startSimulation, type SimulationHarness } from './harness.ts';
+import { asUser, type SimulationHarness, startSimulation } from './harness.ts';
 
 /** A progress stream whose database goes away says so with an `error` event instead of stopping silently. */
 describe('simulation progress stream during a database outage', function () {

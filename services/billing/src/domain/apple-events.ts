@@ -1,9 +1,19 @@
 import type { JWSRenewalInfoDecodedPayload, JWSTransactionDecodedPayload } from '@apple/app-store-server-library';
 import type { Catalogue } from './catalogue.ts';
-import { asUserId, MalformedMessage, type Intent, type Interpretation, type SubscriptionChange } from './intents.ts';
+import { asUserId, type Intent, type Interpretation, MalformedMessage, type SubscriptionChange } from './intents.ts';
 
 /** The App Store Server Notifications v2 types billing acts on; every other verified one is recorded as ignored. */
-export const APPLE_NOTIFICATION_TYPES = ['SUBSCRIBED', 'DID_RENEW', 'DID_FAIL_TO_RENEW', 'GRACE_PERIOD_EXPIRED', 'EXPIRED', 'REFUND', 'REVOKE', 'DID_CHANGE_RENEWAL_STATUS', 'TEST'] as const;
+export const APPLE_NOTIFICATION_TYPES = [
+  'SUBSCRIBED',
+  'DID_RENEW',
+  'DID_FAIL_TO_RENEW',
+  'GRACE_PERIOD_EXPIRED',
+  'EXPIRED',
+  'REFUND',
+  'REVOKE',
+  'DID_CHANGE_RENEWAL_STATUS',
+  'TEST',
+] as const;
 
 /** Apple's price is in milliunits of the currency; ours are minor units (cents), as many as the currency has. */
 export function minorUnits(milli: number | undefined, currency: string | undefined): number | null {
@@ -56,7 +66,16 @@ export function interpretTransaction(transaction: JWSTransactionDecodedPayload, 
   return { userId, intents };
 }
 
-function subscription(ref: string, userId: string | null, planId: string | null, status: string, version: number, transaction: JWSTransactionDecodedPayload, graceUntil: Date | null = null, cancelAtPeriodEnd: boolean | null = null): SubscriptionChange {
+function subscription(
+  ref: string,
+  userId: string | null,
+  planId: string | null,
+  status: string,
+  version: number,
+  transaction: JWSTransactionDecodedPayload,
+  graceUntil: Date | null = null,
+  cancelAtPeriodEnd: boolean | null = null,
+): SubscriptionChange {
   return {
     kind: 'subscription',
     provider: 'apple',
@@ -93,7 +112,8 @@ export function interpretNotification(notification: AppleNotification, catalogue
     const item = catalogue.byAppleProduct(ids.productId);
     // A refunded current period ends the subscription; a refund of a past period only takes its credits back.
     // (The subscription comes first, as in every message: rows are always locked in one order.)
-    if (item?.kind === 'plan' && (transaction.expiresDate ?? 0) > version) intents.push(subscription(ids.originalTransactionId, userId, item.plan.id, 'revoked', version, transaction));
+    if (item?.kind === 'plan' && (transaction.expiresDate ?? 0) > version)
+      intents.push(subscription(ids.originalTransactionId, userId, item.plan.id, 'revoked', version, transaction));
     intents.push({ kind: 'adjustment', provider: 'apple', ref: ids.transactionId, paymentIntent: null, revoked: true, reason: 'refund' });
     return { userId, intents };
   }
@@ -113,7 +133,21 @@ export function interpretNotification(notification: AppleNotification, catalogue
     default: {
       // DID_CHANGE_RENEWAL_STATUS: the period runs on; only whether it renews changes.
       const running = (transaction.expiresDate ?? 0) > version;
-      return { userId, intents: [subscription(ids.originalTransactionId, userId, planId, running ? 'active' : 'expired', version, transaction, null, notification.subtype === 'AUTO_RENEW_DISABLED')] };
+      return {
+        userId,
+        intents: [
+          subscription(
+            ids.originalTransactionId,
+            userId,
+            planId,
+            running ? 'active' : 'expired',
+            version,
+            transaction,
+            null,
+            notification.subtype === 'AUTO_RENEW_DISABLED',
+          ),
+        ],
+      };
     }
   }
 }

@@ -9,7 +9,10 @@ const id = z.string().regex(/^[a-z0-9][a-z0-9_-]{0,63}$/, 'lower-case letters, d
 const Price = z.object({
   /** In the currency's minor unit (cents). */
   amount: z.number().int().min(50).max(100_000_000),
-  currency: z.string().regex(/^[a-z]{3}$/, 'an ISO 4217 code in lower case').default('usd'),
+  currency: z
+    .string()
+    .regex(/^[a-z]{3}$/, 'an ISO 4217 code in lower case')
+    .default('usd'),
 });
 const providerIds = {
   /** A Stripe Price id; unset: Checkout is created with inline price data. */
@@ -30,27 +33,25 @@ export const PlanSchema = z.object({
 export type Pack = z.output<typeof PackSchema>;
 export type Plan = z.output<typeof PlanSchema>;
 
-export const CatalogueSchema = z
-  .object({ packs: z.array(PackSchema).max(50), plans: z.array(PlanSchema).max(20) })
-  .superRefine((catalogue, ctx) => {
-    const seen = new Map<string, string>();
-    const claim = (value: string | undefined, what: string, path: (string | number)[]) => {
-      if (value === undefined) return;
-      const previous = seen.get(`${what}:${value}`);
-      if (previous) ctx.addIssue({ code: 'custom', path, message: `${what} ${value} is also used by ${previous}` });
-      else seen.set(`${what}:${value}`, path.join('.'));
-    };
-    catalogue.packs.forEach((pack, i) => {
-      claim(pack.id, 'id', ['packs', i, 'id']);
-      claim(pack.stripe_price, 'stripe_price', ['packs', i, 'stripe_price']);
-      claim(pack.apple_product_id, 'apple_product_id', ['packs', i, 'apple_product_id']);
-    });
-    catalogue.plans.forEach((plan, i) => {
-      claim(plan.id, 'id', ['plans', i, 'id']);
-      claim(plan.stripe_price, 'stripe_price', ['plans', i, 'stripe_price']);
-      claim(plan.apple_product_id, 'apple_product_id', ['plans', i, 'apple_product_id']);
-    });
+export const CatalogueSchema = z.object({ packs: z.array(PackSchema).max(50), plans: z.array(PlanSchema).max(20) }).superRefine((catalogue, ctx) => {
+  const seen = new Map<string, string>();
+  const claim = (value: string | undefined, what: string, path: (string | number)[]) => {
+    if (value === undefined) return;
+    const previous = seen.get(`${what}:${value}`);
+    if (previous) ctx.addIssue({ code: 'custom', path, message: `${what} ${value} is also used by ${previous}` });
+    else seen.set(`${what}:${value}`, path.join('.'));
+  };
+  catalogue.packs.forEach((pack, i) => {
+    claim(pack.id, 'id', ['packs', i, 'id']);
+    claim(pack.stripe_price, 'stripe_price', ['packs', i, 'stripe_price']);
+    claim(pack.apple_product_id, 'apple_product_id', ['packs', i, 'apple_product_id']);
   });
+  catalogue.plans.forEach((plan, i) => {
+    claim(plan.id, 'id', ['plans', i, 'id']);
+    claim(plan.stripe_price, 'stripe_price', ['plans', i, 'stripe_price']);
+    claim(plan.apple_product_id, 'apple_product_id', ['plans', i, 'apple_product_id']);
+  });
+});
 export type CatalogueData = z.output<typeof CatalogueSchema>;
 
 /** What is on sale when BILLING_CATALOGUE is unset (docs/billing.md). */
@@ -62,7 +63,14 @@ export const DEFAULT_CATALOGUE: CatalogueData = {
   ],
   plans: [
     { id: 'pro', name: 'Pro', tier: 'pro', monthly_credits: 1000, price: { amount: 999, currency: 'usd' }, apple_product_id: 'dev.tempora.plan.pro' },
-    { id: 'enterprise', name: 'Enterprise', tier: 'enterprise', monthly_credits: 10_000, price: { amount: 9900, currency: 'usd' }, apple_product_id: 'dev.tempora.plan.enterprise' },
+    {
+      id: 'enterprise',
+      name: 'Enterprise',
+      tier: 'enterprise',
+      monthly_credits: 10_000,
+      price: { amount: 9900, currency: 'usd' },
+      apple_product_id: 'dev.tempora.plan.enterprise',
+    },
   ],
 };
 

@@ -25,9 +25,11 @@ interface PlanRow {
 export const chargeableAtStripe = (row: PlanRow): boolean => row.provider === 'stripe' && !TERMINAL_STATUSES.has(row.status);
 
 /** An App Store subscription Apple will renew: only the user can cancel it, with Apple. */
-export const renewsAtApple = (row: PlanRow): boolean => row.provider === 'apple' && (row.status === 'active' || row.status === 'past_due') && !row.cancel_at_period_end;
+export const renewsAtApple = (row: PlanRow): boolean =>
+  row.provider === 'apple' && (row.status === 'active' || row.status === 'past_due') && !row.cancel_at_period_end;
 
-export const stripeCancelledNote = (plan: string): string => `The ${plan} plan paid through Stripe was cancelled with the account: it will not be charged again.`;
+export const stripeCancelledNote = (plan: string): string =>
+  `The ${plan} plan paid through Stripe was cancelled with the account: it will not be charged again.`;
 
 export const appleRenewsNote = (plan: string): string =>
   `The ${plan} plan bought through the App Store renews through Apple, which cannot be cancelled from here: cancel it in Apple's subscription management (${APPLE_SUBSCRIPTIONS_URL}).`;

@@ -1,24 +1,16 @@
 import { z } from 'zod';
 import type { Catalogue } from './catalogue.ts';
-import { asUserId, MalformedMessage, type Interpretation, type SubscriptionChange } from './intents.ts';
+import { asUserId, type Interpretation, MalformedMessage, type SubscriptionChange } from './intents.ts';
 
-/** The Stripe event types billing acts on; every other verified event is recorded as ignored. */
-export const STRIPE_EVENT_TYPES = [
-  'checkout.session.completed',
-  'checkout.session.async_payment_succeeded',
-  'invoice.paid',
-  'invoice.payment_failed',
-  'customer.subscription.created',
-  'customer.subscription.updated',
-  'customer.subscription.deleted',
-  'charge.refunded',
-  'charge.dispute.created',
-  'charge.dispute.closed',
-] as const;
-
-const metadata = z.record(z.string(), z.string()).nullish().transform((value) => value ?? {});
+const metadata = z
+  .record(z.string(), z.string())
+  .nullish()
+  .transform((value) => value ?? {});
 const id = z.string().min(1).max(255);
-const expandable = z.union([id, z.object({ id })]).nullish().transform((value) => (value == null ? null : typeof value === 'string' ? value : value.id));
+const expandable = z
+  .union([id, z.object({ id })])
+  .nullish()
+  .transform((value) => (value == null ? null : typeof value === 'string' ? value : value.id));
 
 /** Only the fields billing reads: Stripe adds fields freely, so the rest passes unchecked. */
 export const StripeEventSchema = z.object({
@@ -47,9 +39,7 @@ const Invoice = z.object({
   billing_reason: z.string().nullish(),
   amount_paid: z.number().int().nullish(),
   currency: z.string().nullish(),
-  parent: z
-    .object({ subscription_details: z.object({ subscription: expandable, metadata }).nullish() })
-    .nullish(),
+  parent: z.object({ subscription_details: z.object({ subscription: expandable, metadata }).nullish() }).nullish(),
 });
 const Subscription = z.object({
   id,
@@ -115,7 +105,15 @@ export function interpretStripeEvent(event: StripeEvent, catalogue: Catalogue): 
         return {
           userId,
           intents: [
-            subscriptionChange(event, { ref: session.subscription, userId, planId: plan?.id ?? null, status: 'active', periodEnd: null, cancelAtPeriodEnd: null, onlyIfNew: true }),
+            subscriptionChange(event, {
+              ref: session.subscription,
+              userId,
+              planId: plan?.id ?? null,
+              status: 'active',
+              periodEnd: null,
+              cancelAtPeriodEnd: null,
+              onlyIfNew: true,
+            }),
           ],
         };
       }
@@ -158,14 +156,28 @@ export function interpretStripeEvent(event: StripeEvent, catalogue: Catalogue): 
       const userId = asUserId(subscription.metadata.user_id);
       const status = event.type === 'customer.subscription.deleted' ? 'canceled' : subscription.status;
       const periodEnd = item?.current_period_end ? new Date(item.current_period_end * 1000) : null;
-      return { userId, intents: [subscriptionChange(event, { ref: subscription.id, userId, planId, status, periodEnd, cancelAtPeriodEnd: subscription.cancel_at_period_end ?? null })] };
+      return {
+        userId,
+        intents: [
+          subscriptionChange(event, { ref: subscription.id, userId, planId, status, periodEnd, cancelAtPeriodEnd: subscription.cancel_at_period_end ?? null }),
+        ],
+      };
     }
     case 'charge.refunded': {
       const charge = parse(Charge, event);
       if (!charge.payment_intent) return { ignored: 'a charge without a PaymentIntent is not a Checkout payment' };
       return {
         userId: null,
-        intents: [{ kind: 'adjustment', provider: 'stripe', ref: null, paymentIntent: charge.payment_intent, refunded: { amount: charge.amount_refunded, of: charge.amount }, reason: 'refund' }],
+        intents: [
+          {
+            kind: 'adjustment',
+            provider: 'stripe',
+            ref: null,
+            paymentIntent: charge.payment_intent,
+            refunded: { amount: charge.amount_refunded, of: charge.amount },
+            reason: 'refund',
+          },
+        ],
       };
     }
     case 'charge.dispute.created':
@@ -176,7 +188,9 @@ export function interpretStripeEvent(event: StripeEvent, catalogue: Catalogue): 
       const disputed = event.type === 'charge.dispute.created' || dispute.status === 'lost';
       return {
         userId: null,
-        intents: [{ kind: 'adjustment', provider: 'stripe', ref: null, paymentIntent: dispute.payment_intent, disputed, reason: disputed ? 'dispute' : 'dispute won' }],
+        intents: [
+          { kind: 'adjustment', provider: 'stripe', ref: null, paymentIntent: dispute.payment_intent, disputed, reason: disputed ? 'dispute' : 'dispute won' },
+        ],
       };
     }
     default:

@@ -1,5 +1,5 @@
-import { TIERS, tierRank, type Catalogue, type Tier } from './catalogue.ts';
-import { TERMINAL_STATUSES, type SubscriptionChange } from './intents.ts';
+import { type Catalogue, TIERS, type Tier, tierRank } from './catalogue.ts';
+import { type SubscriptionChange, TERMINAL_STATUSES } from './intents.ts';
 
 /** What the book keeps of one subscription. */
 export interface SubscriptionState {

@@ -14,7 +14,10 @@ export function accountDataRoutes(deps: BillingRouteDeps): RouteDefinition[] {
         if (!(error instanceof StripeFailure)) throw error;
         logger.error({ err: error, user: userId }, 'account deletion waits for Stripe');
         // Stripe's own words stay in the log: they may quote a key's prefix.
-        throw new Problem(error.unavailable ? 503 : 502, `Stripe ${error.unavailable ? 'could not be reached' : 'refused to cancel a subscription'}: nothing was deleted; call again later`);
+        throw new Problem(
+          error.unavailable ? 503 : 502,
+          `Stripe ${error.unavailable ? 'could not be reached' : 'refused to cancel a subscription'}: nothing was deleted; call again later`,
+        );
       }
     },
     exportPage: (userId, position, limit) => accountData.exportPage(userId, position, limit),
@@ -26,7 +29,8 @@ export function accountDataRoutes(deps: BillingRouteDeps): RouteDefinition[] {
       },
       export: {
         summary: "One page of a user's billing data (the gateway, for the user's export)",
-        description: 'Kinds in this order: `payments` (provider and ref order), `subscriptions`, `history` (oldest first). Pass `next_cursor` as `cursor` until it is null; a cursor this service did not issue is 400.',
+        description:
+          'Kinds in this order: `payments` (provider and ref order), `subscriptions`, `history` (oldest first). Pass `next_cursor` as `cursor` until it is null; a cursor this service did not issue is 400.',
       },
     },
     extraResponses: {

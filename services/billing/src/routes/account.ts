@@ -1,11 +1,11 @@
+import { defineRoute, Problem, pageQuery, type RouteDefinition, unprocessable } from '@tempora/kit/http';
 import { z } from 'zod';
-import { defineRoute, type RouteDefinition, Problem, unprocessable, pageQuery } from '@tempora/kit/http';
 import type { Item } from '../domain/catalogue.ts';
 import { ENDED_STATUSES } from '../domain/intents.ts';
+import { Refusal } from '../refusal.ts';
 import { BillingStateSchema, HistoryPageSchema, RecordedSchema } from '../schemas.ts';
 import { historyView, subscriptionView } from '../views.ts';
-import { Refusal } from '../refusal.ts';
-import { callerId, SERVICE, whenConfigured, type BillingRouteDeps } from './context.ts';
+import { type BillingRouteDeps, callerId, SERVICE, whenConfigured } from './context.ts';
 
 /** A user's billing state as users see it (the operators' view adds to it). */
 export async function billingState(deps: BillingRouteDeps, userId: string) {
@@ -20,7 +20,9 @@ export async function billingState(deps: BillingRouteDeps, userId: string) {
     tier: account?.tier ?? ('free' as const),
     subscriptions: subscriptions.map((row) => subscriptionView(row, graceMs)),
     debt: Number(account?.debt ?? 0),
-    pending_credits: outbox.filter((entry) => entry.status !== 'delivered' && entry.kind === 'grant').reduce((sum, entry) => sum + (entry.sent_amount ?? entry.amount), 0),
+    pending_credits: outbox
+      .filter((entry) => entry.status !== 'delivered' && entry.kind === 'grant')
+      .reduce((sum, entry) => sum + (entry.sent_amount ?? entry.amount), 0),
   };
 }
 
@@ -29,7 +31,13 @@ const CheckoutBody = z.object({
   id: z.string().min(1).max(64).meta({ description: 'a pack id from /billing/packs or a plan id from /billing/plans' }),
 });
 const CheckoutSchema = z
-  .object({ id: z.string(), url: z.string().meta({ description: 'Stripe Checkout: send the buyer here' }), expires_at: z.number().int().nullable(), kind: z.enum(['pack', 'plan']), item_id: z.string() })
+  .object({
+    id: z.string(),
+    url: z.string().meta({ description: 'Stripe Checkout: send the buyer here' }),
+    expires_at: z.number().int().nullable(),
+    kind: z.enum(['pack', 'plan']),
+    item_id: z.string(),
+  })
   .meta({ id: 'CheckoutSession' });
 const TransactionBody = z.object({ signed_transaction: z.string().min(1).max(20_000).meta({ description: 'StoreKit 2 Transaction.jwsRepresentation' }) });
 
@@ -43,7 +51,8 @@ export function accountRoutes(deps: BillingRouteDeps): RouteDefinition[] {
         path: '/api/v1/billing/checkout',
         operationId: 'createCheckout',
         summary: 'Start buying a pack or a plan (Stripe Checkout)',
-        description: 'Creates a Stripe Checkout Session for the caller and returns its URL. Credits and tier follow when Stripe reports the payment (webhook), not when this returns.',
+        description:
+          'Creates a Stripe Checkout Session for the caller and returns its URL. Credits and tier follow when Stripe reports the payment (webhook), not when this returns.',
         tags: ['purchase'],
         security: [SERVICE],
         body: CheckoutBody,
@@ -60,7 +69,11 @@ export function accountRoutes(deps: BillingRouteDeps): RouteDefinition[] {
           if (!item) throw unprocessable(`no ${body.kind} ${body.id}`, [{ path: 'body.id', message: `not a ${body.kind} of the catalogue` }]);
           if (item.kind === 'plan') {
             const running = (await repository.subscriptionsOf(repository.knex, userId)).find((row) => !ENDED_STATUSES.has(row.status));
-            if (running) throw new Problem(409, `a ${running.plan_id ?? ''} subscription (${running.provider} ${running.ref}) is ${running.status}: change or cancel it instead of buying another`);
+            if (running)
+              throw new Problem(
+                409,
+                `a ${running.plan_id ?? ''} subscription (${running.provider} ${running.ref}) is ${running.status}: change or cancel it instead of buying another`,
+              );
           }
           let session;
           try {
@@ -83,7 +96,7 @@ export function accountRoutes(deps: BillingRouteDeps): RouteDefinition[] {
         operationId: 'postAppleTransaction',
         summary: 'Record an App Store purchase (StoreKit 2 signed transaction)',
         description:
-          'The app posts Transaction.jwsRepresentation after a purchase (consumables produce no server notification). Verified with Apple\'s library against the configured roots; a transaction whose appAccountToken names another user is refused. Posting one again changes nothing.',
+          "The app posts Transaction.jwsRepresentation after a purchase (consumables produce no server notification). Verified with Apple's library against the configured roots; a transaction whose appAccountToken names another user is refused. Posting one again changes nothing.",
         tags: ['purchase'],
         security: [SERVICE],
         body: TransactionBody,
@@ -96,7 +109,7 @@ export function accountRoutes(deps: BillingRouteDeps): RouteDefinition[] {
           try {
             const transaction = await apple.verifyTransaction(body.signed_transaction);
             if (transaction.appAccountToken && transaction.appAccountToken.toLowerCase() !== userId) {
-              throw new Refusal('foreign-account', 'the transaction\'s appAccountToken names another account');
+              throw new Refusal('foreign-account', "the transaction's appAccountToken names another account");
             }
             const recorded = await book.record({ provider: 'apple', eventId: null, type: 'transaction' }, await apple.interpretPosted(transaction, userId));
             metrics.messages.inc({ provider: 'apple', type: 'transaction', outcome: recorded.outcome });
@@ -115,7 +128,7 @@ export function accountRoutes(deps: BillingRouteDeps): RouteDefinition[] {
       method: 'get',
       path: '/api/v1/billing/subscription',
       operationId: 'getSubscription',
-      summary: 'The caller\'s tier, subscriptions and credits on their way',
+      summary: "The caller's tier, subscriptions and credits on their way",
       tags: ['account'],
       security: [SERVICE],
       responses: { 200: { description: 'The billing state', schema: BillingStateSchema } },
@@ -125,7 +138,7 @@ export function accountRoutes(deps: BillingRouteDeps): RouteDefinition[] {
       method: 'get',
       path: '/api/v1/billing/history',
       operationId: 'getBillingHistory',
-      summary: 'The caller\'s purchases, renewals, refunds and tier changes, newest first',
+      summary: "The caller's purchases, renewals, refunds and tier changes, newest first",
       tags: ['account'],
       security: [SERVICE],
       query: pageQuery(20),

@@ -1,7 +1,6 @@
-import type { Context } from 'koa';
-import { z } from 'zod';
 import { Problem, type RouteDefinition, unauthorized } from '@tempora/kit/http';
 import type { Logger } from '@tempora/kit/observability';
+import type { Context } from 'koa';
 import type { AccountData } from '../account-data.ts';
 import type { AppleChannel } from '../apple-channel.ts';
 import type { Book } from '../book.ts';
@@ -44,7 +43,7 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
  */
 export function callerId(ctx: Context): string {
   const value = ctx.get('X-User-ID');
-  if (!value) throw unauthorized('this operation is a user\'s: send X-User-ID (the gateway sets it)', 'ApiKey header="X-User-ID"');
+  if (!value) throw unauthorized("this operation is a user's: send X-User-ID (the gateway sets it)", 'ApiKey header="X-User-ID"');
   if (!UUID.test(value)) throw new Problem(400, 'X-User-ID must be a user id (a UUID)');
   return value.toLowerCase();
 }
@@ -60,4 +59,3 @@ export function refuseUsers(ctx: Context): void {
  * on our side failed, and no retry by the caller or provider would change the answer.
  */
 export const whenConfigured = (configured: boolean, route: RouteDefinition): RouteDefinition[] => (configured ? [route] : []);
-

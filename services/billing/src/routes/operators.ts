@@ -1,9 +1,9 @@
+import { defineRoute, Problem, type RouteDefinition } from '@tempora/kit/http';
 import { z } from 'zod';
-import { defineRoute, type RouteDefinition, Problem } from '@tempora/kit/http';
 import { OperatorStateSchema } from '../schemas.ts';
 import { outboxView, paymentView } from '../views.ts';
 import { billingState } from './account.ts';
-import { ADMIN, refuseUsers, SERVICE, type BillingRouteDeps } from './context.ts';
+import { ADMIN, type BillingRouteDeps, refuseUsers, SERVICE } from './context.ts';
 
 const UserParams = z.object({ user_id: z.uuid() });
 
@@ -11,14 +11,21 @@ export function operatorRoutes(deps: BillingRouteDeps): RouteDefinition[] {
   const { repository, book, outbox, stripe, logger } = deps;
 
   const operatorState = async (userId: string) => {
-    const [state, account, payments, entries] = await Promise.all([billingState(deps, userId), repository.account(userId), repository.paymentsOf(userId, 50), repository.outboxOf(userId)]);
+    const [state, account, payments, entries] = await Promise.all([
+      billingState(deps, userId),
+      repository.account(userId),
+      repository.paymentsOf(userId, 50),
+      repository.outboxOf(userId),
+    ]);
     return {
       ...state,
       pushed_tier: account?.pushed_tier ?? null,
       push_error: account?.push_error ?? null,
       payments: payments.map(paymentView),
       // Everything still on its way, and the latest deliveries.
-      outbox: [...entries.filter((entry) => entry.status !== 'delivered'), ...entries.filter((entry) => entry.status === 'delivered').slice(-20)].map(outboxView),
+      outbox: [...entries.filter((entry) => entry.status !== 'delivered'), ...entries.filter((entry) => entry.status === 'delivered').slice(-20)].map(
+        outboxView,
+      ),
     };
   };
 
@@ -27,7 +34,7 @@ export function operatorRoutes(deps: BillingRouteDeps): RouteDefinition[] {
       method: 'get',
       path: '/api/v1/billing/users/{user_id}',
       operationId: 'getUserBilling',
-      summary: 'A user\'s billing state, with payments and ledger deliveries (service key, admin)',
+      summary: "A user's billing state, with payments and ledger deliveries (service key, admin)",
       tags: ['operators'],
       security: [SERVICE, ADMIN],
       params: UserParams,
@@ -43,7 +50,7 @@ export function operatorRoutes(deps: BillingRouteDeps): RouteDefinition[] {
       operationId: 'resyncUserBilling',
       summary: 'Re-sync a user with Stripe and the gateway (service key, admin)',
       description:
-        'Reads each of the user\'s Stripe subscriptions from Stripe (events that never arrived are made good), puts deliveries the gateway refused for good back in the queue, sends the tier again and delivers what is due. Answers the state afterwards.',
+        "Reads each of the user's Stripe subscriptions from Stripe (events that never arrived are made good), puts deliveries the gateway refused for good back in the queue, sends the tier again and delivers what is due. Answers the state afterwards.",
       tags: ['operators'],
       security: [SERVICE, ADMIN],
       params: UserParams,

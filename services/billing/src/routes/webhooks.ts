@@ -1,9 +1,9 @@
+import { defineRoute, Problem, type RouteDefinition } from '@tempora/kit/http';
 import type { Context } from 'koa';
-import { defineRoute, type RouteDefinition, Problem } from '@tempora/kit/http';
 import type { Interpretation } from '../domain/intents.ts';
-import { RecordedSchema } from '../schemas.ts';
 import { Refusal } from '../refusal.ts';
-import { whenConfigured, type BillingRouteDeps } from './context.ts';
+import { RecordedSchema } from '../schemas.ts';
+import { type BillingRouteDeps, whenConfigured } from './context.ts';
 
 export const WEBHOOK_PREFIX = '/api/v1/billing/webhooks/';
 

@@ -41,7 +41,6 @@ export interface Ledger {
   balance(userId: string, requestId: string): Promise<number>;
 }
 
-
 /**
  * The gateway's service routes: the ledger (`/credits/charge`, `/credits/refund`, `/credits/follow`,
  * `/credits/standing`, `/users/{id}/balance`, with the conductor's X-Service-Key) and the published price
@@ -83,7 +82,12 @@ export class GatewayClient implements Ledger {
   }
 
   async follow(userId: string, key: string, job: FollowedJob, requestId: string): Promise<boolean> {
-    const reply = await this.send('POST', '/api/v1/credits/follow', requestId, { user_id: userId, idempotency_key: key, upstream: job.upstream, location: job.location });
+    const reply = await this.send('POST', '/api/v1/credits/follow', requestId, {
+      user_id: userId,
+      idempotency_key: key,
+      upstream: job.upstream,
+      location: job.location,
+    });
     if (reply.status === 200 || reply.status === 202) return true;
     if (reply.status === 404 || reply.status === 422) return false;
     throw new LedgerUnavailable(`the gateway answered ${reply.status} to following a job: ${problemDetail(reply.text)}`);

@@ -1,8 +1,7 @@
 import { ServiceClient } from '@tempora/kit/http';
-import { problemDetail } from './problem-detail.ts';
-import { ToolFailure } from '../domain/tools.ts';
 import type { RenderedScene, SceneRenderer, SceneRequest } from '../domain/platform-tools.ts';
-
+import { ToolFailure } from '../domain/tools.ts';
+import { problemDetail } from './problem-detail.ts';
 
 /**
  * Scenes through the generation service: `POST /api/v1/timepoints/generate/sync` with the conductor's
@@ -39,7 +38,9 @@ export class GenerationClient implements SceneRenderer {
       image_url: typeof scene.image_url === 'string' ? scene.image_url : null,
       summary: String(scene.moment?.summary ?? scene.scene?.description ?? ''),
       characters: Array.isArray(scene.characters) ? scene.characters.map((character: { name?: unknown }) => String(character.name)).slice(0, 8) : [],
-      dialog: Array.isArray(scene.dialog) ? scene.dialog.slice(0, 4).map((line: { speaker?: unknown; text?: unknown }) => `${String(line.speaker)}: ${String(line.text)}`) : [],
+      dialog: Array.isArray(scene.dialog)
+        ? scene.dialog.slice(0, 4).map((line: { speaker?: unknown; text?: unknown }) => `${String(line.speaker)}: ${String(line.text)}`)
+        : [],
       model_provider: String(scene.model_provider ?? 'unknown'),
     };
   }

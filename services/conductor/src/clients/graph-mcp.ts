@@ -1,7 +1,7 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { ToolFailure, type GraphSession } from '../domain/tools.ts';
+import { type GraphSession, ToolFailure } from '../domain/tools.ts';
 import { Reuse } from './reuse.ts';
 
 /** A tool of the graph's MCP server as it lists itself. */
@@ -116,4 +116,9 @@ export class GraphMcp {
 }
 
 const textOf = (content: unknown): string =>
-  Array.isArray(content) ? content.map((part) => (typeof (part as { text?: unknown }).text === 'string' ? (part as { text: string }).text : '')).join(' ').slice(0, 300) : 'the tool failed';
+  Array.isArray(content)
+    ? content
+        .map((part) => (typeof (part as { text?: unknown }).text === 'string' ? (part as { text: string }).text : ''))
+        .join(' ')
+        .slice(0, 300)
+    : 'the tool failed';

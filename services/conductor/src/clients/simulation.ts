@@ -1,7 +1,7 @@
 import { ServiceClient, type ServiceReply } from '@tempora/kit/http';
-import { problemDetail } from './problem-detail.ts';
-import { ToolFailure } from '../domain/tools.ts';
 import type { SimulationRequest, SimulationRun, Simulations } from '../domain/platform-tools.ts';
+import { ToolFailure } from '../domain/tools.ts';
+import { problemDetail } from './problem-detail.ts';
 
 const parse = (reply: ServiceReply, what: string): Record<string, any> => {
   try {
@@ -10,7 +10,6 @@ const parse = (reply: ServiceReply, what: string): Record<string, any> => {
     throw new ToolFailure(`the simulation service answered ${what} with a body that is not JSON`);
   }
 };
-
 
 /** A run as the simulation service describes it (the run itself, or the run inside `{run}`). */
 function runOf(body: Record<string, any>): SimulationRun {
@@ -51,7 +50,8 @@ export class SimulationClient implements Simulations {
 
   async start(userId: string, request: SimulationRequest, requestId: string, signal: AbortSignal): Promise<SimulationRun> {
     const reply = await this.send('POST', '/api/v1/simulate', userId, requestId, signal, request);
-    if (reply.status !== 200 && reply.status !== 201 && reply.status !== 202) throw new ToolFailure(`the simulation service answered ${reply.status}: ${problemDetail(reply.text)}`);
+    if (reply.status !== 200 && reply.status !== 201 && reply.status !== 202)
+      throw new ToolFailure(`the simulation service answered ${reply.status}: ${problemDetail(reply.text)}`);
     return runOf(parse(reply, 'the start'));
   }
 

@@ -1,13 +1,14 @@
 // Over 400 lines: the turn loop and the types it shares with its callers; issue 30 moves the types and
 // execute() apart.
-import { ProviderError, type ChatMessage, type ChatTurn, type ToolCall } from '@tempora/kit/providers';
+
 import type { Logger } from '@tempora/kit/observability';
+import { type ChatMessage, type ChatTurn, ProviderError, type ToolCall } from '@tempora/kit/providers';
 import { InsufficientCredits, type Ledger } from '../clients/gateway.ts';
 import type { ModelChoice } from './models.ts';
 import type { PriceBook, Priced } from './prices.ts';
-import { pauseReason, type ConductorSettings, type PauseReason, type Verbosity } from './settings.ts';
+import { type ConductorSettings, type PauseReason, pauseReason, type Verbosity } from './settings.ts';
 import { inToolSpan, type ToolSpanEnd } from './tool-span.ts';
-import { toolSpecs, ToolFailure, type ConductorTool, type FollowedJob, type GraphSession, type ToolOutcome } from './tools.ts';
+import { type ConductorTool, type FollowedJob, type GraphSession, ToolFailure, type ToolOutcome, toolSpecs } from './tools.ts';
 
 /** One tool call of a request, as `tools_called` reports it and the journal keeps it. */
 export interface CallRecord {
@@ -208,7 +209,12 @@ export class Conductor {
           const tool = context.tools.find((candidate) => candidate.name === first.call.name);
           const parsed = tool?.parse(first.call.arguments, context.settings);
           declined = { tool: first.call.name, action: tool && parsed?.ok ? tool.describe(parsed.value) : first.call.name };
-          state.transcript.push({ role: 'tool', tool_call_id: first.call.id, name: first.call.name, content: json({ declined: true, error: 'the user declined this call; do not make it again in this request' }) });
+          state.transcript.push({
+            role: 'tool',
+            tool_call_id: first.call.id,
+            name: first.call.name,
+            content: json({ declined: true, error: 'the user declined this call; do not make it again in this request' }),
+          });
         }
       } else if (decision === 'confirm') {
         approved = state.pending[0]?.index;
@@ -272,7 +278,18 @@ export class Conductor {
     let pause: Pause | undefined;
     let prices: PriceBook | undefined;
     const refusal = (item: PlannedCall, status: 'invalid' | 'failed', error: string, suggestion?: string) => {
-      const record: CallRecord = { index: item.index, tool: item.call.name, arguments: item.call.arguments, status, credits: 0, operation: null, note: error, output: null, refund_pending: false, duration_ms: 0 };
+      const record: CallRecord = {
+        index: item.index,
+        tool: item.call.name,
+        arguments: item.call.arguments,
+        status,
+        credits: 0,
+        operation: null,
+        note: error,
+        output: null,
+        refund_pending: false,
+        duration_ms: 0,
+      };
       this.deps.observe?.(record, 0);
       started.push({ item, done: Promise.resolve({ record, key: null, content: json({ error, ...(suggestion ? { suggestion } : {}) }) }) });
     };
@@ -280,7 +297,12 @@ export class Conductor {
       const { call } = item;
       // Refused even behind a pause, so that what stays pending is always within the limit.
       if (position >= this.deps.caps.callsPerTurn) {
-        refusal(item, 'invalid', `at most ${this.deps.caps.callsPerTurn} tool calls are carried out per turn; this one was not`, 'Ask for the rest in the next turn.');
+        refusal(
+          item,
+          'invalid',
+          `at most ${this.deps.caps.callsPerTurn} tool calls are carried out per turn; this one was not`,
+          'Ask for the rest in the next turn.',
+        );
         continue;
       }
       if (pause) {
@@ -314,15 +336,29 @@ export class Conductor {
         continue;
       }
       const effective = parsed.value as Record<string, unknown>;
-      const base = { index: item.index, tool: call.name, arguments: effective, credits: price.amount, operation: price.operation, action: tool.describe(parsed.value) };
-      const reason = pauseReason(context.settings, { price: price.amount, runningTotal: state.running_total, approved: item.index === approved, confirmedBefore: state.confirmed });
+      const base = {
+        index: item.index,
+        tool: call.name,
+        arguments: effective,
+        credits: price.amount,
+        operation: price.operation,
+        action: tool.describe(parsed.value),
+      };
+      const reason = pauseReason(context.settings, {
+        price: price.amount,
+        runningTotal: state.running_total,
+        approved: item.index === approved,
+        confirmedBefore: state.confirmed,
+      });
       if (reason) {
         pause = { ...base, reason, running_total: state.running_total, ceiling: context.settings.spend_ceiling };
         deferred.push(item);
         continue;
       }
       const key = chargeKey(context.messageId, item.index);
-      await context.journal.record([{ record: { index: item.index, tool: call.name, arguments: effective, status: 'charging', credits: price.amount, operation: price.operation }, key }]);
+      await context.journal.record([
+        { record: { index: item.index, tool: call.name, arguments: effective, status: 'charging', credits: price.amount, operation: price.operation }, key },
+      ]);
       try {
         await this.deps.ledger.charge(context.userId, price.amount, price.operation, key, context.requestId);
       } catch (error) {
@@ -334,7 +370,18 @@ export class Conductor {
         }
         // Whether the gateway booked it is unknown: the refund under the same key settles it either way.
         const refunded = await this.refund(context, key, `the charge could not be confirmed: ${(error as Error).message}`);
-        const record: CallRecord = { index: item.index, tool: call.name, arguments: effective, status: 'failed', credits: 0, operation: price.operation, note: `not charged and not run: ${(error as Error).message}`, output: null, refund_pending: !refunded, duration_ms: 0 };
+        const record: CallRecord = {
+          index: item.index,
+          tool: call.name,
+          arguments: effective,
+          status: 'failed',
+          credits: 0,
+          operation: price.operation,
+          note: `not charged and not run: ${(error as Error).message}`,
+          output: null,
+          refund_pending: !refunded,
+          duration_ms: 0,
+        };
         started.push({ item, done: Promise.resolve({ record, key, content: json({ error: record.note }) }) });
         continue;
       }
@@ -352,7 +399,14 @@ export class Conductor {
   }
 
   /** Runs one call, as its `execute_tool` span; a paid one that fails is refunded (its credits come off the running total). */
-  private runTool(context: RequestContext, state: RunState, item: PlannedCall, tool: ConductorTool, value: unknown, paid?: { price: Priced; key: string }): Promise<Ended> {
+  private runTool(
+    context: RequestContext,
+    state: RunState,
+    item: PlannedCall,
+    tool: ConductorTool,
+    value: unknown,
+    paid?: { price: Priced; key: string },
+  ): Promise<Ended> {
     return inToolSpan(item.call, paid?.price, () => this.carryOut(context, state, item, tool, value, paid));
   }
 
@@ -372,7 +426,8 @@ export class Conductor {
       outcome = await tool.run(value, { userId: context.userId, requestId: context.requestId, signal: context.signal, graph: context.graph });
     } catch (error) {
       const message = error instanceof ToolFailure ? error.message : 'the tool failed unexpectedly';
-      if (!(error instanceof ToolFailure)) this.deps.logger.error({ err: error, tool: item.call.name, requestId: context.requestId }, 'tool failed unexpectedly');
+      if (!(error instanceof ToolFailure))
+        this.deps.logger.error({ err: error, tool: item.call.name, requestId: context.requestId }, 'tool failed unexpectedly');
       let refunded = 0;
       let pending = false;
       if (paid) {
@@ -382,11 +437,32 @@ export class Conductor {
         } else pending = true;
       }
       const note = `failed: ${message}${paid ? (pending ? `; the refund of ${paid.price.amount} credits is pending` : `; refunded ${paid.price.amount} credits`) : ''}`;
-      const record: CallRecord = { ...base, status: 'failed', credits: (paid?.price.amount ?? 0) - refunded, note, output: null, refund_pending: pending, duration_ms: Math.round(performance.now() - began) };
+      const record: CallRecord = {
+        ...base,
+        status: 'failed',
+        credits: (paid?.price.amount ?? 0) - refunded,
+        note,
+        output: null,
+        refund_pending: pending,
+        duration_ms: Math.round(performance.now() - began),
+      };
       this.deps.observe?.(record, refunded);
-      return { record, key: paid?.key ?? null, content: json({ error: message, ...(paid ? { refunded: refunded > 0 } : {}) }), span: { refunded, failure: error instanceof ToolFailure ? 'ToolFailure' : '_OTHER' } };
+      return {
+        record,
+        key: paid?.key ?? null,
+        content: json({ error: message, ...(paid ? { refunded: refunded > 0 } : {}) }),
+        span: { refunded, failure: error instanceof ToolFailure ? 'ToolFailure' : '_OTHER' },
+      };
     }
-    const record: CallRecord = { ...base, status: 'ok', credits: paid?.price.amount ?? 0, note: outcome.note, output: outcome.output, refund_pending: false, duration_ms: Math.round(performance.now() - began) };
+    const record: CallRecord = {
+      ...base,
+      status: 'ok',
+      credits: paid?.price.amount ?? 0,
+      note: outcome.note,
+      output: outcome.output,
+      refund_pending: false,
+      duration_ms: Math.round(performance.now() - began),
+    };
     if (paid && outcome.job) record.job = { ...outcome.job, state: await this.handOver(context, paid.key, outcome.job) };
     this.deps.observe?.(record, 0);
     return { record, key: paid?.key ?? null, content: json(outcome.result), span: { refunded: 0 } };

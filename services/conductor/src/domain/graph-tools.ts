@@ -1,4 +1,4 @@
-import { portableSchema, type ConductorTool, type ToolOutcome } from './tools.ts';
+import { type ConductorTool, portableSchema, type ToolOutcome } from './tools.ts';
 
 /** The graph's read tools the conductor offers (its `gen_render` writes; scenes are rendered through the generation service). */
 export const GRAPH_TOOLS = ['graph_search', 'graph_moment', 'graph_neighbors', 'traverse_moments', 'find_path'] as const;
@@ -19,28 +19,55 @@ const names = (nodes: Row[], max: number) => nodes.slice(0, max).map((node) => `
 function summarize(name: string, result: Row): ToolOutcome {
   switch (name) {
     case 'graph_search': {
-      const items = rows(result.items).slice(0, 10).map((item) => pick(item, ['path', 'event_name', 'year', 'figures', 'description']));
-      const note = items.length ? `found ${items.length}: ${items.slice(0, 3).map((item) => `${String(item.event_name)} (${String(item.year)})`).join('; ')}` : 'found no moment';
-      return { result: { items, total: result.total }, note, output: { items: items.map((item) => pick(item, ['path', 'event_name', 'year'])), total: result.total } };
+      const items = rows(result.items)
+        .slice(0, 10)
+        .map((item) => pick(item, ['path', 'event_name', 'year', 'figures', 'description']));
+      const note = items.length
+        ? `found ${items.length}: ${items
+            .slice(0, 3)
+            .map((item) => `${String(item.event_name)} (${String(item.year)})`)
+            .join('; ')}`
+        : 'found no moment';
+      return {
+        result: { items, total: result.total },
+        note,
+        output: { items: items.map((item) => pick(item, ['path', 'event_name', 'year'])), total: result.total },
+      };
     }
     case 'graph_moment': {
-      const edges = rows(result.edges).slice(0, 20).map((edge) => pick(edge, ['source', 'target', 'type', 'description']));
+      const edges = rows(result.edges)
+        .slice(0, 20)
+        .map((edge) => pick(edge, ['source', 'target', 'type', 'description']));
       const moment = pick(result, ['path', 'event_name', 'year', 'description', 'figures', 'city', 'country', 'layer']);
-      return { result: { ...moment, edges, edge_count: result.edge_count }, note: `${String(result.event_name)} (${String(result.year)}), ${String(result.edge_count)} edges`, output: { ...pick(result, ['path', 'event_name', 'year']), edge_count: result.edge_count } };
+      return {
+        result: { ...moment, edges, edge_count: result.edge_count },
+        note: `${String(result.event_name)} (${String(result.year)}), ${String(result.edge_count)} edges`,
+        output: { ...pick(result, ['path', 'event_name', 'year']), edge_count: result.edge_count },
+      };
     }
     case 'find_path': {
       const nodes = rows(result.nodes).map((node) => pick(node, ['id', 'name', 'year', 'hop']));
       const edges = rows(result.edges).map((edge) => pick(edge, ['source', 'target', 'type', 'description']));
       const note = result.found ? `${String(result.hops)} hops: ${names(nodes, 8).join(' → ')}` : 'no path within the hop limit';
-      return { result: { found: result.found, hops: result.hops, nodes, edges }, note, output: { found: result.found, hops: result.hops, nodes: nodes.map((node) => pick(node, ['id', 'name', 'year'])) } };
+      return {
+        result: { found: result.found, hops: result.hops, nodes, edges },
+        note,
+        output: { found: result.found, hops: result.hops, nodes: nodes.map((node) => pick(node, ['id', 'name', 'year'])) },
+      };
     }
     default: {
       // graph_neighbors and traverse_moments share the traversal shape.
       const nodes = rows(result.nodes).map((node) => pick(node, ['id', 'name', 'year', 'hop']));
-      const edges = rows(result.edges).slice(0, 60).map((edge) => pick(edge, ['source', 'target', 'type']));
+      const edges = rows(result.edges)
+        .slice(0, 60)
+        .map((edge) => pick(edge, ['source', 'target', 'type']));
       const others = nodes.filter((node) => node.hop !== 0);
       const note = `${others.length} moments${others.length ? `: ${names(others, 5).join('; ')}` : ''}${result.truncated ? ' (truncated)' : ''}`;
-      return { result: { anchor: result.anchor, direction: result.direction, nodes: nodes.slice(0, 60), edges, truncated: result.truncated }, note, output: { anchor: result.anchor, node_count: nodes.length, nodes: nodes.slice(0, 12) } };
+      return {
+        result: { anchor: result.anchor, direction: result.direction, nodes: nodes.slice(0, 60), edges, truncated: result.truncated },
+        note,
+        output: { anchor: result.anchor, node_count: nodes.length, nodes: nodes.slice(0, 12) },
+      };
     }
   }
 }

@@ -1,5 +1,5 @@
-import { ConfigError } from '@tempora/kit/runtime';
 import { OFFLINE_MODEL, type ProviderKind, type ToolCallingProvider } from '@tempora/kit/providers';
+import { ConfigError } from '@tempora/kit/runtime';
 
 export interface ModelChoice {
   provider: ToolCallingProvider;
@@ -35,7 +35,10 @@ export function chooseModel(settings: ModelSettings, providers: AvailableProvide
     const kind = explicit.startsWith('gemini-') ? 'native' : explicit.includes('/') ? 'aggregator' : undefined;
     if (!kind) throw new ConfigError(`CONDUCTOR_MODEL: ${explicit} is neither a native model (gemini-…), an aggregator model (org/model) nor offline`);
     const provider = providers[kind];
-    if (!provider) throw new ConfigError(`CONDUCTOR_MODEL: ${explicit} needs the ${kind} provider, which is not configured (${kind === 'native' ? 'GEMINI_API_KEY' : 'OPENROUTER_API_KEY or OPENROUTER_BASE_URL'})`);
+    if (!provider)
+      throw new ConfigError(
+        `CONDUCTOR_MODEL: ${explicit} needs the ${kind} provider, which is not configured (${kind === 'native' ? 'GEMINI_API_KEY' : 'OPENROUTER_API_KEY or OPENROUTER_BASE_URL'})`,
+      );
     return { provider, kind, model: explicit, source: 'explicit' };
   }
   if (settings.CONDUCTOR_MODEL_POLICY === 'permissive') {

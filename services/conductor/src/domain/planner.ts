@@ -1,5 +1,5 @@
 import type { ChatMessage, ChatTurn, ToolCall } from '@tempora/kit/providers';
-import { SIMULATION_MODES } from './platform-tools.ts';
+import type { SIMULATION_MODES } from './platform-tools.ts';
 import type { Verbosity } from './settings.ts';
 
 /**
@@ -39,10 +39,13 @@ export interface PlannerMemory {
 
 export const OFFLINE_LABEL = 'Offline planner (no language model is configured: the request was mapped to tools by its words)';
 
-const VERBS = 'render|depict|paint|draw|illustrate|visuali[sz]e|picture|simulate|show|find|tell|trace|explain|search|look|what|how|check|follow|summari[sz]e|give|list';
+const VERBS =
+  'render|depict|paint|draw|illustrate|visuali[sz]e|picture|simulate|show|find|tell|trace|explain|search|look|what|how|check|follow|summari[sz]e|give|list';
 const CLAUSE_BREAK = new RegExp(`\\s*(?:[.;!?]+(?:\\s+|$)|,?\\s*\\bthen\\b\\s*|,?\\s+and\\s+(?=(?:${VERBS})\\b)|,\\s*(?=(?:${VERBS})\\b))`, 'i');
 const STOPWORDS = new Set(
-  'a an the of in on at to from into me us show tell find trace explain search look give list what which who how when where why was were is are did do does led lead leads caused cause about please then and or with without image picture scene render depict paint draw illustrate visualize visualise moment moments event events happened happen its their his her for by as that this'.split(' '),
+  'a an the of in on at to from into me us show tell find trace explain search look give list what which who how when where why was were is are did do does led lead leads caused cause about please then and or with without image picture scene render depict paint draw illustrate visualize visualise moment moments event events happened happen its their his her for by as that this'.split(
+    ' ',
+  ),
 );
 const BACK_REFERENCE = /^(it|this|that|them|there|the same|this moment|that moment|this scene|that scene|it again)$/i;
 
@@ -94,7 +97,8 @@ function intentOf(clause: string): Intent {
     const fidelity = fidelityOf(clause);
     return { kind: 'simulate', prompt: prompt.length >= 3 ? prompt : clause.trim(), mode: simulationMode(clause), ...(fidelity ? { fidelity } : {}) };
   }
-  const render = /\b(render|depict|paint|draw|illustrate|visuali[sz]e|picture)\b\s*(.*)$/i.exec(clause) ?? /\b(?:show me|give me)\s+the\s+scene\s+of\s+(.*)$/i.exec(clause);
+  const render =
+    /\b(render|depict|paint|draw|illustrate|visuali[sz]e|picture)\b\s*(.*)$/i.exec(clause) ?? /\b(?:show me|give me)\s+the\s+scene\s+of\s+(.*)$/i.exec(clause);
   if (render) {
     let text = render[render.length - 1] ?? '';
     let image: boolean | undefined;
@@ -103,9 +107,12 @@ function intentOf(clause: string): Intent {
     text = text.replace(/\b(with(out)? (an )?(image|picture)|text only|no image)\b/gi, ' ');
     return { kind: 'render', subject: subjectOf(text), ...(image === undefined ? {} : { image }) };
   }
-  const between = /\bfrom\s+(.+?)\s+to\s+(.+)$/i.exec(clause) ?? /\bbetween\s+(.+?)\s+and\s+(.+)$/i.exec(clause) ?? /\bhow did\s+(.+?)\s+lead to\s+(.+)$/i.exec(clause);
+  const between =
+    /\bfrom\s+(.+?)\s+to\s+(.+)$/i.exec(clause) ?? /\bbetween\s+(.+?)\s+and\s+(.+)$/i.exec(clause) ?? /\bhow did\s+(.+?)\s+lead to\s+(.+)$/i.exec(clause);
   if (between) return { kind: 'path', from: subjectOf(between[1]!), to: subjectOf(between[2]!) };
-  const past = /\b(?:what|which events?)\s+(?:led to|caused|preceded|brought about)\s+(.+)$/i.exec(clause) ?? /\b(?:causes|origins|roots|background) of\s+(.+)$/i.exec(clause);
+  const past =
+    /\b(?:what|which events?)\s+(?:led to|caused|preceded|brought about)\s+(.+)$/i.exec(clause) ??
+    /\b(?:causes|origins|roots|background) of\s+(.+)$/i.exec(clause);
   if (past) return { kind: 'traverse', subject: subjectOf(past[1]!), direction: 'past' };
   const future =
     /\b(?:consequences|effects|aftermath|legacy|results) of\s+(.+)$/i.exec(clause) ??
@@ -197,7 +204,8 @@ function actions(intents: Intent[], searched: ReturnType<typeof searches>, resul
         break;
       case 'follow':
       case 'summarize':
-        if (memory.simulation) calls.push(call(id, intent.kind === 'follow' ? 'follow_simulation' : 'summarize_simulation', { simulation_id: memory.simulation }));
+        if (memory.simulation)
+          calls.push(call(id, intent.kind === 'follow' ? 'follow_simulation' : 'summarize_simulation', { simulation_id: memory.simulation }));
         break;
     }
   });
@@ -244,7 +252,9 @@ function answer(intents: Intent[], searched: ReturnType<typeof searches>, result
         const nodes = (result.nodes ?? []) as Array<Record<string, any>>;
         if (brief) return void lines.push(`${named(nodes[0] ?? {})} → ${named(nodes[nodes.length - 1] ?? {})}: ${String(result.hops)} hops.`);
         lines.push(`From ${named(nodes[0] ?? {})} to ${named(nodes[nodes.length - 1] ?? {})}, ${String(result.hops)} hops: ${nodes.map(named).join(' → ')}.`);
-        if (detailed) for (const edge of (result.edges ?? []) as Array<Record<string, any>>) lines.push(`  - ${String(edge.source)} ${String(edge.type)} ${String(edge.target)}${edge.description ? `: ${String(edge.description)}` : ''}`);
+        if (detailed)
+          for (const edge of (result.edges ?? []) as Array<Record<string, any>>)
+            lines.push(`  - ${String(edge.source)} ${String(edge.type)} ${String(edge.target)}${edge.description ? `: ${String(edge.description)}` : ''}`);
         return;
       }
       case 'traverse':
@@ -252,20 +262,28 @@ function answer(intents: Intent[], searched: ReturnType<typeof searches>, result
         if (!resolve(intent.subject, searched, results, memory)) return void lines.push(unresolved(intent.subject));
         if (failed) return void lines.push(`The graph could not answer: ${failed}.`);
         if (intent.kind === 'moment') {
-          return void lines.push(brief ? `${named(result ?? {})}.` : `${named(result ?? {})}: ${String(result?.description ?? '')}${detailed ? ` (${String(result?.path)}, ${String(result?.edge_count)} edges)` : ''}`.trim());
+          return void lines.push(
+            brief
+              ? `${named(result ?? {})}.`
+              : `${named(result ?? {})}: ${String(result?.description ?? '')}${detailed ? ` (${String(result?.path)}, ${String(result?.edge_count)} edges)` : ''}`.trim(),
+          );
         }
         const nodes = ((result?.nodes ?? []) as Array<Record<string, any>>).filter((node) => node.hop !== 0);
         const word = intent.direction === 'past' ? 'led to' : 'followed from';
         const subject = resolve(intent.subject, searched, results, memory)!;
         if (brief) return void lines.push(`${nodes.length} moments ${word} ${subject.event_name}.`);
-        lines.push(`${nodes.length} moments ${word} ${subject.event_name}${nodes.length ? `: ${(detailed ? nodes : nodes.slice(0, 6)).map(named).join('; ')}` : ''}.`);
+        lines.push(
+          `${nodes.length} moments ${word} ${subject.event_name}${nodes.length ? `: ${(detailed ? nodes : nodes.slice(0, 6)).map(named).join('; ')}` : ''}.`,
+        );
         return;
       }
       case 'render': {
         if (failed) return void lines.push(`The scene could not be rendered: ${failed}.`);
         if (!result) return void lines.push(`There was nothing to render for "${intent.subject.text}".`);
         if (brief) return void lines.push(`Rendered "${String(result.title)}" (${String(result.url)}).`);
-        lines.push(`Rendered "${String(result.title)}": ${String(result.url)}${result.image_url ? `, image ${String(result.image_url)}` : ''}.${result.summary ? ` ${String(result.summary)}` : ''}`);
+        lines.push(
+          `Rendered "${String(result.title)}": ${String(result.url)}${result.image_url ? `, image ${String(result.image_url)}` : ''}.${result.summary ? ` ${String(result.summary)}` : ''}`,
+        );
         if (detailed) {
           if (Array.isArray(result.characters) && result.characters.length) lines.push(`  Characters: ${result.characters.join(', ')}.`);
           for (const line of (result.dialog ?? []) as string[]) lines.push(`  ${line}`);
@@ -277,7 +295,9 @@ function answer(intents: Intent[], searched: ReturnType<typeof searches>, result
         const followed = results.get(`plan-follow-${index}`);
         const status = followed && !followed.error ? followed.status : result?.status;
         if (brief) return void lines.push(`Simulation ${String(result?.id)} started (${String(status)}).`);
-        lines.push(`Started a ${String(result?.mode ?? intent.mode)} simulation (${String(result?.id)}) of "${intent.prompt}": ${String(status)}; follow it at ${String(result?.status_url)}.`);
+        lines.push(
+          `Started a ${String(result?.mode ?? intent.mode)} simulation (${String(result?.id)}) of "${intent.prompt}": ${String(status)}; follow it at ${String(result?.status_url)}.`,
+        );
         return;
       }
       case 'balance':
@@ -286,13 +306,17 @@ function answer(intents: Intent[], searched: ReturnType<typeof searches>, result
       case 'summarize':
         if (!memory.simulation) return void lines.push('This conversation has started no simulation yet.');
         if (failed) return void lines.push(`Simulation ${memory.simulation}: ${failed}.`);
-        if (intent.kind === 'follow') return void lines.push(`Simulation ${String(result?.id)} is ${String(result?.status)}${typeof result?.progress === 'number' ? `, ${String(result.progress)}% of its steps done` : ''}.`);
+        if (intent.kind === 'follow')
+          return void lines.push(
+            `Simulation ${String(result?.id)} is ${String(result?.status)}${typeof result?.progress === 'number' ? `, ${String(result.progress)}% of its steps done` : ''}.`,
+          );
         return void lines.push(
           `Simulation ${memory.simulation} ${String(result?.status)}${result?.title ? `: "${String(result.title)}"` : ''}${result?.entities_count !== undefined ? `, ${String(result.entities_count)} entities over ${String(result.timepoints_count)} timepoints` : ''}${typeof result?.confidence === 'number' ? `, confidence ${String(result.confidence)}` : ''}.${detailed && result?.summary ? ` ${String(result.summary)}` : ''}`,
         );
     }
   });
-  if (lines.length === 0) lines.push('I could not tell what to do from this request: name a moment, ask for a path "from X to Y", or ask me to render or simulate something.');
+  if (lines.length === 0)
+    lines.push('I could not tell what to do from this request: name a moment, ask for a path "from X to Y", or ask me to render or simulate something.');
   return `${brief ? '[offline] ' : `${OFFLINE_LABEL}.\n`}${lines.join('\n')}`;
 }
 
@@ -310,7 +334,11 @@ export function offlinePlanner(request: string, memory: PlannerMemory, verbosity
       return {
         text: '',
         tool_calls: wanted.map(({ id, subject }) =>
-          call(id, 'graph_search', { ...(subject.query ? { query: subject.query } : {}), ...(subject.year === undefined ? {} : { year_from: subject.year, year_to: subject.year }), limit: 3 }),
+          call(id, 'graph_search', {
+            ...(subject.query ? { query: subject.query } : {}),
+            ...(subject.year === undefined ? {} : { year_from: subject.year, year_to: subject.year }),
+            limit: 3,
+          }),
         ),
       };
     }
@@ -321,7 +349,9 @@ export function offlinePlanner(request: string, memory: PlannerMemory, verbosity
     if (![...called].some((id) => id.startsWith('plan-follow-'))) {
       const follows = intents.flatMap((intent, index) => {
         const started = results.get(`plan-act-${index}`);
-        return intent.kind === 'simulate' && started?.id && !started.error ? [call(`plan-follow-${index}`, 'follow_simulation', { simulation_id: String(started.id) })] : [];
+        return intent.kind === 'simulate' && started?.id && !started.error
+          ? [call(`plan-follow-${index}`, 'follow_simulation', { simulation_id: String(started.id) })]
+          : [];
       });
       if (follows.length > 0) return { text: '', tool_calls: follows };
     }

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { parseWith, schemaOf, ToolFailure, type ConductorTool } from './tools.ts';
+import { type ConductorTool, parseWith, schemaOf, ToolFailure } from './tools.ts';
 
 export const PRESETS = ['hyper', 'balanced', 'hd', 'gemini3'] as const;
 export const SIMULATION_MODES = ['FORWARD', 'PORTAL', 'BRANCHING', 'CYCLICAL', 'DIRECTORIAL'] as const;
@@ -62,16 +62,31 @@ export interface Balances {
 const RenderArgs = z.object({
   query: z.string().trim().min(3).max(500).meta({ description: 'the moment to render, e.g. "The coronation of Napoleon, Paris, 1804"' }),
   preset: z.enum(PRESETS).default(DEFAULT_PRESET).meta({ description: 'quality and price: hyper (cheapest), balanced (default), hd, gemini3' }),
-  generate_image: z.boolean().optional().meta({ description: "whether the scene comes with an image (costs the image surcharge); omit to follow the account's default render" }),
+  generate_image: z
+    .boolean()
+    .optional()
+    .meta({ description: "whether the scene comes with an image (costs the image surcharge); omit to follow the account's default render" }),
 });
 
 const SimulationArgs = z
   .object({
-    prompt: z.string().trim().min(3).max(4000).optional().meta({ description: 'the scenario in words, e.g. "What if the Continental System had failed in 1807?"' }),
+    prompt: z
+      .string()
+      .trim()
+      .min(3)
+      .max(4000)
+      .optional()
+      .meta({ description: 'the scenario in words, e.g. "What if the Continental System had failed in 1807?"' }),
     template: z.string().trim().min(1).max(100).optional().meta({ description: "one of the simulation service's templates" }),
-    mode: z.enum(SIMULATION_MODES).optional().meta({ description: 'FORWARD (timeline), PORTAL (backward from an outcome), BRANCHING (what-if), CYCLICAL (feedback loops), DIRECTORIAL (narrative arc)' }),
+    mode: z.enum(SIMULATION_MODES).optional().meta({
+      description: 'FORWARD (timeline), PORTAL (backward from an outcome), BRANCHING (what-if), CYCLICAL (feedback loops), DIRECTORIAL (narrative arc)',
+    }),
     fidelity: z.number().int().min(1).max(5).default(DEFAULT_FIDELITY).meta({ description: 'detail and price, 1 to 5 (default 3)' }),
-    mechanisms: z.array(z.string().regex(/^M([1-9]|1[0-9])$/)).max(19).optional().meta({ description: 'mechanisms M1 to M19 to switch on' }),
+    mechanisms: z
+      .array(z.string().regex(/^M([1-9]|1[0-9])$/))
+      .max(19)
+      .optional()
+      .meta({ description: 'mechanisms M1 to M19 to switch on' }),
   })
   .refine((args) => args.prompt !== undefined || args.template !== undefined, { message: 'give a prompt or a template', path: ['prompt'] });
 
@@ -85,7 +100,11 @@ export function renderTool(renderer: SceneRenderer): ConductorTool<SceneRequest>
     parameters: schemaOf(RenderArgs),
     readOnly: false,
     parse: (args, settings) => {
-      const parsed = parseWith(RenderArgs, args, 'Pass `query` (3 to 500 characters describing the moment), optionally `preset` (hyper, balanced, hd, gemini3) and `generate_image`.');
+      const parsed = parseWith(
+        RenderArgs,
+        args,
+        'Pass `query` (3 to 500 characters describing the moment), optionally `preset` (hyper, balanced, hd, gemini3) and `generate_image`.',
+      );
       if (!parsed.ok) return parsed;
       return { ok: true, value: { ...parsed.value, generate_image: parsed.value.generate_image ?? settings.default_render === 'rich' } };
     },
@@ -93,7 +112,14 @@ export function renderTool(renderer: SceneRenderer): ConductorTool<SceneRequest>
     describe: (value) => `render the scene "${value.query}" (${value.preset}${value.generate_image ? ', with an image' : ', text only'})`,
     run: async (value, context) => {
       const scene = await renderer.render(context.userId, value, context.requestId, context.signal);
-      const output = { scene_id: scene.id, title: scene.title, year: scene.year, url: scene.url, image_url: scene.image_url, model_provider: scene.model_provider };
+      const output = {
+        scene_id: scene.id,
+        title: scene.title,
+        year: scene.year,
+        url: scene.url,
+        image_url: scene.image_url,
+        model_provider: scene.model_provider,
+      };
       return {
         result: { ...output, summary: scene.summary, characters: scene.characters, dialog: scene.dialog },
         note: `rendered "${scene.title}"${scene.image_url ? ' with an image' : ''} (scene ${scene.id})`,
@@ -106,12 +132,19 @@ export function renderTool(renderer: SceneRenderer): ConductorTool<SceneRequest>
 export function startSimulationTool(simulations: Simulations): ConductorTool<SimulationRequest> {
   return {
     name: 'start_simulation',
-    description: 'Start a multi-entity simulation in the simulation service (from a free-form prompt or a template) in one of five modes. It runs in the background; follow_simulation reports its progress. Paid, by fidelity.',
+    description:
+      'Start a multi-entity simulation in the simulation service (from a free-form prompt or a template) in one of five modes. It runs in the background; follow_simulation reports its progress. Paid, by fidelity.',
     parameters: schemaOf(SimulationArgs),
     readOnly: false,
-    parse: (args) => parseWith(SimulationArgs, args, 'Pass a `prompt` (or a `template`), optionally `mode` (FORWARD, PORTAL, BRANCHING, CYCLICAL, DIRECTORIAL) and `fidelity` 1 to 5.'),
+    parse: (args) =>
+      parseWith(
+        SimulationArgs,
+        args,
+        'Pass a `prompt` (or a `template`), optionally `mode` (FORWARD, PORTAL, BRANCHING, CYCLICAL, DIRECTORIAL) and `fidelity` 1 to 5.',
+      ),
     price: (value, prices) => prices.simulation(value.fidelity),
-    describe: (value) => `start a ${value.mode ?? 'FORWARD'} simulation at fidelity ${value.fidelity}${value.prompt ? `: "${value.prompt.slice(0, 120)}"` : ` from template ${value.template}`}`,
+    describe: (value) =>
+      `start a ${value.mode ?? 'FORWARD'} simulation at fidelity ${value.fidelity}${value.prompt ? `: "${value.prompt.slice(0, 120)}"` : ` from template ${value.template}`}`,
     run: async (value, context) => {
       const run = await simulations.start(context.userId, value, context.requestId, context.signal);
       return {
@@ -135,7 +168,11 @@ export function followSimulationTool(simulations: Simulations): ConductorTool<{ 
     describe: (value) => `follow simulation ${value.simulation_id}`,
     run: async (value, context) => {
       const run = await simulations.get(context.userId, value.simulation_id, context.requestId, context.signal);
-      return { result: { ...run }, note: `simulation ${run.id}: ${run.status}${run.progress === null ? '' : `, ${run.progress}% of its steps done`}`, output: { ...run } };
+      return {
+        result: { ...run },
+        note: `simulation ${run.id}: ${run.status}${run.progress === null ? '' : `, ${run.progress}% of its steps done`}`,
+        output: { ...run },
+      };
     },
   };
 }
@@ -143,7 +180,9 @@ export function followSimulationTool(simulations: Simulations): ConductorTool<{ 
 /** The parts of an ended run a reader starts with; the whole result stays at the simulation service. */
 function digest(run: SimulationRun, result: Record<string, any>): Record<string, unknown> {
   const confidence = typeof result.confidence === 'number' ? result.confidence : result.confidence?.run;
-  const counted = Object.fromEntries(['entities', 'timepoints', 'dialog', 'relationships'].filter((key) => Array.isArray(result[key])).map((key) => [`${key}_count`, result[key].length]));
+  const counted = Object.fromEntries(
+    ['entities', 'timepoints', 'dialog', 'relationships'].filter((key) => Array.isArray(result[key])).map((key) => [`${key}_count`, result[key].length]),
+  );
   const sections = ['timeline', 'portal', 'branching', 'cycles', 'acts'].filter((key) => result[key] !== undefined);
   return {
     id: run.id,

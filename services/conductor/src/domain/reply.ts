@@ -1,4 +1,4 @@
-import type { Caps, CallRecord, Pause, RunOutcome } from './conductor.ts';
+import type { CallRecord, Caps, Pause, RunOutcome } from './conductor.ts';
 import type { PriceBook } from './prices.ts';
 import type { ConductorSettings, Verbosity } from './settings.ts';
 import type { ConductorTool } from './tools.ts';
@@ -8,7 +8,8 @@ const credits = (amount: number) => `${amount} credit${amount === 1 ? '' : 's'}`
 const VERBOSITY_RULES: Record<Verbosity, string> = {
   brief: 'Answer in one or two sentences, with no lists.',
   normal: 'Answer in a short paragraph per result, naming the moments, paths and scenes you found.',
-  detailed: 'Answer in full: every moment of a path or traversal with its year, the scenes with their characters, each simulation with its mode and status, and what each paid call cost.',
+  detailed:
+    'Answer in full: every moment of a path or traversal with its year, the scenes with their characters, each simulation with its mode and status, and what each paid call cost.',
 };
 
 /** The model's instructions: what the tools are, what they cost, and the account's options. */
@@ -31,7 +32,10 @@ export function systemPrompt(settings: ConductorSettings, tools: ConductorTool[]
   return [
     "You are Tempora's conductor. Tempora holds history as a temporal causal graph of moments; you serve one user's request by calling tools, then answer in prose.",
     'Moments are addressed by canonical paths (/year/month/day/HHMM/country/region/city/slug): find them with graph_search before calling a tool that takes a path.',
-    `Free tools: ${tools.filter((tool) => tool.readOnly).map((tool) => tool.name).join(', ')}. Paid tools: ${paid.join(', ')}${priceLines.length ? ` (${priceLines.join('; ')})` : ''}.`,
+    `Free tools: ${tools
+      .filter((tool) => tool.readOnly)
+      .map((tool) => tool.name)
+      .join(', ')}. Paid tools: ${paid.join(', ')}${priceLines.length ? ` (${priceLines.join('; ')})` : ''}.`,
     'Calls you make in one turn run in parallel: make independent calls together, and call a tool again only when its answer changes what you do.',
     `The user's spend ceiling is ${credits(settings.spend_ceiling)} per request; the conductor itself pauses for the user's confirmation when a call needs it, so do not ask for permission in words.`,
     `Scenes are rendered ${settings.default_render === 'rich' ? 'with an image' : 'as text, without an image'} unless the user asks otherwise.`,
@@ -81,7 +85,9 @@ export function composeReply(outcome: RunOutcome, settings: ConductorSettings, c
   }
   if (settings.verbosity !== 'brief') {
     const spent = outcome.state.running_total - outcome.started_total;
-    parts.push(`Credits: ${credits(spent)} spent in this reply, ${credits(outcome.state.running_total)} on this request so far (ceiling ${credits(settings.spend_ceiling)}).`);
+    parts.push(
+      `Credits: ${credits(spent)} spent in this reply, ${credits(outcome.state.running_total)} on this request so far (ceiling ${credits(settings.spend_ceiling)}).`,
+    );
   }
   return parts.join('\n');
 }

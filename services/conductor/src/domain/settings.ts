@@ -27,15 +27,25 @@ export const DEFAULT_SETTINGS: ConductorSettings = { autonomy: 'act_within_ceili
 export const SettingsSchema = z
   .object({
     autonomy: z.enum(AUTONOMY).meta({
-      description: 'ask_before_paid: pause before every paid tool call; ask_once: pause before the first paid call of a request, then act within the ceiling; act_within_ceiling: pause only when a call would pass the ceiling or the balance',
+      description:
+        'ask_before_paid: pause before every paid tool call; ask_once: pause before the first paid call of a request, then act within the ceiling; act_within_ceiling: pause only when a call would pass the ceiling or the balance',
     }),
-    verbosity: z.enum(VERBOSITY).meta({ description: 'brief: one line per result; normal: the results and what they cost; detailed: every result in full, with its arguments' }),
-    spend_ceiling: z.number().int().min(0).max(MAX_SPEND_CEILING).meta({ description: 'credits one request may spend before the conductor pauses to ask (0: every paid call asks)' }),
+    verbosity: z
+      .enum(VERBOSITY)
+      .meta({ description: 'brief: one line per result; normal: the results and what they cost; detailed: every result in full, with its arguments' }),
+    spend_ceiling: z
+      .number()
+      .int()
+      .min(0)
+      .max(MAX_SPEND_CEILING)
+      .meta({ description: 'credits one request may spend before the conductor pauses to ask (0: every paid call asks)' }),
     default_render: z.enum(RENDER).meta({ description: 'text: scenes are rendered without images; rich: with an image (it costs the image surcharge)' }),
   })
   .meta({ id: 'ConductorSettings' });
 
-export const SettingsPatch = SettingsSchema.partial().strict().refine((patch) => Object.keys(patch).length > 0, { message: 'name at least one of autonomy, verbosity, spend_ceiling, default_render' });
+export const SettingsPatch = SettingsSchema.partial()
+  .strict()
+  .refine((patch) => Object.keys(patch).length > 0, { message: 'name at least one of autonomy, verbosity, spend_ceiling, default_render' });
 export type SettingsPatch = z.output<typeof SettingsPatch>;
 
 /** Why a paid call waits for the user, or undefined when it may go ahead. */
@@ -46,7 +56,10 @@ export type PauseReason = 'autonomy' | 'ceiling' | 'balance';
  * `confirmedBefore` when the user confirmed an earlier call of the same request (which is what `ask_once`
  * waits for). A confirmed call goes ahead even past the ceiling (the user saw the cost), never past the balance.
  */
-export function pauseReason(settings: ConductorSettings, call: { price: number; runningTotal: number; approved: boolean; confirmedBefore: boolean }): Exclude<PauseReason, 'balance'> | undefined {
+export function pauseReason(
+  settings: ConductorSettings,
+  call: { price: number; runningTotal: number; approved: boolean; confirmedBefore: boolean },
+): Exclude<PauseReason, 'balance'> | undefined {
   if (call.approved) return undefined;
   if (settings.autonomy === 'ask_before_paid') return 'autonomy';
   if (settings.autonomy === 'ask_once' && !call.confirmedBefore) return 'autonomy';

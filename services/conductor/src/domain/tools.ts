@@ -1,5 +1,5 @@
-import { z } from 'zod';
 import type { ToolSpec } from '@tempora/kit/providers';
+import { z } from 'zod';
 import type { PriceBook, Priced } from './prices.ts';
 import type { ConductorSettings } from './settings.ts';
 
@@ -63,7 +63,25 @@ export interface ConductorTool<T = unknown> {
 }
 
 /** The keys of JSON Schema both tool-calling protocols read (the native one takes a subset of OpenAPI's schema). */
-const SCHEMA_KEYS = new Set(['type', 'description', 'enum', 'properties', 'required', 'items', 'minimum', 'maximum', 'minLength', 'maxLength', 'minItems', 'maxItems', 'pattern', 'default', 'format', 'nullable', 'anyOf']);
+const SCHEMA_KEYS = new Set([
+  'type',
+  'description',
+  'enum',
+  'properties',
+  'required',
+  'items',
+  'minimum',
+  'maximum',
+  'minLength',
+  'maxLength',
+  'minItems',
+  'maxItems',
+  'pattern',
+  'default',
+  'format',
+  'nullable',
+  'anyOf',
+]);
 
 /** A JSON Schema reduced to what every protocol reads (no `$schema`, `additionalProperties`, `$ref`). */
 export function portableSchema(schema: unknown): Record<string, unknown> {
@@ -82,7 +100,8 @@ export function portableSchema(schema: unknown): Record<string, unknown> {
 }
 
 /** The tool specs a model is offered. */
-export const toolSpecs = (tools: ConductorTool[]): ToolSpec[] => tools.map((tool) => ({ name: tool.name, description: tool.description, parameters: tool.parameters }));
+export const toolSpecs = (tools: ConductorTool[]): ToolSpec[] =>
+  tools.map((tool) => ({ name: tool.name, description: tool.description, parameters: tool.parameters }));
 
 /** Arguments through a zod schema: the model gets every problem and how to fix it. */
 export function parseWith<S extends z.ZodType>(schema: S, args: Record<string, unknown>, suggestion: string): Parsed<z.output<S>> {

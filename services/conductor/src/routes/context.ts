@@ -1,5 +1,5 @@
 import { conflict, notFound, Problem } from '@tempora/kit/http';
-import { ConversationBusy, ConversationNotFound, ModelUnavailable, NothingToDecide, PausedCallNotFound, type ConductorService } from '../conductor-service.ts';
+import { type ConductorService, ConversationBusy, ConversationNotFound, ModelUnavailable, NothingToDecide, PausedCallNotFound } from '../conductor-service.ts';
 
 export interface ConductorRouteDeps {
   service: ConductorService;

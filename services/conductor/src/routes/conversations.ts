@@ -1,6 +1,6 @@
-import { z } from 'zod';
 import { defineRoute, type RouteDefinition } from '@tempora/kit/http';
-import { BEARER, SERVICE, requireCaller } from '../auth.ts';
+import { z } from 'zod';
+import { BEARER, requireCaller, SERVICE } from '../auth.ts';
 import { ConversationListSchema, ConversationSchema, Page } from '../schemas.ts';
 import { asProblem, type ConductorRouteDeps } from './context.ts';
 
@@ -20,7 +20,12 @@ export function conversationRoutes({ service }: ConductorRouteDeps): RouteDefini
       handler: async (ctx, { query }) => {
         const page = await service.conversations(requireCaller(ctx).userId, query.limit, query.offset);
         return {
-          items: page.items.map((row) => ({ id: row.id, title: row.title, created_at: row.created_at.toISOString(), updated_at: row.updated_at.toISOString() })),
+          items: page.items.map((row) => ({
+            id: row.id,
+            title: row.title,
+            created_at: row.created_at.toISOString(),
+            updated_at: row.updated_at.toISOString(),
+          })),
           total: page.total,
           limit: query.limit,
           offset: query.offset,
@@ -52,7 +57,11 @@ export function conversationRoutes({ service }: ConductorRouteDeps): RouteDefini
       tags: ['conversations'],
       security: [BEARER, SERVICE],
       params: ConversationId,
-      responses: { 204: { description: 'Deleted' }, 404: { description: "No such conversation of the caller's" }, 409: { description: 'It is answering a message' } },
+      responses: {
+        204: { description: 'Deleted' },
+        404: { description: "No such conversation of the caller's" },
+        409: { description: 'It is answering a message' },
+      },
       handler: async (ctx, { params }) => {
         try {
           await service.deleteConversation(params.id, requireCaller(ctx).userId);

@@ -1,5 +1,5 @@
 import { defineRoute, linksTo, type RouteDefinition } from '@tempora/kit/http';
-import { BEARER, SERVICE, requireCaller } from '../auth.ts';
+import { BEARER, requireCaller, SERVICE } from '../auth.ts';
 import { ConductorResponseSchema, MessageBody } from '../schemas.ts';
 import { asProblem, type ConductorRouteDeps } from './context.ts';
 
@@ -16,15 +16,29 @@ export function messageRoutes({ service }: ConductorRouteDeps): RouteDefinition[
       security: [BEARER, SERVICE],
       body: MessageBody,
       responses: {
-        200: { description: 'The reply (completed, paused or stopped by a cap)', schema: ConductorResponseSchema, links: linksTo({ id: '$response.body#/conversation_id' }, 'getConversation', 'deleteConversation') },
+        200: {
+          description: 'The reply (completed, paused or stopped by a cap)',
+          schema: ConductorResponseSchema,
+          links: linksTo({ id: '$response.body#/conversation_id' }, 'getConversation', 'deleteConversation'),
+        },
         404: { description: 'No such conversation, or no paused call `pending_id` in it' },
-        409: { description: 'The conversation is answering another message, or a decision does not name the call that waits (no `pending_id`, another call, or one already decided)' },
+        409: {
+          description:
+            'The conversation is answering another message, or a decision does not name the call that waits (no `pending_id`, another call, or one already decided)',
+        },
         502: { description: 'The model could not be reached before anything was done' },
       },
       handler: async (ctx, { body }) => {
         const caller = requireCaller(ctx);
         try {
-          return await service.send({ userId: caller.userId, content: body.content, conversationId: body.conversation_id, decision: body.decision, pendingId: body.pending_id, requestId: ctx.state.requestId });
+          return await service.send({
+            userId: caller.userId,
+            content: body.content,
+            conversationId: body.conversation_id,
+            decision: body.decision,
+            pendingId: body.pending_id,
+            requestId: ctx.state.requestId,
+          });
         } catch (error) {
           throw asProblem(error);
         }

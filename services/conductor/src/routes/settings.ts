@@ -1,5 +1,5 @@
 import { defineRoute, type RouteDefinition } from '@tempora/kit/http';
-import { BEARER, SERVICE, requireCaller } from '../auth.ts';
+import { BEARER, requireCaller, SERVICE } from '../auth.ts';
 import { SettingsPatch, SettingsSchema } from '../domain/settings.ts';
 import type { ConductorRouteDeps } from './context.ts';
 

@@ -15,9 +15,7 @@ const MAX_RETRY_MS = 3_600_000;
 const LEASE_MS = 120_000;
 const BATCH = 20;
 
-export type ServicePart =
-  | ({ status: 'deleted' } & AccountDeletion)
-  | { status: 'pending'; attempts: number; error: string | null };
+export type ServicePart = ({ status: 'deleted' } & AccountDeletion) | { status: 'pending'; attempts: number; error: string | null };
 
 /** What the user is told: what was deleted where, and what is still to be deleted. */
 export interface DeletionReport {

@@ -1,10 +1,10 @@
 import {
   ACCOUNT_DATA_PATH,
+  type AccountDeletion,
   AccountDeletionSchema,
+  type AccountExportPage,
   AccountExportPageSchema,
   ServiceClient,
-  type AccountDeletion,
-  type AccountExportPage,
   type ServiceReply,
 } from '@tempora/kit/http';
 import type { z } from 'zod';

@@ -58,7 +58,9 @@ export class DeletionsRepository {
       await trx.raw(`select set_config('tempora.deleting_account', 'on', true)`);
       await trx('users').where({ id: userId }).delete();
       gateway.users = 1;
-      const [row] = (await trx('account_deletions').insert({ user_id: userId, gateway: JSON.stringify(gateway) }).returning('*')) as DeletionRow[];
+      const [row] = (await trx('account_deletions')
+        .insert({ user_id: userId, gateway: JSON.stringify(gateway) })
+        .returning('*')) as DeletionRow[];
       await trx('account_deletion_steps').insert(services.map((service) => ({ user_id: userId, service })));
       return row!;
     });
@@ -91,7 +93,10 @@ export class DeletionsRepository {
       const rows = (await due) as Array<{ user_id: string; service: string }>;
       if (rows.length === 0) return [];
       return (await trx('account_deletion_steps')
-        .whereIn(['user_id', 'service'], rows.map((row) => [row.user_id, row.service]))
+        .whereIn(
+          ['user_id', 'service'],
+          rows.map((row) => [row.user_id, row.service]),
+        )
         .update({ try_after: trx.raw(`now() + make_interval(secs => ?)`, [leaseMs / 1000]), attempts: trx.raw('attempts + 1') })
         .returning('*')) as DeletionStepRow[];
     });
@@ -102,7 +107,9 @@ export class DeletionsRepository {
     await this.knex.transaction(async (trx) => {
       // Steps of one account complete concurrently: the record's lock makes the last of them see the others.
       await trx('account_deletions').where({ user_id: userId }).forUpdate().first('user_id');
-      await trx('account_deletion_steps').where({ user_id: userId, service }).update({ result: JSON.stringify(result), done_at: trx.fn.now(), last_error: null });
+      await trx('account_deletion_steps')
+        .where({ user_id: userId, service })
+        .update({ result: JSON.stringify(result), done_at: trx.fn.now(), last_error: null });
       const open = await trx('account_deletion_steps').where({ user_id: userId }).whereNull('done_at').first('service');
       if (!open) await trx('account_deletions').where({ user_id: userId }).whereNull('completed_at').update({ completed_at: trx.fn.now() });
     });

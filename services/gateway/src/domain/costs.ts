@@ -38,7 +38,8 @@ const CHARGEABLE: ChargeableRoute[] = [
     method: 'POST',
     pattern: /^\/api\/v1\/simulate\/?$/,
     price: (body) => {
-      const fidelity = typeof body.fidelity === 'number' && Number.isInteger(body.fidelity) && body.fidelity >= 1 && body.fidelity <= 5 ? body.fidelity : DEFAULT_FIDELITY;
+      const fidelity =
+        typeof body.fidelity === 'number' && Number.isInteger(body.fidelity) && body.fidelity >= 1 && body.fidelity <= 5 ? body.fidelity : DEFAULT_FIDELITY;
       return { operation: simulationOperation(fidelity), amount: SIMULATION_FIDELITY_COSTS[fidelity as 1], keyed: true };
     },
   },
@@ -65,7 +66,13 @@ export function costTable(signupCredits: number, demoCredits: number) {
         cost,
         description: `one scene with preset ${preset}${preset === DEFAULT_PRESET ? ' (the default)' : ''}`,
       })),
-      { operation: 'generation.image', method: 'POST', path: '/api/v1/timepoints/generate/{sync|stream}', cost: IMAGE_SURCHARGE, description: 'added when generate_image is true' },
+      {
+        operation: 'generation.image',
+        method: 'POST',
+        path: '/api/v1/timepoints/generate/{sync|stream}',
+        cost: IMAGE_SURCHARGE,
+        description: 'added when generate_image is true',
+      },
       ...Object.entries(SIMULATION_FIDELITY_COSTS).map(([fidelity, cost]) => ({
         operation: `simulation.fidelity-${fidelity}`,
         method: 'POST',

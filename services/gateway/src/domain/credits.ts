@@ -1,10 +1,10 @@
 import { createHash, randomUUID } from 'node:crypto';
-import { idempotencyKeyOf, Problem } from '@tempora/kit/http';
 import type { Knex } from '@tempora/kit/data';
+import { idempotencyKeyOf, Problem } from '@tempora/kit/http';
 import type { Logger } from '@tempora/kit/observability';
 import type { GatewayMetrics } from '../metrics.ts';
-import { IdempotencyConflict, InsufficientCredits, type GatewayRepository, type LedgerOutcome } from '../repository.ts';
-import { priceOf, type PricedOperation } from './costs.ts';
+import { type GatewayRepository, IdempotencyConflict, InsufficientCredits, type LedgerOutcome } from '../repository.ts';
+import { type PricedOperation, priceOf } from './costs.ts';
 
 /**
  * The ledger key of a charge a service books for a user (`/credits/charge`, `/credits/refund`, the jobs it
@@ -144,18 +144,24 @@ export class Credits {
   async chargeCall(userId: string, method: string, path: string, body: unknown, metadata: object, idempotencyKey?: string): Promise<CallCharge> {
     const price = priceOf(method, path, body);
     if (!price) throw new Error(`${method} ${path} is not chargeable`);
-    const key = idempotencyKey === undefined || !price.keyed ? `proxy:${randomUUID()}` : await this.repository.chargeKeyFor(userId, idempotencyChargeKey(method, path, idempotencyKey));
+    const key =
+      idempotencyKey === undefined || !price.keyed
+        ? `proxy:${randomUUID()}`
+        : await this.repository.chargeKeyFor(userId, idempotencyChargeKey(method, path, idempotencyKey));
     try {
       const outcome = await this.charge(userId, price.amount, key, price.operation, metadata, this.settleWithinMs);
       // A retry may ride only on a settled charge: one still open belongs to a call not yet answered, or
       // answered but not yet refunded (a database outage delays it), which the draft answers with 409.
       if (outcome.replayed && (await this.repository.isChargeOpen(userId, key))) {
-        throw new Problem(409, 'a request with this Idempotency-Key is still being answered; retry once it is', { headers: { 'Retry-After': '1', 'X-Credits-Charged': '0' } });
+        throw new Problem(409, 'a request with this Idempotency-Key is still being answered; retry once it is', {
+          headers: { 'Retry-After': '1', 'X-Credits-Charged': '0' },
+        });
       }
       return new CallCharge(this, userId, key, price, outcome);
     } catch (error) {
       if (error instanceof InsufficientCredits) throw insufficientCredits(error, price);
-      if (error instanceof IdempotencyConflict) throw new Problem(422, 'the Idempotency-Key was used with a different request (another price)', { headers: { 'X-Credits-Charged': '0' } });
+      if (error instanceof IdempotencyConflict)
+        throw new Problem(422, 'the Idempotency-Key was used with a different request (another price)', { headers: { 'X-Credits-Charged': '0' } });
       throw error;
     }
   }
@@ -206,5 +212,7 @@ export class Credits {
  */
 const idempotencyChargeKey = (method: string, path: string, idempotencyKey: string) => {
   const key = idempotencyKeyOf(idempotencyKey) ?? idempotencyKey;
-  return `proxy:idem:${createHash('sha256').update(`${method} ${path.replace(/\/$/, '')} ${key}`).digest('hex')}`;
+  return `proxy:idem:${createHash('sha256')
+    .update(`${method} ${path.replace(/\/$/, '')} ${key}`)
+    .digest('hex')}`;
 };

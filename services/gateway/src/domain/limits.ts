@@ -47,9 +47,17 @@ export type AccessKind = 'public-read' | 'read' | 'write';
  * window), and no tier writes more than the spec's 30 per minute.
  */
 export function accountWindows(tier: Tier, subject: string, kind: AccessKind, settings: LimitSettings): RateWindow[] {
-  const reads: RateWindow = { name: 'authenticated-reads', points: scaled(settings.authenticatedReadsPerMinute, settings.multiplier), durationSeconds: 60, key: subject };
+  const reads: RateWindow = {
+    name: 'authenticated-reads',
+    points: scaled(settings.authenticatedReadsPerMinute, settings.multiplier),
+    durationSeconds: 60,
+    key: subject,
+  };
   if (kind === 'public-read') return [reads];
-  const access: RateWindow = kind === 'read' ? reads : { name: 'authenticated-writes', points: scaled(settings.authenticatedWritesPerMinute, settings.multiplier), durationSeconds: 60, key: subject };
+  const access: RateWindow =
+    kind === 'read'
+      ? reads
+      : { name: 'authenticated-writes', points: scaled(settings.authenticatedWritesPerMinute, settings.multiplier), durationSeconds: 60, key: subject };
   return [access, ...tierWindows(tier, subject, settings)];
 }
 

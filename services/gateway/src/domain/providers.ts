@@ -1,6 +1,6 @@
-import { createRemoteJWKSet, jwtVerify, errors as joseErrors, type JWTPayload } from 'jose';
-import { request } from 'undici';
 import { Problem, unauthorized } from '@tempora/kit/http';
+import { createRemoteJWKSet, type JWTPayload, errors as joseErrors, jwtVerify } from 'jose';
+import { request } from 'undici';
 import { sha256 } from './secrets.ts';
 
 export type ProviderName = 'apple' | 'google' | 'github';
@@ -116,19 +116,32 @@ export class GitHubSignIn {
     const exchange = await this.call(this.settings.tokenUrl, {
       method: 'POST',
       headers: { accept: 'application/json', 'content-type': 'application/json', 'user-agent': 'tempora-gateway' },
-      body: JSON.stringify({ client_id: clientId, client_secret: clientSecret, code, ...(redirectUri ? { redirect_uri: redirectUri } : {}), ...(codeVerifier ? { code_verifier: codeVerifier } : {}) }),
+      body: JSON.stringify({
+        client_id: clientId,
+        client_secret: clientSecret,
+        code,
+        ...(redirectUri ? { redirect_uri: redirectUri } : {}),
+        ...(codeVerifier ? { code_verifier: codeVerifier } : {}),
+      }),
     });
     // GitHub answers a refused exchange with 200 and an `error` field.
-    if (typeof exchange.json.error === 'string') throw refused('github', `${exchange.json.error}${exchange.json.error_description ? ` (${String(exchange.json.error_description)})` : ''}`);
+    if (typeof exchange.json.error === 'string')
+      throw refused('github', `${exchange.json.error}${exchange.json.error_description ? ` (${String(exchange.json.error_description)})` : ''}`);
     if (exchange.status >= 500) throw unreachable('github');
     const accessToken = exchange.json.access_token;
     if (exchange.status !== 200 || typeof accessToken !== 'string') throw refused('github', 'the code exchange returned no access token');
     const user = await this.call(`${this.settings.apiUrl.replace(/\/$/, '')}/user`, {
       method: 'GET',
-      headers: { accept: 'application/vnd.github+json', authorization: `Bearer ${accessToken}`, 'user-agent': 'tempora-gateway', 'x-github-api-version': '2022-11-28' },
+      headers: {
+        accept: 'application/vnd.github+json',
+        authorization: `Bearer ${accessToken}`,
+        'user-agent': 'tempora-gateway',
+        'x-github-api-version': '2022-11-28',
+      },
     });
     if (user.status >= 500) throw unreachable('github');
-    if (user.status !== 200 || (typeof user.json.id !== 'number' && typeof user.json.id !== 'string')) throw refused('github', 'the user API did not accept the token');
+    if (user.status !== 200 || (typeof user.json.id !== 'number' && typeof user.json.id !== 'string'))
+      throw refused('github', 'the user API did not accept the token');
     return {
       provider: 'github',
       subject: String(user.json.id),

@@ -1,10 +1,10 @@
 import { randomUUID } from 'node:crypto';
-import { SignJWT } from 'jose';
 import { unauthorized } from '@tempora/kit/http';
+import { SignJWT } from 'jose';
 import type { GatewayRepository, UserRow } from '../repository.ts';
-import type { Tier } from './limits.ts';
 import type { KeyStore } from './keys.ts';
-import { REFRESH_TOKEN_PREFIX, opaqueSecret, sha256 } from './secrets.ts';
+import type { Tier } from './limits.ts';
+import { opaqueSecret, REFRESH_TOKEN_PREFIX, sha256 } from './secrets.ts';
 
 export const BEARER_CHALLENGE = 'Bearer realm="tempora"';
 

@@ -30,7 +30,8 @@ export function decide(method: string, path: string, user: UserPrincipal | undef
     // The open paths (the graph's public reads and MCP server, scenes' images) pass without identity or service key.
     if (isOpen(upstream, method, path) && !otherCredential) return { upstream, user, chargeable: false };
     // Services call the backends at their direct addresses: the gateway does not lend them its upstream keys.
-    if (otherCredential) return new Problem(403, 'proxied routes need a user credential (Bearer token or X-API-Key); services call the backends at their direct addresses');
+    if (otherCredential)
+      return new Problem(403, 'proxied routes need a user credential (Bearer token or X-API-Key); services call the backends at their direct addresses');
     return unauthorized('this route needs a Bearer access token or an X-API-Key', `${BEARER_CHALLENGE}, ${API_KEY_CHALLENGE}`);
   }
   return { upstream, user, chargeable: isChargeable(method, path) };

@@ -1,5 +1,16 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { Problem, repeatedCredential, toProblem, unexpectedProblem, type Admission, type RateLimiter, type RateWindow, sendProblem, requestIdFor, type ExpressLane } from '@tempora/kit/http';
+import {
+  type Admission,
+  type ExpressLane,
+  Problem,
+  type RateLimiter,
+  type RateWindow,
+  repeatedCredential,
+  requestIdFor,
+  sendProblem,
+  toProblem,
+  unexpectedProblem,
+} from '@tempora/kit/http';
 import type { Logger, Metrics } from '@tempora/kit/observability';
 import type { Authentication, UserPrincipal } from '../credentials.ts';
 import type { AccessKind } from '../domain/limits.ts';
@@ -45,7 +56,14 @@ export function expressLane(deps: ExpressLaneDeps): ExpressLane {
     const url = req.url ?? '';
     const method = req.method ?? '';
     const headers = req.headers;
-    if (!isCanonicalTarget(url) || method === 'OPTIONS' || headers.origin !== undefined || headers['x-service-key'] !== undefined || headers['x-admin-key'] !== undefined) return false;
+    if (
+      !isCanonicalTarget(url) ||
+      method === 'OPTIONS' ||
+      headers.origin !== undefined ||
+      headers['x-service-key'] !== undefined ||
+      headers['x-admin-key'] !== undefined
+    )
+      return false;
     // The app refuses a repeated credential field (400, the kit's one check), so the lane leaves it.
     if (repeatedCredential(req) !== undefined) return false;
     const user = deps.authentication.cachedUser(headerValue(headers.authorization), headerValue(headers['x-api-key']), req.socket);
@@ -63,7 +81,8 @@ export function expressLane(deps: ExpressLaneDeps): ExpressLane {
     // the proxy's single writeHead rather than set one by one.
     const responseFields = ['X-Request-ID', requestId, 'Vary', 'Origin'];
     deps.gatewayMetrics.expressLane.inc();
-    const finish = (status: number) => deps.metrics.httpDuration.series(method, PROXY_ROUTE[upstream], String(status)).observe((performance.now() - started) / 1000);
+    const finish = (status: number) =>
+      deps.metrics.httpDuration.series(method, PROXY_ROUTE[upstream], String(status)).observe((performance.now() - started) / 1000);
     const fail = (error: unknown) => {
       let problem = toProblem(error);
       if (!problem) {

@@ -4,7 +4,7 @@
  */
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
 import { context as otelContext, propagation } from '@opentelemetry/api';
-import { signPricedCall, type PricedCall, type ProxyTrust } from '@tempora/kit/http';
+import { type PricedCall, type ProxyTrust, signPricedCall } from '@tempora/kit/http';
 import { randomHex } from '@tempora/kit/observability';
 import type { UserPrincipal } from '../credentials.ts';
 
@@ -25,9 +25,37 @@ export interface ClientRequest {
 }
 
 /** RFC 9110 §7.6.1 hop-by-hop fields, plus the legacy ones proxies still see. */
-const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-authenticate', 'proxy-authorization', 'te', 'trailer', 'trailers', 'transfer-encoding', 'upgrade', 'proxy-connection']);
+const HOP_BY_HOP = new Set([
+  'connection',
+  'keep-alive',
+  'proxy-authenticate',
+  'proxy-authorization',
+  'te',
+  'trailer',
+  'trailers',
+  'transfer-encoding',
+  'upgrade',
+  'proxy-connection',
+]);
 /** Request fields that never leave the gateway: credentials, identity claims only the gateway may assert, and fields it sets itself. */
-const STRIPPED_REQUEST = new Set(['host', 'authorization', 'cookie', 'x-api-key', 'x-admin-key', 'x-service-key', 'x-user-id', 'x-user-tier', 'x-priced-operation', 'x-request-id', 'traceparent', 'tracestate', 'expect', 'x-forwarded-for', 'x-forwarded-host', 'x-forwarded-proto']);
+const STRIPPED_REQUEST = new Set([
+  'host',
+  'authorization',
+  'cookie',
+  'x-api-key',
+  'x-admin-key',
+  'x-service-key',
+  'x-user-id',
+  'x-user-tier',
+  'x-priced-operation',
+  'x-request-id',
+  'traceparent',
+  'tracestate',
+  'expect',
+  'x-forwarded-for',
+  'x-forwarded-host',
+  'x-forwarded-proto',
+]);
 /** Response fields the gateway owns: its rate-limit state, its CORS policy, its request id, its credit fields. */
 const STRIPPED_RESPONSE = /^(x-ratelimit-|access-control-|x-request-id$|x-credits-|x-balance-after$|retry-after$)/i;
 
@@ -36,7 +64,12 @@ function connectionTokens(headers: IncomingHttpHeaders): ReadonlySet<string> {
   const value = headers.connection;
   if (value === undefined) return new Set();
   const list = Array.isArray(value) ? value.join(',') : value;
-  return new Set(list.split(',').map((token) => token.trim().toLowerCase()).filter(Boolean));
+  return new Set(
+    list
+      .split(',')
+      .map((token) => token.trim().toLowerCase())
+      .filter(Boolean),
+  );
 }
 
 /** Whether an upstream response field of this (lower-case) name may reach the client at all: not hop-by-hop, not the gateway's. */

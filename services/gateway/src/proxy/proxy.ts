@@ -1,17 +1,17 @@
 import type { IncomingMessage } from 'node:http';
 import type { Readable } from 'node:stream';
-import { Agent } from 'undici';
-import type { Context, Middleware } from 'koa';
 import { bodyDigest, Problem, type ProxyTrust } from '@tempora/kit/http';
 import type { Logger } from '@tempora/kit/observability';
+import type { Context, Middleware } from 'koa';
+import { Agent } from 'undici';
 import type { ChargedJobs } from '../charged-jobs.ts';
 import type { CallCharge, Credits } from '../domain/credits.ts';
 import type { GatewayMetrics } from '../metrics.ts';
 import { decide, type Forwarding } from './decision.ts';
-import { headerValue, upstreamRequestFields, type ClientRequest } from './header-contract.ts';
+import { type ClientRequest, headerValue, upstreamRequestFields } from './header-contract.ts';
 import { readChargedBody } from './request-body.ts';
 import { holdsForRender, PROXY_ROUTE, UPSTREAMS, type UpstreamName, type UpstreamTarget } from './routing.ts';
-import { UpstreamCall, type CallDeps } from './upstream-call.ts';
+import { type CallDeps, UpstreamCall } from './upstream-call.ts';
 
 export interface ProxySettings {
   upstreams: Record<UpstreamName, UpstreamTarget>;
@@ -25,7 +25,8 @@ export interface ProxySettings {
   trust: ProxyTrust;
 }
 
-const hasBody = (req: IncomingMessage) => req.method !== 'GET' && req.method !== 'HEAD' && (Boolean(req.headers['transfer-encoding']) || Number(req.headers['content-length'] || 0) > 0);
+const hasBody = (req: IncomingMessage) =>
+  req.method !== 'GET' && req.method !== 'HEAD' && (Boolean(req.headers['transfer-encoding']) || Number(req.headers['content-length'] || 0) > 0);
 
 /**
  * Forwards requests to the backend services with undici, streaming bodies both ways. Chargeable calls are
@@ -61,7 +62,9 @@ export class Proxy {
           charge.deliver();
           return;
         }
-        await jobs.follow(charge.userId, charge.key, upstream, url).catch((error: unknown) => logger.error({ err: error, charge: charge.key }, 'could not follow a charged job'));
+        await jobs
+          .follow(charge.userId, charge.key, upstream, url)
+          .catch((error: unknown) => logger.error({ err: error, charge: charge.key }, 'could not follow a charged job'));
       },
     };
     this.agent = new Agent({
@@ -112,7 +115,14 @@ export class Proxy {
       const read = await readChargedBody(req, body !== undefined, this.settings.bodyLimitBytes);
       body = read.bytes.length > 0 ? read.bytes : undefined;
       const idempotencyKey = headerValue(req.headers['idempotency-key']) || undefined;
-      charge = await this.credits.chargeCall(forwarding.user.userId, request.method, request.path, read.json, { path: request.path, request_id: request.requestId }, idempotencyKey);
+      charge = await this.credits.chargeCall(
+        forwarding.user.userId,
+        request.method,
+        request.path,
+        read.json,
+        { path: request.path, request_id: request.requestId },
+        idempotencyKey,
+      );
     }
     return new Promise((resolve, reject) => {
       this.relay(request, forwarding, body, charge, onAnswer, (error) => (error === undefined ? resolve() : reject(error)));
@@ -138,13 +148,25 @@ export class Proxy {
   ): void {
     const { upstream, user } = forwarding;
     const target = this.targets[upstream];
-    const priced = charge && { operation: charge.price.operation, method: request.method, path: `${target.basePath}${request.path}`, bodyDigest: bodyDigest(Buffer.isBuffer(body) ? body : Buffer.alloc(0)) };
+    const priced = charge && {
+      operation: charge.price.operation,
+      method: request.method,
+      path: `${target.basePath}${request.path}`,
+      bodyDigest: bodyDigest(Buffer.isBuffer(body) ? body : Buffer.alloc(0)),
+    };
     const identity = { user, serviceKey: this.settings.upstreams[upstream].serviceKey, trust: this.settings.trust, priced };
     const headers = upstreamRequestFields(request, identity, charge ? ((body as Buffer | undefined)?.length ?? 0) : undefined);
     const headersTimeout = holdsForRender(upstream, request.method, request.path) ? this.settings.syncGenerationTimeoutMs : this.settings.timeoutMs;
     const handler = new UpstreamCall(this.callDeps, { request, upstream, user, charge, headersTimeout, onAnswer, done });
     this.agent.dispatch(
-      { origin: target.origin, path: `${target.basePath}${request.path}${request.querystring ? `?${request.querystring}` : ''}`, method: request.method as 'GET', headers, body, headersTimeout },
+      {
+        origin: target.origin,
+        path: `${target.basePath}${request.path}${request.querystring ? `?${request.querystring}` : ''}`,
+        method: request.method as 'GET',
+        headers,
+        body,
+        headersTimeout,
+      },
       handler,
     );
   }

@@ -45,7 +45,10 @@ async function decoded(req: IncomingMessage, raw: Buffer, limit: number): Promis
   const coding = headerValue(req.headers['content-encoding']).trim().toLowerCase();
   if (coding === '' || coding === 'identity') return raw;
   const decode = DECODERS[coding];
-  if (!decode) throw new Problem(415, `Content-Encoding "${coding}" is not accepted: send the body as is, or with one of gzip, deflate, br`, { headers: { 'Accept-Encoding': 'gzip, deflate, br' } });
+  if (!decode)
+    throw new Problem(415, `Content-Encoding "${coding}" is not accepted: send the body as is, or with one of gzip, deflate, br`, {
+      headers: { 'Accept-Encoding': 'gzip, deflate, br' },
+    });
   try {
     return await decode(raw, { maxOutputLength: limit });
   } catch (error) {

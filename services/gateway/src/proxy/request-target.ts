@@ -4,8 +4,9 @@
  * what the upstream's (strict, case-sensitive) router runs: a spelling the services would read as another
  * route can no longer slip past the price table.
  */
-import type { Middleware } from 'koa';
+
 import { Problem } from '@tempora/kit/http';
+import type { Middleware } from 'koa';
 
 export interface RequestTarget {
   /** The canonical path: no dot segments, no empty segments, unreserved characters unescaped. */

@@ -52,7 +52,8 @@ export const readsOnly = (method: string, path: string): boolean => isRead(metho
  * Whether a call answers only once a whole render is done, and so gets SYNC_GENERATION_TIMEOUT_MS rather
  * than UPSTREAM_TIMEOUT_MS to answer: the synchronous generation.
  */
-export const holdsForRender = (upstream: UpstreamName, method: string, path: string): boolean => upstream === 'generation' && method === 'POST' && SYNC_GENERATION.test(path);
+export const holdsForRender = (upstream: UpstreamName, method: string, path: string): boolean =>
+  upstream === 'generation' && method === 'POST' && SYNC_GENERATION.test(path);
 const SYNC_GENERATION = /^\/api\/v1\/timepoints\/generate\/sync\/?$/;
 
 /** Undefined outside /api/v1/, `native` for the gateway's own paths, else the upstream. */

@@ -1,12 +1,12 @@
 import type { IncomingHttpHeaders } from 'node:http';
-import { errors as undiciErrors, type Dispatcher } from 'undici';
 import { Problem } from '@tempora/kit/http';
 import type { Logger } from '@tempora/kit/observability';
+import { type Dispatcher, errors as undiciErrors } from 'undici';
 import type { UserPrincipal } from '../credentials.ts';
 import type { CallCharge } from '../domain/credits.ts';
 import type { GatewayMetrics } from '../metrics.ts';
 import { EventStreamWatch } from './event-stream-watch.ts';
-import { headerValue, writeAnswerHead, type ClientRequest, type CreditFields } from './header-contract.ts';
+import { type ClientRequest, type CreditFields, headerValue, writeAnswerHead } from './header-contract.ts';
 import type { UpstreamName } from './routing.ts';
 
 /** What an upstream call needs of its proxy. */
@@ -123,13 +123,25 @@ export class UpstreamCall implements Dispatcher.DispatchHandler {
       // X-Balance-After is the balance after the refund: its body waits meanwhile.
       if (statusCode >= 300) {
         const refunded = charge.refund(`upstream answered ${statusCode}`);
-        return this.hold(controller, statusCode, headers, refunded.then((balance) => (balance === undefined ? undefined : { charged: 0, balance })));
+        this.hold(
+          controller,
+          statusCode,
+          headers,
+          refunded.then((balance) => (balance === undefined ? undefined : { charged: 0, balance })),
+        );
+        return;
       }
       // Accepted for later: delivered only when the job completes, so the job is followed (booked before
       // the client learns of it, so that no accepted job goes unfollowed).
       const location = headerValue(headers.location);
       if (statusCode === 202 && location) {
-        return this.hold(controller, statusCode, headers, this.deps.followJob(charge, this.call.upstream, this.call.request.path, location).then(() => undefined));
+        this.hold(
+          controller,
+          statusCode,
+          headers,
+          this.deps.followJob(charge, this.call.upstream, this.call.request.path, location).then(() => undefined),
+        );
+        return;
       }
       if (isEventStream(headers)) this.events = new EventStreamWatch();
     }
@@ -143,7 +155,8 @@ export class UpstreamCall implements Dispatcher.DispatchHandler {
       held.chunks.push(chunk);
       held.size += chunk.length;
       if (held.size >= HELD_BYTES) controller.pause();
-      return this.release(controller);
+      this.release(controller);
+      return;
     }
     this.events?.feed(chunk);
     this.pass(controller, chunk);
@@ -153,7 +166,8 @@ export class UpstreamCall implements Dispatcher.DispatchHandler {
     this.call.request.res.off('close', this.onClientGone);
     if (this.held) {
       this.held.complete = true;
-      return this.release(controller);
+      this.release(controller);
+      return;
     }
     const { charge, request, done } = this.call;
     const outcome = this.events?.outcome;
@@ -212,7 +226,8 @@ export class UpstreamCall implements Dispatcher.DispatchHandler {
     const { res } = this.call.request;
     if (held.complete) {
       res.end(Buffer.concat(held.chunks));
-      return this.call.done();
+      this.call.done();
+      return;
     }
     for (const chunk of held.chunks) res.write(chunk);
     if (res.writableNeedDrain) res.once('drain', () => controller.resume());
@@ -229,7 +244,10 @@ export class UpstreamCall implements Dispatcher.DispatchHandler {
       // delivered. An event stream delivered only if its `done` passed; another answer unless the
       // upstream broke it off (a client that leaves it midway was being given work already done).
       const undelivered = this.events ? this.events.outcome !== 'done' : !abandoned;
-      if (charge && undelivered) await charge.refund(this.cutOff ? 'the call outlived CHARGED_CALL_MAX_MS' : abandoned ? 'the client went away before the stream was done' : 'upstream stream failed');
+      if (charge && undelivered)
+        await charge.refund(
+          this.cutOff ? 'the call outlived CHARGED_CALL_MAX_MS' : abandoned ? 'the client went away before the stream was done' : 'upstream stream failed',
+        );
       else charge?.deliver();
       deps.logger.debug({ err: error, upstream }, 'proxied stream ended early');
       res.destroy();
@@ -243,7 +261,8 @@ export class UpstreamCall implements Dispatcher.DispatchHandler {
     if (error instanceof undiciErrors.HeadersTimeoutError || error instanceof undiciErrors.BodyTimeoutError) {
       throw new Problem(504, `the ${upstream} service did not answer within ${Math.round(this.call.headersTimeout / 1000)} s`, { headers: creditHeaders });
     }
-    if (this.cutOff) throw new Problem(504, `the ${upstream} service did not finish within ${Math.round(deps.chargedCallMaxMs / 1000)} s`, { headers: creditHeaders });
+    if (this.cutOff)
+      throw new Problem(504, `the ${upstream} service did not finish within ${Math.round(deps.chargedCallMaxMs / 1000)} s`, { headers: creditHeaders });
     // Also a client gone while the request waited in the gateway (e.g. during a shutdown's drain).
     if (abandoned || res.destroyed) {
       deps.logger.debug({ upstream }, 'client went away before the upstream answered');

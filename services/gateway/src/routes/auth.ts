@@ -1,10 +1,9 @@
+import { defineRoute, notFound, Problem, type RouteDefinition } from '@tempora/kit/http';
 import type { Context } from 'koa';
 import { z } from 'zod';
-import { defineRoute, type RouteDefinition, Problem, notFound } from '@tempora/kit/http';
-import { ADMIN, BEARER, API_KEY } from '../credentials.ts';
-import { demoWindow } from '../domain/limits.ts';
+import { ADMIN, API_KEY, BEARER } from '../credentials.ts';
+import { demoWindow, TIERS } from '../domain/limits.ts';
 import type { ExternalIdentity } from '../domain/providers.ts';
-import { TIERS } from '../domain/limits.ts';
 import type { UserRow } from '../repository.ts';
 import { AccountDeletionReportSchema, JwksSchema, SignInSchema, TokenPairSchema, UserSchema } from '../schemas.ts';
 import { userView } from '../views.ts';
@@ -13,7 +12,7 @@ import { currentUser, type GatewayRouteDeps } from './context.ts';
 const token = z.string().min(10).max(10_000);
 export const AppleBody = z.object({
   identity_token: token.meta({ description: 'the identity token Sign in with Apple returned to the app' }),
-  nonce: z.string().min(1).max(512).optional().meta({ description: 'the raw nonce the app sent (its SHA-256 or itself must equal the token\'s nonce claim)' }),
+  nonce: z.string().min(1).max(512).optional().meta({ description: "the raw nonce the app sent (its SHA-256 or itself must equal the token's nonce claim)" }),
   name: z.string().max(200).optional().meta({ description: 'the name Apple gave the app at the first sign-in (it is not in the token)' }),
 });
 export const GoogleBody = z.object({ id_token: token, nonce: z.string().min(1).max(512).optional() });
@@ -31,13 +30,18 @@ const DevTokenBody = z.object({
   external_id: z.string().min(1).max(256).default('dev-user'),
   email: z.email().optional(),
   name: z.string().max(200).optional(),
-  tier: z.enum(TIERS).optional().meta({ description: 'sets the user\'s tier' }),
+  tier: z.enum(TIERS).optional().meta({ description: "sets the user's tier" }),
 });
 const ServiceTokenBody = z.object({
-  service: z.string().regex(/^[a-z][a-z0-9-]{1,62}$/).meta({ description: 'the calling service, e.g. conductor' }),
+  service: z
+    .string()
+    .regex(/^[a-z][a-z0-9-]{1,62}$/)
+    .meta({ description: 'the calling service, e.g. conductor' }),
   ttl_seconds: z.coerce.number().int().min(60).optional(),
 });
-const ServiceTokenSchema = z.object({ access_token: z.string(), token_type: z.literal('Bearer'), expires_in: z.number().int(), subject: z.string() }).meta({ id: 'ServiceToken' });
+const ServiceTokenSchema = z
+  .object({ access_token: z.string(), token_type: z.literal('Bearer'), expires_in: z.number().int(), subject: z.string() })
+  .meta({ id: 'ServiceToken' });
 
 /** What a newcomer meets after a few tours in an hour: what happened, when to retry, and what to do meanwhile. */
 function demoLimitReached(perHour: number, retryAfter: number): Problem {
@@ -139,7 +143,8 @@ export function authRoutes(deps: GatewayRouteDeps): RouteDefinition[] {
       tags: ['auth'],
       body: GitHubBody,
       responses: signInResponses,
-      handler: (ctx, { body }) => refusalCounted('github', async () => complete(ctx, await deps.github.verify(body.code, body.redirect_uri, body.code_verifier))),
+      handler: (ctx, { body }) =>
+        refusalCounted('github', async () => complete(ctx, await deps.github.verify(body.code, body.redirect_uri, body.code_verifier))),
     }),
     defineRoute({
       method: 'post',
@@ -162,13 +167,23 @@ export function authRoutes(deps: GatewayRouteDeps): RouteDefinition[] {
         const state = await deps.limiter.consume([window]);
         // The tighter window is the one to report: nearly always this one.
         if (state.remaining <= Number(ctx.response.get('X-RateLimit-Remaining') || Infinity)) {
-          ctx.set({ 'X-RateLimit-Limit': String(state.limit), 'X-RateLimit-Remaining': String(state.remaining), 'X-RateLimit-Reset': String(state.resetSeconds) });
+          ctx.set({
+            'X-RateLimit-Limit': String(state.limit),
+            'X-RateLimit-Remaining': String(state.remaining),
+            'X-RateLimit-Reset': String(state.resetSeconds),
+          });
         }
         if (state.limited) {
           deps.metrics.rateLimited.inc({ window: 'demo-signin' });
           throw demoLimitReached(window.points, state.resetSeconds);
         }
-        const { user } = await repository.findOrCreateByIdentity({ provider: 'demo', subject: crypto.randomUUID(), name: 'Demo user', isDemo: true, signupCredits: config.DEMO_CREDITS });
+        const { user } = await repository.findOrCreateByIdentity({
+          provider: 'demo',
+          subject: crypto.randomUUID(),
+          name: 'Demo user',
+          isDemo: true,
+          signupCredits: config.DEMO_CREDITS,
+        });
         metrics.signIns.inc({ provider: 'demo', outcome: 'signup' });
         return respond(ctx, user, true);
       },
@@ -179,10 +194,14 @@ export function authRoutes(deps: GatewayRouteDeps): RouteDefinition[] {
       operationId: 'refreshTokens',
       security: [],
       summary: 'Exchange a refresh token for a new token pair',
-      description: 'The refresh token is single-use: presenting one that was already exchanged (after a short grace window) revokes every token of its sign-in.',
+      description:
+        'The refresh token is single-use: presenting one that was already exchanged (after a short grace window) revokes every token of its sign-in.',
       tags: ['auth'],
       body: RefreshBody,
-      responses: { 200: { description: 'A new token pair', schema: TokenPairSchema }, 401: { description: 'Unknown, expired, revoked or reused refresh token' } },
+      responses: {
+        200: { description: 'A new token pair', schema: TokenPairSchema },
+        401: { description: 'Unknown, expired, revoked or reused refresh token' },
+      },
       handler: async (ctx, { body }) => {
         ctx.set('Cache-Control', 'no-store');
         return tokens.refresh(body.refresh_token);
@@ -193,7 +212,7 @@ export function authRoutes(deps: GatewayRouteDeps): RouteDefinition[] {
       path: '/api/v1/auth/logout',
       operationId: 'logout',
       summary: 'Sign out',
-      description: 'Revokes the given refresh token\'s session, or every session when none is given, and the access token presented.',
+      description: "Revokes the given refresh token's session, or every session when none is given, and the access token presented.",
       tags: ['auth'],
       security: [BEARER],
       body: LogoutBody,
@@ -225,12 +244,12 @@ export function authRoutes(deps: GatewayRouteDeps): RouteDefinition[] {
       operationId: 'deleteMe',
       summary: 'Delete the account and all its data, in every service',
       description:
-        'Removes the gateway\'s rows at once (identities, sessions, API keys, ledger: every credential stops working) and records the deletion durably; then asks every service holding the user\'s data (generation, graph, simulation, conductor, billing, which also cancels a paid Stripe plan) to delete it, retrying one that is down until it confirms. 200 when every service confirmed, 202 while some part is pending. Idempotent: a still-valid access token of the deleted account gets the deletion\'s current report (204 when none is on record). See docs/accounts.md.',
+        "Removes the gateway's rows at once (identities, sessions, API keys, ledger: every credential stops working) and records the deletion durably; then asks every service holding the user's data (generation, graph, simulation, conductor, billing, which also cancels a paid Stripe plan) to delete it, retrying one that is down until it confirms. 200 when every service confirmed, 202 while some part is pending. Idempotent: a still-valid access token of the deleted account gets the deletion's current report (204 when none is on record). See docs/accounts.md.",
       tags: ['auth'],
       security: [BEARER],
       responses: {
         200: { description: 'Deleted everywhere: what each service deleted and kept', schema: AccountDeletionReportSchema },
-        202: { description: 'Deleted here; some services\' parts are pending and retried', schema: AccountDeletionReportSchema },
+        202: { description: "Deleted here; some services' parts are pending and retried", schema: AccountDeletionReportSchema },
         204: { description: 'No such account and no deletion of it on record' },
       },
       handler: async (ctx) => {
@@ -253,7 +272,10 @@ export function authRoutes(deps: GatewayRouteDeps): RouteDefinition[] {
       tags: ['admin'],
       security: [ADMIN],
       body: DevTokenBody,
-      responses: { 200: { description: 'A token pair for an existing user', schema: SignInSchema }, 201: { description: 'A new development user and its token pair', schema: SignInSchema } },
+      responses: {
+        200: { description: 'A token pair for an existing user', schema: SignInSchema },
+        201: { description: 'A new development user and its token pair', schema: SignInSchema },
+      },
       handler: async (ctx, { body }) => {
         let user: UserRow | undefined;
         let created = false;
@@ -261,7 +283,13 @@ export function authRoutes(deps: GatewayRouteDeps): RouteDefinition[] {
           user = await repository.findUser(body.user_id);
           if (!user) throw notFound(`no user ${body.user_id}`);
         } else {
-          ({ user, created } = await repository.findOrCreateByIdentity({ provider: 'dev', subject: body.external_id, email: body.email, name: body.name, signupCredits: config.SIGNUP_CREDITS }));
+          ({ user, created } = await repository.findOrCreateByIdentity({
+            provider: 'dev',
+            subject: body.external_id,
+            email: body.email,
+            name: body.name,
+            signupCredits: config.SIGNUP_CREDITS,
+          }));
         }
         if (body.tier && body.tier !== user.tier) {
           await repository.setTier(user.id, body.tier);
@@ -276,7 +304,8 @@ export function authRoutes(deps: GatewayRouteDeps): RouteDefinition[] {
       path: '/api/v1/auth/service-token',
       operationId: 'issueServiceToken',
       summary: 'Issue a service token',
-      description: 'An ES256 JWT (subject `service:<name>`, scope `service`) that the gateway accepts wherever it accepts X-Service-Key, and that other services can verify against the JWKS without sharing a key.',
+      description:
+        'An ES256 JWT (subject `service:<name>`, scope `service`) that the gateway accepts wherever it accepts X-Service-Key, and that other services can verify against the JWKS without sharing a key.',
       tags: ['admin'],
       security: [ADMIN],
       body: ServiceTokenBody,

@@ -1,5 +1,5 @@
-import { z } from 'zod';
 import { defineRoute, notFound, type RouteDefinition } from '@tempora/kit/http';
+import { z } from 'zod';
 import { SERVICE } from '../credentials.ts';
 import type { GatewayRouteDeps } from './context.ts';
 
@@ -16,7 +16,7 @@ export function balanceRoutes(deps: GatewayRouteDeps): RouteDefinition[] {
       method: 'get',
       path: '/api/v1/users/{user_id}/balance',
       operationId: 'getUserBalance',
-      summary: 'A user\'s credit balance (service key)',
+      summary: "A user's credit balance (service key)",
       tags: ['service'],
       security: [SERVICE],
       params: z.object({ user_id: z.uuid() }),

@@ -1,10 +1,10 @@
+import { conflict, defineRoute, notFound, type RouteDefinition } from '@tempora/kit/http';
 import { z } from 'zod';
-import { defineRoute, type RouteDefinition, conflict, notFound } from '@tempora/kit/http';
-import { SERVICE } from '../credentials.ts';
 import { BillingLedger } from '../billing-ledger.ts';
 import type { ChargeStanding } from '../charged-jobs.ts';
+import { SERVICE } from '../credentials.ts';
 import { serviceChargeKey } from '../domain/credits.ts';
-import { IdempotencyConflict, UnknownUser, type LedgerOutcome } from '../repository.ts';
+import { IdempotencyConflict, type LedgerOutcome, UnknownUser } from '../repository.ts';
 import { LedgerEntrySchema } from '../schemas.ts';
 import { ledgerView } from '../views.ts';
 import type { GatewayRouteDeps } from './context.ts';
@@ -13,7 +13,7 @@ const BookingBody = z.object({
   user_id: z.uuid(),
   amount: z.number().int().min(1).max(10_000_000),
   operation: z.string().trim().min(1).max(100).meta({ description: 'what the entry is for, e.g. billing.pack or billing.refund' }),
-  idempotency_key: z.string().trim().min(1).max(200).meta({ description: 'derived from the payment provider\'s own ids: the same key never books twice' }),
+  idempotency_key: z.string().trim().min(1).max(200).meta({ description: "derived from the payment provider's own ids: the same key never books twice" }),
   metadata: z.record(z.string(), z.union([z.string().max(500), z.number(), z.boolean(), z.null()])).optional(),
 });
 const BookingSchema = z
@@ -37,7 +37,9 @@ const FollowBody = z.object({
 const StandingQuery = z.object({ user_id: z.uuid(), idempotency_key: ServiceChargeKey });
 const ChargeStandingSchema = z
   .object({
-    state: z.enum(['following', 'refunded', 'stands']).meta({ description: 'following: its job has not ended; refunded: given back (`reason` says why); stands: delivered, or never followed' }),
+    state: z
+      .enum(['following', 'refunded', 'stands'])
+      .meta({ description: 'following: its job has not ended; refunded: given back (`reason` says why); stands: delivered, or never followed' }),
     charged: z.number().int(),
     refunded: z.number().int(),
     reason: z.string().nullable(),
@@ -74,7 +76,8 @@ export function billingLedgerRoutes(deps: GatewayRouteDeps): RouteDefinition[] {
       path: '/api/v1/credits/grant',
       operationId: 'serviceGrantCredits',
       summary: 'Grant credits for a payment (service key)',
-      description: 'The billing service books what a verified payment bought. A retry with the same key and amount answers 200 with the original entry; the same key with another amount is a 409.',
+      description:
+        'The billing service books what a verified payment bought. A retry with the same key and amount answers 200 with the original entry; the same key with another amount is a 409.',
       tags: ['service'],
       security: [SERVICE],
       body: BookingBody,
@@ -85,7 +88,9 @@ export function billingLedgerRoutes(deps: GatewayRouteDeps): RouteDefinition[] {
         409: { description: 'The key was used for a different grant' },
       },
       handler: async (ctx, { body }) => {
-        const outcome = await booking(body.user_id, () => repository.grant(body.user_id, body.amount, `service-grant:${body.idempotency_key}`, body.operation, body.metadata ?? {}));
+        const outcome = await booking(body.user_id, () =>
+          repository.grant(body.user_id, body.amount, `service-grant:${body.idempotency_key}`, body.operation, body.metadata ?? {}),
+        );
         ctx.status = outcome.replayed ? 200 : 201;
         return { entry: ledgerView(outcome.entry), balance: outcome.balance, replayed: outcome.replayed };
       },
@@ -95,7 +100,8 @@ export function billingLedgerRoutes(deps: GatewayRouteDeps): RouteDefinition[] {
       path: '/api/v1/credits/debit',
       operationId: 'serviceDebitCredits',
       summary: 'Take back credits of a refunded or disputed payment (service key)',
-      description: 'Takes up to `amount`: never more than the balance holds, so the balance stays at or above zero; `taken` says how much was taken. The same key books once.',
+      description:
+        'Takes up to `amount`: never more than the balance holds, so the balance stays at or above zero; `taken` says how much was taken. The same key books once.',
       tags: ['service'],
       security: [SERVICE],
       body: BookingBody,
@@ -105,7 +111,9 @@ export function billingLedgerRoutes(deps: GatewayRouteDeps): RouteDefinition[] {
         404: { description: 'No such user' },
       },
       handler: async (ctx, { body }) => {
-        const outcome = await booking(body.user_id, () => ledger.debitUpTo(body.user_id, body.amount, `service-debit:${body.idempotency_key}`, body.operation, body.metadata ?? {}));
+        const outcome = await booking(body.user_id, () =>
+          ledger.debitUpTo(body.user_id, body.amount, `service-debit:${body.idempotency_key}`, body.operation, body.metadata ?? {}),
+        );
         ctx.status = outcome.replayed ? 200 : 201;
         return { entry: ledgerView(outcome.entry), balance: outcome.balance, replayed: outcome.replayed, taken: outcome.taken };
       },

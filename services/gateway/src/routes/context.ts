@@ -1,10 +1,10 @@
-import type { Context } from 'koa';
 import { Problem, type RateLimiter } from '@tempora/kit/http';
 import type { Logger } from '@tempora/kit/observability';
+import type { Context } from 'koa';
 import type { AccountDeletions } from '../accounts/account-deletions.ts';
 import type { AccountServices } from '../accounts/account-services.ts';
-import type { ChargedJobs } from '../charged-jobs.ts';
 import type { AuthCache } from '../auth-cache.ts';
+import type { ChargedJobs } from '../charged-jobs.ts';
 import type { GatewayConfig } from '../config.ts';
 import type { UserPrincipal } from '../credentials.ts';
 import type { Credits } from '../domain/credits.ts';

@@ -1,14 +1,19 @@
+import { conflict, defineRoute, listEnvelope, notFound, type RouteDefinition } from '@tempora/kit/http';
 import { z } from 'zod';
-import { defineRoute, type RouteDefinition, conflict, notFound, listEnvelope } from '@tempora/kit/http';
 import { ADMIN, API_KEY, BEARER, SERVICE } from '../credentials.ts';
 import { costTable } from '../domain/costs.ts';
 import { insufficientCredits, serviceChargeKey } from '../domain/credits.ts';
-import { IdempotencyConflict, InsufficientCredits, UnknownUser, type LedgerOutcome } from '../repository.ts';
+import { IdempotencyConflict, InsufficientCredits, type LedgerOutcome, UnknownUser } from '../repository.ts';
 import { LedgerEntrySchema, Page } from '../schemas.ts';
 import { ledgerView } from '../views.ts';
 import { currentUser, type GatewayRouteDeps } from './context.ts';
 
-const idempotencyKey = z.string().trim().min(1).max(200).meta({ description: 'a retry with the same key and the same amount changes nothing and returns the original entry' });
+const idempotencyKey = z
+  .string()
+  .trim()
+  .min(1)
+  .max(200)
+  .meta({ description: 'a retry with the same key and the same amount changes nothing and returns the original entry' });
 const GrantBody = z.object({
   user_id: z.uuid(),
   amount: z.number().int().min(1).max(10_000_000),
@@ -21,7 +26,11 @@ const ChargeBody = z.object({
   operation: z.string().trim().min(1).max(100),
   idempotency_key: idempotencyKey,
 });
-const RefundBody = z.object({ user_id: z.uuid(), idempotency_key: idempotencyKey.meta({ description: 'the key of the charge to refund' }), reason: z.string().max(500).default('refund') });
+const RefundBody = z.object({
+  user_id: z.uuid(),
+  idempotency_key: idempotencyKey.meta({ description: 'the key of the charge to refund' }),
+  reason: z.string().max(500).default('refund'),
+});
 const LedgerOutcomeSchema = z.object({ entry: LedgerEntrySchema, balance: z.number().int(), replayed: z.boolean() }).meta({ id: 'LedgerOutcome' });
 const BalanceSchema = z.object({ user_id: z.string(), balance: z.number().int(), currency: z.literal('credits') }).meta({ id: 'Balance' });
 
@@ -97,7 +106,10 @@ export function creditRoutes(deps: GatewayRouteDeps): RouteDefinition[] {
         409: { description: 'The idempotency key was used for a different grant' },
       },
       handler: async (ctx, { body }) => {
-        const outcome = await ledgerCall(() => repository.grant(body.user_id, body.amount, `grant:${body.idempotency_key}`, 'admin.grant', { reason: body.reason }), body.user_id);
+        const outcome = await ledgerCall(
+          () => repository.grant(body.user_id, body.amount, `grant:${body.idempotency_key}`, 'admin.grant', { reason: body.reason }),
+          body.user_id,
+        );
         ctx.status = outcome.replayed ? 200 : 201;
         return outcomeView(outcome);
       },
@@ -107,7 +119,7 @@ export function creditRoutes(deps: GatewayRouteDeps): RouteDefinition[] {
       path: '/api/v1/credits/charge',
       operationId: 'chargeCredits',
       summary: 'Charge a user for an operation run by another service (service key)',
-      description: 'For services that spend credits on a user\'s behalf outside the proxy (the conductor\'s tool calls). Never overdraws: 402 when short.',
+      description: "For services that spend credits on a user's behalf outside the proxy (the conductor's tool calls). Never overdraws: 402 when short.",
       tags: ['service'],
       security: [SERVICE],
       body: ChargeBody,

@@ -1,5 +1,5 @@
+import { defineRoute, listEnvelope, notFound, Problem, type RouteDefinition } from '@tempora/kit/http';
 import { z } from 'zod';
-import { Problem, defineRoute, notFound, type RouteDefinition, listEnvelope } from '@tempora/kit/http';
 import { BEARER } from '../credentials.ts';
 import type { ExternalIdentity } from '../domain/providers.ts';
 import { IdentitySchema } from '../schemas.ts';
@@ -10,7 +10,7 @@ import { currentUser, type GatewayRouteDeps } from './context.ts';
 const linkResponses = {
   200: { description: 'Already linked to this account', schema: IdentitySchema },
   201: { description: 'Linked: signing in with it now reaches this account', schema: IdentitySchema },
-  401: { description: 'The provider\'s token or code was refused' },
+  401: { description: "The provider's token or code was refused" },
   409: { description: 'That identity signs in to another account; accounts are never merged' },
   502: { description: 'The identity provider could not be reached' },
   503: { description: 'This provider is not configured' },
@@ -27,7 +27,11 @@ export function identityRoutes(deps: GatewayRouteDeps): RouteDefinition[] {
   async function link(ctx: Parameters<RouteDefinition['handler']>[0], identity: ExternalIdentity) {
     const { userId } = currentUser(ctx);
     const { outcome, identity: row } = await repository.linkIdentity(userId, identity);
-    if (outcome === 'taken') throw new Problem(409, `this ${identity.provider} identity signs in to another account; delete that account or unlink it there first (accounts are never merged)`);
+    if (outcome === 'taken')
+      throw new Problem(
+        409,
+        `this ${identity.provider} identity signs in to another account; delete that account or unlink it there first (accounts are never merged)`,
+      );
     deps.authCache.clear();
     ctx.status = outcome === 'linked' ? 201 : 200;
     return identityView(row!);
@@ -75,12 +79,12 @@ export function identityRoutes(deps: GatewayRouteDeps): RouteDefinition[] {
       responses: {
         204: { description: 'Unlinked: signing in with it no longer reaches this account' },
         404: { description: 'No such identity on this account' },
-        409: { description: 'It is the account\'s last way to sign in' },
+        409: { description: "It is the account's last way to sign in" },
       },
       handler: async (ctx, { params }) => {
         const outcome = await repository.unlinkIdentity(currentUser(ctx).userId, params.provider, params.subject);
         if (outcome === 'missing') throw notFound(`no ${params.provider} identity ${params.subject} on this account`);
-        if (outcome === 'last') throw new Problem(409, 'this is the account\'s last way to sign in; link another provider first (or delete the account)');
+        if (outcome === 'last') throw new Problem(409, "this is the account's last way to sign in; link another provider first (or delete the account)");
         deps.authCache.clear();
         ctx.status = 204;
         return undefined;

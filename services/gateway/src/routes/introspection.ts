@@ -1,7 +1,7 @@
+import { defineRoute, Problem, type RouteDefinition, unprocessable, zodIssues } from '@tempora/kit/http';
+import { jwtVerify } from 'jose';
 import type { Context } from 'koa';
 import { z } from 'zod';
-import { jwtVerify } from 'jose';
-import { defineRoute, type RouteDefinition, unprocessable, zodIssues, Problem } from '@tempora/kit/http';
 import { claimsProblem, SERVICE } from '../credentials.ts';
 import type { AccessClaims } from '../domain/tokens.ts';
 import type { GatewayRouteDeps } from './context.ts';
@@ -22,7 +22,7 @@ const IntrospectionSchema = z
     iss: z.string().optional(),
     aud: z.union([z.string(), z.array(z.string())]).optional(),
     scope: z.string().optional().meta({ description: '`service` on service tokens' }),
-    tier: z.enum(['free', 'pro', 'enterprise']).optional().meta({ description: 'the account\'s tier now (user tokens)' }),
+    tier: z.enum(['free', 'pro', 'enterprise']).optional().meta({ description: "the account's tier now (user tokens)" }),
   })
   .meta({ id: 'TokenIntrospection' });
 type Introspection = z.output<typeof IntrospectionSchema>;
@@ -68,7 +68,16 @@ export function introspectionRoutes(deps: GatewayRouteDeps): RouteDefinition[] {
       return inactive;
     }
     if (claimsProblem(claims)) return inactive;
-    const common = { active: true, token_type: 'access_token' as const, sub: claims.sub, jti: claims.jti, iat: claims.iat, exp: claims.exp, iss: claims.iss, aud: claims.aud };
+    const common = {
+      active: true,
+      token_type: 'access_token' as const,
+      sub: claims.sub,
+      jti: claims.jti,
+      iat: claims.iat,
+      exp: claims.exp,
+      iss: claims.iss,
+      aud: claims.aud,
+    };
     if (claims.scope === 'service' && claims.sub.startsWith('service:')) return { ...common, scope: 'service' };
     const found = await repository.userForToken(claims.sub, claims.jti);
     if (!found || found.revoked) return inactive;
@@ -85,11 +94,11 @@ export function introspectionRoutes(deps: GatewayRouteDeps): RouteDefinition[] {
       operationId: 'introspectToken',
       summary: 'Whether an access token is active (RFC 7662 token introspection, for services)',
       description:
-        'Body `token` (and an optional `token_type_hint`, ignored), form-encoded as RFC 7662 §2.1 has it or as JSON. Answers `{active: false}` for a token that is malformed, expired, signed by a key no longer published, revoked by a sign-out, issued before a sign-out of every session, or whose account was deleted; otherwise `active: true` with its claims and the account\'s tier now. Not cached: callers cache the answer briefly themselves.',
+        "Body `token` (and an optional `token_type_hint`, ignored), form-encoded as RFC 7662 §2.1 has it or as JSON. Answers `{active: false}` for a token that is malformed, expired, signed by a key no longer published, revoked by a sign-out, issued before a sign-out of every session, or whose account was deleted; otherwise `active: true` with its claims and the account's tier now. Not cached: callers cache the answer briefly themselves.",
       tags: ['auth'],
       security: [SERVICE],
       responses: {
-        200: { description: 'The token\'s state', schema: IntrospectionSchema },
+        200: { description: "The token's state", schema: IntrospectionSchema },
         422: { description: 'No token in the body' },
       },
       handler: async (ctx) => {

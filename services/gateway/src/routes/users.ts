@@ -1,12 +1,12 @@
 import { randomUUID } from 'node:crypto';
 import { Readable } from 'node:stream';
+import { defineRoute, linksTo, listEnvelope, notFound, Problem, type RouteDefinition } from '@tempora/kit/http';
 import { z } from 'zod';
-import { defineRoute, linksTo, type RouteDefinition, Problem, notFound, listEnvelope } from '@tempora/kit/http';
+import { exportDocument } from '../accounts/account-export.ts';
 import { ADMIN, API_KEY, API_KEY_SCOPES, BEARER, SERVICE } from '../credentials.ts';
 import { TIERS } from '../domain/limits.ts';
 import { API_KEY_PREFIX, API_KEY_VISIBLE, opaqueSecret, sha256 } from '../domain/secrets.ts';
 import { ApiKeySchema, Page, UserSchema } from '../schemas.ts';
-import { exportDocument } from '../accounts/account-export.ts';
 import { apiKeyView, userView } from '../views.ts';
 import { currentUser, type GatewayRouteDeps } from './context.ts';
 
@@ -14,16 +14,26 @@ export const MAX_ACTIVE_API_KEYS = 20;
 
 const ResolveBody = z.object({
   external_id: z.string().trim().min(1).max(256),
-  provider: z.string().regex(/^[a-z][a-z0-9_-]{0,31}$/).default('external').meta({ description: 'namespace of external_id; apple, google and github are the sign-in providers\' own' }),
+  provider: z
+    .string()
+    .regex(/^[a-z][a-z0-9_-]{0,31}$/)
+    .default('external')
+    .meta({ description: "namespace of external_id; apple, google and github are the sign-in providers' own" }),
   email: z.email().optional(),
   name: z.string().max(200).optional(),
 });
 const ResolveSchema = z.object({ user: UserSchema, created: z.boolean() }).meta({ id: 'ResolvedUser' });
 const CreateKeyBody = z.object({
   name: z.string().trim().min(1).max(100),
-  scopes: z.array(z.enum(API_KEY_SCOPES)).min(1).default(['read', 'write']).transform((scopes) => [...new Set(scopes)]),
+  scopes: z
+    .array(z.enum(API_KEY_SCOPES))
+    .min(1)
+    .default(['read', 'write'])
+    .transform((scopes) => [...new Set(scopes)]),
 });
-const CreatedKeySchema = ApiKeySchema.extend({ key: z.string().meta({ description: 'the key itself: shown only in this response' }) }).meta({ id: 'CreatedApiKey' });
+const CreatedKeySchema = ApiKeySchema.extend({ key: z.string().meta({ description: 'the key itself: shown only in this response' }) }).meta({
+  id: 'CreatedApiKey',
+});
 
 export function userRoutes(deps: GatewayRouteDeps): RouteDefinition[] {
   const { repository } = deps;
@@ -39,7 +49,13 @@ export function userRoutes(deps: GatewayRouteDeps): RouteDefinition[] {
       body: ResolveBody,
       responses: { 200: { description: 'The existing user', schema: ResolveSchema }, 201: { description: 'A new user', schema: ResolveSchema } },
       handler: async (ctx, { body }) => {
-        const { user, created } = await repository.findOrCreateByIdentity({ provider: body.provider, subject: body.external_id, email: body.email, name: body.name, signupCredits: deps.config.SIGNUP_CREDITS });
+        const { user, created } = await repository.findOrCreateByIdentity({
+          provider: body.provider,
+          subject: body.external_id,
+          email: body.email,
+          name: body.name,
+          signupCredits: deps.config.SIGNUP_CREDITS,
+        });
         ctx.status = created ? 201 : 200;
         return { user: userView(user, await repository.identitiesOf(user.id)), created };
       },
@@ -48,7 +64,7 @@ export function userRoutes(deps: GatewayRouteDeps): RouteDefinition[] {
       method: 'put',
       path: '/api/v1/users/{user_id}/tier',
       operationId: 'setUserTier',
-      summary: 'Set a user\'s tier (billing, admin)',
+      summary: "Set a user's tier (billing, admin)",
       description: 'Rate limits follow the new tier at once; access tokens carry it from their next refresh.',
       tags: ['users'],
       security: [SERVICE, ADMIN],
@@ -67,11 +83,15 @@ export function userRoutes(deps: GatewayRouteDeps): RouteDefinition[] {
       method: 'get',
       path: '/api/v1/users/me/timepoints',
       operationId: 'listMyTimepoints',
-      summary: 'The user\'s generated scenes (from the generation service)',
-      description: 'Proxied to the generation service\'s GET /api/v1/users/me/timepoints with X-User-ID; query parameters pass through.',
+      summary: "The user's generated scenes (from the generation service)",
+      description: "Proxied to the generation service's GET /api/v1/users/me/timepoints with X-User-ID; query parameters pass through.",
       tags: ['users'],
       security: [BEARER, API_KEY],
-      responses: { 200: { description: 'Whatever the generation service answers' }, 502: { description: 'Generation unreachable' }, 504: { description: 'Generation timed out' } },
+      responses: {
+        200: { description: 'Whatever the generation service answers' },
+        502: { description: 'Generation unreachable' },
+        504: { description: 'Generation timed out' },
+      },
       handler: async (ctx) => {
         await deps.proxy.forwardContext(ctx, { upstream: 'generation', user: currentUser(ctx), chargeable: false }, '/api/v1/users/me/timepoints');
         return undefined;
@@ -81,12 +101,15 @@ export function userRoutes(deps: GatewayRouteDeps): RouteDefinition[] {
       method: 'get',
       path: '/api/v1/users/me/export',
       operationId: 'exportMyData',
-      summary: 'Every piece of the user\'s data, from every service, as one JSON document',
+      summary: "Every piece of the user's data, from every service, as one JSON document",
       description:
         'Streamed: the profile, identities, sessions, API keys and the whole ledger, then under `services` each service\'s data by kind (generation: timepoints and jobs; graph: render jobs; simulation; conductor; billing). Nothing is truncated: a service that cannot answer is named in `errors` and the document ends with `"complete": false`. Format: docs/accounts.md.',
       tags: ['users'],
       security: [BEARER],
-      responses: { 200: { description: 'The export (Content-Disposition: attachment)', contentType: 'application/json' }, 404: { description: 'The account no longer exists' } },
+      responses: {
+        200: { description: 'The export (Content-Disposition: attachment)', contentType: 'application/json' },
+        404: { description: 'The account no longer exists' },
+      },
       handler: async (ctx) => {
         const { userId } = currentUser(ctx);
         const user = await repository.findUser(userId);
@@ -107,12 +130,23 @@ export function userRoutes(deps: GatewayRouteDeps): RouteDefinition[] {
       tags: ['api-keys'],
       security: [BEARER],
       body: CreateKeyBody,
-      responses: { 201: { description: 'The new key', schema: CreatedKeySchema, links: linksTo({ id: '$response.body#/id' }, 'revokeApiKey') }, 409: { description: 'Too many active keys' } },
+      responses: {
+        201: { description: 'The new key', schema: CreatedKeySchema, links: linksTo({ id: '$response.body#/id' }, 'revokeApiKey') },
+        409: { description: 'Too many active keys' },
+      },
       handler: async (ctx, { body }) => {
         const { userId } = currentUser(ctx);
-        if ((await repository.countActiveApiKeys(userId)) >= MAX_ACTIVE_API_KEYS) throw new Problem(409, `at most ${MAX_ACTIVE_API_KEYS} active API keys; revoke one first`);
+        if ((await repository.countActiveApiKeys(userId)) >= MAX_ACTIVE_API_KEYS)
+          throw new Problem(409, `at most ${MAX_ACTIVE_API_KEYS} active API keys; revoke one first`);
         const key = opaqueSecret(API_KEY_PREFIX);
-        const row = await repository.createApiKey({ id: randomUUID(), user_id: userId, name: body.name, prefix: key.slice(0, API_KEY_VISIBLE), key_hash: sha256(key), scopes: body.scopes });
+        const row = await repository.createApiKey({
+          id: randomUUID(),
+          user_id: userId,
+          name: body.name,
+          prefix: key.slice(0, API_KEY_VISIBLE),
+          key_hash: sha256(key),
+          scopes: body.scopes,
+        });
         deps.metrics.apiKeys.inc({ action: 'created' });
         ctx.status = 201;
         ctx.set('Cache-Control', 'no-store');
@@ -124,7 +158,7 @@ export function userRoutes(deps: GatewayRouteDeps): RouteDefinition[] {
       method: 'get',
       path: '/api/v1/users/me/api-keys',
       operationId: 'listApiKeys',
-      summary: 'The user\'s active API keys (without the keys themselves)',
+      summary: "The user's active API keys (without the keys themselves)",
       tags: ['api-keys'],
       security: [BEARER, API_KEY],
       query: Page,
@@ -147,7 +181,8 @@ export function userRoutes(deps: GatewayRouteDeps): RouteDefinition[] {
       responses: { 204: { description: 'Revoked' }, 404: { description: 'No such active key of this user' } },
       handler: async (ctx, { params }) => {
         const user = currentUser(ctx);
-        if (user.via === 'api_key' && user.apiKeyId !== params.id) throw new Problem(403, 'an API key can revoke only itself; use a Bearer token to revoke other keys');
+        if (user.via === 'api_key' && user.apiKeyId !== params.id)
+          throw new Problem(403, 'an API key can revoke only itself; use a Bearer token to revoke other keys');
         if (!(await repository.revokeApiKey(user.userId, params.id))) throw notFound(`no active API key ${params.id}`);
         deps.metrics.apiKeys.inc({ action: 'revoked' });
         deps.authCache.clear();

@@ -1,6 +1,6 @@
 import { z } from 'zod';
+import { charactersOf, context, HISTORIAN, replyFormat } from './shared.ts';
 import { defineAgent } from './types.ts';
-import { HISTORIAN, charactersOf, context, replyFormat } from './shared.ts';
 import { pick, random } from './world.ts';
 
 const schema = z.object({

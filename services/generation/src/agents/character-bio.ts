@@ -1,6 +1,6 @@
 import { z } from 'zod';
+import { type CharacterRef, context, HISTORIAN, nonEmpty, replyFormat } from './shared.ts';
 import { defineAgent } from './types.ts';
-import { HISTORIAN, context, nonEmpty, replyFormat, type CharacterRef } from './shared.ts';
 import { anchorOf, pick, random } from './world.ts';
 
 const schema = z.object({

@@ -1,6 +1,6 @@
 import { z } from 'zod';
+import { context, HISTORIAN, replyFormat } from './shared.ts';
 import { defineAgent } from './types.ts';
-import { HISTORIAN, context, replyFormat } from './shared.ts';
 
 const schema = z.object({
   score: z.number().min(0).max(1),

@@ -1,10 +1,13 @@
 import { z } from 'zod';
+import { charactersOf, context, HISTORIAN, nonEmpty, replyFormat } from './shared.ts';
 import { defineAgent } from './types.ts';
-import { HISTORIAN, charactersOf, context, nonEmpty, replyFormat } from './shared.ts';
 import { anchorOf } from './world.ts';
 
 const schema = z.object({
-  lines: z.array(z.object({ speaker: nonEmpty, text: nonEmpty, tone: z.string() })).min(1).max(20),
+  lines: z
+    .array(z.object({ speaker: nonEmpty, text: nonEmpty, tone: z.string() }))
+    .min(1)
+    .max(20),
 });
 
 export const dialog = defineAgent({
@@ -13,7 +16,9 @@ export const dialog = defineAgent({
   role: 'Writes 4 to 10 lines of period-appropriate dialog for the people present; rewritten once when Critique asks for it.',
   system: `${HISTORIAN} You are the Dialog agent. Write short, period-appropriate dialog (4 to 10 lines) for the people present, true to their bios and relationships. Only people in the character list speak.`,
   prompt: (brief) => {
-    const revision = brief.revision_feedback ? `\n\nYour previous draft was sent back by the critic. Draft: ${JSON.stringify(brief.previous_dialog)}\nFeedback: ${String(brief.revision_feedback)}\nRewrite it.` : '';
+    const revision = brief.revision_feedback
+      ? `\n\nYour previous draft was sent back by the critic. Draft: ${JSON.stringify(brief.previous_dialog)}\nFeedback: ${String(brief.revision_feedback)}\nRewrite it.`
+      : '';
     return `${context(brief, ['timeline', 'grounding', 'scene', 'characters', 'bios', 'graph', 'moment'])}${revision}\n\n${replyFormat(schema)}`;
   },
   schema,

@@ -1,6 +1,6 @@
 import { z } from 'zod';
+import { charactersOf, context, HISTORIAN, nonEmpty, replyFormat } from './shared.ts';
 import { defineAgent } from './types.ts';
-import { HISTORIAN, charactersOf, context, nonEmpty, replyFormat } from './shared.ts';
 
 const schema = z.object({
   relationships: z.array(z.object({ from: nonEmpty, to: nonEmpty, type: nonEmpty, description: z.string() })).max(30),

@@ -1,6 +1,6 @@
 import { z } from 'zod';
+import { context, HISTORIAN, replyFormat } from './shared.ts';
 import { defineAgent } from './types.ts';
-import { HISTORIAN, context, replyFormat } from './shared.ts';
 import { anchorOf, yearLabel } from './world.ts';
 
 const schema = z.object({
@@ -22,9 +22,14 @@ export const grounding = defineAgent({
   offline(brief) {
     const anchor = anchorOf(brief);
     const moment = brief.graph_moment;
-    if (!moment) return { facts: [`${anchor.event_name} (${yearLabel(anchor.year)}), as described by the query`], sources: [], verified: false, corrections: [] };
+    if (!moment)
+      return { facts: [`${anchor.event_name} (${yearLabel(anchor.year)}), as described by the query`], sources: [], verified: false, corrections: [] };
     return {
-      facts: [moment.description || moment.event_name, `${moment.event_name} took place in ${yearLabel(moment.year)}.`, ...(moment.figures.length ? [`Figures: ${moment.figures.join(', ')}.`] : [])].filter(Boolean),
+      facts: [
+        moment.description || moment.event_name,
+        `${moment.event_name} took place in ${yearLabel(moment.year)}.`,
+        ...(moment.figures.length ? [`Figures: ${moment.figures.join(', ')}.`] : []),
+      ].filter(Boolean),
       sources: [{ title: `Tempora graph: ${moment.event_name}`, url: moment.url }],
       verified: true,
       corrections: [],

@@ -1,6 +1,6 @@
 import { z } from 'zod';
+import { charactersOf, context, HISTORIAN, nonEmpty, replyFormat } from './shared.ts';
 import { defineAgent } from './types.ts';
-import { HISTORIAN, charactersOf, context, nonEmpty, replyFormat } from './shared.ts';
 import { anchorOf, yearLabel } from './world.ts';
 
 const schema = z.object({ prompt: nonEmpty, negative_prompt: z.string(), style: z.string() });
@@ -17,7 +17,9 @@ export const imagePrompt = defineAgent({
     const anchor = anchorOf(brief);
     const scene = brief.scene as { weather?: string; lighting?: string } | undefined;
     const camera = brief.camera as { shot?: string; angle?: string; lens?: string } | undefined;
-    const people = charactersOf(brief).map((person) => person.name).join(', ');
+    const people = charactersOf(brief)
+      .map((person) => person.name)
+      .join(', ');
     return {
       prompt: `${camera?.shot ?? 'wide shot'}, ${camera?.angle ?? 'eye level'}, ${camera?.lens ?? '35mm'} lens: ${anchor.event_name}, ${anchor.place.name}, ${yearLabel(anchor.year)}. ${people ? `With ${people}. ` : ''}${scene?.weather ?? ''}, ${scene?.lighting ?? ''}. Period-accurate costume and architecture.`,
       negative_prompt: 'modern clothing, text, watermark, anachronistic objects',

@@ -1,3 +1,5 @@
+import type { ProviderKind } from '@tempora/kit/providers';
+import type { z } from 'zod';
 import { camera } from './camera.ts';
 import { characterBio } from './character-bio.ts';
 import { characters } from './characters.ts';
@@ -11,8 +13,6 @@ import { moment } from './moment.ts';
 import { optimizer } from './optimizer.ts';
 import { scene } from './scene.ts';
 import { timeline } from './timeline.ts';
-import type { z } from 'zod';
-import type { ProviderKind } from '@tempora/kit/providers';
 import type { AgentName, TextAgent, TextAgentName } from './types.ts';
 
 /** The 13 text agents by name; the 14th, ImageGen, calls image models (`runImage` in pipeline/task.ts). */

@@ -1,6 +1,6 @@
 import { z } from 'zod';
-import { defineAgent } from './types.ts';
 import { HISTORIAN, nonEmpty, replyFormat } from './shared.ts';
+import { defineAgent } from './types.ts';
 import { yearOf } from './world.ts';
 
 const schema = z.object({
@@ -28,10 +28,21 @@ export const judge = defineAgent({
     if (words.length === 0 || !/[aeiouy]/i.test(query) || /(.)\1{4,}/.test(query)) {
       return { valid: false, reason: 'the query does not describe a moment: it has no recognisable words', query_type: 'invalid' as const, normalized_query };
     }
-    if (REFUSED.test(query)) return { valid: false, reason: 'the query asks for content Tempora does not render', query_type: 'invalid' as const, normalized_query };
+    if (REFUSED.test(query))
+      return { valid: false, reason: 'the query asks for content Tempora does not render', query_type: 'invalid' as const, normalized_query };
     if (year !== undefined && year > new Date().getUTCFullYear()) {
-      return { valid: false, reason: `the year ${year} is in the future: Tempora renders moments that have happened`, query_type: 'speculative' as const, normalized_query };
+      return {
+        valid: false,
+        reason: `the year ${year} is in the future: Tempora renders moments that have happened`,
+        query_type: 'speculative' as const,
+        normalized_query,
+      };
     }
-    return { valid: true, reason: brief.graph_moment ? `known moment: ${brief.graph_moment.event_name}` : 'a describable historical moment', query_type: 'historical' as const, normalized_query };
+    return {
+      valid: true,
+      reason: brief.graph_moment ? `known moment: ${brief.graph_moment.event_name}` : 'a describable historical moment',
+      query_type: 'historical' as const,
+      normalized_query,
+    };
   },
 });

@@ -1,6 +1,6 @@
 import { z } from 'zod';
+import { charactersOf, context, HISTORIAN, nonEmpty, replyFormat } from './shared.ts';
 import { defineAgent } from './types.ts';
-import { HISTORIAN, charactersOf, context, nonEmpty, replyFormat } from './shared.ts';
 import { anchorOf, yearLabel } from './world.ts';
 
 const schema = z.object({

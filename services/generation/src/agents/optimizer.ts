@@ -1,6 +1,6 @@
 import { z } from 'zod';
+import { context, HISTORIAN, nonEmpty, replyFormat } from './shared.ts';
 import { defineAgent } from './types.ts';
-import { HISTORIAN, context, nonEmpty, replyFormat } from './shared.ts';
 
 const schema = z.object({
   prompt: nonEmpty.max(2000),

@@ -1,6 +1,6 @@
 import { z } from 'zod';
+import { context, HISTORIAN, nonEmpty, replyFormat, when } from './shared.ts';
 import { defineAgent } from './types.ts';
-import { HISTORIAN, context, nonEmpty, replyFormat, when } from './shared.ts';
 import { anchorOf, pick, random } from './world.ts';
 
 const schema = z.object({
@@ -44,7 +44,10 @@ export const scene = defineAgent({
       sounds: [pick(next, SOUNDS), pick(next, SOUNDS)].filter((value, index, all) => all.indexOf(value) === index),
       smells: [pick(next, SMELLS), pick(next, SMELLS)].filter((value, index, all) => all.indexOf(value) === index),
       mood,
-      description: `${anchor.event_name}. ${brief.graph_moment?.description ?? ''} ${weather.charAt(0).toUpperCase() + weather.slice(1)} over ${anchor.place.name}; ${lighting}.`.replace(/\s+/g, ' ').trim(),
+      description:
+        `${anchor.event_name}. ${brief.graph_moment?.description ?? ''} ${weather.charAt(0).toUpperCase() + weather.slice(1)} over ${anchor.place.name}; ${lighting}.`
+          .replace(/\s+/g, ' ')
+          .trim(),
     };
   },
 });

@@ -24,7 +24,8 @@ export function context(brief: Brief, keys: string[]): string {
   return sections.join('\n\n');
 }
 
-export const HISTORIAN = 'You are part of Tempora, which renders a historical moment as a vivid, accurate scene. Be historically careful: no anachronisms, and say when evidence is thin.';
+export const HISTORIAN =
+  'You are part of Tempora, which renders a historical moment as a vivid, accurate scene. Be historically careful: no anachronisms, and say when evidence is thin.';
 
 export function when(brief: Brief): string {
   const anchor = anchorOf(brief);
@@ -38,4 +39,4 @@ export interface CharacterRef {
   is_historical: boolean;
   description: string;
 }
-export const charactersOf = (brief: Brief): CharacterRef[] => ((brief.characters as { characters?: CharacterRef[] } | undefined)?.characters ?? []);
+export const charactersOf = (brief: Brief): CharacterRef[] => (brief.characters as { characters?: CharacterRef[] } | undefined)?.characters ?? [];

@@ -1,6 +1,6 @@
 import { z } from 'zod';
+import { context, HISTORIAN, nonEmpty, replyFormat } from './shared.ts';
 import { defineAgent } from './types.ts';
-import { HISTORIAN, context, nonEmpty, replyFormat } from './shared.ts';
 import { anchorOf } from './world.ts';
 
 const schema = z.object({

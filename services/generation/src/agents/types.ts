@@ -19,7 +19,20 @@ export const AGENT_NAMES = [
 export type AgentName = (typeof AGENT_NAMES)[number];
 
 /** The order in which the stream reports completions (platform-interface.md, Events). */
-export const EVENT_ORDER: AgentName[] = ['Judge', 'Timeline', 'Grounding', 'Scene', 'Characters', 'Moment', 'Camera', 'Dialog', 'Critique', 'ImagePrompt', 'Optimizer', 'ImageGen'];
+export const EVENT_ORDER: AgentName[] = [
+  'Judge',
+  'Timeline',
+  'Grounding',
+  'Scene',
+  'Characters',
+  'Moment',
+  'Camera',
+  'Dialog',
+  'Critique',
+  'ImagePrompt',
+  'Optimizer',
+  'ImageGen',
+];
 
 /** Built-in temperature per kind of agent (llm_params.temperature overrides all of them). */
 export type Temperament = 'factual' | 'creative' | 'scene' | 'dialog';

@@ -20,15 +20,30 @@ interface Place {
 const GAZETTEER: Array<[RegExp, Place]> = [
   [/\brom(e|an|ans)\b|\bcaesar\b|\bsenate\b/i, { name: 'Rome', city: 'rome', region: 'lazio', country: 'italy', latitude: 41.8925, longitude: 12.4853 }],
   [/\bathen(s|ian)\b/i, { name: 'Athens', city: 'athens', region: 'attica', country: 'greece', latitude: 37.9715, longitude: 23.7257 }],
-  [/\bparis\b|\bbastille\b|\bfrench revolution\b/i, { name: 'Paris', city: 'paris', region: 'ile-de-france', country: 'france', latitude: 48.8566, longitude: 2.3522 }],
+  [
+    /\bparis\b|\bbastille\b|\bfrench revolution\b/i,
+    { name: 'Paris', city: 'paris', region: 'ile-de-france', country: 'france', latitude: 48.8566, longitude: 2.3522 },
+  ],
   [/\blondon\b|\bwestminster\b/i, { name: 'London', city: 'london', region: 'england', country: 'united-kingdom', latitude: 51.5074, longitude: -0.1278 }],
   [/\bberlin\b/i, { name: 'Berlin', city: 'berlin', region: 'berlin', country: 'germany', latitude: 52.52, longitude: 13.405 }],
-  [/\bphiladelphia\b|\bdeclaration of independence\b/i, { name: 'Philadelphia', city: 'philadelphia', region: 'pennsylvania', country: 'united-states', latitude: 39.9489, longitude: -75.15 }],
-  [/\bwashington\b/i, { name: 'Washington', city: 'washington', region: 'district-of-columbia', country: 'united-states', latitude: 38.8899, longitude: -77.0091 }],
+  [
+    /\bphiladelphia\b|\bdeclaration of independence\b/i,
+    { name: 'Philadelphia', city: 'philadelphia', region: 'pennsylvania', country: 'united-states', latitude: 39.9489, longitude: -75.15 },
+  ],
+  [
+    /\bwashington\b/i,
+    { name: 'Washington', city: 'washington', region: 'district-of-columbia', country: 'united-states', latitude: 38.8899, longitude: -77.0091 },
+  ],
   [/\bmoon\b|\bapollo\b|\bhouston\b/i, { name: 'Houston', city: 'houston', region: 'texas', country: 'united-states', latitude: 29.5593, longitude: -95.09 }],
-  [/\bkitty hawk\b|\bwright brothers\b/i, { name: 'Kitty Hawk', city: 'kitty-hawk', region: 'north-carolina', country: 'united-states', latitude: 36.0146, longitude: -75.6679 }],
+  [
+    /\bkitty hawk\b|\bwright brothers\b/i,
+    { name: 'Kitty Hawk', city: 'kitty-hawk', region: 'north-carolina', country: 'united-states', latitude: 36.0146, longitude: -75.6679 },
+  ],
   [/\begypt\b|\bpharaoh\b|\bcairo\b|\bgiza\b/i, { name: 'Giza', city: 'giza', region: 'giza', country: 'egypt', latitude: 29.9792, longitude: 31.1342 }],
-  [/\bconstantinople\b|\bistanbul\b|\bbyzant/i, { name: 'Constantinople', city: 'istanbul', region: 'marmara', country: 'turkey', latitude: 41.0082, longitude: 28.9784 }],
+  [
+    /\bconstantinople\b|\bistanbul\b|\bbyzant/i,
+    { name: 'Constantinople', city: 'istanbul', region: 'marmara', country: 'turkey', latitude: 41.0082, longitude: 28.9784 },
+  ],
   [/\bbeijing\b|\bforbidden city\b/i, { name: 'Beijing', city: 'beijing', region: 'beijing', country: 'china', latitude: 39.9042, longitude: 116.4074 }],
   [/\bkyoto\b|\btokyo\b|\bedo\b/i, { name: 'Kyoto', city: 'kyoto', region: 'kansai', country: 'japan', latitude: 35.0116, longitude: 135.7681 }],
   [/\bnew york\b|\bmanhattan\b/i, { name: 'New York', city: 'new-york', region: 'new-york', country: 'united-states', latitude: 40.7128, longitude: -74.006 }],
@@ -61,7 +76,10 @@ export function monthOf(query: string): number | undefined {
 }
 
 export function dayOf(query: string): number | undefined {
-  const match = /\b(\d{1,2})(st|nd|rd|th)?\s+(?:of\s+)?(january|february|march|april|may|june|july|august|september|october|november|december)\b|\b(january|february|march|april|may|june|july|august|september|october|november|december)\s+(\d{1,2})(st|nd|rd|th)?\b/i.exec(query);
+  const match =
+    /\b(\d{1,2})(st|nd|rd|th)?\s+(?:of\s+)?(january|february|march|april|may|june|july|august|september|october|november|december)\b|\b(january|february|march|april|may|june|july|august|september|october|november|december)\s+(\d{1,2})(st|nd|rd|th)?\b/i.exec(
+      query,
+    );
   const day = Number(match?.[1] ?? match?.[5]);
   return day >= 1 && day <= 31 ? day : undefined;
 }
@@ -91,9 +109,44 @@ export function placeOf(brief: Brief): Place {
   return UNKNOWN_PLACE;
 }
 
-export const titleCase = (slug: string) => slug.split(/[-\s]+/).map((word) => word.charAt(0).toUpperCase() + word.slice(1)).join(' ');
+export const titleCase = (slug: string) =>
+  slug
+    .split(/[-\s]+/)
+    .map((word) => word.charAt(0).toUpperCase() + word.slice(1))
+    .join(' ');
 
-const STOP = new Set(['The', 'A', 'An', 'In', 'On', 'At', 'Of', 'And', 'During', 'When', 'After', 'Before', 'First', 'Day', 'BC', 'AD', 'BCE', 'CE', 'Battle', 'Signing', 'Fall', 'Death', 'Declaration', 'Independence', 'Revolution', 'Treaty', 'War', 'Landing', 'Moon', 'Storming']);
+const STOP = new Set([
+  'The',
+  'A',
+  'An',
+  'In',
+  'On',
+  'At',
+  'Of',
+  'And',
+  'During',
+  'When',
+  'After',
+  'Before',
+  'First',
+  'Day',
+  'BC',
+  'AD',
+  'BCE',
+  'CE',
+  'Battle',
+  'Signing',
+  'Fall',
+  'Death',
+  'Declaration',
+  'Independence',
+  'Revolution',
+  'Treaty',
+  'War',
+  'Landing',
+  'Moon',
+  'Storming',
+]);
 
 /** Proper names in the query ("Julius Caesar", "Neil Armstrong"), places and months excluded. */
 export function namesIn(query: string): string[] {
@@ -144,7 +197,11 @@ export function anchorOf(brief: Brief): Anchor {
   const day = dayOf(brief.query) ?? 1 + Math.floor(next() * 28);
   const hour = 6 + Math.floor(next() * 14);
   return {
-    event_name: brief.query.replace(/\s+/g, ' ').trim().replace(/^./, (c) => c.toUpperCase()).slice(0, 120),
+    event_name: brief.query
+      .replace(/\s+/g, ' ')
+      .trim()
+      .replace(/^./, (c) => c.toUpperCase())
+      .slice(0, 120),
     year,
     month,
     day,

@@ -45,7 +45,12 @@ export interface RenderedImage {
  * node here (the outputs it reads, required or optional, reported or not), and its place in EVENT_ORDER
  * when the stream reports it.
  */
-export async function runAgents(run: PipelineRun, request: GenerateRequest, selection: Selection, graphMoment: GraphMoment | null): Promise<{ outputs: SceneOutputs; image: RenderedImage | null }> {
+export async function runAgents(
+  run: PipelineRun,
+  request: GenerateRequest,
+  selection: Selection,
+  graphMoment: GraphMoment | null,
+): Promise<{ outputs: SceneOutputs; image: RenderedImage | null }> {
   const base: Brief = { query: request.query, graph_moment: graphMoment };
   /** A required agent the stream reports as soon as it is done. */
   const reported = async <N extends TextAgentName>(agent: N, brief: Brief) => {
@@ -75,7 +80,11 @@ export async function runAgents(run: PipelineRun, request: GenerateRequest, sele
   const charactersP = sceneP.then((scene) => reported('Characters', { ...anchored, scene }));
 
   const biosP = Promise.all([sceneP, charactersP]).then(([scene, characters]) =>
-    Promise.all(characters.characters.map((character, index) => run.required('CharacterBio', { ...anchored, scene, character }, {}, index).then((result) => result.output))),
+    Promise.all(
+      characters.characters.map((character, index) =>
+        run.required('CharacterBio', { ...anchored, scene, character }, {}, index).then((result) => result.output),
+      ),
+    ),
   );
 
   const graphP = Promise.all([charactersP, biosP]).then(async ([characters, bios]) => (await run.required('Graph', { ...anchored, characters, bios })).output);
@@ -102,7 +111,11 @@ export async function runAgents(run: PipelineRun, request: GenerateRequest, sele
         dialog = run.outputOf('Dialog', rewrite.outcome);
         const second = await run.optional('Critique', { ...reviewBrief, dialog }, {}, 2);
         if (second.output) critique = { ...second.output, revise: false };
-        record = { ...second.record, duration_ms: second.record.started_ms + second.record.duration_ms - first.record.started_ms, started_ms: first.record.started_ms };
+        record = {
+          ...second.record,
+          duration_ms: second.record.started_ms + second.record.duration_ms - first.record.started_ms,
+          started_ms: first.record.started_ms,
+        };
       } else if (!run.aborted) {
         run.warn(`Dialog rewrite requested by Critique failed; the first draft was kept: ${rewrite.outcome.error.message}`);
       }
@@ -112,7 +125,9 @@ export async function runAgents(run: PipelineRun, request: GenerateRequest, sele
     return { dialog, critique: reviewed };
   });
 
-  const imagePromptP = Promise.all([sceneP, charactersP, momentP, cameraP]).then(([scene, characters, moment, camera]) => run.optional('ImagePrompt', { ...anchored, scene, characters, moment, camera }));
+  const imagePromptP = Promise.all([sceneP, charactersP, momentP, cameraP]).then(([scene, characters, moment, camera]) =>
+    run.optional('ImagePrompt', { ...anchored, scene, characters, moment, camera }),
+  );
 
   const imageP = imagePromptP.then(async (prompt) => {
     // The run holds these events until Critique has been reported; the branch itself does not wait.
@@ -131,14 +146,40 @@ export async function runAgents(run: PipelineRun, request: GenerateRequest, sele
       image: { prompt: final.prompt, negative_prompt: final.negative_prompt, aspect_ratio: final.aspect_ratio, seed: hashSeed(request.query) },
     });
     const rendered = generated.success?.image;
-    const image: RenderedImage | null = rendered && generated.success ? { ...rendered, provider: generated.success.provider, model: generated.success.model } : null;
+    const image: RenderedImage | null =
+      rendered && generated.success ? { ...rendered, provider: generated.success.provider, model: generated.success.model } : null;
     run.report('ImageGen', generated);
     return { optimizer: optimised.output, image };
   });
 
-  const [grounding, scene, characters, bios, graph, moment, camera, reviewed, imagePrompt, imaged] = await run.settle([groundingP, sceneP, charactersP, biosP, graphP, momentP, cameraP, dialogP, imagePromptP, imageP]);
+  const [grounding, scene, characters, bios, graph, moment, camera, reviewed, imagePrompt, imaged] = await run.settle([
+    groundingP,
+    sceneP,
+    charactersP,
+    biosP,
+    graphP,
+    momentP,
+    cameraP,
+    dialogP,
+    imagePromptP,
+    imageP,
+  ]);
   return {
-    outputs: { judge: judge.output, timeline, grounding, scene, characters, bios, graph, moment, camera, dialog: reviewed.dialog, critique: reviewed.critique, image_prompt: imagePrompt.output, optimizer: imaged.optimizer },
+    outputs: {
+      judge: judge.output,
+      timeline,
+      grounding,
+      scene,
+      characters,
+      bios,
+      graph,
+      moment,
+      camera,
+      dialog: reviewed.dialog,
+      critique: reviewed.critique,
+      image_prompt: imagePrompt.output,
+      optimizer: imaged.optimizer,
+    },
     image: imaged.image,
   };
 }

@@ -1,5 +1,5 @@
 import type { ProviderKind, Usage } from '@tempora/kit/providers';
-import { EVENT_ORDER, type AgentName } from '../agents/types.ts';
+import { type AgentName, EVENT_ORDER } from '../agents/types.ts';
 
 export type StepStatus = 'completed' | 'skipped' | 'failed';
 

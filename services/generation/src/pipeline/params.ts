@@ -3,7 +3,7 @@
  * under the request's values), routed to what the selected provider takes, the system prompt wrapped in
  * the prefix and suffix, and the parameters as the scene records them.
  */
-import { AGGREGATOR_ONLY_PARAMS, NATIVE_ONLY_PARAMS, type ProviderKind, type SamplingParams, type LlmParams } from '@tempora/kit/providers';
+import { AGGREGATOR_ONLY_PARAMS, type LlmParams, NATIVE_ONLY_PARAMS, type ProviderKind, type SamplingParams } from '@tempora/kit/providers';
 import { TEXT_AGENTS } from '../agents/index.ts';
 import { TEMPERATURES, type TextAgentName } from '../agents/types.ts';
 import type { Selection } from '../models.ts';
@@ -33,7 +33,11 @@ function routeParams(params: SamplingParams, provider: ProviderKind): { params: 
 }
 
 /** What one text agent's call is sent with on the selected text model. */
-export function callParams(agent: TextAgentName, selection: Selection, llm: LlmParams | undefined): { params: SamplingParams; system_prefix?: string; system_suffix?: string } {
+export function callParams(
+  agent: TextAgentName,
+  selection: Selection,
+  llm: LlmParams | undefined,
+): { params: SamplingParams; system_prefix?: string; system_suffix?: string } {
   return {
     params: routeParams(agentParams(agent, selection.max_tokens, llm, selection.temperature), selection.text.provider).params,
     system_prefix: llm?.system_prompt_prefix,
@@ -48,7 +52,8 @@ export function unsentParamWarnings(selection: Selection, llm: LlmParams | undef
 }
 
 /** Wraps the agent's system prompt in llm_params.system_prompt_prefix / suffix. */
-export const systemPrompt = (system: string, prefix?: string, suffix?: string) => [prefix, system, suffix].filter((part) => part !== undefined && part !== '').join('\n\n');
+export const systemPrompt = (system: string, prefix?: string, suffix?: string) =>
+  [prefix, system, suffix].filter((part) => part !== undefined && part !== '').join('\n\n');
 
 /** llm_params as the scene records them: as sent, without empty system prompt parts. */
 export function recordedParams(llm: LlmParams | undefined): Record<string, unknown> {

@@ -1,11 +1,11 @@
 import { randomUUID } from 'node:crypto';
 import { SpanStatusCode, trace } from '@opentelemetry/api';
-import { addUsage, emptyUsage, GEN_AI_PROVIDER_NAMES, type Citation, type LlmParams } from '@tempora/kit/providers';
+import { addUsage, type Citation, emptyUsage, GEN_AI_PROVIDER_NAMES, type LlmParams } from '@tempora/kit/providers';
 import type { AgentOutput } from '../agents/index.ts';
 import type { AgentName, Brief } from '../agents/types.ts';
 import type { GenerationMetrics } from '../metrics.ts';
 import type { Selection } from '../models.ts';
-import { OrderedReporter, type AgentEvent, type StepRecord } from './events.ts';
+import { type AgentEvent, OrderedReporter, type StepRecord } from './events.ts';
 import { callParams, unsentParamWarnings } from './params.ts';
 import type { AgentRunner } from './runner.ts';
 import type { AgentOutcome, AgentSuccess, AgentTask } from './task.ts';
@@ -86,12 +86,16 @@ export class PipelineRun {
     this.outer = options.signal;
     if (this.outer?.aborted) this.onOuterAbort();
     this.outer?.addEventListener('abort', this.onOuterAbort, { once: true });
-    this.timer = setTimeout(() => this.controller.abort(new StepFailed(null, 'timeout', `generation did not finish within ${deps.timeoutMs} ms`)), deps.timeoutMs);
+    this.timer = setTimeout(
+      () => this.controller.abort(new StepFailed(null, 'timeout', `generation did not finish within ${deps.timeoutMs} ms`)),
+      deps.timeoutMs,
+    );
     this.timer.unref();
   }
 
   /** The caller's reason when it gives one (the owner's account was deleted), else the client went away. */
-  private readonly onOuterAbort = () => this.controller.abort(this.outer?.reason instanceof StepFailed ? this.outer.reason : new StepFailed(null, 'cancelled', 'the client went away'));
+  private readonly onOuterAbort = () =>
+    this.controller.abort(this.outer?.reason instanceof StepFailed ? this.outer.reason : new StepFailed(null, 'cancelled', 'the client went away'));
 
   /** Milliseconds since the run started. */
   elapsed(): number {
@@ -152,16 +156,33 @@ export class PipelineRun {
     const stepStart = this.elapsed();
     const task: AgentTask = { id: randomUUID(), agent, brief, ...extra };
     if (agent !== 'ImageGen') {
-      Object.assign(task, { text: selection.text, ...callParams(agent, selection, this.llm), repair_attempts: this.deps.repairAttempts, grounding: selection.grounding });
+      Object.assign(task, {
+        text: selection.text,
+        ...callParams(agent, selection, this.llm),
+        repair_attempts: this.deps.repairAttempts,
+        grounding: selection.grounding,
+      });
     }
     const provider = agent === 'ImageGen' ? (selection.images[0]?.provider ?? 'offline') : selection.text.provider;
     // GenAI's agent span (`invoke_agent {name}`): the model calls under it, in this process or on a pool worker, are the kit providers' spans.
-    const attributes = { 'gen_ai.operation.name': 'invoke_agent', 'gen_ai.agent.name': agent, 'gen_ai.provider.name': GEN_AI_PROVIDER_NAMES[provider], 'gen_ai.system': GEN_AI_PROVIDER_NAMES[provider], 'tempora.provider.kind': provider, 'gen_ai.request.model': task.text?.model ?? selection.images[0]?.model ?? '' };
+    const attributes = {
+      'gen_ai.operation.name': 'invoke_agent',
+      'gen_ai.agent.name': agent,
+      'gen_ai.provider.name': GEN_AI_PROVIDER_NAMES[provider],
+      'gen_ai.system': GEN_AI_PROVIDER_NAMES[provider],
+      'tempora.provider.kind': provider,
+      'gen_ai.request.model': task.text?.model ?? selection.images[0]?.model ?? '',
+    };
     const outcome = await tracer.startActiveSpan(`invoke_agent ${agent}`, { attributes }, async (span) => {
       try {
         const result = await this.deps.runner.run(task, this.controller.signal);
         if (result.ok) {
-          span.setAttributes({ 'gen_ai.usage.input_tokens': result.usage.input_tokens, 'gen_ai.usage.output_tokens': result.usage.output_tokens, 'gen_ai.response.model': result.model, 'tempora.attempts': result.attempts });
+          span.setAttributes({
+            'gen_ai.usage.input_tokens': result.usage.input_tokens,
+            'gen_ai.usage.output_tokens': result.usage.output_tokens,
+            'gen_ai.response.model': result.model,
+            'tempora.attempts': result.attempts,
+          });
         } else {
           span.setStatus({ code: SpanStatusCode.ERROR, message: result.error.message });
         }

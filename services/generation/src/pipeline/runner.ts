@@ -1,6 +1,6 @@
 import type { PoolStats } from '../pool/stats.ts';
 import type { ProviderSet } from '../providers.ts';
-import { executeTask, type AgentOutcome, type AgentTask } from './task.ts';
+import { type AgentOutcome, type AgentTask, executeTask } from './task.ts';
 
 /** Runs agent tasks: in this process (below), or on the Redis agent pool (pool/coordinator.ts). */
 export interface AgentRunner {

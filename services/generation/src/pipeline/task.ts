@@ -1,5 +1,5 @@
-import { addUsage, emptyUsage, extractJson, ProviderError, type Citation, type ProviderKind, type SamplingParams, type Usage } from '@tempora/kit/providers';
-import { TEXT_AGENTS, type ImageGenOutput } from '../agents/index.ts';
+import { addUsage, type Citation, emptyUsage, extractJson, ProviderError, type ProviderKind, type SamplingParams, type Usage } from '@tempora/kit/providers';
+import { type ImageGenOutput, TEXT_AGENTS } from '../agents/index.ts';
 import type { AgentName, Brief, TextAgent, TextAgentName } from '../agents/types.ts';
 import type { ModelChoice } from '../models.ts';
 import type { ProviderSet } from '../providers.ts';
@@ -60,11 +60,18 @@ export interface AgentFailure {
 export type AgentOutcome = AgentSuccess | AgentFailure;
 
 const codeOf = (error: unknown): string =>
-  error instanceof ProviderError ? error.code : ((error as { code?: string })?.code ?? (error instanceof Error && error.name === 'AbortError' ? 'cancelled' : 'failed'));
+  error instanceof ProviderError
+    ? error.code
+    : ((error as { code?: string })?.code ?? (error instanceof Error && error.name === 'AbortError' ? 'cancelled' : 'failed'));
 
 function failure(error: unknown, usage: Usage, started: number): AgentFailure {
   if (error instanceof ProviderError) {
-    return { ok: false, error: { message: error.message, code: error.code, provider: error.provider, status: error.status }, usage, duration_ms: Date.now() - started };
+    return {
+      ok: false,
+      error: { message: error.message, code: error.code, provider: error.provider, status: error.status },
+      usage,
+      duration_ms: Date.now() - started,
+    };
   }
   const message = error instanceof Error ? error.message : String(error);
   return { ok: false, error: { message, code: codeOf(error) }, usage, duration_ms: Date.now() - started };
@@ -107,13 +114,30 @@ async function runText(task: AgentTask, providers: ProviderSet, signal: AbortSig
         const merged = parsed && typeof parsed === 'object' && !Array.isArray(parsed) ? { ...agent.defaults, ...(parsed as object) } : parsed;
         const checked = agent.schema.safeParse(merged);
         if (checked.success) {
-          return { ok: true, output: checked.data, provider: result.provider, model: result.model, usage, attempts: attempt, duration_ms: Date.now() - started, citations, warnings: [] };
+          return {
+            ok: true,
+            output: checked.data,
+            provider: result.provider,
+            model: result.model,
+            usage,
+            attempts: attempt,
+            duration_ms: Date.now() - started,
+            citations,
+            warnings: [],
+          };
         }
-        lastProblem = checked.error.issues.slice(0, 8).map((issue) => `${issue.path.join('.') || '(root)'}: ${issue.message}`).join('; ');
+        lastProblem = checked.error.issues
+          .slice(0, 8)
+          .map((issue) => `${issue.path.join('.') || '(root)'}: ${issue.message}`)
+          .join('; ');
       }
       prompt = `${basePrompt}\n\nYour previous reply was invalid: ${lastProblem}.\nPrevious reply (truncated): ${result.text.slice(0, 1500)}\nReply again with only the corrected JSON object.`;
     }
-    return failure(Object.assign(new Error(`${task.agent} returned invalid output ${budget} times: ${lastProblem}`), { code: 'invalid_output' }), usage, started);
+    return failure(
+      Object.assign(new Error(`${task.agent} returned invalid output ${budget} times: ${lastProblem}`), { code: 'invalid_output' }),
+      usage,
+      started,
+    );
   } catch (error) {
     return failure(error, usage, started);
   }
@@ -139,7 +163,14 @@ async function runImage(task: AgentTask, providers: ProviderSet, signal: AbortSi
     }
     if (failed) fallbacks.push({ from: failed.provider, to: choice.provider, code: failed.code });
     try {
-      const result = await provider.generateImage({ model: choice.model, prompt: task.image?.prompt ?? task.brief.query, negative_prompt: task.image?.negative_prompt, aspect_ratio: task.image?.aspect_ratio, seed: task.image?.seed, signal });
+      const result = await provider.generateImage({
+        model: choice.model,
+        prompt: task.image?.prompt ?? task.brief.query,
+        negative_prompt: task.image?.negative_prompt,
+        aspect_ratio: task.image?.aspect_ratio,
+        seed: task.image?.seed,
+        signal,
+      });
       addUsage(usage, result.usage);
       const output: ImageGenOutput = { model: result.model, provider: result.provider, mime_type: result.mime_type };
       return {

@@ -1,12 +1,12 @@
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import { context as otelContext, propagation, SpanKind, SpanStatusCode, trace } from '@opentelemetry/api';
-import type { Logger } from '@tempora/kit/observability';
 import type { RedisClient } from '@tempora/kit/data';
+import type { Logger } from '@tempora/kit/observability';
 import type { AgentRunner } from '../pipeline/runner.ts';
 import type { AgentOutcome, AgentTask } from '../pipeline/task.ts';
-import { ensureGroup, failureOf, fieldsOf, messagingAttributes, poolKeys, queueDepth, streamsOf, type PoolKeys } from './protocol.ts';
-import { poolStats, type PoolStats } from './stats.ts';
+import { ensureGroup, failureOf, fieldsOf, messagingAttributes, type PoolKeys, poolKeys, queueDepth, streamsOf } from './protocol.ts';
+import { type PoolStats, poolStats } from './stats.ts';
 
 const tracer = trace.getTracer('tempora-generation');
 
@@ -95,7 +95,17 @@ export class PoolCoordinator implements AgentRunner {
         const carrier: Record<string, string> = {};
         propagation.inject(otelContext.active(), carrier);
         this.redis
-          .sendCommand(['XADD', this.keys.tasks, '*', 'task_id', task.id, 'reply_to', this.keys.results(this.instance), 'task', JSON.stringify({ ...task, trace: carrier })])
+          .sendCommand([
+            'XADD',
+            this.keys.tasks,
+            '*',
+            'task_id',
+            task.id,
+            'reply_to',
+            this.keys.results(this.instance),
+            'task',
+            JSON.stringify({ ...task, trace: carrier }),
+          ])
           .then((id) => span.setAttribute('messaging.message.id', String(id)))
           .catch((error: Error) => {
             span.setStatus({ code: SpanStatusCode.ERROR, message: error.message });

@@ -72,6 +72,15 @@ export async function queueDepth(redis: RedisClient, keys: PoolKeys): Promise<nu
 }
 
 /** A task's result entry on the requesting replica's results stream. */
-export const resultEntry = (taskId: string, outcome: AgentOutcome): string[] => ['MAXLEN', '~', '10000', '*', 'task_id', taskId, 'outcome', JSON.stringify(outcome)];
+export const resultEntry = (taskId: string, outcome: AgentOutcome): string[] => [
+  'MAXLEN',
+  '~',
+  '10000',
+  '*',
+  'task_id',
+  taskId,
+  'outcome',
+  JSON.stringify(outcome),
+];
 
 export const failureOf = (code: string, message: string): AgentOutcome => ({ ok: false, error: { code, message }, usage: emptyUsage(), duration_ms: 0 });

@@ -1,11 +1,22 @@
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import { context as otelContext, propagation, SpanKind, SpanStatusCode, trace } from '@opentelemetry/api';
-import type { Logger } from '@tempora/kit/observability';
 import type { RedisClient } from '@tempora/kit/data';
+import type { Logger } from '@tempora/kit/observability';
+import { type AgentOutcome, type AgentTask, executeTask } from '../pipeline/task.ts';
 import type { ProviderSet } from '../providers.ts';
-import { executeTask, type AgentOutcome, type AgentTask } from '../pipeline/task.ts';
-import { MAX_DELIVERIES, ensureGroup, failureOf, fieldsOf, messagingAttributes, poolKeys, resultEntry, streamsOf, type PoolKeys, type StreamEntry } from './protocol.ts';
+import {
+  ensureGroup,
+  failureOf,
+  fieldsOf,
+  MAX_DELIVERIES,
+  messagingAttributes,
+  type PoolKeys,
+  poolKeys,
+  resultEntry,
+  type StreamEntry,
+  streamsOf,
+} from './protocol.ts';
 
 export interface WorkerOptions {
   redis: RedisClient;
@@ -53,14 +64,35 @@ export class PoolWorker {
 
   private async next(connection: RedisClient): Promise<StreamEntry | undefined> {
     // Tasks abandoned by a dead worker first, then new ones.
-    const claimed = (await connection.sendCommand(['XAUTOCLAIM', this.keys.tasks, this.keys.group, this.consumer, String(this.options.claimIdleMs), '0-0', 'COUNT', '1'])) as [string, StreamEntry[]];
+    const claimed = (await connection.sendCommand([
+      'XAUTOCLAIM',
+      this.keys.tasks,
+      this.keys.group,
+      this.consumer,
+      String(this.options.claimIdleMs),
+      '0-0',
+      'COUNT',
+      '1',
+    ])) as [string, StreamEntry[]];
     const reclaimed = claimed?.[1]?.find((entry) => Array.isArray(entry) && entry[1]);
     if (reclaimed) {
       this.options.logger.info({ id: reclaimed[0] }, 'agent pool: redelivered task claimed');
       if (await this.poisoned(connection, reclaimed)) return undefined;
       return reclaimed;
     }
-    const reply = await connection.sendCommand(['XREADGROUP', 'GROUP', this.keys.group, this.consumer, 'COUNT', '1', 'BLOCK', '500', 'STREAMS', this.keys.tasks, '>']);
+    const reply = await connection.sendCommand([
+      'XREADGROUP',
+      'GROUP',
+      this.keys.group,
+      this.consumer,
+      'COUNT',
+      '1',
+      'BLOCK',
+      '500',
+      'STREAMS',
+      this.keys.tasks,
+      '>',
+    ]);
     return streamsOf(reply)[0]?.[1]?.[0];
   }
 
@@ -100,9 +132,12 @@ export class PoolWorker {
   private async process([id, flat]: StreamEntry): Promise<void> {
     const fields = fieldsOf(flat);
     const redis = this.options.redis;
-    const heartbeat = setInterval(() => {
-      void redis.sendCommand(['XCLAIM', this.keys.tasks, this.keys.group, this.consumer, '0', id, 'JUSTID']).catch(() => {});
-    }, Math.max(50, Math.floor(this.options.claimIdleMs / 3)));
+    const heartbeat = setInterval(
+      () => {
+        void redis.sendCommand(['XCLAIM', this.keys.tasks, this.keys.group, this.consumer, '0', id, 'JUSTID']).catch(() => {});
+      },
+      Math.max(50, Math.floor(this.options.claimIdleMs / 3)),
+    );
     const cancelled = new AbortController();
     let watch: NodeJS.Timeout | undefined;
     try {
@@ -137,15 +172,20 @@ export class PoolWorker {
         };
         outcome = await trace
           .getTracer('tempora-generation')
-          .startActiveSpan(`process ${this.keys.tasks}`, { kind: SpanKind.CONSUMER, attributes, links: producer ? [{ context: producer }] : [] }, parent, async (span) => {
-            try {
-              const result = await executeTask(task, this.options.providers, cancelled.signal);
-              if (!result.ok) span.setStatus({ code: SpanStatusCode.ERROR, message: result.error.message });
-              return result;
-            } finally {
-              span.end();
-            }
-          });
+          .startActiveSpan(
+            `process ${this.keys.tasks}`,
+            { kind: SpanKind.CONSUMER, attributes, links: producer ? [{ context: producer }] : [] },
+            parent,
+            async (span) => {
+              try {
+                const result = await executeTask(task, this.options.providers, cancelled.signal);
+                if (!result.ok) span.setStatus({ code: SpanStatusCode.ERROR, message: result.error.message });
+                return result;
+              } finally {
+                span.end();
+              }
+            },
+          );
       }
       await redis.sendCommand(['XADD', fields.reply_to, ...resultEntry(task.id, outcome)]);
       // A replica that died never deletes its results stream: let Redis drop it an hour after the last result.

@@ -1,4 +1,4 @@
-import { defineAccountDataRoutes, keysetPage, UUID_POSITION, type RouteDefinition } from '@tempora/kit/http';
+import { defineAccountDataRoutes, keysetPage, type RouteDefinition, UUID_POSITION } from '@tempora/kit/http';
 import type { RouteDeps } from './context.ts';
 import { jobView } from './generate.ts';
 
@@ -17,14 +17,19 @@ export function accountDataRoutes({ generator, repository }: RouteDeps): RouteDe
         kind: 'jobs',
         after: UUID_POSITION,
         read: async (after, limit) =>
-          keysetPage(await repository.exportJobs(owner, after, limit + 1), limit, (job) => job.id, (job) => ({ ...jobView(job), request: job.request, idempotency_key: job.idempotency_key })),
+          keysetPage(
+            await repository.exportJobs(owner, after, limit + 1),
+            limit,
+            (job) => job.id,
+            (job) => ({ ...jobView(job), request: job.request, idempotency_key: job.idempotency_key }),
+          ),
       },
     ],
     describe: {
       deletion: {
         summary: 'Delete everything of a user (account deletion)',
         description:
-          "Called by the gateway with X-Service-Key alone when an account is deleted: every scene (with its image), job and Idempotency-Key record of the user go, and the user's generations still running are stopped and cannot store a scene afterwards (docs/generation.md, \"Account data\"). Idempotent: a second call answers zero counts.",
+          'Called by the gateway with X-Service-Key alone when an account is deleted: every scene (with its image), job and Idempotency-Key record of the user go, and the user\'s generations still running are stopped and cannot store a scene afterwards (docs/generation.md, "Account data"). Idempotent: a second call answers zero counts.',
       },
       export: {
         summary: "One page of a user's data (account export)",

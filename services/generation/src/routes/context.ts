@@ -1,6 +1,6 @@
 import type { Generator } from '../generator.ts';
-import type { GenerationRepository } from '../repository.ts';
 import type { ProviderSet } from '../providers.ts';
+import type { GenerationRepository } from '../repository.ts';
 
 export interface RouteDeps {
   generator: Generator;
@@ -18,4 +18,4 @@ export interface RouteDeps {
  * names in X-User-ID beside its service key, or a user's own access token; a service key alone is a service
  * acting as itself, never a user.
  */
-export { userOf, isServiceItself as isService } from '@tempora/kit/http';
+export { isServiceItself as isService, userOf } from '@tempora/kit/http';

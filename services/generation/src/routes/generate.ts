@@ -1,12 +1,23 @@
+import {
+  DEFAULT_GENERATION_PRESET,
+  defineRoute,
+  generationOperation,
+  IdempotencyKeySchema,
+  linksTo,
+  notFound,
+  openEventStream,
+  type RouteDefinition,
+  requirePricedAs,
+  ServerSentEventSchema,
+} from '@tempora/kit/http';
+import { FREE_IMAGE_KEYWORD, IMAGE_VENDOR, IMAGE_VENDOR_MODELS } from '@tempora/kit/providers';
 import { z } from 'zod';
-import { DEFAULT_GENERATION_PRESET, defineRoute, generationOperation, IdempotencyKeySchema, requirePricedAs, linksTo, notFound, openEventStream, ServerSentEventSchema, type RouteDefinition } from '@tempora/kit/http';
 import { problemOf } from '../generator.ts';
+import { PERMISSIVE_IMAGE_MODEL, PRESET_MODELS } from '../models.ts';
 import type { AgentEvent } from '../pipeline/events.ts';
 import type { JobRow } from '../repository.ts';
 import { GenerateRequestSchema, PRESETS, SceneSchema } from '../schemas.ts';
-import { PERMISSIVE_IMAGE_MODEL, PRESET_MODELS } from '../models.ts';
-import { IMAGE_VENDOR, IMAGE_VENDOR_MODELS, FREE_IMAGE_KEYWORD } from '@tempora/kit/providers';
-import { isService, userOf, type RouteDeps } from './context.ts';
+import { isService, type RouteDeps, userOf } from './context.ts';
 
 export function jobView(job: JobRow) {
   return {
@@ -49,7 +60,11 @@ export function generateRoutes(deps: RouteDeps): RouteDefinition[] {
       tags: ['generation'],
       body: GenerateRequestSchema,
       responses: {
-        200: { description: 'The scene record', schema: SceneSchema, links: linksTo({ id: '$response.body#/id' }, 'getTimepoint', 'getTimepointImage', 'setTimepointVisibility', 'deleteTimepoint') },
+        200: {
+          description: 'The scene record',
+          schema: SceneSchema,
+          links: linksTo({ id: '$response.body#/id' }, 'getTimepoint', 'getTimepointImage', 'setTimepointVisibility', 'deleteTimepoint'),
+        },
         422: { description: 'Invalid field, unavailable model, or the Judge rejected the query' },
         502: { description: 'A required agent failed' },
         504: { description: 'The pipeline did not finish in time' },
@@ -99,7 +114,10 @@ export function generateRoutes(deps: RouteDeps): RouteDefinition[] {
           warnings: selection.warnings,
         });
         try {
-          const scene = await generator.generate(body, selection, owner, 'stream', { signal: stream.signal, onEvent: (event: AgentEvent) => stream.send('agent', event) });
+          const scene = await generator.generate(body, selection, owner, 'stream', {
+            signal: stream.signal,
+            onEvent: (event: AgentEvent) => stream.send('agent', event),
+          });
           stream.send('done', { id: scene.id, timepoint_id: scene.id, url: `/api/v1/timepoints/${scene.id}`, scene });
         } catch (error) {
           stream.send('error', problemOf(error).toJSON(ctx.path));
@@ -126,10 +144,15 @@ export function generateRoutes(deps: RouteDeps): RouteDefinition[] {
           links: linksTo({ job_id: '$response.body#/job_id' }, 'getJob'),
           headers: z.object({
             Location: z.string().meta({ description: 'the job' }),
-            'Idempotent-Replayed': z.literal('true').optional().meta({ description: 'present on the answer to a retry under an Idempotency-Key: the job that key submitted' }),
+            'Idempotent-Replayed': z
+              .literal('true')
+              .optional()
+              .meta({ description: 'present on the answer to a retry under an Idempotency-Key: the job that key submitted' }),
           }),
         },
-        422: { description: 'Invalid field, unavailable model, refused callback_url, an invalid Idempotency-Key, or one already used with a different request' },
+        422: {
+          description: 'Invalid field, unavailable model, refused callback_url, an invalid Idempotency-Key, or one already used with a different request',
+        },
       },
       handler: async (ctx, { body, headers }) => {
         const owner = userOf(ctx);

@@ -1,14 +1,17 @@
 import { createHash } from 'node:crypto';
-import { z } from 'zod';
-import type { Context } from 'koa';
-import { defineRoute, type RouteDefinition, forbidden, notFound, unauthorized } from '@tempora/kit/http';
+import { defineRoute, forbidden, notFound, type RouteDefinition, unauthorized } from '@tempora/kit/http';
 import { TdfRecordSchema } from '@tempora/kit/moments';
+import type { Context } from 'koa';
+import { z } from 'zod';
 import type { TimepointRow } from '../repository.ts';
 import { sceneSummary, sceneTdf } from '../scene.ts';
 import { SceneSchema, VisibilityBodySchema } from '../schemas.ts';
-import { userOf, type RouteDeps } from './context.ts';
+import { type RouteDeps, userOf } from './context.ts';
 
-const format = z.enum(['json', 'tdf']).default('json').meta({ description: '`tdf` returns the TDF envelope (same canonicalisation and hash as the graph service)' });
+const format = z
+  .enum(['json', 'tdf'])
+  .default('json')
+  .meta({ description: '`tdf` returns the TDF envelope (same canonicalisation and hash as the graph service)' });
 const idParams = z.object({ id: z.uuid() });
 
 /** Private scenes exist only for their owner: anyone else gets 404, not 403, so nothing leaks. */
@@ -69,7 +72,10 @@ export function timepointRoutes(deps: RouteDeps): RouteDefinition[] {
       security: ['UserId'],
       query: ListQuery,
       responses: {
-        200: { description: 'A page of scene summaries', schema: z.object({ items: z.array(z.record(z.string(), z.unknown())), total: z.number(), limit: z.number(), offset: z.number() }) },
+        200: {
+          description: 'A page of scene summaries',
+          schema: z.object({ items: z.array(z.record(z.string(), z.unknown())), total: z.number(), limit: z.number(), offset: z.number() }),
+        },
         401: { description: 'No X-User-ID' },
       },
       handler: async (ctx, { query }) => {
@@ -89,7 +95,10 @@ export function timepointRoutes(deps: RouteDeps): RouteDefinition[] {
       tags: ['timepoints'],
       params: idParams,
       query: z.object({ format }),
-      responses: { 200: { description: 'The scene record, or with `format=tdf` its TDF envelope', schema: z.union([SceneSchema, TdfRecordSchema]) }, 404: { description: 'No such scene (or private to someone else)' } },
+      responses: {
+        200: { description: 'The scene record, or with `format=tdf` its TDF envelope', schema: z.union([SceneSchema, TdfRecordSchema]) },
+        404: { description: 'No such scene (or private to someone else)' },
+      },
       handler: async (ctx, { params, query }) => {
         const row = visible(ctx, await repository.timepoint(params.id), params.id);
         return query.format === 'tdf' ? sceneTdf(row.record, deps.version) : row.record;
@@ -107,7 +116,7 @@ export function timepointRoutes(deps: RouteDeps): RouteDefinition[] {
       params: idParams,
       responses: {
         200: { description: 'The image bytes', contentType: 'image/*' },
-        304: { description: 'Not modified: the ETag in If-None-Match is the image\'s' },
+        304: { description: "Not modified: the ETag in If-None-Match is the image's" },
         404: { description: 'No such scene, a private scene of someone else, or no stored image' },
       },
       handler: async (ctx, { params }) => {
@@ -138,7 +147,11 @@ export function timepointRoutes(deps: RouteDeps): RouteDefinition[] {
       security: ['UserId'],
       params: idParams,
       body: VisibilityBodySchema,
-      responses: { 200: { description: 'The updated scene', schema: SceneSchema }, 403: { description: 'Not the owner' }, 404: { description: 'No such scene' } },
+      responses: {
+        200: { description: 'The updated scene', schema: SceneSchema },
+        403: { description: 'Not the owner' },
+        404: { description: 'No such scene' },
+      },
       handler: async (ctx, { params, body }) => {
         owned(ctx, await repository.timepoint(params.id), params.id);
         const row = await repository.setVisibility(params.id, body.visibility);

@@ -1,6 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { listenStandIn, type StandIn } from '../../../../test/support/http.ts';
-import { PNG, RECORDED, agentOf } from './recorded.ts';
+import { agentOf, PNG, RECORDED } from './recorded.ts';
 
 /**
  * Local servers speaking the vendors' HTTP protocols: Gemini generateContent (native), OpenAI-compatible
@@ -89,7 +89,12 @@ export class FakeVendors {
     } else if (path.startsWith('/v2beta/stable-image/generate/sd3')) {
       vendor = 'image_vendor';
       agent = 'ImageGen';
-      form = Object.fromEntries([...(await new Response(raw, { headers: { 'content-type': String(request.headers['content-type']) } }).formData()).entries()].map(([k, v]) => [k, String(v)]));
+      form = Object.fromEntries(
+        [...(await new Response(raw, { headers: { 'content-type': String(request.headers['content-type']) } }).formData()).entries()].map(([k, v]) => [
+          k,
+          String(v),
+        ]),
+      );
     } else if (path.startsWith('/prompt/')) {
       vendor = 'free_image';
       agent = 'ImageGen';
@@ -114,14 +119,19 @@ export class FakeVendors {
     const text = fault?.kind === 'invalid-output' ? fault.text : JSON.stringify(fault?.kind === 'output' ? fault.value : (RECORDED[agent] ?? {}));
     if (vendor === 'native') {
       if (agent === 'ImageGen') {
-        return json(response, { candidates: [{ content: { parts: [{ inlineData: { mimeType: 'image/png', data: PNG.toString('base64') } }] } }], usageMetadata: { promptTokenCount: 12, candidatesTokenCount: 1290, totalTokenCount: 1302 } });
+        return json(response, {
+          candidates: [{ content: { parts: [{ inlineData: { mimeType: 'image/png', data: PNG.toString('base64') } }] } }],
+          usageMetadata: { promptTokenCount: 12, candidatesTokenCount: 1290, totalTokenCount: 1302 },
+        });
       }
       return json(response, {
         candidates: [
           {
             content: { role: 'model', parts: [{ text: 'thinking about it', thought: true }, { text }] },
             finishReason: 'STOP',
-            ...(agent === 'Grounding' ? { groundingMetadata: { groundingChunks: [{ web: { uri: 'https://en.wikipedia.org/wiki/Apollo_11', title: 'Apollo 11 - Wikipedia' } }] } } : {}),
+            ...(agent === 'Grounding'
+              ? { groundingMetadata: { groundingChunks: [{ web: { uri: 'https://en.wikipedia.org/wiki/Apollo_11', title: 'Apollo 11 - Wikipedia' } }] } }
+              : {}),
           },
         ],
         usageMetadata: { promptTokenCount: 100, candidatesTokenCount: 50, thoughtsTokenCount: 7, totalTokenCount: 157 },
@@ -129,9 +139,25 @@ export class FakeVendors {
     }
     if (vendor === 'aggregator') {
       if (agent === 'ImageGen') {
-        return json(response, { choices: [{ message: { role: 'assistant', content: '', images: [{ type: 'image_url', image_url: { url: `data:image/png;base64,${PNG.toString('base64')}` } }] } }], usage: { prompt_tokens: 10, completion_tokens: 1000, total_tokens: 1010 } });
+        return json(response, {
+          choices: [
+            {
+              message: {
+                role: 'assistant',
+                content: '',
+                images: [{ type: 'image_url', image_url: { url: `data:image/png;base64,${PNG.toString('base64')}` } }],
+              },
+            },
+          ],
+          usage: { prompt_tokens: 10, completion_tokens: 1000, total_tokens: 1010 },
+        });
       }
-      return json(response, { id: 'gen-1', model: body.model, choices: [{ index: 0, message: { role: 'assistant', content: text }, finish_reason: 'stop' }], usage: { prompt_tokens: 80, completion_tokens: 40, total_tokens: 120 } });
+      return json(response, {
+        id: 'gen-1',
+        model: body.model,
+        choices: [{ index: 0, message: { role: 'assistant', content: text }, finish_reason: 'stop' }],
+        usage: { prompt_tokens: 80, completion_tokens: 40, total_tokens: 120 },
+      });
     }
     if (vendor === 'image_vendor') return json(response, { image: PNG.toString('base64'), finish_reason: 'SUCCESS', seed: 42 });
     response.writeHead(200, { 'content-type': 'image/jpeg' });

@@ -37,14 +37,33 @@ export const RECORDED: Record<string, unknown> = {
       { name: 'Gene Kranz', role: 'Flight Director', is_historical: true, description: 'White team flight director, calm and decisive.' },
     ],
   },
-  CharacterBio: { name: 'Charlie Duke', bio: 'Astronaut, CAPCOM for the landing.', appearance: 'Crew cut, headset', motivation: 'Get Eagle down safely', speaking_style: 'fast Southern drawl' },
+  CharacterBio: {
+    name: 'Charlie Duke',
+    bio: 'Astronaut, CAPCOM for the landing.',
+    appearance: 'Crew cut, headset',
+    motivation: 'Get Eagle down safely',
+    speaking_style: 'fast Southern drawl',
+  },
   Graph: {
     relationships: [{ from: 'Gene Kranz', to: 'Charlie Duke', type: 'supervises', description: 'Kranz directs the flight; Duke relays to the crew.' }],
     factions: [{ name: 'White team', members: ['Gene Kranz', 'Charlie Duke'] }],
     tensions: ['Program alarms 1201 and 1202 threaten an abort.'],
   },
-  Moment: { summary: 'Eagle touches down with seconds of fuel left.', stakes: 'An abort or a crash.', tension_level: 0.95, plot_beats: ['60 seconds call', '30 seconds call', 'Contact light'], significance: 'First crewed landing on another world.' },
-  Camera: { shot: 'wide shot', angle: 'eye level from the back row', lens: '35mm', composition: 'rows of consoles leading to the big screen', focus: 'Charlie Duke', movement: 'slow push-in' },
+  Moment: {
+    summary: 'Eagle touches down with seconds of fuel left.',
+    stakes: 'An abort or a crash.',
+    tension_level: 0.95,
+    plot_beats: ['60 seconds call', '30 seconds call', 'Contact light'],
+    significance: 'First crewed landing on another world.',
+  },
+  Camera: {
+    shot: 'wide shot',
+    angle: 'eye level from the back row',
+    lens: '35mm',
+    composition: 'rows of consoles leading to the big screen',
+    focus: 'Charlie Duke',
+    movement: 'slow push-in',
+  },
   Dialog: {
     lines: [
       { speaker: 'Charlie Duke', text: 'Roger, Twan— Tranquility, we copy you on the ground.', tone: 'elated' },
@@ -53,7 +72,11 @@ export const RECORDED: Record<string, unknown> = {
     ],
   },
   Critique: { score: 0.9, historical_accuracy: 0.95, dialog_quality: 0.85, revise: false, feedback: 'Accurate.', issues: [], anachronisms: [] },
-  ImagePrompt: { prompt: 'Mission Control Houston 1969, controllers at consoles cheering, fluorescent light, 35mm film still', negative_prompt: 'modern screens', style: 'photorealistic' },
+  ImagePrompt: {
+    prompt: 'Mission Control Houston 1969, controllers at consoles cheering, fluorescent light, 35mm film still',
+    negative_prompt: 'modern screens',
+    style: 'photorealistic',
+  },
   Optimizer: { prompt: 'Mission Control Houston 1969, cheering controllers, consoles, 35mm film', negative_prompt: 'modern screens', aspect_ratio: '16:9' },
 };
 

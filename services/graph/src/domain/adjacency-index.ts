@@ -178,7 +178,8 @@ export class AdjacencyIndex implements NeighborSource {
     if (changed === undefined) return;
     for (const edge of changed) {
       const type = edge.type & TYPE_MASK;
-      if (!(plan[type]! & flag) || !(edge.weight >= minWeight) || this.hidden.has(edge.neighbor) || (within !== undefined && !within.has(edge.neighbor))) continue;
+      if (!(plan[type]! & flag) || !(edge.weight >= minWeight) || this.hidden.has(edge.neighbor) || (within !== undefined && !within.has(edge.neighbor)))
+        continue;
       steps.push({ from: node, to: edge.neighbor, type, weight: edge.weight, outgoing, detailed: edge.type >= DETAILED });
     }
   }

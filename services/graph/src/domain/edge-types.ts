@@ -1,12 +1,27 @@
 export const EDGE_TYPES = [
-  'causes', 'caused_by', 'precedes', 'follows', 'influences',
-  'contemporaneous', 'same_location', 'thematic',
-  'same_era', 'same_conflict', 'same_figure', 'challenges',
+  'causes',
+  'caused_by',
+  'precedes',
+  'follows',
+  'influences',
+  'contemporaneous',
+  'same_location',
+  'thematic',
+  'same_era',
+  'same_conflict',
+  'same_figure',
+  'challenges',
 ] as const;
 export type EdgeType = (typeof EDGE_TYPES)[number];
 
 export const SYMMETRIC_TYPES: ReadonlySet<EdgeType> = new Set([
-  'contemporaneous', 'same_era', 'same_location', 'same_conflict', 'same_figure', 'thematic', 'challenges',
+  'contemporaneous',
+  'same_era',
+  'same_location',
+  'same_conflict',
+  'same_figure',
+  'thematic',
+  'challenges',
 ]);
 
 /** The default of traverse's `edge_types`: the directed causal and temporal types. */
@@ -50,7 +65,10 @@ export const typeOf = (code: number): EdgeType => EDGE_TYPES[code] as EdgeType;
 
 /** Parses a comma-separated edge type list; unknown names are reported together. */
 export function parseEdgeTypes(value: string): { types: EdgeType[]; unknown: string[] } {
-  const names = value.split(',').map((name) => name.trim()).filter(Boolean);
+  const names = value
+    .split(',')
+    .map((name) => name.trim())
+    .filter(Boolean);
   const unknown = names.filter((name) => !(EDGE_TYPES as readonly string[]).includes(name));
   const types = [...new Set(names.filter((name): name is EdgeType => (EDGE_TYPES as readonly string[]).includes(name)))];
   return { types, unknown };

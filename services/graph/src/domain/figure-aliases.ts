@@ -5,7 +5,7 @@
  * Changing this list re-derives the stored keys on the next start of the graph service.
  */
 export const FIGURE_ALIASES: Readonly<Record<string, readonly string[]>> = {
-  'Joan of Arc': ["Jeanne d'Arc", 'La Pucelle', "Maid of Orléans"],
+  'Joan of Arc': ["Jeanne d'Arc", 'La Pucelle', 'Maid of Orléans'],
   'Napoleon Bonaparte': ['Napoleon I', 'Napoleone Buonaparte'],
   'Napoleon III': ['Louis-Napoléon Bonaparte', 'Louis Napoleon'],
   Charlemagne: ['Charles the Great', 'Karl der Große', 'Carolus Magnus'],

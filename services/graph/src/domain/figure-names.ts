@@ -22,7 +22,11 @@ const FOLDED: Record<string, string> = { ß: 'ss', æ: 'ae', œ: 'oe', ø: 'o', 
 const UNFOLDED = new RegExp(`[${Object.keys(FOLDED).join('')}]`, 'gu');
 
 function fold(text: string): string {
-  return text.toLowerCase().normalize('NFKD').replace(/\p{M}+/gu, '').replace(UNFOLDED, (letter) => FOLDED[letter]!);
+  return text
+    .toLowerCase()
+    .normalize('NFKD')
+    .replace(/\p{M}+/gu, '')
+    .replace(UNFOLDED, (letter) => FOLDED[letter]!);
 }
 
 const words = (text: string): string[] => text.split(/[^\p{L}\p{N}]+/u).filter(Boolean);

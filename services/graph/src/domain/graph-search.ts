@@ -1,4 +1,4 @@
-import { IN, OUT, directionPlan, typeCode, type Direction, type EdgeType } from './edge-types.ts';
+import { type Direction, directionPlan, type EdgeType, IN, OUT, typeCode } from './edge-types.ts';
 
 /** One edge met while expanding a node: `from` is the node expanded, `to` its neighbour. */
 export interface Step {
@@ -122,9 +122,7 @@ export async function shortestPath(
 
   while (forwardFrontier.length > 0 && backwardFrontier.length > 0 && forwardDepth + backwardDepth < options.maxHops) {
     const expandForward = forwardFrontier.length <= backwardFrontier.length;
-    const [own, other, frontier] = expandForward
-      ? [forward, backward, forwardFrontier]
-      : [backward, forward, backwardFrontier];
+    const [own, other, frontier] = expandForward ? [forward, backward, forwardFrontier] : [backward, forward, backwardFrontier];
     const depth = (expandForward ? forwardDepth : backwardDepth) + 1;
     // Each newly reached node keeps its most relevant parent edge, chosen in one pass rather than by
     // sorting every step: the choice, and so the path, does not depend on the order steps arrive in.

@@ -1,26 +1,49 @@
+import { canonicalize, eraOf, PathError, parsePath } from '@tempora/kit/moments';
 import { z } from 'zod';
-import { EDGE_TYPES, SYMMETRIC_TYPES, type EdgeType } from './edge-types.ts';
+import { EDGE_TYPES, type EdgeType, SYMMETRIC_TYPES } from './edge-types.ts';
 import { figureKeys } from './figure-names.ts';
-import { PathError, canonicalize, eraOf, parsePath } from '@tempora/kit/moments';
 
-export const LAYERS = [0, 1, 2] as const;
 /** The form of tags and of the place segments of a path (country, region, city). */
 export const SLUG = /^[a-z0-9]+(?:-[a-z0-9]+)*$/;
 export const MOMENT_TYPES = [
-  'event', 'battle', 'war', 'treaty', 'founding', 'coronation', 'death', 'birth', 'discovery', 'invention',
-  'construction', 'publication', 'revolution', 'reform', 'disaster', 'expedition', 'religious', 'political',
-  'cultural', 'economic', 'scientific',
+  'event',
+  'battle',
+  'war',
+  'treaty',
+  'founding',
+  'coronation',
+  'death',
+  'birth',
+  'discovery',
+  'invention',
+  'construction',
+  'publication',
+  'revolution',
+  'reform',
+  'disaster',
+  'expedition',
+  'religious',
+  'political',
+  'cultural',
+  'economic',
+  'scientific',
 ] as const;
 
 /** A canonical path in a request: any form parsePath accepts, normalised to its leading-slash form. */
-export const momentPath = z.string().transform((value, ctx) => {
-  try {
-    return canonicalize(value);
-  } catch (error) {
-    ctx.addIssue({ code: 'custom', message: error instanceof PathError ? `${error.segment}: ${error.message}` : String(error) });
-    return z.NEVER;
-  }
-}).meta({ description: 'Canonical path /year/month/day/HHMM/country/region/city/slug', example: '/1969/july/20/2017/united-states/florida/cape-canaveral/apollo-11-moon-landing' });
+export const momentPath = z
+  .string()
+  .transform((value, ctx) => {
+    try {
+      return canonicalize(value);
+    } catch (error) {
+      ctx.addIssue({ code: 'custom', message: error instanceof PathError ? `${error.segment}: ${error.message}` : String(error) });
+      return z.NEVER;
+    }
+  })
+  .meta({
+    description: 'Canonical path /year/month/day/HHMM/country/region/city/slug',
+    example: '/1969/july/20/2017/united-states/florida/cape-canaveral/apollo-11-moon-landing',
+  });
 
 const label = z.string().trim().min(1).max(200);
 
@@ -52,7 +75,10 @@ export const MomentInput = z.object({
   longitude: z.number().min(-180).max(180).nullable().default(null),
   confidence: z.number().min(0).max(1).default(0.5),
   image_url: z.url().nullable().default(null),
-  source_type: z.string().regex(/^[a-z][a-z0-9_-]{0,30}$/).default('ingest'),
+  source_type: z
+    .string()
+    .regex(/^[a-z][a-z0-9_-]{0,30}$/)
+    .default('ingest'),
   edges: z.array(EdgeInput).max(500).default([]),
 });
 export type MomentInput = z.output<typeof MomentInput>;

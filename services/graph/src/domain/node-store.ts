@@ -1,4 +1,4 @@
-import { MONTHS, eraOf } from '@tempora/kit/moments';
+import { eraOf, MONTHS } from '@tempora/kit/moments';
 
 /** Where a moment happened: few distinct places, so each is one shared object however many moments it holds. */
 interface Place {
@@ -139,6 +139,15 @@ export class NodeStore {
 
   /** Bytes held: typed arrays exactly; strings, array slots and map entries estimated. */
   get memoryBytes(): number {
-    return this.layers.byteLength + this.years.byteLength + this.dates.byteLength + this.coordinates.byteLength + this.confidences.byteLength + this.paths.length * 40 + this.internedPlaces.size * 120 + this.textBytes;
+    return (
+      this.layers.byteLength +
+      this.years.byteLength +
+      this.dates.byteLength +
+      this.coordinates.byteLength +
+      this.confidences.byteLength +
+      this.paths.length * 40 +
+      this.internedPlaces.size * 120 +
+      this.textBytes
+    );
   }
 }

@@ -1,7 +1,7 @@
 import type { Knex } from '@tempora/kit/data';
-import { EDGE_TYPES, IN, OUT, typeCode, type EdgeType } from '../domain/edge-types.ts';
-import type { NeighborSource, Step } from '../domain/graph-search.ts';
 import type { IndexBuilder, IndexedEdge } from '../domain/adjacency-index.ts';
+import { EDGE_TYPES, type EdgeType, IN, OUT, typeCode } from '../domain/edge-types.ts';
+import type { NeighborSource, Step } from '../domain/graph-search.ts';
 import type { NodeFields, NodeStore } from '../domain/node-store.ts';
 import { published } from './rows.ts';
 
@@ -47,7 +47,10 @@ export class AdjacencyReads {
     let after = 0;
     for (;;) {
       const { rows } = (await this.knex
-        .raw(`select id::int8::float8, source_id::int4, target_id::int4, array_position(${typeArray}, type) - 1, weight, (theme <> '' or description <> '') from edges where id > ? order by id limit ?`, [after, pageSize])
+        .raw(
+          `select id::int8::float8, source_id::int4, target_id::int4, array_position(${typeArray}, type) - 1, weight, (theme <> '' or description <> '') from edges where id > ? order by id limit ?`,
+          [after, pageSize],
+        )
         .options({ rowMode: 'array' })) as { rows: Array<[number, number, number, number, number, boolean]> };
       for (const [, source, target, type, weight, detailed] of rows) builder.add({ source, target, type, weight, detailed });
       if (rows.length < pageSize) break;
@@ -81,10 +84,24 @@ export class AdjacencyReads {
     const rows = (await this.knex('edges')
       .whereIn('source_id', ids as number[])
       .orWhereIn('target_id', ids as number[])
-      .select('id', 'source_id', 'target_id', 'type', 'weight', this.knex.raw(`(theme <> '' or description <> '') as detailed`))) as Array<{ id: string; source_id: string; target_id: string; type: EdgeType; weight: number; detailed: boolean }>;
+      .select('id', 'source_id', 'target_id', 'type', 'weight', this.knex.raw(`(theme <> '' or description <> '') as detailed`))) as Array<{
+      id: string;
+      source_id: string;
+      target_id: string;
+      type: EdgeType;
+      weight: number;
+      detailed: boolean;
+    }>;
     return {
       moments: [...moments, ...missing],
-      edges: rows.map((row) => ({ id: Number(row.id), source: Number(row.source_id), target: Number(row.target_id), type: typeCode(row.type), weight: Number(row.weight), detailed: row.detailed })),
+      edges: rows.map((row) => ({
+        id: Number(row.id),
+        source: Number(row.source_id),
+        target: Number(row.target_id),
+        type: typeCode(row.type),
+        weight: Number(row.weight),
+        detailed: row.detailed,
+      })),
     };
   }
 
@@ -111,7 +128,16 @@ export class AdjacencyReads {
       )) as { rows: Array<{ from: string; to: string; type: EdgeType; weight: number; outgoing: boolean }> };
       const bound = Math.fround(minWeight);
       const steps = rows
-        .map((row): Step => ({ from: Number(row.from), to: Number(row.to), type: typeCode(row.type), weight: Math.fround(Number(row.weight)), outgoing: row.outgoing, detailed: true }))
+        .map(
+          (row): Step => ({
+            from: Number(row.from),
+            to: Number(row.to),
+            type: typeCode(row.type),
+            weight: Math.fround(Number(row.weight)),
+            outgoing: row.outgoing,
+            detailed: true,
+          }),
+        )
         .filter((step) => step.weight >= bound);
       return within ? steps.filter((step) => within.has(step.to)) : steps;
     },

@@ -1,5 +1,5 @@
 import type { Knex } from '@tempora/kit/data';
-import { normaliseMoment, prefixed, type MomentRow } from './rows.ts';
+import { type MomentRow, normaliseMoment, prefixed } from './rows.ts';
 
 /** The claims of the expander's descriptions, apart from its expansions, so a moment described is not held from being expanded. */
 export const DESCRIBE_CLAIM = 'expander:describe';
@@ -85,11 +85,18 @@ export class WorkerClaims {
 
   /** Gives up claims whose work failed, so that any replica may try again at once. */
   async release(role: string, ids: readonly number[]): Promise<void> {
-    if (ids.length > 0) await this.knex('worker_claims').where({ role }).whereIn('moment_id', ids as number[]).delete();
+    if (ids.length > 0)
+      await this.knex('worker_claims')
+        .where({ role })
+        .whereIn('moment_id', ids as number[])
+        .delete();
   }
 
   async markExpanded(ids: readonly number[]): Promise<void> {
-    if (ids.length > 0) await this.knex('moments').whereIn('id', ids as number[]).update({ expanded_at: this.knex.fn.now() });
+    if (ids.length > 0)
+      await this.knex('moments')
+        .whereIn('id', ids as number[])
+        .update({ expanded_at: this.knex.fn.now() });
   }
 
   /** Moments no live claim of `role` holds at their current version. */

@@ -9,9 +9,9 @@ import { WorkerSpend } from './spend.ts';
 import { MomentWrites } from './writes.ts';
 
 export type { AdjacencyChange } from './adjacency.ts';
-export { SORTS, type MomentFilters, type MomentPage, type SortKey } from './lists.ts';
-export { NODE_COLUMNS, type ClaimedRenderJob, type EdgeRow, type MomentRow, type RenderJobRow } from './rows.ts';
-export { MissingTargetError, type AutoLinkSettings } from './writes.ts';
+export { type MomentFilters, type MomentPage, SORTS, type SortKey } from './lists.ts';
+export { type ClaimedRenderJob, type EdgeRow, type MomentRow, NODE_COLUMNS, type RenderJobRow } from './rows.ts';
+export { MissingTargetError } from './writes.ts';
 
 /**
  * Every SQL statement of the graph service, one part per area. Nothing else in the service talks to

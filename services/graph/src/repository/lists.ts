@@ -1,15 +1,43 @@
 import type { Knex } from '@tempora/kit/data';
-import { MOMENT_COLUMNS, normaliseMoment, prefixed, published, type MomentRow } from './rows.ts';
+import { MOMENT_COLUMNS, type MomentRow, normaliseMoment, prefixed, published } from './rows.ts';
 
 export const SORTS = {
-  year: [['year', 'asc'], ['month_num', 'asc'], ['day', 'asc'], ['id', 'asc']],
-  '-year': [['year', 'desc'], ['month_num', 'desc'], ['day', 'desc'], ['id', 'desc']],
-  name: [['event_name', 'asc'], ['id', 'asc']],
-  '-name': [['event_name', 'desc'], ['id', 'desc']],
-  updated: [['updated_at', 'asc'], ['id', 'asc']],
-  '-updated': [['updated_at', 'desc'], ['id', 'desc']],
-  confidence: [['confidence', 'asc'], ['id', 'asc']],
-  '-confidence': [['confidence', 'desc'], ['id', 'asc']],
+  year: [
+    ['year', 'asc'],
+    ['month_num', 'asc'],
+    ['day', 'asc'],
+    ['id', 'asc'],
+  ],
+  '-year': [
+    ['year', 'desc'],
+    ['month_num', 'desc'],
+    ['day', 'desc'],
+    ['id', 'desc'],
+  ],
+  name: [
+    ['event_name', 'asc'],
+    ['id', 'asc'],
+  ],
+  '-name': [
+    ['event_name', 'desc'],
+    ['id', 'desc'],
+  ],
+  updated: [
+    ['updated_at', 'asc'],
+    ['id', 'asc'],
+  ],
+  '-updated': [
+    ['updated_at', 'desc'],
+    ['id', 'desc'],
+  ],
+  confidence: [
+    ['confidence', 'asc'],
+    ['id', 'asc'],
+  ],
+  '-confidence': [
+    ['confidence', 'desc'],
+    ['id', 'asc'],
+  ],
 } as const;
 export type SortKey = keyof typeof SORTS | 'relevance';
 
@@ -49,7 +77,10 @@ export class MomentLists {
     if (filters.sort === 'relevance' && filters.q) {
       query
         .select(this.knex.raw(`ts_rank(m.search, websearch_to_tsquery('english', ?)) + similarity(m.event_name, ?) as score`, [filters.q, filters.q]))
-        .orderBy([{ column: 'score', order: 'desc' }, { column: 'm.id', order: 'asc' }]);
+        .orderBy([
+          { column: 'score', order: 'desc' },
+          { column: 'm.id', order: 'asc' },
+        ]);
     } else {
       const sort = filters.sort === 'relevance' ? 'year' : filters.sort;
       query.orderBy(SORTS[sort].map(([column, order]): { column: string; order: 'asc' | 'desc' } => ({ column: `m.${column}`, order })));
@@ -66,7 +97,12 @@ export class MomentLists {
   async today(monthNum: number, day: number, limit: number, offset: number): Promise<MomentPage> {
     const base = this.knex('moments').whereRaw(published()).andWhere({ month_num: monthNum, day });
     const total = await count(base);
-    const rows = (await base.clone().select(MOMENT_COLUMNS).orderBy([{ column: 'year' }, { column: 'time' }, { column: 'id' }]).limit(limit).offset(offset)) as MomentRow[];
+    const rows = (await base
+      .clone()
+      .select(MOMENT_COLUMNS)
+      .orderBy([{ column: 'year' }, { column: 'time' }, { column: 'id' }])
+      .limit(limit)
+      .offset(offset)) as MomentRow[];
     return { items: rows.map(normaliseMoment), total };
   }
 
@@ -110,12 +146,19 @@ export class MomentLists {
         knex.raw('max(updated_at) as last_updated'),
         knex.raw(`count(*) filter (where image_url is not null) as nodes_with_images`),
       )) as Array<Record<string, string | null | Date>>;
-    const layers = (await knex('moments').whereRaw(published()).select('layer').count({ count: '*' }).groupBy('layer')) as Array<{ layer: number; count: string }>;
-    const sources = (await knex('moments').whereRaw(published()).select('source_type').count({ count: '*' }).groupBy('source_type')) as Array<{ source_type: string; count: string }>;
+    const layers = (await knex('moments').whereRaw(published()).select('layer').count({ count: '*' }).groupBy('layer')) as Array<{
+      layer: number;
+      count: string;
+    }>;
+    const sources = (await knex('moments').whereRaw(published()).select('source_type').count({ count: '*' }).groupBy('source_type')) as Array<{
+      source_type: string;
+      count: string;
+    }>;
     const edgeTypes = (await knex('edges as e')
       .join('moments as s', 's.id', 'e.source_id')
       .join('moments as t', 't.id', 'e.target_id')
-      .whereRaw(published('s')).andWhereRaw(published('t'))
+      .whereRaw(published('s'))
+      .andWhereRaw(published('t'))
       .select('e.type')
       .count({ count: '*' })
       .groupBy('e.type')) as Array<{ type: string; count: string }>;
@@ -132,7 +175,10 @@ export class MomentLists {
     const text = filters.q;
     if (text) {
       query.andWhere((q) =>
-        q.whereRaw(`m.search @@ websearch_to_tsquery('english', ?)`, [text]).orWhereRaw('m.event_name % ?', [text]).orWhereRaw('m.event_name ilike ?', [`%${escapeLike(text)}%`]),
+        q
+          .whereRaw(`m.search @@ websearch_to_tsquery('english', ?)`, [text])
+          .orWhereRaw('m.event_name % ?', [text])
+          .orWhereRaw('m.event_name ilike ?', [`%${escapeLike(text)}%`]),
       );
     }
     if (filters.yearFrom !== undefined) query.andWhere('m.year', '>=', filters.yearFrom);
@@ -141,7 +187,8 @@ export class MomentLists {
       // The GIN index on entity_keys finds the moments holding every word; for two words or more, the
       // recheck keeps those where one name holds them all (not one word from each of two figures).
       query.andWhereRaw('m.entity_keys @> ?::text[]', [filters.entity]);
-      if (filters.entity.length > 1) query.andWhereRaw(`exists (select 1 from unnest(m.entity_names) as name where string_to_array(name, ' ') @> ?::text[])`, [filters.entity]);
+      if (filters.entity.length > 1)
+        query.andWhereRaw(`exists (select 1 from unnest(m.entity_names) as name where string_to_array(name, ' ') @> ?::text[])`, [filters.entity]);
     }
     if (filters.country) query.andWhere('m.country', filters.country);
     if (filters.region) query.andWhere('m.region', filters.region);

@@ -1,9 +1,20 @@
 import type { Knex } from '@tempora/kit/data';
-import { typeCode, typeOf, type EdgeType } from '../domain/edge-types.ts';
+import { type EdgeType, typeCode, typeOf } from '../domain/edge-types.ts';
 import type { StoredEdge } from '../domain/graph-search.ts';
-import { MOMENT_COLUMNS, normaliseEdge, normaliseMoment, published, type EdgeRow, type MomentRow } from './rows.ts';
+import { type EdgeRow, MOMENT_COLUMNS, type MomentRow, normaliseEdge, normaliseMoment, published } from './rows.ts';
 
-const EDGE_SELECT = ['e.id', 'e.source_id', 'e.target_id', 's.path as source', 't.path as target', 'e.type', 'e.weight', 'e.theme', 'e.description', 'e.origin'];
+const EDGE_SELECT = [
+  'e.id',
+  'e.source_id',
+  'e.target_id',
+  's.path as source',
+  't.path as target',
+  'e.type',
+  'e.weight',
+  'e.theme',
+  'e.description',
+  'e.origin',
+];
 
 /** Single moments by path or id, and the edges shown with them. */
 export class MomentReads {
@@ -24,14 +35,18 @@ export class MomentReads {
   /** Moments by id; `columns` narrows the read to what the caller renders (traversal nodes need few). */
   async byIds(ids: readonly number[], columns: readonly string[] = MOMENT_COLUMNS): Promise<Map<number, MomentRow>> {
     if (ids.length === 0) return new Map();
-    const rows = (await this.knex('moments').select(columns as string[]).whereRaw('id = any(?::bigint[])', [ids as number[]])) as MomentRow[];
+    const rows = (await this.knex('moments')
+      .select(columns as string[])
+      .whereRaw('id = any(?::bigint[])', [ids as number[]])) as MomentRow[];
     return new Map(rows.map((row) => [Number(row.id), normaliseMoment(row)]));
   }
 
   /** Which of `paths` are already stored. */
   async existingPaths(paths: readonly string[]): Promise<Set<string>> {
     if (paths.length === 0) return new Set();
-    const rows = (await this.knex('moments').whereIn('path', paths as string[]).select('path')) as Array<{ path: string }>;
+    const rows = (await this.knex('moments')
+      .whereIn('path', paths as string[])
+      .select('path')) as Array<{ path: string }>;
     return new Set(rows.map((row) => row.path));
   }
 
@@ -39,8 +54,16 @@ export class MomentReads {
   async edgesOf(id: number): Promise<EdgeRow[]> {
     const query = this.edges()
       // Only the other end must be published: a trusted caller reading an unpublished moment sees its edges.
-      .where((q) => q.where('e.source_id', id).andWhereRaw(published('t')).orWhere((o) => o.where('e.target_id', id).andWhereRaw(published('s'))))
-      .orderBy([{ column: 'e.weight', order: 'desc' }, { column: 'e.id', order: 'asc' }]);
+      .where((q) =>
+        q
+          .where('e.source_id', id)
+          .andWhereRaw(published('t'))
+          .orWhere((o) => o.where('e.target_id', id).andWhereRaw(published('s'))),
+      )
+      .orderBy([
+        { column: 'e.weight', order: 'desc' },
+        { column: 'e.id', order: 'asc' },
+      ]);
     return ((await query) as EdgeRow[]).map(normaliseEdge);
   }
 

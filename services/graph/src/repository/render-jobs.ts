@@ -10,13 +10,20 @@ export class RenderJobs {
   }
 
   async byId(id: string): Promise<RenderJobRow | undefined> {
-    const row = (await this.knex('render_jobs as j').join('moments as m', 'm.id', 'j.moment_id').where('j.id', id).first('j.*', 'm.path')) as RenderJobRow | undefined;
+    const row = (await this.knex('render_jobs as j').join('moments as m', 'm.id', 'j.moment_id').where('j.id', id).first('j.*', 'm.path')) as
+      | RenderJobRow
+      | undefined;
     return row && { ...row, moment_id: Number(row.moment_id) };
   }
 
   /** The account export: up to `limit` of the jobs `requester` asked for, with ids after `after` (all when ''), by id. */
   async requestedBy(requester: string, after: string, limit: number): Promise<RenderJobRow[]> {
-    const query = this.knex('render_jobs as j').join('moments as m', 'm.id', 'j.moment_id').where('j.requested_by', requester).orderBy('j.id').limit(limit).select('j.*', 'm.path');
+    const query = this.knex('render_jobs as j')
+      .join('moments as m', 'm.id', 'j.moment_id')
+      .where('j.requested_by', requester)
+      .orderBy('j.id')
+      .limit(limit)
+      .select('j.*', 'm.path');
     if (after) query.andWhere('j.id', '>', after);
     const rows = (await query) as RenderJobRow[];
     return rows.map((row) => ({ ...row, moment_id: Number(row.moment_id) }));
@@ -83,7 +90,14 @@ export class RenderJobs {
   async release(id: string, worker: string, runAfter: Date): Promise<void> {
     await this.knex('render_jobs')
       .where({ id, status: 'running', claimed_by: worker })
-      .update({ status: 'queued', attempts: this.knex.raw('greatest(attempts - 1, 0)'), run_after: runAfter, claimed_by: null, claimed_at: null, updated_at: this.knex.fn.now() });
+      .update({
+        status: 'queued',
+        attempts: this.knex.raw('greatest(attempts - 1, 0)'),
+        run_after: runAfter,
+        claimed_by: null,
+        claimed_at: null,
+        updated_at: this.knex.fn.now(),
+      });
   }
 
   /**

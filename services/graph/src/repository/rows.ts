@@ -66,13 +66,52 @@ export interface ClaimedRenderJob extends RenderJobRow {
 
 /** The columns a MomentRow is read from. */
 export const MOMENT_COLUMNS = [
-  'id', 'path', 'event_name', 'description', 'year', 'month_num', 'day', 'time', 'country', 'region', 'city', 'slug', 'era', 'type',
-  'layer', 'status', 'visibility', 'figures', 'tags', 'latitude', 'longitude', 'confidence', 'image_url', 'source_type', 'created_at', 'updated_at',
+  'id',
+  'path',
+  'event_name',
+  'description',
+  'year',
+  'month_num',
+  'day',
+  'time',
+  'country',
+  'region',
+  'city',
+  'slug',
+  'era',
+  'type',
+  'layer',
+  'status',
+  'visibility',
+  'figures',
+  'tags',
+  'latitude',
+  'longitude',
+  'confidence',
+  'image_url',
+  'source_type',
+  'created_at',
+  'updated_at',
 ];
 
 /** The columns a traversal or path node shows. */
 export const NODE_COLUMNS = [
-  'id', 'path', 'event_name', 'year', 'month_num', 'day', 'era', 'type', 'layer', 'country', 'region', 'city', 'latitude', 'longitude', 'confidence', 'status',
+  'id',
+  'path',
+  'event_name',
+  'year',
+  'month_num',
+  'day',
+  'era',
+  'type',
+  'layer',
+  'country',
+  'region',
+  'city',
+  'latitude',
+  'longitude',
+  'confidence',
+  'status',
 ];
 
 /**
@@ -92,4 +131,10 @@ export const prefixed = (alias: string) => MOMENT_COLUMNS.map((column) => `${ali
 
 // pg returns bigint and numeric columns as strings.
 export const normaliseMoment = (row: MomentRow): MomentRow => ({ ...row, id: Number(row.id), confidence: Number(row.confidence) });
-export const normaliseEdge = (row: EdgeRow): EdgeRow => ({ ...row, id: Number(row.id), source_id: Number(row.source_id), target_id: Number(row.target_id), weight: Number(row.weight) });
+export const normaliseEdge = (row: EdgeRow): EdgeRow => ({
+  ...row,
+  id: Number(row.id),
+  source_id: Number(row.source_id),
+  target_id: Number(row.target_id),
+  weight: Number(row.weight),
+});

@@ -26,7 +26,9 @@ export class WorkerSpend {
 
   /** Corrects a charge made on an estimate once the real cost is known. */
   async adjust(role: string, day: string, deltaUsd: number): Promise<void> {
-    await this.knex('worker_spend').where({ role, day }).update({ spent_usd: this.knex.raw('greatest(0, spent_usd + ?)', [deltaUsd]) });
+    await this.knex('worker_spend')
+      .where({ role, day })
+      .update({ spent_usd: this.knex.raw('greatest(0, spent_usd + ?)', [deltaUsd]) });
   }
 
   async spent(role: string, day: string): Promise<number> {

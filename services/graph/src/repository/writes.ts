@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Knex } from '@tempora/kit/data';
-import { adjacentYears, momentColumns, storedOrder, type EdgeInput, type MomentInput } from '../domain/moment.ts';
-import { published, type MomentRow, type RenderJobRow } from './rows.ts';
+import { adjacentYears, type EdgeInput, type MomentInput, momentColumns, storedOrder } from '../domain/moment.ts';
+import { type MomentRow, published, type RenderJobRow } from './rows.ts';
 
 export interface AutoLinkSettings {
   maxPerType: number;
@@ -43,7 +43,11 @@ async function upsertCurated(trx: Knex, rows: readonly CuratedEdgeRow[]): Promis
   if (rows.length === 0) return;
   const automatic = rows.filter((row) => row.type in AUTO_DEGREE).map((row) => [row.source_id, row.target_id, row.type]);
   if (automatic.length > 0) {
-    const replaced = (await trx('edges').where({ origin: 'auto' }).whereIn(['source_id', 'target_id', 'type'], automatic).del().returning(['source_id', 'target_id', 'type'])) as Array<{ source_id: string; target_id: string; type: AutoLinkType }>;
+    const replaced = (await trx('edges')
+      .where({ origin: 'auto' })
+      .whereIn(['source_id', 'target_id', 'type'], automatic)
+      .del()
+      .returning(['source_id', 'target_id', 'type'])) as Array<{ source_id: string; target_id: string; type: AutoLinkType }>;
     for (const edge of replaced) await trx('moments').whereIn('id', [edge.source_id, edge.target_id]).decrement(AUTO_DEGREE[edge.type], 1);
   }
   await trx('edges').insert(rows).onConflict(['source_id', 'target_id', 'type']).merge(['weight', 'theme', 'description']);
@@ -91,7 +95,15 @@ export class MomentWrites {
           if (targetId === undefined) throw new MissingTargetError(index, edge.target);
           if (targetId === sourceId) continue;
           const [source, target] = storedOrder(sourceId, targetId, edge.type);
-          rows.set(`${source}:${target}:${edge.type}`, { source_id: source, target_id: target, type: edge.type, weight: edge.weight, theme: edge.theme, description: edge.description, origin: input.source_type === 'seed' ? 'seed' : 'ingest' });
+          rows.set(`${source}:${target}:${edge.type}`, {
+            source_id: source,
+            target_id: target,
+            type: edge.type,
+            weight: edge.weight,
+            theme: edge.theme,
+            description: edge.description,
+            origin: input.source_type === 'seed' ? 'seed' : 'ingest',
+          });
           touched.add(targetId);
         }
         await upsertCurated(trx, [...rows.values()]);
@@ -114,13 +126,24 @@ export class MomentWrites {
     const ids = new Map(rows.map((row) => [row.path, Number(row.id)]));
     const sourceId = ids.get(source);
     if (sourceId === undefined) throw new MissingTargetError(0, source);
-    const byKey = new Map<string, { source_id: number; target_id: number; type: EdgeInput['type']; weight: number; theme: string; description: string; origin: string }>();
+    const byKey = new Map<
+      string,
+      { source_id: number; target_id: number; type: EdgeInput['type']; weight: number; theme: string; description: string; origin: string }
+    >();
     for (const edge of edges) {
       const targetId = ids.get(edge.target);
       if (targetId === undefined) throw new MissingTargetError(0, edge.target);
       const [from, to] = storedOrder(sourceId, targetId, edge.type);
       // The last mention of an edge wins, as in writeMoments.
-      byKey.set(`${from}:${to}:${edge.type}`, { source_id: from, target_id: to, type: edge.type, weight: edge.weight, theme: edge.theme, description: edge.description, origin: 'ingest' });
+      byKey.set(`${from}:${to}:${edge.type}`, {
+        source_id: from,
+        target_id: to,
+        type: edge.type,
+        weight: edge.weight,
+        theme: edge.theme,
+        description: edge.description,
+        origin: 'ingest',
+      });
     }
     const inserts = [...byKey.values()];
     if (inserts.length > 0) {
@@ -137,7 +160,11 @@ export class MomentWrites {
    * Records the moment at layer 0 when it is new (auto-linked like any insert) and a durable render job
    * for it, in one transaction. Returns the ids whose adjacency changed.
    */
-  async queueRender(input: MomentInput, job: { requestedBy: string; request: Record<string, unknown> }, autoLink: AutoLinkSettings): Promise<{ job: RenderJobRow; created: boolean; layer: number; touched: number[] }> {
+  async queueRender(
+    input: MomentInput,
+    job: { requestedBy: string; request: Record<string, unknown> },
+    autoLink: AutoLinkSettings,
+  ): Promise<{ job: RenderJobRow; created: boolean; layer: number; touched: number[] }> {
     return this.knex.transaction(async (trx) => {
       await lockAutoLinks(trx);
       const columns = momentColumns(input);
@@ -165,7 +192,12 @@ export class MomentWrites {
     let after = 0;
     let rewritten = 0;
     for (;;) {
-      const rows = (await this.knex('moments').where('id', '>', after).andWhereRaw(`figures <> '{}'`).orderBy('id').limit(pageSize).select('id', 'figures')) as Array<{ id: string; figures: string[] }>;
+      const rows = (await this.knex('moments')
+        .where('id', '>', after)
+        .andWhereRaw(`figures <> '{}'`)
+        .orderBy('id')
+        .limit(pageSize)
+        .select('id', 'figures')) as Array<{ id: string; figures: string[] }>;
       if (rows.length === 0) break;
       const keys = rows.map((row) => ({ id: Number(row.id), ...keysOf(row.figures) }));
       await this.knex.raw(
@@ -219,7 +251,7 @@ async function relink(trx: Knex.Transaction, id: number, isNew: boolean, max: nu
   }
   const moment = (await trx('moments').where({ id }).first()) as (MomentRow & Record<string, unknown>) | undefined;
   // Unpublished moments are not linked: their links would take the places of published neighbours' visible ones.
-  if (!moment || moment.visibility !== 'public' || moment.status === 'pending' || max <= 0) return [...neighbors];
+  if (moment?.visibility !== 'public' || moment.status === 'pending' || max <= 0) return [...neighbors];
 
   const [before, after] = adjacentYears(moment.year);
   const rules: Array<{ type: AutoLinkType; weight: number; where: Knex.Raw; order: Knex.Raw }> = [
@@ -227,7 +259,10 @@ async function relink(trx: Knex.Transaction, id: number, isNew: boolean, max: nu
       type: 'contemporaneous',
       weight: 0.5,
       where: trx.raw('m.year between ? and ?', [before, after]),
-      order: trx.raw('(m.country = ?) desc, cardinality(array(select unnest(m.tags) intersect select unnest(?::text[]))) desc, abs(m.year - ?), m.confidence desc, m.id', [moment.country, moment.tags, moment.year]),
+      order: trx.raw(
+        '(m.country = ?) desc, cardinality(array(select unnest(m.tags) intersect select unnest(?::text[]))) desc, abs(m.year - ?), m.confidence desc, m.id',
+        [moment.country, moment.tags, moment.year],
+      ),
     },
     {
       type: 'same_location',

@@ -1,4 +1,4 @@
-import { defineAccountDataRoutes, keysetPage, unprocessable, UUID_POSITION, type RouteDefinition } from '@tempora/kit/http';
+import { defineAccountDataRoutes, keysetPage, type RouteDefinition, UUID_POSITION, unprocessable } from '@tempora/kit/http';
 import { WORKER_ROLES } from '../config.ts';
 import type { GraphRouteDeps } from './context.ts';
 import { jobView } from './writes.ts';
@@ -24,7 +24,13 @@ export function accountDataRoutes(deps: GraphRouteDeps): RouteDefinition[] {
     erase: async (userId) => ({ deleted: { render_jobs: await jobs.deleteRequestedBy(userOf(userId)) } }),
     readers: (userId) => {
       const user = userOf(userId);
-      return [{ kind: 'render_jobs', after: UUID_POSITION, read: async (after, limit) => keysetPage(await jobs.requestedBy(user, after, limit + 1), limit, (job) => job.id, jobView) }];
+      return [
+        {
+          kind: 'render_jobs',
+          after: UUID_POSITION,
+          read: async (after, limit) => keysetPage(await jobs.requestedBy(user, after, limit + 1), limit, (job) => job.id, jobView),
+        },
+      ];
     },
     describe: {
       deletion: {

@@ -1,8 +1,8 @@
+import { defineRoute, listEnvelope, notFound, type RouteDefinition, unprocessable } from '@tempora/kit/http';
+import { daysInMonth, MONTHS, PathError, parsePrefix, SEGMENTS } from '@tempora/kit/moments';
 import { z } from 'zod';
-import { defineRoute, type RouteDefinition, notFound, unprocessable, listEnvelope } from '@tempora/kit/http';
-import { MONTHS, PathError, SEGMENTS, daysInMonth, parsePrefix } from '@tempora/kit/moments';
 import { MOMENT_TYPES } from '../domain/moment.ts';
-import { BrowseSchema, MomentSchema, SearchResultSchema, TdfRecordSchema, MomentListSchema } from '../schemas.ts';
+import { BrowseSchema, MomentListSchema, MomentSchema, SearchResultSchema, TdfRecordSchema } from '../schemas.ts';
 import { momentView } from '../views.ts';
 import type { GraphRouteDeps } from './context.ts';
 import { LIST_PARAMETERS, listFilters, renderMoments } from './moments.ts';
@@ -39,12 +39,12 @@ const TodayQuery = queryObject({
   offset,
   format,
 }).superRefine((value, ctx) => {
-    if ((value.month === undefined) !== (value.day === undefined)) {
-      ctx.addIssue({ code: 'custom', path: [value.month === undefined ? 'month' : 'day'], message: 'give month and day together' });
-    } else if (value.month !== undefined && value.day !== undefined && value.day > daysInMonth(2000, value.month)) {
-      ctx.addIssue({ code: 'custom', path: ['day'], message: `${MONTHS[value.month - 1]} has no day ${value.day}` });
-    }
-  });
+  if ((value.month === undefined) !== (value.day === undefined)) {
+    ctx.addIssue({ code: 'custom', path: [value.month === undefined ? 'month' : 'day'], message: 'give month and day together' });
+  } else if (value.month !== undefined && value.day !== undefined && value.day > daysInMonth(2000, value.month)) {
+    ctx.addIssue({ code: 'custom', path: ['day'], message: `${MONTHS[value.month - 1]} has no day ${value.day}` });
+  }
+});
 
 export function discoveryRoutes(deps: GraphRouteDeps): RouteDefinition[] {
   const graph = deps.graph;
@@ -55,7 +55,8 @@ export function discoveryRoutes(deps: GraphRouteDeps): RouteDefinition[] {
       aliases: graphAliases('/browse'),
       operationId: 'browse',
       summary: 'Browse the path tree',
-      description: 'Counts of public moments under each next segment of a path prefix (years, then months, days, times, countries, regions, cities, moments). At the city level each child is a moment, returned with full metadata.',
+      description:
+        'Counts of public moments under each next segment of a path prefix (years, then months, days, times, countries, regions, cities, moments). At the city level each child is a moment, returned with full metadata.',
       tags: ['service'],
       security: SERVICE,
       query: queryObject({ prefix: z.string().max(400).default('').meta({ description: 'path prefix such as /1969/july; empty for the years' }) }),
@@ -84,11 +85,17 @@ export function discoveryRoutes(deps: GraphRouteDeps): RouteDefinition[] {
       aliases: graphAliases('/search'),
       operationId: 'search',
       summary: 'Ranked search with advanced filters',
-      description: 'Full-text and fuzzy name search ranked by relevance (ts_rank plus trigram similarity), with filters on years, figure, place, tags, type and layer.',
+      description:
+        'Full-text and fuzzy name search ranked by relevance (ts_rank plus trigram similarity), with filters on years, figure, place, tags, type and layer.',
       tags: ['service'],
       security: SERVICE,
       query: SearchQuery,
-      responses: { 200: { description: 'Ranked moments (score present when q is given)', schema: z.union([SearchResultSchema, listEnvelope(TdfRecordSchema, 'TdfSearchResult')]) } },
+      responses: {
+        200: {
+          description: 'Ranked moments (score present when q is given)',
+          schema: z.union([SearchResultSchema, listEnvelope(TdfRecordSchema, 'TdfSearchResult')]),
+        },
+      },
       handler: async (_ctx, { query }) => {
         const page = await graph.list({
           ...listFilters(query),
@@ -99,7 +106,8 @@ export function discoveryRoutes(deps: GraphRouteDeps): RouteDefinition[] {
           type: query.type,
           layerMin: query.layer_min,
         });
-        const items = query.format === 'tdf' ? await renderMoments(deps, page.items, 'tdf') : page.items.map((row) => ({ ...momentView(row), score: row.score ?? 0 }));
+        const items =
+          query.format === 'tdf' ? await renderMoments(deps, page.items, 'tdf') : page.items.map((row) => ({ ...momentView(row), score: row.score ?? 0 }));
         return { items, total: page.total, limit: query.limit, offset: query.offset };
       },
     }),
@@ -112,7 +120,10 @@ export function discoveryRoutes(deps: GraphRouteDeps): RouteDefinition[] {
       tags: ['service'],
       security: SERVICE,
       query: queryObject({ layer_min: boundedInt(1, 2).default(1), format }),
-      responses: { 200: { description: 'One moment', schema: z.union([MomentSchema, TdfRecordSchema]) }, 404: { description: 'The graph has no such moment yet' } },
+      responses: {
+        200: { description: 'One moment', schema: z.union([MomentSchema, TdfRecordSchema]) },
+        404: { description: 'The graph has no such moment yet' },
+      },
       handler: async (_ctx, { query }) => {
         const row = await graph.random(query.layer_min);
         if (!row) throw notFound(`no public moment at layer ${query.layer_min} or above`);
@@ -130,13 +141,25 @@ export function discoveryRoutes(deps: GraphRouteDeps): RouteDefinition[] {
       tags: ['service'],
       security: SERVICE,
       query: TodayQuery,
-      responses: { 200: { description: 'Moments on that day', schema: z.union([MomentListSchema.extend({ month: z.string(), day: z.number().int() }), listEnvelope(TdfRecordSchema, 'TdfToday')]) } },
+      responses: {
+        200: {
+          description: 'Moments on that day',
+          schema: z.union([MomentListSchema.extend({ month: z.string(), day: z.number().int() }), listEnvelope(TdfRecordSchema, 'TdfToday')]),
+        },
+      },
       handler: async (_ctx, { query }) => {
         const now = new Date();
         const month = query.month ?? now.getUTCMonth() + 1;
         const day = query.day ?? now.getUTCDate();
         const page = await graph.today(month, day, query.limit, query.offset);
-        return { month: MONTHS[month - 1], day, items: await renderMoments(deps, page.items, query.format), total: page.total, limit: query.limit, offset: query.offset };
+        return {
+          month: MONTHS[month - 1],
+          day,
+          items: await renderMoments(deps, page.items, query.format),
+          total: page.total,
+          limit: query.limit,
+          offset: query.offset,
+        };
       },
     }),
   ];

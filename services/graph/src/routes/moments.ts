@@ -1,10 +1,10 @@
+import { defineRoute, listEnvelope, notFound, type RouteDefinition } from '@tempora/kit/http';
 import { z } from 'zod';
-import { defineRoute, type RouteDefinition, notFound, listEnvelope } from '@tempora/kit/http';
 import { momentPath } from '../domain/moment.ts';
+import { type MomentFilters, type MomentRow, SORTS, type SortKey } from '../repository/index.ts';
 import { MomentDetailSchema, MomentListSchema, StatsSchema, TdfRecordSchema } from '../schemas.ts';
-import { SORTS, type MomentFilters, type MomentRow, type SortKey } from '../repository/index.ts';
 import { momentDetailView, momentTdf, momentView } from '../views.ts';
-import { isTrusted, type GraphRouteDeps } from './context.ts';
+import { type GraphRouteDeps, isTrusted } from './context.ts';
 import { cappedInt, entity, format, graphAliases, offset, queryObject, text, year, yearRange } from './params.ts';
 
 export const SORT_VALUES = ['relevance', ...Object.keys(SORTS)] as [string, ...string[]];
@@ -17,7 +17,10 @@ export const LIST_PARAMETERS = {
   year_from: year.optional(),
   year_to: year.optional(),
   entity: entity.optional(),
-  sort: z.enum(SORT_VALUES).optional().meta({ description: 'relevance (default with q), year (default without q), -year, name, -name, updated, -updated, confidence, -confidence' }),
+  sort: z
+    .enum(SORT_VALUES)
+    .optional()
+    .meta({ description: 'relevance (default with q), year (default without q), -year, name, -name, updated, -updated, confidence, -confidence' }),
   format,
 };
 

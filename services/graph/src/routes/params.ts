@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { parseEdgeTypes, type EdgeType } from '../domain/edge-types.ts';
+import { type EdgeType, parseEdgeTypes } from '../domain/edge-types.ts';
 import { queryWords } from '../domain/figure-names.ts';
 import { SLUG, tag } from '../domain/moment.ts';
 
@@ -49,7 +49,8 @@ export const tagList = z
   .transform((value, ctx) => {
     const tags = value.split(',').map((item) => item.trim());
     const bad = tags.filter((item) => !tag.safeParse(item).success);
-    if (bad.length > 0) ctx.addIssue({ code: 'custom', message: `tags are lowercase hyphenated slugs, comma-separated: ${bad.map((item) => JSON.stringify(item)).join(', ')}` });
+    if (bad.length > 0)
+      ctx.addIssue({ code: 'custom', message: `tags are lowercase hyphenated slugs, comma-separated: ${bad.map((item) => JSON.stringify(item)).join(', ')}` });
     return [...new Set(tags)];
   })
   .meta({ description: 'comma-separated tags; a moment must carry all of them' });
@@ -64,7 +65,10 @@ export const entity = z
     if (words.length > 12) ctx.addIssue({ code: 'custom', message: 'at most 12 words' });
     return words;
   })
-  .meta({ description: 'a historical figure: each word given is a word of one name the figure is known by, in any order, whatever the case, accents or apostrophes (Napoleon, bonaparte, jeanne d’arc)' });
+  .meta({
+    description:
+      'a historical figure: each word given is a word of one name the figure is known by, in any order, whatever the case, accents or apostrophes (Napoleon, bonaparte, jeanne d’arc)',
+  });
 
 export const format = z.enum(['json', 'tdf']).default('json').meta({ description: '`tdf` returns TDF records instead of moments' });
 

@@ -1,5 +1,5 @@
+import { defineRoute, notFound, type RouteDefinition } from '@tempora/kit/http';
 import { z } from 'zod';
-import { defineRoute, type RouteDefinition, notFound } from '@tempora/kit/http';
 import { CAUSAL_TYPES, PATH_DEFAULT_TYPES } from '../domain/edge-types.ts';
 import { momentPath } from '../domain/moment.ts';
 import { MomentNotFound } from '../graph-service.ts';
@@ -53,10 +53,19 @@ export function traversalRoutes(deps: GraphRouteDeps): RouteDefinition[] {
       security: ['ServiceKey'],
       params: z.object({ path: momentPath }),
       query: TraverseQuery,
-      responses: { 200: { description: 'The anchor (hop 0), the nodes reached and the edges followed', schema: TraverseSchema }, 404: { description: 'The anchor does not exist' } },
+      responses: {
+        200: { description: 'The anchor (hop 0), the nodes reached and the edges followed', schema: TraverseSchema },
+        404: { description: 'The anchor does not exist' },
+      },
       handler: (_ctx, { params, query }) =>
         orNotFound(
-          deps.graph.traverse(params.path, { direction: query.direction, depth: query.depth, types: query.edge_types, limit: query.limit, minWeight: query.min_weight }),
+          deps.graph.traverse(params.path, {
+            direction: query.direction,
+            depth: query.depth,
+            types: query.edge_types,
+            limit: query.limit,
+            minWeight: query.min_weight,
+          }),
         ),
     }),
     defineRoute({
@@ -65,11 +74,15 @@ export function traversalRoutes(deps: GraphRouteDeps): RouteDefinition[] {
       aliases: graphAliases('/api/v1/graph/path'),
       operationId: 'shortestPath',
       summary: 'Shortest path between two moments',
-      description: 'Bidirectional breadth-first search treating edges as undirected. found is false (HTTP 200) when no path exists within max_hops; 404 only when an endpoint does not exist.',
+      description:
+        'Bidirectional breadth-first search treating edges as undirected. found is false (HTTP 200) when no path exists within max_hops; 404 only when an endpoint does not exist.',
       tags: ['graph'],
       security: ['ServiceKey'],
       query: PathQuery,
-      responses: { 200: { description: 'The path, nodes and edges in path order (hop = position)', schema: PathSchema }, 404: { description: 'An endpoint does not exist' } },
+      responses: {
+        200: { description: 'The path, nodes and edges in path order (hop = position)', schema: PathSchema },
+        404: { description: 'An endpoint does not exist' },
+      },
       handler: (_ctx, { query }) => orNotFound(deps.graph.path(query.from, query.to, { maxHops: query.max_hops, types: query.edge_types })),
     }),
   ];

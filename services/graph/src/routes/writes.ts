@@ -1,12 +1,12 @@
 import { context, propagation } from '@opentelemetry/api';
-import { z } from 'zod';
-import { defineRoute, linksTo, type RouteDefinition, notFound, unprocessable, type ProblemFieldError, zodIssues } from '@tempora/kit/http';
+import { defineRoute, linksTo, notFound, type ProblemFieldError, type RouteDefinition, unprocessable, zodIssues } from '@tempora/kit/http';
 import { tdfHash } from '@tempora/kit/moments';
+import { z } from 'zod';
 import { MomentInput, momentPath } from '../domain/moment.ts';
+import type { GraphService } from '../graph-service.ts';
 import { MissingTargetError, type RenderJobRow } from '../repository/index.ts';
 import { GenerateResultSchema, IngestResultSchema, RenderJobSchema, TdfIngestRecord } from '../schemas.ts';
-import type { GraphService } from '../graph-service.ts';
-import { mayReadRenderJob, type GraphRouteDeps } from './context.ts';
+import { type GraphRouteDeps, mayReadRenderJob } from './context.ts';
 import { graphAliases } from './params.ts';
 
 export const MAX_INGEST_BATCH = 1000;
@@ -45,10 +45,13 @@ export const jobView = (job: RenderJobRow) => ({
 export async function queueGenerate(graph: GraphService, body: GenerateBody, requestedBy: string) {
   const trace: Record<string, string> = {};
   propagation.inject(context.active(), trace);
-  const result = await graph.queueRender(MomentInput.parse({ path: body.path, event_name: body.event_name, layer: 0, source_type: 'generate', confidence: 0.5 }), {
-    requestedBy,
-    request: { query: body.query ?? body.event_name, preset: body.preset, generate_image: body.generate_image, ...(trace.traceparent ? { trace } : {}) },
-  });
+  const result = await graph.queueRender(
+    MomentInput.parse({ path: body.path, event_name: body.event_name, layer: 0, source_type: 'generate', confidence: 0.5 }),
+    {
+      requestedBy,
+      request: { query: body.query ?? body.event_name, preset: body.preset, generate_image: body.generate_image, ...(trace.traceparent ? { trace } : {}) },
+    },
+  );
   return { job: jobView(result.job), moment: { path: body.path, layer: result.layer, created: result.created } };
 }
 
@@ -123,11 +126,14 @@ export function writeRoutes(deps: GraphRouteDeps): RouteDefinition[] {
       aliases: graphAliases('/generate'),
       operationId: 'generateMoment',
       summary: 'Generate a new moment through the generation service',
-      description: 'Records the moment at layer 0 (when new, auto-linked like any insert) and a durable render job; the renderer worker upgrades it to layer 2 through the generation service.',
+      description:
+        'Records the moment at layer 0 (when new, auto-linked like any insert) and a durable render job; the renderer worker upgrades it to layer 2 through the generation service.',
       tags: ['writer'],
       security: ['WriterToken'],
       body: GenerateBody,
-      responses: { 202: { description: 'The render job, queued', schema: GenerateResultSchema, links: linksTo({ id: '$response.body#/job/id' }, 'getRenderJob') } },
+      responses: {
+        202: { description: 'The render job, queued', schema: GenerateResultSchema, links: linksTo({ id: '$response.body#/job/id' }, 'getRenderJob') },
+      },
       handler: async (ctx, { body }) => {
         // The kit authorizes the route's security before the handler runs, so a principal is set.
         const accepted = await queueGenerate(deps.graph, body, ctx.state.principal!.id);
@@ -142,7 +148,8 @@ export function writeRoutes(deps: GraphRouteDeps): RouteDefinition[] {
       aliases: graphAliases('/api/v1/graph/jobs/{id}'),
       operationId: 'getRenderJob',
       summary: 'A render job',
-      description: 'Readable by the writer who queued it, admins and the service key acting as itself (not a user the gateway forwards with X-User-ID); to anyone else a job does not exist.',
+      description:
+        'Readable by the writer who queued it, admins and the service key acting as itself (not a user the gateway forwards with X-User-ID); to anyone else a job does not exist.',
       tags: ['writer'],
       security: ['WriterToken', 'ServiceKey', 'AdminKey'],
       params: z.object({ id: z.uuid() }),

@@ -1,6 +1,6 @@
-import { z } from 'zod';
 import { workerPortField } from '@tempora/kit/http';
-import { GraphConfigFields, WORKER_ROLES, checkRendererConfig } from '../config.ts';
+import { z } from 'zod';
+import { checkRendererConfig, GraphConfigFields, WORKER_ROLES } from '../config.ts';
 
 export { WORKER_ROLES, type WorkerRole } from '../config.ts';
 

@@ -1,12 +1,12 @@
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
+import { daysInMonth, MONTHS } from '@tempora/kit/moments';
 import { z } from 'zod';
-import { MONTHS, daysInMonth } from '@tempora/kit/moments';
-import type { GraphService } from '../graph-service.ts';
 import { MOMENT_TYPES, type MomentInput } from '../domain/moment.ts';
-import { utcDay, type SpendBudget } from './budget.ts';
+import type { GraphService } from '../graph-service.ts';
+import { type SpendBudget, utcDay } from './budget.ts';
 import { askJson, type TextModel } from './model.ts';
-import { PROPOSED_MOMENT_SHAPE, ProposedMoment, addProposed, proposedInput } from './moments.ts';
+import { addProposed, PROPOSED_MOMENT_SHAPE, ProposedMoment, proposedInput } from './moments.ts';
 
 export const DailyMoments = z.object({ moments: z.array(ProposedMoment).max(20) });
 
@@ -22,7 +22,10 @@ export const CuratedEvent = z
     ...ProposedMoment.pick({ year: true, month: true, day: true, event_name: true, country: true, region: true, city: true }).shape,
     type: z.enum(MOMENT_TYPES),
     description: z.string().trim().min(20).max(200),
-    tags: z.array(z.string().regex(/^[a-z0-9]+(?:-[a-z0-9]+)*$/)).min(1).max(8),
+    tags: z
+      .array(z.string().regex(/^[a-z0-9]+(?:-[a-z0-9]+)*$/))
+      .min(1)
+      .max(8),
     figures: z.array(z.string().trim().min(1).max(200)).max(10),
   })
   .refine((event) => proposedInput(ProposedMoment.parse(event), 'daily') !== undefined, 'its date or place makes no canonical path');
@@ -36,7 +39,8 @@ const CALENDAR = MONTHS.flatMap((_, index) => Array.from({ length: daysInMonth(2
 const CuratedSet = z.array(CuratedEvent).superRefine((events, ctx) => {
   const covered = new Set(events.map((event) => dayKey(event.month, event.day)));
   const missing = CALENDAR.filter((key) => !covered.has(key));
-  if (missing.length > 0) ctx.addIssue({ code: 'custom', message: `no event for ${missing.length} calendar day(s) (month-day): ${missing.slice(0, 10).join(', ')}` });
+  if (missing.length > 0)
+    ctx.addIssue({ code: 'custom', message: `no event for ${missing.length} calendar day(s) (month-day): ${missing.slice(0, 10).join(', ')}` });
 });
 
 /** Reads and validates the curated set, by calendar day ("7-20"); throws when an entry is invalid or a day has none. */

@@ -1,18 +1,26 @@
-import { z } from 'zod';
 import { MONTHS, toSlug } from '@tempora/kit/moments';
-import { MOMENT_TYPES, MomentInput, type EdgeInput } from '../domain/moment.ts';
+import { z } from 'zod';
+import { type EdgeInput, MOMENT_TYPES, MomentInput } from '../domain/moment.ts';
 import type { GraphService } from '../graph-service.ts';
 import { DESCRIBE_CLAIM } from '../repository/claims.ts';
 import type { MomentRow } from '../repository/index.ts';
 import type { SpendBudget } from './budget.ts';
 import { askJson, type TextModel } from './model.ts';
-import { CLAIM_SECONDS, PROPOSED_MOMENT_SHAPE, ProposedMoment, addProposed, inputOf, proposedInput, renderRequest } from './moments.ts';
+import { addProposed, CLAIM_SECONDS, inputOf, PROPOSED_MOMENT_SHAPE, ProposedMoment, proposedInput, renderRequest } from './moments.ts';
 
 /** The one edge type the spec lets the expander create: a direct cause, stored cause → effect. */
 const EDGE = 'causes' as const;
 
 export const Expansion = z.object({
-  moments: z.array(ProposedMoment.extend({ relation: z.enum(['cause', 'consequence']), weight: z.number().min(0).max(1).default(0.7), theme: z.string().max(200).default('') })).max(10),
+  moments: z
+    .array(
+      ProposedMoment.extend({
+        relation: z.enum(['cause', 'consequence']),
+        weight: z.number().min(0).max(1).default(0.7),
+        theme: z.string().max(200).default(''),
+      }),
+    )
+    .max(10),
 });
 
 const system = (max: number) =>
@@ -54,7 +62,12 @@ const notAskedOffline = (): never => {
 async function describedByModel(model: TextModel, budget: SpendBudget, row: MomentRow, signal?: AbortSignal): Promise<Partial<MomentInput>> {
   const meta = await askJson(model, budget, {
     system: DESCRIBE_SYSTEM,
-    prompt: JSON.stringify({ path: row.path, event_name: row.event_name, date: `${row.day} ${MONTHS[row.month_num - 1]} ${row.year}`, place: [row.city, row.region, row.country].join(', ') }),
+    prompt: JSON.stringify({
+      path: row.path,
+      event_name: row.event_name,
+      date: `${row.day} ${MONTHS[row.month_num - 1]} ${row.year}`,
+      place: [row.city, row.region, row.country].join(', '),
+    }),
     schema: Description,
     offline: notAskedOffline,
     maxTokens: 800,
@@ -143,7 +156,14 @@ export async function expandUnderConnected(
 }
 
 /** Asks about one claimed anchor and writes what the model proposes; returns how many moments were added. */
-async function expandOne(graph: GraphService, model: TextModel, budget: SpendBudget, settings: { maxNew: number }, anchor: MomentRow, signal?: AbortSignal): Promise<number> {
+async function expandOne(
+  graph: GraphService,
+  model: TextModel,
+  budget: SpendBudget,
+  settings: { maxNew: number },
+  anchor: MomentRow,
+  signal?: AbortSignal,
+): Promise<number> {
   const expansion = await askJson(model, budget, {
     system: system(settings.maxNew),
     prompt: JSON.stringify({

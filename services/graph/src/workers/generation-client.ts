@@ -77,7 +77,8 @@ export class GenerationClient {
       throw new RenderError('the generation service answered 200 with a body that is not JSON', true);
     }
     const scene = RenderedScene.safeParse(json);
-    if (!scene.success) throw new RenderError(`the generation service's scene lacks fields: ${scene.error.issues.map((issue) => issue.path.join('.')).join(', ')}`, false);
+    if (!scene.success)
+      throw new RenderError(`the generation service's scene lacks fields: ${scene.error.issues.map((issue) => issue.path.join('.')).join(', ')}`, false);
     return scene.data;
   }
 

@@ -28,7 +28,14 @@ export function offlineVerdict(moment: Pick<MomentRow, 'event_name' | 'descripti
  * are published (status `active`) or rejected (status `archived` and visibility `private`, so they leave
  * every public read) on the model's verdict. Returns how many were decided; `metrics` counts the verdicts.
  */
-export async function judgePending(graph: GraphService, model: TextModel, budget: SpendBudget, batch: number, signal?: AbortSignal, metrics?: GraphWorkerMetrics): Promise<number> {
+export async function judgePending(
+  graph: GraphService,
+  model: TextModel,
+  budget: SpendBudget,
+  batch: number,
+  signal?: AbortSignal,
+  metrics?: GraphWorkerMetrics,
+): Promise<number> {
   const candidates = await graph.repository.claims.pendingMoments(batch);
   // Replicas of the judge never judge (and pay for) one moment twice: each takes the ones it could claim.
   const claimed = await graph.repository.claims.claim('judge', candidates, CLAIM_SECONDS);
@@ -37,13 +44,23 @@ export async function judgePending(graph: GraphService, model: TextModel, budget
     moments.map(async (row) => {
       const verdict = await askJson(model, budget, {
         system: SYSTEM,
-        prompt: JSON.stringify({ path: row.path, event_name: row.event_name, description: row.description, figures: row.figures, tags: row.tags, source_type: row.source_type }),
+        prompt: JSON.stringify({
+          path: row.path,
+          event_name: row.event_name,
+          description: row.description,
+          figures: row.figures,
+          tags: row.tags,
+          source_type: row.source_type,
+        }),
         schema: Verdict,
         offline: () => offlineVerdict(row),
         maxTokens: 300,
         ...(signal ? { signal } : {}),
       });
-      return { verdict: verdict.verdict, input: inputOf(row, verdict.verdict === 'publish' ? { status: 'active' } : { status: 'archived', visibility: 'private' }) };
+      return {
+        verdict: verdict.verdict,
+        input: inputOf(row, verdict.verdict === 'publish' ? { status: 'active' } : { status: 'archived', visibility: 'private' }),
+      };
     }),
   );
   const decided = outcomes.flatMap((outcome) => (outcome.status === 'fulfilled' ? [outcome.value] : []));
@@ -53,7 +70,10 @@ export async function judgePending(graph: GraphService, model: TextModel, budget
     await graph.repository.claims.release('judge', [...claimed]);
     throw error;
   }
-  await graph.repository.claims.release('judge', moments.filter((_, index) => outcomes[index]!.status === 'rejected').map((row) => row.id));
+  await graph.repository.claims.release(
+    'judge',
+    moments.filter((_, index) => outcomes[index]!.status === 'rejected').map((row) => row.id),
+  );
   for (const decision of decided) metrics?.verdict(decision.verdict);
   // Verdicts that were reached are kept; the first failure (a spent budget, a malformed reply) is reported.
   const failed = outcomes.find((outcome) => outcome.status === 'rejected');

@@ -46,8 +46,18 @@ export class GraphWorkerMetrics extends Metrics {
       labelNames: ['role', 'outcome'],
       registers,
     });
-    this.verdicts = new Counter({ name: 'graph_worker_judge_verdicts_total', help: 'Moments the judge decided, by verdict', labelNames: ['verdict'], registers });
-    this.momentsAdded = new Counter({ name: 'graph_worker_moments_added_total', help: 'Moments the expander (or daily) added to the graph', labelNames: ['role'], registers });
+    this.verdicts = new Counter({
+      name: 'graph_worker_judge_verdicts_total',
+      help: 'Moments the judge decided, by verdict',
+      labelNames: ['verdict'],
+      registers,
+    });
+    this.momentsAdded = new Counter({
+      name: 'graph_worker_moments_added_total',
+      help: 'Moments the expander (or daily) added to the graph',
+      labelNames: ['role'],
+      registers,
+    });
     zeroed(this.jobs, { role: ['renderer'], outcome: RENDER_OUTCOMES });
     zeroed(this.jobDuration, { role: ['renderer', 'judge', 'expander'] });
     zeroed(this.runs, { role: ['judge', 'expander'], outcome: RUN_OUTCOMES });

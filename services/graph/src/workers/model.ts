@@ -1,5 +1,5 @@
+import { extractJson, type ProviderConfig, type TextProvider, textProviders } from '@tempora/kit/providers';
 import type { z } from 'zod';
-import { extractJson, textProviders, type ProviderConfig, type TextProvider } from '@tempora/kit/providers';
 import type { SpendBudget } from './budget.ts';
 import { textCallCeilingUsd, tokenCostUsd } from './costs.ts';
 
@@ -55,6 +55,9 @@ export async function askJson<S extends z.ZodType>(model: TextModel, budget: Spe
     throw new ModelReplyError(`the model's reply is not JSON: ${result.text.slice(0, 200)}`);
   }
   const checked = ask.schema.safeParse(parsed);
-  if (!checked.success) throw new ModelReplyError(`the model's reply does not match: ${checked.error.issues.map((issue) => `${issue.path.join('.')}: ${issue.message}`).join('; ')}`);
+  if (!checked.success)
+    throw new ModelReplyError(
+      `the model's reply does not match: ${checked.error.issues.map((issue) => `${issue.path.join('.')}: ${issue.message}`).join('; ')}`,
+    );
   return checked.data;
 }

@@ -1,6 +1,6 @@
+import { canonicalize, MONTHS, toSlug } from '@tempora/kit/moments';
 import { z } from 'zod';
-import { MONTHS, canonicalize, toSlug } from '@tempora/kit/moments';
-import { MOMENT_TYPES, MomentInput, type EdgeInput } from '../domain/moment.ts';
+import { type EdgeInput, MOMENT_TYPES, MomentInput } from '../domain/moment.ts';
 import type { GraphService } from '../graph-service.ts';
 import type { MomentRow } from '../repository/index.ts';
 import { momentPayload } from '../views.ts';
@@ -20,10 +20,18 @@ export function inputOf(row: MomentRow, changes: Partial<MomentInput> = {}): Mom
 /** A moment as the expander and daily ask the model for it. */
 export const ProposedMoment = z.object({
   event_name: z.string().trim().min(3).max(200),
-  year: z.number().int().min(-20000).max(2100).refine((year) => year !== 0, 'there is no year 0'),
+  year: z
+    .number()
+    .int()
+    .min(-20000)
+    .max(2100)
+    .refine((year) => year !== 0, 'there is no year 0'),
   month: z.number().int().min(1).max(12),
   day: z.number().int().min(1).max(31),
-  time: z.string().regex(/^([01]\d|2[0-3])[0-5]\d$/).default('1200'),
+  time: z
+    .string()
+    .regex(/^([01]\d|2[0-3])[0-5]\d$/)
+    .default('1200'),
   country: z.string().trim().min(1).max(80),
   region: z.string().trim().min(1).max(80),
   city: z.string().trim().min(1).max(80),
@@ -81,7 +89,12 @@ export const renderRequest = (input: MomentInput) => ({
  * moment), then `links`' edges from a stored moment to them, and queues a render job for each. Returns
  * the paths written.
  */
-export async function addProposed(graph: GraphService, inputs: readonly MomentInput[], requestedBy: string, links?: { from: string; edges: readonly EdgeInput[] }): Promise<string[]> {
+export async function addProposed(
+  graph: GraphService,
+  inputs: readonly MomentInput[],
+  requestedBy: string,
+  links?: { from: string; edges: readonly EdgeInput[] },
+): Promise<string[]> {
   const existing = await graph.repository.moments.existingPaths(inputs.map((input) => input.path));
   const fresh = [...new Map(inputs.filter((input) => !existing.has(input.path)).map((input) => [input.path, input])).values()];
   if (fresh.length === 0) return [];

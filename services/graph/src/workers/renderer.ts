@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 import { SpanStatusCode } from '@opentelemetry/api';
-import { processStoredWork, type Logger } from '@tempora/kit/observability';
+import { type Logger, processStoredWork } from '@tempora/kit/observability';
 import type { GraphConfig } from '../config.ts';
 import type { GraphService } from '../graph-service.ts';
 import type { ClaimedRenderJob } from '../repository/index.ts';
@@ -31,7 +31,16 @@ export interface RendererOptions {
 /** The variables a renderer is built from (`rendererConfigFields`, GENERATION_URL and SERVICE_KEY). */
 export type RendererConfig = Pick<
   GraphConfig,
-  'GENERATION_URL' | 'GENERATION_SERVICE_KEY' | 'SERVICE_KEY' | 'WORKER_CONCURRENCY' | 'WORKER_DAILY_BUDGET_USD' | 'WORKER_POLL_MS' | 'RENDER_TIMEOUT_MS' | 'RENDER_MAX_ATTEMPTS' | 'RENDER_BACKOFF_MS' | 'RENDER_STALE_MS'
+  | 'GENERATION_URL'
+  | 'GENERATION_SERVICE_KEY'
+  | 'SERVICE_KEY'
+  | 'WORKER_CONCURRENCY'
+  | 'WORKER_DAILY_BUDGET_USD'
+  | 'WORKER_POLL_MS'
+  | 'RENDER_TIMEOUT_MS'
+  | 'RENDER_MAX_ATTEMPTS'
+  | 'RENDER_BACKOFF_MS'
+  | 'RENDER_STALE_MS'
 >;
 
 /**
@@ -85,7 +94,8 @@ export class Renderer {
   /** One poll: reclaims stale jobs, claims what fits in the free slots and starts them. Returns the jobs started. */
   async tick(): Promise<number> {
     const { graph, logger, staleMs, maxAttempts, workerId, concurrency } = this.options;
-    for (const job of await graph.repository.renderJobs.reclaimStale(staleMs, maxAttempts)) logger.warn({ job: job.id, status: job.status }, 'reclaimed a render job whose worker stopped');
+    for (const job of await graph.repository.renderJobs.reclaimStale(staleMs, maxAttempts))
+      logger.warn({ job: job.id, status: job.status }, 'reclaimed a render job whose worker stopped');
     if (this.pausedUntil && this.pausedUntil > new Date()) return 0;
     const free = concurrency - this.inFlight.size;
     if (free <= 0) return 0;

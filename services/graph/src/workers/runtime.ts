@@ -1,13 +1,13 @@
 import { openDatabase } from '@tempora/kit/data';
-import type { Logger } from '@tempora/kit/observability';
 import { serveWorkerEndpoints, type WorkerServer } from '@tempora/kit/http';
+import type { Logger } from '@tempora/kit/observability';
 import { PostgresChangeFeed } from '../change-feed.ts';
+import type { GraphConfig, rendererConfigFields, roleConfigFields } from '../config.ts';
 import { GraphService } from '../graph-service.ts';
 import { migrations } from '../migrations.ts';
 import { GraphRepository } from '../repository/index.ts';
 import { VERSION } from '../version.ts';
 import { SpendBudget } from './budget.ts';
-import type { GraphConfig, rendererConfigFields, roleConfigFields } from '../config.ts';
 import type { WorkerConfig, WorkerRole } from './config.ts';
 import { runDaily } from './daily.ts';
 import { expandGraph } from './expander.ts';
@@ -33,17 +33,21 @@ export interface StartedWorker extends RunningWorker {
 }
 
 /** What a role needs of the configuration, wherever it runs (the worker process, or the graph service in process). */
-export type RoleConfig = Pick<
-  GraphConfig,
-  keyof typeof rendererConfigFields | keyof typeof roleConfigFields | 'GENERATION_URL' | 'SERVICE_KEY'
->;
+export type RoleConfig = Pick<GraphConfig, keyof typeof rendererConfigFields | keyof typeof roleConfigFields | 'GENERATION_URL' | 'SERVICE_KEY'>;
 
 /**
  * Starts `role` over `graph`: renderer, expander and judge run until stopped; daily, in a worker process
  * (`once`), does one run and settles `finished`, and in process checks once a minute whether today's run is
  * done, so it runs each UTC day. `metrics` counts the role's work and exports its budget.
  */
-export function runRole(role: WorkerRole, graph: GraphService, config: RoleConfig, logger: Logger, metrics: GraphWorkerMetrics, options: { once?: boolean } = {}): RunningWorker {
+export function runRole(
+  role: WorkerRole,
+  graph: GraphService,
+  config: RoleConfig,
+  logger: Logger,
+  metrics: GraphWorkerMetrics,
+  options: { once?: boolean } = {},
+): RunningWorker {
   if (role === 'renderer') {
     const renderer = createRenderer(graph, config, logger, metrics);
     renderer.start();
@@ -68,13 +72,24 @@ export function runRole(role: WorkerRole, graph: GraphService, config: RoleConfi
       ? (signal: AbortSignal) => judgePending(graph, model, budget, config.WORKER_CONCURRENCY, signal, metrics)
       : role === 'expander'
         ? async (signal: AbortSignal) => {
-            const run = await expandGraph(graph, model, budget, { batch: config.EXPANDER_BATCH, maxNew: config.EXPANDER_MAX_NEW, minEdges: config.EXPANDER_MIN_EDGES }, signal);
+            const run = await expandGraph(
+              graph,
+              model,
+              budget,
+              { batch: config.EXPANDER_BATCH, maxNew: config.EXPANDER_MAX_NEW, minEdges: config.EXPANDER_MIN_EDGES },
+              signal,
+            );
             metrics.momentsAdded.inc({ role }, run.added);
             return run.described + run.expanded;
           }
         : daily;
   // Daily's question is cheap (is today's run recorded?) and its answer changes once a day.
-  const loop = new PollingLoop(role, role === 'daily' ? daily : metrics.instrument(role, run), role === 'daily' ? DAILY_CHECK_MS : config.WORKER_POLL_MS, logger);
+  const loop = new PollingLoop(
+    role,
+    role === 'daily' ? daily : metrics.instrument(role, run),
+    role === 'daily' ? DAILY_CHECK_MS : config.WORKER_POLL_MS,
+    logger,
+  );
   loop.start();
   return { stop: (graceMs) => loop.stop(graceMs) };
 }
@@ -88,9 +103,21 @@ const DAILY_CHECK_MS = 60_000;
  * change feed, like any replica's writes.
  */
 export async function startWorker(role: WorkerRole, config: WorkerConfig, logger: Logger, metrics = new GraphWorkerMetrics()): Promise<StartedWorker> {
-  const database = await openDatabase({ service: 'graph', url: config.DATABASE_URL, dataDir: config.TEMPORA_DATA_DIR, migrations, logger, pool: { min: 0, max: config.WORKER_CONCURRENCY + 2 } });
+  const database = await openDatabase({
+    service: 'graph',
+    url: config.DATABASE_URL,
+    dataDir: config.TEMPORA_DATA_DIR,
+    migrations,
+    logger,
+    pool: { min: 0, max: config.WORKER_CONCURRENCY + 2 },
+  });
   const feed = new PostgresChangeFeed(database.knex, logger);
-  const graph = new GraphService(new GraphRepository(database.knex), feed, { autoLinkMaxPerType: config.AUTOLINK_MAX_PER_TYPE, rebuildRatio: config.INDEX_REBUILD_RATIO }, logger);
+  const graph = new GraphService(
+    new GraphRepository(database.knex),
+    feed,
+    { autoLinkMaxPerType: config.AUTOLINK_MAX_PER_TYPE, rebuildRatio: config.INDEX_REBUILD_RATIO },
+    logger,
+  );
   const close = async () => {
     await feed.close();
     await database.close();
@@ -103,7 +130,11 @@ export async function startWorker(role: WorkerRole, config: WorkerConfig, logger
  * renderer, expander and judge serve /health (200 while the database answers, else 503) and /metrics on
  * WORKER_PORT; daily, a CronJob's short run whose metrics would be gone before a scrape, serves nothing.
  */
-export async function serveWorker(role: WorkerRole, config: Pick<WorkerConfig, 'WORKER_PORT' | 'HOST'>, worker: StartedWorker): Promise<WorkerServer | undefined> {
+export async function serveWorker(
+  role: WorkerRole,
+  config: Pick<WorkerConfig, 'WORKER_PORT' | 'HOST'>,
+  worker: StartedWorker,
+): Promise<WorkerServer | undefined> {
   if (role === 'daily' || config.WORKER_PORT === undefined) return undefined;
   return serveWorkerEndpoints({
     port: config.WORKER_PORT,

@@ -21,8 +21,17 @@ export interface IdempotencyKeyTable {
  * the claiming transaction ends: once it commits, that request finds its row; if it rolls back, the key
  * is free again.
  */
-export async function claimIdempotencyKey<Row>(trx: Knex.Transaction, where: IdempotencyKeyTable, key: IdempotencyKey, id: string): Promise<{ row: Row; fingerprint: string } | undefined> {
-  const claimed = await trx(where.table).insert({ ...key, [where.column]: id }).onConflict(['owner', 'key']).ignore().returning(where.column);
+export async function claimIdempotencyKey<Row>(
+  trx: Knex.Transaction,
+  where: IdempotencyKeyTable,
+  key: IdempotencyKey,
+  id: string,
+): Promise<{ row: Row; fingerprint: string } | undefined> {
+  const claimed = await trx(where.table)
+    .insert({ ...key, [where.column]: id })
+    .onConflict(['owner', 'key'])
+    .ignore()
+    .returning(where.column);
   if (claimed.length) return undefined;
   // A new statement under READ COMMITTED: it sees the key and the row as the transaction that held the key committed them.
   const { fingerprint, ...row } = (await trx(`${where.table} as k`)

@@ -113,7 +113,8 @@ export async function exportPage(service: string, readers: readonly ExportReader
   if (!reader) return { service, kind: 'end', items: [], next_cursor: null };
   if (position.after !== '' && !reader.after?.test(position.after)) throw new InvalidExportPosition();
   const { items, next } = await reader.read(position.after, limit);
-  const following = next !== undefined ? { kind: position.kind, after: next } : position.kind + 1 < readers.length ? { kind: position.kind + 1, after: '' } : undefined;
+  const following =
+    next !== undefined ? { kind: position.kind, after: next } : position.kind + 1 < readers.length ? { kind: position.kind + 1, after: '' } : undefined;
   return { service, kind: reader.kind, items, next_cursor: following ? encodeExportCursor(following) : null };
 }
 
@@ -188,7 +189,11 @@ export function defineAccountDataRoutes(options: AccountDataRoutesOptions & (ByR
       tags: ['accounts'],
       security: [CALLER_SCHEMES.service],
       params: AccountUserParams,
-      responses: { 200: { description: 'What was deleted, and what was kept anonymised', schema: AccountDeletionSchema }, ...refused, ...extraResponses.deletion },
+      responses: {
+        200: { description: 'What was deleted, and what was kept anonymised', schema: AccountDeletionSchema },
+        ...refused,
+        ...extraResponses.deletion,
+      },
       handler: async (ctx, { params }): Promise<AccountDeletion> => {
         requireGateway(ctx);
         return { kept: {}, notes: [], ...(await erase(params.user_id)), service };

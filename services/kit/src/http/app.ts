@@ -1,20 +1,20 @@
 import { METHODS } from 'node:http';
-import Koa from 'koa';
 import Router from '@koa/router';
+import Koa from 'koa';
 import { Gauge } from 'prom-client';
-import type { Authenticator } from './auth.ts';
+import type { Logger } from '../observability/logger.ts';
+import type { Metrics } from '../observability/metrics.ts';
 import type { BaseConfig, ServiceName } from '../runtime/config.ts';
+import type { Authenticator } from './auth.ts';
 import { createClientAddress } from './client-address.ts';
 import { corsForDomain } from './cors.ts';
 import { refuseRepeatedCredentials } from './credential-headers.ts';
 import { problemMiddleware } from './errors.ts';
-import type { Logger } from '../observability/logger.ts';
-import type { Metrics } from '../observability/metrics.ts';
 import { jsonBody } from './json-body.ts';
 import { buildOpenApi, docsRouter } from './openapi.ts';
 import type { RateLimiter, WindowResolver } from './rate-limit.ts';
 import { requestId } from './request-id.ts';
-import { identify, mountRoutes, refuseInvalidCredentials, STRICT_PATHS, type RouteDefinition } from './routes.ts';
+import { identify, mountRoutes, type RouteDefinition, refuseInvalidCredentials, STRICT_PATHS } from './routes.ts';
 
 export interface HealthReport {
   status: 'ok' | 'degraded';
@@ -103,7 +103,10 @@ export function createApp(definition: ServiceDefinition): ServiceApp {
   for (const middleware of definition.beforeOperations ?? []) app.use(middleware);
   app.use(corsForDomain(definition.config.TEMPORA_DOMAIN));
   // The operational and documentation routes live outside /api/, so API requests skip their routers.
-  const outsideApi = (middleware: Koa.Middleware): Koa.Middleware => (ctx, next) => (ctx.path.startsWith('/api/') ? next() : middleware(ctx, next));
+  const outsideApi =
+    (middleware: Koa.Middleware): Koa.Middleware =>
+    (ctx, next) =>
+      ctx.path.startsWith('/api/') ? next() : middleware(ctx, next);
   app.use(outsideApi(operations.routes() as Koa.Middleware));
   app.use(outsideApi(docs.routes() as Koa.Middleware));
   app.use(definition.identify ?? identify(definition.authenticators));

@@ -24,7 +24,11 @@ const DEFAULT_PORT_OF: Record<string, number> = { 'http:': 80, 'https:': 443, 'p
 const URL_VARIABLE = /^[A-Z][A-Z0-9_]*_URL$/;
 
 const portOf = (url: URL): number | undefined => (url.port ? Number(url.port) : DEFAULT_PORT_OF[url.protocol]);
-const hostOf = (url: URL): string => url.hostname.replace(/^\[|\]$/g, '').replace(/\.$/, '').toLowerCase();
+const hostOf = (url: URL): string =>
+  url.hostname
+    .replace(/^\[|\]$/g, '')
+    .replace(/\.$/, '')
+    .toLowerCase();
 
 /** The listeners named in `source` (a service's parsed configuration, or `process.env`). */
 export function platformTargets(source: Readonly<Record<string, unknown>>): PlatformTarget[] {

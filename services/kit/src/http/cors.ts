@@ -26,7 +26,17 @@ export function corsForDomain(domain: string | undefined) {
     credentials: true,
     allowHeaders: ['Authorization', 'Content-Type', 'X-API-Key', 'X-Request-ID', 'traceparent', 'tracestate', 'Idempotency-Key'],
     // Location and Idempotent-Replayed: a browser client reads where its job or run is, and whether a retry replayed it.
-    exposeHeaders: ['X-Request-ID', 'X-RateLimit-Limit', 'X-RateLimit-Remaining', 'X-RateLimit-Reset', 'Retry-After', 'X-Credits-Charged', 'X-Balance-After', 'Location', 'Idempotent-Replayed'],
+    exposeHeaders: [
+      'X-Request-ID',
+      'X-RateLimit-Limit',
+      'X-RateLimit-Remaining',
+      'X-RateLimit-Reset',
+      'Retry-After',
+      'X-Credits-Charged',
+      'X-Balance-After',
+      'Location',
+      'Idempotent-Replayed',
+    ],
     maxAge: 600,
   });
 }

@@ -69,12 +69,14 @@ export class Problem extends Error {
 }
 
 function slugOf(title: string): string {
-  return title.toLowerCase().replace(/[^a-z0-9]+/g, '-').replace(/^-|-$/g, '');
+  return title
+    .toLowerCase()
+    .replace(/[^a-z0-9]+/g, '-')
+    .replace(/^-|-$/g, '');
 }
 
 export const badRequest = (detail: string) => new Problem(400, detail);
-export const unauthorized = (detail: string, scheme: string) =>
-  new Problem(401, detail, { headers: { 'WWW-Authenticate': scheme } });
+export const unauthorized = (detail: string, scheme: string) => new Problem(401, detail, { headers: { 'WWW-Authenticate': scheme } });
 export const forbidden = (detail: string) => new Problem(403, detail);
 export const notFound = (detail: string) => new Problem(404, detail);
 export const conflict = (detail: string) => new Problem(409, detail);
@@ -91,12 +93,20 @@ export const OUTAGE_RETRY_AFTER_SECONDS = 5;
 const UNAVAILABLE_SQLSTATE = /^(08...|57P0[1-3]|53300)$/;
 /** Socket failures (pg, node-redis) and node-redis's own "not connected" errors. */
 const UNAVAILABLE_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENOTCONN']);
-const UNAVAILABLE_NAMES = new Set(['KnexTimeoutError', 'ClientClosedError', 'ClientOfflineError', 'SocketClosedUnexpectedlyError', 'ConnectionTimeoutError', 'ReconnectStrategyError']);
+const UNAVAILABLE_NAMES = new Set([
+  'KnexTimeoutError',
+  'ClientClosedError',
+  'ClientOfflineError',
+  'SocketClosedUnexpectedlyError',
+  'ConnectionTimeoutError',
+  'ReconnectStrategyError',
+]);
 /**
  * What pg says when a connection dies under a query (it sets no code then), anywhere in the message: knex
  * prefixes the query ("select … - Connection terminated unexpectedly").
  */
-const UNAVAILABLE_MESSAGE = /(Connection terminated|Client has encountered a connection error|Client was closed and is not queryable|Unable to acquire a connection|the database system is (starting up|shutting down|not yet accepting|in recovery))/;
+const UNAVAILABLE_MESSAGE =
+  /(Connection terminated|Client has encountered a connection error|Client was closed and is not queryable|Unable to acquire a connection|the database system is (starting up|shutting down|not yet accepting|in recovery))/;
 
 /**
  * Whether `error` (or what it wraps) says the database or Redis could not be reached: the request was
@@ -152,7 +162,8 @@ export function problemMiddleware(logger: Logger) {
       const problem = toProblem(error);
       if (problem) {
         // An outage answered 503 is still the operator's to see.
-        if (problem.status === 503 && !(error instanceof Problem)) logger.warn({ err: error, requestId: ctx.state.requestId, path: ctx.path }, 'data store unreachable');
+        if (problem.status === 503 && !(error instanceof Problem))
+          logger.warn({ err: error, requestId: ctx.state.requestId, path: ctx.path }, 'data store unreachable');
         writeProblem(ctx, problem);
         return;
       }

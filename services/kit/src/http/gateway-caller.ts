@@ -1,9 +1,9 @@
 import type { Context, Middleware } from 'koa';
 import { z } from 'zod';
 import { optionalString } from '../runtime/config.ts';
-import { serviceKeyAuth, type Authenticator, type Principal } from './auth.ts';
+import { type Authenticator, type Principal, serviceKeyAuth } from './auth.ts';
 import { OUTAGE_RETRY_AFTER_SECONDS, Problem, unauthorized } from './errors.ts';
-import { AccessTokenError, createAccessTokenVerifier, type AccessTokenClaims, type AccessTokenVerifier } from './jwt.ts';
+import { type AccessTokenClaims, AccessTokenError, type AccessTokenVerifier, createAccessTokenVerifier } from './jwt.ts';
 import { ServiceClient } from './service-client.ts';
 
 /**
@@ -167,7 +167,8 @@ export interface GatewayCallerConfig {
 }
 
 /** The gateway's key set: JWKS_URL, or the gateway's well-known address. */
-export const jwksUrlOf = (config: Pick<GatewayCallerConfig, 'GATEWAY_URL' | 'JWKS_URL'>) => config.JWKS_URL ?? `${config.GATEWAY_URL.replace(/\/$/, '')}/.well-known/jwks.json`;
+export const jwksUrlOf = (config: Pick<GatewayCallerConfig, 'GATEWAY_URL' | 'JWKS_URL'>) =>
+  config.JWKS_URL ?? `${config.GATEWAY_URL.replace(/\/$/, '')}/.well-known/jwks.json`;
 
 export interface GatewayCallerOptions {
   /** SERVICE_KEY: the keys X-Service-Key is checked against. */
@@ -217,7 +218,8 @@ export function gatewayCaller(options: GatewayCallerOptions): { identify: Middle
       claims = await options.verify(match[1]);
     } catch (error) {
       // The key set is the gateway's: not being able to fetch it says nothing about the token.
-      if (error instanceof AccessTokenError && /could not be fetched/.test(error.message)) throw gatewayUnavailable('the gateway key set could not be fetched to verify the access token');
+      if (error instanceof AccessTokenError && /could not be fetched/.test(error.message))
+        throw gatewayUnavailable('the gateway key set could not be fetched to verify the access token');
       throw unauthorized(error instanceof AccessTokenError ? error.message : 'the access token is not valid', INVALID_TOKEN_CHALLENGE);
     }
     const state = await options.introspect(match[1], claims, ctx.state.requestId);
@@ -238,7 +240,8 @@ export function gatewayCaller(options: GatewayCallerOptions): { identify: Middle
     const service = principals.get(CALLER_SCHEMES.service);
 
     const named = ctx.get('X-User-ID');
-    if (named && !service) throw unauthorized('X-User-ID is accepted only with X-Service-Key or a service token (the gateway sends both)', serviceKey.challenge);
+    if (named && !service)
+      throw unauthorized('X-User-ID is accepted only with X-Service-Key or a service token (the gateway sends both)', serviceKey.challenge);
     if (named && !UUID.test(named)) throw unauthorized("X-User-ID must be the user's id, a UUID, as the gateway sends it", serviceKey.challenge);
 
     let caller: Caller | undefined;
@@ -278,7 +281,10 @@ export function gatewayCaller(options: GatewayCallerOptions): { identify: Middle
  * The user a request acts for: 401 without any credential, 403 for a caller that names no user (a service
  * acting as itself, an API key). `detail` says what the operation needs.
  */
-export function requireUser(ctx: Context, detail = 'this operation acts for a user: send their access token, or X-User-ID with a service credential'): UserCaller {
+export function requireUser(
+  ctx: Context,
+  detail = 'this operation acts for a user: send their access token, or X-User-ID with a service credential',
+): UserCaller {
   const caller = ctx.state.caller;
   if (!caller) throw unauthorized(detail, BEARER_CHALLENGE);
   if (!caller.userId) throw new Problem(403, detail);

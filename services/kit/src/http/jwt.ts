@@ -1,5 +1,5 @@
+import { createRemoteJWKSet, type JWTPayload, errors as joseErrors, jwtVerify } from 'jose';
 import type { Context, Next } from 'koa';
-import { createRemoteJWKSet, jwtVerify, errors as joseErrors, type JWTPayload } from 'jose';
 import { unauthorized } from './errors.ts';
 
 /**
@@ -53,7 +53,9 @@ export function accessClaimsRefusal(claims: JWTPayload, options: { nowSeconds?: 
   const { sub } = claims;
   const service = claims.scope === 'service';
   if (typeof sub !== 'string' || !(service ? SERVICE_SUBJECT.test(sub) : UUID.test(sub))) {
-    return service ? "the service token's sub claim is not service:<name>" : "the access token's sub claim names neither a user (a UUID) nor a service (service:<name>, with scope service)";
+    return service
+      ? "the service token's sub claim is not service:<name>"
+      : "the access token's sub claim names neither a user (a UUID) nor a service (service:<name>, with scope service)";
   }
   return undefined;
 }

@@ -12,6 +12,12 @@ export const listEnvelope = <T extends z.ZodType>(item: T, id?: string) => {
 /** The `limit` (1 to `max`, default `fallback`) and `offset` a list honours. */
 export const pageQuery = (fallback = 20, max = 100) =>
   z.object({
-    limit: z.coerce.number().int().min(1).max(max).default(fallback).meta({ description: `1 to ${max}, default ${fallback}` }),
+    limit: z.coerce
+      .number()
+      .int()
+      .min(1)
+      .max(max)
+      .default(fallback)
+      .meta({ description: `1 to ${max}, default ${fallback}` }),
     offset: z.coerce.number().int().min(0).max(1_000_000).default(0),
   });

@@ -1,11 +1,11 @@
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
-import type { Context } from 'koa';
 import Router from '@koa/router';
+import type { Context } from 'koa';
 import { z } from 'zod';
 import { createDocument, type ZodOpenApiOperationObject, type ZodOpenApiPathsObject, type ZodOpenApiResponseObject } from 'zod-openapi';
-import { STRICT_PATHS, type RouteDefinition } from './routes.ts';
+import { type RouteDefinition, STRICT_PATHS } from './routes.ts';
 
 // Loose: RFC 9457 lets a problem carry extension members (a 402's `required` and `available`, a webhook's `reason`).
 export const ProblemSchema = z
@@ -65,7 +65,13 @@ function operation(route: RouteDefinition): ZodOpenApiOperationObject {
     tags: route.tags,
     ...(route.security?.length ? { security: route.security.map((scheme) => ({ [scheme]: [] })) } : { security: [] }),
     ...(route.query || route.params || route.headers
-      ? { requestParams: { ...(route.query ? { query: route.query } : {}), ...(route.params ? { path: route.params } : {}), ...(route.headers ? { header: route.headers } : {}) } }
+      ? {
+          requestParams: {
+            ...(route.query ? { query: route.query } : {}),
+            ...(route.params ? { path: route.params } : {}),
+            ...(route.headers ? { header: route.headers } : {}),
+          },
+        }
       : {}),
     ...(body ? { requestBody: { required: true, content: { 'application/json': { schema: body } } } } : {}),
     responses: responses as ZodOpenApiOperationObject['responses'],

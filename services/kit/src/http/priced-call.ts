@@ -49,10 +49,18 @@ export function requirePricedAs(ctx: Context, operation: string, keys: readonly 
   const header = ctx.get(PRICED_OPERATION_HEADER);
   if (!header) return;
   const match = HEADER.exec(header);
-  const signed = match && { operation: match[1]!, method: ctx.method, path: ctx.path, bodyDigest: (ctx.state.bodyDigest as string | undefined) ?? bodyDigest(Buffer.alloc(0)) };
+  const signed = match && {
+    operation: match[1]!,
+    method: ctx.method,
+    path: ctx.path,
+    bodyDigest: (ctx.state.bodyDigest as string | undefined) ?? bodyDigest(Buffer.alloc(0)),
+  };
   const given = match ? Buffer.from(match[2]!, 'hex') : undefined;
   if (!signed || !given || !keys.some((key) => timingSafeEqual(mac(key, signed), given))) {
-    throw new Problem(409, `${PRICED_OPERATION_HEADER} does not match this request (its method, path and body as received): the call was priced as something else, so it is not run`);
+    throw new Problem(
+      409,
+      `${PRICED_OPERATION_HEADER} does not match this request (its method, path and body as received): the call was priced as something else, so it is not run`,
+    );
   }
   if (signed.operation !== operation) throw new Problem(409, `the call was priced as ${signed.operation} but asks for ${operation}: it is not run`);
 }

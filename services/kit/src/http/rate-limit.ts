@@ -1,7 +1,7 @@
 import type { Context, Next } from 'koa';
-import { RateLimiterMemory, RateLimiterRedis, RateLimiterRes, type RateLimiterAbstract } from 'rate-limiter-flexible';
-import { Problem } from './errors.ts';
+import { type RateLimiterAbstract, RateLimiterMemory, RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible';
 import type { RedisClient } from '../data/redis.ts';
+import { Problem } from './errors.ts';
 
 /** One window a request counts against, e.g. "graph-public: 60 per 60 s for ip:1.2.3.4". */
 export interface RateWindow {
@@ -299,7 +299,9 @@ function admission(state: RateState): Admission {
   if (!state.limited) return { headers };
   return {
     headers,
-    refusal: new Problem(429, `rate limit of ${state.limit} requests exceeded; retry in ${state.resetSeconds} s`, { headers: { ...headers, 'Retry-After': String(state.resetSeconds) } }),
+    refusal: new Problem(429, `rate limit of ${state.limit} requests exceeded; retry in ${state.resetSeconds} s`, {
+      headers: { ...headers, 'Retry-After': String(state.resetSeconds) },
+    }),
     refusedBy: state.window,
   };
 }

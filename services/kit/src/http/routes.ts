@@ -1,8 +1,8 @@
-import type { Context, Middleware } from 'koa';
 import type Router from '@koa/router';
-import { z } from 'zod';
-import { Problem, unauthorized, unprocessable, type ProblemFieldError } from './errors.ts';
+import type { Context, Middleware } from 'koa';
+import type { z } from 'zod';
 import type { Authenticator, Principal } from './auth.ts';
+import { Problem, type ProblemFieldError, unauthorized, unprocessable } from './errors.ts';
 import { carriesBody, isJsonContentType } from './json-body.ts';
 
 export type HttpMethod = 'get' | 'post' | 'put' | 'patch' | 'delete';
@@ -33,7 +33,12 @@ export interface RouteInput<Q extends AnyObject, P extends AnyObject, B extends 
  * One HTTP operation: the zod schemas that validate its input are the ones the OpenAPI document is
  * generated from, so the documentation cannot drift from what the service accepts.
  */
-export interface RouteDefinition<Q extends AnyObject = AnyObject, P extends AnyObject = AnyObject, B extends z.ZodType = z.ZodType, H extends AnyObject = AnyObject> {
+export interface RouteDefinition<
+  Q extends AnyObject = AnyObject,
+  P extends AnyObject = AnyObject,
+  B extends z.ZodType = z.ZodType,
+  H extends AnyObject = AnyObject,
+> {
   method: HttpMethod;
   /** OpenAPI path template, e.g. `/api/v1/moments/{path}`. */
   path: string;
@@ -70,9 +75,12 @@ export function linksTo(parameters: Record<string, string>, ...operationIds: str
   return Object.fromEntries(operationIds.map((operationId) => [operationId, { operationId, parameters }]));
 }
 
-export function defineRoute<Q extends AnyObject = AnyObject, P extends AnyObject = AnyObject, B extends z.ZodType = z.ZodUnknown, H extends AnyObject = AnyObject>(
-  route: RouteDefinition<Q, P, B, H>,
-): RouteDefinition {
+export function defineRoute<
+  Q extends AnyObject = AnyObject,
+  P extends AnyObject = AnyObject,
+  B extends z.ZodType = z.ZodUnknown,
+  H extends AnyObject = AnyObject,
+>(route: RouteDefinition<Q, P, B, H>): RouteDefinition {
   return route as unknown as RouteDefinition;
 }
 

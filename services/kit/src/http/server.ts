@@ -51,7 +51,9 @@ export async function serve(app: Koa, options: ServeOptions): Promise<RunningSer
   const address = server.address() as AddressInfo;
   const host = options.host === '0.0.0.0' || options.host === '::' ? '127.0.0.1' : options.host;
   const url = `http://${host}:${address.port}`;
-  const metrics = options.metrics ? await serveMetricsEndpoint({ port: options.metrics.port, host: options.host, metrics: options.metrics.metrics }) : undefined;
+  const metrics = options.metrics
+    ? await serveMetricsEndpoint({ port: options.metrics.port, host: options.host, metrics: options.metrics.metrics })
+    : undefined;
 
   let closing: Promise<void> | undefined;
   const close = () => {

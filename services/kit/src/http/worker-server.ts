@@ -1,10 +1,10 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { z } from 'zod';
-import type { HealthReport } from './app.ts';
-import { Problem, notFound } from './errors.ts';
-import { send, sendProblem } from './raw-response.ts';
 import type { Metrics } from '../observability/metrics.ts';
+import type { HealthReport } from './app.ts';
+import { notFound, Problem } from './errors.ts';
+import { send, sendProblem } from './raw-response.ts';
 
 /** A worker's `WORKER_PORT` (extend its config schema with it): where its endpoints listen; unset serves nothing. */
 export const workerPortField = { WORKER_PORT: z.coerce.number().int().min(0).max(65535).optional() };

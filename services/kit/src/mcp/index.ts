@@ -1,9 +1,9 @@
 import type Router from '@koa/router';
-import type { Context } from 'koa';
-import { z } from 'zod';
 import type { McpServer, RegisteredTool } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import { ListToolsRequestSchema } from '@modelcontextprotocol/sdk/types.js';
+import type { Context } from 'koa';
+import { z } from 'zod';
 import { forbidden } from '../http/errors.ts';
 
 /** A hostname (`localhost`, `graph.internal`), a bracketed IPv6 address (`[::1]`), or `.domain` for a domain and its subdomains. */
@@ -17,11 +17,17 @@ export const mcpAllowedHostsField = z
   .string()
   .optional()
   .transform((value, ctx) => {
-    const entries = (value ?? '').split(',').map((entry) => entry.trim().toLowerCase()).filter(Boolean);
+    const entries = (value ?? '')
+      .split(',')
+      .map((entry) => entry.trim().toLowerCase())
+      .filter(Boolean);
     if (entries.length === 0) return undefined;
     const bad = entries.filter((entry) => !HOST_ENTRY.test(entry));
     if (bad.length > 0) {
-      ctx.addIssue({ code: 'custom', message: `${bad.join(', ')}: list hostnames (localhost), bracketed IPv6 addresses ([::1]) or .domain for a domain and its subdomains` });
+      ctx.addIssue({
+        code: 'custom',
+        message: `${bad.join(', ')}: list hostnames (localhost), bracketed IPv6 addresses ([::1]) or .domain for a domain and its subdomains`,
+      });
       return z.NEVER;
     }
     return entries;
@@ -85,7 +91,8 @@ function refuseForeignHost(ctx: Context, allowed: readonly string[]): void {
  * the SDK's McpServer (1.32.2) would convert zod 4 schemas to draft-07. Call it after the last registerTool.
  */
 export function listToolsIn2020(server: McpServer, tools: Readonly<Record<string, RegisteredTool>>): void {
-  const schema = (zod: unknown, io: 'input' | 'output') => z.toJSONSchema(zod as z.ZodType, { target: 'draft-2020-12', io }) as { type: 'object'; [key: string]: unknown };
+  const schema = (zod: unknown, io: 'input' | 'output') =>
+    z.toJSONSchema(zod as z.ZodType, { target: 'draft-2020-12', io }) as { type: 'object'; [key: string]: unknown };
   server.server.setRequestHandler(ListToolsRequestSchema, () => ({
     tools: Object.entries(tools)
       .filter(([, tool]) => tool.enabled)
@@ -113,7 +120,12 @@ export function listToolsIn2020(server: McpServer, tools: Readonly<Record<string
  *
  * A room of its own because only the services that serve MCP depend on the SDK (an optional peer here).
  */
-export function mountStatelessMcp(router: Router, paths: string | string[], serverFor: (ctx: Context) => McpServer, options: { allowedHosts: readonly string[] }): void {
+export function mountStatelessMcp(
+  router: Router,
+  paths: string | string[],
+  serverFor: (ctx: Context) => McpServer,
+  options: { allowedHosts: readonly string[] },
+): void {
   router.all(paths, async (ctx: Context) => {
     refuseForeignHost(ctx, options.allowedHosts);
     if (ctx.method !== 'POST') {

@@ -7,10 +7,7 @@
 export const SEGMENTS = ['year', 'month', 'day', 'time', 'country', 'region', 'city', 'slug'] as const;
 export type SegmentName = (typeof SEGMENTS)[number];
 
-export const MONTHS = [
-  'january', 'february', 'march', 'april', 'may', 'june',
-  'july', 'august', 'september', 'october', 'november', 'december',
-] as const;
+export const MONTHS = ['january', 'february', 'march', 'april', 'may', 'june', 'july', 'august', 'september', 'october', 'november', 'december'] as const;
 export type MonthName = (typeof MONTHS)[number];
 
 export interface CanonicalPath {
@@ -117,7 +114,10 @@ export function canonicalize(input: string): string {
 
 /** Validates a path prefix of 0–8 segments, as used to browse the tree; returns it in canonical form. */
 export function parsePrefix(input: string): string[] {
-  const parts = input.replace(/^\/+|\/+$/g, '').split('/').filter(Boolean);
+  const parts = input
+    .replace(/^\/+|\/+$/g, '')
+    .split('/')
+    .filter(Boolean);
   if (parts.length > SEGMENTS.length) throw new PathError('path', `a prefix has at most ${SEGMENTS.length} segments`);
   // Fill the missing segments with valid placeholders so each given segment is checked by the full parser.
   const filler = ['1', 'january', '1', '0000', 'x', 'x', 'x', 'x'];

@@ -1,5 +1,5 @@
 import type { Context, Next } from 'koa';
-import { Counter, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { type Counter, collectDefaultMetrics, Histogram, Registry } from 'prom-client';
 import { SeriesHistogram } from './series-histogram.ts';
 
 /** Values to export for each label of a metric: every combination of them is one series. */

@@ -1,12 +1,12 @@
 import { register } from 'node:module';
-import { propagation, ROOT_CONTEXT, SpanKind, trace, type Attributes, type Span } from '@opentelemetry/api';
-import { NodeSDK } from '@opentelemetry/sdk-node';
+import { type Attributes, propagation, ROOT_CONTEXT, type Span, SpanKind, trace } from '@opentelemetry/api';
 import { HttpInstrumentation } from '@opentelemetry/instrumentation-http';
 import { KoaInstrumentation } from '@opentelemetry/instrumentation-koa';
 import { PgInstrumentation } from '@opentelemetry/instrumentation-pg';
 import { RedisInstrumentation } from '@opentelemetry/instrumentation-redis';
 import { UndiciInstrumentation } from '@opentelemetry/instrumentation-undici';
 import { resourceFromAttributes } from '@opentelemetry/resources';
+import { NodeSDK } from '@opentelemetry/sdk-node';
 import { ATTR_SERVICE_NAME, ATTR_SERVICE_VERSION } from '@opentelemetry/semantic-conventions';
 
 export interface Tracing {
@@ -93,5 +93,7 @@ export function processStoredWork<T>(
     'messaging.message.id': message.id,
     ...message.attributes,
   };
-  return trace.getTracer(tracerName).startActiveSpan(`process ${message.queue}`, { kind: SpanKind.CONSUMER, attributes, links: created ? [{ context: created }] : [] }, parent, work);
+  return trace
+    .getTracer(tracerName)
+    .startActiveSpan(`process ${message.queue}`, { kind: SpanKind.CONSUMER, attributes, links: created ? [{ context: created }] : [] }, parent, work);
 }

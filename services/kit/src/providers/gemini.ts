@@ -1,24 +1,24 @@
 import { callProvider, type ProviderHttpSettings } from './http.ts';
+import { traceModelCalls } from './telemetry.ts';
 import {
   AGGREGATOR_ONLY_PARAMS,
-  ProviderError,
-  estimateTokens,
-  type Citation,
-  type SamplingParams,
-  type ImageProvider,
-  type ImageRequest,
-  type ImageResult,
-  type TextRequest,
-  type TextResult,
   type ChatMessage,
   type ChatRequest,
   type ChatResult,
+  type Citation,
+  estimateTokens,
+  type ImageProvider,
+  type ImageRequest,
+  type ImageResult,
+  ProviderError,
+  type SamplingParams,
+  type TextRequest,
+  type TextResult,
   type ToolCall,
   type ToolCallingProvider,
-  type Usage,
   toolResultObject,
+  type Usage,
 } from './types.ts';
-import { traceModelCalls } from './telemetry.ts';
 
 /**
  * The native provider: Google's Gemini `models/{model}:generateContent` REST protocol (API key in
@@ -107,8 +107,12 @@ export class GeminiProvider implements ToolCallingProvider, ImageProvider {
     const reply = await this.call(request.model, body, request.signal);
     const candidate = reply.candidates?.[0];
     const parts = candidate?.content?.parts;
-    if (!Array.isArray(parts)) throw new ProviderError('native', 'malformed', `the native provider returned no content (finish reason ${candidate?.finishReason ?? 'unknown'})`);
-    const text = parts.filter((part) => !part.thought && typeof part.text === 'string').map((part) => part.text).join('');
+    if (!Array.isArray(parts))
+      throw new ProviderError('native', 'malformed', `the native provider returned no content (finish reason ${candidate?.finishReason ?? 'unknown'})`);
+    const text = parts
+      .filter((part) => !part.thought && typeof part.text === 'string')
+      .map((part) => part.text)
+      .join('');
     const citations: Citation[] = [];
     for (const chunk of candidate?.groundingMetadata?.groundingChunks ?? []) {
       if (chunk.web?.uri) citations.push({ title: chunk.web.title ?? chunk.web.uri, url: chunk.web.uri });
@@ -131,7 +135,10 @@ export class GeminiProvider implements ToolCallingProvider, ImageProvider {
    */
   async chat(request: ChatRequest): Promise<ChatResult> {
     const params = request.params ?? {};
-    const system = request.messages.filter((message) => message.role === 'system').map((message) => message.content).join('\n\n');
+    const system = request.messages
+      .filter((message) => message.role === 'system')
+      .map((message) => message.content)
+      .join('\n\n');
     const body: Record<string, unknown> = { contents: wireContents(request.messages), generationConfig: samplingConfig(params) };
     if (system) body.systemInstruction = { parts: [{ text: system }] };
     if (request.tools.length > 0) {
@@ -144,13 +151,21 @@ export class GeminiProvider implements ToolCallingProvider, ImageProvider {
     if (!candidate?.content && candidate?.finishReason !== 'MAX_TOKENS') {
       throw new ProviderError('native', 'malformed', `the native provider returned no content (finish reason ${candidate?.finishReason ?? 'unknown'})`);
     }
-    const text = parts.filter((part) => !part.thought && typeof part.text === 'string').map((part) => part.text).join('');
+    const text = parts
+      .filter((part) => !part.thought && typeof part.text === 'string')
+      .map((part) => part.text)
+      .join('');
     const calls: ToolCall[] = [];
     for (const part of parts) {
       if (!part.functionCall) continue;
       const { name, args, id } = part.functionCall;
       if (typeof name !== 'string' || !name) throw new ProviderError('native', 'malformed', 'the native provider sent a function call without a name');
-      const read = args && typeof args === 'object' && !Array.isArray(args) ? { arguments: args as Record<string, unknown> } : args === undefined ? { arguments: {} } : { arguments: {}, arguments_error: 'the arguments are not a JSON object' };
+      const read =
+        args && typeof args === 'object' && !Array.isArray(args)
+          ? { arguments: args as Record<string, unknown> }
+          : args === undefined
+            ? { arguments: {} }
+            : { arguments: {}, arguments_error: 'the arguments are not a JSON object' };
       calls.push({
         id: id || `call_${calls.length}`,
         name,

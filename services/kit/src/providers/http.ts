@@ -77,7 +77,10 @@ export async function callProvider<T = unknown>(options: HttpCallOptions): Promi
       const response = await fetch(options.url, { method: options.method ?? 'POST', headers, body, signal });
       if (!response.ok) {
         const text = await response.text().catch(() => '');
-        lastError = new ProviderError(options.provider, 'http', `${options.provider} answered ${response.status}: ${summarise(text)}`, { status: response.status, attempts: attempt });
+        lastError = new ProviderError(options.provider, 'http', `${options.provider} answered ${response.status}: ${summarise(text)}`, {
+          status: response.status,
+          attempts: attempt,
+        });
         if (!RETRYABLE_STATUS(response.status)) throw lastError;
         waitMs = retryAfterMs(response.headers.get('retry-after'));
       } else if (options.expect === 'bytes') {
@@ -88,7 +91,10 @@ export async function callProvider<T = unknown>(options: HttpCallOptions): Promi
         try {
           return { status: response.status, body: JSON.parse(text) as T, headers: response.headers, attempts: attempt };
         } catch {
-          lastError = new ProviderError(options.provider, 'malformed', `${options.provider} sent a reply that is not JSON: ${summarise(text)}`, { status: response.status, attempts: attempt });
+          lastError = new ProviderError(options.provider, 'malformed', `${options.provider} sent a reply that is not JSON: ${summarise(text)}`, {
+            status: response.status,
+            attempts: attempt,
+          });
         }
       }
     } catch (error) {
@@ -97,7 +103,9 @@ export async function callProvider<T = unknown>(options: HttpCallOptions): Promi
       if (timeout.aborted) {
         lastError = new ProviderError(options.provider, 'timeout', `${options.provider} did not answer within ${options.timeoutMs} ms`, { attempts: attempt });
       } else {
-        lastError = new ProviderError(options.provider, 'network', `${options.provider} could not be reached: ${(error as Error).message}`, { attempts: attempt });
+        lastError = new ProviderError(options.provider, 'network', `${options.provider} could not be reached: ${(error as Error).message}`, {
+          attempts: attempt,
+        });
       }
     }
     if (attempt > options.retries) break;

@@ -1,6 +1,16 @@
 import { createHash } from 'node:crypto';
-import { estimateTokens, type ChatRequest, type ChatResult, type ImageProvider, type ImageRequest, type ImageResult, type TextRequest, type TextResult, type ToolCallingProvider } from './types.ts';
 import { traceModelCalls } from './telemetry.ts';
+import {
+  type ChatRequest,
+  type ChatResult,
+  estimateTokens,
+  type ImageProvider,
+  type ImageRequest,
+  type ImageResult,
+  type TextRequest,
+  type TextResult,
+  type ToolCallingProvider,
+} from './types.ts';
 
 /**
  * The offline provider: no network, deterministic. Text replies are whatever the caller's `synthesize`
@@ -37,7 +47,13 @@ export class OfflineProvider implements ToolCallingProvider, ImageProvider {
     const text = typeof value === 'string' && !request.json ? value : JSON.stringify(value);
     const input = estimateTokens(request.system + request.prompt);
     const output = estimateTokens(text);
-    return { text, provider: 'offline', model: OFFLINE_MODEL, usage: { input_tokens: input, output_tokens: output, thinking_tokens: 0, total_tokens: input + output }, dropped_params: [] };
+    return {
+      text,
+      provider: 'offline',
+      model: OFFLINE_MODEL,
+      usage: { input_tokens: input, output_tokens: output, thinking_tokens: 0, total_tokens: input + output },
+      dropped_params: [],
+    };
   }
 
   /** A tool-calling turn decided by the caller's `plan` (a deterministic planner); without one, a turn that calls nothing. */
@@ -68,7 +84,13 @@ export class OfflineProvider implements ToolCallingProvider, ImageProvider {
       '</svg>',
     ].join('');
     const input = estimateTokens(request.prompt);
-    return { provider: 'offline', model: OFFLINE_MODEL, data: Buffer.from(svg, 'utf8'), mime_type: 'image/svg+xml', usage: { input_tokens: input, output_tokens: 0, thinking_tokens: 0, total_tokens: input } };
+    return {
+      provider: 'offline',
+      model: OFFLINE_MODEL,
+      data: Buffer.from(svg, 'utf8'),
+      mime_type: 'image/svg+xml',
+      usage: { input_tokens: input, output_tokens: 0, thinking_tokens: 0, total_tokens: input },
+    };
   }
 }
 

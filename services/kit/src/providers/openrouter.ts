@@ -1,22 +1,22 @@
 import { callProvider, type ProviderHttpSettings } from './http.ts';
+import { traceModelCalls } from './telemetry.ts';
 import {
-  NATIVE_ONLY_PARAMS,
-  ProviderError,
+  type ChatMessage,
+  type ChatRequest,
+  type ChatResult,
   estimateTokens,
   type ImageProvider,
   type ImageRequest,
   type ImageResult,
+  NATIVE_ONLY_PARAMS,
+  ProviderError,
+  readToolArguments,
+  type SamplingParams,
   type TextRequest,
   type TextResult,
-  readToolArguments,
-  type ChatMessage,
-  type ChatRequest,
-  type ChatResult,
-  type SamplingParams,
   type ToolCall,
   type ToolCallingProvider,
 } from './types.ts';
-import { traceModelCalls } from './telemetry.ts';
 
 /**
  * The aggregator: OpenRouter's OpenAI-compatible `POST {base}/chat/completions`. Any OpenAI-compatible
@@ -76,7 +76,8 @@ export class OpenRouterProvider implements ToolCallingProvider, ImageProvider {
     });
     if (!reply.body || typeof reply.body !== 'object') throw new ProviderError('aggregator', 'malformed', 'the aggregator sent an unexpected reply');
     // OpenRouter reports some upstream failures as 200 with an error object.
-    if (reply.body.error) throw new ProviderError('aggregator', 'http', `the aggregator reported: ${reply.body.error.message ?? 'an error'}`, { status: reply.body.error.code });
+    if (reply.body.error)
+      throw new ProviderError('aggregator', 'http', `the aggregator reported: ${reply.body.error.message ?? 'an error'}`, { status: reply.body.error.code });
     return reply.body;
   }
 
@@ -84,24 +85,27 @@ export class OpenRouterProvider implements ToolCallingProvider, ImageProvider {
     const params = request.params ?? {};
     const body: Record<string, unknown> = {
       model: request.model,
-      messages: [
-        ...(request.system ? [{ role: 'system', content: request.system }] : []),
-        { role: 'user', content: request.prompt },
-      ],
+      messages: [...(request.system ? [{ role: 'system', content: request.system }] : []), { role: 'user', content: request.prompt }],
     };
     addSampling(body, params);
     if (request.json) body.response_format = { type: 'json_object' };
     const reply = await this.completions(body, request.signal);
     const message = reply.choices?.[0]?.message;
     if (!message) throw new ProviderError('aggregator', 'malformed', 'the aggregator returned no choices');
-    const text = typeof message.content === 'string' ? message.content : Array.isArray(message.content) ? message.content.map((part) => part.text ?? '').join('') : '';
+    const text =
+      typeof message.content === 'string' ? message.content : Array.isArray(message.content) ? message.content.map((part) => part.text ?? '').join('') : '';
     const input = reply.usage?.prompt_tokens ?? estimateTokens(request.system + request.prompt);
     const output = reply.usage?.completion_tokens ?? estimateTokens(text);
     return {
       text,
       provider: 'aggregator',
       model: request.model,
-      usage: { input_tokens: input, output_tokens: output, thinking_tokens: reply.usage?.completion_tokens_details?.reasoning_tokens ?? 0, total_tokens: reply.usage?.total_tokens ?? input + output },
+      usage: {
+        input_tokens: input,
+        output_tokens: output,
+        thinking_tokens: reply.usage?.completion_tokens_details?.reasoning_tokens ?? 0,
+        total_tokens: reply.usage?.total_tokens ?? input + output,
+      },
       dropped_params: NATIVE_ONLY_PARAMS.filter((name) => params[name] !== undefined),
     };
   }
@@ -115,7 +119,10 @@ export class OpenRouterProvider implements ToolCallingProvider, ImageProvider {
     const params = request.params ?? {};
     const body: Record<string, unknown> = { model: request.model, messages: request.messages.map(wireMessage) };
     if (request.tools.length > 0) {
-      body.tools = request.tools.map((tool) => ({ type: 'function', function: { name: tool.name, description: tool.description, parameters: tool.parameters } }));
+      body.tools = request.tools.map((tool) => ({
+        type: 'function',
+        function: { name: tool.name, description: tool.description, parameters: tool.parameters },
+      }));
       body.tool_choice = 'auto';
     }
     addSampling(body, params);
@@ -123,7 +130,8 @@ export class OpenRouterProvider implements ToolCallingProvider, ImageProvider {
     const choice = reply.choices?.[0];
     const message = choice?.message;
     if (!message) throw new ProviderError('aggregator', 'malformed', 'the aggregator returned no choices');
-    const text = typeof message.content === 'string' ? message.content : Array.isArray(message.content) ? message.content.map((part) => part.text ?? '').join('') : '';
+    const text =
+      typeof message.content === 'string' ? message.content : Array.isArray(message.content) ? message.content.map((part) => part.text ?? '').join('') : '';
     const calls: ToolCall[] = (message.tool_calls ?? []).map((call, index) => {
       const name = call.function?.name;
       if (typeof name !== 'string' || !name) throw new ProviderError('aggregator', 'malformed', 'the aggregator sent a tool call without a function name');
@@ -136,7 +144,12 @@ export class OpenRouterProvider implements ToolCallingProvider, ImageProvider {
       tool_calls: calls,
       provider: 'aggregator',
       model: request.model,
-      usage: { input_tokens: input, output_tokens: output, thinking_tokens: reply.usage?.completion_tokens_details?.reasoning_tokens ?? 0, total_tokens: reply.usage?.total_tokens ?? input + output },
+      usage: {
+        input_tokens: input,
+        output_tokens: output,
+        thinking_tokens: reply.usage?.completion_tokens_details?.reasoning_tokens ?? 0,
+        total_tokens: reply.usage?.total_tokens ?? input + output,
+      },
       finish_reason: choice?.finish_reason ?? (calls.length > 0 ? 'tool_calls' : 'stop'),
     };
   }
@@ -181,7 +194,11 @@ function wireMessage(message: ChatMessage): Record<string, unknown> {
         ? {
             role: 'assistant',
             content: message.content || null,
-            tool_calls: message.tool_calls.map((call) => ({ id: call.id, type: 'function', function: { name: call.name, arguments: JSON.stringify(call.arguments) } })),
+            tool_calls: message.tool_calls.map((call) => ({
+              id: call.id,
+              type: 'function',
+              function: { name: call.name, arguments: JSON.stringify(call.arguments) },
+            })),
           }
         : { role: 'assistant', content: message.content };
     case 'tool':

@@ -1,8 +1,8 @@
 import { context } from '@opentelemetry/api';
 import { suppressTracing } from '@opentelemetry/core';
 import { callProvider, type ProviderHttpSettings } from './http.ts';
-import { ProviderError, estimateTokens, type ImageProvider, type ImageRequest, type ImageResult } from './types.ts';
 import { traceModelCalls } from './telemetry.ts';
+import { estimateTokens, type ImageProvider, type ImageRequest, type ImageResult, ProviderError } from './types.ts';
 
 /**
  * The free image generator, selected by its keyword (`image_model: "pollinations"`): Pollinations'
@@ -35,21 +35,30 @@ export class PollinationsProvider implements ImageProvider {
     const base = (this.options.baseUrl ?? 'https://image.pollinations.ai').replace(/\/$/, '');
     // The prompt travels in the URL, which an HTTP client span records (url.full): the call makes none;
     // its model-call span (telemetry.ts) records it without the prompt.
-    const reply = await context.with(suppressTracing(context.active()), () => callProvider<Buffer>({
-      provider: 'free_image',
-      method: 'GET',
-      url: `${base}/prompt/${encodeURIComponent(request.prompt.slice(0, 1500))}?${query}`,
-      timeoutMs: this.options.timeoutMs,
-      retries: this.options.retries,
-      backoffMs: this.options.backoffMs,
-      maxBackoffMs: this.options.maxBackoffMs,
-      signal: request.signal,
-      expect: 'bytes',
-    }));
+    const reply = await context.with(suppressTracing(context.active()), () =>
+      callProvider<Buffer>({
+        provider: 'free_image',
+        method: 'GET',
+        url: `${base}/prompt/${encodeURIComponent(request.prompt.slice(0, 1500))}?${query}`,
+        timeoutMs: this.options.timeoutMs,
+        retries: this.options.retries,
+        backoffMs: this.options.backoffMs,
+        maxBackoffMs: this.options.maxBackoffMs,
+        signal: request.signal,
+        expect: 'bytes',
+      }),
+    );
     const type = reply.headers.get('content-type') ?? '';
-    if (!type.startsWith('image/') || reply.body.length === 0) throw new ProviderError('free_image', 'malformed', `the free image generator sent ${type || 'no content type'} instead of an image`);
+    if (!type.startsWith('image/') || reply.body.length === 0)
+      throw new ProviderError('free_image', 'malformed', `the free image generator sent ${type || 'no content type'} instead of an image`);
     const input = estimateTokens(request.prompt);
-    return { provider: 'free_image', model: FREE_IMAGE_KEYWORD, data: reply.body, mime_type: type.split(';')[0] as string, usage: { input_tokens: input, output_tokens: 0, thinking_tokens: 0, total_tokens: input } };
+    return {
+      provider: 'free_image',
+      model: FREE_IMAGE_KEYWORD,
+      data: reply.body,
+      mime_type: type.split(';')[0] as string,
+      usage: { input_tokens: input, output_tokens: 0, thinking_tokens: 0, total_tokens: input },
+    };
   }
 }
 

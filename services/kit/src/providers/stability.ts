@@ -1,6 +1,6 @@
 import { callProvider, type ProviderHttpSettings } from './http.ts';
-import { ProviderError, estimateTokens, type ImageProvider, type ImageRequest, type ImageResult } from './types.ts';
 import { traceModelCalls } from './telemetry.ts';
+import { estimateTokens, type ImageProvider, type ImageRequest, type ImageResult, ProviderError } from './types.ts';
 
 /**
  * The image vendor: Stability AI's Stable Image API, `POST {base}/v2beta/stable-image/generate/sd3`

@@ -4,7 +4,7 @@
  * the sampling parameters that were set, the token usage and, for a failure, `error.type`. Prompts,
  * system instructions and replies are never recorded: they may hold what users wrote.
  */
-import { SpanKind, SpanStatusCode, trace, type Attributes } from '@opentelemetry/api';
+import { type Attributes, SpanKind, SpanStatusCode, trace } from '@opentelemetry/api';
 import { ProviderError, type ProviderKind, type SamplingParams, type Usage } from './types.ts';
 
 /** `gen_ai.operation.name` values of the conventions that the providers' protocols perform. */

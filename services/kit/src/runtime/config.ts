@@ -9,7 +9,12 @@ export class ConfigError extends Error {
 export const csv = z
   .string()
   .optional()
-  .transform((value) => (value ?? '').split(',').map((part) => part.trim()).filter(Boolean));
+  .transform((value) =>
+    (value ?? '')
+      .split(',')
+      .map((part) => part.trim())
+      .filter(Boolean),
+  );
 
 export const optionalString = z
   .string()
@@ -26,8 +31,7 @@ export const DEFAULT_PORTS = {
 } as const;
 export type ServiceName = keyof typeof DEFAULT_PORTS;
 
-const peerUrl = (service: ServiceName) =>
-  z.url().default(`http://127.0.0.1:${DEFAULT_PORTS[service]}`);
+const peerUrl = (service: ServiceName) => z.url().default(`http://127.0.0.1:${DEFAULT_PORTS[service]}`);
 
 /** The variables every service shares (conventions.md, "Environment"). */
 export function baseConfigSchema(service: ServiceName) {
@@ -40,12 +44,18 @@ export function baseConfigSchema(service: ServiceName) {
     TEMPORA_DATA_DIR: z.string().default('./.tempora'),
     REDIS_URL: optionalString.pipe(z.url().optional()),
     /** Namespaces every Redis key, so environments can share one Redis. */
-    REDIS_KEY_PREFIX: z.string().regex(/^[A-Za-z0-9:_-]+$/).default('tempora'),
+    REDIS_KEY_PREFIX: z
+      .string()
+      .regex(/^[A-Za-z0-9:_-]+$/)
+      .default('tempora'),
     SERVICE_KEY: csv,
     ADMIN_KEY: optionalString,
     LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
     TEMPORA_DOMAIN: optionalString,
-    BODY_LIMIT: z.string().regex(/^\d+(b|kb|mb)$/i, 'a size such as 1mb or 512kb').default('1mb'),
+    BODY_LIMIT: z
+      .string()
+      .regex(/^\d+(b|kb|mb)$/i, 'a size such as 1mb or 512kb')
+      .default('1mb'),
     SHUTDOWN_GRACE_MS: z.coerce.number().int().min(0).default(10_000),
     /**
      * The proxies (addresses or CIDRs, comma-separated; none by default) whose X-Forwarded-For entries
@@ -77,7 +87,8 @@ export function baseConfigSchema(service: ServiceName) {
  * 8080 is scraped on 9080. A service on an ephemeral port (PORT 0) gets an ephemeral metrics port too.
  */
 export function metricsPort(config: { PORT: number; METRICS_PORT?: number | undefined }): number {
-  if (config.METRICS_PORT !== undefined && config.METRICS_PORT !== 0 && config.METRICS_PORT === config.PORT) throw new ConfigError(`METRICS_PORT: ${config.METRICS_PORT} is PORT too; /metrics needs a port of its own`);
+  if (config.METRICS_PORT !== undefined && config.METRICS_PORT !== 0 && config.METRICS_PORT === config.PORT)
+    throw new ConfigError(`METRICS_PORT: ${config.METRICS_PORT} is PORT too; /metrics needs a port of its own`);
   if (config.METRICS_PORT !== undefined) return config.METRICS_PORT;
   if (config.PORT === 0) return 0;
   if (config.PORT + 1000 > 65535) throw new ConfigError(`METRICS_PORT: PORT ${config.PORT} + 1000 is no port; set METRICS_PORT`);

@@ -1,10 +1,10 @@
 import type { z } from 'zod';
-import { startTracing } from '../observability/tracing.ts';
-import type { ServiceName } from './config.ts';
-import type { Metrics } from '../observability/metrics.ts';
 import type { ServiceApp } from '../http/app.ts';
 import type { ExpressLane } from '../http/server.ts';
 import type { Logger } from '../observability/logger.ts';
+import type { Metrics } from '../observability/metrics.ts';
+import { startTracing } from '../observability/tracing.ts';
+import type { ServiceName } from './config.ts';
 
 /** What a service's entry point hands to `runService`, loaded only once tracing is on. */
 export interface ServiceModule<S extends z.ZodType> {

@@ -1,6 +1,6 @@
 import type { z } from 'zod';
-import { startTracing } from '../observability/tracing.ts';
 import type { Logger } from '../observability/logger.ts';
+import { startTracing } from '../observability/tracing.ts';
 
 /** A worker process once started: how it ends by itself (if it does) and how it stops when asked. */
 export interface StartedWorkerProcess {

@@ -5,12 +5,12 @@ import { directorial } from './modes/directorial.ts';
 import { forward } from './modes/forward.ts';
 import { portal } from './modes/portal.ts';
 import type { ModeAlgorithm, StepReport } from './modes/types.ts';
-import { scenarioOf, shapeOf, type Plan, type RunOptions, type Scenario } from './plan.ts';
+import { type Plan, type RunOptions, type Scenario, scenarioOf, shapeOf } from './plan.ts';
 import { allowanceMicros, DEFAULT_MODEL } from './pricing.ts';
-import { PlanReplySchema, type PlanReply } from './replies.ts';
+import { type PlanReply, PlanReplySchema } from './replies.ts';
+import { askValidated, type StepContext } from './step-calls.ts';
 import { pick, randomFor } from './synth.ts';
 import type { Template } from './templates.ts';
-import { askValidated, type StepContext } from './step-calls.ts';
 import type { Mechanism, Mode } from './vocabulary.ts';
 import { round, type World } from './world.ts';
 
@@ -38,7 +38,16 @@ export function planRun(seed: string, template: Template | null, options: RunOpt
   const steps = size.steps + (scenario ? 0 : 1);
   const weightedCalls = size.weightedCalls + shape.planWeight;
   const allowance = allowanceMicros(options.fidelity, weightedCalls);
-  return { ...options, seed, template: template?.id ?? null, scenario, steps, weightedCalls, allowanceMicros: allowance, shareMicros: allowance / weightedCalls };
+  return {
+    ...options,
+    seed,
+    template: template?.id ?? null,
+    scenario,
+    steps,
+    weightedCalls,
+    allowanceMicros: allowance,
+    shareMicros: allowance / weightedCalls,
+  };
 }
 
 export const initialState = (plan: Plan): EngineState => ({
@@ -52,7 +61,11 @@ export async function runStep(plan: Plan, state: EngineState, index: number, ctx
   if (!state.scenario) {
     state.scenario = await planScenario(plan, ctx);
     state.mode = ALGORITHMS[plan.mode].init(plan, state.scenario);
-    return { kind: 'plan', label: `planned: ${state.scenario.title}`, detail: { entities: state.scenario.entities.length, timepoints: state.scenario.timepoints.length } };
+    return {
+      kind: 'plan',
+      label: `planned: ${state.scenario.title}`,
+      detail: { entities: state.scenario.entities.length, timepoints: state.scenario.timepoints.length },
+    };
   }
   return ALGORITHMS[plan.mode].step(index - (plan.scenario ? 0 : 1), state.mode, ctx, state.scenario);
 }
@@ -73,12 +86,38 @@ async function planScenario(plan: Plan, ctx: StepContext): Promise<Scenario> {
   return scenarioFromPlan(value, plan);
 }
 
-const COMMON = new Set(['The', 'What', 'When', 'While', 'After', 'Before', 'If', 'In', 'On', 'At', 'As', 'How', 'Why', 'Who', 'And', 'But', 'Then', 'This', 'That', 'There', 'Their', 'His', 'Her']);
+const COMMON = new Set([
+  'The',
+  'What',
+  'When',
+  'While',
+  'After',
+  'Before',
+  'If',
+  'In',
+  'On',
+  'At',
+  'As',
+  'How',
+  'Why',
+  'Who',
+  'And',
+  'But',
+  'Then',
+  'This',
+  'That',
+  'There',
+  'Their',
+  'His',
+  'Her',
+]);
 
 /** Capitalised words of the prompt (not common sentence openers) become its people; roles fill the rest. */
 function synthPlan(seed: string, prompt: string): PlanReply {
   const random = randomFor(seed, 'plan');
-  const names = [...new Set([...prompt.matchAll(/\b([A-Z][a-z]{2,}(?:\s[A-Z][a-z]{2,})?)\b/g)].map((match) => match[1]!))].filter((name) => !COMMON.has(name)).slice(0, 3);
+  const names = [...new Set([...prompt.matchAll(/\b([A-Z][a-z]{2,}(?:\s[A-Z][a-z]{2,})?)\b/g)].map((match) => match[1]!))]
+    .filter((name) => !COMMON.has(name))
+    .slice(0, 3);
   const roles = ['the leader who must decide', 'a rival with a different plan', 'an adviser who knows more than is said', 'a newcomer with nothing to lose'];
   const people = [...names, 'The Adviser', 'The Rival', 'The Envoy'].slice(0, 3);
   const subject = prompt.split(/[.!?]/)[0]!.slice(0, 120) || 'the matter at hand';
@@ -87,7 +126,13 @@ function synthPlan(seed: string, prompt: string): PlanReply {
     place: 'where the scenario unfolds',
     era: 'as the prompt describes',
     entities: [
-      ...people.map((name, index) => ({ name, role: roles[index]!, kind: 'person' as const, importance: index === 0 ? ('principal' as const) : ('supporting' as const), goals: [`settle ${subject.toLowerCase()} on their own terms`] })),
+      ...people.map((name, index) => ({
+        name,
+        role: roles[index]!,
+        kind: 'person' as const,
+        importance: index === 0 ? ('principal' as const) : ('supporting' as const),
+        goals: [`settle ${subject.toLowerCase()} on their own terms`],
+      })),
       { name: 'The Council', role: 'the body whose vote decides', kind: 'group' as const, importance: 'minor' as const, goals: ['keep order'] },
       { name: 'Rumour', role: 'what everyone half-knows', kind: 'force' as const, importance: 'minor' as const, goals: ['spread'] },
     ],
@@ -96,18 +141,35 @@ function synthPlan(seed: string, prompt: string): PlanReply {
       { fact: `${people[0]} has already chosen, privately.`, holders: [0] },
       { fact: `${people[1]} has allies the others do not know of.`, holders: [1] },
     ],
-    timepoints: ['The question is raised', 'Positions harden', 'A private bargain', 'The decision', 'The aftermath'].map((label, index) => ({ label, time: `day ${index + 1}`, hour: pick(random, [9, 11, 15, 19, 22]) })),
+    timepoints: ['The question is raised', 'Positions harden', 'A private bargain', 'The decision', 'The aftermath'].map((label, index) => ({
+      label,
+      time: `day ${index + 1}`,
+      hour: pick(random, [9, 11, 15, 19, 22]),
+    })),
   };
 }
 
-const slug = (text: string, index: number) => `${text.toLowerCase().replace(/[^a-z0-9]+/g, '-').replace(/^-|-$/g, '').slice(0, 40) || 'entity'}-${index + 1}`;
+const slug = (text: string, index: number) =>
+  `${
+    text
+      .toLowerCase()
+      .replace(/[^a-z0-9]+/g, '-')
+      .replace(/^-|-$/g, '')
+      .slice(0, 40) || 'entity'
+  }-${index + 1}`;
 
 function scenarioFromPlan(reply: PlanReply, plan: Plan): Scenario {
   const ids = reply.entities.map((entity, index) => slug(entity.name, index));
   const entities = reply.entities.map((entity, index) => ({ ...entity, id: ids[index]!, state: { influence: 0.5, resolve: 0.5, resources: 0.5 } }));
   const relationships = [];
-  for (let a = 0; a < ids.length; a += 1) for (let b = a + 1; b < ids.length; b += 1) relationships.push({ a: ids[a]!, b: ids[b]!, trust: 0.5, affinity: 0.5, tension: 0.3 });
-  const knowledge = reply.facts.map((fact, index) => ({ id: `k${index + 1}`, fact: fact.fact, holders: [...new Set(fact.holders.filter((holder) => holder < ids.length).map((holder) => ids[holder]!))], secret: false }));
+  for (let a = 0; a < ids.length; a += 1)
+    for (let b = a + 1; b < ids.length; b += 1) relationships.push({ a: ids[a]!, b: ids[b]!, trust: 0.5, affinity: 0.5, tension: 0.3 });
+  const knowledge = reply.facts.map((fact, index) => ({
+    id: `k${index + 1}`,
+    fact: fact.fact,
+    holders: [...new Set(fact.holders.filter((holder) => holder < ids.length).map((holder) => ids[holder]!))],
+    secret: false,
+  }));
   const usable = knowledge.filter((fact) => fact.holders.length > 0);
   const timepoints = reply.timepoints.map((timepoint) => ({ ...timepoint }));
   return {
@@ -156,15 +218,39 @@ export function assembleResult(plan: Plan, state: EngineState): Record<string, u
     }
   }
 
-  const temporal = timepoints.filter((timepoint) => timepoint.follows).map((timepoint) => ({ from: timepoint.follows, to: timepoint.id, world: timepoint.world, step: timepoint.step }));
+  const temporal = timepoints
+    .filter((timepoint) => timepoint.follows)
+    .map((timepoint) => ({ from: timepoint.follows, to: timepoint.id, world: timepoint.world, step: timepoint.step }));
   const causal = timepoints.flatMap((timepoint) =>
-    timepoint.events.flatMap((event) => (event.caused_by ?? []).map((cause) => ({ from: cause, to: event.id, timepoint: timepoint.id, step: event.step, ...(event.modality ? { modality: event.modality } : {}) }))),
+    timepoint.events.flatMap((event) =>
+      (event.caused_by ?? []).map((cause) => ({
+        from: cause,
+        to: event.id,
+        timepoint: timepoint.id,
+        step: event.step,
+        ...(event.modality ? { modality: event.modality } : {}),
+      })),
+    ),
   );
   const knowledgeEdges = worlds.flatMap(({ name, world }) =>
-    world.exposures.filter((exposure) => exposure.source).map((exposure) => ({ from: exposure.source, to: exposure.entity, fact: exposure.fact, channel: exposure.channel, timepoint: exposure.timepoint, step: exposure.step, world: name })),
+    world.exposures
+      .filter((exposure) => exposure.source)
+      .map((exposure) => ({
+        from: exposure.source,
+        to: exposure.entity,
+        fact: exposure.fact,
+        channel: exposure.channel,
+        timepoint: exposure.timepoint,
+        step: exposure.step,
+        world: name,
+      })),
   );
 
-  const itemConfidences = timepoints.flatMap((timepoint) => [...timepoint.states.map((state) => state.confidence), ...timepoint.events.map((event) => event.confidence), ...timepoint.dialog.map((turn) => turn.confidence)]);
+  const itemConfidences = timepoints.flatMap((timepoint) => [
+    ...timepoint.states.map((state) => state.confidence),
+    ...timepoint.events.map((event) => event.confidence),
+    ...timepoint.dialog.map((turn) => turn.confidence),
+  ]);
   return {
     title: scenario.title,
     setting: scenario.setting,
@@ -174,7 +260,10 @@ export function assembleResult(plan: Plan, state: EngineState): Record<string, u
     relationships: { pairs: [...series.values()] },
     provenance: { temporal_edges: temporal, causal_edges: causal, knowledge_edges: knowledgeEdges },
     knowledge: worlds.map(({ name, world }) => ({ world: name, facts: Object.values(world.facts), exposures: world.exposures })),
-    confidence: { run: round(mean(itemConfidences), 3), by_timepoint: timepoints.map((timepoint) => ({ timepoint: timepoint.id, confidence: timepoint.confidence })) },
+    confidence: {
+      run: round(mean(itemConfidences), 3),
+      by_timepoint: timepoints.map((timepoint) => ({ timepoint: timepoint.id, confidence: timepoint.confidence })),
+    },
     validation: { exposure_refusals: state.refusals },
     resolution: fidelityOf(plan.fidelity).resolution,
   };
@@ -183,6 +272,13 @@ export function assembleResult(plan: Plan, state: EngineState): Record<string, u
 /** A template's estimate in dollars at each fidelity, in its own mode with its own mechanisms (the figures its file lists). */
 export function templateEstimates(template: Template): Record<'1' | '2' | '3' | '4' | '5', number> {
   const at = (fidelity: number) =>
-    planRun('estimate', template, { mode: template.mode, fidelity, mechanisms: template.mechanisms as Mechanism[], prompt: null, llm: {}, baseModel: DEFAULT_MODEL }).allowanceMicros / 1e6;
+    planRun('estimate', template, {
+      mode: template.mode,
+      fidelity,
+      mechanisms: template.mechanisms as Mechanism[],
+      prompt: null,
+      llm: {},
+      baseModel: DEFAULT_MODEL,
+    }).allowanceMicros / 1e6;
   return { '1': at(1), '2': at(2), '3': at(3), '4': at(4), '5': at(5) };
 }

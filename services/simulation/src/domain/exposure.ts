@@ -40,7 +40,8 @@ export function exposureViolations(world: World, uses: KnowledgeUse[], extra?: R
   for (const use of uses) {
     for (const fact of use.facts) {
       if (!world.facts[fact]) violations.push({ entity: use.entity, fact, where: use.where, reason: 'unknown fact' });
-      else if (!known(use.entity).has(fact) && !extra?.get(use.entity)?.has(fact)) violations.push({ entity: use.entity, fact, where: use.where, reason: 'not exposed' });
+      else if (!known(use.entity).has(fact) && !extra?.get(use.entity)?.has(fact))
+        violations.push({ entity: use.entity, fact, where: use.where, reason: 'not exposed' });
     }
   }
   return violations;

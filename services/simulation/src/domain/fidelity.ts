@@ -18,11 +18,51 @@ export interface FidelityLevel {
 }
 
 export const FIDELITY: Record<1 | 2 | 3 | 4 | 5, FidelityLevel> = {
-  1: { level: 1, resolution: 'compact state', adds: ['mood', 'influence, resolve, resources', 'an 8-word label'], dialogTurns: 2, summaryWords: 8, band: [150_000, 250_000], maxTokensCap: 1024 },
-  2: { level: 2, resolution: 'state and action', adds: ['one action', 'the knowledge it draws on', 'a one-sentence summary'], dialogTurns: 3, summaryWords: 20, band: [250_000, 400_000], maxTokensCap: 2048 },
-  3: { level: 3, resolution: 'intentions and communication', adds: ['an intention', 'what it tells whom', 'its stance towards each other entity'], dialogTurns: 4, summaryWords: 35, band: [400_000, 580_000], maxTokensCap: 4096 },
-  4: { level: 4, resolution: 'inner reasoning', adds: ['its reasoning', 'a paragraph of description'], dialogTurns: 8, summaryWords: 50, band: [580_000, 780_000], maxTokensCap: 8192 },
-  5: { level: 5, resolution: 'full dialog and monologue', adds: ['an inner monologue', 'full dialog'], dialogTurns: 12, summaryWords: 70, band: [780_000, 1_000_000], maxTokensCap: 16_384 },
+  1: {
+    level: 1,
+    resolution: 'compact state',
+    adds: ['mood', 'influence, resolve, resources', 'an 8-word label'],
+    dialogTurns: 2,
+    summaryWords: 8,
+    band: [150_000, 250_000],
+    maxTokensCap: 1024,
+  },
+  2: {
+    level: 2,
+    resolution: 'state and action',
+    adds: ['one action', 'the knowledge it draws on', 'a one-sentence summary'],
+    dialogTurns: 3,
+    summaryWords: 20,
+    band: [250_000, 400_000],
+    maxTokensCap: 2048,
+  },
+  3: {
+    level: 3,
+    resolution: 'intentions and communication',
+    adds: ['an intention', 'what it tells whom', 'its stance towards each other entity'],
+    dialogTurns: 4,
+    summaryWords: 35,
+    band: [400_000, 580_000],
+    maxTokensCap: 4096,
+  },
+  4: {
+    level: 4,
+    resolution: 'inner reasoning',
+    adds: ['its reasoning', 'a paragraph of description'],
+    dialogTurns: 8,
+    summaryWords: 50,
+    band: [580_000, 780_000],
+    maxTokensCap: 8192,
+  },
+  5: {
+    level: 5,
+    resolution: 'full dialog and monologue',
+    adds: ['an inner monologue', 'full dialog'],
+    dialogTurns: 12,
+    summaryWords: 70,
+    band: [780_000, 1_000_000],
+    maxTokensCap: 16_384,
+  },
 };
 
 export type FidelityValue = keyof typeof FIDELITY;

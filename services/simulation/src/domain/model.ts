@@ -1,6 +1,6 @@
-import type { z } from 'zod';
 import { estimateTokens, extractJson, type ProviderKind, type SamplingParams, type TextProvider } from '@tempora/kit/providers';
-import { costMicros, type Action } from './pricing.ts';
+import type { z } from 'zod';
+import { type Action, costMicros } from './pricing.ts';
 
 /** The providers a process has: native and aggregator when configured, offline always. */
 export interface Providers {
@@ -51,7 +51,9 @@ export class RunMeter {
 
   hold(ceiling: number): void {
     if (this.spentMicros + this.heldMicros + ceiling > this.capMicros) {
-      throw new RunCapReached(`the next call's ceiling ($${(ceiling / 1e6).toFixed(6)}) does not fit in what the run may still spend ($${((this.capMicros - this.spentMicros - this.heldMicros) / 1e6).toFixed(6)})`);
+      throw new RunCapReached(
+        `the next call's ceiling ($${(ceiling / 1e6).toFixed(6)}) does not fit in what the run may still spend ($${((this.capMicros - this.spentMicros - this.heldMicros) / 1e6).toFixed(6)})`,
+      );
     }
     this.heldMicros += ceiling;
   }
@@ -189,7 +191,12 @@ export class RunModels {
         }
         const checked = ask.schema.safeParse(parsed);
         if (checked.success) return { value: checked.data, call };
-        lastError = new ModelReplyError(`the ${ask.action} answer does not match: ${checked.error.issues.slice(0, 3).map((issue) => `${issue.path.join('.')}: ${issue.message}`).join('; ')}`);
+        lastError = new ModelReplyError(
+          `the ${ask.action} answer does not match: ${checked.error.issues
+            .slice(0, 3)
+            .map((issue) => `${issue.path.join('.')}: ${issue.message}`)
+            .join('; ')}`,
+        );
       } catch (error) {
         // A call that failed before answering is not metered (no usage came back).
         if (!settled) this.meter.settle(ceiling, 0);

@@ -22,24 +22,47 @@ export const EntityReplySchema = z.object({
   uses_knowledge: z.array(z.string().max(64)).max(20).default([]),
   /** Something the entity learns or concludes: a new fact it holds. */
   observation: text(400).nullable().default(null),
-  tells: z.array(z.object({ to: z.string().max(64), fact: z.string().max(64) })).max(6).default([]),
+  tells: z
+    .array(z.object({ to: z.string().max(64), fact: z.string().max(64) }))
+    .max(6)
+    .default([]),
   stance: z.record(z.string().max(64), z.enum(['cooperate', 'oppose', 'neutral'])).default({}),
-  expectations: z.array(z.object({ about: z.string().max(64), prediction: z.enum(['cooperate', 'oppose']), probability: unit })).max(4).default([]),
-  alternative: z.object({ action: text(400), probability: unit }).nullable().default(null),
+  expectations: z
+    .array(z.object({ about: z.string().max(64), prediction: z.enum(['cooperate', 'oppose']), probability: unit }))
+    .max(4)
+    .default([]),
+  alternative: z
+    .object({ action: text(400), probability: unit })
+    .nullable()
+    .default(null),
   exertion: unit.default(0.3),
   confidence: unit.optional(),
 });
 export type EntityReply = z.output<typeof EntityReplySchema>;
 
 export const SceneReplySchema = z.object({
-  atmosphere: z.object({ mood: text(80), weather: text(120), light: text(120), sounds: text(200), tension: unit }).nullable().default(null),
+  atmosphere: z
+    .object({ mood: text(80), weather: text(120), light: text(120), sounds: text(200), tension: unit })
+    .nullable()
+    .default(null),
   dialog: z
-    .array(z.object({ speaker: z.string().max(64), to: z.string().max(64).nullable().default(null), text: text(2000).min(1), uses_knowledge: z.array(z.string().max(64)).max(6).default([]), reveals: z.string().max(64).nullable().default(null) }))
+    .array(
+      z.object({
+        speaker: z.string().max(64),
+        to: z.string().max(64).nullable().default(null),
+        text: text(2000).min(1),
+        uses_knowledge: z.array(z.string().max(64)).max(6).default([]),
+        reveals: z.string().max(64).nullable().default(null),
+      }),
+    )
     .max(40)
     .default([]),
   /** M7: for each event of this timepoint, the earlier events that brought it about. */
   causes: z.record(z.string().max(64), z.array(z.string().max(64)).max(4)).default({}),
-  spawn: z.object({ name: text(120).min(1), role: text(200).min(1) }).nullable().default(null),
+  spawn: z
+    .object({ name: text(120).min(1), role: text(200).min(1) })
+    .nullable()
+    .default(null),
 });
 export type SceneReply = z.output<typeof SceneReplySchema>;
 
@@ -48,11 +71,25 @@ export const PlanReplySchema = z.object({
   place: text(200).min(1),
   era: text(120).min(1),
   entities: z
-    .array(z.object({ name: text(120).min(1), role: text(200).min(1), kind: z.enum(ENTITY_KINDS), importance: z.enum(IMPORTANCE), goals: z.array(text(300).min(1)).min(1).max(3) }))
+    .array(
+      z.object({
+        name: text(120).min(1),
+        role: text(200).min(1),
+        kind: z.enum(ENTITY_KINDS),
+        importance: z.enum(IMPORTANCE),
+        goals: z.array(text(300).min(1)).min(1).max(3),
+      }),
+    )
     .min(3)
     .max(6),
-  facts: z.array(z.object({ fact: text(400).min(1), holders: z.array(z.number().int().min(0)).min(1) })).min(2).max(8),
-  timepoints: z.array(z.object({ label: text(200).min(1), time: text(80).min(1), hour: z.number().int().min(0).max(23) })).min(3).max(5),
+  facts: z
+    .array(z.object({ fact: text(400).min(1), holders: z.array(z.number().int().min(0)).min(1) }))
+    .min(2)
+    .max(8),
+  timepoints: z
+    .array(z.object({ label: text(200).min(1), time: text(80).min(1), hour: z.number().int().min(0).max(23) }))
+    .min(3)
+    .max(5),
 });
 export type PlanReply = z.output<typeof PlanReplySchema>;
 

@@ -2,7 +2,7 @@ import type { z } from 'zod';
 import { ExposureRefused, type ExposureViolation } from './exposure.ts';
 import type { RunModels } from './model.ts';
 import type { Plan } from './plan.ts';
-import { ACTION_WEIGHT, maxTokensFor, modelFor, type Action } from './pricing.ts';
+import { ACTION_WEIGHT, type Action, maxTokensFor, modelFor } from './pricing.ts';
 import type { Mechanism } from './vocabulary.ts';
 
 /** A step's view of its run: the plan, the models, the mechanisms, and where refusals are recorded. */
@@ -38,7 +38,12 @@ export interface ValidatedAsk<S extends z.ZodType> {
  * exposure validator): a refused answer is recorded and asked again with the refusal named, up to
  * EXPOSURE_RETRIES times; then the step fails.
  */
-export async function askValidated<S extends z.ZodType>(ctx: StepContext, call: string, ask: ValidatedAsk<S>, check: (value: z.output<S>) => ExposureViolation[] = () => []): Promise<{ value: z.output<S>; model: string }> {
+export async function askValidated<S extends z.ZodType>(
+  ctx: StepContext,
+  call: string,
+  ask: ValidatedAsk<S>,
+  check: (value: z.output<S>) => ExposureViolation[] = () => [],
+): Promise<{ value: z.output<S>; model: string }> {
   const budget = callBudget(ctx, ask.action, ask.resolution);
   let feedback: string | null = null;
   for (let attempt = 0; ; attempt += 1) {

@@ -43,14 +43,22 @@ export function synthEntity(seed: string, timepoint: string, context: EntityCont
   const swing = 0.6 * context.intensity;
   const reply: EntityReply = {
     mood,
-    summary: words(`${entity.name}, ${mood}, ${action} as ${lower(context.situation)}${used[0] ? `, mindful that ${lower(used[0].text)}` : ''}.`, context.summaryWords),
+    summary: words(
+      `${entity.name}, ${mood}, ${action} as ${lower(context.situation)}${used[0] ? `, mindful that ${lower(used[0].text)}` : ''}.`,
+      context.summaryWords,
+    ),
     action: resolution >= 2 ? `${entity.name} ${action}` : null,
     public_action: random() > 0.25,
     deltas: { influence: (random() - 0.45) * swing, resolve: (random() - 0.45) * swing, resources: (random() - 0.5) * swing },
     uses_knowledge: resolution >= 2 ? used.map((fact) => fact.id) : [],
     observation: resolution >= 2 ? `${entity.name} concludes that ${lower(context.situation)} decides whether they can ${goal}` : null,
     tells: [],
-    stance: Object.fromEntries(context.others.map((other) => [other.id, other.trust + (random() - 0.5) * 0.3 - (context.intensity - 0.5) * 0.4 >= other.tension ? 'cooperate' : 'oppose'])),
+    stance: Object.fromEntries(
+      context.others.map((other) => [
+        other.id,
+        other.trust + (random() - 0.5) * 0.3 - (context.intensity - 0.5) * 0.4 >= other.tension ? 'cooperate' : 'oppose',
+      ]),
+    ),
     expectations: [],
     alternative: null,
     exertion: Math.round(random() * 100) / 100,
@@ -60,12 +68,25 @@ export function synthEntity(seed: string, timepoint: string, context: EntityCont
     const listener = [...context.others].sort((a, b) => b.trust - a.trust)[0];
     if (context.asks.tells && listener && used[0]) reply.tells = [{ to: listener.id, fact: used[0].id }];
   }
-  if (resolution >= 4) reply.reasoning = `${entity.name} weighs ${context.known.length} things known against the risk: ${used.map((fact) => lower(fact.text)).join('; ') || 'little is certain'}. The aim stays to ${goal}.`;
-  if (resolution >= 5) reply.monologue = `I am ${entity.name}, ${entity.role}. ${context.situation}. ${used.map((fact) => fact.text).join(' ')} If I do not ${goal}, who will? I feel ${mood}, and I will not let it show.`;
+  if (resolution >= 4)
+    reply.reasoning = `${entity.name} weighs ${context.known.length} things known against the risk: ${used.map((fact) => lower(fact.text)).join('; ') || 'little is certain'}. The aim stays to ${goal}.`;
+  if (resolution >= 5)
+    reply.monologue = `I am ${entity.name}, ${entity.role}. ${context.situation}. ${used.map((fact) => fact.text).join(' ')} If I do not ${goal}, who will? I feel ${mood}, and I will not let it show.`;
   if (context.asks.expectations) {
-    reply.expectations = context.others.slice(0, 2).map((other) => ({ about: other.id, prediction: reply.stance[other.id] === 'oppose' ? 'oppose' : 'cooperate', probability: Math.round((0.5 + random() * 0.4) * 100) / 100 }));
+    reply.expectations = context.others.slice(0, 2).map((other) => ({
+      about: other.id,
+      prediction: reply.stance[other.id] === 'oppose' ? 'oppose' : 'cooperate',
+      probability: Math.round((0.5 + random() * 0.4) * 100) / 100,
+    }));
   }
-  if (context.asks.alternative) reply.alternative = { action: `${entity.name} ${pick(random, VERBS.filter((verb) => !action.startsWith(verb)))} ${goal}`, probability: Math.round((0.15 + random() * 0.3) * 100) / 100 };
+  if (context.asks.alternative)
+    reply.alternative = {
+      action: `${entity.name} ${pick(
+        random,
+        VERBS.filter((verb) => !action.startsWith(verb)),
+      )} ${goal}`,
+      probability: Math.round((0.15 + random() * 0.3) * 100) / 100,
+    };
   return reply;
 }
 
@@ -90,8 +111,21 @@ export function synthScene(seed: string, context: SceneContext, attempt: number)
   const random = randomFor(seed, context.timepoint, 'scene', String(attempt));
   const reply: SceneReply = { atmosphere: null, dialog: [], causes: {}, spawn: null };
   if (context.asks.atmosphere) {
-    const light = context.hour < 6 || context.hour >= 21 ? 'lamplight against the dark' : context.hour < 10 ? 'pale morning light' : context.hour < 17 ? 'full daylight' : 'the long light of evening';
-    reply.atmosphere = { mood: context.tension > 0.6 ? 'charged' : context.tension > 0.35 ? 'uneasy' : 'measured', weather: pick(random, WEATHER), light, sounds: pick(random, SOUNDS), tension: Math.round(context.tension * 100) / 100 };
+    const light =
+      context.hour < 6 || context.hour >= 21
+        ? 'lamplight against the dark'
+        : context.hour < 10
+          ? 'pale morning light'
+          : context.hour < 17
+            ? 'full daylight'
+            : 'the long light of evening';
+    reply.atmosphere = {
+      mood: context.tension > 0.6 ? 'charged' : context.tension > 0.35 ? 'uneasy' : 'measured',
+      weather: pick(random, WEATHER),
+      light,
+      sounds: pick(random, SOUNDS),
+      tension: Math.round(context.tension * 100) / 100,
+    };
   }
   if (context.asks.dialog && context.speakers.length >= 2) {
     const known = new Map(context.speakers.map((speaker) => [speaker.id, new Set(speaker.known)]));

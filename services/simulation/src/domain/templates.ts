@@ -48,7 +48,13 @@ export const TemplateSchema = z.strictObject({
   /** Settings of the modes (each has defaults; a template sets those of its own mode). */
   modes: z
     .strictObject({
-      portal: z.strictObject({ outcome: z.string().min(1).max(400), depth: z.number().int().min(2).max(6).optional(), beam: z.number().int().min(1).max(4).optional() }).optional(),
+      portal: z
+        .strictObject({
+          outcome: z.string().min(1).max(400),
+          depth: z.number().int().min(2).max(6).optional(),
+          beam: z.number().int().min(1).max(4).optional(),
+        })
+        .optional(),
       branching: z.strictObject({ branch_at: z.number().int().min(1), intervention: z.string().min(1).max(400) }).optional(),
       cyclical: z.strictObject({ cycles: z.number().int().min(2).max(5), phases: z.array(z.string().min(1).max(120)).min(2).max(5) }).optional(),
       directorial: z.strictObject({ premise: z.string().min(1).max(400) }).optional(),
@@ -58,7 +64,6 @@ export const TemplateSchema = z.strictObject({
   cost_estimate_usd: z.strictObject({ '1': z.number(), '2': z.number(), '3': z.number(), '4': z.number(), '5': z.number() }),
 });
 export type Template = z.output<typeof TemplateSchema>;
-export type TemplateEntity = z.output<typeof TemplateEntitySchema>;
 
 /** Cross-references a schema cannot check: every id named exists, timepoint indexes are in range. */
 export function templateProblems(template: Template): string[] {
@@ -76,7 +81,8 @@ export function templateProblems(template: Template): string[] {
   template.timepoints.forEach((timepoint, index) => timepoint.present?.forEach((id) => named(id, `timepoint ${index}`)));
   const branchAt = template.modes.branching?.branch_at;
   if (branchAt !== undefined && branchAt >= template.timepoints.length) problems.push('branching.branch_at must name a timepoint before the last');
-  if (!template.entities.some((entity) => entity.kind !== 'person' && entity.kind !== 'group')) problems.push('no entity for M16 (a place, object, force or institution)');
+  if (!template.entities.some((entity) => entity.kind !== 'person' && entity.kind !== 'group'))
+    problems.push('no entity for M16 (a place, object, force or institution)');
   return problems;
 }
 
@@ -89,7 +95,9 @@ export class TemplateCatalog {
 
   /** Reads every `*.json` of `directory`; a file that does not parse or cross-check stops the service (it ships with it). */
   static load(directory: URL): TemplateCatalog {
-    const files = readdirSync(directory).filter((name) => name.endsWith('.json')).sort();
+    const files = readdirSync(directory)
+      .filter((name) => name.endsWith('.json'))
+      .sort();
     return new TemplateCatalog(
       files.map((name) => {
         const parsed = TemplateSchema.safeParse(JSON.parse(readFileSync(new URL(name, directory), 'utf8')));

@@ -1,23 +1,19 @@
-import type { z } from 'zod';
 import { estimateTokens } from '@tempora/kit/providers';
 import { dialogViolations, exposureViolations } from './exposure.ts';
-import { askValidated, callBudget, type StepContext } from './step-calls.ts';
 import { fidelityOf } from './fidelity.ts';
-import type { RunModels } from './model.ts';
-import type { Plan } from './plan.ts';
-import { ACTION_WEIGHT, maxTokensFor, modelFor, type Action } from './pricing.ts';
-import { EntityReplySchema, SceneReplySchema, type EntityReply, type SceneReply } from './replies.ts';
-import { synthEntity, synthScene, type EntityContext } from './synth.ts';
-import { isAnimate, STATE_VARIABLES, type Mechanism } from './vocabulary.ts';
+import { type EntityReply, EntityReplySchema, type SceneReply, SceneReplySchema } from './replies.ts';
+import { askValidated, type StepContext } from './step-calls.ts';
+import { type EntityContext, synthEntity, synthScene } from './synth.ts';
+import { isAnimate, type Mechanism, STATE_VARIABLES } from './vocabulary.ts';
 import {
   clamp01,
+  type DialogTurn,
+  type EntityRecord,
+  type EntityState,
   expose,
   knownFacts,
   relationship,
   round,
-  type DialogTurn,
-  type EntityRecord,
-  type EntityState,
   type TimepointRecord,
   type World,
   type WorldEvent,
@@ -87,7 +83,6 @@ interface Resolved {
 export async function resolveTimepoint(world: World, spec: TimepointSpec, ctx: StepContext): Promise<TimepointRecord> {
   const { plan } = ctx;
   const has = ctx.has;
-  const level = fidelityOf(plan.fidelity);
   const intensity = spec.intensity ?? 0.5;
   const actors = world.entities.filter((entity) => has('M16') || isAnimate(entity.kind));
   const previous = world.timepoints.at(-1);
@@ -138,14 +133,29 @@ export async function resolveTimepoint(world: World, spec: TimepointSpec, ctx: S
       const { value: reply, model } = await askValidated(
         ctx,
         `entity ${entity.id}`,
-        { action: 'entity', resolution, system: PERSONA, prompt: JSON.stringify(payload), schema: EntityReplySchema, offline: (attempt) => synthEntity(plan.seed, spec.id, context, attempt) },
+        {
+          action: 'entity',
+          resolution,
+          system: PERSONA,
+          prompt: JSON.stringify(payload),
+          schema: EntityReplySchema,
+          offline: (attempt) => synthEntity(plan.seed, spec.id, context, attempt),
+        },
         (value) => [
-          ...exposureViolations(world, [{ entity: entity.id, facts: [...value.uses_knowledge, ...value.tells.map((tell) => tell.fact)], where: 'entity answer' }]),
-          ...value.tells.filter((tell) => !validIds.has(tell.to)).map((tell) => ({ entity: entity.id, fact: tell.fact, where: `told to ${tell.to}`, reason: 'unknown fact' as const })),
+          ...exposureViolations(world, [
+            { entity: entity.id, facts: [...value.uses_knowledge, ...value.tells.map((tell) => tell.fact)], where: 'entity answer' },
+          ]),
+          ...value.tells
+            .filter((tell) => !validIds.has(tell.to))
+            .map((tell) => ({ entity: entity.id, fact: tell.fact, where: `told to ${tell.to}`, reason: 'unknown fact' as const })),
         ],
       );
       const compression = has('M6')
-        ? { digest: known.map((fact) => fact.id).join(','), full_tokens: estimateTokens(JSON.stringify(full)), compressed_tokens: estimateTokens(JSON.stringify(known)) }
+        ? {
+            digest: known.map((fact) => fact.id).join(','),
+            full_tokens: estimateTokens(JSON.stringify(full)),
+            compressed_tokens: estimateTokens(JSON.stringify(known)),
+          }
         : undefined;
       return { entity, reply, resolution, model, asleep: false, ...(compression ? { compression } : {}) };
     }),
@@ -200,7 +210,15 @@ export async function resolveTimepoint(world: World, spec: TimepointSpec, ctx: S
     states.push(state);
     if (reply?.action) {
       world.counters.events += 1;
-      events.push({ id: `${world.prefix}e${world.counters.events}`, timepoint: spec.id, step: ctx.step, actor: entity.id, text: reply.action, public: reply.public_action, confidence });
+      events.push({
+        id: `${world.prefix}e${world.counters.events}`,
+        timepoint: spec.id,
+        step: ctx.step,
+        actor: entity.id,
+        text: reply.action,
+        public: reply.public_action,
+        confidence,
+      });
     }
   }
 
@@ -235,7 +253,15 @@ export async function resolveTimepoint(world: World, spec: TimepointSpec, ctx: S
       world.counters.facts += 1;
       const id = `${world.prefix}f${world.counters.facts}`;
       world.facts[id] = { id, text: event.text, secret: false, origin: { entity: event.actor, timepoint: spec.id, step: ctx.step } };
-      for (const witness of onStage) expose(world, { entity: witness, fact: id, channel: witness === event.actor ? 'own' : 'witnessed', source: witness === event.actor ? null : event.actor, timepoint: spec.id, step: ctx.step });
+      for (const witness of onStage)
+        expose(world, {
+          entity: witness,
+          fact: id,
+          channel: witness === event.actor ? 'own' : 'witnessed',
+          source: witness === event.actor ? null : event.actor,
+          timepoint: spec.id,
+          step: ctx.step,
+        });
     }
     const pass = (from: string, to: string, fact: string, channel: 'told' | 'dialog') => {
       const pair = relationship(world, from, to);
@@ -275,7 +301,15 @@ export async function resolveTimepoint(world: World, spec: TimepointSpec, ctx: S
   if (has('M9') && scene?.spawn && world.counters.spawned === 0) {
     world.counters.spawned += 1;
     const id = `${world.prefix}spawned-${world.counters.spawned}`;
-    world.entities.push({ id, name: scene.spawn.name, role: scene.spawn.role, kind: 'person', importance: 'minor', goals: ['carry word faithfully'], spawned_at: spec.id });
+    world.entities.push({
+      id,
+      name: scene.spawn.name,
+      role: scene.spawn.role,
+      kind: 'person',
+      importance: 'minor',
+      goals: ['carry word faithfully'],
+      spawned_at: spec.id,
+    });
     for (const event of events.filter((item) => item.public)) {
       const fact = Object.values(world.facts).find((candidate) => candidate.origin.timepoint === spec.id && candidate.text === event.text);
       if (fact) expose(world, { entity: id, fact: fact.id, channel: 'witnessed', source: event.actor, timepoint: spec.id, step: ctx.step });
@@ -311,7 +345,14 @@ export async function resolveTimepoint(world: World, spec: TimepointSpec, ctx: S
 
 const needsSceneCall = (has: (m: Mechanism) => boolean) => has('M7') || has('M9') || has('M10') || has('M11');
 
-async function sceneCall(world: World, spec: TimepointSpec, ctx: StepContext, resolved: Resolved[], events: WorldEvent[], intensity: number): Promise<SceneReply> {
+async function sceneCall(
+  world: World,
+  spec: TimepointSpec,
+  ctx: StepContext,
+  resolved: Resolved[],
+  events: WorldEvent[],
+  intensity: number,
+): Promise<SceneReply> {
   const { plan, has } = ctx;
   const onStage = resolved.filter((item) => item.reply && isAnimate(item.entity.kind));
   const speakers = [...onStage]
@@ -319,7 +360,12 @@ async function sceneCall(world: World, spec: TimepointSpec, ctx: StepContext, re
     .map((item) => ({ id: item.entity.id, name: item.entity.name, known: knownFacts(world, item.entity.id) }));
   const tension = spec.intensity ?? round(world.relationships.reduce((sum, pair) => sum + pair.tension, 0) / Math.max(world.relationships.length, 1), 2);
   const earlier = world.timepoints.at(-1)?.events ?? [];
-  const asks = { atmosphere: has('M10'), dialog: has('M11'), causes: has('M7'), spawn: has('M9') && world.counters.spawned === 0 && spec.index === Math.floor((plan.scenario?.timepoints.length ?? 5) / 2) };
+  const asks = {
+    atmosphere: has('M10'),
+    dialog: has('M11'),
+    causes: has('M7'),
+    spawn: has('M9') && world.counters.spawned === 0 && spec.index === Math.floor((plan.scenario?.timepoints.length ?? 5) / 2),
+  };
   const turns = fidelityOf(plan.fidelity).dialogTurns;
   const prompt = JSON.stringify({
     moment: `${spec.label} (${spec.time}), hour ${spec.hour}${spec.guidance ? `. ${spec.guidance}` : ''}`,
@@ -345,11 +391,29 @@ async function sceneCall(world: World, spec: TimepointSpec, ctx: StepContext, re
       prompt,
       schema: SceneReplySchema,
       offline: (attempt) =>
-        synthScene(plan.seed, { timepoint: spec.id, hour: spec.hour, label: spec.label, speakers, events, earlier, turns, tension: spec.intensity ?? intensity, spreads: has('M3'), asks, factText: (id) => world.facts[id]!.text }, attempt),
+        synthScene(
+          plan.seed,
+          {
+            timepoint: spec.id,
+            hour: spec.hour,
+            label: spec.label,
+            speakers,
+            events,
+            earlier,
+            turns,
+            tension: spec.intensity ?? intensity,
+            spreads: has('M3'),
+            asks,
+            factText: (id) => world.facts[id]!.text,
+          },
+          attempt,
+        ),
     },
     (answer) => [
       ...dialogViolations(world, answer.dialog, speakerIds, has('M3')),
-      ...answer.dialog.filter((turn) => !speakerIds.includes(turn.speaker)).map((turn) => ({ entity: turn.speaker, fact: turn.reveals ?? '-', where: 'dialog speaker not on stage', reason: 'not exposed' as const })),
+      ...answer.dialog
+        .filter((turn) => !speakerIds.includes(turn.speaker))
+        .map((turn) => ({ entity: turn.speaker, fact: turn.reveals ?? '-', where: 'dialog speaker not on stage', reason: 'not exposed' as const })),
       ...Object.values(answer.causes)
         .flat()
         .filter((id) => !eventIds.has(id))

@@ -1,7 +1,8 @@
 import { defineAccountDataRoutes, type RouteDefinition } from '@tempora/kit/http';
 import type { AccountData } from '../account-data.ts';
 
-const who = 'Only the service key without X-User-ID (the gateway, for the account it deletes or exports): 401 without it, 403 with X-User-ID or another credential.';
+const who =
+  'Only the service key without X-User-ID (the gateway, for the account it deletes or exports): 401 without it, 403 with X-User-ID or another credential.';
 
 /** The account-data contract (services/kit/src/http/account-data.ts): the gateway deletes and exports an account here. */
 export function accountDataRoutes(accounts: AccountData): RouteDefinition[] {
@@ -11,7 +12,8 @@ export function accountDataRoutes(accounts: AccountData): RouteDefinition[] {
     readers: (userId) => accounts.readers(userId),
     describe: {
       deletion: {
-        summary: 'Delete everything held of a user: runs (prompts, plans, results), steps, metered calls, idempotency keys, the ledger of budgets scoped to the account',
+        summary:
+          'Delete everything held of a user: runs (prompts, plans, results), steps, metered calls, idempotency keys, the ledger of budgets scoped to the account',
         description: `${who} Runs in flight are ended first (their budgets settled at what they spent) and stopped wherever they execute; nothing of them is written back. Idempotent: a second call answers zero counts.`,
       },
       export: {

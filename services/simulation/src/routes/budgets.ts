@@ -1,5 +1,5 @@
+import { defineRoute, listEnvelope, notFound, Problem, pageQuery, type RouteDefinition } from '@tempora/kit/http';
 import { z } from 'zod';
-import { listEnvelope, pageQuery, defineRoute, notFound, Problem, type RouteDefinition } from '@tempora/kit/http';
 import { ANY_CALLER, callerOf, requireServiceLevel } from '../auth.ts';
 import { microsToUsd } from '../domain/budgets.ts';
 import { BudgetViewSchema } from '../schemas.ts';
@@ -20,37 +20,64 @@ export function budgetRoutes(deps: RouteDeps): RouteDefinition[] {
       path: '/api/v1/simulations/budgets',
       operationId: 'listSimulationBudgets',
       summary: 'Every SimulationBudget in force: spent, reserved and remaining in its current period (for services: the operator reads this)',
-      description: 'Only for a service acting as itself (X-Service-Key without X-User-ID, or a service token). In the list envelope, ordered by name. `errors` names budget files that did not parse (each keeps its last good version).',
+      description:
+        'Only for a service acting as itself (X-Service-Key without X-User-ID, or a service token). In the list envelope, ordered by name. `errors` names budget files that did not parse (each keeps its last good version).',
       tags: ['budgets'],
       security: ANY_CALLER,
       query: pageQuery(100, 500),
       responses: {
-        200: { description: 'The budgets', schema: listEnvelope(BudgetViewSchema).extend({ errors: z.array(z.object({ budget: z.string(), error: z.string() })), loaded_at: z.string().nullable() }) },
+        200: {
+          description: 'The budgets',
+          schema: listEnvelope(BudgetViewSchema).extend({
+            errors: z.array(z.object({ budget: z.string(), error: z.string() })),
+            loaded_at: z.string().nullable(),
+          }),
+        },
         403: { description: 'Not a service acting as itself' },
       },
       handler: async (ctx, { query }) => {
         requireServiceLevel(callerOf(ctx));
         const all = budgets.all;
         const items = await Promise.all(all.slice(query.offset, query.offset + query.limit).map((budget) => simulations.budgetStatus(budget)));
-        return { items, total: all.length, limit: query.limit, offset: query.offset, errors: budgets.errors, loaded_at: budgets.loadedAt?.toISOString() ?? null };
+        return {
+          items,
+          total: all.length,
+          limit: query.limit,
+          offset: query.offset,
+          errors: budgets.errors,
+          loaded_at: budgets.loadedAt?.toISOString() ?? null,
+        };
       },
     }),
     defineRoute({
       method: 'get',
       path: '/api/v1/simulations/budgets/{name}',
       operationId: 'getSimulationBudget',
-      summary: 'One budget\'s standing, in its current period or in `period`',
+      summary: "One budget's standing, in its current period or in `period`",
       tags: ['budgets'],
       security: ANY_CALLER,
       params: z.object({ name: z.string().min(1).max(253) }),
-      query: z.object({ period: z.string().regex(/^\d{4}-\d{2}(-\d{2})?$/).optional().meta({ description: 'YYYY-MM-DD (daily budgets) or YYYY-MM (monthly)' }) }),
-      responses: { 200: { description: 'The budget', schema: BudgetViewSchema }, 403: { description: 'Not a service acting as itself' }, 404: { description: 'No such budget' }, 422: { description: 'A period of the wrong form for the budget' } },
+      query: z.object({
+        period: z
+          .string()
+          .regex(/^\d{4}-\d{2}(-\d{2})?$/)
+          .optional()
+          .meta({ description: 'YYYY-MM-DD (daily budgets) or YYYY-MM (monthly)' }),
+      }),
+      responses: {
+        200: { description: 'The budget', schema: BudgetViewSchema },
+        403: { description: 'Not a service acting as itself' },
+        404: { description: 'No such budget' },
+        422: { description: 'A period of the wrong form for the budget' },
+      },
       handler: async (ctx, { params, query }) => {
         requireServiceLevel(callerOf(ctx));
         const budget = budgets.get(params.name);
         if (!budget) throw notFound(`no budget ${params.name}`);
         if (query.period && query.period.length !== (budget.period === 'daily' ? 10 : 7)) {
-          throw new Problem(422, `budget ${budget.name} is ${budget.period}: its periods are ${budget.period === 'daily' ? 'YYYY-MM-DD' : 'YYYY-MM'}`, { errors: [{ path: 'query.period', message: 'wrong form for this budget' }] });
+          throw new Problem(422, `budget ${budget.name} is ${budget.period}: its periods are ${budget.period === 'daily' ? 'YYYY-MM-DD' : 'YYYY-MM'}`, {
+            errors: [{ path: 'query.period', message: 'wrong form for this budget' }],
+          });
         }
         return simulations.budgetStatus(budget, query.period);
       },
@@ -60,7 +87,7 @@ export function budgetRoutes(deps: RouteDeps): RouteDefinition[] {
       path: '/api/v1/simulations/usage',
       operationId: 'getSimulationUsage',
       summary: 'Usage: runs, dollars, tokens and calls by model, between two dates',
-      description: 'The caller\'s own usage. A service acting as itself may ask for any `user`, for a `budget` (the runs charged to it), or for everyone.',
+      description: "The caller's own usage. A service acting as itself may ask for any `user`, for a `budget` (the runs charged to it), or for everyone.",
       tags: ['budgets'],
       security: ANY_CALLER,
       query: z.object({
@@ -69,7 +96,11 @@ export function budgetRoutes(deps: RouteDeps): RouteDefinition[] {
         user: z.string().min(1).max(128).optional(),
         budget: z.string().min(1).max(253).optional(),
       }),
-      responses: { 200: { description: 'The usage' }, 403: { description: 'Another user\'s or a budget\'s usage asked for by a caller that is not a service' }, 422: { description: '`from` not before `to`' } },
+      responses: {
+        200: { description: 'The usage' },
+        403: { description: "Another user's or a budget's usage asked for by a caller that is not a service" },
+        422: { description: '`from` not before `to`' },
+      },
       handler: async (ctx, { query }) => {
         const caller = callerOf(ctx);
         if ((query.user && query.user !== caller.owner) || query.budget) requireServiceLevel(caller);

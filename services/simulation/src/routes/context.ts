@@ -1,11 +1,11 @@
-import type { Context } from 'koa';
 import { notFound } from '@tempora/kit/http';
+import type { Context } from 'koa';
+import { callerOf } from '../auth.ts';
 import type { BudgetSource } from '../budget-source.ts';
 import type { TemplateCatalog } from '../domain/templates.ts';
 import type { RunRow, SimulationRepository } from '../repository.ts';
 import type { Runner } from '../runner.ts';
 import type { Simulations } from '../simulations.ts';
-import { callerOf } from '../auth.ts';
 
 export interface RouteDeps {
   simulations: Simulations;

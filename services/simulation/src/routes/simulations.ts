@@ -1,12 +1,28 @@
+import {
+  conflict,
+  defineRoute,
+  IdempotencyKeySchema,
+  idempotencyKeyReused,
+  linksTo,
+  listEnvelope,
+  openEventStream,
+  Problem,
+  pageQuery,
+  type RouteDefinition,
+  requirePricedAs,
+  ServerSentEventSchema,
+  simulationOperation,
+  toProblem,
+  unprocessable,
+} from '@tempora/kit/http';
 import { z } from 'zod';
-import { listEnvelope, pageQuery, conflict, defineRoute, idempotencyKeyReused, IdempotencyKeySchema, linksTo, openEventStream, Problem, requirePricedAs, ServerSentEventSchema, simulationOperation, toProblem, unprocessable, type RouteDefinition } from '@tempora/kit/http';
 import { ANY_CALLER, callerOf, requirePaidStart } from '../auth.ts';
 import { microsToUsd } from '../domain/budgets.ts';
 import { BudgetRefused, TERMINAL } from '../repository.ts';
 import { RunSchema, SimulateRequestSchema } from '../schemas.ts';
 import { IdempotencyKeyReused, UnknownTemplate } from '../simulations.ts';
 import { runTdf, runView, stepView } from '../views.ts';
-import { runAgain, visibleRun, type RouteDeps } from './context.ts';
+import { type RouteDeps, runAgain, visibleRun } from './context.ts';
 
 const idParams = z.object({ id: z.uuid() });
 const RUN_STATUSES = ['queued', 'running', 'completed', 'stopped', 'cancelled', 'failed'] as const;
@@ -15,7 +31,10 @@ const runLinks = linksTo({ id: '$response.body#/id' }, 'getSimulation', 'getSimu
 /** What a creation's answer carries besides the run. */
 const createdHeaders = z.object({
   Location: z.string().meta({ description: 'the run' }),
-  'Idempotent-Replayed': z.literal('true').optional().meta({ description: 'present on the answer to a retry under an Idempotency-Key: the run that key started' }),
+  'Idempotent-Replayed': z
+    .literal('true')
+    .optional()
+    .meta({ description: 'present on the answer to a retry under an Idempotency-Key: the run that key started' }),
 });
 
 export function simulationRoutes(deps: RouteDeps): RouteDefinition[] {
@@ -27,17 +46,30 @@ export function simulationRoutes(deps: RouteDeps): RouteDefinition[] {
       operationId: 'simulate',
       summary: 'Start a simulation run',
       description:
-        'Starting a run is paid: the gateway charges it, then calls with its service key and the user\'s X-User-ID (so does the conductor); a service acting as itself may start runs too. A user\'s own access token or the simulation API key may read runs but not start one (403 naming the gateway\'s `/api/v1/simulate`). Answers 202 with the run (queued), its cost estimate and its links at once; `wait=N` holds the answer up to N seconds (at most MAX_WAIT_SECONDS) and answers 200 if the run ended by then. The estimate is reserved against every SimulationBudget that covers the run (global, its account, its template, its mode); a budget without room refuses it with 402 naming the budget and what it has left. With an `Idempotency-Key` (draft-ietf-httpapi-idempotency-key-header), a request arriving while another with its key is being created waits for it and gets its run; a replay is answered as a creation is (202, or 200 with `wait` once the run ended; the run as it stands now; Location).',
+        "Starting a run is paid: the gateway charges it, then calls with its service key and the user's X-User-ID (so does the conductor); a service acting as itself may start runs too. A user's own access token or the simulation API key may read runs but not start one (403 naming the gateway's `/api/v1/simulate`). Answers 202 with the run (queued), its cost estimate and its links at once; `wait=N` holds the answer up to N seconds (at most MAX_WAIT_SECONDS) and answers 200 if the run ended by then. The estimate is reserved against every SimulationBudget that covers the run (global, its account, its template, its mode); a budget without room refuses it with 402 naming the budget and what it has left. With an `Idempotency-Key` (draft-ietf-httpapi-idempotency-key-header), a request arriving while another with its key is being created waits for it and gets its run; a replay is answered as a creation is (202, or 200 with `wait` once the run ended; the run as it stands now; Location).",
       tags: ['simulations'],
       security: ANY_CALLER,
-      query: z.object({ wait: z.coerce.number().int().min(0).max(deps.maxWaitSeconds).default(0).meta({ description: `seconds to wait for the run to end, 0 to ${deps.maxWaitSeconds}` }) }),
+      query: z.object({
+        wait: z.coerce
+          .number()
+          .int()
+          .min(0)
+          .max(deps.maxWaitSeconds)
+          .default(0)
+          .meta({ description: `seconds to wait for the run to end, 0 to ${deps.maxWaitSeconds}` }),
+      }),
       headers: z.object({ 'idempotency-key': IdempotencyKeySchema.optional().meta({ description: IdempotencyKeySchema.description }) }),
       body: SimulateRequestSchema,
       responses: {
-        202: { description: 'The run (queued or running when created; as it stands now on a replay, marked `Idempotent-Replayed: true`)', schema: RunSchema, links: runLinks, headers: createdHeaders },
+        202: {
+          description: 'The run (queued or running when created; as it stands now on a replay, marked `Idempotent-Replayed: true`)',
+          schema: RunSchema,
+          links: runLinks,
+          headers: createdHeaders,
+        },
         200: { description: 'With `wait`: the run, ended', schema: RunSchema, links: runLinks, headers: createdHeaders },
-        402: { description: 'A budget has no room for the run\'s estimate (`budget`, `period`, `remaining_usd`, `needed_usd`)' },
-        403: { description: 'A user\'s access token or the simulation API key: starts are paid, through the gateway' },
+        402: { description: "A budget has no room for the run's estimate (`budget`, `period`, `remaining_usd`, `needed_usd`)" },
+        403: { description: "A user's access token or the simulation API key: starts are paid, through the gateway" },
         422: { description: 'An invalid field, an unknown template, an invalid Idempotency-Key, or one already used with a different request' },
       },
       handler: async (ctx, { body, query, headers }) => {
@@ -54,7 +86,12 @@ export function simulationRoutes(deps: RouteDeps): RouteDefinition[] {
             throw new Problem(402, error.message, {
               title: 'Budget exhausted',
               type: 'https://tempora.dev/problems/budget-exhausted',
-              extensions: { budget: error.budget, period: error.period, remaining_usd: microsToUsd(error.remainingMicros), needed_usd: microsToUsd(error.neededMicros) },
+              extensions: {
+                budget: error.budget,
+                period: error.period,
+                remaining_usd: microsToUsd(error.remainingMicros),
+                needed_usd: microsToUsd(error.neededMicros),
+              },
             });
           }
           throw error;
@@ -93,7 +130,7 @@ export function simulationRoutes(deps: RouteDeps): RouteDefinition[] {
       tags: ['simulations'],
       security: ANY_CALLER,
       params: idParams,
-      responses: { 200: { description: 'The run with its steps', schema: RunSchema }, 404: { description: 'No such run (or not the caller\'s)' } },
+      responses: { 200: { description: 'The run with its steps', schema: RunSchema }, 404: { description: "No such run (or not the caller's)" } },
       handler: async (ctx, { params }) => {
         const row = await visibleRun(ctx, deps, params.id);
         return { ...runView(row), steps: (await repository.steps(row.id)).map(stepView) };
@@ -105,15 +142,25 @@ export function simulationRoutes(deps: RouteDeps): RouteDefinition[] {
       operationId: 'getSimulationResult',
       summary: 'The result of an ended run, or its TDF record (`format=tdf`)',
       description:
-        'Entity states per timepoint, the relationship graph over time, dialog, causal provenance, knowledge and exposures, confidence per item and per run, cost and tokens, and the mode\'s own section (`timeline`, `portal`, `branching`, `cycles`, `acts`). A run that stopped at its maximum or was cancelled has its partial result, marked in `partial`. 409 while the run has not ended.',
+        "Entity states per timepoint, the relationship graph over time, dialog, causal provenance, knowledge and exposures, confidence per item and per run, cost and tokens, and the mode's own section (`timeline`, `portal`, `branching`, `cycles`, `acts`). A run that stopped at its maximum or was cancelled has its partial result, marked in `partial`. 409 while the run has not ended.",
       tags: ['simulations'],
       security: ANY_CALLER,
       params: idParams,
-      query: z.object({ format: z.enum(['json', 'tdf']).default('json').meta({ description: '`tdf`: the TDF envelope (RFC 8785 canonical JSON, SHA-256), as the graph service exports' }) }),
-      responses: { 200: { description: 'The result, or its TDF record' }, 404: { description: 'No such run' }, 409: { description: 'The run has not ended, or ended with no result' } },
+      query: z.object({
+        format: z
+          .enum(['json', 'tdf'])
+          .default('json')
+          .meta({ description: '`tdf`: the TDF envelope (RFC 8785 canonical JSON, SHA-256), as the graph service exports' }),
+      }),
+      responses: {
+        200: { description: 'The result, or its TDF record' },
+        404: { description: 'No such run' },
+        409: { description: 'The run has not ended, or ended with no result' },
+      },
       handler: async (ctx, { params, query }) => {
         const row = await visibleRun(ctx, deps, params.id);
-        if (!TERMINAL.includes(row.status)) throw conflict(`simulation ${row.id} is ${row.status} (${row.steps_done} of ${row.steps_total} steps); its result exists once it ends`);
+        if (!TERMINAL.includes(row.status))
+          throw conflict(`simulation ${row.id} is ${row.status} (${row.steps_done} of ${row.steps_total} steps); its result exists once it ends`);
         if (!row.result) throw conflict(`simulation ${row.id} ${row.status} before it produced anything${row.error ? `: ${row.error.detail}` : ''}`);
         if (query.format === 'tdf') return runTdf(row, deps.version);
         return { run: runView(row), result: row.result };
@@ -129,7 +176,10 @@ export function simulationRoutes(deps: RouteDeps): RouteDefinition[] {
       tags: ['simulations'],
       security: ANY_CALLER,
       params: idParams,
-      responses: { 200: { description: 'text/event-stream', contentType: 'text/event-stream', schema: ServerSentEventSchema }, 404: { description: 'No such run' } },
+      responses: {
+        200: { description: 'text/event-stream', contentType: 'text/event-stream', schema: ServerSentEventSchema },
+        404: { description: 'No such run' },
+      },
       handler: async (ctx, { params }) => {
         const first = await visibleRun(ctx, deps, params.id);
         const stream = openEventStream(ctx, { heartbeatMs: deps.heartbeatMs });
@@ -185,15 +235,24 @@ export function simulationRoutes(deps: RouteDeps): RouteDefinition[] {
       path: '/api/v1/simulations/{id}/cancel',
       operationId: 'cancelSimulation',
       summary: 'Cancel a run',
-      description: 'The model call in flight is aborted; the run ends `cancelled` with the steps it completed as its partial result, and its budgets are settled at what it spent. 409 when it has already ended.',
+      description:
+        'The model call in flight is aborted; the run ends `cancelled` with the steps it completed as its partial result, and its budgets are settled at what it spent. 409 when it has already ended.',
       tags: ['simulations'],
       security: ANY_CALLER,
       params: idParams,
-      query: z.object({ wait: z.coerce.number().int().min(0).max(deps.maxWaitSeconds).default(5).meta({ description: 'seconds to wait for the run to end (default 5)' }) }),
-      responses: { 202: { description: 'Cancellation requested; the run is ending', schema: RunSchema }, 200: { description: 'The run, cancelled', schema: RunSchema }, 404: { description: 'No such run' }, 409: { description: 'The run has already ended' } },
+      query: z.object({
+        wait: z.coerce.number().int().min(0).max(deps.maxWaitSeconds).default(5).meta({ description: 'seconds to wait for the run to end (default 5)' }),
+      }),
+      responses: {
+        202: { description: 'Cancellation requested; the run is ending', schema: RunSchema },
+        200: { description: 'The run, cancelled', schema: RunSchema },
+        404: { description: 'No such run' },
+        409: { description: 'The run has already ended' },
+      },
       handler: async (ctx, { params, query }) => {
         const row = await visibleRun(ctx, deps, params.id);
-        if (TERMINAL.includes(row.status) || !(await runner.cancel(row.id))) throw conflict(`simulation ${row.id} has already ended (${(await runAgain(deps, row.id)).status})`);
+        if (TERMINAL.includes(row.status) || !(await runner.cancel(row.id)))
+          throw conflict(`simulation ${row.id} has already ended (${(await runAgain(deps, row.id)).status})`);
         if (query.wait > 0) await simulations.waitFor(row.id, query.wait * 1000);
         const now = await runAgain(deps, row.id);
         ctx.status = TERMINAL.includes(now.status) ? 200 : 202;

@@ -1,9 +1,12 @@
+import { defineRoute, listEnvelope, notFound, pageQuery, type RouteDefinition } from '@tempora/kit/http';
 import { z } from 'zod';
-import { listEnvelope, pageQuery, defineRoute, notFound, type RouteDefinition } from '@tempora/kit/http';
 import { templateSummary } from '../views.ts';
 import type { RouteDeps } from './context.ts';
 
-const TemplateSummarySchema = z.object({ id: z.string(), title: z.string(), mode: z.string(), domain: z.string(), tier: z.string(), cost_estimate_usd: z.record(z.string(), z.number()) }).passthrough().meta({ id: 'SimulationTemplateSummary' });
+const TemplateSummarySchema = z
+  .object({ id: z.string(), title: z.string(), mode: z.string(), domain: z.string(), tier: z.string(), cost_estimate_usd: z.record(z.string(), z.number()) })
+  .passthrough()
+  .meta({ id: 'SimulationTemplateSummary' });
 
 /** The templates are public: they describe what can be run, not anyone's runs. */
 export function templateRoutes(deps: RouteDeps): RouteDefinition[] {
@@ -18,13 +21,30 @@ export function templateRoutes(deps: RouteDeps): RouteDefinition[] {
       tags: ['templates'],
       // Default above the 21 templates: a client that does not page still gets them all.
       query: pageQuery(50, 100).extend({
-        mode: z.preprocess((value) => (typeof value === 'string' ? value.toUpperCase() : value), z.enum(['FORWARD', 'PORTAL', 'BRANCHING', 'CYCLICAL', 'DIRECTORIAL'])).optional(),
+        mode: z
+          .preprocess(
+            (value) => (typeof value === 'string' ? value.toUpperCase() : value),
+            z.enum(['FORWARD', 'PORTAL', 'BRANCHING', 'CYCLICAL', 'DIRECTORIAL']),
+          )
+          .optional(),
         domain: z.enum(['history', 'business', 'science']).optional(),
       }),
-      responses: { 200: { description: 'The templates (filtered by mode or domain when asked), one page of them', schema: listEnvelope(TemplateSummarySchema).meta({ id: 'SimulationTemplateList' }) } },
+      responses: {
+        200: {
+          description: 'The templates (filtered by mode or domain when asked), one page of them',
+          schema: listEnvelope(TemplateSummarySchema).meta({ id: 'SimulationTemplateList' }),
+        },
+      },
       handler: (_ctx, { query }) => {
-        const matching = deps.catalog.list().filter((template) => (!query.mode || template.mode === query.mode) && (!query.domain || template.domain === query.domain));
-        return { items: matching.slice(query.offset, query.offset + query.limit).map(templateSummary), total: matching.length, limit: query.limit, offset: query.offset };
+        const matching = deps.catalog
+          .list()
+          .filter((template) => (!query.mode || template.mode === query.mode) && (!query.domain || template.domain === query.domain));
+        return {
+          items: matching.slice(query.offset, query.offset + query.limit).map(templateSummary),
+          total: matching.length,
+          limit: query.limit,
+          offset: query.offset,
+        };
       },
     }),
     defineRoute({

@@ -13,7 +13,8 @@ interface BranchingState {
 
 const branchAtOf = (scenario: { modes: { branching?: { branch_at: number } }; timepoints: unknown[] }) =>
   Math.min(scenario.modes.branching?.branch_at ?? Math.floor(scenario.timepoints.length / 2), scenario.timepoints.length - 1);
-const interventionOf = (scenario: { modes: { branching?: { intervention: string } }; title: string }) => scenario.modes.branching?.intervention ?? `What if ${scenario.title} had gone the other way?`;
+const interventionOf = (scenario: { modes: { branching?: { intervention: string } }; title: string }) =>
+  scenario.modes.branching?.intervention ?? `What if ${scenario.title} had gone the other way?`;
 
 const mean = (values: number[]) => (values.length ? round(values.reduce((sum, value) => sum + value, 0) / values.length) : 0);
 
@@ -50,8 +51,14 @@ export const branching: ModeAlgorithm<BranchingState> = {
       if (index === state.branchAt) {
         const copy = clone(state.baseline);
         copy.prefix = 'cf-';
-        copy.facts.intervention = { id: 'intervention', text: intervention, secret: false, origin: { entity: null, timepoint: `cf-t${index + 1}`, step: ctx.step } };
-        for (const entity of copy.entities) expose(copy, { entity: entity.id, fact: 'intervention', channel: 'witnessed', source: null, timepoint: `cf-t${index + 1}`, step: ctx.step });
+        copy.facts.intervention = {
+          id: 'intervention',
+          text: intervention,
+          secret: false,
+          origin: { entity: null, timepoint: `cf-t${index + 1}`, step: ctx.step },
+        };
+        for (const entity of copy.entities)
+          expose(copy, { entity: entity.id, fact: 'intervention', channel: 'witnessed', source: null, timepoint: `cf-t${index + 1}`, step: ctx.step });
         state.counterfactual = copy;
       }
       const baselinePrevious = state.baseline.timepoints.at(-1)?.id ?? null;
@@ -61,13 +68,23 @@ export const branching: ModeAlgorithm<BranchingState> = {
         work.push(
           resolveTimepoint(
             state.counterfactual,
-            { ...spec, id: `cf-t${index + 1}`, follows: counterfactualPrevious, guidance: `Counterfactual: ${intervention}`, direction: { timeline: 'counterfactual', intervention } },
+            {
+              ...spec,
+              id: `cf-t${index + 1}`,
+              follows: counterfactualPrevious,
+              guidance: `Counterfactual: ${intervention}`,
+              direction: { timeline: 'counterfactual', intervention },
+            },
             ctx,
           ),
         );
       }
       const records = await Promise.all(work);
-      return { kind: records.length > 1 ? 'branch-timepoint' : 'timepoint', label: timepoint.label, detail: { timepoints: records.map((record) => record.id) } };
+      return {
+        kind: records.length > 1 ? 'branch-timepoint' : 'timepoint',
+        label: timepoint.label,
+        detail: { timepoints: records.map((record) => record.id) },
+      };
     }
     const baseline = metrics(state.baseline);
     const counterfactual = metrics(state.counterfactual!);
@@ -82,7 +99,12 @@ export const branching: ModeAlgorithm<BranchingState> = {
       .filter((row): row is NonNullable<typeof row> => row !== null)
       .sort((a, b) => b.distance - a.distance);
     state.comparison = {
-      metrics: Object.keys(baseline).map((metric) => ({ metric, baseline: baseline[metric], counterfactual: counterfactual[metric], delta: round(counterfactual[metric]! - baseline[metric]!) })),
+      metrics: Object.keys(baseline).map((metric) => ({
+        metric,
+        baseline: baseline[metric],
+        counterfactual: counterfactual[metric],
+        delta: round(counterfactual[metric]! - baseline[metric]!),
+      })),
       divergent_entities: divergent,
     };
     return { kind: 'comparison', label: 'baseline and counterfactual compared', detail: { metrics: Object.keys(baseline).length } };
@@ -94,7 +116,10 @@ export const branching: ModeAlgorithm<BranchingState> = {
         branch_point: { index: state.branchAt, timepoint: branchId, follows: state.baseline.timepoints[state.branchAt - 1]?.id ?? null },
         intervention: interventionOf(scenario),
         baseline: state.baseline.timepoints.map((timepoint) => timepoint.id),
-        counterfactual: [...state.baseline.timepoints.slice(0, state.branchAt).map((timepoint) => timepoint.id), ...(state.counterfactual?.timepoints.slice(state.branchAt).map((timepoint) => timepoint.id) ?? [])],
+        counterfactual: [
+          ...state.baseline.timepoints.slice(0, state.branchAt).map((timepoint) => timepoint.id),
+          ...(state.counterfactual?.timepoints.slice(state.branchAt).map((timepoint) => timepoint.id) ?? []),
+        ],
         comparison: state.comparison,
       },
     };
@@ -102,7 +127,11 @@ export const branching: ModeAlgorithm<BranchingState> = {
   worlds(state) {
     if (!state.counterfactual) return [{ name: 'baseline', world: state.baseline }];
     // The copy repeats the baseline up to the branch point: only its own timepoints are reported for it.
-    const own = { ...state.counterfactual, timepoints: state.counterfactual.timepoints.slice(state.branchAt), exposures: state.counterfactual.exposures.filter((exposure) => exposure.timepoint?.startsWith('cf-')) };
+    const own = {
+      ...state.counterfactual,
+      timepoints: state.counterfactual.timepoints.slice(state.branchAt),
+      exposures: state.counterfactual.exposures.filter((exposure) => exposure.timepoint?.startsWith('cf-')),
+    };
     return [
       { name: 'baseline', world: state.baseline },
       { name: 'counterfactual', world: own },

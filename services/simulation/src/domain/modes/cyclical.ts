@@ -1,4 +1,4 @@
-import { timepointWeight, type Scenario } from '../plan.ts';
+import { type Scenario, timepointWeight } from '../plan.ts';
 import { resolveTimepoint } from '../timepoint.ts';
 import { STATE_VARIABLES } from '../vocabulary.ts';
 import { createWorld, round, type TimepointRecord, type World } from '../world.ts';
@@ -90,7 +90,9 @@ export const cyclical: ModeAlgorithm<CyclicalState> = {
       const occurrences = timepoints.filter((timepoint) => timepoint.direction?.phase === index + 1);
       const actors = new Map<string, string[]>();
       for (const timepoint of occurrences) for (const event of timepoint.events) actors.set(event.actor, [...(actors.get(event.actor) ?? []), timepoint.id]);
-      return [...actors.entries()].filter(([, seen]) => seen.length > 1).map(([actor, seen]) => ({ phase: phase.label, element: actor, kind: 'actor', occurrences: seen }));
+      return [...actors.entries()]
+        .filter(([, seen]) => seen.length > 1)
+        .map(([actor, seen]) => ({ phase: phase.label, element: actor, kind: 'actor', occurrences: seen }));
     });
     return { cycles, recurring_elements: recurring, loop: state.loop };
   },

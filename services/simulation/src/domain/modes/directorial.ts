@@ -1,7 +1,7 @@
 import { timepointWeight } from '../plan.ts';
-import { DirectorReplySchema, type DirectorReply } from '../replies.ts';
-import { randomFor } from '../synth.ts';
+import { type DirectorReply, DirectorReplySchema } from '../replies.ts';
 import { askValidated } from '../step-calls.ts';
+import { randomFor } from '../synth.ts';
 import { resolveTimepoint } from '../timepoint.ts';
 import { createWorld, round, type World } from '../world.ts';
 import type { ModeAlgorithm } from './types.ts';
@@ -34,12 +34,23 @@ export const directorial: ModeAlgorithm<DirectorialState> = {
       const { value } = await askValidated(ctx, 'director', {
         action: 'director',
         resolution: ctx.plan.fidelity,
-        system: 'You are the director of a dramatised historical simulation. Plan exactly five acts (Exposition, Rising action, Climax, Falling action, Resolution), each with a one-sentence beat and a dramatic tension from 0 to 1. Answer with one JSON object only.',
-        prompt: JSON.stringify({ premise, moments: scenario.timepoints.map((timepoint) => timepoint.label), entities: scenario.entities.map((entity) => entity.name) }),
+        system:
+          'You are the director of a dramatised historical simulation. Plan exactly five acts (Exposition, Rising action, Climax, Falling action, Resolution), each with a one-sentence beat and a dramatic tension from 0 to 1. Answer with one JSON object only.',
+        prompt: JSON.stringify({
+          premise,
+          moments: scenario.timepoints.map((timepoint) => timepoint.label),
+          entities: scenario.entities.map((entity) => entity.name),
+        }),
         schema: DirectorReplySchema,
         offline: () => {
           const random = randomFor(ctx.plan.seed, 'director');
-          return { acts: ACTS.map((name, act) => ({ name, beat: `${name}: ${scenario.timepoints[Math.min(scenario.timepoints.length - 1, Math.round((act * (scenario.timepoints.length - 1)) / 4))]!.label}`, tension: round(ARC[act]! + (random() - 0.5) * 0.1, 2) })) };
+          return {
+            acts: ACTS.map((name, act) => ({
+              name,
+              beat: `${name}: ${scenario.timepoints[Math.min(scenario.timepoints.length - 1, Math.round((act * (scenario.timepoints.length - 1)) / 4))]!.label}`,
+              tension: round(ARC[act]! + (random() - 0.5) * 0.1, 2),
+            })),
+          };
         },
       });
       state.acts = value.acts;
@@ -71,7 +82,11 @@ export const directorial: ModeAlgorithm<DirectorialState> = {
     const openness = record.events.length ? record.events.filter((event) => event.public).length / record.events.length : 0;
     const realised = round(0.7 * strain + 0.3 * openness * target, 3);
     state.curve.push({ timepoint: record.id, act: act + 1, target, realised });
-    return { kind: 'timepoint', label: `act ${act + 1}: ${timepoint.label}`, detail: { timepoint: record.id, target_tension: target, realised_tension: realised } };
+    return {
+      kind: 'timepoint',
+      label: `act ${act + 1}: ${timepoint.label}`,
+      detail: { timepoint: record.id, target_tension: target, realised_tension: realised },
+    };
   },
   assemble(state) {
     return {

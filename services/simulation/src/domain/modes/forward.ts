@@ -10,14 +10,23 @@ interface ForwardState {
 /** FORWARD: one timepoint after another, each resolved from the state the one before left. */
 export const forward: ModeAlgorithm<ForwardState> = {
   mode: 'FORWARD',
-  size: (scenario, shape) => ({ steps: shape.timepoints, weightedCalls: shape.timepoints * timepointWeight(shape) }),
+  size: (_scenario, shape) => ({ steps: shape.timepoints, weightedCalls: shape.timepoints * timepointWeight(shape) }),
   init: (_plan, scenario) => ({ world: createWorld(scenario) }),
   async step(index, state, ctx, scenario) {
     const timepoint = scenario.timepoints[index]!;
     const previous = state.world.timepoints.at(-1);
     const record = await resolveTimepoint(
       state.world,
-      { id: `t${index + 1}`, index, label: timepoint.label, time: timepoint.time, hour: timepoint.hour, present: timepoint.present, follows: previous?.id ?? null, guidance: ctx.plan.prompt ?? undefined },
+      {
+        id: `t${index + 1}`,
+        index,
+        label: timepoint.label,
+        time: timepoint.time,
+        hour: timepoint.hour,
+        present: timepoint.present,
+        follows: previous?.id ?? null,
+        guidance: ctx.plan.prompt ?? undefined,
+      },
       ctx,
     );
     return { kind: 'timepoint', label: record.label, detail: { timepoint: record.id, events: record.events.length, dialog_turns: record.dialog.length } };

@@ -1,7 +1,7 @@
 import { timepointWeight } from '../plan.ts';
-import { AntecedentsReplySchema, type AntecedentsReply } from '../replies.ts';
-import { pick, randomFor } from '../synth.ts';
+import { type AntecedentsReply, AntecedentsReplySchema } from '../replies.ts';
 import { askValidated } from '../step-calls.ts';
+import { pick, randomFor } from '../synth.ts';
 import { resolveTimepoint } from '../timepoint.ts';
 import { createWorld, round, type World } from '../world.ts';
 import type { ModeAlgorithm } from './types.ts';
@@ -62,7 +62,19 @@ export const portal: ModeAlgorithm<PortalState> = {
     const last = scenario.timepoints.at(-1)!;
     const outcome = scenario.modes.portal?.outcome ?? last.label;
     if (index === 0) {
-      const record = await resolveTimepoint(state.world, { id: 'outcome', index: scenario.timepoints.length - 1, label: outcome, time: last.time, hour: last.hour, follows: null, guidance: 'This outcome is fixed: it happened.' }, ctx);
+      const record = await resolveTimepoint(
+        state.world,
+        {
+          id: 'outcome',
+          index: scenario.timepoints.length - 1,
+          label: outcome,
+          time: last.time,
+          hour: last.hour,
+          follows: null,
+          guidance: 'This outcome is fixed: it happened.',
+        },
+        ctx,
+      );
       return { kind: 'outcome', label: outcome, detail: { timepoint: record.id } };
     }
     if (index <= state.depth) {
@@ -88,19 +100,26 @@ export const portal: ModeAlgorithm<PortalState> = {
             {
               action: 'antecedents',
               resolution: ctx.plan.fidelity,
-              system: 'You reason backwards from a known outcome: propose earlier moments that could have led to the later one. Answer with one JSON object only; cite only the listed fact ids.',
+              system:
+                'You reason backwards from a known outcome: propose earlier moments that could have led to the later one. Answer with one JSON object only; cite only the listed fact ids.',
               prompt,
               schema: AntecedentsReplySchema,
-              offline: (attempt) => synthAntecedents(ctx.plan.seed, `${depth}.${child?.id ?? 'outcome'}.${attempt}`, later, timepoint.label, state.world, facts),
+              offline: (attempt) =>
+                synthAntecedents(ctx.plan.seed, `${depth}.${child?.id ?? 'outcome'}.${attempt}`, later, timepoint.label, state.world, facts),
             },
             // An antecedent may rest only on facts of this world (the validator's unknown-fact rule).
-            (value) => value.candidates.flatMap((candidate) => candidate.rests_on.filter((id) => !state.world.facts[id]).map((id) => ({ entity: 'portal', fact: id, where: 'rests_on', reason: 'unknown fact' as const }))),
+            (value) =>
+              value.candidates.flatMap((candidate) =>
+                candidate.rests_on
+                  .filter((id) => !state.world.facts[id])
+                  .map((id) => ({ entity: 'portal', fact: id, where: 'rests_on', reason: 'unknown fact' as const })),
+              ),
           );
           const childFacts = child ? child.rests_on : outcomeFacts;
           return reply.candidates.map((candidate, order): Candidate => {
             const coherence = round(0.5 + 0.5 * jaccard(candidate.rests_on, childFacts), 3);
             return {
-              id: `d${depth}-${child ? child.id.replace(/^d\d+-/, '') + '-' : ''}${order + 1}`,
+              id: `d${depth}-${child ? `${child.id.replace(/^d\d+-/, '')}-` : ''}${order + 1}`,
               depth,
               parent: child?.id ?? 'outcome',
               time: timepoint.time,
@@ -119,7 +138,11 @@ export const portal: ModeAlgorithm<PortalState> = {
       const level = expansions.flat().sort((a, b) => b.score - a.score || a.id.localeCompare(b.id));
       level.slice(0, state.beam).forEach((candidate) => (candidate.kept = true));
       state.levels.push(level);
-      return { kind: 'antecedents', label: `level ${depth}: ${level.length} candidates, ${Math.min(state.beam, level.length)} kept`, detail: { depth, candidates: level.length, kept: level.filter((candidate) => candidate.kept).map((candidate) => candidate.id) } };
+      return {
+        kind: 'antecedents',
+        label: `level ${depth}: ${level.length} candidates, ${Math.min(state.beam, level.length)} kept`,
+        detail: { depth, candidates: level.length, kept: level.filter((candidate) => candidate.kept).map((candidate) => candidate.id) },
+      };
     }
     // The last step: the surviving paths, read forwards from their earliest moment to the outcome.
     const byId = new Map(state.levels.flat().map((candidate) => [candidate.id, candidate]));
@@ -168,7 +191,14 @@ function synthAntecedents(seed: string, key: string, later: string, label: strin
         description: `${label}: ${who.name} ${['sets in motion', 'fails to prevent', 'quietly enables'][index]} what becomes "${later.slice(0, 80)}"`,
         plausibility: round(0.35 + random() * 0.6, 2),
         rests_on: rests,
-        states: Object.fromEntries(world.entities.slice(0, 3).map((entity) => [entity.id, { mood: pick(random, ['uneasy', 'confident', 'divided', 'unaware']), summary: `${entity.name} before ${label.toLowerCase()}` }])),
+        states: Object.fromEntries(
+          world.entities
+            .slice(0, 3)
+            .map((entity) => [
+              entity.id,
+              { mood: pick(random, ['uneasy', 'confident', 'divided', 'unaware']), summary: `${entity.name} before ${label.toLowerCase()}` },
+            ]),
+        ),
       };
     }),
   };
