@@ -141,6 +141,7 @@ export function plan(base: NodeJS.ProcessEnv): Plan {
 
 /** Starts every unit of the plan, services before workers, and stops them all on Ctrl-C or when one exits. */
 async function run({ env, applied, services, units, url }: Plan): Promise<void> {
+  // Long on purpose: a supervisor whose handlers share the children map and the stopping flag.
   const children = new Map<string, ChildProcess>();
   let stopping = false;
 

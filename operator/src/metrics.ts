@@ -78,6 +78,7 @@ export function zeroController(metrics: OperatorMetrics, name: string): void {
 }
 
 export function createMetrics(): OperatorMetrics {
+  // Long on purpose: a table of metrics, one definition per statement.
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
   const registers = [registry];

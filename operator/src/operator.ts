@@ -1,7 +1,6 @@
 // Wires informers, controllers, leader election and the HTTP endpoints into one operator instance.
 import type { Server } from 'node:http';
 import type { Logger } from 'pino';
-import type { AgentPool, SimulationBudget, TemporaGateway } from './api/v1alpha1/index.ts';
 import type { OperatorConfig } from './config.ts';
 import { Controller } from './controller.ts';
 import { startHttpServer } from './http-server.ts';
@@ -10,7 +9,6 @@ import type { Connection } from './kube/connection.ts';
 import { EventRecorder } from './kube/events.ts';
 import { Informer } from './kube/informer.ts';
 import { LeaderElector } from './kube/leader-election.ts';
-import { objectKey } from './kube/object.ts';
 import { projectChild } from './kube/projection.ts';
 import * as R from './kube/resources.ts';
 import { OPTIONAL_CHILDREN, type ResourceType, WATCHED_CHILDREN } from './kube/resources.ts';
@@ -20,10 +18,11 @@ import { agentPoolReconciler } from './reconcilers/agent-pool.ts';
 import { BudgetReports } from './reconcilers/budget-reports.ts';
 import { CHILD_READ_PATHS, MANAGED_BY, MANAGED_BY_LABEL, OWNER_UID_LABEL, type ReconcileContext, type Reconciler } from './reconcilers/context.ts';
 import { gatewayReconciler } from './reconcilers/gateway.ts';
-import { GatewaySecrets, referencedSecrets } from './reconcilers/gateway-secrets.ts';
+import { GatewaySecrets } from './reconcilers/gateway-secrets.ts';
 import { GENERATED_SECRET_SELECTOR, GeneratedSecrets, keyNamesOnly } from './reconcilers/generated-secrets.ts';
 import { graphWorkerReconciler } from './reconcilers/graph-worker.ts';
 import { simulationBudgetReconciler } from './reconcilers/simulation-budget.ts';
+import { watchBudgetGateways, watchGatewayDependents, watchGeneratedSecrets, watchPoolGateways } from './references.ts';
 
 const RECONCILERS = [gatewayReconciler, graphWorkerReconciler, agentPoolReconciler, simulationBudgetReconciler];
 /** Where `informers` keeps the informer of the Secrets the operator generates keys in ("secrets" is its children's). */
@@ -121,41 +120,9 @@ export class Operator {
       this.#owners.set(reconciler.resource.plural, primary);
       return this.#controller(reconciler, primary, context);
     });
-    // Secrets whose keys the operator generates: only those labelled for it, cached without their values.
-    const generatedSecrets = new GeneratedSecrets();
-    const generated = new Informer({
-      client: this.client,
-      resource: R.Secret,
-      metrics: this.metrics,
-      log,
-      namespace: config.watchNamespace,
-      labelSelector: GENERATED_SECRET_SELECTOR,
-      resyncMs: config.resyncMs,
-      maxBackoffMs: 10_000,
-      transform: keyNamesOnly,
-    });
-    generated.onEvent((event, secret) => {
-      if (event === 'delete') generatedSecrets.forget(secret.metadata.uid);
-    });
-    this.informers.set(GENERATED_SECRETS, generated);
-    this.controllers.push(this.#controller(generatedSecrets, generated, context));
+    this.controllers.push(this.#generatedSecretsController(context));
     this.#watchReferences();
-    if (config.leaderElection) {
-      this.#elector = new LeaderElector({
-        client: this.client,
-        namespace: config.leaderElectionNamespace,
-        name: config.leaderElectionId,
-        identity: config.identity,
-        log,
-        metrics: this.metrics,
-        onStartedLeading: () => this.#lead(),
-        onStoppedLeading: () => {
-          if (this.#stopping) return;
-          void this.#stopControllers();
-          options.onLostLeadership?.();
-        },
-      });
-    }
+    if (config.leaderElection) this.#elector = this.#newElector();
   }
 
   get isLeader(): boolean {
@@ -215,6 +182,46 @@ export class Operator {
     return controller;
   }
 
+  /** Secrets whose keys the operator generates: only those labelled for it, cached without their values. */
+  #generatedSecretsController(context: ReconcileContext): Controller {
+    const { config, log } = this.#o;
+    const generatedSecrets = new GeneratedSecrets();
+    const generated = new Informer({
+      client: this.client,
+      resource: R.Secret,
+      metrics: this.metrics,
+      log,
+      namespace: config.watchNamespace,
+      labelSelector: GENERATED_SECRET_SELECTOR,
+      resyncMs: config.resyncMs,
+      maxBackoffMs: 10_000,
+      transform: keyNamesOnly,
+    });
+    generated.onEvent((event, secret) => {
+      if (event === 'delete') generatedSecrets.forget(secret.metadata.uid);
+    });
+    this.informers.set(GENERATED_SECRETS, generated);
+    return this.#controller(generatedSecrets, generated, context);
+  }
+
+  #newElector(): LeaderElector {
+    const { config, log } = this.#o;
+    return new LeaderElector({
+      client: this.client,
+      namespace: config.leaderElectionNamespace,
+      name: config.leaderElectionId,
+      identity: config.identity,
+      log,
+      metrics: this.metrics,
+      onStartedLeading: () => this.#lead(),
+      onStoppedLeading: () => {
+        if (this.#stopping) return;
+        void this.#stopControllers();
+        this.#o.onLostLeadership?.();
+      },
+    });
+  }
+
   #addChildInformer(resource: ResourceType): void {
     const informer = this.#newInformer(resource, true);
     informer.onEvent((_event, obj) => {
@@ -225,73 +232,17 @@ export class Operator {
   }
 
   /**
-   * Kinds that depend on each other: a GraphWorker, AgentPool or SimulationBudget on the TemporaGateway it names
-   * (its state, keys, tracing, its simulation service), a TemporaGateway on the AgentPool serving it (its
-   * generation pods' agent pool) and on the SimulationBudgets naming it (its simulation pods' budgets
-   * ConfigMap), and pools naming one TemporaGateway on each other (only the oldest serves). None owns the other,
-   * so no owner reference brings these events; they are mapped here.
+   * Kinds that depend on each other: a GraphWorker, AgentPool or SimulationBudget on the TemporaGateway it names,
+   * a TemporaGateway on the AgentPool serving it, on the SimulationBudgets naming it and on the Secrets the
+   * operator fills for it, and pools naming one TemporaGateway on each other. None owns the other, so no owner
+   * reference brings these events; each relation is mapped in references.ts.
    */
   #watchReferences(): void {
-    const controller = (r: ResourceType) => this.controllers.find((c) => c.resource === r)!;
-    const [gateways, workers, pools, budgets] = [
-      controller(R.TemporaGateway),
-      controller(R.GraphWorker),
-      controller(R.AgentPool),
-      controller(R.SimulationBudget),
-    ];
-    const naming = (c: Controller, namespace: string | undefined, gateway: string) => {
-      for (const obj of this.#owners.get(c.resource.plural)!.list()) {
-        if (obj.metadata.namespace === namespace && (obj.spec as { gatewayRef?: string } | undefined)?.gatewayRef === gateway)
-          c.enqueue(namespace, obj.metadata.name);
-      }
-    };
-    // A TemporaGateway's status changes often and concerns no worker: only a new generation (or its coming and going) does.
-    const gatewayGenerations = new Map<string, number | undefined>();
-    this.#owners.get(R.TemporaGateway.plural)!.onEvent((event, obj) => {
-      const gw = obj as TemporaGateway;
-      const key = objectKey(gw.metadata.namespace, gw.metadata.name);
-      if (event !== 'delete' && gatewayGenerations.get(key) === gw.metadata.generation) return;
-      if (event === 'delete') {
-        gatewayGenerations.delete(key);
-        this.#secrets.forget(gw.metadata.namespace, gw.metadata.name);
-      } else gatewayGenerations.set(key, gw.metadata.generation);
-      for (const c of [workers, pools, budgets]) naming(c, gw.metadata.namespace, gw.metadata.name);
-    });
-    // A Secret filled by the operator (or still waiting to be) changes what the Gateways naming it report:
-    // they are reconciled at once rather than at their next minute's check (gateway-secrets.ts).
-    this.informers.get(GENERATED_SECRETS)!.onEvent((_event, secret) => {
-      for (const gw of this.#owners.get(R.TemporaGateway.plural)!.list() as TemporaGateway[]) {
-        if (gw.metadata.namespace === secret.metadata.namespace && referencedSecrets(gw).some((r) => r.secret === secret.metadata.name)) {
-          gateways.enqueue(gw.metadata.namespace, gw.metadata.name);
-        }
-      }
-    });
-    // A budget's spec is its TemporaGateway's ConfigMap (also the TemporaGateway it named before); its status, written
-    // at every change of spend, concerns no TemporaGateway.
-    const budgetRefs = new Map<string, { generation: number | undefined; gatewayRef: string }>();
-    this.#owners.get(R.SimulationBudget.plural)!.onEvent((event, obj) => {
-      const budget = obj as SimulationBudget;
-      const key = objectKey(budget.metadata.namespace, budget.metadata.name);
-      const before = budgetRefs.get(key);
-      if (event !== 'delete' && before?.generation === budget.metadata.generation && !budget.metadata.deletionTimestamp) return;
-      if (event === 'delete') budgetRefs.delete(key);
-      else budgetRefs.set(key, { generation: budget.metadata.generation, gatewayRef: budget.spec.gatewayRef });
-      for (const ref of new Set([budget.spec.gatewayRef, before?.gatewayRef])) if (ref !== undefined) gateways.enqueue(budget.metadata.namespace, ref);
-    });
-    // A pool's TemporaGateway, also the one it named before its spec changed.
-    const poolGateways = new Map<string, string>();
-    this.#owners.get(R.AgentPool.plural)!.onEvent((event, obj) => {
-      const pool = obj as AgentPool;
-      const key = objectKey(pool.metadata.namespace, pool.metadata.name);
-      const before = poolGateways.get(key);
-      if (event === 'delete') poolGateways.delete(key);
-      else poolGateways.set(key, pool.spec.gatewayRef);
-      for (const ref of new Set([pool.spec.gatewayRef, before])) {
-        if (ref === undefined) continue;
-        gateways.enqueue(pool.metadata.namespace, ref);
-        naming(pools, pool.metadata.namespace, ref);
-      }
-    });
+    const kinds = { owners: this.#owners, controllers: this.controllers };
+    watchGatewayDependents(kinds, (namespace, name) => this.#secrets.forget(namespace, name));
+    watchGeneratedSecrets(kinds, this.informers.get(GENERATED_SECRETS)!);
+    watchBudgetGateways(kinds);
+    watchPoolGateways(kinds);
   }
 
   #lead(): void {

@@ -1,4 +1,5 @@
-import { ServiceClient } from '@tempora/kit/http';
+import { ServiceClient, type ServiceReply } from '@tempora/kit/http';
+import { z } from 'zod';
 import type { Tier } from './domain/catalogue.ts';
 
 /** The gateway refused for good (unknown user, a key reused for something else): retrying cannot help. */
@@ -20,6 +21,9 @@ export interface Booking {
   requestId: string;
 }
 
+/** The fields of the gateway's booking (its OpenAPI `ServiceLedgerBooking`) billing reads; `taken` comes with debits. */
+const Booking = z.object({ balance: z.number().int(), replayed: z.boolean(), taken: z.number().int().optional() });
+
 /** 408 and 429 are worth another try; every other 4xx means the request itself is wrong. */
 const permanent = (status: number) => status >= 400 && status < 500 && status !== 408 && status !== 429;
 
@@ -29,7 +33,7 @@ export class GatewayClient {
   /** Each call is cut at this, all of it (connecting, the answer's head and body): the outbox's leases are sized on it. */
   private readonly timeoutMs: number;
   constructor(baseUrl: string, serviceKey: string | undefined, timeoutMs: number) {
-    this.client = new ServiceClient(baseUrl, serviceKey, timeoutMs);
+    this.client = new ServiceClient(baseUrl, serviceKey, timeoutMs, 'the gateway');
     this.timeoutMs = timeoutMs;
   }
 
@@ -47,7 +51,7 @@ export class GatewayClient {
       json: { tier },
       signal: AbortSignal.timeout(this.timeoutMs),
     });
-    this.check('tier', reply.status, reply.text);
+    this.check('tier', reply);
   }
 
   private async book(path: string, booking: Booking): Promise<Booked> {
@@ -62,20 +66,15 @@ export class GatewayClient {
       },
       signal: AbortSignal.timeout(this.timeoutMs),
     });
-    this.check(path, reply.status, reply.text);
-    const body = JSON.parse(reply.text) as { balance: number; replayed: boolean; taken?: number };
+    this.check(path, reply);
+    // An answer outside the schema throws: the booking stays in the outbox and is tried again.
+    const body = reply.json(Booking);
     return { taken: body.taken ?? null, balance: body.balance, replayed: body.replayed };
   }
 
-  private check(what: string, status: number, text: string): void {
-    if (status >= 200 && status < 300) return;
-    let detail = text.slice(0, 300);
-    try {
-      detail = (JSON.parse(text) as { detail?: string }).detail ?? detail;
-    } catch {
-      // not a problem document: the text itself says it
-    }
-    const message = `gateway ${what}: ${status} ${detail}`;
-    throw permanent(status) ? new PermanentRefusal(message) : new Error(message);
+  private check(what: string, reply: ServiceReply): void {
+    if (reply.status >= 200 && reply.status < 300) return;
+    const message = `gateway ${what}: ${reply.status} ${reply.detail()}`;
+    throw permanent(reply.status) ? new PermanentRefusal(message) : new Error(message);
   }
 }

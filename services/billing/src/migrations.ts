@@ -5,6 +5,7 @@ export const migrations: Migration[] = [
     name: '001_billing',
     async up(knex: Knex) {
       // Every verified provider message, once: the primary key is what makes a redelivery change nothing.
+      // Long on purpose: the schema as one migration, one statement per table or index.
       await knex.schema.createTable('billing_events', (table) => {
         table.text('provider').notNullable();
         table.text('event_id').notNullable();

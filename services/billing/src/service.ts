@@ -43,6 +43,7 @@ const LAPSE_EVERY_MS = 60_000;
 const LEASE_MARGIN_MS = 5_000;
 
 export async function createBillingService(config: BillingConfig, logger = createLogger('billing', config.LOG_LEVEL)): Promise<BillingInstance> {
+  // Long on purpose: wiring, one statement per dependency or route group, read top to bottom.
   const database = await openDatabase({ service: 'billing', url: config.DATABASE_URL, dataDir: config.TEMPORA_DATA_DIR, migrations, logger });
   // A delivery's lease covers its gateway call (cut at GATEWAY_TIMEOUT_MS) and the statements around it;
   // an entry whose process was killed mid-call is delivered again by another once the lease runs out.

@@ -109,15 +109,24 @@ function historyMessages(rows: MessageRow[], calls: ToolCallRow[]): ChatMessage[
   });
 }
 
+/** The parts of a call's recorded output that earlier requests leave to refer back to. */
+const RecordedMoment = z.object({ path: z.string().min(1), event_name: z.string(), year: z.number() });
+const RecordedOutput = z.object({
+  items: z.array(z.unknown()).optional(),
+  id: z.string().optional(),
+});
+
 /** What earlier requests leave to refer back to: the latest moment found and simulation started. */
 function memoryOf(calls: ToolCallRow[]): PlannerMemory {
   const memory: PlannerMemory = {};
   for (const call of calls) {
     if (call.status !== 'ok' || !call.output) continue;
-    const output = call.output as Record<string, any>;
-    const first = call.tool === 'graph_search' ? output.items?.[0] : call.tool === 'graph_moment' ? output : undefined;
-    if (first?.path) memory.moment = { path: String(first.path), event_name: String(first.event_name), year: Number(first.year) };
-    if (call.tool === 'start_simulation' && output.id) memory.simulation = String(output.id);
+    const output = RecordedOutput.safeParse(call.output);
+    if (!output.success) continue;
+    const first = call.tool === 'graph_search' ? output.data.items?.[0] : call.tool === 'graph_moment' ? call.output : undefined;
+    const moment = RecordedMoment.safeParse(first);
+    if (moment.success) memory.moment = moment.data;
+    if (call.tool === 'start_simulation' && output.data.id) memory.simulation = output.data.id;
   }
   return memory;
 }

@@ -253,6 +253,26 @@ describe('conductor, offline planner', function () {
       }
     });
 
+    it("refunds a paid call whose answer is outside the simulation service's schema, naming the mismatch, and passes nothing of it on", async () => {
+      const user = await platform.user(50);
+      simulation.startBody = { id: 42, status: 'queued', injected: 'not for the model' };
+      try {
+        const reply = (await platform.send(user, { content: 'Simulate what would have happened had the Continental System failed in 1807' })).body;
+        assert.equal(reply.status, 'completed');
+        const started = reply.tools_called.find((call: { tool: string }) => call.tool === 'start_simulation');
+        assert.equal(started.status, 'failed');
+        assert.equal(started.credits, 0);
+        assert.equal(started.output, null);
+        // A failure the conductor expects (the tool's own), not "the tool failed unexpectedly".
+        assert.match(started.note, /^failed: the simulation service answered outside its schema: id: .*expected string.*; refunded 8 credits$/);
+        assert.match(reply.reply, /could not be started: the simulation service answered outside its schema/);
+        assert.doesNotMatch(JSON.stringify(reply), /not for the model/);
+        assert.equal(await platform.balance(user), 50);
+      } finally {
+        simulation.startBody = undefined;
+      }
+    });
+
     it('refunds when the simulation service is not there at all', async () => {
       const user = await platform.user(50);
       simulation.down = true;

@@ -13,6 +13,8 @@ export interface SimulationStandIn {
   calls: RecordedSimulationCall[];
   /** The status the next start answers with (202 unless set). */
   startStatus: number;
+  /** When set, what a start answers with 202 in place of the run: an answer outside the service's schema. */
+  startBody: unknown;
   /** Every connection is dropped unanswered, as when the service is not there. */
   down: boolean;
   /** Ends a run as the service would: `failed`, `completed`, or `stopped`/`cancelled` after `stepsDone` steps. */
@@ -35,6 +37,7 @@ export async function startSimulationStandIn(): Promise<SimulationStandIn> {
     url: '',
     calls,
     startStatus: 202,
+    startBody: undefined,
     down: false,
     end: (id, status, stepsDone = status === 'completed' ? 5 : 0) => void ended.set(id, { status, steps_done: stepsDone }),
     close: async () => undefined,
@@ -53,6 +56,7 @@ export async function startSimulationStandIn(): Promise<SimulationStandIn> {
     if (req.method === 'POST' && path === '/api/v1/simulate') {
       if (standIn.startStatus !== 202)
         return answer(standIn.startStatus, { type: 'about:blank', title: 'Error', status: standIn.startStatus, detail: 'the stand-in refuses this run' });
+      if (standIn.startBody !== undefined) return answer(202, standIn.startBody);
       const body = JSON.parse(text) as Record<string, unknown>;
       const id = randomUUID();
       const run = {

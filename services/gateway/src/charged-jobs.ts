@@ -1,7 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import type { Knex } from '@tempora/kit/data';
+import { ServiceClient } from '@tempora/kit/http';
 import type { Logger } from '@tempora/kit/observability';
-import { request } from 'undici';
+import { z } from 'zod';
 import type { Credits } from './domain/credits.ts';
 import { UPSTREAMS, type UpstreamName, type UpstreamTarget } from './proxy/routing.ts';
 
@@ -28,11 +29,9 @@ const BATCH = 20;
 
 const seconds = (ms: number) => ms / 1000;
 
-/** A job's resource as its upstream answers it: the generation service's job, the simulation service's run. */
-export interface JobResource {
-  status?: unknown;
-  progress?: { steps_done?: unknown };
-}
+/** The fields of a job's resource the gateway reads: the generation service's job, the simulation service's run (with its progress). */
+const JobResource = z.object({ status: z.string(), progress: z.object({ steps_done: z.number().int() }).optional() });
+type JobResource = z.output<typeof JobResource>;
 
 export type Settlement = { charge: 'stands' } | { charge: 'refunded'; reason: string };
 
@@ -47,8 +46,7 @@ export function settlementOf(job: JobResource): Settlement | undefined {
   if (job.status === 'completed') return { charge: 'stands' };
   if (job.status === 'failed') return { charge: 'refunded', reason: 'the job failed' };
   if (job.status !== 'stopped' && job.status !== 'cancelled') return undefined;
-  const steps = job.progress?.steps_done;
-  if (typeof steps === 'number' && steps > 0) return { charge: 'stands' };
+  if ((job.progress?.steps_done ?? 0) > 0) return { charge: 'stands' };
   return { charge: 'refunded', reason: `the job was ${job.status} before it delivered anything` };
 }
 
@@ -127,6 +125,7 @@ export class ChargedJobs {
   private readonly credits: Credits;
   private readonly settings: ChargedJobSettings;
   private readonly logger: Logger;
+  private readonly upstreams: ReadonlyMap<string, ServiceClient>;
   /** The book of followed jobs, for the services' hand-overs (POST /credits/follow) as for the proxy's. */
   readonly book: ChargedJobBook;
   private timer: NodeJS.Timeout | undefined;
@@ -138,6 +137,12 @@ export class ChargedJobs {
     this.credits = credits;
     this.settings = settings;
     this.logger = logger;
+    this.upstreams = new Map(
+      UPSTREAMS.map((name) => [
+        name,
+        new ServiceClient(settings.upstreams[name].url, settings.upstreams[name].serviceKey, CHECK_TIMEOUT_MS, `the ${name} service`),
+      ]),
+    );
     this.book = new ChargedJobBook(knex, credits, settings.checkMs);
   }
 
@@ -205,15 +210,13 @@ export class ChargedJobs {
 
   /** How the job settles (refunded when its upstream answers 404), or undefined while it runs or could not be read. */
   private async settlementOf(job: ChargedJobRow): Promise<Settlement | undefined> {
-    if (!(UPSTREAMS as readonly string[]).includes(job.upstream)) return undefined;
-    const target = this.settings.upstreams[job.upstream as UpstreamName];
-    const headers: Record<string, string> = { accept: 'application/json', 'x-user-id': job.user_id, 'x-request-id': randomUUID() };
-    if (target.serviceKey) headers['x-service-key'] = target.serviceKey;
-    const reply = await request(new URL(job.location, target.url), { method: 'GET', headers, headersTimeout: CHECK_TIMEOUT_MS, bodyTimeout: CHECK_TIMEOUT_MS });
-    const text = await reply.body.text();
-    if (reply.statusCode === 404) return GONE;
-    if (reply.statusCode !== 200) return undefined;
-    return settlementOf(JSON.parse(text) as JobResource);
+    const upstream = this.upstreams.get(job.upstream);
+    if (!upstream) return undefined;
+    const reply = await upstream.call('GET', job.location, { requestId: randomUUID(), headers: { 'x-user-id': job.user_id } });
+    if (reply.status === 404) return GONE;
+    if (reply.status !== 200) return undefined;
+    // An answer outside the schema throws: the job is checked again later, its charge untouched.
+    return settlementOf(reply.json(JobResource));
   }
 
   private async forget(job: ChargedJobRow): Promise<void> {

@@ -144,6 +144,7 @@ export interface Authentication {
 }
 
 export function authenticate(deps: AuthDeps): Authentication {
+  // Long on purpose: one middleware whose closures share the verifier and the credential caches.
   const verifyJwt = koaJwt({
     secret: (async (header: { kid?: string }) => deps.keys.publicKey(header.kid)) as never,
     algorithms: ['ES256'],

@@ -4,6 +4,7 @@ export const migrations: Migration[] = [
   {
     name: '001_users_tokens_keys_credits',
     async up(knex: Knex) {
+      // Long on purpose: the schema as one migration, one statement per table or index.
       await knex.schema.createTable('users', (table) => {
         table.uuid('id').primary();
         table.text('email');

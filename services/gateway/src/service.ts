@@ -48,6 +48,7 @@ export interface GatewayInstance {
 }
 
 export async function createGatewayService(config: GatewayConfig, logger = createLogger('gateway', config.LOG_LEVEL)): Promise<GatewayInstance> {
+  // Long on purpose: wiring, one statement per dependency or route group, read top to bottom.
   const database = await openDatabase({
     service: 'gateway',
     url: config.DATABASE_URL,

@@ -177,6 +177,7 @@ export function selectModels(
   providers: ProviderSet,
   defaults: SelectionDefaults,
 ): { selection?: Selection; errors: ProblemFieldError[] } {
+  // Long on purpose: the selection's precedence, read top to bottom in one place.
   const errors: ProblemFieldError[] = [];
   const warnings: string[] = [];
   const configured = (kind: ProviderKind) => Boolean(kind === 'offline' || providers.text[kind] || providers.image[kind]);

@@ -76,6 +76,7 @@ export function buildScene(input: {
   imageUrl: string | null;
   now: Date;
 }): SceneRecord {
+  // Long on purpose: the scene document assembled field by field from the agents' outputs.
   const { request, selection, result, graphMoment } = input;
   const o = result.outputs;
   const timeline = o.timeline;

@@ -7,6 +7,7 @@ import { VERSION } from './version.ts';
  * Optional WORKER_PORT serves /health and /metrics (the kit's worker endpoints).
  */
 await runWorker('generation-worker', VERSION, async () => {
+  // Long on purpose: wiring, one statement per dependency or route group, read top to bottom.
   const [
     { createLogger, Metrics },
     { connectRedis },

@@ -109,6 +109,7 @@ export interface McpCaller {
 export type McpCallCounter = (tool: string, outcome: 'ok' | 'invalid' | 'failed') => void;
 
 export function buildMcpServer(graph: GraphService, caller: McpCaller, count: McpCallCounter = () => {}): McpServer {
+  // Long on purpose: a table of MCP tools, one registration per tool.
   const server = new McpServer({ name: 'tempora-graph', version: MCP_INTERFACE_VERSION }, { capabilities: { tools: {} } });
   const registered: Record<string, RegisteredTool> = {};
 

@@ -4,6 +4,7 @@ export const migrations: Migration[] = [
   {
     name: '001_moments_and_edges',
     async up(knex: Knex) {
+      // Long on purpose: the schema as one migration, one statement per table or index.
       await knex.raw('create extension if not exists pg_trgm');
       await knex.schema.createTable('moments', (table) => {
         table.bigIncrements('id');

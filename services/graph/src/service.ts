@@ -36,6 +36,7 @@ export interface GraphInstance {
 }
 
 export async function createGraphService(config: GraphConfig, logger = createLogger('graph', config.LOG_LEVEL)): Promise<GraphInstance> {
+  // Long on purpose: wiring, one statement per dependency or route group, read top to bottom.
   const database = await openDatabase({ service: 'graph', url: config.DATABASE_URL, dataDir: config.TEMPORA_DATA_DIR, migrations, logger });
   const redis = await connectRedis(config.REDIS_URL, logger);
   const repository = new GraphRepository(database.knex);

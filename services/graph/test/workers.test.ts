@@ -120,6 +120,7 @@ describe('graph background workers', function () {
     generation.status = 200;
     generation.delayMs = 0;
     generation.coordinates = [48.7, 2.46];
+    generation.reshape = undefined;
     generation.calls.length = 0;
     // Each test sees only its own jobs and spend.
     await database.knex('render_jobs').del();
@@ -273,6 +274,19 @@ describe('graph background workers', function () {
       assert.equal(state.status, 'failed');
       assert.equal(state.attempts, 1);
       assert.match(state.error, /422/);
+    });
+
+    it("fails at once, naming the mismatch, when the scene is outside the generation service's schema, and writes none of it", async () => {
+      generation.reshape = (scene) => ({ ...scene, characters: 'Henri Desgrange' });
+      const id = await queue('misshapen-stage');
+      await drain(renderer());
+      const state = await job(id);
+      assert.equal(state.status, 'failed');
+      assert.equal(state.attempts, 1);
+      assert.match(state.error, /^the generation service answered outside its schema: characters: .*expected array/);
+      const moment = await api.get(`/api/v1/moments/${path('misshapen-stage')}`, writer);
+      assert.equal(moment.status, 200);
+      assert.notEqual(moment.body.layer, 2);
     });
 
     it('reclaims a job left running by a crashed worker, and the crashed worker cannot complete it', async () => {

@@ -25,6 +25,7 @@ export class SimulationMetrics {
   readonly exposureRefusals: Counter;
 
   constructor(metrics: Metrics, live: { activeRuns: () => number; budgets: () => Promise<BudgetFigures[]> }) {
+    // Long on purpose: a table of metrics, one definition per statement.
     const registers = [metrics.registry];
     this.runsStarted = new Counter({
       name: 'simulation_runs_started_total',

@@ -6,6 +6,7 @@ export const migrations: Migration[] = [
   {
     name: '001_runs_steps_calls_budgets',
     async up(knex: Knex) {
+      // Long on purpose: the schema as one migration, one statement per table or index.
       await knex.schema.createTable('simulation_runs', (table) => {
         table.uuid('id').primary();
         table.text('owner').notNullable();

@@ -161,6 +161,7 @@ export class Runner {
   }
 
   private async loop(row: RunRow, controller: AbortController): Promise<RunEnding> {
+    // Long on purpose: one run's step loop; its split comes with moving the runner's SQL into the repository (issue 30, item 1).
     const plan = row.plan as Plan;
     let state = row.state as EngineState;
     const started = Date.now();

@@ -51,6 +51,7 @@ function windows(config: SimulationConfig) {
 }
 
 export async function createSimulationService(config: SimulationConfig, logger = createLogger('simulation', config.LOG_LEVEL)): Promise<SimulationInstance> {
+  // Long on purpose: wiring, one statement per dependency or route group, read top to bottom.
   const catalog = TemplateCatalog.load(TEMPLATE_DIRECTORY);
   const database = await openDatabase({
     service: 'simulation',

@@ -73,6 +73,7 @@ const subscriptionChange = (event: StripeEvent, fields: Omit<SubscriptionChange,
 
 /** What a verified Stripe event means for billing. Throws MalformedMessage when a field billing needs is not there. */
 export function interpretStripeEvent(event: StripeEvent, catalogue: Catalogue): Interpretation {
+  // Long on purpose: one switch case per Stripe event type billing handles.
   switch (event.type) {
     case 'checkout.session.completed':
     case 'checkout.session.async_payment_succeeded': {

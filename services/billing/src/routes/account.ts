@@ -42,6 +42,7 @@ const CheckoutSchema = z
 const TransactionBody = z.object({ signed_transaction: z.string().min(1).max(20_000).meta({ description: 'StoreKit 2 Transaction.jwsRepresentation' }) });
 
 export function accountRoutes(deps: BillingRouteDeps): RouteDefinition[] {
+  // Long on purpose: a table of routes, one block per route, each handler short.
   const { catalogue, repository, stripe, apple, book, outbox, metrics, logger } = deps;
   return [
     ...whenConfigured(

@@ -22,6 +22,7 @@ const elsewhere = {
 
 /** Plan management for the subscriber: cancel at period end, undo that, and Stripe's customer portal. */
 export function planRoutes(deps: BillingRouteDeps): RouteDefinition[] {
+  // Long on purpose: a table of routes, one block per route, each handler short.
   const { config, repository, stripe, apple, book, outbox, logger } = deps;
   const graceMs = config.PAST_DUE_GRACE_DAYS * 86_400_000;
 

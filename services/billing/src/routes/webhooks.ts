@@ -13,6 +13,7 @@ const responses = {
 };
 
 export function webhookRoutes(deps: BillingRouteDeps): RouteDefinition[] {
+  // Long on purpose: a table of routes, one block per route, each handler short.
   const { stripe, apple, book, outbox, metrics, logger, repository } = deps;
 
   /** Counts and logs a refusal (its reason and our words, never the payload) and answers 400. */

@@ -1,7 +1,22 @@
 import { ServiceClient } from '@tempora/kit/http';
+import { z } from 'zod';
 import type { RenderedScene, SceneRenderer, SceneRequest } from '../domain/platform-tools.ts';
 import { ToolFailure } from '../domain/tools.ts';
-import { problemDetail } from './problem-detail.ts';
+import { readAnswer } from './answers.ts';
+
+/** The fields of the generation service's scene record (its OpenAPI `Scene`) the conductor reads. */
+const Scene = z.object({
+  id: z.string().min(1),
+  title: z.string(),
+  year: z.number().int(),
+  path: z.string(),
+  image_url: z.string().nullable().optional(),
+  moment: z.object({ summary: z.string().optional() }),
+  scene: z.object({ description: z.string().optional() }),
+  characters: z.array(z.object({ name: z.string() })),
+  dialog: z.array(z.object({ speaker: z.string(), text: z.string() })),
+  model_provider: z.string(),
+});
 
 /**
  * Scenes through the generation service: `POST /api/v1/timepoints/generate/sync` with the conductor's
@@ -11,7 +26,7 @@ export class GenerationClient implements SceneRenderer {
   private readonly service: ServiceClient;
 
   constructor(baseUrl: string, serviceKey: string | undefined, timeoutMs: number) {
-    this.service = new ServiceClient(baseUrl, serviceKey, timeoutMs);
+    this.service = new ServiceClient(baseUrl, serviceKey, timeoutMs, 'the generation service');
   }
 
   async render(userId: string, request: SceneRequest, requestId: string, signal: AbortSignal): Promise<RenderedScene> {
@@ -21,27 +36,19 @@ export class GenerationClient implements SceneRenderer {
     } catch (error) {
       throw new ToolFailure(`the generation service could not be reached or did not answer in time: ${(error as Error).message}`);
     }
-    if (reply.status !== 200) throw new ToolFailure(`the generation service answered ${reply.status}: ${problemDetail(reply.text)}`);
-    let scene: Record<string, any>;
-    try {
-      scene = JSON.parse(reply.text) as Record<string, any>;
-    } catch {
-      throw new ToolFailure('the generation service answered with a body that is not JSON');
-    }
-    if (typeof scene.id !== 'string') throw new ToolFailure('the generation service answered without a scene id');
+    if (reply.status !== 200) throw new ToolFailure(`the generation service answered ${reply.status}: ${reply.detail()}`);
+    const scene = readAnswer(reply, Scene, ToolFailure);
     return {
       id: scene.id,
-      title: String(scene.title ?? scene.query ?? request.query),
-      year: typeof scene.year === 'number' ? scene.year : null,
-      path: typeof scene.path === 'string' ? scene.path : null,
+      title: scene.title,
+      year: scene.year,
+      path: scene.path,
       url: `/api/v1/timepoints/${scene.id}`,
-      image_url: typeof scene.image_url === 'string' ? scene.image_url : null,
-      summary: String(scene.moment?.summary ?? scene.scene?.description ?? ''),
-      characters: Array.isArray(scene.characters) ? scene.characters.map((character: { name?: unknown }) => String(character.name)).slice(0, 8) : [],
-      dialog: Array.isArray(scene.dialog)
-        ? scene.dialog.slice(0, 4).map((line: { speaker?: unknown; text?: unknown }) => `${String(line.speaker)}: ${String(line.text)}`)
-        : [],
-      model_provider: String(scene.model_provider ?? 'unknown'),
+      image_url: scene.image_url ?? null,
+      summary: scene.moment.summary ?? scene.scene.description ?? '',
+      characters: scene.characters.map((character) => character.name).slice(0, 8),
+      dialog: scene.dialog.slice(0, 4).map((line) => `${line.speaker}: ${line.text}`),
+      model_provider: scene.model_provider,
     };
   }
 }

@@ -1,6 +1,7 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { z } from 'zod';
 import { type GraphSession, ToolFailure } from '../domain/tools.ts';
 import { Reuse } from './reuse.ts';
 
@@ -11,6 +12,14 @@ export interface GraphToolInfo {
   inputSchema: Record<string, unknown>;
   readOnly: boolean;
 }
+
+/** A tool call's answer as the conductor reads it: MCP's result, with the graph's `{error, suggestion}` when it refused. */
+const ToolReply = z.object({
+  structuredContent: z.record(z.string(), z.unknown()).optional(),
+  isError: z.boolean().optional(),
+  content: z.array(z.object({ text: z.string().optional() })).optional(),
+});
+const Refusal = z.object({ error: z.string().optional(), suggestion: z.string().optional() });
 
 /** Whom the call in progress is for: its HTTP request carries them. */
 interface CallScope {
@@ -78,7 +87,7 @@ export class GraphMcp {
         return listed.map((tool) => ({
           name: tool.name,
           description: tool.description ?? tool.name,
-          inputSchema: tool.inputSchema as Record<string, unknown>,
+          inputSchema: tool.inputSchema,
           readOnly: tool.annotations?.readOnlyHint === true,
         }));
       }),
@@ -91,16 +100,19 @@ export class GraphMcp {
       call: (name, args, signal) =>
         this.scope.run({ userId, requestId }, async () => {
           const client = await this.connected();
-          let reply: { structuredContent?: unknown; isError?: unknown; content?: unknown };
+          let answer: unknown;
           try {
-            reply = (await client.callTool({ name, arguments: args }, undefined, { timeout: this.timeoutMs, signal })) as typeof reply;
+            answer = await client.callTool({ name, arguments: args }, undefined, { timeout: this.timeoutMs, signal });
           } catch (error) {
             throw new ToolFailure(`the graph's ${name} failed: ${(error as Error).message}`);
           }
-          const structured = (reply.structuredContent ?? {}) as Record<string, unknown>;
-          if (reply.isError) {
-            const error = typeof structured.error === 'string' ? structured.error : textOf(reply.content);
-            const suggestion = typeof structured.suggestion === 'string' && structured.suggestion ? ` (${structured.suggestion})` : '';
+          const reply = ToolReply.safeParse(answer);
+          if (!reply.success) throw new ToolFailure(`the graph's ${name} answered outside MCP's result: ${reply.error.issues[0]!.message}`);
+          const structured = reply.data.structuredContent ?? {};
+          if (reply.data.isError) {
+            const refusal = Refusal.safeParse(structured);
+            const error = (refusal.success && refusal.data.error) || textOf(reply.data.content);
+            const suggestion = refusal.success && refusal.data.suggestion ? ` (${refusal.data.suggestion})` : '';
             throw new ToolFailure(`${error}${suggestion}`);
           }
           return structured;
@@ -115,10 +127,10 @@ export class GraphMcp {
   }
 }
 
-const textOf = (content: unknown): string =>
-  Array.isArray(content)
+const textOf = (content: Array<{ text?: string | undefined }> | undefined): string =>
+  content
     ? content
-        .map((part) => (typeof (part as { text?: unknown }).text === 'string' ? (part as { text: string }).text : ''))
+        .map((part) => part.text ?? '')
         .join(' ')
         .slice(0, 300)
     : 'the tool failed';

@@ -1,30 +1,41 @@
 import { ServiceClient, type ServiceReply } from '@tempora/kit/http';
-import type { SimulationRequest, SimulationRun, Simulations } from '../domain/platform-tools.ts';
+import { z } from 'zod';
+import type { SimulationRequest, SimulationResult, SimulationRun, Simulations } from '../domain/platform-tools.ts';
 import { ToolFailure } from '../domain/tools.ts';
-import { problemDetail } from './problem-detail.ts';
+import { readAnswer } from './answers.ts';
 
-const parse = (reply: ServiceReply, what: string): Record<string, any> => {
-  try {
-    return JSON.parse(reply.text) as Record<string, any>;
-  } catch {
-    throw new ToolFailure(`the simulation service answered ${what} with a body that is not JSON`);
-  }
-};
+/** The fields of the simulation service's run (its OpenAPI `SimulationRun`) the conductor reads. */
+const Run = z.object({
+  id: z.string().min(1),
+  status: z.string(),
+  progress: z.object({ percent: z.number() }),
+  // Read for display only: a run without them is shown without them.
+  mode: z.string().optional(),
+  fidelity: z.number().int().optional(),
+});
+/** `POST /simulate` answers the run and where to follow it. */
+const Started = Run.extend({ status_url: z.string() });
+/** `GET /simulations/{id}/result`: the run and its result, of which a digest reads a few parts (the rest is the simulation's own). */
+const Ended = z.object({
+  run: Run,
+  result: z
+    .object({
+      title: z.string().nullable().optional(),
+      summary: z.string().nullable().optional(),
+      confidence: z.union([z.number(), z.object({ run: z.number() })]).optional(),
+      partial: z.unknown(),
+    })
+    .catchall(z.unknown()),
+});
 
-/** A run as the simulation service describes it (the run itself, or the run inside `{run}`). */
-function runOf(body: Record<string, any>): SimulationRun {
-  const run = (body.run && typeof body.run === 'object' ? body.run : body) as Record<string, any>;
-  const id = run.id ?? run.simulation_id ?? body.id;
-  if (typeof id !== 'string' && typeof id !== 'number') throw new ToolFailure('the simulation service answered without a run id');
-  return {
-    id: String(id),
-    status: String(run.status ?? 'unknown'),
-    progress: typeof run.progress?.percent === 'number' ? run.progress.percent : null,
-    mode: typeof run.mode === 'string' ? run.mode : null,
-    fidelity: typeof run.fidelity === 'number' ? run.fidelity : null,
-    status_url: typeof body.status_url === 'string' ? body.status_url : `/api/v1/simulations/${String(id)}`,
-  };
-}
+const runOf = (run: z.output<typeof Run>, statusUrl = `/api/v1/simulations/${encodeURIComponent(run.id)}`): SimulationRun => ({
+  id: run.id,
+  status: run.status,
+  progress: run.progress.percent,
+  mode: run.mode ?? null,
+  fidelity: run.fidelity ?? null,
+  status_url: statusUrl,
+});
 
 /**
  * Simulations through the simulation service: `POST /api/v1/simulate` (202, the run and its status URL),
@@ -37,7 +48,7 @@ export class SimulationClient implements Simulations {
   private readonly service: ServiceClient;
 
   constructor(baseUrl: string, serviceKey: string | undefined, timeoutMs: number) {
-    this.service = new ServiceClient(baseUrl, serviceKey, timeoutMs);
+    this.service = new ServiceClient(baseUrl, serviceKey, timeoutMs, 'the simulation service');
   }
 
   private async send(method: 'GET' | 'POST', path: string, userId: string, requestId: string, signal: AbortSignal, json?: unknown): Promise<ServiceReply> {
@@ -51,22 +62,23 @@ export class SimulationClient implements Simulations {
   async start(userId: string, request: SimulationRequest, requestId: string, signal: AbortSignal): Promise<SimulationRun> {
     const reply = await this.send('POST', '/api/v1/simulate', userId, requestId, signal, request);
     if (reply.status !== 200 && reply.status !== 201 && reply.status !== 202)
-      throw new ToolFailure(`the simulation service answered ${reply.status}: ${problemDetail(reply.text)}`);
-    return runOf(parse(reply, 'the start'));
+      throw new ToolFailure(`the simulation service answered ${reply.status}: ${reply.detail()}`);
+    const started = readAnswer(reply, Started, ToolFailure);
+    return runOf(started, started.status_url);
   }
 
   async get(userId: string, id: string, requestId: string, signal: AbortSignal): Promise<SimulationRun> {
     const reply = await this.send('GET', `/api/v1/simulations/${encodeURIComponent(id)}`, userId, requestId, signal);
-    if (reply.status !== 200) throw new ToolFailure(`the simulation service answered ${reply.status}: ${problemDetail(reply.text)}`);
-    return runOf(parse(reply, 'the status'));
+    if (reply.status !== 200) throw new ToolFailure(`the simulation service answered ${reply.status}: ${reply.detail()}`);
+    return runOf(readAnswer(reply, Run, ToolFailure));
   }
 
   /** `{run, result}`; a run that has not ended is a ToolFailure saying how far it is (the service answers 409). */
-  async result(userId: string, id: string, requestId: string, signal: AbortSignal): Promise<{ run: SimulationRun; result: Record<string, unknown> }> {
+  async result(userId: string, id: string, requestId: string, signal: AbortSignal): Promise<{ run: SimulationRun; result: SimulationResult }> {
     const reply = await this.send('GET', `/api/v1/simulations/${encodeURIComponent(id)}/result`, userId, requestId, signal);
-    if (reply.status === 409) throw new ToolFailure(problemDetail(reply.text));
-    if (reply.status !== 200) throw new ToolFailure(`the simulation service answered ${reply.status}: ${problemDetail(reply.text)}`);
-    const body = parse(reply, 'the result');
-    return { run: runOf(body), result: (body.result && typeof body.result === 'object' ? body.result : {}) as Record<string, unknown> };
+    if (reply.status === 409) throw new ToolFailure(reply.detail());
+    if (reply.status !== 200) throw new ToolFailure(`the simulation service answered ${reply.status}: ${reply.detail()}`);
+    const ended = readAnswer(reply, Ended, ToolFailure);
+    return { run: runOf(ended.run), result: ended.result };
   }
 }

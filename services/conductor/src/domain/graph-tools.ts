@@ -1,3 +1,4 @@
+import { z } from 'zod';
 import { type ConductorTool, portableSchema, type ToolOutcome } from './tools.ts';
 
 /** The graph's read tools the conductor offers (its `gen_render` writes; scenes are rendered through the generation service). */
@@ -11,7 +12,9 @@ export interface ListedGraphTool {
 }
 
 type Row = Record<string, unknown>;
-const rows = (value: unknown): Row[] => (Array.isArray(value) ? (value as Row[]) : []);
+/** A list of the graph's answer (items, nodes, edges), its entries picked from below; absent or of another shape: none. */
+const Rows = z.array(z.record(z.string(), z.unknown())).catch([]);
+const rows = (value: unknown): Row[] => Rows.parse(value);
 const pick = (row: Row, keys: string[]) => Object.fromEntries(keys.filter((key) => row[key] !== undefined).map((key) => [key, row[key]]));
 const names = (nodes: Row[], max: number) => nodes.slice(0, max).map((node) => `${String(node.name)} (${String(node.year)})`);
 

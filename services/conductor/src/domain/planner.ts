@@ -1,4 +1,5 @@
 import type { ChatMessage, ChatTurn, ToolCall } from '@tempora/kit/providers';
+import { z } from 'zod';
 import type { SIMULATION_MODES } from './platform-tools.ts';
 import type { Verbosity } from './settings.ts';
 
@@ -133,7 +134,44 @@ export function parseRequest(request: string): Intent[] {
 }
 
 type Found = { path: string; event_name: string; year: number };
-type Results = Map<string, Record<string, any>>;
+
+/** A moment or a node as the graph's tools answer it: named by `event_name` or `name`. */
+const Named = z.object({ name: z.string().optional(), event_name: z.string().optional(), year: z.number().optional() });
+type Named = z.output<typeof Named>;
+/**
+ * What the planner reads of a tool's answer: the graph's (searches, paths, traversals, moments), the
+ * conductor's own tools' (scenes, simulations, balance) and refusals (`error`, `declined`). Every field is
+ * optional, for each tool answers some; one of another type makes the answer unreadable, never guessed at.
+ */
+const ToolAnswer = Named.extend({
+  error: z.string().optional(),
+  declined: z.boolean().optional(),
+  items: z.array(z.object({ path: z.string(), event_name: z.string(), year: z.number() })).optional(),
+  found: z.boolean().optional(),
+  hops: z.number().optional(),
+  nodes: z.array(Named.extend({ hop: z.number().optional() })).optional(),
+  edges: z.array(z.object({ source: z.string(), type: z.string(), target: z.string(), description: z.string().optional() })).optional(),
+  path: z.string().optional(),
+  description: z.string().optional(),
+  edge_count: z.number().optional(),
+  id: z.string().optional(),
+  status: z.string().optional(),
+  mode: z.string().nullable().optional(),
+  status_url: z.string().optional(),
+  progress: z.number().nullable().optional(),
+  title: z.string().optional(),
+  url: z.string().optional(),
+  image_url: z.string().nullable().optional(),
+  summary: z.string().optional(),
+  characters: z.array(z.string()).optional(),
+  dialog: z.array(z.string()).optional(),
+  balance: z.number().optional(),
+  confidence: z.number().optional(),
+  entities_count: z.number().optional(),
+  timepoints_count: z.number().optional(),
+});
+type ToolAnswer = z.output<typeof ToolAnswer>;
+type Results = Map<string, ToolAnswer>;
 
 const subjectsOf = (intent: Intent): Subject[] => {
   switch (intent.kind) {
@@ -165,7 +203,7 @@ function resolve(subject: Subject, searched: ReturnType<typeof searches>, result
   if (!subject.query && subject.year === undefined) return memory.moment;
   const search = searched.get(keyOf(subject));
   const item = search ? results.get(search.id)?.items?.[0] : undefined;
-  return item && typeof item.path === 'string' ? { path: item.path, event_name: String(item.event_name), year: Number(item.year) } : undefined;
+  return item ? { path: item.path, event_name: item.event_name, year: item.year } : undefined;
 }
 
 /** A turn's worth of actions for the intents, once the searches are in. */
@@ -220,19 +258,23 @@ function progress(messages: ChatMessage[]): { called: Set<string>; results: Resu
   for (const message of messages.slice(last + 1)) {
     if (message.role === 'assistant') for (const toolCall of message.tool_calls ?? []) called.add(toolCall.id);
     if (message.role === 'tool') {
+      let content: unknown;
       try {
-        results.set(message.tool_call_id, JSON.parse(message.content) as Record<string, any>);
+        content = JSON.parse(message.content);
       } catch {
         results.set(message.tool_call_id, { error: message.content });
+        continue;
       }
+      const answer = ToolAnswer.safeParse(content);
+      results.set(message.tool_call_id, answer.success ? answer.data : { error: 'its answer could not be read' });
     }
   }
   return { called, results };
 }
 
 const yearText = (year: unknown) => (typeof year === 'number' && year < 0 ? `${-year} BCE` : String(year));
-const named = (node: Record<string, any>) => `${String(node.name ?? node.event_name)} (${yearText(node.year)})`;
-const failure = (result: Record<string, any> | undefined) => (result?.declined ? 'you declined it' : result?.error ? String(result.error) : undefined);
+const named = (node: Named) => `${String(node.name ?? node.event_name)} (${yearText(node.year)})`;
+const failure = (result: ToolAnswer | undefined) => (result?.declined ? 'you declined it' : result?.error ? String(result.error) : undefined);
 
 /** The answer, intent by intent, from what the tools answered, as long as the verbosity asks. */
 function answer(intents: Intent[], searched: ReturnType<typeof searches>, results: Results, memory: PlannerMemory, verbosity: Verbosity): string {
@@ -249,11 +291,11 @@ function answer(intents: Intent[], searched: ReturnType<typeof searches>, result
         if (missing) return void lines.push(unresolved(missing));
         if (failed) return void lines.push(`The path could not be traced: ${failed}.`);
         if (!result?.found) return void lines.push(`No chain within the hop limit joins ${intent.from.text} and ${intent.to.text}.`);
-        const nodes = (result.nodes ?? []) as Array<Record<string, any>>;
+        const nodes = result.nodes ?? [];
         if (brief) return void lines.push(`${named(nodes[0] ?? {})} → ${named(nodes[nodes.length - 1] ?? {})}: ${String(result.hops)} hops.`);
         lines.push(`From ${named(nodes[0] ?? {})} to ${named(nodes[nodes.length - 1] ?? {})}, ${String(result.hops)} hops: ${nodes.map(named).join(' → ')}.`);
         if (detailed)
-          for (const edge of (result.edges ?? []) as Array<Record<string, any>>)
+          for (const edge of result.edges ?? [])
             lines.push(`  - ${String(edge.source)} ${String(edge.type)} ${String(edge.target)}${edge.description ? `: ${String(edge.description)}` : ''}`);
         return;
       }
@@ -268,7 +310,7 @@ function answer(intents: Intent[], searched: ReturnType<typeof searches>, result
               : `${named(result ?? {})}: ${String(result?.description ?? '')}${detailed ? ` (${String(result?.path)}, ${String(result?.edge_count)} edges)` : ''}`.trim(),
           );
         }
-        const nodes = ((result?.nodes ?? []) as Array<Record<string, any>>).filter((node) => node.hop !== 0);
+        const nodes = (result?.nodes ?? []).filter((node) => node.hop !== 0);
         const word = intent.direction === 'past' ? 'led to' : 'followed from';
         const subject = resolve(intent.subject, searched, results, memory)!;
         if (brief) return void lines.push(`${nodes.length} moments ${word} ${subject.event_name}.`);
@@ -286,7 +328,7 @@ function answer(intents: Intent[], searched: ReturnType<typeof searches>, result
         );
         if (detailed) {
           if (Array.isArray(result.characters) && result.characters.length) lines.push(`  Characters: ${result.characters.join(', ')}.`);
-          for (const line of (result.dialog ?? []) as string[]) lines.push(`  ${line}`);
+          for (const line of result.dialog ?? []) lines.push(`  ${line}`);
         }
         return;
       }

@@ -49,10 +49,20 @@ export interface SimulationRun {
   status_url: string;
 }
 
+/** An ended run's result as far as a digest reads it; the rest is the simulation's own, kept there. */
+export interface SimulationResult {
+  title?: string | null | undefined;
+  summary?: string | null | undefined;
+  /** The run's confidence, or its confidence by part with the run's. */
+  confidence?: number | { run: number } | undefined;
+  partial?: unknown;
+  [part: string]: unknown;
+}
+
 export interface Simulations {
   start(userId: string, request: SimulationRequest, requestId: string, signal: AbortSignal): Promise<SimulationRun>;
   get(userId: string, id: string, requestId: string, signal: AbortSignal): Promise<SimulationRun>;
-  result(userId: string, id: string, requestId: string, signal: AbortSignal): Promise<{ run: SimulationRun; result: Record<string, unknown> }>;
+  result(userId: string, id: string, requestId: string, signal: AbortSignal): Promise<{ run: SimulationRun; result: SimulationResult }>;
 }
 
 export interface Balances {
@@ -178,10 +188,13 @@ export function followSimulationTool(simulations: Simulations): ConductorTool<{ 
 }
 
 /** The parts of an ended run a reader starts with; the whole result stays at the simulation service. */
-function digest(run: SimulationRun, result: Record<string, any>): Record<string, unknown> {
+function digest(run: SimulationRun, result: SimulationResult): Record<string, unknown> {
   const confidence = typeof result.confidence === 'number' ? result.confidence : result.confidence?.run;
   const counted = Object.fromEntries(
-    ['entities', 'timepoints', 'dialog', 'relationships'].filter((key) => Array.isArray(result[key])).map((key) => [`${key}_count`, result[key].length]),
+    ['entities', 'timepoints', 'dialog', 'relationships'].flatMap((key) => {
+      const part = result[key];
+      return Array.isArray(part) ? [[`${key}_count`, part.length]] : [];
+    }),
   );
   const sections = ['timeline', 'portal', 'branching', 'cycles', 'acts'].filter((key) => result[key] !== undefined);
   return {

@@ -17,17 +17,6 @@ export class PriceBook {
     this.costs = costs;
   }
 
-  /** Reads the published table: `{operations: [{operation, cost}]}`; entries of another shape are skipped. */
-  static fromPublished(body: unknown): PriceBook {
-    const operations = (body as { operations?: unknown } | undefined)?.operations;
-    if (!Array.isArray(operations)) throw new Error('the price list has no operations');
-    const costs = new Map<string, number>();
-    for (const entry of operations as Array<{ operation?: unknown; cost?: unknown }>) {
-      if (typeof entry?.operation === 'string' && Number.isInteger(entry.cost) && (entry.cost as number) >= 0) costs.set(entry.operation, entry.cost as number);
-    }
-    return new PriceBook(costs);
-  }
-
   cost(operation: string): number {
     const cost = this.costs.get(operation);
     if (cost === undefined) throw new UnpricedOperation(`the gateway publishes no price for ${operation}`);

@@ -6,6 +6,7 @@ import {
   AccountExportPageSchema,
   ServiceClient,
   type ServiceReply,
+  UnexpectedAnswer,
 } from '@tempora/kit/http';
 import type { z } from 'zod';
 import type { UpstreamTarget } from '../proxy/routing.ts';
@@ -26,7 +27,9 @@ export class AccountServices {
   private readonly clients: Map<AccountService, ServiceClient>;
 
   constructor(upstreams: Record<AccountService, UpstreamTarget>, timeoutMs: number) {
-    this.clients = new Map(ACCOUNT_SERVICES.map((name) => [name, new ServiceClient(upstreams[name].url, upstreams[name].serviceKey, timeoutMs)]));
+    this.clients = new Map(
+      ACCOUNT_SERVICES.map((name) => [name, new ServiceClient(upstreams[name].url, upstreams[name].serviceKey, timeoutMs, `the ${name} service`)]),
+    );
   }
 
   async delete(service: AccountService, userId: string, requestId: string): Promise<AccountDeletion> {
@@ -48,14 +51,12 @@ export class AccountServices {
 
   private parsed<S extends z.ZodType>(service: AccountService, schema: S, reply: ServiceReply): z.output<S> {
     if (reply.status !== 200) throw new AccountServiceError(`the ${service} service answered ${reply.status}`);
-    let body: unknown;
     try {
-      body = JSON.parse(reply.text);
-    } catch {
-      throw new AccountServiceError(`the ${service} service answered something that is not JSON`);
+      return reply.json(schema);
+    } catch (error) {
+      if (error instanceof UnexpectedAnswer)
+        throw new AccountServiceError(`the ${service} service answered outside the account-data contract: ${error.mismatch}`);
+      throw error;
     }
-    const parsed = schema.safeParse(body);
-    if (!parsed.success) throw new AccountServiceError(`the ${service} service answered outside the account-data contract`);
-    return parsed.data;
   }
 }

@@ -66,6 +66,7 @@ const signInResponses = {
 };
 
 export function authRoutes(deps: GatewayRouteDeps): RouteDefinition[] {
+  // Long on purpose: a table of routes, one block per route, each handler short.
   const { repository, tokens, config, metrics } = deps;
 
   async function complete(ctx: Context, identity: ExternalIdentity, extraName?: string) {

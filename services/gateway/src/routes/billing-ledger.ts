@@ -62,6 +62,7 @@ async function booking<T extends LedgerOutcome>(userId: string, work: () => Prom
  * and the jobs a service's charges paid for, which the gateway follows and settles (charged-jobs.ts).
  */
 export function billingLedgerRoutes(deps: GatewayRouteDeps): RouteDefinition[] {
+  // Long on purpose: a table of routes, one block per route, each handler short.
   const { repository } = deps;
   const ledger = new BillingLedger(repository.knex);
   const jobs = deps.jobs.book;

@@ -48,6 +48,7 @@ async function ledgerCall(work: () => Promise<LedgerOutcome>, userId: string): P
 }
 
 export function creditRoutes(deps: GatewayRouteDeps): RouteDefinition[] {
+  // Long on purpose: a table of routes, one block per route, each handler short.
   const { repository, credits } = deps;
   return [
     defineRoute({

@@ -36,6 +36,7 @@ const CreatedKeySchema = ApiKeySchema.extend({ key: z.string().meta({ descriptio
 });
 
 export function userRoutes(deps: GatewayRouteDeps): RouteDefinition[] {
+  // Long on purpose: a table of routes, one block per route, each handler short.
   const { repository } = deps;
   return [
     defineRoute({

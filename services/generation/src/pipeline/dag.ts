@@ -51,6 +51,7 @@ export async function runAgents(
   selection: Selection,
   graphMoment: GraphMoment | null,
 ): Promise<{ outputs: SceneOutputs; image: RenderedImage | null }> {
+  // Long on purpose: the agent graph as one dataflow, each agent awaiting the outputs it reads.
   const base: Brief = { query: request.query, graph_moment: graphMoment };
   /** A required agent the stream reports as soon as it is done. */
   const reported = async <N extends TextAgentName>(agent: N, brief: Brief) => {

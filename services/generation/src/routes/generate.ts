@@ -48,6 +48,7 @@ const JobSchema = z
   .meta({ id: 'GenerationJob' });
 
 export function generateRoutes(deps: RouteDeps): RouteDefinition[] {
+  // Long on purpose: a table of routes, one block per route, each handler short.
   const { generator } = deps;
   return [
     defineRoute({

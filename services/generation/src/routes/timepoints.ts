@@ -59,6 +59,7 @@ const ListQuery = z.object({
 });
 
 export function timepointRoutes(deps: RouteDeps): RouteDefinition[] {
+  // Long on purpose: a table of routes, one block per route, each handler short.
   const { repository } = deps;
   return [
     defineRoute({

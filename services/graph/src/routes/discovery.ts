@@ -47,6 +47,7 @@ const TodayQuery = queryObject({
 });
 
 export function discoveryRoutes(deps: GraphRouteDeps): RouteDefinition[] {
+  // Long on purpose: a table of routes, one block per route, each handler short.
   const graph = deps.graph;
   return [
     defineRoute({

@@ -1,4 +1,4 @@
-import { ServiceClient } from '@tempora/kit/http';
+import { ServiceClient, UnexpectedAnswer } from '@tempora/kit/http';
 import { z } from 'zod';
 
 /** The fields of the generation service's scene record (docs/generation.md) that a layer-2 moment takes. */
@@ -38,7 +38,7 @@ export class GenerationClient {
   private readonly service: ServiceClient;
 
   constructor(baseUrl: string, serviceKey: string | undefined, timeoutMs: number) {
-    this.service = new ServiceClient(baseUrl, serviceKey, timeoutMs);
+    this.service = new ServiceClient(baseUrl, serviceKey, timeoutMs, 'the generation service');
   }
 
   /**
@@ -47,39 +47,30 @@ export class GenerationClient {
    * public and ownerless, its image cached by anyone for a year (docs/generation.md, "Images").
    */
   async render(body: RenderRequest, context: { jobId: string; path: string; privateTo?: string }, signal?: AbortSignal): Promise<RenderedScene> {
-    let status: number;
-    let text: string;
+    let reply;
     try {
-      ({ status, text } = await this.service.call('POST', '/api/v1/timepoints/generate/sync', {
+      reply = await this.service.call('POST', '/api/v1/timepoints/generate/sync', {
         requestId: `render-${context.jobId}`,
         json: { ...body, ...(context.privateTo ? { visibility: 'private' } : {}), request_context: { graph_render_job: context.jobId, path: context.path } },
         headers: context.privateTo ? { 'x-user-id': context.privateTo } : {},
         signal,
-      }));
+      });
     } catch (error) {
       if (signal?.aborted) throw error;
       throw new RenderError(`the generation service could not be reached: ${(error as Error).message}`, true);
     }
-    if (status !== 200) {
-      const detail = (() => {
-        try {
-          return String((JSON.parse(text) as { detail?: unknown }).detail ?? text);
-        } catch {
-          return text;
-        }
-      })();
-      throw new RenderError(`the generation service answered ${status}: ${detail.slice(0, 500)}`, status >= 500 || status === 408 || status === 429);
-    }
-    let json: unknown;
+    if (reply.status !== 200)
+      throw new RenderError(
+        `the generation service answered ${reply.status}: ${reply.detail(500)}`,
+        reply.status >= 500 || reply.status === 408 || reply.status === 429,
+      );
     try {
-      json = JSON.parse(text);
-    } catch {
-      throw new RenderError('the generation service answered 200 with a body that is not JSON', true);
+      return reply.json(RenderedScene);
+    } catch (error) {
+      // Asking again brings the same scene: another version of the service, not a passing failure.
+      if (error instanceof UnexpectedAnswer) throw new RenderError(error.message, false);
+      throw error;
     }
-    const scene = RenderedScene.safeParse(json);
-    if (!scene.success)
-      throw new RenderError(`the generation service's scene lacks fields: ${scene.error.issues.map((issue) => issue.path.join('.')).join(', ')}`, false);
-    return scene.data;
   }
 
   /** The scene's image as an absolute URL: the generation service may hand out a path of its own. */

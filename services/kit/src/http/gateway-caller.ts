@@ -6,6 +6,9 @@ import { OUTAGE_RETRY_AFTER_SECONDS, Problem, unauthorized } from './errors.ts';
 import { type AccessTokenClaims, AccessTokenError, type AccessTokenVerifier, createAccessTokenVerifier } from './jwt.ts';
 import { ServiceClient } from './service-client.ts';
 
+/** RFC 7662's answer as the gateway gives it; a tier this service does not know is left out, not refused. */
+const IntrospectionAnswer = z.object({ active: z.boolean(), tier: z.unknown().optional() });
+
 /**
  * Who is calling a service behind the gateway (conductor, simulation, generation), decided once for all of
  * them by the rules of docs/reliability.md, "Who gets in":
@@ -119,7 +122,7 @@ export interface IntrospectionOptions {
  * token's expiry; concurrent checks of one token share a call; failures are not kept.
  */
 export function gatewayIntrospector(gatewayUrl: string, serviceKey: string | undefined, options: IntrospectionOptions): TokenIntrospector {
-  const client = new ServiceClient(gatewayUrl, serviceKey, options.timeoutMs);
+  const client = new ServiceClient(gatewayUrl, serviceKey, options.timeoutMs, 'the gateway');
   const answers = new Reuse<TokenState>();
   const ask = async (token: string, requestId: string): Promise<TokenState> => {
     let reply;
@@ -129,13 +132,12 @@ export function gatewayIntrospector(gatewayUrl: string, serviceKey: string | und
       throw gatewayUnavailable('the gateway could not be reached to check the access token');
     }
     if (reply.status !== 200) throw gatewayUnavailable(`the gateway answered ${reply.status} when asked to check the access token`);
-    let body: { active?: unknown; tier?: unknown };
+    let body: z.output<typeof IntrospectionAnswer>;
     try {
-      body = JSON.parse(reply.text) as typeof body;
-    } catch {
-      throw gatewayUnavailable("the gateway's token introspection answered something other than JSON");
+      body = reply.json(IntrospectionAnswer);
+    } catch (error) {
+      throw gatewayUnavailable(`the gateway's token introspection answered outside its schema: ${error instanceof Error ? error.message : String(error)}`);
     }
-    if (typeof body?.active !== 'boolean') throw gatewayUnavailable("the gateway's token introspection answered without `active`");
     return { active: body.active, ...(typeof body.tier === 'string' && TIERS.has(body.tier) ? { tier: body.tier as Tier } : {}) };
   };
   return (token, claims, requestId) => answers.get(claims.jti, Math.min(Date.now() + options.cacheMs, claims.exp * 1000), () => ask(token, requestId));

@@ -13,6 +13,7 @@ function thisMonth(now = new Date()): { from: Date; to: Date } {
 }
 
 export function budgetRoutes(deps: RouteDeps): RouteDefinition[] {
+  // Long on purpose: a table of routes, one block per route, each handler short.
   const { simulations, budgets, repository } = deps;
   return [
     defineRoute({

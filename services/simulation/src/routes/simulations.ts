@@ -38,6 +38,7 @@ const createdHeaders = z.object({
 });
 
 export function simulationRoutes(deps: RouteDeps): RouteDefinition[] {
+  // Long on purpose: a table of routes, one block per route, each handler short.
   const { simulations, repository, runner } = deps;
   return [
     defineRoute({

@@ -1,10 +1,10 @@
-import { timepointWeight } from '../plan.ts';
+import { type Scenario, timepointWeight } from '../plan.ts';
 import { type AntecedentsReply, AntecedentsReplySchema } from '../replies.ts';
-import { askValidated } from '../step-calls.ts';
+import { askValidated, type StepContext } from '../step-calls.ts';
 import { pick, randomFor } from '../synth.ts';
 import { resolveTimepoint } from '../timepoint.ts';
 import { createWorld, round, type World } from '../world.ts';
-import type { ModeAlgorithm } from './types.ts';
+import type { ModeAlgorithm, StepReport } from './types.ts';
 
 /** Candidate antecedents asked for per path per level. */
 const CANDIDATES = 3;
@@ -59,100 +59,9 @@ export const portal: ModeAlgorithm<PortalState> = {
   },
   init: (_plan, scenario) => ({ world: createWorld(scenario), ...settings(scenario), levels: [], paths: null }),
   async step(index, state, ctx, scenario) {
-    const last = scenario.timepoints.at(-1)!;
-    const outcome = scenario.modes.portal?.outcome ?? last.label;
-    if (index === 0) {
-      const record = await resolveTimepoint(
-        state.world,
-        {
-          id: 'outcome',
-          index: scenario.timepoints.length - 1,
-          label: outcome,
-          time: last.time,
-          hour: last.hour,
-          follows: null,
-          guidance: 'This outcome is fixed: it happened.',
-        },
-        ctx,
-      );
-      return { kind: 'outcome', label: outcome, detail: { timepoint: record.id } };
-    }
-    if (index <= state.depth) {
-      const depth = index;
-      const frontier = depth === 1 ? [null] : state.levels[depth - 2]!.filter((candidate) => candidate.kept);
-      const timepoint = scenario.timepoints[Math.max(0, scenario.timepoints.length - 1 - depth)]!;
-      const facts = Object.keys(state.world.facts);
-      const outcomeFacts = state.world.timepoints[0]?.states.flatMap((entityState) => entityState.uses_knowledge) ?? [];
-      const expansions = await Promise.all(
-        frontier.map(async (child, position) => {
-          const later = child ? child.description : outcome;
-          const prompt = JSON.stringify({
-            outcome,
-            later_moment: later,
-            earlier_time: timepoint.time,
-            entities: state.world.entities.map((entity) => ({ id: entity.id, name: entity.name, role: entity.role })),
-            facts: facts.map((id) => ({ id, text: state.world.facts[id]!.text })),
-            answer: `${CANDIDATES} candidate earlier moments, each {description, plausibility 0-1, rests_on: fact ids, states: {entity id: {mood, summary}}}`,
-          });
-          const { value: reply } = await askValidated(
-            ctx,
-            `antecedents ${depth}.${position + 1}`,
-            {
-              action: 'antecedents',
-              resolution: ctx.plan.fidelity,
-              system:
-                'You reason backwards from a known outcome: propose earlier moments that could have led to the later one. Answer with one JSON object only; cite only the listed fact ids.',
-              prompt,
-              schema: AntecedentsReplySchema,
-              offline: (attempt) =>
-                synthAntecedents(ctx.plan.seed, `${depth}.${child?.id ?? 'outcome'}.${attempt}`, later, timepoint.label, state.world, facts),
-            },
-            // An antecedent may rest only on facts of this world (the validator's unknown-fact rule).
-            (value) =>
-              value.candidates.flatMap((candidate) =>
-                candidate.rests_on
-                  .filter((id) => !state.world.facts[id])
-                  .map((id) => ({ entity: 'portal', fact: id, where: 'rests_on', reason: 'unknown fact' as const })),
-              ),
-          );
-          const childFacts = child ? child.rests_on : outcomeFacts;
-          return reply.candidates.map((candidate, order): Candidate => {
-            const coherence = round(0.5 + 0.5 * jaccard(candidate.rests_on, childFacts), 3);
-            return {
-              id: `d${depth}-${child ? `${child.id.replace(/^d\d+-/, '')}-` : ''}${order + 1}`,
-              depth,
-              parent: child?.id ?? 'outcome',
-              time: timepoint.time,
-              description: candidate.description,
-              plausibility: candidate.plausibility,
-              coherence,
-              score: round(candidate.plausibility * coherence * (child ? child.score : 1), 4),
-              rests_on: candidate.rests_on,
-              states: candidate.states,
-              kept: false,
-              step: ctx.step,
-            };
-          });
-        }),
-      );
-      const level = expansions.flat().sort((a, b) => b.score - a.score || a.id.localeCompare(b.id));
-      level.slice(0, state.beam).forEach((candidate) => (candidate.kept = true));
-      state.levels.push(level);
-      return {
-        kind: 'antecedents',
-        label: `level ${depth}: ${level.length} candidates, ${Math.min(state.beam, level.length)} kept`,
-        detail: { depth, candidates: level.length, kept: level.filter((candidate) => candidate.kept).map((candidate) => candidate.id) },
-      };
-    }
-    // The last step: the surviving paths, read forwards from their earliest moment to the outcome.
-    const byId = new Map(state.levels.flat().map((candidate) => [candidate.id, candidate]));
-    const leaves = state.levels.at(-1)!.filter((candidate) => candidate.kept);
-    state.paths = leaves.map((leaf, rank) => {
-      const chain: string[] = [];
-      for (let node: Candidate | undefined = leaf; node; node = byId.get(node.parent)) chain.push(node.id);
-      return { rank: rank + 1, score: leaf.score, candidates: chain };
-    });
-    return { kind: 'paths', label: `${state.paths.length} paths to the outcome`, detail: { paths: state.paths.length } };
+    if (index === 0) return resolveOutcome(state, ctx, scenario);
+    if (index <= state.depth) return expandLevel(index, state, ctx, scenario);
+    return readPaths(state);
   },
   assemble(state, scenario) {
     const paths = state.paths ?? [];
@@ -168,7 +77,7 @@ export const portal: ModeAlgorithm<PortalState> = {
     }
     return {
       portal: {
-        outcome: scenario.modes.portal?.outcome ?? scenario.timepoints.at(-1)!.label,
+        outcome: outcomeOf(scenario),
         depth: state.depth,
         beam: state.beam,
         levels: state.levels.map((level, index) => ({ depth: index + 1, candidates: level })),
@@ -179,6 +88,116 @@ export const portal: ModeAlgorithm<PortalState> = {
   },
   worlds: (state) => [{ name: 'main', world: state.world }],
 };
+
+const outcomeOf = (scenario: Scenario) => scenario.modes.portal?.outcome ?? scenario.timepoints.at(-1)!.label;
+
+/** The first step: the fixed outcome, resolved as the world's first timepoint. */
+async function resolveOutcome(state: PortalState, ctx: StepContext, scenario: Scenario): Promise<StepReport> {
+  const last = scenario.timepoints.at(-1)!;
+  const outcome = outcomeOf(scenario);
+  const record = await resolveTimepoint(
+    state.world,
+    {
+      id: 'outcome',
+      index: scenario.timepoints.length - 1,
+      label: outcome,
+      time: last.time,
+      hour: last.hour,
+      follows: null,
+      guidance: 'This outcome is fixed: it happened.',
+    },
+    ctx,
+  );
+  return { kind: 'outcome', label: outcome, detail: { timepoint: record.id } };
+}
+
+/** One level back: the antecedents of every kept candidate of the level above (the outcome's, first), the best `beam` kept. */
+async function expandLevel(depth: number, state: PortalState, ctx: StepContext, scenario: Scenario): Promise<StepReport> {
+  const frontier = depth === 1 ? [null] : state.levels[depth - 2]!.filter((candidate) => candidate.kept);
+  const timepoint = scenario.timepoints[Math.max(0, scenario.timepoints.length - 1 - depth)]!;
+  const expansions = await Promise.all(frontier.map((child, position) => antecedents(state, ctx, scenario, { depth, child, position, timepoint })));
+  const level = expansions.flat().sort((a, b) => b.score - a.score || a.id.localeCompare(b.id));
+  level.slice(0, state.beam).forEach((candidate) => (candidate.kept = true));
+  state.levels.push(level);
+  return {
+    kind: 'antecedents',
+    label: `level ${depth}: ${level.length} candidates, ${Math.min(state.beam, level.length)} kept`,
+    detail: { depth, candidates: level.length, kept: level.filter((candidate) => candidate.kept).map((candidate) => candidate.id) },
+  };
+}
+
+interface Expansion {
+  depth: number;
+  /** The candidate whose antecedents are asked for; null for the outcome's. */
+  child: Candidate | null;
+  position: number;
+  timepoint: Scenario['timepoints'][number];
+}
+
+/** The model's candidate antecedents of one later moment, each scored by its plausibility and its coherence with that moment. */
+async function antecedents(state: PortalState, ctx: StepContext, scenario: Scenario, { depth, child, position, timepoint }: Expansion): Promise<Candidate[]> {
+  const outcome = outcomeOf(scenario);
+  const facts = Object.keys(state.world.facts);
+  const later = child ? child.description : outcome;
+  const prompt = JSON.stringify({
+    outcome,
+    later_moment: later,
+    earlier_time: timepoint.time,
+    entities: state.world.entities.map((entity) => ({ id: entity.id, name: entity.name, role: entity.role })),
+    facts: facts.map((id) => ({ id, text: state.world.facts[id]!.text })),
+    answer: `${CANDIDATES} candidate earlier moments, each {description, plausibility 0-1, rests_on: fact ids, states: {entity id: {mood, summary}}}`,
+  });
+  const { value: reply } = await askValidated(
+    ctx,
+    `antecedents ${depth}.${position + 1}`,
+    {
+      action: 'antecedents',
+      resolution: ctx.plan.fidelity,
+      system:
+        'You reason backwards from a known outcome: propose earlier moments that could have led to the later one. Answer with one JSON object only; cite only the listed fact ids.',
+      prompt,
+      schema: AntecedentsReplySchema,
+      offline: (attempt) => synthAntecedents(ctx.plan.seed, `${depth}.${child?.id ?? 'outcome'}.${attempt}`, later, timepoint.label, state.world, facts),
+    },
+    // An antecedent may rest only on facts of this world (the validator's unknown-fact rule).
+    (value) =>
+      value.candidates.flatMap((candidate) =>
+        candidate.rests_on
+          .filter((id) => !state.world.facts[id])
+          .map((id) => ({ entity: 'portal', fact: id, where: 'rests_on', reason: 'unknown fact' as const })),
+      ),
+  );
+  const childFacts = child ? child.rests_on : (state.world.timepoints[0]?.states.flatMap((entityState) => entityState.uses_knowledge) ?? []);
+  return reply.candidates.map((candidate, order): Candidate => {
+    const coherence = round(0.5 + 0.5 * jaccard(candidate.rests_on, childFacts), 3);
+    return {
+      id: `d${depth}-${child ? `${child.id.replace(/^d\d+-/, '')}-` : ''}${order + 1}`,
+      depth,
+      parent: child?.id ?? 'outcome',
+      time: timepoint.time,
+      description: candidate.description,
+      plausibility: candidate.plausibility,
+      coherence,
+      score: round(candidate.plausibility * coherence * (child ? child.score : 1), 4),
+      rests_on: candidate.rests_on,
+      states: candidate.states,
+      kept: false,
+      step: ctx.step,
+    };
+  });
+}
+
+/** The last step: the surviving paths, read forwards from their earliest moment to the outcome. */
+function readPaths(state: PortalState): StepReport {
+  const byId = new Map(state.levels.flat().map((candidate) => [candidate.id, candidate]));
+  const leaves = state.levels.at(-1)!.filter((candidate) => candidate.kept);
+  state.paths = leaves.map((leaf, rank) => {
+    const chain: string[] = [];
+    for (let node: Candidate | undefined = leaf; node; node = byId.get(node.parent)) chain.push(node.id);
+    return { rank: rank + 1, score: leaf.score, candidates: chain };
+  });
+  return { kind: 'paths', label: `${state.paths.length} paths to the outcome`, detail: { paths: state.paths.length } };
+}
 
 function synthAntecedents(seed: string, key: string, later: string, label: string, world: World, facts: string[]): AntecedentsReply {
   const random = randomFor(seed, 'portal', key);
