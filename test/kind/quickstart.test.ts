@@ -387,16 +387,14 @@ describe('docs/kind.md on the test node (install, sign in through the Ingress, r
       metrics.join('\n'),
     );
     // The public host serves the API, /health and the docs; /metrics lives on a port the Ingress never routes.
-    const status = (path: string) => sh(`curl -s -o /dev/null -w '%{http_code}' http://${kindValues.ingress.host}${path}`).trim();
-    assert.deepEqual(
-      ['/metrics', '/health', '/docs', '/api/v1/credits/costs'].map((path) => [path, status(path)]),
-      [
-        ['/metrics', '404'],
-        ['/health', '200'],
-        ['/docs', '200'],
-        ['/api/v1/credits/costs', '200'],
-      ],
-    );
+    const answered: Array<[string, number]> = [];
+    for (const path of ['/metrics', '/health', '/docs', '/api/v1/credits/costs']) answered.push([path, (await throughIngress(path)).status]);
+    assert.deepEqual(answered, [
+      ['/metrics', 404],
+      ['/health', 200],
+      ['/docs', 200],
+      ['/api/v1/credits/costs', 200],
+    ]);
   });
 
   /** The page's shell text run while traffic goes through the Ingress, until the rollout is over: none may fail. */
