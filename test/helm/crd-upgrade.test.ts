@@ -1,5 +1,5 @@
 // The operator chart installs and upgrades the CRDs of crds/ as templates (crds.enabled, crds.keep), checked
-// with a real helm against a real kube-apiserver (test/k8s/control-plane.ts): chart 0.1.0 from git history,
+// with a real helm against a real kube-apiserver (test/k8s/control-plane.ts): chart 0.1.0 as packaged (test/helm/fixtures),
 // which had them in Helm's crds/ directory, installed; the upgrade to the working tree refused until the
 // commands charts/tempora-operator/README.md gives ("Upgrading from chart 0.1.0") have run, run with a real
 // kubectl, and then upgrading them; a further upgrade over a changed CRD applying the change; uninstall
@@ -20,8 +20,11 @@ import { Helm, parseObjects } from './helm.ts';
 const HERE = dirname(fileURLToPath(import.meta.url));
 const ROOT = join(HERE, '..', '..');
 const CHART = join(ROOT, 'charts', 'tempora-operator');
-/** The last commit of main with chart 0.1.0, whose CRDs were in Helm's crds/ (symlinks to ../../../crds). */
-const PREVIOUS = 'c42752a';
+/**
+ * Chart 0.1.0 as it was released, whose CRDs were in Helm's crds/: `helm package` of charts/tempora-operator
+ * at c42752a, the last commit of main with it. Kept as the package, so that no git history is needed.
+ */
+const PREVIOUS = join(HERE, 'fixtures', 'tempora-operator-0.1.0.tgz');
 const RELEASE = 'tempora-operator';
 const NAMESPACE = 'tempora-system';
 const CRD_PATH = '/apis/apiextensions.k8s.io/v1/customresourcedefinitions';
@@ -193,9 +196,8 @@ describe('helm chart tempora-operator: CRDs installed and upgraded with the rele
       const built = spawnSync('bash', [join(ROOT, 'test', 'k8s', 'build-binaries.sh'), 'kubectl'], { stdio: ['ignore', 'inherit', 'inherit'] });
       if (built.status !== 0) throw new Error('building kubectl failed');
       work = mkdtempSync(join(tmpdir(), 'tempora-crd-upgrade-'));
-      // Both the chart and the top-level crds/ its crds/ links point to.
-      execFileSync('bash', ['-euo', 'pipefail', '-c', `git -C "${ROOT}" archive ${PREVIOUS} charts/tempora-operator crds | tar -x -C "${work}"`]);
-      previousChart = join(work, 'charts', 'tempora-operator');
+      execFileSync('tar', ['-xzf', PREVIOUS, '-C', work]);
+      previousChart = join(work, 'tempora-operator');
       assert.match(readFileSync(join(previousChart, 'Chart.yaml'), 'utf8'), /^version: 0\.1\.0$/m);
       cp = await ControlPlane.started();
       admin = clientFor(cp.kubeconfigPath);
