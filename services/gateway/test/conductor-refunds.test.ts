@@ -274,7 +274,9 @@ describe('gateway: runs the conductor started are refunded as proxied runs are',
     const reply = (await ask(user)).body;
     const { call, id } = startedRun(reply);
     assert.equal(call.credits, RUN);
-    assert.equal(relay.follows, follows + 1, 'the first hand-over was refused');
+    // The hand-over at request time was refused; the settler (every 50 ms here) may have taken its turn already.
+    assert.equal(relay.refuseFollow, 0, 'the first hand-over was refused');
+    assert.ok(relay.follows >= follows + 1, 'handed over while answering');
     for (let i = 0; i < 400 && relay.follows < follows + 2; i += 1) await sleep(25);
     assert.equal(relay.follows, follows + 2, 'the settler handed it over');
     end(id, 'failed');
