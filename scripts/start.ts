@@ -11,7 +11,7 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { DEFAULT_PORTS, type ServiceName } from '../services/kit/src/runtime/config.ts';
+import { DEFAULT_PORTS, METRICS_PORT_OFFSET, type ServiceName } from '../services/kit/src/runtime/config.ts';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 const ORDER: ServiceName[] = ['graph', 'generation', 'simulation', 'conductor', 'billing', 'gateway'];
@@ -74,7 +74,7 @@ export function plan(base: NodeJS.ProcessEnv): Plan {
   // names one address, on loopback when it names all of them.
   const portOf = (service: ServiceName) => Number(env[`${service.toUpperCase()}_PORT`] ?? DEFAULT_PORTS[service]);
   // /metrics on a port of its own (conventions.md, "Ports"): <SERVICE>_METRICS_PORT, else the port + 1000.
-  const metricsPortOf = (service: ServiceName) => Number(env[`${service.toUpperCase()}_METRICS_PORT`] ?? portOf(service) + 1000);
+  const metricsPortOf = (service: ServiceName) => Number(env[`${service.toUpperCase()}_METRICS_PORT`] ?? portOf(service) + METRICS_PORT_OFFSET);
   const host = ['0.0.0.0', '::'].includes(env.HOST!) ? '127.0.0.1' : env.HOST!.includes(':') ? `[${env.HOST}]` : env.HOST!;
   const url = (service: ServiceName) => `http://${host}:${portOf(service)}`;
   for (const service of ORDER) env[`${service.toUpperCase()}_URL`] ??= url(service);

@@ -3,6 +3,7 @@
 // in one ConfigMap that the simulation pods mount, an Ingress for the gateway, and a ServiceMonitor per
 // service when the Prometheus Operator is installed.
 import { generateKeyPairSync } from 'node:crypto';
+import { METRICS_PORT_OFFSET } from '@tempora/kit/config';
 import type { AgentPool, IngressSpec, SimulationBudget, TemporaGateway } from '../api/v1alpha1/index.ts';
 import type { KubeObject } from '../kube/object.ts';
 import * as R from '../kube/resources.ts';
@@ -20,7 +21,6 @@ import {
   type EnvVar,
   envFromSecretKey,
   image,
-  METRICS_PORT_OFFSET,
   mergePodSettings,
   modelSettings,
   obj,

@@ -1,7 +1,9 @@
 // Builders for the children every Tempora workload is made of. Each returns only the fields the operator
 // owns (see docs/operator.md, "Who owns which field"): everything else stays with the API server's
 // defaults or with whoever sets it.
+
 import { createHash } from 'node:crypto';
+import { METRICS_PORT_OFFSET } from '@tempora/kit/config';
 import type { ImageSpec, ModelsSpec, MonitoringSpec, PodSettings, Resources, SecretKeyRef, TracingSpec } from '../api/v1alpha1/index.ts';
 import type { KubeObject } from '../kube/object.ts';
 import * as R from '../kube/resources.ts';
@@ -16,7 +18,6 @@ const PORT_NAME = 'http';
  * ServiceMonitor scrapes and no Ingress routes. Workers have no Ingress: they serve /metrics on `http`.
  */
 const METRICS_PORT_NAME = 'metrics';
-export const METRICS_PORT_OFFSET = 1000;
 /**
  * TEMPORA_DATA_DIR of every pod: an emptyDir, the one writable place besides /tmp (the root filesystem is
  * read-only). It holds a service's embedded database when there is no DATABASE_URL, and lives as long as the pod.

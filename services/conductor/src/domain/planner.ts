@@ -1,3 +1,5 @@
+// Over 400 lines: the offline planner's reading of a request and the prompts of the model planner share
+// the tool vocabulary here; split with execute() when issue 30 gives the conductor its one shape.
 import type { ChatMessage, ChatTurn, ToolCall } from '@tempora/kit/providers';
 import { z } from 'zod';
 import type { SIMULATION_MODES } from './platform-tools.ts';

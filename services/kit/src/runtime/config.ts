@@ -86,13 +86,17 @@ export function baseConfigSchema(service: ServiceName) {
  * The port of a service's /metrics (conventions.md, "Ports"): METRICS_PORT, else PORT + 1000, so gateway
  * 8080 is scraped on 9080. A service on an ephemeral port (PORT 0) gets an ephemeral metrics port too.
  */
+/** How far above PORT a service's /metrics listens unless METRICS_PORT says otherwise: the one place this is decided. */
+export const METRICS_PORT_OFFSET = 1000;
+
 export function metricsPort(config: { PORT: number; METRICS_PORT?: number | undefined }): number {
   if (config.METRICS_PORT !== undefined && config.METRICS_PORT !== 0 && config.METRICS_PORT === config.PORT)
     throw new ConfigError(`METRICS_PORT: ${config.METRICS_PORT} is PORT too; /metrics needs a port of its own`);
   if (config.METRICS_PORT !== undefined) return config.METRICS_PORT;
   if (config.PORT === 0) return 0;
-  if (config.PORT + 1000 > 65535) throw new ConfigError(`METRICS_PORT: PORT ${config.PORT} + 1000 is no port; set METRICS_PORT`);
-  return config.PORT + 1000;
+  if (config.PORT + METRICS_PORT_OFFSET > 65535)
+    throw new ConfigError(`METRICS_PORT: PORT ${config.PORT} + ${METRICS_PORT_OFFSET} is no port; set METRICS_PORT`);
+  return config.PORT + METRICS_PORT_OFFSET;
 }
 
 /** Bytes in a size such as BODY_LIMIT's `1mb`, `512kb` or `100b`. */
