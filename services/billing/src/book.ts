@@ -1,9 +1,8 @@
-import type { Knex } from '@tempora/kit/data';
 import { creditsToTakeBack } from './domain/adjustments.ts';
 import type { Catalogue, Tier } from './domain/catalogue.ts';
 import type { Adjustment, Interpretation, Provider, Purchase, SubscriptionChange } from './domain/intents.ts';
 import { effectiveTier, supersedes } from './domain/tiers.ts';
-import type { BillingRepository, PaymentRow, SubscriptionRow } from './repository.ts';
+import type { BillingRepository, PaymentRow, SubscriptionRow } from './repository/index.ts';
 
 /** How one message was recorded. */
 export interface Recorded {
@@ -53,12 +52,12 @@ export class Book {
   }
 
   async record(source: Source, interpretation: Interpretation, now = new Date()): Promise<Recorded> {
-    return this.repository.knex.transaction(async (trx) => {
-      if (source.eventId !== null && !(await this.repository.claimEvent(trx, source.provider, source.eventId, source.type))) {
+    return this.repository.transaction(async (tx) => {
+      if (source.eventId !== null && !(await tx.events.claim(source.provider, source.eventId, source.type))) {
         return { outcome: 'duplicate', detail: null, users: [] };
       }
       const settle = async (outcome: Recorded['outcome'], detail: string | null, userId: string | null, users: string[]): Promise<Recorded> => {
-        if (source.eventId !== null) await this.repository.settleEvent(trx, source.provider, source.eventId, outcome, detail, userId);
+        if (source.eventId !== null) await tx.events.settle(source.provider, source.eventId, outcome, detail, userId);
         return { outcome, detail, users };
       };
       if ('ignored' in interpretation) return settle('ignored', interpretation.ignored, null, []);
@@ -67,18 +66,18 @@ export class Book {
       const named = [interpretation.userId, ...interpretation.intents.map((intent) => ('userId' in intent ? intent.userId : null))].filter(
         (userId) => userId !== null,
       );
-      await this.repository.lockUsers(trx, named);
-      if (await this.repository.anyErased(trx, named)) return settle('ignored', 'it names an account that was deleted: nothing is applied', null, []);
+      await tx.erasures.lockUsers(named);
+      if (await tx.erasures.anyErased(named)) return settle('ignored', 'it names an account that was deleted: nothing is applied', null, []);
 
       const effects: Effects = { changed: false, users: new Set(), tierUsers: new Set(), notes: [] };
       // The interpreters put subscriptions before payments, and accounts are locked last (refreshTier):
       // concurrent messages lock shared rows in one order, so they wait for each other instead of deadlocking.
       for (const intent of interpretation.intents) {
-        if (intent.kind === 'subscription') await this.applySubscription(trx, intent, effects);
-        else if (intent.kind === 'purchase') await this.applyPurchase(trx, intent, effects);
-        else await this.applyAdjustment(trx, intent, effects);
+        if (intent.kind === 'subscription') await this.applySubscription(tx, intent, effects);
+        else if (intent.kind === 'purchase') await this.applyPurchase(tx, intent, effects);
+        else await this.applyAdjustment(tx, intent, effects);
       }
-      for (const userId of effects.tierUsers) await this.refreshTier(trx, userId, now);
+      for (const userId of effects.tierUsers) await this.refreshTier(tx, userId, now);
       const users = [...new Set([...effects.users, ...effects.tierUsers])];
       const detail = effects.notes.join('; ') || null;
       const userId = interpretation.userId ?? users[0] ?? null;
@@ -88,8 +87,8 @@ export class Book {
     });
   }
 
-  private async applySubscription(trx: Knex, change: SubscriptionChange, effects: Effects): Promise<void> {
-    const { row, created } = await this.repository.lockSubscription(trx, change.provider, change.ref, {
+  private async applySubscription(tx: BillingRepository, change: SubscriptionChange, effects: Effects): Promise<void> {
+    const { row, created } = await tx.subscriptions.lock(change.provider, change.ref, {
       user_id: change.userId,
       plan_id: change.planId,
       status: change.status,
@@ -110,7 +109,7 @@ export class Book {
       };
       if (change.onlyIfNew || !supersedes({ status: row.status, version: Number(row.version) }, change)) {
         if (Object.keys(links).length > 0) {
-          await this.repository.updateSubscription(trx, change.provider, change.ref, links);
+          await tx.subscriptions.update(change.provider, change.ref, links);
           effects.changed = true;
         }
         effects.notes.push(
@@ -137,7 +136,7 @@ export class Book {
         time(next.past_due_since) === time(row.past_due_since) &&
         time(next.grace_until) === time(row.grace_until);
       effects.changed ||= !same || Object.keys(links).length > 0;
-      await this.repository.updateSubscription(trx, change.provider, change.ref, { ...links, ...next, version: change.version });
+      await tx.subscriptions.update(change.provider, change.ref, { ...links, ...next, version: change.version });
     }
     if (!userId) {
       effects.notes.push(`unmatched: subscription ${change.ref} names no user`);
@@ -146,7 +145,7 @@ export class Book {
     const planId = change.planId ?? row.plan_id;
     if (created || row.status !== change.status || row.plan_id !== planId) {
       const plan = planId ? (this.catalogue.plan(planId)?.name ?? planId) : 'an unknown plan';
-      await this.repository.addHistory(trx, {
+      await tx.history.add({
         user_id: userId,
         kind: 'subscription',
         description: `${plan} subscription ${change.status}`,
@@ -160,10 +159,10 @@ export class Book {
     effects.tierUsers.add(userId);
   }
 
-  private async applyPurchase(trx: Knex, purchase: Purchase, effects: Effects): Promise<void> {
+  private async applyPurchase(tx: BillingRepository, purchase: Purchase, effects: Effects): Promise<void> {
     let subscription: SubscriptionRow | undefined;
-    if (purchase.item.kind === 'allowance') subscription = await this.repository.subscription(trx, purchase.provider, purchase.item.subscriptionRef);
-    const payment = await this.repository.lockPayment(trx, purchase.provider, purchase.ref, purchase.paymentIntent);
+    if (purchase.item.kind === 'allowance') subscription = await tx.subscriptions.get(purchase.provider, purchase.item.subscriptionRef);
+    const payment = await tx.payments.lock(purchase.provider, purchase.ref, purchase.paymentIntent);
     if (payment.granted_at) {
       effects.notes.push(`payment ${purchase.ref} was granted before`);
       return;
@@ -189,7 +188,7 @@ export class Book {
     }
     const granted: PaymentRow = { ...payment, user_id: userId, credits, granted_at: new Date() };
     effects.changed = true;
-    await this.repository.updatePayment(trx, purchase.provider, purchase.ref, {
+    await tx.payments.update(purchase.provider, purchase.ref, {
       user_id: userId,
       item_kind: purchase.item.kind,
       item_id: itemId,
@@ -200,7 +199,7 @@ export class Book {
       payment_intent: payment.payment_intent ?? purchase.paymentIntent,
       granted_at: granted.granted_at,
     });
-    await this.repository.addHistory(trx, {
+    await tx.history.add({
       user_id: userId,
       kind: purchase.item.kind === 'pack' ? 'purchase' : 'renewal',
       description,
@@ -211,7 +210,7 @@ export class Book {
       currency: purchase.currency,
     });
     if (credits > 0) {
-      await this.repository.enqueue(trx, {
+      await tx.outbox.enqueue({
         user_id: userId,
         kind: 'grant',
         amount: credits,
@@ -223,30 +222,30 @@ export class Book {
     }
     effects.users.add(userId);
     // A refund or dispute that arrived before the payment itself is settled now.
-    await this.settle(trx, granted, 'refund', effects);
+    await this.settle(tx, granted, 'refund', effects);
   }
 
-  private async applyAdjustment(trx: Knex, adjustment: Adjustment, effects: Effects): Promise<void> {
-    const known = adjustment.ref === null && adjustment.paymentIntent ? await this.repository.paymentByIntent(trx, adjustment.paymentIntent) : undefined;
+  private async applyAdjustment(tx: BillingRepository, adjustment: Adjustment, effects: Effects): Promise<void> {
+    const known = adjustment.ref === null && adjustment.paymentIntent ? await tx.payments.byIntent(adjustment.paymentIntent) : undefined;
     const ref = adjustment.ref ?? known?.ref ?? adjustment.paymentIntent!;
-    const payment = await this.repository.lockPayment(trx, adjustment.provider, ref, known ? null : adjustment.paymentIntent);
+    const payment = await tx.payments.lock(adjustment.provider, ref, known ? null : adjustment.paymentIntent);
     const fields = {
       refunded_amount: Math.max(Number(payment.refunded_amount), adjustment.refunded?.amount ?? 0),
       refunded_of: adjustment.refunded?.of ?? (payment.refunded_of === null ? null : Number(payment.refunded_of)),
       disputed: adjustment.disputed ?? payment.disputed,
       revoked: payment.revoked || adjustment.revoked === true,
     };
-    await this.repository.updatePayment(trx, adjustment.provider, ref, { ...fields, payment_intent: payment.payment_intent ?? adjustment.paymentIntent });
+    await tx.payments.update(adjustment.provider, ref, { ...fields, payment_intent: payment.payment_intent ?? adjustment.paymentIntent });
     effects.changed = true;
     if (!payment.granted_at) {
       effects.notes.push(`${adjustment.reason} recorded before its payment: settled when the payment arrives`);
       return;
     }
-    await this.settle(trx, { ...payment, ...fields }, adjustment.reason, effects);
+    await this.settle(tx, { ...payment, ...fields }, adjustment.reason, effects);
   }
 
   /** Brings the credits taken back from a granted payment to what its refunds and disputes call for. */
-  private async settle(trx: Knex, payment: PaymentRow, reason: string, effects: Effects): Promise<void> {
+  private async settle(tx: BillingRepository, payment: PaymentRow, reason: string, effects: Effects): Promise<void> {
     const target = creditsToTakeBack({
       credits: payment.credits,
       refunded_amount: Number(payment.refunded_amount),
@@ -257,9 +256,9 @@ export class Book {
     const delta = target - payment.credits_taken_back;
     if (delta === 0 || !payment.user_id) return;
     const sequence = payment.adjustments + 1;
-    await this.repository.updatePayment(trx, payment.provider, payment.ref, { credits_taken_back: target, adjustments: sequence });
+    await tx.payments.update(payment.provider, payment.ref, { credits_taken_back: target, adjustments: sequence });
     const operation = delta > 0 ? `billing.${reason === 'dispute' ? 'dispute' : 'refund'}` : 'billing.dispute-won';
-    await this.repository.enqueue(trx, {
+    await tx.outbox.enqueue({
       user_id: payment.user_id,
       kind: delta > 0 ? 'debit' : 'grant',
       amount: Math.abs(delta),
@@ -269,7 +268,7 @@ export class Book {
       payment_ref: payment.ref,
     });
     const description = delta > 0 ? `${reason}: ${delta} credits taken back` : `${reason}: ${-delta} credits given back`;
-    await this.repository.addHistory(trx, {
+    await tx.history.add({
       user_id: payment.user_id,
       kind: delta > 0 ? 'refund' : 'reinstated',
       description,
@@ -283,9 +282,9 @@ export class Book {
   }
 
   /** Works a user's tier out again from their subscriptions; a change is then pushed to the gateway. */
-  async refreshTier(trx: Knex, userId: string, now: Date): Promise<Tier> {
-    const account = await this.repository.lockAccount(trx, userId);
-    const subscriptions = await this.repository.subscriptionsOf(trx, userId);
+  private async refreshTier(tx: BillingRepository, userId: string, now: Date): Promise<Tier> {
+    const account = await tx.accounts.lock(userId);
+    const subscriptions = await tx.subscriptions.of(userId);
     const tier = effectiveTier(
       subscriptions.map((row) => ({ ...row, version: Number(row.version) })),
       this.catalogue,
@@ -293,8 +292,8 @@ export class Book {
       this.graceMs,
     );
     if (tier !== account.tier) {
-      await this.repository.updateAccount(trx, userId, { tier, push_next_attempt_at: trx.fn.now() as unknown as Date, push_attempts: 0, push_error: null });
-      await this.repository.addHistory(trx, {
+      await tx.accounts.setTier(userId, tier);
+      await tx.history.add({
         user_id: userId,
         kind: 'tier',
         description: `tier ${account.tier} → ${tier}`,
@@ -311,9 +310,9 @@ export class Book {
   /** Past-due subscribers whose grace has run out lose the plan's tier, without any message saying so. */
   async lapsePastDue(now = new Date()): Promise<string[]> {
     const changed: string[] = [];
-    for (const userId of await this.repository.usersPastDue()) {
-      const before = (await this.repository.account(userId))?.tier;
-      const after = await this.repository.knex.transaction((trx) => this.refreshTier(trx, userId, now));
+    for (const userId of await this.repository.subscriptions.usersPastDue()) {
+      const before = (await this.repository.accounts.get(userId))?.tier;
+      const after = await this.repository.transaction((tx) => this.refreshTier(tx, userId, now));
       if (after !== before) changed.push(userId);
     }
     return changed;

@@ -2,10 +2,10 @@ import { type Metrics, zeroed } from '@tempora/kit/observability';
 import { Counter, Gauge } from 'prom-client';
 import type { Recorded } from './book.ts';
 import { TIERS } from './domain/catalogue.ts';
-import type { BillingRepository } from './repository.ts';
+import type { OutboxEntries } from './repository/outbox.ts';
 
 const RECORDED_OUTCOMES: ReadonlyArray<Recorded['outcome']> = ['applied', 'duplicate', 'unchanged', 'ignored', 'unmatched'];
-/** The refusals each channel can give (stripe-channel.ts, apple-channel.ts, routes/account.ts). */
+/** The refusals each channel can give (stripe-channel.ts, apple-channel.ts, application/channels.ts). */
 const APPLE_REFUSALS = [
   'malformed-body',
   'malformed-event',
@@ -27,7 +27,7 @@ export class BillingMetrics {
   readonly tierPushes: Counter<'tier' | 'outcome'>;
   readonly checkouts: Counter<'kind'>;
 
-  constructor(metrics: Metrics, repository: BillingRepository) {
+  constructor(metrics: Metrics, outbox: Pick<OutboxEntries, 'backlog'>) {
     const registers = [metrics.registry];
     this.messages = new Counter({
       name: 'billing_provider_messages_total',
@@ -86,7 +86,7 @@ export class BillingMetrics {
     zeroed(this.checkouts, { kind: ['pack', 'plan'] });
     // One query per scrape serves both backlog gauges.
     let backlog: Promise<{ pending: number; failed: number; oldestPendingSeconds: number }> | undefined;
-    const read = () => (backlog ??= repository.outboxBacklog().finally(() => setTimeout(() => (backlog = undefined), 0)));
+    const read = () => (backlog ??= outbox.backlog().finally(() => setTimeout(() => (backlog = undefined), 0)));
     new Gauge({
       name: 'billing_outbox_entries',
       help: 'Ledger effects not delivered to the gateway, by status (pending: will be retried; failed: refused for good, an operator re-syncs)',

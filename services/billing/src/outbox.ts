@@ -3,7 +3,7 @@ import type { Logger } from '@tempora/kit/observability';
 import type { Tier } from './domain/catalogue.ts';
 import { type GatewayClient, PermanentRefusal } from './gateway-client.ts';
 import type { BillingMetrics } from './metrics.ts';
-import type { BillingRepository, OutboxRow } from './repository.ts';
+import type { BillingRepository, OutboxRow } from './repository/index.ts';
 
 export interface OutboxSettings {
   pollMs: number;
@@ -89,8 +89,8 @@ export class Outbox {
     let askEntries = true;
     let askTiers = true;
     for (;;) {
-      const entries: OutboxRow[] = askEntries ? await this.repository.leaseDeliveries(BATCH, userIds) : [];
-      const pushes: { user_id: string; tier: Tier; push_attempts: number }[] = askTiers ? await this.repository.leaseTierPushes(BATCH, userIds) : [];
+      const entries: OutboxRow[] = askEntries ? await this.repository.outbox.leaseDeliveries(BATCH, userIds) : [];
+      const pushes: { user_id: string; tier: Tier; push_attempts: number }[] = askTiers ? await this.repository.accounts.leaseTierPushes(BATCH, userIds) : [];
       askEntries = entries.length > 0;
       askTiers = pushes.length > 0;
       if (entries.length === 0 && pushes.length === 0) {
@@ -126,11 +126,11 @@ export class Outbox {
 
   private async deliverEntry(entry: OutboxRow): Promise<void> {
     try {
-      const sent = entry.sent_amount ?? (await this.repository.fixSentAmount(entry));
+      const sent = entry.sent_amount ?? (await this.fixSentAmount(entry));
       const fixed = { ...entry, sent_amount: sent };
       if (sent === 0) {
         // The whole grant paid off debt: nothing reaches the ledger.
-        await this.repository.delivered(fixed, null);
+        await this.delivered(fixed, null);
         this.metrics.deliveries.inc({ kind: entry.kind, outcome: 'delivered' });
         return;
       }
@@ -143,7 +143,7 @@ export class Outbox {
         requestId: randomUUID(),
       };
       const booked = entry.kind === 'grant' ? await this.gateway.grant(booking) : await this.gateway.debit(booking);
-      await this.repository.delivered(fixed, booked.taken);
+      await this.delivered(fixed, booked.taken);
       this.metrics.deliveries.inc({ kind: entry.kind, outcome: 'delivered' });
       if (!booked.replayed)
         this.metrics.credits.inc({ direction: entry.kind === 'grant' ? 'granted' : 'debited', operation: entry.operation }, booked.taken ?? sent);
@@ -154,27 +154,85 @@ export class Outbox {
           { entry: entry.id, user: entry.user_id, key: entry.idempotency_key, error: message },
           'the gateway refused a ledger effect for good: an operator must re-sync the user',
         );
-        await this.repository.deliveryFailed(entry, message, 'failed').catch(() => undefined);
+        await this.repository.outbox.deliveryFailed(entry, message, 'failed').catch(() => undefined);
         this.metrics.deliveries.inc({ kind: entry.kind, outcome: 'failed' });
         return;
       }
       this.logger.warn({ entry: entry.id, attempts: entry.attempts, error: message }, 'ledger effect not delivered yet; retrying later');
-      await this.repository.deliveryFailed(entry, message, this.backoff(entry.attempts)).catch(() => undefined);
+      await this.repository.outbox.deliveryFailed(entry, message, this.backoff(entry.attempts)).catch(() => undefined);
       this.metrics.deliveries.inc({ kind: entry.kind, outcome: 'retry' });
     }
+  }
+
+  /** Fixes what a grant sends, paying the user's debt from it first (once: a retry finds it fixed). */
+  private async fixSentAmount(entry: OutboxRow): Promise<number> {
+    const whole = await this.repository.outbox.sendWholeAmount(entry);
+    if (whole !== undefined) return whole;
+    return this.repository.transaction(async (tx) => {
+      const row = await tx.outbox.lock(entry.id);
+      // Gone: its user's account was deleted meanwhile, and nothing reaches the ledger.
+      if (!row) return 0;
+      if (row.sent_amount !== null) return row.sent_amount;
+      let sent = entry.amount;
+      if (entry.kind === 'grant') {
+        const account = await tx.accounts.lock(entry.user_id);
+        const paid = Math.min(Number(account.debt), entry.amount);
+        if (paid > 0) {
+          await tx.accounts.setDebt(entry.user_id, Number(account.debt) - paid);
+          await tx.history.add({
+            user_id: entry.user_id,
+            kind: 'debt',
+            description: `${paid} credits of this grant paid off credits a refund could not take back`,
+            credits: -paid,
+            provider: entry.provider,
+            ref: entry.payment_ref,
+            amount: null,
+            currency: null,
+          });
+        }
+        sent = entry.amount - paid;
+      }
+      await tx.outbox.setSentAmount(entry.id, sent);
+      return sent;
+    });
+  }
+
+  /** Marks a delivery done; a debit's shortfall (what the balance could not cover) becomes the user's debt. */
+  private async delivered(entry: OutboxRow, taken: number | null): Promise<void> {
+    if (entry.kind === 'grant') {
+      await this.repository.outbox.markDelivered(entry.id, taken);
+      return;
+    }
+    await this.repository.transaction(async (tx) => {
+      if (!(await tx.outbox.markDelivered(entry.id, taken)) || taken === null) return;
+      const shortfall = (entry.sent_amount ?? entry.amount) - taken;
+      if (shortfall <= 0) return;
+      const account = await tx.accounts.lock(entry.user_id);
+      await tx.accounts.setDebt(entry.user_id, Number(account.debt) + shortfall);
+      await tx.history.add({
+        user_id: entry.user_id,
+        kind: 'debt',
+        description: `${shortfall} credits could not be taken back (already spent): they are owed from the next grants`,
+        credits: null,
+        provider: entry.provider,
+        ref: entry.payment_ref,
+        amount: null,
+        currency: null,
+      });
+    });
   }
 
   private async pushTier(userId: string, tier: Tier, attempts: number): Promise<void> {
     try {
       await this.gateway.setTier(userId, tier, randomUUID());
-      await this.repository.tierPushed(userId, tier);
+      await this.repository.accounts.tierPushed(userId, tier);
       this.metrics.tierPushes.inc({ tier, outcome: 'pushed' });
     } catch (error) {
       const message = (error as Error).message;
       const permanent = error instanceof PermanentRefusal;
       if (permanent) this.logger.error({ user: userId, tier, error: message }, 'the gateway refused a tier change for good: an operator must re-sync the user');
       else this.logger.warn({ user: userId, tier, error: message }, 'tier change not pushed yet; retrying later');
-      await this.repository.tierPushFailed(userId, message, permanent ? 'never' : this.backoff(attempts + 1)).catch(() => undefined);
+      await this.repository.accounts.tierPushFailed(userId, message, permanent ? 'never' : this.backoff(attempts + 1)).catch(() => undefined);
       this.metrics.tierPushes.inc({ tier, outcome: permanent ? 'failed' : 'retry' });
     }
   }

@@ -3,8 +3,11 @@ import { adminKeyAuth, createApp, serviceKeyAuth } from '@tempora/kit/http';
 import { createLogger, type Logger, Metrics } from '@tempora/kit/observability';
 import { sizeInBytes } from '@tempora/kit/runtime';
 import type Koa from 'koa';
-import { AccountData } from './account-data.ts';
 import { AppleChannel } from './apple-channel.ts';
+import { AccountData } from './application/account-data.ts';
+import { ChannelService } from './application/channels.ts';
+import { OperatorService } from './application/operators.ts';
+import { SubscriptionService } from './application/subscriptions.ts';
 import { Book } from './book.ts';
 import type { BillingConfig } from './config.ts';
 import { Catalogue } from './domain/catalogue.ts';
@@ -13,11 +16,11 @@ import { BillingMetrics } from './metrics.ts';
 import { migrations } from './migrations.ts';
 import { Outbox } from './outbox.ts';
 import { rawBodyUnder } from './raw-body.ts';
-import { BillingRepository } from './repository.ts';
+import { BillingRepository } from './repository/index.ts';
 import { accountRoutes } from './routes/account.ts';
 import { accountDataRoutes } from './routes/account-data.ts';
 import { catalogueRoutes } from './routes/catalogue.ts';
-import type { BillingRouteDeps } from './routes/context.ts';
+import type { BillingRouteDeps, ConfiguredChannels } from './routes/context.ts';
 import { operatorRoutes } from './routes/operators.ts';
 import { planRoutes } from './routes/plans.ts';
 import { WEBHOOK_PREFIX, webhookRoutes } from './routes/webhooks.ts';
@@ -32,7 +35,10 @@ export interface BillingInstance {
   logger: Logger;
   /** Served on METRICS_PORT, apart from the API. */
   metrics: Metrics;
-  deps: BillingRouteDeps;
+  /** What the tests drive and inspect directly, beside the HTTP interface. */
+  repository: BillingRepository;
+  book: Book;
+  outbox: Outbox;
   drain(): void;
   close(): Promise<void>;
 }
@@ -50,8 +56,9 @@ export async function createBillingService(config: BillingConfig, logger = creat
   const repository = new BillingRepository(database.knex, config.GATEWAY_TIMEOUT_MS + LEASE_MARGIN_MS);
   const catalogue = new Catalogue(config.BILLING_CATALOGUE);
   const metrics = new Metrics('billing');
-  const billingMetrics = new BillingMetrics(metrics, repository);
-  const book = new Book(repository, catalogue, config.PAST_DUE_GRACE_DAYS * 86_400_000);
+  const billingMetrics = new BillingMetrics(metrics, repository.outbox);
+  const graceMs = config.PAST_DUE_GRACE_DAYS * 86_400_000;
+  const book = new Book(repository, catalogue, graceMs);
   const gateway = new GatewayClient(config.GATEWAY_URL, config.GATEWAY_SERVICE_KEY ?? config.SERVICE_KEY[0], config.GATEWAY_TIMEOUT_MS);
   const outbox = new Outbox(
     repository,
@@ -62,15 +69,26 @@ export async function createBillingService(config: BillingConfig, logger = creat
     () => book.lapsePastDue(),
   );
   const stripe = new StripeChannel(config, catalogue);
-  const deps: BillingRouteDeps = {
-    config,
-    catalogue,
+  const apple = new AppleChannel(config, catalogue);
+  const configured: ConfiguredChannels = { checkout: stripe.canCheckout, stripeWebhooks: stripe.canVerify, apple: apple.configured };
+  const subscriptions = new SubscriptionService({
     repository,
+    catalogue,
     book,
     outbox,
-    accountData: new AccountData(repository, stripe, catalogue, config.PAST_DUE_GRACE_DAYS * 86_400_000, logger.child({ component: 'account-data' })),
     stripe,
-    apple: new AppleChannel(config, catalogue),
+    metrics: billingMetrics,
+    logger,
+    graceMs,
+    portalReturnUrl: config.PORTAL_RETURN_URL ?? config.CHECKOUT_CANCEL_URL ?? '',
+  });
+  const deps: BillingRouteDeps = {
+    catalogue,
+    subscriptions,
+    channels: new ChannelService({ repository, book, outbox, stripe, apple, metrics: billingMetrics, logger }),
+    operators: new OperatorService({ repository, subscriptions, book, outbox, stripe, logger }),
+    accountData: new AccountData(repository, stripe, catalogue, graceMs, logger.child({ component: 'account-data' })),
+    configured,
     metrics: billingMetrics,
     logger,
   };
@@ -100,12 +118,12 @@ export async function createBillingService(config: BillingConfig, logger = creat
     ],
     health: async () => {
       const db = await database.ping();
-      const backlog = db ? await repository.outboxBacklog() : undefined;
+      const backlog = db ? await repository.outbox.backlog() : undefined;
       return {
         status: db ? 'ok' : 'degraded',
         database: db,
-        stripe: { checkout: deps.stripe.canCheckout, webhooks: deps.stripe.canVerify },
-        apple: deps.apple.configured,
+        stripe: { checkout: configured.checkout, webhooks: configured.stripeWebhooks },
+        apple: configured.apple,
         outbox: backlog ? { pending: backlog.pending, failed: backlog.failed } : null,
       };
     },
@@ -117,7 +135,9 @@ export async function createBillingService(config: BillingConfig, logger = creat
     openapi,
     logger,
     metrics,
-    deps,
+    repository,
+    book,
+    outbox,
     drain: drainApp,
     close: async () => {
       await outbox.stop();

@@ -1,6 +1,6 @@
 import type { Catalogue } from './domain/catalogue.ts';
 import { accessUntil } from './domain/tiers.ts';
-import type { HistoryRow, OutboxRow, PaymentRow, SubscriptionRow } from './repository.ts';
+import type { HistoryRow, OutboxRow, PaymentRow, SubscriptionRow } from './repository/index.ts';
 
 const iso = (date: Date | null) => (date ? date.toISOString() : null);
 const num = (value: string | number | null) => (value === null ? null : Number(value));

@@ -14,11 +14,10 @@ describe('billing: account data (deletion and export)', function () {
     h = started;
   });
 
-  const db = () => h.billing.deps.repository.knex;
   const rowsOf = async (userId: string) => {
     const counts = await Promise.all(
       ['billing_subscriptions', 'billing_payments', 'billing_accounts', 'billing_outbox', 'billing_history', 'billing_events'].map(
-        async (table) => [table, Number((await db()(table).where({ user_id: userId }).count<{ count: string }[]>('* as count'))[0]!.count)] as const,
+        async (table) => [table, Number((await h.db(table).where({ user_id: userId }).count<{ count: string }[]>('* as count'))[0]!.count)] as const,
       ),
     );
     return Object.fromEntries(counts);
@@ -54,13 +53,13 @@ describe('billing: account data (deletion and export)', function () {
 
     // Nothing keyed by the user is left; the payments are there for the books, without the user.
     assert.deepEqual(Object.values(await rowsOf(userId)), [0, 0, 0, 0, 0, 0]);
-    const kept = await db()('billing_payments').where({ subscription_ref: subscriptionId }).orWhere({ payment_intent: paymentIntent });
+    const kept = await h.db('billing_payments').where({ subscription_ref: subscriptionId }).orWhere({ payment_intent: paymentIntent });
     assert.equal(kept.length, 2);
     for (const payment of kept) {
       assert.equal(payment.user_id, null);
       assert.ok(Number(payment.amount) > 0 && payment.currency === 'usd' && payment.granted_at instanceof Date);
     }
-    assert.equal(await db()('billing_erasures').where({ digest: userId }).first(), undefined, 'the id itself is not kept');
+    assert.equal(await h.db('billing_erasures').where({ digest: userId }).first(), undefined, 'the id itself is not kept');
 
     // Stripe ended the subscription, and its event is settled without a row or a grant for the deleted user.
     await h.stripe.idle();
@@ -71,7 +70,7 @@ describe('billing: account data (deletion and export)', function () {
       h.stripe.deliveries.filter((delivery) => delivery.event === deleted[0]!.id).map((delivery) => delivery.status),
       [200],
     );
-    const recorded = await h.billing.deps.repository.event('stripe', deleted[0]!.id);
+    const recorded = await h.billing.repository.events.get('stripe', deleted[0]!.id);
     assert.equal(recorded?.outcome, 'ignored');
     assert.equal(recorded?.user_id, null);
 
@@ -91,9 +90,9 @@ describe('billing: account data (deletion and export)', function () {
     await h.stripe.act('refund', paymentIntent);
     await h.settled();
     assert.deepEqual(Object.values(await rowsOf(userId)), [0, 0, 0, 0, 0, 0]);
-    assert.equal((await h.billing.deps.repository.outboxBacklog()).failed, 0, 'nothing parked');
-    assert.equal(await db()('billing_subscriptions').where({ ref: subscriptionId }).first(), undefined, 'the subscription is not recreated');
-    const refunded = await db()('billing_payments').where({ payment_intent: paymentIntent }).first();
+    assert.equal((await h.billing.repository.outbox.backlog()).failed, 0, 'nothing parked');
+    assert.equal(await h.db('billing_subscriptions').where({ ref: subscriptionId }).first(), undefined, 'the subscription is not recreated');
+    const refunded = await h.db('billing_payments').where({ payment_intent: paymentIntent }).first();
     assert.equal(Number(refunded.refunded_amount), 499, 'the refund is on the anonymised record');
     assert.equal(await h.balance(userId), 1100, 'the ledger saw nothing after the deletion');
 

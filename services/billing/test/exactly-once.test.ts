@@ -199,8 +199,8 @@ describe('billing: exactly once', function () {
     await h.stripeEvent(stripeEvent('customer.subscription.updated', subscriptionObject(subscriptionId, userId, { status: 'past_due' })));
     await h.settled();
     assert.equal(await h.tier(userId), 'pro');
-    assert.deepEqual(await h.billing.deps.book.lapsePastDue(new Date(Date.now() + 13 * 86_400_000)), []);
-    assert.deepEqual(await h.billing.deps.book.lapsePastDue(new Date(Date.now() + 15 * 86_400_000)), [userId]);
+    assert.deepEqual(await h.billing.book.lapsePastDue(new Date(Date.now() + 13 * 86_400_000)), []);
+    assert.deepEqual(await h.billing.book.lapsePastDue(new Date(Date.now() + 15 * 86_400_000)), [userId]);
     await h.settled();
     assert.equal(await h.tier(userId), 'free');
   });

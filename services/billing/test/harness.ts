@@ -2,6 +2,7 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { type Database, type Knex, openDatabase } from '@tempora/kit/data';
 import { type RunningServer, serve } from '@tempora/kit/http';
 import { createLogger } from '@tempora/kit/observability';
 import { loadConfig } from '@tempora/kit/runtime';
@@ -11,6 +12,7 @@ import { type Reply, request } from '../../../test/support/http.ts';
 import { GatewayConfigSchema } from '../../gateway/src/config.ts';
 import { createGatewayService, type GatewayInstance } from '../../gateway/src/service.ts';
 import { BillingConfigSchema } from '../src/config.ts';
+import { migrations } from '../src/migrations.ts';
 import { type BillingInstance, createBillingService } from '../src/service.ts';
 import { BUNDLE_ID, type Chain, makeChain, makeRoot, pemOf } from './apple-pki.ts';
 import { type StripeStandIn, signatureFor, startStripeStandIn } from './stripe-server.ts';
@@ -35,6 +37,8 @@ export interface Gateway {
 
 export interface BillingHarness {
   billing: BillingInstance;
+  /** The harness's own connection to billing's database, for the tests' look at the rows. */
+  db: Knex;
   url: string;
   gateway: Gateway | undefined;
   gatewayUrl: string;
@@ -162,6 +166,7 @@ export async function startBilling(env: Record<string, string> = {}, options: { 
     metrics: { port: 0, metrics: billing.metrics },
   });
   stripe.setWebhookUrl(`${billingServer.url}${STRIPE_WEBHOOK}`);
+  const database: Database = await openDatabase({ service: 'billing', url: billingDb, dataDir, migrations, logger: createLogger('billing', 'silent') });
   // The gateway again, now that billing's address is known (its proxy forwards /api/v1/billing/* there).
   await gateway.server.close();
   gateway = await startGatewayOn(gatewayPort, gatewayDb, dataDir, billingServer.url, redisPrefix);
@@ -170,11 +175,12 @@ export async function startBilling(env: Record<string, string> = {}, options: { 
     request<T>(billingServer.url, path, { method, ...init });
   const gatewayRepository = () => {
     if (!gateway) throw new Error('the gateway is stopped');
-    return gateway.instance.deps.repository;
+    return gateway.instance.repository;
   };
 
   const harness: BillingHarness = {
     billing,
+    db: database.knex,
     url: billingServer.url,
     metricsUrl: billingServer.metricsUrl!,
     get gateway() {
@@ -195,13 +201,13 @@ export async function startBilling(env: Record<string, string> = {}, options: { 
       return reply.body.user.id as string;
     },
     async balance(userId) {
-      return (await gatewayRepository().balance(userId)) ?? 0;
+      return (await gatewayRepository().ledger.balance(userId)) ?? 0;
     },
     async tier(userId) {
-      return (await gatewayRepository().findUser(userId))!.tier;
+      return (await gatewayRepository().users.findUser(userId))!.tier;
     },
     async ledger(userId) {
-      const page = await gatewayRepository().history(userId, 1000, 0);
+      const page = await gatewayRepository().ledger.history(userId, 1000, 0);
       return page.items
         .reverse()
         .map((entry) => ({ amount: Number(entry.amount), kind: entry.kind, operation: entry.operation, idempotency_key: entry.idempotency_key }));
@@ -220,15 +226,15 @@ export async function startBilling(env: Record<string, string> = {}, options: { 
     async settled(ms = 10_000) {
       const until = Date.now() + ms;
       for (;;) {
-        await billing.deps.outbox.deliver();
-        const backlog = await billing.deps.repository.outboxBacklog();
-        const tiers = await billing.deps.repository
+        await billing.outbox.deliver();
+        const backlog = await billing.repository.outbox.backlog();
+        const tiers = await database
           .knex('billing_accounts')
           .whereRaw(`((tier is distinct from pushed_tier and not (pushed_tier is null and tier = 'free')) or push_forced)`)
           .count<{ count: string }[]>('* as count');
         if (backlog.pending === 0 && Number(tiers[0]?.count ?? 0) === 0) return;
         if (Date.now() > until) {
-          const accounts = await billing.deps.repository.knex('billing_accounts').whereRaw('tier is distinct from pushed_tier or push_forced');
+          const accounts = await database.knex('billing_accounts').whereRaw('tier is distinct from pushed_tier or push_forced');
           throw new Error(`the outbox did not settle: ${JSON.stringify({ backlog, accounts })}`);
         }
         await new Promise((resolve) => setTimeout(resolve, 100));
@@ -242,6 +248,7 @@ export async function startBilling(env: Record<string, string> = {}, options: { 
       gateway = await startGatewayOn(gatewayPort, gatewayDb, dataDir, billingServer.url, redisPrefix);
     },
     async stop() {
+      await database.close();
       await billingServer.close();
       await gateway?.server.close();
       await stripe.close();

@@ -1,14 +1,12 @@
 import { Metrics } from '@tempora/kit/observability';
 import { assertZeroed } from '../../kit/test/metrics-support.ts';
 import { BillingMetrics } from '../src/metrics.ts';
-import type { BillingRepository } from '../src/repository.ts';
 
 describe('billing metrics', () => {
   it('exports every series whose labels are known in advance at 0 from the start', async () => {
     const metrics = new Metrics('billing');
     // The outbox gauges read the repository on scrape; nothing else does.
-    const repository = { outboxBacklog: async () => ({ pending: 0, failed: 0, oldestPendingSeconds: 0 }) } as unknown as BillingRepository;
-    new BillingMetrics(metrics, repository);
+    new BillingMetrics(metrics, { backlog: async () => ({ pending: 0, failed: 0, oldestPendingSeconds: 0 }) });
     const { registry } = metrics;
     // A webhook's type is the provider's event type: only a posted App Store transaction's is known.
     await assertZeroed(registry, 'billing_provider_messages_total', {

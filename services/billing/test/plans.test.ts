@@ -38,7 +38,7 @@ describe('billing: plan management', function () {
       h.stripe.deliveries.filter((delivery) => delivery.event === updated[0]!.id).map((delivery) => delivery.status),
       [200],
     );
-    assert.ok(await h.billing.deps.repository.event('stripe', updated[0]!.id), 'the event was recorded');
+    assert.ok(await h.billing.repository.events.get('stripe', updated[0]!.id), 'the event was recorded');
     assert.equal(await h.tier(userId), 'pro', 'the period paid for runs on');
 
     // Cancelling again changes nothing, and Stripe sends nothing.
@@ -176,8 +176,8 @@ describe('billing: plan management', function () {
   });
 
   const bearer = async (userId: string) => {
-    const user = (await h.gateway!.instance.deps.repository.findUser(userId))!;
-    const { token } = await h.gateway!.instance.deps.tokens.accessToken(user);
+    const user = (await h.gateway!.instance.repository.users.findUser(userId))!;
+    const { token } = await h.gateway!.instance.deps.auth.tokens.accessToken(user);
     return { Authorization: `Bearer ${token}` };
   };
 });

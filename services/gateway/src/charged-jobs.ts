@@ -1,19 +1,10 @@
 import { randomUUID } from 'node:crypto';
-import type { Knex } from '@tempora/kit/data';
 import { ServiceClient } from '@tempora/kit/http';
 import type { Logger } from '@tempora/kit/observability';
 import { z } from 'zod';
 import type { Credits } from './domain/credits.ts';
 import { UPSTREAMS, type UpstreamName, type UpstreamTarget } from './proxy/routing.ts';
-
-interface ChargedJobRow {
-  charge_key: string;
-  user_id: string;
-  upstream: string;
-  /** The job's path (and query) on its upstream. */
-  location: string;
-  checks: number;
-}
+import type { ChargedJobRow, ChargedJobRows } from './repository/index.ts';
 
 export interface ChargedJobSettings {
   upstreams: Record<UpstreamName, UpstreamTarget>;
@@ -26,8 +17,6 @@ const MAX_CHECK_MS = 60_000;
 const LEASE_MS = 60_000;
 const CHECK_TIMEOUT_MS = 10_000;
 const BATCH = 20;
-
-const seconds = (ms: number) => ms / 1000;
 
 /** The fields of a job's resource the gateway reads: the generation service's job, the simulation service's run (with its progress). */
 const JobResource = z.object({ status: z.string(), progress: z.object({ steps_done: z.number().int() }).optional() });
@@ -52,66 +41,6 @@ export function settlementOf(job: JobResource): Settlement | undefined {
 
 const GONE: Settlement = { charge: 'refunded', reason: 'the job is gone' };
 
-/** How a charge stands now: its job still followed, refunded (and why), or standing. */
-export interface ChargeStanding {
-  state: 'following' | 'refunded' | 'stands';
-  charged: number;
-  refunded: number;
-  reason: string | null;
-}
-
-/**
- * Registers jobs to follow and says how their charges stand: what the proxy and the services' ledger
- * routes need, without the upstreams' addresses. Whichever replica's ChargedJobs finds a registered job due
- * checks it, so the gateway alone decides whether a job's charge stands, however the job was started.
- */
-export class ChargedJobBook {
-  private readonly knex: Knex;
-  private readonly credits: Credits;
-  private readonly checkMs: number;
-
-  constructor(knex: Knex, credits: Credits, checkMs: number) {
-    this.knex = knex;
-    this.credits = credits;
-    this.checkMs = checkMs;
-  }
-
-  /** Follows the job at `location` (its path, and query, on `upstream`) that the charge `chargeKey` paid for. */
-  async follow(userId: string, chargeKey: string, upstream: UpstreamName, location: string): Promise<void> {
-    await this.knex.transaction(async (trx) => {
-      await trx('charged_jobs')
-        .insert({
-          charge_key: chargeKey,
-          user_id: userId,
-          upstream,
-          location,
-          check_after: trx.raw('now() + make_interval(secs => ?)', [seconds(this.checkMs)]),
-        })
-        .onConflict(['user_id', 'charge_key'])
-        .ignore();
-      // Followed from now on: the job's end settles the charge, no longer the call's.
-      await this.credits.close(userId, chargeKey, trx);
-    });
-  }
-
-  /** The charge booked under `chargeKey` as it stands; undefined when there is none. */
-  async standing(userId: string, chargeKey: string): Promise<ChargeStanding | undefined> {
-    const row = await this.knex('credit_ledger as c')
-      .leftJoin('credit_ledger as r', 'r.refund_of', 'c.id')
-      .where({ 'c.user_id': userId, 'c.idempotency_key': chargeKey, 'c.kind': 'charge' })
-      .first<{ charged: string; refunded: string | null; reason: string | null; following: boolean } | undefined>(
-        'c.amount as charged',
-        'r.amount as refunded',
-        this.knex.raw(`r.metadata->>'reason' as reason`),
-        this.knex.raw('exists (select 1 from charged_jobs j where j.charge_key = c.idempotency_key and j.user_id = c.user_id) as following'),
-      );
-    if (!row) return undefined;
-    const refunded = row.refunded === null ? 0 : Number(row.refunded);
-    const state = row.refunded !== null ? 'refunded' : row.following ? 'following' : 'stands';
-    return { state, charged: -Number(row.charged), refunded, reason: row.refunded !== null ? row.reason : null };
-  }
-}
-
 /**
  * Follows the jobs that charged calls started: a chargeable call the upstream accepted for later (202
  * with a Location, as `POST /api/v1/timepoints/generate` and `POST /api/v1/simulate` answer) has
@@ -121,19 +50,17 @@ export class ChargedJobBook {
  * replica carries on where this one stopped.
  */
 export class ChargedJobs {
-  private readonly knex: Knex;
+  private readonly jobs: ChargedJobRows;
   private readonly credits: Credits;
   private readonly settings: ChargedJobSettings;
   private readonly logger: Logger;
   private readonly upstreams: ReadonlyMap<string, ServiceClient>;
-  /** The book of followed jobs, for the services' hand-overs (POST /credits/follow) as for the proxy's. */
-  readonly book: ChargedJobBook;
   private timer: NodeJS.Timeout | undefined;
   private round: Promise<unknown> = Promise.resolve();
   private stopped = false;
 
-  constructor(knex: Knex, credits: Credits, settings: ChargedJobSettings, logger: Logger) {
-    this.knex = knex;
+  constructor(jobs: ChargedJobRows, credits: Credits, settings: ChargedJobSettings, logger: Logger) {
+    this.jobs = jobs;
     this.credits = credits;
     this.settings = settings;
     this.logger = logger;
@@ -143,12 +70,14 @@ export class ChargedJobs {
         new ServiceClient(settings.upstreams[name].url, settings.upstreams[name].serviceKey, CHECK_TIMEOUT_MS, `the ${name} service`),
       ]),
     );
-    this.book = new ChargedJobBook(knex, credits, settings.checkMs);
   }
 
-  /** Follows the job at `location` (already resolved against the call's URL) that the charge `chargeKey` paid for. */
-  follow(userId: string, chargeKey: string, upstream: UpstreamName, location: URL): Promise<void> {
-    return this.book.follow(userId, chargeKey, upstream, `${location.pathname}${location.search}`);
+  /**
+   * Follows the job at `location` (its path, and query, on `upstream`) that the charge `chargeKey` paid
+   * for: the proxy's charged calls and the services' hand-overs (POST /credits/follow) alike.
+   */
+  follow(userId: string, chargeKey: string, upstream: UpstreamName, location: string): Promise<void> {
+    return this.jobs.follow(userId, chargeKey, upstream, location, this.settings.checkMs);
   }
 
   /**
@@ -177,15 +106,10 @@ export class ChargedJobs {
   async checkDue(): Promise<number> {
     let checked = 0;
     for (;;) {
-      const result = await this.knex.raw<{ rows: ChargedJobRow[] }>(
-        `update charged_jobs set check_after = now() + make_interval(secs => ?), checks = checks + 1
-         where (user_id, charge_key) in (select user_id, charge_key from charged_jobs where check_after <= now() order by check_after limit ? for update skip locked)
-         returning charge_key, user_id, upstream, location, checks`,
-        [seconds(LEASE_MS), BATCH],
-      );
-      await Promise.all(result.rows.map((job) => this.check(job)));
-      checked += result.rows.length;
-      if (result.rows.length < BATCH || this.stopped) return checked;
+      const due = await this.jobs.claimDue(LEASE_MS, BATCH);
+      await Promise.all(due.map((job) => this.check(job)));
+      checked += due.length;
+      if (due.length < BATCH || this.stopped) return checked;
     }
   }
 
@@ -194,18 +118,16 @@ export class ChargedJobs {
       this.logger.debug({ err: error, job: job.location }, 'charged job not checked');
       return undefined;
     });
-    if (settlement?.charge === 'stands') return this.forget(job);
+    if (settlement?.charge === 'stands') return this.jobs.forget(job);
     if (settlement?.charge === 'refunded') {
       const outcome = await this.credits.refund(job.user_id, job.charge_key, settlement.reason).catch((error: unknown) => {
         this.logger.error({ err: error, user: job.user_id, charge: job.charge_key }, 'refund failed');
         return null;
       });
-      if (outcome !== null) return this.forget(job);
+      if (outcome !== null) return this.jobs.forget(job);
     }
     const delay = Math.min(MAX_CHECK_MS, this.settings.checkMs * 2 ** Math.min(job.checks, 16));
-    await this.knex('charged_jobs')
-      .where({ user_id: job.user_id, charge_key: job.charge_key })
-      .update({ check_after: this.knex.raw('now() + make_interval(secs => ?)', [seconds(delay)]) });
+    await this.jobs.postpone(job, delay);
   }
 
   /** How the job settles (refunded when its upstream answers 404), or undefined while it runs or could not be read. */
@@ -217,9 +139,5 @@ export class ChargedJobs {
     if (reply.status !== 200) return undefined;
     // An answer outside the schema throws: the job is checked again later, its charge untouched.
     return settlementOf(reply.json(JobResource));
-  }
-
-  private async forget(job: ChargedJobRow): Promise<void> {
-    await this.knex('charged_jobs').where({ user_id: job.user_id, charge_key: job.charge_key }).delete();
   }
 }

@@ -17,7 +17,7 @@ import type { Tier } from './domain/limits.ts';
 import { API_KEY_PREFIX, sha256 } from './domain/secrets.ts';
 import { type AccessClaims, BEARER_CHALLENGE } from './domain/tokens.ts';
 import { readsOnly } from './proxy/routing.ts';
-import type { ApiKeyRow, GatewayRepository, UserRow } from './repository.ts';
+import type { ApiKeyRow, GatewayRepository, UserRow } from './repository/index.ts';
 
 /** Security scheme names (the OpenAPI document's, shared with the kit's route authorizer). */
 export const BEARER = 'BearerJWT';
@@ -162,7 +162,7 @@ export function authenticate(deps: AuthDeps): Authentication {
     if ((touched.get(id) ?? 0) > now - 60_000) return;
     touched.set(id, now);
     if (touched.size > 10_000) touched.clear();
-    void deps.repository.touchApiKey(id).catch(() => undefined);
+    void deps.repository.apiKeys.touchApiKey(id).catch(() => undefined);
   };
   const tokenUserKey = (claims: AccessClaims) => `jwt:${claims.sub}:${claims.jti}`;
 
@@ -183,7 +183,7 @@ export function authenticate(deps: AuthDeps): Authentication {
       principals.set(SERVICE, { kind: 'service', id: claims.sub });
       return;
     }
-    const found = await deps.cache.get(tokenUserKey(claims), () => deps.repository.userForToken(claims.sub, claims.jti));
+    const found = await deps.cache.get(tokenUserKey(claims), () => deps.repository.users.userForToken(claims.sub, claims.jti));
     if (!found) {
       // Deleting an account is idempotent: a still-valid token of a deleted account may delete it again.
       if (ctx.method === 'DELETE' && ctx.path === '/api/v1/auth/me') {
@@ -200,7 +200,7 @@ export function authenticate(deps: AuthDeps): Authentication {
     const refused = () => unauthorized('the X-API-Key header does not hold a valid API key', API_KEY_CHALLENGE);
     if (!acceptableApiKey(presented)) throw refused();
     const hash = sha256(presented);
-    const found = await deps.cache.get(`key:${hash}`, () => deps.repository.apiKeyByHash(hash));
+    const found = await deps.cache.get(`key:${hash}`, () => deps.repository.apiKeys.apiKeyByHash(hash));
     if (!found) throw refused();
     touch(found.key.id);
     principals.set(API_KEY, keyPrincipal(found));

@@ -1,13 +1,14 @@
 import { join, resolve } from 'node:path';
-import { connectRedis, openDatabase } from '@tempora/kit/data';
+import { connectRedis, type Knex, openDatabase } from '@tempora/kit/data';
 import { createApp, createProxyTrust, type ExpressLane, RateLimiter } from '@tempora/kit/http';
 import { createLogger, type Logger, Metrics } from '@tempora/kit/observability';
 import { sizeInBytes } from '@tempora/kit/runtime';
 import type Koa from 'koa';
 import { AccountDeletions } from './accounts/account-deletions.ts';
 import { AccountServices } from './accounts/account-services.ts';
-import { DeletionsRepository } from './accounts/deletions-repository.ts';
+import { AccountsService } from './accounts-service.ts';
 import { AuthCache } from './auth-cache.ts';
+import { AuthService } from './auth-service.ts';
 import { ChargedJobs } from './charged-jobs.ts';
 import type { GatewayConfig } from './config.ts';
 import { authenticate, requireScope } from './credentials.ts';
@@ -16,13 +17,14 @@ import { KeyStore } from './domain/keys.ts';
 import type { LimitSettings } from './domain/limits.ts';
 import { GitHubSignIn, OidcVerifier } from './domain/providers.ts';
 import { TokenService } from './domain/tokens.ts';
+import { LedgerService } from './ledger-service.ts';
 import { GatewayMetrics } from './metrics.ts';
 import { migrations } from './migrations.ts';
 import { expressLane } from './proxy/express-lane.ts';
 import { Proxy } from './proxy/proxy.ts';
 import { canonicalRequestTarget } from './proxy/request-target.ts';
 import { countRejection, gatewayWindows, reportUncounted, userWindows } from './rate-limiting.ts';
-import { GatewayRepository } from './repository.ts';
+import { GatewayRepository } from './repository/index.ts';
 import { authRoutes } from './routes/auth.ts';
 import { balanceRoutes } from './routes/balances.ts';
 import { billingLedgerRoutes } from './routes/billing-ledger.ts';
@@ -42,7 +44,13 @@ export interface GatewayInstance {
   logger: Logger;
   /** Served on METRICS_PORT, apart from the API. */
   metrics: Metrics;
+  /** The application services the routes call. */
   deps: GatewayRouteDeps;
+  repository: GatewayRepository;
+  /** For the tests' own look at the rows. */
+  knex: Knex;
+  /** Shared by the app, the express lane and the demo sign-in. */
+  limiter: RateLimiter;
   drain(): void;
   close(): Promise<void>;
 }
@@ -92,7 +100,7 @@ export async function createGatewayService(config: GatewayConfig, logger = creat
     simulation: { url: config.SIMULATION_URL, serviceKey: upstreamKey(config.SIMULATION_SERVICE_KEY) },
     conductor: { url: config.CONDUCTOR_URL, serviceKey: upstreamKey(config.CONDUCTOR_SERVICE_KEY) },
   };
-  const jobs = new ChargedJobs(database.knex, credits, { upstreams, checkMs: config.CHARGED_JOB_CHECK_MS }, logger);
+  const jobs = new ChargedJobs(repository.chargedJobs, credits, { upstreams, checkMs: config.CHARGED_JOB_CHECK_MS }, logger);
   const proxy = new Proxy(
     {
       upstreams,
@@ -111,47 +119,54 @@ export async function createGatewayService(config: GatewayConfig, logger = creat
   const authCache = new AuthCache(config.AUTH_CACHE_MS);
   const accountServices = new AccountServices(upstreams, config.UPSTREAM_TIMEOUT_MS);
   const deletions = new AccountDeletions(
-    new DeletionsRepository(database.knex),
+    repository.deletions,
     accountServices,
     { retryMs: config.ACCOUNT_DELETION_RETRY_MS, sweepMs: config.ACCOUNT_DELETION_SWEEP_MS },
     logger,
   );
-  const deps: GatewayRouteDeps = {
-    authCache,
+  const auth = new AuthService({
     config,
     repository,
-    credits,
     tokens,
     keys,
-    apple: new OidcVerifier({
-      name: 'apple',
-      issuers: [config.APPLE_ISSUER],
-      jwksUrl: config.APPLE_JWKS_URL,
-      audiences: config.APPLE_CLIENT_ID,
-      timeoutMs: config.IDP_TIMEOUT_MS,
-    }),
-    google: new OidcVerifier({
-      name: 'google',
-      issuers: config.GOOGLE_ISSUER,
-      jwksUrl: config.GOOGLE_JWKS_URL,
-      audiences: config.GOOGLE_CLIENT_ID,
-      timeoutMs: config.IDP_TIMEOUT_MS,
-    }),
-    github: new GitHubSignIn({
-      clientId: config.GITHUB_CLIENT_ID,
-      clientSecret: config.GITHUB_CLIENT_SECRET,
-      tokenUrl: config.GITHUB_TOKEN_URL,
-      apiUrl: config.GITHUB_API_URL,
-      timeoutMs: config.IDP_TIMEOUT_MS,
-    }),
+    providers: {
+      apple: new OidcVerifier({
+        name: 'apple',
+        issuers: [config.APPLE_ISSUER],
+        jwksUrl: config.APPLE_JWKS_URL,
+        audiences: config.APPLE_CLIENT_ID,
+        timeoutMs: config.IDP_TIMEOUT_MS,
+      }),
+      google: new OidcVerifier({
+        name: 'google',
+        issuers: config.GOOGLE_ISSUER,
+        jwksUrl: config.GOOGLE_JWKS_URL,
+        audiences: config.GOOGLE_CLIENT_ID,
+        timeoutMs: config.IDP_TIMEOUT_MS,
+      }),
+      github: new GitHubSignIn({
+        clientId: config.GITHUB_CLIENT_ID,
+        clientSecret: config.GITHUB_CLIENT_SECRET,
+        tokenUrl: config.GITHUB_TOKEN_URL,
+        apiUrl: config.GITHUB_API_URL,
+        timeoutMs: config.IDP_TIMEOUT_MS,
+      }),
+    },
     limiter,
+    metrics: gatewayMetrics,
+    authCache,
+  });
+  const accounts = new AccountsService({
+    repository,
+    authCache,
     metrics: gatewayMetrics,
     accountServices,
     deletions,
-    jobs,
     logger,
-    proxy,
-  };
+    signupCredits: config.SIGNUP_CREDITS,
+  });
+  const ledger = new LedgerService({ config, repository, credits, jobs });
+  const deps: GatewayRouteDeps = { config, auth, accounts, ledger, proxy };
   const limits: LimitSettings = {
     multiplier: config.RATE_LIMIT_MULTIPLIER,
     anonymousPerMinute: config.RATE_LIMIT_ANONYMOUS_PER_MINUTE,
@@ -225,6 +240,9 @@ export async function createGatewayService(config: GatewayConfig, logger = creat
     logger,
     metrics,
     deps,
+    repository,
+    knex: database.knex,
+    limiter,
     drain,
     close: async () => {
       await jobs.stop();

@@ -1,4 +1,4 @@
-import type { ApiKeyRow, IdentityRow, LedgerRow, RefreshTokenRow, UserRow } from './repository.ts';
+import type { ApiKeyRow, IdentityRow, LedgerRow, RefreshTokenRow, UserRow } from './repository/index.ts';
 
 const iso = (value: Date | string | null | undefined) => (value ? new Date(value).toISOString() : null);
 

@@ -218,7 +218,7 @@ describe('gateway: sign-in and tokens', function () {
       assert.equal((await gw.call('GET', '/api/v1/auth/me', { headers: { Authorization: 'Basic abc' } })).status, 401);
     });
     it('refuses an expired token signed by the gateway itself, saying why', async () => {
-      const tokens = gw.instance.deps.tokens;
+      const tokens = gw.instance.deps.auth.tokens;
       const issued = await tokens.sign({ tier: 'free' }, claimsOf(valid).sub, -60);
       const reply = await me(issued.token);
       assert.equal(reply.status, 401);
@@ -274,7 +274,7 @@ describe('gateway: sign-in and tokens', function () {
     });
     it('refuses an expired refresh token', async () => {
       const user = await gw.user();
-      await gw.instance.deps.repository
+      await gw.instance
         .knex('refresh_tokens')
         .where({ user_id: user.userId })
         .update({ expires_at: new Date(Date.now() - 1000) });
@@ -365,7 +365,7 @@ describe('gateway: sign-in and tokens', function () {
       assert.equal(gw.upstreams.generation.requests.filter((r) => r.method === 'DELETE').length, 1, 'a confirmed part is not asked again');
       assert.equal((await gw.call('GET', '/api/v1/auth/me', { headers: user.headers })).status, 401);
       assert.equal((await gw.call('POST', '/api/v1/auth/refresh', { body: { refresh_token: user.refresh } })).status, 401);
-      const knex = gw.instance.deps.repository.knex;
+      const knex = gw.instance.knex;
       for (const table of ['users', 'identities', 'refresh_tokens', 'api_keys', 'credit_ledger']) {
         const column = table === 'users' ? 'id' : 'user_id';
         const [row] = await knex(table).where(column, user.userId).count<{ count: string }[]>('* as count');
@@ -399,19 +399,19 @@ describe('gateway: sign-in and tokens', function () {
       assert.equal(first.body.services.generation.status, 'deleted');
       assert.equal((await gw.call('GET', '/api/v1/auth/me', { headers: user.headers })).status, 401, 'every credential stops at once');
 
-      await gw.instance.deps.deletions.sweep();
+      await gw.instance.deps.accounts.deletions.sweep();
       const meanwhile = await gw.call('DELETE', '/api/v1/auth/me', { headers: user.headers });
       assert.equal(meanwhile.body.services.conductor.status, 'deleted');
       assert.equal(meanwhile.body.services.billing.status, 'pending');
       billingUp = true;
       await new Promise((resolve) => setTimeout(resolve, 20));
-      await gw.instance.deps.deletions.sweep();
+      await gw.instance.deps.accounts.deletions.sweep();
       const done = await gw.call('DELETE', '/api/v1/auth/me', { headers: user.headers });
       assert.equal(done.status, 200);
       assert.equal(done.body.status, 'completed');
       assert.deepEqual(done.body.services.billing.deleted, { customers: 1 });
       assert.equal(gw.upstreams.generation.requests.filter((r) => r.method === 'DELETE').length, 1, 'generation confirmed once and was not asked again');
-      const steps = await gw.instance.deps.repository.knex('account_deletion_steps').where({ user_id: user.userId }).whereNull('done_at');
+      const steps = await gw.instance.knex('account_deletion_steps').where({ user_id: user.userId }).whereNull('done_at');
       assert.equal(steps.length, 0, 'nothing left pending');
     });
   });
@@ -439,7 +439,7 @@ describe('gateway: sign-in and tokens', function () {
       await assert.rejects(verify(`${b64({ alg: 'none' })}.${b64({ sub: 'x' })}.`), /not valid|algorithm/);
     });
     it('refuses tokens signed with its own key but shaped unlike any it issues, here (401) and where other services verify them', async () => {
-      const { kid, privateKey } = gw.instance.deps.keys.signingKey();
+      const { kid, privateKey } = gw.instance.deps.auth.keys.signingKey();
       const { JWT_ISSUER: iss, JWT_AUDIENCE: aud } = gw.instance.deps.config;
       const user = await gw.user();
       const now = Math.floor(Date.now() / 1000);
@@ -474,7 +474,7 @@ describe('gateway: sign-in and tokens', function () {
       assert.equal(ids.size, 1);
       assert.equal(replies.filter((r) => r.status === 201).length, 1);
       assert.equal(replies.filter((r) => r.status === 200).length, 19);
-      const balance = await gw.instance.deps.repository.balance([...ids][0]!);
+      const balance = await gw.instance.repository.ledger.balance([...ids][0]!);
       assert.equal(balance, 50, 'one signup grant');
     });
   });
@@ -487,7 +487,7 @@ describe('gateway: sign-in and tokens', function () {
       assert.equal(before.body.keys[0].alg, 'ES256');
       assert.equal(before.body.keys[0].d, undefined, 'no private part');
       const oldUser = await gw.user();
-      const newKid = gw.instance.deps.keys.rotate();
+      const newKid = gw.instance.deps.auth.keys.rotate();
       const after = await gw.call('GET', '/.well-known/jwks.json');
       assert.deepEqual(after.body.keys.map((k: { kid: string }) => k.kid).sort(), [before.body.keys[0].kid, newKid].sort());
       assert.equal((await gw.call('GET', '/api/v1/auth/me', { headers: oldUser.headers })).status, 200, 'old token still verifies');

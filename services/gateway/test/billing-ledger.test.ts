@@ -25,7 +25,7 @@ describe("gateway: the billing service's ledger routes", function () {
     assert.equal(retry.body.replayed, true);
     assert.equal(retry.body.entry.id, first.body.entry.id);
     assert.equal((await book('grant', { user_id: user.id, amount: 5, idempotency_key: 'stripe:purchase:pi_1' })).status, 409);
-    assert.equal((await gw.instance.deps.repository.balance(user.id))! - user.balance, 100);
+    assert.equal((await gw.instance.repository.ledger.balance(user.id))! - user.balance, 100);
   });
 
   it('debits up to the balance, never below zero, once per key', async () => {
@@ -56,7 +56,7 @@ describe("gateway: the billing service's ledger routes", function () {
     const taken = replies.slice(0, 20).reduce((sum, reply) => sum + (reply.body.taken as number), 0);
     const charged = replies.slice(20).filter((reply) => reply.status === 201).length * 3;
     assert.equal(taken + charged, 100);
-    assert.equal(await gw.instance.deps.repository.balance(user.id), 0);
+    assert.equal(await gw.instance.repository.ledger.balance(user.id), 0);
   });
 
   it('needs the service key, and an existing user', async () => {

@@ -21,7 +21,7 @@ async function ledger(gw: GatewayHarness, user: SignedIn): Promise<Entry[]> {
 
 /** Waits until the user's balance is `balance` (a sweep or a follower books it a moment later). */
 async function balanceReaches(gw: GatewayHarness, user: SignedIn, balance: number, withinMs: number): Promise<void> {
-  const repository = gw.instance.deps.repository;
+  const { ledger: repository } = gw.instance.repository;
   const deadline = Date.now() + withinMs;
   while ((await repository.balance(user.userId)) !== balance && Date.now() < deadline) await sleep(25);
   assert.equal(await repository.balance(user.userId), balance, JSON.stringify(await ledger(gw, user)));
@@ -29,7 +29,7 @@ async function balanceReaches(gw: GatewayHarness, user: SignedIn, balance: numbe
 }
 
 const openCharges = async (gw: GatewayHarness, user: SignedIn) =>
-  Number((await gw.instance.deps.repository.knex('open_charges').where({ user_id: user.userId }).count<{ count: string }[]>('* as count'))[0]!.count);
+  Number((await gw.instance.knex('open_charges').where({ user_id: user.userId }).count<{ count: string }[]>('* as count'))[0]!.count);
 
 /**
  * A charged call's charge stays open, in PostgreSQL, until the call settles it; one its replica never
@@ -75,7 +75,7 @@ describe('gateway: charges are settled durably', function () {
 
   it('refunds a charge no replica settled once past its settle-by time, and never one that was settled', async () => {
     const user = await gw.user();
-    const { credits } = gw.instance.deps;
+    const { credits } = gw.instance.deps.ledger;
     // As a replica killed mid-call leaves them: charges booked open, one settled before its time by a call that delivered.
     await credits.charge(user.userId, 3, `proxy:${randomUUID()}`, 'generation.gemini3', {}, 1_000);
     const settled = `proxy:${randomUUID()}`;

@@ -114,7 +114,7 @@ describe('gateway: runs the conductor started are refunded as proxied runs are',
 
   /** The ledger once the balance is `balance`, checked to sum to it. */
   async function settledLedger(user: SignedIn, balance: number): Promise<Entry[]> {
-    const repository = gw.instance.deps.repository;
+    const { ledger: repository } = gw.instance.repository;
     for (let i = 0; i < 400 && (await repository.balance(user.userId)) !== balance; i += 1) await sleep(25);
     assert.equal(await repository.balance(user.userId), balance, JSON.stringify(await ledger(user)));
     assert.equal(await repository.ledgerSum(user.userId), balance, 'the ledger sums to the balance');
@@ -345,7 +345,7 @@ describe('gateway: runs the conductor started are refunded as proxied runs are',
       )
         await sleep(25);
       assert.equal((await gw.call('GET', `/api/v1/credits/standing?user_id=${user.userId}&idempotency_key=${key}`, { headers: service })).body.state, 'stands');
-      assert.equal(await gw.instance.deps.repository.balance(user.userId), SIGNUP - RUN);
+      assert.equal(await gw.instance.repository.ledger.balance(user.userId), SIGNUP - RUN);
 
       const refundedKey = await charged(user);
       assert.equal(

@@ -8,7 +8,7 @@ import { propertyParameters, propertyTimeout } from '../../../test/support/prope
 import { Credits } from '../src/domain/credits.ts';
 import { GatewayMetrics } from '../src/metrics.ts';
 import { migrations } from '../src/migrations.ts';
-import { GatewayRepository, IdempotencyConflict, InsufficientCredits, type LedgerRow } from '../src/repository.ts';
+import { GatewayRepository, IdempotencyConflict, InsufficientCredits, type LedgerRow } from '../src/repository/index.ts';
 
 /**
  * The credits ledger on the real PostgreSQL: any mix of grants, charges and refunds, sequential or
@@ -58,12 +58,12 @@ describe('gateway credits ledger: properties on PostgreSQL', function () {
   });
 
   const newUser = async (signupCredits: number) =>
-    (await repository.findOrCreateByIdentity({ provider: 'property', subject: randomUUID(), signupCredits })).user.id;
+    (await repository.users.findOrCreateByIdentity({ provider: 'property', subject: randomUUID(), signupCredits })).user.id;
 
   async function apply(userId: string, step: Op): Promise<Outcome[]> {
     try {
       if (step.kind === 'grant') {
-        const outcome = await repository.grant(userId, step.amount, `grant:k${step.key}`, 'admin.grant');
+        const outcome = await repository.ledger.grant(userId, step.amount, `grant:k${step.key}`, 'admin.grant');
         return [{ op: step, moved: outcome.replayed ? 0 : step.amount, result: outcome.replayed ? 'replayed' : 'written', balance: outcome.balance }];
       }
       if (step.kind === 'charge') {
@@ -91,8 +91,8 @@ describe('gateway credits ledger: properties on PostgreSQL', function () {
 
   /** What must hold of any user's ledger, whatever happened to it. */
   async function checkLedger(userId: string, signup: number, outcomes: Outcome[]): Promise<LedgerRow[]> {
-    const rows = (await repository.knex<LedgerRow>('credit_ledger').where({ user_id: userId }).orderBy('id')) as LedgerRow[];
-    const balance = (await repository.balance(userId))!;
+    const rows = (await database.knex<LedgerRow>('credit_ledger').where({ user_id: userId }).orderBy('id')) as LedgerRow[];
+    const balance = (await repository.ledger.balance(userId))!;
     let running = 0;
     for (const row of rows) {
       running += Number(row.amount);
@@ -100,7 +100,7 @@ describe('gateway credits ledger: properties on PostgreSQL', function () {
       assert.ok(Number(row.balance_after) >= 0, 'never below the floor of 0');
     }
     assert.equal(balance, running, 'balance = sum of the ledger');
-    assert.equal(await repository.ledgerSum(userId), balance);
+    assert.equal(await repository.ledger.ledgerSum(userId), balance);
     assert.equal(signup + outcomes.reduce((sum, outcome) => sum + outcome.moved, 0), balance, 'what callers were told moved is what the ledger holds');
 
     const byId = new Map(rows.map((row) => [String(row.id), row]));
@@ -160,7 +160,7 @@ describe('gateway credits ledger: properties on PostgreSQL', function () {
           }
           if (step.kind !== 'refund-twice' && first.result === 'written') assert.equal(first.balance, model, "the balance reported is the model's");
         }
-        assert.equal(await repository.balance(userId), model);
+        assert.equal(await repository.ledger.balance(userId), model);
         await checkLedger(userId, signup, outcomes);
       }),
       propertyParameters(40),

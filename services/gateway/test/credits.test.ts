@@ -17,7 +17,7 @@ describe('gateway: credits', function () {
 
   it('1,000 concurrent charges against a balance of 100: exactly 100 succeed and the ledger sums to the balance', async () => {
     const { user } = (await gw.call('POST', '/api/v1/users/resolve', { headers: service, body: { external_id: 'concurrency', provider: 'test' } })).body;
-    const repository = gw.instance.deps.repository;
+    const repository = gw.instance.repository.ledger;
     // The signup grant is 50: top up to exactly 100.
     await gw.grant(user.id, 100 - user.balance);
     const replies = await Promise.all(
@@ -33,7 +33,7 @@ describe('gateway: credits', function () {
     assert.equal(refused.body.available, 0);
     assert.equal(await repository.balance(user.id), 0);
     assert.equal(await repository.ledgerSum(user.id), 0, 'ledger sums to the balance');
-    const charges = await repository.knex('credit_ledger').where({ user_id: user.id, kind: 'charge' }).count<{ count: string }[]>('* as count');
+    const charges = await gw.instance.knex('credit_ledger').where({ user_id: user.id, kind: 'charge' }).count<{ count: string }[]>('* as count');
     assert.equal(Number(charges[0]!.count), 100);
   });
 
@@ -43,7 +43,7 @@ describe('gateway: credits', function () {
     const replies = await Promise.all(Array.from({ length: 10 }, () => gw.call('POST', '/api/v1/credits/charge', { headers: service, body })));
     assert.equal(replies.filter((r) => r.status === 201).length, 1);
     assert.equal(replies.filter((r) => r.status === 200 && r.body.replayed).length, 9);
-    assert.equal(await gw.instance.deps.repository.balance(user.id), 45);
+    assert.equal(await gw.instance.repository.ledger.balance(user.id), 45);
     const conflict = await gw.call('POST', '/api/v1/credits/charge', { headers: service, body: { ...body, amount: 6 } });
     assert.equal(conflict.status, 409);
     const refund = await gw.call('POST', '/api/v1/credits/refund', { headers: service, body: { user_id: user.id, idempotency_key: 'same' } });
@@ -72,7 +72,7 @@ describe('gateway: credits', function () {
       (await gw.call('POST', '/api/v1/credits/admin/grant', { headers: admin, body: { ...grant, amount: -5, idempotency_key: 'g-3' } })).status,
       422,
     );
-    const knex = gw.instance.deps.repository.knex;
+    const knex = gw.instance.knex;
     await assert.rejects(knex('credit_ledger').where({ user_id: user.userId }).update({ amount: 1_000_000 }), /append-only/);
     await assert.rejects(knex('credit_ledger').where({ user_id: user.userId }).delete(), /append-only/);
     await assert.rejects(knex('users').where({ id: user.userId }).update({ balance: -1 }), /balance_non_negative/);
@@ -152,7 +152,7 @@ describe('gateway: credits', function () {
         history.body.items.map((e: { kind: string }) => e.kind),
         ['refund', 'charge', 'refund', 'charge', 'signup_grant'],
       );
-      assert.equal(await gw.instance.deps.repository.ledgerSum(user.userId), 50);
+      assert.equal(await gw.instance.repository.ledger.ledgerSum(user.userId), 50);
     });
     it('refunds and answers 502 when a refused answer breaks off before its end (the client saw none of it)', async () => {
       const user = await gw.user();
@@ -196,7 +196,7 @@ describe('gateway: credits', function () {
         const reply = await harness.call('POST', '/api/v1/timepoints/generate/sync', { headers: user.headers, body: { query: 'abc' } });
         assert.equal(reply.status, 502);
         assert.equal(reply.headers.get('x-credits-charged'), '0');
-        assert.equal(await harness.instance.deps.repository.balance(user.userId), 50);
+        assert.equal(await harness.instance.repository.ledger.balance(user.userId), 50);
       } finally {
         await harness.stop();
       }

@@ -61,7 +61,7 @@ describe('gateway: rate limits', function () {
 
   it('counts the day window too: it becomes the tightest when fewer requests are left in the day', async () => {
     const user = await gw.user({ tier: 'free' });
-    const limiter = gw.instance.deps.limiter;
+    const limiter = gw.instance.limiter;
     const { tierWindows } = await import('../src/domain/limits.ts');
     const windows = tierWindows('free', `user:${user.userId}`, {
       multiplier: 1,

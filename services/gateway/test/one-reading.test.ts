@@ -190,7 +190,7 @@ describe('gateway: one reading of every request (issue 25)', function () {
 
   describe('tokens', () => {
     const forge = async (gw: GatewayHarness, payload: Record<string, unknown>) => {
-      const { kid, privateKey } = gw.instance.deps.keys.signingKey();
+      const { kid, privateKey } = gw.instance.deps.auth.keys.signingKey();
       const { config } = gw.instance.deps;
       return new SignJWT({ jti: randomUUID(), iss: config.JWT_ISSUER, aud: config.JWT_AUDIENCE, ...payload })
         .setProtectedHeader({ alg: 'ES256', kid })

@@ -31,7 +31,7 @@ describe('gateway: a charged call that does not deliver is refunded', function (
 
   /** The ledger once it has settled to `balance` (refunds after a response has ended are awaited). */
   async function ledgerAt(user: SignedIn, balance: number): Promise<Entry[]> {
-    const repository = gw.instance.deps.repository;
+    const { ledger: repository } = gw.instance.repository;
     for (let i = 0; i < 200 && (await repository.balance(user.userId)) !== balance; i += 1) await sleep(25);
     const history = await gw.call('GET', '/api/v1/credits/history', { headers: user.headers });
     assert.equal(history.status, 200);
@@ -101,7 +101,7 @@ describe('gateway: a charged call that does not deliver is refunded', function (
       assert.equal(reply.headers.get('x-credits-charged'), String(BALANCED), 'its head was sent before the outcome was known');
       assert.match(reply.body, /event: error/, 'the stream passes unchanged');
       // The response ends only once the refund is booked: no waiting needed.
-      assert.equal(await gw.instance.deps.repository.balance(user.userId), SIGNUP);
+      assert.equal(await gw.instance.repository.ledger.balance(user.userId), SIGNUP);
       await assertRefunded(user);
     });
     it('refunds a stream that ends without its done event', async () => {
@@ -144,7 +144,7 @@ describe('gateway: a charged call that does not deliver is refunded', function (
     }
     /** Waits until the gateway has stopped following the user's jobs. */
     async function followed(user: SignedIn): Promise<void> {
-      const knex = gw.instance.deps.repository.knex;
+      const knex = gw.instance.knex;
       for (let i = 0; i < 200 && (await knex('charged_jobs').where({ user_id: user.userId })).length > 0; i += 1) await sleep(25);
       assert.deepEqual(await knex('charged_jobs').where({ user_id: user.userId }), [], 'no job is left followed');
     }

@@ -18,7 +18,7 @@ describe('gateway: API keys, export, CORS, health and metrics', function () {
       assert.equal(created.body.prefix, created.body.key.slice(0, 12));
       assert.deepEqual(created.body.scopes, ['read']);
       assert.equal(created.body.last_used_at, null);
-      const row = await gw.instance.deps.repository.knex('api_keys').where({ id: created.body.id }).first();
+      const row = await gw.instance.knex('api_keys').where({ id: created.body.id }).first();
       assert.match(row.key_hash, /^[0-9a-f]{64}$/);
       assert.ok(!JSON.stringify(row).includes(created.body.key), 'the key itself is not stored');
       const viaKey = await gw.call('GET', '/api/v1/auth/me', { headers: { 'X-API-Key': created.body.key } });

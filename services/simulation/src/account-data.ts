@@ -1,6 +1,6 @@
 import { type AccountDeletion, type ExportReader, keysetPage, UUID_POSITION } from '@tempora/kit/http';
 import type { BudgetSource } from './budget-source.ts';
-import type { SimulationRepository } from './repository.ts';
+import type { Accounts } from './repository/index.ts';
 import type { Runner } from './runner.ts';
 import { runView, stepView } from './views.ts';
 
@@ -21,12 +21,12 @@ function stepAfter(after: string): { runId: string; seq: number } | undefined {
  * computed from the runs and calls, so it goes with them.
  */
 export class AccountData {
-  private readonly repository: SimulationRepository;
+  private readonly accounts: Accounts;
   private readonly runner: Runner;
   private readonly budgets: BudgetSource;
 
-  constructor(options: { repository: SimulationRepository; runner: Runner; budgets: BudgetSource }) {
-    this.repository = options.repository;
+  constructor(options: { accounts: Accounts; runner: Runner; budgets: BudgetSource }) {
+    this.accounts = options.accounts;
     this.runner = options.runner;
     this.budgets = options.budgets;
   }
@@ -38,21 +38,21 @@ export class AccountData {
    */
   async delete(userId: string): Promise<AccountDeletion> {
     const accountBudgets = this.budgets.all.filter((budget) => budget.scope === `account:${userId}`).map((budget) => budget.name);
-    const { deleted, inFlight } = await this.repository.deleteOwner(userId, accountBudgets);
+    const { deleted, inFlight } = await this.accounts.deleteOwner(userId, accountBudgets);
     this.runner.forget(inFlight);
     return { service: SERVICE, deleted, kept: {}, notes: [] };
   }
 
   /** The user's data: runs, steps, calls, idempotency keys, in that order, each by its key. */
   readers(userId: string): ExportReader[] {
-    const { repository } = this;
+    const { accounts } = this;
     return [
       {
         kind: 'runs',
         after: UUID_POSITION,
         read: async (after, limit) =>
           keysetPage(
-            await repository.ownerRuns(userId, after || undefined, limit + 1),
+            await accounts.ownerRuns(userId, after || undefined, limit + 1),
             limit,
             (row) => row.id,
             (row) => ({ ...runView(row), plan: row.plan, result: row.result }),
@@ -63,7 +63,7 @@ export class AccountData {
         after: /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\/\d{1,9}$/i,
         read: async (after, limit) =>
           keysetPage(
-            await repository.ownerSteps(userId, stepAfter(after), limit + 1),
+            await accounts.ownerSteps(userId, stepAfter(after), limit + 1),
             limit,
             (step) => `${step.run_id}/${step.seq}`,
             (step) => ({ run_id: step.run_id, ...stepView(step) }),
@@ -74,7 +74,7 @@ export class AccountData {
         after: /^\d{1,18}$/,
         read: async (after, limit) =>
           keysetPage(
-            await repository.ownerCalls(userId, after || undefined, limit + 1),
+            await accounts.ownerCalls(userId, after || undefined, limit + 1),
             limit,
             (call) => call.id,
             ({ cost_micros, created_at, ...call }) => ({ ...call, cost_usd: cost_micros / 1e6, at: iso(created_at) }),
@@ -86,7 +86,7 @@ export class AccountData {
         after: /^[\x20-\x7E]{1,255}$/,
         read: async (after, limit) =>
           keysetPage(
-            await repository.ownerIdempotencyKeys(userId, after || undefined, limit + 1),
+            await accounts.ownerIdempotencyKeys(userId, after || undefined, limit + 1),
             limit,
             (row) => row.key,
             (row) => ({ key: row.key, run_id: row.run_id, created_at: iso(row.created_at) }),

@@ -1,7 +1,7 @@
 import { type Metrics, zeroed } from '@tempora/kit/observability';
 import { Counter, Gauge, Histogram } from 'prom-client';
 import { MODES } from './domain/vocabulary.ts';
-import { TERMINAL } from './repository.ts';
+import { TERMINAL } from './repository/index.ts';
 
 export interface BudgetFigures {
   budget: string;

@@ -9,7 +9,8 @@ import type { Plan } from './domain/plan.ts';
 import type { Mechanism } from './domain/vocabulary.ts';
 import { clone } from './domain/world.ts';
 import type { SimulationMetrics } from './metrics.ts';
-import type { RunRow, RunStatus, SimulationRepository } from './repository.ts';
+import type { RunRow, RunStatus, SimulationRepository } from './repository/index.ts';
+import { type RunEvent, RunWatch } from './run-watch.ts';
 import { type RunEnding, traceRun, traceStep } from './tracing.ts';
 
 export interface RunnerSettings {
@@ -30,6 +31,40 @@ class Stop extends Error {
   }
 }
 
+/** Call rows are written off the critical path and awaited before the step that made them is saved. */
+class CallWrites {
+  private readonly writes = new Set<Promise<void>>();
+
+  add(write: Promise<void>): void {
+    write.catch(() => undefined);
+    this.writes.add(write);
+  }
+
+  /** The writes so far, handed to whatever waits for them (the save of the step that made them). */
+  take(): Promise<void>[] {
+    const pending = [...this.writes];
+    this.writes.clear();
+    return pending;
+  }
+}
+
+/** A run executing here: what it runs with, and where it stands (its last completed step's state, its saves). */
+interface InFlight {
+  row: RunRow;
+  plan: Plan;
+  controller: AbortController;
+  meter: RunMeter;
+  models: RunModels;
+  writes: CallWrites;
+  mechanisms: Set<Mechanism>;
+  started: number;
+  state: EngineState;
+  /** The step it runs next. */
+  seq: number;
+  /** Each step is saved while the next one runs (saves stay in order); a save that fails stops the run. */
+  saving: Promise<void>;
+}
+
 /**
  * Executes runs durably. Runs live in PostgreSQL; a replica claims queued runs (and runs whose lease
  * lapsed because their process died) under a lease it renews, executes them one step at a time, and
@@ -38,8 +73,8 @@ class Stop extends Error {
  * "Durability"). Cancellation aborts the model call in flight; ending a run settles its budgets.
  */
 export class Runner {
-  /** `run:<id>` fires after each step and when the run ends (progress streams and waiting requests listen). */
-  readonly events = new EventEmitter();
+  /** `run:<id>` fires after each step and when the run ends (progress streams and waiting requests watch it). */
+  private readonly events = new EventEmitter();
   readonly owner = `runner-${randomUUID()}`;
   private readonly repository: SimulationRepository;
   private readonly providers: Providers;
@@ -94,14 +129,14 @@ export class Runner {
   }
 
   private async claim(): Promise<void> {
-    const rows = await this.repository.claim(this.owner, this.settings.concurrency - this.active.size, this.settings.leaseMs);
+    const rows = await this.repository.execution.claim(this.owner, this.settings.concurrency - this.active.size, this.settings.leaseMs);
     for (const row of rows) this.execute(row);
   }
 
   private async renew(): Promise<void> {
     if (!this.active.size) return;
     try {
-      const { held } = await this.repository.renew(this.owner, [...this.active.keys()], this.settings.leaseMs);
+      const { held } = await this.repository.execution.renew(this.owner, [...this.active.keys()], this.settings.leaseMs);
       for (const [id, run] of this.active) {
         if (!held.has(id)) run.controller.abort(new Stop('lost'));
         else if (held.get(id)) run.controller.abort(new Stop('cancelled'));
@@ -113,7 +148,7 @@ export class Runner {
 
   /** Cancels a run: at once when it runs here, else its runner learns it at its next renewal. */
   async cancel(id: string): Promise<RunRow | undefined> {
-    const row = await this.repository.requestCancel(id);
+    const row = await this.repository.runs.requestCancel(id);
     if (!row) return undefined;
     const local = this.active.get(id);
     if (local) local.controller.abort(new Stop('cancelled'));
@@ -124,6 +159,11 @@ export class Runner {
         partial: { reason: 'cancelled', detail: 'cancelled before it started' },
       });
     return row;
+  }
+
+  /** Watches a run's events here from now on (run-watch.ts): `only` one type of them, until `signal` aborts. */
+  watch(runId: string, options: { only?: RunEvent['type']; signal?: AbortSignal } = {}): RunWatch {
+    return new RunWatch(this.events, runId, options);
   }
 
   /**
@@ -146,7 +186,7 @@ export class Runner {
     const done = Promise.all([...this.active.values()].map((run) => run.done));
     await Promise.race([done, new Promise((resolve) => setTimeout(resolve, graceMs).unref())]);
     await this.claiming;
-    await this.repository.knex('simulation_runs').where({ lease_owner: this.owner, status: 'running' }).update({ lease_owner: null, lease_until: null });
+    await this.repository.execution.release(this.owner);
   }
 
   private execute(row: RunRow): void {
@@ -161,31 +201,40 @@ export class Runner {
   }
 
   private async loop(row: RunRow, controller: AbortController): Promise<RunEnding> {
-    // Long on purpose: one run's step loop; its split comes with moving the runner's SQL into the repository (issue 30, item 1).
     const plan = row.plan as Plan;
-    let state = row.state as EngineState;
     const started = Date.now();
     if (row.cancel_requested) {
-      await this.end(row, this.owner, 'cancelled', { plan, state, partial: { reason: 'cancelled', detail: 'cancelled before its first step' }, started });
+      const partial = { reason: 'cancelled', detail: 'cancelled before its first step' };
+      await this.end(row, this.owner, 'cancelled', { plan, state: row.state as EngineState, partial, started });
       return 'cancelled';
     }
+    const run = this.prepare(row, plan, controller, started);
+    try {
+      while (run.seq < plan.steps) {
+        if (controller.signal.aborted) throw controller.signal.reason;
+        await this.step(run);
+      }
+      await run.saving;
+      await this.end(row, this.owner, 'completed', { plan, state: run.state, started });
+      return 'completed';
+    } catch (caught) {
+      await this.settleInFlight(run);
+      const raised = controller.signal.aborted ? controller.signal.reason : caught;
+      return this.interrupted(run, raised instanceof SaveFailed ? raised.cause : raised);
+    }
+  }
+
+  /** A run about to execute its steps: its models, metered against its maximum, each call recorded and counted. */
+  private prepare(row: RunRow, plan: Plan, controller: AbortController, started: number): InFlight {
     const meter = new RunMeter(row.cap_micros, row.cost_micros);
-    // Call rows are written off the critical path and awaited before the step that made them is saved.
-    const writes = new Set<Promise<void>>();
-    const written = async () => {
-      const pending = [...writes];
-      writes.clear();
-      await Promise.all(pending);
-    };
+    const writes = new CallWrites();
     const models = new RunModels({
       providers: this.providers,
       meter,
       signal: controller.signal,
       params: plan.llm,
       record: (call: CallRecord) => {
-        const write = this.repository.recordCall(row.id, call);
-        write.catch(() => undefined);
-        writes.add(write);
+        writes.add(this.repository.execution.recordCall(row.id, call));
         this.metrics.calls.inc({ action: call.action, provider: call.provider, model: call.model });
         this.metrics.tokens.inc({ model: call.priced_as, direction: 'input' }, call.input_tokens);
         this.metrics.tokens.inc({ model: call.priced_as, direction: 'output' }, call.output_tokens);
@@ -193,94 +242,94 @@ export class Runner {
       },
     });
     const mechanisms = new Set<Mechanism>(plan.mechanisms);
-    let seq = row.steps_done;
-    // Each step is saved while the next one runs (saves stay in order); a save that fails stops the run.
-    let saving: Promise<void> = Promise.resolve();
-    try {
-      while (seq < plan.steps) {
-        if (controller.signal.aborted) throw controller.signal.reason;
-        const working = clone(state);
-        const before = meter.spentMicros;
-        const stepStarted = performance.now();
-        models.step = seq;
-        const refusalsBefore = working.refusals.length;
-        const report = await traceStep(
-          { index: seq, mode: plan.mode },
-          () =>
-            runStep(plan, working, seq, {
-              plan,
-              models,
-              step: seq,
-              has: (mechanism) => mechanisms.has(mechanism),
-              exposureRetries: this.settings.exposureRetries,
-              refusals: working.refusals,
-            }),
-          () => meter.spentMicros - before,
-        );
-        this.metrics.exposureRefusals.inc(working.refusals.length - refusalsBefore);
-        this.metrics.stepDuration.observe({ mode: plan.mode, kind: report.kind }, (performance.now() - stepStarted) / 1000);
-        const done = seq;
-        const cost = meter.spentMicros - before;
-        const pending = [...writes];
-        writes.clear();
-        saving = saving.then(async () => {
-          await Promise.all(pending);
-          if (!(await this.repository.saveStep(row.id, this.owner, done, report, working, cost))) throw new Stop('lost');
-          this.events.emit(`run:${row.id}`, { type: 'step', seq: done });
-        });
-        saving.catch((error) => controller.abort(error instanceof Stop ? error : new SaveFailed(error)));
-        state = working;
-        seq += 1;
-      }
-      await saving;
-      await this.end(row, this.owner, 'completed', { plan, state, started });
-      return 'completed';
-    } catch (caught) {
-      await models.abandonStep();
-      // A call of a run deleted meanwhile (here or on another replica) has no run to be recorded against:
-      // that is the deletion holding, not a failure.
-      await written().catch(
-        (error) =>
-          (error as { code?: string }).code === FOREIGN_KEY_VIOLATION || this.logger.error({ err: error, run: row.id }, 'a call could not be recorded'),
-      );
-      await saving.catch(() => undefined);
-      const raised = controller.signal.aborted ? controller.signal.reason : caught;
-      const error = raised instanceof SaveFailed ? raised.cause : raised;
-      if (error instanceof Stop && error.why === 'deleted') {
-        this.logger.info({ run: row.id, step: seq }, 'run stopped: deleted with its account');
-        return 'deleted';
-      }
-      if (error instanceof Stop && error.why !== 'cancelled') {
-        // Shutdown or a lost lease: the run is left as it is, to be resumed from its last saved step.
-        this.logger.info({ run: row.id, why: error.why, step: seq }, 'run interrupted; it will be resumed');
-        return 'interrupted';
-      }
-      if (error instanceof Stop) {
-        await this.end(row, this.owner, 'cancelled', {
+    return {
+      row,
+      plan,
+      controller,
+      meter,
+      models,
+      writes,
+      mechanisms,
+      started,
+      state: row.state as EngineState,
+      seq: row.steps_done,
+      saving: Promise.resolve(),
+    };
+  }
+
+  /** Runs the next step on a copy of the state, and queues its save behind the previous step's. */
+  private async step(run: InFlight): Promise<void> {
+    const { plan, meter, models, seq } = run;
+    const working = clone(run.state);
+    const before = meter.spentMicros;
+    const stepStarted = performance.now();
+    models.step = seq;
+    const refusalsBefore = working.refusals.length;
+    const report = await traceStep(
+      { index: seq, mode: plan.mode },
+      () =>
+        runStep(plan, working, seq, {
           plan,
-          state,
-          partial: { reason: 'cancelled', detail: `cancelled after ${seq} of ${plan.steps} steps` },
-          started,
-        });
-        return 'cancelled';
-      }
-      if (error instanceof RunCapReached) {
-        await this.end(row, this.owner, 'stopped', {
-          plan,
-          state,
-          partial: {
-            reason: 'per_run_max',
-            detail: `stopped after ${seq} of ${plan.steps} steps at the run's maximum of $${(row.cap_micros / 1e6).toFixed(6)}: ${error.message}`,
-          },
-          started,
-        });
-        return 'stopped';
-      }
-      const failure = failureOf(error);
-      if (failure.status === 500) this.logger.error({ err: error, run: row.id }, 'run failed');
-      await this.end(row, this.owner, 'failed', { plan, state, error: failure, started });
-      return 'failed';
+          models,
+          step: seq,
+          has: (mechanism) => run.mechanisms.has(mechanism),
+          exposureRetries: this.settings.exposureRetries,
+          refusals: working.refusals,
+        }),
+      () => meter.spentMicros - before,
+    );
+    this.metrics.exposureRefusals.inc(working.refusals.length - refusalsBefore);
+    this.metrics.stepDuration.observe({ mode: plan.mode, kind: report.kind }, (performance.now() - stepStarted) / 1000);
+    const cost = meter.spentMicros - before;
+    const pending = run.writes.take();
+    run.saving = run.saving.then(async () => {
+      await Promise.all(pending);
+      if (!(await this.repository.execution.saveStep(run.row.id, this.owner, seq, report, working, cost))) throw new Stop('lost');
+      this.events.emit(`run:${run.row.id}`, { type: 'step', seq });
+    });
+    run.saving.catch((error) => run.controller.abort(error instanceof Stop ? error : new SaveFailed(error)));
+    run.state = working;
+    run.seq = seq + 1;
+  }
+
+  /** What a run that stopped early still has in flight: the step's model calls closed, its call rows and saves waited for. */
+  private async settleInFlight(run: InFlight): Promise<void> {
+    await run.models.abandonStep();
+    // A call of a run deleted meanwhile (here or on another replica) has no run to be recorded against:
+    // that is the deletion holding, not a failure.
+    await Promise.all(run.writes.take()).catch(
+      (error) =>
+        (error as { code?: string }).code === FOREIGN_KEY_VIOLATION || this.logger.error({ err: error, run: run.row.id }, 'a call could not be recorded'),
+    );
+    await run.saving.catch(() => undefined);
+  }
+
+  /** Ends (or leaves to be resumed) a run its steps did not complete, by what stopped it. */
+  private async interrupted(run: InFlight, error: unknown): Promise<RunEnding> {
+    const { row, plan, state, seq, started } = run;
+    if (error instanceof Stop && error.why === 'deleted') {
+      this.logger.info({ run: row.id, step: seq }, 'run stopped: deleted with its account');
+      return 'deleted';
     }
+    if (error instanceof Stop && error.why !== 'cancelled') {
+      // Shutdown or a lost lease: the run is left as it is, to be resumed from its last saved step.
+      this.logger.info({ run: row.id, why: error.why, step: seq }, 'run interrupted; it will be resumed');
+      return 'interrupted';
+    }
+    if (error instanceof Stop) {
+      const partial = { reason: 'cancelled', detail: `cancelled after ${seq} of ${plan.steps} steps` };
+      await this.end(row, this.owner, 'cancelled', { plan, state, partial, started });
+      return 'cancelled';
+    }
+    if (error instanceof RunCapReached) {
+      const detail = `stopped after ${seq} of ${plan.steps} steps at the run's maximum of $${(row.cap_micros / 1e6).toFixed(6)}: ${error.message}`;
+      await this.end(row, this.owner, 'stopped', { plan, state, partial: { reason: 'per_run_max', detail }, started });
+      return 'stopped';
+    }
+    const failure = failureOf(error);
+    if (failure.status === 500) this.logger.error({ err: error, run: row.id }, 'run failed');
+    await this.end(row, this.owner, 'failed', { plan, state, error: failure, started });
+    return 'failed';
   }
 
   /** Ends a run: its result (partial when it did not complete), its budgets settled, its listeners told. */
@@ -290,12 +339,12 @@ export class Runner {
     status: RunStatus,
     outcome: { plan: Plan; state: EngineState; partial?: RunRow['partial']; error?: RunRow['error']; started?: number },
   ): Promise<void> {
-    const calls = await this.repository.calls(row.id);
+    const calls = await this.repository.runs.calls(row.id);
     const result =
       status === 'failed' && !outcome.state.scenario
         ? null
         : { ...assembleResult(outcome.plan, outcome.state), ...costSection(row, calls), partial: outcome.partial ?? null };
-    const ended = await this.repository.finish(row.id, owner, { status, result, partial: outcome.partial ?? null, error: outcome.error ?? null });
+    const ended = await this.repository.execution.finish(row.id, owner, { status, result, partial: outcome.partial ?? null, error: outcome.error ?? null });
     if (!ended) return;
     this.metrics.runsFinished.inc({ mode: row.mode, status });
     if (outcome.started) this.metrics.runDuration.observe({ mode: row.mode, status }, (Date.now() - outcome.started) / 1000);

@@ -1,5 +1,5 @@
 import { join, resolve } from 'node:path';
-import { connectRedis, openDatabase } from '@tempora/kit/data';
+import { connectRedis, type Knex, openDatabase } from '@tempora/kit/data';
 import { createApp, gatewayCaller, gatewayCallerOptions, RateLimiter, type RateWindow } from '@tempora/kit/http';
 import { createLogger, type Logger, Metrics } from '@tempora/kit/observability';
 import { textProviders } from '@tempora/kit/providers';
@@ -7,14 +7,14 @@ import type Koa from 'koa';
 import { AccountData } from './account-data.ts';
 import { ANY_CALLER, simulationApiKeyAuth } from './auth.ts';
 import { BudgetSource } from './budget-source.ts';
+import { BudgetStanding } from './budget-standing.ts';
 import type { SimulationConfig } from './config.ts';
 import { TEMPLATE_DIRECTORY, TemplateCatalog } from './domain/templates.ts';
 import { SimulationMetrics } from './metrics.ts';
 import { migrations } from './migrations.ts';
-import { SimulationRepository } from './repository.ts';
+import { SimulationRepository } from './repository/index.ts';
 import { accountDataRoutes } from './routes/account-data.ts';
 import { budgetRoutes } from './routes/budgets.ts';
-import type { RouteDeps } from './routes/context.ts';
 import { simulationRoutes } from './routes/simulations.ts';
 import { templateRoutes } from './routes/templates.ts';
 import { Runner } from './runner.ts';
@@ -33,6 +33,8 @@ export interface SimulationInstance {
   budgets: BudgetSource;
   simulations: Simulations;
   repository: SimulationRepository;
+  /** The service's database, for what looks at its tables from outside (tests). */
+  knex: Knex;
   drain(): void;
   close(): Promise<void>;
 }
@@ -67,13 +69,11 @@ export async function createSimulationService(config: SimulationConfig, logger =
   const budgets = new BudgetSource(config.SIMULATION_BUDGETS_PATH ?? join(resolve(config.TEMPORA_DATA_DIR), 'simulation-budgets.json'), logger);
   await budgets.start(config.BUDGETS_RELOAD_MS);
 
+  const standing = new BudgetStanding({ ledger: repository.budgets, source: budgets });
+
   const metrics = new Metrics('simulation');
-  let simulations: Simulations | undefined;
   let runner: Runner | undefined;
-  const simulationMetrics = new SimulationMetrics(metrics, {
-    activeRuns: () => runner?.activeRuns ?? 0,
-    budgets: async () => (simulations ? simulations.budgetFigures() : []),
-  });
+  const simulationMetrics = new SimulationMetrics(metrics, { activeRuns: () => runner?.activeRuns ?? 0, budgets: () => standing.figures() });
   const providers = textProviders(config, 'Tempora simulation');
   runner = new Runner(
     repository,
@@ -87,28 +87,23 @@ export async function createSimulationService(config: SimulationConfig, logger =
     simulationMetrics,
     logger.child({ component: 'runner' }),
   );
-  simulations = new Simulations({
+  const simulations = new Simulations({
     repository,
     catalog,
     budgets,
     runner,
-    metrics: () => simulationMetrics,
+    metrics: simulationMetrics,
+    pollMs: config.STREAM_POLL_MS,
     ...(config.SIMULATION_TEXT_MODEL ? { defaultModel: config.SIMULATION_TEXT_MODEL } : {}),
   });
-
-  const deps: RouteDeps = {
+  const runRoutes = simulationRoutes({
     simulations,
-    repository,
-    runner,
-    catalog,
-    budgets,
     version: VERSION,
     maxWaitSeconds: config.MAX_WAIT_SECONDS,
     heartbeatMs: config.STREAM_HEARTBEAT_MS,
-    streamPollMs: config.STREAM_POLL_MS,
     gatewayUrl: config.GATEWAY_URL,
     serviceKeys: config.SERVICE_KEY,
-  };
+  });
   const { app, openapi, drain } = createApp({
     name: 'simulation',
     version: VERSION,
@@ -120,7 +115,12 @@ export async function createSimulationService(config: SimulationConfig, logger =
     // Who is calling: the kit's rules for every service behind the gateway (docs/reliability.md, "Who gets in"), with the simulation API key.
     ...gatewayCaller({ ...gatewayCallerOptions(config), apiKey: simulationApiKeyAuth(config.SIMULATION_API_KEYS) }),
     rateLimit: { limiter: new RateLimiter({ redis, prefix: `${config.REDIS_KEY_PREFIX}:simulation` }), windows: windows(config) },
-    routes: [...templateRoutes(deps), ...budgetRoutes(deps), ...simulationRoutes(deps), ...accountDataRoutes(new AccountData({ repository, runner, budgets }))],
+    routes: [
+      ...templateRoutes(catalog),
+      ...budgetRoutes(standing),
+      ...runRoutes,
+      ...accountDataRoutes(new AccountData({ accounts: repository.accounts, runner, budgets })),
+    ],
     health: async () => {
       const db = await database.ping();
       return {
@@ -146,6 +146,7 @@ export async function createSimulationService(config: SimulationConfig, logger =
     budgets,
     simulations,
     repository,
+    knex: database.knex,
     drain: () => {
       drain();
       void stopRunner();

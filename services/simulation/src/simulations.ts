@@ -1,18 +1,20 @@
 import { randomUUID } from 'node:crypto';
+import { notFound } from '@tempora/kit/http';
 import { canonicalHash } from '@tempora/kit/moments';
 import type { Caller } from './auth.ts';
 import type { BudgetSource } from './budget-source.ts';
-import { type Budget, covers, microsToUsd, periodKey, usdToMicros } from './domain/budgets.ts';
+import { covers, periodKey, usdToMicros } from './domain/budgets.ts';
 import { initialState, planRun } from './domain/engine.ts';
 import type { Plan } from './domain/plan.ts';
 import { DEFAULT_MODEL } from './domain/pricing.ts';
 import type { TemplateCatalog } from './domain/templates.ts';
 import type { Mechanism } from './domain/vocabulary.ts';
-import type { BudgetFigures, SimulationMetrics } from './metrics.ts';
-import { BudgetRefused, type Reservation, type RunRow, type SimulationRepository, TERMINAL } from './repository.ts';
+import type { SimulationMetrics } from './metrics.ts';
+import { BudgetRefused, type Reservation, type RunRow, type RunStatus, type SimulationRepository, type StepRow, TERMINAL } from './repository/index.ts';
 import type { Runner } from './runner.ts';
 import type { SimulateRequest } from './schemas.ts';
 import { activeTraceContext } from './tracing.ts';
+import { runView, stepView } from './views.ts';
 
 /** The spec's ceiling on one run: $1.00 (platform-interface.md, "Limits"). */
 export const RUN_CEILING_MICROS = 1_000_000;
@@ -33,39 +35,30 @@ export interface Started {
   replayed: boolean;
 }
 
-export interface BudgetStatus {
-  name: string;
-  scope: string;
-  period: Budget['period'];
-  current_period: string;
-  limit_usd: number;
-  per_run_max_usd: number | null;
-  spent_usd: number;
-  reserved_usd: number;
-  remaining_usd: number;
-  runs: number;
-  alert_thresholds: number[];
-  alerts_crossed: number[];
-  exhausted: boolean;
-}
+/** A progress stream's events: the run as it stands, each completed step in order, the run as it ended. */
+type ProgressEvent = { event: 'run' | 'end'; data: ReturnType<typeof runView> } | { event: 'step'; data: ReturnType<typeof stepView> };
 
 /**
- * Starting, reading and cancelling runs, and the budgets' standing: everything the routes do, without Koa.
+ * Starting, reading, following and cancelling runs: everything the run routes do, without Koa. A run the
+ * caller may not see, or one deleted (with its account) while a request follows it, is the kit's 404.
  */
 export class Simulations {
   private readonly repository: SimulationRepository;
   private readonly catalog: TemplateCatalog;
   private readonly budgets: BudgetSource;
   private readonly runner: Runner;
-  private readonly metrics: () => SimulationMetrics;
+  private readonly metrics: SimulationMetrics;
   private readonly defaultModel: string;
+  /** How long a progress stream waits before reading a run again that no runner here announces (STREAM_POLL_MS). */
+  private readonly pollMs: number;
 
   constructor(options: {
     repository: SimulationRepository;
     catalog: TemplateCatalog;
     budgets: BudgetSource;
     runner: Runner;
-    metrics: () => SimulationMetrics;
+    metrics: SimulationMetrics;
+    pollMs: number;
     defaultModel?: string;
   }) {
     this.repository = options.repository;
@@ -73,6 +66,7 @@ export class Simulations {
     this.budgets = options.budgets;
     this.runner = options.runner;
     this.metrics = options.metrics;
+    this.pollMs = options.pollMs;
     this.defaultModel = options.defaultModel ?? DEFAULT_MODEL;
   }
 
@@ -122,7 +116,7 @@ export class Simulations {
     // folded letter case and defaults written out or left implicit do not count.
     const idempotency = idempotencyKey === undefined ? undefined : { owner: caller.owner, key: idempotencyKey, fingerprint: canonicalHash(request) };
     try {
-      const creation = await this.repository.createRun(
+      const creation = await this.repository.runs.create(
         {
           id,
           owner: caller.owner,
@@ -149,67 +143,86 @@ export class Simulations {
           );
         return { run: creation.run, replayed: true };
       }
-      this.metrics().runsStarted.inc({ mode: plan.mode });
+      this.metrics.runsStarted.inc({ mode: plan.mode });
       this.runner.wake();
       return { run: creation.run, replayed: false };
     } catch (error) {
-      if (error instanceof BudgetRefused) this.metrics().budgetRefusals.inc({ budget: error.budget });
+      if (error instanceof BudgetRefused) this.metrics.budgetRefusals.inc({ budget: error.budget });
       throw error;
     }
   }
 
-  /** Resolves when the run has ended or `ms` have passed, whichever is first. */
-  async waitFor(id: string, ms: number): Promise<void> {
-    const ended = (row: RunRow | undefined) => !row || TERMINAL.includes(row.status);
-    if (ended(await this.repository.run(id))) return;
-    await new Promise<void>((resolve) => {
-      const listener = (event: { type: string }) => {
-        if (event.type === 'end') finish();
-      };
-      const timer = setTimeout(() => finish(), ms);
-      const finish = () => {
-        clearTimeout(timer);
-        this.runner.events.off(`run:${id}`, listener);
-        resolve();
-      };
-      this.runner.events.on(`run:${id}`, listener);
-    });
+  /** A run is visible to its owner and to services acting as themselves; to anyone else it does not exist. */
+  async visible(id: string, caller: Caller): Promise<RunRow> {
+    const row = await this.repository.runs.get(id);
+    if (!row || (row.owner !== caller.owner && !caller.service)) throw notFound(`no simulation ${id}`);
+    return row;
   }
 
-  async budgetStatus(budget: Budget, period = periodKey(budget.period, new Date())): Promise<BudgetStatus> {
-    const ledger = await this.repository.ledger(budget.name, period);
-    const limit = usdToMicros(budget.limitUsd);
-    const spentFraction = limit > 0 ? ledger.spent_micros / limit : ledger.spent_micros > 0 ? 1 : 0;
-    return {
-      name: budget.name,
-      scope: budget.scope,
-      period: budget.period,
-      current_period: period,
-      limit_usd: budget.limitUsd,
-      per_run_max_usd: budget.perRunMaxUsd ?? null,
-      spent_usd: microsToUsd(ledger.spent_micros),
-      reserved_usd: microsToUsd(ledger.reserved_micros),
-      remaining_usd: microsToUsd(Math.max(0, limit - ledger.spent_micros - ledger.reserved_micros)),
-      runs: ledger.runs,
-      alert_thresholds: budget.alertThresholds,
-      alerts_crossed: budget.alertThresholds.filter((threshold) => spentFraction >= threshold),
-      exhausted: ledger.spent_micros >= limit,
-    };
+  /** A run read again while a request follows it: 404 once it is gone (deleted with its account meanwhile). */
+  async current(id: string): Promise<RunRow> {
+    const row = await this.repository.runs.get(id);
+    if (!row) throw notFound(`simulation ${id} no longer exists (deleted with its account)`);
+    return row;
   }
 
-  async budgetFigures(): Promise<BudgetFigures[]> {
-    return Promise.all(
-      this.budgets.all.map(async (budget) => {
-        const status = await this.budgetStatus(budget);
-        return {
-          budget: status.name,
-          period: status.current_period,
-          limitUsd: status.limit_usd,
-          spentUsd: status.spent_usd,
-          reservedUsd: status.reserved_usd,
-          remainingUsd: status.remaining_usd,
-        };
-      }),
-    );
+  /** The owner's runs, newest first. */
+  list(owner: string, page: { limit: number; offset: number; status?: RunStatus }): Promise<{ items: RunRow[]; total: number }> {
+    return this.repository.runs.list(owner, page);
+  }
+
+  /** The run's completed steps, in order. */
+  steps(id: string): Promise<StepRow[]> {
+    return this.repository.runs.steps(id);
+  }
+
+  /** Asks a run to cancel (runner.ts, `cancel`); undefined when it has already ended. */
+  cancel(id: string): Promise<RunRow | undefined> {
+    return this.runner.cancel(id);
+  }
+
+  /** The run once it has ended or `ms` have passed, whichever is first (read again at once when `ms` is 0). */
+  async waitFor(id: string, ms: number): Promise<RunRow> {
+    if (ms > 0) {
+      const watch = this.runner.watch(id, { only: 'end' });
+      try {
+        const row = await this.repository.runs.get(id);
+        if (row && !TERMINAL.includes(row.status)) await watch.next(ms);
+      } finally {
+        watch.close();
+      }
+    }
+    return this.current(id);
+  }
+
+  /**
+   * A run's progress, from `first` (the run as the request found it): `run`, one `step` per completed step
+   * in order (those completed before the stream opened first), then `end`. Stops when `signal` aborts (the
+   * client left); throws what reading the run throws (a 404 once it was deleted, an outage).
+   */
+  async *follow(first: RunRow, signal: AbortSignal): AsyncGenerator<ProgressEvent> {
+    yield { event: 'run', data: runView(first) };
+    const watch = this.runner.watch(first.id, { signal });
+    let last = -1;
+    try {
+      while (!signal.aborted) {
+        watch.reset();
+        for (const step of await this.repository.runs.steps(first.id, last)) {
+          yield { event: 'step', data: stepView(step) };
+          last = step.seq;
+        }
+        const row = await this.current(first.id);
+        if (TERMINAL.includes(row.status)) {
+          // Steps saved between the read above and the end come before `end`.
+          for (const step of await this.repository.runs.steps(first.id, last)) yield { event: 'step', data: stepView(step) };
+          yield { event: 'end', data: runView(row) };
+          return;
+        }
+        // Woken by this process's runner at once; a run on another replica is read again after pollMs.
+        await watch.next(this.pollMs);
+      }
+    } finally {
+      watch.close();
+    }
   }
 }

@@ -1,6 +1,6 @@
 import { figureEntityId, type TdfRecord, toTdf } from '@tempora/kit/moments';
 import type { Template } from './domain/templates.ts';
-import type { RunRow, StepRow } from './repository.ts';
+import type { RunRow, StepRow } from './repository/index.ts';
 
 const iso = (value: Date | string | null) => (value ? new Date(value).toISOString() : null);
 

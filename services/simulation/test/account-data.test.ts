@@ -18,7 +18,7 @@ describe('simulation account data: deletion and export', function () {
   /** What the database holds of `owner`, table by table. */
   async function held(name: string) {
     const owner = userId(name);
-    const knex = sim.instance.repository.knex;
+    const knex = sim.instance.knex;
     const runs = knex('simulation_runs').select('id').where({ owner });
     const count = async (query: any) => Number((await query.count('* as count'))[0].count);
     return {
@@ -80,7 +80,7 @@ describe('simulation account data: deletion and export', function () {
     assert.equal(deleted.status, 200, JSON.stringify(deleted.body));
     assert.deepEqual(AccountDeletionSchema.parse(deleted.body), { service: 'simulation', deleted: { ...before, budget_ledger: 1 }, kept: {}, notes: [] });
     assert.deepEqual(await held('alice'), { runs: 0, steps: 0, calls: 0, idempotency_keys: 0 });
-    assert.equal((await sim.instance.repository.knex('simulation_budget_ledger').where({ budget: 'alice-cap' })).length, 0);
+    assert.equal((await sim.instance.knex('simulation_budget_ledger').where({ budget: 'alice-cap' })).length, 0);
     assert.deepEqual(await held('bob'), bob, "bob's runs are untouched");
     assert.equal((await budget('everyone')).spent_usd, spent, 'the global budget keeps what was spent');
     assert.equal((await sim.call('GET', `/api/v1/simulations/${keyed.body.id}`, { headers: asUser('alice') })).status, 404);
@@ -173,7 +173,7 @@ describe('simulation account data: deletion and export', function () {
       model.release();
       await new Promise((resolve) => setTimeout(resolve, 800));
       assert.equal(model.requests.length, asking, 'no model call after the deletion');
-      assert.equal(await sim.instance.repository.run(started.body.id), undefined);
+      assert.equal(await sim.instance.repository.runs.get(started.body.id), undefined);
       assert.deepEqual(await held('dan'), { runs: 0, steps: 0, calls: 0, idempotency_keys: 0 });
       assert.equal((await budget('everyone')).reserved_usd, 0, 'nothing stays reserved');
     } finally {
@@ -185,7 +185,7 @@ describe('simulation account data: deletion and export', function () {
     const real = await sim.run({ template: 'athens-war-council', fidelity: 1, mechanisms: [] }, 'frank');
     assert.equal(real.status, 200);
     // Many more runs than one page holds, written directly: executing 600 runs would prove nothing more.
-    const knex = sim.instance.repository.knex;
+    const knex = sim.instance.knex;
     const ids = Array.from({ length: 600 }, () => randomUUID());
     await knex('simulation_runs').insert(
       ids.map((id, index) => ({

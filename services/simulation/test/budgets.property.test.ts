@@ -7,11 +7,11 @@ import { createDatabase, dropDatabase } from '../../../test/support/database.ts'
 import { propertyParameters, propertyTimeout } from '../../../test/support/properties.ts';
 import { type CallRecord, RunCapReached, RunMeter } from '../src/domain/model.ts';
 import { migrations } from '../src/migrations.ts';
-import { BudgetRefused, type NewRun, type Reservation, SimulationRepository } from '../src/repository.ts';
+import { BudgetRefused, type NewRun, type Reservation, SimulationRepository } from '../src/repository/index.ts';
 
 /**
  * Budgets on the real PostgreSQL: runs reserve their maximum against every budget that covers them
- * (createRun), spend through metered calls, and settle (finish: the reservation released, the cost spent).
+ * (runs.create), spend through metered calls, and settle (finish: the reservation released, the cost spent).
  */
 
 interface RunPlan {
@@ -125,7 +125,7 @@ describe('simulation budgets: properties on PostgreSQL', function () {
 
         const checkLimits = async () => {
           for (const [i, name] of names.entries()) {
-            const ledger = await repository.ledger(name, period);
+            const ledger = await repository.budgets.ledger(name, period);
             assert.ok(
               ledger.spent_micros + ledger.reserved_micros <= limits[i]!,
               `${name}: spent ${ledger.spent_micros} + reserved ${ledger.reserved_micros} within ${limits[i]}`,
@@ -157,7 +157,7 @@ describe('simulation budgets: properties on PostgreSQL', function () {
                 cap_micros: plan.cap,
               };
               try {
-                await repository.createRun(run, reservations);
+                await repository.runs.create(run, reservations);
               } catch (error) {
                 if (!(error instanceof BudgetRefused)) throw error;
                 const i = names.indexOf(error.budget);
@@ -172,22 +172,22 @@ describe('simulation budgets: properties on PostgreSQL', function () {
               let cost = 0;
               for (const fraction of plan.status === 'cancelled' ? [] : plan.calls) {
                 const price = Math.min(plan.cap - cost, Math.floor(plan.cap * fraction));
-                await repository.recordCall(id, call(price));
+                await repository.execution.recordCall(id, call(price));
                 cost += price;
               }
-              const ended = await repository.finish(id, null, { status: plan.status });
+              const ended = await repository.execution.finish(id, null, { status: plan.status });
               assert.equal(ended?.cost_micros, cost, 'the run settles what its calls cost');
               started.push({ plan, id, cost });
               await checkLimits();
-              assert.equal(await repository.finish(id, null, { status: 'completed' }), undefined, 'a run settles once');
+              assert.equal(await repository.execution.finish(id, null, { status: 'completed' }), undefined, 'a run settles once');
             }
           }),
         );
 
-        const outstanding = await repository.knex('simulation_budget_reservations').whereIn('budget', names).count<{ count: string }[]>('* as count');
+        const outstanding = await database.knex('simulation_budget_reservations').whereIn('budget', names).count<{ count: string }[]>('* as count');
         assert.equal(Number(outstanding[0]!.count), 0, 'every reservation released');
         for (const [i, name] of names.entries()) {
-          const ledger = await repository.ledger(name, period);
+          const ledger = await repository.budgets.ledger(name, period);
           const covered = started.filter((run) => run.plan.budgets[i]);
           assert.equal(ledger.reserved_micros, 0, `${name}: releases restore exactly`);
           assert.equal(

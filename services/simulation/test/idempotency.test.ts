@@ -27,7 +27,7 @@ describe('simulation Idempotency-Key', function () {
   const runsOf = async (headers: Record<string, string>) => (await sim.call('GET', '/api/v1/simulations', { headers })).body.total;
   const rowsOf = async (name: string) => {
     const owner = userId(name);
-    const knex = sim.instance.repository.knex;
+    const knex = sim.instance.knex;
     const [runs] = await knex('simulation_runs').where({ owner }).count<Array<{ count: string }>>('* as count');
     const [reservations] = await knex('simulation_budget_reservations')
       .whereIn('run_id', knex('simulation_runs').select('id').where({ owner }))

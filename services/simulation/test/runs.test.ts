@@ -176,7 +176,7 @@ describe('simulation runs: progress, cancellation, restarts', function () {
       );
       const before = run.steps.filter((step: any) => new Date(step.at) < killedAt).length;
       assert.ok(before >= 2 && before < 5, 'the steps before the kill were kept, the rest done after it');
-      const row = await resumed.instance.repository.run(id);
+      const row = await resumed.instance.repository.runs.get(id);
       assert.equal(row!.attempts, 2, 'claimed twice: once by each process');
       const result = await resumed.result(id, 'survivor');
       assert.deepEqual(

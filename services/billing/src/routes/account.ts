@@ -1,30 +1,7 @@
-import { defineRoute, Problem, pageQuery, type RouteDefinition, unprocessable } from '@tempora/kit/http';
+import { defineRoute, pageQuery, type RouteDefinition } from '@tempora/kit/http';
 import { z } from 'zod';
-import type { Item } from '../domain/catalogue.ts';
-import { ENDED_STATUSES } from '../domain/intents.ts';
-import { Refusal } from '../refusal.ts';
 import { BillingStateSchema, HistoryPageSchema, RecordedSchema } from '../schemas.ts';
-import { historyView, subscriptionView } from '../views.ts';
-import { type BillingRouteDeps, callerId, SERVICE, whenConfigured } from './context.ts';
-
-/** A user's billing state as users see it (the operators' view adds to it). */
-export async function billingState(deps: BillingRouteDeps, userId: string) {
-  const [account, subscriptions, outbox] = await Promise.all([
-    deps.repository.account(userId),
-    deps.repository.subscriptionsOf(deps.repository.knex, userId),
-    deps.repository.outboxOf(userId),
-  ]);
-  const graceMs = deps.config.PAST_DUE_GRACE_DAYS * 86_400_000;
-  return {
-    user_id: userId,
-    tier: account?.tier ?? ('free' as const),
-    subscriptions: subscriptions.map((row) => subscriptionView(row, graceMs)),
-    debt: Number(account?.debt ?? 0),
-    pending_credits: outbox
-      .filter((entry) => entry.status !== 'delivered' && entry.kind === 'grant')
-      .reduce((sum, entry) => sum + (entry.sent_amount ?? entry.amount), 0),
-  };
-}
+import { type BillingRouteDeps, callerId, refusing, SERVICE, whenConfigured } from './context.ts';
 
 const CheckoutBody = z.object({
   kind: z.enum(['pack', 'plan']),
@@ -43,10 +20,10 @@ const TransactionBody = z.object({ signed_transaction: z.string().min(1).max(20_
 
 export function accountRoutes(deps: BillingRouteDeps): RouteDefinition[] {
   // Long on purpose: a table of routes, one block per route, each handler short.
-  const { catalogue, repository, stripe, apple, book, outbox, metrics, logger } = deps;
+  const { subscriptions, channels, configured } = deps;
   return [
     ...whenConfigured(
-      stripe.canCheckout,
+      configured.checkout,
       defineRoute({
         method: 'post',
         path: '/api/v1/billing/checkout',
@@ -63,34 +40,14 @@ export function accountRoutes(deps: BillingRouteDeps): RouteDefinition[] {
           502: { description: 'Stripe refused or could not be reached' },
         },
         handler: async (ctx, { body }) => {
-          const userId = callerId(ctx);
-          const pack = body.kind === 'pack' ? catalogue.pack(body.id) : undefined;
-          const plan = body.kind === 'plan' ? catalogue.plan(body.id) : undefined;
-          const item: Item | undefined = pack ? { kind: 'pack', pack } : plan ? { kind: 'plan', plan } : undefined;
-          if (!item) throw unprocessable(`no ${body.kind} ${body.id}`, [{ path: 'body.id', message: `not a ${body.kind} of the catalogue` }]);
-          if (item.kind === 'plan') {
-            const running = (await repository.subscriptionsOf(repository.knex, userId)).find((row) => !ENDED_STATUSES.has(row.status));
-            if (running)
-              throw new Problem(
-                409,
-                `a ${running.plan_id ?? ''} subscription (${running.provider} ${running.ref}) is ${running.status}: change or cancel it instead of buying another`,
-              );
-          }
-          let session;
-          try {
-            session = await stripe.createCheckout(userId, item, String(ctx.state.requestId));
-          } catch (error) {
-            logger.error({ err: error, user: userId }, 'Stripe checkout failed');
-            throw new Problem(502, 'Stripe did not create the checkout session; try again');
-          }
-          metrics.checkouts.inc({ kind: item.kind });
+          const session = await subscriptions.checkout(callerId(ctx), body.kind, body.id, String(ctx.state.requestId));
           ctx.status = 201;
-          return { ...session, kind: item.kind, item_id: body.id };
+          return session;
         },
       }),
     ),
     ...whenConfigured(
-      apple.configured,
+      configured.apple,
       defineRoute({
         method: 'post',
         path: '/api/v1/billing/apple/transactions',
@@ -105,23 +62,11 @@ export function accountRoutes(deps: BillingRouteDeps): RouteDefinition[] {
           200: { description: 'Recorded (or recorded before)', schema: RecordedSchema },
           400: { description: 'Not verifiable: bad signature, foreign chain, another app or environment, malformed' },
         },
-        handler: async (ctx, { body }) => {
+        handler: (ctx, { body }) => {
           const userId = callerId(ctx);
-          try {
-            const transaction = await apple.verifyTransaction(body.signed_transaction);
-            if (transaction.appAccountToken && transaction.appAccountToken.toLowerCase() !== userId) {
-              throw new Refusal('foreign-account', "the transaction's appAccountToken names another account");
-            }
-            const recorded = await book.record({ provider: 'apple', eventId: null, type: 'transaction' }, await apple.interpretPosted(transaction, userId));
-            metrics.messages.inc({ provider: 'apple', type: 'transaction', outcome: recorded.outcome });
-            await outbox.deliver(recorded.users);
-            return { received: true as const, outcome: recorded.outcome, detail: recorded.detail };
-          } catch (error) {
-            if (!(error instanceof Refusal)) throw error;
-            metrics.refusals.inc({ channel: 'apple-transaction', reason: error.reason });
-            logger.warn({ channel: 'apple-transaction', reason: error.reason, detail: error.message, user: userId, requestId: ctx.state.requestId }, 'refused');
-            throw new Problem(400, error.message, { extensions: { reason: error.reason } });
-          }
+          return refusing(deps, 'apple-transaction', { user: userId, requestId: ctx.state.requestId }, () =>
+            channels.appleTransaction(userId, body.signed_transaction),
+          );
         },
       }),
     ),
@@ -133,7 +78,7 @@ export function accountRoutes(deps: BillingRouteDeps): RouteDefinition[] {
       tags: ['account'],
       security: [SERVICE],
       responses: { 200: { description: 'The billing state', schema: BillingStateSchema } },
-      handler: (ctx) => billingState(deps, callerId(ctx)),
+      handler: (ctx) => subscriptions.state(callerId(ctx)),
     }),
     defineRoute({
       method: 'get',
@@ -144,10 +89,7 @@ export function accountRoutes(deps: BillingRouteDeps): RouteDefinition[] {
       security: [SERVICE],
       query: pageQuery(20),
       responses: { 200: { description: 'A page of history', schema: HistoryPageSchema } },
-      handler: async (ctx, { query }) => {
-        const page = await repository.history(callerId(ctx), query.limit, query.offset);
-        return { items: page.items.map(historyView), total: page.total, limit: query.limit, offset: query.offset };
-      },
+      handler: (ctx, { query }) => subscriptions.history(callerId(ctx), query),
     }),
   ];
 }

@@ -1,15 +1,13 @@
 import { Problem, type RouteDefinition, unauthorized } from '@tempora/kit/http';
 import type { Logger } from '@tempora/kit/observability';
 import type { Context } from 'koa';
-import type { AccountData } from '../account-data.ts';
-import type { AppleChannel } from '../apple-channel.ts';
-import type { Book } from '../book.ts';
-import type { BillingConfig } from '../config.ts';
+import type { AccountData } from '../application/account-data.ts';
+import type { ChannelService } from '../application/channels.ts';
+import type { OperatorService } from '../application/operators.ts';
+import type { SubscriptionService } from '../application/subscriptions.ts';
 import type { Catalogue } from '../domain/catalogue.ts';
 import type { BillingMetrics } from '../metrics.ts';
-import type { Outbox } from '../outbox.ts';
-import type { BillingRepository } from '../repository.ts';
-import type { StripeChannel } from '../stripe-channel.ts';
+import { Refusal } from '../refusal.ts';
 
 declare module '@tempora/kit/http' {
   interface RequestState {
@@ -18,15 +16,24 @@ declare module '@tempora/kit/http' {
   }
 }
 
+/** Which payment channels are configured: a channel's routes are mounted only when it is. */
+export interface ConfiguredChannels {
+  /** Stripe Checkout (STRIPE_SECRET_KEY). */
+  checkout: boolean;
+  /** Stripe's webhooks (STRIPE_WEBHOOK_SECRET). */
+  stripeWebhooks: boolean;
+  /** The App Store (APPLE_ROOT_CERTIFICATES, APPLE_BUNDLE_ID). */
+  apple: boolean;
+}
+
+/** What the route factories receive: the application services, and what a refusal is counted and logged with. */
 export interface BillingRouteDeps {
-  config: BillingConfig;
   catalogue: Catalogue;
-  repository: BillingRepository;
-  book: Book;
-  outbox: Outbox;
+  subscriptions: SubscriptionService;
+  channels: ChannelService;
+  operators: OperatorService;
   accountData: AccountData;
-  stripe: StripeChannel;
-  apple: AppleChannel;
+  configured: ConfiguredChannels;
   metrics: BillingMetrics;
   logger: Logger;
 }
@@ -59,3 +66,18 @@ export function refuseUsers(ctx: Context): void {
  * on our side failed, and no retry by the caller or provider would change the answer.
  */
 export const whenConfigured = (configured: boolean, route: RouteDefinition): RouteDefinition[] => (configured ? [route] : []);
+
+/**
+ * Runs a channel's work; a Refusal (unverifiable input) is counted, logged (its reason, our words and
+ * `context`, never the payload) and answered 400 with its reason.
+ */
+export async function refusing<T>(deps: BillingRouteDeps, channel: string, context: Record<string, unknown>, work: () => Promise<T>): Promise<T> {
+  try {
+    return await work();
+  } catch (error) {
+    if (!(error instanceof Refusal)) throw error;
+    deps.metrics.refusals.inc({ channel, reason: error.reason });
+    deps.logger.warn({ channel, reason: error.reason, detail: error.message, ...context }, 'refused');
+    throw new Problem(400, error.message, { extensions: { reason: error.reason } });
+  }
+}

@@ -1,7 +1,7 @@
 import type { AccountDeletion } from '@tempora/kit/http';
 import type { Logger } from '@tempora/kit/observability';
+import type { DeletionRow, DeletionStepRow, GatewayRepository } from '../repository/index.ts';
 import { ACCOUNT_SERVICES, AccountServiceError, type AccountServices } from './account-services.ts';
-import type { DeletionRow, DeletionStepRow, DeletionsRepository } from './deletions-repository.ts';
 
 export interface DeletionSettings {
   /** ACCOUNT_DELETION_RETRY_MS: a failed step is tried again after this, then twice as long each time, up to an hour. */
@@ -48,14 +48,14 @@ function report(deletion: DeletionRow, steps: readonly DeletionStepRow[]): Delet
  * so a retry after an unanswered success is harmless).
  */
 export class AccountDeletions {
-  private readonly repository: DeletionsRepository;
+  private readonly repository: GatewayRepository['deletions'];
   private readonly services: AccountServices;
   private readonly settings: DeletionSettings;
   private readonly logger: Logger;
   private timer: NodeJS.Timeout | undefined;
   private sweeping: Promise<void> | undefined;
 
-  constructor(repository: DeletionsRepository, services: AccountServices, settings: DeletionSettings, logger: Logger) {
+  constructor(repository: GatewayRepository['deletions'], services: AccountServices, settings: DeletionSettings, logger: Logger) {
     this.repository = repository;
     this.services = services;
     this.settings = settings;

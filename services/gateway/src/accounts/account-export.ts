@@ -1,5 +1,5 @@
 import type { Logger } from '@tempora/kit/observability';
-import type { GatewayRepository, UserRow } from '../repository.ts';
+import type { GatewayRepository, UserRow } from '../repository/index.ts';
 import { apiKeyView, identityView, ledgerView, sessionView, userView } from '../views.ts';
 import { ACCOUNT_SERVICES, AccountServiceError, type AccountServices } from './account-services.ts';
 
@@ -25,13 +25,17 @@ export async function* exportDocument(
 ): AsyncGenerator<string> {
   const { repository, services } = deps;
   const userId = user.id;
-  const [identities, sessions, keys] = await Promise.all([repository.identitiesOf(userId), repository.sessionsOf(userId), repository.apiKeysOf(userId)]);
+  const [identities, sessions, keys] = await Promise.all([
+    repository.users.identitiesOf(userId),
+    repository.sessions.sessionsOf(userId),
+    repository.apiKeys.apiKeysOf(userId),
+  ]);
   yield `{"format":${json(EXPORT_FORMAT)},"version":${EXPORT_VERSION},"exported_at":${json(new Date().toISOString())},"user":${json(userView(user, identities))}`;
   yield `,"identities":${json(identities.map(identityView))},"sessions":${json(sessions.map(sessionView))},"api_keys":${json(keys.map(apiKeyView))}`;
   yield `,"credits":{"balance":${Number(user.balance)},"ledger":[`;
   let first = true;
   for (let after = 0; ; ) {
-    const page = await repository.ledgerAfter(userId, after, LEDGER_PAGE);
+    const page = await repository.ledger.ledgerAfter(userId, after, LEDGER_PAGE);
     for (const entry of page) {
       yield `${first ? '' : ','}${json(ledgerView(entry))}`;
       first = false;

@@ -1,9 +1,8 @@
 import { createHash, randomUUID } from 'node:crypto';
-import type { Knex } from '@tempora/kit/data';
 import { idempotencyKeyOf, Problem } from '@tempora/kit/http';
 import type { Logger } from '@tempora/kit/observability';
 import type { GatewayMetrics } from '../metrics.ts';
-import { type GatewayRepository, IdempotencyConflict, InsufficientCredits, type LedgerOutcome } from '../repository.ts';
+import { type GatewayRepository, IdempotencyConflict, InsufficientCredits, type LedgerOutcome } from '../repository/index.ts';
 import { type PricedOperation, priceOf } from './costs.ts';
 
 /**
@@ -147,12 +146,12 @@ export class Credits {
     const key =
       idempotencyKey === undefined || !price.keyed
         ? `proxy:${randomUUID()}`
-        : await this.repository.chargeKeyFor(userId, idempotencyChargeKey(method, path, idempotencyKey));
+        : await this.repository.ledger.chargeKeyFor(userId, idempotencyChargeKey(method, path, idempotencyKey));
     try {
       const outcome = await this.charge(userId, price.amount, key, price.operation, metadata, this.settleWithinMs);
       // A retry may ride only on a settled charge: one still open belongs to a call not yet answered, or
       // answered but not yet refunded (a database outage delays it), which the draft answers with 409.
-      if (outcome.replayed && (await this.repository.isChargeOpen(userId, key))) {
+      if (outcome.replayed && (await this.repository.openCharges.isChargeOpen(userId, key))) {
         throw new Problem(409, 'a request with this Idempotency-Key is still being answered; retry once it is', {
           headers: { 'Retry-After': '1', 'X-Credits-Charged': '0' },
         });
@@ -168,21 +167,21 @@ export class Credits {
 
   /** Takes `amount` credits (the same key never twice); throws InsufficientCredits when the balance is short. */
   async charge(userId: string, amount: number, key: string, operation: string, metadata: object = {}, settleWithinMs?: number): Promise<LedgerOutcome> {
-    const outcome = await this.repository.charge(userId, amount, key, operation, metadata, settleWithinMs);
+    const outcome = await this.repository.ledger.charge(userId, amount, key, operation, metadata, settleWithinMs);
     if (!outcome.replayed) this.metrics.creditsCharged.inc({ operation }, amount);
     return outcome;
   }
 
   /** Gives back the charge booked under `chargeKey` (at most once); undefined when there is no such charge. */
   async refund(userId: string, chargeKey: string, reason: string, onlyIfOpen = false): Promise<LedgerOutcome | undefined> {
-    const outcome = await this.repository.refund(userId, chargeKey, reason, onlyIfOpen);
+    const outcome = await this.repository.ledger.refund(userId, chargeKey, reason, onlyIfOpen);
     if (outcome && !outcome.replayed) this.metrics.creditsRefunded.inc({ operation: outcome.entry.operation ?? 'unknown' }, Number(outcome.entry.amount));
     return outcome;
   }
 
   /** The call a charge paid for delivered, or a job follows it now: the charge is no longer open. */
-  async close(userId: string, chargeKey: string, trx?: Knex): Promise<void> {
-    await this.repository.closeCharge(userId, chargeKey, trx);
+  async close(userId: string, chargeKey: string): Promise<void> {
+    await this.repository.openCharges.closeCharge(userId, chargeKey);
   }
 
   /**
@@ -192,7 +191,7 @@ export class Credits {
   async refundUnsettled(): Promise<number> {
     let refunded = 0;
     for (;;) {
-      const due = await this.repository.leaseUnsettledCharges(SWEEP_LEASE_MS, SWEEP_BATCH);
+      const due = await this.repository.openCharges.leaseUnsettledCharges(SWEEP_LEASE_MS, SWEEP_BATCH);
       for (const charge of due) {
         const outcome = await this.refund(charge.user_id, charge.charge_key, 'the call was never settled: the gateway replica that held it stopped', true);
         if (outcome && !outcome.replayed) {

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { unauthorized } from '@tempora/kit/http';
 import { SignJWT } from 'jose';
-import type { GatewayRepository, UserRow } from '../repository.ts';
+import type { GatewayRepository, UserRow } from '../repository/index.ts';
 import type { KeyStore } from './keys.ts';
 import type { Tier } from './limits.ts';
 import { opaqueSecret, REFRESH_TOKEN_PREFIX, sha256 } from './secrets.ts';
@@ -84,10 +84,13 @@ export class TokenService {
   }
 
   /** A new refresh token in `familyId` (a new family at sign-in). */
-  private async refreshToken(userId: string, familyId: string, trx?: Parameters<GatewayRepository['insertRefreshToken']>[1]): Promise<string> {
+  private async refreshToken(userId: string, familyId: string, trx?: Parameters<GatewayRepository['sessions']['insertRefreshToken']>[1]): Promise<string> {
     const token = opaqueSecret(REFRESH_TOKEN_PREFIX);
     const expiresAt = new Date(Date.now() + this.settings.refreshTtlDays * 86_400_000);
-    await this.repository.insertRefreshToken({ id: randomUUID(), family_id: familyId, user_id: userId, token_hash: sha256(token), expires_at: expiresAt }, trx);
+    await this.repository.sessions.insertRefreshToken(
+      { id: randomUUID(), family_id: familyId, user_id: userId, token_hash: sha256(token), expires_at: expiresAt },
+      trx,
+    );
     return token;
   }
 
@@ -112,19 +115,19 @@ export class TokenService {
    * within the grace window (two tabs refreshing at once), the whole family is revoked.
    */
   async refresh(presented: string): Promise<TokenPair> {
-    const outcome = await this.repository.withRefreshToken(sha256(presented), async (trx, row) => {
+    const outcome = await this.repository.sessions.withRefreshToken(sha256(presented), async (trx, row) => {
       if (!row) return { error: 'the refresh token is not valid' } as const;
       if (row.revoked_at) return { error: 'the refresh token has been revoked' } as const;
       if (row.expires_at.getTime() <= Date.now()) return { error: 'the refresh token has expired' } as const;
       if (row.rotated_at) {
         const age = Date.now() - row.rotated_at.getTime();
         if (age > this.settings.reuseGraceSeconds * 1000) {
-          await this.repository.revokeFamily(row.family_id, 'reuse', trx);
+          await this.repository.sessions.revokeFamily(row.family_id, 'reuse', trx);
           return { error: 'the refresh token was already used; every session token of this sign-in has been revoked', reuse: true } as const;
         }
         return { userId: row.user_id, token: await this.refreshToken(row.user_id, row.family_id, trx), grace: true } as const;
       }
-      await this.repository.markRotated(trx, row.id);
+      await this.repository.sessions.markRotated(trx, row.id);
       return { userId: row.user_id, token: await this.refreshToken(row.user_id, row.family_id, trx) } as const;
     });
     if ('error' in outcome) {
@@ -132,7 +135,7 @@ export class TokenService {
       throw refreshRefused(outcome.error as string);
     }
     this.onRefresh('grace' in outcome ? 'replayed_in_grace' : 'rotated');
-    const user = await this.repository.findUser(outcome.userId);
+    const user = await this.repository.users.findUser(outcome.userId);
     if (!user) throw refreshRefused('the account no longer exists');
     return this.pair(user, outcome.token);
   }
@@ -140,12 +143,12 @@ export class TokenService {
   /** Revokes the session of `refreshToken` (which must be the caller's), or every session of the user. */
   async logout(userId: string, refreshToken: string | undefined, access: { jti: string; exp: number } | undefined): Promise<void> {
     if (refreshToken) {
-      await this.repository.withRefreshToken(sha256(refreshToken), async (trx, row) => {
-        if (row && row.user_id === userId) await this.repository.revokeFamily(row.family_id, 'logout', trx);
+      await this.repository.sessions.withRefreshToken(sha256(refreshToken), async (trx, row) => {
+        if (row && row.user_id === userId) await this.repository.sessions.revokeFamily(row.family_id, 'logout', trx);
       });
     } else {
-      await this.repository.revokeAllSessions(userId, 'logout');
+      await this.repository.sessions.revokeAllSessions(userId, 'logout');
     }
-    if (access) await this.repository.revokeAccessToken(access.jti, new Date(access.exp * 1000));
+    if (access) await this.repository.sessions.revokeAccessToken(access.jti, new Date(access.exp * 1000));
   }
 }

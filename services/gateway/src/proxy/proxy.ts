@@ -63,7 +63,7 @@ export class Proxy {
           return;
         }
         await jobs
-          .follow(charge.userId, charge.key, upstream, url)
+          .follow(charge.userId, charge.key, upstream, `${url.pathname}${url.search}`)
           .catch((error: unknown) => logger.error({ err: error, charge: charge.key }, 'could not follow a charged job'));
       },
     };

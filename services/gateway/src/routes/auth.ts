@@ -1,10 +1,9 @@
-import { defineRoute, notFound, Problem, type RouteDefinition } from '@tempora/kit/http';
+import { defineRoute, type RouteDefinition } from '@tempora/kit/http';
 import type { Context } from 'koa';
 import { z } from 'zod';
+import type { SignedIn } from '../auth-service.ts';
 import { ADMIN, API_KEY, BEARER } from '../credentials.ts';
-import { demoWindow, TIERS } from '../domain/limits.ts';
-import type { ExternalIdentity } from '../domain/providers.ts';
-import type { UserRow } from '../repository.ts';
+import { TIERS } from '../domain/limits.ts';
 import { AccountDeletionReportSchema, JwksSchema, SignInSchema, TokenPairSchema, UserSchema } from '../schemas.ts';
 import { userView } from '../views.ts';
 import { currentUser, type GatewayRouteDeps } from './context.ts';
@@ -43,21 +42,6 @@ const ServiceTokenSchema = z
   .object({ access_token: z.string(), token_type: z.literal('Bearer'), expires_in: z.number().int(), subject: z.string() })
   .meta({ id: 'ServiceToken' });
 
-/** What a newcomer meets after a few tours in an hour: what happened, when to retry, and what to do meanwhile. */
-function demoLimitReached(perHour: number, retryAfter: number): Problem {
-  const wait = retryAfter < 120 ? `${retryAfter} s` : `${Math.ceil(retryAfter / 60)} min`;
-  return new Problem(
-    429,
-    `this address has used its ${perHour} demo sign-ins of the hour (each creates a new demo account); the next is possible in ${wait}. Meanwhile, keep using a demo account you have: POST /api/v1/auth/refresh renews its tokens.`,
-    {
-      title: 'Demo sign-in limit reached',
-      type: 'https://tempora.dev/problems/demo-sign-in-limit',
-      extensions: { limit: perHour, retry_after: retryAfter, retry_at: new Date(Date.now() + retryAfter * 1000).toISOString() },
-      headers: { 'Retry-After': String(retryAfter) },
-    },
-  );
-}
-
 const signInResponses = {
   200: { description: 'Signed in: a token pair for an existing account', schema: SignInSchema },
   201: { description: 'Signed up: a new account (with its signup grant) and a token pair', schema: SignInSchema },
@@ -67,35 +51,15 @@ const signInResponses = {
 
 export function authRoutes(deps: GatewayRouteDeps): RouteDefinition[] {
   // Long on purpose: a table of routes, one block per route, each handler short.
-  const { repository, tokens, config, metrics } = deps;
+  const { auth, accounts, config } = deps;
+  const { providers } = auth;
 
-  async function complete(ctx: Context, identity: ExternalIdentity, extraName?: string) {
-    const { user, created } = await repository.findOrCreateByIdentity({
-      provider: identity.provider,
-      subject: identity.subject,
-      email: identity.email,
-      name: identity.name ?? extraName ?? null,
-      signupCredits: config.SIGNUP_CREDITS,
-    });
-    metrics.signIns.inc({ provider: identity.provider, outcome: created ? 'signup' : 'signin' });
-    return respond(ctx, user, created);
-  }
-
-  async function respond(ctx: Context, user: UserRow, created: boolean) {
-    const pair = await tokens.signIn(user);
+  /** The answer to a sign-in: 201 with a new account, 200 with an existing one. */
+  function signedIn(ctx: Context, { pair, user, identities, created }: SignedIn) {
     ctx.status = created ? 201 : 200;
     ctx.set('Cache-Control', 'no-store');
-    return { ...pair, user: userView(user, await repository.identitiesOf(user.id)), new_user: created };
+    return { ...pair, user: userView(user, identities), new_user: created };
   }
-
-  const refusalCounted = async <T>(provider: string, work: () => Promise<T>): Promise<T> => {
-    try {
-      return await work();
-    } catch (error) {
-      metrics.signIns.inc({ provider, outcome: error instanceof Problem && error.status === 401 ? 'refused' : 'error' });
-      throw error;
-    }
-  };
 
   return [
     defineRoute({
@@ -109,7 +73,7 @@ export function authRoutes(deps: GatewayRouteDeps): RouteDefinition[] {
       responses: { 200: { description: 'A JWK Set', schema: JwksSchema } },
       handler: (ctx) => {
         ctx.set('Cache-Control', 'public, max-age=300');
-        return deps.keys.jwks();
+        return auth.jwks();
       },
     }),
     defineRoute({
@@ -121,7 +85,7 @@ export function authRoutes(deps: GatewayRouteDeps): RouteDefinition[] {
       tags: ['auth'],
       body: AppleBody,
       responses: signInResponses,
-      handler: (ctx, { body }) => refusalCounted('apple', async () => complete(ctx, await deps.apple.verify(body.identity_token, body.nonce), body.name)),
+      handler: async (ctx, { body }) => signedIn(ctx, await auth.signIn('apple', () => providers.apple.verify(body.identity_token, body.nonce), body.name)),
     }),
     defineRoute({
       method: 'post',
@@ -132,7 +96,7 @@ export function authRoutes(deps: GatewayRouteDeps): RouteDefinition[] {
       tags: ['auth'],
       body: GoogleBody,
       responses: signInResponses,
-      handler: (ctx, { body }) => refusalCounted('google', async () => complete(ctx, await deps.google.verify(body.id_token, body.nonce))),
+      handler: async (ctx, { body }) => signedIn(ctx, await auth.signIn('google', () => providers.google.verify(body.id_token, body.nonce))),
     }),
     defineRoute({
       method: 'post',
@@ -144,8 +108,8 @@ export function authRoutes(deps: GatewayRouteDeps): RouteDefinition[] {
       tags: ['auth'],
       body: GitHubBody,
       responses: signInResponses,
-      handler: (ctx, { body }) =>
-        refusalCounted('github', async () => complete(ctx, await deps.github.verify(body.code, body.redirect_uri, body.code_verifier))),
+      handler: async (ctx, { body }) =>
+        signedIn(ctx, await auth.signIn('github', () => providers.github.verify(body.code, body.redirect_uri, body.code_verifier))),
     }),
     defineRoute({
       method: 'post',
@@ -163,30 +127,17 @@ export function authRoutes(deps: GatewayRouteDeps): RouteDefinition[] {
         429: { description: 'This address has used its demo sign-ins of the hour (retry_after, retry_at and Retry-After say when the next is possible)' },
       },
       handler: async (ctx) => {
-        if (!config.DEMO_ENABLED) throw new Problem(403, 'demo sign-in is disabled on this gateway');
-        const window = demoWindow(ctx.ip, { perHour: config.DEMO_SIGNINS_PER_HOUR, loopbackPerHour: config.DEMO_SIGNINS_PER_HOUR_LOOPBACK });
-        const state = await deps.limiter.consume([window]);
-        // The tighter window is the one to report: nearly always this one.
-        if (state.remaining <= Number(ctx.response.get('X-RateLimit-Remaining') || Infinity)) {
-          ctx.set({
-            'X-RateLimit-Limit': String(state.limit),
-            'X-RateLimit-Remaining': String(state.remaining),
-            'X-RateLimit-Reset': String(state.resetSeconds),
-          });
-        }
-        if (state.limited) {
-          deps.metrics.rateLimited.inc({ window: 'demo-signin' });
-          throw demoLimitReached(window.points, state.resetSeconds);
-        }
-        const { user } = await repository.findOrCreateByIdentity({
-          provider: 'demo',
-          subject: crypto.randomUUID(),
-          name: 'Demo user',
-          isDemo: true,
-          signupCredits: config.DEMO_CREDITS,
+        const demo = await auth.demoSignIn(ctx.ip, (state) => {
+          // The tighter window is the one to report: nearly always this one.
+          if (state.remaining <= Number(ctx.response.get('X-RateLimit-Remaining') || Infinity)) {
+            ctx.set({
+              'X-RateLimit-Limit': String(state.limit),
+              'X-RateLimit-Remaining': String(state.remaining),
+              'X-RateLimit-Reset': String(state.resetSeconds),
+            });
+          }
         });
-        metrics.signIns.inc({ provider: 'demo', outcome: 'signup' });
-        return respond(ctx, user, true);
+        return signedIn(ctx, demo);
       },
     }),
     defineRoute({
@@ -205,7 +156,7 @@ export function authRoutes(deps: GatewayRouteDeps): RouteDefinition[] {
       },
       handler: async (ctx, { body }) => {
         ctx.set('Cache-Control', 'no-store');
-        return tokens.refresh(body.refresh_token);
+        return auth.refresh(body.refresh_token);
       },
     }),
     defineRoute({
@@ -220,8 +171,7 @@ export function authRoutes(deps: GatewayRouteDeps): RouteDefinition[] {
       responses: { 204: { description: 'Signed out' } },
       handler: async (ctx, { body }) => {
         const user = currentUser(ctx);
-        await tokens.logout(user.userId, body.refresh_token, user.token);
-        deps.authCache.clear();
+        await auth.logout(user.userId, body.refresh_token, user.token);
         ctx.status = 204;
         return undefined;
       },
@@ -236,7 +186,7 @@ export function authRoutes(deps: GatewayRouteDeps): RouteDefinition[] {
       responses: { 200: { description: 'The profile', schema: UserSchema } },
       handler: async (ctx) => {
         const user = currentUser(ctx);
-        return userView(user.user, await repository.identitiesOf(user.userId));
+        return userView(user.user, await accounts.identities(user.userId));
       },
     }),
     defineRoute({
@@ -255,8 +205,7 @@ export function authRoutes(deps: GatewayRouteDeps): RouteDefinition[] {
       },
       handler: async (ctx) => {
         const userId = ctx.state.deletedUserId ?? currentUser(ctx).userId;
-        const report = await deps.deletions.delete(userId, ctx.state.requestId);
-        deps.authCache.clear();
+        const report = await accounts.delete(userId, ctx.state.requestId);
         if (!report) {
           ctx.status = 204;
           return undefined;
@@ -278,26 +227,8 @@ export function authRoutes(deps: GatewayRouteDeps): RouteDefinition[] {
         201: { description: 'A new development user and its token pair', schema: SignInSchema },
       },
       handler: async (ctx, { body }) => {
-        let user: UserRow | undefined;
-        let created = false;
-        if (body.user_id) {
-          user = await repository.findUser(body.user_id);
-          if (!user) throw notFound(`no user ${body.user_id}`);
-        } else {
-          ({ user, created } = await repository.findOrCreateByIdentity({
-            provider: 'dev',
-            subject: body.external_id,
-            email: body.email,
-            name: body.name,
-            signupCredits: config.SIGNUP_CREDITS,
-          }));
-        }
-        if (body.tier && body.tier !== user.tier) {
-          await repository.setTier(user.id, body.tier);
-          deps.authCache.clear();
-          user = { ...user, tier: body.tier };
-        }
-        return respond(ctx, user, created);
+        const dev = await auth.devSignIn({ userId: body.user_id, externalId: body.external_id, email: body.email, name: body.name, tier: body.tier });
+        return signedIn(ctx, dev);
       },
     }),
     defineRoute({
@@ -312,11 +243,10 @@ export function authRoutes(deps: GatewayRouteDeps): RouteDefinition[] {
       body: ServiceTokenBody,
       responses: { 201: { description: 'The token', schema: ServiceTokenSchema } },
       handler: async (ctx, { body }) => {
-        const ttl = Math.min(body.ttl_seconds ?? 3600, config.SERVICE_TOKEN_MAX_TTL_SECONDS);
-        const issued = await tokens.serviceToken(body.service, ttl);
+        const issued = await auth.serviceToken(body.service, body.ttl_seconds);
         ctx.status = 201;
         ctx.set('Cache-Control', 'no-store');
-        return { access_token: issued.token, token_type: 'Bearer' as const, expires_in: ttl, subject: `service:${body.service}` };
+        return { access_token: issued.token, token_type: 'Bearer' as const, expires_in: issued.ttl, subject: `service:${body.service}` };
       },
     }),
   ];

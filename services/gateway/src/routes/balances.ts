@@ -22,7 +22,7 @@ export function balanceRoutes(deps: GatewayRouteDeps): RouteDefinition[] {
       params: z.object({ user_id: z.uuid() }),
       responses: { 200: { description: 'The balance', schema: BalanceSchema }, 404: { description: 'No such user' } },
       handler: async (_ctx, { params }) => {
-        const balance = await deps.repository.balance(params.user_id);
+        const balance = await deps.ledger.balance(params.user_id);
         if (balance === undefined) throw notFound(`no user ${params.user_id}`);
         return { user_id: params.user_id, balance, currency: 'credits' as const };
       },

@@ -1,10 +1,6 @@
-import { conflict, defineRoute, notFound, type RouteDefinition } from '@tempora/kit/http';
+import { defineRoute, type RouteDefinition } from '@tempora/kit/http';
 import { z } from 'zod';
-import { BillingLedger } from '../billing-ledger.ts';
-import type { ChargeStanding } from '../charged-jobs.ts';
 import { SERVICE } from '../credentials.ts';
-import { serviceChargeKey } from '../domain/credits.ts';
-import { IdempotencyConflict, type LedgerOutcome, UnknownUser } from '../repository.ts';
 import { LedgerEntrySchema } from '../schemas.ts';
 import { ledgerView } from '../views.ts';
 import type { GatewayRouteDeps } from './context.ts';
@@ -46,16 +42,6 @@ const ChargeStandingSchema = z
   })
   .meta({ id: 'ChargeStanding' });
 
-async function booking<T extends LedgerOutcome>(userId: string, work: () => Promise<T>): Promise<T> {
-  try {
-    return await work();
-  } catch (error) {
-    if (error instanceof UnknownUser) throw notFound(`no user ${userId}`);
-    if (error instanceof IdempotencyConflict) throw conflict(error.message);
-    throw error;
-  }
-}
-
 /**
  * Grants and compensating debits booked by a service (the billing service's payments and refunds), each
  * idempotent on the caller's key: a retry after a lost answer books nothing more and answers the entry;
@@ -63,14 +49,7 @@ async function booking<T extends LedgerOutcome>(userId: string, work: () => Prom
  */
 export function billingLedgerRoutes(deps: GatewayRouteDeps): RouteDefinition[] {
   // Long on purpose: a table of routes, one block per route, each handler short.
-  const { repository } = deps;
-  const ledger = new BillingLedger(repository.knex);
-  const jobs = deps.jobs.book;
-  const standing = async (userId: string, key: string): Promise<ChargeStanding> => {
-    const found = await jobs.standing(userId, serviceChargeKey(key));
-    if (!found) throw notFound(`no charge with idempotency key ${key} for user ${userId}`);
-    return found;
-  };
+  const { ledger } = deps;
   return [
     defineRoute({
       method: 'post',
@@ -89,9 +68,7 @@ export function billingLedgerRoutes(deps: GatewayRouteDeps): RouteDefinition[] {
         409: { description: 'The key was used for a different grant' },
       },
       handler: async (ctx, { body }) => {
-        const outcome = await booking(body.user_id, () =>
-          repository.grant(body.user_id, body.amount, `service-grant:${body.idempotency_key}`, body.operation, body.metadata ?? {}),
-        );
+        const outcome = await ledger.serviceGrant(body.user_id, body.amount, body.idempotency_key, body.operation, body.metadata ?? {});
         ctx.status = outcome.replayed ? 200 : 201;
         return { entry: ledgerView(outcome.entry), balance: outcome.balance, replayed: outcome.replayed };
       },
@@ -112,9 +89,7 @@ export function billingLedgerRoutes(deps: GatewayRouteDeps): RouteDefinition[] {
         404: { description: 'No such user' },
       },
       handler: async (ctx, { body }) => {
-        const outcome = await booking(body.user_id, () =>
-          ledger.debitUpTo(body.user_id, body.amount, `service-debit:${body.idempotency_key}`, body.operation, body.metadata ?? {}),
-        );
+        const outcome = await ledger.serviceDebit(body.user_id, body.amount, body.idempotency_key, body.operation, body.metadata ?? {});
         ctx.status = outcome.replayed ? 200 : 201;
         return { entry: ledgerView(outcome.entry), balance: outcome.balance, replayed: outcome.replayed, taken: outcome.taken };
       },
@@ -135,11 +110,9 @@ export function billingLedgerRoutes(deps: GatewayRouteDeps): RouteDefinition[] {
         404: { description: 'No such charge' },
       },
       handler: async (ctx, { body }) => {
-        const before = await standing(body.user_id, body.idempotency_key);
-        if (before.state === 'refunded') return before;
-        await jobs.follow(body.user_id, serviceChargeKey(body.idempotency_key), body.upstream, body.location);
-        ctx.status = 202;
-        return { ...before, state: 'following' as const };
+        const { followed, standing } = await ledger.follow(body.user_id, body.idempotency_key, body.upstream, body.location);
+        if (followed) ctx.status = 202;
+        return standing;
       },
     }),
     defineRoute({
@@ -151,7 +124,7 @@ export function billingLedgerRoutes(deps: GatewayRouteDeps): RouteDefinition[] {
       security: [SERVICE],
       query: StandingQuery,
       responses: { 200: { description: 'The charge as it stands', schema: ChargeStandingSchema }, 404: { description: 'No such charge' } },
-      handler: (_ctx, { query }) => standing(query.user_id, query.idempotency_key),
+      handler: (_ctx, { query }) => ledger.standing(query.user_id, query.idempotency_key),
     }),
   ];
 }

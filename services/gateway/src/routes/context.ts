@@ -1,39 +1,18 @@
-import { Problem, type RateLimiter } from '@tempora/kit/http';
-import type { Logger } from '@tempora/kit/observability';
+import { Problem } from '@tempora/kit/http';
 import type { Context } from 'koa';
-import type { AccountDeletions } from '../accounts/account-deletions.ts';
-import type { AccountServices } from '../accounts/account-services.ts';
-import type { AuthCache } from '../auth-cache.ts';
-import type { ChargedJobs } from '../charged-jobs.ts';
+import type { AccountsService } from '../accounts-service.ts';
+import type { AuthService } from '../auth-service.ts';
 import type { GatewayConfig } from '../config.ts';
 import type { UserPrincipal } from '../credentials.ts';
-import type { Credits } from '../domain/credits.ts';
-import type { KeyStore } from '../domain/keys.ts';
-import type { GitHubSignIn, OidcVerifier } from '../domain/providers.ts';
-import type { TokenService } from '../domain/tokens.ts';
-import type { GatewayMetrics } from '../metrics.ts';
+import type { LedgerService } from '../ledger-service.ts';
 import type { Proxy } from '../proxy/proxy.ts';
-import type { GatewayRepository } from '../repository.ts';
 
+/** What the routes call: one application service per area, and the proxy for the routes that forward. */
 export interface GatewayRouteDeps {
-  /** Cleared after every change to who may authenticate as what. */
-  authCache: AuthCache;
   config: GatewayConfig;
-  repository: GatewayRepository;
-  tokens: TokenService;
-  keys: KeyStore;
-  apple: OidcVerifier;
-  google: OidcVerifier;
-  github: GitHubSignIn;
-  credits: Credits;
-  limiter: RateLimiter;
-  metrics: GatewayMetrics;
-  /** Each service's side of account deletion and export. */
-  accountServices: AccountServices;
-  deletions: AccountDeletions;
-  /** The charged jobs the gateway follows until they end. */
-  jobs: ChargedJobs;
-  logger: Logger;
+  auth: AuthService;
+  accounts: AccountsService;
+  ledger: LedgerService;
   proxy: Proxy;
 }
 

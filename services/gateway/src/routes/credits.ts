@@ -1,9 +1,7 @@
-import { conflict, defineRoute, listEnvelope, notFound, type RouteDefinition } from '@tempora/kit/http';
+import { defineRoute, listEnvelope, type RouteDefinition } from '@tempora/kit/http';
 import { z } from 'zod';
 import { ADMIN, API_KEY, BEARER, SERVICE } from '../credentials.ts';
-import { costTable } from '../domain/costs.ts';
-import { insufficientCredits, serviceChargeKey } from '../domain/credits.ts';
-import { IdempotencyConflict, InsufficientCredits, type LedgerOutcome, UnknownUser } from '../repository.ts';
+import type { LedgerOutcome } from '../repository/index.ts';
 import { LedgerEntrySchema, Page } from '../schemas.ts';
 import { ledgerView } from '../views.ts';
 import { currentUser, type GatewayRouteDeps } from './context.ts';
@@ -36,20 +34,9 @@ const BalanceSchema = z.object({ user_id: z.string(), balance: z.number().int(),
 
 const outcomeView = (outcome: LedgerOutcome) => ({ entry: ledgerView(outcome.entry), balance: outcome.balance, replayed: outcome.replayed });
 
-async function ledgerCall(work: () => Promise<LedgerOutcome>, userId: string): Promise<LedgerOutcome> {
-  try {
-    return await work();
-  } catch (error) {
-    if (error instanceof UnknownUser) throw notFound(`no user ${userId}`);
-    if (error instanceof IdempotencyConflict) throw conflict(error.message);
-    if (error instanceof InsufficientCredits) throw insufficientCredits(error);
-    throw error;
-  }
-}
-
 export function creditRoutes(deps: GatewayRouteDeps): RouteDefinition[] {
   // Long on purpose: a table of routes, one block per route, each handler short.
-  const { repository, credits } = deps;
+  const { ledger } = deps;
   return [
     defineRoute({
       method: 'get',
@@ -61,7 +48,7 @@ export function creditRoutes(deps: GatewayRouteDeps): RouteDefinition[] {
       responses: { 200: { description: 'The balance', schema: BalanceSchema } },
       handler: async (ctx) => {
         const { userId } = currentUser(ctx);
-        return { user_id: userId, balance: (await repository.balance(userId)) ?? 0, currency: 'credits' as const };
+        return { user_id: userId, balance: (await ledger.balance(userId)) ?? 0, currency: 'credits' as const };
       },
     }),
     defineRoute({
@@ -75,7 +62,7 @@ export function creditRoutes(deps: GatewayRouteDeps): RouteDefinition[] {
       responses: { 200: { description: 'A page of ledger entries', schema: listEnvelope(LedgerEntrySchema, 'LedgerPage') } },
       handler: async (ctx, { query }) => {
         const { userId } = currentUser(ctx);
-        const page = await repository.history(userId, query.limit, query.offset);
+        const page = await ledger.history(userId, query.limit, query.offset);
         return { items: page.items.map(ledgerView), total: page.total, limit: query.limit, offset: query.offset };
       },
     }),
@@ -89,7 +76,7 @@ export function creditRoutes(deps: GatewayRouteDeps): RouteDefinition[] {
       responses: { 200: { description: 'The price list' } },
       handler: (ctx) => {
         ctx.set('Cache-Control', 'public, max-age=300');
-        return costTable(deps.config.SIGNUP_CREDITS, deps.config.DEMO_CREDITS);
+        return ledger.costs();
       },
     }),
     defineRoute({
@@ -107,10 +94,7 @@ export function creditRoutes(deps: GatewayRouteDeps): RouteDefinition[] {
         409: { description: 'The idempotency key was used for a different grant' },
       },
       handler: async (ctx, { body }) => {
-        const outcome = await ledgerCall(
-          () => repository.grant(body.user_id, body.amount, `grant:${body.idempotency_key}`, 'admin.grant', { reason: body.reason }),
-          body.user_id,
-        );
+        const outcome = await ledger.adminGrant(body.user_id, body.amount, body.idempotency_key, body.reason);
         ctx.status = outcome.replayed ? 200 : 201;
         return outcomeView(outcome);
       },
@@ -132,7 +116,7 @@ export function creditRoutes(deps: GatewayRouteDeps): RouteDefinition[] {
         409: { description: 'The idempotency key was used for a different charge' },
       },
       handler: async (ctx, { body }) => {
-        const outcome = await ledgerCall(() => credits.charge(body.user_id, body.amount, serviceChargeKey(body.idempotency_key), body.operation), body.user_id);
+        const outcome = await ledger.serviceCharge(body.user_id, body.amount, body.idempotency_key, body.operation);
         ctx.status = outcome.replayed ? 200 : 201;
         return outcomeView(outcome);
       },
@@ -146,11 +130,7 @@ export function creditRoutes(deps: GatewayRouteDeps): RouteDefinition[] {
       security: [SERVICE],
       body: RefundBody,
       responses: { 200: { description: 'Refunded (or refunded before)', schema: LedgerOutcomeSchema }, 404: { description: 'No such charge' } },
-      handler: async (_ctx, { body }) => {
-        const outcome = await credits.refund(body.user_id, serviceChargeKey(body.idempotency_key), body.reason);
-        if (!outcome) throw notFound(`no charge with idempotency key ${body.idempotency_key} for user ${body.user_id}`);
-        return outcomeView(outcome);
-      },
+      handler: async (_ctx, { body }) => outcomeView(await ledger.serviceRefund(body.user_id, body.idempotency_key, body.reason)),
     }),
   ];
 }

@@ -1,4 +1,4 @@
-import { defineRoute, listEnvelope, notFound, Problem, type RouteDefinition } from '@tempora/kit/http';
+import { defineRoute, listEnvelope, type RouteDefinition } from '@tempora/kit/http';
 import { z } from 'zod';
 import { BEARER } from '../credentials.ts';
 import type { ExternalIdentity } from '../domain/providers.ts';
@@ -22,19 +22,13 @@ const linkResponses = {
  * add or remove a way into the account.
  */
 export function identityRoutes(deps: GatewayRouteDeps): RouteDefinition[] {
-  const { repository } = deps;
+  const { accounts } = deps;
+  const { providers } = deps.auth;
 
   async function link(ctx: Parameters<RouteDefinition['handler']>[0], identity: ExternalIdentity) {
-    const { userId } = currentUser(ctx);
-    const { outcome, identity: row } = await repository.linkIdentity(userId, identity);
-    if (outcome === 'taken')
-      throw new Problem(
-        409,
-        `this ${identity.provider} identity signs in to another account; delete that account or unlink it there first (accounts are never merged)`,
-      );
-    deps.authCache.clear();
-    ctx.status = outcome === 'linked' ? 201 : 200;
-    return identityView(row!);
+    const { linked, identity: row } = await accounts.link(currentUser(ctx).userId, identity);
+    ctx.status = linked ? 201 : 200;
+    return identityView(row);
   }
 
   const linkRoute = <B extends z.ZodType>(provider: 'apple' | 'google' | 'github', body: B, verify: (body: z.output<B>) => Promise<ExternalIdentity>) =>
@@ -61,13 +55,13 @@ export function identityRoutes(deps: GatewayRouteDeps): RouteDefinition[] {
       security: [BEARER],
       responses: { 200: { description: 'Every linked identity, oldest first', schema: listEnvelope(IdentitySchema, 'IdentityList') } },
       handler: async (ctx) => {
-        const items = (await repository.identitiesOf(currentUser(ctx).userId)).map(identityView);
+        const items = (await accounts.identities(currentUser(ctx).userId)).map(identityView);
         return { items, total: items.length, limit: items.length, offset: 0 };
       },
     }),
-    linkRoute('apple', AppleBody, (body) => deps.apple.verify(body.identity_token, body.nonce)),
-    linkRoute('google', GoogleBody, (body) => deps.google.verify(body.id_token, body.nonce)),
-    linkRoute('github', GitHubBody, (body) => deps.github.verify(body.code, body.redirect_uri, body.code_verifier)),
+    linkRoute('apple', AppleBody, (body) => providers.apple.verify(body.identity_token, body.nonce)),
+    linkRoute('google', GoogleBody, (body) => providers.google.verify(body.id_token, body.nonce)),
+    linkRoute('github', GitHubBody, (body) => providers.github.verify(body.code, body.redirect_uri, body.code_verifier)),
     defineRoute({
       method: 'delete',
       path: '/api/v1/auth/me/identities/{provider}/{subject}',
@@ -82,10 +76,7 @@ export function identityRoutes(deps: GatewayRouteDeps): RouteDefinition[] {
         409: { description: "It is the account's last way to sign in" },
       },
       handler: async (ctx, { params }) => {
-        const outcome = await repository.unlinkIdentity(currentUser(ctx).userId, params.provider, params.subject);
-        if (outcome === 'missing') throw notFound(`no ${params.provider} identity ${params.subject} on this account`);
-        if (outcome === 'last') throw new Problem(409, "this is the account's last way to sign in; link another provider first (or delete the account)");
-        deps.authCache.clear();
+        await accounts.unlink(currentUser(ctx).userId, params.provider, params.subject);
         ctx.status = 204;
         return undefined;
       },

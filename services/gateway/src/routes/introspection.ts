@@ -1,9 +1,7 @@
 import { defineRoute, Problem, type RouteDefinition, unprocessable, zodIssues } from '@tempora/kit/http';
-import { jwtVerify } from 'jose';
 import type { Context } from 'koa';
 import { z } from 'zod';
-import { claimsProblem, SERVICE } from '../credentials.ts';
-import type { AccessClaims } from '../domain/tokens.ts';
+import { SERVICE } from '../credentials.ts';
 import type { GatewayRouteDeps } from './context.ts';
 
 const IntrospectionBody = z.object({
@@ -25,7 +23,6 @@ const IntrospectionSchema = z
     tier: z.enum(['free', 'pro', 'enterprise']).optional().meta({ description: "the account's tier now (user tokens)" }),
   })
   .meta({ id: 'TokenIntrospection' });
-type Introspection = z.output<typeof IntrospectionSchema>;
 
 const FORM_LIMIT_BYTES = 16_384;
 
@@ -48,45 +45,6 @@ async function formBody(ctx: Context): Promise<Record<string, string>> {
  * else, whatever the reason (§2.2). Callers authenticate with their X-Service-Key.
  */
 export function introspectionRoutes(deps: GatewayRouteDeps): RouteDefinition[] {
-  const { config, keys, repository } = deps;
-  const inactive: Introspection = { active: false };
-
-  async function introspect(token: string): Promise<Introspection> {
-    let claims: AccessClaims;
-    try {
-      const verified = await jwtVerify(
-        token,
-        async (header) => {
-          const key = keys.publicKey(header.kid);
-          if (!key) throw new Error('unknown key');
-          return key;
-        },
-        { algorithms: ['ES256'], issuer: config.JWT_ISSUER, audience: config.JWT_AUDIENCE, requiredClaims: ['sub', 'exp', 'iat', 'jti'] },
-      );
-      claims = verified.payload as unknown as AccessClaims;
-    } catch {
-      return inactive;
-    }
-    if (claimsProblem(claims)) return inactive;
-    const common = {
-      active: true,
-      token_type: 'access_token' as const,
-      sub: claims.sub,
-      jti: claims.jti,
-      iat: claims.iat,
-      exp: claims.exp,
-      iss: claims.iss,
-      aud: claims.aud,
-    };
-    if (claims.scope === 'service' && claims.sub.startsWith('service:')) return { ...common, scope: 'service' };
-    const found = await repository.userForToken(claims.sub, claims.jti);
-    if (!found || found.revoked) return inactive;
-    // The same rule as the gateway's own check: a sign-out of every session voids tokens issued before it.
-    const validAfter = found.user.tokens_valid_after?.getTime();
-    if (validAfter !== undefined && claims.iat * 1000 < validAfter - 999) return inactive;
-    return { ...common, tier: found.user.tier };
-  }
-
   return [
     defineRoute({
       method: 'post',
@@ -106,7 +64,7 @@ export function introspectionRoutes(deps: GatewayRouteDeps): RouteDefinition[] {
         const parsed = IntrospectionBody.safeParse(raw ?? {});
         if (!parsed.success) throw unprocessable('the request needs the token to introspect', zodIssues(parsed.error, 'body'));
         ctx.set('Cache-Control', 'no-store');
-        return introspect(parsed.data.token);
+        return deps.auth.introspect(parsed.data.token);
       },
     }),
   ];

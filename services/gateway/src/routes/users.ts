@@ -1,16 +1,12 @@
-import { randomUUID } from 'node:crypto';
 import { Readable } from 'node:stream';
-import { defineRoute, linksTo, listEnvelope, notFound, Problem, type RouteDefinition } from '@tempora/kit/http';
+import { defineRoute, linksTo, listEnvelope, type RouteDefinition } from '@tempora/kit/http';
 import { z } from 'zod';
-import { exportDocument } from '../accounts/account-export.ts';
+import { MAX_ACTIVE_API_KEYS } from '../accounts-service.ts';
 import { ADMIN, API_KEY, API_KEY_SCOPES, BEARER, SERVICE } from '../credentials.ts';
 import { TIERS } from '../domain/limits.ts';
-import { API_KEY_PREFIX, API_KEY_VISIBLE, opaqueSecret, sha256 } from '../domain/secrets.ts';
 import { ApiKeySchema, Page, UserSchema } from '../schemas.ts';
 import { apiKeyView, userView } from '../views.ts';
 import { currentUser, type GatewayRouteDeps } from './context.ts';
-
-export const MAX_ACTIVE_API_KEYS = 20;
 
 const ResolveBody = z.object({
   external_id: z.string().trim().min(1).max(256),
@@ -37,7 +33,7 @@ const CreatedKeySchema = ApiKeySchema.extend({ key: z.string().meta({ descriptio
 
 export function userRoutes(deps: GatewayRouteDeps): RouteDefinition[] {
   // Long on purpose: a table of routes, one block per route, each handler short.
-  const { repository } = deps;
+  const { accounts } = deps;
   return [
     defineRoute({
       method: 'post',
@@ -50,15 +46,14 @@ export function userRoutes(deps: GatewayRouteDeps): RouteDefinition[] {
       body: ResolveBody,
       responses: { 200: { description: 'The existing user', schema: ResolveSchema }, 201: { description: 'A new user', schema: ResolveSchema } },
       handler: async (ctx, { body }) => {
-        const { user, created } = await repository.findOrCreateByIdentity({
+        const { user, identities, created } = await accounts.resolve({
           provider: body.provider,
           subject: body.external_id,
           email: body.email,
           name: body.name,
-          signupCredits: deps.config.SIGNUP_CREDITS,
         });
         ctx.status = created ? 201 : 200;
-        return { user: userView(user, await repository.identitiesOf(user.id)), created };
+        return { user: userView(user, identities), created };
       },
     }),
     defineRoute({
@@ -73,11 +68,8 @@ export function userRoutes(deps: GatewayRouteDeps): RouteDefinition[] {
       body: z.object({ tier: z.enum(TIERS) }),
       responses: { 200: { description: 'The updated user', schema: UserSchema }, 404: { description: 'No such user' } },
       handler: async (_ctx, { params, body }) => {
-        const user = await repository.findUser(params.user_id);
-        if (!user) throw notFound(`no user ${params.user_id}`);
-        await repository.setTier(user.id, body.tier);
-        deps.authCache.clear();
-        return userView({ ...user, tier: body.tier }, await repository.identitiesOf(user.id));
+        const { user, identities } = await accounts.setTier(params.user_id, body.tier);
+        return userView(user, identities);
       },
     }),
     defineRoute({
@@ -113,12 +105,11 @@ export function userRoutes(deps: GatewayRouteDeps): RouteDefinition[] {
       },
       handler: async (ctx) => {
         const { userId } = currentUser(ctx);
-        const user = await repository.findUser(userId);
-        if (!user) throw notFound('the account no longer exists');
+        const document = await accounts.exportOf(userId, ctx.state.requestId);
         ctx.set('Content-Disposition', `attachment; filename="tempora-export-${userId}.json"`);
         ctx.set('Cache-Control', 'no-store');
         ctx.type = 'application/json';
-        ctx.body = Readable.from(exportDocument(user, { repository, services: deps.accountServices, logger: deps.logger }, ctx.state.requestId));
+        ctx.body = Readable.from(document);
         return undefined;
       },
     }),
@@ -136,19 +127,7 @@ export function userRoutes(deps: GatewayRouteDeps): RouteDefinition[] {
         409: { description: 'Too many active keys' },
       },
       handler: async (ctx, { body }) => {
-        const { userId } = currentUser(ctx);
-        if ((await repository.countActiveApiKeys(userId)) >= MAX_ACTIVE_API_KEYS)
-          throw new Problem(409, `at most ${MAX_ACTIVE_API_KEYS} active API keys; revoke one first`);
-        const key = opaqueSecret(API_KEY_PREFIX);
-        const row = await repository.createApiKey({
-          id: randomUUID(),
-          user_id: userId,
-          name: body.name,
-          prefix: key.slice(0, API_KEY_VISIBLE),
-          key_hash: sha256(key),
-          scopes: body.scopes,
-        });
-        deps.metrics.apiKeys.inc({ action: 'created' });
+        const { row, key } = await accounts.createApiKey(currentUser(ctx).userId, body.name, body.scopes);
         ctx.status = 201;
         ctx.set('Cache-Control', 'no-store');
         ctx.set('Location', `/api/v1/users/me/api-keys/${row.id}`);
@@ -165,8 +144,7 @@ export function userRoutes(deps: GatewayRouteDeps): RouteDefinition[] {
       query: Page,
       responses: { 200: { description: 'A page of keys', schema: listEnvelope(ApiKeySchema, 'ApiKeyList') } },
       handler: async (ctx, { query }) => {
-        const { userId } = currentUser(ctx);
-        const page = await repository.listApiKeys(userId, query.limit, query.offset);
+        const page = await accounts.listApiKeys(currentUser(ctx).userId, query.limit, query.offset);
         return { items: page.items.map(apiKeyView), total: page.total, limit: query.limit, offset: query.offset };
       },
     }),
@@ -181,12 +159,7 @@ export function userRoutes(deps: GatewayRouteDeps): RouteDefinition[] {
       params: z.object({ id: z.uuid() }),
       responses: { 204: { description: 'Revoked' }, 404: { description: 'No such active key of this user' } },
       handler: async (ctx, { params }) => {
-        const user = currentUser(ctx);
-        if (user.via === 'api_key' && user.apiKeyId !== params.id)
-          throw new Problem(403, 'an API key can revoke only itself; use a Bearer token to revoke other keys');
-        if (!(await repository.revokeApiKey(user.userId, params.id))) throw notFound(`no active API key ${params.id}`);
-        deps.metrics.apiKeys.inc({ action: 'revoked' });
-        deps.authCache.clear();
+        await accounts.revokeApiKey(currentUser(ctx), params.id);
         ctx.status = 204;
         return undefined;
       },

@@ -1,9 +1,8 @@
 import { defineRoute, listEnvelope, notFound, Problem, pageQuery, type RouteDefinition } from '@tempora/kit/http';
 import { z } from 'zod';
 import { ANY_CALLER, callerOf, requireServiceLevel } from '../auth.ts';
-import { microsToUsd } from '../domain/budgets.ts';
+import type { BudgetStanding } from '../budget-standing.ts';
 import { BudgetViewSchema } from '../schemas.ts';
-import type { RouteDeps } from './context.ts';
 
 const day = z.iso.date().meta({ description: 'YYYY-MM-DD (UTC)' });
 
@@ -12,9 +11,8 @@ function thisMonth(now = new Date()): { from: Date; to: Date } {
   return { from: new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), 1)), to: new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth() + 1, 1)) };
 }
 
-export function budgetRoutes(deps: RouteDeps): RouteDefinition[] {
+export function budgetRoutes(budgets: BudgetStanding): RouteDefinition[] {
   // Long on purpose: a table of routes, one block per route, each handler short.
-  const { simulations, budgets, repository } = deps;
   return [
     defineRoute({
       method: 'get',
@@ -38,16 +36,8 @@ export function budgetRoutes(deps: RouteDeps): RouteDefinition[] {
       },
       handler: async (ctx, { query }) => {
         requireServiceLevel(callerOf(ctx));
-        const all = budgets.all;
-        const items = await Promise.all(all.slice(query.offset, query.offset + query.limit).map((budget) => simulations.budgetStatus(budget)));
-        return {
-          items,
-          total: all.length,
-          limit: query.limit,
-          offset: query.offset,
-          errors: budgets.errors,
-          loaded_at: budgets.loadedAt?.toISOString() ?? null,
-        };
+        const { items, total, errors, loaded_at } = await budgets.page(query);
+        return { items, total, limit: query.limit, offset: query.offset, errors, loaded_at };
       },
     }),
     defineRoute({
@@ -73,14 +63,14 @@ export function budgetRoutes(deps: RouteDeps): RouteDefinition[] {
       },
       handler: async (ctx, { params, query }) => {
         requireServiceLevel(callerOf(ctx));
-        const budget = budgets.get(params.name);
+        const budget = budgets.named(params.name);
         if (!budget) throw notFound(`no budget ${params.name}`);
         if (query.period && query.period.length !== (budget.period === 'daily' ? 10 : 7)) {
           throw new Problem(422, `budget ${budget.name} is ${budget.period}: its periods are ${budget.period === 'daily' ? 'YYYY-MM-DD' : 'YYYY-MM'}`, {
             errors: [{ path: 'query.period', message: 'wrong form for this budget' }],
           });
         }
-        return simulations.budgetStatus(budget, query.period);
+        return budgets.status(budget, query.period);
       },
     }),
     defineRoute({
@@ -110,19 +100,7 @@ export function budgetRoutes(deps: RouteDeps): RouteDefinition[] {
         const to = query.to ? new Date(`${query.to}T00:00:00Z`) : month.to;
         if (from >= to) throw new Problem(422, '`from` must be before `to`', { errors: [{ path: 'query.from', message: 'must be before to' }] });
         const owner = caller.service ? query.user : caller.owner;
-        const usage = await repository.usage({ ...(owner ? { owner } : {}), ...(query.budget ? { budget: query.budget } : {}), from, to });
-        return {
-          user: owner ?? null,
-          budget: query.budget ?? null,
-          from: from.toISOString(),
-          to: to.toISOString(),
-          runs: usage.runs,
-          by_status: usage.by_status,
-          cost_usd: microsToUsd(usage.cost_micros),
-          tokens: { input: usage.input_tokens, output: usage.output_tokens },
-          calls: usage.calls,
-          by_model: usage.by_model.map(({ cost_micros, ...row }) => ({ ...row, cost_usd: microsToUsd(cost_micros) })),
-        };
+        return budgets.usage({ ...(owner ? { owner } : {}), ...(query.budget ? { budget: query.budget } : {}), from, to });
       },
     }),
   ];

@@ -18,11 +18,10 @@ import {
 import { z } from 'zod';
 import { ANY_CALLER, callerOf, requirePaidStart } from '../auth.ts';
 import { microsToUsd } from '../domain/budgets.ts';
-import { BudgetRefused, TERMINAL } from '../repository.ts';
+import { BudgetRefused, TERMINAL } from '../repository/index.ts';
 import { RunSchema, SimulateRequestSchema } from '../schemas.ts';
-import { IdempotencyKeyReused, UnknownTemplate } from '../simulations.ts';
+import { IdempotencyKeyReused, type Simulations, UnknownTemplate } from '../simulations.ts';
 import { runTdf, runView, stepView } from '../views.ts';
-import { type RouteDeps, runAgain, visibleRun } from './context.ts';
 
 const idParams = z.object({ id: z.uuid() });
 const RUN_STATUSES = ['queued', 'running', 'completed', 'stopped', 'cancelled', 'failed'] as const;
@@ -37,9 +36,21 @@ const createdHeaders = z.object({
     .meta({ description: 'present on the answer to a retry under an Idempotency-Key: the run that key started' }),
 });
 
-export function simulationRoutes(deps: RouteDeps): RouteDefinition[] {
+export interface SimulationRouteDeps {
+  simulations: Simulations;
+  version: string;
+  /** MAX_WAIT_SECONDS: the most `wait` may ask for. */
+  maxWaitSeconds: number;
+  heartbeatMs: number;
+  /** Where paid starts go instead (GATEWAY_URL). */
+  gatewayUrl: string;
+  /** SERVICE_KEY: the keys a priced operation from the gateway is signed with (requirePricedAs). */
+  serviceKeys: readonly string[];
+}
+
+export function simulationRoutes(deps: SimulationRouteDeps): RouteDefinition[] {
   // Long on purpose: a table of routes, one block per route, each handler short.
-  const { simulations, repository, runner } = deps;
+  const { simulations } = deps;
   return [
     defineRoute({
       method: 'post',
@@ -97,11 +108,7 @@ export function simulationRoutes(deps: RouteDeps): RouteDefinition[] {
           }
           throw error;
         }
-        let row = started.run;
-        if (query.wait > 0) {
-          await simulations.waitFor(row.id, query.wait * 1000);
-          row = await runAgain(deps, row.id);
-        }
+        const row = query.wait > 0 ? await simulations.waitFor(started.run.id, query.wait * 1000) : started.run;
         // Not `ended` alone: a replay without `wait` of a run that has ended is answered 202, as its creation was.
         ctx.status = query.wait > 0 && TERMINAL.includes(row.status) ? 200 : 202;
         ctx.set('Location', `/api/v1/simulations/${row.id}`);
@@ -119,7 +126,7 @@ export function simulationRoutes(deps: RouteDeps): RouteDefinition[] {
       query: pageQuery(20, 100).extend({ status: z.enum(RUN_STATUSES).optional() }),
       responses: { 200: { description: 'The list envelope', schema: listEnvelope(RunSchema) } },
       handler: async (ctx, { query }) => {
-        const page = await repository.listRuns(callerOf(ctx).owner, query);
+        const page = await simulations.list(callerOf(ctx).owner, query);
         return { items: page.items.map(runView), total: page.total, limit: query.limit, offset: query.offset };
       },
     }),
@@ -133,8 +140,8 @@ export function simulationRoutes(deps: RouteDeps): RouteDefinition[] {
       params: idParams,
       responses: { 200: { description: 'The run with its steps', schema: RunSchema }, 404: { description: "No such run (or not the caller's)" } },
       handler: async (ctx, { params }) => {
-        const row = await visibleRun(ctx, deps, params.id);
-        return { ...runView(row), steps: (await repository.steps(row.id)).map(stepView) };
+        const row = await simulations.visible(params.id, callerOf(ctx));
+        return { ...runView(row), steps: (await simulations.steps(row.id)).map(stepView) };
       },
     }),
     defineRoute({
@@ -159,7 +166,7 @@ export function simulationRoutes(deps: RouteDeps): RouteDefinition[] {
         409: { description: 'The run has not ended, or ended with no result' },
       },
       handler: async (ctx, { params, query }) => {
-        const row = await visibleRun(ctx, deps, params.id);
+        const row = await simulations.visible(params.id, callerOf(ctx));
         if (!TERMINAL.includes(row.status))
           throw conflict(`simulation ${row.id} is ${row.status} (${row.steps_done} of ${row.steps_total} steps); its result exists once it ends`);
         if (!row.result) throw conflict(`simulation ${row.id} ${row.status} before it produced anything${row.error ? `: ${row.error.detail}` : ''}`);
@@ -182,51 +189,15 @@ export function simulationRoutes(deps: RouteDeps): RouteDefinition[] {
         404: { description: 'No such run' },
       },
       handler: async (ctx, { params }) => {
-        const first = await visibleRun(ctx, deps, params.id);
+        const first = await simulations.visible(params.id, callerOf(ctx));
         const stream = openEventStream(ctx, { heartbeatMs: deps.heartbeatMs });
-        stream.send('run', runView(first));
-        let last = -1;
-        let wake: (() => void) | undefined;
-        // Set by a step or the end: the loop reads again instead of sleeping.
-        let pending = false;
-        const listener = () => {
-          pending = true;
-          wake?.();
-        };
-        runner.events.on(`run:${first.id}`, listener);
-        stream.signal.addEventListener('abort', listener);
         try {
-          while (!stream.closed) {
-            pending = false;
-            for (const step of await repository.steps(first.id, last)) {
-              stream.send('step', stepView(step));
-              last = step.seq;
-            }
-            const row = await runAgain(deps, first.id);
-            if (TERMINAL.includes(row.status)) {
-              // Steps saved between the read above and the end are sent before `end`.
-              for (const step of await repository.steps(first.id, last)) stream.send('step', stepView(step));
-              stream.send('end', runView(row));
-              break;
-            }
-            // Woken by this process's runner at once; a run on another replica is polled.
-            if (!pending) {
-              await new Promise<void>((resolve) => {
-                const timer = setTimeout(resolve, deps.streamPollMs);
-                wake = () => {
-                  clearTimeout(timer);
-                  resolve();
-                };
-              });
-            }
-            wake = undefined;
-          }
+          for await (const { event, data } of simulations.follow(first, stream.signal)) stream.send(event, data);
         } catch (error) {
           // The answer has begun: a client learns of a failure (a database outage, say) from an `error`
           // event in place of `end`, and reconnects, instead of reading a stream that stops saying nothing.
           stream.send('error', (toProblem(error) ?? new Problem(500, 'the progress stream failed')).toJSON(ctx.path));
         } finally {
-          runner.events.off(`run:${first.id}`, listener);
           stream.end();
         }
       },
@@ -251,11 +222,10 @@ export function simulationRoutes(deps: RouteDeps): RouteDefinition[] {
         409: { description: 'The run has already ended' },
       },
       handler: async (ctx, { params, query }) => {
-        const row = await visibleRun(ctx, deps, params.id);
-        if (TERMINAL.includes(row.status) || !(await runner.cancel(row.id)))
-          throw conflict(`simulation ${row.id} has already ended (${(await runAgain(deps, row.id)).status})`);
-        if (query.wait > 0) await simulations.waitFor(row.id, query.wait * 1000);
-        const now = await runAgain(deps, row.id);
+        const row = await simulations.visible(params.id, callerOf(ctx));
+        if (TERMINAL.includes(row.status) || !(await simulations.cancel(row.id)))
+          throw conflict(`simulation ${row.id} has already ended (${(await simulations.current(row.id)).status})`);
+        const now = await simulations.waitFor(row.id, query.wait * 1000);
         ctx.status = TERMINAL.includes(now.status) ? 200 : 202;
         return runView(now);
       },

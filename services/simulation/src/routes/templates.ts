@@ -1,7 +1,7 @@
 import { defineRoute, listEnvelope, notFound, pageQuery, type RouteDefinition } from '@tempora/kit/http';
 import { z } from 'zod';
+import type { TemplateCatalog } from '../domain/templates.ts';
 import { templateSummary } from '../views.ts';
-import type { RouteDeps } from './context.ts';
 
 const TemplateSummarySchema = z
   .object({ id: z.string(), title: z.string(), mode: z.string(), domain: z.string(), tier: z.string(), cost_estimate_usd: z.record(z.string(), z.number()) })
@@ -9,7 +9,7 @@ const TemplateSummarySchema = z
   .meta({ id: 'SimulationTemplateSummary' });
 
 /** The templates are public: they describe what can be run, not anyone's runs. */
-export function templateRoutes(deps: RouteDeps): RouteDefinition[] {
+export function templateRoutes(catalog: TemplateCatalog): RouteDefinition[] {
   return [
     defineRoute({
       method: 'get',
@@ -36,7 +36,7 @@ export function templateRoutes(deps: RouteDeps): RouteDefinition[] {
         },
       },
       handler: (_ctx, { query }) => {
-        const matching = deps.catalog
+        const matching = catalog
           .list()
           .filter((template) => (!query.mode || template.mode === query.mode) && (!query.domain || template.domain === query.domain));
         return {
@@ -57,7 +57,7 @@ export function templateRoutes(deps: RouteDeps): RouteDefinition[] {
       params: z.object({ id: z.string().regex(/^[a-z0-9-]{1,64}$/) }),
       responses: { 200: { description: 'The template file as shipped' }, 404: { description: 'No such template' } },
       handler: (_ctx, { params }) => {
-        const template = deps.catalog.get(params.id);
+        const template = catalog.get(params.id);
         if (!template) throw notFound(`no template ${params.id}`);
         return template;
       },

@@ -1,11 +1,11 @@
 import { type AccountDeletion, type AccountExportPage, type ExportPosition, exportPage, keysetPage } from '@tempora/kit/http';
 import type { Logger } from '@tempora/kit/observability';
-import type { Catalogue } from './domain/catalogue.ts';
-import { appleRenewsNote, chargeableAtStripe, PAYMENT_RETENTION, renewsAtApple, stripeCancelledNote } from './domain/erasure.ts';
-import { asUserId } from './domain/intents.ts';
-import type { BillingRepository, SubscriptionRow } from './repository.ts';
-import type { StripeChannel } from './stripe-channel.ts';
-import { historyView, paymentExportView, subscriptionView } from './views.ts';
+import type { Catalogue } from '../domain/catalogue.ts';
+import { appleRenewsNote, chargeableAtStripe, PAYMENT_RETENTION, renewsAtApple, stripeCancelledNote } from '../domain/erasure.ts';
+import { asUserId } from '../domain/intents.ts';
+import type { BillingRepository, ProviderRef, SubscriptionRow } from '../repository/index.ts';
+import type { StripeChannel } from '../stripe-channel.ts';
+import { historyView, paymentExportView, subscriptionView } from '../views.ts';
 
 const SERVICE = 'billing';
 /** What a deletion removes, by kind (payments are kept, anonymised). */
@@ -15,7 +15,7 @@ const DELETED_KINDS = ['subscriptions', 'accounts', 'outbox', 'history', 'events
 const keyOf = (row: { provider: string; ref: string }) => `${row.provider}:${row.ref}`;
 /** Such a position: a provider, a colon, the provider's ref. */
 const KEY_POSITION = /^[^:]+:/;
-function afterKey(after: string): { provider: string; ref: string } | null {
+function afterKey(after: string): ProviderRef | null {
   if (after === '') return null;
   const colon = after.indexOf(':');
   return { provider: after.slice(0, colon), ref: after.slice(colon + 1) };
@@ -52,8 +52,8 @@ export class AccountData {
     const zeros = Object.fromEntries(DELETED_KINDS.map((kind) => [kind, 0]));
     // Billing's users are the gateway's UUIDs: it holds nothing for any other id.
     if (!userId) return { service: SERVICE, deleted: zeros, kept: { payments: { count: 0, reason: PAYMENT_RETENTION } }, notes: [] };
-    await this.repository.markErased(userId);
-    const subscriptions = await this.repository.subscriptionsOf(this.repository.knex, userId);
+    await this.repository.erasures.markErased(userId);
+    const subscriptions = await this.repository.subscriptions.of(userId);
     const notes: string[] = [];
     for (const row of subscriptions.filter(chargeableAtStripe)) {
       const cancelled = await this.stripe.cancelNow(row.ref);
@@ -61,7 +61,7 @@ export class AccountData {
       notes.push(stripeCancelledNote(this.planName(row)));
     }
     for (const row of subscriptions.filter(renewsAtApple)) notes.push(appleRenewsNote(this.planName(row)));
-    const erased = await this.repository.erase(userId, notes);
+    const erased = await this.repository.erasures.erase(userId, notes);
     this.logger.info({ user: userId, deleted: erased.counts, anonymised: erased.anonymised }, 'account deleted');
     return {
       service: SERVICE,
@@ -85,13 +85,13 @@ export class AccountData {
           kind: 'payments',
           after: KEY_POSITION,
           read: async (after, count) =>
-            keysetPage(userId ? await this.repository.paymentsAfter(userId, afterKey(after), count + 1) : [], count, keyOf, paymentExportView),
+            keysetPage(userId ? await this.repository.payments.after(userId, afterKey(after), count + 1) : [], count, keyOf, paymentExportView),
         },
         {
           kind: 'subscriptions',
           after: KEY_POSITION,
           read: async (after, count) =>
-            keysetPage(userId ? await this.repository.subscriptionsAfter(userId, afterKey(after), count + 1) : [], count, keyOf, (row: SubscriptionRow) => ({
+            keysetPage(userId ? await this.repository.subscriptions.after(userId, afterKey(after), count + 1) : [], count, keyOf, (row: SubscriptionRow) => ({
               ...subscriptionView(row, this.graceMs),
               created_at: row.created_at.toISOString(),
             })),
@@ -100,7 +100,7 @@ export class AccountData {
           kind: 'history',
           after: /^\d{1,18}$/,
           read: async (after, count) =>
-            keysetPage(userId ? await this.repository.historyAfter(userId, after || null, count + 1) : [], count, (row) => String(row.id), historyView),
+            keysetPage(userId ? await this.repository.history.after(userId, after || null, count + 1) : [], count, (row) => String(row.id), historyView),
         },
       ],
       position,
