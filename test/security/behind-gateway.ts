@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import type Koa from 'koa';
 import { ConductorConfigSchema } from '../../services/conductor/src/config.ts';
 import { createConductorService } from '../../services/conductor/src/service.ts';
-import { GenerationConfigSchema } from '../../services/generation/src/config.ts';
+import { GenerationServiceConfigSchema } from '../../services/generation/src/config.ts';
 import { createGenerationService } from '../../services/generation/src/service.ts';
 import { type RunningServer, serve } from '../../services/kit/src/http/index.ts';
 import { createLogger, type Logger } from '../../services/kit/src/observability/index.ts';
@@ -61,7 +61,7 @@ export async function servicesBehind(gatewayUrl: string): Promise<ServicesBehind
     const simulation = await start(await createSimulationService(loadConfig(SimulationConfigSchema, env), createLogger('simulation', 'silent')));
     const generation = await start(
       await createGenerationService(
-        loadConfig(GenerationConfigSchema, { ...env, GRAPH_LOOKUP: 'false', FREE_IMAGE_ENABLED: 'false' }),
+        loadConfig(GenerationServiceConfigSchema, { ...env, GRAPH_LOOKUP: 'false', FREE_IMAGE_ENABLED: 'false' }),
         createLogger('generation', 'silent'),
       ),
     );

@@ -153,6 +153,8 @@ export interface DeliveryOptions {
   timeoutMs: number;
   logger: Logger;
   onAttempt?: (attempt: number) => void;
+  /** Stops the attempts (and the one under way): the job was handed to another replica, which delivers it. */
+  signal?: AbortSignal;
 }
 
 /** Delivers one callback; resolves with the outcome after success or the last attempt. */
@@ -165,6 +167,7 @@ export async function deliverCallback(
   const body = JSON.stringify(payload);
   let error = '';
   for (let attempt = 1; attempt <= options.maxAttempts; attempt += 1) {
+    if (options.signal?.aborted) return { delivered: false, attempts: attempt - 1, error: 'stopped: the job was handed to another replica' };
     options.onAttempt?.(attempt);
     // Checked at every attempt: a name that resolved to a public address may not later point inside.
     const refused = await options.policy.check(url);
@@ -186,7 +189,7 @@ export async function deliverCallback(
           'x-tempora-attempt': String(attempt),
         },
         body,
-        signal: AbortSignal.timeout(options.timeoutMs),
+        signal: options.signal ? AbortSignal.any([options.signal, AbortSignal.timeout(options.timeoutMs)]) : AbortSignal.timeout(options.timeoutMs),
       });
       await response.arrayBuffer().catch(() => undefined);
       if (response.ok) return { delivered: true, attempts: attempt };
@@ -198,8 +201,21 @@ export async function deliverCallback(
     } finally {
       void dispatcher.close().catch(() => {});
     }
-    if (attempt < options.maxAttempts) await new Promise((resolve) => setTimeout(resolve, options.backoffMs * 2 ** (attempt - 1)));
+    if (attempt < options.maxAttempts) await pause(options.backoffMs * 2 ** (attempt - 1), options.signal);
   }
   options.logger.warn({ jobId, error }, 'callback not delivered');
   return { delivered: false, attempts: options.maxAttempts, error };
+}
+
+/** Waits `ms`, or less when `signal` aborts. */
+function pause(ms: number, signal: AbortSignal | undefined): Promise<void> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(done, ms);
+    function done() {
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', done);
+      resolve();
+    }
+    signal?.addEventListener('abort', done, { once: true });
+  });
 }

@@ -66,8 +66,15 @@ export const GenerationConfigSchema = baseConfigSchema('generation').extend({
   PERMISSIVE_TEXT_MODEL: z.string().default('meta-llama/llama-3.3-70b-instruct'),
   /** Extra model calls allowed per agent when its output fails validation. */
   AGENT_REPAIR_ATTEMPTS: z.coerce.number().int().min(0).max(5).default(2),
-  /** Whole-pipeline limit for sync and stream requests (504 beyond it). */
+  /** Whole-pipeline limit for sync, stream and async generations (504 beyond it). */
   GENERATION_TIMEOUT_MS: ms(300_000),
+  /**
+   * How long a stopping process waits for its generations (requests and async jobs with their callbacks);
+   * unset, GENERATION_TIMEOUT_MS + CALLBACK_MARGIN_MS. Never below GENERATION_TIMEOUT_MS (GenerationServiceConfigSchema).
+   */
+  SHUTDOWN_GRACE_MS: z.coerce.number().int().min(0).optional(),
+  /** An async job's lease: renewed every third of it while its process runs it; once lapsed, another replica takes the job over. */
+  JOB_LEASE_MS: ms(30_000, 300),
   STREAM_HEARTBEAT_MS: ms(15_000),
   /** Look the query up in the graph service to ground the offline provider and Grounding. */
   GRAPH_LOOKUP: z
@@ -93,4 +100,23 @@ export const GenerationConfigSchema = baseConfigSchema('generation').extend({
   /** Base of the image URLs this service hands out; default http://127.0.0.1:PORT (GENERATION_URL). */
   PUBLIC_URL: optional.pipe(z.url().optional()),
 });
-export type GenerationConfig = z.output<typeof GenerationConfigSchema>;
+
+/** What the default shutdown grace gives a job's callback after the pipeline's own deadline. */
+export const CALLBACK_MARGIN_MS = 30_000;
+
+/**
+ * The service's configuration: the fields above, with the shutdown grace derived from the generation
+ * deadline. A grace shorter than that deadline is refused: a sync or stream generation cannot be handed to
+ * another replica, so it would be cut off mid-render (docs/generation.md, "Shutdown").
+ */
+export const GenerationServiceConfigSchema = GenerationConfigSchema.transform((config, ctx) => {
+  const grace = config.SHUTDOWN_GRACE_MS ?? config.GENERATION_TIMEOUT_MS + CALLBACK_MARGIN_MS;
+  if (grace < config.GENERATION_TIMEOUT_MS)
+    ctx.addIssue({
+      code: 'custom',
+      path: ['SHUTDOWN_GRACE_MS'],
+      message: `${grace} ms is shorter than GENERATION_TIMEOUT_MS (${config.GENERATION_TIMEOUT_MS} ms): a stopping replica would cut generations off mid-render; unset it or give at least GENERATION_TIMEOUT_MS (${config.GENERATION_TIMEOUT_MS + CALLBACK_MARGIN_MS} lets callbacks be delivered too)`,
+    });
+  return { ...config, SHUTDOWN_GRACE_MS: grace };
+});
+export type GenerationConfig = z.output<typeof GenerationServiceConfigSchema>;

@@ -95,4 +95,29 @@ export const migrations: Migration[] = [
       await knex.raw('drop index timepoints_owner_id_idx');
     },
   },
+  {
+    name: '004_job_leases',
+    async up(knex: Knex) {
+      // Expand only: the previous release's pods keep inserting and finishing jobs on this schema (they
+      // leave these columns at their defaults; repository.claimExpiredJobs takes such rows over by age).
+      // A job is leased by the process running it (owner_instance, until lease_until, renewed while it
+      // runs or its callback is pending); lease_token fences every write, so a process whose job was
+      // taken over can no longer record anything on it. attempts counts the pipeline's runs.
+      await knex.schema.alterTable('generation_jobs', (table) => {
+        table.text('owner_instance');
+        table.uuid('lease_token');
+        table.timestamp('lease_until', { useTz: true });
+        table.integer('attempts').notNullable().defaultTo(0);
+      });
+      await knex.raw(
+        `create index generation_jobs_unsettled_idx on generation_jobs (lease_until) where status in ('queued', 'running') or callback_status = 'pending'`,
+      );
+    },
+    async down(knex: Knex) {
+      await knex.raw('drop index generation_jobs_unsettled_idx');
+      await knex.schema.alterTable('generation_jobs', (table) => {
+        table.dropColumns('owner_instance', 'lease_token', 'lease_until', 'attempts');
+      });
+    },
+  },
 ];

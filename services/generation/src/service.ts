@@ -35,8 +35,6 @@ export async function createGenerationService(config: GenerationConfig, logger =
   if (config.AGENT_POOL === 'redis' && !config.REDIS_URL) throw new Error('AGENT_POOL=redis needs REDIS_URL');
   const database = await openDatabase({ service: 'generation', url: config.DATABASE_URL, dataDir: config.TEMPORA_DATA_DIR, migrations, logger });
   const repository = new GenerationRepository(database.knex);
-  const interrupted = await repository.failInterruptedJobs(new Date(Date.now() - config.GENERATION_TIMEOUT_MS - 60_000));
-  if (interrupted) logger.warn({ jobs: interrupted }, 'marked jobs left unfinished by a previous process as failed');
   const redis = await connectRedis(config.REDIS_URL, logger);
   const providers = createProviders(config);
 
@@ -52,6 +50,8 @@ export async function createGenerationService(config: GenerationConfig, logger =
   const metrics = new Metrics('generation');
   const generationMetrics = new GenerationMetrics(metrics, { depth: () => runner.depth(), stats: () => runner.stats() }, config.AGENT_POOL_NAME);
   const generator = new Generator({ config, repository, runner, providers, metrics: generationMetrics, logger });
+  // Jobs whose replica stopped without finishing them are taken over from now on (docs/generation.md, "Shutdown").
+  generator.start();
   const deps = {
     generator,
     repository,
@@ -95,9 +95,12 @@ export async function createGenerationService(config: GenerationConfig, logger =
     repository,
     runner,
     providers,
-    drain,
+    drain: () => {
+      drain();
+      generator.beginDrain();
+    },
     close: async () => {
-      await generator.drain(config.SHUTDOWN_GRACE_MS);
+      await generator.close();
       await runner.close();
       await redis?.quit().catch(() => {});
       await database.close();

@@ -5,7 +5,7 @@ import { loadConfig } from '@tempora/kit/runtime';
 import { createDatabase, dropDatabase } from '../../../test/support/database.ts';
 import { request } from '../../../test/support/http.ts';
 import { userId } from '../../simulation/test/harness.ts';
-import { GenerationConfigSchema } from '../src/config.ts';
+import { GenerationServiceConfigSchema } from '../src/config.ts';
 import { createGenerationService, type GenerationInstance } from '../src/service.ts';
 
 export { userId };
@@ -42,11 +42,14 @@ export interface GenerationHarness {
   stop(): Promise<void>;
 }
 
-/** A generation service in this process on a fresh database, its own Redis namespace and a free port. */
-export async function startGeneration(env: Record<string, string> = {}): Promise<GenerationHarness> {
-  const database = await createDatabase('generation');
+/**
+ * A generation service in this process on a fresh database (or on `shared`, which its stop leaves in place,
+ * for replicas of one deployment), its own Redis namespace and a free port.
+ */
+export async function startGeneration(env: Record<string, string> = {}, shared?: string): Promise<GenerationHarness> {
+  const database = shared ?? (await createDatabase('generation'));
   const prefix = `test-gen-${randomBytes(4).toString('hex')}`;
-  const config = loadConfig(GenerationConfigSchema, {
+  const config = loadConfig(GenerationServiceConfigSchema, {
     DATABASE_URL: database,
     REDIS_URL: process.env.REDIS_URL,
     REDIS_KEY_PREFIX: prefix,
@@ -83,7 +86,7 @@ export async function startGeneration(env: Record<string, string> = {}): Promise
     send: (method, path, body, headers) => request(server.url, path, { method, body, headers }),
     async stop() {
       await server.close();
-      await dropDatabase(database);
+      if (!shared) await dropDatabase(database);
     },
   };
 }

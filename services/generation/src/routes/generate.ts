@@ -47,6 +47,8 @@ const JobSchema = z
   })
   .meta({ id: 'GenerationJob' });
 
+const DRAINING = 'This replica is shutting down (Retry-After): another replica takes the request';
+
 export function generateRoutes(deps: RouteDeps): RouteDefinition[] {
   // Long on purpose: a table of routes, one block per route, each handler short.
   const { generator } = deps;
@@ -68,9 +70,11 @@ export function generateRoutes(deps: RouteDeps): RouteDefinition[] {
         },
         422: { description: 'Invalid field, unavailable model, or the Judge rejected the query' },
         502: { description: 'A required agent failed' },
+        503: { description: DRAINING },
         504: { description: 'The pipeline did not finish in time' },
       },
       handler: async (ctx, { body }) => {
+        generator.admit();
         const owner = userOf(ctx);
         const selection = generator.prepare(body, owner);
         requirePricedAs(ctx, generationOperation(body.preset ?? DEFAULT_GENERATION_PRESET, body.generate_image), deps.serviceKeys);
@@ -99,8 +103,10 @@ export function generateRoutes(deps: RouteDeps): RouteDefinition[] {
       responses: {
         200: { description: 'text/event-stream', contentType: 'text/event-stream', schema: ServerSentEventSchema },
         422: { description: 'Invalid field or unavailable model (before the stream starts)' },
+        503: { description: DRAINING },
       },
       handler: async (ctx, { body }) => {
+        generator.admit();
         const owner = userOf(ctx);
         const selection = generator.prepare(body, owner);
         requirePricedAs(ctx, generationOperation(body.preset ?? DEFAULT_GENERATION_PRESET, body.generate_image), deps.serviceKeys);
@@ -154,12 +160,14 @@ export function generateRoutes(deps: RouteDeps): RouteDefinition[] {
         422: {
           description: 'Invalid field, unavailable model, refused callback_url, an invalid Idempotency-Key, or one already used with a different request',
         },
+        503: { description: DRAINING },
       },
       handler: async (ctx, { body, headers }) => {
+        generator.admit();
         const owner = userOf(ctx);
-        const selection = generator.prepare(body, owner);
+        generator.prepare(body, owner);
         requirePricedAs(ctx, generationOperation(body.preset ?? DEFAULT_GENERATION_PRESET, body.generate_image), deps.serviceKeys);
-        const { job, replayed } = await generator.submit(body, selection, owner, headers['idempotency-key']);
+        const { job, replayed } = await generator.submit(body, owner, headers['idempotency-key']);
         ctx.status = 202;
         ctx.set('Location', `/api/v1/timepoints/jobs/${job.id}`);
         if (replayed) ctx.set('Idempotent-Replayed', 'true');
