@@ -68,7 +68,9 @@ export async function controlPlaneFloor(cluster: Cluster, operatorClient: KubeCl
   const observed = new Map<string, DeploymentState>();
   const watching = new AbortController();
   const watch = cluster.admin
-    .watch(collectionPath(R.Deployment, 'default'), {}, watching.signal, (_type, d) => {
+    .watch(collectionPath(R.Deployment, 'default'), {}, watching.signal, (event) => {
+      if (event.type === 'ERROR' || event.type === 'BOOKMARK') return;
+      const d = event.object;
       const status = (d.status ?? {}) as Partial<DeploymentState>;
       observed.set(d.metadata.name, {
         observedGeneration: status.observedGeneration ?? 0,

@@ -158,7 +158,9 @@ const operatorRun = () =>
       const watching = new AbortController();
       const watches = Object.entries(PLURAL).map(([kind, r]) =>
         cluster.admin
-          .watch(collectionPath(r, 'default'), {}, watching.signal, (_type, o) => {
+          .watch(collectionPath(r, 'default'), {}, watching.signal, (event) => {
+            if (event.type === 'ERROR' || event.type === 'BOOKMARK') return;
+            const o = event.object;
             const c = ((o.status?.conditions ?? []) as { type: string; status: string; observedGeneration?: number }[]).find((x) => x.type === 'Ready');
             const set = readyByKind.get(kind)!;
             const before = set.size;

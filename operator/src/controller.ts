@@ -3,7 +3,7 @@
 // Workers run only while this instance leads; informers run always, so a standby's caches are warm.
 import { SpanStatusCode, trace } from '@opentelemetry/api';
 import type { Logger } from 'pino';
-import type { Informer } from './kube/informer.ts';
+import type { AnyInformer } from './kube/informer.ts';
 import { type KubeObject, objectKey, splitKey } from './kube/object.ts';
 import type { ResourceType } from './kube/resources.ts';
 import { WorkQueue } from './kube/workqueue.ts';
@@ -14,9 +14,10 @@ const tracer = trace.getTracer('@tempora/operator');
 /** How long a child's event waits for its siblings' before its owner is reconciled. */
 const CHILD_EVENT_WINDOW_MS = 200;
 
+/** `reconciler` reconciles the objects of `informer`: Operator pairs them by type. */
 export interface ControllerOptions {
   reconciler: Reconciler;
-  informer: Informer;
+  informer: AnyInformer;
   context: ReconcileContext;
   metrics: OperatorMetrics;
   log: Logger;
@@ -114,7 +115,7 @@ export class Controller {
       } catch (err) {
         metrics.reconcileTotal.inc({ controller, result: 'error' });
         metrics.reconcileErrors.inc({ controller });
-        span.recordException(err as Error);
+        span.recordException(err instanceof Error ? err : String(err));
         span.setStatus({ code: SpanStatusCode.ERROR, message: String(err) });
         log.warn({ controller, key, err: String(err), retries: this.queue.retries(key) }, 'reconcile failed; retrying');
         this.queue.addRateLimited(key);

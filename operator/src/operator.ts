@@ -7,8 +7,9 @@ import { startHttpServer } from './http-server.ts';
 import { FIELD_MANAGER, KubeClient } from './kube/client.ts';
 import type { Connection } from './kube/connection.ts';
 import { EventRecorder } from './kube/events.ts';
-import { Informer } from './kube/informer.ts';
+import { type AnyInformer, Informer } from './kube/informer.ts';
 import { LeaderElector } from './kube/leader-election.ts';
+import type { KubeObject, Secret } from './kube/object.ts';
 import { projectChild } from './kube/projection.ts';
 import * as R from './kube/resources.ts';
 import { OPTIONAL_CHILDREN, type ResourceType, WATCHED_CHILDREN } from './kube/resources.ts';
@@ -16,7 +17,15 @@ import { createMetrics, type OperatorMetrics } from './metrics.ts';
 import { OptionalApis } from './optional-apis.ts';
 import { agentPoolReconciler } from './reconcilers/agent-pool.ts';
 import { BudgetReports } from './reconcilers/budget-reports.ts';
-import { CHILD_READ_PATHS, MANAGED_BY, MANAGED_BY_LABEL, OWNER_UID_LABEL, type ReconcileContext, type Reconciler } from './reconcilers/context.ts';
+import {
+  CHILD_READ_PATHS,
+  MANAGED_BY,
+  MANAGED_BY_LABEL,
+  OWNER_UID_LABEL,
+  type OwnerInformers,
+  type ReconcileContext,
+  type Reconciler,
+} from './reconcilers/context.ts';
 import { gatewayReconciler } from './reconcilers/gateway.ts';
 import { GatewaySecrets } from './reconcilers/gateway-secrets.ts';
 import { GENERATED_SECRET_SELECTOR, GeneratedSecrets, keyNamesOnly } from './reconcilers/generated-secrets.ts';
@@ -24,7 +33,6 @@ import { graphWorkerReconciler } from './reconcilers/graph-worker.ts';
 import { simulationBudgetReconciler } from './reconcilers/simulation-budget.ts';
 import { watchBudgetGateways, watchGatewayDependents, watchGeneratedSecrets, watchPoolGateways } from './references.ts';
 
-const RECONCILERS = [gatewayReconciler, graphWorkerReconciler, agentPoolReconciler, simulationBudgetReconciler];
 /** Where `informers` keeps the informer of the Secrets the operator generates keys in ("secrets" is its children's). */
 export const GENERATED_SECRETS = 'secrets/generated';
 
@@ -47,18 +55,18 @@ export interface OperatorOptions {
 export class Operator {
   readonly metrics: OperatorMetrics = createMetrics();
   readonly client: KubeClient;
-  readonly informers = new Map<string, Informer>();
+  readonly informers = new Map<string, AnyInformer>();
   readonly controllers: Controller[];
   readonly #o: OperatorOptions;
   readonly #elector: LeaderElector | undefined;
-  readonly #children = new Map<string, Informer>();
-  readonly #newInformer: (resource: ResourceType, child: boolean) => Informer;
-  readonly #owners = new Map<string, Informer>();
+  readonly #children = new Map<string, AnyInformer>();
+  readonly #newInformer: <T extends KubeObject>(resource: ResourceType<T>, child: boolean) => Informer<T>;
+  readonly #owners: OwnerInformers;
   readonly #optionalApis: OptionalApis;
   readonly #featureTtlMs: number;
   readonly #secrets: GatewaySecrets;
   /** Each controller's own informer (two watch Secrets, so the plural alone does not name it). */
-  readonly #primaries = new Map<Controller, Informer>();
+  readonly #primaries = new Map<Controller, AnyInformer>();
   #featureTimer: NodeJS.Timeout | undefined;
   #server: Server | undefined;
   #leading = false;
@@ -70,8 +78,8 @@ export class Operator {
     this.client = new KubeClient(options.connection, this.metrics.apiWrites);
     // Children are watched by the managed-by label and not resynced: resyncing their owners re-reads
     // them from the cache anyway.
-    this.#newInformer = (resource: ResourceType, child: boolean) =>
-      new Informer({
+    this.#newInformer = <T extends KubeObject>(resource: ResourceType<T>, child: boolean) =>
+      new Informer<T>({
         client: this.client,
         resource,
         metrics: this.metrics,
@@ -91,14 +99,16 @@ export class Operator {
       for (const c of this.controllers) c.enqueueLabelled(pod);
     });
     this.informers.set(R.Pod.plural, pods);
+    this.#owners = {
+      gateways: this.#newInformer(R.TemporaGateway, false),
+      workers: this.#newInformer(R.GraphWorker, false),
+      pools: this.#newInformer(R.AgentPool, false),
+      budgets: this.#newInformer(R.SimulationBudget, false),
+    };
+    for (const informer of Object.values(this.#owners)) this.informers.set(informer.resource.plural, informer);
     this.#featureTtlMs = options.featureTtlMs ?? 30_000;
     this.#optionalApis = new OptionalApis(this.client, this.#featureTtlMs);
-    this.#secrets = new GatewaySecrets(
-      this.client,
-      this.metrics,
-      log,
-      (namespace, name) => this.#owners.get(R.TemporaGateway.plural)?.get(namespace, name) !== undefined,
-    );
+    this.#secrets = new GatewaySecrets(this.client, this.metrics, log, (namespace, name) => this.#owners.gateways.get(namespace, name) !== undefined);
     const context: ReconcileContext = {
       client: this.client,
       log,
@@ -114,14 +124,15 @@ export class Operator {
       budgetAlerts: new Map(),
       secrets: this.#secrets,
     };
-    this.controllers = RECONCILERS.map((reconciler) => {
-      const primary = this.#newInformer(reconciler.resource, false);
-      this.informers.set(reconciler.resource.plural, primary);
-      this.#owners.set(reconciler.resource.plural, primary);
-      return this.#controller(reconciler, primary, context);
-    });
-    this.controllers.push(this.#generatedSecretsController(context));
-    this.#watchReferences();
+    this.controllers = [
+      this.#controller(gatewayReconciler, this.#owners.gateways, context),
+      this.#controller(graphWorkerReconciler, this.#owners.workers, context),
+      this.#controller(agentPoolReconciler, this.#owners.pools, context),
+      this.#controller(simulationBudgetReconciler, this.#owners.budgets, context),
+    ];
+    const generated = this.#generatedSecretsInformer();
+    this.controllers.push(this.#generatedSecretsController(context, generated));
+    this.#watchReferences(generated);
     if (config.leaderElection) this.#elector = this.#newElector();
   }
 
@@ -175,7 +186,7 @@ export class Operator {
     return this.controllers.every((c) => c.queue.length === 0 && !c.queue.busy);
   }
 
-  #controller(reconciler: Reconciler, informer: Informer, context: ReconcileContext): Controller {
+  #controller<T extends KubeObject>(reconciler: Reconciler<T>, informer: Informer<T>, context: ReconcileContext): Controller {
     const { config, log } = this.#o;
     const controller = new Controller({ reconciler, informer, context, metrics: this.metrics, log, workers: config.workers });
     this.#primaries.set(controller, informer);
@@ -183,10 +194,18 @@ export class Operator {
   }
 
   /** Secrets whose keys the operator generates: only those labelled for it, cached without their values. */
-  #generatedSecretsController(context: ReconcileContext): Controller {
-    const { config, log } = this.#o;
+  #generatedSecretsController(context: ReconcileContext, generated: Informer<Secret>): Controller {
     const generatedSecrets = new GeneratedSecrets();
-    const generated = new Informer({
+    generated.onEvent((event, secret) => {
+      if (event === 'delete') generatedSecrets.forget(secret.metadata.uid);
+    });
+    this.informers.set(GENERATED_SECRETS, generated);
+    return this.#controller(generatedSecrets, generated, context);
+  }
+
+  #generatedSecretsInformer(): Informer<Secret> {
+    const { config, log } = this.#o;
+    return new Informer({
       client: this.client,
       resource: R.Secret,
       metrics: this.metrics,
@@ -197,11 +216,6 @@ export class Operator {
       maxBackoffMs: 10_000,
       transform: keyNamesOnly,
     });
-    generated.onEvent((event, secret) => {
-      if (event === 'delete') generatedSecrets.forget(secret.metadata.uid);
-    });
-    this.informers.set(GENERATED_SECRETS, generated);
-    return this.#controller(generatedSecrets, generated, context);
   }
 
   #newElector(): LeaderElector {
@@ -237,10 +251,10 @@ export class Operator {
    * operator fills for it, and pools naming one TemporaGateway on each other. None owns the other, so no owner
    * reference brings these events; each relation is mapped in references.ts.
    */
-  #watchReferences(): void {
+  #watchReferences(generated: Informer<Secret>): void {
     const kinds = { owners: this.#owners, controllers: this.controllers };
     watchGatewayDependents(kinds, (namespace, name) => this.#secrets.forget(namespace, name));
-    watchGeneratedSecrets(kinds, this.informers.get(GENERATED_SECRETS)!);
+    watchGeneratedSecrets(kinds, generated);
     watchBudgetGateways(kinds);
     watchPoolGateways(kinds);
   }

@@ -5,9 +5,9 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseAllDocuments } from 'yaml';
 import { ControlPlane } from '../../test/k8s/control-plane.ts';
+import type { Condition } from '../src/api/v1alpha1/index.ts';
 import type { OperatorConfig } from '../src/config.ts';
 import { KubeClient } from '../src/kube/client.ts';
-import type { Condition } from '../src/kube/conditions.ts';
 import { loadConnection } from '../src/kube/connection.ts';
 import type { KubeObject } from '../src/kube/object.ts';
 import { objectPath, PodMonitor, type ResourceType, ServiceMonitor } from '../src/kube/resources.ts';
@@ -47,7 +47,7 @@ const OPERATOR_GROUPS = ['system:serviceaccounts', 'system:serviceaccounts:tempo
 
 export function manifests(file: string): KubeObject[] {
   return parseAllDocuments(readFileSync(file, 'utf8'))
-    .map((d) => d.toJS() as KubeObject | null)
+    .map((d): KubeObject | null => d.toJS())
     .filter((d): d is KubeObject => d !== null);
 }
 
@@ -72,7 +72,7 @@ function resourceOf(obj: KubeObject, plural?: string): ResourceType {
 }
 
 /** Server-side apply as a user would (`kubectl apply --server-side`), under another field manager. */
-export function applyAs(client: KubeClient, obj: KubeObject, manager = 'test-user', plural?: string): Promise<KubeObject> {
+export function applyAs<T extends KubeObject>(client: KubeClient, obj: T, manager = 'test-user', plural?: string): Promise<T> {
   const r = resourceOf(obj, plural);
   const namespaced = !['CustomResourceDefinition', 'ClusterRole', 'ClusterRoleBinding', 'Namespace', 'APIService'].includes(obj.kind);
   const path = objectPath(r, namespaced ? (obj.metadata.namespace ?? 'default') : '', obj.metadata.name);
@@ -98,12 +98,21 @@ export async function waitFor<T>(what: string, fn: () => Promise<T | undefined |
   }
 }
 
-export function condition(obj: KubeObject | undefined, type: string): Condition | undefined {
-  return ((obj?.status?.conditions ?? []) as Condition[]).find((c) => c.type === type);
+/** A custom resource (api/v1alpha1): its status has conditions. */
+export type WithConditions = KubeObject & { status?: { observedGeneration?: number; conditions?: Condition[] } };
+
+export function condition(obj: WithConditions | undefined, type: string): Condition | undefined {
+  return (obj?.status?.conditions ?? []).find((c) => c.type === type);
 }
 
 /** Waits until the custom resource reports Ready for its current generation. */
-export function waitReady(client: KubeClient, resource: ResourceType, namespace: string, name: string, timeoutMs = 30_000): Promise<KubeObject> {
+export function waitReady<T extends WithConditions>(
+  client: KubeClient,
+  resource: ResourceType<T>,
+  namespace: string,
+  name: string,
+  timeoutMs = 30_000,
+): Promise<T> {
   return waitFor(
     `${resource.kind} ${name} Ready at its current generation`,
     async () => {
@@ -118,7 +127,7 @@ export function waitReady(client: KubeClient, resource: ResourceType, namespace:
 }
 
 /** The objects of a type in the namespace that name `owner` in an owner reference. */
-export async function ownedBy(client: KubeClient, resource: ResourceType, owner: KubeObject, namespace: string): Promise<KubeObject[]> {
+export async function ownedBy<T extends KubeObject>(client: KubeClient, resource: ResourceType<T>, owner: KubeObject, namespace: string): Promise<T[]> {
   const list = await client.list(resource, {}, namespace);
   return list.items.filter((o) => o.metadata.ownerReferences?.some((r) => r.uid === owner.metadata.uid));
 }
@@ -157,9 +166,11 @@ async function installTempora(cp: ControlPlane): Promise<Cluster> {
     .map((p) => `${p}.tempora.dev`)
     .concat(monitorCrds.map((c) => c.metadata.name))) {
     await waitFor(`CRD ${crdName} established`, async () => {
-      const crd = await admin.request<KubeObject>('GET', `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${crdName}`);
-      const conditions = (crd.status?.conditions ?? []) as { type: string; status: string }[];
-      return conditions.some((c) => c.type === 'Established' && c.status === 'True');
+      const crd = await admin.request<{ status?: { conditions?: { type: string; status: string }[] } }>(
+        'GET',
+        `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${crdName}`,
+      );
+      return (crd.status?.conditions ?? []).some((c) => c.type === 'Established' && c.status === 'True');
     });
   }
   // The operator runs as its ServiceAccount's user, so the tests also prove the RBAC manifests suffice.
@@ -214,9 +225,13 @@ export function newOperator(kubeconfigPath: string, identity: string, overrides:
 }
 
 /** Sum of a counter's values, optionally only for label sets the filter accepts. */
-export async function counterSum(op: Operator, name: string, filter: (labels: Record<string, string | number>) => boolean = () => true): Promise<number> {
+export async function counterSum(
+  op: Operator,
+  name: string,
+  filter: (labels: Partial<Record<string, string | number>>) => boolean = () => true,
+): Promise<number> {
   const metric = op.metrics.registry.getSingleMetric(name);
   if (!metric) return 0;
   const { values } = await metric.get();
-  return values.filter((v) => filter(v.labels as Record<string, string | number>)).reduce((n, v) => n + v.value, 0);
+  return values.filter((v) => filter(v.labels)).reduce((n, v) => n + v.value, 0);
 }

@@ -13,7 +13,7 @@ import { GenerationConfigSchema } from '../../services/generation/src/config.ts'
 import { GraphConfigSchema } from '../../services/graph/src/config.ts';
 import { SimulationConfigSchema } from '../../services/simulation/src/config.ts';
 import type { KubeClient } from '../src/kube/client.ts';
-import type { KubeObject } from '../src/kube/object.ts';
+import type { KubeObject, Pod } from '../src/kube/object.ts';
 import * as R from '../src/kube/resources.ts';
 import type { Operator } from '../src/operator.ts';
 import { PRIVATE_RANGES } from '../src/reconcilers/gateway.ts';
@@ -33,16 +33,8 @@ import {
 } from './cluster.ts';
 import { agentPool, gateway, graphWorker, NS } from './fixtures.ts';
 
-type Env = { name: string; value?: string; valueFrom?: Record<string, unknown> }[];
-interface Container {
-  image: string;
-  env: Env;
-  envFrom: Record<string, { name: string }>[];
-  volumeMounts: { name: string; mountPath: string }[];
-  securityContext: { readOnlyRootFilesystem?: boolean };
-  livenessProbe?: Record<string, unknown>;
-  readinessProbe?: Record<string, unknown>;
-}
+type PodSpec = NonNullable<Pod['spec']>;
+type Container = PodSpec['containers'][number];
 
 const SERVICES = ['gateway', 'generation', 'graph', 'simulation', 'conductor', 'billing'];
 /** Where the simulation pods find the SimulationBudgets: their TemporaGateway's ConfigMap, mounted whole. */
@@ -74,10 +66,12 @@ describe('what the operator deploys', function () {
   });
 
   const waitReady = (resource: R.ResourceType, name: string, timeoutMs = 30_000) => waitReadyIn(admin, resource, NS, name, timeoutMs);
-  const owned = (resource: R.ResourceType, owner: KubeObject) => ownedBy(admin, resource, owner, NS);
-  const container = async (deployment: string) => ((await admin.get(R.Deployment, NS, deployment)).spec as any).template.spec.containers[0] as Container;
-  const env = (c: Container, name: string) => c.env.find((e) => e.name === name);
-  const data = async (configMap: string) => (await admin.get(R.ConfigMap, NS, configMap)).data as Record<string, string>;
+  const owned = <T extends KubeObject>(resource: R.ResourceType<T>, owner: KubeObject) => ownedBy(admin, resource, owner, NS);
+  const templateOf = async (deployment: string) => (await admin.get(R.Deployment, NS, deployment)).spec!.template;
+  const replicas = async (deployment: string) => (await admin.get(R.Deployment, NS, deployment)).spec!.replicas;
+  const container = async (deployment: string) => (await templateOf(deployment)).spec!.containers[0]!;
+  const env = (c: Container, name: string) => c.env?.find((e) => e.name === name);
+  const data = async (configMap: string) => (await admin.get(R.ConfigMap, NS, configMap)).data;
   const secretRef = (name: string, key = 'url') => ({ secretKeyRef: { name, key } });
   const waitCondition = (resource: R.ResourceType, name: string, type: string, status: string, reason: string, timeoutMs = 30_000) =>
     waitFor(
@@ -103,10 +97,10 @@ describe('what the operator deploys', function () {
       assert.equal(gw.status?.state, 'Embedded');
       for (const svc of SERVICES) {
         const dep = await admin.get(R.Deployment, NS, `solo-${svc}`);
-        assert.equal((dep.spec as any).replicas, 1, `${svc}: the operator owns replicas`);
-        const pod = (dep.spec as any).template.spec;
-        const c = pod.containers[0] as Container;
-        assert.equal(c.securityContext.readOnlyRootFilesystem, true);
+        assert.equal(dep.spec!.replicas, 1, `${svc}: the operator owns replicas`);
+        const pod = dep.spec!.template.spec!;
+        const c = pod.containers[0]!;
+        assert.equal(c.securityContext?.readOnlyRootFilesystem, true);
         assert.equal(env(c, 'TEMPORA_DATA_DIR')?.value, '/var/lib/tempora');
         const budgets = svc === 'simulation';
         assert.deepEqual(c.volumeMounts, [
@@ -127,7 +121,7 @@ describe('what the operator deploys', function () {
         contentType: 'application/merge-patch+json',
         query: { fieldManager: 'kubectl-scale' },
       });
-      await waitFor('one replica again', async () => ((await admin.get(R.Deployment, NS, 'solo-graph')).spec as any).replicas === 1);
+      await waitFor('one replica again', async () => (await replicas('solo-graph')) === 1);
     });
 
     it("with them: every service shares the PostgreSQL and Redis of the Secrets, and replicas are the spec's", async function () {
@@ -138,9 +132,9 @@ describe('what the operator deploys', function () {
         const c = await container(`shared-${svc}`);
         assert.deepEqual(env(c, 'DATABASE_URL')?.valueFrom, secretRef('tempora-db'), svc);
         assert.deepEqual(env(c, 'REDIS_URL')?.valueFrom, secretRef('tempora-redis'), svc);
-        assert.equal((await data(`shared-${svc}`)).REDIS_KEY_PREFIX, 'tempora:default:shared', 'one prefix per TemporaGateway, so Gateways can share a Redis');
+        assert.equal((await data(`shared-${svc}`))!.REDIS_KEY_PREFIX, 'tempora:default:shared', 'one prefix per TemporaGateway, so Gateways can share a Redis');
       }
-      assert.equal(((await admin.get(R.Deployment, NS, 'shared-gateway')).spec as any).replicas, 2);
+      assert.equal(await replicas('shared-gateway'), 2);
     });
 
     it('refuses, in status, a TemporaGateway stored before more replicas needed shared state', async function () {
@@ -168,7 +162,7 @@ describe('what the operator deploys', function () {
       const degraded = condition(await admin.get(R.TemporaGateway, NS, 'legacy'), 'Degraded');
       assert.equal(degraded?.status, 'True');
       assert.match(degraded!.message, /graph: more than one replica needs spec.database and spec.redis/);
-      assert.equal(((await admin.get(R.Deployment, NS, 'legacy-graph')).spec as any).replicas, 1, 'runs one meanwhile');
+      assert.equal(await replicas('legacy-graph'), 1, 'runs one meanwhile');
       await waitFor('a Warning Event', async () =>
         (await events('TemporaGateway', 'legacy')).some((e) => e.type === 'Warning' && e.reason === 'ExternalStateRequired'),
       );
@@ -180,12 +174,12 @@ describe('what the operator deploys', function () {
     it('gets its state, keys, providers, peers and budgets directory, as its own configuration schema reads them', async function () {
       const c = await container('shared-simulation');
       assert.deepEqual(
-        c.envFrom.map((s) => s.configMapRef?.name ?? s.secretRef?.name),
+        (c.envFrom ?? []).map((s) => s.configMapRef?.name ?? s.secretRef?.name),
         ['shared-simulation', 'tempora-keys', 'tempora-providers'],
       );
       assert.deepEqual(env(c, 'DATABASE_URL')?.valueFrom, secretRef('tempora-db'), 'runs are durable: the shared PostgreSQL');
       assert.deepEqual(env(c, 'REDIS_URL')?.valueFrom, secretRef('tempora-redis'));
-      assert.deepEqual(c.volumeMounts.at(-1), BUDGETS_MOUNT);
+      assert.deepEqual(c.volumeMounts?.at(-1), BUDGETS_MOUNT);
       // The keys Secret brings SERVICE_KEY (GATEWAY_SERVICE_KEY defaults to its first) and SIMULATION_API_KEYS.
       const config = SimulationConfigSchema.parse({
         ...(await data('shared-simulation')),
@@ -205,15 +199,15 @@ describe('what the operator deploys', function () {
         'the gateway routes /api/v1/simulate* there',
       );
       // Budgets are read again by the service, not rolled out: they are not in the pods' config hash.
-      const hash = ((await admin.get(R.Deployment, NS, 'shared-simulation')).spec as any).template.metadata.annotations['tempora.dev/config-hash'];
+      const hash = (await templateOf('shared-simulation')).metadata!.annotations!['tempora.dev/config-hash'];
       await applyAs(admin, {
         apiVersion: 'tempora.dev/v1alpha1',
         kind: 'SimulationBudget',
         metadata: { name: 'rolling', namespace: NS },
         spec: { gatewayRef: 'shared', scope: 'global', limitUsd: 5 },
       });
-      await waitFor('the budget in the ConfigMap', async () => (await data('shared-simulation-budgets'))['rolling.json'] !== undefined);
-      assert.equal(((await admin.get(R.Deployment, NS, 'shared-simulation')).spec as any).template.metadata.annotations['tempora.dev/config-hash'], hash);
+      await waitFor('the budget in the ConfigMap', async () => (await data('shared-simulation-budgets'))!['rolling.json'] !== undefined);
+      assert.equal((await templateOf('shared-simulation')).metadata!.annotations!['tempora.dev/config-hash'], hash);
       await admin.delete(R.SimulationBudget, NS, 'rolling');
       // Without budgets the ConfigMap is empty (the API server drops an empty data), and still there for the pods to mount.
       await waitFor('the budget gone from the ConfigMap', async () => (await data('shared-simulation-budgets')) === undefined);
@@ -222,7 +216,7 @@ describe('what the operator deploys', function () {
 
   describe('the conductor and billing services', function () {
     it('get their state, keys and peers; the conductor the providers, billing the payment settings, as their own configuration schemas read them', async function () {
-      const sources = async (deployment: string) => (await container(deployment)).envFrom.map((s) => s.configMapRef?.name ?? s.secretRef?.name);
+      const sources = async (deployment: string) => ((await container(deployment)).envFrom ?? []).map((s) => s.configMapRef?.name ?? s.secretRef?.name);
       assert.deepEqual(await sources('shared-conductor'), ['shared-conductor', 'tempora-keys', 'tempora-providers'], 'its model calls the providers');
       assert.deepEqual(
         await sources('shared-billing'),
@@ -267,8 +261,8 @@ describe('what the operator deploys', function () {
         'the gateway routes to them',
       );
       for (const svc of ['conductor', 'billing']) {
-        const service = (await admin.get(R.Service, NS, `shared-${svc}`)).spec as { ports: { port: number; targetPort: unknown }[] };
-        assert.equal(service.ports[0]?.port, svc === 'conductor' ? 8084 : 8085);
+        const service = (await admin.get(R.Service, NS, `shared-${svc}`)).spec;
+        assert.equal(service?.ports?.[0]?.port, svc === 'conductor' ? 8084 : 8085);
       }
     });
 
@@ -281,7 +275,7 @@ describe('what the operator deploys', function () {
         );
       }
       await applyAs(admin, gateway('shared', { ingress: undefined, services: { gateway: { replicas: 2 }, billing: { replicas: 2 } } }));
-      await waitFor('two billing replicas', async () => ((await admin.get(R.Deployment, NS, 'shared-billing')).spec as any).replicas === 2);
+      await waitFor('two billing replicas', async () => (await replicas('shared-billing')) === 2);
       await applyAs(admin, gateway('shared', { ingress: undefined }));
     });
   });
@@ -291,15 +285,15 @@ describe('what the operator deploys', function () {
       const gw = await admin.get(R.TemporaGateway, NS, 'shared');
       const [secret] = await owned(R.Secret, gw);
       assert.equal(secret?.metadata.name, 'shared-signing-key');
-      const pem = Buffer.from((secret!.data as Record<string, string>).JWT_PRIVATE_KEY!, 'base64').toString();
+      const pem = Buffer.from(secret!.data!.JWT_PRIVATE_KEY!, 'base64').toString();
       // The gateway's own configuration and key store take it as its signing key.
       const config = GatewayConfigSchema.parse({ JWT_PRIVATE_KEY: pem });
       const keys = new KeyStore({ configuredKey: config.JWT_PRIVATE_KEY, file: '/nonexistent/signing-keys.json', rotationMs: 86_400_000, retainMs: 60_000 });
       assert.equal(keys.jwks().keys.length, 1);
       // The keys Secret comes after it, so a JWT_PRIVATE_KEY there wins (the user's own key).
-      const sources = (await container('shared-gateway')).envFrom.map((s) => s.configMapRef?.name ?? s.secretRef?.name);
+      const sources = ((await container('shared-gateway')).envFrom ?? []).map((s) => s.configMapRef?.name ?? s.secretRef?.name);
       assert.deepEqual(sources, ['shared-gateway', 'shared-signing-key', 'tempora-keys']);
-      assert.ok(!(await container('shared-graph')).envFrom.some((s) => s.secretRef?.name === 'shared-signing-key'), 'only the gateway holds it');
+      assert.ok(!((await container('shared-graph')).envFrom ?? []).some((s) => s.secretRef?.name === 'shared-signing-key'), 'only the gateway holds it');
 
       op.resyncAll();
       await new Promise((r) => setTimeout(r, 1500));
@@ -311,7 +305,7 @@ describe('what the operator deploys', function () {
         const s = await admin.getOrUndefined(R.Secret, NS, 'shared-signing-key');
         return s && s.metadata.uid !== secret!.metadata.uid ? s : undefined;
       });
-      assert.notEqual((fresh.data as Record<string, string>).JWT_PRIVATE_KEY, (secret!.data as Record<string, string>).JWT_PRIVATE_KEY);
+      assert.notEqual(fresh.data?.JWT_PRIVATE_KEY, secret!.data?.JWT_PRIVATE_KEY);
     });
   });
 
@@ -324,7 +318,7 @@ describe('what the operator deploys', function () {
       const generation = GenerationConfigSchema.parse(
         await waitFor('generation switched', async () => {
           const d = await data('shared-generation');
-          return d.AGENT_POOL === 'redis' ? d : undefined;
+          return d!.AGENT_POOL === 'redis' ? d : undefined;
         }),
       );
       assert.equal(generation.AGENT_POOL_NAME, 'pool-a');
@@ -334,7 +328,7 @@ describe('what the operator deploys', function () {
       assert.deepEqual(env(await container('shared-generation'), 'REDIS_URL')?.valueFrom, secretRef('tempora-redis'));
       assert.deepEqual(env(await container('pool-a'), 'REDIS_URL')?.valueFrom, secretRef('tempora-redis'));
       assert.deepEqual(
-        (await container('pool-a')).envFrom.map((s) => s.configMapRef?.name ?? s.secretRef?.name),
+        ((await container('pool-a')).envFrom ?? []).map((s) => s.configMapRef?.name ?? s.secretRef?.name),
         ['pool-a', 'tempora-providers'],
       );
     });
@@ -348,10 +342,10 @@ describe('what the operator deploys', function () {
       await waitFor('generation follows pool-b and its Redis', async () => {
         const d = await data('shared-generation');
         const redis = env(await container('shared-generation'), 'REDIS_URL')?.valueFrom;
-        return d.AGENT_POOL_NAME === 'pool-b' && JSON.stringify(redis) === JSON.stringify(secretRef('pool-b-redis'));
+        return d!.AGENT_POOL_NAME === 'pool-b' && JSON.stringify(redis) === JSON.stringify(secretRef('pool-b-redis'));
       });
       await admin.delete(R.AgentPool, NS, 'pool-b');
-      await waitFor('generation runs its agents itself again', async () => (await data('shared-generation')).AGENT_POOL === undefined);
+      await waitFor('generation runs its agents itself again', async () => (await data('shared-generation'))!.AGENT_POOL === undefined);
     });
 
     it('keeps no workload while its TemporaGateway is missing or has no Redis', async function () {
@@ -360,7 +354,7 @@ describe('what the operator deploys', function () {
       await applyAs(admin, agentPool('stray', { gatewayRef: 'solo', redis: undefined }));
       await waitCondition(R.AgentPool, 'stray', 'Ready', 'False', 'RedisRequired');
       assert.equal(await admin.getOrUndefined(R.Deployment, NS, 'stray'), undefined);
-      assert.equal((await data('solo-generation')).AGENT_POOL, undefined, 'the TemporaGateway keeps its agents in-process');
+      assert.equal((await data('solo-generation'))!.AGENT_POOL, undefined, 'the TemporaGateway keeps its agents in-process');
       await admin.delete(R.AgentPool, NS, 'stray');
     });
   });
@@ -373,10 +367,10 @@ describe('what the operator deploys', function () {
       assert.deepEqual(env(c, 'DATABASE_URL')?.valueFrom, secretRef('tempora-db'));
       assert.deepEqual(env(c, 'REDIS_URL')?.valueFrom, secretRef('tempora-redis'));
       assert.deepEqual(
-        c.envFrom.map((s) => s.configMapRef?.name ?? s.secretRef?.name),
+        (c.envFrom ?? []).map((s) => s.configMapRef?.name ?? s.secretRef?.name),
         ['render', 'tempora-keys', 'tempora-providers'],
       );
-      assert.equal((await data('render')).REDIS_KEY_PREFIX, 'tempora:default:shared');
+      assert.equal((await data('render'))!.REDIS_KEY_PREFIX, 'tempora:default:shared');
 
       await applyAs(admin, graphWorker('lonely', 'judge', { gatewayRef: 'solo' }));
       const refused = await waitCondition(R.GraphWorker, 'lonely', 'Ready', 'False', 'DatabaseRequired');
@@ -412,17 +406,16 @@ describe('what the operator deploys', function () {
       priorityClassName: 'tempora-high',
     };
     const monitoring = { labels: { release: 'kube-prometheus-stack' } };
-    type PodSpec = Record<string, any>;
     /** The pods the controllers made for the owner, as the API server stores them. */
     const podsOf = async (owner: KubeObject) => (await admin.list(R.Pod, { labelSelector: `tempora.dev/owner-uid=${owner.metadata.uid}` }, NS)).items;
-    const assertPlaced = (what: string, spec: PodSpec, labels: Record<string, string>, component: string, instance: string) => {
-      assert.deepEqual(spec.imagePullSecrets, pods.imagePullSecrets, `${what}: imagePullSecrets`);
-      assert.deepEqual(spec.nodeSelector, pods.nodeSelector, `${what}: nodeSelector`);
-      assert.deepEqual(spec.tolerations.slice(0, 2), pods.tolerations, `${what}: tolerations`);
-      assert.deepEqual(spec.affinity, pods.affinity, `${what}: affinity`);
-      assert.deepEqual(spec.priorityClassName, 'tempora-high', `${what}: priorityClassName`);
+    const assertPlaced = (what: string, spec: PodSpec | undefined, labels: Record<string, string> | undefined, component: string, instance: string) => {
+      assert.deepEqual(spec?.imagePullSecrets, pods.imagePullSecrets, `${what}: imagePullSecrets`);
+      assert.deepEqual(spec?.nodeSelector, pods.nodeSelector, `${what}: nodeSelector`);
+      assert.deepEqual(spec?.tolerations?.slice(0, 2), pods.tolerations, `${what}: tolerations`);
+      assert.deepEqual(spec?.affinity, pods.affinity, `${what}: affinity`);
+      assert.deepEqual(spec?.priorityClassName, 'tempora-high', `${what}: priorityClassName`);
       assert.deepEqual(
-        spec.topologySpreadConstraints,
+        spec?.topologySpreadConstraints,
         [
           {
             ...pods.topologySpreadConstraints[0],
@@ -431,7 +424,7 @@ describe('what the operator deploys', function () {
         ],
         `${what}: a spread constraint without labelSelector spreads the component's own pods`,
       );
-      assert.equal(labels.team, 'platform', `${what}: pod label`);
+      assert.equal(labels?.team, 'platform', `${what}: pod label`);
     };
 
     before(async function () {
@@ -448,44 +441,44 @@ describe('what the operator deploys', function () {
       const gw = await waitReady(R.TemporaGateway, 'placed');
       const live = await podsOf(gw);
       for (const svc of SERVICES) {
-        const template = ((await admin.get(R.Deployment, NS, `placed-${svc}`)).spec as any).template;
+        const template = await templateOf(`placed-${svc}`);
         const pod = live.find((p) => p.metadata.labels?.['app.kubernetes.io/name'] === svc);
         assert.ok(pod, `a pod of ${svc}`);
         if (svc === 'graph') {
           assert.deepEqual(
-            [template.metadata.labels.team, template.spec.priorityClassName, template.spec.imagePullSecrets],
+            [template.metadata?.labels?.team, template.spec?.priorityClassName, template.spec?.imagePullSecrets],
             ['graph', undefined, pods.imagePullSecrets],
             "the service's own pods settings over the TemporaGateway's",
           );
           continue;
         }
-        assertPlaced(`${svc} template`, template.spec, template.metadata.labels, svc, 'placed');
-        assert.equal(template.metadata.annotations['example.com/owner'], 'sre');
+        assertPlaced(`${svc} template`, template.spec, template.metadata?.labels, svc, 'placed');
+        assert.equal(template.metadata?.annotations?.['example.com/owner'], 'sre');
         // The pull secret reaches the pods the ReplicaSets make, not only the template.
-        assertPlaced(`${svc} pod`, pod!.spec as PodSpec, pod!.metadata.labels!, svc, 'placed');
+        assertPlaced(`${svc} pod`, pod!.spec, pod!.metadata.labels, svc, 'placed');
       }
       // Every ServiceMonitor carries the labels a Prometheus selects monitors by, and names the component.
       for (const m of await owned(R.ServiceMonitor, gw)) {
         assert.equal(m.metadata.labels?.release, 'kube-prometheus-stack', m.metadata.name);
         const svc = m.metadata.labels?.['app.kubernetes.io/name'];
-        assert.deepEqual((m.spec as any).endpoints[0].relabelings, [{ action: 'replace', targetLabel: 'tempora_component', replacement: svc }]);
+        assert.deepEqual(m.spec?.endpoints[0]?.relabelings, [{ action: 'replace', targetLabel: 'tempora_component', replacement: svc }]);
       }
 
       await applyAs(admin, agentPool('placed-pool', { gatewayRef: 'shared', redis: undefined, minReplicas: 1, pods, monitoring }));
       await applyAs(admin, graphWorker('placed-daily', 'daily', { gatewayRef: 'shared', pods }));
       const pool = await waitReady(R.AgentPool, 'placed-pool', 60_000);
       await waitReady(R.GraphWorker, 'placed-daily');
-      const poolTemplate = ((await admin.get(R.Deployment, NS, 'placed-pool')).spec as any).template;
-      assertPlaced('agent pool', poolTemplate.spec, poolTemplate.metadata.labels, 'generation-agents', 'placed-pool');
+      const poolTemplate = await templateOf('placed-pool');
+      assertPlaced('agent pool', poolTemplate.spec, poolTemplate.metadata?.labels, 'generation-agents', 'placed-pool');
       const [poolPod] = await podsOf(pool);
-      assertPlaced('agent pool pod', poolPod!.spec as PodSpec, poolPod!.metadata.labels!, 'generation-agents', 'placed-pool');
+      assertPlaced('agent pool pod', poolPod!.spec, poolPod!.metadata.labels, 'generation-agents', 'placed-pool');
       const [podMonitor] = await owned(R.PodMonitor, pool);
       assert.equal(podMonitor?.metadata.labels?.release, 'kube-prometheus-stack');
-      assert.deepEqual((podMonitor!.spec as any).podMetricsEndpoints[0].relabelings, [
+      assert.deepEqual(podMonitor?.spec?.podMetricsEndpoints[0]?.relabelings, [
         { action: 'replace', targetLabel: 'tempora_component', replacement: 'agent-pool' },
       ]);
-      const job = ((await admin.get(R.CronJob, NS, 'placed-daily')).spec as any).jobTemplate.spec.template;
-      assertPlaced('daily job', job.spec, job.metadata.labels, 'graph-daily', 'placed-daily');
+      const job = (await admin.get(R.CronJob, NS, 'placed-daily')).spec!.jobTemplate.spec!.template;
+      assertPlaced('daily job', job.spec, job.metadata?.labels, 'graph-daily', 'placed-daily');
 
       // What the API server stored (its defaults added) is what the operator applied: no write on a resync.
       const deploymentWrites = () => counterSum(op, 'tempora_operator_api_writes_total', (l) => l.resource === 'deployments' || l.resource === 'cronjobs');
@@ -507,7 +500,7 @@ describe('what the operator deploys', function () {
       );
       const ready = condition(stuck, 'Ready')!;
       assert.deepEqual([ready.status, ready.reason], ['False', 'Unschedulable']);
-      const pending = (await podsOf(stuck)).filter((p) => (p.spec as PodSpec).nodeSelector?.pool === 'gpu');
+      const pending = (await podsOf(stuck)).filter((p) => p.spec?.nodeSelector?.pool === 'gpu');
       assert.ok(pending.length > 0 && pending.every((p) => p.status?.phase === 'Pending'), 'the pods wait for a node');
       // Once the Deployments are observed (status may wait for the counts to settle), Ready's message says why too.
       await waitFor(
@@ -571,7 +564,7 @@ describe('what the operator deploys', function () {
           return env(found, 'OTEL_EXPORTER_OTLP_ENDPOINT') ? found : undefined;
         });
         for (const [name, value] of Object.entries(expected)) assert.equal(env(c, name)?.value, value, `${deployment} ${name}`);
-        const names = c.env.map((e) => e.name);
+        const names = (c.env ?? []).map((e) => e.name);
         assert.ok(names.indexOf('POD_NAME') < names.indexOf('OTEL_RESOURCE_ATTRIBUTES'), 'defined before it refers to them');
         assert.deepEqual(env(c, 'POD_NAME')?.valueFrom, { fieldRef: { apiVersion: 'v1', fieldPath: 'metadata.name' } });
       }

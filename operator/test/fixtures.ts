@@ -1,6 +1,12 @@
-import type { KubeObject } from '../src/kube/object.ts';
+import { isRecord, type KubeObject } from '../src/kube/object.ts';
 
 export const NS = 'default';
+
+/** What a managedFields set (JSON, typed unknown) holds at `path`, e.g. `'f:spec', 'f:replicas'`; undefined where it holds nothing. */
+export function fieldsAt(set: unknown, ...path: string[]): Record<string, unknown> | undefined {
+  const found = path.reduce<unknown>((at, key) => (isRecord(at) ? at[key] : undefined), set);
+  return isRecord(found) ? found : undefined;
+}
 
 export function gateway(name: string, spec: Record<string, unknown> = {}): KubeObject {
   return {

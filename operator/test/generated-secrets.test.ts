@@ -14,15 +14,14 @@ import { Helm, parseObjects } from '../../test/helm/helm.ts';
 import { binaryDir, K8S_VERSION } from '../../test/k8s/control-plane.ts';
 import { isConflict, KubeClient } from '../src/kube/client.ts';
 import { EventRecorder } from '../src/kube/events.ts';
-import type { KubeObject } from '../src/kube/object.ts';
+import type { KubeObject, Secret } from '../src/kube/object.ts';
 import * as R from '../src/kube/resources.ts';
 import { createLogger } from '../src/log.ts';
 import { GENERATED_SECRETS, type Operator } from '../src/operator.ts';
-import type { ReconcileContext } from '../src/reconcilers/context.ts';
 import { problemsOf, SECRET_RECHECK_MS } from '../src/reconcilers/gateway-secrets.ts';
 import { GENERATE_ANNOTATION, GENERATED_SECRET_LABEL, GeneratedSecrets, planGeneration } from '../src/reconcilers/generated-secrets.ts';
 import { applyAs, condition, counterSum, type OperatorCluster, startOperatorCluster, stopOperatorCluster, waitFor, waitReady } from './cluster.ts';
-import { gateway, NS } from './fixtures.ts';
+import { fieldsAt, gateway, NS } from './fixtures.ts';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const CHART = join(ROOT, 'charts', 'tempora');
@@ -99,7 +98,7 @@ describe('Secrets the operator generates, applied as GitOps tools apply them', f
   }
 
   async function dataOf(namespace: string, name: string): Promise<Data> {
-    return decode((await admin.get(R.Secret, namespace, name)).data as Data | undefined);
+    return decode((await admin.get(R.Secret, namespace, name)).data);
   }
 
   async function allData(namespace: string): Promise<Map<string, Data>> {
@@ -155,11 +154,9 @@ describe('Secrets the operator generates, applied as GitOps tools apply them', f
       assert.equal(redis.url, `redis://:${redis.password}@tempora-redis.${ns}.svc:6379/0`);
       assert.notEqual(redis.password, pg.password);
       // The filled keys belong to the operator's field manager, the rest to the tool that applied them.
-      const managers =
-        ((await admin.get(R.Secret, ns, 'tempora-keys')).metadata.managedFields as { manager: string; fieldsV1?: { 'f:data'?: Record<string, unknown> } }[]) ??
-        [];
+      const managers = (await admin.get(R.Secret, ns, 'tempora-keys')).metadata.managedFields ?? [];
       assert.deepEqual(
-        Object.keys(managers.find((m) => m.manager === 'tempora-operator')?.fieldsV1?.['f:data'] ?? {})
+        Object.keys(fieldsAt(managers.find((m) => m.manager === 'tempora-operator')?.fieldsV1, 'f:data') ?? {})
           .filter((f) => f.startsWith('f:'))
           .sort(),
         FILLED['tempora-keys']!.map((k) => `f:${k}`),
@@ -202,8 +199,8 @@ describe('Secrets the operator generates, applied as GitOps tools apply them', f
       kubectl('apply', '-f', file);
       first = await filled(ns);
       const live = await admin.get(R.Secret, ns, 'tempora-postgresql');
-      const lastApplied = JSON.parse(live.metadata.annotations!['kubectl.kubernetes.io/last-applied-configuration']!) as KubeObject;
-      assert.deepEqual(Object.keys(decode(lastApplied.data as Data)), ['username'], 'the manifest holds no generated key');
+      const lastApplied: Secret = JSON.parse(live.metadata.annotations!['kubectl.kubernetes.io/last-applied-configuration']!);
+      assert.deepEqual(Object.keys(decode(lastApplied.data)), ['username'], 'the manifest holds no generated key');
       writeFileSync(file, renderSecrets(ns).text);
       kubectl('apply', '-f', file);
       await settled();
@@ -285,7 +282,7 @@ describe('Secrets the operator generates, applied as GitOps tools apply them', f
       await applyAs(admin, secret);
       // Someone writes k right after the reconciler's read (unlabelled: the running operator leaves it alone).
       class Racing extends KubeClient {
-        override async getOrUndefined(r: R.ResourceType, namespace: string, name: string): Promise<KubeObject | undefined> {
+        override async getOrUndefined<T extends KubeObject>(r: R.ResourceType<T>, namespace: string, name: string): Promise<T | undefined> {
           const read = await super.getOrUndefined(r, namespace, name);
           await admin.request('PATCH', R.objectPath(R.Secret, namespace, name), {
             body: { data: encode({ k: 'theirs' }) },
@@ -296,7 +293,7 @@ describe('Secrets the operator generates, applied as GitOps tools apply them', f
       }
       const log = createLogger('silent');
       const client = new Racing(admin.connection);
-      const ctx = { client, log, events: new EventRecorder(client, log, 'test') } as unknown as ReconcileContext;
+      const ctx = { client, log, events: new EventRecorder(client, log, 'test') };
       const cached = await admin.get(R.Secret, ns, 'raced');
       await assert.rejects(new GeneratedSecrets().reconcile(cached, ctx), (err) => isConflict(err));
       assert.deepEqual(await dataOf(ns, 'raced'), { k: 'theirs' });
@@ -326,7 +323,7 @@ describe('Secrets the operator generates, applied as GitOps tools apply them', f
         op.informers
           .get(GENERATED_SECRETS)!
           .list()
-          .every((s) => Object.values((s.data ?? {}) as Data).every((v) => v === '')),
+          .every((s) => Object.values(s.data ?? {}).every((v) => v === '')),
         'the cache keeps key names, not values',
       );
       await applyAs(admin, { ...secret, metadata: { ...secret.metadata, labels: { [GENERATED_SECRET_LABEL]: 'true' } } });

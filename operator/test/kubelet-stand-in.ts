@@ -14,13 +14,8 @@
 import { existsSync, mkdirSync, readdirSync, renameSync, rmSync, symlinkSync, unlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { KubeClient } from '../src/kube/client.ts';
-import type { KubeObject } from '../src/kube/object.ts';
-import { ConfigMap, collectionPath, objectPath, Pod } from '../src/kube/resources.ts';
-
-interface PodSpec {
-  containers: { name: string; image: string }[];
-  nodeSelector?: Record<string, string>;
-}
+import type { Pod as PodObject } from '../src/kube/object.ts';
+import { ConfigMap, objectPath, Pod } from '../src/kube/resources.ts';
 
 /** The labels of the node the stand-in plays, as a kubelet registers them. */
 export const NODE_LABELS: Record<string, string> = { 'kubernetes.io/os': 'linux', 'kubernetes.io/arch': 'amd64', 'kubernetes.io/hostname': 'kubelet-stand-in' };
@@ -28,13 +23,22 @@ export const NODE_LABELS: Record<string, string> = { 'kubernetes.io/os': 'linux'
 const now = () => new Date().toISOString().replace(/\.\d{3}Z$/, 'Z');
 
 /** The status a node would report for this pod, or undefined when it would report nothing. */
-export function nodeReport(pod: KubeObject): Record<string, unknown> | undefined {
-  const { containers, nodeSelector = {} } = pod.spec as unknown as PodSpec;
-  const tag = (containers[0]?.image.split(':').pop() ?? '').toLowerCase();
+export function nodeReport(pod: PodObject): PodObject['status'] {
+  const { containers = [], nodeSelector = {} } = pod.spec ?? {};
+  const tag = (containers[0]?.image?.split(':').pop() ?? '').toLowerCase();
   const at = now();
   const condition = (type: string, status: string, extra: Record<string, unknown> = {}) => ({ type, status, lastTransitionTime: at, ...extra });
-  const statuses = (state: (c: { name: string; image: string }) => Record<string, unknown>, ready: boolean) =>
-    containers.map((c) => ({ name: c.name, image: c.image, imageID: '', ready, restartCount: 0, started: ready, ...state(c) }));
+  type ContainerStatus = NonNullable<NonNullable<PodObject['status']>['containerStatuses']>[number];
+  const statuses = (state: (c: { name: string; image: string }) => Partial<ContainerStatus>, ready: boolean): ContainerStatus[] =>
+    containers.map((c) => ({
+      name: c.name,
+      image: c.image ?? '',
+      imageID: '',
+      ready,
+      restartCount: 0,
+      started: ready,
+      ...state({ name: c.name, image: c.image ?? '' }),
+    }));
   if (tag.startsWith('pending')) return undefined;
   if (tag.startsWith('unschedulable') || Object.entries(nodeSelector).some(([k, v]) => NODE_LABELS[k] !== v)) {
     return {
@@ -102,7 +106,7 @@ export class KubeletStandIn {
   }
 
   async #report(): Promise<void> {
-    const pods = await this.#client.request<{ items: KubeObject[] }>('GET', collectionPath(Pod));
+    const pods = await this.#client.list(Pod, {});
     await Promise.all(
       pods.items.map(async (pod) => {
         const uid = pod.metadata.uid ?? '';
@@ -163,7 +167,7 @@ export class ConfigMapVolume {
   async sync(): Promise<void> {
     const found = await this.#client.getOrUndefined(ConfigMap, this.#namespace, this.#name);
     if (!found) return;
-    const data = (found.data ?? {}) as Record<string, string>;
+    const data = found.data ?? {};
     const text = JSON.stringify(data);
     if (text === this.#written) return;
     const dir = this.directory;

@@ -67,13 +67,9 @@ describe('operator metrics', function () {
     const op = newOperator();
     const controller = op.controllers.find((c) => c.name === 'graphworker')!;
     const count = async (name: string) =>
-      (
-        (await op.metrics.registry.getSingleMetric(name)!.get()).values as Array<{
-          metricName?: string;
-          labels: Record<string, string | number>;
-          value: number;
-        }>
-      ).find((v) => v.metricName === `${name}_count` && (v.labels.controller ?? v.labels.name) === 'graphworker')?.value;
+      (await op.metrics.registry.getSingleMetric(name)!.get()).values.find(
+        (v) => 'metricName' in v && v.metricName === `${name}_count` && (v.labels.controller ?? v.labels.name) === 'graphworker',
+      )?.value;
     controller.startWorkers();
     // Not in the (unstarted) cache: reconciled as gone, a success.
     controller.queue.add('default/gone');

@@ -3,21 +3,22 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { createServer, type Server } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
+import type { V1ReplicaSet } from '@kubernetes/client-node';
 import { GatewayConfigSchema } from '../../services/gateway/src/config.ts';
-import { GenerationConfigSchema } from '../../services/generation/src/config.ts';
+import { GenerationConfigSchema, GenerationServiceConfigSchema } from '../../services/generation/src/config.ts';
 import { service as asService, SERVICE_KEY, type SimulationHarness, startSimulation, userId } from '../../services/simulation/test/harness.ts';
 import type { OperatorConfig } from '../src/config.ts';
 import type { KubeClient } from '../src/kube/client.ts';
-import type { KubeObject } from '../src/kube/object.ts';
+import type { Deployment, Kind, KubeObject } from '../src/kube/object.ts';
 import * as R from '../src/kube/resources.ts';
 import type { Operator } from '../src/operator.ts';
 import { QUEUE_DEPTH_METRIC } from '../src/reconcilers/agent-pool.ts';
+import { GENERATION_SHUTDOWN_GRACE_SECONDS } from '../src/reconcilers/gateway.ts';
 import {
   applyAs,
   condition,
@@ -27,14 +28,20 @@ import {
   ownedBy,
   startOperatorCluster,
   stopOperatorCluster,
+  type WithConditions,
   waitFor,
   waitReady as waitReadyIn,
 } from './cluster.ts';
-import { agentPool, gateway, graphWorker, NS, simulationBudget } from './fixtures.ts';
+import { agentPool, fieldsAt, gateway, graphWorker, NS, simulationBudget } from './fixtures.ts';
 import { ConfigMapVolume } from './kubelet-stand-in.ts';
 
 const SERVICES = ['gateway', 'generation', 'graph', 'simulation', 'conductor', 'billing'];
-const ReplicaSet: R.ResourceType = { group: 'apps', version: 'v1', kind: 'ReplicaSet', plural: 'replicasets' };
+/** The port a listening server took. */
+const portOf = (server: Server) => {
+  const address = server.address();
+  return typeof address === 'object' && address ? address.port : undefined;
+};
+const ReplicaSet: R.ResourceType<Kind<V1ReplicaSet>> = { group: 'apps', version: 'v1', kind: 'ReplicaSet', plural: 'replicasets' };
 const Job: R.ResourceType = { group: 'batch', version: 'v1', kind: 'Job', plural: 'jobs' };
 const APIService: R.ResourceType = { group: 'apiregistration.k8s.io', version: 'v1', kind: 'APIService', plural: 'apiservices' };
 
@@ -77,8 +84,9 @@ describe('operator on a real control plane', function () {
     rmSync(budgetsDir, { recursive: true, force: true });
   });
 
-  const waitReady = (resource: R.ResourceType, name: string, timeoutMs = 30_000) => waitReadyIn(admin, resource, NS, name, timeoutMs);
-  const owned = (resource: R.ResourceType, owner: KubeObject) => ownedBy(admin, resource, owner, NS);
+  const waitReady = <T extends WithConditions>(resource: R.ResourceType<T>, name: string, timeoutMs = 30_000) =>
+    waitReadyIn(admin, resource, NS, name, timeoutMs);
+  const owned = <T extends KubeObject>(resource: R.ResourceType<T>, owner: KubeObject) => ownedBy(admin, resource, owner, NS);
 
   /** Waits until no reconcile is queued or running for a continuous second. */
   async function settle(operator = op): Promise<void> {
@@ -95,16 +103,16 @@ describe('operator on a real control plane', function () {
   }
 
   /** The owner's one PodMonitor scrapes exactly its Deployment's pods: /metrics on the container's named port. */
-  async function assertPodMonitor(owner: KubeObject, dep: KubeObject, component: string, platformComponent: string): Promise<void> {
+  async function assertPodMonitor(owner: KubeObject, dep: Deployment, component: string, platformComponent: string): Promise<void> {
     const monitors = await owned(R.PodMonitor, owner);
     assert.equal(monitors.length, 1, `one PodMonitor for ${owner.metadata.name}`);
-    const spec = monitors[0]!.spec as { selector: unknown; podMetricsEndpoints: unknown };
+    const spec = monitors[0]!.spec!;
     const labels = { 'app.kubernetes.io/name': component, 'app.kubernetes.io/instance': owner.metadata.name };
     assert.deepEqual(spec.selector, { matchLabels: labels });
-    const template = (dep.spec as any).template;
-    assert.deepEqual((dep.spec as any).selector.matchLabels, labels, 'the same pods as the Deployment');
-    for (const [k, v] of Object.entries(labels)) assert.equal(template.metadata.labels[k], v, `the pods carry ${k}`);
-    const [port] = template.spec.containers[0].ports as { name: string; containerPort: number }[];
+    const template = dep.spec!.template;
+    assert.deepEqual(dep.spec!.selector.matchLabels, labels, 'the same pods as the Deployment');
+    for (const [k, v] of Object.entries(labels)) assert.equal(template.metadata?.labels?.[k], v, `the pods carry ${k}`);
+    const [port] = template.spec?.containers[0]?.ports ?? [];
     assert.equal(port?.containerPort, 8091);
     // Every target is labelled with the platform's name of the component, which alerts and dashboards select on.
     const relabelings = [{ action: 'replace', targetLabel: 'tempora_component', replacement: platformComponent }];
@@ -212,33 +220,34 @@ describe('operator on a real control plane', function () {
       const gw = await waitReady(R.TemporaGateway, 'alpha');
       const deployments = await owned(R.Deployment, gw);
       assert.deepEqual(deployments.map((d) => d.metadata.name).sort(), SERVICES.map((s) => `alpha-${s}`).sort());
-      for (const kind of [R.Service, R.PodDisruptionBudget, R.ServiceMonitor]) assert.equal((await owned(kind, gw)).length, SERVICES.length, kind.kind);
+      const perService: R.ResourceType[] = [R.Service, R.PodDisruptionBudget, R.ServiceMonitor];
+      for (const kind of perService) assert.equal((await owned(kind, gw)).length, SERVICES.length, kind.kind);
       // A ConfigMap of settings per service, and the SimulationBudgets naming the TemporaGateway.
       assert.deepEqual(
         (await owned(R.ConfigMap, gw)).map((c) => c.metadata.name).sort(),
         [...SERVICES.map((s) => `alpha-${s}`), 'alpha-simulation-budgets'].sort(),
       );
       const [ingress] = await owned(R.Ingress, gw);
-      assert.equal((ingress!.spec as { rules: { host: string }[] }).rules[0]?.host, 'alpha.tempora.test');
+      assert.equal(ingress!.spec?.rules?.[0]?.host, 'alpha.tempora.test');
 
       const dep = deployments.find((d) => d.metadata.name === 'alpha-gateway')!;
       const ref = dep.metadata.ownerReferences?.[0];
       assert.deepEqual([ref?.kind, ref?.name, ref?.controller], ['TemporaGateway', 'alpha', true]);
-      const managers = (dep.metadata.managedFields as { manager: string; operation: string }[]).filter((m) => m.operation === 'Apply');
+      const managers = (dep.metadata.managedFields ?? []).filter((m) => m.operation === 'Apply');
       assert.deepEqual(
         managers.map((m) => m.manager),
         ['tempora-operator'],
       );
-      const container = (dep.spec as any).template.spec.containers[0];
+      const container = dep.spec!.template.spec!.containers[0]!;
       assert.equal(container.image, 'ghcr.io/tempora/gateway:1.0.0');
-      assert.equal((dep.spec as any).replicas, 2);
+      assert.equal(dep.spec!.replicas, 2);
       // Ready once the pods are available: kube-controller-manager made the ReplicaSet and its pods, and the
       // kubelet stand-in reported them running and ready.
       assert.ok((await owned(ReplicaSet, dep)).length === 1, 'ReplicaSet created by the deployment controller');
-      const available = (gw.status!.services as { name: string; replicas: number; availableReplicas: number }[]).find((s) => s.name === 'gateway');
+      const available = gw.status!.services!.find((s) => s.name === 'gateway');
       assert.deepEqual([available?.replicas, available?.availableReplicas], [2, 2]);
       // The tiers reach the variable the gateway reads, in the form its configuration schema accepts.
-      const config = (await admin.get(R.ConfigMap, NS, 'alpha-gateway')).data as Record<string, string>;
+      const config = (await admin.get(R.ConfigMap, NS, 'alpha-gateway')).data!;
       assert.deepEqual(GatewayConfigSchema.parse(config).RATE_LIMIT_TIERS, {
         free: { perMinute: 10, perDay: 100 },
         pro: { perMinute: 60, perDay: 1000 },
@@ -259,19 +268,25 @@ describe('operator on a real control plane', function () {
       };
       await applyAs(admin, gateway('gen', { generation: { models, callbackSecret: { secretName: 'tempora-callbacks' } } }));
       await waitReady(R.TemporaGateway, 'gen');
-      const data = (await admin.get(R.ConfigMap, NS, 'gen-generation')).data as Record<string, string>;
+      const data = (await admin.get(R.ConfigMap, NS, 'gen-generation')).data!;
       // What the pods get must pass the generation service's own configuration schema.
       const parsed = GenerationConfigSchema.parse({ ...data, CALLBACK_SECRET: 'the value of the Secret key' });
       assert.deepEqual(parsed.MODEL_PRESETS, models.presets);
       assert.deepEqual(parsed.MODEL_POLICY, models.policy);
       assert.equal(parsed.PUBLIC_URL, 'https://gen.tempora.test', 'the Ingress URL by default');
-      const container = ((await admin.get(R.Deployment, NS, 'gen-generation')).spec as any).template.spec.containers[0];
+      const container = (await admin.get(R.Deployment, NS, 'gen-generation')).spec!.template.spec!.containers[0]!;
       assert.deepEqual(
-        container.env.find((e: { name: string }) => e.name === 'CALLBACK_SECRET'),
+        container.env!.find((e) => e.name === 'CALLBACK_SECRET'),
         { name: 'CALLBACK_SECRET', valueFrom: { secretKeyRef: { name: 'tempora-callbacks', key: 'callback-secret' } } },
       );
-      const gatewayData = (await admin.get(R.ConfigMap, NS, 'gen-gateway')).data as Record<string, string>;
+      const gatewayData = (await admin.get(R.ConfigMap, NS, 'gen-gateway')).data!;
       assert.deepEqual([gatewayData.MODEL_PRESETS, gatewayData.PUBLIC_URL], [undefined, undefined], 'only the generation service');
+      // A stopping generation pod finishes its renders: the kubelet waits out the service's own grace.
+      const grace = GenerationServiceConfigSchema.parse({ ...data, CALLBACK_SECRET: 'the value of the Secret key' }).SHUTDOWN_GRACE_MS / 1000;
+      assert.equal(GENERATION_SHUTDOWN_GRACE_SECONDS, grace);
+      const podSpec = (name: string) => admin.get(R.Deployment, NS, name).then((d) => d.spec!.template.spec!);
+      assert.ok((await podSpec('gen-generation')).terminationGracePeriodSeconds! > grace + 5, 'the grace, the preStop sleep and a margin');
+      assert.equal((await podSpec('gen-gateway')).terminationGracePeriodSeconds, 30, "the other services: Kubernetes' default");
 
       await applyAs(
         admin,
@@ -279,7 +294,7 @@ describe('operator on a real control plane', function () {
       );
       await waitFor(
         'an explicit publicUrl',
-        async () => ((await admin.get(R.ConfigMap, NS, 'gen-generation')).data as Record<string, string>).PUBLIC_URL === 'https://images.tempora.test/base',
+        async () => (await admin.get(R.ConfigMap, NS, 'gen-generation')).data!.PUBLIC_URL === 'https://images.tempora.test/base',
       );
       await admin.delete(R.TemporaGateway, NS, 'gen');
     });
@@ -290,18 +305,18 @@ describe('operator on a real control plane', function () {
       const renderer = await waitReady(R.GraphWorker, 'renderer');
       const daily = await waitReady(R.GraphWorker, 'daily');
       const [dep] = await owned(R.Deployment, renderer);
-      const container = (dep!.spec as any).template.spec.containers[0];
+      const container = dep!.spec!.template.spec!.containers[0]!;
       assert.deepEqual(container.command, ['node', 'src/worker.ts', 'renderer']);
       assert.ok(
-        container.env.some((e: { name: string; value?: string }) => e.name === 'WORKER_PORT' && e.value === '8091'),
+        container.env!.some((e) => e.name === 'WORKER_PORT' && e.value === '8091'),
         'the worker is told where to serve /health and /metrics',
       );
       assert.equal(container.readinessProbe?.httpGet?.path, '/health');
       await assertPodMonitor(renderer, dep!, 'graph-renderer', 'graph-worker');
       assert.equal((await owned(R.PodMonitor, daily)).length, 0, 'the daily Job serves nothing to scrape');
       const [cron] = await owned(R.CronJob, daily);
-      assert.equal((cron!.spec as any).jobTemplate.spec.template.spec.containers[0].readinessProbe, undefined, 'a run-to-completion job has no probes');
-      const spec = cron?.spec as Record<string, unknown>;
+      assert.equal(cron!.spec!.jobTemplate.spec!.template.spec!.containers[0]!.readinessProbe, undefined, 'a run-to-completion job has no probes');
+      const spec = cron!.spec!;
       assert.equal(spec.schedule, '0 4 * * *');
       assert.equal(spec.concurrencyPolicy, 'Forbid');
       assert.equal(spec.timeZone, 'UTC');
@@ -313,21 +328,20 @@ describe('operator on a real control plane', function () {
       await applyAs(admin, agentPool('agents', { gatewayRef: 'alpha' }));
       const pool = await waitReady(R.AgentPool, 'agents');
       const [hpa] = await owned(R.HorizontalPodAutoscaler, pool);
-      const spec = hpa?.spec as any;
+      const spec = hpa!.spec!;
       assert.deepEqual([spec.minReplicas, spec.maxReplicas], [2, 6]);
-      assert.equal(spec.metrics[0].resource.target.averageUtilization, 70);
-      assert.equal(spec.metrics.length, 1, 'no queue-depth metric without a metrics adapter');
+      assert.equal(spec.metrics![0]!.resource!.target.averageUtilization, 70);
+      assert.equal(spec.metrics!.length, 1, 'no queue-depth metric without a metrics adapter');
       const [dep] = await owned(R.Deployment, pool);
-      const operatorFields = (dep!.metadata.managedFields as { manager: string; fieldsV1: { 'f:spec'?: Record<string, unknown> } }[]).find(
-        (m) => m.manager === 'tempora-operator',
-      );
-      assert.equal(operatorFields?.fieldsV1['f:spec']?.['f:replicas'], undefined, 'the operator does not own replicas');
-      const config = (await admin.get(R.ConfigMap, NS, 'agents')).data as Record<string, string>;
+      const operatorFields = dep!.metadata.managedFields?.find((m) => m.manager === 'tempora-operator');
+      assert.ok(fieldsAt(operatorFields?.fieldsV1, 'f:spec'), 'the operator owns fields of the spec');
+      assert.equal(fieldsAt(operatorFields?.fieldsV1, 'f:spec', 'f:replicas'), undefined, 'the operator does not own replicas');
+      const config = (await admin.get(R.ConfigMap, NS, 'agents')).data!;
       assert.equal(JSON.parse(config.MODEL_POLICY!).default, 'balanced');
       assert.deepEqual([config.AGENT_POOL, config.AGENT_POOL_CONCURRENCY], ['redis', '8']);
-      const container = (dep!.spec as any).template.spec.containers[0];
+      const container = dep!.spec!.template.spec!.containers[0]!;
       assert.deepEqual(container.command, ['node', 'src/worker.ts']);
-      assert.ok(container.env.some((e: { name: string; value: string }) => e.name === 'WORKER_PORT' && e.value === '8091'));
+      assert.ok(container.env!.some((e) => e.name === 'WORKER_PORT' && e.value === '8091'));
       await assertPodMonitor(pool, dep!, 'generation-agents', 'agent-pool');
     });
 
@@ -346,7 +360,7 @@ describe('operator on a real control plane', function () {
           insecureSkipTLSVerify: true,
         },
       };
-      const hpaMetrics = async () => ((await admin.get(R.HorizontalPodAutoscaler, NS, 'agents')).spec as { metrics: Record<string, any>[] }).metrics;
+      const hpaMetrics = async () => (await admin.get(R.HorizontalPodAutoscaler, NS, 'agents')).spec?.metrics ?? [];
       assert.equal((await hpaMetrics()).length, 1, 'cpu only without an adapter');
       await applyAs(admin, adapter);
       try {
@@ -391,16 +405,16 @@ describe('operator on a real control plane', function () {
       // The budget is a key of its TemporaGateway's ConfigMap, which the simulation pods mount as a directory.
       const key = await waitFor(
         'sim.json in alpha-simulation-budgets',
-        async () => ((await admin.get(R.ConfigMap, NS, 'alpha-simulation-budgets')).data as Record<string, string> | undefined)?.['sim.json'],
+        async () => (await admin.get(R.ConfigMap, NS, 'alpha-simulation-budgets')).data?.['sim.json'],
       );
       assert.deepEqual(JSON.parse(key), { scope: spec.scope, period: 'daily', limitUsd: 0.2, perRunMaxUsd: 0.1, alertThresholds: thresholds });
-      const dep = (await admin.get(R.Deployment, NS, 'alpha-simulation')).spec as any;
+      const dep = (await admin.get(R.Deployment, NS, 'alpha-simulation')).spec!;
       assert.deepEqual(
-        dep.template.spec.volumes.find((v: { name: string }) => v.name === 'budgets'),
+        dep.template.spec!.volumes!.find((v) => v.name === 'budgets'),
         { name: 'budgets', configMap: { name: 'alpha-simulation-budgets', defaultMode: 420 } },
       );
       assert.deepEqual(
-        dep.template.spec.containers[0].volumeMounts.find((m: { name: string }) => m.name === 'budgets'),
+        dep.template.spec!.containers[0]!.volumeMounts!.find((m) => m.name === 'budgets'),
         { name: 'budgets', mountPath: '/etc/tempora/simulation-budgets', readOnly: true },
         'the whole directory, no subPath',
       );
@@ -510,26 +524,28 @@ describe('operator on a real control plane', function () {
   });
 
   describe('convergence', function () {
-    it('rolls spec changes through: image, replicas, schedule', async function () {
+    it('rolls spec changes through: image (pinned by digest where given), replicas, schedule', async function () {
       const gw = await admin.get(R.TemporaGateway, NS, 'alpha');
-      await applyAs(admin, gateway('alpha', { image: { version: '1.1.0' }, services: { gateway: { replicas: 3 } } }));
+      const digest = `sha256:${'4'.repeat(64)}`;
+      await applyAs(admin, gateway('alpha', { image: { version: '1.1.0', digests: { graph: digest } }, services: { gateway: { replicas: 3 } } }));
       await waitReady(R.TemporaGateway, 'alpha');
       for (const svc of SERVICES) {
         const dep = await admin.get(R.Deployment, NS, `alpha-${svc}`);
-        assert.equal((dep.spec as any).template.spec.containers[0].image, `ghcr.io/tempora/${svc}:1.1.0`);
+        const pinned = svc === 'graph' ? `@${digest}` : '';
+        assert.equal(dep.spec!.template.spec!.containers[0]!.image, `ghcr.io/tempora/${svc}:1.1.0${pinned}`);
         // The deployment controller rolled it: a ReplicaSet with the new image exists.
         const sets = await owned(ReplicaSet, dep);
         assert.ok(
-          sets.some((rs) => (rs.spec as any).template.spec.containers[0].image.endsWith(':1.1.0')),
+          sets.some((rs) => rs.spec?.template?.spec?.containers[0]?.image?.endsWith(`:1.1.0${pinned}`)),
           `${svc} new ReplicaSet`,
         );
       }
-      assert.equal(((await admin.get(R.Deployment, NS, 'alpha-gateway')).spec as any).replicas, 3);
+      assert.equal((await admin.get(R.Deployment, NS, 'alpha-gateway')).spec!.replicas, 3);
       assert.ok((await admin.get(R.TemporaGateway, NS, 'alpha')).metadata.generation! > gw.metadata.generation!);
 
       await applyAs(admin, graphWorker('daily', 'daily', { gatewayRef: 'alpha', schedule: '30 2 * * *', timeZone: 'Europe/Paris' }));
       await waitReady(R.GraphWorker, 'daily');
-      const cron = (await admin.get(R.CronJob, NS, 'daily')).spec as any;
+      const cron = (await admin.get(R.CronJob, NS, 'daily')).spec!;
       assert.deepEqual([cron.schedule, cron.timeZone], ['30 2 * * *', 'Europe/Paris']);
     });
 
@@ -544,8 +560,8 @@ describe('operator on a real control plane', function () {
       await scale('alpha-gateway', 7);
       op.resyncAll();
       await settle();
-      assert.equal(((await admin.get(R.Deployment, NS, 'alpha-graph')).spec as any).replicas, 4, 'open field kept');
-      await waitFor('spec-owned replicas restored', async () => ((await admin.get(R.Deployment, NS, 'alpha-gateway')).spec as any).replicas === 3);
+      assert.equal((await admin.get(R.Deployment, NS, 'alpha-graph')).spec!.replicas, 4, 'open field kept');
+      await waitFor('spec-owned replicas restored', async () => (await admin.get(R.Deployment, NS, 'alpha-gateway')).spec!.replicas === 3);
     });
 
     it('prunes a child the spec no longer asks for', async function () {
@@ -576,18 +592,19 @@ describe('operator on a real control plane', function () {
         contentType: 'application/merge-patch+json',
         query: { fieldManager: 'someone' },
       });
-      await waitFor('ConfigMap edit reverted', async () => ((await admin.get(R.ConfigMap, NS, 'alpha-gateway')).data as any).LOG_LEVEL === 'info');
+      await waitFor('ConfigMap edit reverted', async () => (await admin.get(R.ConfigMap, NS, 'alpha-gateway')).data?.LOG_LEVEL === 'info');
       await waitReady(R.TemporaGateway, 'alpha');
     });
 
     it('issues zero writes on a second full reconcile of a converged cluster', async function () {
-      for (const [r, n] of [
+      const owners: [R.ResourceType<WithConditions>, string][] = [
         [R.TemporaGateway, 'alpha'],
         [R.GraphWorker, 'renderer'],
         [R.GraphWorker, 'daily'],
         [R.AgentPool, 'agents'],
         [R.SimulationBudget, 'sim'],
-      ] as const) {
+      ];
+      for (const [r, n] of owners) {
         await waitReady(r, n);
       }
       // Converged: kube-controller-manager has stopped changing the children's status, so the operator
@@ -623,7 +640,7 @@ describe('operator on a real control plane', function () {
       const gw = await waitReady(R.TemporaGateway, 'alpha', 60_000);
       const deployments = await owned(R.Deployment, gw);
       assert.equal(deployments.length, SERVICES.length);
-      assert.ok(deployments.every((d) => (d.spec as any).template.spec.containers[0].image.endsWith(':1.2.0')));
+      assert.ok(deployments.every((d) => d.spec!.template.spec!.containers[0]!.image?.endsWith(':1.2.0')));
       assert.ok((await counterSum(op, 'tempora_operator_informer_restarts_total')) > restartsBefore, 'watches restarted');
       assert.ok(op.isLeader);
     });
@@ -640,7 +657,7 @@ describe('operator on a real control plane', function () {
       }
       await waitFor('three relists after 410', async () => (await gone()) >= before + 3);
       await applyAs(admin, gateway('alpha', { image: { version: '1.3.0' }, services: { gateway: { replicas: 3 }, generation: { replicas: 3 } } }));
-      await waitFor('generation scaled', async () => ((await admin.get(R.Deployment, NS, 'alpha-generation')).spec as any).replicas === 3);
+      await waitFor('generation scaled', async () => (await admin.get(R.Deployment, NS, 'alpha-generation')).spec!.replicas === 3);
       const gw = await waitReady(R.TemporaGateway, 'alpha');
       assert.equal((await owned(R.Deployment, gw)).length, SERVICES.length);
       assert.equal((await owned(R.ConfigMap, gw)).length, SERVICES.length + 1, 'one per service and the SimulationBudgets');
@@ -675,7 +692,7 @@ describe('operator on a real control plane', function () {
       assert.ok(op.isLeader);
       assert.ok(!second.isLeader, 'only one leader');
       const lease = await admin.get(R.Lease, 'tempora-system', 'tempora-operator');
-      assert.equal((lease.spec as { holderIdentity: string }).holderIdentity, 'operator-a');
+      assert.equal(lease.spec?.holderIdentity, 'operator-a');
 
       const stoppedAt = Date.now();
       await op.stop();
@@ -710,7 +727,7 @@ describe('operator on a real control plane', function () {
           WATCH_NAMESPACE: 'traced',
           LEADER_ELECTION: 'false',
           LOG_LEVEL: 'silent',
-          OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${(collector.address() as AddressInfo).port}`,
+          OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${portOf(collector)}`,
           OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json',
           OTEL_BSP_SCHEDULE_DELAY: '100',
         },
@@ -738,10 +755,12 @@ describe('operator on a real control plane', function () {
       await admin.delete(R.TemporaGateway, NS, 'alpha');
       await admin.delete(R.AgentPool, NS, 'agents');
       await admin.delete(R.GraphWorker, NS, 'daily');
-      for (const r of [R.Deployment, R.Service, R.ConfigMap, R.Secret, R.PodDisruptionBudget, R.Ingress, R.ServiceMonitor]) {
+      const ofGateway: R.ResourceType[] = [R.Deployment, R.Service, R.ConfigMap, R.Secret, R.PodDisruptionBudget, R.Ingress, R.ServiceMonitor];
+      for (const r of ofGateway) {
         await waitFor(`${r.kind}s of alpha collected`, async () => (await owned(r, gw)).length === 0, 90_000, 500);
       }
-      for (const r of [R.HorizontalPodAutoscaler, R.PodMonitor]) {
+      const ofPool: R.ResourceType[] = [R.HorizontalPodAutoscaler, R.PodMonitor];
+      for (const r of ofPool) {
         await waitFor(`${r.kind} of agents collected`, async () => (await owned(r, pool)).length === 0, 90_000, 500);
       }
       await waitFor('CronJob collected', async () => !(await admin.getOrUndefined(R.CronJob, NS, 'daily')), 90_000, 500);

@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { needsApply } from '../src/kube/drift.ts';
 import type { KubeObject } from '../src/kube/object.ts';
 import { projectChild } from '../src/kube/projection.ts';
+import { fieldsAt } from './fixtures.ts';
 
 // A Deployment as the API server returns it: the operator applied the container's image and one env
 // variable; another manager added an env variable and an annotation, kube-controller-manager wrote
@@ -119,7 +120,8 @@ describe('informer cache projection', function () {
     };
     assert.equal(needsApply(desired, projectChild(live, 'tempora-operator')), false, "another manager's env variable is not drift");
     const takenOver = structuredClone(live);
-    const ours = (takenOver.metadata.managedFields as { fieldsV1: any }[])[0]!.fieldsV1['f:spec']['f:template']['f:spec']['f:containers']['k:{"name":"graph"}'];
+    const ours = fieldsAt(takenOver.metadata.managedFields?.[0]?.fieldsV1, 'f:spec', 'f:template', 'f:spec', 'f:containers', 'k:{"name":"graph"}');
+    assert.ok(ours);
     delete ours['f:image'];
     assert.equal(needsApply(desired, projectChild(takenOver, 'tempora-operator')), true);
   });

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import type { KubeObject } from '../src/kube/object.ts';
+import type { Deployment, Pod } from '../src/kube/object.ts';
 import type { AppliedChildren } from '../src/reconcilers/apply-children.ts';
 import { podProblems, readiness } from '../src/reconcilers/readiness.ts';
 import { nodeReport } from './kubelet-stand-in.ts';
@@ -11,26 +11,26 @@ interface Rollout {
   available?: number;
 }
 
-const deployment = (generation: number, observedGeneration: number, r: Rollout = {}): KubeObject => {
+const deployment = (generation: number, observedGeneration: number, r: Rollout = {}): Deployment => {
   const wanted = r.wanted ?? 2;
   return {
     apiVersion: 'apps/v1',
     kind: 'Deployment',
     metadata: { name: 'agents', generation },
-    spec: { replicas: wanted },
+    spec: { replicas: wanted, selector: {}, template: {} },
     status: { observedGeneration, replicas: r.replicas ?? wanted, updatedReplicas: r.updated ?? wanted, availableReplicas: r.available ?? wanted },
   };
 };
 
-const applied = (d: KubeObject, observeAt?: number): AppliedChildren => ({
+const applied = (d: Deployment, observeAt?: number): AppliedChildren => ({
   live: new Map([['deployments/agents', d]]),
   errors: [],
   wroteWatched: false,
   observeAt: new Map(observeAt === undefined ? [] : [['deployments/agents', observeAt]]),
 });
 
-const pod = (name: string, image: string): KubeObject => {
-  const p: KubeObject = { apiVersion: 'v1', kind: 'Pod', metadata: { name }, spec: { containers: [{ name: 'gateway', image }] } };
+const pod = (name: string, image: string): Pod => {
+  const p: Pod = { apiVersion: 'v1', kind: 'Pod', metadata: { name }, spec: { containers: [{ name: 'gateway', image }] } };
   return { ...p, status: nodeReport(p) };
 };
 
@@ -124,18 +124,21 @@ describe('readiness', function () {
   });
 
   it('tells pods on their way from pods that cannot start', function () {
-    const creating: KubeObject = {
+    const creating: Pod = {
       apiVersion: 'v1',
       kind: 'Pod',
       metadata: { name: 'p' },
-      status: { phase: 'Pending', containerStatuses: [{ name: 'c', state: { waiting: { reason: 'ContainerCreating' } } }] },
+      status: {
+        phase: 'Pending',
+        containerStatuses: [{ name: 'c', image: 'x:1.0.0', imageID: '', ready: false, restartCount: 0, state: { waiting: { reason: 'ContainerCreating' } } }],
+      },
     };
     assert.deepEqual(podProblems([creating, pod('q', 'x:pending'), pod('r', 'x:1.0.0')]), []);
     assert.deepEqual(
       podProblems([pod('s', 'x:unschedulable')]).map((p) => p.reason),
       ['Unschedulable'],
     );
-    const evicted: KubeObject = {
+    const evicted: Pod = {
       apiVersion: 'v1',
       kind: 'Pod',
       metadata: { name: 'e' },

@@ -4,7 +4,8 @@
 // tempora_component. The API server's side (defaults, refusals, the pods' fate) is in deployed.test.ts.
 import assert from 'node:assert/strict';
 import type { AgentPool, GraphWorker, PodSettings, TemporaGateway } from '../src/api/v1alpha1/index.ts';
-import type { KubeObject } from '../src/kube/object.ts';
+import type { Deployment, KubeObject, MetricsEndpoint } from '../src/kube/object.ts';
+import * as R from '../src/kube/resources.ts';
 import { desiredAgentPoolChildren } from '../src/reconcilers/agent-pool.ts';
 import type { DesiredChild } from '../src/reconcilers/context.ts';
 import { desiredGatewayChildren } from '../src/reconcilers/gateway.ts';
@@ -30,6 +31,8 @@ const PODS: PodSettings = {
 };
 
 // The API server's defaults, which the reconcilers expect filled in (the fixtures are what a user applies).
+// The casts stand for the API server's defaulting: a fixture is untyped user input, and only the CRDs'
+// defaults, which these helpers restate in part, make it the kind the reconcilers take.
 const image = { registry: 'ghcr.io/tempora', version: '1.0.0', pullPolicy: 'IfNotPresent' };
 const asGateway = (o: KubeObject): TemporaGateway =>
   ({ ...o, metadata: { ...o.metadata, uid: 'gw-uid' }, spec: { logLevel: 'info', rateLimits: { tiers: [] }, ...o.spec, image } }) as unknown as TemporaGateway;
@@ -56,38 +59,42 @@ const asWorker = (o: KubeObject): GraphWorker =>
     },
   }) as unknown as GraphWorker;
 
-interface Template {
-  metadata: { labels: Record<string, string>; annotations: Record<string, string> };
-  spec: Record<string, unknown>;
-}
+type Template = NonNullable<Deployment['spec']>['template'];
+
+/** A child as the API server would take it: of its resource's apiVersion and kind (apply-children's childObject sets them). */
+const asApplied = (c: DesiredChild): KubeObject => ({ ...c.object, apiVersion: R.apiVersionOf(c.resource), kind: c.resource.kind });
 
 /** Every pod template among the children: Deployments' and CronJobs' Jobs'. */
 function templates(children: DesiredChild[]): Map<string, Template> {
   const out = new Map<string, Template>();
-  for (const { resource, object } of children) {
-    const spec = object.spec as any;
-    if (resource.kind === 'Deployment') out.set(object.metadata.name, spec.template);
-    if (resource.kind === 'CronJob') out.set(object.metadata.name, spec.jobTemplate.spec.template);
+  for (const object of children.map(asApplied)) {
+    if (R.isOf(R.Deployment, object)) out.set(object.metadata.name, object.spec!.template);
+    if (R.isOf(R.CronJob, object)) out.set(object.metadata.name, object.spec!.jobTemplate.spec!.template);
   }
   return out;
 }
 
+/** The children's ServiceMonitors and PodMonitors, with the endpoints each scrapes. */
 const monitors = (children: DesiredChild[]) =>
-  children.filter((c) => c.resource.kind === 'ServiceMonitor' || c.resource.kind === 'PodMonitor').map((c) => c.object);
-const endpoints = (m: KubeObject) => ((m.spec as any).endpoints ?? (m.spec as any).podMetricsEndpoints) as Record<string, unknown>[];
+  children.map(asApplied).flatMap((m): (KubeObject & { endpoints: MetricsEndpoint[] })[] => {
+    if (R.isOf(R.ServiceMonitor, m)) return [{ ...m, endpoints: m.spec?.endpoints ?? [] }];
+    if (R.isOf(R.PodMonitor, m)) return [{ ...m, endpoints: m.spec?.podMetricsEndpoints ?? [] }];
+    return [];
+  });
+const endpoints = (m: { endpoints: MetricsEndpoint[] }) => m.endpoints;
 
 /** Asserts the template carries every field of `pods`, spread constraints scoped to the component's pods. */
 function assertScheduled(name: string, t: Template, pods: PodSettings, component: string): void {
-  const selector = { 'app.kubernetes.io/name': component, 'app.kubernetes.io/instance': t.metadata.labels['app.kubernetes.io/instance']! };
-  for (const [k, v] of Object.entries(pods.labels ?? {})) assert.equal(t.metadata.labels[k], v, `${name}: label ${k}`);
-  for (const [k, v] of Object.entries(pods.annotations ?? {})) assert.equal(t.metadata.annotations[k], v, `${name}: annotation ${k}`);
-  assert.deepEqual(t.spec.imagePullSecrets, pods.imagePullSecrets, `${name}: imagePullSecrets`);
-  assert.deepEqual(t.spec.nodeSelector, pods.nodeSelector, `${name}: nodeSelector`);
-  assert.deepEqual(t.spec.tolerations, pods.tolerations, `${name}: tolerations`);
-  assert.deepEqual(t.spec.affinity, pods.affinity, `${name}: affinity`);
-  assert.deepEqual(t.spec.priorityClassName, pods.priorityClassName, `${name}: priorityClassName`);
+  const selector = { 'app.kubernetes.io/name': component, 'app.kubernetes.io/instance': t.metadata?.labels?.['app.kubernetes.io/instance'] };
+  for (const [k, v] of Object.entries(pods.labels ?? {})) assert.equal(t.metadata?.labels?.[k], v, `${name}: label ${k}`);
+  for (const [k, v] of Object.entries(pods.annotations ?? {})) assert.equal(t.metadata?.annotations?.[k], v, `${name}: annotation ${k}`);
+  assert.deepEqual(t.spec?.imagePullSecrets, pods.imagePullSecrets, `${name}: imagePullSecrets`);
+  assert.deepEqual(t.spec?.nodeSelector, pods.nodeSelector, `${name}: nodeSelector`);
+  assert.deepEqual(t.spec?.tolerations, pods.tolerations, `${name}: tolerations`);
+  assert.deepEqual(t.spec?.affinity, pods.affinity, `${name}: affinity`);
+  assert.deepEqual(t.spec?.priorityClassName, pods.priorityClassName, `${name}: priorityClassName`);
   assert.deepEqual(
-    t.spec.topologySpreadConstraints,
+    t.spec?.topologySpreadConstraints,
     pods.topologySpreadConstraints?.map((c) => ({ labelSelector: { matchLabels: selector }, ...c })),
     `${name}: topologySpreadConstraints`,
   );
@@ -115,10 +122,10 @@ describe('pod settings and monitors of the children', function () {
     const plain = asGateway(gateway('plain'));
     const t = templates(desiredGatewayChildren(plain, false)).get('plain-graph')!;
     for (const field of ['imagePullSecrets', 'nodeSelector', 'tolerations', 'affinity', 'topologySpreadConstraints', 'priorityClassName'])
-      assert.ok(!(field in t.spec), field);
+      assert.ok(!(field in t.spec!), field);
     const empty = asGateway(gateway('empty', { pods: { tolerations: [], nodeSelector: {}, priorityClassName: '' } }));
     const e = templates(desiredGatewayChildren(empty, false)).get('empty-graph')!;
-    assert.deepEqual(Object.keys(e.spec).sort(), Object.keys(t.spec).sort());
+    assert.deepEqual(Object.keys(e.spec!).sort(), Object.keys(t.spec!).sort());
   });
 
   it('lets a TemporaGateway service override spec.pods: maps key by key, every other field whole', function () {
@@ -132,12 +139,12 @@ describe('pod settings and monitors of the children', function () {
     );
     const found = templates(desiredGatewayChildren(overridden, false));
     const graph = found.get('over-graph')!;
-    assert.deepEqual(graph.metadata.labels.team, 'graph');
-    assert.equal(graph.metadata.labels['example.com/cost-centre'], 'research', 'the resource-wide label kept');
-    assert.deepEqual(graph.spec.nodeSelector, { pool: 'graph-nodes', 'kubernetes.io/arch': 'amd64' });
-    assert.equal(graph.spec.tolerations, undefined, 'an empty list clears the resource-wide tolerations');
-    assert.equal(graph.spec.priorityClassName, 'graph-critical');
-    assert.deepEqual(graph.spec.imagePullSecrets, PODS.imagePullSecrets, 'what the service does not set comes from spec.pods');
+    assert.deepEqual(graph.metadata?.labels?.team, 'graph');
+    assert.equal(graph.metadata?.labels?.['example.com/cost-centre'], 'research', 'the resource-wide label kept');
+    assert.deepEqual(graph.spec?.nodeSelector, { pool: 'graph-nodes', 'kubernetes.io/arch': 'amd64' });
+    assert.equal(graph.spec?.tolerations, undefined, 'an empty list clears the resource-wide tolerations');
+    assert.equal(graph.spec?.priorityClassName, 'graph-critical');
+    assert.deepEqual(graph.spec?.imagePullSecrets, PODS.imagePullSecrets, 'what the service does not set comes from spec.pods');
     assertScheduled('gateway', found.get('over-gateway')!, PODS, 'gateway');
     assert.deepEqual(mergePodSettings(undefined, { priorityClassName: 'x' }), { priorityClassName: 'x' });
     assert.deepEqual(mergePodSettings(PODS, undefined), PODS);
@@ -160,13 +167,13 @@ describe('pod settings and monitors of the children', function () {
         },
       }),
     );
-    for (const child of desiredGatewayChildren(hijack, false).filter((c) => c.resource.kind === 'Deployment')) {
-      const spec = child.object.spec as any;
-      const labels = spec.template.metadata.labels as Record<string, string>;
-      for (const [k, v] of Object.entries(spec.selector.matchLabels as Record<string, string>))
-        assert.equal(labels[k], v, `${child.object.metadata.name}: ${k}`);
+    for (const child of desiredGatewayChildren(hijack, false).map(asApplied)) {
+      if (!R.isOf(R.Deployment, child)) continue;
+      const spec = child.spec!;
+      const labels = spec.template.metadata?.labels ?? {};
+      for (const [k, v] of Object.entries(spec.selector.matchLabels ?? {})) assert.equal(labels[k], v, `${child.metadata.name}: ${k}`);
       assert.deepEqual([labels['tempora.dev/owner-uid'], labels['tempora.dev/temporagateway'], labels.extra], ['gw-uid', 'hijack', 'kept']);
-      assert.notEqual(spec.template.metadata.annotations['tempora.dev/config-hash'], 'forged');
+      assert.notEqual(spec.template.metadata?.annotations?.['tempora.dev/config-hash'], 'forged');
     }
   });
 
@@ -206,9 +213,7 @@ describe('pod settings and monitors of the children', function () {
     const children = desiredGatewayChildren(gw, true);
     const PORTS: Record<string, number> = { gateway: 8080, generation: 8081, graph: 8082, simulation: 8083, conductor: 8084, billing: 8085 };
     for (const svc of SERVICES) {
-      const container = (
-        templates(children).get(`alpha-${svc}`)!.spec.containers as Array<{ ports: unknown; env: Array<{ name: string; value?: string }> }>
-      )[0]!;
+      const container = templates(children).get(`alpha-${svc}`)!.spec!.containers[0]!;
       const port = PORTS[svc]!;
       assert.deepEqual(
         container.ports,
@@ -218,25 +223,27 @@ describe('pod settings and monitors of the children', function () {
         ],
         svc,
       );
-      assert.equal(container.env.find((e) => e.name === 'METRICS_PORT')?.value, String(port + 1000), svc);
-      const service = children.find((c) => c.resource.kind === 'Service' && c.object.metadata.name === `alpha-${svc}`)!.object;
+      assert.equal(container.env?.find((e) => e.name === 'METRICS_PORT')?.value, String(port + 1000), svc);
+      const service = children.map(asApplied).find((c) => R.isOf(R.Service, c) && c.metadata.name === `alpha-${svc}`);
+      assert.ok(service && R.isOf(R.Service, service));
       assert.deepEqual(
-        (service.spec as any).ports.map((p: { name: string; port: number; targetPort: string }) => [p.name, p.port, p.targetPort]),
+        service.spec?.ports?.map((p) => [p.name, p.port, p.targetPort]),
         [
           ['http', port, 'http'],
           ['metrics', port + 1000, 'metrics'],
         ],
         svc,
       );
-      const monitor = children.find((c) => c.resource.kind === 'ServiceMonitor' && c.object.metadata.name === `alpha-${svc}`)!.object;
+      const monitor = monitors(children).find((m) => m.kind === 'ServiceMonitor' && m.metadata.name === `alpha-${svc}`)!;
       assert.deepEqual(
         endpoints(monitor).map((e) => [e.port, e.path]),
         [['metrics', '/metrics']],
         svc,
       );
     }
-    const ingress = children.find((c) => c.resource.kind === 'Ingress')!.object;
-    const backends = (ingress.spec as any).rules.flatMap((r: any) => r.http.paths.map((p: any) => p.backend.service.port));
+    const ingress = children.map(asApplied).find((c) => R.isOf(R.Ingress, c));
+    assert.ok(ingress && R.isOf(R.Ingress, ingress));
+    const backends = ingress.spec?.rules?.flatMap((r) => r.http?.paths.map((p) => p.backend.service?.port));
     assert.deepEqual(backends, [{ name: 'http' }], "the Ingress reaches the gateway's API port alone");
   });
 

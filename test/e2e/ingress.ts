@@ -5,7 +5,7 @@
 // the host reaches over the node's bridge), appending the client's address to X-Forwarded-For and
 // dropping what an untrusted client wrote there: what a cluster's ingress does in front of the gateway.
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
-import { createWriteStream, writeFileSync } from 'node:fs';
+import { closeSync, openSync, writeFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -84,7 +84,8 @@ export async function startTraefik(node: KubeNode, admin: KubeClient, binary: st
   const ca = join(node.runDir, 'traefik-ca.crt');
   writeFileSync(ca, node.controlPlane.credentials.caCert);
   const port = await freePort();
-  const out = createWriteStream(join(node.runDir, 'traefik.log'));
+  // A file, not a pipe this process drains: the tests block their event loop in spawnSync while Traefik serves.
+  const out = openSync(join(node.runDir, 'traefik.log'), 'a');
   const child: ChildProcess = spawn(
     binary,
     [
@@ -96,10 +97,9 @@ export async function startTraefik(node: KubeNode, admin: KubeClient, binary: st
       `--providers.kubernetesingress.ingressclass=${INGRESS_CLASS}`,
       '--log.level=INFO',
     ],
-    { stdio: ['ignore', 'pipe', 'pipe'] },
+    { stdio: ['ignore', out, out] },
   );
-  child.stdout!.pipe(out);
-  child.stderr!.pipe(out);
+  closeSync(out);
   const exited = new Promise((resolve) => child.once('exit', resolve));
   const kill = () => child.kill('SIGKILL');
   process.on('exit', kill);

@@ -144,8 +144,13 @@ describe('the platform on a real node: operator, CRs, pods, traffic (test/e2e)',
     const wanted: Record<string, number> = { TemporaGateway: DEPLOYED_SERVICES.length + 1, GraphWorker: 1, AgentPool: 1 };
     const applied: KubeObject[] = [];
     for (const r of resources) applied.push(await applyAs(admin(), r));
-    const typeOf = (o: KubeObject) =>
-      ({ TemporaGateway: R.TemporaGateway, GraphWorker: R.GraphWorker, AgentPool: R.AgentPool, SimulationBudget: R.SimulationBudget })[o.kind]!;
+    const kinds: Record<string, R.ResourceType> = {
+      TemporaGateway: R.TemporaGateway,
+      GraphWorker: R.GraphWorker,
+      AgentPool: R.AgentPool,
+      SimulationBudget: R.SimulationBudget,
+    };
+    const typeOf = (o: KubeObject) => kinds[o.kind]!;
     // The daily worker's CronJob and a budget (enforced by the simulation pods) have no pods of their own.
     const podless = (o: KubeObject) => (o.spec as { role?: string }).role === 'daily' || o.kind === 'SimulationBudget';
 

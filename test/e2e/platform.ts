@@ -135,7 +135,8 @@ export async function startPlatform(tag: string): Promise<Platform> {
     });
     const report = async () => {
       const lines: string[] = [];
-      for (const type of [R.TemporaGateway, R.GraphWorker, R.AgentPool, R.SimulationBudget]) {
+      const kinds: R.ResourceType[] = [R.TemporaGateway, R.GraphWorker, R.AgentPool, R.SimulationBudget];
+      for (const type of kinds) {
         for (const o of (await admin.list(type, {}, NAMESPACE)).items) {
           const conditions = (o.status?.conditions ?? []) as { type: string; status: string; reason?: string; message?: string }[];
           lines.push(`${o.kind}/${o.metadata.name}: ${conditions.map((c) => `${c.type}=${c.status} ${c.reason ?? ''}: ${c.message ?? ''}`).join('; ')}`);

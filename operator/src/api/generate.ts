@@ -128,7 +128,7 @@ function readCrds(dir: string): Crd[] {
   return readdirSync(dir)
     .filter((f) => f.endsWith('.yaml'))
     .sort()
-    .map((f) => parse(readFileSync(join(dir, f), 'utf8')) as Crd);
+    .map((f): Crd => parse(readFileSync(join(dir, f), 'utf8')));
 }
 
 /** The generated module's text for the CRDs in `dir`. */

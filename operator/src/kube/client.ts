@@ -2,13 +2,15 @@
 //
 // Plain JSON throughout: watches deliver plain JSON, and comparing desired children against the
 // informer cache needs one representation. Every request goes through `request`, which is also where
-// writes are counted for the "zero writes when converged" guarantee.
+// writes are counted for the "zero writes when converged" guarantee. Objects are typed by the resource
+// they are read from or written to (ResourceType<T>, object.ts).
 
 import type { IncomingMessage } from 'node:http';
 import { type RequestOptions as HttpsRequestOptions, request as httpsRequest } from 'node:https';
+import type { V1ObjectMeta } from '@kubernetes/client-node';
 import type { Counter } from 'prom-client';
 import type { Connection } from './connection.ts';
-import type { KubeList, KubeObject } from './object.ts';
+import type { Json, KubeList, KubeObject, Status } from './object.ts';
 import { collectionPath, objectPath, type ResourceType } from './resources.ts';
 
 export const FIELD_MANAGER = 'tempora-operator';
@@ -31,6 +33,16 @@ export function isNotFound(err: unknown): boolean {
 export function isConflict(err: unknown): boolean {
   return err instanceof KubeApiError && err.statusCode === 409;
 }
+
+/**
+ * One event of a watch: an object of the watched resource added, changed or deleted; a bookmark (only the
+ * resourceVersion to resume from, with allowWatchBookmarks); or an error, a metav1.Status (410 Gone when
+ * the resourceVersion expired).
+ */
+export type WatchEvent<T extends KubeObject> =
+  | { type: 'ADDED' | 'MODIFIED' | 'DELETED'; object: T }
+  | { type: 'BOOKMARK'; object: { metadata: { resourceVersion?: string } } }
+  | { type: 'ERROR'; object: Status };
 
 export type Method = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
 
@@ -60,7 +72,7 @@ export class KubeClient {
     if (body !== undefined) headers['content-type'] = options.contentType ?? 'application/json';
     const response = await this.#send(method, this.#url(path, options.query), headers, this.connection.agent, body);
     const chunks: Buffer[] = [];
-    for await (const chunk of response) chunks.push(chunk as Buffer);
+    for await (const chunk of response) chunks.push(chunk);
     const text = Buffer.concat(chunks).toString('utf8');
     const status = response.statusCode ?? 0;
     if (status >= 400) {
@@ -68,18 +80,21 @@ export class KubeClient {
       const problem = parseOr<{ reason?: string; message?: string }>(text, {});
       throw new KubeApiError(status, problem.reason ?? 'Unknown', `${method} ${path}: ${status} ${problem.message ?? text}`);
     }
-    return (text ? JSON.parse(text) : undefined) as T;
+    // Where a reply gets its type: the API server's contract for the path asked (the resource's schema),
+    // which nothing on this side could check short of validating every object of every watch.
+    const reply: T = text ? JSON.parse(text) : undefined;
+    return reply;
   }
 
   /**
    * Streams a watch: `onEvent` for each event, until the server ends it, the signal aborts it (resolves)
    * or the connection fails (rejects). A refused watch (410 Gone, 403) rejects with its KubeApiError.
    */
-  async watch(
+  async watch<T extends KubeObject = KubeObject>(
     path: string,
     query: Record<string, string | undefined>,
     signal: AbortSignal,
-    onEvent: (type: string, object: KubeObject) => void,
+    onEvent: (event: WatchEvent<T>) => void,
   ): Promise<void> {
     const response = await this.#send(
       'GET',
@@ -99,14 +114,15 @@ export class KubeClient {
     response.setEncoding('utf8');
     let pending = '';
     try {
-      for await (const chunk of response as AsyncIterable<string>) {
+      for await (const chunk of response) {
         pending += chunk;
         for (let nl = pending.indexOf('\n'); nl >= 0; nl = pending.indexOf('\n')) {
           const line = pending.slice(0, nl);
           pending = pending.slice(nl + 1);
           if (!line) continue;
-          const event = JSON.parse(line) as { type: string; object: KubeObject };
-          onEvent(event.type, event.object);
+          // As in request, the API server's contract types the event: the watched resource's objects.
+          const event: WatchEvent<T> = JSON.parse(line);
+          onEvent(event);
         }
       }
     } catch (err) {
@@ -136,11 +152,11 @@ export class KubeClient {
     });
   }
 
-  get(r: ResourceType, namespace: string, name: string): Promise<KubeObject> {
+  get<T extends KubeObject>(r: ResourceType<T>, namespace: string, name: string): Promise<T> {
     return this.request('GET', objectPath(r, namespace, name));
   }
 
-  async getOrUndefined(r: ResourceType, namespace: string, name: string): Promise<KubeObject | undefined> {
+  async getOrUndefined<T extends KubeObject>(r: ResourceType<T>, namespace: string, name: string): Promise<T | undefined> {
     try {
       return await this.get(r, namespace, name);
     } catch (err) {
@@ -150,20 +166,21 @@ export class KubeClient {
   }
 
   /** One page of a list; the informer pages with `continue`. */
-  list(r: ResourceType, query: Record<string, string | undefined>, namespace?: string): Promise<KubeList> {
+  list<T extends KubeObject>(r: ResourceType<T>, query: Record<string, string | undefined>, namespace?: string): Promise<KubeList<T>> {
     return this.request('GET', collectionPath(r, namespace), { query });
   }
 
-  create(r: ResourceType, namespace: string, body: KubeObject | Record<string, unknown>): Promise<KubeObject> {
+  /** `body` may leave the name to the API server (metadata.generateName). */
+  create<T extends KubeObject>(r: ResourceType<T>, namespace: string, body: Omit<T, 'metadata'> & { metadata: Json<V1ObjectMeta> }): Promise<T> {
     return this.request('POST', collectionPath(r, namespace), { body });
   }
 
-  replace(r: ResourceType, namespace: string, name: string, body: KubeObject): Promise<KubeObject> {
+  replace<T extends KubeObject>(r: ResourceType<T>, namespace: string, name: string, body: T): Promise<T> {
     return this.request('PUT', objectPath(r, namespace, name), { body });
   }
 
   /** Server-side apply under the operator's single field manager. */
-  apply(r: ResourceType, obj: KubeObject): Promise<KubeObject> {
+  apply<T extends KubeObject>(r: ResourceType<T>, obj: T): Promise<T> {
     return this.request('PATCH', objectPath(r, obj.metadata.namespace ?? '', obj.metadata.name), {
       body: obj,
       contentType: 'application/apply-patch+yaml',
@@ -173,7 +190,7 @@ export class KubeClient {
     });
   }
 
-  patchStatus(r: ResourceType, namespace: string, name: string, status: Record<string, unknown>): Promise<KubeObject> {
+  patchStatus<T extends KubeObject>(r: ResourceType<T>, namespace: string, name: string, status: Record<string, unknown>): Promise<T> {
     return this.request('PATCH', `${objectPath(r, namespace, name)}/status`, {
       body: { status },
       contentType: 'application/merge-patch+json',
@@ -209,7 +226,8 @@ export class KubeClient {
 
 function parseOr<T>(text: string, fallback: T): T {
   try {
-    return JSON.parse(text) as T;
+    // An error body is read for its reason and message, each of which may be missing.
+    return JSON.parse(text);
   } catch {
     return fallback;
   }

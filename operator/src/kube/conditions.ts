@@ -12,7 +12,13 @@ export interface Condition {
 
 export type ConditionInput = Omit<Condition, 'lastTransitionTime' | 'observedGeneration'>;
 
-export function mergeConditions(previous: Condition[] | undefined, next: ConditionInput[], generation: number, now: Date): Condition[] {
+/** `previous`: the conditions in status, where observedGeneration may be missing (a status written by hand). */
+export function mergeConditions(
+  previous: readonly Pick<Condition, 'type' | 'status' | 'lastTransitionTime'>[] | undefined,
+  next: ConditionInput[],
+  generation: number,
+  now: Date,
+): Condition[] {
   return next.map((c) => {
     const old = previous?.find((p) => p.type === c.type);
     const changed = !old || old.status !== c.status;

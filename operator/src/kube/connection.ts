@@ -25,7 +25,9 @@ export interface Connection {
 const resolverArgs = (kubeconfigPath: string | undefined) => [RESOLVER, ...(kubeconfigPath ? [kubeconfigPath] : [])];
 
 function parse(stdout: string): ResolvedCredentials {
-  return JSON.parse(stdout) as ResolvedCredentials;
+  // The resolver is this package's own script (credentials.ts), which prints exactly this shape.
+  const resolved: ResolvedCredentials = JSON.parse(stdout);
+  return resolved;
 }
 
 /** The given kubeconfig file, else what client-node's loadFromDefault finds (KUBECONFIG, the pod's ServiceAccount, ~/.kube/config). */
@@ -34,8 +36,9 @@ export function loadConnection(kubeconfigPath?: string): Connection {
   try {
     resolved = parse(execFileSync(process.execPath, resolverArgs(kubeconfigPath), { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] }));
   } catch (error) {
-    const stderr = String((error as { stderr?: string }).stderr ?? '');
-    const reason = /Error: (.*)/.exec(stderr)?.[1] ?? (error as Error).message;
+    // execFileSync's error carries the child's stderr.
+    const stderr = error instanceof Error && 'stderr' in error ? String(error.stderr ?? '') : '';
+    const reason = /Error: (.*)/.exec(stderr)?.[1] ?? (error instanceof Error ? error.message : String(error));
     throw new Error(`cannot connect to Kubernetes: ${reason}`);
   }
   const tls = {

@@ -26,7 +26,8 @@ if (!cluster) throw new Error(`${path ?? 'kubeconfig'}: no current cluster`);
 const options: RequestOptions = { headers: {} };
 await kc.applyToHTTPSOptions(options);
 if (options.auth) throw new Error('basic authentication is not supported; use a token, a client certificate or an exec plugin');
-const base64 = (value: unknown) => (value === undefined || value === null ? undefined : Buffer.from(value as Buffer | string).toString('base64'));
+/** client-node sets each of ca, cert and key as one PEM, a string or a Buffer (never the lists https also takes). */
+const base64 = (value: unknown) => (typeof value === 'string' || Buffer.isBuffer(value) ? Buffer.from(value).toString('base64') : undefined);
 const resolved: ResolvedCredentials = {
   server: cluster.server.replace(/\/$/, ''),
   ca: base64(options.ca),

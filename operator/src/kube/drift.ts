@@ -5,11 +5,11 @@
 // see) or when a field the operator sets differs on the live object (someone edited it). The comparison
 // is a subset check: the API server adds defaults and other managers' fields, which are not drift.
 import { createHash } from 'node:crypto';
-import type { KubeObject } from './object.ts';
+import { isRecord, type KubeObject } from './object.ts';
 
 export const SPEC_HASH_ANNOTATION = 'tempora.dev/spec-hash';
 
-export function withSpecHash(obj: KubeObject): KubeObject {
+export function withSpecHash<T extends KubeObject>(obj: T): T {
   const hash = createHash('sha256').update(JSON.stringify(obj)).digest('hex').slice(0, 16);
   return {
     ...obj,
@@ -30,10 +30,10 @@ export function isSubset(desired: unknown, live: unknown): boolean {
     return Array.isArray(live) && live.length === desired.length && desired.every((d, i) => isSubset(d, live[i]));
   }
   if (typeof desired === 'object') {
-    const entries = Object.entries(desired as Record<string, unknown>);
+    const entries = Object.entries(desired);
     if (entries.length === 0) return live === undefined || (typeof live === 'object' && live !== null);
-    if (typeof live !== 'object' || live === null) return false;
-    return entries.every(([k, v]) => isSubset(v, (live as Record<string, unknown>)[k]));
+    if (!isRecord(live)) return false;
+    return entries.every(([k, v]) => isSubset(v, live[k]));
   }
   if (desired === live) return true;
   // The API server rewrites quantities into canonical form ("0.5" becomes "500m", "1024Mi" becomes "1Gi").

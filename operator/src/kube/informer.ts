@@ -3,16 +3,16 @@
 // resync on a timer; count relists.
 import type { Logger } from 'pino';
 import { type OperatorMetrics, RELIST_REASONS, zeroed } from '../metrics.ts';
-import { KubeApiError, type KubeClient } from './client.ts';
+import { KubeApiError, type KubeClient, type WatchEvent } from './client.ts';
 import { type KubeObject, objectKey } from './object.ts';
 import { collectionPath, type ResourceType } from './resources.ts';
 
 export type InformerEvent = 'add' | 'update' | 'delete' | 'resync';
-export type InformerHandler = (event: InformerEvent, obj: KubeObject) => void;
+export type InformerHandler<T extends KubeObject = KubeObject> = (event: InformerEvent, obj: T) => void;
 
-export interface InformerOptions {
+export interface InformerOptions<T extends KubeObject> {
   client: KubeClient;
-  resource: ResourceType;
+  resource: ResourceType<T>;
   metrics: OperatorMetrics;
   log: Logger;
   namespace?: string;
@@ -20,28 +20,34 @@ export interface InformerOptions {
   resyncMs?: number;
   maxBackoffMs?: number;
   /** What the cache keeps of each object; by default all of it but managedFields. */
-  transform?: (obj: KubeObject) => KubeObject;
+  transform?: (obj: T) => T;
   /**
    * The uid an object is indexed under for controlledBy(); by default its controlling owner's. Pods are
    * controlled by ReplicaSets and Jobs, so the pod informer indexes them by their custom resource's uid.
    */
-  indexUid?: (obj: KubeObject) => string | undefined;
+  indexUid?: (obj: T) => string | undefined;
 }
+
+/**
+ * An informer of any kind as a holder of several sees it (the operator's, the children's by plural): its
+ * public side, where the object type is only read, so an Informer<Pod> is one.
+ */
+export type AnyInformer = Pick<Informer, keyof Informer>;
 
 class GoneError extends Error {}
 
 const PAGE_SIZE = '500';
 const MIN_BACKOFF_MS = 250;
 
-export class Informer {
-  readonly resource: ResourceType;
+export class Informer<T extends KubeObject = KubeObject> {
+  readonly resource: ResourceType<T>;
   /** Where the next watch resumes; empty means "list first". Public so tests can force a 410. */
   resourceVersion = '';
-  readonly #options: InformerOptions;
-  readonly #cache = new Map<string, KubeObject>();
+  readonly #options: InformerOptions<T>;
+  readonly #cache = new Map<string, T>();
   /** Keys by the uid of their controlling owner (or indexUid's), so that an owner finds its children without a scan. */
   readonly #byController = new Map<string, Set<string>>();
-  readonly #handlers: InformerHandler[] = [];
+  readonly #handlers: InformerHandler<T>[] = [];
   #abort: AbortController | undefined;
   #stopped = true;
   #backoffMs = MIN_BACKOFF_MS;
@@ -51,7 +57,7 @@ export class Informer {
   readonly #syncWaiters: (() => void)[] = [];
   #loop: Promise<void> | undefined;
 
-  constructor(options: InformerOptions) {
+  constructor(options: InformerOptions<T>) {
     this.#options = options;
     this.resource = options.resource;
     const resource = options.resource.plural;
@@ -59,20 +65,20 @@ export class Informer {
     zeroed(options.metrics.informerRestarts, { resource: [resource] });
   }
 
-  onEvent(handler: InformerHandler): void {
+  onEvent(handler: InformerHandler<T>): void {
     this.#handlers.push(handler);
   }
 
-  get(namespace: string | undefined, name: string): KubeObject | undefined {
+  get(namespace: string | undefined, name: string): T | undefined {
     return this.#cache.get(objectKey(namespace, name));
   }
 
-  list(): KubeObject[] {
+  list(): T[] {
     return [...this.#cache.values()];
   }
 
   /** The cached objects whose controller owner reference (or indexUid) has this uid. */
-  controlledBy(uid: string): KubeObject[] {
+  controlledBy(uid: string): T[] {
     return [...(this.#byController.get(uid) ?? [])].map((key) => this.#cache.get(key)!);
   }
 
@@ -147,7 +153,7 @@ export class Informer {
 
   async #relist(): Promise<void> {
     const { client, resource, namespace, labelSelector } = this.#options;
-    const fresh = new Map<string, KubeObject>();
+    const fresh = new Map<string, T>();
     let continueToken: string | undefined;
     let resourceVersion = '';
     do {
@@ -198,16 +204,16 @@ export class Informer {
       timeoutSeconds: String(300 + Math.floor(Math.random() * 300)),
     };
     try {
-      await client.watch(collectionPath(resource, namespace), query, abort.signal, (type, obj) => {
-        if (type === 'ERROR') {
-          const status = obj as unknown as { code?: number; message?: string };
+      await client.watch<T>(collectionPath(resource, namespace), query, abort.signal, (event) => {
+        if (event.type === 'ERROR') {
+          const status = event.object;
           if (status.code === 410) gone = true;
           else serverError = new Error(`watch error ${status.code}: ${status.message}`);
           abort.abort();
           return;
         }
         delivered = true;
-        this.#apply(type, obj);
+        this.#apply(event);
       });
     } catch (err) {
       if (err instanceof KubeApiError && err.statusCode === 410) gone = true;
@@ -221,15 +227,15 @@ export class Informer {
     if (delivered) this.#backoffMs = MIN_BACKOFF_MS;
   }
 
-  #apply(type: string, event: KubeObject): void {
-    const rv = event.metadata?.resourceVersion;
-    if (type === 'BOOKMARK') {
+  #apply(event: Exclude<WatchEvent<T>, { type: 'ERROR' }>): void {
+    const rv = event.object.metadata?.resourceVersion;
+    if (event.type === 'BOOKMARK') {
       if (rv) this.resourceVersion = rv;
       return;
     }
-    const obj = this.#transform(event);
+    const obj = this.#transform(event.object);
     const key = objectKey(obj.metadata.namespace, obj.metadata.name);
-    if (type === 'DELETED') {
+    if (event.type === 'DELETED') {
       this.#delete(key);
       this.#emit('delete', obj);
     } else {
@@ -240,7 +246,7 @@ export class Informer {
     if (rv) this.resourceVersion = rv;
   }
 
-  #set(key: string, obj: KubeObject): void {
+  #set(key: string, obj: T): void {
     this.#unindex(key);
     this.#cache.set(key, obj);
     const uid = this.#indexUid(obj);
@@ -264,15 +270,15 @@ export class Informer {
     if (keys?.size === 0) this.#byController.delete(uid);
   }
 
-  #indexUid(obj: KubeObject): string | undefined {
+  #indexUid(obj: T): string | undefined {
     return (this.#options.indexUid ?? controllerUid)(obj);
   }
 
-  #transform(obj: KubeObject): KubeObject {
+  #transform(obj: T): T {
     return (this.#options.transform ?? stripManagedFields)(obj);
   }
 
-  #emit(event: InformerEvent, obj: KubeObject): void {
+  #emit(event: InformerEvent, obj: T): void {
     for (const handler of this.#handlers) handler(event, obj);
   }
 
@@ -291,7 +297,7 @@ export class Informer {
  * managedFields are often the largest part of an object and the operator never reads them from the
  * cache (like client-go's TransformStripManagedFields); dropping them keeps memory flat with many objects.
  */
-function stripManagedFields(obj: KubeObject): KubeObject {
+function stripManagedFields<T extends KubeObject>(obj: T): T {
   delete obj.metadata.managedFields;
   return obj;
 }

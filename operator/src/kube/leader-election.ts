@@ -6,7 +6,7 @@
 import type { Logger } from 'pino';
 import type { OperatorMetrics } from '../metrics.ts';
 import { isConflict, isNotFound, type KubeClient } from './client.ts';
-import type { KubeObject } from './object.ts';
+import type { Lease as LeaseObject } from './object.ts';
 import { Lease } from './resources.ts';
 
 export interface LeaderElectionOptions {
@@ -23,13 +23,7 @@ export interface LeaderElectionOptions {
   onStoppedLeading: () => void;
 }
 
-interface LeaseSpec {
-  holderIdentity?: string;
-  leaseDurationSeconds?: number;
-  acquireTime?: string;
-  renewTime?: string;
-  leaseTransitions?: number;
-}
+type LeaseSpec = NonNullable<LeaseObject['spec']>;
 
 export class LeaderElector {
   readonly #o: Required<Omit<LeaderElectionOptions, 'onStartedLeading' | 'onStoppedLeading'>> &
@@ -118,7 +112,7 @@ export class LeaderElector {
         });
       return (await client.get(Lease, namespace, name)).spec?.holderIdentity === identity;
     }
-    const spec = (existing.spec ?? {}) as LeaseSpec;
+    const spec: LeaseSpec = existing.spec ?? {};
     const record = JSON.stringify(spec);
     if (this.#observed?.record !== record) this.#observed = { record, at: Date.now() };
     const holder = spec.holderIdentity ?? '';
@@ -134,7 +128,7 @@ export class LeaderElector {
     };
     try {
       // The update carries the resourceVersion read above, so two candidates cannot both win.
-      const updated = await client.replace(Lease, namespace, name, { ...existing, spec: next as Record<string, unknown> } as KubeObject);
+      const updated = await client.replace(Lease, namespace, name, { ...existing, spec: next });
       this.#observed = { record: JSON.stringify(updated.spec ?? {}), at: Date.now() };
       return true;
     } catch (err) {
@@ -146,13 +140,13 @@ export class LeaderElector {
   async #release(): Promise<void> {
     const { client, namespace, name, identity } = this.#o;
     const existing = await client.get(Lease, namespace, name);
-    const spec = (existing.spec ?? {}) as LeaseSpec;
+    const spec: LeaseSpec = existing.spec ?? {};
     if (spec.holderIdentity !== identity) return;
     const now = micro(new Date());
     await client.replace(Lease, namespace, name, {
       ...existing,
       spec: { ...spec, holderIdentity: '', leaseDurationSeconds: 1, renewTime: now, acquireTime: now },
-    } as KubeObject);
+    });
   }
 }
 

@@ -6,51 +6,47 @@
 //     detection compares (a field someone else took over is dropped, which reads as drift, as it is);
 //   - the fields reconcilers read although the operator does not set them (workload status, the data
 //     the simulation service reports).
-import type { KubeObject } from './object.ts';
-
-/** A managedFields `fieldsV1` set: `f:<field>`, `k:<key JSON>`, `v:<value JSON>`, `i:<index>`, `.`. */
-export interface FieldSet {
-  [key: string]: FieldSet;
-}
-
-interface ManagedFieldsEntry {
-  manager?: string;
-  operation?: string;
-  subresource?: string;
-  fieldsV1?: FieldSet;
-}
+import { isRecord, type KubeObject } from './object.ts';
 
 export type ReadPaths = readonly (readonly string[])[];
 
-export function projectChild(obj: KubeObject, manager: string, read: ReadPaths = []): KubeObject {
+export function projectChild<T extends KubeObject>(obj: T, manager: string, read: ReadPaths = []): T {
   const { managedFields, ...metadata } = obj.metadata;
-  const out: KubeObject = { apiVersion: obj.apiVersion, kind: obj.kind, metadata };
-  for (const entry of (managedFields ?? []) as ManagedFieldsEntry[]) {
-    if (entry.manager !== manager || entry.operation !== 'Apply' || entry.subresource || !entry.fieldsV1) continue;
+  const fields: Record<string, unknown> = { ...obj };
+  const out: Record<string, unknown> = { apiVersion: obj.apiVersion, kind: obj.kind, metadata };
+  for (const entry of managedFields ?? []) {
+    if (entry.manager !== manager || entry.operation !== 'Apply' || entry.subresource || !isRecord(entry.fieldsV1)) continue;
     for (const [key, set] of Object.entries(entry.fieldsV1)) {
       const name = key.startsWith('f:') ? key.slice(2) : undefined;
-      if (!name || name === 'metadata' || !(name in obj)) continue;
-      out[name] = merge(out[name], project(obj[name], set));
+      if (!name || name === 'metadata' || !(name in fields)) continue;
+      out[name] = merge(out[name], project(fields[name], set));
     }
   }
-  for (const path of read) copyPath(obj, out, path);
-  return out;
+  for (const path of read) copyPath(fields, out, path);
+  // A projection keeps some of obj's own fields, each where it was, with metadata and its name: it has T's
+  // shape with fewer of its optional fields. Which fields is named at run time (the manager's field set),
+  // which the type system cannot follow.
+  return out as T;
 }
 
-/** The part of `value` that `set` names; a set without sub-fields owns the whole value. */
-export function project(value: unknown, set: FieldSet): unknown {
-  const keys = Object.keys(set).filter((k) => k !== '.');
-  if (keys.length === 0 || value === null || typeof value !== 'object') return value;
+/**
+ * The part of `value` that `set` names; a set without sub-fields owns the whole value. `set` is a managedFields
+ * `fieldsV1` set (`f:<field>`, `k:<key JSON>`, `v:<value JSON>`, `i:<index>`, `.`), JSON that client-node
+ * types `any`: each level is read with isRecord.
+ */
+export function project(value: unknown, set: unknown): unknown {
+  const keys = isRecord(set) ? Object.keys(set).filter((k) => k !== '.') : [];
+  if (!isRecord(set) || keys.length === 0 || value === null || typeof value !== 'object') return value;
   if (Array.isArray(value)) {
     return value.flatMap((item, i) => {
       const key = keys.find((k) => matches(item, i, k));
-      return key === undefined ? [] : [project(item, set[key]!)];
+      return key === undefined ? [] : [project(item, set[key])];
     });
   }
   const out: Record<string, unknown> = {};
   for (const key of keys) {
     const name = key.startsWith('f:') ? key.slice(2) : undefined;
-    if (name !== undefined && name in (value as Record<string, unknown>)) out[name] = project((value as Record<string, unknown>)[name], set[key]!);
+    if (name !== undefined && isRecord(value) && name in value) out[name] = project(value[name], set[key]);
   }
   return out;
 }
@@ -58,17 +54,17 @@ export function project(value: unknown, set: FieldSet): unknown {
 function matches(item: unknown, index: number, key: string): boolean {
   if (key.startsWith('i:')) return Number(key.slice(2)) === index;
   if (key.startsWith('v:')) return JSON.stringify(item) === JSON.stringify(JSON.parse(key.slice(2)));
-  if (!key.startsWith('k:') || item === null || typeof item !== 'object') return false;
-  const fields = JSON.parse(key.slice(2)) as Record<string, unknown>;
-  return Object.entries(fields).every(([f, v]) => (item as Record<string, unknown>)[f] === v);
+  if (!key.startsWith('k:') || !isRecord(item)) return false;
+  const fields: unknown = JSON.parse(key.slice(2));
+  return isRecord(fields) && Object.entries(fields).every(([f, v]) => item[f] === v);
 }
 
 /** Two projections of one object (a field applied under two API versions) combined. */
 function merge(a: unknown, b: unknown): unknown {
   if (a === undefined) return b;
-  if (a && b && typeof a === 'object' && typeof b === 'object' && !Array.isArray(a) && !Array.isArray(b)) {
-    const out: Record<string, unknown> = { ...(a as Record<string, unknown>) };
-    for (const [k, v] of Object.entries(b as Record<string, unknown>)) out[k] = merge(out[k], v);
+  if (isRecord(a) && isRecord(b)) {
+    const out: Record<string, unknown> = { ...a };
+    for (const [k, v] of Object.entries(b)) out[k] = merge(out[k], v);
     return out;
   }
   return b;
@@ -77,14 +73,19 @@ function merge(a: unknown, b: unknown): unknown {
 function copyPath(from: Record<string, unknown>, to: Record<string, unknown>, path: readonly string[]): void {
   let src: unknown = from;
   for (const p of path) {
-    if (src === null || typeof src !== 'object') return;
-    src = (src as Record<string, unknown>)[p];
+    if (!isRecord(src)) return;
+    src = src[p];
   }
   if (src === undefined) return;
   let dst = to;
   for (const p of path.slice(0, -1)) {
     const next = dst[p];
-    dst = (next && typeof next === 'object' ? next : (dst[p] = {})) as Record<string, unknown>;
+    if (isRecord(next)) dst = next;
+    else {
+      const created: Record<string, unknown> = {};
+      dst[p] = created;
+      dst = created;
+    }
   }
   dst[path[path.length - 1]!] = src;
 }

@@ -5,7 +5,7 @@
 // takes from the TemporaGateway what it does not set itself (Redis, provider credentials, log level, tracing).
 import type { AgentPool, TemporaGateway } from '../api/v1alpha1/index.ts';
 import * as R from '../kube/resources.ts';
-import { applyChildren } from './apply-children.ts';
+import { applyChildren, liveChild } from './apply-children.ts';
 import { childLabels, type DesiredChild, type Reconciler } from './context.ts';
 import { gatewayOf, poolRedis, redisKeyPrefix, servingPool } from './gateway-ref.ts';
 import { peerUrls } from './platform-services.ts';
@@ -115,10 +115,9 @@ export const agentPoolReconciler: Reconciler<AgentPool> = {
       minAvailable: new Map([[depKey, pool.spec.minReplicas]]),
       blocked,
     });
-    const dep = applied.live.get(depKey);
+    const dep = liveChild(applied, R.Deployment, pool.metadata.name);
     const state = dep ? deploymentState(dep) : undefined;
-    const hpa = applied.live.get(`horizontalpodautoscalers/${pool.metadata.name}`);
-    const desiredReplicas = (hpa?.status as { desiredReplicas?: number } | undefined)?.desiredReplicas ?? 0;
+    const desiredReplicas = liveChild(applied, R.HorizontalPodAutoscaler, pool.metadata.name)?.status?.desiredReplicas ?? 0;
     const counts = { replicas: state?.replicas ?? 0, availableReplicas: state?.availableReplicas ?? 0, desiredReplicas };
     // The HPA has yet to bring the Deployment to its count: the pool converges too. Until its first sync
     // (up to 15 s after it is made) the HPA desires 0; it then brings the Deployment (one pod by default)

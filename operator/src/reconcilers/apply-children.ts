@@ -3,7 +3,7 @@
 import { isConflict } from '../kube/client.ts';
 import { needsApply, withSpecHash } from '../kube/drift.ts';
 import type { KubeObject } from '../kube/object.ts';
-import { apiVersionOf } from '../kube/resources.ts';
+import { apiVersionOf, isOf, type ResourceType } from '../kube/resources.ts';
 import { type DesiredChild, MANAGED_BY, MANAGED_BY_LABEL, ownerReference, type ReconcileContext } from './context.ts';
 
 /** The object as the operator applies it: owner reference, managed-by label and spec hash added. */
@@ -30,6 +30,12 @@ export interface AppliedChildren {
   wroteWatched: boolean;
   /** For each live Deployment, the generation its controller must have observed (see readiness.ts). */
   observeAt: Map<string, number>;
+}
+
+/** The live state of the child of this type and name after the pass, typed by its resource. */
+export function liveChild<T extends KubeObject>(applied: AppliedChildren, r: ResourceType<T>, name: string): T | undefined {
+  const live = applied.live.get(`${r.plural}/${name}`);
+  return live && isOf(r, live) ? live : undefined;
 }
 
 export async function applyChildren(owner: KubeObject, desired: DesiredChild[], ctx: ReconcileContext): Promise<AppliedChildren> {

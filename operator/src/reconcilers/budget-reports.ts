@@ -78,7 +78,7 @@ export class BudgetReports implements BudgetReader {
     try {
       reply = await fetch(url, { headers: { accept: 'application/json', 'x-service-key': key }, signal: AbortSignal.timeout(TIMEOUT_MS) });
     } catch (err) {
-      const code = (err as { cause?: { code?: string } }).cause?.code ?? (err as Error).name;
+      const code = errorCode(err);
       return problem('SimulationUnavailable', `${svc} cannot be reached (${code})`);
     }
     const body = await reply.text().catch(() => '');
@@ -109,7 +109,7 @@ export class BudgetReports implements BudgetReader {
     const cached = this.#keys.get(cacheKey);
     if (cached && Date.now() - cached.readAt < KEY_TTL_MS) return cached.key;
     const found = await this.#client.getOrUndefined(R.Secret, namespace, secret);
-    const encoded = (found?.data as Record<string, string> | undefined)?.SERVICE_KEY;
+    const encoded = found?.data?.SERVICE_KEY;
     // SERVICE_KEY may list several keys (comma-separated); every service accepts each of them.
     const key = encoded
       ? Buffer.from(encoded, 'base64')
@@ -122,6 +122,13 @@ export class BudgetReports implements BudgetReader {
     if (key) this.#keys.set(cacheKey, { key, readAt: Date.now() });
     return key;
   }
+}
+
+/** What fetch says went wrong: the system error under its TypeError (ECONNREFUSED, ENOTFOUND), else its name (TimeoutError). */
+function errorCode(err: unknown): string {
+  if (!(err instanceof Error)) return String(err);
+  const cause: unknown = err.cause;
+  return cause instanceof Error && 'code' in cause && typeof cause.code === 'string' ? cause.code : err.name;
 }
 
 function problem(reason: ReportProblem['reason'], message: string): { problem: ReportProblem } {

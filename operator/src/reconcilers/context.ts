@@ -1,9 +1,10 @@
 // What every reconcile gets, and how every child is labelled and owned.
 import type { Logger } from 'pino';
+import type { AgentPool, GraphWorker, SimulationBudget, TemporaGateway } from '../api/v1alpha1/index.ts';
 import type { KubeClient } from '../kube/client.ts';
 import type { EventRecorder } from '../kube/events.ts';
-import type { Informer } from '../kube/informer.ts';
-import type { KubeObject, OwnerReference } from '../kube/object.ts';
+import type { AnyInformer, Informer } from '../kube/informer.ts';
+import type { KubeObject, OwnerReference, Pod } from '../kube/object.ts';
 import type { ReadPaths } from '../kube/projection.ts';
 import type { ResourceType } from '../kube/resources.ts';
 import type { BudgetReader } from './budget-reports.ts';
@@ -52,17 +53,25 @@ export interface Features {
   externalMetrics(fresh?: boolean): Promise<boolean>;
 }
 
+/** The informers of the four custom resources, which reconcilers read each other's kinds from. */
+export interface OwnerInformers {
+  gateways: Informer<TemporaGateway>;
+  workers: Informer<GraphWorker>;
+  pools: Informer<AgentPool>;
+  budgets: Informer<SimulationBudget>;
+}
+
 export interface ReconcileContext {
   client: KubeClient;
   log: Logger;
   events: EventRecorder;
   features: Features;
   /** Informer caches of the child types, keyed by plural. */
-  children: Map<string, Informer>;
+  children: Map<string, AnyInformer>;
   /** The pods of the operator's workloads, indexed by their custom resource's uid (OWNER_UID_LABEL). */
-  pods: Informer;
-  /** Informer caches of the four custom resources, keyed by plural: workers read their TemporaGateway, a TemporaGateway its AgentPool. */
-  owners: Map<string, Informer>;
+  pods: Informer<Pod>;
+  /** Informer caches of the four custom resources: workers read their TemporaGateway, a TemporaGateway its AgentPool. */
+  owners: OwnerInformers;
   /**
    * The generation each Deployment had when the operator last applied it, by uid (see readiness.ts).
    * In memory only: after a restart the Deployment's current generation stands in.
@@ -96,10 +105,16 @@ export interface ReconcileResult {
  * that kind, which the API server has validated and defaulted against the CRD the type is generated from.
  */
 export interface Reconciler<T extends KubeObject = KubeObject> {
-  resource: ResourceType;
+  resource: ResourceType<T>;
   reconcile(obj: T, ctx: ReconcileContext): Promise<ReconcileResult | void>;
 }
 
+/**
+ * A child as the operator applies it: plain JSON of the fields it owns, not a typed kind. The CRDs let
+ * quantities be numbers (spec.resources) and pass some pod fields through as open objects (affinity),
+ * which the client-node models type narrower; the API server takes both, and the JSON is applied as built
+ * so that its spec hash (drift.ts) stays the same. Read back from the API server, a child is typed.
+ */
 export interface DesiredChild {
   resource: ResourceType;
   object: KubeObject;

@@ -2,11 +2,10 @@
 // against that TemporaGateway's services and state, and takes from it what it does not set itself. One
 // AgentPool serves a TemporaGateway: the generation pods hand their agent tasks to it.
 import type { AgentPool, SecretKeyRef, TemporaGateway } from '../api/v1alpha1/index.ts';
-import * as R from '../kube/resources.ts';
 import type { ReconcileContext } from './context.ts';
 
 export function gatewayOf(ctx: ReconcileContext, namespace: string | undefined, name: string): TemporaGateway | undefined {
-  const gw = ctx.owners.get(R.TemporaGateway.plural)?.get(namespace, name) as TemporaGateway | undefined;
+  const gw = ctx.owners.gateways.get(namespace, name);
   return gw?.metadata.deletionTimestamp ? undefined : gw;
 }
 
@@ -30,8 +29,8 @@ export function poolRedis(pool: AgentPool, gw: TemporaGateway | undefined): Secr
 
 /** The AgentPool that serves a TemporaGateway: the oldest one naming it that has a Redis to work through. */
 export function servingPool(ctx: ReconcileContext, gw: TemporaGateway): AgentPool | undefined {
-  const pools = (ctx.owners.get(R.AgentPool.plural)?.list() ?? []) as AgentPool[];
-  return pools
+  return ctx.owners.pools
+    .list()
     .filter(
       (p) => p.metadata.namespace === gw.metadata.namespace && p.spec.gatewayRef === gw.metadata.name && !p.metadata.deletionTimestamp && poolRedis(p, gw),
     )

@@ -12,7 +12,7 @@ import { X509Certificate } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { TemporaGateway } from '../api/v1alpha1/index.ts';
 import { isNotFound, type KubeClient } from '../kube/client.ts';
-import { type KubeObject, objectKey } from '../kube/object.ts';
+import { objectKey, type Secret } from '../kube/object.ts';
 import * as R from '../kube/resources.ts';
 import type { OperatorMetrics } from '../metrics.ts';
 import { GENERATE_ANNOTATION, GENERATED_SECRET_SELECTOR, isGenerated, planGeneration } from './generated-secrets.ts';
@@ -56,10 +56,10 @@ export function referencedSecrets(gw: TemporaGateway): Reference[] {
  * fills them within moments, and their Secret's change reconciles the TemporaGateway again. Keys it cannot make
  * are reported with the reason.
  */
-export function problemsOf(name: string, refs: Reference[], secret: KubeObject | undefined): string[] {
+export function problemsOf(name: string, refs: Reference[], secret: Secret | undefined): string[] {
   const fields = refs.map((r) => r.field).join(', ');
   if (!secret) return [`Secret ${name} (${fields}) does not exist`];
-  const data = (secret.data ?? {}) as Record<string, string>;
+  const data = secret.data ?? {};
   const problems: string[] = [];
   const plan = planGeneration(secret);
   const generated = new Set(plan.fill);
@@ -122,7 +122,7 @@ export class GatewaySecrets {
     const problems = await Promise.all(
       [...bySecret].map(async ([secret, refs]) => {
         const labels = { namespace, gateway, secret };
-        let found: KubeObject | undefined;
+        let found: Secret | undefined;
         try {
           found = await this.#client.get(R.Secret, namespace, secret);
         } catch (err) {
@@ -139,7 +139,7 @@ export class GatewaySecrets {
         const problems = problemsOf(secret, refs, found);
         this.#metrics.secretMissing.set(labels, problems.length > 0 ? 1 : 0);
         after.secrets.push(labels);
-        const certificate = (found?.data as Record<string, string> | undefined)?.['tls.crt'];
+        const certificate = found?.data?.['tls.crt'];
         const expiry = refs.some((r) => r.certificate) && certificate ? certificateExpiry(certificate) : undefined;
         if (expiry) {
           this.#metrics.certificateExpiry.set(labels, expiry.getTime() / 1000);

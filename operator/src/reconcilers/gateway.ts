@@ -7,7 +7,7 @@ import { METRICS_PORT_OFFSET } from '@tempora/kit/config';
 import type { AgentPool, IngressSpec, SimulationBudget, TemporaGateway } from '../api/v1alpha1/index.ts';
 import type { KubeObject } from '../kube/object.ts';
 import * as R from '../kube/resources.ts';
-import { applyChildren } from './apply-children.ts';
+import { applyChildren, liveChild } from './apply-children.ts';
 import { childLabels, type DesiredChild, type ReconcileContext, type Reconciler } from './context.ts';
 import { hasExternalState, poolRedis, redisKeyPrefix, servingPool } from './gateway-ref.ts';
 import { SECRET_RECHECK_MS } from './gateway-secrets.ts';
@@ -35,6 +35,12 @@ const USES_PROVIDERS = new Set<PlatformService>(['generation', 'graph', 'simulat
 
 /** Where the simulation pods find the SimulationBudgets of their TemporaGateway: one `<budget>.json` per budget (SIMULATION_BUDGETS_PATH). */
 export const BUDGETS_DIR = '/etc/tempora/simulation-budgets';
+/**
+ * Generation's own SHUTDOWN_GRACE_MS default in seconds (GENERATION_TIMEOUT_MS + 30 s: a stopping replica
+ * finishes its renders and delivers their callbacks, docs/generation.md). operator/test/operator.test.ts
+ * checks it against the service's configuration, which the operator does not import.
+ */
+export const GENERATION_SHUTDOWN_GRACE_SECONDS = 330;
 
 export function budgetsConfigMapName(gw: TemporaGateway): string {
   return `${gw.metadata.name}-simulation-budgets`;
@@ -42,8 +48,8 @@ export function budgetsConfigMapName(gw: TemporaGateway): string {
 
 /** The SimulationBudgets naming this TemporaGateway (spec.gatewayRef), by name. */
 export function budgetsOf(ctx: ReconcileContext, gw: TemporaGateway): SimulationBudget[] {
-  const budgets = (ctx.owners.get(R.SimulationBudget.plural)?.list() ?? []) as SimulationBudget[];
-  return budgets
+  return ctx.owners.budgets
+    .list()
     .filter((b) => b.metadata.namespace === gw.metadata.namespace && b.spec.gatewayRef === gw.metadata.name && !b.metadata.deletionTimestamp)
     .sort((a, b) => a.metadata.name.localeCompare(b.metadata.name));
 }
@@ -92,6 +98,7 @@ function signingKey(gw: TemporaGateway): DesiredChild {
     object: obj(signingKeyName(gw), childLabels(gw, 'gateway')),
     createWith: () => ({
       type: 'Opaque',
+      // A PEM export is a string; Node's types say string | Buffer for every format.
       stringData: { JWT_PRIVATE_KEY: generateKeyPairSync('ec', { namedCurve: 'P-256' }).privateKey.export({ type: 'pkcs8', format: 'pem' }) as string },
     }),
   };
@@ -184,6 +191,7 @@ export function desiredGatewayChildren(gw: TemporaGateway, withServiceMonitors: 
         tracing: spec.tracing,
         config,
         ...(svc === 'simulation' ? { volumes: [budgetSource.volume] } : {}),
+        ...(svc === 'generation' ? { shutdownGraceSeconds: GENERATION_SHUTDOWN_GRACE_SECONDS } : {}),
       }),
       service(gw, name, svc, port),
       podDisruptionBudget(gw, name, svc, settings?.maxUnavailable ?? 1),
@@ -234,7 +242,7 @@ export const gatewayReconciler: Reconciler<TemporaGateway> = {
       failing,
     });
     const services = DEPLOYED_SERVICES.map((svc) => {
-      const live = applied.live.get(`deployments/${childName(gw, svc)}`);
+      const live = liveChild(applied, R.Deployment, childName(gw, svc));
       const state = live ? deploymentState(live) : undefined;
       return {
         name: svc,

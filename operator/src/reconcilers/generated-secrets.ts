@@ -15,7 +15,7 @@
 // and dropped.
 import { randomInt } from 'node:crypto';
 import { FIELD_MANAGER } from '../kube/client.ts';
-import type { KubeObject } from '../kube/object.ts';
+import { isRecord, type KubeObject, type Secret } from '../kube/object.ts';
 import * as R from '../kube/resources.ts';
 import type { ReconcileContext, Reconciler } from './context.ts';
 
@@ -54,10 +54,14 @@ function templatesOf(secret: KubeObject): Map<string, string> | string {
   } catch {
     parsed = undefined;
   }
-  if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed) || !Object.values(parsed).every((v) => typeof v === 'string')) {
-    return `the annotation ${GENERATE_ANNOTATION} is not a JSON object of templates (strings)`;
+  const refused = `the annotation ${GENERATE_ANNOTATION} is not a JSON object of templates (strings)`;
+  if (!isRecord(parsed)) return refused;
+  const templates = new Map<string, string>();
+  for (const [key, template] of Object.entries(parsed)) {
+    if (typeof template !== 'string') return refused;
+    templates.set(key, template);
   }
-  return new Map(Object.entries(parsed as Record<string, string>));
+  return templates;
 }
 
 type Part = { text: string } | { random: number } | { ref: string };
@@ -87,10 +91,10 @@ function parseTemplate(template: string): Part[] | string {
  * its annotation templates, in an order where each comes after the keys it names, and why the others
  * cannot be made (a bad template, a key that names one the Secret neither holds nor generates, a cycle).
  */
-export function planGeneration(secret: KubeObject): GenerationPlan {
+export function planGeneration(secret: Secret): GenerationPlan {
   const templates = templatesOf(secret);
   if (typeof templates === 'string') return { fill: [], problems: [templates] };
-  const present = new Set(Object.keys((secret.data as Record<string, string> | undefined) ?? {}));
+  const present = new Set(Object.keys(secret.data ?? {}));
   const problems: string[] = [];
   const needs = new Map<string, string[]>();
   for (const [key, template] of templates) {
@@ -125,14 +129,19 @@ export function randomAlphanumeric(length: number): string {
   return s;
 }
 
-/** The values of `plan.fill`, base64-encoded as a Secret's data, from the Secret's current data. */
-export function generateValues(secret: KubeObject, plan: GenerationPlan, random = randomAlphanumeric): Record<string, string> {
-  const templates = templatesOf(secret) as Map<string, string>;
-  const data = (secret.data as Record<string, string> | undefined) ?? {};
+/**
+ * The values of `plan.fill`, base64-encoded as a Secret's data, from the Secret's current data. The plan is
+ * this Secret's (planGeneration): a key it cannot template, which such a plan never fills, is skipped.
+ */
+export function generateValues(secret: Secret, plan: GenerationPlan, random = randomAlphanumeric): Record<string, string> {
+  const templates = templatesOf(secret);
+  const data = secret.data ?? {};
   const values = new Map(Object.entries(data).map(([k, v]) => [k, Buffer.from(v, 'base64').toString('utf8')]));
   const filled: Record<string, string> = {};
   for (const key of plan.fill) {
-    const parts = parseTemplate(templates.get(key)!) as Part[];
+    const template = typeof templates === 'string' ? undefined : templates.get(key);
+    const parts = template === undefined ? template : parseTemplate(template);
+    if (parts === undefined || typeof parts === 'string') continue;
     const value = parts.map((p) => ('text' in p ? p.text : 'random' in p ? random(p.random) : values.get(p.ref)!)).join('');
     values.set(key, value);
     filled[key] = Buffer.from(value, 'utf8').toString('base64');
@@ -144,19 +153,20 @@ export function generateValues(secret: KubeObject, plan: GenerationPlan, random 
  * The informer's cache entry: the Secret with the names of its keys but not their values, so that the
  * credentials it generates do not stay in the operator's memory.
  */
-export function keyNamesOnly(secret: KubeObject): KubeObject {
+export function keyNamesOnly(secret: Secret): Secret {
   const { managedFields: _managedFields, ...metadata } = secret.metadata;
-  const data = (secret.data as Record<string, string> | undefined) ?? {};
+  const data = secret.data ?? {};
   return { ...secret, metadata, data: Object.fromEntries(Object.keys(data).map((k) => [k, ''])) };
 }
 
 /** Fills the keys labelled Secrets ask for; reports once per version of a Secret what it cannot fill. */
-export class GeneratedSecrets implements Reconciler {
+export class GeneratedSecrets implements Reconciler<Secret> {
   readonly resource = R.Secret;
   /** The resourceVersion each Secret (by uid) was last warned about, so that a resync does not repeat the Event. */
   readonly #warned = new Map<string, string | undefined>();
 
-  async reconcile(cached: KubeObject, ctx: ReconcileContext): Promise<void> {
+  /** Of the context only the client, the log and the Events. */
+  async reconcile(cached: Secret, ctx: Pick<ReconcileContext, 'client' | 'log' | 'events'>): Promise<void> {
     const cachedPlan = planGeneration(cached);
     const uid = cached.metadata.uid ?? '';
     // Nothing to fill, and what cannot be made was told for this version already.
@@ -172,7 +182,7 @@ export class GeneratedSecrets implements Reconciler {
     else if (plan.fill.length > 0) {
       // Conditional on the version read: a key someone else wrote meanwhile makes this a conflict, retried
       // from the new version, so an existing key is never replaced.
-      const written = await ctx.client.request<KubeObject>('PATCH', R.objectPath(R.Secret, secret.metadata.namespace ?? '', secret.metadata.name), {
+      const written = await ctx.client.request<Secret>('PATCH', R.objectPath(R.Secret, secret.metadata.namespace ?? '', secret.metadata.name), {
         body: { metadata: { resourceVersion: version }, data: generateValues(secret, plan) },
         contentType: 'application/merge-patch+json',
         query: { fieldManager: FIELD_MANAGER },

@@ -6,7 +6,7 @@
 // worker does not set itself (database, Redis, provider credentials, log level, tracing).
 import type { GraphWorker, TemporaGateway } from '../api/v1alpha1/index.ts';
 import * as R from '../kube/resources.ts';
-import { applyChildren } from './apply-children.ts';
+import { applyChildren, liveChild } from './apply-children.ts';
 import { childLabels, type DesiredChild, type Reconciler } from './context.ts';
 import { gatewayOf, redisKeyPrefix } from './gateway-ref.ts';
 import { peerUrls } from './platform-services.ts';
@@ -89,11 +89,12 @@ export const graphWorkerReconciler: Reconciler<GraphWorker> = {
     // A worker that cannot run keeps no workload: its children are pruned until it can.
     const applied = await applyChildren(worker, blocked ? [] : desiredGraphWorkerChildren(worker, withPodMonitor, gateway), ctx);
     const { conditions, settling, converging } = readiness(applied, { pods: ctx.pods.controlledBy(worker.metadata.uid ?? ''), blocked });
-    const workload = spec.role === 'daily' ? applied.live.get(`cronjobs/${worker.metadata.name}`) : applied.live.get(`deployments/${worker.metadata.name}`);
-    const fields: Record<string, unknown> = { workload: spec.role === 'daily' ? 'CronJob' : 'Deployment' };
-    const cronStatus = (workload?.kind === 'CronJob' ? workload.status : undefined) as { lastScheduleTime?: string } | undefined;
-    if (cronStatus?.lastScheduleTime) fields.lastScheduleTime = cronStatus.lastScheduleTime;
-    const state = workload?.kind === 'Deployment' ? deploymentState(workload) : undefined;
+    const daily = spec.role === 'daily';
+    const fields: Record<string, unknown> = { workload: daily ? 'CronJob' : 'Deployment' };
+    const lastScheduleTime = daily ? liveChild(applied, R.CronJob, worker.metadata.name)?.status?.lastScheduleTime : undefined;
+    if (lastScheduleTime) fields.lastScheduleTime = lastScheduleTime;
+    const dep = daily ? undefined : liveChild(applied, R.Deployment, worker.metadata.name);
+    const state = dep ? deploymentState(dep) : undefined;
     const counts = state ? { replicas: state.replicas, availableReplicas: state.availableReplicas } : undefined;
     const result = await updateStatus(worker, R.GraphWorker, { conditions, fields, counts, settling, converging }, ctx);
     if (applied.errors.length > 0) throw new Error(applied.errors.join('; '));

@@ -13,7 +13,8 @@
 // the kubelet and the scheduler report it. Ready takes Degraded's reason, and its message, while pods are
 // missing.
 import type { ConditionInput } from '../kube/conditions.ts';
-import type { KubeObject } from '../kube/object.ts';
+import type { Deployment, Pod } from '../kube/object.ts';
+import * as R from '../kube/resources.ts';
 import type { AppliedChildren } from './apply-children.ts';
 
 export interface Readiness {
@@ -41,7 +42,7 @@ export interface Blocked {
 
 export interface ReadinessInput {
   /** The owner's pods (OWNER_UID_LABEL), for why they do not start. */
-  pods?: KubeObject[];
+  pods?: Pod[];
   /** Available pods enough for a Deployment, by `deployments/<name>`, where fewer than all it wants will do. */
   minAvailable?: Map<string, number>;
   blocked?: Blocked;
@@ -50,14 +51,6 @@ export interface ReadinessInput {
    * says so before what its pods report, which it usually explains (a pod waiting for a missing Secret).
    */
   failing?: Blocked;
-}
-
-interface DeploymentStatus {
-  observedGeneration?: number;
-  replicas?: number;
-  updatedReplicas?: number;
-  availableReplicas?: number;
-  conditions?: { type: string; status: string; reason?: string; message?: string }[];
 }
 
 export interface DeploymentState {
@@ -74,9 +67,9 @@ export interface DeploymentState {
 }
 
 /** `observeAt`: the generation the deployment controller must have observed; by default the current one. */
-export function deploymentState(d: KubeObject, observeAt = d.metadata.generation ?? 1, minAvailable?: number): DeploymentState {
-  const status = (d.status ?? {}) as DeploymentStatus;
-  const wanted = (d.spec as { replicas?: number } | undefined)?.replicas ?? 1;
+export function deploymentState(d: Deployment, observeAt = d.metadata.generation ?? 1, minAvailable?: number): DeploymentState {
+  const status = d.status ?? {};
+  const wanted = d.spec?.replicas ?? 1;
   const failure = status.conditions?.find((c) => (c.type === 'ReplicaFailure' && c.status === 'True') || (c.type === 'Progressing' && c.status === 'False'));
   const observed = (status.observedGeneration ?? 0) >= observeAt;
   const replicas = status.replicas ?? 0;
@@ -100,21 +93,7 @@ export interface PodProblem {
   message: string;
 }
 
-interface ContainerStatus {
-  name: string;
-  image?: string;
-  state?: { waiting?: { reason?: string; message?: string } };
-  lastState?: { terminated?: { exitCode?: number; reason?: string } };
-}
-
-interface PodStatus {
-  phase?: string;
-  reason?: string;
-  message?: string;
-  conditions?: { type: string; status: string; reason?: string; message?: string }[];
-  initContainerStatuses?: ContainerStatus[];
-  containerStatuses?: ContainerStatus[];
-}
+type ContainerStatus = NonNullable<NonNullable<Pod['status']>['containerStatuses']>[number];
 
 /** Waiting reasons of a container on its normal way to running. */
 const STARTING = new Set(['ContainerCreating', 'PodInitializing']);
@@ -135,11 +114,11 @@ function waitingProblem(c: ContainerStatus, reason: string, message: string | un
 }
 
 /** The pods that cannot start or have failed, and why; pods on their way (pending, creating) are not problems. */
-export function podProblems(pods: KubeObject[]): PodProblem[] {
+export function podProblems(pods: Pod[]): PodProblem[] {
   const problems: PodProblem[] = [];
   for (const pod of pods) {
     if (pod.metadata.deletionTimestamp) continue;
-    const status = (pod.status ?? {}) as PodStatus;
+    const status = pod.status ?? {};
     const at = (p: Omit<PodProblem, 'pod'>) => problems.push({ pod: pod.metadata.name, ...p });
     if (status.phase === 'Failed') {
       at({ reason: status.reason ?? 'Failed', message: status.message ?? 'the pod failed' });
@@ -181,9 +160,9 @@ export function readiness(applied: AppliedChildren, input: ReadinessInput = {}):
       ],
     };
   }
-  const states = [...applied.live.entries()]
-    .filter(([, o]) => o.kind === 'Deployment')
-    .map(([key, o]) => deploymentState(o, applied.observeAt.get(key), input.minAvailable?.get(key)));
+  const states = [...applied.live.entries()].flatMap(([key, o]) =>
+    R.isOf(R.Deployment, o) ? [deploymentState(o, applied.observeAt.get(key), input.minAvailable?.get(key))] : [],
+  );
   const failures = states.map((d) => d.failed).filter((f): f is string => f !== undefined);
   const problems = podProblems(input.pods ?? []);
   const degraded: ConditionInput = input.failing

@@ -8,7 +8,7 @@
 // A budget owns no child: the ConfigMaps <name>-budget and <name>-usage of earlier versions are pruned.
 
 import type { SimulationBudget, SimulationBudgetSpec, SimulationBudgetStatus } from '../api/v1alpha1/index.ts';
-import type { Condition, ConditionInput } from '../kube/conditions.ts';
+import type { ConditionInput } from '../kube/conditions.ts';
 import * as R from '../kube/resources.ts';
 import { applyChildren } from './apply-children.ts';
 import type { BudgetReport, ReportProblem } from './budget-reports.ts';
@@ -118,7 +118,7 @@ function serviceConditions(gateway: string, outcome: { report: BudgetReport; cur
 function lastReported(budget: SimulationBudget): { fields: SimulationBudgetStatus; exhausted: ConditionInput[] } {
   const { period, spentUsd, reservedUsd, remainingUsd, alertsCrossed } = budget.status ?? {};
   const fields = Object.fromEntries(Object.entries({ period, spentUsd, reservedUsd, remainingUsd, alertsCrossed }).filter(([, v]) => v !== undefined));
-  const exhausted = ((budget.status?.conditions ?? []) as Condition[])
+  const exhausted = (budget.status?.conditions ?? [])
     .filter((c) => c.type === 'Exhausted')
     .map(({ type, status, reason, message }) => ({ type, status, reason, message }));
   return { fields, exhausted };

@@ -1,6 +1,7 @@
 // Writing a custom resource's status only when it changed, with an Event per condition transition.
-import { type Condition, type ConditionInput, mergeConditions } from '../kube/conditions.ts';
-import type { KubeObject } from '../kube/object.ts';
+import type { Condition } from '../api/v1alpha1/index.ts';
+import { type ConditionInput, mergeConditions } from '../kube/conditions.ts';
+import { isRecord, type KubeObject } from '../kube/object.ts';
 import type { ResourceType } from '../kube/resources.ts';
 import type { ReconcileContext, ReconcileResult } from './context.ts';
 
@@ -31,14 +32,17 @@ export interface StatusUpdate {
  * at) waits up to COUNTS_HOLD_MS, for the counts to settle (their watch events bring the owner back here)
  * or for news; the result requeues the owner for the end of the wait.
  */
-export async function updateStatus(
-  owner: KubeObject,
-  resource: ResourceType,
+/** A custom resource, whose status has conditions (api/v1alpha1). */
+type Owner = KubeObject & { status?: { conditions?: Condition[] } };
+
+export async function updateStatus<T extends Owner>(
+  owner: T,
+  resource: ResourceType<T>,
   update: StatusUpdate,
   ctx: ReconcileContext,
 ): Promise<ReconcileResult | undefined> {
   if (update.settling) return undefined;
-  const previous = (owner.status?.conditions ?? []) as Condition[];
+  const previous = owner.status?.conditions ?? [];
   const generation = owner.metadata.generation ?? 0;
   const now = Date.now();
   const conditions = mergeConditions(previous, update.conditions, generation, new Date(now));
@@ -49,7 +53,7 @@ export async function updateStatus(
     ctx.heldStatus.delete(uid);
     return undefined;
   }
-  if (update.converging && sameJson(news(status, update.counts), news(live, update.counts))) {
+  if (update.converging && sameJson(news(status, conditions, update.counts), news(live, previous, update.counts))) {
     const since = ctx.heldStatus.get(uid) ?? now;
     const wait = since + COUNTS_HOLD_MS - now;
     if (wait > 0) {
@@ -80,9 +84,8 @@ export async function updateStatus(
  * status; of Ready and Progressing not the reason and message that say which step the rollout is at
  * (the Deployment observed, pods starting), of Degraded also why (a new failure is news).
  */
-function news(status: Record<string, unknown>, counts: Record<string, unknown> | undefined): Record<string, unknown> {
+function news(status: Record<string, unknown>, conditions: Condition[], counts: Record<string, unknown> | undefined): Record<string, unknown> {
   const rest = Object.fromEntries(Object.entries(status).filter(([key]) => !(counts && key in counts)));
-  const conditions = (status.conditions ?? []) as Condition[];
   return {
     ...rest,
     conditions: conditions.map((c) => ({
@@ -100,11 +103,11 @@ function sameJson(a: unknown, b: unknown): boolean {
 
 function sortKeys(v: unknown): unknown {
   if (Array.isArray(v)) return v.map(sortKeys);
-  if (v && typeof v === 'object') {
+  if (isRecord(v)) {
     return Object.fromEntries(
       Object.keys(v)
         .sort()
-        .map((k) => [k, sortKeys((v as Record<string, unknown>)[k])]),
+        .map((k) => [k, sortKeys(v[k])]),
     );
   }
   return v;

@@ -7,6 +7,8 @@ export type ImageSpec = {
   registry: string;
   /** Image tag. */
   version: string;
+  /** The images' digests by image name (gateway, generation, graph, simulation, conductor, billing), as `npm run release` writes them into the chart: an image with a digest is pulled as <registry>/<name>:<version>@<digest>, so the tag is for people and the digest decides what runs. */
+  digests?: Record<string, string>;
   /** Default: "IfNotPresent". */
   pullPolicy: 'Always' | 'IfNotPresent' | 'Never';
 };
