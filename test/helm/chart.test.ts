@@ -33,7 +33,7 @@ const full = parse(readFileSync(FULL_VALUES, 'utf8')) as Values;
 const appVersion = (parse(readFileSync(join(CHART, 'Chart.yaml'), 'utf8')) as { appVersion: string }).appVersion;
 
 interface Values {
-  image: { repository: string; tag: string; pullPolicy: string };
+  image: { repository: string; tag: string; digest: string; pullPolicy: string };
   imagePullSecrets: { name: string }[];
   replicaCount: number;
   leaderElection: boolean;
@@ -448,7 +448,7 @@ describe('helm chart tempora-operator', function () {
     it('applies every value to the Deployment', function () {
       const pod = deployment.spec.template.spec;
       assert.equal(deployment.spec.replicas, full.replicaCount);
-      assert.equal(container.image, `${full.image.repository}:${full.image.tag}`);
+      assert.equal(container.image, `${full.image.repository}:${full.image.tag}@${full.image.digest}`);
       assert.equal(container.imagePullPolicy, full.image.pullPolicy);
       assert.deepEqual(pod.imagePullSecrets, full.imagePullSecrets);
       assert.deepEqual(container.resources, full.resources);
@@ -512,6 +512,7 @@ describe('helm chart tempora-operator', function () {
       ['an unknown pull policy', ['--set', 'image.pullPolicy=Sometimes'], /\/image\/pullPolicy/],
       ['an empty image repository', ['--set', 'image.repository='], /\/image\/repository/],
       ['a tag with a space', ['--set-string', 'image.tag=1.0 beta'], /\/image\/tag/],
+      ['a digest that is no sha256', ['--set-string', 'image.digest=latest'], /\/image\/digest/],
       ['an unknown log level', ['--set', 'logLevel=verbose'], /\/logLevel/],
       ['zero workers', ['--set', 'workersPerController=0'], /\/workersPerController/],
       ['a negative resync', ['--set', 'resyncSeconds=-5'], /\/resyncSeconds/],

@@ -203,6 +203,11 @@ describe('helm chart tempora (the platform)', function () {
           'GraphWorker/tempora-expander',
           'GraphWorker/tempora-judge',
           'GraphWorker/tempora-renderer',
+          'NetworkPolicy/tempora-default-deny',
+          'NetworkPolicy/tempora-gateway',
+          'NetworkPolicy/tempora-metrics',
+          'NetworkPolicy/tempora-operator',
+          'NetworkPolicy/tempora-within',
           'Secret/tempora-callback',
           'Secret/tempora-keys',
           'Secret/tempora-postgresql',
@@ -365,7 +370,15 @@ describe('helm chart tempora (the platform)', function () {
       const objects = render('-f', FULL_VALUES, '--api-versions', PROMETHEUS_RULE_API);
       const gw = only<Custom<GatewaySpec>>(objects, 'TemporaGateway', 'platform');
       assert.deepEqual(gw.spec, {
-        image: { registry: 'registry.example.com/tempora', version: '1.2.3', pullPolicy: 'Always' },
+        image: {
+          registry: 'registry.example.com/tempora',
+          version: '1.2.3',
+          pullPolicy: 'Always',
+          digests: {
+            gateway: 'sha256:2222222222222222222222222222222222222222222222222222222222222222',
+            graph: 'sha256:3333333333333333333333333333333333333333333333333333333333333333',
+          },
+        },
         logLevel: 'debug',
         corsDomain: 'tempora.example.com',
         trustedProxies: 2,
@@ -502,10 +515,60 @@ describe('helm chart tempora (the platform)', function () {
       }
     });
 
-    it('for kind: the loaded images, never pulled, the gateway at tempora.localhost, state in the chart own stores', function () {
+    it('fences the platform pods with NetworkPolicies: deny, then the platform, DNS, providers, the entry point, metrics and the operator', function () {
+      type Policy = { metadata: { name: string }; spec: Record<string, any> };
+      const policies = (...values: string[]) =>
+        Object.fromEntries(
+          render(...values)
+            .filter((o) => o.kind === 'NetworkPolicy')
+            .map((o) => [o.metadata.name, (o as unknown as Policy).spec]),
+        );
+      const platform = { matchLabels: { 'app.kubernetes.io/part-of': 'tempora' } };
+      const defaults = policies();
+      assert.deepEqual(
+        Object.keys(defaults).sort(),
+        ['default-deny', 'gateway', 'metrics', 'operator', 'within'].map((p) => `${RELEASE}-${p}`),
+      );
+      assert.deepEqual(defaults[`${RELEASE}-default-deny`], { podSelector: platform, policyTypes: ['Ingress', 'Egress'] });
+      const dns = {
+        ports: [
+          { port: 53, protocol: 'UDP' },
+          { port: 53, protocol: 'TCP' },
+        ],
+      };
+      const https = { ports: [{ port: 443, protocol: 'TCP' }] };
+      assert.deepEqual(defaults[`${RELEASE}-within`]!.egress, [{ to: [{ podSelector: platform }] }, dns, https]);
+      assert.deepEqual(defaults[`${RELEASE}-within`]!.ingress, [{ from: [{ podSelector: platform }] }]);
+      assert.deepEqual(defaults[`${RELEASE}-gateway`]!.ingress, [{ ports: [{ port: 'http', protocol: 'TCP' }] }], 'anyone may reach the entry point');
+      assert.deepEqual(defaults[`${RELEASE}-metrics`]!.ingress[0].from, [{ namespaceSelector: {} }]);
+      assert.deepEqual(defaults[`${RELEASE}-operator`]!.ingress[0].from, [
+        {
+          namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'tempora-system' } },
+          podSelector: { matchLabels: { 'app.kubernetes.io/name': 'tempora-operator' } },
+        },
+      ]);
+      // External stores are reached outside the platform's pods.
+      const production = policies('-f', join(EXAMPLES, 'production.yaml'));
+      assert.deepEqual(production[`${RELEASE}-within`]!.egress.slice(-2), [
+        { ports: [{ port: 5432, protocol: 'TCP' }] },
+        { ports: [{ port: 6379, protocol: 'TCP' }] },
+      ]);
+      const everyValue = policies('-f', FULL_VALUES);
+      assert.deepEqual(everyValue['platform-gateway']!.ingress[0].from, [
+        { namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'ingress-nginx' } } },
+      ]);
+      assert.deepEqual(everyValue['platform-metrics']!.ingress[0].from, [
+        { namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'monitoring' } } },
+      ]);
+      assert.equal(everyValue['platform-operator']!.ingress[0].from[0].namespaceSelector.matchLabels['kubernetes.io/metadata.name'], 'platform-operators');
+      assert.deepEqual(everyValue['platform-within']!.egress[2], { to: [{ ipBlock: { cidr: '203.0.113.0/24' } }], ports: [{ port: 443, protocol: 'TCP' }] });
+      assert.deepEqual(policies('--set', 'networkPolicy.enabled=false'), {});
+    });
+
+    it('for kind: the images the chart names (a released chart, by digest), the gateway at tempora.localhost, state in the chart own stores', function () {
       const objects = render('-f', join(EXAMPLES, 'kind.yaml'));
       const gw = only<Custom<GatewaySpec>>(objects, 'TemporaGateway');
-      assert.deepEqual(gw.spec.image, { registry: 'local', version: 'dev', pullPolicy: 'Never' });
+      assert.deepEqual(gw.spec.image, { registry: 'ghcr.io/tempora', version: '0.1.0', pullPolicy: 'IfNotPresent' });
       assert.deepEqual(gw.spec.ingress, { host: 'tempora.localhost', className: 'traefik' });
       assert.equal(objects.filter((o) => o.kind === 'StatefulSet').length, 2);
     });
@@ -586,6 +649,8 @@ describe('helm chart tempora (the platform)', function () {
       ['a service the TemporaGateway does not know', ['--set', 'services.notary.replicas=1'], /\/services/],
       ['replicas that are not a number', ['--set', 'services.graph.replicas=two'], /\/services\/graph\/replicas/],
       ['an unknown pull policy', ['--set', 'image.pullPolicy=Sometimes'], /\/image\/pullPolicy/],
+      ['a digest for no image of ours', ['--set-string', `image.digests.postgres=sha256:${'0'.repeat(64)}`], /\/image\/digests/],
+      ['a digest that is no sha256', ['--set-string', 'image.digests.gateway=latest'], /\/image\/digests/],
       ['an image version with a space', ['--set-string', 'image.version=1.0 beta'], /\/image\/version/],
       ['a log level the CRD does not allow', ['--set', 'logLevel=silent'], /\/logLevel/],
       ['a CORS domain that is no domain', ['--set', 'corsDomain=localhost'], /\/corsDomain/],

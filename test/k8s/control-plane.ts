@@ -5,7 +5,7 @@
 // get ReplicaSets and Pods objects, CronJobs get Jobs, and the garbage collector deletes dependents.
 // node.ts starts the same control plane with `nodeAddress` and adds a node that runs the pods.
 import { type ChildProcess, execFileSync, spawn, spawnSync } from 'node:child_process';
-import { createWriteStream, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { appendFileSync, closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { request } from 'node:https';
 import { homedir, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -239,17 +239,19 @@ export class ControlPlane {
   }
 
   #spawn(name: string, command: string, args: string[]): ChildProcess {
-    const log = createWriteStream(join(this.dir, `${name}.log`), { flags: 'a' });
+    // Straight into the file, not through a pipe this process drains: a test blocking its event loop in
+    // spawnSync for minutes would otherwise stop the component at its next write to the full pipe.
+    const logFile = join(this.dir, `${name}.log`);
+    const log = openSync(logFile, 'a');
     // Go's default GC target (100 %) spends a fifth of kube-apiserver's CPU on collection under the
     // benchmark's load; a test cluster has memory to spare.
-    const child = spawn(command, args, { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, GOGC: process.env.GOGC ?? '400' } });
+    const child = spawn(command, args, { stdio: ['ignore', log, log], env: { ...process.env, GOGC: process.env.GOGC ?? '400' } });
+    closeSync(log);
     // If the test process exits without calling stop(), take the control plane with it.
     const killOnExit = () => child.kill('SIGKILL');
     process.once('exit', killOnExit);
     child.once('exit', () => process.off('exit', killOnExit));
-    child.stdout?.pipe(log);
-    child.stderr?.pipe(log);
-    child.on('error', (err) => log.write(`spawn error: ${String(err)}\n`));
+    child.on('error', (err) => appendFileSync(logFile, `spawn error: ${String(err)}\n`));
     return child;
   }
 

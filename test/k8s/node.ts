@@ -7,12 +7,26 @@
 // what it recorded).
 import { type ChildProcess, execFileSync, spawn, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { createWriteStream, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
+import {
+  appendFileSync,
+  closeSync,
+  createWriteStream,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  unlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { request } from 'node:https';
 import { connect } from 'node:net';
 import { homedir, tmpdir, userInfo } from 'node:os';
 import { basename, dirname, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { buildctlBaseArgs, LAYOUT_NAME } from '../../scripts/base-image.ts';
 import { aptInstall, freePort } from '../../scripts/infra.ts';
 import { binaryDir, ControlPlane, firstAddress, K8S_VERSION } from './control-plane.ts';
 import { alive, type HostSnapshot, killAndWait, type RestoreScope, restoreHost, snapshotHost } from './host-state.ts';
@@ -27,8 +41,11 @@ export const NODE_ADDRESS = '10.88.0.1';
 export const POD_CIDR = '10.88.0.0/24';
 export const SERVICE_CIDR = '10.96.0.0/16';
 const BRIDGE = 'tempora0';
-/** The short name our Dockerfiles take as BASE_IMAGE in tests; BuildKit resolves it to the cached layout. */
-export const BASE_IMAGE = 'local/base:base';
+/**
+ * kind's local-registry recipe's name for a plain-HTTP registry on the host (docs/kind.md): containerd and
+ * BuildKit here reach it over HTTP, as kind's node does through its hosts.toml. test/k8s/registry.ts runs one.
+ */
+export const LOCAL_REGISTRY = 'localhost:5001';
 const PAUSE_IMAGE = 'docker.io/local/pause:1';
 const LOCK_FILE = '/run/tempora-node.json';
 const DEBIAN_PACKAGES: Record<string, string> = {
@@ -38,6 +55,8 @@ const DEBIAN_PACKAGES: Record<string, string> = {
   debootstrap: 'debootstrap',
   umoci: 'umoci',
   iptables: 'iptables',
+  // kube-router's policy controller (network-policy.ts) keeps its pod and policy sets in ipsets.
+  ipset: 'ipset',
   conntrack: 'conntrack',
   nft: 'nftables',
   etcd: 'etcd-server',
@@ -259,6 +278,16 @@ state = "${run}/containerd"
     [plugins."io.containerd.grpc.v1.cri".cni]
       bin_dir = "/usr/lib/cni"
       conf_dir = "${run}/cni/net.d"
+    [plugins."io.containerd.grpc.v1.cri".registry]
+      config_path = "${run}/certs.d"
+`;
+}
+
+/** containerd's hosts.toml for LOCAL_REGISTRY: plain HTTP, as kind's recipe configures its node. */
+function localRegistryHosts(): string {
+  return `server = "http://${LOCAL_REGISTRY}"
+[host."http://${LOCAL_REGISTRY}"]
+  capabilities = ["pull", "resolve"]
 `;
 }
 
@@ -304,6 +333,8 @@ function buildkitdConfig(run: string, root: string, containerdSocket: string): s
   # cache mount. At 3000 a first run's second build of the same sources (the e2e rollout's new tag) found
   # its cache collected and ran npm ci again for every image: 12 minutes instead of seconds.
   gckeepstorage = 8000
+[registry."${LOCAL_REGISTRY}"]
+  http = true
 `;
 }
 
@@ -345,6 +376,8 @@ export class KubeNode {
   readonly stateDir = join(cacheRoot(), 'node');
   readonly containerdSocket: string;
   readonly buildkitSocket: string;
+  /** Where `buildctl` (and buildkitd) are: put it on PATH to build with this node's BuildKit. */
+  readonly buildkitBinaryDir = join(cacheRoot(), 'buildkit', BUILDKIT_VERSION);
   readonly artifacts: NodeArtifacts;
   #before: HostSnapshot | undefined;
   #children = new Map<string, ChildProcess>();
@@ -425,11 +458,13 @@ export class KubeNode {
     writeFileSync(join(run, 'cni', 'net.d', '10-tempora.conflist'), cniConfig(run));
     const containerdRoot = join(this.stateDir, 'containerd');
     writeFileSync(join(run, 'containerd.toml'), containerdConfig(run, containerdRoot, this.containerdSocket));
+    mkdirSync(join(run, 'certs.d', LOCAL_REGISTRY), { recursive: true });
+    writeFileSync(join(run, 'certs.d', LOCAL_REGISTRY, 'hosts.toml'), localRegistryHosts());
     this.#spawn('containerd', 'containerd', ['--config', join(run, 'containerd.toml')]);
     await this.#waitUntil('containerd', () => this.#ctr(['version']).status === 0, 30_000);
     this.#forgetPreviousContainers();
     this.#importImage(PAUSE_IMAGE, this.artifacts.pause.layout, this.artifacts.pause.digest);
-    this.#importImage(`docker.io/${BASE_IMAGE}`, this.artifacts.base.layout, this.artifacts.base.digest);
+    this.#importImage(`docker.io/${LAYOUT_NAME}`, this.artifacts.base.layout, this.artifacts.base.digest);
 
     writeFileSync(join(run, 'buildkitd.toml'), buildkitdConfig(run, join(this.stateDir, 'buildkit'), this.containerdSocket));
     this.#spawn('buildkitd', join(cacheRoot(), 'buildkit', BUILDKIT_VERSION, 'buildkitd'), ['--config', join(run, 'buildkitd.toml')]);
@@ -513,10 +548,7 @@ export class KubeNode {
       `--local=context=${join(ROOT, options.context ?? '.')}`,
       `--local=dockerfile=${dirname(dockerfile)}`,
       `--opt=filename=${basename(dockerfile)}`,
-      `--oci-layout=basestore=${this.artifacts.base.layout}`,
-      // The key is the name as written in FROM; with a registry prefix BuildKit would ignore it and pull.
-      `--opt=context:${BASE_IMAGE}=oci-layout://basestore@${this.artifacts.base.digest}`,
-      `--opt=build-arg:BASE_IMAGE=${BASE_IMAGE}`,
+      ...buildctlBaseArgs(this.baseImage),
       ...Object.entries(options.buildArgs ?? {}).map(([k, v]) => `--opt=build-arg:${k}=${v}`),
       `--output=type=image,name=docker.io/${ref},unpack=true`,
     ];
@@ -541,6 +573,11 @@ export class KubeNode {
     }
     log(`built ${ref} from ${options.dockerfile} in ${((Date.now() - started) / 1000).toFixed(1)} s`);
     return ref;
+  }
+
+  /** The tests' Node base as `npm run release --base-image` takes it (scripts/base-image.ts). */
+  get baseImage(): string {
+    return `oci-layout://${this.artifacts.base.layout}@${this.artifacts.base.digest}`;
   }
 
   /** A request to the API server as the admin: JSON in, JSON (or text, for logs) out. */
@@ -686,11 +723,14 @@ export class KubeNode {
   }
 
   #spawn(name: string, command: string, args: string[]): ChildProcess {
-    const out = createWriteStream(join(this.runDir, `${name}.log`), { flags: 'a' });
-    const child = spawn(command, args, { stdio: ['ignore', 'pipe', 'pipe'] });
-    child.stdout?.pipe(out);
-    child.stderr?.pipe(out);
-    child.on('error', (err) => out.write(`spawn error: ${String(err)}\n`));
+    // Straight into the file, not through a pipe this process drains: the tests block its event loop in
+    // spawnSync (helm, kubectl wait) for minutes, and a component writing into a full pipe stops (containerd
+    // did, mid-pull: every CreateContainer then timed out).
+    const logFile = join(this.runDir, `${name}.log`);
+    const out = openSync(logFile, 'a');
+    const child = spawn(command, args, { stdio: ['ignore', out, out] });
+    closeSync(out);
+    child.on('error', (err) => appendFileSync(logFile, `spawn error: ${String(err)}\n`));
     this.#children.set(name, child);
     return child;
   }

@@ -9,17 +9,16 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parse } from 'yaml';
-import { DEPLOYED_SERVICES } from '../../operator/src/reconcilers/platform-services.ts';
+import { LOCAL_REGISTRY } from '../k8s/node.ts';
 import { type Platform, startPlatform } from '../support/platform.ts';
 import { BLOCK_INFO, type DocBlock, kindDocBlocks, ROOT, runnable } from './kind-doc.ts';
 
 const blocks = kindDocBlocks();
-const kindConfig = parse(readFileSync(join(ROOT, 'kind-config.yaml'), 'utf8')) as { name: string };
+const kindConfig = parse(readFileSync(join(ROOT, 'kind-config.yaml'), 'utf8')) as { name: string; containerdConfigPatches: string[] };
 const kindValues = parse(readFileSync(join(ROOT, 'charts', 'tempora', 'examples', 'kind.yaml'), 'utf8')) as {
-  image: { registry: string; version: string };
+  image?: unknown;
   ingress: { host: string; className: string };
 };
-const chartDefaults = parse(readFileSync(join(ROOT, 'charts', 'tempora', 'values.yaml'), 'utf8')) as { services: Record<string, unknown> };
 
 /** What a kind-only block would run: docker and kind replaced by functions that print their arguments. */
 function dryRunKindOnly(block: DocBlock): string[] {
@@ -33,9 +32,9 @@ describe('docs/kind.md', function () {
   it('has shell blocks only, each runnable, kind only or needing the internet, and names what the tests cannot run', function () {
     assert.ok(blocks.length >= 10);
     for (const b of blocks) assert.ok((Object.values(BLOCK_INFO) as string[]).includes(b.info), `block under "${b.section}" has info "${b.info}"`);
-    // Only what needs kind's node container or Docker: the cluster itself, docker build and kind load.
+    // Only what needs kind's node container or Docker: the registry's container and the cluster.
     const kindOnly = blocks.filter((b) => b.kindOnly);
-    assert.deepEqual([...new Set(kindOnly.map((b) => b.section))], ['1. The cluster', '4. The images', '11. Change, roll back, remove']);
+    assert.deepEqual([...new Set(kindOnly.map((b) => b.section))], ['1. A registry and the cluster', '11. Change, roll back, remove']);
     for (const b of kindOnly) assert.match(b.script, /^(kind|docker) /m, `kind-only block under "${b.section}" runs kind or docker`);
     // Only what downloads from the internet: Traefik's and kube-prometheus-stack's charts and images, and the Grafana of the latter.
     const needsInternet = blocks.filter((b) => b.needsInternet);
@@ -51,34 +50,37 @@ describe('docs/kind.md', function () {
     assert.match(runnable(blocks, ['7.']), /^GW=http:\/\/tempora\.localhost$/m);
   });
 
-  it('creates the cluster from kind-config.yaml and names it as kind-config.yaml does', function () {
-    const [create, context] = dryRunKindOnly(blocks.find((b) => b.section.startsWith('1.'))!);
-    assert.equal(create, 'kind create cluster --config kind-config.yaml');
-    assert.equal(context, `kubectl config use-context kind-${kindConfig.name}`);
+  it("runs kind's local registry recipe, and makes and removes the cluster kind-config.yaml names", function () {
+    const lines = dryRunKindOnly(blocks.find((b) => b.section.startsWith('1.'))!);
+    assert.deepEqual(lines, [
+      `docker run -d --restart=always -p 127.0.0.1:${LOCAL_REGISTRY.split(':')[1]}:5000 --network bridge --name kind-registry registry:2`,
+      'kind create cluster --config kind-config.yaml',
+      `kubectl config use-context kind-${kindConfig.name}`,
+      `docker exec ${kindConfig.name}-control-plane mkdir -p /etc/containerd/certs.d/${LOCAL_REGISTRY}`,
+      `docker exec -i ${kindConfig.name}-control-plane cp /dev/stdin /etc/containerd/certs.d/${LOCAL_REGISTRY}/hosts.toml`,
+      'docker network connect kind kind-registry',
+      'kubectl apply -f docs/examples/kind-local-registry.yaml',
+    ]);
+    // The node's containerd reads the folder the recipe writes the registry's hosts.toml into.
+    assert.match(kindConfig.containerdConfigPatches.join('\n'), /config_path = "\/etc\/containerd\/certs\.d"/);
+    const hosting = parse(readFileSync(join(ROOT, 'docs', 'examples', 'kind-local-registry.yaml'), 'utf8')) as { data: Record<string, string> };
+    assert.equal((parse(hosting.data['localRegistryHosting.v1']!) as { host: string }).host, LOCAL_REGISTRY);
     const remove = dryRunKindOnly(blocks.filter((b) => b.section.startsWith('11.') && b.kindOnly)[0]!);
-    assert.deepEqual(remove, [`kind delete cluster --name ${kindConfig.name}`]);
+    assert.deepEqual(remove, [`kind delete cluster --name ${kindConfig.name}`, 'docker rm -f kind-registry']);
   });
 
-  it('builds, loads and installs the same images: what docker tags, kind loads and the charts run', function () {
-    const images = dryRunKindOnly(blocks.find((b) => b.section.startsWith('4.'))!);
-    const built = images
-      .filter((l) => l.startsWith('docker build'))
-      .map((l) => {
-        const [, dockerfile, tag] = /^docker build -f (\S+) -t (\S+) \.$/.exec(l)!;
-        assert.ok(existsSync(join(ROOT, dockerfile!)), `${dockerfile} exists`);
-        return tag!;
-      });
-    const loaded = images.find((l) => l.startsWith('kind load'))!;
-    assert.equal(loaded, `kind load docker-image --name ${kindConfig.name} ${built.join(' ')}`);
-    // The images the operator runs for a TemporaGateway, named as the kind values make it: <registry>/<service>:<version>.
-    const platform = DEPLOYED_SERVICES.map((s) => `${kindValues.image.registry}/${s}:${kindValues.image.version}`);
-    for (const svc of DEPLOYED_SERVICES) assert.ok(svc in chartDefaults.services, `the chart's services.${svc}`);
-    // The operator's, from the install command's --set flags.
-    const install = runnable(blocks, ['5.']);
-    const repository = /--set image\.repository=(\S+)/.exec(install)![1];
-    const tag = /--set image\.tag=(\S+)/.exec(install)![1];
-    assert.match(install, /--set image\.pullPolicy=Never/);
-    assert.deepEqual(built.sort(), [...platform, `${repository}:${tag}`].sort());
+  it('publishes to the local registry and installs, upgrades from it the charts it published, at one version', function () {
+    const [, registry, version] = /^npm run release -- --registry (\S+) --version (\S+) --plain-http$/m.exec(runnable(blocks, ['4.']))!;
+    assert.equal(registry!.split('/')[0], LOCAL_REGISTRY);
+    const installs = runnable(blocks, ['5.', '6.', '11.']);
+    const charts = [...installs.matchAll(/helm (?:install|upgrade) \S+ (oci:\/\/\S+) --version (\S+) --plain-http/g)].map((m) => [m[1], m[2]]);
+    assert.deepEqual(charts, [
+      [`oci://${registry}/charts/tempora-operator`, version],
+      [`oci://${registry}/charts/tempora`, version],
+      [`oci://${registry}/charts/tempora`, version],
+    ]);
+    // The released chart names the images; the kind values leave them to it.
+    assert.equal(kindValues.image, undefined);
   });
 
   it('signs in at the Ingress host of the kind values, through the class the ingress controller serves', function () {
@@ -91,6 +93,11 @@ describe('docs/kind.md', function () {
       /helm install traefik traefik\/traefik .*--set ports\.web\.hostPort=80 --set ports\.websecure\.hostPort=443/s,
     );
     assert.match(blocks.find((b) => b.section.startsWith('2.'))!.script, /nodeSelector\.ingress-ready=true/);
+    // A pinned chart, from an index just fetched.
+    assert.match(
+      blocks.find((b) => b.section.startsWith('2.'))!.script,
+      /helm repo update traefik\nhelm install traefik traefik\/traefik --version \d+\.\d+\.\d+ /,
+    );
   });
 
   it('installs with files that exist', function () {

@@ -1,10 +1,15 @@
 // docs/kind.md's cluster half, run as written on the project's one-node test cluster (test/k8s/node.ts: a
-// real kubelet, containerd and kube-proxy) in place of kind: the same Dockerfiles built into the node's
-// containerd under the names the page loads into kind, then every block of the page the tests can run
-// (neither "kind only" nor "needs internet"), in order, with a real helm and kubectl: install the operator
+// real kubelet, containerd and kube-proxy) in place of kind, with a real registry at the page's
+// localhost:5001 (test/k8s/registry.ts): every block of the page the tests can run (neither "kind only" nor
+// "needs internet"), in order, with a real helm and kubectl: publish this tree to the registry with
+// `npm run release` (BuildKit's buildctl against the node's buildkitd), install the operator
 // and the platform, sign in through the Ingress at tempora.localhost, render a scene, open the graph, read
 // the metrics, upgrade to a changed value and roll back (the platform answering after each), uninstall
 // (nothing of ours left but what the page says is kept), remove the rest (nothing of ours left at all).
+//
+// The chart's NetworkPolicies (on by default) are enforced throughout, by kube-router's policy controller
+// (test/k8s/network-policy.ts), as kind's own network plugin enforces them: the page works under them, and
+// a pod of another namespace reaches the gateway but not billing, PostgreSQL or Redis.
 //
 // The ingress controller is Traefik built from its Go module (test/e2e/ingress.ts) in place of the page's
 // Traefik chart, which comes from the internet: the controller of the IngressClass traefik, on the host
@@ -31,7 +36,9 @@ import { clientFor, waitFor } from '../../operator/test/cluster.ts';
 import { ensureTraefik, INGRESS_CLASS, type Ingress, startTraefik } from '../e2e/ingress.ts';
 import { Helm } from '../helm/helm.ts';
 import { binaryDir } from '../k8s/control-plane.ts';
-import { KubeNode, skipWithoutNode } from '../k8s/node.ts';
+import { type PolicyEnforcer, startPolicyEnforcer } from '../k8s/network-policy.ts';
+import { KubeNode, LOCAL_REGISTRY, skipWithoutNode } from '../k8s/node.ts';
+import { type Registry, startRegistry } from '../k8s/registry.ts';
 import { kindDocBlocks, ROOT, runnable } from './kind-doc.ts';
 
 const blocks = kindDocBlocks();
@@ -115,6 +122,8 @@ describe('docs/kind.md on the test node (install, sign in through the Ingress, r
   let node: KubeNode | undefined;
   let helm: Helm;
   let ingress: Ingress | undefined;
+  let registry: Registry | undefined;
+  let enforcer: PolicyEnforcer | undefined;
   let env: NodeJS.ProcessEnv;
   /** curl's flag that connects the Ingress's host, port 80, to Traefik (what kind's port mapping does). */
   let connectTo = '';
@@ -285,6 +294,8 @@ describe('docs/kind.md on the test node (install, sign in through the Ingress, r
     if (kubectl.status !== 0) throw new Error('building kubectl failed');
     const traefik = ensureTraefik();
     node = await KubeNode.start();
+    registry = await startRegistry();
+    enforcer = await startPolicyEnforcer(node);
     // The page's step 2, an ingress controller serving the IngressClass the kind values name.
     assert.equal(kindValues.ingress.className, INGRESS_CLASS);
     ingress = await startTraefik(node, clientFor(node.kubeconfigPath), traefik);
@@ -293,15 +304,16 @@ describe('docs/kind.md on the test node (install, sign in through the Ingress, r
     env = {
       ...process.env,
       KUBECONFIG: node.kubeconfigPath,
-      PATH: [dirname(helm.binary), binaryDir(), dirname(process.execPath), process.env.PATH].join(':'),
+      PATH: [dirname(helm.binary), binaryDir(), node.buildkitBinaryDir, dirname(process.execPath), process.env.PATH].join(':'),
+      // The page's release builds with BuildKit (the node's, whose cache the other suites' builds filled), on
+      // the tests' Node base (node:22-slim, the Dockerfiles' default, is on Docker Hub, out of reach).
+      BUILDKIT_HOST: `unix://${node.buildkitSocket}`,
+      TEMPORA_BASE_IMAGE: node.baseImage,
       HELM_CACHE_HOME: join(helm.home, 'cache'),
       HELM_CONFIG_HOME: join(helm.home, 'config'),
       HELM_DATA_HOME: join(helm.home, 'data'),
     };
 
-    // The page's images (docker build -t local/<name>:dev; kind load), built from the same Dockerfiles.
-    for (const name of DEPLOYED_SERVICES) await node.buildImage({ dockerfile: `services/${name}/Dockerfile`, name, tag: 'dev' });
-    await node.buildImage({ dockerfile: 'operator/Dockerfile', name: 'operator', tag: 'dev' });
     // PostgreSQL and Redis, which kind's node pulls from Docker Hub: built here and named as the chart's
     // defaults, so that the kubelet finds them (pull policy IfNotPresent) and the page's command runs as is.
     for (const [name, target] of [
@@ -354,12 +366,53 @@ describe('docs/kind.md on the test node (install, sign in through the Ingress, r
   after(async function () {
     this.timeout(120_000);
     await ingress?.stop();
+    await registry?.stop();
+    await enforcer?.stop();
     if (node) assert.deepEqual(await node.stop(), [], 'the node left the host as it was');
   });
 
-  it('installs the operator and the platform with the page commands, and the TemporaGateway becomes Ready', function () {
+  let released: { images: Record<string, { reference: string; digest: string }>; charts: Record<string, { reference: string; digest: string }> };
+
+  it('publishes this tree to the registry: seven images and two charts, the charts naming the images by digest', async function () {
+    this.timeout(40 * 60_000);
+    const out = sh(runnable(blocks, ['4.']), {}, 45 * 60_000);
+    released = JSON.parse(out.slice(out.indexOf('\n{') + 1));
+    assert.deepEqual(Object.keys(released.images).sort(), [...DEPLOYED_SERVICES, 'operator'].sort());
+    assert.deepEqual(Object.keys(released.charts).sort(), ['tempora', 'tempora-operator']);
+    // The registry holds each manifest under the digest the release reported.
+    for (const { reference, digest } of Object.values(released.images)) {
+      const repository = reference.slice(LOCAL_REGISTRY.length + 1).split(':')[0];
+      const answer = await fetch(`http://${LOCAL_REGISTRY}/v2/${repository}/manifests/${digest}`, {
+        method: 'HEAD',
+        headers: {
+          accept: 'application/vnd.oci.image.index.v1+json, application/vnd.oci.image.manifest.v1+json, application/vnd.docker.distribution.manifest.v2+json',
+        },
+      });
+      assert.equal(answer.status, 200, `${reference}@${digest} in the registry`);
+    }
+    // What a user's `helm show values` of the published charts says.
+    const values = (chart: string) => parse(sh(`helm show values ${released.charts[chart]!.reference} --version 0.1.0-dev --plain-http`));
+    assert.deepEqual(values('tempora').image.digests, Object.fromEntries(DEPLOYED_SERVICES.map((s) => [s, released.images[s]!.digest])));
+    assert.equal(values('tempora-operator').image.digest, released.images.operator!.digest);
+  });
+
+  it('installs the operator and the platform from the registry with the page commands, and the TemporaGateway becomes Ready', async function () {
     this.timeout(40 * 60_000);
     sh(runnable(blocks, ['5.', '6.']));
+    // Every pod of ours runs an image pulled from the registry by the digest the release pushed.
+    type Pod = { metadata: { name: string }; spec: { containers: { image: string }[] }; status: { containerStatuses?: { imageID: string }[] } };
+    for (const namespace of [NAMESPACE, OPERATOR_NAMESPACE]) {
+      const pods = await node!.api<{ items: Pod[] }>('GET', `/api/v1/namespaces/${namespace}/pods`);
+      for (const pod of pods.items.filter((p) => p.spec.containers[0]!.image.startsWith(`${LOCAL_REGISTRY}/tempora/`))) {
+        const image = pod.spec.containers[0]!.image;
+        const name = image.slice(`${LOCAL_REGISTRY}/tempora/`.length).split(':')[0]!;
+        assert.equal(image, `${released.images[name]!.reference}@${released.images[name]!.digest}`, pod.metadata.name);
+      }
+      assert.ok(
+        pods.items.some((p) => p.spec.containers[0]!.image.startsWith(`${LOCAL_REGISTRY}/tempora/`)),
+        `pods from the registry in ${namespace}`,
+      );
+    }
   });
 
   it('serves a signed-in request through the Ingress at tempora.localhost: a scene rendered, the graph opened, the metrics counted', async function () {
@@ -395,6 +448,61 @@ describe('docs/kind.md on the test node (install, sign in through the Ingress, r
       ['/docs', 200],
       ['/api/v1/credits/costs', 200],
     ]);
+  });
+
+  it('fences the platform: a pod of another namespace reaches the gateway and the metrics, not billing, PostgreSQL or Redis', async function () {
+    this.timeout(5 * 60_000);
+    const policies = await node!.api<{ items: { metadata: { name: string } }[] }>('GET', `/apis/networking.k8s.io/v1/namespaces/${NAMESPACE}/networkpolicies`);
+    assert.deepEqual(
+      policies.items.map((p) => p.metadata.name).sort(),
+      ['default-deny', 'gateway', 'metrics', 'operator', 'within'].map((p) => `tempora-${p}`),
+    );
+    const targets = {
+      gateway: `tempora-gateway.${NAMESPACE}.svc:8080`,
+      gatewayMetrics: `tempora-gateway.${NAMESPACE}.svc:9080`,
+      billing: `tempora-billing.${NAMESPACE}.svc:8085`,
+      postgresql: `tempora-postgresql.${NAMESPACE}.svc:5432`,
+      redis: `tempora-redis.${NAMESPACE}.svc:6379`,
+    };
+    // Node, from the gateway's image, tries each for 30 s: a new pod's address reaches the enforcer's sets
+    // within a sync, so a peer rule may let it in only after a few seconds. Refused (kube-router rejects)
+    // or timed out (other plugins drop) is "blocked": every target listens, the platform's pods reach them.
+    const probe = `const net = require('net'); const targets = ${JSON.stringify(targets)};
+const once = (host, port) => new Promise((resolve) => {
+  const socket = net.connect({ host, port: Number(port), timeout: 3000 });
+  socket.once('connect', () => { socket.destroy(); resolve(true); });
+  socket.once('timeout', () => { socket.destroy(); resolve(false); });
+  socket.once('error', () => resolve(false));
+});
+const reach = async (target) => {
+  const [host, port] = target.split(':');
+  for (const until = Date.now() + 30000; Date.now() < until; await new Promise((r) => setTimeout(r, 1000))) if (await once(host, port)) return 'open';
+  return 'blocked';
+};
+Promise.all(Object.entries(targets).map(async ([name, target]) => [name, await reach(target)])).then((results) => console.log(JSON.stringify(Object.fromEntries(results))));`;
+    const intruder = 'tempora-test-intruder';
+    await node!.api('POST', '/api/v1/namespaces', { apiVersion: 'v1', kind: 'Namespace', metadata: { name: intruder } });
+    try {
+      await node!.waitForServiceAccount(intruder);
+      const image = `${released.images.gateway!.reference}@${released.images.gateway!.digest}`;
+      await node!.api('POST', `/api/v1/namespaces/${intruder}/pods`, {
+        apiVersion: 'v1',
+        kind: 'Pod',
+        metadata: { name: 'probe' },
+        spec: { restartPolicy: 'Never', containers: [{ name: 'probe', image, command: ['node', '-e', probe] }] },
+      });
+      await waitFor(
+        'the probe pod to finish',
+        async () =>
+          ['Succeeded', 'Failed'].includes((await node!.api<{ status: { phase: string } }>('GET', `/api/v1/namespaces/${intruder}/pods/probe`)).status.phase),
+        120_000,
+        1_000,
+      );
+      const reached = JSON.parse(await node!.api<string>('GET', `/api/v1/namespaces/${intruder}/pods/probe/log`));
+      assert.deepEqual(reached, { gateway: 'open', gatewayMetrics: 'open', billing: 'blocked', postgresql: 'blocked', redis: 'blocked' });
+    } finally {
+      await node!.api('DELETE', `/api/v1/namespaces/${intruder}`);
+    }
   });
 
   /** The page's shell text run while traffic goes through the Ingress, until the rollout is over: none may fail. */

@@ -39,6 +39,9 @@ app.kubernetes.io/part-of: tempora
 registry: {{ .Values.image.registry | quote }}
 version: {{ .Values.image.version | default .Chart.AppVersion | quote }}
 pullPolicy: {{ .Values.image.pullPolicy }}
+{{- with .Values.image.digests }}
+digests: {{ toJson . }}
+{{- end }}
 {{- end -}}
 
 {{- /*
