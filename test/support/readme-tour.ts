@@ -20,6 +20,8 @@ export function readmeTour(urls: Record<ServiceName, string>, options: { strict?
   let script = blocks.join('\n');
   if (options.strict) script = script.replaceAll(/curl -s /g, 'curl -sS --fail-with-body ');
   for (const [service, url] of Object.entries(urls)) script = script.replaceAll(`http://127.0.0.1:${DEFAULT_PORTS[service as ServiceName]}`, url);
+  // The tour runs in a folder of its own: the client example is the repository's, on this process's Node 22.
+  script = script.replaceAll('npx node clients/', `${process.execPath} ${root}clients/`);
   // The Stripe stand-in's conventional port under npm start.
   if (options.stripe) script = script.replaceAll('http://127.0.0.1:12111', options.stripe);
   return script;
