@@ -10,7 +10,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import type { V1ReplicaSet } from '@kubernetes/client-node';
 import { GatewayConfigSchema } from '../../services/gateway/src/config.ts';
-import { GenerationConfigSchema, GenerationServiceConfigSchema } from '../../services/generation/src/config.ts';
+import { GenerationConfigSchema } from '../../services/generation/src/config.ts';
 import { service as asService, SERVICE_KEY, type SimulationHarness, startSimulation, userId } from '../../services/simulation/test/harness.ts';
 import type { OperatorConfig } from '../src/config.ts';
 import type { KubeClient } from '../src/kube/client.ts';
@@ -18,7 +18,6 @@ import type { Deployment, Kind, KubeObject } from '../src/kube/object.ts';
 import * as R from '../src/kube/resources.ts';
 import type { Operator } from '../src/operator.ts';
 import { QUEUE_DEPTH_METRIC } from '../src/reconcilers/agent-pool.ts';
-import { GENERATION_SHUTDOWN_GRACE_SECONDS } from '../src/reconcilers/gateway.ts';
 import {
   applyAs,
   condition,
@@ -281,12 +280,6 @@ describe('operator on a real control plane', function () {
       );
       const gatewayData = (await admin.get(R.ConfigMap, NS, 'gen-gateway')).data!;
       assert.deepEqual([gatewayData.MODEL_PRESETS, gatewayData.PUBLIC_URL], [undefined, undefined], 'only the generation service');
-      // A stopping generation pod finishes its renders: the kubelet waits out the service's own grace.
-      const grace = GenerationServiceConfigSchema.parse({ ...data, CALLBACK_SECRET: 'the value of the Secret key' }).SHUTDOWN_GRACE_MS / 1000;
-      assert.equal(GENERATION_SHUTDOWN_GRACE_SECONDS, grace);
-      const podSpec = (name: string) => admin.get(R.Deployment, NS, name).then((d) => d.spec!.template.spec!);
-      assert.ok((await podSpec('gen-generation')).terminationGracePeriodSeconds! > grace + 5, 'the grace, the preStop sleep and a margin');
-      assert.equal((await podSpec('gen-gateway')).terminationGracePeriodSeconds, 30, "the other services: Kubernetes' default");
 
       await applyAs(
         admin,

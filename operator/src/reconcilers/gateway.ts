@@ -35,12 +35,6 @@ const USES_PROVIDERS = new Set<PlatformService>(['generation', 'graph', 'simulat
 
 /** Where the simulation pods find the SimulationBudgets of their TemporaGateway: one `<budget>.json` per budget (SIMULATION_BUDGETS_PATH). */
 export const BUDGETS_DIR = '/etc/tempora/simulation-budgets';
-/**
- * Generation's own SHUTDOWN_GRACE_MS default in seconds (GENERATION_TIMEOUT_MS + 30 s: a stopping replica
- * finishes its renders and delivers their callbacks, docs/generation.md). operator/test/operator.test.ts
- * checks it against the service's configuration, which the operator does not import.
- */
-export const GENERATION_SHUTDOWN_GRACE_SECONDS = 330;
 
 export function budgetsConfigMapName(gw: TemporaGateway): string {
   return `${gw.metadata.name}-simulation-budgets`;
@@ -191,7 +185,6 @@ export function desiredGatewayChildren(gw: TemporaGateway, withServiceMonitors: 
         tracing: spec.tracing,
         config,
         ...(svc === 'simulation' ? { volumes: [budgetSource.volume] } : {}),
-        ...(svc === 'generation' ? { shutdownGraceSeconds: GENERATION_SHUTDOWN_GRACE_SECONDS } : {}),
       }),
       service(gw, name, svc, port),
       podDisruptionBudget(gw, name, svc, settings?.maxUnavailable ?? 1),

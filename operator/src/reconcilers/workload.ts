@@ -135,8 +135,6 @@ export interface PodSpecInput {
   volumes?: ReadOnlyVolume[];
   /** Scheduling, pulling and extra metadata of the pods; the operator's labels and annotations win over it. */
   pods?: PodSettings;
-  /** How long the process may take to stop (its SHUTDOWN_GRACE_MS, in seconds); unset, Kubernetes' default 30 s. */
-  shutdownGraceSeconds?: number;
 }
 
 export function podTemplate(input: PodSpecInput): Record<string, unknown> {
@@ -191,9 +189,6 @@ export function podTemplate(input: PodSpecInput): Record<string, unknown> {
     metadata: { labels: { ...pods?.labels, ...childLabels(owner, component), [OWNER_UID_LABEL]: owner.metadata.uid ?? '' }, annotations },
     spec: {
       ...(input.restartPolicy ? { restartPolicy: input.restartPolicy } : {}),
-      // The kubelet kills the container this long after it starts stopping it, preStop sleep included: the
-      // process's own grace, the sleep before it, and a margin for closing its stores after the grace.
-      ...(input.shutdownGraceSeconds ? { terminationGracePeriodSeconds: input.shutdownGraceSeconds + PRE_STOP_SECONDS + 15 } : {}),
       ...podScheduling(pods, selectorLabels(owner, component)),
       // The service images run as the node user (uid 1000) of the Node 22 base image.
       securityContext: { runAsNonRoot: true, runAsUser: 1000, runAsGroup: 1000, fsGroup: 1000, seccompProfile: { type: 'RuntimeDefault' } },
