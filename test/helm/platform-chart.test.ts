@@ -18,6 +18,7 @@ import type { KubeClient } from '../../operator/src/kube/client.ts';
 import type { KubeObject } from '../../operator/src/kube/object.ts';
 import type { Operator } from '../../operator/src/operator.ts';
 import { GENERATE_ANNOTATION, generateValues, isGenerated, planGeneration } from '../../operator/src/reconcilers/generated-secrets.ts';
+import { WORKER_PORT } from '../../operator/src/reconcilers/workload.ts';
 import { applyAs, CRD_DIR, clientFor, manifests, newOperator, waitFor } from '../../operator/test/cluster.ts';
 import { GatewayConfigSchema } from '../../services/gateway/src/config.ts';
 import { GenerationConfigSchema } from '../../services/generation/src/config.ts';
@@ -541,6 +542,14 @@ describe('helm chart tempora (the platform)', function () {
       assert.deepEqual(defaults[`${RELEASE}-within`]!.ingress, [{ from: [{ podSelector: platform }] }]);
       assert.deepEqual(defaults[`${RELEASE}-gateway`]!.ingress, [{ ports: [{ port: 'http', protocol: 'TCP' }] }], 'anyone may reach the entry point');
       assert.deepEqual(defaults[`${RELEASE}-metrics`]!.ingress[0].from, [{ namespaceSelector: {} }]);
+      assert.deepEqual(
+        defaults[`${RELEASE}-metrics`]!.ingress[0].ports,
+        [
+          { port: 'metrics', protocol: 'TCP' },
+          { port: WORKER_PORT, protocol: 'TCP' },
+        ],
+        "the workers' port is the one the operator gives them",
+      );
       assert.deepEqual(defaults[`${RELEASE}-operator`]!.ingress[0].from, [
         {
           namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'tempora-system' } },

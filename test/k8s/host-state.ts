@@ -1,5 +1,5 @@
 // What a node run changes on the host, recorded before it starts so that it can be put back when it stops
-// (docs: ../shared/guides/real-node.md, "What a run changes on the host"): sysctls, iptables and nftables
+// (test/k8s/README.md, "Leaving the host as it was"): sysctls, iptables and nftables
 // rules, mounts, network links, cgroups, and the host paths the kubelet, containerd and the CNI plugins
 // write outside the run's own folder. Everything here is synchronous so that it also runs from a
 // process 'exit' handler, after a failed test or an interrupt.

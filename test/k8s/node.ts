@@ -1,4 +1,4 @@
-// A real one-node Kubernetes cluster for tests (../shared/guides/real-node.md): the control plane of
+// A real one-node Kubernetes cluster for tests (test/k8s/README.md): the control plane of
 // control-plane.ts listening on the node's address, containerd + runc from Debian with the CNI bridge
 // plugin, a kubelet, kube-scheduler and kube-proxy (iptables mode) built like kube-apiserver, CoreDNS for
 // Service names, and BuildKit building our own Dockerfiles into containerd on a local Debian + Node base.
