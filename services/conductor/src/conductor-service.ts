@@ -1,20 +1,22 @@
-// Over 400 lines: conversations, settlement of refunds and the account's data are one service's
-// application layer; splitting it per area goes with issue 30's one shape for every service.
 import { randomUUID } from 'node:crypto';
-import { type AccountDeletion, type ExportReader, keysetPage, UUID_POSITION } from '@tempora/kit/http';
+import type { AccountDeletion, ExportReader } from '@tempora/kit/http';
 import type { Logger } from '@tempora/kit/observability';
 import type { ChatMessage } from '@tempora/kit/providers';
 import { z } from 'zod';
+import { AccountData } from './account-export.ts';
 import type { GatewayClient } from './clients/gateway.ts';
 import type { GraphMcp } from './clients/graph-mcp.ts';
-import { type CallRecord, type Caps, Conductor, chargeKey, type RunOutcome, type RunState } from './domain/conductor.ts';
+import { Conductor } from './domain/conductor.ts';
 import { type Decision, decisionIn } from './domain/decision.ts';
 import { graphTools } from './domain/graph-tools.ts';
 import { offlinePlanner, type PlannerMemory } from './domain/planner.ts';
 import { composeReply, systemPrompt } from './domain/reply.ts';
+import type { Caps, RunOutcome, RunState } from './domain/run-types.ts';
 import type { ConductorSettings, SettingsPatch } from './domain/settings.ts';
 import type { ConductorTool } from './domain/tools.ts';
 import type { ConductorRepository, MessageRow, ToolCallRow } from './repository.ts';
+import { type ConductorResponse, responseOf } from './response.ts';
+import { Settlement } from './settlement.ts';
 
 export class ConversationNotFound extends Error {
   override name = 'ConversationNotFound';
@@ -46,49 +48,7 @@ export interface MessageInput {
   requestId: string;
 }
 
-/** One entry of `tools_called`. */
-export interface CalledTool {
-  index: number;
-  tool: string;
-  credits: number;
-  running_total: number;
-  note: string;
-  status: CallRecord['status'];
-  arguments: Record<string, unknown>;
-  output: Record<string, unknown> | null;
-}
-
-export interface ConductorResponse {
-  message_id: string;
-  conversation_id: string;
-  status: RunOutcome['status'];
-  reply: string;
-  tools_called: CalledTool[];
-  spend: { credits_total: number; running_total: number; ceiling: number };
-  pending: {
-    id: string;
-    index: number;
-    tool: string;
-    action: string;
-    credits: number;
-    operation: string;
-    reason: string;
-    running_total_after: number;
-    ceiling: number;
-    available?: number;
-  } | null;
-  stopped_by: RunOutcome['stopped_by'] | null;
-  decision: Decision | null;
-  model: { provider: string; model: string; offline: boolean };
-  usage: { steps: number; tokens: number };
-}
-
 const HISTORY_MESSAGES = 10;
-
-/** The conductor's users are the gateway's, named by UUID: any other id holds nothing here. */
-const isUserId = (id: string) => z.uuid().safeParse(id).success;
-
-const iso = (value: Date | string) => (value instanceof Date ? value.toISOString() : value);
 
 /** A conversation held for one message (`holder`, the claim's token), until its answer is stored. */
 interface Claim {
@@ -152,8 +112,13 @@ export interface ConductorServiceDeps {
 export class ConductorService {
   private readonly deps: ConductorServiceDeps;
 
+  private readonly settlement: Settlement;
+  private readonly accountData: AccountData;
+
   constructor(deps: ConductorServiceDeps) {
     this.deps = deps;
+    this.settlement = new Settlement(deps);
+    this.accountData = new AccountData(deps.repository);
   }
 
   settings(userId: string): Promise<ConductorSettings> {
@@ -275,7 +240,7 @@ export class ConductorService {
     const reply = composeReply(outcome, settings, caps);
     // Each pause gets its own id, so a decision can only answer the pause its sender was shown.
     const pause = outcome.pause ? { id: randomUUID(), index: outcome.pause.index } : undefined;
-    const response = this.view(message.id, conversationId, outcome, reply, settings, decision, pause?.id);
+    const response = responseOf(conductor.model, message.id, conversationId, outcome, reply, settings, decision, pause?.id);
     const nothingDone = outcome.stopped_by === 'model_error' && outcome.state.next_index === 0;
     await repository.finishAndRelease(
       message.id,
@@ -288,63 +253,6 @@ export class ConductorService {
     this.deps.onMessage?.(nothingDone ? 'failed' : outcome.status);
     if (nothingDone) throw new ModelUnavailable(`the model could not be reached: ${outcome.text}`);
     return response;
-  }
-
-  private view(
-    messageId: string,
-    conversationId: string,
-    outcome: RunOutcome,
-    reply: string,
-    settings: ConductorSettings,
-    decision: Decision | undefined,
-    pauseId: string | undefined,
-  ): ConductorResponse {
-    let total = outcome.started_total;
-    const tools_called = outcome.calls.map((call) => {
-      total += call.credits;
-      return {
-        index: call.index,
-        tool: call.tool,
-        credits: call.credits,
-        running_total: total,
-        note: call.note,
-        status: call.status,
-        arguments: call.arguments,
-        output: call.output,
-      };
-    });
-    const { pause } = outcome;
-    const model = this.deps.conductor.model;
-    return {
-      message_id: messageId,
-      conversation_id: conversationId,
-      status: outcome.status,
-      reply,
-      tools_called,
-      spend: {
-        credits_total: outcome.state.running_total - outcome.started_total,
-        running_total: outcome.state.running_total,
-        ceiling: settings.spend_ceiling,
-      },
-      pending: pause
-        ? {
-            id: pauseId!,
-            index: pause.index,
-            tool: pause.tool,
-            action: pause.action,
-            credits: pause.credits,
-            operation: pause.operation,
-            reason: pause.reason,
-            running_total_after: pause.running_total + pause.credits,
-            ceiling: pause.ceiling,
-            ...(pause.available === undefined ? {} : { available: pause.available }),
-          }
-        : null,
-      stopped_by: outcome.stopped_by ?? null,
-      decision: decision ?? null,
-      model: { provider: model.kind, model: model.model, offline: model.kind === 'offline' },
-      usage: { steps: outcome.state.steps, tokens: outcome.state.tokens },
-    };
   }
 
   /** A conversation with its messages; each message's calls as the journal holds them now (refunds booked later included). */
@@ -389,141 +297,18 @@ export class ConductorService {
   }
 
   /**
-   * Settles what a failure left: refunds not booked when a tool failed, and calls whose process stopped
-   * between their charge and their end (refunded: their result was never delivered). Returns how many
-   * calls it settled.
+   * Settles what a failure left: refunds not booked when a tool failed, calls whose process stopped between
+   * their charge and their end, and the jobs of paid calls. Returns how many calls it settled.
    */
-  async settleUnsettled(requestId: string): Promise<number> {
-    const rows = await this.deps.repository.unsettledCalls(new Date(Date.now() - this.deps.staleMs));
-    let settled = await this.settleJobs(requestId);
-    for (const row of rows) {
-      const key = row.idempotency_key ?? chargeKey(row.message_id, row.index);
-      try {
-        const refunded = await this.deps.gateway.refund(
-          row.user_id,
-          key,
-          row.status === 'charging' ? 'the conductor stopped before the call ended' : 'refund of a failed call, booked late',
-          requestId,
-        );
-        const note =
-          row.status === 'charging'
-            ? `interrupted before it ended; ${refunded ? 'refunded' : 'never charged'}`
-            : `${row.note.replace(/; the refund of \d+ credits is pending$/, '')}; refunded later`;
-        await this.deps.repository.settleCall(row.message_id, row.index, { status: 'failed', credits: 0, note, refund_pending: false });
-        settled += 1;
-      } catch (error) {
-        this.deps.logger.warn({ err: error, message: row.message_id, index: row.index }, 'refund still not booked');
-      }
-    }
-    return settled;
+  settleUnsettled(requestId: string): Promise<number> {
+    return this.settlement.settleUnsettled(requestId);
   }
 
-  /**
-   * The jobs paid calls started (simulation runs): hands the gateway those it has not taken yet, and
-   * writes into the journal how the gateway settled those it followed, so a conversation shows a run
-   * that failed later, or was cancelled before a step, as refunded, as the ledger has it. Returns how many
-   * calls it settled.
-   */
-  private async settleJobs(requestId: string): Promise<number> {
-    const { repository, gateway, logger } = this.deps;
-    let settled = 0;
-    for (const row of await repository.unsettledJobs()) {
-      const key = row.idempotency_key ?? chargeKey(row.message_id, row.index);
-      try {
-        if (row.job_state === 'to_follow') {
-          const followed = row.job ? await gateway.follow(row.user_id, key, row.job, requestId) : false;
-          await repository.settleCall(row.message_id, row.index, { job_state: followed ? 'following' : 'settled' });
-          continue;
-        }
-        const standing = await gateway.standing(row.user_id, key, requestId);
-        if (standing?.state === 'following') {
-          // Looked at: the others take their turn before this one again.
-          await repository.settleCall(row.message_id, row.index, {});
-          continue;
-        }
-        if (standing?.state === 'refunded') {
-          const note = `${row.note}; then ${standing.reason ?? 'it delivered nothing'}: refunded ${standing.refunded} credits`;
-          await repository.settleCall(row.message_id, row.index, {
-            status: 'failed',
-            credits: Math.max(0, standing.charged - standing.refunded),
-            note,
-            job_state: 'settled',
-          });
-        } else await repository.settleCall(row.message_id, row.index, { job_state: 'settled' });
-        settled += 1;
-      } catch (error) {
-        logger.warn({ err: error, message: row.message_id, index: row.index }, 'the settlement of a job could not be read');
-      }
-    }
-    return settled;
+  deleteAccount(userId: string): Promise<AccountDeletion> {
+    return this.accountData.deleteAccount(userId);
   }
 
-  /**
-   * Deletes everything the conductor holds of a user (account deletion): settings, conversations,
-   * messages, pauses and the journal of calls. Refunds still pending are dropped, since the gateway deletes
-   * the account's ledger with it; jobs the gateway follows go with its own records. Idempotent.
-   */
-  async deleteAccount(userId: string): Promise<AccountDeletion> {
-    const deleted = isUserId(userId)
-      ? await this.deps.repository.deleteUserData(userId.toLowerCase())
-      : { settings: 0, conversations: 0, messages: 0, pauses: 0, tool_calls: 0, pending_refunds: 0 };
-    return { service: 'conductor', deleted: { ...deleted }, kept: {}, notes: [] };
-  }
-
-  /**
-   * A user's export, kinds in this order: `settings` (as stored; none when never set, in one page),
-   * `conversations`, `messages` (each with its tool calls as the journal holds them), each by id.
-   */
   exportReaders(userId: string): ExportReader[] {
-    const { repository } = this.deps;
-    const holds = isUserId(userId);
-    const user = userId.toLowerCase();
-    return [
-      {
-        kind: 'settings',
-        read: async () => ({ items: holds ? (await repository.storedSettings(user)).map((row) => ({ ...row, updated_at: iso(row.updated_at as Date) })) : [] }),
-      },
-      {
-        kind: 'conversations',
-        after: UUID_POSITION,
-        read: async (after, size) =>
-          keysetPage(
-            holds ? await repository.conversationsAfter(user, after, size + 1) : [],
-            size,
-            (row) => row.id,
-            (row) => ({ id: row.id, title: row.title, created_at: iso(row.created_at), updated_at: iso(row.updated_at) }),
-          ),
-      },
-      {
-        kind: 'messages',
-        after: UUID_POSITION,
-        read: async (after, size) =>
-          keysetPage(
-            holds ? await repository.messagesAfter(user, after, size + 1) : [],
-            size,
-            (row) => row.message.id,
-            ({ message, calls }) => ({
-              id: message.id,
-              conversation_id: message.conversation_id,
-              content: message.content,
-              status: message.status,
-              reply: message.reply,
-              created_at: iso(message.created_at),
-              updated_at: iso(message.updated_at),
-              tool_calls: calls.map((call) => ({
-                index: call.index,
-                tool: call.tool,
-                arguments: call.arguments,
-                status: call.status,
-                credits: call.credits,
-                operation: call.operation,
-                note: call.note,
-                output: call.output,
-                created_at: iso(call.created_at),
-              })),
-            }),
-          ),
-      },
-    ];
+    return this.accountData.exportReaders(userId);
   }
 }

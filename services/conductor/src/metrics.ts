@@ -1,9 +1,9 @@
 import { generationOperation, simulationOperation } from '@tempora/kit/http';
 import { Metrics, SeriesHistogram, zeroed } from '@tempora/kit/observability';
 import { Counter } from 'prom-client';
-import type { CallRecord } from './domain/conductor.ts';
 import { GRAPH_TOOLS } from './domain/graph-tools.ts';
 import { PRESETS } from './domain/platform-tools.ts';
+import type { CallRecord } from './domain/run-types.ts';
 
 /** The tools the conductor offers (service.ts, and the graph's read tools): what conductor_tool_calls_total starts with. */
 export const CONDUCTOR_TOOLS = [...GRAPH_TOOLS, 'render_scene', 'start_simulation', 'follow_simulation', 'summarize_simulation', 'get_balance'];

@@ -1,6 +1,6 @@
 import type { Knex } from '@tempora/kit/data';
-import type { CallJournal, CallRecord, JobState, RunState } from './domain/conductor.ts';
 import type { Decision } from './domain/decision.ts';
+import type { CallJournal, CallRecord, JobState, RunState } from './domain/run-types.ts';
 import { type ConductorSettings, DEFAULT_SETTINGS, type SettingsPatch } from './domain/settings.ts';
 import type { FollowedJob } from './domain/tools.ts';
 

@@ -49,15 +49,33 @@ function conductorWindows(config: ConductorConfig) {
   };
 }
 
+/** The peers, each with the conductor's key for it, and the tools besides the graph's that call them. */
+function peers(config: ConductorConfig) {
+  const keyFor = (own: string | undefined) => own ?? config.SERVICE_KEY[0];
+  const gateway = new GatewayClient(config.GATEWAY_URL, keyFor(config.GATEWAY_SERVICE_KEY), config.PEER_TIMEOUT_MS, config.PRICES_TTL_MS);
+  const simulations = new SimulationClient(config.SIMULATION_URL, keyFor(config.SIMULATION_SERVICE_KEY), config.PEER_TIMEOUT_MS);
+  const graph = new GraphMcp(config.GRAPH_URL, keyFor(config.GRAPH_SERVICE_KEY), config.PEER_TIMEOUT_MS);
+  const tools = [
+    renderTool(new GenerationClient(config.GENERATION_URL, keyFor(config.GENERATION_SERVICE_KEY), config.RENDER_TIMEOUT_MS)),
+    startSimulationTool(simulations),
+    followSimulationTool(simulations),
+    summarizeSimulationTool(simulations),
+    balanceTool(gateway),
+  ];
+  return { gateway, graph, tools };
+}
+
+/**
+ * The conductor, wired: model, storage, peers, the loop, the service, the app and the settling timer. Just
+ * over 80 lines: each part is made elsewhere, and the wiring reads best in one place, in the order it runs.
+ */
 export async function createConductorService(config: ConductorConfig, logger = createLogger('conductor', config.LOG_LEVEL)): Promise<ConductorInstance> {
   const model = chooseModel(config, textProviders(config, 'Tempora conductor'));
   const database = await openDatabase({ service: 'conductor', url: config.DATABASE_URL, dataDir: config.TEMPORA_DATA_DIR, migrations, logger });
   const redis = await connectRedis(config.REDIS_URL, logger);
   const repository = new ConductorRepository(database.knex);
   const metrics = new ConductorMetrics();
-  const keyFor = (own: string | undefined) => own ?? config.SERVICE_KEY[0];
-  const gateway = new GatewayClient(config.GATEWAY_URL, keyFor(config.GATEWAY_SERVICE_KEY), config.PEER_TIMEOUT_MS, config.PRICES_TTL_MS);
-  const simulations = new SimulationClient(config.SIMULATION_URL, keyFor(config.SIMULATION_SERVICE_KEY), config.PEER_TIMEOUT_MS);
+  const { gateway, graph, tools } = peers(config);
   const caps = { steps: config.CONDUCTOR_STEP_CAP, tokens: config.CONDUCTOR_TOKEN_CAP, callsPerTurn: config.CONDUCTOR_CALLS_PER_TURN };
   const conductor = new Conductor({
     model,
@@ -71,19 +89,12 @@ export async function createConductorService(config: ConductorConfig, logger = c
       metrics.modelTokens.inc({ provider: model.kind }, tokens);
     },
   });
-  const graph = new GraphMcp(config.GRAPH_URL, keyFor(config.GRAPH_SERVICE_KEY), config.PEER_TIMEOUT_MS);
   const service = new ConductorService({
     repository,
     conductor,
     gateway,
     graph,
-    tools: [
-      renderTool(new GenerationClient(config.GENERATION_URL, keyFor(config.GENERATION_SERVICE_KEY), config.RENDER_TIMEOUT_MS)),
-      startSimulationTool(simulations),
-      followSimulationTool(simulations),
-      summarizeSimulationTool(simulations),
-      balanceTool(gateway),
-    ],
+    tools,
     caps,
     staleMs: config.MESSAGE_STALE_MS,
     logger,

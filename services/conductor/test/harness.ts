@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
+import { createServer, type RequestListener } from 'node:http';
+import { type AddressInfo, createServer as createNetServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
@@ -22,13 +23,37 @@ export const CONDUCTOR_KEY = 'conductor-service-key-0123456789';
 export const ADMIN_KEY = 'admin-key-0123456789';
 
 /** A port nobody listens on (bound, then released): a peer that is absent. */
-export async function freePort(): Promise<number> {
-  const server = createServer();
+async function freePort(): Promise<number> {
+  const server = createNetServer();
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const { port } = server.address() as { port: number };
   await new Promise((resolve) => server.close(resolve));
   return port;
 }
+
+/**
+ * An HTTP server bound at once to a port the system picks (no other process can take it in between), that
+ * answers once it is given its handler: the gateway, which the conductor must know the address of before
+ * the gateway can be made (each names the other). Until then it answers 503.
+ */
+async function boundAtOnce() {
+  let handler: RequestListener | undefined;
+  const server = createServer((request, response) => (handler ? handler(request, response) : response.writeHead(503).end()));
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    answer: (given: RequestListener) => {
+      handler = given;
+    },
+    close: () => {
+      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+      server.closeAllConnections();
+      return closed;
+    },
+  };
+}
+
+type BoundServer = Awaited<ReturnType<typeof boundAtOnce>>;
 
 /**
  * The seed's moments from 1770 to 1830 and the curated edges among them: the Bastille, the coronation of
@@ -85,11 +110,17 @@ export interface StartedConductor {
   stop(): Promise<void>;
 }
 
+/** The conductor's peers' URLs, and the X-Service-Key the simulation service accepts. */
+interface Peers {
+  gateway: string;
+  graph: string;
+  generation: string;
+  simulation: string;
+  simulationKey: string;
+}
+
 /** A conductor on a fresh database, pointed at `peers`; `env` adds to (or overrides) the test settings. */
-async function startConductor(
-  peers: { gateway: string; graph: string; generation: string; simulation: string; simulationKey: string },
-  env: Record<string, string>,
-): Promise<StartedConductor> {
+async function startConductor(peers: Peers, env: Record<string, string>): Promise<StartedConductor> {
   const database = await createDatabase('conductor');
   const config = loadConfig(ConductorConfigSchema, {
     PORT: '0',
@@ -145,35 +176,24 @@ export interface PlatformOptions {
   simulationKey?: string;
 }
 
-/**
- * The platform in this process, on real PostgreSQL and Redis: the graph (seeded with the Napoleonic years),
- * the generation service (offline models), the gateway (signing tokens, the ledger, the proxy) and the
- * conductor between them, each on its own database and a free port.
- */
-export async function startPlatform(options: PlatformOptions = {}): Promise<Platform> {
-  const [graph, generation] = await Promise.all([startGraph(), startGeneration()]);
-  const ingested = await graph.post('/ingest/tdf', napoleonicRecords(), writer);
-  if (ingested.status !== 200) throw new Error(`graph ingest: ${ingested.status} ${JSON.stringify(ingested.body)}`);
-  const conductorPort = await freePort();
-  const conductorUrl = `http://127.0.0.1:${conductorPort}`;
-  const simulationUrl = options.simulationUrl ?? `http://127.0.0.1:${await freePort()}`;
-
-  const gatewayDb = await createDatabase('gateway');
+/** The gateway (signing tokens, the ledger, the proxy) on its own database, answering on `bound`, in front of `peers` and the conductor. */
+async function startGateway(bound: BoundServer, peers: Peers, conductorUrl: string): Promise<Platform['gateway']> {
+  const database = await createDatabase('gateway');
   const dataDir = mkdtempSync(join(tmpdir(), 'conductor-test-'));
-  const gatewayConfig = loadConfig(GatewayConfigSchema, {
-    DATABASE_URL: gatewayDb,
+  const config = loadConfig(GatewayConfigSchema, {
+    DATABASE_URL: database,
     REDIS_URL: process.env.REDIS_URL,
     REDIS_KEY_PREFIX: `test-${randomBytes(4).toString('hex')}`,
     TEMPORA_DATA_DIR: dataDir,
     SERVICE_KEY: GATEWAY_KEY,
     ADMIN_KEY,
     LOG_LEVEL: 'silent',
-    GENERATION_URL: generation.url,
+    GENERATION_URL: peers.generation,
     GENERATION_SERVICE_KEY: GENERATION_KEY,
-    GRAPH_URL: graph.url,
+    GRAPH_URL: peers.graph,
     GRAPH_SERVICE_KEY: GRAPH_KEY,
-    SIMULATION_URL: simulationUrl,
-    SIMULATION_SERVICE_KEY: options.simulationKey ?? CONDUCTOR_KEY,
+    SIMULATION_URL: peers.simulation,
+    SIMULATION_SERVICE_KEY: peers.simulationKey,
     CONDUCTOR_URL: conductorUrl,
     CONDUCTOR_SERVICE_KEY: CONDUCTOR_KEY,
     // The gateway follows simulation runs, the conductor's included, and settles their charges.
@@ -181,17 +201,33 @@ export async function startPlatform(options: PlatformOptions = {}): Promise<Plat
     RATE_LIMIT_MULTIPLIER: '1000',
     UPSTREAM_TIMEOUT_MS: '30000',
   });
-  const gatewayInstance = await createGatewayService(gatewayConfig, createLogger('gateway', 'silent'));
-  const gatewayServer = await serve(gatewayInstance.app, {
-    port: 0,
-    host: '127.0.0.1',
-    logger: gatewayInstance.logger,
-    graceMs: 500,
-    onDrain: gatewayInstance.drain,
-    onClose: [gatewayInstance.close],
-    express: gatewayInstance.express,
-  });
+  const instance = await createGatewayService(config, createLogger('gateway', 'silent'));
+  const callback = instance.app.callback();
+  // The gateway's express lane first, as the kit's serve() runs it.
+  bound.answer((request, response) => void (instance.express(request, response) || callback(request, response)));
+  return {
+    url: bound.url,
+    async close() {
+      instance.drain();
+      await bound.close();
+      await instance.close();
+      await dropDatabase(database);
+      rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
+}
 
+/**
+ * The platform in this process, on real PostgreSQL and Redis: the graph (seeded with the Napoleonic years),
+ * the generation service (offline models), the gateway (signing tokens, the ledger, the proxy) and the
+ * conductor between them, each on its own database and a port bound at once (listen(0)).
+ */
+export async function startPlatform(options: PlatformOptions = {}): Promise<Platform> {
+  const [graph, generation] = await Promise.all([startGraph(), startGeneration()]);
+  const ingested = await graph.post('/ingest/tdf', napoleonicRecords(), writer);
+  if (ingested.status !== 200) throw new Error(`graph ingest: ${ingested.status} ${JSON.stringify(ingested.body)}`);
+  const simulationUrl = options.simulationUrl ?? `http://127.0.0.1:${await freePort()}`;
+  const gatewayServer = await boundAtOnce();
   const peers = {
     gateway: gatewayServer.url,
     graph: graph.url,
@@ -199,16 +235,18 @@ export async function startPlatform(options: PlatformOptions = {}): Promise<Plat
     simulation: simulationUrl,
     simulationKey: options.simulationKey ?? CONDUCTOR_KEY,
   };
-  const main = await startConductor(peers, { PORT: String(conductorPort), ...options.conductor });
+  const main = await startConductor(peers, options.conductor ?? {});
+
+  const gateway = await startGateway(gatewayServer, peers, main.url);
   const extras: StartedConductor[] = [];
   const { server } = main;
 
-  const base = { conductor: server.url, gateway: gatewayServer.url };
+  const base = { conductor: server.url, gateway: gateway.url };
   const call = <T = any>(target: 'conductor' | 'gateway', method: string, path: string, init: { headers?: Record<string, string>; body?: unknown } = {}) =>
     request<T>(base[target], path, { method, ...init });
   const admin = { 'X-Admin-Key': ADMIN_KEY };
   return {
-    gateway: { url: gatewayServer.url, close: () => gatewayServer.close() },
+    gateway,
     graph,
     generation,
     conductor: main,
@@ -253,10 +291,8 @@ export async function startPlatform(options: PlatformOptions = {}): Promise<Plat
     async stop() {
       for (const extra of extras) await extra.stop();
       await main.stop();
-      await gatewayServer.close();
+      await gateway.close();
       await Promise.all([graph.stop(), generation.stop()]);
-      await dropDatabase(gatewayDb);
-      rmSync(dataDir, { recursive: true, force: true });
     },
   };
 }

@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import { BASTILLE, CORONATION, conductorEntries, GATEWAY_KEY, type Platform, README_REQUEST, startPlatform, type User, WATERLOO } from './harness.ts';
-import { type SimulationStandIn, startSimulationStandIn } from './simulation-stand-in.ts';
+import { documentedRun, type SimulationStandIn, startSimulationStandIn } from './simulation-stand-in.ts';
 
 describe('conductor, offline planner', function () {
   this.timeout(120_000);
@@ -255,7 +256,7 @@ describe('conductor, offline planner', function () {
 
     it("refunds a paid call whose answer is outside the simulation service's schema, naming the mismatch, and passes nothing of it on", async () => {
       const user = await platform.user(50);
-      simulation.startBody = { id: 42, status: 'queued', injected: 'not for the model' };
+      simulation.startBody = { ...documentedRun(randomUUID(), {}), id: 42, injected: 'not for the model' };
       try {
         const reply = (await platform.send(user, { content: 'Simulate what would have happened had the Continental System failed in 1807' })).body;
         assert.equal(reply.status, 'completed');
@@ -264,7 +265,7 @@ describe('conductor, offline planner', function () {
         assert.equal(started.credits, 0);
         assert.equal(started.output, null);
         // A failure the conductor expects (the tool's own), not "the tool failed unexpectedly".
-        assert.match(started.note, /^failed: the simulation service answered outside its schema: id: .*expected string.*; refunded 8 credits$/);
+        assert.match(started.note, /^failed: the simulation service answered outside its schema: \/id must be string \(its 202 answer\); refunded 8 credits$/);
         assert.match(reply.reply, /could not be started: the simulation service answered outside its schema/);
         assert.doesNotMatch(JSON.stringify(reply), /not for the model/);
         assert.equal(await platform.balance(user), 50);

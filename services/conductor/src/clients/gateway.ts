@@ -50,7 +50,10 @@ export interface Ledger {
 /**
  * The gateway's service routes: the ledger (`/credits/charge`, `/credits/refund`, `/credits/follow`,
  * `/credits/standing`, `/users/{id}/balance`, with the conductor's X-Service-Key) and the published price
- * list, reused for `pricesTtlMs`.
+ * list, reused for `pricesTtlMs`. Through the kit's service client, not @tempora/client: the ledger's routes
+ * are the gateway's service routes, outside the public documents the client is made from, and the published
+ * document of the price list (clients/openapi/gateway.json) gives its answer no body schema, so the client,
+ * failing closed, would refuse it.
  */
 export class GatewayClient implements Ledger {
   private readonly service: ServiceClient;

@@ -33,7 +33,8 @@ interface CallScope {
  * is made once, not per message (two round trips saved on every request). Each call's HTTP request carries
  * the conductor's X-Service-Key and the user's X-User-ID (set through the transport's fetch for the call
  * in progress), so the graph counts it against the user's own read budget rather than one shared by every
- * user of the conductor.
+ * user of the conductor. MCP, not @tempora/client: the tools and their schemas are what the graph's MCP
+ * server lists (the model is shown them as listed), not operations of its OpenAPI document.
  */
 export class GraphMcp {
   private readonly url: URL;

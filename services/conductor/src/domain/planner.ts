@@ -278,7 +278,10 @@ const yearText = (year: unknown) => (typeof year === 'number' && year < 0 ? `${-
 const named = (node: Named) => `${String(node.name ?? node.event_name)} (${yearText(node.year)})`;
 const failure = (result: ToolAnswer | undefined) => (result?.declined ? 'you declined it' : result?.error ? String(result.error) : undefined);
 
-/** The answer, intent by intent, from what the tools answered, as long as the verbosity asks. */
+/**
+ * The answer, intent by intent, from what the tools answered, as long as the verbosity asks. Over 80 lines:
+ * one short case per intent, kept in one switch so that the offline reply's wording reads in one place.
+ */
 function answer(intents: Intent[], searched: ReturnType<typeof searches>, results: Results, memory: PlannerMemory, verbosity: Verbosity): string {
   const detailed = verbosity === 'detailed';
   const brief = verbosity === 'brief';

@@ -1,5 +1,5 @@
-import type { CallRecord, Caps, Pause, RunOutcome } from './conductor.ts';
 import type { PriceBook } from './prices.ts';
+import type { CallRecord, Caps, Pause, RunOutcome } from './run-types.ts';
 import type { ConductorSettings, Verbosity } from './settings.ts';
 import type { ConductorTool } from './tools.ts';
 
