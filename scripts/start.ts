@@ -96,7 +96,7 @@ export function plan(base: NodeJS.ProcessEnv): Plan {
     });
     units.push({
       name: 'stripe-stand-in',
-      script: 'services/billing/test/stripe-server.ts',
+      script: 'test/support/stand-ins/stripe.ts',
       args: [],
       url: env.STRIPE_API_URL!,
       env: { STRIPE_STAND_IN_PORT: String(port), STRIPE_WEBHOOK_URL: `${url('gateway')}/api/v1/billing/webhooks/stripe` },

@@ -20,9 +20,9 @@ import pg from 'pg';
 import Stripe from 'stripe';
 import { Agent, request as undiciRequest } from 'undici';
 import { freePort, startInfra } from '../../scripts/infra.ts';
-import { signatureFor, stripeEvent } from '../../services/billing/test/stripe-server.ts';
 import { createDatabase, dropDatabase } from '../../test/support/database.ts';
 import { request } from '../../test/support/http.ts';
+import { signatureFor, stripeEvent } from '../../test/support/stand-ins/stripe.ts';
 
 const EVENTS = Number(process.env.BENCH_EVENTS ?? 2000);
 const USERS = Number(process.env.BENCH_USERS ?? 200);

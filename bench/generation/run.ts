@@ -22,8 +22,8 @@ import { fileURLToPath } from 'node:url';
 import { freePort, startInfra } from '../../scripts/infra.ts';
 import { EVENT_ORDER } from '../../services/generation/src/agents/types.ts';
 import { readSse } from '../../services/generation/test/harness.ts';
-import { FakeVendors } from '../../services/generation/test/providers/fake-vendors.ts';
 import { createDatabase, dropDatabase } from '../../test/support/database.ts';
+import { FakeVendors } from '../../test/support/stand-ins/model-vendors.ts';
 
 const AGENT_MS = Number(process.env.BENCH_AGENT_MS ?? 200);
 const STREAMS = Number(process.env.BENCH_STREAMS ?? 100);

@@ -18,7 +18,8 @@ import type { DesiredChild } from '../../operator/src/reconcilers/context.ts';
 import { desiredGatewayChildren } from '../../operator/src/reconcilers/gateway.ts';
 import { desiredGraphWorkerChildren } from '../../operator/src/reconcilers/graph-worker.ts';
 import type { Cluster } from '../../operator/test/cluster.ts';
-import { applyAs, waitFor } from '../../operator/test/cluster.ts';
+import { applyAs } from '../../operator/test/cluster.ts';
+import { waitFor } from '../../test/support/wait.ts';
 
 /**
  * Requests in flight for owners, and as many for children: as many as the operator's reconciles (4 workers
@@ -35,7 +36,7 @@ function childrenOf(owner: KubeObject): DesiredChild[] {
     case 'GraphWorker':
       return desiredGraphWorkerChildren(owner as GraphWorker, (owner as GraphWorker).spec.role !== 'daily');
     case 'AgentPool':
-      return desiredAgentPoolChildren(owner as AgentPool, { queueMetric: false, podMonitor: true });
+      return desiredAgentPoolChildren(owner as AgentPool, { queueMetric: false, podMonitor: true, keda: false });
     case 'SimulationBudget':
       // A budget owns no child: it is a key of its TemporaGateway's ConfigMap.
       return [];
@@ -139,8 +140,7 @@ export async function controlPlaneFloor(cluster: Cluster, operatorClient: KubeCl
       if (unobserved === 0 && !allObservedSeconds) allObservedSeconds = elapsed();
       return pending.size === 0;
     },
-    600_000,
-    50,
+    { timeoutMs: 600_000, intervalMs: 50 },
   );
   const allAvailableSeconds = elapsed();
   watching.abort();

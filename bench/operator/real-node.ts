@@ -8,8 +8,9 @@ import { loadavg } from 'node:os';
 import { parseArgs } from 'node:util';
 import type { KubeObject } from '../../operator/src/kube/object.ts';
 import * as R from '../../operator/src/kube/resources.ts';
-import { applyAs, condition, waitFor } from '../../operator/test/cluster.ts';
+import { applyAs, condition } from '../../operator/test/cluster.ts';
 import { call, gatewayResource, gatewayUrl, NAMESPACE, startPlatform } from '../../test/e2e/platform.ts';
+import { waitFor } from '../../test/support/wait.ts';
 
 const { values } = parseArgs({ options: { rounds: { type: 'string', default: '3' } } });
 const rounds = Number(values.rounds);
@@ -72,14 +73,16 @@ try {
         await new Promise((r) => setTimeout(r, 500));
       }
     })();
-    const url = await waitFor('the gateway Service', () => gatewayUrl(admin, name), 120_000, 100);
-    await waitFor('the gateway answering', async () => (await call(`${url}/health`, { timeoutMs: 2_000 })).status === 200, 600_000, 100);
+    const url = await waitFor('the gateway Service', () => gatewayUrl(admin, name), { timeoutMs: 120_000, intervalMs: 100 });
+    await waitFor('the gateway answering', async () => (await call(`${url}/health`, { timeoutMs: 2_000 })).status === 200, {
+      timeoutMs: 600_000,
+      intervalMs: 100,
+    });
     mark('firstGatewayAnswer');
     await waitFor(
       'a graph read answered through the gateway',
       async () => (await call(`${url}/api/v1/graph/moments?limit=1`, { timeoutMs: 2_000, headers: { 'x-forwarded-for': '198.51.100.1' } })).status === 200,
-      600_000,
-      100,
+      { timeoutMs: 600_000, intervalMs: 100 },
     );
     mark('firstAnsweredRequest');
     await following;
@@ -90,8 +93,7 @@ try {
     await waitFor(
       "the TemporaGateway's pods gone",
       async () => (await admin.list(R.Pod, { labelSelector: `tempora.dev/owner-uid=${owner.metadata.uid}` }, NAMESPACE)).items.length === 0,
-      300_000,
-      1000,
+      { timeoutMs: 300_000, intervalMs: 1000 },
     );
   }
   const keys = (Object.keys(results[0]!) as (keyof Round)[]).filter((k): k is Exclude<keyof Round, 'serviceReady'> => k !== 'serviceReady');

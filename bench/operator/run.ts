@@ -14,11 +14,12 @@ import { parseArgs } from 'node:util';
 import type { KubeObject } from '../../operator/src/kube/object.ts';
 import * as R from '../../operator/src/kube/resources.ts';
 import { collectionPath } from '../../operator/src/kube/resources.ts';
-import { applyAs, type Cluster, clientFor, startCluster, waitFor } from '../../operator/test/cluster.ts';
+import { applyAs, type Cluster, clientFor, startCluster } from '../../operator/test/cluster.ts';
 import { agentPool, gateway, graphWorker, simulationBudget } from '../../operator/test/fixtures.ts';
 import { KubeletStandIn } from '../../operator/test/kubelet-stand-in.ts';
 import { tlsSecret } from '../../operator/test/tls-secret.ts';
 import { freePort } from '../../scripts/infra.ts';
+import { waitFor } from '../../test/support/wait.ts';
 import { controlPlaneFloor, type FloorFigures } from './floor.ts';
 
 const { values } = parseArgs({
@@ -147,8 +148,8 @@ const operatorRun = () =>
     const kill = () => operator.kill('SIGKILL');
     process.once('exit', kill);
     try {
-      await waitFor('operator ready', async () => (await fetch(`http://127.0.0.1:${port}/readyz`)).ok, 30_000, 200);
-      await waitFor('operator leading', async () => (await scrape(port)).get('leader_election_master_status') === 1, 30_000, 200);
+      await waitFor('operator ready', async () => (await fetch(`http://127.0.0.1:${port}/readyz`)).ok, { timeoutMs: 30_000, intervalMs: 200 });
+      await waitFor('operator leading', async () => (await scrape(port)).get('leader_election_master_status') === 1, { timeoutMs: 30_000, intervalMs: 200 });
       const objs = resources(count, gatewayEvery);
       const total = Object.fromEntries(Object.keys(PLURAL).map((kind) => [kind, objs.filter((o) => o.kind === kind).length]));
       // Ready is followed through one watch per kind, opened before the first apply: polling lists cost the
@@ -206,8 +207,7 @@ const operatorRun = () =>
           }
           return readyCount === count;
         },
-        600_000,
-        50,
+        { timeoutMs: 600_000, intervalMs: 50 },
       ).finally(closeWatches);
       const allReady = performance.now();
       const atReady = await scrape(port);

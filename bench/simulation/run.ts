@@ -16,9 +16,9 @@ import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { freePort, startInfra } from '../../scripts/infra.ts';
-import { FakeModel } from '../../services/simulation/test/fake-model.ts';
 import { createDatabase, dropDatabase } from '../../test/support/database.ts';
 import { request } from '../../test/support/http.ts';
+import { FakeModel } from '../../test/support/stand-ins/chat-model.ts';
 
 const CALL_MS = Number(process.env.BENCH_CALL_MS ?? 200);
 const RUNS = Number(process.env.BENCH_RUNS ?? 5);

@@ -5,12 +5,13 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseAllDocuments } from 'yaml';
 import { ControlPlane } from '../../test/k8s/control-plane.ts';
+import { waitFor } from '../../test/support/wait.ts';
 import type { Condition } from '../src/api/v1alpha1/index.ts';
 import type { OperatorConfig } from '../src/config.ts';
 import { KubeClient } from '../src/kube/client.ts';
 import { loadConnection } from '../src/kube/connection.ts';
 import type { KubeObject } from '../src/kube/object.ts';
-import { objectPath, PodMonitor, type ResourceType, ServiceMonitor } from '../src/kube/resources.ts';
+import { objectPath, PodMonitor, type ResourceType, ScaledObject, ServiceMonitor } from '../src/kube/resources.ts';
 import { createLogger } from '../src/log.ts';
 import { Operator } from '../src/operator.ts';
 import { KubeletStandIn } from './kubelet-stand-in.ts';
@@ -41,6 +42,7 @@ function standInCrd(r: ResourceType): KubeObject {
 }
 export const SERVICE_MONITOR_CRD = standInCrd(ServiceMonitor);
 export const POD_MONITOR_CRD = standInCrd(PodMonitor);
+export const SCALED_OBJECT_CRD = standInCrd(ScaledObject);
 export const OPERATOR_USER = 'system:serviceaccount:tempora-system:tempora-operator';
 /** A ServiceAccount token's groups, which also put the operator in API priority and fairness's service-accounts flow. */
 const OPERATOR_GROUPS = ['system:serviceaccounts', 'system:serviceaccounts:tempora-system'];
@@ -83,21 +85,6 @@ export function applyAs<T extends KubeObject>(client: KubeClient, obj: T, manage
   });
 }
 
-export async function waitFor<T>(what: string, fn: () => Promise<T | undefined | false>, timeoutMs = 30_000, intervalMs = 100): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let lastError: unknown;
-  for (;;) {
-    try {
-      const v = await fn();
-      if (v !== undefined && v !== false) return v;
-    } catch (err) {
-      lastError = err;
-    }
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${lastError ? `: ${String(lastError)}` : ''}`);
-    await new Promise((r) => setTimeout(r, intervalMs));
-  }
-}
-
 /** A custom resource (api/v1alpha1): its status has conditions. */
 export type WithConditions = KubeObject & { status?: { observedGeneration?: number; conditions?: Condition[] } };
 
@@ -122,7 +109,7 @@ export function waitReady<T extends WithConditions>(
         ? obj
         : undefined;
     },
-    timeoutMs,
+    { timeoutMs },
   );
 }
 
@@ -165,13 +152,17 @@ async function installTempora(cp: ControlPlane): Promise<Cluster> {
   for (const crdName of ['temporagateways', 'graphworkers', 'agentpools', 'simulationbudgets']
     .map((p) => `${p}.tempora.dev`)
     .concat(monitorCrds.map((c) => c.metadata.name))) {
-    await waitFor(`CRD ${crdName} established`, async () => {
-      const crd = await admin.request<{ status?: { conditions?: { type: string; status: string }[] } }>(
-        'GET',
-        `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${crdName}`,
-      );
-      return (crd.status?.conditions ?? []).some((c) => c.type === 'Established' && c.status === 'True');
-    });
+    await waitFor(
+      `CRD ${crdName} established`,
+      async () => {
+        const crd = await admin.request<{ status?: { conditions?: { type: string; status: string }[] } }>(
+          'GET',
+          `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${crdName}`,
+        );
+        return (crd.status?.conditions ?? []).some((c) => c.type === 'Established' && c.status === 'True');
+      },
+      { timeoutMs: 30_000 },
+    );
   }
   // The operator runs as its ServiceAccount's user, so the tests also prove the RBAC manifests suffice.
   return { cp, admin, operatorKubeconfig: cp.kubeconfigFor(OPERATOR_USER, 'operator.kubeconfig', OPERATOR_GROUPS) };
@@ -189,7 +180,7 @@ export async function startOperatorCluster(identity: string, overrides: Partial<
   kubelet.start();
   const op = newOperator(cluster.operatorKubeconfig, identity, overrides);
   await op.start();
-  await waitFor(`${identity} to lead`, async () => op.isLeader, 20_000);
+  await waitFor(`${identity} to lead`, async () => op.isLeader, { timeoutMs: 20_000 });
   return { ...cluster, kubelet, op };
 }
 

@@ -12,6 +12,7 @@ import { KeyStore } from '../../services/gateway/src/domain/keys.ts';
 import { GenerationConfigSchema } from '../../services/generation/src/config.ts';
 import { GraphConfigSchema } from '../../services/graph/src/config.ts';
 import { SimulationConfigSchema } from '../../services/simulation/src/config.ts';
+import { waitFor } from '../../test/support/wait.ts';
 import type { KubeClient } from '../src/kube/client.ts';
 import type { KubeObject, Pod } from '../src/kube/object.ts';
 import * as R from '../src/kube/resources.ts';
@@ -28,7 +29,6 @@ import {
   ownedBy,
   startOperatorCluster,
   stopOperatorCluster,
-  waitFor,
   waitReady as waitReadyIn,
 } from './cluster.ts';
 import { agentPool, gateway, graphWorker, NS } from './fixtures.ts';
@@ -81,7 +81,7 @@ describe('what the operator deploys', function () {
         const c = condition(obj, type);
         return c?.status === status && c.reason === reason && c.observedGeneration === obj.metadata.generation ? obj : undefined;
       },
-      timeoutMs,
+      { timeoutMs },
     );
   const events = async (kind: string, name: string) =>
     (await admin.list(R.Event, { fieldSelector: `involvedObject.name=${name},involvedObject.kind=${kind}` }, NS)).items as (KubeObject & {
@@ -121,7 +121,7 @@ describe('what the operator deploys', function () {
         contentType: 'application/merge-patch+json',
         query: { fieldManager: 'kubectl-scale' },
       });
-      await waitFor('one replica again', async () => (await replicas('solo-graph')) === 1);
+      await waitFor('one replica again', async () => (await replicas('solo-graph')) === 1, { timeoutMs: 30_000 });
     });
 
     it("with them: every service shares the PostgreSQL and Redis of the Secrets, and replicas are the spec's", async function () {
@@ -147,13 +147,17 @@ describe('what the operator deploys', function () {
         contentType: 'application/json-patch+json',
       });
       try {
-        await waitFor('the TemporaGateway stored without the rule', async () => {
-          try {
-            return await applyAs(admin, embedded('legacy', { services: { graph: { replicas: 2 } } }));
-          } catch {
-            return undefined;
-          }
-        });
+        await waitFor(
+          'the TemporaGateway stored without the rule',
+          async () => {
+            try {
+              return await applyAs(admin, embedded('legacy', { services: { graph: { replicas: 2 } } }));
+            } catch {
+              return undefined;
+            }
+          },
+          { timeoutMs: 30_000 },
+        );
       } finally {
         const [crd] = manifests(join(CRD_DIR, 'temporagateway.yaml'));
         await applyAs(admin, crd!);
@@ -163,8 +167,10 @@ describe('what the operator deploys', function () {
       assert.equal(degraded?.status, 'True');
       assert.match(degraded!.message, /graph: more than one replica needs spec.database and spec.redis/);
       assert.equal(await replicas('legacy-graph'), 1, 'runs one meanwhile');
-      await waitFor('a Warning Event', async () =>
-        (await events('TemporaGateway', 'legacy')).some((e) => e.type === 'Warning' && e.reason === 'ExternalStateRequired'),
+      await waitFor(
+        'a Warning Event',
+        async () => (await events('TemporaGateway', 'legacy')).some((e) => e.type === 'Warning' && e.reason === 'ExternalStateRequired'),
+        { timeoutMs: 30_000 },
       );
       await admin.delete(R.TemporaGateway, NS, 'legacy');
     });
@@ -206,11 +212,11 @@ describe('what the operator deploys', function () {
         metadata: { name: 'rolling', namespace: NS },
         spec: { gatewayRef: 'shared', scope: 'global', limitUsd: 5 },
       });
-      await waitFor('the budget in the ConfigMap', async () => (await data('shared-simulation-budgets'))!['rolling.json'] !== undefined);
+      await waitFor('the budget in the ConfigMap', async () => (await data('shared-simulation-budgets'))!['rolling.json'] !== undefined, { timeoutMs: 30_000 });
       assert.equal((await templateOf('shared-simulation')).metadata!.annotations!['tempora.dev/config-hash'], hash);
       await admin.delete(R.SimulationBudget, NS, 'rolling');
       // Without budgets the ConfigMap is empty (the API server drops an empty data), and still there for the pods to mount.
-      await waitFor('the budget gone from the ConfigMap', async () => (await data('shared-simulation-budgets')) === undefined);
+      await waitFor('the budget gone from the ConfigMap', async () => (await data('shared-simulation-budgets')) === undefined, { timeoutMs: 30_000 });
     });
   });
 
@@ -275,7 +281,7 @@ describe('what the operator deploys', function () {
         );
       }
       await applyAs(admin, gateway('shared', { ingress: undefined, services: { gateway: { replicas: 2 }, billing: { replicas: 2 } } }));
-      await waitFor('two billing replicas', async () => (await replicas('shared-billing')) === 2);
+      await waitFor('two billing replicas', async () => (await replicas('shared-billing')) === 2, { timeoutMs: 30_000 });
       await applyAs(admin, gateway('shared', { ingress: undefined }));
     });
   });
@@ -296,15 +302,20 @@ describe('what the operator deploys', function () {
       assert.ok(!((await container('shared-graph')).envFrom ?? []).some((s) => s.secretRef?.name === 'shared-signing-key'), 'only the gateway holds it');
 
       op.resyncAll();
+      // "No write" has no event to wait on: a window long enough for the resync's reconciles is the test.
       await new Promise((r) => setTimeout(r, 1500));
       const kept = await admin.get(R.Secret, NS, 'shared-signing-key');
       assert.equal(kept.metadata.resourceVersion, secret!.metadata.resourceVersion, 'never rewritten');
 
       await admin.delete(R.Secret, NS, 'shared-signing-key');
-      const fresh = await waitFor('a new key', async () => {
-        const s = await admin.getOrUndefined(R.Secret, NS, 'shared-signing-key');
-        return s && s.metadata.uid !== secret!.metadata.uid ? s : undefined;
-      });
+      const fresh = await waitFor(
+        'a new key',
+        async () => {
+          const s = await admin.getOrUndefined(R.Secret, NS, 'shared-signing-key');
+          return s && s.metadata.uid !== secret!.metadata.uid ? s : undefined;
+        },
+        { timeoutMs: 30_000 },
+      );
       assert.notEqual(fresh.data?.JWT_PRIVATE_KEY, secret!.data?.JWT_PRIVATE_KEY);
     });
   });
@@ -316,10 +327,14 @@ describe('what the operator deploys', function () {
       await applyAs(admin, agentPool('pool-a', { gatewayRef: 'shared', redis: undefined, minReplicas: 1 }));
       await waitReady(R.AgentPool, 'pool-a');
       const generation = GenerationConfigSchema.parse(
-        await waitFor('generation switched', async () => {
-          const d = await data('shared-generation');
-          return d!.AGENT_POOL === 'redis' ? d : undefined;
-        }),
+        await waitFor(
+          'generation switched',
+          async () => {
+            const d = await data('shared-generation');
+            return d!.AGENT_POOL === 'redis' ? d : undefined;
+          },
+          { timeoutMs: 30_000 },
+        ),
       );
       assert.equal(generation.AGENT_POOL_NAME, 'pool-a');
       const worker = GenerationConfigSchema.parse(await data('pool-a'));
@@ -339,13 +354,17 @@ describe('what the operator deploys', function () {
       assert.equal(await admin.getOrUndefined(R.Deployment, NS, 'pool-b'), undefined, 'no workload');
       await admin.delete(R.AgentPool, NS, 'pool-a');
       await waitReady(R.AgentPool, 'pool-b');
-      await waitFor('generation follows pool-b and its Redis', async () => {
-        const d = await data('shared-generation');
-        const redis = env(await container('shared-generation'), 'REDIS_URL')?.valueFrom;
-        return d!.AGENT_POOL_NAME === 'pool-b' && JSON.stringify(redis) === JSON.stringify(secretRef('pool-b-redis'));
-      });
+      await waitFor(
+        'generation follows pool-b and its Redis',
+        async () => {
+          const d = await data('shared-generation');
+          const redis = env(await container('shared-generation'), 'REDIS_URL')?.valueFrom;
+          return d!.AGENT_POOL_NAME === 'pool-b' && JSON.stringify(redis) === JSON.stringify(secretRef('pool-b-redis'));
+        },
+        { timeoutMs: 30_000 },
+      );
       await admin.delete(R.AgentPool, NS, 'pool-b');
-      await waitFor('generation runs its agents itself again', async () => (await data('shared-generation'))!.AGENT_POOL === undefined);
+      await waitFor('generation runs its agents itself again', async () => (await data('shared-generation'))!.AGENT_POOL === undefined, { timeoutMs: 30_000 });
     });
 
     it('keeps no workload while its TemporaGateway is missing or has no Redis', async function () {
@@ -484,6 +503,7 @@ describe('what the operator deploys', function () {
       const deploymentWrites = () => counterSum(op, 'tempora_operator_api_writes_total', (l) => l.resource === 'deployments' || l.resource === 'cronjobs');
       const before = await deploymentWrites();
       op.resyncAll();
+      // "No write" has no event to wait on: a window long enough for the resync's reconciles is the test.
       await new Promise((r) => setTimeout(r, 1500));
       assert.equal(await deploymentWrites(), before, "no drift from the API server's defaults");
       await admin.delete(R.AgentPool, NS, 'placed-pool');
@@ -509,7 +529,7 @@ describe('what the operator deploys', function () {
           /waiting for pods: .*; pod placed-\w+-\w+-\w+: Unschedulable: .*didn't match Pod's node affinity\/selector/.test(
             condition(await admin.get(R.TemporaGateway, NS, 'placed'), 'Ready')?.message ?? '',
           ),
-        COUNTS_HOLD_MS + 15_000,
+        { timeoutMs: COUNTS_HOLD_MS + 15_000 },
       );
 
       await applyAs(admin, embedded('placed', { pods, monitoring }));
@@ -534,7 +554,7 @@ describe('what the operator deploys', function () {
       await waitReady(R.TemporaGateway, 'behind');
       assert.deepEqual(await hops('behind'), [1, 2, 2, 2, 2, 2], 'behind an Ingress');
       await applyAs(admin, gateway('behind', { trustedProxies: 2 }));
-      await waitFor('two proxies', async () => (await hops('behind'))[0] === 2);
+      await waitFor('two proxies', async () => (await hops('behind'))[0] === 2, { timeoutMs: 30_000 });
       assert.deepEqual(await hops('behind'), [2, 3, 3, 3, 3, 3]);
       // X-Forwarded-For is believed only from the proxies' addresses: the private ranges by default, or those named.
       const trusted = async (gw: string) => [
@@ -544,7 +564,7 @@ describe('what the operator deploys', function () {
       assert.deepEqual(await trusted('behind'), [PRIVATE_RANGES, PRIVATE_RANGES]);
       assert.deepEqual(await trusted('shared'), [[], PRIVATE_RANGES], 'no proxy in front: the gateway believes no one');
       await applyAs(admin, gateway('behind', { trustedProxies: 2, trustedProxyAddresses: ['10.42.0.0/16'] }));
-      await waitFor('the named range', async () => (await trusted('behind'))[0]?.[0] === '10.42.0.0/16');
+      await waitFor('the named range', async () => (await trusted('behind'))[0]?.[0] === '10.42.0.0/16', { timeoutMs: 30_000 });
       assert.deepEqual(await trusted('behind'), [['10.42.0.0/16'], [...PRIVATE_RANGES, '10.42.0.0/16']]);
       await admin.delete(R.TemporaGateway, NS, 'behind');
     });
@@ -559,10 +579,14 @@ describe('what the operator deploys', function () {
         OTEL_RESOURCE_ATTRIBUTES: 'k8s.pod.name=$(POD_NAME),k8s.namespace.name=$(POD_NAMESPACE),k8s.node.name=$(NODE_NAME)',
       };
       for (const deployment of ['shared-gateway', 'shared-generation', 'shared-graph', 'shared-simulation', 'shared-conductor', 'shared-billing', 'render']) {
-        const c = await waitFor(`${deployment} traced`, async () => {
-          const found = await container(deployment);
-          return env(found, 'OTEL_EXPORTER_OTLP_ENDPOINT') ? found : undefined;
-        });
+        const c = await waitFor(
+          `${deployment} traced`,
+          async () => {
+            const found = await container(deployment);
+            return env(found, 'OTEL_EXPORTER_OTLP_ENDPOINT') ? found : undefined;
+          },
+          { timeoutMs: 30_000 },
+        );
         for (const [name, value] of Object.entries(expected)) assert.equal(env(c, name)?.value, value, `${deployment} ${name}`);
         const names = (c.env ?? []).map((e) => e.name);
         assert.ok(names.indexOf('POD_NAME') < names.indexOf('OTEL_RESOURCE_ATTRIBUTES'), 'defined before it refers to them');
@@ -577,7 +601,9 @@ describe('what the operator deploys', function () {
     it('is Ready only once the pods are available', async function () {
       // Pods of this tag stay as the controllers made them, waiting for a node.
       await applyAs(admin, embedded('slow', { image: { version: 'pending-1' } }));
-      await waitFor('TemporaGateway slow Ready=False', async () => condition(await admin.get(R.TemporaGateway, NS, 'slow'), 'Ready')?.status === 'False');
+      await waitFor('TemporaGateway slow Ready=False', async () => condition(await admin.get(R.TemporaGateway, NS, 'slow'), 'Ready')?.status === 'False', {
+        timeoutMs: 30_000,
+      });
       // That the Deployments are observed and their pods on their way is no news while they converge:
       // status says so once the wait for the counts to settle is over (COUNTS_HOLD_MS).
       const waiting = await waitCondition(R.TemporaGateway, 'slow', 'Ready', 'False', 'PodsUnavailable', COUNTS_HOLD_MS + 15_000);
@@ -603,7 +629,7 @@ describe('what the operator deploys', function () {
         await waitFor(
           `a Warning Event ${reason}`,
           async () => (await events('TemporaGateway', 'slow')).some((e) => e.type === 'Warning' && e.reason === reason),
-          60_000 - (Date.now() - started),
+          { timeoutMs: 60_000 - (Date.now() - started) },
         );
       });
     }
@@ -612,7 +638,9 @@ describe('what the operator deploys', function () {
       await applyAs(admin, embedded('slow', { image: { version: '1.0.1' } }));
       const ready = await waitReady(R.TemporaGateway, 'slow', 60_000);
       assert.equal(condition(ready, 'Degraded')?.status, 'False');
-      await waitFor('a Normal Event', async () => (await events('TemporaGateway', 'slow')).some((e) => e.type === 'Normal' && e.reason === 'Healthy'));
+      await waitFor('a Normal Event', async () => (await events('TemporaGateway', 'slow')).some((e) => e.type === 'Normal' && e.reason === 'Healthy'), {
+        timeoutMs: 30_000,
+      });
       await admin.delete(R.TemporaGateway, NS, 'slow');
     });
 

@@ -2,11 +2,12 @@
 // Secrets as the operator's /metrics serves them (what TemporaCertificateExpiringSoon and
 // TemporaSecretMissing read), and the TemporaGateway's Degraded condition. Tests run in order on one cluster.
 import assert from 'node:assert/strict';
+import { waitFor } from '../../test/support/wait.ts';
 import type { KubeClient } from '../src/kube/client.ts';
 import * as R from '../src/kube/resources.ts';
 import type { Operator } from '../src/operator.ts';
 import { SECRET_RECHECK_MS } from '../src/reconcilers/gateway-secrets.ts';
-import { applyAs, condition, type OperatorCluster, startOperatorCluster, stopOperatorCluster, waitFor, waitReady } from './cluster.ts';
+import { applyAs, condition, type OperatorCluster, startOperatorCluster, stopOperatorCluster, waitReady } from './cluster.ts';
 import { gateway, NS } from './fixtures.ts';
 import { tlsSecret } from './tls-secret.ts';
 
@@ -54,7 +55,7 @@ describe("a TemporaGateway's Secrets on a real control plane", function () {
       data: { SERVICE_KEY: Buffer.from('a-service-key-0123456789').toString('base64') },
     });
     await applyAs(admin, gateway('certs', { database: undefined, redis: undefined, services: undefined, secrets: secretsOf }));
-    const expiry = await waitFor('the expiry series', async () => (await scrape(EXPIRY, 'certs')).get('certs-tls'));
+    const expiry = await waitFor('the expiry series', async () => (await scrape(EXPIRY, 'certs')).get('certs-tls'), { timeoutMs: 30_000 });
     assert.equal(expiry, tls.notAfter.getTime() / 1000, "the certificate's notAfter, in seconds");
     assert.ok(expiry - Date.now() / 1000 > 9 * 86400 && expiry - Date.now() / 1000 <= 10 * 86400, 'ten days from now');
     assert.deepEqual([...(await scrape(MISSING, 'certs'))].sort(), [
@@ -76,21 +77,29 @@ describe("a TemporaGateway's Secrets on a real control plane", function () {
         redis: { secretName: 'certs-keys', key: 'REDIS_URL' },
       }),
     );
-    await waitFor('certs-providers missing', async () => (await scrape(MISSING, 'certs')).get('certs-providers') === 1);
+    await waitFor('certs-providers missing', async () => (await scrape(MISSING, 'certs')).get('certs-providers') === 1, { timeoutMs: 30_000 });
     assert.equal((await scrape(MISSING, 'certs')).get('certs-keys'), 1, 'a key the pods read one by one is missing');
-    const failing = await waitFor('Degraded SecretMissing', async () => {
-      const c = await degraded('certs');
-      return c?.status === 'True' && c.reason === 'SecretMissing' ? c : undefined;
-    });
+    const failing = await waitFor(
+      'Degraded SecretMissing',
+      async () => {
+        const c = await degraded('certs');
+        return c?.status === 'True' && c.reason === 'SecretMissing' ? c : undefined;
+      },
+      { timeoutMs: 30_000 },
+    );
     assert.equal(
       failing.message,
       'Secret certs-keys (spec.secrets.keys, spec.redis) has no REDIS_URL; Secret certs-providers (spec.secrets.providers) does not exist',
     );
     // Recorded right after the status it reports, so it may trail the condition by a moment.
-    await waitFor('a Warning Event', async () => {
-      const events = await admin.list(R.Event, { fieldSelector: 'involvedObject.name=certs,involvedObject.kind=TemporaGateway' }, NS);
-      return events.items.some((e) => e.type === 'Warning' && e.reason === 'SecretMissing');
-    });
+    await waitFor(
+      'a Warning Event',
+      async () => {
+        const events = await admin.list(R.Event, { fieldSelector: 'involvedObject.name=certs,involvedObject.kind=TemporaGateway' }, NS);
+        return events.items.some((e) => e.type === 'Warning' && e.reason === 'SecretMissing');
+      },
+      { timeoutMs: 30_000 },
+    );
     assert.ok((await scrape(EXPIRY, 'certs')).has('certs-tls'), 'the certificate is still read');
 
     // No watch tells of the new Secrets, and once the rollout is over no child's event reconciles the
@@ -103,8 +112,7 @@ describe("a TemporaGateway's Secrets on a real control plane", function () {
         if (!op.idle()) quietSince = Date.now();
         return Date.now() - quietSince > 2000;
       },
-      30_000,
-      50,
+      { timeoutMs: 30_000, intervalMs: 50 },
     );
     await applyAs(admin, { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'certs-providers', namespace: NS }, data: {} });
     await applyAs(admin, {
@@ -116,8 +124,7 @@ describe("a TemporaGateway's Secrets on a real control plane", function () {
     await waitFor(
       'every Secret there',
       async () => [...(await scrape(MISSING, 'certs')).values()].every((v) => v === 0) && (await degraded('certs'))?.status === 'False',
-      SECRET_RECHECK_MS + 15_000,
-      500,
+      { timeoutMs: SECRET_RECHECK_MS + 15_000, intervalMs: 500 },
     );
   });
 
@@ -131,14 +138,16 @@ describe("a TemporaGateway's Secrets on a real control plane", function () {
     });
     // A Secret's change reconciles nothing by itself; the periodic resync does.
     op.resyncAll();
-    await waitFor('certs-tls missing', async () => (await scrape(MISSING, 'certs')).get('certs-tls') === 1);
+    await waitFor('certs-tls missing', async () => (await scrape(MISSING, 'certs')).get('certs-tls') === 1, { timeoutMs: 30_000 });
     assert.equal((await scrape(EXPIRY, 'certs')).has('certs-tls'), false);
     assert.match((await degraded('certs'))?.message ?? '', /Secret certs-tls \(spec.ingress.tlsSecretName\): tls.crt holds no PEM certificate/);
 
     await admin.delete(R.Secret, NS, 'certs-tls');
     op.resyncAll();
-    await waitFor('certs-tls gone', async () =>
-      /Secret certs-tls \(spec.ingress.tlsSecretName\) does not exist/.test((await degraded('certs'))?.message ?? ''),
+    await waitFor(
+      'certs-tls gone',
+      async () => /Secret certs-tls \(spec.ingress.tlsSecretName\) does not exist/.test((await degraded('certs'))?.message ?? ''),
+      { timeoutMs: 30_000 },
     );
     assert.equal((await scrape(MISSING, 'certs')).get('certs-tls'), 1);
   });
@@ -146,9 +155,9 @@ describe("a TemporaGateway's Secrets on a real control plane", function () {
   it("drops a TemporaGateway's series with the reference, and with the TemporaGateway", async function () {
     const { ingress: _dropped, ...withoutIngress } = gateway('certs', { database: undefined, redis: undefined, services: undefined, secrets: secretsOf }).spec!;
     await applyAs(admin, { ...gateway('certs'), spec: withoutIngress });
-    await waitFor('no series for certs-tls', async () => !(await scrape(MISSING, 'certs')).has('certs-tls'));
+    await waitFor('no series for certs-tls', async () => !(await scrape(MISSING, 'certs')).has('certs-tls'), { timeoutMs: 30_000 });
     assert.deepEqual([...(await scrape(MISSING, 'certs'))], [['certs-keys', 0]]);
     await admin.delete(R.TemporaGateway, NS, 'certs');
-    await waitFor('no series for the TemporaGateway', async () => (await scrape(MISSING, 'certs')).size === 0);
+    await waitFor('no series for the TemporaGateway', async () => (await scrape(MISSING, 'certs')).size === 0, { timeoutMs: 30_000 });
   });
 });

@@ -12,6 +12,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Helm, parseObjects } from '../../test/helm/helm.ts';
 import { binaryDir, K8S_VERSION } from '../../test/k8s/control-plane.ts';
+import { waitFor } from '../../test/support/wait.ts';
 import { isConflict, KubeClient } from '../src/kube/client.ts';
 import { EventRecorder } from '../src/kube/events.ts';
 import type { KubeObject, Secret } from '../src/kube/object.ts';
@@ -20,7 +21,7 @@ import { createLogger } from '../src/log.ts';
 import { GENERATED_SECRETS, type Operator } from '../src/operator.ts';
 import { problemsOf, SECRET_RECHECK_MS } from '../src/reconcilers/gateway-secrets.ts';
 import { GENERATE_ANNOTATION, GENERATED_SECRET_LABEL, GeneratedSecrets, planGeneration } from '../src/reconcilers/generated-secrets.ts';
-import { applyAs, condition, counterSum, type OperatorCluster, startOperatorCluster, stopOperatorCluster, waitFor, waitReady } from './cluster.ts';
+import { applyAs, condition, counterSum, type OperatorCluster, startOperatorCluster, stopOperatorCluster, waitReady } from './cluster.ts';
 import { fieldsAt, gateway, NS } from './fixtures.ts';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
@@ -107,10 +108,14 @@ describe('Secrets the operator generates, applied as GitOps tools apply them', f
 
   /** Waits until every Secret of the chart holds every key it should. */
   function filled(namespace: string): Promise<Map<string, Data>> {
-    return waitFor(`the Secrets of ${namespace} filled`, async () => {
-      const all = await allData(namespace);
-      return [...all].every(([name, data]) => JSON.stringify(Object.keys(data).sort()) === JSON.stringify(FILLED[name])) ? all : undefined;
-    });
+    return waitFor(
+      `the Secrets of ${namespace} filled`,
+      async () => {
+        const all = await allData(namespace);
+        return [...all].every(([name, data]) => JSON.stringify(Object.keys(data).sort()) === JSON.stringify(FILLED[name])) ? all : undefined;
+      },
+      { timeoutMs: 30_000 },
+    );
   }
 
   /** Waits until the operator has had nothing to do for a second. */
@@ -122,8 +127,7 @@ describe('Secrets the operator generates, applied as GitOps tools apply them', f
         if (!op.idle()) quietSince = Date.now();
         return Date.now() - quietSince > 1000;
       },
-      30_000,
-      50,
+      { timeoutMs: 30_000, intervalMs: 50 },
     );
   }
 
@@ -161,10 +165,14 @@ describe('Secrets the operator generates, applied as GitOps tools apply them', f
           .sort(),
         FILLED['tempora-keys']!.map((k) => `f:${k}`),
       );
-      await waitFor('a Generated Event', async () => {
-        const events = await admin.list(R.Event, { fieldSelector: 'involvedObject.name=tempora-keys,involvedObject.kind=Secret' }, ns);
-        return events.items.some((e) => e.reason === 'Generated' && e.message === 'generated ADMIN_KEY, SERVICE_KEY, SIMULATION_API_KEYS, WRITER_TOKENS');
-      });
+      await waitFor(
+        'a Generated Event',
+        async () => {
+          const events = await admin.list(R.Event, { fieldSelector: 'involvedObject.name=tempora-keys,involvedObject.kind=Secret' }, ns);
+          return events.items.some((e) => e.reason === 'Generated' && e.message === 'generated ADMIN_KEY, SERVICE_KEY, SIMULATION_API_KEYS, WRITER_TOKENS');
+        },
+        { timeoutMs: 30_000 },
+      );
     });
 
     it('a second rendering is the same manifest, and applying it again server-side changes no key and makes no write', async function () {
@@ -249,7 +257,9 @@ describe('Secrets the operator generates, applied as GitOps tools apply them', f
       assert.equal(rotated.password, 'rotated-by-hand-0123456789');
       assert.notEqual(rotated.url, `redis://:rotated-by-hand-0123456789@tempora-redis.${ns}.svc:6379/0`, 'the URL is not rewritten either');
       await admin.request('PATCH', R.objectPath(R.Secret, ns, name), { body: { data: { url: null } }, contentType: 'application/merge-patch+json' });
-      await waitFor('the URL made anew', async () => (await dataOf(ns, name)).url === `redis://:rotated-by-hand-0123456789@tempora-redis.${ns}.svc:6379/0`);
+      await waitFor('the URL made anew', async () => (await dataOf(ns, name)).url === `redis://:rotated-by-hand-0123456789@tempora-redis.${ns}.svc:6379/0`, {
+        timeoutMs: 30_000,
+      });
       assert.equal((await dataOf(ns, name)).password, 'rotated-by-hand-0123456789');
     });
 
@@ -265,10 +275,14 @@ describe('Secrets the operator generates, applied as GitOps tools apply them', f
         },
         data: encode({ a: 'mine' }),
       });
-      const data = await waitFor('b and c', async () => {
-        const d = await dataOf(ns, 'mixed');
-        return d.b && d.c ? d : undefined;
-      });
+      const data = await waitFor(
+        'b and c',
+        async () => {
+          const d = await dataOf(ns, 'mixed');
+          return d.b && d.c ? d : undefined;
+        },
+        { timeoutMs: 30_000 },
+      );
       assert.equal(data.a, 'mine');
       assert.equal(data.c, `x-mine-${data.b}`);
     });
@@ -327,7 +341,7 @@ describe('Secrets the operator generates, applied as GitOps tools apply them', f
         'the cache keeps key names, not values',
       );
       await applyAs(admin, { ...secret, metadata: { ...secret.metadata, labels: { [GENERATED_SECRET_LABEL]: 'true' } } });
-      await waitFor('k filled', async () => /^[A-Za-z0-9]{16}$/.test((await dataOf(ns, 'unlabelled')).k ?? ''));
+      await waitFor('k filled', async () => /^[A-Za-z0-9]{16}$/.test((await dataOf(ns, 'unlabelled')).k ?? ''), { timeoutMs: 30_000 });
     });
 
     it('a template it cannot make: a Warning Event once, and the keys it can make are made', async function () {
@@ -342,9 +356,9 @@ describe('Secrets the operator generates, applied as GitOps tools apply them', f
           annotations: { [GENERATE_ANNOTATION]: JSON.stringify(templates) },
         },
       });
-      await waitFor('ok filled', async () => (await dataOf(ns, 'bad')).ok);
+      await waitFor('ok filled', async () => (await dataOf(ns, 'bad')).ok, { timeoutMs: 30_000 });
       const warnings = () => admin.list(R.Event, { fieldSelector: 'involvedObject.name=bad,involvedObject.kind=Secret,type=Warning' }, ns);
-      const warning = await waitFor('a Warning Event', async () => (await warnings()).items[0]);
+      const warning = await waitFor('a Warning Event', async () => (await warnings()).items[0], { timeoutMs: 30_000 });
       assert.equal(warning.reason, 'GenerationFailed');
       assert.equal(
         warning.message,
@@ -360,10 +374,14 @@ describe('Secrets the operator generates, applied as GitOps tools apply them', f
         kind: 'Secret',
         metadata: { name: 'not-json', namespace: ns, labels: { [GENERATED_SECRET_LABEL]: 'true' }, annotations: { [GENERATE_ANNOTATION]: 'k=16' } },
       });
-      await waitFor('a Warning for the annotation', async () => {
-        const events = await admin.list(R.Event, { fieldSelector: 'involvedObject.name=not-json,involvedObject.kind=Secret,type=Warning' }, ns);
-        return events.items.some((e) => e.message === `cannot generate the annotation ${GENERATE_ANNOTATION} is not a JSON object of templates (strings)`);
-      });
+      await waitFor(
+        'a Warning for the annotation',
+        async () => {
+          const events = await admin.list(R.Event, { fieldSelector: 'involvedObject.name=not-json,involvedObject.kind=Secret,type=Warning' }, ns);
+          return events.items.some((e) => e.message === `cannot generate the annotation ${GENERATE_ANNOTATION} is not a JSON object of templates (strings)`);
+        },
+        { timeoutMs: 30_000 },
+      );
     });
 
     it('an immutable Secret is not written, and says why', async function () {
@@ -378,10 +396,14 @@ describe('Secrets the operator generates, applied as GitOps tools apply them', f
           annotations: { [GENERATE_ANNOTATION]: '{"k":"{random:16}"}' },
         },
       });
-      await waitFor('a Warning Event', async () => {
-        const events = await admin.list(R.Event, { fieldSelector: 'involvedObject.name=frozen,involvedObject.kind=Secret,type=Warning' }, ns);
-        return events.items.some((e) => e.message === 'cannot generate k: the Secret is immutable');
-      });
+      await waitFor(
+        'a Warning Event',
+        async () => {
+          const events = await admin.list(R.Event, { fieldSelector: 'involvedObject.name=frozen,involvedObject.kind=Secret,type=Warning' }, ns);
+          return events.items.some((e) => e.message === 'cannot generate k: the Secret is immutable');
+        },
+        { timeoutMs: 30_000 },
+      );
       assert.deepEqual(await dataOf(ns, 'frozen'), {});
     });
   });
@@ -431,8 +453,10 @@ describe('Secrets the operator generates, applied as GitOps tools apply them', f
       await applyAs(admin, secret);
       await applyAs(admin, { ...gateway('gen'), spec });
       const degraded = async () => condition(await admin.get(R.TemporaGateway, NS, 'gen'), 'Degraded');
-      await waitFor('Degraded for the unlabelled Secret', async () =>
-        /asks for password, url in tempora.dev\/generate but lacks the label/.test((await degraded())?.message ?? ''),
+      await waitFor(
+        'Degraded for the unlabelled Secret',
+        async () => /asks for password, url in tempora.dev\/generate but lacks the label/.test((await degraded())?.message ?? ''),
+        { timeoutMs: 30_000 },
       );
       // Labelled now: the operator fills it, and that reconciles the TemporaGateway at once, not at its next minute's check.
       const labelledAt = Date.now();

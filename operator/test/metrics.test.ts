@@ -3,12 +3,13 @@
 import assert from 'node:assert/strict';
 import { Agent } from 'node:https';
 import { assertZeroed } from '../../services/kit/test/metrics-support.ts';
+import { waitFor } from '../../test/support/wait.ts';
 import type { Connection } from '../src/kube/connection.ts';
 import * as R from '../src/kube/resources.ts';
 import { createLogger } from '../src/log.ts';
 import { createMetrics } from '../src/metrics.ts';
 import { Operator } from '../src/operator.ts';
-import { counterSum, operatorConfig, waitFor } from './cluster.ts';
+import { counterSum, operatorConfig } from './cluster.ts';
 
 /** Nothing listens there: the operator is built, never started, so it sends no request. */
 const nowhere: Connection = { server: 'https://127.0.0.1:9', agent: new Agent(), watchAgent: new Agent(), headers: async () => ({}) };
@@ -76,6 +77,7 @@ describe('operator metrics', function () {
     await waitFor(
       'the key reconciled',
       async () => (await counterSum(op, 'controller_runtime_reconcile_total', (l) => l.controller === 'graphworker' && l.result === 'success')) === 1,
+      { timeoutMs: 30_000 },
     );
     await controller.stop();
     controller.startWorkers();

@@ -12,6 +12,7 @@ import type { V1ReplicaSet } from '@kubernetes/client-node';
 import { GatewayConfigSchema } from '../../services/gateway/src/config.ts';
 import { GenerationConfigSchema } from '../../services/generation/src/config.ts';
 import { service as asService, SERVICE_KEY, type SimulationHarness, startSimulation, userId } from '../../services/simulation/test/harness.ts';
+import { waitFor } from '../../test/support/wait.ts';
 import type { OperatorConfig } from '../src/config.ts';
 import type { KubeClient } from '../src/kube/client.ts';
 import type { Deployment, Kind, KubeObject } from '../src/kube/object.ts';
@@ -28,7 +29,6 @@ import {
   startOperatorCluster,
   stopOperatorCluster,
   type WithConditions,
-  waitFor,
   waitReady as waitReadyIn,
 } from './cluster.ts';
 import { agentPool, fieldsAt, gateway, graphWorker, NS, simulationBudget } from './fixtures.ts';
@@ -96,8 +96,7 @@ describe('operator on a real control plane', function () {
         if (!operator.idle()) quietSince = Date.now();
         return Date.now() - quietSince > 1000;
       },
-      30_000,
-      50,
+      { timeoutMs: 30_000, intervalMs: 50 },
     );
   }
 
@@ -288,6 +287,7 @@ describe('operator on a real control plane', function () {
       await waitFor(
         'an explicit publicUrl',
         async () => (await admin.get(R.ConfigMap, NS, 'gen-generation')).data!.PUBLIC_URL === 'https://images.tempora.test/base',
+        { timeoutMs: 30_000 },
       );
       await admin.delete(R.TemporaGateway, NS, 'gen');
     });
@@ -357,10 +357,14 @@ describe('operator on a real control plane', function () {
       assert.equal((await hpaMetrics()).length, 1, 'cpu only without an adapter');
       await applyAs(admin, adapter);
       try {
-        const metrics = await waitFor('the queue-depth metric', async () => {
-          const m = await hpaMetrics();
-          return m.length === 2 ? m : undefined;
-        });
+        const metrics = await waitFor(
+          'the queue-depth metric',
+          async () => {
+            const m = await hpaMetrics();
+            return m.length === 2 ? m : undefined;
+          },
+          { timeoutMs: 30_000 },
+        );
         assert.deepEqual(metrics[1], {
           type: 'External',
           external: {
@@ -372,7 +376,7 @@ describe('operator on a real control plane', function () {
       } finally {
         await admin.delete(APIService, '', adapter.metadata.name);
       }
-      await waitFor('cpu only again once the adapter is gone', async () => (await hpaMetrics()).length === 1);
+      await waitFor('cpu only again once the adapter is gone', async () => (await hpaMetrics()).length === 1, { timeoutMs: 30_000 });
     });
 
     it('SimulationBudget: enforced by the real simulation service, whose spend, alerts and exhaustion come back into status', async function () {
@@ -399,6 +403,7 @@ describe('operator on a real control plane', function () {
       const key = await waitFor(
         'sim.json in alpha-simulation-budgets',
         async () => (await admin.get(R.ConfigMap, NS, 'alpha-simulation-budgets')).data?.['sim.json'],
+        { timeoutMs: 30_000 },
       );
       assert.deepEqual(JSON.parse(key), { scope: spec.scope, period: 'daily', limitUsd: 0.2, perRunMaxUsd: 0.1, alertThresholds: thresholds });
       const dep = (await admin.get(R.Deployment, NS, 'alpha-simulation')).spec!;
@@ -417,7 +422,7 @@ describe('operator on a real control plane', function () {
       assert.deepEqual(ready.status, { ...ready.status, period: today, spentUsd: 0, reservedUsd: 0, remainingUsd: 0.2, alertsCrossed: [] });
       assert.deepEqual([condition(ready, 'Exhausted')?.status, condition(ready, 'Exhausted')?.reason], ['False', 'WithinBudget']);
       assert.equal(condition(ready, 'Ready')?.reason, 'Enforced');
-      await waitFor('sim-usage pruned', async () => !(await admin.getOrUndefined(R.ConfigMap, NS, 'sim-usage')));
+      await waitFor('sim-usage pruned', async () => !(await admin.getOrUndefined(R.ConfigMap, NS, 'sim-usage')), { timeoutMs: 30_000 });
 
       // Runs of this owner reserve their maximum (perRunMaxUsd) and are charged what they spent, until the
       // budget has no room for one more.
@@ -435,10 +440,14 @@ describe('operator on a real control plane', function () {
       assert.deepEqual(report.alerts_crossed, [0.25, 0.5], 'over half of the limit spent: the first two thresholds');
 
       // The operator writes the service's report into status, and one Warning Event per threshold crossed.
-      const reported = await waitFor('status as the service reports it', async () => {
-        const b = await admin.get(R.SimulationBudget, NS, 'sim');
-        return b.status?.spentUsd === report.spent_usd ? b : undefined;
-      });
+      const reported = await waitFor(
+        'status as the service reports it',
+        async () => {
+          const b = await admin.get(R.SimulationBudget, NS, 'sim');
+          return b.status?.spentUsd === report.spent_usd ? b : undefined;
+        },
+        { timeoutMs: 30_000 },
+      );
       assert.deepEqual(
         [reported.status?.period, reported.status?.spentUsd, reported.status?.reservedUsd, reported.status?.remainingUsd, reported.status?.alertsCrossed],
         [report.current_period, report.spent_usd, 0, report.remaining_usd, [0.25, 0.5]],
@@ -448,7 +457,7 @@ describe('operator on a real control plane', function () {
         (await admin.list(R.Event, { fieldSelector: 'involvedObject.name=sim,involvedObject.kind=SimulationBudget' }, NS)).items.filter(
           (e) => e.reason === 'AlertThresholdCrossed',
         ) as (KubeObject & { type: string; message: string })[];
-      await waitFor('two alert Events', async () => (await alerts()).length === 2);
+      await waitFor('two alert Events', async () => (await alerts()).length === 2, { timeoutMs: 30_000 });
       const statusWrites = () => counterSum(op, 'tempora_operator_api_writes_total', (l) => l.resource === 'simulationbudgets/status');
       const writesBefore = await statusWrites();
       // Several polls later, with nothing spent meanwhile: no write, no second Event for a threshold.
@@ -464,20 +473,29 @@ describe('operator on a real control plane', function () {
       // A run never spends more than it reserved, so spend reaches the limit only when the limit comes down
       // to it: lowered below what was spent, the budget is exhausted, without restarting anything.
       const lowered = await applyAs(admin, simulationBudget('sim', { ...spec, limitUsd: 0.1, perRunMaxUsd: 0.05 }));
-      const exhausted = await waitFor('Exhausted at the new generation', async () => {
-        const b = await admin.get(R.SimulationBudget, NS, 'sim');
-        const c = condition(b, 'Exhausted');
-        return c?.status === 'True' && c.observedGeneration === lowered.metadata.generation && condition(b, 'Ready')?.status === 'True' ? b : undefined;
-      });
+      const exhausted = await waitFor(
+        'Exhausted at the new generation',
+        async () => {
+          const b = await admin.get(R.SimulationBudget, NS, 'sim');
+          const c = condition(b, 'Exhausted');
+          return c?.status === 'True' && c.observedGeneration === lowered.metadata.generation && condition(b, 'Ready')?.status === 'True' ? b : undefined;
+        },
+        { timeoutMs: 30_000 },
+      );
       assert.equal(condition(exhausted, 'Exhausted')?.reason, 'LimitReached');
       assert.deepEqual([exhausted.status?.remainingUsd, exhausted.status?.alertsCrossed], [0, thresholds]);
-      const events = await waitFor('LimitReached and the third alert', async () => {
-        const all = (await admin.list(R.Event, { fieldSelector: 'involvedObject.name=sim,involvedObject.kind=SimulationBudget' }, NS)).items as (KubeObject & {
-          type: string;
-          reason: string;
-        })[];
-        return all.some((e) => e.reason === 'LimitReached') && all.filter((e) => e.reason === 'AlertThresholdCrossed').length === 3 ? all : undefined;
-      });
+      const events = await waitFor(
+        'LimitReached and the third alert',
+        async () => {
+          const all = (await admin.list(R.Event, { fieldSelector: 'involvedObject.name=sim,involvedObject.kind=SimulationBudget' }, NS))
+            .items as (KubeObject & {
+            type: string;
+            reason: string;
+          })[];
+          return all.some((e) => e.reason === 'LimitReached') && all.filter((e) => e.reason === 'AlertThresholdCrossed').length === 3 ? all : undefined;
+        },
+        { timeoutMs: 30_000 },
+      );
       assert.ok(events.some((e) => e.reason === 'LimitReached' && e.type === 'Warning'));
       const refused = await sim.run({ template: 'apollo-13', fidelity: 1 }, owner);
       assert.deepEqual([refused.status, refused.body.budget], [402, 'sim']);
@@ -486,11 +504,15 @@ describe('operator on a real control plane', function () {
 
   describe('SimulationBudget not enforced', function () {
     const waitReason = (name: string, reason: string) =>
-      waitFor(`${name} Ready=False (${reason})`, async () => {
-        const b = await admin.get(R.SimulationBudget, NS, name);
-        const ready = condition(b, 'Ready');
-        return ready?.status === 'False' && ready.reason === reason && ready.observedGeneration === b.metadata.generation ? b : undefined;
-      });
+      waitFor(
+        `${name} Ready=False (${reason})`,
+        async () => {
+          const b = await admin.get(R.SimulationBudget, NS, name);
+          const ready = condition(b, 'Ready');
+          return ready?.status === 'False' && ready.reason === reason && ready.observedGeneration === b.metadata.generation ? b : undefined;
+        },
+        { timeoutMs: 30_000 },
+      );
     const states = (b: KubeObject) => ['Ready', 'Progressing', 'Degraded'].map((type) => condition(b, type)?.status);
 
     it('says why: no TemporaGateway, a budget not read by the service yet, no service key', async function () {
@@ -554,15 +576,17 @@ describe('operator on a real control plane', function () {
       op.resyncAll();
       await settle();
       assert.equal((await admin.get(R.Deployment, NS, 'alpha-graph')).spec!.replicas, 4, 'open field kept');
-      await waitFor('spec-owned replicas restored', async () => (await admin.get(R.Deployment, NS, 'alpha-gateway')).spec!.replicas === 3);
+      await waitFor('spec-owned replicas restored', async () => (await admin.get(R.Deployment, NS, 'alpha-gateway')).spec!.replicas === 3, {
+        timeoutMs: 30_000,
+      });
     });
 
     it('prunes a child the spec no longer asks for', async function () {
       const gw = await admin.get(R.TemporaGateway, NS, 'alpha');
       const { ingress: _dropped, ...withoutIngress } = gateway('alpha', { image: { version: '1.1.0' }, services: { gateway: { replicas: 3 } } }).spec!;
       await applyAs(admin, { ...gateway('alpha'), spec: withoutIngress });
-      await waitFor('Ingress pruned', async () => (await owned(R.Ingress, gw)).length === 0);
-      await waitFor('status.url removed', async () => (await admin.get(R.TemporaGateway, NS, 'alpha')).status?.url === undefined);
+      await waitFor('Ingress pruned', async () => (await owned(R.Ingress, gw)).length === 0, { timeoutMs: 30_000 });
+      await waitFor('status.url removed', async () => (await admin.get(R.TemporaGateway, NS, 'alpha')).status?.url === undefined, { timeoutMs: 30_000 });
       await waitReady(R.TemporaGateway, 'alpha');
     });
 
@@ -572,20 +596,26 @@ describe('operator on a real control plane', function () {
       await admin.delete(R.Service, NS, 'alpha-graph');
       await admin.delete(R.CronJob, NS, 'daily');
       await admin.delete(R.HorizontalPodAutoscaler, NS, 'agents');
-      await waitFor('Deployment back', async () => {
-        const d = await admin.getOrUndefined(R.Deployment, NS, 'alpha-generation');
-        return d && d.metadata.uid !== before.metadata.uid && !d.metadata.deletionTimestamp;
-      });
-      await waitFor('Service back', async () => admin.getOrUndefined(R.Service, NS, 'alpha-graph'));
-      await waitFor('CronJob back', async () => admin.getOrUndefined(R.CronJob, NS, 'daily'));
-      await waitFor('HPA back', async () => admin.getOrUndefined(R.HorizontalPodAutoscaler, NS, 'agents'));
+      await waitFor(
+        'Deployment back',
+        async () => {
+          const d = await admin.getOrUndefined(R.Deployment, NS, 'alpha-generation');
+          return d && d.metadata.uid !== before.metadata.uid && !d.metadata.deletionTimestamp;
+        },
+        { timeoutMs: 30_000 },
+      );
+      await waitFor('Service back', async () => admin.getOrUndefined(R.Service, NS, 'alpha-graph'), { timeoutMs: 30_000 });
+      await waitFor('CronJob back', async () => admin.getOrUndefined(R.CronJob, NS, 'daily'), { timeoutMs: 30_000 });
+      await waitFor('HPA back', async () => admin.getOrUndefined(R.HorizontalPodAutoscaler, NS, 'agents'), { timeoutMs: 30_000 });
 
       await admin.request('PATCH', R.objectPath(R.ConfigMap, NS, 'alpha-gateway'), {
         body: { data: { LOG_LEVEL: 'trace' } },
         contentType: 'application/merge-patch+json',
         query: { fieldManager: 'someone' },
       });
-      await waitFor('ConfigMap edit reverted', async () => (await admin.get(R.ConfigMap, NS, 'alpha-gateway')).data?.LOG_LEVEL === 'info');
+      await waitFor('ConfigMap edit reverted', async () => (await admin.get(R.ConfigMap, NS, 'alpha-gateway')).data?.LOG_LEVEL === 'info', {
+        timeoutMs: 30_000,
+      });
       await waitReady(R.TemporaGateway, 'alpha');
     });
 
@@ -611,8 +641,7 @@ describe('operator on a real control plane', function () {
           if (now !== last || !op.idle()) [last, quietSince] = [now, Date.now()];
           return Date.now() - quietSince > 3000;
         },
-        60_000,
-        100,
+        { timeoutMs: 60_000, intervalMs: 100 },
       );
       const reconcilesBefore = await counterSum(op, 'controller_runtime_reconcile_total');
       const before = await writesByResource();
@@ -625,6 +654,7 @@ describe('operator on a real control plane', function () {
     it('converges after the API server restarts under it, with no duplicate children', async function () {
       const restartsBefore = await counterSum(op, 'tempora_operator_informer_restarts_total');
       await cluster.cp.killApiserver();
+      // An outage of the API server that outlasts the watches is what is tested, so it lasts a while.
       await new Promise((r) => setTimeout(r, 1500));
       await cluster.cp.startApiserver();
       await applyAs(admin, gateway('alpha', { image: { version: '1.2.0' }, services: { gateway: { replicas: 3 }, generation: { replicas: 2 } } }));
@@ -648,9 +678,9 @@ describe('operator on a real control plane', function () {
         informer.resourceVersion = '1';
         informer.restartWatch();
       }
-      await waitFor('three relists after 410', async () => (await gone()) >= before + 3);
+      await waitFor('three relists after 410', async () => (await gone()) >= before + 3, { timeoutMs: 30_000 });
       await applyAs(admin, gateway('alpha', { image: { version: '1.3.0' }, services: { gateway: { replicas: 3 }, generation: { replicas: 3 } } }));
-      await waitFor('generation scaled', async () => (await admin.get(R.Deployment, NS, 'alpha-generation')).spec!.replicas === 3);
+      await waitFor('generation scaled', async () => (await admin.get(R.Deployment, NS, 'alpha-generation')).spec!.replicas === 3, { timeoutMs: 30_000 });
       const gw = await waitReady(R.TemporaGateway, 'alpha');
       assert.equal((await owned(R.Deployment, gw)).length, SERVICES.length);
       assert.equal((await owned(R.ConfigMap, gw)).length, SERVICES.length + 1, 'one per service and the SimulationBudgets');
@@ -681,6 +711,7 @@ describe('operator on a real control plane', function () {
     it('elects one leader among two instances and hands over when it stops', async function () {
       const second = newOperator(cluster.operatorKubeconfig, 'operator-b', operatorOverrides);
       await second.start();
+      // "Only one leader" has no event to wait on: a window of several lease retries is the test.
       await new Promise((r) => setTimeout(r, 3000));
       assert.ok(op.isLeader);
       assert.ok(!second.isLeader, 'only one leader');
@@ -690,7 +721,7 @@ describe('operator on a real control plane', function () {
       const stoppedAt = Date.now();
       await op.stop();
       op = second;
-      await waitFor('operator-b to lead', async () => second.isLeader, 20_000);
+      await waitFor('operator-b to lead', async () => second.isLeader, { timeoutMs: 20_000 });
       assert.ok(Date.now() - stoppedAt < 5000, 'a released lease is taken over without waiting out its duration');
       await applyAs(admin, simulationBudget('handover', { gatewayRef: 'alpha', limitUsd: 3, perRunMaxUsd: 1 }));
       await waitReady(R.SimulationBudget, 'handover');
@@ -729,8 +760,10 @@ describe('operator on a real control plane', function () {
       try {
         await applyAs(admin, { ...simulationBudget('traced-budget'), metadata: { name: 'traced-budget', namespace: 'traced' } });
         const attribute = (span: (typeof spans)[number], key: string) => span.attributes.find((a) => a.key === key)?.value.stringValue;
-        const span = await waitFor('a reconcile span', async () =>
-          spans.find((sp) => sp.name === 'reconcile SimulationBudget' && attribute(sp, 'tempora.resource.name') === 'traced-budget'),
+        const span = await waitFor(
+          'a reconcile span',
+          async () => spans.find((sp) => sp.name === 'reconcile SimulationBudget' && attribute(sp, 'tempora.resource.name') === 'traced-budget'),
+          { timeoutMs: 30_000 },
         );
         assert.deepEqual([attribute(span, 'k8s.namespace.name'), attribute(span, 'tempora.resource.kind')], ['traced', 'SimulationBudget']);
       } finally {
@@ -750,13 +783,13 @@ describe('operator on a real control plane', function () {
       await admin.delete(R.GraphWorker, NS, 'daily');
       const ofGateway: R.ResourceType[] = [R.Deployment, R.Service, R.ConfigMap, R.Secret, R.PodDisruptionBudget, R.Ingress, R.ServiceMonitor];
       for (const r of ofGateway) {
-        await waitFor(`${r.kind}s of alpha collected`, async () => (await owned(r, gw)).length === 0, 90_000, 500);
+        await waitFor(`${r.kind}s of alpha collected`, async () => (await owned(r, gw)).length === 0, { timeoutMs: 90_000, intervalMs: 500 });
       }
       const ofPool: R.ResourceType[] = [R.HorizontalPodAutoscaler, R.PodMonitor];
       for (const r of ofPool) {
-        await waitFor(`${r.kind} of agents collected`, async () => (await owned(r, pool)).length === 0, 90_000, 500);
+        await waitFor(`${r.kind} of agents collected`, async () => (await owned(r, pool)).length === 0, { timeoutMs: 90_000, intervalMs: 500 });
       }
-      await waitFor('CronJob collected', async () => !(await admin.getOrUndefined(R.CronJob, NS, 'daily')), 90_000, 500);
+      await waitFor('CronJob collected', async () => !(await admin.getOrUndefined(R.CronJob, NS, 'daily')), { timeoutMs: 90_000, intervalMs: 500 });
       assert.equal((await admin.list(Job, {}, NS)).items.length, 0);
     });
   });

@@ -110,7 +110,7 @@ describe('pod settings and monitors of the children', function () {
   });
 
   it("puts spec.pods into the pods of an AgentPool and of every GraphWorker role, the daily Job's too", function () {
-    const pool = templates(desiredAgentPoolChildren(asPool(agentPool('agents', { pods: PODS })), { queueMetric: false, podMonitor: true }, gw));
+    const pool = templates(desiredAgentPoolChildren(asPool(agentPool('agents', { pods: PODS })), { queueMetric: false, podMonitor: true, keda: false }, gw));
     assertScheduled('agents', pool.get('agents')!, PODS, 'generation-agents');
     for (const role of ['renderer', 'expander', 'judge', 'daily']) {
       const worker = templates(desiredGraphWorkerChildren(asWorker(graphWorker(role, role, { pods: PODS })), true, gw));
@@ -192,7 +192,7 @@ describe('pod settings and monitors of the children', function () {
   });
 
   it("labels the workers' PodMonitors with their own spec.monitoring, else their TemporaGateway's, and agent-pool or graph-worker", function () {
-    const [poolMonitor] = monitors(desiredAgentPoolChildren(asPool(agentPool('agents')), { queueMetric: false, podMonitor: true }, gw));
+    const [poolMonitor] = monitors(desiredAgentPoolChildren(asPool(agentPool('agents')), { queueMetric: false, podMonitor: true, keda: false }, gw));
     assert.equal(poolMonitor!.metadata.labels!.release, 'kube-prometheus-stack', "the TemporaGateway's labels");
     assert.deepEqual(endpoints(poolMonitor!)[0]!.relabelings, [{ action: 'replace', targetLabel: COMPONENT_TARGET_LABEL, replacement: 'agent-pool' }]);
     const own = asWorker(graphWorker('renderer', 'renderer', { monitoring: { labels: { release: 'other-prometheus' } } }));

@@ -11,9 +11,10 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { KubeClient } from '../../operator/src/kube/client.ts';
 import type { KubeObject } from '../../operator/src/kube/object.ts';
-import { applyAs, waitFor } from '../../operator/test/cluster.ts';
+import { applyAs } from '../../operator/test/cluster.ts';
 import { freePort } from '../../scripts/infra.ts';
 import type { KubeNode } from '../k8s/node.ts';
+import { waitFor } from '../support/wait.ts';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 /**
@@ -104,7 +105,7 @@ export async function startTraefik(node: KubeNode, admin: KubeClient, binary: st
   const kill = () => child.kill('SIGKILL');
   process.on('exit', kill);
   // Traefik answers 404 for hosts it has no route for, once its entry point listens.
-  await waitFor('Traefik listening', async () => (await fetch(`http://127.0.0.1:${port}/`)).status === 404, 30_000, 200);
+  await waitFor('Traefik listening', async () => (await fetch(`http://127.0.0.1:${port}/`)).status === 404, { timeoutMs: 30_000, intervalMs: 200 });
   return {
     url: `http://127.0.0.1:${port}`,
     async stop() {

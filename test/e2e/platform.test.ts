@@ -11,9 +11,10 @@ import { isDeepStrictEqual } from 'node:util';
 import type { KubeObject } from '../../operator/src/kube/object.ts';
 import * as R from '../../operator/src/kube/resources.ts';
 import { DEPLOYED_SERVICES } from '../../operator/src/reconcilers/platform-services.ts';
-import { applyAs, condition, waitFor, waitReady } from '../../operator/test/cluster.ts';
-import { signatureFor } from '../../services/billing/test/stripe-server.ts';
+import { applyAs, condition, waitReady } from '../../operator/test/cluster.ts';
 import { skipWithoutNode } from '../k8s/node.ts';
+import { signatureFor } from '../support/stand-ins/stripe.ts';
+import { waitFor } from '../support/wait.ts';
 import { ensureTraefik, INGRESS_CLASS, type Ingress, startTraefik } from './ingress.ts';
 import {
   type Answer,
@@ -182,8 +183,7 @@ describe('the platform on a real node: operator, CRs, pods, traffic (test/e2e)',
         }
         return done.size === applied.length;
       },
-      12 * 60_000,
-      500,
+      { timeoutMs: 12 * 60_000, intervalMs: 500 },
     ).catch(explained);
     console.log(`      all Ready ${((Date.now() - started) / 1000).toFixed(0)} s after the apply`);
     gw = await gatewayUrl(admin(), GATEWAY);
@@ -203,8 +203,7 @@ describe('the platform on a real node: operator, CRs, pods, traffic (test/e2e)',
         all = (await admin().list(R.Pod, { labelSelector: 'app.kubernetes.io/managed-by=tempora-operator' }, NAMESPACE)).items;
         return all.length === expected && all.every((pod) => !pod.metadata.deletionTimestamp && podReady(pod));
       },
-      2 * 60_000,
-      500,
+      { timeoutMs: 2 * 60_000, intervalMs: 500 },
     ).catch(() =>
       assert.fail(
         `pods: ${all.map((p) => `${p.metadata.name}${p.metadata.deletionTimestamp ? ' (terminating)' : podReady(p) ? '' : ' (not Ready)'}`).join(', ')}`,
@@ -225,8 +224,7 @@ describe('the platform on a real node: operator, CRs, pods, traffic (test/e2e)',
         gatewayStatus = (await admin().get(R.TemporaGateway, NAMESPACE, GATEWAY)).status as GatewayStatus;
         return isDeepStrictEqual(available(gatewayStatus), wantedAvailable);
       },
-      90_000,
-      500,
+      { timeoutMs: 90_000, intervalMs: 500 },
     ).catch(() => undefined);
     assert.equal(gatewayStatus.state, 'External');
     assert.deepEqual(available(gatewayStatus), wantedAvailable);
@@ -336,7 +334,7 @@ describe('the platform on a real node: operator, CRs, pods, traffic (test/e2e)',
     const deliveries = stripe.deliveries.filter((d) => events.some((e) => e.id === d.event));
     assert.ok(deliveries.length > 0 && deliveries.every((d) => d.status === 200), JSON.stringify(deliveries));
     // Billing grants through its outbox into the gateway's ledger.
-    await waitFor('the pack credited', async () => (await firstUserBalance()) === before + pack.credits, 60_000, 500);
+    await waitFor('the pack credited', async () => (await firstUserBalance()) === before + pack.credits, { timeoutMs: 60_000, intervalMs: 500 });
 
     // Stripe delivers at least once: the same event again, freshly signed, grants nothing more.
     const completed = events.find((e) => e.type === 'checkout.session.completed')!;
@@ -386,8 +384,7 @@ describe('the platform on a real node: operator, CRs, pods, traffic (test/e2e)',
         }>();
         return ['completed', 'failed', 'stopped', 'cancelled'].includes(r.status) ? r : undefined;
       },
-      3 * 60_000,
-      1000,
+      { timeoutMs: 3 * 60_000, intervalMs: 1000 },
     );
     assert.equal(run.status, 'completed', JSON.stringify(run).slice(0, 500));
     assert.equal(run.progress.percent, 100);
@@ -402,8 +399,7 @@ describe('the platform on a real node: operator, CRs, pods, traffic (test/e2e)',
         const b = await admin().get(R.SimulationBudget, NAMESPACE, BUDGET);
         return Number(b.status?.spentUsd ?? 0) >= run.cost.actual_usd && condition(b, 'Ready')?.status === 'True' ? b : undefined;
       },
-      90_000,
-      1000,
+      { timeoutMs: 90_000, intervalMs: 1000 },
     ).catch(explained);
     assert.ok(Number(budget.status?.spentUsd) > 0, JSON.stringify(budget.status));
     assert.equal(condition(budget, 'Exhausted')?.status, 'False');
@@ -467,8 +463,7 @@ describe('the platform on a real node: operator, CRs, pods, traffic (test/e2e)',
         const conditions = (j.status?.conditions ?? []) as { type: string; status: string }[];
         return conditions.some((c) => (c.type === 'Complete' || c.type === 'Failed') && c.status === 'True') ? j : undefined;
       },
-      5 * 60_000,
-      1000,
+      { timeoutMs: 5 * 60_000, intervalMs: 1000 },
     );
     const logs = async () => {
       const pods = (await admin().list(R.Pod, { labelSelector: `job-name=${name}` }, NAMESPACE)).items;
@@ -532,8 +527,7 @@ describe('the platform on a real node: operator, CRs, pods, traffic (test/e2e)',
           const pods = await gatewayPods();
           return pods.length === 2 && pods.every(podReady) && !pods.some((p) => p.metadata.name === victim!.metadata.name) ? pods : undefined;
         },
-        3 * 60_000,
-        500,
+        { timeoutMs: 3 * 60_000, intervalMs: 500 },
       ).catch(explained);
     })();
     const traffic = await trafficDuring(replaced.then(() => new Promise((r) => setTimeout(r, 3_000))));
@@ -560,8 +554,7 @@ describe('the platform on a real node: operator, CRs, pods, traffic (test/e2e)',
           const now = await pods();
           return now.length === DEPLOYED_SERVICES.length + 1 && now.every((p) => podReady(p) && podImage(p).endsWith(`:${NEXT_TAG}`));
         },
-        3 * 60_000,
-        1000,
+        { timeoutMs: 3 * 60_000, intervalMs: 1000 },
       ).catch(async (err: unknown) => {
         throw new Error(`${String(err)}: ${(await pods()).map((p) => `${p.metadata.name} ${podImage(p)} ready=${podReady(p)}`).join(', ')}`);
       });
@@ -583,7 +576,10 @@ describe('the platform on a real node: operator, CRs, pods, traffic (test/e2e)',
     assert.equal(checkout.status, 201, checkout.body.slice(0, 500));
     const paid = await stripe.pay(checkout.json<{ id: string }>().id);
     const subscription = String((paid.find((e) => e.type === 'customer.subscription.created')!.data.object as { id: string }).id);
-    await waitFor('the plan applied', async () => ok(await asFirstUser('/api/v1/auth/me'), 'me').json<{ tier: string }>().tier === 'pro', 60_000, 500);
+    await waitFor('the plan applied', async () => ok(await asFirstUser('/api/v1/auth/me'), 'me').json<{ tier: string }>().tier === 'pro', {
+      timeoutMs: 60_000,
+      intervalMs: 500,
+    });
     const userId = ok(await asFirstUser('/api/v1/auth/me'), 'me').json<{ id: string }>().id;
 
     const deleted = await asFirstUser('/api/v1/auth/me', { method: 'DELETE', timeoutMs: 120_000 });
@@ -600,8 +596,7 @@ describe('the platform on a real node: operator, CRs, pods, traffic (test/e2e)',
     await waitFor(
       'Stripe told of the cancelled plan',
       async () => stripe.events.some((e) => e.type === 'customer.subscription.deleted' && (e.data.object as { id: string }).id === subscription),
-      60_000,
-      500,
+      { timeoutMs: 60_000, intervalMs: 500 },
     );
     // Every credential stops: at once on the replica that deleted, on the other within its AUTH_CACHE_MS (1 s).
     await waitFor(
@@ -610,8 +605,7 @@ describe('the platform on a real node: operator, CRs, pods, traffic (test/e2e)',
         const answers = await Promise.all([0, 1, 2, 3].map(() => asFirstUser('/api/v1/auth/me')));
         return answers.every((answer) => answer.status === 401);
       },
-      5_000,
-      500,
+      { timeoutMs: 5_000, intervalMs: 500 },
     );
 
     // Nothing left: each service's own export of the user, read with the service key on its pod's Service.
@@ -661,9 +655,11 @@ describe('the platform on a real node: operator, CRs, pods, traffic (test/e2e)',
         `${kind} owned before: ${before.join(', ')}`,
       );
     await admin().delete(R.TemporaGateway, NAMESPACE, GATEWAY);
-    await waitFor('nothing the TemporaGateway owned left', async () => (await owned()).length === 0, 4 * 60_000, 1000).catch(async (err: unknown) => {
-      throw new Error(`${String(err)}; left: ${(await owned()).join(', ')}`);
-    });
+    await waitFor('nothing the TemporaGateway owned left', async () => (await owned()).length === 0, { timeoutMs: 4 * 60_000, intervalMs: 1000 }).catch(
+      async (err: unknown) => {
+        throw new Error(`${String(err)}; left: ${(await owned()).join(', ')}`);
+      },
+    );
     // Its workers and pool stay, saying why they run nothing.
     const pool = await waitFor(
       'the pool says its TemporaGateway is gone',
@@ -671,8 +667,7 @@ describe('the platform on a real node: operator, CRs, pods, traffic (test/e2e)',
         const p = await admin().get(R.AgentPool, NAMESPACE, POOL);
         return condition(p, 'Ready')?.reason === 'GatewayNotFound' ? p : undefined;
       },
-      60_000,
-      1000,
+      { timeoutMs: 60_000, intervalMs: 1000 },
     );
     assert.equal(condition(pool, 'Ready')?.status, 'False');
   });

@@ -15,10 +15,11 @@ import type { KubeClient } from '../../operator/src/kube/client.ts';
 import type { KubeObject } from '../../operator/src/kube/object.ts';
 import * as R from '../../operator/src/kube/resources.ts';
 import { DEPLOYED_SERVICES } from '../../operator/src/reconcilers/platform-services.ts';
-import { applyAs, CRD_DIR, clientFor, manifests, waitFor } from '../../operator/test/cluster.ts';
+import { applyAs, CRD_DIR, clientFor, manifests } from '../../operator/test/cluster.ts';
 import { startPostgres, startRedis } from '../../scripts/infra.ts';
-import { type StripeStandIn, startStripeStandIn } from '../../services/billing/test/stripe-server.ts';
 import { KubeNode, NODE_ADDRESS, POD_CIDR } from '../k8s/node.ts';
+import { type StripeStandIn, startStripeStandIn } from '../support/stand-ins/stripe.ts';
+import { waitFor } from '../support/wait.ts';
 
 export const NAMESPACE = 'tempora-e2e';
 export const OPERATOR_NAMESPACE = 'tempora-system';
@@ -158,10 +159,14 @@ async function installOperator(admin: KubeClient, tag: string): Promise<void> {
     for (const m of manifests(join(CRD_DIR, file))) await applyAs(admin, m);
   }
   for (const crd of ['temporagateways', 'graphworkers', 'agentpools', 'simulationbudgets']) {
-    await waitFor(`CRD ${crd}.tempora.dev established`, async () => {
-      const obj = await admin.request<KubeObject>('GET', `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${crd}.tempora.dev`);
-      return ((obj.status?.conditions ?? []) as { type: string; status: string }[]).some((c) => c.type === 'Established' && c.status === 'True');
-    });
+    await waitFor(
+      `CRD ${crd}.tempora.dev established`,
+      async () => {
+        const obj = await admin.request<KubeObject>('GET', `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${crd}.tempora.dev`);
+        return ((obj.status?.conditions ?? []) as { type: string; status: string }[]).some((c) => c.type === 'Established' && c.status === 'True');
+      },
+      { timeoutMs: 30_000 },
+    );
   }
   for (const m of manifests(join(CRD_DIR, 'rbac', 'operator.yaml'))) await applyAs(admin, m);
   const labels = { 'app.kubernetes.io/name': 'tempora-operator' };
@@ -205,8 +210,7 @@ async function installOperator(admin: KubeClient, tag: string): Promise<void> {
       const d = await admin.get(R.Deployment, OPERATOR_NAMESPACE, 'tempora-operator');
       return Number((d.status as { availableReplicas?: number } | undefined)?.availableReplicas ?? 0) >= 1;
     },
-    5 * 60_000,
-    1000,
+    { timeoutMs: 5 * 60_000, intervalMs: 1000 },
   );
   log(`operator running from local/operator:${tag}`);
 }

@@ -14,9 +14,10 @@ import type { KubeObject } from '../../operator/src/kube/object.ts';
 import * as R from '../../operator/src/kube/resources.ts';
 import type { Operator } from '../../operator/src/operator.ts';
 import { OWNER_UID_LABEL } from '../../operator/src/reconcilers/context.ts';
-import { applyAs, CRD_DIR, clientFor, condition, manifests, newOperator, OPERATOR_USER, waitFor, waitReady } from '../../operator/test/cluster.ts';
+import { applyAs, CRD_DIR, clientFor, condition, manifests, newOperator, OPERATOR_USER, waitReady } from '../../operator/test/cluster.ts';
 import { startRedis } from '../../scripts/infra.ts';
 import { KubeNode, NODE_ADDRESS, NODE_NAME, skipWithoutNode } from '../k8s/node.ts';
+import { waitFor } from '../support/wait.ts';
 import { POD_RESOURCES } from './platform.ts';
 
 const NS = 'tempora-scheduling';
@@ -125,8 +126,7 @@ describe('scheduling and pulling on the real node', function () {
         const pods = await poolPods(applied.metadata.uid!);
         return pods.length > 0 && pods.every((p) => podCondition(p, 'PodScheduled')?.reason === 'Unschedulable') ? pods : undefined;
       },
-      60_000,
-      250,
+      { timeoutMs: 60_000, intervalMs: 250 },
     );
     const spec = pending!.spec as PodSpec;
     assert.deepEqual(spec.imagePullSecrets, [{ name: PULL_SECRET }], 'the pull secret in the pod spec');
@@ -144,8 +144,7 @@ describe('scheduling and pulling on the real node', function () {
         const degraded = condition(obj, 'Degraded');
         return degraded?.status === 'True' && degraded.reason === 'Unschedulable' && degraded.observedGeneration === obj.metadata.generation ? obj : undefined;
       },
-      60_000,
-      250,
+      { timeoutMs: 60_000, intervalMs: 250 },
     );
     const degraded = condition(stuck, 'Degraded')!;
     assert.ok(

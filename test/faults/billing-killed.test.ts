@@ -7,8 +7,8 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { freePort } from '../../scripts/infra.ts';
-import { paidPackSession, type StripeEvent, signatureFor, stripeEvent } from '../../services/billing/test/stripe-server.ts';
 import { createDatabase, dropDatabase } from '../support/database.ts';
+import { paidPackSession, type StripeEvent, signatureFor, stripeEvent } from '../support/stand-ins/stripe.ts';
 import { call, Proc } from './support.ts';
 
 const GATEWAY_KEY = 'faults-gateway-service-key';

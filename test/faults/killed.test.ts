@@ -4,8 +4,8 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { freePort } from '../../scripts/infra.ts';
-import { FakeGeneration } from '../../services/graph/test/fake-generation.ts';
 import { createDatabase, dropDatabase } from '../support/database.ts';
+import { FakeGeneration } from '../support/stand-ins/generation.ts';
 import { ADMIN, call, json, Proc, user } from './support.ts';
 
 /**

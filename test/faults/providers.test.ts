@@ -2,9 +2,9 @@ import assert from 'node:assert/strict';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { AGENT_NAMES } from '../../services/generation/src/agents/types.ts';
-import { FakeVendors, type Vendor } from '../../services/generation/test/providers/fake-vendors.ts';
-import { agentOf } from '../../services/generation/test/providers/recorded.ts';
 import { listenStandIn, type StandIn } from '../support/http.ts';
+import { FakeVendors, type Vendor } from '../support/stand-ins/model-vendors.ts';
+import { agentOf } from '../support/stand-ins/recorded-replies.ts';
 import { type Answer, assertLedger, call, type FaultPlatform, json, startFaultPlatform, user } from './support.ts';
 
 /** What a stand-in does to one call instead of answering it. */

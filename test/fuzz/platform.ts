@@ -1,9 +1,9 @@
 import { randomBytes } from 'node:crypto';
-import { BUNDLE_ID, makeRoot, pemOf } from '../../services/billing/test/apple-pki.ts';
-import { startGitHub, startOidcProvider } from '../../services/gateway/test/idp.ts';
 import type { ServiceName } from '../../services/kit/src/runtime/config.ts';
 import { createDatabase, dropDatabase } from '../support/database.ts';
 import { type Platform, startPlatform } from '../support/platform.ts';
+import { BUNDLE_ID, makeRoot, pemOf } from '../support/stand-ins/apple.ts';
+import { startGitHub, startOidcProvider } from '../support/stand-ins/identity-providers.ts';
 
 /** Each credential kind the services accept, valid on the fuzzed platform. */
 export interface Credentials {

@@ -32,13 +32,14 @@ import { dirname, join } from 'node:path';
 import { parse } from 'yaml';
 import { apiVersionOf, Lease, OPTIONAL_CHILDREN, WATCHED_CHILDREN } from '../../operator/src/kube/resources.ts';
 import { DEPLOYED_SERVICES } from '../../operator/src/reconcilers/platform-services.ts';
-import { clientFor, waitFor } from '../../operator/test/cluster.ts';
+import { clientFor } from '../../operator/test/cluster.ts';
 import { ensureTraefik, INGRESS_CLASS, type Ingress, startTraefik } from '../e2e/ingress.ts';
 import { Helm } from '../helm/helm.ts';
 import { binaryDir } from '../k8s/control-plane.ts';
 import { type PolicyEnforcer, startPolicyEnforcer } from '../k8s/network-policy.ts';
 import { KubeNode, LOCAL_REGISTRY, skipWithoutNode } from '../k8s/node.ts';
 import { type Registry, startRegistry } from '../k8s/registry.ts';
+import { waitFor } from '../support/wait.ts';
 import { kindDocBlocks, ROOT, runnable } from './kind-doc.ts';
 
 const blocks = kindDocBlocks();
@@ -429,8 +430,7 @@ describe('docs/kind.md on the test node (install, sign in through the Ingress, r
     await waitFor(
       'Traefik routing tempora.localhost',
       async () => sh(`curl -s -o /dev/null -w '%{http_code}' http://${kindValues.ingress.host}/health || true`).trim() === '200',
-      60_000,
-      1_000,
+      { timeoutMs: 60_000, intervalMs: 1_000 },
     );
     const [user, , , , moment, ...metrics] = useThePlatform();
     assert.match(user!, /^[0-9a-f-]{36}$/);
@@ -495,8 +495,7 @@ Promise.all(Object.entries(targets).map(async ([name, target]) => [name, await r
         'the probe pod to finish',
         async () =>
           ['Succeeded', 'Failed'].includes((await node!.api<{ status: { phase: string } }>('GET', `/api/v1/namespaces/${intruder}/pods/probe`)).status.phase),
-        120_000,
-        1_000,
+        { timeoutMs: 120_000, intervalMs: 1_000 },
       );
       const reached = JSON.parse(await node!.api<string>('GET', `/api/v1/namespaces/${intruder}/pods/probe/log`));
       assert.deepEqual(reached, { gateway: 'open', gatewayMetrics: 'open', billing: 'blocked', postgresql: 'blocked', redis: 'blocked' });

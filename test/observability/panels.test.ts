@@ -10,13 +10,14 @@ import { COMPONENT_LABEL, type Component } from '../../dashboards/src/components
 import { DASHBOARDS } from '../../dashboards/src/index.ts';
 import { inspect, substitute } from '../../dashboards/src/lint.ts';
 import type { Operator } from '../../operator/src/operator.ts';
-import { applyAs, type Cluster, newOperator, startCluster, waitFor } from '../../operator/test/cluster.ts';
+import { applyAs, type Cluster, newOperator, startCluster } from '../../operator/test/cluster.ts';
 import { gateway, NS } from '../../operator/test/fixtures.ts';
 import { tlsSecret } from '../../operator/test/tls-secret.ts';
 import { freePort } from '../../scripts/infra.ts';
 import { createDatabase, dropDatabase } from '../support/database.ts';
 import { type Platform, startPlatform } from '../support/platform.ts';
 import { prometheusBinaries } from '../support/prometheus.ts';
+import { waitFor } from '../support/wait.ts';
 
 interface QueryVariable {
   name: string;
@@ -78,7 +79,7 @@ describe('dashboards on a real Prometheus scraping the platform', function () {
     cluster = await startCluster();
     operator = newOperator(cluster.operatorKubeconfig, 'panels', { port: await freePort() });
     await operator.start();
-    await waitFor('the operator to lead', async () => operator!.isLeader, 20_000);
+    await waitFor('the operator to lead', async () => operator!.isLeader, { timeoutMs: 20_000 });
 
     // Another team's exporter, with the platform's metric names, going wrong on every scrape.
     let scrapes = 0;
@@ -119,7 +120,10 @@ describe('dashboards on a real Prometheus scraping the platform', function () {
       [`--config.file=${join(dir, 'prometheus.yml')}`, `--storage.tsdb.path=${join(dir, 'data')}`, `--web.listen-address=127.0.0.1:${port}`],
       { stdio: 'ignore' },
     );
-    await waitFor('Prometheus to be ready', async () => (await fetch(`${prometheusUrl}/-/ready`).catch(() => undefined))?.ok, 60_000, 250);
+    await waitFor('Prometheus to be ready', async () => (await fetch(`${prometheusUrl}/-/ready`).catch(() => undefined))?.ok, {
+      timeoutMs: 60_000,
+      intervalMs: 250,
+    });
 
     await smokeTraffic(platform, cluster);
     // Seventy seconds of scrapes at 1 s give every rate() over 1m its samples on both sides of the traffic.

@@ -2,10 +2,10 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import { vendorEnv } from '../../services/generation/test/harness.ts';
-import { FakeVendors } from '../../services/generation/test/providers/fake-vendors.ts';
 import { OFFLINE_MODEL } from '../../services/kit/src/providers/offline.ts';
 import { createDatabase, dropDatabase } from '../support/database.ts';
 import { type Platform, startPlatform } from '../support/platform.ts';
+import { FakeVendors } from '../support/stand-ins/model-vendors.ts';
 
 /** A span as OTLP/HTTP JSON carries it, with its process's service.name and its attributes as plain values. */
 interface Span {

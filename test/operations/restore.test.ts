@@ -9,11 +9,11 @@ import { generateKeyPairSync, randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { createDatabase, dropDatabase } from '../support/database.ts';
 import { request } from '../support/http.ts';
 import { type Platform, startPlatform } from '../support/platform.ts';
+import { waitFor } from '../support/wait.ts';
 import { block, runBlock } from './operations-doc.ts';
 
 const PG_BIN = '/usr/lib/postgresql/15/bin';
@@ -28,16 +28,6 @@ async function adminQuery(sql: string): Promise<void> {
     await client.query(sql);
   } finally {
     await client.end();
-  }
-}
-
-async function waitFor<T>(what: string, read: () => Promise<T | undefined>, ms = 60_000): Promise<T> {
-  const until = Date.now() + ms;
-  for (;;) {
-    const value = await read();
-    if (value !== undefined) return value;
-    if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
-    await sleep(250);
   }
 }
 
@@ -139,8 +129,10 @@ describe('operations: backup and restore drill (docs/operations.md)', function (
     const before = (await ok<{ balance: number }>('/api/v1/credits/balance', { headers: auth })).balance;
     const session = await ok<{ id: string }>('/api/v1/billing/checkout', { body: { kind: 'pack', id: 'starter' }, headers: auth });
     await ok(`/_stand_in/pay/${session.id}`, { method: 'POST' }, platform.stripe);
-    await waitFor('the pack credited', async () =>
-      (await ok<{ balance: number }>('/api/v1/credits/balance', { headers: auth })).balance === before + 100 ? true : undefined,
+    await waitFor(
+      'the pack credited',
+      async () => ((await ok<{ balance: number }>('/api/v1/credits/balance', { headers: auth })).balance === before + 100 ? true : undefined),
+      { timeoutMs: 60_000 },
     );
     // The graph: a moment of one's own beside the seed.
     await ok(
@@ -174,6 +166,7 @@ describe('operations: backup and restore drill (docs/operations.md)', function (
     await waitFor(
       'the graph index loaded',
       async () => ((await request(platform!.urls.graph, '/health')).body as { index?: string }).index === 'loaded' || undefined,
+      { timeoutMs: 60_000 },
     );
 
     // The access token issued before the backup still verifies (the signing key was kept); so does the refresh token.

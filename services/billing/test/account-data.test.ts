@@ -1,9 +1,9 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { AccountDeletionSchema, AccountExportPageSchema, encodeExportCursor } from '@tempora/kit/http';
-import { signJws, transaction } from './apple-pki.ts';
+import { signJws, transaction } from '../../../test/support/stand-ins/apple.ts';
+import { stripeEvent } from '../../../test/support/stand-ins/stripe.ts';
 import { asUser, type BillingHarness, buy, STRIPE_WEBHOOK, service, useBilling } from './harness.ts';
-import { stripeEvent } from './stripe-server.ts';
 
 const DATA = (userId: string) => `/api/v1/users/${userId}/data`;
 

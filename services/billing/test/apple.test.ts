@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { notificationBody, signJws, type TransactionFields, transaction } from './apple-pki.ts';
+import { notificationBody, signJws, type TransactionFields, transaction } from '../../../test/support/stand-ins/apple.ts';
 import { asUser, type BillingHarness, useBilling } from './harness.ts';
 
 const DAY = 86_400_000;

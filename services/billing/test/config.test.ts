@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { loadConfig } from '@tempora/kit/runtime';
+import { makeChain, pemOf } from '../../../test/support/stand-ins/apple.ts';
 import { BillingConfigSchema } from '../src/config.ts';
-import { makeChain, pemOf } from './apple-pki.ts';
 
 const load = (env: Record<string, string>) => () => loadConfig(BillingConfigSchema, env);
 

@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
-import { notificationBody, signJws, transaction } from './apple-pki.ts';
+import { notificationBody, signJws, transaction } from '../../../test/support/stand-ins/apple.ts';
+import { paidPackSession, stripeEvent } from '../../../test/support/stand-ins/stripe.ts';
 import { asUser, type BillingHarness, useBilling } from './harness.ts';
-import { paidPackSession, stripeEvent } from './stripe-server.ts';
 
 const subscriptionObject = (id: string, userId: string, fields: Record<string, unknown> = {}) => ({
   id,

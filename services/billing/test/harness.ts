@@ -3,19 +3,19 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type Database, type Knex, openDatabase } from '@tempora/kit/data';
-import { type RunningServer, serve } from '@tempora/kit/http';
 import { createLogger } from '@tempora/kit/observability';
-import { loadConfig } from '@tempora/kit/runtime';
 import { pino } from 'pino';
 import { createDatabase, dropDatabase } from '../../../test/support/database.ts';
+import { type StartedService, startRelay, startService } from '../../../test/support/harness.ts';
 import { type Reply, request } from '../../../test/support/http.ts';
+import { BUNDLE_ID, type Chain, makeChain, makeRoot, pemOf } from '../../../test/support/stand-ins/apple.ts';
+import { type StripeStandIn, signatureFor, startStripeStandIn } from '../../../test/support/stand-ins/stripe.ts';
+import { waitFor } from '../../../test/support/wait.ts';
 import { GatewayConfigSchema } from '../../gateway/src/config.ts';
 import { createGatewayService, type GatewayInstance } from '../../gateway/src/service.ts';
 import { BillingConfigSchema } from '../src/config.ts';
 import { migrations } from '../src/migrations.ts';
 import { type BillingInstance, createBillingService } from '../src/service.ts';
-import { BUNDLE_ID, type Chain, makeChain, makeRoot, pemOf } from './apple-pki.ts';
-import { type StripeStandIn, signatureFor, startStripeStandIn } from './stripe-server.ts';
 
 export const SERVICE_KEY = 'billing-service-key-0123456789';
 export const GATEWAY_KEY = 'gateway-service-key-0123456789';
@@ -29,11 +29,7 @@ export const asUser = (userId: string) => ({ 'X-Service-Key': SERVICE_KEY, 'X-Us
 export const STRIPE_WEBHOOK = '/api/v1/billing/webhooks/stripe';
 export const APPLE_WEBHOOK = '/api/v1/billing/webhooks/apple';
 
-export interface Gateway {
-  url: string;
-  instance: GatewayInstance;
-  server: RunningServer;
-}
+export type Gateway = StartedService<GatewayInstance>;
 
 export interface BillingHarness {
   billing: BillingInstance;
@@ -66,31 +62,25 @@ export interface BillingHarness {
   stop(): Promise<void>;
 }
 
-async function startGatewayOn(port: number, database: string, dataDir: string, billingUrl: string, redisPrefix: string): Promise<Gateway> {
-  const config = loadConfig(GatewayConfigSchema, {
-    DATABASE_URL: database,
-    REDIS_URL: process.env.REDIS_URL,
-    REDIS_KEY_PREFIX: redisPrefix,
-    TEMPORA_DATA_DIR: dataDir,
-    SERVICE_KEY: GATEWAY_KEY,
-    ADMIN_KEY,
-    BILLING_SERVICE_KEY: SERVICE_KEY,
-    BILLING_URL: billingUrl,
-    SIGNUP_CREDITS: '0',
-    RATE_LIMIT_MULTIPLIER: '1000',
-    LOG_LEVEL: 'silent',
-  });
-  const instance = await createGatewayService(config, createLogger('gateway', 'silent'));
-  const server = await serve(instance.app, {
-    port,
-    host: '127.0.0.1',
-    logger: instance.logger,
+/** The gateway billing pushes tiers and credits to, on its own database (kept across its restarts). */
+function startGatewayFor(database: string, dataDir: string, billingUrl: string, redisPrefix: string): Promise<Gateway> {
+  return startService({
+    name: 'gateway',
+    schema: GatewayConfigSchema,
+    create: createGatewayService,
     graceMs: 200,
-    onDrain: instance.drain,
-    onClose: [instance.close],
-    express: instance.express,
+    env: {
+      DATABASE_URL: database,
+      REDIS_KEY_PREFIX: redisPrefix,
+      TEMPORA_DATA_DIR: dataDir,
+      SERVICE_KEY: GATEWAY_KEY,
+      ADMIN_KEY,
+      BILLING_SERVICE_KEY: SERVICE_KEY,
+      BILLING_URL: billingUrl,
+      SIGNUP_CREDITS: '0',
+      RATE_LIMIT_MULTIPLIER: '1000',
+    },
   });
-  return { url: server.url, instance, server };
 }
 
 /** Buys through the Stripe stand-in as a user would: checkout, then pay the session; its session and events. */
@@ -128,51 +118,47 @@ export async function startBilling(env: Record<string, string> = {}, options: { 
   const redisPrefix = `test-${randomBytes(4).toString('hex')}`;
   const stripe = await startStripeStandIn({ webhookSecrets: [WEBHOOK_SECRET], secretKey: STRIPE_KEY, attempts: 1 });
 
-  // The gateway's port is fixed before billing starts, so a stopped gateway comes back where billing calls it.
-  let gateway: Gateway | undefined = await startGatewayOn(0, gatewayDb, dataDir, 'http://127.0.0.1:1', redisPrefix);
-  const gatewayPort = Number(new URL(gateway.url).port);
-  const config = loadConfig(BillingConfigSchema, {
-    DATABASE_URL: billingDb,
-    SERVICE_KEY,
-    ADMIN_KEY,
-    GATEWAY_URL: gateway.url,
-    GATEWAY_SERVICE_KEY: GATEWAY_KEY,
-    GATEWAY_TIMEOUT_MS: '2000',
-    STRIPE_SECRET_KEY: STRIPE_KEY,
-    STRIPE_API_URL: stripe.url,
-    STRIPE_WEBHOOK_SECRET: `${WEBHOOK_SECRET},${OLD_WEBHOOK_SECRET}`,
-    CHECKOUT_SUCCESS_URL: 'http://127.0.0.1:9/done?session={CHECKOUT_SESSION_ID}',
-    CHECKOUT_CANCEL_URL: 'http://127.0.0.1:9/cancelled',
-    APPLE_ROOT_CERTIFICATES: pemOf(apple.root),
-    APPLE_BUNDLE_ID: BUNDLE_ID,
-    APPLE_ENVIRONMENT: 'Sandbox',
-    OUTBOX_POLL_MS: '100',
-    OUTBOX_RETRY_MAX_MS: '400',
-    LOG_LEVEL: 'silent',
-    ...env,
-  });
-  // With `logs`, every line billing logs is kept there (its refusals must name no secret).
-  const logger = options.logs
-    ? pino({ level: 'info', base: { service: 'billing' } }, { write: (line: string) => void options.logs!.push(line) })
-    : createLogger('billing', config.LOG_LEVEL);
-  const billing = await createBillingService(config, logger);
-  const billingServer = await serve(billing.app, {
-    port: 0,
-    host: '127.0.0.1',
-    logger: billing.logger,
+  // Billing reaches the gateway through a relay bound before either starts: the gateway, started once
+  // billing's address is known, can stop and come back while billing keeps calling the same address.
+  const relay = await startRelay();
+  const started = await startService({
+    name: 'billing',
+    schema: BillingConfigSchema,
+    create: createBillingService,
     graceMs: 200,
-    onDrain: billing.drain,
-    onClose: [billing.close],
-    metrics: { port: 0, metrics: billing.metrics },
+    // With `logs`, every line billing logs is kept there (its refusals must name no secret).
+    ...(options.logs ? { logger: pino({ level: 'info', base: { service: 'billing' } }, { write: (line: string) => void options.logs!.push(line) }) } : {}),
+    env: {
+      DATABASE_URL: billingDb,
+      SERVICE_KEY,
+      ADMIN_KEY,
+      GATEWAY_URL: relay.url,
+      GATEWAY_SERVICE_KEY: GATEWAY_KEY,
+      GATEWAY_TIMEOUT_MS: '2000',
+      STRIPE_SECRET_KEY: STRIPE_KEY,
+      STRIPE_API_URL: stripe.url,
+      STRIPE_WEBHOOK_SECRET: `${WEBHOOK_SECRET},${OLD_WEBHOOK_SECRET}`,
+      CHECKOUT_SUCCESS_URL: 'http://127.0.0.1:9/done?session={CHECKOUT_SESSION_ID}',
+      CHECKOUT_CANCEL_URL: 'http://127.0.0.1:9/cancelled',
+      APPLE_ROOT_CERTIFICATES: pemOf(apple.root),
+      APPLE_BUNDLE_ID: BUNDLE_ID,
+      APPLE_ENVIRONMENT: 'Sandbox',
+      OUTBOX_POLL_MS: '100',
+      OUTBOX_RETRY_MAX_MS: '400',
+      ...env,
+    },
   });
-  stripe.setWebhookUrl(`${billingServer.url}${STRIPE_WEBHOOK}`);
+  const billing = started.instance;
+  stripe.setWebhookUrl(`${started.url}${STRIPE_WEBHOOK}`);
   const database: Database = await openDatabase({ service: 'billing', url: billingDb, dataDir, migrations, logger: createLogger('billing', 'silent') });
-  // The gateway again, now that billing's address is known (its proxy forwards /api/v1/billing/* there).
-  await gateway.server.close();
-  gateway = await startGatewayOn(gatewayPort, gatewayDb, dataDir, billingServer.url, redisPrefix);
+  let gateway: Gateway | undefined;
+  const startGateway = async () => {
+    gateway = await startGatewayFor(gatewayDb, dataDir, started.url, redisPrefix);
+    relay.to(gateway.url);
+  };
+  await startGateway();
 
-  const call = <T = any>(method: string, path: string, init: { headers?: Record<string, string>; body?: unknown; raw?: string } = {}) =>
-    request<T>(billingServer.url, path, { method, ...init });
+  const { call } = started;
   const gatewayRepository = () => {
     if (!gateway) throw new Error('the gateway is stopped');
     return gateway.instance.repository;
@@ -181,12 +167,12 @@ export async function startBilling(env: Record<string, string> = {}, options: { 
   const harness: BillingHarness = {
     billing,
     db: database.knex,
-    url: billingServer.url,
-    metricsUrl: billingServer.metricsUrl!,
+    url: started.url,
+    metricsUrl: started.metricsUrl,
     get gateway() {
       return gateway;
     },
-    gatewayUrl: `http://127.0.0.1:${gatewayPort}`,
+    gatewayUrl: relay.url,
     stripe,
     apple,
     appleRoot,
@@ -224,33 +210,34 @@ export async function startBilling(env: Record<string, string> = {}, options: { 
       return call('POST', '/api/v1/billing/apple/transactions', { headers: asUser(userId), body: { signed_transaction: signed } });
     },
     async settled(ms = 10_000) {
-      const until = Date.now() + ms;
-      for (;;) {
-        await billing.outbox.deliver();
-        const backlog = await billing.repository.outbox.backlog();
-        const tiers = await database
-          .knex('billing_accounts')
-          .whereRaw(`((tier is distinct from pushed_tier and not (pushed_tier is null and tier = 'free')) or push_forced)`)
-          .count<{ count: string }[]>('* as count');
-        if (backlog.pending === 0 && Number(tiers[0]?.count ?? 0) === 0) return;
-        if (Date.now() > until) {
-          const accounts = await database.knex('billing_accounts').whereRaw('tier is distinct from pushed_tier or push_forced');
-          throw new Error(`the outbox did not settle: ${JSON.stringify({ backlog, accounts })}`);
-        }
-        await new Promise((resolve) => setTimeout(resolve, 100));
-      }
+      let seen: unknown;
+      await waitFor(
+        'the outbox to settle',
+        async () => {
+          await billing.outbox.deliver();
+          const backlog = await billing.repository.outbox.backlog();
+          const unpushed = await database
+            .knex('billing_accounts')
+            .whereRaw(`((tier is distinct from pushed_tier and not (pushed_tier is null and tier = 'free')) or push_forced)`);
+          seen = { backlog, accounts: unpushed };
+          return backlog.pending === 0 && unpushed.length === 0;
+        },
+        { timeoutMs: ms, intervalMs: 100 },
+      ).catch((error: Error) => {
+        throw new Error(`${error.message}: ${JSON.stringify(seen)}`);
+      });
     },
     async stopGateway() {
-      await gateway?.server.close();
+      relay.to(undefined);
+      await gateway?.stop();
       gateway = undefined;
     },
-    async startGateway() {
-      gateway = await startGatewayOn(gatewayPort, gatewayDb, dataDir, billingServer.url, redisPrefix);
-    },
+    startGateway,
     async stop() {
       await database.close();
-      await billingServer.close();
-      await gateway?.server.close();
+      await started.stop();
+      await gateway?.stop();
+      await relay.stop();
       await stripe.close();
       await Promise.all([dropDatabase(billingDb), dropDatabase(gatewayDb)]);
       rmSync(dataDir, { recursive: true, force: true });

@@ -1,9 +1,9 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { request } from '../../../test/support/http.ts';
+import { stripeEvent } from '../../../test/support/stand-ins/stripe.ts';
 import { scrape } from '../../kit/test/metrics-support.ts';
 import { ADMIN_KEY, type BillingHarness, buy, GATEWAY_KEY, STRIPE_WEBHOOK, service, useBilling } from './harness.ts';
-import { stripeEvent } from './stripe-server.ts';
 
 const admin = { 'X-Admin-Key': ADMIN_KEY };
 

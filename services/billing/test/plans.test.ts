@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import Stripe from 'stripe';
 import { request } from '../../../test/support/http.ts';
-import { signJws, transaction } from './apple-pki.ts';
+import { signJws, transaction } from '../../../test/support/stand-ins/apple.ts';
 import { asUser, type BillingHarness, buy, STRIPE_KEY, STRIPE_WEBHOOK, service, useBilling } from './harness.ts';
 
 const CANCEL = '/api/v1/billing/subscription/cancel';

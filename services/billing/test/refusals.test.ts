@@ -1,9 +1,9 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
+import { BUNDLE_ID, type Chain, chainX5c, makeChain, notificationBody, signJws, transaction } from '../../../test/support/stand-ins/apple.ts';
+import { signatureFor, stripeEvent } from '../../../test/support/stand-ins/stripe.ts';
 import { scrape } from '../../kit/test/metrics-support.ts';
-import { BUNDLE_ID, type Chain, chainX5c, makeChain, notificationBody, signJws, transaction } from './apple-pki.ts';
 import { ADMIN_KEY, APPLE_WEBHOOK, asUser, type BillingHarness, OLD_WEBHOOK_SECRET, STRIPE_WEBHOOK, service, useBilling, WEBHOOK_SECRET } from './harness.ts';
-import { signatureFor, stripeEvent } from './stripe-server.ts';
 
 const DAY = 86_400_000;
 

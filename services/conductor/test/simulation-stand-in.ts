@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { createServer, type IncomingMessage } from 'node:http';
+import { documentedRun } from '../../../test/support/stand-ins/simulation-run.ts';
 
 export interface RecordedSimulationCall {
   method: string;
@@ -57,16 +58,8 @@ export async function startSimulationStandIn(): Promise<SimulationStandIn> {
       if (standIn.startStatus !== 202)
         return answer(standIn.startStatus, { type: 'about:blank', title: 'Error', status: standIn.startStatus, detail: 'the stand-in refuses this run' });
       if (standIn.startBody !== undefined) return answer(202, standIn.startBody);
-      const body = JSON.parse(text) as Record<string, unknown>;
       const id = randomUUID();
-      const run = {
-        id,
-        status: 'queued',
-        progress: { steps_done: 0, steps_total: 5, percent: 0 },
-        mode: body.mode ?? 'FORWARD',
-        fidelity: body.fidelity ?? 3,
-        prompt: body.prompt,
-      };
+      const run = documentedRun(id, JSON.parse(text) as Record<string, unknown>);
       runs.set(id, run);
       return answer(202, { ...run, status_url: `/api/v1/simulations/${id}` });
     }

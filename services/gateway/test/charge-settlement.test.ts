@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { waitFor } from '../../../test/support/wait.ts';
 import { type GatewayHarness, type SignedIn, useGateway } from './harness.ts';
 
 const SIGNUP = 50;
@@ -22,9 +23,9 @@ async function ledger(gw: GatewayHarness, user: SignedIn): Promise<Entry[]> {
 /** Waits until the user's balance is `balance` (a sweep or a follower books it a moment later). */
 async function balanceReaches(gw: GatewayHarness, user: SignedIn, balance: number, withinMs: number): Promise<void> {
   const { ledger: repository } = gw.instance.repository;
-  const deadline = Date.now() + withinMs;
-  while ((await repository.balance(user.userId)) !== balance && Date.now() < deadline) await sleep(25);
-  assert.equal(await repository.balance(user.userId), balance, JSON.stringify(await ledger(gw, user)));
+  await waitFor(`a balance of ${balance}`, async () => (await repository.balance(user.userId)) === balance, { timeoutMs: withinMs, intervalMs: 25 }).catch(
+    async (error: Error) => assert.fail(`${error.message}: ${JSON.stringify(await ledger(gw, user))}`),
+  );
   assert.equal(await repository.ledgerSum(user.userId), balance, 'the ledger sums to the balance');
 }
 
@@ -68,7 +69,8 @@ describe('gateway: charges are settled durably', function () {
     assert.equal((await generate(user)).status, 500);
     await balanceReaches(gw, user, SIGNUP - 2, 2_000);
     assert.equal(await openCharges(gw, user), 0);
-    // Past every settle-by time: the sweep finds nothing to refund.
+    // Past every settle-by time: the sweep finds nothing to refund. The clock is what is tested here (no
+    // event marks "a settle-by time passed and nothing happened"), so the test waits it out.
     await sleep(1_700);
     await balanceReaches(gw, user, SIGNUP - 2, 0);
   });
@@ -83,6 +85,7 @@ describe('gateway: charges are settled durably', function () {
     await credits.close(user.userId, settled);
     await balanceReaches(gw, user, SIGNUP - 8, 0);
     // The gateway's own follower sweeps every CHARGED_JOB_CHECK_MS; a second sweeper at once must not refund twice.
+    // Waits out the charges' 1 s settle-by time, which is what makes them due: the clock is the subject here.
     await sleep(1_000);
     await credits.refundUnsettled();
     await balanceReaches(gw, user, SIGNUP - 5, 2_000);
@@ -192,7 +195,7 @@ describe('gateway: charges are settled durably', function () {
       // The first call's POST at the upstream (its charge is booked before it is forwarded); not any request:
       // the job follower's GETs of earlier tests' runs land there too, and a retry sent before the first call
       // was charged would be the one forwarded, held until the cut-off (CI saw its 504).
-      while (!gw.upstreams.simulation.requests.some((request) => request.method === 'POST')) await sleep(10);
+      await waitFor('the first POST at the upstream', () => gw.upstreams.simulation.requests.some((request) => request.method === 'POST'), { intervalMs: 10 });
       const retry = await simulate(user, key);
       assert.equal(retry.status, 409, JSON.stringify(retry.body));
       assert.equal(retry.headers.get('retry-after'), '1');

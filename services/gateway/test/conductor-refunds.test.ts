@@ -2,12 +2,13 @@ import assert from 'node:assert/strict';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { createServer, request as httpRequest, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { type RunningServer, serve } from '@tempora/kit/http';
 import { createLogger } from '@tempora/kit/observability';
 import { loadConfig } from '@tempora/kit/runtime';
 import { createDatabase, dropDatabase } from '../../../test/support/database.ts';
 import { request } from '../../../test/support/http.ts';
+import { documentedRun } from '../../../test/support/stand-ins/simulation-run.ts';
+import { waitFor } from '../../../test/support/wait.ts';
 import { ConductorConfigSchema } from '../../conductor/src/config.ts';
 import { type ConductorInstance, createConductorService } from '../../conductor/src/service.ts';
 import { type GatewayHarness, SERVICE_KEY, type SignedIn, service, useGateway } from './harness.ts';
@@ -72,27 +73,31 @@ describe('gateway: runs the conductor started are refunded as proxied runs are',
       if (startStatus !== 202)
         return void res
           .writeHead(startStatus, { 'content-type': 'application/problem+json' })
-          .end(JSON.stringify({ status: startStatus, title: 'refused', detail: 'the stand-in refuses this run' }));
+          .end(JSON.stringify({ type: 'about:blank', status: startStatus, title: 'refused', detail: 'the stand-in refuses this run' }));
       const id = randomUUID();
       runs.set(id, { status: 'queued', steps_done: 0 });
       res
         .writeHead(202, { 'content-type': 'application/json', location: `/api/v1/simulations/${id}` })
-        .end(JSON.stringify({ id, status: 'queued', progress: { steps_done: 0, steps_total: 5, percent: 0 }, status_url: `/api/v1/simulations/${id}` }));
+        .end(JSON.stringify({ ...documentedRun(id, {}), status_url: `/api/v1/simulations/${id}` }));
     });
     upstream.on('POST /api/v1/simulations/*', (req, res) => {
       const id = /\/simulations\/([^/]+)\/cancel$/.exec(req.url ?? '')?.[1] ?? '';
       const run = runs.get(id);
       if (!run) return void res.writeHead(404, { 'content-type': 'application/problem+json' }).end('{"status":404}');
       run.status = 'cancelled';
-      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ id, ...run }));
+      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ ...documentedRun(id, {}), ...run }));
     });
     upstream.on('GET /api/v1/simulations/*', (req, res) => {
       const id = /\/simulations\/([^/?]+)/.exec(req.url ?? '')?.[1] ?? '';
       const run = runs.get(id);
       if (!run) return void res.writeHead(404, { 'content-type': 'application/problem+json' }).end('{"status":404}');
-      res
-        .writeHead(200, { 'content-type': 'application/json' })
-        .end(JSON.stringify({ id, status: run.status, progress: { steps_done: run.steps_done, steps_total: 5, percent: run.steps_done * 20 } }));
+      res.writeHead(200, { 'content-type': 'application/json' }).end(
+        JSON.stringify({
+          ...documentedRun(id, {}),
+          status: run.status,
+          progress: { steps_done: run.steps_done, steps_total: 5, percent: run.steps_done * 20 },
+        }),
+      );
     });
   }
 
@@ -115,8 +120,9 @@ describe('gateway: runs the conductor started are refunded as proxied runs are',
   /** The ledger once the balance is `balance`, checked to sum to it. */
   async function settledLedger(user: SignedIn, balance: number): Promise<Entry[]> {
     const { ledger: repository } = gw.instance.repository;
-    for (let i = 0; i < 400 && (await repository.balance(user.userId)) !== balance; i += 1) await sleep(25);
-    assert.equal(await repository.balance(user.userId), balance, JSON.stringify(await ledger(user)));
+    await waitFor(`a balance of ${balance}`, async () => (await repository.balance(user.userId)) === balance, { intervalMs: 25 }).catch(async (error: Error) =>
+      assert.fail(`${error.message}: ${JSON.stringify(await ledger(user))}`),
+    );
     assert.equal(await repository.ledgerSum(user.userId), balance, 'the ledger sums to the balance');
     return ledger(user);
   }
@@ -144,13 +150,15 @@ describe('gateway: runs the conductor started are refunded as proxied runs are',
 
   /** The conversation once the conductor's journal shows the run's call with `credits`. */
   async function conversationWhen(user: SignedIn, reply: any, credits: number) {
-    for (let i = 0; i < 400; i += 1) {
-      const found = (await conversation(user, reply.conversation_id)).body;
-      const call = found.messages[0].tools_called.find((candidate: { tool: string }) => candidate.tool === 'start_simulation');
-      if (call?.credits === credits) return { message: found.messages[0], call };
-      await sleep(25);
-    }
-    assert.fail(`the conversation never showed the run at ${credits} credits`);
+    return waitFor(
+      `the conversation to show the run at ${credits} credits`,
+      async () => {
+        const found = (await conversation(user, reply.conversation_id)).body;
+        const call = found.messages[0].tools_called.find((candidate: { tool: string }) => candidate.tool === 'start_simulation');
+        return call?.credits === credits && { message: found.messages[0], call };
+      },
+      { intervalMs: 25 },
+    );
   }
 
   /** The run the conductor's reply started: its call and the run id. */
@@ -244,13 +252,12 @@ describe('gateway: runs the conductor started are refunded as proxied runs are',
     const run = startedRun(kept);
     end(run.id, 'cancelled', 2);
     const key = `conductor:${kept.message_id}:${run.call.index}`;
-    for (
-      let i = 0;
-      i < 400 &&
-      (await gw.call('GET', `/api/v1/credits/standing?user_id=${partial.userId}&idempotency_key=${key}`, { headers: service })).body.state !== 'stands';
-      i += 1
-    )
-      await sleep(25);
+    await waitFor(
+      'the charge to stand',
+      async () =>
+        (await gw.call('GET', `/api/v1/credits/standing?user_id=${partial.userId}&idempotency_key=${key}`, { headers: service })).body.state === 'stands',
+      { intervalMs: 25 },
+    );
     await conductor.instance.service.settleUnsettled('test');
     const after = await conversationWhen(partial, kept, RUN);
     assert.equal(after.call.status, 'ok');
@@ -277,7 +284,7 @@ describe('gateway: runs the conductor started are refunded as proxied runs are',
     // The hand-over at request time was refused; the settler (every 50 ms here) may have taken its turn already.
     assert.equal(relay.refuseFollow, 0, 'the first hand-over was refused');
     assert.ok(relay.follows >= follows + 1, 'handed over while answering');
-    for (let i = 0; i < 400 && relay.follows < follows + 2; i += 1) await sleep(25);
+    await waitFor('the settler to hand it over', () => relay.follows >= follows + 2, { intervalMs: 25 });
     assert.equal(relay.follows, follows + 2, 'the settler handed it over');
     end(id, 'failed');
     const entries = await settledLedger(user, SIGNUP);
@@ -337,13 +344,12 @@ describe('gateway: runs the conductor started are refunded as proxied runs are',
         assert.deepEqual(reply.body, { state: 'following', charged: RUN, refunded: 0, reason: null });
       }
       end(id, 'completed', 5);
-      for (
-        let i = 0;
-        i < 400 &&
-        (await gw.call('GET', `/api/v1/credits/standing?user_id=${user.userId}&idempotency_key=${key}`, { headers: service })).body.state !== 'stands';
-        i += 1
-      )
-        await sleep(25);
+      await waitFor(
+        'the charge to stand',
+        async () =>
+          (await gw.call('GET', `/api/v1/credits/standing?user_id=${user.userId}&idempotency_key=${key}`, { headers: service })).body.state === 'stands',
+        { intervalMs: 25 },
+      );
       assert.equal((await gw.call('GET', `/api/v1/credits/standing?user_id=${user.userId}&idempotency_key=${key}`, { headers: service })).body.state, 'stands');
       assert.equal(await gw.instance.repository.ledger.balance(user.userId), SIGNUP - RUN);
 

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
+import { EndlessBody, readPattern } from '../../../test/support/stand-ins/upstream.ts';
 import { admin, type GatewayHarness, pausedRequest, type SignedIn, service, startGateway, useGateway } from './harness.ts';
-import { EndlessBody, readPattern } from './upstream.ts';
 
 describe('gateway: credits', function () {
   this.timeout(60_000);
@@ -139,6 +139,7 @@ describe('gateway: credits', function () {
       assert.equal(failed.headers.get('x-credits-charged'), '0');
       assert.equal(failed.headers.get('x-balance-after'), '50');
       assert.deepEqual(failed.body, { error: 'boom' }, "the upstream's error body, held while the refund was booked");
+      // An upstream slower than UPSTREAM_TIMEOUT_MS (1.5 s) is the case under test; the test does not wait for it.
       gw.upstreams.generation.on('POST /api/v1/timepoints/generate/sync', async (_req, res) => {
         await new Promise((resolve) => setTimeout(resolve, 2500));
         res.writeHead(200).end('{}');

@@ -4,15 +4,11 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { request as httpRequest, type IncomingMessage } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { type RunningServer, serve } from '@tempora/kit/http';
-import { createLogger } from '@tempora/kit/observability';
-import { loadConfig } from '@tempora/kit/runtime';
-import { createDatabase, dropDatabase } from '../../../test/support/database.ts';
-import { type Reply, request } from '../../../test/support/http.ts';
+import { type StartedService, startService } from '../../../test/support/harness.ts';
+import { type GitHubProvider, type OidcProvider, startGitHub, startOidcProvider } from '../../../test/support/stand-ins/identity-providers.ts';
+import { startUpstream, type Upstream } from '../../../test/support/stand-ins/upstream.ts';
 import { GatewayConfigSchema } from '../src/config.ts';
 import { createGatewayService, type GatewayInstance } from '../src/service.ts';
-import { type GitHubProvider, type OidcProvider, startGitHub, startOidcProvider } from './idp.ts';
-import { startUpstream, type Upstream } from './upstream.ts';
 
 export const SERVICE_KEY = 'gw-service-key-0123456789';
 export const ADMIN_KEY = 'gw-admin-key-0123456789';
@@ -41,20 +37,15 @@ export interface SignedIn {
   headers: Record<string, string>;
 }
 
-export interface GatewayHarness {
-  url: string;
-  instance: GatewayInstance;
-  server: RunningServer;
+export interface GatewayHarness extends StartedService<GatewayInstance> {
   apple: OidcProvider;
   google: OidcProvider;
   github: GitHubProvider;
   upstreams: Record<'generation' | 'graph' | 'billing' | 'simulation' | 'conductor', Upstream>;
   dataDir: string;
-  call<T = any>(method: string, path: string, init?: { headers?: Record<string, string>; body?: unknown; raw?: string }): Promise<Reply<T>>;
   /** A user through the admin dev-token route (each call with a new external id is a new user). */
   user(options?: { tier?: 'free' | 'pro' | 'enterprise'; externalId?: string }): Promise<SignedIn>;
   grant(userId: string, amount: number): Promise<void>;
-  stop(): Promise<void>;
 }
 
 /**
@@ -91,61 +82,48 @@ export async function startGateway(env: Record<string, string> = {}): Promise<Ga
     startUpstream('simulation'),
     startUpstream('conductor'),
   ]);
-  const database = await createDatabase('gateway');
   const dataDir = mkdtempSync(join(tmpdir(), 'gateway-test-'));
-  const config = loadConfig(GatewayConfigSchema, {
-    DATABASE_URL: database,
-    REDIS_URL: process.env.REDIS_URL,
-    REDIS_KEY_PREFIX: `test-${randomBytes(4).toString('hex')}`,
-    TEMPORA_DATA_DIR: dataDir,
-    TEMPORA_DOMAIN: DOMAIN,
-    SERVICE_KEY: SERVICE_KEY,
-    ADMIN_KEY: ADMIN_KEY,
-    GENERATION_SERVICE_KEY: UPSTREAM_KEY,
-    GRAPH_SERVICE_KEY: UPSTREAM_KEY,
-    LOG_LEVEL: 'silent',
-    APPLE_CLIENT_ID: APPLE_CLIENT,
-    APPLE_JWKS_URL: apple.jwksUrl,
-    GOOGLE_CLIENT_ID: GOOGLE_CLIENT,
-    GOOGLE_JWKS_URL: google.jwksUrl,
-    GITHUB_CLIENT_ID: github.clientId,
-    GITHUB_CLIENT_SECRET: github.clientSecret,
-    GITHUB_TOKEN_URL: github.tokenUrl,
-    GITHUB_API_URL: github.apiUrl,
-    GENERATION_URL: generation.url,
-    GRAPH_URL: graph.url,
-    BILLING_URL: billing.url,
-    SIMULATION_URL: simulation.url,
-    CONDUCTOR_URL: conductor.url,
-    // The tests' clients play the ingress too: loopback is the trusted proxy.
-    TRUSTED_PROXIES: '127.0.0.1',
-    RATE_LIMIT_MULTIPLIER: '1000',
-    DEMO_SIGNINS_PER_HOUR: '1000',
-    UPSTREAM_TIMEOUT_MS: '1500',
-    SYNC_GENERATION_TIMEOUT_MS: '1500',
-    // Tests run the account-deletion sweep themselves; a failed step is due again at once.
-    ACCOUNT_DELETION_SWEEP_MS: '3600000',
-    ACCOUNT_DELETION_RETRY_MS: '1',
-    ...env,
-  });
-  const instance = await createGatewayService(config, createLogger('gateway', 'silent'));
-  const server = await serve(instance.app, {
-    port: 0,
-    host: '127.0.0.1',
-    logger: instance.logger,
+  const started = await startService({
+    name: 'gateway',
+    schema: GatewayConfigSchema,
+    create: createGatewayService,
     graceMs: 500,
-    onDrain: instance.drain,
-    onClose: [instance.close],
-    express: instance.express,
-    metrics: { port: 0, metrics: instance.metrics },
+    env: {
+      TEMPORA_DATA_DIR: dataDir,
+      TEMPORA_DOMAIN: DOMAIN,
+      SERVICE_KEY: SERVICE_KEY,
+      ADMIN_KEY: ADMIN_KEY,
+      GENERATION_SERVICE_KEY: UPSTREAM_KEY,
+      GRAPH_SERVICE_KEY: UPSTREAM_KEY,
+      APPLE_CLIENT_ID: APPLE_CLIENT,
+      APPLE_JWKS_URL: apple.jwksUrl,
+      GOOGLE_CLIENT_ID: GOOGLE_CLIENT,
+      GOOGLE_JWKS_URL: google.jwksUrl,
+      GITHUB_CLIENT_ID: github.clientId,
+      GITHUB_CLIENT_SECRET: github.clientSecret,
+      GITHUB_TOKEN_URL: github.tokenUrl,
+      GITHUB_API_URL: github.apiUrl,
+      GENERATION_URL: generation.url,
+      GRAPH_URL: graph.url,
+      BILLING_URL: billing.url,
+      SIMULATION_URL: simulation.url,
+      CONDUCTOR_URL: conductor.url,
+      // The tests' clients play the ingress too: loopback is the trusted proxy.
+      TRUSTED_PROXIES: '127.0.0.1',
+      RATE_LIMIT_MULTIPLIER: '1000',
+      DEMO_SIGNINS_PER_HOUR: '1000',
+      UPSTREAM_TIMEOUT_MS: '1500',
+      SYNC_GENERATION_TIMEOUT_MS: '1500',
+      // Tests run the account-deletion sweep themselves; a failed step is due again at once.
+      ACCOUNT_DELETION_SWEEP_MS: '3600000',
+      ACCOUNT_DELETION_RETRY_MS: '1',
+      ...env,
+    },
   });
-  const call = <T = any>(method: string, path: string, init: { headers?: Record<string, string>; body?: unknown; raw?: string } = {}) =>
-    request<T>(server.url, path, { method, ...init });
+  const { call } = started;
   let users = 0;
   return {
-    url: server.url,
-    instance,
-    server,
+    ...started,
     apple,
     google,
     github,
@@ -169,7 +147,7 @@ export async function startGateway(env: Record<string, string> = {}): Promise<Ga
       if (reply.status !== 201) throw new Error(`grant: ${reply.status} ${JSON.stringify(reply.body)}`);
     },
     async stop() {
-      await server.close();
+      await started.stop();
       await Promise.all([
         apple.close(),
         google.close(),
@@ -180,7 +158,6 @@ export async function startGateway(env: Record<string, string> = {}): Promise<Ga
         simulation.close(),
         conductor.close(),
       ]);
-      await dropDatabase(database);
       rmSync(dataDir, { recursive: true, force: true });
     },
   };

@@ -10,10 +10,10 @@ import { deflateSync, gzipSync } from 'node:zlib';
 import { type RunningServer, serve, signPricedCall } from '@tempora/kit/http';
 import fc from 'fast-check';
 import { SignJWT } from 'jose';
+import type { Recorded } from '../../../test/support/stand-ins/upstream.ts';
 import { scrape } from '../../kit/test/metrics-support.ts';
 import { isChargeable, priceOf } from '../src/domain/costs.ts';
 import { type GatewayHarness, SERVICE_KEY, type SignedIn, startGateway, useGateway } from './harness.ts';
-import type { Recorded } from './upstream.ts';
 
 interface RawReply {
   status: number;

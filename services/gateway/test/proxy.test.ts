@@ -2,8 +2,8 @@ import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import { request as httpRequest, type ServerResponse } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { EndlessBody, readPattern } from '../../../test/support/stand-ins/upstream.ts';
 import { admin, type GatewayHarness, pausedRequest, type SignedIn, service, startGateway, useGateway } from './harness.ts';
-import { EndlessBody, readPattern } from './upstream.ts';
 
 /** node:http, because fetch refuses to send a Connection header. */
 async function rawGet(

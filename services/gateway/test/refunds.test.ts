@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import type { ServerResponse } from 'node:http';
-import { setTimeout as sleep } from 'node:timers/promises';
+import { waitFor } from '../../../test/support/wait.ts';
 import { type GatewayHarness, pausedRequest, type SignedIn, useGateway } from './harness.ts';
 
 /**
@@ -32,7 +32,11 @@ describe('gateway: a charged call that does not deliver is refunded', function (
   /** The ledger once it has settled to `balance` (refunds after a response has ended are awaited). */
   async function ledgerAt(user: SignedIn, balance: number): Promise<Entry[]> {
     const { ledger: repository } = gw.instance.repository;
-    for (let i = 0; i < 200 && (await repository.balance(user.userId)) !== balance; i += 1) await sleep(25);
+    await waitFor(`a balance of ${balance}`, async () => (await repository.balance(user.userId)) === balance, { timeoutMs: 5_000, intervalMs: 25 }).catch(
+      () => {
+        // The assertion below names the ledger the balance stopped at.
+      },
+    );
     const history = await gw.call('GET', '/api/v1/credits/history', { headers: user.headers });
     assert.equal(history.status, 200);
     assert.equal(await repository.balance(user.userId), balance, `the balance settles at ${balance}: ${JSON.stringify(history.body.items)}`);
@@ -145,7 +149,12 @@ describe('gateway: a charged call that does not deliver is refunded', function (
     /** Waits until the gateway has stopped following the user's jobs. */
     async function followed(user: SignedIn): Promise<void> {
       const knex = gw.instance.knex;
-      for (let i = 0; i < 200 && (await knex('charged_jobs').where({ user_id: user.userId })).length > 0; i += 1) await sleep(25);
+      await waitFor('no job left followed', async () => (await knex('charged_jobs').where({ user_id: user.userId })).length === 0, {
+        timeoutMs: 5_000,
+        intervalMs: 25,
+      }).catch(() => {
+        // The assertion below names the rows left.
+      });
       assert.deepEqual(await knex('charged_jobs').where({ user_id: user.userId }), [], 'no job is left followed');
     }
 
@@ -267,7 +276,7 @@ describe('gateway: a charged call that does not deliver is refunded', function (
         body: JSON.stringify({ query: 'abandoned' }),
         signal: controller.signal,
       }).catch(() => undefined);
-      while (gw.upstreams.generation.requests.length === 0) await sleep(10);
+      await waitFor('the call at the upstream', () => gw.upstreams.generation.requests.length > 0, { intervalMs: 10 });
       controller.abort();
       await pending;
       await cancelled;

@@ -2,9 +2,11 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { AccountDeletionSchema, AccountExportPageSchema, encodeExportCursor } from '@tempora/kit/http';
+import { waitFor } from '../../../test/support/wait.ts';
 import type { SceneRecord } from '../src/scene.ts';
-import { fakeVendorSuite, type GenerationHarness, QUERY, serviceKey, sleep, startGeneration, until, user, userId } from './harness.ts';
+import { fakeVendorSuite, type GenerationHarness, QUERY, serviceKey, startGeneration, user, userId } from './harness.ts';
 
 const SECRET = 'callback-secret-0123456789';
 const data = (name: string, query = '') => `/api/v1/users/${userId(name)}/data${query}`;
@@ -42,7 +44,7 @@ describe('generation: account data (deletion and export for the gateway)', funct
     return reply;
   };
   const finished = (jobId: string, userId: string) =>
-    until(async () => {
+    waitFor('the job to complete', async () => {
       const job = await gen.get(`/api/v1/timepoints/jobs/${jobId}`, user(userId));
       return job.body.status === 'completed' && job.body;
     });
@@ -89,7 +91,7 @@ describe('generation: account data (deletion and export for the gateway)', funct
     const again = await submit(user('gina'), 'order-1');
     assert.notEqual(again.body.job_id, job.body.job_id);
     assert.equal(again.headers.get('idempotent-replayed'), null);
-    const refused = await until(async () => {
+    const refused = await waitFor('the job to fail', async () => {
       const status = await gen.get(`/api/v1/timepoints/jobs/${again.body.job_id}`, user('gina'));
       return status.body.status === 'failed' && status.body;
     });
@@ -246,7 +248,7 @@ describe("generation: account deletion stops the user's generations in flight", 
     const job = await gen.post('/api/v1/timepoints/generate', { query: QUERY, callback_url: callbackUrl }, user('nora'));
     assert.equal(job.status, 202);
     const sync = gen.post('/api/v1/timepoints/generate/sync', { query: QUERY }, user('nora'));
-    await until(async () => fake.requests.length >= 2);
+    await waitFor('two calls at the vendor', async () => fake.requests.length >= 2);
 
     const deletion = await gen.send('DELETE', data('nora'), undefined, serviceKey);
     assert.equal(deletion.status, 200);
@@ -257,6 +259,7 @@ describe("generation: account deletion stops the user's generations in flight", 
     assert.equal(syncReply.status, 503, JSON.stringify(syncReply.body));
     assert.match(syncReply.body.detail, /account was deleted/);
     assert.ok(Date.now() - deleted < 1_000, 'answered at once, not when the pipeline would have ended');
+    // "Never" has no event to wait on: a window as long as the rest of the pipeline would take is the test.
     await sleep(1_500);
     assert.ok(!fake.requests.some((call) => call.agent === 'Dialog'), 'the later agents never ran');
     assert.deepEqual(deliveries, [], 'no callback for a deleted job');

@@ -2,8 +2,9 @@ import assert from 'node:assert/strict';
 import { createHmac } from 'node:crypto';
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { waitFor } from '../../../test/support/wait.ts';
 import { CallbackPolicy, isPrivateAddress } from '../src/callbacks.ts';
-import { type GenerationHarness, QUERY, serviceKey, startGeneration, until, user, userId } from './harness.ts';
+import { type GenerationHarness, QUERY, serviceKey, startGeneration, user, userId } from './harness.ts';
 
 const SECRET = 'callback-secret-0123456789';
 
@@ -50,7 +51,7 @@ describe('generation: async jobs and signed callbacks', function () {
     assert.equal(reply.status, 202);
     assert.match(reply.headers.get('location')!, /^\/api\/v1\/timepoints\/jobs\/[0-9a-f-]+$/);
     assert.ok(['queued', 'running'].includes(reply.body.status));
-    const job = await until(async () => {
+    const job = await waitFor('the job to complete', async () => {
       const status = await gen.get(`/api/v1/timepoints/jobs/${reply.body.job_id}`, user('alice'));
       return status.body.status === 'completed' && status.body;
     });
@@ -64,7 +65,7 @@ describe('generation: async jobs and signed callbacks', function () {
     failFirst = 2;
     const reply = await gen.post('/api/v1/timepoints/generate', { query: QUERY, callback_url: receiverUrl, request_context: { ticket: 9 } });
     assert.equal(reply.status, 202);
-    await until(async () => deliveries.length === 3 && deliveries);
+    await waitFor('three deliveries', async () => deliveries.length === 3 && deliveries);
     const last = deliveries[2]!;
     const timestamp = last.headers['x-tempora-timestamp'] as string;
     const expected = `sha256=${createHmac('sha256', SECRET).update(`${timestamp}.${last.raw}`).digest('hex')}`;
@@ -80,7 +81,7 @@ describe('generation: async jobs and signed callbacks', function () {
     assert.equal(payload.job_id, reply.body.job_id);
     assert.equal(payload.timepoint.id, payload.timepoint_id);
     assert.deepEqual(payload.request_context, { ticket: 9 });
-    const job = await until(async () => {
+    const job = await waitFor('the callback delivered', async () => {
       const status = await gen.get(`/api/v1/timepoints/jobs/${reply.body.job_id}`);
       return status.body.callback.status === 'delivered' && status.body;
     });
@@ -90,7 +91,7 @@ describe('generation: async jobs and signed callbacks', function () {
   it('reports a failed generation to the callback', async () => {
     const reply = await gen.post('/api/v1/timepoints/generate', { query: 'qqqqqqqq zzzzzz', callback_url: receiverUrl });
     assert.equal(reply.status, 202);
-    await until(async () => deliveries.length === 1);
+    await waitFor('the failure delivered', async () => deliveries.length === 1);
     const payload = JSON.parse(deliveries[0]!.raw);
     assert.equal(payload.status, 'failed');
     assert.equal(payload.error.status, 422);
@@ -166,7 +167,10 @@ describe('generation: Idempotency-Key on an asynchronous generation', function (
     const first = await submit('replayer', 'order-1');
     assert.equal(first.status, 202);
     assert.equal(first.headers.get('idempotent-replayed'), null);
-    await until(async () => (await gen.get(`/api/v1/timepoints/jobs/${first.body.job_id}`, user('replayer'))).body.status === 'completed');
+    await waitFor(
+      'the first job to complete',
+      async () => (await gen.get(`/api/v1/timepoints/jobs/${first.body.job_id}`, user('replayer'))).body.status === 'completed',
+    );
     // The same request written otherwise (field order, the key as the draft's quoted string) is the same request.
     const retry = await submit('replayer', '"order-1"', { query: QUERY });
     assert.equal(retry.status, 202);

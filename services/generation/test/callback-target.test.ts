@@ -3,9 +3,10 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { PlatformTargets, platformTargets } from '@tempora/kit/http';
 import { createLogger } from '@tempora/kit/observability';
-import { type StripeStandIn, startStripeStandIn } from '../../billing/test/stripe-server.ts';
+import { type StripeStandIn, startStripeStandIn } from '../../../test/support/stand-ins/stripe.ts';
+import { waitFor } from '../../../test/support/wait.ts';
 import { CallbackPolicy, deliverCallback } from '../src/callbacks.ts';
-import { type GenerationHarness, QUERY, startGeneration, until } from './harness.ts';
+import { type GenerationHarness, QUERY, startGeneration } from './harness.ts';
 
 const SECRET = 'callback-secret-0123456789';
 /** What `npm start` allow-lists: this whole machine. */
@@ -142,7 +143,7 @@ describe("generation: callbacks never reach the platform's own services or stand
       received.length = 0;
       const reply = await gen.post('/api/v1/timepoints/generate', { query: QUERY, callback_url: receiverUrl });
       assert.equal(reply.status, 202, JSON.stringify(reply.body));
-      await until(async () => received.length === 1);
+      await waitFor('the callback received', async () => received.length === 1);
     });
   });
 

@@ -1,16 +1,12 @@
-import { randomBytes } from 'node:crypto';
-import { type RunningServer, serve } from '@tempora/kit/http';
-import { createLogger } from '@tempora/kit/observability';
-import { loadConfig } from '@tempora/kit/runtime';
-import { createDatabase, dropDatabase } from '../../../test/support/database.ts';
-import { request } from '../../../test/support/http.ts';
+import { type StartedService, startService } from '../../../test/support/harness.ts';
+import type { Reply } from '../../../test/support/http.ts';
 import { userId } from '../../simulation/test/harness.ts';
 import { GenerationServiceConfigSchema } from '../src/config.ts';
 import { createGenerationService, type GenerationInstance } from '../src/service.ts';
 
 export { userId };
 
-import { FakeVendors } from './providers/fake-vendors.ts';
+import { FakeVendors } from '../../../test/support/stand-ins/model-vendors.ts';
 
 export const SERVICE_KEY = 'gen-svc-test-key-0123456789';
 export const serviceKey = { 'X-Service-Key': SERVICE_KEY };
@@ -30,16 +26,9 @@ export function vendorEnv(
   return env;
 }
 
-export interface GenerationHarness {
-  url: string;
-  instance: GenerationInstance;
+export interface GenerationHarness extends StartedService<GenerationInstance> {
   prefix: string;
-  /** Where its /metrics answers (METRICS_PORT). */
-  metricsUrl: string;
-  get<T = any>(path: string, headers?: Record<string, string>): ReturnType<typeof request<T>>;
-  post<T = any>(path: string, body: unknown, headers?: Record<string, string>): ReturnType<typeof request<T>>;
-  send<T = any>(method: string, path: string, body?: unknown, headers?: Record<string, string>): ReturnType<typeof request<T>>;
-  stop(): Promise<void>;
+  send<T = any>(method: string, path: string, body?: unknown, headers?: Record<string, string>): Promise<Reply<T>>;
 }
 
 /**
@@ -47,47 +36,30 @@ export interface GenerationHarness {
  * for replicas of one deployment), its own Redis namespace and a free port.
  */
 export async function startGeneration(env: Record<string, string> = {}, shared?: string): Promise<GenerationHarness> {
-  const database = shared ?? (await createDatabase('generation'));
-  const prefix = `test-gen-${randomBytes(4).toString('hex')}`;
-  const config = loadConfig(GenerationServiceConfigSchema, {
-    DATABASE_URL: database,
-    REDIS_URL: process.env.REDIS_URL,
-    REDIS_KEY_PREFIX: prefix,
-    SERVICE_KEY,
-    LOG_LEVEL: 'silent',
-    GRAPH_LOOKUP: 'false',
-    FREE_IMAGE_ENABLED: 'false',
-    PROVIDER_TIMEOUT_MS: '2000',
-    PROVIDER_RETRIES: '2',
-    PROVIDER_BACKOFF_MS: '10',
-    PROVIDER_MAX_BACKOFF_MS: '2000',
-    STREAM_HEARTBEAT_MS: '1000',
-    CALLBACK_BACKOFF_MS: '20',
-    CALLBACK_TIMEOUT_MS: '2000',
-    ...env,
-  });
-  const instance = await createGenerationService(config, createLogger('generation', config.LOG_LEVEL));
-  const server: RunningServer = await serve(instance.app, {
-    port: 0,
-    host: '127.0.0.1',
-    logger: instance.logger,
+  const started = await startService({
+    name: 'generation',
+    schema: GenerationServiceConfigSchema,
+    create: createGenerationService,
     graceMs: 1000,
-    onDrain: instance.drain,
-    onClose: [instance.close],
-    metrics: { port: 0, metrics: instance.metrics },
+    env: {
+      ...(shared === undefined ? {} : { DATABASE_URL: shared }),
+      SERVICE_KEY,
+      GRAPH_LOOKUP: 'false',
+      FREE_IMAGE_ENABLED: 'false',
+      PROVIDER_TIMEOUT_MS: '2000',
+      PROVIDER_RETRIES: '2',
+      PROVIDER_BACKOFF_MS: '10',
+      PROVIDER_MAX_BACKOFF_MS: '2000',
+      STREAM_HEARTBEAT_MS: '1000',
+      CALLBACK_BACKOFF_MS: '20',
+      CALLBACK_TIMEOUT_MS: '2000',
+      ...env,
+    },
   });
   return {
-    url: server.url,
-    instance,
-    prefix,
-    metricsUrl: server.metricsUrl!,
-    get: (path, headers) => request(server.url, path, { headers }),
-    post: (path, body, headers) => request(server.url, path, { method: 'POST', body, headers }),
-    send: (method, path, body, headers) => request(server.url, path, { method, body, headers }),
-    async stop() {
-      await server.close();
-      if (!shared) await dropDatabase(database);
-    },
+    ...started,
+    prefix: started.redisPrefix,
+    send: (method, path, body, headers) => started.call(method, path, { body, headers }),
   };
 }
 
@@ -125,6 +97,16 @@ export function fakeVendorSuite(env: Record<string, string> = {}): { fake: FakeV
     get metricsUrl() {
       return current().metricsUrl;
     },
+    get server() {
+      return current().server;
+    },
+    get databaseUrl() {
+      return current().databaseUrl;
+    },
+    get redisPrefix() {
+      return current().redisPrefix;
+    },
+    call: (method, path, init) => current().call(method, path, init),
     get: (path, headers) => current().get(path, headers),
     post: (path, body, headers) => current().post(path, body, headers),
     send: (method, path, body, headers) => current().send(method, path, body, headers),
@@ -172,14 +154,3 @@ export async function readSse(response: Response, onEvent?: (event: SseEvent) =>
 }
 
 export const QUERY = 'Apollo 11 lands on the Moon, July 20 1969';
-export const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
-export async function until<T>(probe: () => Promise<T | undefined | false>, timeoutMs = 10_000, everyMs = 25): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value) return value;
-    if (Date.now() > deadline) throw new Error('condition not met in time');
-    await sleep(everyMs);
-  }
-}

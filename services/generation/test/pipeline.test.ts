@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { scrape } from '../../kit/test/metrics-support.ts';
 import { EVENT_ORDER } from '../src/agents/types.ts';
-import { fakeVendorSuite, type GenerationHarness, QUERY, readSse, sleep, startGeneration, user, userId, vendorEnv } from './harness.ts';
+import { fakeVendorSuite, type GenerationHarness, QUERY, readSse, startGeneration, user, userId, vendorEnv } from './harness.ts';
 
 describe('generation: pipeline over the native provider', function () {
   this.timeout(30_000);

@@ -1,10 +1,11 @@
 import assert from 'node:assert/strict';
 import { type ChildProcess, spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
+import { FakeVendors } from '../../../test/support/stand-ins/model-vendors.ts';
+import { waitFor } from '../../../test/support/wait.ts';
 import { scrape } from '../../kit/test/metrics-support.ts';
 import { EVENT_ORDER } from '../src/agents/types.ts';
-import { type GenerationHarness, QUERY, readSse, startGeneration, until, vendorEnv } from './harness.ts';
-import { FakeVendors } from './providers/fake-vendors.ts';
+import { type GenerationHarness, QUERY, readSse, startGeneration, vendorEnv } from './harness.ts';
 
 const WORKER = fileURLToPath(new URL('../src/worker.ts', import.meta.url));
 
@@ -68,11 +69,11 @@ describe('generation: agent pool on Redis streams', function () {
       PROVIDER_TIMEOUT_MS: '10000',
     };
     workers.push(startWorker(env), startWorker(env));
-    await until(async () => workers.every((worker) => said(worker, 'agent pool worker started').length === 1), 20_000);
+    await waitFor('every worker started', async () => workers.every((worker) => said(worker, 'agent pool worker started').length === 1), { timeoutMs: 20_000 });
   });
   after(async () => {
     for (const worker of workers) if (!worker.exited) worker.child.kill('SIGTERM');
-    await until(async () => workers.every((worker) => worker.exited), 10_000).catch(() => {});
+    await waitFor('every worker exited', async () => workers.every((worker) => worker.exited), { timeoutMs: 10_000 }).catch(() => {});
     await gen.stop();
     await fake.stop();
   });
@@ -93,7 +94,9 @@ describe('generation: agent pool on Redis streams', function () {
     );
     assert.equal(events.at(-1)!.event, 'done');
     // Worker logs arrive through pipes, possibly after the result did.
-    await until(async () => workers.reduce((sum, worker) => sum + said(worker, 'agent task finished').length, 0) >= 13, 10_000);
+    await waitFor('13 agent tasks finished', async () => workers.reduce((sum, worker) => sum + said(worker, 'agent task finished').length, 0) >= 13, {
+      timeoutMs: 10_000,
+    });
     assert.equal(events.at(-1)!.data.scene.title, 'The Eagle Has Landed');
   });
 
@@ -106,13 +109,13 @@ describe('generation: agent pool on Redis streams', function () {
     const sampler = setInterval(() => void gen.instance.runner.depth().then((depth) => depths.push(depth)), 50);
     const pending = gen.post('/api/v1/timepoints/generate/sync', { query: QUERY });
     // Kill the victim while it holds a task (one it started and has not finished).
-    await until(
+    await waitFor(
+      'the victim holding a task',
       async () => {
         const started = said(victim, 'agent task started').length;
         return started > before && started > said(victim, 'agent task finished').length;
       },
-      20_000,
-      5,
+      { timeoutMs: 20_000, intervalMs: 5 },
     );
     victim.child.kill('SIGKILL');
     const reply = await pending;
@@ -130,24 +133,24 @@ describe('generation: agent pool on Redis streams', function () {
   it("reports the pool's live workers (idle ones included, a dead one gone after the heartbeat window) and its oldest task's age", async () => {
     const alive = workers.filter((worker) => !worker.exited).length;
     // Idle workers are live: no task is running.
-    const idle = await until(
+    const idle = await waitFor(
+      'the pool idle',
       async () => {
         const stats = await gen.instance.runner.stats();
         return stats?.workers === alive && stats.depth === 0 ? stats : undefined;
       },
-      10_000,
-      100,
+      { timeoutMs: 10_000, intervalMs: 100 },
     );
     assert.deepEqual(idle, { depth: 0, waiting: 0, oldestAgeSeconds: 0, workers: alive });
     // A scrape reuses the readings of the last second's, so the dead worker may still show in the first one.
     const workersLine = new RegExp(`generation_agent_pool_workers\\{[^}]*pool="agents"[^}]*\\} ${alive}\n`);
-    let metrics = await until(
+    let metrics = await waitFor(
+      'the pool workers metric',
       async () => {
         const body = await scrape(gen);
         return workersLine.test(body) ? body : undefined;
       },
-      5_000,
-      250,
+      { timeoutMs: 5_000, intervalMs: 250 },
     );
     assert.match(metrics, /generation_agent_pool_oldest_task_age_seconds\{[^}]*pool="agents"[^}]*\} 0\n/);
 

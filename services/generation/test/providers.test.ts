@@ -8,8 +8,8 @@ import {
   retryAfterMs,
   StabilityProvider,
 } from '@tempora/kit/providers';
-import { FakeVendors } from './providers/fake-vendors.ts';
-import { PNG } from './providers/recorded.ts';
+import { FakeVendors } from '../../../test/support/stand-ins/model-vendors.ts';
+import { PNG } from '../../../test/support/stand-ins/recorded-replies.ts';
 
 const http = { timeoutMs: 500, retries: 2, backoffMs: 5, maxBackoffMs: 3000 };
 const system = 'You are the Scene agent. Describe.';

@@ -3,16 +3,18 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import { type AddressInfo, connect } from 'node:net';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { openDatabase } from '@tempora/kit/data';
 import { createLogger } from '@tempora/kit/observability';
 import { loadConfig } from '@tempora/kit/runtime';
 import { createDatabase, dropDatabase } from '../../../test/support/database.ts';
+import { FakeVendors } from '../../../test/support/stand-ins/model-vendors.ts';
+import { waitFor } from '../../../test/support/wait.ts';
 import { CALLBACK_MARGIN_MS, GenerationServiceConfigSchema } from '../src/config.ts';
 import { migrations } from '../src/migrations.ts';
 import { GenerationRepository, type JobRow } from '../src/repository.ts';
-import { type GenerationHarness, QUERY, SERVICE_KEY, sleep, startGeneration, until, user, userId, vendorEnv } from './harness.ts';
-import { FakeVendors } from './providers/fake-vendors.ts';
+import { type GenerationHarness, QUERY, SERVICE_KEY, startGeneration, user, userId, vendorEnv } from './harness.ts';
 
 const MAIN = fileURLToPath(new URL('../src/main.ts', import.meta.url));
 const SECRET = 'callback-secret-0123456789';
@@ -160,7 +162,7 @@ describe('generation: rollouts keep async work in flight', function () {
         [202, 202, 202, 202, 202],
       );
       const ids = submitted.map((reply) => reply.body.job_id as string);
-      await until(async () => (await Promise.all(ids.map((id) => jobRow(gen, id)))).every((job) => job.status === 'running'));
+      await waitFor('every job running', async () => (await Promise.all(ids.map((id) => jobRow(gen, id)))).every((job) => job.status === 'running'));
       const held = await Promise.all([
         heldRequest(gen.url, 'POST', '/api/v1/timepoints/generate/sync', { query: QUERY }),
         heldRequest(gen.url, 'POST', '/api/v1/timepoints/generate/stream', { query: QUERY }),
@@ -225,17 +227,21 @@ describe('generation: rollouts keep async work in flight', function () {
       });
       assert.equal(submitted.status, 202);
       const id = ((await submitted.json()) as { job_id: string }).job_id;
-      await until(async () => fake.of('native').length >= 2);
+      await waitFor('two calls at the native vendor', async () => fake.of('native').length >= 2);
       victim.kill('SIGKILL');
       const orphan = (await repository.job(id))!;
       assert.equal(orphan.status, 'running');
       assert.equal(orphan.attempts, 1);
 
       replicas.push(await startGeneration(env, database), await startGeneration(env, database));
-      const job = await until(async () => {
-        const row = await repository.job(id);
-        return row?.status === 'completed' && row.callback_status === 'delivered' && row;
-      }, 20_000);
+      const job = await waitFor(
+        'the orphaned job completed and its callback delivered',
+        async () => {
+          const row = await repository.job(id);
+          return row?.status === 'completed' && row.callback_status === 'delivered' && row;
+        },
+        { timeoutMs: 20_000 },
+      );
       assert.equal(job.attempts, 2, 'run once more, not twice more');
       assert.ok(
         replicas.some((replica) => replica.instance.generator.instance === job.owner_instance),
@@ -254,6 +260,7 @@ describe('generation: rollouts keep async work in flight', function () {
         ),
         1,
       );
+      // "Not again" has no event to wait on: a window of several lease checks is the test.
       await sleep(2_000);
       assert.equal((await repository.job(id))!.attempts, 2, 'no replica took it over again');
     } finally {
@@ -280,7 +287,7 @@ describe('generation: rollouts keep async work in flight', function () {
         .update({ status: 'running', owner_instance: null, lease_token: null, lease_until: null, updated_at: new Date(Date.now() - 400_000) });
 
       gen = await startGeneration(env, database);
-      const failed = await until(async () => {
+      const failed = await waitFor('the callback delivered', async () => {
         const row = await repository.job(twice.id);
         return row?.callback_status === 'delivered' && row;
       });
@@ -290,7 +297,7 @@ describe('generation: rollouts keep async work in flight', function () {
       assert.equal(receiver.of(twice.id).length, 1);
       assert.equal(receiver.of(twice.id)[0]!.body.status, 'failed');
       assert.equal(receiver.of(twice.id)[0]!.body.error.status, 503);
-      const rerun = await until(async () => {
+      const rerun = await waitFor('the legacy job completed', async () => {
         const row = await repository.job(legacy.id);
         return row?.status === 'completed' && row;
       });
@@ -314,14 +321,14 @@ describe('generation: rollouts keep async work in flight', function () {
       receiver.failing = true;
       const reply = await first.post('/api/v1/timepoints/generate', { query: QUERY, callback_url: receiver.url });
       const id = reply.body.job_id as string;
-      await until(async () => (await repository.job(id))?.status === 'completed');
+      await waitFor('the job completed', async () => (await repository.job(id))?.status === 'completed');
       await first.stop();
       const handed = (await repository.job(id))!;
       assert.equal(handed.callback_status, 'pending');
       assert.equal(handed.lease_token, null, 'the stopped replica can write nothing more on it');
       receiver.failing = false;
       second = await startGeneration(short, database);
-      const done = await until(async () => {
+      const done = await waitFor('the handed-over callback delivered', async () => {
         const row = await repository.job(id);
         return row?.callback_status === 'delivered' && row;
       });

@@ -2,26 +2,29 @@ import assert from 'node:assert/strict';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { ConfigError, loadConfig } from '@tempora/kit/runtime';
 import pg from 'pg';
 import { createDatabase, dropDatabase } from '../../../test/support/database.ts';
+import { FakeGeneration } from '../../../test/support/stand-ins/generation.ts';
+import { waitFor } from '../../../test/support/wait.ts';
 import { scrape } from '../../kit/test/metrics-support.ts';
 import { GraphConfigSchema } from '../src/config.ts';
 import { readDailyEvents } from '../src/workers/daily.ts';
-import { FakeGeneration } from './fake-generation.ts';
 import { type GraphHarness, SERVICE_KEY, serviceKey, startGraph, writer } from './harness.ts';
 
 const path = (slug: string) => `/1903/july/1/1516/france/ile-de-france/montgeron/${slug}`;
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-/** Polls the job until it leaves queued/running (or the deadline passes); its last state. */
-async function settled(api: GraphHarness, id: string, timeoutMs = 15_000): Promise<Record<string, any>> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const job = (await api.get(`/api/v1/graph/jobs/${id}`, writer)).body;
-    if (!['queued', 'running'].includes(job.status) || Date.now() > deadline) return job;
-    await sleep(50);
-  }
+/** The job once it has left queued/running. */
+function settled(api: GraphHarness, id: string, timeoutMs = 15_000): Promise<Record<string, any>> {
+  return waitFor(
+    `job ${id} to leave queued/running`,
+    async () => {
+      const job = (await api.get(`/api/v1/graph/jobs/${id}`, writer)).body;
+      return !['queued', 'running'].includes(job.status) && (job as Record<string, any>);
+    },
+    { timeoutMs },
+  );
 }
 
 async function queue(api: GraphHarness, slug: string): Promise<string> {
@@ -131,8 +134,7 @@ describe('graph service: in-process workers (GRAPH_WORKERS)', function () {
       const api = await startGraph({ ...inProcess(), SHUTDOWN_GRACE_MS: '100' }, databaseUrl);
       generation.delayMs = 2_000;
       const id = await queue(api, 'interrupted-stage');
-      const deadline = Date.now() + 10_000;
-      while (generation.calls.length === 0 && Date.now() < deadline) await sleep(20);
+      await waitFor('the render to start', () => generation.calls.length > 0, { intervalMs: 20 });
       assert.equal(generation.calls.length, 1, 'the render started');
       const started = Date.now();
       await api.stop();
@@ -173,16 +175,19 @@ describe('graph service: in-process workers (GRAPH_WORKERS)', function () {
           },
         ];
         assert.equal((await api.post('/ingest/tdf', records, writer)).status, 200);
-        const deadline = Date.now() + 20_000;
-        let moment = (await api.get(`/api/v1/moments${bare}`, writer)).body;
-        const layers = [moment.layer];
-        while (moment.layer < 2 && Date.now() < deadline) {
-          await sleep(10);
-          moment = (await api.get(`/api/v1/moments${bare}`, writer)).body;
-          if (layers.at(-1) !== moment.layer) layers.push(moment.layer);
-        }
+        const layers: number[] = [];
+        const moment = await waitFor(
+          'the moment at layer 2',
+          async () => {
+            const seen = (await api.get(`/api/v1/moments${bare}`, writer)).body;
+            if (layers.at(-1) !== seen.layer) layers.push(seen.layer);
+            return seen.layer >= 2 && seen;
+          },
+          { timeoutMs: 20_000, intervalMs: 10 },
+        ).catch((error: Error) => assert.fail(`${error.message}: ${layers.join(' → ')}`));
         assert.deepEqual([moment.layer, moment.status], [2, 'active'], layers.join(' → '));
-        // Every worker polls again a few times after the moment's last step.
+        // Every worker polls again a few times after the moment's last step: "invents nothing later" has no
+        // event to wait on, so a window of several polls is the test.
         await sleep(500);
 
         const invented = /placeholder|aftermath of/i;
@@ -253,12 +258,14 @@ describe('graph service: in-process workers (GRAPH_WORKERS)', function () {
         };
         const ingested = await api.post('/ingest/tdf', { payload: { path: bare, event_name: 'An embedded lifecycle', layer: 0 } }, writer);
         assert.equal(ingested.status, 200, JSON.stringify(ingested.body));
-        let moment = await watch();
-        const deadline = Date.now() + 20_000;
-        while (moment.layer < 2 && Date.now() < deadline) {
-          await sleep(5);
-          moment = await watch();
-        }
+        const moment = await waitFor(
+          'the moment at layer 2',
+          async () => {
+            const seen = await watch();
+            return seen.layer >= 2 && seen;
+          },
+          { timeoutMs: 20_000, intervalMs: 5 },
+        ).catch((error: Error) => assert.fail(`${error.message}: ${states.join(' → ')}`));
         // The workers poll every 50 ms here, so a state may pass between two reads; those seen are in order.
         const lifecycle = ['0 active', '1 pending', '1 active', '2 active image'];
         assert.deepEqual(
@@ -283,26 +290,32 @@ describe('graph service: in-process workers (GRAPH_WORKERS)', function () {
         // The Judge rejects what the offline moderator refuses: archived, private, and never rendered.
         const spam = path('buy-now-casino');
         assert.equal((await api.post('/ingest/tdf', { payload: { path: spam, event_name: 'Buy now at the casino', layer: 0 } }, writer)).status, 200);
-        const spamDeadline = Date.now() + 20_000;
-        let rejected = (await api.get(`/api/v1/moments${spam}`, writer)).body;
-        while (rejected.status !== 'archived' && Date.now() < spamDeadline) {
-          await sleep(20);
-          rejected = (await api.get(`/api/v1/moments${spam}`, writer)).body;
-        }
+        const rejected = await waitFor(
+          'the spam archived',
+          async () => {
+            const seen = (await api.get(`/api/v1/moments${spam}`, writer)).body;
+            return seen.status === 'archived' && seen;
+          },
+          { timeoutMs: 20_000, intervalMs: 20 },
+        );
         assert.deepEqual([rejected.status, rejected.visibility, rejected.layer], ['archived', 'private', 1]);
         assert.equal((await api.get(`/api/v1/moments${spam}`)).status, 404);
 
         // Daily ran at start: today's moments, passed by the Judge, in today's public list.
         const now = new Date();
         const today = `/today?month=${now.getUTCMonth() + 1}&day=${now.getUTCDate()}`;
-        const dailyDeadline = Date.now() + 20_000;
         // DAILY_MOMENTS=2, of the curated events of the day (one or more).
         const expected = Math.min(2, readDailyEvents().get(`${now.getUTCMonth() + 1}-${now.getUTCDate()}`)!.length);
-        let entries: Array<{ source_type: string; status: string }> = [];
-        while (entries.length < expected && Date.now() < dailyDeadline) {
-          entries = (await api.get(today, serviceKey)).body.items.filter((item: { source_type: string }) => item.source_type === 'daily');
-          if (entries.length < expected) await sleep(50);
-        }
+        const entries = await waitFor(
+          `${expected} Daily moments`,
+          async () => {
+            const daily: Array<{ source_type: string; status: string }> = (await api.get(today, serviceKey)).body.items.filter(
+              (item: { source_type: string }) => item.source_type === 'daily',
+            );
+            return daily.length >= expected && daily;
+          },
+          { timeoutMs: 20_000 },
+        );
         assert.equal(entries.length, expected);
         assert.ok(entries.every((entry) => entry.status === 'active'));
 

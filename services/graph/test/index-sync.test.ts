@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { createLogger } from '@tempora/kit/observability';
 import { dropDatabase } from '../../../test/support/database.ts';
+import { waitFor } from '../../../test/support/wait.ts';
 import { localChangeFeed } from '../src/change-feed.ts';
 import { CAUSAL_TYPES, PATH_DEFAULT_TYPES } from '../src/domain/edge-types.ts';
 import { GraphService, MomentNotFound } from '../src/graph-service.ts';
@@ -28,25 +29,28 @@ describe('graph replicas share index updates through LISTEN/NOTIFY', function ()
 
   it('a write on one replica is traversable on the other', async () => {
     assert.equal((await one.post('/ingest/tdf', [record(a, [{ target: b, type: 'causes' }]), record(b)], writer)).status, 200);
-    const deadline = Date.now() + 20_000;
-    let nodes: string[] = [];
-    while (Date.now() < deadline) {
-      // Until the notification arrives the other replica does not know the moment yet: 404, then the nodes.
-      const response = await two.get(`/api/v1/graph/traverse${a}?direction=future`, serviceKey);
-      nodes = response.status === 200 ? response.body.nodes.map((node: { id: string }) => node.id) : [];
-      if (nodes.length === 2) break;
-      await new Promise((resolve) => setTimeout(resolve, 50));
-    }
+    const nodes = await waitFor(
+      'both moments on the other replica',
+      async () => {
+        // Until the notification arrives the other replica does not know the moment yet: 404, then the nodes.
+        const response = await two.get(`/api/v1/graph/traverse${a}?direction=future`, serviceKey);
+        const ids: string[] = response.status === 200 ? response.body.nodes.map((node: { id: string }) => node.id) : [];
+        return ids.length === 2 && ids;
+      },
+      { timeoutMs: 20_000 },
+    );
     assert.deepEqual(nodes, [a, b]);
     assert.equal(two.instance.graph.indexStats.loaded, true, 'answered from the index, not SQL');
 
     assert.equal((await two.post('/ingest/tdf', [record(c), record(b, [{ target: c, type: 'causes' }])], writer)).status, 200);
-    let path = { found: false, hops: 0 };
-    while (Date.now() < deadline + 20_000 && !path.found) {
-      const response = await one.get(`/api/v1/graph/path?from=${a}&to=${c}`, serviceKey);
-      if (response.status === 200) path = response.body;
-      if (!path.found) await new Promise((resolve) => setTimeout(resolve, 50));
-    }
+    const path = await waitFor(
+      "the path through the other replica's write",
+      async () => {
+        const response = await one.get(`/api/v1/graph/path?from=${a}&to=${c}`, serviceKey);
+        return response.status === 200 && response.body.found === true && (response.body as { hops: number });
+      },
+      { timeoutMs: 20_000 },
+    );
     assert.equal(path.hops, 2);
   });
 

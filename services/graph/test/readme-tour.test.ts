@@ -2,7 +2,8 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { type Reply, request } from '../../../test/support/http.ts';
-import { FakeGeneration } from './fake-generation.ts';
+import { FakeGeneration } from '../../../test/support/stand-ins/generation.ts';
+import { waitFor } from '../../../test/support/wait.ts';
 import { type GraphHarness, SERVICE_KEY, startGraph, WRITER_TOKEN } from './harness.ts';
 
 /**
@@ -249,13 +250,18 @@ describe('README tour: the graph examples return what they promise', function ()
         matches: (_, url) => url.pathname === '/today' && !url.searchParams.has('month'),
         check: async (_reply, curl) => {
           // Daily runs as the service starts; its entries are public once the Judge has passed them.
-          const deadline = Date.now() + 20_000;
-          let daily: Array<{ status: string }> = [];
-          while (daily.length === 0 && Date.now() < deadline) {
-            daily = (await run(curl)).body.items.filter((item: { source_type: string }) => item.source_type === 'daily');
-            if (daily.length === 0) await new Promise((resolve) => setTimeout(resolve, 50));
-          }
-          assert.ok(daily.length > 0 && daily.every((item) => item.status === 'active'), 'the Daily entries, passed');
+          const daily = await waitFor(
+            'the Daily entries',
+            async () => {
+              const entries: Array<{ status: string }> = (await run(curl)).body.items.filter((item: { source_type: string }) => item.source_type === 'daily');
+              return entries.length > 0 && entries;
+            },
+            { timeoutMs: 20_000 },
+          );
+          assert.ok(
+            daily.every((item) => item.status === 'active'),
+            'the Daily entries, passed',
+          );
         },
       },
       {
@@ -346,13 +352,14 @@ describe('README tour: the graph examples return what they promise', function ()
           assert.equal(reply.body.id, lastJob);
           assert.ok(['queued', 'running', 'succeeded'].includes(reply.body.status), reply.body.status);
           // Asked again, as the README's arrow says, the job reaches succeeded and the moment layer 2.
-          const deadline = Date.now() + 20_000;
-          let job = reply.body;
-          while (job.status !== 'succeeded' && Date.now() < deadline) {
-            await new Promise((resolve) => setTimeout(resolve, 50));
-            job = (await run(curl)).body;
-          }
-          assert.equal(job.status, 'succeeded', JSON.stringify(job));
+          const job = await waitFor(
+            'the render job to succeed',
+            async () => {
+              const asked = (await run(curl)).body;
+              return asked.status === 'succeeded' && asked;
+            },
+            { timeoutMs: 20_000 },
+          );
           assert.equal((await h.get(`/api/v1/moments${job.path}`)).body.layer, 2);
         },
       },

@@ -2,10 +2,11 @@ import assert from 'node:assert/strict';
 import type { WorkerServer } from '@tempora/kit/http';
 import { createLogger } from '@tempora/kit/observability';
 import { loadConfig } from '@tempora/kit/runtime';
+import { FakeGeneration } from '../../../test/support/stand-ins/generation.ts';
+import { waitFor } from '../../../test/support/wait.ts';
 import { VERSION } from '../src/version.ts';
 import { WorkerConfigSchema, type WorkerRole } from '../src/workers/config.ts';
 import { type StartedWorker, serveWorker, startWorker } from '../src/workers/runtime.ts';
-import { FakeGeneration } from './fake-generation.ts';
 import { at, record } from './fixtures.ts';
 import { type GraphHarness, SERVICE_KEY, startGraph, writer } from './harness.ts';
 
@@ -48,14 +49,15 @@ describe('graph worker endpoints', function () {
     return endpoints;
   };
   /** Scrapes until `pattern` shows up (the loops run in the background). */
-  const scrape = async (endpoints: WorkerServer, pattern: RegExp): Promise<string> => {
-    const deadline = Date.now() + 20_000;
-    for (;;) {
-      const text = await (await fetch(`${endpoints.url}/metrics`)).text();
-      if (pattern.test(text) || Date.now() > deadline) return text;
-      await new Promise((resolve) => setTimeout(resolve, 50));
-    }
-  };
+  const scrape = (endpoints: WorkerServer, pattern: RegExp): Promise<string> =>
+    waitFor(
+      `${pattern} at ${endpoints.url}/metrics`,
+      async () => {
+        const text = await (await fetch(`${endpoints.url}/metrics`)).text();
+        return pattern.test(text) && text;
+      },
+      { timeoutMs: 20_000 },
+    );
 
   it('renderer: /health is ok, and /metrics counts the job it rendered, its duration and the budget', async () => {
     const endpoints = (await start('renderer'))!;

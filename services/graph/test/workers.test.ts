@@ -7,6 +7,8 @@ import { type Database, openDatabase } from '@tempora/kit/data';
 import { MONTHS } from '@tempora/kit/moments';
 import { createLogger } from '@tempora/kit/observability';
 import { OfflineProvider, type TextProvider, type TextRequest } from '@tempora/kit/providers';
+import { FakeGeneration } from '../../../test/support/stand-ins/generation.ts';
+import { waitFor } from '../../../test/support/wait.ts';
 import { PostgresChangeFeed } from '../src/change-feed.ts';
 import { GraphService } from '../src/graph-service.ts';
 import { migrations } from '../src/migrations.ts';
@@ -18,7 +20,6 @@ import { GenerationClient } from '../src/workers/generation-client.ts';
 import { judgePending } from '../src/workers/judge.ts';
 import { ModelReplyError } from '../src/workers/model.ts';
 import { Renderer, type RendererOptions } from '../src/workers/renderer.ts';
-import { FakeGeneration } from './fake-generation.ts';
 import { record } from './fixtures.ts';
 import { type GraphHarness, SERVICE_KEY, serviceKey, startGraph, writer } from './harness.ts';
 
@@ -205,14 +206,10 @@ describe('graph background workers', function () {
       assert.equal(moment.longitude, 2.46);
 
       // The API replica's in-memory node store learns the new layer through the change feed.
-      const deadline = Date.now() + 10_000;
-      let layer = 0;
-      while (layer !== 2 && Date.now() < deadline) {
+      await waitFor('layer 2 in the API replica', async () => {
         const traversal = await api.get(`/api/v1/graph/traverse${path('first-tour-de-france')}?depth=1`, serviceKey);
-        layer = traversal.body.nodes?.[0]?.layer ?? 0;
-        if (layer !== 2) await new Promise((resolve) => setTimeout(resolve, 50));
-      }
-      assert.equal(layer, 2);
+        return traversal.body.nodes?.[0]?.layer === 2;
+      });
     });
 
     it("keeps a private moment's render private: its scene is private to the writer who asked for it", async () => {
@@ -258,6 +255,7 @@ describe('graph background workers', function () {
       assert.match(state.error, /answered 503: agent Timeline failed/);
       await drain(worker);
       assert.equal(generation.calls.length, 1, 'not retried before its back-off');
+      // Waits out the job's back-off: the clock is what makes it due again.
       await new Promise((resolve) => setTimeout(resolve, 250));
       await drain(worker);
       state = await job(id);
@@ -487,8 +485,7 @@ describe('graph background workers', function () {
       assert.equal((await api.post('/ingest/tdf', record(anchor, [], { source_type: 'generate' }), writer)).status, 200);
       const { model, prompts } = modelStandIn(300);
       const expanding = expandUnderConnected(graph, model, paid(), { batch: 100, maxNew: 1, minEdges: 1 });
-      const deadline = Date.now() + 20_000;
-      while (!askedAbout(prompts).includes(anchor) && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 10));
+      await waitFor('the model asked about the anchor', () => askedAbout(prompts).includes(anchor), { timeoutMs: 20_000, intervalMs: 10 });
       // The renderer's upgrade lands while the model is being asked about the anchor.
       assert.equal((await api.post('/ingest/tdf', record(anchor, [], { source_type: 'generate', layer: 2 }), writer)).status, 200);
       await expanding;

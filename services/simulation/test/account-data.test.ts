@@ -4,8 +4,9 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { AccountDeletionSchema, AccountExportPageSchema, encodeExportCursor } from '@tempora/kit/http';
-import { FakeModel } from './fake-model.ts';
-import { apiKey, asUser, type SimulationHarness, service, startSimulation, until, userId } from './harness.ts';
+import { FakeModel } from '../../../test/support/stand-ins/chat-model.ts';
+import { waitFor } from '../../../test/support/wait.ts';
+import { apiKey, asUser, type SimulationHarness, service, startSimulation, userId } from './harness.ts';
 
 const data = (user: string, query = '') => `/api/v1/users/${userId(user)}/data${query}`;
 
@@ -139,8 +140,8 @@ describe('simulation account data: deletion and export', function () {
     assert.equal(waited.status, 404, JSON.stringify(waited.body));
     assert.ok(Date.now() - asked < 5_000, 'the waiting request did not wait for its run');
     assert.match(await stream, /event: error\ndata: .*"status":404/);
-    await until('the held call to be abandoned', async () => model.abandoned > abandoned);
-    await until('the runner to let go', async () => sim.instance.runner.activeRuns === 0);
+    await waitFor('the held call to be abandoned', async () => model.abandoned > abandoned, { timeoutMs: 20_000 });
+    await waitFor('the runner to let go', async () => sim.instance.runner.activeRuns === 0, { timeoutMs: 20_000 });
 
     const asking = model.requests.length;
     model.release();
@@ -167,8 +168,8 @@ describe('simulation account data: deletion and export', function () {
       assert.equal(deleted.status, 200);
       assert.equal(deleted.body.deleted.runs, 1);
       // The executing replica learns it at its next lease renewal (every second) and aborts the call.
-      await until('the held call to be abandoned', async () => model.abandoned > abandoned, 5_000);
-      await until('the runner to let go', async () => sim.instance.runner.activeRuns === 0, 5_000);
+      await waitFor('the held call to be abandoned', async () => model.abandoned > abandoned, { timeoutMs: 5_000 });
+      await waitFor('the runner to let go', async () => sim.instance.runner.activeRuns === 0, { timeoutMs: 5_000 });
       const asking = model.requests.length;
       model.release();
       await new Promise((resolve) => setTimeout(resolve, 800));

@@ -2,10 +2,11 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { FakeModel, minimalReply, type Responder } from '../../../test/support/stand-ins/chat-model.ts';
+import { waitFor } from '../../../test/support/wait.ts';
 import { scrape } from '../../kit/test/metrics-support.ts';
 import { covers } from '../src/domain/budgets.ts';
-import { FakeModel, minimalReply, type Responder } from './fake-model.ts';
-import { asUser, type SimulationHarness, service, startSimulation, until, userId } from './harness.ts';
+import { asUser, type SimulationHarness, service, startSimulation, userId } from './harness.ts';
 
 /** A budget as the operator writes it into its ConfigMap's budget.json. */
 const budgetJson = (scope: string, limitUsd: number, perRunMaxUsd: number | null = null) =>
@@ -48,10 +49,14 @@ describe('simulation budgets', function () {
   it('reads a budget written while it runs, without a restart', async () => {
     assert.equal((await sim.call('GET', '/api/v1/simulations/budgets', { headers: service })).body.total, 0);
     write('reload', budgetJson(`account:${userId('reload')}`, 5));
-    const listed = await until('the new budget', async () => {
-      const reply = await sim.call('GET', '/api/v1/simulations/budgets', { headers: service });
-      return reply.body.total === 1 && reply.body;
-    });
+    const listed = await waitFor(
+      'the new budget',
+      async () => {
+        const reply = await sim.call('GET', '/api/v1/simulations/budgets', { headers: service });
+        return reply.body.total === 1 && reply.body;
+      },
+      { timeoutMs: 20_000 },
+    );
     assert.equal(listed.items[0].name, 'reload');
     assert.equal(listed.items[0].limit_usd, 5);
     assert.deepEqual([listed.limit, listed.offset], [100, 0], 'the list envelope');
@@ -59,16 +64,20 @@ describe('simulation budgets', function () {
     assert.deepEqual([past.items.length, past.total, past.limit, past.offset], [0, 1, 1, 1]);
     assert.equal((await sim.call('GET', '/api/v1/simulations/budgets?limit=501', { headers: service })).status, 422);
     write('reload', budgetJson(`account:${userId('reload')}`, 7));
-    await until('the changed limit', async () => (await budget('reload')).limit_usd === 7);
+    await waitFor('the changed limit', async () => (await budget('reload')).limit_usd === 7, { timeoutMs: 20_000 });
   });
 
   it("keeps a budget's last good version when its file stops parsing, and says so", async () => {
     write('reload', '{"scope": "account:reload", "limitUsd": ');
-    await until('the error', async () => (await sim.call('GET', '/api/v1/simulations/budgets', { headers: service })).body.errors.length === 1);
+    await waitFor('the error', async () => (await sim.call('GET', '/api/v1/simulations/budgets', { headers: service })).body.errors.length === 1, {
+      timeoutMs: 20_000,
+    });
     assert.equal((await budget('reload')).limit_usd, 7);
     write('reload', budgetJson(`account:${userId('reload')}`, -1));
-    await until('the invalid limit', async () =>
-      /limitUsd/.test(JSON.stringify((await sim.call('GET', '/api/v1/simulations/budgets', { headers: service })).body.errors)),
+    await waitFor(
+      'the invalid limit',
+      async () => /limitUsd/.test(JSON.stringify((await sim.call('GET', '/api/v1/simulations/budgets', { headers: service })).body.errors)),
+      { timeoutMs: 20_000 },
     );
     assert.equal((await budget('reload')).limit_usd, 7);
     write('reload', budgetJson(`account:${userId('reload')}`, 7));
@@ -79,10 +88,14 @@ describe('simulation budgets', function () {
     try {
       assert.equal((await local.call('GET', '/api/v1/simulations/budgets', { headers: service })).body.total, 0);
       writeFileSync(join(local.dataDir, 'simulation-budgets.json'), JSON.stringify({ 'local-daily': JSON.parse(budgetJson('global', 3)) }));
-      const listed = await until('the local budget', async () => {
-        const reply = await local.call('GET', '/api/v1/simulations/budgets', { headers: service });
-        return reply.body.total === 1 && reply.body;
-      });
+      const listed = await waitFor(
+        'the local budget',
+        async () => {
+          const reply = await local.call('GET', '/api/v1/simulations/budgets', { headers: service });
+          return reply.body.total === 1 && reply.body;
+        },
+        { timeoutMs: 20_000 },
+      );
       assert.deepEqual([listed.items[0].name, listed.items[0].scope, listed.items[0].limit_usd], ['local-daily', 'global', 3]);
     } finally {
       await local.stop();
@@ -98,7 +111,7 @@ describe('simulation budgets', function () {
 
   it('refuses a run that does not fit, naming the budget and what it has left', async () => {
     write('small', budgetJson(`account:${userId('poor')}`, 0.1));
-    await until('the small budget', async () => (await budget('small')).limit_usd === 0.1);
+    await waitFor('the small budget', async () => (await budget('small')).limit_usd === 0.1, { timeoutMs: 20_000 });
     const reply = await sim.call('POST', '/api/v1/simulate', { headers: asUser('poor'), body: { template: 'apollo-13' } });
     assert.equal(reply.status, 402);
     assert.match(reply.headers.get('content-type') ?? '', /problem\+json/);
@@ -114,7 +127,7 @@ describe('simulation budgets', function () {
     const body = { template: 'product-launch', fidelity: 3 };
     const estimate = estimateOf(body);
     write('burst', budgetJson(`account:${userId('burst')}`, Math.round(estimate * 20.5 * 1e6) / 1e6));
-    await until('the burst budget', async () => (await budget('burst')).limit_usd > 0);
+    await waitFor('the burst budget', async () => (await budget('burst')).limit_usd > 0, { timeoutMs: 20_000 });
     model.hold();
     const replies = await Promise.all(Array.from({ length: 200 }, () => sim.call('POST', '/api/v1/simulate', { headers: asUser('burst'), body })));
     const statuses = replies.map((reply) => reply.status);
@@ -152,7 +165,7 @@ describe('simulation budgets', function () {
 
   it('stops a run at its per-run maximum at the next step, its partial result kept and marked', async () => {
     write('capped', budgetJson(`account:${userId('capped')}`, 5, 0.2));
-    await until('the capped budget', async () => (await budget('capped')).per_run_max_usd === 0.2);
+    await waitFor('the capped budget', async () => (await budget('capped')).per_run_max_usd === 0.2, { timeoutMs: 20_000 });
     model.responder = verbose;
     const reply = await sim.run({ template: 'vaccine-trial', fidelity: 5, mechanisms: [] }, 'capped');
     model.responder = minimalReply;

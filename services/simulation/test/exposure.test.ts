@@ -1,9 +1,9 @@
 import assert from 'node:assert/strict';
+import { FakeModel, minimalReply } from '../../../test/support/stand-ins/chat-model.ts';
 import { dialogViolations, exposureViolations } from '../src/domain/exposure.ts';
 import { scenarioOf } from '../src/domain/plan.ts';
 import { TEMPLATE_DIRECTORY, TemplateCatalog } from '../src/domain/templates.ts';
 import { createWorld, expose } from '../src/domain/world.ts';
-import { FakeModel, minimalReply } from './fake-model.ts';
 import { asUser, type SimulationHarness, startSimulation } from './harness.ts';
 
 const catalog = TemplateCatalog.load(TEMPLATE_DIRECTORY);

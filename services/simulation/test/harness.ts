@@ -1,12 +1,10 @@
-import { createHash, randomBytes } from 'node:crypto';
+import { createHash } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { type RunningServer, serve } from '@tempora/kit/http';
-import { createLogger } from '@tempora/kit/observability';
-import { loadConfig } from '@tempora/kit/runtime';
 import { createDatabase, dropDatabase } from '../../../test/support/database.ts';
-import { type Reply, request } from '../../../test/support/http.ts';
+import { type StartedService, startService } from '../../../test/support/harness.ts';
+import type { Reply } from '../../../test/support/http.ts';
 import { SimulationConfigSchema } from '../src/config.ts';
 import { createSimulationService, type SimulationInstance } from '../src/service.ts';
 
@@ -26,13 +24,8 @@ export function userId(name: string): string {
 export const asUser = (user: string) => ({ 'X-Service-Key': SERVICE_KEY, 'X-User-ID': userId(user) });
 export const apiKey = { 'X-API-Key': API_KEY };
 
-export interface SimulationHarness {
-  url: string;
-  instance: SimulationInstance;
-  server: RunningServer;
-  databaseUrl: string;
+export interface SimulationHarness extends StartedService<SimulationInstance> {
   dataDir: string;
-  call<T = any>(method: string, path: string, init?: { headers?: Record<string, string>; body?: unknown; raw?: string }): Promise<Reply<T>>;
   /** Starts a run as `user` and waits for it to end (up to `wait` seconds); the reply of POST /simulate. */
   run<T = any>(body: unknown, user?: string, wait?: number): Promise<Reply<T>>;
   result<T = any>(id: string, user?: string): Promise<T>;
@@ -41,63 +34,43 @@ export interface SimulationHarness {
 
 /** A simulation service in this process on a fresh database (or `databaseUrl`), a fresh Redis namespace and a free port. */
 export async function startSimulation(env: Record<string, string> = {}, databaseUrl?: string): Promise<SimulationHarness> {
+  // The database outlives the service when the test keeps it (a restart on the same runs).
   const database = databaseUrl ?? (await createDatabase('simulation'));
   const dataDir = mkdtempSync(join(tmpdir(), 'simulation-test-'));
-  const config = loadConfig(SimulationConfigSchema, {
-    DATABASE_URL: database,
-    REDIS_URL: process.env.REDIS_URL,
-    REDIS_KEY_PREFIX: `test-${randomBytes(4).toString('hex')}`,
-    TEMPORA_DATA_DIR: dataDir,
-    SERVICE_KEY,
-    SIMULATION_API_KEYS: `tester:${API_KEY}`,
-    LOG_LEVEL: 'silent',
-    RATE_LIMIT_READ_PER_MINUTE: '100000',
-    RATE_LIMIT_WRITE_PER_MINUTE: '100000',
-    RUN_CLAIM_INTERVAL_MS: '200',
-    STREAM_POLL_MS: '200',
-    SHUTDOWN_GRACE_MS: '2000',
-    ...env,
-  });
-  const instance = await createSimulationService(config, createLogger('simulation', config.LOG_LEVEL));
-  const server = await serve(instance.app, {
-    port: 0,
-    host: '127.0.0.1',
-    logger: instance.logger,
+  const started = await startService({
+    name: 'simulation',
+    schema: SimulationConfigSchema,
+    create: createSimulationService,
     graceMs: 500,
-    onDrain: instance.drain,
-    onClose: [instance.close],
-    metrics: { port: 0, metrics: instance.metrics },
+    env: {
+      DATABASE_URL: database,
+      TEMPORA_DATA_DIR: dataDir,
+      SERVICE_KEY,
+      SIMULATION_API_KEYS: `tester:${API_KEY}`,
+      RATE_LIMIT_READ_PER_MINUTE: '100000',
+      RATE_LIMIT_WRITE_PER_MINUTE: '100000',
+      RUN_CLAIM_INTERVAL_MS: '200',
+      STREAM_POLL_MS: '200',
+      SHUTDOWN_GRACE_MS: '2000',
+      ...env,
+    },
+  }).catch(async (error) => {
+    if (!databaseUrl) await dropDatabase(database);
+    throw error;
   });
-  const call = <T = any>(method: string, path: string, init: { headers?: Record<string, string>; body?: unknown; raw?: string } = {}) =>
-    request<T>(server.url, path, { method, ...init });
   return {
-    url: server.url,
-    instance,
-    server,
-    databaseUrl: database,
+    ...started,
     dataDir,
-    call,
-    run: (body, user = 'user-1', wait = 60) => call('POST', `/api/v1/simulate?wait=${wait}`, { headers: asUser(user), body }),
+    run: (body, user = 'user-1', wait = 60) => started.call('POST', `/api/v1/simulate?wait=${wait}`, { headers: asUser(user), body }),
     async result(id, user = 'user-1') {
-      const reply = await call('GET', `/api/v1/simulations/${id}/result`, { headers: asUser(user) });
+      const reply = await started.call('GET', `/api/v1/simulations/${id}/result`, { headers: asUser(user) });
       if (reply.status !== 200) throw new Error(`result of ${id}: ${reply.status} ${JSON.stringify(reply.body)}`);
       return reply.body.result;
     },
     async stop(options = {}) {
-      await server.close();
+      await started.stop();
       if (!databaseUrl && !options.keepDatabase) await dropDatabase(database);
       rmSync(dataDir, { recursive: true, force: true });
     },
   };
-}
-
-/** Polls `probe` until it answers something truthy. */
-export async function until<T>(what: string, probe: () => Promise<T | undefined | false>, timeoutMs = 20_000): Promise<T> {
-  const started = Date.now();
-  for (;;) {
-    const value = await probe();
-    if (value) return value;
-    if (Date.now() - started > timeoutMs) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
 }

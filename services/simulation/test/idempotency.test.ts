@@ -2,8 +2,9 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { FakeModel } from './fake-model.ts';
-import { asUser, type SimulationHarness, service, startSimulation, until, userId } from './harness.ts';
+import { FakeModel } from '../../../test/support/stand-ins/chat-model.ts';
+import { waitFor } from '../../../test/support/wait.ts';
+import { asUser, type SimulationHarness, service, startSimulation, userId } from './harness.ts';
 
 const ATHENS = { template: 'athens-war-council', fidelity: 1, mechanisms: [] };
 
@@ -96,7 +97,7 @@ describe('simulation Idempotency-Key', function () {
       body: JSON.stringify(ATHENS),
       signal: abandoned.signal,
     }).catch((error: unknown) => error);
-    await until('the run to be committed', async () => (await runsOf(asUser('lost'))) === 1);
+    await waitFor('the run to be committed', async () => (await runsOf(asUser('lost'))) === 1, { timeoutMs: 20_000 });
     abandoned.abort();
     assert.equal(((await lost) as Error).name, 'AbortError');
     const retry = await post(asUser('lost'), 'lost-1', ATHENS);
@@ -190,7 +191,7 @@ describe('simulation Idempotency-Key', function () {
     const refused = await post(asUser('tight'), 'tight-1', ATHENS);
     assert.equal(refused.status, 402, JSON.stringify(refused.body));
     writeBudget('tight', 10);
-    await until('the raised limit', async () => (await budget('tight')).limit_usd === 10);
+    await waitFor('the raised limit', async () => (await budget('tight')).limit_usd === 10, { timeoutMs: 20_000 });
     const started = await post(asUser('tight'), 'tight-1', ATHENS);
     assert.equal(started.status, 202, JSON.stringify(started.body));
     assert.equal(started.headers.get('idempotent-replayed'), null);

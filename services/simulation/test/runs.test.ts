@@ -7,8 +7,9 @@ import { fileURLToPath } from 'node:url';
 import { freePort } from '../../../scripts/infra.ts';
 import { createDatabase, dropDatabase } from '../../../test/support/database.ts';
 import { request } from '../../../test/support/http.ts';
-import { FakeModel } from './fake-model.ts';
-import { asUser, SERVICE_KEY, type SimulationHarness, service, startSimulation, until } from './harness.ts';
+import { FakeModel } from '../../../test/support/stand-ins/chat-model.ts';
+import { waitFor } from '../../../test/support/wait.ts';
+import { asUser, SERVICE_KEY, type SimulationHarness, service, startSimulation } from './harness.ts';
 
 /** Reads a Server-Sent Events response to its end: every event's name and data. */
 async function readEvents(url: string, headers: Record<string, string>): Promise<Array<{ event: string; data: any }>> {
@@ -103,7 +104,7 @@ describe('simulation runs: progress, cancellation, restarts', function () {
     assert.equal(cancelled.body.status, 'cancelled');
     assert.ok(Date.now() - asked < 2_000, 'it did not wait for the held call');
     assert.equal(cancelled.body.partial.reason, 'cancelled');
-    await until('the held calls to be abandoned', async () => model.abandoned > abandoned);
+    await waitFor('the held calls to be abandoned', async () => model.abandoned > abandoned, { timeoutMs: 20_000 });
     const calls = model.requests.length;
     model.release();
     await new Promise((resolve) => setTimeout(resolve, 300));
@@ -150,7 +151,7 @@ describe('simulation runs: progress, cancellation, restarts', function () {
     let resumed: SimulationHarness | undefined;
     try {
       const base = `http://127.0.0.1:${port}`;
-      await until('the first process', async () => (await request(base, '/health').catch(() => ({ status: 0 }))).status === 200, 60_000);
+      await waitFor('the first process', async () => (await request(base, '/health').catch(() => ({ status: 0 }))).status === 200, { timeoutMs: 60_000 });
       model.latencyMs = 150;
       const started = await request(base, '/api/v1/simulate', {
         method: 'POST',
@@ -159,7 +160,11 @@ describe('simulation runs: progress, cancellation, restarts', function () {
       });
       assert.equal(started.status, 202);
       const id = started.body.id;
-      await until('two steps', async () => (await request(base, `/api/v1/simulations/${id}`, { headers: asUser('survivor') })).body.progress.steps_done >= 2);
+      await waitFor(
+        'two steps',
+        async () => (await request(base, `/api/v1/simulations/${id}`, { headers: asUser('survivor') })).body.progress.steps_done >= 2,
+        { timeoutMs: 20_000 },
+      );
       child.kill('SIGKILL');
       await new Promise((resolve) => child!.once('exit', resolve));
       child = undefined;

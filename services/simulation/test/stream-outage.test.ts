@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { startPostgres } from '../../../scripts/infra.ts';
-import { FakeModel } from './fake-model.ts';
+import { FakeModel } from '../../../test/support/stand-ins/chat-model.ts';
 import { asUser, type SimulationHarness, startSimulation } from './harness.ts';
 
 /** A progress stream whose database goes away says so with an `error` event instead of stopping silently. */

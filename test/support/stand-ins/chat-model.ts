@@ -1,5 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { listenStandIn, type StandIn } from '../../../test/support/http.ts';
+import { listenStandIn, type StandIn } from '../http.ts';
 
 /** What the simulation asked: the call's kind (from its system prompt), its prompt as JSON, its model. */
 export interface ModelRequest {

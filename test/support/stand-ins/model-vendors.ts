@@ -1,6 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { listenStandIn, type StandIn } from '../../../../test/support/http.ts';
-import { agentOf, PNG, RECORDED } from './recorded.ts';
+import { listenStandIn, type StandIn } from '../http.ts';
+import { agentOf, PNG, RECORDED } from './recorded-replies.ts';
 
 /**
  * Local servers speaking the vendors' HTTP protocols: Gemini generateContent (native), OpenAI-compatible

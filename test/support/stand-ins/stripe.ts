@@ -8,7 +8,7 @@
  * it standalone for development:
  *
  *   STRIPE_STAND_IN_PORT=12111 STRIPE_WEBHOOK_URL=http://127.0.0.1:8085/api/v1/billing/webhooks/stripe \
- *   STRIPE_WEBHOOK_SECRET=whsec_dev node services/billing/test/stripe-server.ts
+ *   STRIPE_WEBHOOK_SECRET=whsec_dev node test/support/stand-ins/stripe.ts
  */
 import { randomBytes } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
