@@ -1,6 +1,6 @@
 // APIs a cluster may or may not serve, which change what the reconcilers want: the Prometheus Operator's
-// ServiceMonitor and PodMonitor kinds (OPTIONAL_CHILDREN) and a metrics adapter (an
-// external.metrics.k8s.io APIService, which the AgentPool's HPA needs for queue depth). No watch says
+// ServiceMonitor and PodMonitor kinds and KEDA's ScaledObject (OPTIONAL_CHILDREN), and a metrics adapter
+// (an external.metrics.k8s.io APIService, which the AgentPool's own HPA needs for queue depth). No watch says
 // when one appears or goes away, so each is probed, and its answer trusted for a TTL.
 import type { KubeClient } from './kube/client.ts';
 import { apiVersionOf, OPTIONAL_CHILDREN, type ResourceType } from './kube/resources.ts';

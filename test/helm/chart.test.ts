@@ -14,8 +14,9 @@ import { parse } from 'yaml';
 import { loadConfig } from '../../operator/src/config.ts';
 import type { KubeClient } from '../../operator/src/kube/client.ts';
 import type { KubeObject } from '../../operator/src/kube/object.ts';
-import { applyAs, CRD_DIR, clientFor, manifests, SERVICE_MONITOR_CRD, waitFor } from '../../operator/test/cluster.ts';
+import { applyAs, CRD_DIR, clientFor, manifests, SERVICE_MONITOR_CRD } from '../../operator/test/cluster.ts';
 import { ControlPlane, K8S_VERSION } from '../k8s/control-plane.ts';
+import { waitFor } from '../support/wait.ts';
 import { Helm, keyPaths, lookup, only, type Run, type SchemaNode } from './helm.ts';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
@@ -582,10 +583,14 @@ describe('helm chart tempora-operator', function () {
       const crds = objects.filter((o) => o.kind === 'CustomResourceDefinition');
       for (const o of crds) applied.push(await applyAs(admin, o, 'helm'));
       for (const o of crds) {
-        await waitFor(`CRD ${o.metadata.name} established`, async () => {
-          const conditions = ((await get(o)).status?.conditions ?? []) as { type: string; status: string }[];
-          return conditions.some((c) => c.type === 'Established' && c.status === 'True');
-        });
+        await waitFor(
+          `CRD ${o.metadata.name} established`,
+          async () => {
+            const conditions = ((await get(o)).status?.conditions ?? []) as { type: string; status: string }[];
+            return conditions.some((c) => c.type === 'Established' && c.status === 'True');
+          },
+          { timeoutMs: 30_000 },
+        );
       }
       for (const o of objects.filter((x) => x.kind !== 'CustomResourceDefinition')) applied.push(await applyAs(admin, o, 'helm'));
     }
@@ -664,8 +669,7 @@ describe('helm chart tempora-operator', function () {
             }
             return false;
           },
-          60_000,
-          250,
+          { timeoutMs: 60_000, intervalMs: 250 },
         );
         const pods = await podsOf(d);
         for (const pod of pods) assert.equal((pod.spec as unknown as PodSpec).serviceAccountName, 'tempora-operator');

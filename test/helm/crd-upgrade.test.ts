@@ -13,8 +13,9 @@ import { fileURLToPath } from 'node:url';
 import { stringify } from 'yaml';
 import { isNotFound, type KubeClient } from '../../operator/src/kube/client.ts';
 import type { KubeObject } from '../../operator/src/kube/object.ts';
-import { applyAs, CRD_DIR, clientFor, manifests, waitFor } from '../../operator/test/cluster.ts';
+import { applyAs, CRD_DIR, clientFor, manifests } from '../../operator/test/cluster.ts';
 import { binaryDir, ControlPlane, K8S_VERSION } from '../k8s/control-plane.ts';
+import { waitFor } from '../support/wait.ts';
 import { Helm, parseObjects } from './helm.ts';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
@@ -163,8 +164,7 @@ describe('helm chart tempora-operator: CRDs installed and upgraded with the rele
           if (names?.status === 'False') throw new Error(`names not accepted: ${names.message}`);
           return conditions.some((c) => c.type === 'Established' && c.status === 'True') ? crd : undefined;
         },
-        30_000,
-        200,
+        { timeoutMs: 30_000, intervalMs: 200 },
       );
     }
     const graphWorker = (name: string, spec: Record<string, unknown> = {}): KubeObject => ({
@@ -284,16 +284,20 @@ describe('helm chart tempora-operator: CRDs installed and upgraded with the rele
       writeFileSync(file, stringify(crd));
       helm.ok('upgrade', RELEASE, changed, '-n', NAMESPACE);
 
-      const live = await waitFor('the changed GraphWorker CRD', async () => {
-        const c = await established('graphworkers.tempora.dev');
-        return specProperties(c).note ? c : undefined;
-      });
+      const live = await waitFor(
+        'the changed GraphWorker CRD',
+        async () => {
+          const c = await established('graphworkers.tempora.dev');
+          return specProperties(c).note ? c : undefined;
+        },
+        { timeoutMs: 30_000 },
+      );
       assert.ok(live.spec.versions[0]!.additionalPrinterColumns!.some((c) => c.name === 'Note' && c.jsonPath === '.spec.note'));
-      await waitFor('spec.note accepted', () => createGraphWorker(graphWorker('noted', { note: 'hello' })));
+      await waitFor('spec.note accepted', () => createGraphWorker(graphWorker('noted', { note: 'hello' })), { timeoutMs: 30_000 });
       assert.equal((await getGraphWorker('noted')).spec.note, 'hello');
       // And back: the working tree's CRDs again.
       helm.ok('upgrade', RELEASE, CHART, '-n', NAMESPACE);
-      await waitFor('the note field removed again', async () => !specProperties(await getCrd('graphworkers.tempora.dev')).note);
+      await waitFor('the note field removed again', async () => !specProperties(await getCrd('graphworkers.tempora.dev')).note, { timeoutMs: 30_000 });
       await assertInstalled(true);
     });
 
@@ -319,7 +323,7 @@ describe('helm chart tempora-operator: CRDs installed and upgraded with the rele
       helm.ok('upgrade', RELEASE, CHART, '-n', NAMESPACE, '--set', 'crds.keep=false');
       await assertInstalled(false);
       helm.ok('uninstall', RELEASE, '-n', NAMESPACE);
-      for (const name of sources.keys()) await waitFor(`CRD ${name} deleted`, () => crdGone(name), 60_000, 250);
+      for (const name of sources.keys()) await waitFor(`CRD ${name} deleted`, () => crdGone(name), { timeoutMs: 60_000, intervalMs: 250 });
     });
   });
 });

@@ -19,12 +19,13 @@ import type { KubeObject } from '../../operator/src/kube/object.ts';
 import type { Operator } from '../../operator/src/operator.ts';
 import { GENERATE_ANNOTATION, generateValues, isGenerated, planGeneration } from '../../operator/src/reconcilers/generated-secrets.ts';
 import { WORKER_PORT } from '../../operator/src/reconcilers/workload.ts';
-import { applyAs, CRD_DIR, clientFor, manifests, newOperator, waitFor } from '../../operator/test/cluster.ts';
+import { applyAs, CRD_DIR, clientFor, manifests, newOperator } from '../../operator/test/cluster.ts';
 import { GatewayConfigSchema } from '../../services/gateway/src/config.ts';
 import { GenerationConfigSchema } from '../../services/generation/src/config.ts';
 import { GraphConfigSchema } from '../../services/graph/src/config.ts';
 import { SimulationConfigSchema } from '../../services/simulation/src/config.ts';
 import { ControlPlane } from '../k8s/control-plane.ts';
+import { waitFor } from '../support/wait.ts';
 import { Helm, keyPaths, lookup, only, parseObjects, type SchemaNode, schemaPaths } from './helm.ts';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
@@ -479,6 +480,7 @@ describe('helm chart tempora (the platform)', function () {
         cpuTargetPercent: 60,
         concurrency: 16,
         queueDepthTarget: 10,
+        autoscaling: lookup(full, 'agentPool.autoscaling'),
         models: lookup(full, 'generation.models'),
         resources: lookup(full, 'agentPool.resources'),
         pods: lookup(full, 'pods'),
@@ -934,10 +936,14 @@ describe('helm chart tempora (the platform)', function () {
 
     async function crdsEstablished(names: string[]): Promise<void> {
       for (const name of names) {
-        await waitFor(`CRD ${name} established`, async () => {
-          const crd = await admin.request<KubeObject>('GET', `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${name}`);
-          return ((crd.status?.conditions ?? []) as { type: string; status: string }[]).some((c) => c.type === 'Established' && c.status === 'True');
-        });
+        await waitFor(
+          `CRD ${name} established`,
+          async () => {
+            const crd = await admin.request<KubeObject>('GET', `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${name}`);
+            return ((crd.status?.conditions ?? []) as { type: string; status: string }[]).some((c) => c.type === 'Established' && c.status === 'True');
+          },
+          { timeoutMs: 30_000 },
+        );
       }
     }
 
@@ -1112,10 +1118,14 @@ describe('helm chart tempora (the platform)', function () {
         /** The chart's Secrets (not the operator's children, such as the signing key), once the operator has filled every key they name. */
         async function secretsNow(): Promise<Map<string, Record<string, string>>> {
           const query = { labelSelector: `app.kubernetes.io/instance=${RELEASE},app.kubernetes.io/managed-by=Helm` };
-          const secrets = await waitFor('the operator to fill the Secrets', async () => {
-            const list = await admin.request<{ items: Secret[] }>('GET', `/api/v1/namespaces/${NAMESPACE}/secrets`, { query });
-            return list.items.every((s) => planGeneration(s).fill.length === 0) ? list.items : undefined;
-          });
+          const secrets = await waitFor(
+            'the operator to fill the Secrets',
+            async () => {
+              const list = await admin.request<{ items: Secret[] }>('GET', `/api/v1/namespaces/${NAMESPACE}/secrets`, { query });
+              return list.items.every((s) => planGeneration(s).fill.length === 0) ? list.items : undefined;
+            },
+            { timeoutMs: 30_000 },
+          );
           return new Map(secrets.map((s) => [s.metadata.name, decoded(s)]));
         }
 
@@ -1169,7 +1179,10 @@ describe('helm chart tempora (the platform)', function () {
           // kube-controller-manager's StatefulSet controller makes the pods (no kubelet runs them here) and
           // their volume claims; a pod refused by admission would never appear.
           for (const sts of kept) {
-            await waitFor(`pod ${sts}-0`, () => get({ apiVersion: 'v1', kind: 'Pod', metadata: { name: `${sts}-0`, namespace: NAMESPACE } }), 60_000, 250);
+            await waitFor(`pod ${sts}-0`, () => get({ apiVersion: 'v1', kind: 'Pod', metadata: { name: `${sts}-0`, namespace: NAMESPACE } }), {
+              timeoutMs: 60_000,
+              intervalMs: 250,
+            });
             assert.ok(await get({ apiVersion: 'v1', kind: 'PersistentVolumeClaim', metadata: { name: `data-${sts}-0`, namespace: NAMESPACE } }));
           }
         });
@@ -1200,9 +1213,10 @@ describe('helm chart tempora (the platform)', function () {
           helm.ok('uninstall', RELEASE, '--namespace', NAMESPACE);
           const expected = [...kept.map((s) => `PersistentVolumeClaim/data-${s}-0`), ...kept.map((s) => `Secret/${s}`)].sort();
           // The garbage collector deletes the StatefulSets' pods after helm deletes their owners.
-          await waitFor('only the kept objects', async () => JSON.stringify(await ours()) === JSON.stringify(expected), 60_000, 250).catch(async () =>
-            assert.deepEqual(await ours(), expected),
-          );
+          await waitFor('only the kept objects', async () => JSON.stringify(await ours()) === JSON.stringify(expected), {
+            timeoutMs: 60_000,
+            intervalMs: 250,
+          }).catch(async () => assert.deepEqual(await ours(), expected));
           assert.equal((await admin.request<{ items: unknown[] }>('GET', '/apis/monitoring.coreos.com/v1/namespaces/tempora/prometheusrules')).items.length, 0);
         });
 

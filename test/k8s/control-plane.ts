@@ -36,6 +36,9 @@ export function ensureBinaries(): void {
   if (missing.length > 0) aptInstall(...missing);
 }
 
+/** The name in the aggregation layer's client certificate, the only one aggregated API servers accept headers from. */
+const FRONT_PROXY_CLIENT = 'front-proxy-client';
+
 interface Pki {
   caCert: string;
   adminCert: string;
@@ -48,7 +51,28 @@ function openssl(args: string[], cwd: string): void {
 
 function generatePki(dir: string, extraIps: string[]): Pki {
   openssl(['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', 'ca.key', '-out', 'ca.crt', '-days', '2', '-subj', '/CN=tempora-test-ca'], dir);
-  const sign = (name: string, subject: string, ext: string) => {
+  // The aggregation layer's own CA: the API server proxies to an aggregated API server (KEDA's metrics
+  // server, test/k8s/keda.ts) with a client certificate of it, and that server trusts the user the
+  // headers name only from a certificate this CA signed (Kubernetes' front-proxy, as kubeadm sets it up).
+  openssl(
+    [
+      'req',
+      '-x509',
+      '-newkey',
+      'rsa:2048',
+      '-nodes',
+      '-keyout',
+      'front-proxy-ca.key',
+      '-out',
+      'front-proxy-ca.crt',
+      '-days',
+      '2',
+      '-subj',
+      '/CN=tempora-test-front-proxy-ca',
+    ],
+    dir,
+  );
+  const sign = (name: string, subject: string, ext: string, ca = 'ca') => {
     writeFileSync(join(dir, `${name}.ext`), ext);
     openssl(['req', '-newkey', 'rsa:2048', '-nodes', '-keyout', `${name}.key`, '-out', `${name}.csr`, '-subj', subject], dir);
     openssl(
@@ -58,9 +82,9 @@ function generatePki(dir: string, extraIps: string[]): Pki {
         '-in',
         `${name}.csr`,
         '-CA',
-        'ca.crt',
+        `${ca}.crt`,
         '-CAkey',
-        'ca.key',
+        `${ca}.key`,
         '-CAcreateserial',
         '-out',
         `${name}.crt`,
@@ -78,6 +102,7 @@ function generatePki(dir: string, extraIps: string[]): Pki {
     `subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local,IP:10.0.0.1${extraIps.map((ip) => `,IP:${ip}`).join('')}\nextendedKeyUsage=serverAuth\n`,
   );
   sign('admin', '/O=system:masters/CN=admin', 'extendedKeyUsage=clientAuth\n');
+  sign('front-proxy-client', `/CN=${FRONT_PROXY_CLIENT}`, 'extendedKeyUsage=clientAuth\n', 'front-proxy-ca');
   openssl(['genrsa', '-out', 'sa.key', '2048'], dir);
   openssl(['rsa', '-in', 'sa.key', '-pubout', '-out', 'sa.pub'], dir);
   const read = (f: string) => readFileSync(join(dir, f), 'utf8');
@@ -212,6 +237,16 @@ export class ControlPlane {
       `--service-cluster-ip-range=${this.#options.serviceCidr ?? '10.0.0.0/16'}`,
       '--authorization-mode=RBAC',
       '--allow-privileged=true',
+      // The aggregation layer, for APIServices served by a server of their own (an external metrics server).
+      // It proxies to the Service's cluster IP, which the node's kube-proxy routes from the host too; without
+      // --enable-aggregator-routing, which would need v1 Endpoints that a Service to a host port lacks.
+      `--requestheader-client-ca-file=${join(d, 'front-proxy-ca.crt')}`,
+      `--requestheader-allowed-names=${FRONT_PROXY_CLIENT}`,
+      '--requestheader-username-headers=X-Remote-User',
+      '--requestheader-group-headers=X-Remote-Group',
+      '--requestheader-extra-headers-prefix=X-Remote-Extra-',
+      `--proxy-client-cert-file=${join(d, 'front-proxy-client.crt')}`,
+      `--proxy-client-key-file=${join(d, 'front-proxy-client.key')}`,
       ...(node
         ? // The kubelet's only address is the node's (real-node.md: it refuses loopback).
           ['--kubelet-preferred-address-types=InternalIP']

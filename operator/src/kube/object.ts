@@ -25,6 +25,7 @@ import type {
   V1Service,
   V1Status,
   V2HorizontalPodAutoscaler,
+  V2HorizontalPodAutoscalerBehavior,
 } from '@kubernetes/client-node';
 
 /** A client-node model as JSON: Dates are strings, `any` (a managedFields set) is unknown. */
@@ -90,6 +91,26 @@ export type ServiceMonitor = Pick<KubeObject, 'apiVersion' | 'kind' | 'metadata'
 /** The Prometheus Operator's PodMonitor, as far as the operator writes it. */
 export type PodMonitor = Pick<KubeObject, 'apiVersion' | 'kind' | 'metadata'> & {
   spec?: { selector: Json<V1LabelSelector>; podMetricsEndpoints: MetricsEndpoint[] };
+};
+
+/** One of a ScaledObject's triggers: its scaler's type and settings, all strings (KEDA's trigger metadata). */
+export interface ScaledObjectTrigger {
+  type: string;
+  metricType?: 'AverageValue' | 'Value' | 'Utilization';
+  metadata: Record<string, string>;
+}
+
+/** KEDA's ScaledObject (no client-node model: KEDA's CRD is not Kubernetes'), as far as the operator writes it. */
+export type ScaledObject = Pick<KubeObject, 'apiVersion' | 'kind' | 'metadata'> & {
+  spec?: {
+    scaleTargetRef: { apiVersion?: string; kind?: string; name: string };
+    minReplicaCount?: number;
+    maxReplicaCount?: number;
+    pollingInterval?: number;
+    advanced?: { horizontalPodAutoscalerConfig?: { name?: string; behavior?: Json<V2HorizontalPodAutoscalerBehavior> } };
+    triggers: ScaledObjectTrigger[];
+  };
+  status?: { hpaName?: string; conditions?: { type: string; status: string; reason?: string; message?: string }[] };
 };
 
 /** A JSON object: what a value is once `typeof` says object, read key by key. */

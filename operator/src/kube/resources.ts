@@ -80,6 +80,7 @@ export const ServiceMonitor: ResourceType<K.ServiceMonitor> = {
   plural: 'servicemonitors',
 };
 export const PodMonitor: ResourceType<K.PodMonitor> = { group: 'monitoring.coreos.com', version: 'v1', kind: 'PodMonitor', plural: 'podmonitors' };
+export const ScaledObject: ResourceType<K.ScaledObject> = { group: 'keda.sh', version: 'v1alpha1', kind: 'ScaledObject', plural: 'scaledobjects' };
 export const Event: ResourceType<K.Event> = { group: '', version: 'v1', kind: 'Event', plural: 'events' };
 export const Lease: ResourceType<K.Lease> = { group: 'coordination.k8s.io', version: 'v1', kind: 'Lease', plural: 'leases' };
 
@@ -87,7 +88,7 @@ export const Lease: ResourceType<K.Lease> = { group: 'coordination.k8s.io', vers
 export const WATCHED_CHILDREN: ResourceType[] = [Deployment, Service, ConfigMap, Secret, PodDisruptionBudget, Ingress, CronJob, HorizontalPodAutoscaler];
 
 /**
- * Child types served only when their CRD is installed (the Prometheus Operator's): applied while the
- * API serves them, and watched like WATCHED_CHILDREN when it did at start-up.
+ * Child types served only when their CRD is installed (the Prometheus Operator's, KEDA's): applied while
+ * the API serves them, and watched like WATCHED_CHILDREN when it did at start-up.
  */
-export const OPTIONAL_CHILDREN: ResourceType[] = [ServiceMonitor, PodMonitor];
+export const OPTIONAL_CHILDREN: ResourceType[] = [ServiceMonitor, PodMonitor, ScaledObject];

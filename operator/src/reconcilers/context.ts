@@ -47,7 +47,7 @@ export const CHILD_READ_PATHS: Record<string, ReadPaths> = {
 
 /** Optional APIs, probed at most once per TTL unless `fresh` asks for a new answer. */
 export interface Features {
-  /** An optional child type (OPTIONAL_CHILDREN: ServiceMonitor, PodMonitor) is served: its CRD is installed. */
+  /** An optional child type (OPTIONAL_CHILDREN: ServiceMonitor, PodMonitor, ScaledObject) is served: its CRD is installed. */
   serves(resource: ResourceType, fresh?: boolean): Promise<boolean>;
   /** An external.metrics.k8s.io APIService is registered (a metrics adapter), so HPAs may use queue depth. */
   externalMetrics(fresh?: boolean): Promise<boolean>;

@@ -185,10 +185,20 @@ export type AgentPoolSpec = {
    */
   concurrency: number;
   /**
-   * Queued agent tasks per pod; used when an external metrics adapter serves tempora_generation_queue_depth{pool=<name>}.
+   * Queued agent tasks per pod (tempora_generation_queue_depth{pool=<name>}), read through KEDA when spec.autoscaling.prometheusAddress is set and KEDA is installed, else through an external metrics adapter that serves the metric.
    * Default: 20.
    */
   queueDepthTarget: number;
+  /** Scaling on queue depth with KEDA: where KEDA's ScaledObject kind is served and prometheusAddress is set, the operator makes a ScaledObject (KEDA then makes and owns the HorizontalPodAutoscaler) instead of its own HorizontalPodAutoscaler. */
+  autoscaling?: {
+    /** The Prometheus that scrapes the pool's pods, which KEDA's prometheus trigger queries for max(tempora_generation_queue_depth{namespace=<namespace>,pool=<name>}), e.g. http://prometheus-operated.monitoring.svc:9090. */
+    prometheusAddress?: string;
+    /**
+     * How long the queue must stay short before KEDA's HorizontalPodAutoscaler removes pods (its behavior.scaleDown.stabilizationWindowSeconds).
+     * Default: 300.
+     */
+    scaleDownStabilizationSeconds: number;
+  };
   models: ModelsSpec;
   /** Secrets with model provider credentials, passed to the pods as environment. Unset, the TemporaGateway's spec.secrets.providers. */
   providerSecrets?: string[];

@@ -1,0 +1,218 @@
+// Autoscaling on queue depth on the real node, the way an adopter runs it: KEDA (its operator and metrics API
+// server, built from the Go module proxy: test/k8s/keda.ts), a Prometheus that discovers the pool's pods
+// through the API server and scrapes their tempora_generation_queue_depth, and the operator, which gives the
+// AgentPool a ScaledObject. Agent tasks put on the pool's Redis stream and held running (claimed by a consumer
+// that keeps them, as a worker busy with a slow model call does) raise the queue depth: KEDA's HPA adds pods.
+// Once they are gone the depth falls to 0 and the pool goes back to its minimum, through the scale-down
+// stabilization the pool sets (0 s here, so that the test takes minutes).
+//
+// The node needs Linux, root and cgroups, and KEDA built (test/k8s/keda.ts: a cold build is longer than a CI run
+// can spend, so it happens only when TEMPORA_BUILD_KEDA=1 asks or the binaries are cached); elsewhere the suite
+// is skipped and says why.
+import assert from 'node:assert/strict';
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
+import { closeSync, openSync, readdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type { KubeClient } from '../../operator/src/kube/client.ts';
+import type { KubeObject } from '../../operator/src/kube/object.ts';
+import * as R from '../../operator/src/kube/resources.ts';
+import type { Operator } from '../../operator/src/operator.ts';
+import { kedaHpaName } from '../../operator/src/reconcilers/agent-pool.ts';
+import { redisKeyPrefix } from '../../operator/src/reconcilers/gateway-ref.ts';
+import { applyAs, CRD_DIR, clientFor, manifests, newOperator, OPERATOR_USER } from '../../operator/test/cluster.ts';
+import { freePort, startRedis } from '../../scripts/infra.ts';
+import { poolKeys } from '../../services/generation/src/pool/protocol.ts';
+import { type Keda, kedaUnavailableReason, startKeda } from '../k8s/keda.ts';
+import { KubeNode, NODE_ADDRESS, skipWithoutNode } from '../k8s/node.ts';
+import { prometheusBinaries } from '../support/prometheus.ts';
+import { waitFor } from '../support/wait.ts';
+
+const NS = 'tempora-autoscaling';
+const TAG = 'autoscaling';
+const image = { registry: 'local', version: TAG, pullPolicy: 'Never' };
+/** No node has this label: the TemporaGateway's own pods wait (their images are not built here). */
+const NOWHERE = { 'example.com/node-pool': 'gpu' };
+const MIN = 1;
+const MAX = 3;
+/** Queued tasks per pod: TASKS of them want MAX pods. */
+const TARGET = 2;
+const TASKS = 6;
+/** The consumer that holds the tasks, in the pool's consumer group. */
+const HOLDER = 'autoscaling-test';
+
+describe('AgentPool autoscaling on queue depth with KEDA on the real node', function () {
+  this.timeout(600_000);
+  let node: KubeNode;
+  let admin: KubeClient;
+  let op: Operator | undefined;
+  let keda: Keda | undefined;
+  let prometheus: ChildProcess | undefined;
+  let redis: { url: string; stop(): Promise<void> } | undefined;
+  let prometheusUrl: string;
+
+  before(async function () {
+    skipWithoutNode(this);
+    const noKeda = kedaUnavailableReason();
+    if (noKeda) {
+      process.stdout.write(`      skipped: ${noKeda}\n`);
+      this.skip();
+    }
+    this.timeout(90 * 60_000);
+    node = await KubeNode.start();
+    admin = clientFor(node.kubeconfigPath);
+    await node.buildImage({ dockerfile: 'services/generation/Dockerfile', name: 'generation', tag: TAG });
+    for (const file of readdirSync(CRD_DIR).filter((f) => f.endsWith('.yaml'))) for (const m of manifests(join(CRD_DIR, file))) await applyAs(admin, m);
+    for (const name of ['tempora-system', NS]) await applyAs(admin, { apiVersion: 'v1', kind: 'Namespace', metadata: { name } });
+    for (const m of manifests(join(CRD_DIR, 'rbac', 'operator.yaml'))) await applyAs(admin, m);
+    await node.waitForServiceAccount(NS);
+    keda = await startKeda(node);
+
+    redis = await startRedis({ host: NODE_ADDRESS });
+    const redisService = await node.exposeHostPort('redis', Number(new URL(redis.url).port), NS);
+    await applyAs(admin, {
+      apiVersion: 'v1',
+      kind: 'Secret',
+      metadata: { name: 'tempora-redis', namespace: NS },
+      stringData: { url: `redis://${redisService}` },
+    } as KubeObject);
+
+    // Prometheus as a cluster's would find the pool's pods (kubernetes_sd, through the API server) and label them
+    // with their namespace, as the Prometheus Operator does for a PodMonitor's targets.
+    const { prometheus: binary } = prometheusBinaries();
+    const port = await freePort();
+    prometheusUrl = `http://127.0.0.1:${port}`;
+    const config = join(node.runDir, 'prometheus.yml');
+    writeFileSync(
+      config,
+      `global: {scrape_interval: 2s}
+scrape_configs:
+  - job_name: agent-pool
+    kubernetes_sd_configs: [{role: pod, kubeconfig_file: ${node.kubeconfigPath}, namespaces: {names: [${NS}]}}]
+    relabel_configs:
+      - {source_labels: [__meta_kubernetes_pod_label_app_kubernetes_io_name], regex: generation-agents, action: keep}
+      - {source_labels: [__meta_kubernetes_pod_container_port_number], regex: '8091', action: keep}
+      - {source_labels: [__meta_kubernetes_namespace], target_label: namespace}
+      - {source_labels: [__meta_kubernetes_pod_name], target_label: pod}
+`,
+    );
+    const log = openSync(join(node.runDir, 'prometheus.log'), 'a');
+    prometheus = spawn(
+      binary,
+      [`--config.file=${config}`, `--storage.tsdb.path=${join(node.runDir, 'prometheus-data')}`, `--web.listen-address=127.0.0.1:${port}`],
+      { stdio: ['ignore', log, log] },
+    );
+    closeSync(log);
+
+    const kubeconfig = node.controlPlane.kubeconfigFor(OPERATOR_USER, 'operator.kubeconfig', [
+      'system:serviceaccounts',
+      'system:serviceaccounts:tempora-system',
+    ]);
+    op = newOperator(kubeconfig, 'autoscaling', { leaderElection: false, watchNamespace: NS });
+    await op.start();
+    await applyAs(admin, {
+      apiVersion: 'tempora.dev/v1alpha1',
+      kind: 'TemporaGateway',
+      metadata: { name: 'tempora', namespace: NS },
+      spec: { image, redis: { secretName: 'tempora-redis' }, pods: { nodeSelector: NOWHERE } },
+    });
+  });
+
+  afterEach(async function () {
+    if (this.currentTest?.state === 'failed' && node) process.stderr.write(`${await node.report(NS)}\nKEDA's and Prometheus' logs: ${node.runDir}\n`);
+  });
+
+  after(async function () {
+    this.timeout(120_000);
+    await op?.stop();
+    await keda?.stop();
+    prometheus?.kill('SIGTERM');
+    await redis?.stop();
+    await node?.stop();
+  });
+
+  const keys = () => poolKeys(redisKeyPrefix(NS, 'tempora'));
+  const redisCli = (...args: string[]) => {
+    const r = spawnSync('redis-cli', ['-u', redis!.url, ...args], { encoding: 'utf8' });
+    assert.equal(r.status, 0, r.stderr);
+    return r.stdout.trim();
+  };
+  const replicas = async () => {
+    const dep = await admin.get(R.Deployment, NS, 'agents');
+    return { wanted: dep.spec?.replicas ?? 0, available: dep.status?.availableReplicas ?? 0 };
+  };
+  const poolCounts = async () => (await admin.get(R.AgentPool, NS, 'agents')).status as { replicas?: number; desiredReplicas?: number } | undefined;
+
+  it('scales the pool up while its queue is long and back to its minimum once it drains', async function () {
+    await applyAs(admin, {
+      apiVersion: 'tempora.dev/v1alpha1',
+      kind: 'AgentPool',
+      metadata: { name: 'agents', namespace: NS },
+      spec: {
+        gatewayRef: 'tempora',
+        image,
+        minReplicas: MIN,
+        maxReplicas: MAX,
+        queueDepthTarget: TARGET,
+        models: { presets: [{ name: 'balanced', provider: 'offline', model: 'offline' }], policy: { default: 'balanced' } },
+        // No CPU request: no metrics-server runs here, and the queue is the signal.
+        resources: { requests: { memory: '96Mi' } },
+        autoscaling: { prometheusAddress: prometheusUrl, scaleDownStabilizationSeconds: 0 },
+      },
+    });
+    await waitFor('the ScaledObject', () => admin.getOrUndefined(R.ScaledObject, NS, 'agents'), { timeoutMs: 60_000 });
+    await waitFor(
+      "KEDA's HPA, and the pool at its minimum",
+      async () => (await admin.getOrUndefined(R.HorizontalPodAutoscaler, NS, kedaHpaName('agents'))) && (await replicas()).available === MIN,
+      { timeoutMs: 300_000, intervalMs: 1000 },
+    );
+    assert.equal(await admin.getOrUndefined(R.HorizontalPodAutoscaler, NS, 'agents'), undefined, 'no HPA of the operator beside KEDA’s');
+    await waitFor(
+      'Prometheus scraping the pool',
+      async () => {
+        const answer = (await (await fetch(`${prometheusUrl}/api/v1/query?query=tempora_generation_queue_depth{pool="agents"}`)).json()) as {
+          data: { result: unknown[] };
+        };
+        return answer.data.result.length > 0;
+      },
+      { timeoutMs: 120_000, intervalMs: 1000 },
+    );
+
+    // The queue: TASKS entries taken by a consumer that keeps them, claimed anew every second so that no worker
+    // takes them over as abandoned (AGENT_POOL_CLAIM_IDLE_MS), as a worker running them would.
+    const { tasks, group } = keys();
+    const ids = Array.from({ length: TASKS }, (_, i) => redisCli('XADD', tasks, '*', 'task', 'null', 'task_id', `held-${i}`));
+    redisCli('XREADGROUP', 'GROUP', group, HOLDER, 'COUNT', String(TASKS), 'STREAMS', tasks, '>');
+    const holding = setInterval(() => spawnSync('redis-cli', ['-u', redis!.url, 'XCLAIM', tasks, group, HOLDER, '0', ...ids, 'JUSTID']), 1000);
+    try {
+      const queued = Date.now();
+      await waitFor(
+        `${MAX} pods for ${TASKS} queued tasks`,
+        async () => {
+          const r = await replicas();
+          const counts = await poolCounts();
+          return r.available === MAX && counts?.desiredReplicas === MAX && counts.replicas === MAX;
+        },
+        { timeoutMs: 300_000, intervalMs: 1000 },
+      );
+      process.stdout.write(`      scaled up ${MIN} → ${MAX} in ${Math.round((Date.now() - queued) / 1000)} s\n`);
+      assert.equal(Number(redisCli('XLEN', tasks)), TASKS, 'the tasks still queued');
+    } finally {
+      clearInterval(holding);
+    }
+
+    // Drained: the tasks are done (acked and deleted, as a worker does).
+    redisCli('XACK', tasks, group, ...ids);
+    redisCli('XDEL', tasks, ...ids);
+    const drained = Date.now();
+    await waitFor(
+      `the pool back to ${MIN} pod`,
+      async () => {
+        const r = await replicas();
+        const counts = await poolCounts();
+        return r.wanted === MIN && counts?.desiredReplicas === MIN;
+      },
+      { timeoutMs: 300_000, intervalMs: 1000 },
+    );
+    process.stdout.write(`      scaled down ${MAX} → ${MIN} in ${Math.round((Date.now() - drained) / 1000)} s\n`);
+  });
+});
