@@ -56,6 +56,9 @@ def answers(operation: dict) -> dict:
         for media, content in (answer.get("content") or {}).items():
             if media == "text/event-stream":
                 by_media[media] = '"stream"'
+            elif media != "application/json" and not media.endswith("+json"):
+                # Bytes (an image): their media type is all there is to check.
+                by_media[media] = '"binary"'
             elif "$ref" in (content.get("schema") or {}):
                 by_media[media] = model(content["schema"]["$ref"])
         if not answer.get("content"):
@@ -110,7 +113,8 @@ def render_api(document: dict) -> str:
         table = answers(operation)
         success = [value for status, by_media in table.items() if 200 <= status < 300 for value in by_media.values()]
         streaming = '"stream"' in success
-        returned = sorted({answered(document, value) for value in success if value not in ('"stream"', "None")})
+        returned = sorted({answered(document, value) for value in success if value not in ('"stream"', '"binary"', "None")})
+        returned += ["bytes"] if '"binary"' in success else []
         signature = ["self"] + [f"{identifier(p['name'])}: str" for p in positional]
         if body:
             signature.append(f"body: {model(body['$ref'])} | dict[str, Any]")

@@ -17,13 +17,20 @@ function mediaType(response: Response): string {
   return (response.headers.get('content-type') ?? '').split(';')[0]!.trim().toLowerCase();
 }
 
-/** A path parameter the answer names under the same field must be the one asked (a graph path with or without its leading slash). */
+/**
+ * A path parameter the answer names under the same field must be the one asked (a graph path with or without
+ * its leading slash; a TDF record's id is the one asked under its kind, `timepoint:<id>`, `simulation:<id>`).
+ */
 function checkResource(operation: string, status: number, params: Record<string, unknown>, body: unknown) {
   if (body === null || typeof body !== 'object' || Array.isArray(body)) return;
+  const tdf = 'tdf_hash' in body;
   for (const [name, asked] of Object.entries(params)) {
     const answered = (body as Record<string, unknown>)[name];
     if (typeof answered !== 'string' || typeof asked !== 'string') continue;
-    const same = name === 'path' ? answered.replace(/^\//, '') === asked.replace(/^\//, '') : answered === asked;
+    const same =
+      name === 'path'
+        ? answered.replace(/^\//, '') === asked.replace(/^\//, '')
+        : answered === asked || (tdf && name === 'id' && answered.endsWith(`:${asked}`));
     if (!same) throw new InvalidAnswer(operation, status, `it answers for ${name} ${JSON.stringify(answered)}, not ${JSON.stringify(asked)}`);
   }
 }
@@ -31,7 +38,8 @@ function checkResource(operation: string, status: number, params: Record<string,
 /**
  * Fails closed: a problem becomes a TemporaProblem, a success is read and validated against the schema its
  * operation documents for that status and media type, and anything undocumented is an InvalidAnswer. An
- * event stream is passed on unread (its events are checked as they arrive).
+ * event stream is passed on unread (its events are checked as they arrive), and so are bytes of a documented
+ * non-JSON media type (an image): their type is all there is to check.
  */
 export async function checkAnswer(method: string, schemaPath: string, params: Record<string, unknown>, response: Response): Promise<void> {
   const operation = `${method.toUpperCase()} ${schemaPath}`;
@@ -53,14 +61,15 @@ export async function checkAnswer(method: string, schemaPath: string, params: Re
     if (!byMedia.none) throw new InvalidAnswer(operation, response.status, 'no body where one is documented');
     return;
   }
-  const name = byMedia[media];
+  // A documented range (`image/*`) admits each type in it.
+  const name = byMedia[media] ?? byMedia[`${media.split('/')[0]}/*`];
   if (!name)
     throw new InvalidAnswer(
       operation,
       response.status,
       `media type ${JSON.stringify(media)} is not documented (${Object.keys(byMedia).join(', ') || 'no body documented'})`,
     );
-  if (name === 'stream') return;
+  if (name === 'stream' || name === 'binary') return;
   const body = await response
     .clone()
     .json()

@@ -1,5 +1,7 @@
 import { AccountDeletionSchema, pageQuery } from '@tempora/kit/http';
 import { z } from 'zod';
+import { EXPORT_FORMAT, EXPORT_VERSION } from './accounts/account-export.ts';
+import { ACCOUNT_SERVICES, type AccountService } from './accounts/account-services.ts';
 import { TIERS } from './domain/limits.ts';
 
 export const UserSchema = z
@@ -79,3 +81,50 @@ export const AccountDeletionReportSchema = z
 export const IdentitySchema = z
   .object({ provider: z.string(), subject: z.string(), email: z.string().nullable(), created_at: z.string() })
   .meta({ id: 'Identity', description: "A sign-in provider's identity linked to the account" });
+
+export const CostTableSchema = z
+  .object({
+    currency: z.literal('credits'),
+    operations: z.array(
+      z.object({
+        operation: z.string().meta({ description: 'the name a charge records, e.g. `generation.balanced`, `simulation.fidelity-3`' }),
+        method: z.string(),
+        path: z.string(),
+        cost: z.number().int(),
+        description: z.string(),
+      }),
+    ),
+    grants: z.object({ signup: z.number().int(), demo: z.number().int() }).meta({ description: 'credits a new account and the demo account start with' }),
+  })
+  .meta({ id: 'CostTable' });
+
+const SessionSchema = z.object({
+  id: z.string(),
+  family_id: z.string(),
+  created_at: z.string(),
+  expires_at: z.string(),
+  rotated_at: z.string().nullable(),
+  revoked_at: z.string().nullable(),
+  revoked_reason: z.string().nullable(),
+});
+
+/** One service's part of an export: its items by kind, each kind's format the service's own (docs/accounts.md). */
+const ServiceExportSchema = z.record(z.string(), z.array(z.unknown()));
+
+export const UserExportSchema = z
+  .object({
+    format: z.literal(EXPORT_FORMAT),
+    version: z.literal(EXPORT_VERSION),
+    exported_at: z.string(),
+    user: UserSchema,
+    identities: z.array(IdentitySchema),
+    sessions: z.array(SessionSchema),
+    api_keys: z.array(ApiKeySchema),
+    credits: z.object({ balance: z.number().int(), ledger: z.array(LedgerEntrySchema) }),
+    services: z.object(
+      Object.fromEntries(ACCOUNT_SERVICES.map((service) => [service, ServiceExportSchema])) as Record<AccountService, typeof ServiceExportSchema>,
+    ),
+    errors: z.record(z.string(), z.string()).meta({ description: 'each service whose part is incomplete, and why' }),
+    complete: z.boolean(),
+  })
+  .meta({ id: 'UserExport' });

@@ -92,3 +92,40 @@ export const BudgetViewSchema = z
     exhausted: z.boolean(),
   })
   .meta({ id: 'SimulationBudgetStatus' });
+
+export const UsageSchema = z
+  .object({
+    user: z.string().nullable(),
+    budget: z.string().nullable(),
+    from: z.string(),
+    to: z.string(),
+    runs: z.number().int(),
+    by_status: z.record(z.string(), z.number().int()).meta({ description: 'runs by status (only the statuses that occur)' }),
+    cost_usd: z.number(),
+    tokens: z.object({ input: z.number().int(), output: z.number().int() }),
+    calls: z.number().int(),
+    by_model: z.array(
+      z.object({
+        model: z.string(),
+        provider: z.string(),
+        calls: z.number().int(),
+        cost_usd: z.number(),
+        input_tokens: z.number().int(),
+        output_tokens: z.number().int(),
+      }),
+    ),
+  })
+  .meta({ id: 'SimulationUsage' });
+
+/**
+ * What every result holds (docs/simulation.md, "The result"); the rest (the mode's own section, provenance,
+ * knowledge, cost, models…) varies by mode and mechanisms, so it is documented in prose and passed on.
+ */
+const ResultSchema = z.looseObject({
+  title: z.string().nullable(),
+  entities: z.array(z.record(z.string(), z.unknown())),
+  timepoints: z.array(z.record(z.string(), z.unknown())),
+  confidence: z.looseObject({ run: z.number() }),
+});
+
+export const RunResultSchema = z.object({ run: RunSchema, result: ResultSchema }).meta({ id: 'SimulationRunResult' });

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { notFound } from '@tempora/kit/http';
+import { notFound, unprocessable } from '@tempora/kit/http';
 import { canonicalHash } from '@tempora/kit/moments';
 import type { Caller } from './auth.ts';
 import type { BudgetSource } from './budget-source.ts';
@@ -196,14 +196,29 @@ export class Simulations {
   }
 
   /**
-   * A run's progress, from `first` (the run as the request found it): `run`, one `step` per completed step
-   * in order (those completed before the stream opened first), then `end`. Stops when `signal` aborts (the
-   * client left); throws what reading the run throws (a 404 once it was deleted, an outage).
+   * Refuses a `Last-Event-ID` the run's stream cannot have given: one beyond its events so far (`run`, a
+   * step each, and `end` once it ended), read after the client read that id.
    */
-  async *follow(first: RunRow, signal: AbortSignal): AsyncGenerator<ProgressEvent> {
-    yield { event: 'run', data: runView(first) };
+  checkResume(first: RunRow, after: number): void {
+    const sent = first.steps_done + (TERMINAL.includes(first.status) ? 2 : 1);
+    if (after > sent)
+      throw unprocessable(`Last-Event-ID ${after} is not an event of run ${first.id}'s stream, which has sent ${sent} so far`, [
+        { path: 'headers.last-event-id', message: `at most ${sent}` },
+      ]);
+  }
+
+  /**
+   * A run's progress, from `first` (the run as the request found it): `run`, one `step` per completed step
+   * in order (those completed before the stream opened first), then `end`; event n of that sequence, on
+   * every connection, is `run` for 1, the step of seq n - 2, and `end` after the last step, so a stream
+   * resumed after event `after` starts with event `after + 1`. Stops when `signal` aborts (the client
+   * left); throws what reading the run throws (a 404 once it was deleted, an outage).
+   */
+  async *follow(first: RunRow, signal: AbortSignal, after = 0): AsyncGenerator<ProgressEvent> {
+    if (after === 0) yield { event: 'run', data: runView(first) };
     const watch = this.runner.watch(first.id, { signal });
-    let last = -1;
+    // Steps are numbered from 0 without gaps (a step's seq is the count before it), so event `after` is step `after - 2`.
+    let last = Math.max(after - 2, -1);
     try {
       while (!signal.aborted) {
         watch.reset();
@@ -215,7 +230,7 @@ export class Simulations {
         if (TERMINAL.includes(row.status)) {
           // Steps saved between the read above and the end come before `end`.
           for (const step of await this.repository.runs.steps(first.id, last)) yield { event: 'step', data: stepView(step) };
-          yield { event: 'end', data: runView(row) };
+          if (after < row.steps_done + 2) yield { event: 'end', data: runView(row) };
           return;
         }
         // Woken by this process's runner at once; a run on another replica is read again after pollMs.

@@ -30,20 +30,28 @@ def raise_problem(name: str, response: httpx.Response) -> None:
 
 
 def _check_resource(name: str, status: int, asked: dict[str, str], body: Any) -> None:
-    """A path parameter the answer names under the same field must be the one asked (a graph path with or without its leading slash)."""
+    """A path parameter the answer names under the same field must be the one asked.
+
+    A graph path may come with or without its leading slash; a TDF record's id is the one asked under its
+    kind (`timepoint:<id>`, `simulation:<id>`).
+    """
     if not isinstance(body, dict):
         return
+    tdf = "tdf_hash" in body
     for field, value in asked.items():
         answered = body.get(field)
         if not isinstance(answered, str):
             continue
-        same = answered.lstrip("/") == value.lstrip("/") if field == "path" else answered == value
+        if field == "path":
+            same = answered.lstrip("/") == value.lstrip("/")
+        else:
+            same = answered == value or (tdf and field == "id" and answered.endswith(f":{value}"))
         if not same:
             raise InvalidAnswer(name, status, f"it answers for {field} {json.dumps(answered)}, not {json.dumps(value)}")
 
 
 def expected(operation: Operation, name: str, response: httpx.Response) -> Any:
-    """What checks this answer's body: its model, "stream", or None for a documented answer without a body.
+    """What checks this answer's body: its model, "stream", "binary", or None for a documented answer without a body.
 
     A problem is raised as a TemporaProblem and anything undocumented as an InvalidAnswer, before the body is read.
     """
@@ -58,20 +66,25 @@ def expected(operation: Operation, name: str, response: httpx.Response) -> Any:
         if "" not in by_media:
             raise InvalidAnswer(name, response.status_code, "no body where one is documented")
         return None
-    if media not in by_media:
+    # A documented range (`image/*`) admits each type in it.
+    documented_as = media if media in by_media else f"{media.split('/')[0]}/*"
+    if documented_as not in by_media:
         documented = ", ".join(key for key in by_media if key) or "no body documented"
         raise InvalidAnswer(name, response.status_code, f"media type {json.dumps(media)} is not documented ({documented})")
-    return by_media[media]
+    return by_media[documented_as]
 
 
 def checked(operation: Operation, name: str, asked: dict[str, str], response: httpx.Response) -> Any:
     """Fails closed: the answer, validated against the model its operation documents for that status and media type.
 
-    A body that does not match, or that answers for another resource than the one asked, is an InvalidAnswer.
+    A body that does not match, or that answers for another resource than the one asked, is an InvalidAnswer;
+    bytes of a documented non-JSON type (an image) are returned as they are.
     """
     model = expected(operation, name, response)
     if model is None:
         return None
+    if model == "binary":
+        return response.content
     try:
         body = json.loads(response.content)
     except ValueError:

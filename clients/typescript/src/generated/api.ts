@@ -31,7 +31,7 @@ export interface paths {
         put?: never;
         /**
          * Generate a scene, reporting each agent as it completes (Server-Sent Events)
-         * @description Events: `start` (models chosen), one `agent` event per reported agent in the order Judge, Timeline, Grounding, Scene, Characters, Moment, Camera, Dialog, Critique, ImagePrompt, Optimizer, ImageGen (status completed, skipped or failed, with timing, model and tokens), then `done` carrying the scene id and the scene, or `error` carrying a problem. Comment heartbeats keep the connection open. Closing the connection cancels the remaining agents.
+         * @description Events: `start` (models chosen), one `agent` event per reported agent in the order Judge, Timeline, Grounding, Scene, Characters, Moment, Camera, Dialog, Critique, ImagePrompt, Optimizer, ImageGen (status completed, skipped or failed, with timing, model and tokens), then `done` carrying the scene id and the scene, or `error` carrying a problem. Events are numbered from 1 (`id`). Comment heartbeats keep the connection open. Closing the connection cancels the remaining agents, so a stream cannot be resumed: a `Last-Event-ID` other than 0 is refused (422) rather than answered with another render under ids the client already holds.
          */
         post: operations["generateStream"];
         delete?: never;
@@ -396,7 +396,7 @@ export interface paths {
         };
         /**
          * Progress as Server-Sent Events
-         * @description Events: `run` (the run as it stands), one `step` per completed step (seq, kind, label, detail, cost), in order, including those completed before the stream opened, then `end` (the run as it ended) and the stream closes; `error` (a problem) in place of `end` when the stream cannot go on (the run itself goes on: reconnect). Comment heartbeats keep the connection open. Closing the stream does not cancel the run.
+         * @description Events: `run` (the run as it stands), one `step` per completed step (seq, kind, label, detail, cost), in order, including those completed before the stream opened, then `end` (the run as it ended) and the stream closes; `error` (a problem) in place of `end` when the stream cannot go on (the run itself goes on: reconnect). Each event keeps its id on every connection (`run` is 1, the step of seq n is n + 2, `end` follows the last step): a reconnect with `Last-Event-ID` gets only the events after that id. Comment heartbeats keep the connection open. Closing the stream does not cancel the run.
          */
         get: operations["streamSimulation"];
         put?: never;
@@ -1177,6 +1177,41 @@ export interface components {
             updated_at: string;
             finished_at: string | null;
         };
+        GenerationModels: {
+            /** @description each provider kind, true when this server has it configured */
+            providers: {
+                native: boolean;
+                aggregator: boolean;
+                image_vendor: boolean;
+                free_image: boolean;
+                offline: boolean;
+            };
+            presets: {
+                /** @enum {string} */
+                name: "hyper" | "balanced" | "hd" | "gemini3";
+                native: string;
+                aggregator: string;
+                max_tokens: number;
+                native_image: string;
+                vendor_image: string;
+                aggregator_image: string;
+                /** @description the operator's replacement of the preset's text model (MODEL_PRESETS) */
+                override?: {
+                    /** @enum {string} */
+                    provider: "native" | "aggregator" | "image_vendor" | "free_image" | "offline";
+                    model: string;
+                    temperature?: number;
+                    max_tokens?: number;
+                };
+                default: boolean;
+                allowed: boolean;
+            }[];
+            permissive: {
+                text_model: string;
+                image_model: string;
+            };
+            image_models: string[];
+        };
         /** @description Temporal Data Format record; tdf_hash is SHA-256 of the RFC 8785 canonical JSON of payload */
         GenerationTdfRecord: {
             id: string;
@@ -1578,6 +1613,83 @@ export interface components {
         } & {
             [key: string]: unknown;
         };
+        SimulationSimulationTemplate: {
+            id: string;
+            title: string;
+            description: string;
+            /** @enum {string} */
+            domain: "history" | "business" | "science";
+            /** @enum {string} */
+            mode: "FORWARD" | "PORTAL" | "BRANCHING" | "CYCLICAL" | "DIRECTORIAL";
+            /** @enum {string} */
+            tier: "standard" | "advanced" | "premium";
+            setting: {
+                place: string;
+                era: string;
+            };
+            entities: {
+                id: string;
+                name: string;
+                role: string;
+                /** @enum {string} */
+                kind: "person" | "group" | "institution" | "place" | "object" | "force";
+                /** @enum {string} */
+                importance: "principal" | "supporting" | "minor";
+                goals: string[];
+                state: {
+                    influence: number;
+                    resolve: number;
+                    resources: number;
+                };
+            }[];
+            knowledge: {
+                id: string;
+                fact: string;
+                holders: string[];
+                /** @default false */
+                secret: boolean;
+            }[];
+            relationships: {
+                a: string;
+                b: string;
+                trust: number;
+                affinity: number;
+                tension: number;
+            }[];
+            timepoints: {
+                label: string;
+                time: string;
+                hour: number;
+                present?: string[];
+            }[];
+            mechanisms: ("M1" | "M2" | "M3" | "M4" | "M5" | "M6" | "M7" | "M8" | "M9" | "M10" | "M11" | "M12" | "M13" | "M14" | "M15" | "M16" | "M17" | "M18" | "M19")[];
+            /** @default {} */
+            modes: {
+                portal?: {
+                    outcome: string;
+                    depth?: number;
+                    beam?: number;
+                };
+                branching?: {
+                    branch_at: number;
+                    intervention: string;
+                };
+                cyclical?: {
+                    cycles: number;
+                    phases: string[];
+                };
+                directorial?: {
+                    premise: string;
+                };
+            };
+            cost_estimate_usd: {
+                1: number;
+                2: number;
+                3: number;
+                4: number;
+                5: number;
+            };
+        };
         SimulationSimulationBudgetStatus: {
             name: string;
             scope: string;
@@ -1593,6 +1705,31 @@ export interface components {
             alert_thresholds: number[];
             alerts_crossed: number[];
             exhausted: boolean;
+        };
+        SimulationSimulationUsage: {
+            user: string | null;
+            budget: string | null;
+            from: string;
+            to: string;
+            runs: number;
+            /** @description runs by status (only the statuses that occur) */
+            by_status: {
+                [key: string]: number;
+            };
+            cost_usd: number;
+            tokens: {
+                input: number;
+                output: number;
+            };
+            calls: number;
+            by_model: {
+                model: string;
+                provider: string;
+                calls: number;
+                cost_usd: number;
+                input_tokens: number;
+                output_tokens: number;
+            }[];
         };
         SimulationSimulationRun: {
             /** Format: uuid */
@@ -1650,6 +1787,40 @@ export interface components {
             };
         } & {
             [key: string]: unknown;
+        };
+        SimulationSimulationRunResult: {
+            run: components["schemas"]["SimulationSimulationRun"];
+            result: {
+                title: string | null;
+                entities: {
+                    [key: string]: unknown;
+                }[];
+                timepoints: {
+                    [key: string]: unknown;
+                }[];
+                confidence: {
+                    run: number;
+                } & {
+                    [key: string]: unknown;
+                };
+            } & {
+                [key: string]: unknown;
+            };
+        };
+        /** @description Temporal Data Format record; tdf_hash is SHA-256 of the RFC 8785 canonical JSON of payload */
+        SimulationTdfRecord: {
+            id: string;
+            version: string;
+            source: string;
+            timestamp: string;
+            provenance: {
+                [key: string]: unknown;
+            };
+            payload: {
+                [key: string]: unknown;
+            };
+            entity_ids: string[];
+            tdf_hash: string;
         };
         /** @description One event: `id` counts from 1, `event` names it, `data` is its JSON payload */
         SimulationServerSentEvent: {
@@ -2155,6 +2326,71 @@ export interface components {
             user: components["schemas"]["GatewayUser"];
             created: boolean;
         };
+        GatewayUserExport: {
+            /** @constant */
+            format: "tempora-user-export";
+            /** @constant */
+            version: 2;
+            exported_at: string;
+            user: components["schemas"]["GatewayUser"];
+            identities: components["schemas"]["GatewayIdentity"][];
+            sessions: {
+                id: string;
+                family_id: string;
+                created_at: string;
+                expires_at: string;
+                rotated_at: string | null;
+                revoked_at: string | null;
+                revoked_reason: string | null;
+            }[];
+            api_keys: components["schemas"]["GatewayApiKey"][];
+            credits: {
+                balance: number;
+                ledger: components["schemas"]["GatewayLedgerEntry"][];
+            };
+            services: {
+                generation: {
+                    [key: string]: unknown[];
+                };
+                graph: {
+                    [key: string]: unknown[];
+                };
+                simulation: {
+                    [key: string]: unknown[];
+                };
+                conductor: {
+                    [key: string]: unknown[];
+                };
+                billing: {
+                    [key: string]: unknown[];
+                };
+            };
+            /** @description each service whose part is incomplete, and why */
+            errors: {
+                [key: string]: string;
+            };
+            complete: boolean;
+        };
+        GatewayApiKey: {
+            id: string;
+            name: string;
+            prefix: string;
+            scopes: string[];
+            created_at: string;
+            last_used_at: string | null;
+            revoked_at: string | null;
+        };
+        GatewayLedgerEntry: {
+            id: string;
+            amount: number;
+            balance_after: number;
+            /** @enum {string} */
+            kind: "signup_grant" | "grant" | "charge" | "refund";
+            operation: string | null;
+            idempotency_key: string;
+            refund_of: string | null;
+            created_at: string;
+        };
         GatewayCreatedApiKey: {
             id: string;
             name: string;
@@ -2172,15 +2408,6 @@ export interface components {
             limit: number;
             offset: number;
         };
-        GatewayApiKey: {
-            id: string;
-            name: string;
-            prefix: string;
-            scopes: string[];
-            created_at: string;
-            last_used_at: string | null;
-            revoked_at: string | null;
-        };
         GatewayBalance: {
             user_id: string;
             balance: number;
@@ -2193,16 +2420,22 @@ export interface components {
             limit: number;
             offset: number;
         };
-        GatewayLedgerEntry: {
-            id: string;
-            amount: number;
-            balance_after: number;
-            /** @enum {string} */
-            kind: "signup_grant" | "grant" | "charge" | "refund";
-            operation: string | null;
-            idempotency_key: string;
-            refund_of: string | null;
-            created_at: string;
+        GatewayCostTable: {
+            /** @constant */
+            currency: "credits";
+            operations: {
+                /** @description the name a charge records, e.g. `generation.balanced`, `simulation.fidelity-3` */
+                operation: string;
+                method: string;
+                path: string;
+                cost: number;
+                description: string;
+            }[];
+            /** @description credits a new account and the demo account start with */
+            grants: {
+                signup: number;
+                demo: number;
+            };
         };
         GatewayLedgerOutcome: {
             entry: components["schemas"]["GatewayLedgerEntry"];
@@ -2357,7 +2590,9 @@ export interface operations {
     generateStream: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                "last-event-id"?: string;
+            };
             path?: never;
             cookie?: never;
         };
@@ -2403,7 +2638,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["GenerationProblem"];
                 };
             };
-            /** @description Invalid field or unavailable model (before the stream starts) */
+            /** @description Invalid field or unavailable model, or a Last-Event-ID after an event (before the stream starts) */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -2531,7 +2766,9 @@ export interface operations {
                 headers: {
                     [name: string]: unknown;
                 };
-                content?: never;
+                content: {
+                    "application/json": components["schemas"]["GenerationModels"];
+                };
             };
             /** @description Rate limit exceeded; see Retry-After */
             429: {
@@ -2889,12 +3126,14 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The image bytes */
+            /** @description The image bytes, as the image model made them (Content-Type: their media type) */
             200: {
                 headers: {
                     [name: string]: unknown;
                 };
-                content?: never;
+                content: {
+                    "image/*": string;
+                };
             };
             /** @description Not modified: the ETag in If-None-Match is the image's */
             304: {
@@ -3120,12 +3359,14 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The template file as shipped */
+            /** @description The template file as shipped (its defaults filled in) */
             200: {
                 headers: {
                     [name: string]: unknown;
                 };
-                content?: never;
+                content: {
+                    "application/json": components["schemas"]["SimulationSimulationTemplate"];
+                };
             };
             /** @description No such template */
             404: {
@@ -3317,7 +3558,9 @@ export interface operations {
                 headers: {
                     [name: string]: unknown;
                 };
-                content?: never;
+                content: {
+                    "application/json": components["schemas"]["SimulationSimulationUsage"];
+                };
             };
             /** @description Missing or invalid credentials */
             401: {
@@ -3628,7 +3871,9 @@ export interface operations {
                 headers: {
                     [name: string]: unknown;
                 };
-                content?: never;
+                content: {
+                    "application/json": components["schemas"]["SimulationSimulationRunResult"] | components["schemas"]["SimulationTdfRecord"];
+                };
             };
             /** @description Missing or invalid credentials */
             401: {
@@ -3689,7 +3934,9 @@ export interface operations {
     streamSimulation: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                "last-event-id"?: string;
+            };
             path: {
                 id: string;
             };
@@ -3733,7 +3980,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["SimulationProblem"];
                 };
             };
-            /** @description A parameter or body field is invalid */
+            /** @description A parameter is invalid, or Last-Event-ID is not an id this run's stream has given */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -6064,7 +6311,9 @@ export interface operations {
                 headers: {
                     [name: string]: unknown;
                 };
-                content?: never;
+                content: {
+                    "application/json": components["schemas"]["GatewayUserExport"];
+                };
             };
             /** @description Missing or invalid credentials */
             401: {
@@ -6455,7 +6704,9 @@ export interface operations {
                 headers: {
                     [name: string]: unknown;
                 };
-                content?: never;
+                content: {
+                    "application/json": components["schemas"]["GatewayCostTable"];
+                };
             };
             /** @description Rate limit exceeded; see Retry-After */
             429: {

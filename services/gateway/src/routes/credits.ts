@@ -2,7 +2,7 @@ import { defineRoute, listEnvelope, type RouteDefinition } from '@tempora/kit/ht
 import { z } from 'zod';
 import { ADMIN, API_KEY, BEARER, SERVICE } from '../credentials.ts';
 import type { LedgerOutcome } from '../repository/index.ts';
-import { LedgerEntrySchema, Page } from '../schemas.ts';
+import { CostTableSchema, LedgerEntrySchema, Page } from '../schemas.ts';
 import { ledgerView } from '../views.ts';
 import { currentUser, type GatewayRouteDeps } from './context.ts';
 
@@ -73,7 +73,7 @@ export function creditRoutes(deps: GatewayRouteDeps): RouteDefinition[] {
       security: [],
       summary: 'What every chargeable operation costs',
       tags: ['credits'],
-      responses: { 200: { description: 'The price list' } },
+      responses: { 200: { description: 'The price list', schema: CostTableSchema } },
       handler: (ctx) => {
         ctx.set('Cache-Control', 'public, max-age=300');
         return ledger.costs();

@@ -4,7 +4,7 @@ import { z } from 'zod';
 import { MAX_ACTIVE_API_KEYS } from '../accounts-service.ts';
 import { ADMIN, API_KEY, API_KEY_SCOPES, BEARER, SERVICE } from '../credentials.ts';
 import { TIERS } from '../domain/limits.ts';
-import { ApiKeySchema, Page, UserSchema } from '../schemas.ts';
+import { ApiKeySchema, Page, UserExportSchema, UserSchema } from '../schemas.ts';
 import { apiKeyView, userView } from '../views.ts';
 import { currentUser, type GatewayRouteDeps } from './context.ts';
 
@@ -100,7 +100,7 @@ export function userRoutes(deps: GatewayRouteDeps): RouteDefinition[] {
       tags: ['users'],
       security: [BEARER],
       responses: {
-        200: { description: 'The export (Content-Disposition: attachment)', contentType: 'application/json' },
+        200: { description: 'The export (Content-Disposition: attachment)', schema: UserExportSchema },
         404: { description: 'The account no longer exists' },
       },
       handler: async (ctx) => {

@@ -3,6 +3,7 @@ import {
   defineRoute,
   generationOperation,
   IdempotencyKeySchema,
+  LastEventIdSchema,
   linksTo,
   notFound,
   openEventStream,
@@ -10,7 +11,7 @@ import {
   requirePricedAs,
   ServerSentEventSchema,
 } from '@tempora/kit/http';
-import { FREE_IMAGE_KEYWORD, IMAGE_VENDOR, IMAGE_VENDOR_MODELS } from '@tempora/kit/providers';
+import { FREE_IMAGE_KEYWORD, IMAGE_VENDOR, IMAGE_VENDOR_MODELS, type ProviderKind } from '@tempora/kit/providers';
 import { z } from 'zod';
 import { problemOf } from '../generator.ts';
 import { PERMISSIVE_IMAGE_MODEL, PRESET_MODELS } from '../models.ts';
@@ -46,6 +47,44 @@ const JobSchema = z
     finished_at: z.string().nullable(),
   })
   .meta({ id: 'GenerationJob' });
+
+const PROVIDER_KINDS = ['native', 'aggregator', 'image_vendor', 'free_image', 'offline'] as const satisfies readonly ProviderKind[];
+
+const ModelsSchema = z
+  .object({
+    providers: z
+      .object(Object.fromEntries(PROVIDER_KINDS.map((kind) => [kind, z.boolean()])) as Record<ProviderKind, z.ZodBoolean>)
+      .meta({ description: 'each provider kind, true when this server has it configured' }),
+    presets: z.array(
+      z.object({
+        name: z.enum(PRESETS),
+        native: z.string(),
+        aggregator: z.string(),
+        max_tokens: z.number().int(),
+        native_image: z.string(),
+        vendor_image: z.string(),
+        aggregator_image: z.string(),
+        override: z
+          .object({ provider: z.enum(PROVIDER_KINDS), model: z.string(), temperature: z.number().optional(), max_tokens: z.number().int().optional() })
+          .optional()
+          .meta({ description: "the operator's replacement of the preset's text model (MODEL_PRESETS)" }),
+        default: z.boolean(),
+        allowed: z.boolean(),
+      }),
+    ),
+    permissive: z.object({ text_model: z.string(), image_model: z.string() }),
+    image_models: z.array(z.string()),
+  })
+  .meta({ id: 'Models' });
+
+/**
+ * A generation stream is its render: closing the connection cancels the agents and stores nothing (and the
+ * gateway refunds it), so there is nothing to resume. A reconnect after an event would get a new render whose
+ * events the client would take for the rest of the first, so it is refused; 0 (no event read) is a fresh start.
+ */
+const NotResumedSchema = LastEventIdSchema.refine((id) => id === 0, {
+  message: 'a generation stream cannot be resumed (closing it cancelled its render): start a new one without Last-Event-ID',
+}).meta({ description: 'only 0 (no event read): a generation stream cannot be resumed' });
 
 const DRAINING = 'This replica is shutting down (Retry-After): another replica takes the request';
 
@@ -97,12 +136,13 @@ export function generateRoutes(deps: RouteDeps): RouteDefinition[] {
       security: [],
       summary: 'Generate a scene, reporting each agent as it completes (Server-Sent Events)',
       description:
-        'Events: `start` (models chosen), one `agent` event per reported agent in the order Judge, Timeline, Grounding, Scene, Characters, Moment, Camera, Dialog, Critique, ImagePrompt, Optimizer, ImageGen (status completed, skipped or failed, with timing, model and tokens), then `done` carrying the scene id and the scene, or `error` carrying a problem. Comment heartbeats keep the connection open. Closing the connection cancels the remaining agents.',
+        'Events: `start` (models chosen), one `agent` event per reported agent in the order Judge, Timeline, Grounding, Scene, Characters, Moment, Camera, Dialog, Critique, ImagePrompt, Optimizer, ImageGen (status completed, skipped or failed, with timing, model and tokens), then `done` carrying the scene id and the scene, or `error` carrying a problem. Events are numbered from 1 (`id`). Comment heartbeats keep the connection open. Closing the connection cancels the remaining agents, so a stream cannot be resumed: a `Last-Event-ID` other than 0 is refused (422) rather than answered with another render under ids the client already holds.',
       tags: ['generation'],
+      headers: z.object({ 'last-event-id': NotResumedSchema.optional() }),
       body: GenerateRequestSchema,
       responses: {
         200: { description: 'text/event-stream', contentType: 'text/event-stream', schema: ServerSentEventSchema },
-        422: { description: 'Invalid field or unavailable model (before the stream starts)' },
+        422: { description: 'Invalid field or unavailable model, or a Last-Event-ID after an event (before the stream starts)' },
         503: { description: DRAINING },
       },
       handler: async (ctx, { body }) => {
@@ -181,7 +221,7 @@ export function generateRoutes(deps: RouteDeps): RouteDefinition[] {
       security: [],
       summary: 'Presets, providers and image models this server offers',
       tags: ['generation'],
-      responses: { 200: { description: 'What text_model, image_model, preset and model_policy may name here' } },
+      responses: { 200: { description: 'What text_model, image_model, preset and model_policy may name here', schema: ModelsSchema } },
       handler: () => ({
         providers: { ...deps.providers.configured },
         presets: PRESETS.map((name) => ({

@@ -14,6 +14,9 @@ const format = z
   .meta({ description: '`tdf` returns the TDF envelope (same canonicalisation and hash as the graph service)' });
 const idParams = z.object({ id: z.uuid() });
 
+/** OpenAPI 3.1's binary body: the bytes themselves, no JSON (clients check the media type only). */
+const ImageBytesSchema = z.string().meta({ format: 'binary' });
+
 /** Private scenes exist only for their owner: anyone else gets 404, not 403, so nothing leaks. */
 function visible(ctx: Context, row: TimepointRow | undefined, id: string): TimepointRow {
   if (!row || (row.visibility === 'private' && row.owner !== userOf(ctx))) throw notFound(`no timepoint ${id}`);
@@ -116,7 +119,11 @@ export function timepointRoutes(deps: RouteDeps): RouteDefinition[] {
       tags: ['timepoints'],
       params: idParams,
       responses: {
-        200: { description: 'The image bytes', contentType: 'image/*' },
+        200: {
+          description: 'The image bytes, as the image model made them (Content-Type: their media type)',
+          contentType: 'image/*',
+          schema: ImageBytesSchema,
+        },
         304: { description: "Not modified: the ETag in If-None-Match is the image's" },
         404: { description: 'No such scene, a private scene of someone else, or no stored image' },
       },

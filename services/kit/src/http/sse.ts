@@ -21,11 +21,24 @@ export const ServerSentEventSchema = z
   .meta({ id: 'ServerSentEvent', description: 'One event: `id` counts from 1, `event` names it, `data` is its JSON payload' });
 
 /**
+ * The `Last-Event-ID` a reconnecting client sends: the id of the last event it read, which this kit's streams
+ * only ever number as decimal integers. Anything else is not an id a stream gave, so it is refused (422, as
+ * any invalid field) rather than ignored: ignoring it would replay the whole stream to a client that thinks
+ * it is resuming.
+ */
+export const LastEventIdSchema = z
+  .string()
+  .regex(/^(0|[1-9][0-9]{0,14})$/, 'must be the id of an event of this stream: a decimal integer, 0 or more')
+  .transform(Number)
+  .meta({ description: 'resume: the id of the last event read; the stream sends only the events after it' });
+
+/**
  * Takes the response over from Koa and opens an event stream. `X-Accel-Buffering: no` and `no-transform`
  * keep proxies (nginx, our gateway) from holding events back; heartbeats keep idle connections from being
- * cut by intermediaries while a long step runs.
+ * cut by intermediaries while a long step runs. With `lastEventId` (a resumed stream) the events are
+ * numbered after it, so that each event keeps its id on every connection.
  */
-export function openEventStream(ctx: Context, options: { heartbeatMs: number }): EventStream {
+export function openEventStream(ctx: Context, options: { heartbeatMs: number; lastEventId?: number }): EventStream {
   const res = ctx.res;
   ctx.respond = false;
   res.writeHead(200, {
@@ -35,7 +48,7 @@ export function openEventStream(ctx: Context, options: { heartbeatMs: number }):
     'x-accel-buffering': 'no',
   });
   const controller = new AbortController();
-  let sequence = 0;
+  let sequence = options.lastEventId ?? 0;
   let closed = false;
   res.on('close', () => {
     closed = true;

@@ -2,7 +2,7 @@ import { defineRoute, listEnvelope, notFound, Problem, pageQuery, type RouteDefi
 import { z } from 'zod';
 import { ANY_CALLER, callerOf, requireServiceLevel } from '../auth.ts';
 import type { BudgetStanding } from '../budget-standing.ts';
-import { BudgetViewSchema } from '../schemas.ts';
+import { BudgetViewSchema, UsageSchema } from '../schemas.ts';
 
 const day = z.iso.date().meta({ description: 'YYYY-MM-DD (UTC)' });
 
@@ -88,7 +88,7 @@ export function budgetRoutes(budgets: BudgetStanding): RouteDefinition[] {
         budget: z.string().min(1).max(253).optional(),
       }),
       responses: {
-        200: { description: 'The usage' },
+        200: { description: 'The usage', schema: UsageSchema },
         403: { description: "Another user's or a budget's usage asked for by a caller that is not a service" },
         422: { description: '`from` not before `to`' },
       },

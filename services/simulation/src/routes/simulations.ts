@@ -3,6 +3,7 @@ import {
   defineRoute,
   IdempotencyKeySchema,
   idempotencyKeyReused,
+  LastEventIdSchema,
   linksTo,
   listEnvelope,
   openEventStream,
@@ -15,11 +16,12 @@ import {
   toProblem,
   unprocessable,
 } from '@tempora/kit/http';
+import { TdfRecordSchema } from '@tempora/kit/moments';
 import { z } from 'zod';
 import { ANY_CALLER, callerOf, requirePaidStart } from '../auth.ts';
 import { microsToUsd } from '../domain/budgets.ts';
 import { BudgetRefused, TERMINAL } from '../repository/index.ts';
-import { RunSchema, SimulateRequestSchema } from '../schemas.ts';
+import { RunResultSchema, RunSchema, SimulateRequestSchema } from '../schemas.ts';
 import { IdempotencyKeyReused, type Simulations, UnknownTemplate } from '../simulations.ts';
 import { runTdf, runView, stepView } from '../views.ts';
 
@@ -161,7 +163,7 @@ export function simulationRoutes(deps: SimulationRouteDeps): RouteDefinition[] {
           .meta({ description: '`tdf`: the TDF envelope (RFC 8785 canonical JSON, SHA-256), as the graph service exports' }),
       }),
       responses: {
-        200: { description: 'The result, or its TDF record' },
+        200: { description: 'The result, or its TDF record', schema: z.union([RunResultSchema, TdfRecordSchema]) },
         404: { description: 'No such run' },
         409: { description: 'The run has not ended, or ended with no result' },
       },
@@ -180,19 +182,23 @@ export function simulationRoutes(deps: SimulationRouteDeps): RouteDefinition[] {
       operationId: 'streamSimulation',
       summary: 'Progress as Server-Sent Events',
       description:
-        'Events: `run` (the run as it stands), one `step` per completed step (seq, kind, label, detail, cost), in order, including those completed before the stream opened, then `end` (the run as it ended) and the stream closes; `error` (a problem) in place of `end` when the stream cannot go on (the run itself goes on: reconnect). Comment heartbeats keep the connection open. Closing the stream does not cancel the run.',
+        'Events: `run` (the run as it stands), one `step` per completed step (seq, kind, label, detail, cost), in order, including those completed before the stream opened, then `end` (the run as it ended) and the stream closes; `error` (a problem) in place of `end` when the stream cannot go on (the run itself goes on: reconnect). Each event keeps its id on every connection (`run` is 1, the step of seq n is n + 2, `end` follows the last step): a reconnect with `Last-Event-ID` gets only the events after that id. Comment heartbeats keep the connection open. Closing the stream does not cancel the run.',
       tags: ['simulations'],
       security: ANY_CALLER,
       params: idParams,
+      headers: z.object({ 'last-event-id': LastEventIdSchema.optional() }),
       responses: {
         200: { description: 'text/event-stream', contentType: 'text/event-stream', schema: ServerSentEventSchema },
         404: { description: 'No such run' },
+        422: { description: "A parameter is invalid, or Last-Event-ID is not an id this run's stream has given" },
       },
-      handler: async (ctx, { params }) => {
+      handler: async (ctx, { params, headers }) => {
         const first = await simulations.visible(params.id, callerOf(ctx));
-        const stream = openEventStream(ctx, { heartbeatMs: deps.heartbeatMs });
+        const after = headers['last-event-id'] ?? 0;
+        simulations.checkResume(first, after);
+        const stream = openEventStream(ctx, { heartbeatMs: deps.heartbeatMs, lastEventId: after });
         try {
-          for await (const { event, data } of simulations.follow(first, stream.signal)) stream.send(event, data);
+          for await (const { event, data } of simulations.follow(first, stream.signal, after)) stream.send(event, data);
         } catch (error) {
           // The answer has begun: a client learns of a failure (a database outage, say) from an `error`
           // event in place of `end`, and reconnects, instead of reading a stream that stops saying nothing.

@@ -1,12 +1,14 @@
 import { defineRoute, listEnvelope, notFound, pageQuery, type RouteDefinition } from '@tempora/kit/http';
 import { z } from 'zod';
-import type { TemplateCatalog } from '../domain/templates.ts';
+import { type TemplateCatalog, TemplateSchema } from '../domain/templates.ts';
 import { templateSummary } from '../views.ts';
 
 const TemplateSummarySchema = z
   .object({ id: z.string(), title: z.string(), mode: z.string(), domain: z.string(), tier: z.string(), cost_estimate_usd: z.record(z.string(), z.number()) })
   .passthrough()
   .meta({ id: 'SimulationTemplateSummary' });
+
+const TemplateFileSchema = TemplateSchema.meta({ id: 'SimulationTemplate' });
 
 /** The templates are public: they describe what can be run, not anyone's runs. */
 export function templateRoutes(catalog: TemplateCatalog): RouteDefinition[] {
@@ -55,7 +57,10 @@ export function templateRoutes(catalog: TemplateCatalog): RouteDefinition[] {
       summary: 'One template in full (knowledge, relationships, mode settings)',
       tags: ['templates'],
       params: z.object({ id: z.string().regex(/^[a-z0-9-]{1,64}$/) }),
-      responses: { 200: { description: 'The template file as shipped' }, 404: { description: 'No such template' } },
+      responses: {
+        200: { description: 'The template file as shipped (its defaults filled in)', schema: TemplateFileSchema },
+        404: { description: 'No such template' },
+      },
       handler: (_ctx, { params }) => {
         const template = catalog.get(params.id);
         if (!template) throw notFound(`no template ${params.id}`);

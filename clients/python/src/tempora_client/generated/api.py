@@ -20,9 +20,11 @@ class Api:
         """Generate a scene and wait for it (POST /api/v1/timepoints/generate/sync)"""
         return self._client.call("generateSync", body=body)  # type: ignore[no-any-return]
 
-    def generate_stream(self, body: models.GenerationGenerateRequest | dict[str, Any]) -> Iterator[ServerEvent]:
+    def generate_stream(
+        self, body: models.GenerationGenerateRequest | dict[str, Any], *, last_event_id: str | None = None
+    ) -> Iterator[ServerEvent]:
         """Generate a scene, reporting each agent as it completes (Server-Sent Events) (POST /api/v1/timepoints/generate/stream)"""
-        return self._client.stream("generateStream", body=body)  # type: ignore[no-any-return]
+        return self._client.stream("generateStream", header={"last-event-id": last_event_id}, body=body)  # type: ignore[no-any-return]
 
     def generate_async(
         self, body: models.GenerationGenerateRequest | dict[str, Any], *, idempotency_key: str | None = None
@@ -30,7 +32,7 @@ class Api:
         """Start an asynchronous generation (POST /api/v1/timepoints/generate)"""
         return self._client.call("generateAsync", header={"idempotency-key": idempotency_key}, body=body)  # type: ignore[no-any-return]
 
-    def list_models(self) -> None:
+    def list_models(self) -> models.GenerationModels:
         """Presets, providers and image models this server offers (GET /api/v1/models)"""
         return self._client.call("listModels")  # type: ignore[no-any-return]
 
@@ -60,7 +62,7 @@ class Api:
         """Change a scene's visibility (PATCH /api/v1/timepoints/{id})"""
         return self._client.call("setTimepointVisibility", path={"id": id}, body=body)  # type: ignore[no-any-return]
 
-    def get_timepoint_image(self, id: str) -> None:
+    def get_timepoint_image(self, id: str) -> bytes:
         """A scene's generated image (GET /api/v1/timepoints/{id}/image)"""
         return self._client.call("getTimepointImage", path={"id": id})  # type: ignore[no-any-return]
 
@@ -103,7 +105,7 @@ class Api:
         """The 21 templates, with their entities, timepoints, default mode and mechanisms, tier and cost per fidelity (GET /api/v1/simulate/templates)"""
         return self._client.call("listSimulationTemplates", query={"limit": limit, "offset": offset, "mode": mode, "domain": domain})  # type: ignore[no-any-return]
 
-    def get_simulation_template(self, id: str) -> None:
+    def get_simulation_template(self, id: str) -> models.SimulationSimulationTemplate:
         """One template in full (knowledge, relationships, mode settings) (GET /api/v1/simulate/templates/{id})"""
         return self._client.call("getSimulationTemplate", path={"id": id})  # type: ignore[no-any-return]
 
@@ -119,7 +121,7 @@ class Api:
 
     def get_simulation_usage(
         self, *, from_: str | None = None, to: str | None = None, user: str | None = None, budget: str | None = None
-    ) -> None:
+    ) -> models.SimulationSimulationUsage:
         """Usage: runs, dollars, tokens and calls by model, between two dates (GET /api/v1/simulations/usage)"""
         return self._client.call("getSimulationUsage", query={"from": from_, "to": to, "user": user, "budget": budget})  # type: ignore[no-any-return]
 
@@ -147,13 +149,15 @@ class Api:
         """A run: status, progress (each step as it completed), cost so far (GET /api/v1/simulations/{id})"""
         return self._client.call("getSimulation", path={"id": id})  # type: ignore[no-any-return]
 
-    def get_simulation_result(self, id: str, *, format: Literal["json", "tdf"] | None = None) -> None:
+    def get_simulation_result(
+        self, id: str, *, format: Literal["json", "tdf"] | None = None
+    ) -> models.SimulationSimulationRunResult | models.SimulationTdfRecord:
         """The result of an ended run, or its TDF record (`format=tdf`) (GET /api/v1/simulations/{id}/result)"""
         return self._client.call("getSimulationResult", path={"id": id}, query={"format": format})  # type: ignore[no-any-return]
 
-    def stream_simulation(self, id: str) -> Iterator[ServerEvent]:
+    def stream_simulation(self, id: str, *, last_event_id: str | None = None) -> Iterator[ServerEvent]:
         """Progress as Server-Sent Events (GET /api/v1/simulations/{id}/events)"""
-        return self._client.stream("streamSimulation", path={"id": id})  # type: ignore[no-any-return]
+        return self._client.stream("streamSimulation", path={"id": id}, header={"last-event-id": last_event_id})  # type: ignore[no-any-return]
 
     def cancel_simulation(self, id: str, *, wait: int | None = None) -> models.SimulationSimulationRun:
         """Cancel a run (POST /api/v1/simulations/{id}/cancel)"""
@@ -277,7 +281,7 @@ class Api:
         """Unlink a sign-in identity while another remains (DELETE /api/v1/auth/me/identities/{provider}/{subject})"""
         return self._client.call("unlinkIdentity", path={"provider": provider, "subject": subject})  # type: ignore[no-any-return]
 
-    def export_my_data(self) -> None:
+    def export_my_data(self) -> models.GatewayUserExport:
         """Every piece of the user's data, from every service, as one JSON document (GET /api/v1/users/me/export)"""
         return self._client.call("exportMyData")  # type: ignore[no-any-return]
 
@@ -301,6 +305,6 @@ class Api:
         """Credit transactions, newest first (GET /api/v1/credits/history)"""
         return self._client.call("getCreditHistory", query={"limit": limit, "offset": offset})  # type: ignore[no-any-return]
 
-    def get_costs(self) -> None:
+    def get_costs(self) -> models.GatewayCostTable:
         """What every chargeable operation costs (GET /api/v1/credits/costs)"""
         return self._client.call("getCosts")  # type: ignore[no-any-return]

@@ -161,6 +161,73 @@ class GenerationGenerationJob(BaseModel):
     finished_at: str | None
 
 
+class Providers(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    native: bool
+    aggregator: bool
+    image_vendor: bool
+    free_image: bool
+    offline: bool
+
+
+class Override(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    provider: Literal["native", "aggregator", "image_vendor", "free_image", "offline"]
+    model: str
+    temperature: float | None = None
+    max_tokens: Annotated[
+        int | None, Field(ge=-9007199254740991, le=9007199254740991)
+    ] = None
+
+
+class Preset(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    name: Literal["hyper", "balanced", "hd", "gemini3"]
+    native: str
+    aggregator: str
+    max_tokens: Annotated[int, Field(ge=-9007199254740991, le=9007199254740991)]
+    native_image: str
+    vendor_image: str
+    aggregator_image: str
+    override: Annotated[
+        Override | None,
+        Field(
+            description="the operator's replacement of the preset's text model (MODEL_PRESETS)"
+        ),
+    ] = None
+    default: bool
+    allowed: bool
+
+
+class Permissive(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    text_model: str
+    image_model: str
+
+
+class GenerationModels(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    providers: Annotated[
+        Providers,
+        Field(
+            description="each provider kind, true when this server has it configured"
+        ),
+    ]
+    presets: list[Preset]
+    permissive: Permissive
+    image_models: list[str]
+
+
 class GenerationTdfRecord(BaseModel):
     model_config = ConfigDict(
         extra="forbid",
@@ -642,6 +709,181 @@ class SimulationProblem(BaseModel):
     errors: list[Error2] | None = None
 
 
+class Setting(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    place: Annotated[str, Field(min_length=1)]
+    era: Annotated[str, Field(min_length=1)]
+
+
+class Goal(RootModel[str]):
+    root: Annotated[str, Field(max_length=300, min_length=1)]
+
+
+class State(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    influence: Annotated[float, Field(ge=0.0, le=1.0)]
+    resolve: Annotated[float, Field(ge=0.0, le=1.0)]
+    resources: Annotated[float, Field(ge=0.0, le=1.0)]
+
+
+class Entity(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    id: Annotated[str, Field(pattern="^[a-z0-9][a-z0-9-]{0,63}$")]
+    name: Annotated[str, Field(max_length=120, min_length=1)]
+    role: Annotated[str, Field(max_length=200, min_length=1)]
+    kind: Literal["person", "group", "institution", "place", "object", "force"]
+    importance: Literal["principal", "supporting", "minor"]
+    goals: Annotated[list[Goal], Field(max_length=4, min_length=1)]
+    state: State
+
+
+class Holder(RootModel[str]):
+    root: Annotated[str, Field(pattern="^[a-z0-9][a-z0-9-]{0,63}$")]
+
+
+class KnowledgeItem(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    id: Annotated[str, Field(pattern="^[a-z0-9][a-z0-9-]{0,63}$")]
+    fact: Annotated[str, Field(max_length=400, min_length=1)]
+    holders: Annotated[list[Holder], Field(min_length=1)]
+    secret: bool
+
+
+class Relationship(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    a: Annotated[str, Field(pattern="^[a-z0-9][a-z0-9-]{0,63}$")]
+    b: Annotated[str, Field(pattern="^[a-z0-9][a-z0-9-]{0,63}$")]
+    trust: Annotated[float, Field(ge=0.0, le=1.0)]
+    affinity: Annotated[float, Field(ge=0.0, le=1.0)]
+    tension: Annotated[float, Field(ge=0.0, le=1.0)]
+
+
+class PresentItem(RootModel[str]):
+    root: Annotated[str, Field(pattern="^[a-z0-9][a-z0-9-]{0,63}$")]
+
+
+class Timepoint(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    label: Annotated[str, Field(max_length=200, min_length=1)]
+    time: Annotated[str, Field(max_length=80, min_length=1)]
+    hour: Annotated[int, Field(ge=0, le=23)]
+    present: list[PresentItem] | None = None
+
+
+class Portal(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    outcome: Annotated[str, Field(max_length=400, min_length=1)]
+    depth: Annotated[int | None, Field(ge=2, le=6)] = None
+    beam: Annotated[int | None, Field(ge=1, le=4)] = None
+
+
+class Branching(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    branch_at: Annotated[int, Field(ge=1, le=9007199254740991)]
+    intervention: Annotated[str, Field(max_length=400, min_length=1)]
+
+
+class Phase(RootModel[str]):
+    root: Annotated[str, Field(max_length=120, min_length=1)]
+
+
+class Cyclical(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    cycles: Annotated[int, Field(ge=2, le=5)]
+    phases: Annotated[list[Phase], Field(max_length=5, min_length=2)]
+
+
+class Directorial(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    premise: Annotated[str, Field(max_length=400, min_length=1)]
+
+
+class Modes(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    portal: Portal | None = None
+    branching: Branching | None = None
+    cyclical: Cyclical | None = None
+    directorial: Directorial | None = None
+
+
+class CostEstimateUsd(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    field_1: Annotated[float, Field(alias="1")]
+    field_2: Annotated[float, Field(alias="2")]
+    field_3: Annotated[float, Field(alias="3")]
+    field_4: Annotated[float, Field(alias="4")]
+    field_5: Annotated[float, Field(alias="5")]
+
+
+class SimulationSimulationTemplate(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    id: Annotated[str, Field(pattern="^[a-z0-9][a-z0-9-]{0,63}$")]
+    title: Annotated[str, Field(max_length=200, min_length=1)]
+    description: Annotated[str, Field(max_length=1000, min_length=1)]
+    domain: Literal["history", "business", "science"]
+    mode: Literal["FORWARD", "PORTAL", "BRANCHING", "CYCLICAL", "DIRECTORIAL"]
+    tier: Literal["standard", "advanced", "premium"]
+    setting: Setting
+    entities: Annotated[list[Entity], Field(max_length=10, min_length=3)]
+    knowledge: Annotated[list[KnowledgeItem], Field(max_length=20, min_length=2)]
+    relationships: Annotated[list[Relationship], Field(min_length=1)]
+    timepoints: Annotated[list[Timepoint], Field(max_length=12, min_length=3)]
+    mechanisms: Annotated[
+        list[
+            Literal[
+                "M1",
+                "M2",
+                "M3",
+                "M4",
+                "M5",
+                "M6",
+                "M7",
+                "M8",
+                "M9",
+                "M10",
+                "M11",
+                "M12",
+                "M13",
+                "M14",
+                "M15",
+                "M16",
+                "M17",
+                "M18",
+                "M19",
+            ]
+        ],
+        Field(min_length=1),
+    ]
+    modes: Modes
+    cost_estimate_usd: CostEstimateUsd
+
+
 class SimulationSimulationBudgetStatus(BaseModel):
     model_config = ConfigDict(
         extra="forbid",
@@ -661,6 +903,51 @@ class SimulationSimulationBudgetStatus(BaseModel):
     exhausted: bool
 
 
+ByStatusAdditionalProperty = TypeAliasType(
+    "ByStatusAdditionalProperty",
+    Annotated[int, Field(ge=-9007199254740991, le=9007199254740991)],
+)
+
+
+class Tokens(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    input: Annotated[int, Field(ge=-9007199254740991, le=9007199254740991)]
+    output: Annotated[int, Field(ge=-9007199254740991, le=9007199254740991)]
+
+
+class ByModelItem(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    model: str
+    provider: str
+    calls: Annotated[int, Field(ge=-9007199254740991, le=9007199254740991)]
+    cost_usd: float
+    input_tokens: Annotated[int, Field(ge=-9007199254740991, le=9007199254740991)]
+    output_tokens: Annotated[int, Field(ge=-9007199254740991, le=9007199254740991)]
+
+
+class SimulationSimulationUsage(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    user: str | None
+    budget: str | None
+    from_: Annotated[str, Field(alias="from")]
+    to: str
+    runs: Annotated[int, Field(ge=-9007199254740991, le=9007199254740991)]
+    by_status: Annotated[
+        dict[str, ByStatusAdditionalProperty],
+        Field(description="runs by status (only the statuses that occur)"),
+    ]
+    cost_usd: float
+    tokens: Tokens
+    calls: Annotated[int, Field(ge=-9007199254740991, le=9007199254740991)]
+    by_model: list[ByModelItem]
+
+
 class Progress(BaseModel):
     model_config = ConfigDict(
         extra="forbid",
@@ -670,7 +957,7 @@ class Progress(BaseModel):
     percent: float
 
 
-class Tokens(BaseModel):
+class Tokens1(BaseModel):
     model_config = ConfigDict(
         extra="forbid",
     )
@@ -688,7 +975,7 @@ class Cost(BaseModel):
     max_usd: float
     actual_usd: float
     calls: Annotated[int, Field(ge=-9007199254740991, le=9007199254740991)]
-    tokens: Tokens
+    tokens: Tokens1
 
 
 class Budget(BaseModel):
@@ -753,6 +1040,51 @@ class SimulationSimulationRun(BaseModel):
     started_at: str | None
     finished_at: str | None
     links: Links
+
+
+class Confidence(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    __annotations__ = {
+        "__pydantic_extra__": Dict[str, Any],
+    }
+    run: float
+
+
+class Result(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    __annotations__ = {
+        "__pydantic_extra__": Dict[str, Any],
+    }
+    title: str | None
+    entities: list[dict[str, Any]]
+    timepoints: list[dict[str, Any]]
+    confidence: Confidence
+
+
+class SimulationSimulationRunResult(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    run: SimulationSimulationRun
+    result: Result
+
+
+class SimulationTdfRecord(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    id: str
+    version: str
+    source: str
+    timestamp: str
+    provenance: dict[str, Any]
+    payload: dict[str, Any]
+    entity_ids: list[str]
+    tdf_hash: Annotated[str, Field(pattern="^[0-9a-f]{64}$")]
 
 
 class SimulationServerSentEvent(BaseModel):
@@ -1464,6 +1796,57 @@ class GatewayResolvedUser(BaseModel):
     created: bool
 
 
+class Session(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    id: str
+    family_id: str
+    created_at: str
+    expires_at: str
+    rotated_at: str | None
+    revoked_at: str | None
+    revoked_reason: str | None
+
+
+class Services2(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    generation: dict[str, list[Any]]
+    graph: dict[str, list[Any]]
+    simulation: dict[str, list[Any]]
+    conductor: dict[str, list[Any]]
+    billing: dict[str, list[Any]]
+
+
+class GatewayApiKey(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    id: str
+    name: str
+    prefix: str
+    scopes: list[str]
+    created_at: str
+    last_used_at: str | None
+    revoked_at: str | None
+
+
+class GatewayLedgerEntry(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    id: str
+    amount: Annotated[int, Field(ge=-9007199254740991, le=9007199254740991)]
+    balance_after: Annotated[int, Field(ge=-9007199254740991, le=9007199254740991)]
+    kind: Literal["signup_grant", "grant", "charge", "refund"]
+    operation: str | None
+    idempotency_key: str
+    refund_of: str | None
+    created_at: str
+
+
 class GatewayCreatedApiKey(BaseModel):
     model_config = ConfigDict(
         extra="forbid",
@@ -1480,17 +1863,14 @@ class GatewayCreatedApiKey(BaseModel):
     ]
 
 
-class GatewayApiKey(BaseModel):
+class GatewayApiKeyList(BaseModel):
     model_config = ConfigDict(
         extra="forbid",
     )
-    id: str
-    name: str
-    prefix: str
-    scopes: list[str]
-    created_at: str
-    last_used_at: str | None
-    revoked_at: str | None
+    items: list[GatewayApiKey]
+    total: Annotated[int, Field(ge=-9007199254740991, le=9007199254740991)]
+    limit: Annotated[int, Field(ge=-9007199254740991, le=9007199254740991)]
+    offset: Annotated[int, Field(ge=-9007199254740991, le=9007199254740991)]
 
 
 class GatewayBalance(BaseModel):
@@ -1502,18 +1882,50 @@ class GatewayBalance(BaseModel):
     currency: Literal["credits"]
 
 
-class GatewayLedgerEntry(BaseModel):
+class GatewayLedgerPage(BaseModel):
     model_config = ConfigDict(
         extra="forbid",
     )
-    id: str
-    amount: Annotated[int, Field(ge=-9007199254740991, le=9007199254740991)]
-    balance_after: Annotated[int, Field(ge=-9007199254740991, le=9007199254740991)]
-    kind: Literal["signup_grant", "grant", "charge", "refund"]
-    operation: str | None
-    idempotency_key: str
-    refund_of: str | None
-    created_at: str
+    items: list[GatewayLedgerEntry]
+    total: Annotated[int, Field(ge=-9007199254740991, le=9007199254740991)]
+    limit: Annotated[int, Field(ge=-9007199254740991, le=9007199254740991)]
+    offset: Annotated[int, Field(ge=-9007199254740991, le=9007199254740991)]
+
+
+class Operation(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    operation: Annotated[
+        str,
+        Field(
+            description="the name a charge records, e.g. `generation.balanced`, `simulation.fidelity-3`"
+        ),
+    ]
+    method: str
+    path: str
+    cost: Annotated[int, Field(ge=-9007199254740991, le=9007199254740991)]
+    description: str
+
+
+class Grants(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    signup: Annotated[int, Field(ge=-9007199254740991, le=9007199254740991)]
+    demo: Annotated[int, Field(ge=-9007199254740991, le=9007199254740991)]
+
+
+class GatewayCostTable(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    currency: Literal["credits"]
+    operations: list[Operation]
+    grants: Annotated[
+        Grants,
+        Field(description="credits a new account and the demo account start with"),
+    ]
 
 
 class GatewayLedgerOutcome(BaseModel):
@@ -1631,6 +2043,12 @@ class ListSimulationsAnswer200(BaseModel):
     total: Annotated[int, Field(ge=-9007199254740991, le=9007199254740991)]
     limit: Annotated[int, Field(ge=-9007199254740991, le=9007199254740991)]
     offset: Annotated[int, Field(ge=-9007199254740991, le=9007199254740991)]
+
+
+class GetSimulationResultAnswer200(
+    RootModel[SimulationSimulationRunResult | SimulationTdfRecord]
+):
+    root: SimulationSimulationRunResult | SimulationTdfRecord
 
 
 class UpdateSettingsBody(BaseModel):
@@ -2139,24 +2557,32 @@ class GatewayIdentityList(BaseModel):
     offset: Annotated[int, Field(ge=-9007199254740991, le=9007199254740991)]
 
 
-class GatewayApiKeyList(BaseModel):
+class Credits1(BaseModel):
     model_config = ConfigDict(
         extra="forbid",
     )
-    items: list[GatewayApiKey]
-    total: Annotated[int, Field(ge=-9007199254740991, le=9007199254740991)]
-    limit: Annotated[int, Field(ge=-9007199254740991, le=9007199254740991)]
-    offset: Annotated[int, Field(ge=-9007199254740991, le=9007199254740991)]
+    balance: Annotated[int, Field(ge=-9007199254740991, le=9007199254740991)]
+    ledger: list[GatewayLedgerEntry]
 
 
-class GatewayLedgerPage(BaseModel):
+class GatewayUserExport(BaseModel):
     model_config = ConfigDict(
         extra="forbid",
     )
-    items: list[GatewayLedgerEntry]
-    total: Annotated[int, Field(ge=-9007199254740991, le=9007199254740991)]
-    limit: Annotated[int, Field(ge=-9007199254740991, le=9007199254740991)]
-    offset: Annotated[int, Field(ge=-9007199254740991, le=9007199254740991)]
+    format: Literal["tempora-user-export"]
+    version: Literal[2]
+    exported_at: str
+    user: GatewayUser
+    identities: list[GatewayIdentity]
+    sessions: list[Session]
+    api_keys: list[GatewayApiKey]
+    credits: Credits1
+    services: Services2
+    errors: Annotated[
+        dict[str, str],
+        Field(description="each service whose part is incomplete, and why"),
+    ]
+    complete: bool
 
 
 class ListMomentsAnswer200(RootModel[GraphMomentList | GraphTdfList]):

@@ -53,7 +53,7 @@ OPERATIONS: dict[str, Operation] = {
         path="/api/v1/models",
         path_params=(),
         answers={
-            200: {"": None},
+            200: {"application/json": models.GenerationModels},
             429: {"application/problem+json": models.GenerationProblem},
         },
     ),
@@ -125,7 +125,7 @@ OPERATIONS: dict[str, Operation] = {
         path="/api/v1/timepoints/{id}/image",
         path_params=("id",),
         answers={
-            200: {"": None},
+            200: {"image/*": "binary"},
             304: {"": None},
             404: {"application/problem+json": models.GenerationProblem},
             422: {"application/problem+json": models.GenerationProblem},
@@ -177,7 +177,7 @@ OPERATIONS: dict[str, Operation] = {
         path="/api/v1/simulate/templates/{id}",
         path_params=("id",),
         answers={
-            200: {"": None},
+            200: {"application/json": models.SimulationSimulationTemplate},
             404: {"application/problem+json": models.SimulationProblem},
             422: {"application/problem+json": models.SimulationProblem},
             429: {"application/problem+json": models.SimulationProblem},
@@ -213,7 +213,7 @@ OPERATIONS: dict[str, Operation] = {
         path="/api/v1/simulations/usage",
         path_params=(),
         answers={
-            200: {"": None},
+            200: {"application/json": models.SimulationSimulationUsage},
             401: {"application/problem+json": models.SimulationProblem},
             403: {"application/problem+json": models.SimulationProblem},
             422: {"application/problem+json": models.SimulationProblem},
@@ -267,7 +267,7 @@ OPERATIONS: dict[str, Operation] = {
         path="/api/v1/simulations/{id}/result",
         path_params=("id",),
         answers={
-            200: {"": None},
+            200: {"application/json": models.GetSimulationResultAnswer200},
             401: {"application/problem+json": models.SimulationProblem},
             403: {"application/problem+json": models.SimulationProblem},
             404: {"application/problem+json": models.SimulationProblem},
@@ -703,7 +703,7 @@ OPERATIONS: dict[str, Operation] = {
         path="/api/v1/users/me/export",
         path_params=(),
         answers={
-            200: {"": None},
+            200: {"application/json": models.GatewayUserExport},
             401: {"application/problem+json": models.GatewayProblem},
             403: {"application/problem+json": models.GatewayProblem},
             404: {"application/problem+json": models.GatewayProblem},
@@ -779,7 +779,7 @@ OPERATIONS: dict[str, Operation] = {
         path="/api/v1/credits/costs",
         path_params=(),
         answers={
-            200: {"": None},
+            200: {"application/json": models.GatewayCostTable},
             429: {"application/problem+json": models.GatewayProblem},
         },
     ),
