@@ -11,7 +11,7 @@ import type { OperatorConfig } from '../src/config.ts';
 import { KubeClient } from '../src/kube/client.ts';
 import { loadConnection } from '../src/kube/connection.ts';
 import type { KubeObject } from '../src/kube/object.ts';
-import { objectPath, PodMonitor, type ResourceType, ScaledObject, ServiceMonitor } from '../src/kube/resources.ts';
+import { objectPath, PodMonitor, type ResourceType, ServiceMonitor } from '../src/kube/resources.ts';
 import { createLogger } from '../src/log.ts';
 import { Operator } from '../src/operator.ts';
 import { KubeletStandIn } from './kubelet-stand-in.ts';
@@ -42,7 +42,6 @@ function standInCrd(r: ResourceType): KubeObject {
 }
 export const SERVICE_MONITOR_CRD = standInCrd(ServiceMonitor);
 export const POD_MONITOR_CRD = standInCrd(PodMonitor);
-export const SCALED_OBJECT_CRD = standInCrd(ScaledObject);
 export const OPERATOR_USER = 'system:serviceaccount:tempora-system:tempora-operator';
 /** A ServiceAccount token's groups, which also put the operator in API priority and fairness's service-accounts flow. */
 const OPERATOR_GROUPS = ['system:serviceaccounts', 'system:serviceaccounts:tempora-system'];

@@ -1,15 +1,20 @@
 // An AgentPool under KEDA, against a real kube-apiserver and kube-controller-manager: KEDA's ScaledObject kind
-// is a stand-in CRD (KEDA itself runs on the real node, test/e2e/autoscaling.test.ts), so what is shown here is
+// is KEDA's own CRD, whose schema the API server holds every ScaledObject to (KEDA itself runs on the real node,
+// test/e2e/autoscaling.test.ts), so what is shown here is
 // what the operator writes and reads: a ScaledObject on queue depth instead of its own HPA while KEDA is
 // installed and the pool names its Prometheus, and the pool's counts from the HPA KEDA makes.
 import assert from 'node:assert/strict';
+import { crds as kedaCrds } from '../../test/k8s/keda.ts';
 import { waitFor } from '../../test/support/wait.ts';
 import type { KubeClient } from '../src/kube/client.ts';
 import type { KubeObject } from '../src/kube/object.ts';
 import * as R from '../src/kube/resources.ts';
 import { kedaHpaName, QUEUE_DEPTH_METRIC } from '../src/reconcilers/agent-pool.ts';
-import { applyAs, type OperatorCluster, ownedBy, SCALED_OBJECT_CRD, startOperatorCluster, stopOperatorCluster, waitReady } from './cluster.ts';
+import { applyAs, type OperatorCluster, ownedBy, startOperatorCluster, stopOperatorCluster, waitReady } from './cluster.ts';
 import { agentPool, gateway, NS } from './fixtures.ts';
+
+/** KEDA's own ScaledObject CRD (v2.21.0, from its Go module), so every ScaledObject the operator applies meets its schema. */
+const SCALED_OBJECT_CRD = kedaCrds().find((crd) => (crd as KubeObject).metadata.name === 'scaledobjects.keda.sh') as KubeObject;
 
 const CRD: R.ResourceType = { group: 'apiextensions.k8s.io', version: 'v1', kind: 'CustomResourceDefinition', plural: 'customresourcedefinitions' };
 const APIService: R.ResourceType = { group: 'apiregistration.k8s.io', version: 'v1', kind: 'APIService', plural: 'apiservices' };

@@ -53,8 +53,8 @@ function binaries(): { operator: string; adapter: string } {
   return { operator: join(cacheDir(), 'operator'), adapter: join(cacheDir(), 'adapter') };
 }
 
-/** KEDA's CRDs as its release ships them, from the module's source in the Go module cache. */
-function crds(): Record<string, unknown>[] {
+/** KEDA's CRDs as its release ships them, from the module's source in the Go module cache (a 3 MB download, no build). */
+export function crds(): Record<string, unknown>[] {
   const info = JSON.parse(execFileSync('go', ['mod', 'download', '-json', `${MODULE}@${KEDA_VERSION}`], { encoding: 'utf8' })) as { Dir: string };
   const dir = join(info.Dir, 'config', 'crd', 'bases');
   return readdirSync(dir)

@@ -1,8 +1,9 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import pg from 'pg';
+import { documentedRun } from '../../../test/support/stand-ins/simulation-run.ts';
 import { BASTILLE, CORONATION, conductorEntries, GATEWAY_KEY, type Platform, README_REQUEST, startPlatform, type User, WATERLOO } from './harness.ts';
-import { documentedRun, type SimulationStandIn, startSimulationStandIn } from './simulation-stand-in.ts';
+import { type SimulationStandIn, startSimulationStandIn } from './simulation-stand-in.ts';
 
 describe('conductor, offline planner', function () {
   this.timeout(120_000);
