@@ -11,7 +11,7 @@
 // is skipped and says why.
 import assert from 'node:assert/strict';
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
-import { closeSync, openSync, readdirSync, writeFileSync } from 'node:fs';
+import { closeSync, existsSync, openSync, readdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { KubeClient } from '../../operator/src/kube/client.ts';
 import type { KubeObject } from '../../operator/src/kube/object.ts';
@@ -19,6 +19,7 @@ import * as R from '../../operator/src/kube/resources.ts';
 import type { Operator } from '../../operator/src/operator.ts';
 import { kedaHpaName } from '../../operator/src/reconcilers/agent-pool.ts';
 import { redisKeyPrefix } from '../../operator/src/reconcilers/gateway-ref.ts';
+import { WORKER_PORT } from '../../operator/src/reconcilers/workload.ts';
 import { applyAs, CRD_DIR, clientFor, manifests, newOperator, OPERATOR_USER } from '../../operator/test/cluster.ts';
 import { freePort, startRedis } from '../../scripts/infra.ts';
 import { poolKeys } from '../../services/generation/src/pool/protocol.ts';
@@ -49,6 +50,7 @@ describe('AgentPool autoscaling on queue depth with KEDA on the real node', func
   let prometheus: ChildProcess | undefined;
   let redis: { url: string; stop(): Promise<void> } | undefined;
   let prometheusUrl: string;
+  let discovery: NodeJS.Timeout | undefined;
 
   before(async function () {
     skipWithoutNode(this);
@@ -76,25 +78,34 @@ describe('AgentPool autoscaling on queue depth with KEDA on the real node', func
       stringData: { url: `redis://${redisService}` },
     } as KubeObject);
 
-    // Prometheus as a cluster's would find the pool's pods (kubernetes_sd, through the API server) and label them
-    // with their namespace, as the Prometheus Operator does for a PodMonitor's targets.
+    // Prometheus finds the pool's pods through a file the test keeps current from the API server: Debian's
+    // Prometheus is built without Kubernetes service discovery. Targets are labelled with their namespace and
+    // pod, as the Prometheus Operator labels a PodMonitor's.
     const { prometheus: binary } = prometheusBinaries();
     const port = await freePort();
     prometheusUrl = `http://127.0.0.1:${port}`;
     const config = join(node.runDir, 'prometheus.yml');
+    const targets = join(node.runDir, 'agent-pool-targets.json');
+    writeFileSync(targets, '[]');
     writeFileSync(
       config,
       `global: {scrape_interval: 2s}
 scrape_configs:
   - job_name: agent-pool
-    kubernetes_sd_configs: [{role: pod, kubeconfig_file: ${node.kubeconfigPath}, namespaces: {names: [${NS}]}}]
-    relabel_configs:
-      - {source_labels: [__meta_kubernetes_pod_label_app_kubernetes_io_name], regex: generation-agents, action: keep}
-      - {source_labels: [__meta_kubernetes_pod_container_port_number], regex: '8091', action: keep}
-      - {source_labels: [__meta_kubernetes_namespace], target_label: namespace}
-      - {source_labels: [__meta_kubernetes_pod_name], target_label: pod}
+    file_sd_configs: [{files: [${targets}], refresh_interval: 1s}]
 `,
     );
+    discovery = setInterval(() => {
+      void admin
+        .list(R.Pod, { labelSelector: 'app.kubernetes.io/name=generation-agents' }, NS)
+        .then(({ items }) => {
+          const running = items.filter((p) => p.status?.podIP && !p.metadata.deletionTimestamp);
+          const groups = running.map((p) => ({ targets: [`${p.status!.podIP}:${WORKER_PORT}`], labels: { namespace: NS, pod: p.metadata.name } }));
+          writeFileSync(`${targets}.next`, JSON.stringify(groups));
+          renameSync(`${targets}.next`, targets);
+        })
+        .catch(() => undefined);
+    }, 1000);
     const log = openSync(join(node.runDir, 'prometheus.log'), 'a');
     prometheus = spawn(
       binary,
@@ -118,13 +129,20 @@ scrape_configs:
   });
 
   afterEach(async function () {
-    if (this.currentTest?.state === 'failed' && node) process.stderr.write(`${await node.report(NS)}\nKEDA's and Prometheus' logs: ${node.runDir}\n`);
+    if (this.currentTest?.state !== 'failed' || !node) return;
+    // The run's folder goes with the node: the last lines of Prometheus' and KEDA's logs are kept here.
+    const tails = ['prometheus.log', 'keda-operator.log', 'keda-metrics-apiserver.log'].map((f) => {
+      const path = join(node!.runDir, f);
+      return existsSync(path) ? `${f}:\n${readFileSync(path, 'utf8').split('\n').slice(-12).join('\n')}` : '';
+    });
+    process.stderr.write(`${await node.report(NS)}\n${tails.join('\n')}\n`);
   });
 
   after(async function () {
     this.timeout(120_000);
     await op?.stop();
     await keda?.stop();
+    clearInterval(discovery);
     prometheus?.kill('SIGTERM');
     await redis?.stop();
     await node?.stop();

@@ -16,7 +16,7 @@ import { fileURLToPath } from 'node:url';
 import { parseAllDocuments } from 'yaml';
 import { freePort } from '../../scripts/infra.ts';
 import { waitFor } from '../support/wait.ts';
-import type { KubeNode } from './node.ts';
+import { type KubeNode, NODE_ADDRESS } from './node.ts';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 const KEDA_VERSION = 'v2.21.0';
@@ -155,6 +155,17 @@ export async function startKeda(node: KubeNode): Promise<Keda> {
 
   try {
     const service = (await node.exposeHostPort('keda-metrics-apiserver', securePort, NAMESPACE)).split('.')[0]!;
+    // The aggregator's availability check still reads v1 Endpoints (1.33), which no controller makes for a
+    // Service without selector: without them the APIService stays Available=False, EndpointsNotFound.
+    await node.apply(
+      {
+        apiVersion: 'v1',
+        kind: 'Endpoints',
+        metadata: { name: service, namespace: NAMESPACE },
+        subsets: [{ addresses: [{ ip: NODE_ADDRESS }], ports: [{ name: 'tcp', port: securePort, protocol: 'TCP' }] }],
+      } as never,
+      'endpoints',
+    );
     await node.api(
       'PATCH',
       `/apis/apiregistration.k8s.io/v1/apiservices/${METRICS_API}?fieldManager=tempora-test&force=true`,
@@ -188,8 +199,16 @@ export async function startKeda(node: KubeNode): Promise<Keda> {
       { timeoutMs: 120_000, intervalMs: 500 },
     );
   } catch (err) {
+    // The run's folder goes with the node: what KEDA and the aggregator said is kept in the error.
+    const status = await node
+      .api<{ status?: unknown }>('GET', `/apis/apiregistration.k8s.io/v1/apiservices/${METRICS_API}`)
+      .then((api) => JSON.stringify(api.status))
+      .catch((e: unknown) => String(e));
+    const tail = (name: string) => readFileSync(join(node.runDir, name), 'utf8').split('\n').slice(-15).join('\n');
     await stop();
-    throw new Error(`${String(err)}; logs in ${node.runDir}/keda-operator.log and keda-metrics-apiserver.log`);
+    throw new Error(
+      `${String(err)}\nAPIService status: ${status}\n${['keda-operator.log', 'keda-metrics-apiserver.log'].map((f) => `${f}:\n${tail(f)}`).join('\n')}`,
+    );
   }
   return { stop };
 }
