@@ -66,3 +66,23 @@ export function simulationBudget(name: string, spec: Record<string, unknown> = {
     spec: { scope: 'global', limitUsd: 10, perRunMaxUsd: 1, ...spec },
   };
 }
+
+/**
+ * An external-metrics adapter's registration (KEDA's metrics server, prometheus-adapter) with no server
+ * behind it: being registered, even while down, is what the operator sees.
+ */
+export function externalMetricsApi(namespace: string, service: string): KubeObject {
+  return {
+    apiVersion: 'apiregistration.k8s.io/v1',
+    kind: 'APIService',
+    metadata: { name: 'v1beta1.external.metrics.k8s.io' },
+    spec: {
+      group: 'external.metrics.k8s.io',
+      version: 'v1beta1',
+      groupPriorityMinimum: 100,
+      versionPriority: 100,
+      service: { namespace, name: service, port: 443 },
+      insecureSkipTLSVerify: true,
+    },
+  };
+}

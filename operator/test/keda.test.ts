@@ -11,37 +11,26 @@ import type { KubeObject } from '../src/kube/object.ts';
 import * as R from '../src/kube/resources.ts';
 import { kedaHpaName, QUEUE_DEPTH_METRIC } from '../src/reconcilers/agent-pool.ts';
 import { applyAs, type OperatorCluster, ownedBy, startOperatorCluster, stopOperatorCluster, waitReady } from './cluster.ts';
-import { agentPool, gateway, NS } from './fixtures.ts';
-
-/** KEDA's own ScaledObject CRD (v2.21.0, from its Go module), so every ScaledObject the operator applies meets its schema. */
-const SCALED_OBJECT_CRD = kedaCrds().find((crd) => (crd as KubeObject).metadata.name === 'scaledobjects.keda.sh') as KubeObject;
+import { agentPool, externalMetricsApi, gateway, NS } from './fixtures.ts';
 
 const CRD: R.ResourceType = { group: 'apiextensions.k8s.io', version: 'v1', kind: 'CustomResourceDefinition', plural: 'customresourcedefinitions' };
 const APIService: R.ResourceType = { group: 'apiregistration.k8s.io', version: 'v1', kind: 'APIService', plural: 'apiservices' };
-/** KEDA's metrics server as KEDA registers it; no server behind it: being registered is what the operator sees. */
-const kedaMetricsApi: KubeObject = {
-  apiVersion: 'apiregistration.k8s.io/v1',
-  kind: 'APIService',
-  metadata: { name: 'v1beta1.external.metrics.k8s.io' },
-  spec: {
-    group: 'external.metrics.k8s.io',
-    version: 'v1beta1',
-    groupPriorityMinimum: 100,
-    versionPriority: 100,
-    service: { namespace: 'keda', name: 'keda-operator-metrics-apiserver', port: 443 },
-    insecureSkipTLSVerify: true,
-  },
-};
+/** KEDA's metrics server as KEDA registers it. */
+const kedaMetricsApi = externalMetricsApi('keda', 'keda-operator-metrics-apiserver');
 const PROMETHEUS = 'http://prometheus.monitoring.svc:9090';
 
 describe('AgentPool under KEDA', function () {
   this.timeout(120_000);
+  let scaledObjectCrd: KubeObject;
   let cluster: OperatorCluster;
   let admin: KubeClient;
 
   before(async function () {
     // A clean machine builds kube-apiserver and kube-controller-manager first (minutes, once).
     this.timeout(1_800_000);
+    // KEDA's own ScaledObject CRD (v2.21.0, from its Go module), so every ScaledObject the operator applies meets
+    // its schema; read here, not when mocha loads the file, as it asks the go command.
+    scaledObjectCrd = kedaCrds().find((crd) => (crd as KubeObject).metadata.name === 'scaledobjects.keda.sh') as KubeObject;
     cluster = await startOperatorCluster('operator-keda');
     admin = cluster.admin;
     await applyAs(admin, gateway('alpha'));
@@ -59,7 +48,7 @@ describe('AgentPool under KEDA', function () {
   const hpaMetrics = async () => (await admin.get(R.HorizontalPodAutoscaler, NS, 'agents')).spec?.metrics ?? [];
 
   it('keeps its own HPA, on CPU alone, while KEDA is installed but the pool names no Prometheus', async function () {
-    await applyAs(admin, SCALED_OBJECT_CRD);
+    await applyAs(admin, scaledObjectCrd);
     // KEDA's external metrics API serves its ScaledObjects' metrics only: the queue-depth metric is not asked of it.
     await applyAs(admin, kedaMetricsApi);
     await waitFor('the ScaledObject kind served', () => admin.serves('keda.sh/v1alpha1', 'scaledobjects'));
@@ -145,7 +134,7 @@ describe('AgentPool under KEDA', function () {
 
   it('goes back to its own HPA once KEDA is gone', async function () {
     await admin.delete(APIService, '', kedaMetricsApi.metadata.name);
-    await admin.delete(CRD, '', SCALED_OBJECT_CRD.metadata.name);
+    await admin.delete(CRD, '', scaledObjectCrd.metadata.name);
     await waitFor('its own HPA back', () => admin.getOrUndefined(R.HorizontalPodAutoscaler, NS, 'agents'), { timeoutMs: 30_000 });
     await waitReady(admin, R.AgentPool, NS, 'agents');
   });

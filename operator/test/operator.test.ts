@@ -31,7 +31,7 @@ import {
   type WithConditions,
   waitReady as waitReadyIn,
 } from './cluster.ts';
-import { agentPool, fieldsAt, gateway, graphWorker, NS, simulationBudget } from './fixtures.ts';
+import { agentPool, externalMetricsApi, fieldsAt, gateway, graphWorker, NS, simulationBudget } from './fixtures.ts';
 import { ConfigMapVolume } from './kubelet-stand-in.ts';
 
 const SERVICES = ['gateway', 'generation', 'graph', 'simulation', 'conductor', 'billing'];
@@ -339,20 +339,7 @@ describe('operator on a real control plane', function () {
     });
 
     it('AgentPool: the queue-depth metric while a metrics adapter is registered, and only then', async function () {
-      const adapter: KubeObject = {
-        apiVersion: 'apiregistration.k8s.io/v1',
-        kind: 'APIService',
-        metadata: { name: 'v1beta1.external.metrics.k8s.io' },
-        // No server behind it: the adapter being registered is what counts, even while it is down.
-        spec: {
-          group: 'external.metrics.k8s.io',
-          version: 'v1beta1',
-          groupPriorityMinimum: 100,
-          versionPriority: 100,
-          service: { namespace: 'monitoring', name: 'metrics-adapter', port: 443 },
-          insecureSkipTLSVerify: true,
-        },
-      };
+      const adapter = externalMetricsApi('monitoring', 'metrics-adapter');
       const hpaMetrics = async () => (await admin.get(R.HorizontalPodAutoscaler, NS, 'agents')).spec?.metrics ?? [];
       assert.equal((await hpaMetrics()).length, 1, 'cpu only without an adapter');
       await applyAs(admin, adapter);

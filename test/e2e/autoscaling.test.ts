@@ -11,28 +11,26 @@
 // is skipped and says why.
 import assert from 'node:assert/strict';
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
-import { closeSync, existsSync, openSync, readdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { closeSync, existsSync, openSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { KubeClient } from '../../operator/src/kube/client.ts';
-import type { KubeObject } from '../../operator/src/kube/object.ts';
 import * as R from '../../operator/src/kube/resources.ts';
 import type { Operator } from '../../operator/src/operator.ts';
 import { kedaHpaName } from '../../operator/src/reconcilers/agent-pool.ts';
 import { redisKeyPrefix } from '../../operator/src/reconcilers/gateway-ref.ts';
 import { WORKER_PORT } from '../../operator/src/reconcilers/workload.ts';
-import { applyAs, CRD_DIR, clientFor, manifests, newOperator, OPERATOR_USER } from '../../operator/test/cluster.ts';
-import { freePort, startRedis } from '../../scripts/infra.ts';
+import { applyAs, clientFor } from '../../operator/test/cluster.ts';
+import { freePort } from '../../scripts/infra.ts';
 import { poolKeys } from '../../services/generation/src/pool/protocol.ts';
 import { type Keda, kedaUnavailableReason, startKeda } from '../k8s/keda.ts';
-import { KubeNode, NODE_ADDRESS, skipWithoutNode } from '../k8s/node.ts';
+import { KubeNode, skipWithoutNode } from '../k8s/node.ts';
 import { prometheusBinaries } from '../support/prometheus.ts';
 import { waitFor } from '../support/wait.ts';
+import { installOperatorKinds, poolRedis, startOperatorOnNode } from './pool-node.ts';
 
 const NS = 'tempora-autoscaling';
 const TAG = 'autoscaling';
 const image = { registry: 'local', version: TAG, pullPolicy: 'Never' };
-/** No node has this label: the TemporaGateway's own pods wait (their images are not built here). */
-const NOWHERE = { 'example.com/node-pool': 'gpu' };
 const MIN = 1;
 const MAX = 3;
 /** Queued tasks per pod: TASKS of them want MAX pods. */
@@ -63,20 +61,10 @@ describe('AgentPool autoscaling on queue depth with KEDA on the real node', func
     node = await KubeNode.start();
     admin = clientFor(node.kubeconfigPath);
     await node.buildImage({ dockerfile: 'services/generation/Dockerfile', name: 'generation', tag: TAG });
-    for (const file of readdirSync(CRD_DIR).filter((f) => f.endsWith('.yaml'))) for (const m of manifests(join(CRD_DIR, file))) await applyAs(admin, m);
-    for (const name of ['tempora-system', NS]) await applyAs(admin, { apiVersion: 'v1', kind: 'Namespace', metadata: { name } });
-    for (const m of manifests(join(CRD_DIR, 'rbac', 'operator.yaml'))) await applyAs(admin, m);
-    await node.waitForServiceAccount(NS);
+    await installOperatorKinds(node, admin, NS);
     keda = await startKeda(node);
 
-    redis = await startRedis({ host: NODE_ADDRESS });
-    const redisService = await node.exposeHostPort('redis', Number(new URL(redis.url).port), NS);
-    await applyAs(admin, {
-      apiVersion: 'v1',
-      kind: 'Secret',
-      metadata: { name: 'tempora-redis', namespace: NS },
-      stringData: { url: `redis://${redisService}` },
-    } as KubeObject);
+    redis = await poolRedis(node, admin, NS);
 
     // Prometheus finds the pool's pods through a file the test keeps current from the API server: Debian's
     // Prometheus is built without Kubernetes service discovery. Targets are labelled with their namespace and
@@ -114,18 +102,7 @@ scrape_configs:
     );
     closeSync(log);
 
-    const kubeconfig = node.controlPlane.kubeconfigFor(OPERATOR_USER, 'operator.kubeconfig', [
-      'system:serviceaccounts',
-      'system:serviceaccounts:tempora-system',
-    ]);
-    op = newOperator(kubeconfig, 'autoscaling', { leaderElection: false, watchNamespace: NS });
-    await op.start();
-    await applyAs(admin, {
-      apiVersion: 'tempora.dev/v1alpha1',
-      kind: 'TemporaGateway',
-      metadata: { name: 'tempora', namespace: NS },
-      spec: { image, redis: { secretName: 'tempora-redis' }, pods: { nodeSelector: NOWHERE } },
-    });
+    op = await startOperatorOnNode(node, admin, NS, TAG);
   });
 
   afterEach(async function () {

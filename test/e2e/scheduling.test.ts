@@ -7,25 +7,21 @@
 //
 // The node needs Linux, root and cgroups; elsewhere the suite is skipped and says why.
 import assert from 'node:assert/strict';
-import { readdirSync } from 'node:fs';
-import { join } from 'node:path';
 import type { KubeClient } from '../../operator/src/kube/client.ts';
 import type { KubeObject } from '../../operator/src/kube/object.ts';
 import * as R from '../../operator/src/kube/resources.ts';
 import type { Operator } from '../../operator/src/operator.ts';
 import { OWNER_UID_LABEL } from '../../operator/src/reconcilers/context.ts';
-import { applyAs, CRD_DIR, clientFor, condition, manifests, newOperator, OPERATOR_USER, waitReady } from '../../operator/test/cluster.ts';
-import { startRedis } from '../../scripts/infra.ts';
-import { KubeNode, NODE_ADDRESS, NODE_NAME, skipWithoutNode } from '../k8s/node.ts';
+import { applyAs, clientFor, condition, waitReady } from '../../operator/test/cluster.ts';
+import { KubeNode, NODE_NAME, skipWithoutNode } from '../k8s/node.ts';
 import { waitFor } from '../support/wait.ts';
 import { POD_RESOURCES } from './platform.ts';
+import { installOperatorKinds, NOWHERE, poolRedis, startOperatorOnNode } from './pool-node.ts';
 
 const NS = 'tempora-scheduling';
 const TAG = 'scheduling';
 const image = { registry: 'local', version: TAG, pullPolicy: 'Never' };
 const PULL_SECRET = 'registry-example';
-/** No node has this label: the scheduler can place no pod that requires it. */
-const NOWHERE = { 'example.com/node-pool': 'gpu' };
 
 interface PodCondition {
   type: string;
@@ -64,20 +60,8 @@ describe('scheduling and pulling on the real node', function () {
     node = await KubeNode.start();
     admin = clientFor(node.kubeconfigPath);
     await node.buildImage({ dockerfile: 'services/generation/Dockerfile', name: 'generation', tag: TAG });
-    for (const file of readdirSync(CRD_DIR).filter((f) => f.endsWith('.yaml'))) for (const m of manifests(join(CRD_DIR, file))) await applyAs(admin, m);
-    // The operator's ServiceAccount lives in tempora-system, the pool in a namespace of its own.
-    for (const name of ['tempora-system', NS]) await applyAs(admin, { apiVersion: 'v1', kind: 'Namespace', metadata: { name } });
-    for (const m of manifests(join(CRD_DIR, 'rbac', 'operator.yaml'))) await applyAs(admin, m);
-    await node.waitForServiceAccount(NS);
-    const started = await startRedis({ host: NODE_ADDRESS });
-    redis = started;
-    const redisService = await node.exposeHostPort('redis', Number(new URL(started.url).port), NS);
-    await applyAs(admin, {
-      apiVersion: 'v1',
-      kind: 'Secret',
-      metadata: { name: 'tempora-redis', namespace: NS },
-      stringData: { url: `redis://${redisService}` },
-    } as KubeObject);
+    await installOperatorKinds(node, admin, NS);
+    redis = await poolRedis(node, admin, NS);
     // A private registry's credentials, as `kubectl create secret docker-registry` makes them. The image is
     // local (pullPolicy Never), so the kubelet never uses them: what is shown is that they reach the pod.
     const auth = Buffer.from('robot:token').toString('base64');
@@ -88,20 +72,7 @@ describe('scheduling and pulling on the real node', function () {
       type: 'kubernetes.io/dockerconfigjson',
       stringData: { '.dockerconfigjson': JSON.stringify({ auths: { 'registry.example.com': { auth } } }) },
     } as KubeObject);
-    const kubeconfig = node.controlPlane.kubeconfigFor(OPERATOR_USER, 'operator.kubeconfig', [
-      'system:serviceaccounts',
-      'system:serviceaccounts:tempora-system',
-    ]);
-    op = newOperator(kubeconfig, 'scheduling', { leaderElection: false, watchNamespace: NS });
-    await op.start();
-    // The pool's TemporaGateway: its Redis is the pool's. Its own pods are kept off the node (their images are
-    // not built here); they wait, and concern the pool no more than its Degraded does.
-    await applyAs(admin, {
-      apiVersion: 'tempora.dev/v1alpha1',
-      kind: 'TemporaGateway',
-      metadata: { name: 'tempora', namespace: NS },
-      spec: { image, redis: { secretName: 'tempora-redis' }, pods: { nodeSelector: NOWHERE } },
-    });
+    op = await startOperatorOnNode(node, admin, NS, TAG);
   });
 
   afterEach(async function () {

@@ -19,7 +19,21 @@ export function retriable(request: Request): boolean {
   return IDEMPOTENT_METHODS.has(request.method) || request.headers.has('idempotency-key');
 }
 
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+/** A wait that ends early, with the signal's reason, when the request is aborted: a caller's deadline holds through back-offs too. */
+function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  if (signal.aborted) return Promise.reject(signal.reason);
+  return new Promise((resolve, reject) => {
+    const done = () => {
+      clearTimeout(timer);
+      reject(signal.reason);
+    };
+    const timer = setTimeout(() => {
+      signal.removeEventListener('abort', done);
+      resolve();
+    }, ms);
+    signal.addEventListener('abort', done, { once: true });
+  });
+}
 
 /**
  * A fetch that sends a retriable request again (the same bytes, so the same Idempotency-Key) after a
@@ -36,14 +50,14 @@ export function retryingFetch(send: (request: Request) => Promise<Response>, pol
         response = await send(last ? request : request.clone());
       } catch (error) {
         if (last || request.signal.aborted) throw error;
-        await sleep(policy.backoffMs * 2 ** (attempt - 1));
+        await sleep(policy.backoffMs * 2 ** (attempt - 1), request.signal);
         continue;
       }
       if (last || !RETRIED_STATUSES.has(response.status)) return response;
       const wait = retryAfterSeconds(response.headers.get('retry-after'));
       if (wait !== undefined && wait > policy.maxWaitSeconds) return response;
       await response.body?.cancel();
-      await sleep(wait !== undefined ? wait * 1000 : policy.backoffMs * 2 ** (attempt - 1));
+      await sleep(wait !== undefined ? wait * 1000 : policy.backoffMs * 2 ** (attempt - 1), request.signal);
     }
   };
 }

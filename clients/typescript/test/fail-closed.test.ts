@@ -145,6 +145,20 @@ describe('@tempora/client retries only where safe', () => {
     }
   });
 
+  it("ends a Retry-After wait when the caller's signal aborts, without trying again", async () => {
+    const server = await scriptedServer((_, response) => json(response, 503, problem(503, 'Service Unavailable', 'later'), { 'retry-after': '20' }));
+    try {
+      const tempora = new Tempora({ baseUrl: server.url, retry: { ...fast, maxWaitSeconds: 60 } });
+      const started = Date.now();
+      const error = await rejection(tempora.api.GET('/api/v1/graph/stats', { signal: AbortSignal.timeout(300) }));
+      assert.equal((error as Error).name, 'TimeoutError');
+      assert.ok(Date.now() - started < 5000, `the 20 s wait ended with the deadline (${Date.now() - started} ms)`);
+      assert.equal(server.seen.length, 1);
+    } finally {
+      await server.close();
+    }
+  });
+
   it('does not send an unkeyed POST twice', async () => {
     const server = await scriptedServer((_, response) => json(response, 503, problem(503, 'Service Unavailable', 'busy'), { 'retry-after': '0' }));
     try {

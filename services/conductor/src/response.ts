@@ -1,44 +1,12 @@
+import type { z } from 'zod';
 import type { Decision } from './domain/decision.ts';
 import type { ModelChoice } from './domain/models.ts';
-import type { CallRecord, RunOutcome } from './domain/run-types.ts';
+import type { RunOutcome } from './domain/run-types.ts';
 import type { ConductorSettings } from './domain/settings.ts';
+import type { ConductorResponseSchema } from './schemas.ts';
 
-/** One entry of `tools_called`. */
-interface CalledTool {
-  index: number;
-  tool: string;
-  credits: number;
-  running_total: number;
-  note: string;
-  status: CallRecord['status'];
-  arguments: Record<string, unknown>;
-  output: Record<string, unknown> | null;
-}
-
-export interface ConductorResponse {
-  message_id: string;
-  conversation_id: string;
-  status: RunOutcome['status'];
-  reply: string;
-  tools_called: CalledTool[];
-  spend: { credits_total: number; running_total: number; ceiling: number };
-  pending: {
-    id: string;
-    index: number;
-    tool: string;
-    action: string;
-    credits: number;
-    operation: string;
-    reason: string;
-    running_total_after: number;
-    ceiling: number;
-    available?: number;
-  } | null;
-  stopped_by: RunOutcome['stopped_by'] | null;
-  decision: Decision | null;
-  model: { provider: string; model: string; offline: boolean };
-  usage: { steps: number; tokens: number };
-}
+/** The answer to a message, as the route documents it. */
+export type ConductorResponse = z.output<typeof ConductorResponseSchema>;
 
 /** The answer to a message: the run's outcome, its reply, its calls with the running total after each, and the pause. */
 export function responseOf(

@@ -1,17 +1,6 @@
 import assert from 'node:assert/strict';
+import { parseEvents } from '../../../test/support/sse.ts';
 import { fakeVendorSuite, QUERY, user } from './harness.ts';
-
-/** A stream's events as sent: id, name and data of each (heartbeats left out). */
-function parseEvents(text: string): Array<{ id: number; event: string; data: any }> {
-  return text
-    .split('\n\n')
-    .filter((block) => block.includes('event: '))
-    .map((block) => ({
-      id: Number(/^id: (.*)$/m.exec(block)![1]),
-      event: /^event: (.*)$/m.exec(block)![1]!,
-      data: JSON.parse(/^data: (.*)$/m.exec(block)![1]!),
-    }));
-}
 
 /**
  * A generation stream is its render (closing it cancels the agents), so it cannot be resumed: its events are

@@ -7,6 +7,7 @@ import { fileURLToPath } from 'node:url';
 import { freePort } from '../../../scripts/infra.ts';
 import { createDatabase, dropDatabase } from '../../../test/support/database.ts';
 import { request } from '../../../test/support/http.ts';
+import { parseEvents } from '../../../test/support/sse.ts';
 import { FakeModel } from '../../../test/support/stand-ins/chat-model.ts';
 import { waitFor } from '../../../test/support/wait.ts';
 import { asUser, SERVICE_KEY, type SimulationHarness, service, startSimulation } from './harness.ts';
@@ -17,10 +18,7 @@ async function readEvents(url: string, headers: Record<string, string>): Promise
   assert.equal(response.status, 200);
   assert.match(response.headers.get('content-type') ?? '', /text\/event-stream/);
   const text = await response.text();
-  return text
-    .split('\n\n')
-    .filter((block) => block.includes('event: '))
-    .map((block) => ({ event: /event: (.*)/.exec(block)![1]!, data: JSON.parse(/data: (.*)/.exec(block)![1]!) }));
+  return parseEvents(text);
 }
 
 describe('simulation runs: progress, cancellation, restarts', function () {

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { startPostgres } from '../../../scripts/infra.ts';
+import { parseEvents } from '../../../test/support/sse.ts';
 import { FakeModel } from '../../../test/support/stand-ins/chat-model.ts';
 import { asUser, type SimulationHarness, startSimulation } from './harness.ts';
 
@@ -42,10 +43,7 @@ describe('simulation progress stream during a database outage', function () {
         await postgres!.down();
       }
     }
-    const events = text
-      .split('\n\n')
-      .filter((block) => block.includes('event: '))
-      .map((block) => ({ event: /event: (.*)/.exec(block)![1]!, data: JSON.parse(/data: (.*)/.exec(block)![1]!) as { status?: number } }));
+    const events = parseEvents<{ status?: number }>(text);
     assert.equal(events[0]!.event, 'run');
     const last = events.at(-1)!;
     assert.equal(last.event, 'error', text.slice(-500));

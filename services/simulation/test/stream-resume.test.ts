@@ -1,23 +1,9 @@
 import assert from 'node:assert/strict';
+import { parseEvents, type SentEvent } from '../../../test/support/sse.ts';
 import { FakeModel } from '../../../test/support/stand-ins/chat-model.ts';
 import { asUser, type SimulationHarness, startSimulation } from './harness.ts';
 
-interface Event {
-  id: number;
-  event: string;
-  data: Record<string, unknown>;
-}
-
-function parseEvents(text: string): Event[] {
-  return text
-    .split('\n\n')
-    .filter((block) => block.includes('event: '))
-    .map((block) => ({
-      id: Number(/^id: (.*)$/m.exec(block)![1]),
-      event: /^event: (.*)$/m.exec(block)![1]!,
-      data: JSON.parse(/^data: (.*)$/m.exec(block)![1]!),
-    }));
-}
+type Event = SentEvent<Record<string, unknown>>;
 
 /** Opens a run's stream and reads it to its end, or until `until` events when given (then drops the connection). */
 async function readStream(

@@ -17,6 +17,7 @@ interface CallInit {
 /**
  * The client's retries (safe requests only: reads, and starts carrying an Idempotency-Key), but a peer asking
  * for a wait longer than a second is not waited for: its refusal goes to the model, which has a user waiting.
+ * Shorter waits end with the call's deadline (the client's back-off follows the request's signal).
  */
 const RETRY: Partial<RetryPolicy> = { maxWaitSeconds: 1 };
 
