@@ -30,25 +30,23 @@ function portIsFree(port: number): Promise<boolean> {
  */
 const handedOut = new Set<number>();
 
-/** The first of `count` consecutive ports free now (workers take consecutive ports from a base), away from the ephemeral range. */
-export async function freePortRange(count: number): Promise<number> {
+/**
+ * A port free now, only for a process that must be told its port before it starts because it cannot say
+ * which one it got on port 0: third-party binaries (PostgreSQL, Redis, nginx, the Kubernetes components of
+ * test/k8s and test/e2e), and a service whose address a peer must be given before it listens (the cycles
+ * in test/support/platform.ts). Whatever can listen on port 0 and report its port does that instead: this
+ * one is free only until its user binds it, and another process can take it in between. It lies below
+ * the ephemeral range, since a port the kernel hands out for listen(0) is also one it may pick as an
+ * outgoing connection's source port before the caller binds it (CI saw EADDRINUSE).
+ */
+export async function freePort(): Promise<number> {
   for (;;) {
-    const base = 20_000 + Math.floor(Math.random() * 10_000);
-    let free = true;
-    for (let port = base; free && port < base + count; port += 1) free = !handedOut.has(port) && (await portIsFree(port));
-    if (free) {
-      for (let port = base; port < base + count; port += 1) handedOut.add(port);
-      return base;
+    const port = 20_000 + Math.floor(Math.random() * 10_000);
+    if (!handedOut.has(port) && (await portIsFree(port))) {
+      handedOut.add(port);
+      return port;
     }
   }
-}
-
-/**
- * A port free now, away from the ephemeral range: a port the kernel hands out for listen(0) is also one it
- * may pick as an outgoing connection's source port before the caller binds it (CI saw EADDRINUSE).
- */
-export function freePort(): Promise<number> {
-  return freePortRange(1);
 }
 
 let aptUpdated = false;

@@ -12,16 +12,17 @@
  * Beside it, the ceiling the verification alone sets: the stripe package's constructEvent on one core.
  * Uses DATABASE_URL when set, otherwise starts PostgreSQL like `npm test`.
  */
-import { type ChildProcess, spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import Stripe from 'stripe';
 import { Agent, request as undiciRequest } from 'undici';
-import { freePort, startInfra } from '../../scripts/infra.ts';
+import { startInfra } from '../../scripts/infra.ts';
 import { createDatabase, dropDatabase } from '../../test/support/database.ts';
 import { request } from '../../test/support/http.ts';
+import { end, launch, serviceListening, shownAt } from '../../test/support/platform.ts';
 import { signatureFor, stripeEvent } from '../../test/support/stand-ins/stripe.ts';
 
 const EVENTS = Number(process.env.BENCH_EVENTS ?? 2000);
@@ -44,11 +45,19 @@ function cpuSeconds(pid: number): number {
   return (Number(fields[11]) + Number(fields[12])) / 100;
 }
 
-function start(service: 'gateway' | 'billing', env: Record<string, string>): ChildProcess {
-  return spawn(process.execPath, [fileURLToPath(new URL(`../../services/${service}/src/main.ts`, import.meta.url))], {
-    env: { ...process.env, REDIS_URL: '', HOST: '127.0.0.1', LOG_LEVEL: 'warn', OTEL_SDK_DISABLED: 'true', ...env },
-    stdio: ['ignore', 'inherit', 'inherit'],
-  });
+/** A service on a port of its own at once (port 0): its "listening" line (info) says which; only warnings are printed. */
+async function start(service: 'gateway' | 'billing', env: Record<string, string>): Promise<{ child: ChildProcess; url: string }> {
+  const script = fileURLToPath(new URL(`../../services/${service}/src/main.ts`, import.meta.url));
+  const base = { ...process.env, REDIS_URL: '', HOST: '127.0.0.1', PORT: '0', METRICS_PORT: '0', LOG_LEVEL: 'info', OTEL_SDK_DISABLED: 'true' };
+  const { child, announced } = launch(
+    script,
+    [],
+    { ...base, ...env },
+    serviceListening(service),
+    shownAt('warn', (line) => console.log(line)),
+  );
+  children.push(child);
+  return { child, url: (await announced).url };
 }
 
 async function healthy(base: string): Promise<void> {
@@ -60,31 +69,26 @@ async function healthy(base: string): Promise<void> {
 }
 
 const [gatewayDb, billingDb] = await Promise.all([createDatabase('benchgw'), createDatabase('benchbilling')]);
-const [gatewayPort, billingPort] = [await freePort(), await freePort()];
-const gatewayUrl = `http://127.0.0.1:${gatewayPort}`;
-const billingUrl = `http://127.0.0.1:${billingPort}`;
-const gateway = start('gateway', {
-  DATABASE_URL: gatewayDb,
-  PORT: String(gatewayPort),
-  METRICS_PORT: '0',
-  SERVICE_KEY: GATEWAY_KEY,
-  BILLING_URL: billingUrl,
-  SIGNUP_CREDITS: '0',
-  RATE_LIMIT_MULTIPLIER: '1000',
-  TEMPORA_DATA_DIR: `/tmp/bench-billing-${process.pid}`,
-});
-const billing = start('billing', {
-  DATABASE_URL: billingDb,
-  PORT: String(billingPort),
-  METRICS_PORT: '0',
-  SERVICE_KEY: BILLING_KEY,
-  GATEWAY_URL: gatewayUrl,
-  GATEWAY_SERVICE_KEY: GATEWAY_KEY,
-  STRIPE_WEBHOOK_SECRET: SECRET,
-});
+const children: ChildProcess[] = [];
 const ledgerDb = new pg.Client({ connectionString: gatewayDb });
 
 try {
+  // Billing books into the gateway's ledger, so the gateway starts first; the events are POSTed to billing
+  // itself, so the gateway proxies nothing to billing and is not told where it listens.
+  const { child: gateway, url: gatewayUrl } = await start('gateway', {
+    DATABASE_URL: gatewayDb,
+    SERVICE_KEY: GATEWAY_KEY,
+    SIGNUP_CREDITS: '0',
+    RATE_LIMIT_MULTIPLIER: '1000',
+    TEMPORA_DATA_DIR: `/tmp/bench-billing-${process.pid}`,
+  });
+  const { child: billing, url: billingUrl } = await start('billing', {
+    DATABASE_URL: billingDb,
+    SERVICE_KEY: BILLING_KEY,
+    GATEWAY_URL: gatewayUrl,
+    GATEWAY_SERVICE_KEY: GATEWAY_KEY,
+    STRIPE_WEBHOOK_SECRET: SECRET,
+  });
   await Promise.all([healthy(gatewayUrl), healthy(billingUrl)]);
   await ledgerDb.connect();
   const users: string[] = [];
@@ -200,10 +204,7 @@ try {
   console.log(`| ceiling: constructEvent alone, one core | ${verifyPerSecond.toFixed(0)}/s |`);
 } finally {
   await ledgerDb.end().catch(() => undefined);
-  for (const child of [billing, gateway]) {
-    child.kill('SIGTERM');
-    await new Promise((resolve) => child.once('exit', resolve));
-  }
+  for (const child of children.reverse()) await end(child);
   await Promise.all([dropDatabase(gatewayDb), dropDatabase(billingDb)]);
   await infra?.stop();
 }

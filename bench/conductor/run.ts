@@ -25,8 +25,9 @@ import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { fileURLToPath } from 'node:url';
-import { freePort, startInfra } from '../../scripts/infra.ts';
+import { startInfra } from '../../scripts/infra.ts';
 import { createDatabase, dropDatabase } from '../../test/support/database.ts';
+import { announced, serviceListening, shownAt } from '../../test/support/platform.ts';
 import { type StandIns, startStandIns } from './stand-ins.ts';
 
 const PEER_MS = Number(process.env.BENCH_PEER_MS ?? 25);
@@ -46,7 +47,6 @@ if (infra) Object.assign(process.env, infra.env);
 
 async function conductor(standIns: StandIns, env: Record<string, string>) {
   const database = await createDatabase('benchconductor');
-  const port = await freePort();
   const child = spawn(
     process.execPath,
     [
@@ -58,11 +58,12 @@ async function conductor(standIns: StandIns, env: Record<string, string>) {
         ...process.env,
         DATABASE_URL: database,
         REDIS_URL: '',
-        PORT: String(port),
+        PORT: '0',
         METRICS_PORT: '0',
         HOST: '127.0.0.1',
         REDIS_KEY_PREFIX: `bench-${randomBytes(3).toString('hex')}`,
-        LOG_LEVEL: 'warn',
+        // Its "listening" line (info) says which port it bound; only warnings are printed.
+        LOG_LEVEL: 'info',
         OTEL_SDK_DISABLED: 'true',
         SERVICE_KEY: 'bench-service-key',
         GATEWAY_URL: standIns.gateway,
@@ -75,10 +76,14 @@ async function conductor(standIns: StandIns, env: Record<string, string>) {
         OPENROUTER_BASE_URL: '',
         ...env,
       },
-      stdio: ['ignore', 'inherit', 'inherit'],
+      stdio: ['ignore', 'pipe', 'pipe'],
     },
   );
-  const url = `http://127.0.0.1:${port}`;
+  const { url } = await announced(
+    child,
+    serviceListening('conductor'),
+    shownAt('warn', (line) => console.log(line)),
+  );
   for (let attempt = 0; ; attempt += 1) {
     if (
       await fetch(`${url}/health`).then(

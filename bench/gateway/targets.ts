@@ -9,6 +9,7 @@ import { fileURLToPath } from 'node:url';
 import { Agent, request } from 'undici';
 import { freePort } from '../../scripts/infra.ts';
 import { createDatabase } from '../../test/support/database.ts';
+import { announced, serviceListening } from '../../test/support/platform.ts';
 import { ensureBenchPeers } from '../support/peers.ts';
 
 const here = fileURLToPath(new URL('.', import.meta.url));
@@ -72,11 +73,9 @@ export class Targets {
 
   /** The gateway on a database of its own, with a dev token for an enterprise user; `env` adds to its settings. */
   async gateway(backend: string, dataDir: string, env: Record<string, string> = {}): Promise<Target> {
-    const port = await freePort();
-    const url = `http://127.0.0.1:${port}`;
     const spawned = this.spawnNode('gateway', join(here, '../../services/gateway/src/main.ts'), {
       DATABASE_URL: await createDatabase('gateway_bench'),
-      PORT: String(port),
+      PORT: '0',
       METRICS_PORT: '0',
       HOST: '127.0.0.1',
       TEMPORA_DATA_DIR: dataDir,
@@ -85,10 +84,12 @@ export class Targets {
       GENERATION_URL: backend,
       // Limits are checked on every request but set out of reach, so the figures measure the work, not 429s.
       RATE_LIMIT_MULTIPLIER: '100000',
-      LOG_LEVEL: 'warn',
+      // Its "listening" line (info) says which port it bound (port 0: its own at once).
+      LOG_LEVEL: 'info',
       OTEL_SDK_DISABLED: 'true',
       ...env,
     });
+    const { url } = await announced(spawned.child, serviceListening('gateway'));
     // The gateway prints no `ready`: it is polled, then signed into, as a client would.
     const exited = () => (spawned.child.exitCode === null && spawned.child.signalCode === null ? undefined : 'the gateway exited');
     await waitFor(`${url}/health`, {}, exited);

@@ -14,15 +14,15 @@
  * Uses DATABASE_URL / REDIS_URL when set, otherwise starts PostgreSQL like `npm test`.
  */
 
-import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { loadavg } from 'node:os';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
-import { freePort, startInfra } from '../../scripts/infra.ts';
+import { startInfra } from '../../scripts/infra.ts';
 import { EVENT_ORDER } from '../../services/generation/src/agents/types.ts';
 import { readSse } from '../../services/generation/test/harness.ts';
 import { createDatabase, dropDatabase } from '../../test/support/database.ts';
+import { launch, serviceListening, shownAt } from '../../test/support/platform.ts';
 import { FakeVendors } from '../../test/support/stand-ins/model-vendors.ts';
 
 const AGENT_MS = Number(process.env.BENCH_AGENT_MS ?? 200);
@@ -43,26 +43,29 @@ if (infra) Object.assign(process.env, infra.env);
 /** The service under test in its own process (so the vendor server and the clients do not share its event loop). */
 async function service(env: Record<string, string>) {
   const database = await createDatabase('benchgen');
-  const port = await freePort();
-  const child = spawn(process.execPath, [fileURLToPath(new URL('../../services/generation/src/main.ts', import.meta.url))], {
-    env: {
+  const { child, announced } = launch(
+    fileURLToPath(new URL('../../services/generation/src/main.ts', import.meta.url)),
+    [],
+    {
       ...process.env,
       DATABASE_URL: database,
       REDIS_URL: '',
-      PORT: String(port),
+      PORT: '0',
       METRICS_PORT: '0',
       HOST: '127.0.0.1',
       REDIS_KEY_PREFIX: `bench-${randomBytes(3).toString('hex')}`,
-      LOG_LEVEL: 'warn',
+      // Its "listening" line (info) says which port it bound; only warnings are printed.
+      LOG_LEVEL: 'info',
       OTEL_SDK_DISABLED: 'true',
       GRAPH_LOOKUP: 'false',
       FREE_IMAGE_ENABLED: 'false',
       STREAM_HEARTBEAT_MS: '15000',
       ...env,
     },
-    stdio: ['ignore', 'inherit', 'inherit'],
-  });
-  const url = `http://127.0.0.1:${port}`;
+    serviceListening('generation'),
+    shownAt('warn', (line) => console.log(line)),
+  );
+  const { url } = await announced;
   for (let attempt = 0; ; attempt += 1) {
     const ok = await fetch(`${url}/health`).then(
       (response) => response.ok,

@@ -7,7 +7,7 @@
  *
  * Uses DATABASE_URL / REDIS_URL when set, otherwise starts PostgreSQL and Redis like `npm test`.
  */
-import { execFileSync, spawn, spawnSync } from 'node:child_process';
+import { type ChildProcess, execFileSync, spawnSync } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -16,13 +16,14 @@ import { openDatabase } from '@tempora/kit/data';
 import { createLogger } from '@tempora/kit/observability';
 import pg from 'pg';
 import { Agent, request } from 'undici';
-import { freePort, startInfra } from '../../scripts/infra.ts';
+import { startInfra } from '../../scripts/infra.ts';
 import { IndexBuilder } from '../../services/graph/src/domain/adjacency-index.ts';
 import { CAUSAL_TYPES, PATH_DEFAULT_TYPES } from '../../services/graph/src/domain/edge-types.ts';
 import { shortestPath, traverse } from '../../services/graph/src/domain/graph-search.ts';
 import { migrations } from '../../services/graph/src/migrations.ts';
 import { GraphRepository } from '../../services/graph/src/repository/index.ts';
 import { createDatabase } from '../../test/support/database.ts';
+import { launch, serviceListening, shownAt } from '../../test/support/platform.ts';
 import { ensureCommands, type WrkFigures, wrk } from '../support/wrk.ts';
 import { generateGraph } from './generate.ts';
 
@@ -45,7 +46,7 @@ ensureCommands([['wrk', 'wrk']]);
 const infra = await startInfra();
 Object.assign(process.env, infra.env);
 const work = mkdtempSync(join(tmpdir(), 'tempora-bench-'));
-let service: ReturnType<typeof spawn> | undefined;
+let service: ChildProcess | undefined;
 try {
   const databaseUrl = await createDatabase('bench');
   const logger = createLogger('bench', 'warn');
@@ -69,24 +70,28 @@ try {
   const warmPairs = warmAnchors.map((anchor, index) => [anchor, warmAnchors[(index * 7 + 3) % warmAnchors.length]!] as const);
 
   step('starting the graph service and loading its index');
-  const [port, metricsPort] = [await freePort(), await freePort()];
   started = performance.now();
-  service = spawn(process.execPath, [join(here, '../../services/graph/src/main.ts')], {
-    env: {
+  const launched = launch(
+    join(here, '../../services/graph/src/main.ts'),
+    [],
+    {
       ...process.env,
       DATABASE_URL: databaseUrl,
-      PORT: String(port),
-      METRICS_PORT: String(metricsPort),
+      PORT: '0',
+      METRICS_PORT: '0',
       HOST: '127.0.0.1',
       SERVICE_KEY,
       GRAPH_SEED: 'false',
-      LOG_LEVEL: 'warn',
+      // Its "listening" line (info) says which ports it bound; only warnings are printed.
+      LOG_LEVEL: 'info',
       OTEL_SDK_DISABLED: 'true',
       RATE_LIMIT_READ_PER_MINUTE: '100000000',
     },
-    stdio: ['ignore', 'inherit', 'inherit'],
-  });
-  const base = `http://127.0.0.1:${port}`;
+    serviceListening('graph'),
+    shownAt('warn', (line) => console.log(line)),
+  );
+  service = launched.child;
+  const { url: base, metricsUrl } = await launched.announced;
   for (;;) {
     const health = await fetch(`${base}/health`).then(
       (r) => r.json() as Promise<{ index?: string }>,
@@ -96,7 +101,7 @@ try {
     await new Promise((resolve) => setTimeout(resolve, 500));
   }
   const indexSeconds = (performance.now() - started) / 1000;
-  const metrics = await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text();
+  const metrics = await (await fetch(`${metricsUrl}/metrics`)).text();
   const indexBytes = Number(/graph_index_memory_bytes\{[^}]*\} (\d+)/.exec(metrics)?.[1] ?? 0);
   const nodeStoreBytes = Number(/graph_node_store_memory_bytes\{[^}]*\} (\d+)/.exec(metrics)?.[1] ?? 0);
   const rssBytes = Number(/process_resident_memory_bytes\{[^}]*\} (\d+)/.exec(metrics)?.[1] ?? 0);

@@ -11,13 +11,13 @@
  *
  * Uses DATABASE_URL when set, otherwise starts PostgreSQL like `npm test`.
  */
-import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
-import { freePort, startInfra } from '../../scripts/infra.ts';
+import { startInfra } from '../../scripts/infra.ts';
 import { createDatabase, dropDatabase } from '../../test/support/database.ts';
 import { request } from '../../test/support/http.ts';
+import { launch, serviceListening, shownAt } from '../../test/support/platform.ts';
 import { FakeModel } from '../../test/support/stand-ins/chat-model.ts';
 
 const CALL_MS = Number(process.env.BENCH_CALL_MS ?? 200);
@@ -40,14 +40,14 @@ function cpuSeconds(pid: number): number {
 const model = await new FakeModel().start();
 model.latencyMs = CALL_MS;
 const database = await createDatabase('benchsim');
-const port = await freePort();
-const base = `http://127.0.0.1:${port}`;
-const child = spawn(process.execPath, [fileURLToPath(new URL('../../services/simulation/src/main.ts', import.meta.url))], {
-  env: {
+const { child, announced } = launch(
+  fileURLToPath(new URL('../../services/simulation/src/main.ts', import.meta.url)),
+  [],
+  {
     ...process.env,
     DATABASE_URL: database,
     REDIS_URL: '',
-    PORT: String(port),
+    PORT: '0',
     METRICS_PORT: '0',
     HOST: '127.0.0.1',
     SERVICE_KEY: KEY,
@@ -55,13 +55,16 @@ const child = spawn(process.execPath, [fileURLToPath(new URL('../../services/sim
     RUN_CONCURRENCY: String(Math.max(CONCURRENT, 16)),
     RUN_CLAIM_INTERVAL_MS: '1000',
     MAX_WAIT_SECONDS: '300',
-    LOG_LEVEL: 'warn',
+    // Its "listening" line (info) says which port it bound; only warnings are printed.
+    LOG_LEVEL: 'info',
     OTEL_SDK_DISABLED: 'true',
   },
-  stdio: ['ignore', 'inherit', 'inherit'],
-});
+  serviceListening('simulation'),
+  shownAt('warn', (line) => console.log(line)),
+);
 
 try {
+  const { url: base } = await announced;
   for (let attempt = 0; ; attempt += 1) {
     if ((await request(base, '/health').catch(() => ({ status: 0 }))).status === 200) break;
     if (attempt > 600) throw new Error('the service did not start');

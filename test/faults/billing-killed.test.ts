@@ -6,10 +6,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
-import { freePort } from '../../scripts/infra.ts';
 import { createDatabase, dropDatabase } from '../support/database.ts';
 import { paidPackSession, type StripeEvent, signatureFor, stripeEvent } from '../support/stand-ins/stripe.ts';
-import { call, Proc } from './support.ts';
+import { waitFor } from '../support/wait.ts';
+import { call, Proc, telling } from './support.ts';
 
 const GATEWAY_KEY = 'faults-gateway-service-key';
 const BILLING_KEY = 'faults-billing-service-key';
@@ -49,23 +49,19 @@ interface Forwarded {
 class PassThrough {
   hold = false;
   readonly grants: Forwarded[] = [];
+  /** The gateway's URL: set once the gateway is up, which is started after billing (it is given billing's URL). */
+  target = '';
   private server: Server | undefined;
   private readonly held: ServerResponse[] = [];
-  private heldSignal: (() => void) | undefined;
   url = '';
 
-  async start(target: string): Promise<void> {
-    this.server = createServer((req, res) => void this.forward(target, req, res));
+  async start(): Promise<void> {
+    this.server = createServer((req, res) => void this.forward(req, res));
     await new Promise<void>((resolve) => this.server!.listen(0, '127.0.0.1', resolve));
     this.url = `http://127.0.0.1:${(this.server.address() as { port: number }).port}`;
   }
 
-  /** Resolves when a grant's answer is being held. */
-  holding(): Promise<void> {
-    return new Promise((resolve) => (this.heldSignal = resolve));
-  }
-
-  private async forward(target: string, req: IncomingMessage, res: ServerResponse): Promise<void> {
+  private async forward(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const chunks: Buffer[] = [];
     for await (const chunk of req) chunks.push(chunk as Buffer);
     const body = Buffer.concat(chunks);
@@ -76,7 +72,7 @@ class PassThrough {
     let text: string;
     let type: string;
     try {
-      const response = await fetch(`${target}${req.url}`, { method: req.method, headers, body: body.length > 0 ? body : undefined });
+      const response = await fetch(`${this.target}${req.url}`, { method: req.method, headers, body: body.length > 0 ? body : undefined });
       [status, text, type] = [response.status, await response.text(), response.headers.get('content-type') ?? 'application/json'];
     } catch (error) {
       res.writeHead(502, { 'content-type': 'text/plain' }).end(String(error));
@@ -93,7 +89,6 @@ class PassThrough {
       this.grants.push({ key: (JSON.parse(body.toString()) as { idempotency_key: string }).idempotency_key, status, replayed, held });
       if (held) {
         this.held.push(res);
-        this.heldSignal?.();
         return;
       }
     }
@@ -122,7 +117,7 @@ describe('faults: billing killed (SIGKILL) while it applies a webhook', function
   let dataDir: string;
   let gateway: Proc;
   let gatewayUrl: string;
-  let billingPort: number;
+  let billingUrl: string;
   let billing: Proc;
 
   const start = (script: string, env: NodeJS.ProcessEnv) => {
@@ -131,11 +126,15 @@ describe('faults: billing killed (SIGKILL) while it applies a webhook', function
     return proc;
   };
 
-  /** A billing process on the same port and database as the one before it (a pod restarted). */
+  /**
+   * A billing process on the database of the one before it (a pod restarted). The first binds a port at
+   * once (PORT 0); a restarted one binds the same port again, as a pod restarts behind its Service's one
+   * address: Stripe's webhook endpoint and the gateway's BILLING_URL do not change with the process.
+   */
   const startBilling = async (): Promise<{ proc: Proc; ms: number }> => {
     const started = Date.now();
     const proc = start('services/billing/src/main.ts', {
-      PORT: String(billingPort),
+      PORT: billingUrl ? new URL(billingUrl).port : '0',
       METRICS_PORT: '0',
       HOST: '127.0.0.1',
       DATABASE_URL: billingDb,
@@ -151,7 +150,7 @@ describe('faults: billing killed (SIGKILL) while it applies a webhook', function
       OUTBOX_RETRY_MAX_MS: '1000',
       OTEL_SDK_DISABLED: 'true',
     });
-    await proc.said(/billing service listening/, 60_000);
+    billingUrl = await proc.listening('billing', 60_000);
     return { proc, ms: Date.now() - started };
   };
 
@@ -160,7 +159,7 @@ describe('faults: billing killed (SIGKILL) while it applies a webhook', function
     const payload = JSON.stringify(event, null, 2);
     return call(
       'stripe webhook',
-      `http://127.0.0.1:${billingPort}${STRIPE_WEBHOOK}`,
+      `${billingUrl}${STRIPE_WEBHOOK}`,
       {
         method: 'POST',
         headers: { 'content-type': 'application/json; charset=utf-8', 'stripe-signature': signatureFor(payload, [WEBHOOK_SECRET]) },
@@ -220,11 +219,10 @@ describe('faults: billing killed (SIGKILL) while it applies a webhook', function
     this.timeout(180_000);
     [gatewayDb, billingDb] = await Promise.all([createDatabase('faults_billing_gw'), createDatabase('faults_billing')]);
     dataDir = mkdtempSync(join(tmpdir(), 'faults-billing-'));
-    const gatewayPort = await freePort();
-    billingPort = await freePort();
-    gatewayUrl = `http://127.0.0.1:${gatewayPort}`;
+    await proxy.start();
+    billing = (await startBilling()).proc;
     gateway = start('services/gateway/src/main.ts', {
-      PORT: String(gatewayPort),
+      PORT: '0',
       METRICS_PORT: '0',
       HOST: '127.0.0.1',
       DATABASE_URL: gatewayDb,
@@ -233,15 +231,14 @@ describe('faults: billing killed (SIGKILL) while it applies a webhook', function
       TEMPORA_DATA_DIR: dataDir,
       SERVICE_KEY: GATEWAY_KEY,
       ADMIN_KEY,
-      BILLING_URL: `http://127.0.0.1:${billingPort}`,
+      BILLING_URL: billingUrl,
       BILLING_SERVICE_KEY: BILLING_KEY,
       SIGNUP_CREDITS: '0',
       RATE_LIMIT_MULTIPLIER: '1000',
       OTEL_SDK_DISABLED: 'true',
     });
-    await gateway.said(/gateway service listening/, 120_000);
-    await proxy.start(gatewayUrl);
-    billing = (await startBilling()).proc;
+    gatewayUrl = await gateway.listening('gateway', 120_000);
+    proxy.target = gatewayUrl;
   });
 
   after(async function () {
@@ -260,9 +257,11 @@ describe('faults: billing killed (SIGKILL) while it applies a webhook', function
     // Stripe's first delivery: billing commits the payment and its outbox entry, then calls the gateway,
     // which books the grant; its answer is kept from billing.
     proxy.hold = true;
-    const holding = proxy.holding();
     const first = deliver(event);
-    await Promise.race([holding, sleep(30_000).then(() => assert.fail(`no grant reached the gateway within 30 s:\n${output()}`))]);
+    await telling(
+      waitFor('a grant to reach the gateway', () => proxy.grants.length > 0, { timeoutMs: 30_000 }),
+      output,
+    );
     assert.equal((await ledger(userId)).entries.length, 1, 'the gateway booked the grant before billing was killed');
     assert.equal(proxy.grants.length, 1);
     assert.ok(proxy.grants[0]!.held && proxy.grants[0]!.status === 201 && !proxy.grants[0]!.replayed, JSON.stringify(proxy.grants));
@@ -283,21 +282,20 @@ describe('faults: billing killed (SIGKILL) while it applies a webhook', function
     assert.equal(again.body.outcome, 'duplicate');
 
     // The new process's outbox delivers the entry again, under the same key: the gateway answers it as a replay.
-    let delivered: Awaited<ReturnType<typeof outboxOf>>[number] | undefined;
-    while (Date.now() - killedAt < 40_000) {
-      [delivered] = await outboxOf(userId);
-      if (delivered?.status === 'delivered') break;
-      await sleep(50);
-    }
+    const delivered = async () => (await outboxOf(userId))[0]?.status === 'delivered';
+    await telling(
+      waitFor('the outbox entry delivered', delivered, { timeoutMs: 40_000 - (Date.now() - killedAt) }),
+      async () => `${JSON.stringify(await outboxOf(userId))}\n${output()}`,
+    );
     const deliveredMs = Date.now() - killedAt;
-    assert.equal(delivered?.status, 'delivered', `the outbox entry was not delivered within 40 s of the kill: ${JSON.stringify(delivered)}\n${output()}`);
     const row = await assertGrantedOnce(userId, session.payment_intent);
     assert.equal(row.attempts, 2, 'leased twice: once by each process');
     assert.equal(proxy.grants.length, 2, `the grant was sent twice, the second time by the new process: ${JSON.stringify(proxy.grants)}`);
     assert.equal(proxy.grants[1]!.key, proxy.grants[0]!.key, 'under the same idempotency key');
     assert.deepEqual([proxy.grants[1]!.status, proxy.grants[1]!.replayed], [200, true], 'answered by the gateway as a replay');
 
-    // Stripe's later copies change nothing.
+    // Stripe's later copies change nothing: a grant they wrongly owed would be sent within a few outbox
+    // polls (every 200 ms), so a window of time is let pass before the ledger is read.
     assert.equal((await deliver(event)).body.outcome, 'duplicate');
     await sleep(500);
     await assertGrantedOnce(userId, session.payment_intent);
@@ -317,21 +315,19 @@ describe('faults: billing killed (SIGKILL) while it applies a webhook', function
     // the event, locks and updates the payment, then waits at its history line.
     const locker = new pg.Client({ connectionString: billingDb });
     await locker.connect();
-    let waiting: { pid: number } | undefined;
     try {
       await locker.query('begin');
       await locker.query('lock table billing_history in share mode');
       const first = deliver(event);
-      const deadline = Date.now() + 30_000;
-      while (!waiting && Date.now() < deadline) {
-        [waiting] = await query<{ pid: number }>(
-          billingDb,
-          `select pid from pg_stat_activity where datname = $1 and wait_event_type = 'Lock' and state = 'active' and query ilike '%insert into "billing_history"%'`,
-          [databaseName],
-        );
-        if (!waiting) await sleep(50);
-      }
-      assert.ok(waiting, `the webhook's transaction did not reach billing_history within 30 s:\n${output()}`);
+      const blocked = async () =>
+        (
+          await query<{ pid: number }>(
+            billingDb,
+            `select pid from pg_stat_activity where datname = $1 and wait_event_type = 'Lock' and state = 'active' and query ilike '%insert into "billing_history"%'`,
+            [databaseName],
+          )
+        )[0];
+      const waiting = await telling(waitFor("the webhook's transaction to wait at billing_history", blocked, { timeoutMs: 30_000 }), output);
       const claimed = await query(billingDb, `select 1 from pg_locks where pid = $1 and locktype = 'transactionid' and granted`, [waiting.pid]);
       assert.equal(claimed.length, 1, 'the waiting transaction holds writes (the event claimed, the payment locked)');
 
@@ -343,12 +339,8 @@ describe('faults: billing killed (SIGKILL) while it applies a webhook', function
       // The lock is let go: the dead process's transaction goes on to its next statement, finds its client
       // gone, and is rolled back.
       await locker.query('commit');
-      let gone = false;
-      while (!gone && Date.now() - killedAt < 15_000) {
-        gone = (await query(billingDb, 'select 1 from pg_stat_activity where pid = $1', [waiting.pid])).length === 0;
-        if (!gone) await sleep(50);
-      }
-      assert.ok(gone, "the dead process's backend ended once the lock was released");
+      const gone = async () => (await query(billingDb, 'select 1 from pg_stat_activity where pid = $1', [waiting.pid])).length === 0;
+      await waitFor("the dead process's backend to end once the lock was released", gone, { timeoutMs: 15_000 - (Date.now() - killedAt) });
       assert.equal(
         (await query(billingDb, `select 1 from billing_events where provider = 'stripe' and event_id = $1`, [event.id])).length,
         0,
@@ -368,11 +360,8 @@ describe('faults: billing killed (SIGKILL) while it applies a webhook', function
       const again = await deliver(event);
       assert.equal(again.status, 200, JSON.stringify(again.body));
       assert.equal(again.body.outcome, 'applied');
-      let granted = (await ledger(userId)).entries.length;
-      while (granted === 0 && Date.now() - killedAt < 40_000) {
-        await sleep(50);
-        granted = (await ledger(userId)).entries.length;
-      }
+      const granted = async () => (await ledger(userId)).entries.length > 0;
+      await waitFor('the grant in the ledger', granted, { timeoutMs: 40_000 - (Date.now() - killedAt) });
       const grantedMs = Date.now() - killedAt;
       const row = await assertGrantedOnce(userId, session.payment_intent);
       assert.equal(row.attempts, 1);
@@ -380,6 +369,7 @@ describe('faults: billing killed (SIGKILL) while it applies a webhook', function
       const duplicate = await deliver(event);
       assert.equal(duplicate.status, 200, JSON.stringify(duplicate.body));
       assert.equal(duplicate.body.outcome, 'duplicate');
+      // As above: a window for a wrongly owed grant to be sent, then the ledger read.
       await sleep(500);
       await assertGrantedOnce(userId, session.payment_intent);
       process.stderr.write(

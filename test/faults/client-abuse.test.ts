@@ -3,6 +3,7 @@ import { connect, type Socket } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { type GatewayHarness, startGateway } from '../../services/gateway/test/harness.ts';
 import { CLIENT_TIMEOUTS } from '../../services/kit/src/http/server.ts';
+import { waitFor } from '../support/wait.ts';
 import { LONG } from './support.ts';
 
 /**
@@ -46,7 +47,7 @@ describe('faults: clients that hold sockets or send too much, at the gateway', f
 
   it(`cuts slowloris headers after ${CLIENT_TIMEOUTS.headersTimeout / 1000} s, and serves others meanwhile (200 at once)`, async () => {
     const attackers = Array.from({ length: LONG ? 1_000 : 200 }, () => trickling('GET /api/v1/credits/costs HTTP/1.1\r\nHost: gateway\r\n', 'X-Slow: yes\r\n'));
-    await sleep(1_000);
+    await waitFor('the attackers connected', () => attackers.every(({ socket }) => !socket.pending || socket.destroyed));
     const before = process.memoryUsage().rss;
     // Others are answered at once while the attack holds its sockets.
     const latencies: number[] = [];
@@ -56,6 +57,7 @@ describe('faults: clients that hold sockets or send too much, at the gateway', f
       await reply.arrayBuffer();
       assert.equal(reply.status, 200);
       latencies.push(Date.now() - started);
+      // Time itself: the calls are spread over the seconds the attack holds its sockets.
       await sleep(300);
     }
     const outcomes = await Promise.all(attackers.map((attacker) => attacker.closed));

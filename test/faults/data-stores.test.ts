@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { waitFor } from '../support/wait.ts';
 import {
   type Answer,
   allHealthy,
@@ -14,6 +15,7 @@ import {
   SERVICE,
   startFaultPlatform,
   tally,
+  telling,
   timeUntilServing,
   unclean,
   user,
@@ -86,6 +88,7 @@ describe('faults: PostgreSQL and Redis taken away under load', function () {
     for (let attempt = 1; ; attempt += 1) {
       const answer = await call('simulate', `${gateway}/api/v1/simulate`, init);
       if ((answer.status !== 503 && answer.status !== 409) || attempt === 10) return answer;
+      // Time itself: the Retry-After a careful client honours.
       await sleep(Number(answer.retryAfter ?? 1) * 1000);
     }
   }
@@ -104,6 +107,7 @@ describe('faults: PostgreSQL and Redis taken away under load', function () {
     let back: Record<string, number> = {};
     let down = 0;
     let up = 0;
+    // Time itself throughout: the load runs a while before the outage, through it and after it.
     const outage = (async () => {
       await sleep(3_000);
       await faults.postgres.down();
@@ -152,6 +156,15 @@ describe('faults: PostgreSQL and Redis taken away under load', function () {
       Number(/^rate_limiter_memory_fallback(?:\{[^}]*\})? (\S+)$/m.exec((await call('metrics', `${faults.platform.metricsUrls.gateway}/metrics`)).body)?.[1]);
     assert.equal(await gauge(), 0);
 
+    /** Agents the generation pipelines have finished so far. */
+    const agentsDone = async () =>
+      [
+        ...String((await call('metrics', `${faults.platform.metricsUrls.generation}/metrics`)).body).matchAll(
+          /^generation_agent_duration_seconds_count\{[^}]*\} (\S+)$/gm,
+        ),
+      ].reduce((sum, match) => sum + Number(match[1]), 0);
+    const agentsBefore = await agentsDone();
+
     // A generation streaming through the gateway, its agents on the pool's workers, when Redis dies.
     const streamed = call(
       'stream',
@@ -159,8 +172,9 @@ describe('faults: PostgreSQL and Redis taken away under load', function () {
       json(heavy.auth, { query: 'The Congress of Vienna, 1815', preset: 'hyper' }),
       60_000,
     );
-    // An offline generation takes about a second: Redis dies while its agents run.
-    await sleep(300);
+    // An offline generation takes about a second: Redis dies once its first agent is done, while the others run.
+    await waitFor('the stream past its first agent', async () => (await agentsDone()) > agentsBefore, { timeoutMs: 30_000, intervalMs: 20 });
+    // Time itself: the load runs through the outage and for a while after it.
     const background = load(2, mixedLoad(), sleep(outageMs + 8_000));
     await faults.redis.kill();
     const killed = Date.now();
@@ -184,17 +198,14 @@ describe('faults: PostgreSQL and Redis taken away under load', function () {
     // Bounded well under the agent task timeout (180 s) that a stream waited for before.
     assert.ok(streamEnd < 45_000, `the stream ended ${streamEnd} ms after Redis died: ${events.join(', ')}`);
 
+    // Time itself: Redis stays down for the outage's length.
     await sleep(Math.max(0, outageMs - (Date.now() - killed)));
     await faults.redis.up();
     const up = Date.now();
-    let fallbackFor = Infinity;
-    while (Date.now() - up < 10_000) {
-      if ((await gauge()) === 0) {
-        fallbackFor = Date.now() - up;
-        break;
-      }
-      await sleep(100);
-    }
+    const fallbackFor = await waitFor('the gauge back to 0', async () => (await gauge()) === 0, { timeoutMs: 10_000, intervalMs: 100 }).then(
+      () => Date.now() - up,
+      () => Infinity,
+    );
     assert.ok(fallbackFor <= 5_000, `Redis counts the limits again ${fallbackFor} ms after it is back`);
     const answers = await background;
     charged.push(...answers);
@@ -230,14 +241,11 @@ describe('faults: PostgreSQL and Redis taken away under load', function () {
   async function assertWhole(answers: Answer[]): Promise<void> {
     const runs = answers.filter((answer) => answer.name === 'simulate' && answer.status < 300).map((answer) => answer.body.id as string);
     // Runs end (none left running forever by the outage).
-    const deadline = Date.now() + 60_000;
-    let open: any[] = [];
-    do {
-      open = await faults.query(`select id, status from simulation_runs where owner like $1 and status in ('queued', 'running')`, [`%${heavy.id}%`]);
-      if (open.length === 0) break;
-      await sleep(500);
-    } while (Date.now() < deadline);
-    assert.deepEqual(open, [], 'every run ends');
+    const open = () => faults.query(`select id, status from simulation_runs where owner like $1 and status in ('queued', 'running')`, [`%${heavy.id}%`]);
+    await telling(
+      waitFor('every run to end', async () => (await open()).length === 0, { timeoutMs: 60_000, intervalMs: 500 }),
+      async () => `still open: ${JSON.stringify(await open())}`,
+    );
     const stored = await faults.query<{ id: string; created_at: Date }>('select id, created_at from simulation_runs where owner like $1', [`%${heavy.id}%`]);
     assert.deepEqual(
       runs.filter((id) => !stored.some((row) => row.id === id)),
@@ -260,11 +268,13 @@ describe('faults: PostgreSQL and Redis taken away under load', function () {
       const refunded = new Set(entries.refunds.map((refund: any) => String(refund.refund_of)));
       return entries.charges.filter((charge: any) => String(charge.operation).startsWith(prefix) && !refunded.has(String(charge.id))).length;
     };
-    const settled = Date.now() + 30_000;
-    while ((kept('generation', ledger) !== served('generate') || kept('simulation', ledger) !== served('simulate')) && Date.now() < settled) {
-      await sleep(500);
+    const settled = async () => {
       ledger = await assertLedger(faults, heavy.id);
-    }
+      return kept('generation', ledger) === served('generate') && kept('simulation', ledger) === served('simulate');
+    };
+    // A ledger still unsettled at the end is told by the counts below; the invariants are checked once more.
+    await waitFor('the refunds settled', settled, { timeoutMs: 30_000, intervalMs: 500 }).catch(() => undefined);
+    ledger = await assertLedger(faults, heavy.id);
     assert.equal(kept('generation', ledger), served('generate'), 'one kept charge per generation served');
     assert.equal(kept('simulation', ledger), served('simulate'), 'one kept charge per run started');
   }

@@ -3,10 +3,10 @@ import { randomBytes } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { freePort } from '../../scripts/infra.ts';
 import { createDatabase, dropDatabase } from '../support/database.ts';
 import { FakeGeneration } from '../support/stand-ins/generation.ts';
-import { ADMIN, call, json, Proc, user } from './support.ts';
+import { waitFor } from '../support/wait.ts';
+import { ADMIN, call, json, Proc, telling, user } from './support.ts';
 
 /**
  * Processes killed with SIGKILL while they hold work: nothing they held is lost or done twice. Each
@@ -47,10 +47,9 @@ describe('faults: a process killed (SIGKILL) while it holds work', function () {
     });
 
     it('leaves the charge open in the database; another replica refunds it once past its settle-by time, once', async () => {
-      const port = await freePort();
-      const base = `http://127.0.0.1:${port}`;
+      // Each replica on a port of its own, bound at once: the next one is another replica, not the same address.
       const env: NodeJS.ProcessEnv = {
-        PORT: String(port),
+        PORT: '0',
         METRICS_PORT: '0',
         DATABASE_URL: database,
         REDIS_URL: process.env.REDIS_URL,
@@ -65,28 +64,31 @@ describe('faults: a process killed (SIGKILL) while it holds work', function () {
         OTEL_SDK_DISABLED: 'true',
       };
       const first = start('services/gateway/src/main.ts', env);
-      await first.said(/gateway service listening/, 90_000);
+      const base = await first.listening('gateway', 90_000);
       const buyer = await user(base, 'pro');
       const before = (await call('balance', `${base}/api/v1/credits/balance`, { headers: buyer.auth })).body.balance as number;
       const pending = call('generate', `${base}/api/v1/timepoints/generate/sync`, json(buyer.auth, { query: 'The fall of Constantinople, 1453' }), 30_000);
-      const deadline = Date.now() + 30_000;
-      while (held === 0 && Date.now() < deadline) await sleep(25);
-      assert.equal(held, 1, `the call reached generation:\n${first.output.slice(-2000)}`);
+      const firstSaid = () => first.output.slice(-2000);
+      await telling(
+        waitFor('the call to reach generation', () => held > 0, { timeoutMs: 30_000, intervalMs: 25 }),
+        firstSaid,
+      );
+      assert.equal(held, 1, `one call reached generation:\n${firstSaid()}`);
       await first.kill();
       const killedAt = Date.now();
       assert.equal((await pending).status, 0, 'the client lost its connection with the gateway');
       const second = start('services/gateway/src/main.ts', env);
-      await second.said(/gateway service listening/, 90_000);
-      let balance = -1;
-      while (balance !== before && Date.now() < killedAt + 30_000) {
-        balance = (await call('balance', `${base}/api/v1/credits/balance`, { headers: buyer.auth })).body.balance;
-        await sleep(100);
-      }
+      const replica = await second.listening('gateway', 90_000);
+      const balance = async () => (await call('balance', `${replica}/api/v1/credits/balance`, { headers: buyer.auth })).body.balance as number;
+      await telling(
+        waitFor('the charge refunded', async () => (await balance()) === before, { timeoutMs: 30_000 - (Date.now() - killedAt), intervalMs: 100 }),
+        () => second.output.slice(-2000),
+      );
       const refundedMs = Date.now() - killedAt;
-      assert.equal(balance, before, `refunded:\n${second.output.slice(-2000)}`);
       assert.match(second.output, /refunded a charge left open by a stopped replica/);
+      // Time itself: a second refund, were there one, would come at the next sweeps (every 250 ms); none may.
       await sleep(1_000);
-      const history = (await call('history', `${base}/api/v1/credits/history`, { headers: buyer.auth })).body.items as Array<{
+      const history = (await call('history', `${replica}/api/v1/credits/history`, { headers: buyer.auth })).body.items as Array<{
         kind: string;
         refund_of: string | null;
       }>;
@@ -95,7 +97,7 @@ describe('faults: a process killed (SIGKILL) while it holds work', function () {
         ['refund', 'charge'],
         'one charge, refunded once',
       );
-      assert.equal((await call('balance', `${base}/api/v1/credits/balance`, { headers: buyer.auth })).body.balance, before);
+      assert.equal(await balance(), before);
       process.stderr.write(
         `      [faults] gateway killed holding a charged call: refunded by the next replica ${refundedMs} ms after the kill (settle-by 4 s after the charge)\n`,
       );
@@ -115,7 +117,6 @@ describe('faults: a process killed (SIGKILL) while it holds work', function () {
     });
 
     it('is reclaimed once its claim is stale and rendered by the next renderer; the moment gets one scene', async () => {
-      const port = await freePort();
       const env: NodeJS.ProcessEnv = {
         DATABASE_URL: database,
         REDIS_URL: process.env.REDIS_URL,
@@ -131,12 +132,11 @@ describe('faults: a process killed (SIGKILL) while it holds work', function () {
         RENDER_STALE_MS: '5000',
         OTEL_SDK_DISABLED: 'true',
       };
-      const graph = start('services/graph/src/main.ts', { ...env, PORT: String(port), METRICS_PORT: '0' });
-      await graph.said(/graph service listening/, 90_000);
+      const graph = start('services/graph/src/main.ts', { ...env, PORT: '0', METRICS_PORT: '0' });
+      const base = await graph.listening('graph', 90_000);
       const first = start('services/graph/src/worker.ts', env, ['renderer']);
       // The first render is slow: the renderer is killed holding it.
       generation.delayMs = 3_000;
-      const base = `http://127.0.0.1:${port}`;
       const writer = { authorization: 'Bearer faults-writer-token' };
       const queued = await call(
         'generate',
@@ -145,19 +145,21 @@ describe('faults: a process killed (SIGKILL) while it holds work', function () {
       );
       assert.ok(queued.status < 300, JSON.stringify(queued.body));
       const jobId = queued.body.job.id as string;
-      const deadline = Date.now() + 60_000;
-      while (generation.calls.length === 0 && Date.now() < deadline) await sleep(50);
-      assert.equal(generation.calls.length, 1, `the first renderer called generation:\n${first.output.slice(-2000)}`);
+      const firstSaid = () => first.output.slice(-2000);
+      await telling(
+        waitFor('the first renderer to call generation', () => generation.calls.length > 0, { timeoutMs: 60_000 }),
+        firstSaid,
+      );
+      assert.equal(generation.calls.length, 1, `the first renderer called generation once:\n${firstSaid()}`);
       await first.kill();
       const killedAt = Date.now();
       generation.delayMs = 0;
       const second = start('services/graph/src/worker.ts', env, ['renderer']);
-      let job: any;
-      while (Date.now() < killedAt + 40_000) {
-        job = (await call('job', `${base}/api/v1/graph/jobs/${jobId}`, { headers: writer })).body;
-        if (job.status === 'succeeded' || job.status === 'failed') break;
-        await sleep(250);
-      }
+      const ended = async () => {
+        const { body } = await call('job', `${base}/api/v1/graph/jobs/${jobId}`, { headers: writer });
+        return ['succeeded', 'failed'].includes(body.status) && body;
+      };
+      const job = await telling(waitFor('the job to end', ended, { timeoutMs: 40_000, intervalMs: 250 }), () => second.output.slice(-2000));
       assert.equal(job.status, 'succeeded', `${JSON.stringify(job)}\n${second.output.slice(-2000)}`);
       assert.match(second.output, /reclaimed a render job whose worker stopped/);
       assert.equal(job.attempts, 2, 'claimed twice: once by each renderer');

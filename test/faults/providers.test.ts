@@ -1,149 +1,9 @@
 import assert from 'node:assert/strict';
-import type { IncomingMessage, ServerResponse } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { AGENT_NAMES } from '../../services/generation/src/agents/types.ts';
-import { listenStandIn, type StandIn } from '../support/http.ts';
-import { FakeVendors, type Vendor } from '../support/stand-ins/model-vendors.ts';
-import { agentOf } from '../support/stand-ins/recorded-replies.ts';
+import { FakeVendors, type Recorded } from '../support/stand-ins/model-vendors.ts';
+import { waitFor } from '../support/wait.ts';
 import { type Answer, assertLedger, call, type FaultPlatform, json, startFaultPlatform, user } from './support.ts';
-
-/** What a stand-in does to one call instead of answering it. */
-type Misbehaviour =
-  | { kind: 'status'; status: number; retryAfter?: string }
-  /** Never answers; the caller's per-attempt timeout ends it. */
-  | { kind: 'hang' }
-  /** Closes the connection with a TCP reset once the request has arrived. */
-  | { kind: 'reset' }
-  /** 200, `application/json`, and a body that is not JSON (a proxy's error page). */
-  | { kind: 'garbage' }
-  /** Answers well, late. */
-  | { kind: 'slow'; ms: number };
-
-interface Seen {
-  vendor: Vendor;
-  agent: string;
-  at: number;
-  what: Misbehaviour['kind'] | 'answered';
-}
-
-const GENERATION_AGENTS = new Set<string>(AGENT_NAMES);
-
-/**
- * The model vendors as the platform meets them: a server in front of the generation suite's FakeVendors
- * (which speak Gemini's, OpenRouter's and Stability's real protocols with recorded agent replies) that
- * counts every call by vendor and agent and, when told, misbehaves instead of passing the call on:
- * scripted faults are taken in order per `vendor:agent` (or `vendor:*`, generation agents only), standing
- * ones apply to every call until cleared.
- */
-class Misbehaving {
-  readonly seen: Seen[] = [];
-  url = '';
-  private server: StandIn | undefined;
-  private readonly scripted = new Map<string, Misbehaviour[]>();
-  private readonly standing = new Map<string, Misbehaviour>();
-  private readonly fake: FakeVendors;
-
-  constructor(fake: FakeVendors) {
-    this.fake = fake;
-  }
-
-  async start(): Promise<this> {
-    this.server = await listenStandIn((request, response) => void this.handle(request, response).catch(() => response.destroy()));
-    this.url = this.server.url;
-    return this;
-  }
-
-  async stop(): Promise<void> {
-    await this.server?.stop();
-  }
-
-  /** These faults, one per call, for the next calls of `agent` (or any generation agent: `*`) at `vendor`. */
-  script(vendor: Vendor, agent: string, ...faults: Misbehaviour[]): void {
-    const key = `${vendor}:${agent}`;
-    this.scripted.set(key, [...(this.scripted.get(key) ?? []), ...faults]);
-  }
-
-  /** This fault for every call of `agent` (or `*`) at `vendor`, until `clear`. */
-  always(vendor: Vendor, agent: string, fault: Misbehaviour): void {
-    this.standing.set(`${vendor}:${agent}`, fault);
-  }
-
-  clear(): void {
-    this.scripted.clear();
-    this.standing.clear();
-    this.fake.reset();
-  }
-
-  /** Calls seen since `since` (ms epoch), of `vendor` and `agent` when given. */
-  of(vendor: Vendor, agent?: string, since = 0): Seen[] {
-    return this.seen.filter((entry) => entry.at >= since && entry.vendor === vendor && (agent === undefined || entry.agent === agent));
-  }
-
-  private faultFor(vendor: Vendor, agent: string): Misbehaviour | undefined {
-    const keys = GENERATION_AGENTS.has(agent) ? [`${vendor}:${agent}`, `${vendor}:*`] : [`${vendor}:${agent}`];
-    for (const key of keys) {
-      const queue = this.scripted.get(key);
-      if (queue?.length) return queue.shift();
-    }
-    for (const key of keys) if (this.standing.has(key)) return this.standing.get(key);
-    return undefined;
-  }
-
-  private async handle(request: IncomingMessage, response: ServerResponse): Promise<void> {
-    const chunks: Buffer[] = [];
-    for await (const chunk of request) chunks.push(chunk as Buffer);
-    const raw = Buffer.concat(chunks);
-    const path = request.url ?? '/';
-    let vendor: Vendor;
-    let agent = 'unknown';
-    const body = () => {
-      try {
-        return JSON.parse(raw.toString() || '{}');
-      } catch {
-        return {};
-      }
-    };
-    if (/\/models\/[^/]+:generateContent$/.test(path)) {
-      vendor = 'native';
-      const parsed = body();
-      agent = parsed.generationConfig?.responseModalities?.includes('IMAGE') ? 'ImageGen' : agentOf(parsed.systemInstruction?.parts?.[0]?.text ?? '');
-    } else if (path.endsWith('/chat/completions')) {
-      vendor = 'aggregator';
-      const parsed = body();
-      agent = parsed.modalities?.includes('image') ? 'ImageGen' : agentOf(parsed.messages?.find((m: { role: string }) => m.role === 'system')?.content ?? '');
-    } else if (path.startsWith('/v2beta/stable-image/generate/sd3')) {
-      vendor = 'image_vendor';
-      agent = 'ImageGen';
-    } else {
-      response.writeHead(404).end();
-      return;
-    }
-    const fault = this.faultFor(vendor, agent);
-    this.seen.push({ vendor, agent, at: Date.now(), what: fault && fault.kind !== 'slow' ? fault.kind : 'answered' });
-    if (fault?.kind === 'hang') return;
-    if (fault?.kind === 'reset') {
-      request.socket.resetAndDestroy();
-      return;
-    }
-    if (fault?.kind === 'status') {
-      response.writeHead(fault.status, { 'content-type': 'application/json', ...(fault.retryAfter ? { 'retry-after': fault.retryAfter } : {}) });
-      response.end(JSON.stringify({ error: { code: fault.status, message: `stand-in ${fault.status}` } }));
-      return;
-    }
-    if (fault?.kind === 'garbage') {
-      response.writeHead(200, { 'content-type': 'application/json' });
-      response.end('<html><body><h1>502 Bad TemporaGateway</h1>upstream connect error</body></html>');
-      return;
-    }
-    if (fault?.kind === 'slow') await sleep(fault.ms);
-    const headers: Record<string, string> = {};
-    for (const name of ['content-type', 'authorization', 'x-goog-api-key', 'accept']) if (request.headers[name]) headers[name] = String(request.headers[name]);
-    const upstream = await fetch(`${this.fake.url}${path}`, { method: request.method, headers, ...(raw.length ? { body: raw } : {}) });
-    const reply = Buffer.from(await upstream.arrayBuffer());
-    response.writeHead(upstream.status, { 'content-type': upstream.headers.get('content-type') ?? 'application/json' });
-    response.end(reply);
-  }
-}
 
 // Small provider limits so that every fault meets them within seconds (the defaults are 60 s a call, 3 retries, 300 s a generation).
 const PROVIDER_TIMEOUT_MS = 2_000;
@@ -183,8 +43,7 @@ function eventsOf(body: unknown): Event[] {
  */
 describe('faults: model providers that fail, through the gateway', function () {
   this.timeout(120_000);
-  let fake: FakeVendors;
-  let vendors: Misbehaving;
+  let vendors: FakeVendors;
   let faults: FaultPlatform;
   let gateway: string;
   /** Every charged call made: who made it, what it cost, whether the client got what it paid for. */
@@ -194,8 +53,7 @@ describe('faults: model providers that fail, through the gateway', function () {
 
   before(async function () {
     this.timeout(420_000);
-    fake = await new FakeVendors().start();
-    vendors = await new Misbehaving(fake).start();
+    vendors = await new FakeVendors().start();
     faults = await startFaultPlatform({
       GEMINI_API_KEY: 'test-gemini-key',
       GEMINI_BASE_URL: vendors.url,
@@ -220,10 +78,9 @@ describe('faults: model providers that fail, through the gateway', function () {
     if (figures.length) process.stderr.write(`      [faults] providers:\n${figures.map((line) => `        ${line}`).join('\n')}\n`);
     await faults?.stop();
     await vendors?.stop();
-    await fake?.stop();
   });
 
-  afterEach(() => vendors.clear());
+  afterEach(() => vendors.reset());
 
   const costOf = (body: { preset?: string; generate_image?: boolean }) =>
     ({ hyper: 1, balanced: 2, gemini3: 3, hd: 5 })[(body.preset ?? 'balanced') as 'hyper'] + (body.generate_image ? 2 : 0);
@@ -274,14 +131,14 @@ describe('faults: model providers that fail, through the gateway', function () {
   const summary = (answer: Answer & { events: Event[] }) =>
     `${answer.status}${answer.events.length ? ` ${answer.events.at(-1)!.event}` : ''} in ${answer.ms} ms`;
   const problemOf = (answer: Answer & { events: Event[] }) => (answer.events.length ? answer.events.at(-1)!.data : answer.body);
-  const gaps = (seen: Seen[]) => seen.slice(1).map((entry, index) => entry.at - seen[index]!.at);
+  const gaps = (seen: Recorded[]) => seen.slice(1).map((entry, index) => entry.at - seen[index]!.at);
 
   it('5xx and 429 with Retry-After for a few calls, then recovery: retried with back-off, the scene delivered and charged once', async () => {
     const who = await newUser();
     const since = Date.now();
-    vendors.script('native', 'Judge', { kind: 'status', status: 503 }, { kind: 'status', status: 429, retryAfter: '1' });
-    vendors.script('native', 'Scene', { kind: 'status', status: 500 });
-    vendors.script('native', 'Dialog', { kind: 'status', status: 429, retryAfter: '1' }, { kind: 'status', status: 502 });
+    vendors.fail('native', 'Judge', { kind: 'status', status: 503 }, { kind: 'status', status: 429, retryAfter: '1' });
+    vendors.fail('native', 'Scene', { kind: 'status', status: 500 });
+    vendors.fail('native', 'Dialog', { kind: 'status', status: 429, retryAfter: '1' }, { kind: 'status', status: 502 });
     const sync = await generate(who, 'sync', { query: 'The storming of the Bastille, 1789' }, 'sync: 503, 429 then well');
     assert.equal(sync.status, 200, JSON.stringify(sync.body).slice(0, 800));
     assert.equal(sync.headers.get('x-credits-charged'), '2');
@@ -306,7 +163,7 @@ describe('faults: model providers that fail, through the gateway', function () {
 
     // The same through a stream: its agents retried, its `done` delivered.
     const streamer = await newUser();
-    vendors.script('native', 'Timeline', { kind: 'status', status: 503 }, { kind: 'status', status: 429, retryAfter: '1' });
+    vendors.fail('native', 'Timeline', { kind: 'status', status: 503 }, { kind: 'status', status: 429, retryAfter: '1' });
     const stream = await generate(streamer, 'stream', { query: 'The coronation of Charlemagne, 800', preset: 'hyper' }, 'stream: 503, 429 then well');
     assert.equal(stream.status, 200);
     assert.equal(stream.events.at(-1)?.event, 'done', stream.events.map((event) => event.event).join(', '));
@@ -343,7 +200,7 @@ describe('faults: model providers that fail, through the gateway', function () {
     assert.match(metrics, /^generation_agent_errors_total\{[^}]*agent="Characters"[^}]*code="timeout"[^}]*\} [1-9]/m, 'the timeout is counted');
 
     // ImageGen: native hangs, so the image vendor draws it; Grounding (optional) hangs too and is left out.
-    vendors.clear();
+    vendors.reset();
     since = Date.now();
     vendors.always('native', 'ImageGen', { kind: 'hang' });
     vendors.always('native', 'Grounding', { kind: 'hang' });
@@ -383,10 +240,10 @@ describe('faults: model providers that fail, through the gateway', function () {
   it('connection resets and garbage bodies: retried; along the image chain to the aggregator; permissive images only from the image vendor', async () => {
     const who = await newUser();
     let since = Date.now();
-    vendors.script('native', 'Timeline', { kind: 'reset' }, { kind: 'garbage' });
-    vendors.script('native', 'Camera', { kind: 'garbage' });
+    vendors.fail('native', 'Timeline', { kind: 'reset' }, { kind: 'garbage' });
+    vendors.fail('native', 'Camera', { kind: 'garbage' });
     // Valid JSON on the wire, an agent reply that is not: the agent's repair call (not a transport retry).
-    fake.fail('native', 'Moment', { kind: 'invalid-output', text: 'Sure! Here is the moment you asked for.' });
+    vendors.fail('native', 'Moment', { kind: 'invalid-output', text: 'Sure! Here is the moment you asked for.' });
     vendors.always('native', 'ImageGen', { kind: 'reset' });
     vendors.always('image_vendor', 'ImageGen', { kind: 'garbage' });
     const stream = await generate(
@@ -418,7 +275,7 @@ describe('faults: model providers that fail, through the gateway', function () {
 
     // Permissive: text through the aggregator, images from the image vendor only; the vendor failing leaves the scene without an image.
     since = Date.now();
-    vendors.clear();
+    vendors.reset();
     vendors.always('image_vendor', 'ImageGen', { kind: 'status', status: 503 });
     const permissive = await generate(
       who,
@@ -463,7 +320,7 @@ describe('faults: model providers that fail, through the gateway', function () {
     assert.equal(refused.headers.get('x-credits-charged'), '0');
 
     // A Retry-After far beyond the back-off cap does not hold the request past it.
-    vendors.clear();
+    vendors.reset();
     for (const vendor of ['native', 'aggregator', 'image_vendor'] as const) vendors.always(vendor, '*', { kind: 'status', status: 429, retryAfter: '120' });
     const throttled = await generate(who, 'stream', { query: 'The signing of Magna Carta, 1215', preset: 'hyper' }, 'stream: every vendor 429 Retry-After 120');
     assert.equal(throttled.status, 200);
@@ -475,7 +332,7 @@ describe('faults: model providers that fail, through the gateway', function () {
     );
 
     // Hanging everywhere: sync and stream at once, each Judge cut after its attempts.
-    vendors.clear();
+    vendors.reset();
     for (const vendor of ['native', 'aggregator', 'image_vendor'] as const) vendors.always(vendor, '*', { kind: 'hang' });
     const [hungSync, hungStream] = await Promise.all([
       generate(who, 'sync', { query: 'The signing of Magna Carta, 1215', generate_image: true }, 'sync: every vendor hangs'),
@@ -489,10 +346,10 @@ describe('faults: model providers that fail, through the gateway', function () {
 
     // Slow everywhere: each call answers only on its third attempt, so each agent takes twice the timeout
     // and the pipeline meets GENERATION_TIMEOUT_MS: 504 at it, sync (native) and stream (permissive) at once.
-    vendors.clear();
+    vendors.reset();
     for (const agent of AGENT_NAMES) {
-      vendors.script('native', agent, { kind: 'hang' }, { kind: 'hang' });
-      vendors.script('aggregator', agent, { kind: 'hang' }, { kind: 'hang' });
+      vendors.fail('native', agent, { kind: 'hang' }, { kind: 'hang' });
+      vendors.fail('aggregator', agent, { kind: 'hang' }, { kind: 'hang' });
     }
     const [lateSync, lateStream] = await Promise.all([
       generate(who, 'sync', { query: 'The signing of Magna Carta, 1215', preset: 'hd' }, 'sync: every call twice timed out'),
@@ -511,6 +368,7 @@ describe('faults: model providers that fail, through the gateway', function () {
       assert.ok(answer.ms >= GENERATION_TIMEOUT_MS - 500, `${answer.name}: ended at the generation's deadline (${answer.ms} ms)`);
     // The agents the deadline cut off are stopped on the pool's worker too: no call reaches a vendor after them.
     const ended = Math.max(lateSync.at + lateSync.ms, lateStream.at + lateStream.ms);
+    // Time itself: an orphaned agent would call again within an attempt's timeout; none may.
     await sleep(PROVIDER_TIMEOUT_MS + 1_500);
     const orphans = [...vendors.of('native', undefined, ended + 1_000), ...vendors.of('aggregator', undefined, ended + 1_000)];
     assert.deepEqual(
@@ -541,20 +399,21 @@ describe('faults: model providers that fail, through the gateway', function () {
       (response) => response.status,
       () => 0,
     );
-    while (vendors.of('native', 'Judge', since).length === 0) {
-      assert.ok(Date.now() - since < 30_000, 'the Judge reached the vendor');
-      await sleep(20);
-    }
+    await waitFor('the Judge to reach the vendor', () => vendors.of('native', 'Judge', since).length > 0, { timeoutMs: 30_000, intervalMs: 20 });
+    // Time itself: the client leaves a while into the hang, not as the call arrives.
     await sleep(300);
     leaving.abort();
     const left = Date.now();
     assert.equal(await answer, 0, 'the client left before any answer');
     ledgerOfCalls.push({ user: who.id, name: 'sync: client leaves', cost: 1, delivered: false, ms: left - since, status: 0 });
-    // The worker's call would otherwise be retried at the timeout, twice.
+    // Time itself: the worker's call would otherwise be retried at the timeout, twice; none may be.
     await sleep(HUNG_AGENT_MS + 1_500);
     const later = vendors.of('native', 'Judge', left + 100);
-    let ledger = await ledgerOf(who.id);
-    for (const until = Date.now() + 10_000; ledger.refunds < 1 && Date.now() < until; ledger = await ledgerOf(who.id)) await sleep(200);
+    const refunded = async () => {
+      const ledger = await ledgerOf(who.id);
+      return ledger.refunds > 0 && ledger;
+    };
+    const ledger = await waitFor('the charge refunded', refunded, { timeoutMs: 10_000, intervalMs: 200 });
     assert.deepEqual([ledger.charges, ledger.refunds, ledger.kept], [1, 1, []], 'refunded');
     figures.push(
       `client left ${left - since} ms into a hung Judge: ${later.length} further vendor calls for it in the next ${HUNG_AGENT_MS + 1_500} ms${later.length ? ` (${later.map((entry) => entry.at - left).join(', ')} ms after)` : ''}, refunded`,
@@ -570,13 +429,9 @@ describe('faults: model providers that fail, through the gateway', function () {
     const who = await newUser();
     const since = Date.now();
     // Scene answers late, so the kill meets the pipeline with an agent on the pool.
-    vendors.script('native', 'Scene', { kind: 'slow', ms: 1_500 });
+    vendors.fail('native', 'Scene', { kind: 'slow', ms: 1_500 });
     const streamed = generate(who, 'stream', { query: 'The Congress of Vienna, 1815', preset: 'hyper' }, 'stream: Redis killed mid-pipeline');
-    const waitedFrom = Date.now();
-    while (vendors.of('native', 'Scene', since).length === 0) {
-      assert.ok(Date.now() - waitedFrom < 30_000, 'the stream reached Scene');
-      await sleep(20);
-    }
+    await waitFor('the stream to reach Scene', () => vendors.of('native', 'Scene', since).length > 0, { timeoutMs: 30_000, intervalMs: 20 });
     await faults.redis.kill();
     const killed = Date.now();
     const stream = await streamed;

@@ -6,12 +6,12 @@
  */
 import assert from 'node:assert/strict';
 import { type ChildProcess, spawn } from 'node:child_process';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { startPostgres, startRedis } from '../../scripts/infra.ts';
 import type { ServiceName } from '../../services/kit/src/runtime/config.ts';
-import { type Platform, startPlatform } from '../support/platform.ts';
+import { type Platform, serviceListening, startPlatform } from '../support/platform.ts';
+import { waitFor } from '../support/wait.ts';
 
 export const ADMIN = { 'X-Admin-Key': 'dev-admin-key' };
 export const SERVICE = { 'X-Service-Key': 'dev-service-key' };
@@ -169,12 +169,14 @@ export function tally(answers: Answer[]): Record<string, Record<number, number>>
 /** Milliseconds until `probe` answers 2xx, polling every 100 ms, or Infinity after `limitMs`. */
 export async function timeUntilServing(probe: () => Promise<Answer>, limitMs: number): Promise<number> {
   const started = Date.now();
-  while (Date.now() - started < limitMs) {
-    const answer = await probe();
-    if (answer.status >= 200 && answer.status < 300) return Date.now() - started;
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-  return Infinity;
+  const serving = async () => {
+    const { status } = await probe();
+    return status >= 200 && status < 300;
+  };
+  return waitFor('a 2xx', serving, { timeoutMs: limitMs, intervalMs: 100 }).then(
+    () => Date.now() - started,
+    () => Infinity,
+  );
 }
 
 /**
@@ -208,6 +210,13 @@ export async function allHealthy(urls: Record<ServiceName, string>, limitMs: num
   return Object.fromEntries(times);
 }
 
+/** `wait`, its failure told with the tail of the processes' output (what a timed-out wait alone does not say). */
+export function telling<T>(wait: Promise<T>, output: () => string | Promise<string>): Promise<T> {
+  return wait.catch(async (error: Error) => {
+    throw new Error(`${error.message}:\n${await output()}`);
+  });
+}
+
 const root = fileURLToPath(new URL('../..', import.meta.url));
 
 /** A service or worker as its own process (as a pod runs it), its output kept; killed with SIGKILL by the test. */
@@ -224,12 +233,20 @@ export class Proc {
     this.child.stderr!.on('data', (chunk) => (this.output += chunk));
   }
 
-  async said(pattern: RegExp, timeoutMs: number): Promise<void> {
-    const deadline = Date.now() + timeoutMs;
-    while (!pattern.test(this.output)) {
-      if (Date.now() > deadline || this.child.exitCode !== null) throw new Error(`no ${pattern} within ${timeoutMs} ms:\n${this.output.slice(-3000)}`);
-      await sleep(50);
-    }
+  /**
+   * Waits for the service's "listening" line (failing at once if the process exits first): the URL it
+   * bound. Started on PORT 0, the service binds a port of its own at once; none is picked and bound later.
+   */
+  async listening(service: ServiceName, timeoutMs: number): Promise<string> {
+    const listened = () => this.output.split('\n').map(serviceListening(service)).find(Boolean)?.url;
+    const seen = await telling(
+      waitFor(`${service}'s listening line`, () => listened() ?? (this.child.exitCode !== null && { exited: this.child.exitCode }), {
+        timeoutMs,
+      }),
+      () => this.output.slice(-3000),
+    );
+    if (typeof seen !== 'string') throw new Error(`exited (${seen.exited}) before it listened:\n${this.output.slice(-3000)}`);
+    return seen;
   }
 
   async kill(signal: NodeJS.Signals = 'SIGKILL'): Promise<void> {

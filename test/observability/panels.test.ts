@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
+import { createServer as createNetServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { stringify } from 'yaml';
@@ -13,9 +14,8 @@ import type { Operator } from '../../operator/src/operator.ts';
 import { applyAs, type Cluster, newOperator, startCluster } from '../../operator/test/cluster.ts';
 import { gateway, NS } from '../../operator/test/fixtures.ts';
 import { tlsSecret } from '../../operator/test/tls-secret.ts';
-import { freePort } from '../../scripts/infra.ts';
 import { createDatabase, dropDatabase } from '../support/database.ts';
-import { type Platform, startPlatform } from '../support/platform.ts';
+import { announced, type Platform, startPlatform } from '../support/platform.ts';
 import { prometheusBinaries } from '../support/prometheus.ts';
 import { waitFor } from '../support/wait.ts';
 
@@ -77,7 +77,7 @@ describe('dashboards on a real Prometheus scraping the platform', function () {
       env: { SIMULATION_BUDGETS_PATH: join(dir, 'budgets.json') },
     });
     cluster = await startCluster();
-    operator = newOperator(cluster.operatorKubeconfig, 'panels', { port: await freePort() });
+    operator = newOperator(cluster.operatorKubeconfig, 'panels');
     await operator.start();
     await waitFor('the operator to lead', async () => operator!.isLeader, { timeoutMs: 20_000 });
 
@@ -89,6 +89,11 @@ describe('dashboards on a real Prometheus scraping the platform', function () {
     });
     await new Promise<void>((ready) => other.listen(0, '127.0.0.1', ready));
     after(() => other.close());
+    // A kube-scheduler it cannot reach: a port held here that hangs up on every connection (a port nobody
+    // listens on could be taken by another process before the scrape).
+    const unreachable = createNetServer((socket) => socket.destroy());
+    await new Promise<void>((ready) => unreachable.listen(0, '127.0.0.1', ready));
+    after(() => unreachable.close());
 
     const targets: Array<{ job: string; host: string; component: Component }> = [
       { job: 'operator', host: `127.0.0.1:${operator.port}`, component: 'operator' },
@@ -96,7 +101,6 @@ describe('dashboards on a real Prometheus scraping the platform', function () {
     for (const [service, url] of Object.entries(platform.metricsUrls)) targets.push({ job: service, host: new URL(url).host, component: service as Component });
     for (const [worker, url] of Object.entries(platform.workers))
       targets.push({ job: worker, host: new URL(url).host, component: worker.startsWith('graph-') ? 'graph-worker' : 'agent-pool' });
-    const port = await freePort();
     writeFileSync(
       join(dir, 'prometheus.yml'),
       stringify({
@@ -110,16 +114,17 @@ describe('dashboards on a real Prometheus scraping the platform', function () {
             relabel_configs: [{ target_label: COMPONENT_LABEL, replacement: component }],
           })),
           { job_name: 'other-team', static_configs: [{ targets: [`127.0.0.1:${(other.address() as { port: number }).port}`] }] },
-          { job_name: 'kube-scheduler', static_configs: [{ targets: [`127.0.0.1:${await freePort()}`] }] },
+          { job_name: 'kube-scheduler', static_configs: [{ targets: [`127.0.0.1:${(unreachable.address() as { port: number }).port}`] }] },
         ],
       }),
     );
-    prometheusUrl = `http://127.0.0.1:${port}`;
     prometheus = spawn(
       prometheusBinaries().prometheus,
-      [`--config.file=${join(dir, 'prometheus.yml')}`, `--storage.tsdb.path=${join(dir, 'data')}`, `--web.listen-address=127.0.0.1:${port}`],
-      { stdio: 'ignore' },
+      [`--config.file=${join(dir, 'prometheus.yml')}`, `--storage.tsdb.path=${join(dir, 'data')}`, '--web.listen-address=127.0.0.1:0'],
+      { stdio: ['ignore', 'pipe', 'pipe'] },
     );
+    // It logs the address it bound: `msg="Listening on" address=127.0.0.1:43853`.
+    prometheusUrl = `http://${await announced(prometheus, (line) => /msg="Listening on" address=(\S+)/.exec(line)?.[1])}`;
     await waitFor('Prometheus to be ready', async () => (await fetch(`${prometheusUrl}/-/ready`).catch(() => undefined))?.ok, {
       timeoutMs: 60_000,
       intervalMs: 250,

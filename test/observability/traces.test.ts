@@ -6,6 +6,7 @@ import { OFFLINE_MODEL } from '../../services/kit/src/providers/offline.ts';
 import { createDatabase, dropDatabase } from '../support/database.ts';
 import { type Platform, startPlatform } from '../support/platform.ts';
 import { FakeVendors } from '../support/stand-ins/model-vendors.ts';
+import { waitFor } from '../support/wait.ts';
 
 /** A span as OTLP/HTTP JSON carries it, with its process's service.name and its attributes as plain values. */
 interface Span {
@@ -113,7 +114,6 @@ class Trace {
 }
 
 const isModelCall = (span: Span) => span.kind === KIND.client && typeof span.attributes['gen_ai.operation.name'] === 'string';
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** A traceparent of a caller the test plays: the platform's first span is its child. */
 const callerContext = () => {
@@ -139,15 +139,17 @@ describe('one trace per request across the platform', function () {
 
   /** The spans of `traceId` once `ready` holds and no span has come for a moment (the processes export in batches). */
   async function collect(traceId: string, ready: (trace: Trace) => boolean): Promise<Trace> {
-    const deadline = Date.now() + 60_000;
+    const traced = () => new Trace(receiver.spans.filter((span) => span.traceId === traceId));
     let seen = -1;
-    for (;;) {
-      const trace = new Trace(receiver.spans.filter((span) => span.traceId === traceId));
-      if (ready(trace) && trace.spans.length === seen) return trace;
-      if (Date.now() > deadline) assert.fail(`the trace did not complete within 60 s:\n${trace.render()}`);
+    const complete = () => {
+      const trace = traced();
+      const quiet = trace.spans.length === seen;
       seen = trace.spans.length;
-      await sleep(750);
-    }
+      return ready(trace) && quiet && trace;
+    };
+    return waitFor('the trace to complete', complete, { timeoutMs: 60_000, intervalMs: 750 }).catch((error: Error) =>
+      assert.fail(`${error.message}:\n${traced().render()}`),
+    );
   }
 
   /** Below an agent's span: the producer span, the worker's consumer span, its model call and the vendor call. */
@@ -513,10 +515,13 @@ describe('one trace per request across the platform', function () {
       'the job shows the request as sent, not the trace context kept with it',
     );
 
-    let status = '';
-    for (const deadline = Date.now() + 120_000; Date.now() < deadline && status !== 'succeeded' && status !== 'failed'; await sleep(500)) {
-      status = ((await (await fetch(`${graph}/api/v1/graph/jobs/${job.id}`, { headers: writer })).json()) as { status: string }).status;
-    }
+    const ended = async () => {
+      const { status } = (await (await fetch(`${graph}/api/v1/graph/jobs/${job.id}`, { headers: writer })).json()) as { status: string };
+      return ['succeeded', 'failed'].includes(status) && status;
+    };
+    const status = await waitFor('the render job to end', ended, { timeoutMs: 120_000, intervalMs: 500 }).catch((error: Error) =>
+      assert.fail(`${error.message}:\n${platform.output().slice(-3000)}`),
+    );
     assert.equal(status, 'succeeded', platform.output().slice(-3000));
 
     const trace = await collect(caller.traceId, (t) => {

@@ -11,6 +11,7 @@ import { after, before, describe, it } from 'mocha';
 import { CallbackPolicy, deliverCallback } from '../../services/generation/src/callbacks.ts';
 import { createLogger } from '../../services/kit/src/observability/index.ts';
 import { listenStandIn, type StandIn } from '../support/http.ts';
+import { waitFor } from '../support/wait.ts';
 import { answerCallbacks, CALLBACK_PORT, SECRETS, type SecurityPlatform, securityPlatform } from './platform.ts';
 
 const service = { 'x-service-key': SECRETS.serviceKey };
@@ -49,14 +50,12 @@ describe('security: SSRF through user-supplied URLs (generation callbacks)', fun
       body: JSON.stringify({ query: 'The first flight at Kitty Hawk', callback_url: callbackUrl }),
     }).then(async (response) => ({ status: response.status, body: (await response.json()) as any }));
 
-  async function callbackOf(jobId: string): Promise<{ status: string; attempts: number; error?: string }> {
-    const deadline = Date.now() + 120_000;
-    while (Date.now() < deadline) {
+  function callbackOf(jobId: string): Promise<{ status: string; attempts: number; error?: string }> {
+    const ended = async () => {
       const job = (await (await fetch(`${platform.urls.generation}/api/v1/timepoints/jobs/${jobId}`, { headers: service })).json()) as any;
-      if (job.callback && job.callback.status !== 'pending') return job.callback;
-      await new Promise((resolve) => setTimeout(resolve, 300));
-    }
-    throw new Error(`job ${jobId}: the callback never ended`);
+      return job.callback?.status !== 'pending' && job.callback;
+    };
+    return waitFor(`job ${jobId}'s callback to end`, ended, { timeoutMs: 120_000, intervalMs: 300 });
   }
 
   it('refuses every internal target, however written, with 422 and the reason', async () => {

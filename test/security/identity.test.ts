@@ -8,6 +8,7 @@
 import assert from 'node:assert/strict';
 import { before, describe, it } from 'mocha';
 import { listenStandIn } from '../support/http.ts';
+import { waitFor } from '../support/wait.ts';
 import { servicesBehind } from './behind-gateway.ts';
 import { type SignedIn, signIn } from './credentials.ts';
 import { ERROR_BODIES, SECRETS, type SecurityPlatform, securityPlatform } from './platform.ts';
@@ -113,14 +114,12 @@ describe("security: identity (another user's resources, spoofed identity headers
   it("keeps a user's scenes and jobs from every other user, through the gateway", async () => {
     const job = await call(gw, 'POST', '/api/v1/timepoints/generate', as(bob), { query: 'The signing of the Magna Carta', visibility: 'private' });
     assert.equal(job.status, 202, JSON.stringify(job.body));
-    let state: Reply;
-    const deadline = Date.now() + 120_000;
-    do {
-      state = await call(gw, 'GET', `/api/v1/timepoints/jobs/${job.body.job_id}`, as(bob));
-      assert.equal(state.status, 200, JSON.stringify(state.body));
-      if (state.body.status === 'completed' || state.body.status === 'failed') break;
-      await new Promise((resolve) => setTimeout(resolve, 500));
-    } while (Date.now() < deadline);
+    const ended = async () => {
+      const reply = await call(gw, 'GET', `/api/v1/timepoints/jobs/${job.body.job_id}`, as(bob));
+      assert.equal(reply.status, 200, JSON.stringify(reply.body));
+      return ['completed', 'failed'].includes(reply.body.status) && reply;
+    };
+    const state = await waitFor('the job to end', ended, { timeoutMs: 120_000, intervalMs: 500 });
     assert.equal(state.body.status, 'completed', JSON.stringify(state.body));
     const scene = state.body.timepoint_id as string;
     // Alice, also claiming to be Bob in every identity header the gateway might be fooled by.

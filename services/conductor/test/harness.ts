@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer, type RequestListener } from 'node:http';
-import { type AddressInfo, createServer as createNetServer } from 'node:net';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
@@ -22,19 +22,11 @@ export const GATEWAY_KEY = 'gateway-service-key-0123456789';
 export const CONDUCTOR_KEY = 'conductor-service-key-0123456789';
 export const ADMIN_KEY = 'admin-key-0123456789';
 
-/** A port nobody listens on (bound, then released): a peer that is absent. */
-async function freePort(): Promise<number> {
-  const server = createNetServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as { port: number };
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
-
 /**
  * An HTTP server bound at once to a port the system picks (no other process can take it in between), that
  * answers once it is given its handler: the gateway, which the conductor must know the address of before
- * the gateway can be made (each names the other). Until then it answers 503.
+ * the gateway can be made (each names the other). Until then it answers 503; never given one, it is a peer
+ * that is down.
  */
 async function boundAtOnce() {
   let handler: RequestListener | undefined;
@@ -170,7 +162,7 @@ async function startConductor(peers: Peers, env: Record<string, string>): Promis
 export interface PlatformOptions {
   /** The conductor's environment (models, caps). */
   conductor?: Record<string, string>;
-  /** SIMULATION_URL for the conductor and gateway; unset: a port nobody listens on. */
+  /** SIMULATION_URL for the conductor and gateway; unset: a peer that is down (503 to everything). */
   simulationUrl?: string;
   /** The X-Service-Key the simulation service accepts (a stand-in accepts any). */
   simulationKey?: string;
@@ -226,7 +218,8 @@ export async function startPlatform(options: PlatformOptions = {}): Promise<Plat
   const [graph, generation] = await Promise.all([startGraph(), startGeneration()]);
   const ingested = await graph.post('/ingest/tdf', napoleonicRecords(), writer);
   if (ingested.status !== 200) throw new Error(`graph ingest: ${ingested.status} ${JSON.stringify(ingested.body)}`);
-  const simulationUrl = options.simulationUrl ?? `http://127.0.0.1:${await freePort()}`;
+  const downSimulation = options.simulationUrl === undefined ? await boundAtOnce() : undefined;
+  const simulationUrl = options.simulationUrl ?? downSimulation!.url;
   const gatewayServer = await boundAtOnce();
   const peers = {
     gateway: gatewayServer.url,
@@ -292,6 +285,7 @@ export async function startPlatform(options: PlatformOptions = {}): Promise<Plat
       for (const extra of extras) await extra.stop();
       await main.stop();
       await gateway.close();
+      await downSimulation?.close();
       await Promise.all([graph.stop(), generation.stop()]);
     },
   };

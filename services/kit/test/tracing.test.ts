@@ -1,9 +1,8 @@
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { createServer, type Server } from 'node:http';
 import { fileURLToPath } from 'node:url';
-import { freePort } from '../../../scripts/infra.ts';
 import { createDatabase, dropDatabase } from '../../../test/support/database.ts';
+import { launch, serviceListening } from '../../../test/support/platform.ts';
 
 const graphMain = fileURLToPath(new URL('../../graph/src/main.ts', import.meta.url));
 
@@ -39,28 +38,27 @@ describe('kit tracing', function () {
   });
 
   it("exports HTTP, Koa and PostgreSQL spans over OTLP, continuing the caller's trace", async () => {
-    const port = await freePort();
     const { port: collectorPort } = collector.address() as { port: number };
-    const child = spawn(process.execPath, [graphMain], {
-      env: {
-        ...process.env,
-        PORT: String(port),
-        METRICS_PORT: '0',
-        HOST: '127.0.0.1',
-        DATABASE_URL: database,
-        GRAPH_SEED: 'false',
-        LOG_LEVEL: 'silent',
-        OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${collectorPort}`,
-        OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json',
-        OTEL_BSP_SCHEDULE_DELAY: '100',
-      },
-      stdio: 'inherit',
-    });
+    const env = {
+      ...process.env,
+      PORT: '0',
+      METRICS_PORT: '0',
+      HOST: '127.0.0.1',
+      DATABASE_URL: database,
+      GRAPH_SEED: 'false',
+      // Its "listening" line says which port it bound.
+      LOG_LEVEL: 'info',
+      OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${collectorPort}`,
+      OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json',
+      OTEL_BSP_SCHEDULE_DELAY: '100',
+    };
+    const { child, announced } = launch(graphMain, [], env, serviceListening('graph'));
     try {
+      const { url } = await announced;
       const traceId = '4bf92f3577b34da6a3ce929d0e0e4736';
       let status = 0;
       for (let attempt = 0; attempt < 200 && status !== 200; attempt += 1) {
-        status = await fetch(`http://127.0.0.1:${port}/api/v1/stats`, { headers: { traceparent: `00-${traceId}-00f067aa0ba902b7-01` } }).then(
+        status = await fetch(`${url}/api/v1/stats`, { headers: { traceparent: `00-${traceId}-00f067aa0ba902b7-01` } }).then(
           (r) => r.status,
           () => 0,
         );

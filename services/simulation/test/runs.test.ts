@@ -1,12 +1,12 @@
 import assert from 'node:assert/strict';
-import { type ChildProcess, spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { freePort } from '../../../scripts/infra.ts';
 import { createDatabase, dropDatabase } from '../../../test/support/database.ts';
 import { request } from '../../../test/support/http.ts';
+import { launch, serviceListening } from '../../../test/support/platform.ts';
 import { parseEvents } from '../../../test/support/sse.ts';
 import { FakeModel } from '../../../test/support/stand-ins/chat-model.ts';
 import { waitFor } from '../../../test/support/wait.ts';
@@ -129,12 +129,11 @@ describe('simulation runs: progress, cancellation, restarts', function () {
 
   it('a run interrupted by a killed process is resumed by the next from its last completed step; nothing stays reserved', async () => {
     const database = await createDatabase('simulation_restart');
-    const port = await freePort();
     const env = {
       ...process.env,
       DATABASE_URL: database,
       REDIS_URL: '',
-      PORT: String(port),
+      PORT: '0',
       METRICS_PORT: '0',
       HOST: '127.0.0.1',
       SERVICE_KEY,
@@ -142,13 +141,15 @@ describe('simulation runs: progress, cancellation, restarts', function () {
       SIMULATION_BUDGETS_PATH: budgets,
       RUN_LEASE_MS: '1500',
       RUN_CLAIM_INTERVAL_MS: '200',
-      LOG_LEVEL: 'silent',
+      // Its "listening" line says which port it bound.
+      LOG_LEVEL: 'info',
       OTEL_SDK_DISABLED: 'true',
     };
-    let child: ChildProcess | undefined = spawn(process.execPath, [fileURLToPath(new URL('../src/main.ts', import.meta.url))], { env, stdio: 'ignore' });
+    const first = launch(fileURLToPath(new URL('../src/main.ts', import.meta.url)), [], env, serviceListening('simulation'));
+    let child: ChildProcess | undefined = first.child;
     let resumed: SimulationHarness | undefined;
     try {
-      const base = `http://127.0.0.1:${port}`;
+      const { url: base } = await first.announced;
       await waitFor('the first process', async () => (await request(base, '/health').catch(() => ({ status: 0 }))).status === 200, { timeoutMs: 60_000 });
       model.latencyMs = 150;
       const started = await request(base, '/api/v1/simulate', {

@@ -1,19 +1,27 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { listenStandIn, type StandIn } from '../http.ts';
 import { agentOf, PNG, RECORDED } from './recorded-replies.ts';
 
 /**
  * Local servers speaking the vendors' HTTP protocols: Gemini generateContent (native), OpenAI-compatible
  * chat completions (aggregator), Stability's SD3 endpoint (image vendor) and Pollinations (free images).
- * Replies are the recorded agent outputs; scripted faults (429 with Retry-After, 5xx, hangs, malformed
- * JSON, invalid agent output) are queued per vendor and agent.
+ * Replies are the recorded agent outputs; scripted faults (429 with Retry-After, 5xx, hangs, connection
+ * resets, malformed JSON or a body that is not JSON, late answers, invalid agent output) are queued per
+ * vendor and agent, or stand for every call until reset.
  */
 export type Vendor = 'native' | 'aggregator' | 'image_vendor' | 'free_image';
 
 export type Fault =
   | { kind: 'status'; status: number; retryAfter?: string; body?: string }
   | { kind: 'hang' }
+  /** Closes the connection with a TCP reset once the request has arrived. */
+  | { kind: 'reset' }
   | { kind: 'malformed' }
+  /** 200, `application/json`, and a body that is not JSON (a proxy's error page). */
+  | { kind: 'garbage' }
+  /** Answers well, late. */
+  | { kind: 'slow'; ms: number }
   | { kind: 'invalid-output'; text: string }
   | { kind: 'output'; value: unknown };
 
@@ -25,6 +33,8 @@ export interface Recorded {
   body: any;
   form?: Record<string, string>;
   at: number;
+  /** The fault the call met, or `answered`. */
+  what: Fault['kind'] | 'answered';
 }
 
 export class FakeVendors {
@@ -33,11 +43,13 @@ export class FakeVendors {
   readonly requests: Recorded[] = [];
   /** Faults by `${vendor}:${agent}` or `${vendor}:*`, consumed in order. */
   private readonly faults = new Map<string, Fault[]>();
+  /** Faults by the same keys that meet every call, once the queued ones are spent, until `reset`. */
+  private readonly standing = new Map<string, Fault>();
   /** Added to every reply (ms), for concurrency and cancellation tests. */
   latencyMs = 0;
 
   async start(): Promise<this> {
-    this.server = await listenStandIn((request, response) => void this.handle(request, response));
+    this.server = await listenStandIn((request, response) => void this.handle(request, response).catch(() => response.destroy()));
     this.url = this.server.url;
     return this;
   }
@@ -51,21 +63,30 @@ export class FakeVendors {
     this.faults.set(key, [...(this.faults.get(key) ?? []), ...faults]);
   }
 
+  /** `fault` for every call of `agent` (or `*`) at `vendor`, until `reset`. */
+  always(vendor: Vendor, agent: string, fault: Fault): void {
+    this.standing.set(`${vendor}:${agent}`, fault);
+  }
+
   reset(): void {
     this.requests.length = 0;
     this.faults.clear();
+    this.standing.clear();
     this.latencyMs = 0;
   }
 
-  of(vendor: Vendor, agent?: string): Recorded[] {
-    return this.requests.filter((entry) => entry.vendor === vendor && (agent === undefined || entry.agent === agent));
+  /** Calls of `vendor` (and `agent` when given) that arrived at `since` (ms epoch) or later. */
+  of(vendor: Vendor, agent?: string, since = 0): Recorded[] {
+    return this.requests.filter((entry) => entry.at >= since && entry.vendor === vendor && (agent === undefined || entry.agent === agent));
   }
 
   private nextFault(vendor: Vendor, agent: string): Fault | undefined {
-    for (const key of [`${vendor}:${agent}`, `${vendor}:*`]) {
+    const keys = [`${vendor}:${agent}`, `${vendor}:*`];
+    for (const key of keys) {
       const queue = this.faults.get(key);
       if (queue?.length) return queue.shift();
     }
+    for (const key of keys) if (this.standing.has(key)) return this.standing.get(key);
     return undefined;
   }
 
@@ -102,18 +123,23 @@ export class FakeVendors {
       response.writeHead(404).end();
       return;
     }
-    this.requests.push({ vendor, agent, path, headers: request.headers, body, form, at: Date.now() });
-    if (this.latencyMs) await new Promise((resolve) => setTimeout(resolve, this.latencyMs));
     const fault = this.nextFault(vendor, agent);
+    this.requests.push({ vendor, agent, path, headers: request.headers, body, form, at: Date.now(), what: fault?.kind ?? 'answered' });
+    if (this.latencyMs) await sleep(this.latencyMs);
     if (fault?.kind === 'hang') return; // never answers; the client's timeout or cancellation ends it
+    if (fault?.kind === 'reset') {
+      request.socket.resetAndDestroy();
+      return;
+    }
+    if (fault?.kind === 'slow') await sleep(fault.ms);
     if (fault?.kind === 'status') {
       response.writeHead(fault.status, { 'content-type': 'application/json', ...(fault.retryAfter ? { 'retry-after': fault.retryAfter } : {}) });
       response.end(fault.body ?? JSON.stringify({ error: { message: `scripted ${fault.status}` } }));
       return;
     }
-    if (fault?.kind === 'malformed') {
+    if (fault?.kind === 'malformed' || fault?.kind === 'garbage') {
       response.writeHead(200, { 'content-type': 'application/json' });
-      response.end('{"candidates": [ {"content": ');
+      response.end(fault.kind === 'malformed' ? '{"candidates": [ {"content": ' : '<html><body><h1>502 Bad Gateway</h1>upstream connect error</body></html>');
       return;
     }
     const text = fault?.kind === 'invalid-output' ? fault.text : JSON.stringify(fault?.kind === 'output' ? fault.value : (RECORDED[agent] ?? {}));
