@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
-import { idempotencyKeyReused, Problem, toProblem, unexpectedProblem, unprocessable } from '@tempora/kit/http';
+import { idempotencyKeyReused, Problem, unprocessable } from '@tempora/kit/http';
 import { canonicalHash } from '@tempora/kit/moments';
 import type { Logger } from '@tempora/kit/observability';
 import type { GraphMoment } from './agents/types.ts';
@@ -12,8 +12,9 @@ import { operatorDefaults, type Selection, type SelectionDefaults, selectModels 
 import { runPipeline } from './pipeline/pipeline.ts';
 import { JudgeRejected, type RunOptions, StepFailed } from './pipeline/run.ts';
 import type { AgentRunner } from './pipeline/runner.ts';
+import { problemOf } from './problems.ts';
 import type { ProviderSet } from './providers.ts';
-import type { GenerationRepository, JobLease, JobRow, OwnerErasure } from './repository.ts';
+import type { GenerationRepository, JobLease, JobRow, OwnerErasure } from './repository/index.ts';
 import { buildScene, type SceneRecord } from './scene.ts';
 import type { GenerateRequest } from './schemas.ts';
 
@@ -24,25 +25,6 @@ export interface GeneratorDeps {
   providers: ProviderSet;
   metrics: GenerationMetrics;
   logger: Logger;
-}
-
-/** Why a generation failed, as the problem the client receives. */
-export function problemOf(error: unknown): Problem {
-  if (error instanceof Problem) return error;
-  if (error instanceof JudgeRejected) {
-    return new Problem(422, `the Judge rejected the query: ${error.message}`, {
-      title: 'Query rejected',
-      type: 'https://tempora.dev/problems/query-rejected',
-      errors: [{ path: 'body.query', message: error.message }],
-    });
-  }
-  if (error instanceof StepFailed) {
-    if (error.code === 'timeout') return new Problem(504, error.message, { extensions: { agent: error.agent, code: error.code } });
-    if (error.code === 'cancelled') return new Problem(503, error.message, { title: 'Cancelled' });
-    return new Problem(502, error.message, { extensions: { agent: error.agent, code: error.code } });
-  }
-  // A database outage is a 503 with Retry-After, as the kit answers it.
-  return toProblem(error) ?? unexpectedProblem();
 }
 
 /** Why an owner's generation stopped, or stored nothing, when their account was deleted meanwhile. */
@@ -182,7 +164,7 @@ export class Generator {
       const image = request.generate_image && result.image ? result.image : null;
       const imageUrl = image ? (image.data ? this.imageUrl(id) : (image.url ?? null)) : null;
       const record = buildScene({ id, request, selection, result, graphMoment, owner, imageUrl, now: new Date() });
-      const stored = await this.deps.repository.insertTimepoint(
+      const stored = await this.deps.repository.timepoints.insert(
         record,
         image?.data ? { data: Buffer.from(image.data, 'base64'), mime_type: image.mime_type } : null,
         job,
@@ -203,7 +185,7 @@ export class Generator {
    * The local ones are stopped once their jobs are gone, so none of them records its failure or calls back.
    */
   async eraseOwner(owner: string): Promise<OwnerErasure> {
-    const erased = await this.deps.repository.eraseOwner(owner, this.deps.config.GENERATION_TIMEOUT_MS + 60_000);
+    const erased = await this.deps.repository.erasures.erase(owner, this.deps.config.GENERATION_TIMEOUT_MS + 60_000);
     for (const controller of this.running.get(owner) ?? []) controller.abort(accountDeleted());
     return erased;
   }
@@ -231,7 +213,7 @@ export class Generator {
     // Two requests are the same for a key when their validated forms are (RFC 8785), whatever their field order or spacing.
     const idempotency = idempotencyKey === undefined ? undefined : { owner: owner ?? '', key: idempotencyKey, fingerprint: canonicalHash(request) };
     const token = randomUUID();
-    const creation = await this.deps.repository.insertJob(
+    const creation = await this.deps.repository.jobs.insert(
       { id: randomUUID(), owner, request, callback_url: request.callback_url ?? null },
       { instance: this.instance, token, leaseMs: this.deps.config.JOB_LEASE_MS },
       idempotency,
@@ -268,7 +250,7 @@ export class Generator {
   private async runJob(job: JobRow, lease: JobLease, signal: AbortSignal): Promise<void> {
     const repository = this.deps.repository;
     // A job that is gone was its owner's, whose account was deleted: nothing more is done or sent for it.
-    if (job.status === 'queued' && !(await repository.startJob(lease))) return;
+    if (job.status === 'queued' && !(await repository.jobs.start(lease))) return;
     let outcome: JobOutcome;
     try {
       const scene = await this.generate(job.request, this.prepare(job.request, job.owner), job.owner, 'async', { signal }, lease);
@@ -277,7 +259,7 @@ export class Generator {
       const problem = problemOf(error);
       const detail = { status: problem.status, detail: problem.message, agent: (problem.extensions.agent as string | null | undefined) ?? null };
       // Not recorded when the job is no longer this process's: taken over, or gone with its owner's account.
-      if (!(await repository.updateJob(lease, { status: 'failed', error: detail, finished_at: new Date() }))) return;
+      if (!(await repository.jobs.update(lease, { status: 'failed', error: detail, finished_at: new Date() }))) return;
       outcome = { status: 'failed', error: detail };
     }
     await this.callBack(job, lease, outcome, signal);
@@ -287,12 +269,12 @@ export class Generator {
     if (!job.callback_url) return;
     const secret = this.deps.config.CALLBACK_SECRET;
     if (!secret) {
-      await this.deps.repository.updateJob(lease, { callback_status: 'failed', callback_error: 'this server has no CALLBACK_SECRET to sign callbacks with' });
+      await this.deps.repository.jobs.update(lease, { callback_status: 'failed', callback_error: 'this server has no CALLBACK_SECRET to sign callbacks with' });
       return;
     }
     // A job taken over for its callback sends its scene as stored (null when its owner deleted it meanwhile).
     const stored =
-      outcome.status === 'completed' && !outcome.scene && outcome.timepoint_id ? await this.deps.repository.timepoint(outcome.timepoint_id) : undefined;
+      outcome.status === 'completed' && !outcome.scene && outcome.timepoint_id ? await this.deps.repository.timepoints.get(outcome.timepoint_id) : undefined;
     const scene = outcome.status === 'completed' ? (outcome.scene ?? stored?.record ?? null) : null;
     const payload =
       outcome.status === 'completed'
@@ -311,7 +293,7 @@ export class Generator {
       },
     });
     this.deps.metrics.callbacks.inc({ outcome: delivery.delivered ? 'delivered' : 'failed' });
-    await this.deps.repository.updateJob(lease, {
+    await this.deps.repository.jobs.update(lease, {
       callback_status: delivery.delivered ? 'delivered' : 'failed',
       callback_attempts: delivery.attempts,
       callback_error: delivery.error ?? null,
@@ -335,14 +317,14 @@ export class Generator {
 
   private async leaseTick(): Promise<void> {
     const leaseMs = this.deps.config.JOB_LEASE_MS;
-    await this.deps.repository.renewLeases(
+    await this.deps.repository.jobs.renewLeases(
       [...this.held.values()].map((entry) => entry.lease),
       leaseMs,
     );
     // A stopping process takes on nothing new.
     while (this.drainDeadline === undefined) {
       const token = randomUUID();
-      const claimed = await this.deps.repository.claimExpiredJobs(
+      const claimed = await this.deps.repository.jobs.claimExpired(
         { instance: this.instance, token, leaseMs },
         // A job of the previous release (no lease) is lost once it outlived any generation and its callback could.
         { legacyMs: this.deps.config.GENERATION_TIMEOUT_MS + 60_000, maxRuns: MAX_RUNS, limit: SWEEP_BATCH, interrupted: INTERRUPTED },
@@ -374,7 +356,7 @@ export class Generator {
     await this.leaseRound;
     const unfinished = [...this.held.values()];
     if (unfinished.length === 0) return;
-    await this.deps.repository.releaseLeases(unfinished.map((entry) => entry.lease));
+    await this.deps.repository.jobs.releaseLeases(unfinished.map((entry) => entry.lease));
     for (const entry of unfinished) entry.controller.abort(new StepFailed(null, 'cancelled', 'the replica stopped; the job was handed to another'));
     this.deps.logger.warn(
       { jobs: unfinished.map((entry) => entry.lease.id) },

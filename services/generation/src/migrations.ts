@@ -65,7 +65,7 @@ export const migrations: Migration[] = [
         table.text('owner').notNullable();
         table.text('key').notNullable();
         table.text('fingerprint').notNullable();
-        // Deferred: the key is claimed before its job is inserted, in the same transaction (repository.insertJob).
+        // Deferred: the key is claimed before its job is inserted, in the same transaction (repository/jobs.ts, Jobs.insert).
         table.uuid('job_id').notNullable().unique().references('generation_jobs.id').onDelete('CASCADE').deferrable('deferred');
         table.timestamp('created_at', { useTz: true }).notNullable().defaultTo(knex.fn.now());
         table.primary(['owner', 'key']);
@@ -78,12 +78,12 @@ export const migrations: Migration[] = [
   {
     name: '003_account_data',
     async up(knex: Knex) {
-      // The account export pages a user's scenes and jobs by id (repository.exportTimepoints, exportJobs).
+      // The account export pages a user's scenes and jobs by id (repository/: Timepoints.exportOf, Jobs.exportOf).
       await knex.raw('create index timepoints_owner_id_idx on timepoints (owner, id)');
       await knex.raw('create index generation_jobs_owner_id_idx on generation_jobs (owner, id)');
       // Accounts deleted in the last minutes, by a SHA-256 of the user id: a generation that was running
       // when its owner's account was deleted (on any replica) must not store its scene afterwards.
-      // Kept for as long as such a generation may still run (repository.eraseOwner), then purged.
+      // Kept for as long as such a generation may still run (repository/erasures.ts), then purged.
       await knex.schema.createTable('generation_erasures', (table) => {
         table.text('owner_hash').primary();
         table.timestamp('until', { useTz: true }).notNullable();
@@ -99,7 +99,7 @@ export const migrations: Migration[] = [
     name: '004_job_leases',
     async up(knex: Knex) {
       // Expand only: the previous release's pods keep inserting and finishing jobs on this schema (they
-      // leave these columns at their defaults; repository.claimExpiredJobs takes such rows over by age).
+      // leave these columns at their defaults; Jobs.claimExpired (repository/jobs.ts) takes such rows over by age).
       // A job is leased by the process running it (owner_instance, until lease_until, renewed while it
       // runs or its callback is pending); lease_token fences every write, so a process whose job was
       // taken over can no longer record anything on it. attempts counts the pipeline's runs.

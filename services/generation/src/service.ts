@@ -1,7 +1,10 @@
-import { connectRedis, openDatabase } from '@tempora/kit/data';
+import { connectRedis, type Knex, openDatabase } from '@tempora/kit/data';
 import { createApp, gatewayCaller, gatewayCallerOptions } from '@tempora/kit/http';
 import { createLogger, type Logger, Metrics } from '@tempora/kit/observability';
 import type Koa from 'koa';
+import { AccountData } from './application/account-data.ts';
+import { GenerationService } from './application/generations.ts';
+import { TimepointService } from './application/timepoints.ts';
 import type { GenerationConfig } from './config.ts';
 import { Generator } from './generator.ts';
 import { GenerationMetrics } from './metrics.ts';
@@ -9,7 +12,7 @@ import { migrations } from './migrations.ts';
 import { type AgentRunner, InProcessRunner } from './pipeline/runner.ts';
 import { PoolCoordinator } from './pool/coordinator.ts';
 import { createProviders, type ProviderSet } from './providers.ts';
-import { GenerationRepository } from './repository.ts';
+import { GenerationRepository } from './repository/index.ts';
 import { accountDataRoutes } from './routes/account-data.ts';
 import { generateRoutes } from './routes/generate.ts';
 import { timepointRoutes } from './routes/timepoints.ts';
@@ -25,6 +28,8 @@ export interface GenerationInstance {
   metrics: Metrics;
   generator: Generator;
   repository: GenerationRepository;
+  /** The service's database, for what looks at its tables from outside (tests). */
+  knex: Knex;
   runner: AgentRunner;
   providers: ProviderSet;
   drain(): void;
@@ -53,12 +58,10 @@ export async function createGenerationService(config: GenerationConfig, logger =
   // Jobs whose replica stopped without finishing them are taken over from now on (docs/generation.md, "Shutdown").
   generator.start();
   const deps = {
-    generator,
-    repository,
-    version: VERSION,
+    generations: new GenerationService({ generator, repository, providers, permissiveTextModel: config.PERMISSIVE_TEXT_MODEL }),
+    timepoints: new TimepointService(repository, VERSION),
+    accountData: new AccountData(generator, repository),
     heartbeatMs: config.STREAM_HEARTBEAT_MS,
-    providers,
-    permissiveTextModel: config.PERMISSIVE_TEXT_MODEL,
     serviceKeys: config.SERVICE_KEY,
   };
 
@@ -93,6 +96,7 @@ export async function createGenerationService(config: GenerationConfig, logger =
     metrics,
     generator,
     repository,
+    knex: database.knex,
     runner,
     providers,
     drain: () => {

@@ -112,15 +112,16 @@ describe('generation: account data (deletion and export for the gateway)', funct
     const { repository } = gen.instance;
     const scene = (owner: string): SceneRecord => ({ ...template, id: randomUUID(), owner: userId(owner) });
     assert.equal((await gen.send('DELETE', data('late'), undefined, serviceKey)).status, 200);
-    assert.equal(await repository.insertTimepoint(scene('late'), null), false, 'refused right after the deletion');
-    assert.equal(await repository.insertTimepoint(scene('someone-else'), null), true);
-    assert.equal(await repository.insertTimepoint({ ...scene('late'), owner: null }, null), true, "ownerless scenes are not the user's");
+    assert.equal(await repository.timepoints.insert(scene('late'), null), false, 'refused right after the deletion');
+    assert.equal(await repository.timepoints.insert(scene('someone-else'), null), true);
+    assert.equal(await repository.timepoints.insert({ ...scene('late'), owner: null }, null), true, "ownerless scenes are not the user's");
     assert.equal((await gen.get('/api/v1/users/me/timepoints', user('late'))).body.total, 0);
     // Once the hold lapses the id is an id like any other (and the lapsed marker goes at the next deletion).
-    await repository.eraseOwner(userId('brief'), 0);
-    assert.equal(await repository.insertTimepoint(scene('brief'), null), true);
-    await repository.eraseOwner(userId('anyone'), 60_000);
-    const lapsed = await repository.knex('generation_erasures').where('until', '<=', repository.knex.fn.now()).count<{ count: string }[]>({ count: '*' });
+    await repository.erasures.erase(userId('brief'), 0);
+    assert.equal(await repository.timepoints.insert(scene('brief'), null), true);
+    await repository.erasures.erase(userId('anyone'), 60_000);
+    const { knex } = gen.instance;
+    const lapsed = await knex('generation_erasures').where('until', '<=', knex.fn.now()).count<{ count: string }[]>({ count: '*' });
     assert.equal(Number(lapsed[0]!.count), 0);
   });
 
@@ -167,7 +168,7 @@ describe('generation: account data (deletion and export for the gateway)', funct
         Array.from({ length: 50 }, () => {
           const id = randomUUID();
           ids.add(id);
-          return repository.insertTimepoint({ ...template, id, owner: userId('many') }, null);
+          return repository.timepoints.insert({ ...template, id, owner: userId('many') }, null);
         }),
       );
     }

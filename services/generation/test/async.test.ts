@@ -156,7 +156,7 @@ describe('generation: Idempotency-Key on an asynchronous generation', function (
   const jobsOf = async (owner: string) =>
     Number(
       (
-        await gen.instance.repository
+        await gen.instance
           .knex('generation_jobs')
           .where({ owner: userId(owner) })
           .count<Array<{ count: string }>>('* as count')

@@ -40,13 +40,13 @@ describe('generation: runs only what the gateway priced', function () {
       priced('generation.hd+image', { key: 'another-key-0123456789' }),
       'generation.hd+image; sig=nonsense',
     ];
-    const before = await gen.instance.repository.knex('generation_jobs').count<Array<{ count: string }>>('* as count');
+    const before = await gen.instance.knex('generation_jobs').count<Array<{ count: string }>>('* as count');
     for (const header of mismatched) {
       const reply = await send(header);
       assert.equal(reply.status, 409, header);
       assert.match(reply.headers.get('content-type') ?? '', /application\/problem\+json/);
     }
-    const after = await gen.instance.repository.knex('generation_jobs').count<Array<{ count: string }>>('* as count');
+    const after = await gen.instance.knex('generation_jobs').count<Array<{ count: string }>>('* as count');
     assert.deepEqual(after, before, 'no job was created');
   });
 

@@ -5,15 +5,16 @@ import { createServer, type Server } from 'node:http';
 import { type AddressInfo, connect } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
-import { openDatabase } from '@tempora/kit/data';
+import { type Knex, openDatabase } from '@tempora/kit/data';
 import { createLogger } from '@tempora/kit/observability';
 import { loadConfig } from '@tempora/kit/runtime';
 import { createDatabase, dropDatabase } from '../../../test/support/database.ts';
+import { launch, serviceListening } from '../../../test/support/platform.ts';
 import { FakeVendors } from '../../../test/support/stand-ins/model-vendors.ts';
 import { waitFor } from '../../../test/support/wait.ts';
 import { CALLBACK_MARGIN_MS, GenerationServiceConfigSchema } from '../src/config.ts';
 import { migrations } from '../src/migrations.ts';
-import { GenerationRepository, type JobRow } from '../src/repository.ts';
+import { GenerationRepository, type JobRow } from '../src/repository/index.ts';
 import { type GenerationHarness, QUERY, SERVICE_KEY, startGeneration, user, userId, vendorEnv } from './harness.ts';
 
 const MAIN = fileURLToPath(new URL('../src/main.ts', import.meta.url));
@@ -97,32 +98,24 @@ async function heldRequest(url: string, method: string, path: string, body?: unk
   };
 }
 
-/** The generation service as `npm start` runs it: its own process, listening on a free port. */
+/** The generation service as `npm start` runs it: its own process, listening on a port of its own. */
 async function startProcess(env: Record<string, string>): Promise<{ child: ChildProcess; url: string }> {
-  const child = spawn(process.execPath, [MAIN], {
-    env: { ...process.env, PORT: '0', METRICS_PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', OTEL_SDK_DISABLED: 'true', ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  child.stderr!.resume();
-  const url = await new Promise<string>((resolve, reject) => {
-    let buffer = '';
-    child.stdout!.on('data', (chunk: Buffer) => {
-      buffer += chunk.toString();
-      const match = /"url":"(http:\/\/[^"]+)".*generation service listening/.exec(buffer);
-      if (match) resolve(match[1]!);
-    });
-    child.once('exit', (code) => reject(new Error(`the service exited with ${code}`)));
-  });
-  return { child, url };
+  const { child, announced } = launch(
+    MAIN,
+    [],
+    { ...process.env, PORT: '0', METRICS_PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', OTEL_SDK_DISABLED: 'true', ...env },
+    serviceListening('generation'),
+  );
+  return { child, url: (await announced).url };
 }
 
 /** The database as a replica sees it, outliving the instances under test. */
-async function openRepository(url: string): Promise<{ repository: GenerationRepository; close(): Promise<void> }> {
+async function openRepository(url: string): Promise<{ repository: GenerationRepository; knex: Knex; close(): Promise<void> }> {
   const database = await openDatabase({ service: 'generation', url, dataDir: '', migrations, logger: createLogger('generation-test', 'silent') });
-  return { repository: new GenerationRepository(database.knex), close: () => database.close() };
+  return { repository: new GenerationRepository(database.knex), knex: database.knex, close: () => database.close() };
 }
 
-const jobRow = (gen: GenerationHarness, id: string): Promise<JobRow> => gen.instance.repository.knex('generation_jobs').where({ id }).first();
+const jobRow = (gen: GenerationHarness, id: string): Promise<JobRow> => gen.instance.knex('generation_jobs').where({ id }).first();
 
 describe('generation: rollouts keep async work in flight', function () {
   this.timeout(90_000);
@@ -148,7 +141,7 @@ describe('generation: rollouts keep async work in flight', function () {
   it('finishes the jobs it runs when asked to stop, each once with one callback, and refuses new work meanwhile (503, Retry-After)', async () => {
     const database = await createDatabase('generation');
     const gen = await startGeneration(env, database);
-    const { repository, close } = await openRepository(database);
+    const { repository, knex, close } = await openRepository(database);
     try {
       // Eight text agents one after another, 300 ms each: a job takes seconds.
       fake.latencyMs = 300;
@@ -185,26 +178,22 @@ describe('generation: rollouts keep async work in flight', function () {
       assert.equal(health.status, 503);
       assert.equal(health.body.status, 'draining');
       await assert.rejects(fetch(`${gen.url}/health`), 'the listener is closed');
-      const stillRunning = (await Promise.all(ids.map((id) => repository.job(id)))).filter((job) => job!.status === 'running');
+      const stillRunning = (await Promise.all(ids.map((id) => repository.jobs.get(id)))).filter((job) => job!.status === 'running');
       assert.ok(stillRunning.length > 0, 'the jobs were still running when the shutdown began');
 
       await closing;
       assert.ok(Date.now() - started > 500, 'the shutdown waited for the jobs');
       for (const id of ids) {
-        const job = (await repository.job(id))!;
+        const job = (await repository.jobs.get(id))!;
         assert.equal(job.status, 'completed', id);
         assert.equal(job.attempts, 1);
         assert.equal(job.callback_status, 'delivered');
         assert.equal(receiver.of(id).length, 1, `one callback for ${id}`);
         assert.equal(receiver.of(id)[0]!.body.status, 'completed');
       }
-      assert.deepEqual(await repository.knex('generation_jobs').whereIn('status', ['queued', 'running']).select('id'), []);
-      assert.equal(Number((await repository.knex('timepoints').count<Array<{ count: string }>>('* as count'))[0]!.count), 5, 'one scene a job');
-      assert.equal(
-        Number((await repository.knex('generation_jobs').count<Array<{ count: string }>>('* as count'))[0]!.count),
-        5,
-        'no job from the drained requests',
-      );
+      assert.deepEqual(await knex('generation_jobs').whereIn('status', ['queued', 'running']).select('id'), []);
+      assert.equal(Number((await knex('timepoints').count<Array<{ count: string }>>('* as count'))[0]!.count), 5, 'one scene a job');
+      assert.equal(Number((await knex('generation_jobs').count<Array<{ count: string }>>('* as count'))[0]!.count), 5, 'no job from the drained requests');
     } finally {
       await close();
       await dropDatabase(database);
@@ -213,7 +202,7 @@ describe('generation: rollouts keep async work in flight', function () {
 
   it('takes over, once, the job of a replica killed mid-run: of two replicas sweeping, one re-runs it to completion', async () => {
     const database = await createDatabase('generation');
-    const { repository, close } = await openRepository(database);
+    const { repository, knex, close } = await openRepository(database);
     const replicas: GenerationHarness[] = [];
     let victim: ChildProcess | undefined;
     try {
@@ -229,7 +218,7 @@ describe('generation: rollouts keep async work in flight', function () {
       const id = ((await submitted.json()) as { job_id: string }).job_id;
       await waitFor('two calls at the native vendor', async () => fake.of('native').length >= 2);
       victim.kill('SIGKILL');
-      const orphan = (await repository.job(id))!;
+      const orphan = (await repository.jobs.get(id))!;
       assert.equal(orphan.status, 'running');
       assert.equal(orphan.attempts, 1);
 
@@ -237,7 +226,7 @@ describe('generation: rollouts keep async work in flight', function () {
       const job = await waitFor(
         'the orphaned job completed and its callback delivered',
         async () => {
-          const row = await repository.job(id);
+          const row = await repository.jobs.get(id);
           return row?.status === 'completed' && row.callback_status === 'delivered' && row;
         },
         { timeoutMs: 20_000 },
@@ -252,8 +241,7 @@ describe('generation: rollouts keep async work in flight', function () {
       assert.equal(
         Number(
           (
-            await repository
-              .knex('timepoints')
+            await knex('timepoints')
               .where({ owner: userId('killed') })
               .count<Array<{ count: string }>>('* as count')
           )[0]!.count,
@@ -262,7 +250,7 @@ describe('generation: rollouts keep async work in flight', function () {
       );
       // "Not again" has no event to wait on: a window of several lease checks is the test.
       await sleep(2_000);
-      assert.equal((await repository.job(id))!.attempts, 2, 'no replica took it over again');
+      assert.equal((await repository.jobs.get(id))!.attempts, 2, 'no replica took it over again');
     } finally {
       victim?.kill('SIGKILL');
       for (const replica of replicas) await replica.stop();
@@ -273,22 +261,22 @@ describe('generation: rollouts keep async work in flight', function () {
 
   it('fails a job lost twice (503, callback sent) and re-runs one the previous release left without a lease', async () => {
     const database = await createDatabase('generation');
-    const { repository, close } = await openRepository(database);
+    const { repository, knex, close } = await openRepository(database);
     let gen: GenerationHarness | undefined;
     try {
       const holder = { instance: 'gone', token: randomUUID(), leaseMs: 1 };
-      const twice = (await repository.insertJob({ id: randomUUID(), owner: null, request: { query: QUERY } as never, callback_url: receiver.url }, holder)).job;
-      await repository.knex('generation_jobs').where({ id: twice.id }).update({ status: 'running', attempts: 2 });
+      const twice = (await repository.jobs.insert({ id: randomUUID(), owner: null, request: { query: QUERY } as never, callback_url: receiver.url }, holder))
+        .job;
+      await knex('generation_jobs').where({ id: twice.id }).update({ status: 'running', attempts: 2 });
       // As the previous release wrote it: no lease, and untouched for longer than a generation and its callback could take.
-      const legacy = (await repository.insertJob({ id: randomUUID(), owner: null, request: { query: QUERY } as never, callback_url: null }, holder)).job;
-      await repository
-        .knex('generation_jobs')
+      const legacy = (await repository.jobs.insert({ id: randomUUID(), owner: null, request: { query: QUERY } as never, callback_url: null }, holder)).job;
+      await knex('generation_jobs')
         .where({ id: legacy.id })
         .update({ status: 'running', owner_instance: null, lease_token: null, lease_until: null, updated_at: new Date(Date.now() - 400_000) });
 
       gen = await startGeneration(env, database);
       const failed = await waitFor('the callback delivered', async () => {
-        const row = await repository.job(twice.id);
+        const row = await repository.jobs.get(twice.id);
         return row?.callback_status === 'delivered' && row;
       });
       assert.equal(failed.status, 'failed');
@@ -298,7 +286,7 @@ describe('generation: rollouts keep async work in flight', function () {
       assert.equal(receiver.of(twice.id)[0]!.body.status, 'failed');
       assert.equal(receiver.of(twice.id)[0]!.body.error.status, 503);
       const rerun = await waitFor('the legacy job completed', async () => {
-        const row = await repository.job(legacy.id);
+        const row = await repository.jobs.get(legacy.id);
         return row?.status === 'completed' && row;
       });
       assert.equal(rerun.attempts, 2);
@@ -321,15 +309,15 @@ describe('generation: rollouts keep async work in flight', function () {
       receiver.failing = true;
       const reply = await first.post('/api/v1/timepoints/generate', { query: QUERY, callback_url: receiver.url });
       const id = reply.body.job_id as string;
-      await waitFor('the job completed', async () => (await repository.job(id))?.status === 'completed');
+      await waitFor('the job completed', async () => (await repository.jobs.get(id))?.status === 'completed');
       await first.stop();
-      const handed = (await repository.job(id))!;
+      const handed = (await repository.jobs.get(id))!;
       assert.equal(handed.callback_status, 'pending');
       assert.equal(handed.lease_token, null, 'the stopped replica can write nothing more on it');
       receiver.failing = false;
       second = await startGeneration(short, database);
       const done = await waitFor('the handed-over callback delivered', async () => {
-        const row = await repository.job(id);
+        const row = await repository.jobs.get(id);
         return row?.callback_status === 'delivered' && row;
       });
       assert.equal(done.owner_instance, second.instance.generator.instance);
@@ -351,12 +339,12 @@ describe('generation: rollouts keep async work in flight', function () {
       const holder = { instance: 'gone', token: randomUUID(), leaseMs: 1 };
       const ids = [];
       for (let i = 0; i < 30; i += 1)
-        ids.push((await a.repository.insertJob({ id: randomUUID(), owner: null, request: { query: QUERY } as never, callback_url: null }, holder)).job.id);
+        ids.push((await a.repository.jobs.insert({ id: randomUUID(), owner: null, request: { query: QUERY } as never, callback_url: null }, holder)).job.id);
       await sleep(10);
       const sweep = async (repository: GenerationRepository, instance: string) => {
         const claimed: string[] = [];
         for (;;) {
-          const rows = await repository.claimExpiredJobs(
+          const rows = await repository.jobs.claimExpired(
             { instance, token: randomUUID(), leaseMs: 60_000 },
             { legacyMs: 60_000, maxRuns: 2, limit: 3, interrupted: { status: 503, detail: 'lost' } },
           );
@@ -367,7 +355,7 @@ describe('generation: rollouts keep async work in flight', function () {
       const [mine, theirs] = await Promise.all([sweep(a.repository, 'a'), sweep(b.repository, 'b')]);
       assert.equal(mine.length + theirs.length, 30);
       assert.deepEqual([...new Set([...mine, ...theirs])].sort(), [...ids].sort());
-      const rows = await a.repository.knex('generation_jobs').select('status', 'attempts');
+      const rows = await a.knex('generation_jobs').select('status', 'attempts');
       assert.ok(rows.every((row) => row.status === 'running' && row.attempts === 2));
     } finally {
       await a.close();

@@ -1,29 +1,14 @@
-import { defineAccountDataRoutes, keysetPage, type RouteDefinition, UUID_POSITION } from '@tempora/kit/http';
+import { defineAccountDataRoutes, type RouteDefinition, UUID_POSITION } from '@tempora/kit/http';
 import type { RouteDeps } from './context.ts';
-import { jobView } from './generate.ts';
 
 /** The account-data contract (services/kit/src/http/account-data.ts) for the generation service. */
-export function accountDataRoutes({ generator, repository }: RouteDeps): RouteDefinition[] {
+export function accountDataRoutes({ accountData }: RouteDeps): RouteDefinition[] {
   return defineAccountDataRoutes({
     service: 'generation',
-    erase: async (owner) => ({ deleted: { ...(await generator.eraseOwner(owner)) } }),
+    erase: async (owner) => ({ deleted: { ...(await accountData.erase(owner)) } }),
     readers: (owner) => [
-      {
-        kind: 'timepoints',
-        after: UUID_POSITION,
-        read: async (after, limit) => keysetPage(await repository.exportTimepoints(owner, after, limit + 1), limit, (scene) => scene.id),
-      },
-      {
-        kind: 'jobs',
-        after: UUID_POSITION,
-        read: async (after, limit) =>
-          keysetPage(
-            await repository.exportJobs(owner, after, limit + 1),
-            limit,
-            (job) => job.id,
-            (job) => ({ ...jobView(job), request: job.request, idempotency_key: job.idempotency_key }),
-          ),
-      },
+      { kind: 'timepoints', after: UUID_POSITION, read: (after, limit) => accountData.timepoints(owner, after, limit) },
+      { kind: 'jobs', after: UUID_POSITION, read: (after, limit) => accountData.jobs(owner, after, limit) },
     ],
     describe: {
       deletion: {

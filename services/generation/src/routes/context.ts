@@ -1,14 +1,13 @@
-import type { Generator } from '../generator.ts';
-import type { ProviderSet } from '../providers.ts';
-import type { GenerationRepository } from '../repository.ts';
+import type { AccountData } from '../application/account-data.ts';
+import type { GenerationService } from '../application/generations.ts';
+import type { TimepointService } from '../application/timepoints.ts';
 
+/** What the route factories receive: the application services, and the settings the routes themselves apply. */
 export interface RouteDeps {
-  generator: Generator;
-  repository: GenerationRepository;
-  version: string;
+  generations: GenerationService;
+  timepoints: TimepointService;
+  accountData: AccountData;
   heartbeatMs: number;
-  providers: ProviderSet;
-  permissiveTextModel: string;
   /** SERVICE_KEY: the keys a priced operation from the gateway is signed with (requirePricedAs). */
   serviceKeys: readonly string[];
 }

@@ -5,34 +5,18 @@ import {
   IdempotencyKeySchema,
   LastEventIdSchema,
   linksTo,
-  notFound,
   openEventStream,
   type RouteDefinition,
   requirePricedAs,
   ServerSentEventSchema,
 } from '@tempora/kit/http';
-import { FREE_IMAGE_KEYWORD, IMAGE_VENDOR, IMAGE_VENDOR_MODELS, type ProviderKind } from '@tempora/kit/providers';
+import type { ProviderKind } from '@tempora/kit/providers';
 import { z } from 'zod';
-import { problemOf } from '../generator.ts';
-import { PERMISSIVE_IMAGE_MODEL, PRESET_MODELS } from '../models.ts';
 import type { AgentEvent } from '../pipeline/events.ts';
-import type { JobRow } from '../repository.ts';
+import { problemOf } from '../problems.ts';
 import { GenerateRequestSchema, PRESETS, SceneSchema } from '../schemas.ts';
+import { jobView } from '../views.ts';
 import { isService, type RouteDeps, userOf } from './context.ts';
-
-export function jobView(job: JobRow) {
-  return {
-    job_id: job.id,
-    status: job.status,
-    timepoint_id: job.timepoint_id,
-    timepoint_url: job.timepoint_id ? `/api/v1/timepoints/${job.timepoint_id}` : null,
-    error: job.error,
-    callback: job.callback_url ? { url: job.callback_url, status: job.callback_status, attempts: job.callback_attempts, error: job.callback_error } : null,
-    created_at: new Date(job.created_at).toISOString(),
-    updated_at: new Date(job.updated_at).toISOString(),
-    finished_at: job.finished_at ? new Date(job.finished_at).toISOString() : null,
-  };
-}
 
 const JobSchema = z
   .object({
@@ -90,7 +74,7 @@ const DRAINING = 'This replica is shutting down (Retry-After): another replica t
 
 export function generateRoutes(deps: RouteDeps): RouteDefinition[] {
   // Long on purpose: a table of routes, one block per route, each handler short.
-  const { generator } = deps;
+  const { generations } = deps;
   return [
     defineRoute({
       method: 'post',
@@ -113,9 +97,8 @@ export function generateRoutes(deps: RouteDeps): RouteDefinition[] {
         504: { description: 'The pipeline did not finish in time' },
       },
       handler: async (ctx, { body }) => {
-        generator.admit();
         const owner = userOf(ctx);
-        const selection = generator.prepare(body, owner);
+        const selection = generations.admit(body, owner);
         requirePricedAs(ctx, generationOperation(body.preset ?? DEFAULT_GENERATION_PRESET, body.generate_image), deps.serviceKeys);
         const controller = new AbortController();
         // The response closing before it was written means the client went away: cancel the remaining agents.
@@ -123,7 +106,7 @@ export function generateRoutes(deps: RouteDeps): RouteDefinition[] {
           if (!ctx.res.writableFinished) controller.abort();
         });
         try {
-          return await generator.generate(body, selection, owner, 'sync', { signal: controller.signal });
+          return await generations.generate(body, selection, owner, 'sync', { signal: controller.signal });
         } catch (error) {
           throw problemOf(error);
         }
@@ -146,9 +129,8 @@ export function generateRoutes(deps: RouteDeps): RouteDefinition[] {
         503: { description: DRAINING },
       },
       handler: async (ctx, { body }) => {
-        generator.admit();
         const owner = userOf(ctx);
-        const selection = generator.prepare(body, owner);
+        const selection = generations.admit(body, owner);
         requirePricedAs(ctx, generationOperation(body.preset ?? DEFAULT_GENERATION_PRESET, body.generate_image), deps.serviceKeys);
         const stream = openEventStream(ctx, { heartbeatMs: deps.heartbeatMs });
         stream.send('start', {
@@ -161,7 +143,7 @@ export function generateRoutes(deps: RouteDeps): RouteDefinition[] {
           warnings: selection.warnings,
         });
         try {
-          const scene = await generator.generate(body, selection, owner, 'stream', {
+          const scene = await generations.generate(body, selection, owner, 'stream', {
             signal: stream.signal,
             onEvent: (event: AgentEvent) => stream.send('agent', event),
           });
@@ -203,11 +185,10 @@ export function generateRoutes(deps: RouteDeps): RouteDefinition[] {
         503: { description: DRAINING },
       },
       handler: async (ctx, { body, headers }) => {
-        generator.admit();
         const owner = userOf(ctx);
-        generator.prepare(body, owner);
+        generations.admit(body, owner);
         requirePricedAs(ctx, generationOperation(body.preset ?? DEFAULT_GENERATION_PRESET, body.generate_image), deps.serviceKeys);
-        const { job, replayed } = await generator.submit(body, owner, headers['idempotency-key']);
+        const { job, replayed } = await generations.submit(body, owner, headers['idempotency-key']);
         ctx.status = 202;
         ctx.set('Location', `/api/v1/timepoints/jobs/${job.id}`);
         if (replayed) ctx.set('Idempotent-Replayed', 'true');
@@ -222,18 +203,7 @@ export function generateRoutes(deps: RouteDeps): RouteDefinition[] {
       summary: 'Presets, providers and image models this server offers',
       tags: ['generation'],
       responses: { 200: { description: 'What text_model, image_model, preset and model_policy may name here', schema: ModelsSchema } },
-      handler: () => ({
-        providers: { ...deps.providers.configured },
-        presets: PRESETS.map((name) => ({
-          name,
-          ...PRESET_MODELS[name],
-          ...(generator.defaults.presets?.[name] ? { override: generator.defaults.presets[name] } : {}),
-          default: name === (generator.defaults.defaultPreset ?? 'balanced'),
-          allowed: !generator.defaults.allowed || generator.defaults.allowed.includes(name),
-        })),
-        permissive: { text_model: deps.permissiveTextModel, image_model: PERMISSIVE_IMAGE_MODEL },
-        image_models: [...IMAGE_VENDOR_MODELS.map((model) => `${IMAGE_VENDOR}/${model}`), FREE_IMAGE_KEYWORD],
-      }),
+      handler: () => generations.models(),
     }),
     defineRoute({
       method: 'get',
@@ -245,11 +215,7 @@ export function generateRoutes(deps: RouteDeps): RouteDefinition[] {
       tags: ['generation'],
       params: z.object({ job_id: z.uuid() }),
       responses: { 200: { description: 'The job', schema: JobSchema }, 404: { description: 'No such job' } },
-      handler: async (ctx, { params }) => {
-        const job = await deps.repository.job(params.job_id);
-        if (!job || (job.owner && job.owner !== userOf(ctx) && !isService(ctx))) throw notFound(`no job ${params.job_id}`);
-        return jobView(job);
-      },
+      handler: async (ctx, { params }) => jobView(await generations.job(params.job_id, { user: userOf(ctx), service: isService(ctx) })),
     }),
   ];
 }

@@ -1,10 +1,9 @@
 import { createHash } from 'node:crypto';
-import { defineRoute, forbidden, notFound, type RouteDefinition, unauthorized } from '@tempora/kit/http';
+import { defineRoute, type RouteDefinition } from '@tempora/kit/http';
 import { TdfRecordSchema } from '@tempora/kit/moments';
 import type { Context } from 'koa';
 import { z } from 'zod';
-import type { TimepointRow } from '../repository.ts';
-import { sceneSummary, sceneTdf } from '../scene.ts';
+import type { TimepointRow } from '../repository/index.ts';
 import { SceneSchema, VisibilityBodySchema } from '../schemas.ts';
 import { type RouteDeps, userOf } from './context.ts';
 
@@ -16,21 +15,6 @@ const idParams = z.object({ id: z.uuid() });
 
 /** OpenAPI 3.1's binary body: the bytes themselves, no JSON (clients check the media type only). */
 const ImageBytesSchema = z.string().meta({ format: 'binary' });
-
-/** Private scenes exist only for their owner: anyone else gets 404, not 403, so nothing leaks. */
-function visible(ctx: Context, row: TimepointRow | undefined, id: string): TimepointRow {
-  if (!row || (row.visibility === 'private' && row.owner !== userOf(ctx))) throw notFound(`no timepoint ${id}`);
-  return row;
-}
-
-/** Changing or deleting a scene: its owner only. */
-function owned(ctx: Context, row: TimepointRow | undefined, id: string): TimepointRow {
-  const user = userOf(ctx);
-  const found = visible(ctx, row, id);
-  if (!user) throw unauthorized('send X-User-ID (the gateway sets it)', 'ApiKey header="X-User-ID"');
-  if (found.owner !== user) throw forbidden('only the owner of a scene may change it');
-  return found;
-}
 
 /**
  * How long caches may keep a scene's image (docs/generation.md, "Images"). Its bytes never change (a scene
@@ -63,7 +47,7 @@ const ListQuery = z.object({
 
 export function timepointRoutes(deps: RouteDeps): RouteDefinition[] {
   // Long on purpose: a table of routes, one block per route, each handler short.
-  const { repository } = deps;
+  const { timepoints } = deps;
   return [
     defineRoute({
       method: 'get',
@@ -85,8 +69,8 @@ export function timepointRoutes(deps: RouteDeps): RouteDefinition[] {
       handler: async (ctx, { query }) => {
         // The account export pages everything through GET /api/v1/users/{user_id}/data (account-data.ts).
         const limit = Math.min(query.limit, 100);
-        const page = await repository.listByOwner(userOf(ctx) as string, limit, query.offset);
-        return { items: page.items.map((row) => sceneSummary(row.record)), total: page.total, limit, offset: query.offset };
+        const page = await timepoints.list(userOf(ctx) as string, limit, query.offset);
+        return { ...page, limit, offset: query.offset };
       },
     }),
     defineRoute({
@@ -103,10 +87,7 @@ export function timepointRoutes(deps: RouteDeps): RouteDefinition[] {
         200: { description: 'The scene record, or with `format=tdf` its TDF envelope', schema: z.union([SceneSchema, TdfRecordSchema]) },
         404: { description: 'No such scene (or private to someone else)' },
       },
-      handler: async (ctx, { params, query }) => {
-        const row = visible(ctx, await repository.timepoint(params.id), params.id);
-        return query.format === 'tdf' ? sceneTdf(row.record, deps.version) : row.record;
-      },
+      handler: (ctx, { params, query }) => timepoints.scene(params.id, userOf(ctx), query.format),
     }),
     defineRoute({
       method: 'get',
@@ -128,9 +109,7 @@ export function timepointRoutes(deps: RouteDeps): RouteDefinition[] {
         404: { description: 'No such scene, a private scene of someone else, or no stored image' },
       },
       handler: async (ctx, { params }) => {
-        const row = visible(ctx, await repository.timepoint(params.id), params.id);
-        const image = await repository.image(params.id);
-        if (!image) throw notFound(`timepoint ${params.id} has no stored image`);
+        const { scene: row, image } = await timepoints.image(params.id, userOf(ctx));
         const etag = `"${createHash('sha256').update(image.data).digest('base64url')}"`;
         const created = new Date(row.created_at);
         ctx.set('Cache-Control', imageCaching(row));
@@ -160,12 +139,7 @@ export function timepointRoutes(deps: RouteDeps): RouteDefinition[] {
         403: { description: 'Not the owner' },
         404: { description: 'No such scene' },
       },
-      handler: async (ctx, { params, body }) => {
-        owned(ctx, await repository.timepoint(params.id), params.id);
-        const row = await repository.setVisibility(params.id, body.visibility);
-        if (!row) throw notFound(`no timepoint ${params.id}`);
-        return row.record;
-      },
+      handler: (ctx, { params, body }) => timepoints.setVisibility(params.id, userOf(ctx), body.visibility),
     }),
     defineRoute({
       method: 'delete',
@@ -177,8 +151,7 @@ export function timepointRoutes(deps: RouteDeps): RouteDefinition[] {
       params: idParams,
       responses: { 204: { description: 'Deleted' }, 403: { description: 'Not the owner' }, 404: { description: 'No such scene' } },
       handler: async (ctx, { params }) => {
-        owned(ctx, await repository.timepoint(params.id), params.id);
-        await repository.deleteTimepoint(params.id);
+        await timepoints.delete(params.id, userOf(ctx));
         ctx.status = 204;
         return undefined;
       },
