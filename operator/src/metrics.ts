@@ -41,13 +41,12 @@ type LabelGrid<L extends string> = { readonly [K in L]: readonly string[] };
  */
 export function zeroed<L extends string>(metric: Counter<L> | Histogram<L>, ...grids: Array<NoInfer<LabelGrid<L>>>): void {
   for (const grid of grids) {
-    // Two casts TypeScript leaves no way around: Object.entries types a grid over generic label names L
-    // as any, and the combinations, built key by key, hold every name of L only once the loop is done.
-    let sets: Array<Record<string, string>> = [{}];
-    for (const [name, values] of Object.entries(grid) as Array<[string, readonly string[]]>) {
+    // A set is partial while it is built, and holds a value for every name of L once the loop is done.
+    let sets: Array<Partial<Record<L, string>>> = [{}];
+    for (const [name, values] of Object.entries<readonly string[]>(grid)) {
       sets = sets.flatMap((set) => values.map((value) => ({ ...set, [name]: value })));
     }
-    for (const labels of sets as Array<Record<L, string>>) {
+    for (const labels of sets) {
       if (metric instanceof Histogram) metric.zero(labels);
       else metric.inc(labels, 0);
     }

@@ -344,26 +344,31 @@ describe('operator on a real control plane', function () {
       assert.equal((await hpaMetrics()).length, 1, 'cpu only without an adapter');
       await applyAs(admin, adapter);
       try {
-        const metrics = await waitFor(
-          'the queue-depth metric',
-          async () => {
-            const m = await hpaMetrics();
-            return m.length === 2 ? m : undefined;
-          },
-          { timeoutMs: 30_000 },
-        );
-        assert.deepEqual(metrics[1], {
+        const queueDepth = {
           type: 'External',
           external: {
             metric: { name: QUEUE_DEPTH_METRIC, selector: { matchLabels: { pool: 'agents' } } },
             target: { type: 'AverageValue', averageValue: '20' },
           },
+        };
+        const hasQueueDepth = async () => {
+          const m = await hpaMetrics();
+          return m.some((metric) => metric.type === 'External') ? m : undefined;
+        };
+        // The pods request no CPU, so a utilization would fail and keep the HPA from scaling down.
+        assert.deepEqual(await waitFor('the queue-depth metric', hasQueueDepth, { timeoutMs: 30_000 }), [queueDepth]);
+        await applyAs(admin, agentPool('agents', { gatewayRef: 'alpha', resources: { requests: { cpu: '100m' } } }));
+        const both = await waitFor('CPU beside the queue depth', async () => ((await hpaMetrics()).length === 2 ? hpaMetrics() : undefined), {
+          timeoutMs: 30_000,
         });
+        assert.equal(both[0]!.resource!.target.averageUtilization, 70);
+        assert.deepEqual(both[1], queueDepth);
+        await applyAs(admin, agentPool('agents', { gatewayRef: 'alpha' }));
         await waitReady(R.AgentPool, 'agents');
       } finally {
         await admin.delete(APIService, '', adapter.metadata.name);
       }
-      await waitFor('cpu only again once the adapter is gone', async () => (await hpaMetrics()).length === 1, { timeoutMs: 30_000 });
+      await waitFor('cpu only again once the adapter is gone', async () => (await hpaMetrics()).every((m) => m.type === 'Resource'), { timeoutMs: 30_000 });
     });
 
     it('SimulationBudget: enforced by the real simulation service, whose spend, alerts and exhaustion come back into status', async function () {

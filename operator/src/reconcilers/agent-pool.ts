@@ -6,8 +6,10 @@
 // Deployment's replicas, so the operator never sets them. The pool serves the TemporaGateway it names: that
 // TemporaGateway's generation pods put their agent tasks on the pool's Redis stream (gateway.ts), and the pool
 // takes from the TemporaGateway what it does not set itself (Redis, provider credentials, log level, tracing).
+
+import type { V2MetricSpec } from '@kubernetes/client-node';
 import type { AgentPool, TemporaGateway } from '../api/v1alpha1/index.ts';
-import type { HorizontalPodAutoscaler, ScaledObjectTrigger } from '../kube/object.ts';
+import type { HorizontalPodAutoscaler, Json, ScaledObjectTrigger } from '../kube/object.ts';
 import * as R from '../kube/resources.ts';
 import { applyChildren, liveChild } from './apply-children.ts';
 import { childLabels, type DesiredChild, type ReconcileContext, type Reconciler } from './context.ts';
@@ -15,7 +17,7 @@ import { gatewayOf, poolRedis, redisKeyPrefix, servingPool } from './gateway-ref
 import { peerUrls } from './platform-services.ts';
 import { type Blocked, deploymentState, readiness } from './readiness.ts';
 import { updateStatus } from './status.ts';
-import { configMap, envFromSecretKey, modelSettings, obj, workerDeployment } from './workload.ts';
+import { child, configMap, type EnvFromSource, envFromSecretKey, modelSettings, workerDeployment } from './workload.ts';
 
 /**
  * The queue-depth metric, selected by the label `pool`: the generation pods and the pool's workers export it
@@ -68,24 +70,25 @@ function autoscaler(pool: AgentPool, features: AgentPoolFeatures, labels: Record
     // stops KEDA's HPA from ever scaling down, so CPU counts only where the pods request it.
     if (spec.resources?.requests?.cpu !== undefined)
       triggers.push({ type: 'cpu', metricType: 'Utilization', metadata: { value: String(spec.cpuTargetPercent) } });
-    return {
-      resource: R.ScaledObject,
-      object: obj(name, labels, {
-        scaleTargetRef: { apiVersion: 'apps/v1', kind: 'Deployment', name },
-        minReplicaCount: spec.minReplicas,
-        maxReplicaCount: spec.maxReplicas,
-        advanced: {
-          horizontalPodAutoscalerConfig: {
-            behavior: { scaleDown: { stabilizationWindowSeconds: spec.autoscaling?.scaleDownStabilizationSeconds } },
+    return child(
+      R.ScaledObject,
+      { name, labels },
+      {
+        spec: {
+          scaleTargetRef: { apiVersion: 'apps/v1', kind: 'Deployment', name },
+          minReplicaCount: spec.minReplicas,
+          maxReplicaCount: spec.maxReplicas,
+          advanced: {
+            horizontalPodAutoscalerConfig: {
+              behavior: { scaleDown: { stabilizationWindowSeconds: spec.autoscaling?.scaleDownStabilizationSeconds } },
+            },
           },
+          triggers,
         },
-        triggers,
-      }),
-    };
+      },
+    );
   }
-  const metrics: Record<string, unknown>[] = [
-    { type: 'Resource', resource: { name: 'cpu', target: { type: 'Utilization', averageUtilization: spec.cpuTargetPercent } } },
-  ];
+  const metrics: Json<V2MetricSpec>[] = [];
   if (features.queueMetric) {
     metrics.push({
       type: 'External',
@@ -95,15 +98,24 @@ function autoscaler(pool: AgentPool, features: AgentPoolFeatures, labels: Record
       },
     });
   }
-  return {
-    resource: R.HorizontalPodAutoscaler,
-    object: obj(name, labels, {
-      scaleTargetRef: { apiVersion: 'apps/v1', kind: 'Deployment', name },
-      minReplicas: spec.minReplicas,
-      maxReplicas: spec.maxReplicas,
-      metrics,
-    }),
-  };
+  // As under KEDA, CPU counts where the pods request it; without a request it counts only when there is no
+  // queue metric, since an HPA without metrics gets CPU anyway.
+  if (spec.resources?.requests?.cpu !== undefined || metrics.length === 0)
+    metrics.unshift({ type: 'Resource', resource: { name: 'cpu', target: { type: 'Utilization', averageUtilization: spec.cpuTargetPercent } } });
+  const stabilization = spec.autoscaling?.scaleDownStabilizationSeconds;
+  return child(
+    R.HorizontalPodAutoscaler,
+    { name, labels },
+    {
+      spec: {
+        scaleTargetRef: { apiVersion: 'apps/v1', kind: 'Deployment', name },
+        minReplicas: spec.minReplicas,
+        maxReplicas: spec.maxReplicas,
+        metrics,
+        ...(stabilization === undefined ? {} : { behavior: { scaleDown: { stabilizationWindowSeconds: stabilization } } }),
+      },
+    },
+  );
 }
 
 /** `gateway`: the TemporaGateway the pool serves, which lends what the pool does not set (its monitor labels too). */
@@ -123,7 +135,7 @@ export function desiredAgentPoolChildren(pool: AgentPool, features: AgentPoolFea
     LOG_LEVEL: gateway?.spec.logLevel ?? 'info',
   };
   const providers = spec.providerSecrets ?? (gateway?.spec.secrets?.providers ? [gateway.spec.secrets.providers] : []);
-  const envFrom: Record<string, unknown>[] = [{ configMapRef: { name } }, ...providers.map((s) => ({ secretRef: { name: s } }))];
+  const envFrom: EnvFromSource[] = [{ configMapRef: { name } }, ...providers.map((s) => ({ secretRef: { name: s } }))];
   return [
     configMap(pool, name, component, config),
     ...workerDeployment(

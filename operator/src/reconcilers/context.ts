@@ -1,6 +1,6 @@
 // What every reconcile gets, and how every child is labelled and owned.
 import type { Logger } from 'pino';
-import type { AgentPool, GraphWorker, SimulationBudget, TemporaGateway } from '../api/v1alpha1/index.ts';
+import type { Affinity, AgentPool, GraphWorker, Resources, SimulationBudget, TemporaGateway } from '../api/v1alpha1/index.ts';
 import type { KubeClient } from '../kube/client.ts';
 import type { EventRecorder } from '../kube/events.ts';
 import type { AnyInformer, Informer } from '../kube/informer.ts';
@@ -110,10 +110,28 @@ export interface Reconciler<T extends KubeObject = KubeObject> {
 }
 
 /**
- * A child as the operator applies it: plain JSON of the fields it owns, not a typed kind. The CRDs let
- * quantities be numbers (spec.resources) and pass some pod fields through as open objects (affinity),
- * which the client-node models type narrower; the API server takes both, and the JSON is applied as built
- * so that its spec hash (drift.ts) stays the same. Read back from the API server, a child is typed.
+ * Pod fields the CRDs pass through wider than client-node's models type them: quantities may be numbers
+ * (spec.resources) and affinity terms open objects (spec.pods.affinity). The API server takes both, and
+ * the JSON is applied as built, so that its spec hash (drift.ts) stays the same.
+ */
+interface PassedThrough {
+  resources: Resources;
+  affinity: Affinity;
+}
+
+/** A kind's JSON (kube/object.ts) as the operator writes it: the fields in PassedThrough as the CRDs pass them. */
+export type Written<T> = T extends readonly (infer U)[]
+  ? Written<U>[]
+  : T extends object
+    ? { [K in keyof T]: K extends keyof PassedThrough ? PassedThrough[K] : Written<T[K]> }
+    : T;
+
+/** What a child of kind `T` holds besides apiVersion, kind and metadata, as the operator writes it. */
+export type ChildFields<T extends KubeObject> = Omit<Written<T>, 'apiVersion' | 'kind' | 'metadata'>;
+
+/**
+ * A child as the operator applies it: the fields it owns, built typed by its kind (workload.ts, child) and
+ * carried as JSON of any kind, which childObject completes with the resource's apiVersion and kind.
  */
 export interface DesiredChild {
   resource: ResourceType;

@@ -5,10 +5,10 @@
 import { generateKeyPairSync } from 'node:crypto';
 import { METRICS_PORT_OFFSET } from '@tempora/kit/config';
 import type { AgentPool, IngressSpec, SimulationBudget, TemporaGateway } from '../api/v1alpha1/index.ts';
-import type { KubeObject } from '../kube/object.ts';
+import type { KubeObject, Secret } from '../kube/object.ts';
 import * as R from '../kube/resources.ts';
 import { applyChildren, liveChild } from './apply-children.ts';
-import { childLabels, type DesiredChild, type ReconcileContext, type Reconciler } from './context.ts';
+import { type ChildFields, childLabels, type DesiredChild, type ReconcileContext, type Reconciler } from './context.ts';
 import { hasExternalState, poolRedis, redisKeyPrefix, servingPool } from './gateway-ref.ts';
 import { SECRET_RECHECK_MS } from './gateway-secrets.ts';
 import { DEPLOYED_SERVICES, type PlatformService, peerUrls, servicePort } from './platform-services.ts';
@@ -16,14 +16,15 @@ import { type Blocked, deploymentState, readiness } from './readiness.ts';
 import { budgetJson } from './simulation-budget.ts';
 import { updateStatus } from './status.ts';
 import {
+  child,
   configMap,
   deployment,
+  type EnvFromSource,
   type EnvVar,
   envFromSecretKey,
   image,
   mergePodSettings,
   modelSettings,
-  obj,
   podDisruptionBudget,
   type ReadOnlyVolume,
   service,
@@ -88,13 +89,16 @@ export function signingKeyName(gw: TemporaGateway): string {
 
 function signingKey(gw: TemporaGateway): DesiredChild {
   return {
-    resource: R.Secret,
-    object: obj(signingKeyName(gw), childLabels(gw, 'gateway')),
-    createWith: () => ({
-      type: 'Opaque',
-      // A PEM export is a string; Node's types say string | Buffer for every format.
-      stringData: { JWT_PRIVATE_KEY: generateKeyPairSync('ec', { namedCurve: 'P-256' }).privateKey.export({ type: 'pkcs8', format: 'pem' }) as string },
-    }),
+    ...child(R.Secret, { name: signingKeyName(gw), labels: childLabels(gw, 'gateway') }, {}),
+    createWith: (): ChildFields<Secret> => {
+      // With both encodings Node hands the PEMs over as strings (the public key is not used).
+      const { privateKey } = generateKeyPairSync('ec', {
+        namedCurve: 'P-256',
+        publicKeyEncoding: { type: 'spki', format: 'pem' },
+        privateKeyEncoding: { type: 'pkcs8', format: 'pem' },
+      });
+      return { type: 'Opaque', stringData: { JWT_PRIVATE_KEY: privateKey } };
+    },
   };
 }
 
@@ -155,7 +159,7 @@ export function desiredGatewayChildren(gw: TemporaGateway, withServiceMonitors: 
     if (svc === 'generation') Object.assign(config, generationSettings(spec, pool));
     if (svc === 'simulation') config.SIMULATION_BUDGETS_PATH = BUDGETS_DIR;
     // Later sources win: a JWT_PRIVATE_KEY in the keys Secret replaces the operator's signing key.
-    const envFrom: Record<string, unknown>[] = [{ configMapRef: { name } }];
+    const envFrom: EnvFromSource[] = [{ configMapRef: { name } }];
     if (svc === 'gateway') envFrom.push({ secretRef: { name: signingKeyName(gw) } });
     if (spec.secrets?.keys) envFrom.push({ secretRef: { name: spec.secrets.keys } });
     if (spec.secrets?.providers && USES_PROVIDERS.has(svc)) envFrom.push({ secretRef: { name: spec.secrets.providers } });
@@ -197,26 +201,27 @@ export function desiredGatewayChildren(gw: TemporaGateway, withServiceMonitors: 
 
 function ingress(gw: TemporaGateway, spec: IngressSpec): DesiredChild {
   const { host, className, tlsSecretName, annotations } = spec;
-  const object = obj(gw.metadata.name, childLabels(gw, 'gateway'), {
-    ...(className ? { ingressClassName: className } : {}),
-    ...(tlsSecretName ? { tls: [{ hosts: [host], secretName: tlsSecretName }] } : {}),
-    rules: [
-      {
-        host,
-        http: {
-          paths: [
-            {
-              path: '/',
-              pathType: 'Prefix',
-              backend: { service: { name: childName(gw, 'gateway'), port: { name: 'http' } } },
-            },
-          ],
+  const metadata = { name: gw.metadata.name, labels: childLabels(gw, 'gateway'), ...(annotations ? { annotations } : {}) };
+  return child(R.Ingress, metadata, {
+    spec: {
+      ...(className ? { ingressClassName: className } : {}),
+      ...(tlsSecretName ? { tls: [{ hosts: [host], secretName: tlsSecretName }] } : {}),
+      rules: [
+        {
+          host,
+          http: {
+            paths: [
+              {
+                path: '/',
+                pathType: 'Prefix',
+                backend: { service: { name: childName(gw, 'gateway'), port: { name: 'http' } } },
+              },
+            ],
+          },
         },
-      },
-    ],
+      ],
+    },
   });
-  if (annotations) object.metadata.annotations = annotations;
-  return { resource: R.Ingress, object };
 }
 
 export const gatewayReconciler: Reconciler<TemporaGateway> = {

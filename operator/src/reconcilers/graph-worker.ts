@@ -12,7 +12,7 @@ import { gatewayOf, redisKeyPrefix } from './gateway-ref.ts';
 import { peerUrls } from './platform-services.ts';
 import { type Blocked, deploymentState, readiness } from './readiness.ts';
 import { updateStatus } from './status.ts';
-import { configMap, envFromSecretKey, obj, podTemplate, workerDeployment } from './workload.ts';
+import { child, configMap, type EnvFromSource, envFromSecretKey, podTemplate, workerDeployment } from './workload.ts';
 
 /** Once a day; the schema leaves schedule unset for the roles that are not scheduled. */
 export const DEFAULT_DAILY_SCHEDULE = '0 4 * * *';
@@ -31,7 +31,7 @@ export function desiredGraphWorkerChildren(worker: GraphWorker, withPodMonitor: 
     REDIS_KEY_PREFIX: redisKeyPrefix(namespace, spec.gatewayRef),
     LOG_LEVEL: gateway?.spec.logLevel ?? 'info',
   };
-  const envFrom: Record<string, unknown>[] = [{ configMapRef: { name } }];
+  const envFrom: EnvFromSource[] = [{ configMapRef: { name } }];
   if (gateway?.spec.secrets?.keys) envFrom.push({ secretRef: { name: gateway.spec.secrets.keys } });
   const providers = spec.providersSecret ?? gateway?.spec.secrets?.providers;
   if (providers) envFrom.push({ secretRef: { name: providers } });
@@ -55,17 +55,22 @@ export function desiredGraphWorkerChildren(worker: GraphWorker, withPodMonitor: 
     const monitor = withPodMonitor ? { platformComponent: 'graph-worker', monitoring: spec.monitoring ?? gateway?.spec.monitoring } : undefined;
     return [...children, ...workerDeployment({ ...pod, name, replicas: spec.replicas }, monitor)];
   }
-  children.push({
-    resource: R.CronJob,
-    object: obj(name, childLabels(worker, component), {
-      schedule: spec.schedule ?? DEFAULT_DAILY_SCHEDULE,
-      timeZone: spec.timeZone,
-      concurrencyPolicy: spec.concurrencyPolicy,
-      successfulJobsHistoryLimit: spec.successfulJobsHistoryLimit,
-      failedJobsHistoryLimit: spec.failedJobsHistoryLimit,
-      jobTemplate: { spec: { backoffLimit: 2, template: podTemplate({ ...pod, restartPolicy: 'OnFailure' }) } },
-    }),
-  });
+  children.push(
+    child(
+      R.CronJob,
+      { name, labels: childLabels(worker, component) },
+      {
+        spec: {
+          schedule: spec.schedule ?? DEFAULT_DAILY_SCHEDULE,
+          timeZone: spec.timeZone,
+          concurrencyPolicy: spec.concurrencyPolicy,
+          successfulJobsHistoryLimit: spec.successfulJobsHistoryLimit,
+          failedJobsHistoryLimit: spec.failedJobsHistoryLimit,
+          jobTemplate: { spec: { backoffLimit: 2, template: podTemplate({ ...pod, restartPolicy: 'OnFailure' }) } },
+        },
+      },
+    ),
+  );
   return children;
 }
 

@@ -3,11 +3,12 @@
 // defaults or with whoever sets it.
 
 import { createHash } from 'node:crypto';
+import type { V1Container, V1EnvFromSource, V1EnvVar, V1PodSpec, V1PodTemplateSpec, V1Volume } from '@kubernetes/client-node';
 import { METRICS_PORT_OFFSET } from '@tempora/kit/config';
 import type { ImageSpec, ModelsSpec, MonitoringSpec, PodSettings, Resources, SecretKeyRef, TracingSpec } from '../api/v1alpha1/index.ts';
-import type { KubeObject } from '../kube/object.ts';
+import type { Json, KubeObject, MetricsEndpoint } from '../kube/object.ts';
 import * as R from '../kube/resources.ts';
-import { childLabels, type DesiredChild, OWNER_UID_LABEL } from './context.ts';
+import { type ChildFields, childLabels, type DesiredChild, OWNER_UID_LABEL, type Written } from './context.ts';
 
 /** Where a worker pod (AgentPool, GraphWorker) serves /health and /metrics, told through WORKER_PORT. */
 export const WORKER_PORT = 8091;
@@ -32,14 +33,17 @@ const PRE_STOP_SECONDS = 5;
  */
 export const COMPONENT_TARGET_LABEL = 'tempora_component';
 
-export type EnvVar = Record<string, unknown> & { name: string };
+export type EnvVar = Json<V1EnvVar>;
+export type EnvFromSource = Json<V1EnvFromSource>;
+type PodSpec = Written<Json<V1PodSpec>>;
+type Container = Written<Json<V1Container>>;
 
 /** A volume mounted read-only into the container, whole (no subPath, so updates to its source reach the pod). */
 export interface ReadOnlyVolume {
   name: string;
   mountPath: string;
   /** The volume's source, e.g. `{ configMap: { name } }`. */
-  source: Record<string, unknown>;
+  source: Omit<Json<V1Volume>, 'name'>;
 }
 
 /** Model presets and policy, as the generation service reads them (services/generation/src/config.ts). */
@@ -95,14 +99,17 @@ export function mergePodSettings(base: PodSettings | undefined, over: PodSetting
 const isEmpty = (v: unknown) =>
   v === undefined || v === '' || (Array.isArray(v) ? v.length === 0 : typeof v === 'object' && v !== null && Object.keys(v).length === 0);
 
+/** The fields of a pod spec that PodSettings sets. */
+const SCHEDULING_FIELDS = ['imagePullSecrets', 'nodeSelector', 'tolerations', 'affinity', 'topologySpreadConstraints', 'priorityClassName'] as const;
+
 /**
  * The scheduling and pulling fields of a pod spec, as PodSettings sets them (empty ones left out, so the
  * operator owns no field it has nothing for). A spread constraint without labelSelector would count no
  * pod at all: it spreads the component's own pods instead.
  */
-function podScheduling(pods: PodSettings | undefined, selector: Record<string, string>): Record<string, unknown> {
+function podScheduling(pods: PodSettings | undefined, selector: Record<string, string>): Pick<PodSpec, (typeof SCHEDULING_FIELDS)[number]> {
   if (!pods) return {};
-  const spec: Record<string, unknown> = {
+  const spec: Pick<PodSpec, (typeof SCHEDULING_FIELDS)[number]> = {
     imagePullSecrets: pods.imagePullSecrets,
     nodeSelector: pods.nodeSelector,
     tolerations: pods.tolerations,
@@ -110,7 +117,8 @@ function podScheduling(pods: PodSettings | undefined, selector: Record<string, s
     topologySpreadConstraints: pods.topologySpreadConstraints?.map((c) => (c.labelSelector ? c : { ...c, labelSelector: { matchLabels: selector } })),
     priorityClassName: pods.priorityClassName,
   };
-  return Object.fromEntries(Object.entries(spec).filter(([, v]) => !isEmpty(v)));
+  for (const field of SCHEDULING_FIELDS) if (isEmpty(spec[field])) delete spec[field];
+  return spec;
 }
 
 export interface PodSpecInput {
@@ -126,7 +134,7 @@ export interface PodSpecInput {
   /** A service's port for /metrics alone (METRICS_PORT); unset, /metrics is on `port` (workers). */
   metricsPort?: number;
   env: EnvVar[];
-  envFrom: Record<string, unknown>[];
+  envFrom: EnvFromSource[];
   resources: Resources | undefined;
   tracing: TracingSpec | undefined;
   /** Settings the pods read; their hash goes on the template so a settings change rolls the pods. */
@@ -137,13 +145,13 @@ export interface PodSpecInput {
   pods?: PodSettings;
 }
 
-export function podTemplate(input: PodSpecInput): Record<string, unknown> {
+export function podTemplate(input: PodSpecInput): Written<Json<V1PodTemplateSpec>> {
   const { owner, component, port, pods } = input;
   const annotations: Record<string, string> = { ...pods?.annotations };
   if (input.config) {
     annotations['tempora.dev/config-hash'] = createHash('sha256').update(JSON.stringify(input.config)).digest('hex').slice(0, 16);
   }
-  const container: Record<string, unknown> = {
+  const container: Container = {
     name: component,
     image: image(input.image, input.imageName),
     imagePullPolicy: input.image.pullPolicy ?? 'IfNotPresent',
@@ -209,42 +217,51 @@ export interface DeploymentInput extends PodSpecInput {
 }
 
 export function deployment(input: DeploymentInput): DesiredChild {
-  return {
-    resource: R.Deployment,
-    object: obj(input.name, childLabels(input.owner, input.component), {
-      ...(input.replicas !== undefined ? { replicas: input.replicas } : {}),
-      selector: { matchLabels: selectorLabels(input.owner, input.component) },
-      template: podTemplate(input),
-    }),
-  };
+  return child(
+    R.Deployment,
+    { name: input.name, labels: childLabels(input.owner, input.component) },
+    {
+      spec: {
+        ...(input.replicas !== undefined ? { replicas: input.replicas } : {}),
+        selector: { matchLabels: selectorLabels(input.owner, input.component) },
+        template: podTemplate(input),
+      },
+    },
+  );
 }
 
 /** The Service of a platform service: its API on `http` (what an Ingress routes) and its /metrics on `metrics`. */
 export function service(owner: KubeObject, name: string, component: string, port: number): DesiredChild {
-  return {
-    resource: R.Service,
-    object: obj(name, childLabels(owner, component), {
-      selector: selectorLabels(owner, component),
-      ports: [
-        { name: PORT_NAME, port, targetPort: PORT_NAME, protocol: 'TCP' },
-        { name: METRICS_PORT_NAME, port: port + METRICS_PORT_OFFSET, targetPort: METRICS_PORT_NAME, protocol: 'TCP' },
-      ],
-    }),
-  };
+  return child(
+    R.Service,
+    { name, labels: childLabels(owner, component) },
+    {
+      spec: {
+        selector: selectorLabels(owner, component),
+        ports: [
+          { name: PORT_NAME, port, targetPort: PORT_NAME, protocol: 'TCP' },
+          { name: METRICS_PORT_NAME, port: port + METRICS_PORT_OFFSET, targetPort: METRICS_PORT_NAME, protocol: 'TCP' },
+        ],
+      },
+    },
+  );
 }
 
 export function configMap(owner: KubeObject, name: string, component: string, data: Record<string, string>): DesiredChild {
-  return { resource: R.ConfigMap, object: { ...obj(name, childLabels(owner, component)), data } };
+  return child(R.ConfigMap, { name, labels: childLabels(owner, component) }, { data });
 }
 
 export function podDisruptionBudget(owner: KubeObject, name: string, component: string, maxUnavailable: number): DesiredChild {
-  return {
-    resource: R.PodDisruptionBudget,
-    object: obj(name, childLabels(owner, component), {
-      maxUnavailable,
-      selector: { matchLabels: selectorLabels(owner, component) },
-    }),
-  };
+  return child(
+    R.PodDisruptionBudget,
+    { name, labels: childLabels(owner, component) },
+    {
+      spec: {
+        maxUnavailable,
+        selector: { matchLabels: selectorLabels(owner, component) },
+      },
+    },
+  );
 }
 
 /** What a monitor scrapes, as the platform names it, and the labels a Prometheus selects monitors by. */
@@ -258,7 +275,7 @@ export interface MonitorInput {
  * How the Prometheus Operator scrapes a Tempora pod: /metrics on the named port (a service's `metrics`,
  * which its Service names alike; a worker's `http`), every target labelled with the platform's component.
  */
-function metricsEndpoint(platformComponent: string, port: string): Record<string, unknown> {
+function metricsEndpoint(platformComponent: string, port: string): MetricsEndpoint {
   return {
     port,
     path: '/metrics',
@@ -274,24 +291,30 @@ function monitorLabels(owner: KubeObject, component: string, monitoring: Monitor
 
 /** Scrapes the pods behind a Service that service() made. */
 export function serviceMonitor(owner: KubeObject, name: string, component: string, monitor: MonitorInput): DesiredChild {
-  return {
-    resource: R.ServiceMonitor,
-    object: obj(name, monitorLabels(owner, component, monitor.monitoring), {
-      selector: { matchLabels: { ...selectorLabels(owner, component), [`tempora.dev/${owner.kind.toLowerCase()}`]: owner.metadata.name } },
-      endpoints: [metricsEndpoint(monitor.platformComponent, METRICS_PORT_NAME)],
-    }),
-  };
+  return child(
+    R.ServiceMonitor,
+    { name, labels: monitorLabels(owner, component, monitor.monitoring) },
+    {
+      spec: {
+        selector: { matchLabels: { ...selectorLabels(owner, component), [`tempora.dev/${owner.kind.toLowerCase()}`]: owner.metadata.name } },
+        endpoints: [metricsEndpoint(monitor.platformComponent, METRICS_PORT_NAME)],
+      },
+    },
+  );
 }
 
 /** Scrapes a workload's pods directly, selected by their labels (the workload's own selector): workers have no Service. */
 export function podMonitor(owner: KubeObject, name: string, component: string, monitor: MonitorInput): DesiredChild {
-  return {
-    resource: R.PodMonitor,
-    object: obj(name, monitorLabels(owner, component, monitor.monitoring), {
-      selector: { matchLabels: selectorLabels(owner, component) },
-      podMetricsEndpoints: [metricsEndpoint(monitor.platformComponent, PORT_NAME)],
-    }),
-  };
+  return child(
+    R.PodMonitor,
+    { name, labels: monitorLabels(owner, component, monitor.monitoring) },
+    {
+      spec: {
+        selector: { matchLabels: selectorLabels(owner, component) },
+        podMetricsEndpoints: [metricsEndpoint(monitor.platformComponent, PORT_NAME)],
+      },
+    },
+  );
 }
 
 /**
@@ -304,6 +327,18 @@ export function workerDeployment(input: Omit<DeploymentInput, 'port' | 'portEnv'
   return children;
 }
 
-export function obj(name: string, labels: Record<string, string>, spec?: Record<string, unknown>): KubeObject {
-  return { apiVersion: '', kind: '', metadata: { name, labels }, ...(spec ? { spec } : {}) };
+/** A child's metadata as the operator sets it; childObject adds its namespace, owner and spec hash. */
+interface ChildMeta {
+  name: string;
+  labels: Record<string, string>;
+  annotations?: Record<string, string>;
+}
+
+/**
+ * A child of the resource's kind: `fields` are typed by the kind as the operator writes it, so that a
+ * field the kind does not have, or a value of another type, does not compile. apiVersion and kind are
+ * left to childObject, which takes them from the resource.
+ */
+export function child<T extends KubeObject>(resource: R.ResourceType<T>, metadata: ChildMeta, fields: NoInfer<ChildFields<T>>): DesiredChild {
+  return { resource, object: { apiVersion: '', kind: '', metadata, ...fields } };
 }

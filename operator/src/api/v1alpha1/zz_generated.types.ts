@@ -194,7 +194,7 @@ export type AgentPoolSpec = {
     /** The Prometheus that scrapes the pool's pods, which KEDA's prometheus trigger queries for max(tempora_generation_queue_depth{namespace=<namespace>,pool=<name>}), e.g. http://prometheus-operated.monitoring.svc:9090. */
     prometheusAddress?: string;
     /**
-     * How long the queue must stay short before KEDA's HorizontalPodAutoscaler removes pods (its behavior.scaleDown.stabilizationWindowSeconds).
+     * How long the queue must stay short before the pool's HorizontalPodAutoscaler (KEDA's or the operator's) removes pods (its behavior.scaleDown.stabilizationWindowSeconds).
      * Default: 300.
      */
     scaleDownStabilizationSeconds: number;
