@@ -53,7 +53,7 @@ describe('tempora-client (Python)', function () {
 
   it('fails closed, types problems, retries only where safe and reads event streams (pytest, against a local server)', function () {
     this.timeout(120_000);
-    assert.match(pytest(['test_fail_closed.py']), /\b13 passed\b/);
+    assert.match(pytest(['test_fail_closed.py']), /\b14 passed\b/);
   });
 
   describe('against the running platform', () => {

@@ -235,3 +235,30 @@ def test_refuses_an_event_whose_data_is_not_json_and_raises_an_error_event_as_a_
             names.append(item.event)
     assert names == ["start"]
     assert (failed.value.status, failed.value.detail) == (502, "the model provider failed")
+
+
+def test_sends_default_headers_with_every_request_and_a_forwarded_authorization_as_given(serve):
+    def answer(seen: Seen, reply: Answer, count: int) -> None:
+        if seen.path.endswith("/events"):
+            return reply.events(event(1, "end", simulation_run(RUN)))
+        if seen.path == "/api/v1/auth/me":
+            return reply.json(401, problem(401, "Unauthorized", "token expired"))
+        if count == 1:
+            return reply.json(503, problem(503, "Service Unavailable", "busy"), {"retry-after": "0"})
+        reply.json(202, simulation_run(RUN), {"location": f"/api/v1/simulations/{RUN}"})
+
+    server = serve(answer)
+    tempora = Tempora(server.url, api_key="key", retry=FAST, headers={"X-Request-ID": "req-1", "Idempotency-Key": "default-key"})
+    tempora.simulate({"prompt": "the printing press reaches Venice"})
+    tempora.simulate({"prompt": "again"}, idempotency_key="mine")
+    list(tempora.simulation_events(RUN))
+    sent = [(seen.headers.get("x-request-id"), seen.headers.get("idempotency-key"), seen.headers.get("x-api-key")) for seen in server.seen]
+    # The 503 and its retry, a start with its own key in place of the default one, the stream.
+    assert sent == [("req-1", "default-key", "key"), ("req-1", "default-key", "key"), ("req-1", "mine", "key"), ("req-1", "default-key", "key")]
+    # A forwarded Authorization goes as given, in place of the API key, and a 401 to it is the caller's: not rotated.
+    forwarding = Tempora(server.url, api_key="key", retry=FAST, headers={"Authorization": "Bearer caller-token"})
+    with pytest.raises(TemporaProblem) as raised:
+        forwarding.api.get_me()
+    assert raised.value.status == 401
+    assert (server.seen[-1].headers["authorization"], "x-api-key" in server.seen[-1].headers) == ("Bearer caller-token", False)
+    assert len(server.seen) == 5

@@ -32,6 +32,13 @@ export interface TemporaOptions {
   apiKey?: string;
   /** Told each time the pair changes (sign-in, rotation, sign-out), so an app can keep it. */
   onTokens?: (tokens: TokenPair | undefined) => void;
+  /**
+   * Headers sent with every request, streams and retries included: an `X-Request-ID`, a service's own key,
+   * an `Authorization` forwarded from the caller. A call's own header of the same name takes the place of
+   * one of these. A credential among them is sent as a call's own would be: it takes the place of
+   * `apiKey`, and a signed-in pair's access token takes the place of a Bearer one.
+   */
+  headers?: Readonly<Record<string, string>>;
 }
 
 /** The operations whose POST starts paid, asynchronous work: each gets an Idempotency-Key, so a retry never starts it twice. */
@@ -56,7 +63,11 @@ export class Tempora {
     this.#apiKey = options.apiKey;
     this.#onTokens = options.onTokens;
     const send = options.fetch ?? ((request: Request) => globalThis.fetch(request));
-    this.api = createClient<paths>({ baseUrl: options.baseUrl, fetch: retryingFetch(this.#authorised(send), { ...DEFAULT_RETRY, ...options.retry }) });
+    this.api = createClient<paths>({
+      baseUrl: options.baseUrl,
+      headers: options.headers,
+      fetch: retryingFetch(this.#authorised(send), { ...DEFAULT_RETRY, ...options.retry }),
+    });
     this.api.use({
       onRequest: ({ request, schemaPath }) => {
         if (KEYED.has(`${request.method} ${schemaPath}`) && !request.headers.has('idempotency-key'))

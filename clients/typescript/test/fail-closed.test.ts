@@ -260,3 +260,48 @@ describe('@tempora/client event streams', () => {
     }
   });
 });
+
+describe('@tempora/client default headers', () => {
+  it("sends them with every request, retries and streams included; a call's own header takes their place", async () => {
+    const server = await scriptedServer((request, response, count) => {
+      if (request.path.endsWith('/events')) {
+        response.writeHead(200, { 'content-type': 'text/event-stream' });
+        return response.end(`id: 1\nevent: end\ndata: ${JSON.stringify(simulationRun(RUN))}\n\n`);
+      }
+      if (count === 1) return json(response, 503, problem(503, 'Service Unavailable', 'try again'));
+      json(response, 200, simulationRun(RUN));
+    });
+    try {
+      const tempora = new Tempora({ baseUrl: server.url, apiKey: 'key', retry: fast, headers: { 'X-Request-ID': 'req-1', 'X-Tenant': 'acme' } });
+      await tempora.api.GET('/api/v1/simulations/{id}', { params: { path: { id: RUN } } });
+      await tempora.api.GET('/api/v1/simulations/{id}', { params: { path: { id: RUN } }, headers: { 'X-Request-ID': 'req-2' } });
+      for await (const _ of tempora.simulationEvents(RUN));
+      assert.deepEqual(
+        server.seen.map((seen) => [seen.headers['x-request-id'], seen.headers['x-tenant'], seen.headers['x-api-key']]),
+        [
+          ['req-1', 'acme', 'key'],
+          ['req-1', 'acme', 'key'],
+          ['req-2', 'acme', 'key'],
+          ['req-1', 'acme', 'key'],
+        ],
+        'the 503 and its retry, the overridden call, the stream',
+      );
+    } finally {
+      await server.close();
+    }
+  });
+
+  it('sends a forwarded Authorization as given, in place of an API key, and never rotates it', async () => {
+    const server = await scriptedServer((_, response) => json(response, 401, problem(401, 'Unauthorized', 'token expired')));
+    try {
+      const tempora = new Tempora({ baseUrl: server.url, apiKey: 'key', retry: fast, headers: { Authorization: 'Bearer caller-token' } });
+      const error = await rejection(tempora.api.GET('/api/v1/auth/me'));
+      assert.ok(error instanceof TemporaProblem && error.status === 401, String(error));
+      assert.equal(server.seen.length, 1, "a 401 to a forwarded token is the caller's to answer");
+      assert.equal(server.seen[0]!.headers.authorization, 'Bearer caller-token');
+      assert.equal(server.seen[0]!.headers['x-api-key'], undefined);
+    } finally {
+      await server.close();
+    }
+  });
+});

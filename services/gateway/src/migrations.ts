@@ -180,4 +180,29 @@ export const migrations: Migration[] = [
       await knex.raw('alter table charged_jobs add primary key (charge_key)');
     },
   },
+  {
+    name: '006_export_staging',
+    async up(knex: Knex) {
+      // A service pages its part of an export in its own key order; the export puts each kind in
+      // creation order (docs/accounts.md), staging it here instead of in memory. Unlogged: a staged
+      // row lives for one export only. The user's foreign key deletes it with the account. Ids compare
+      // byte by byte (collate "C"), as the export documents, not by the database's locale.
+      await knex.raw(`
+        create unlogged table export_staging (
+          export_id uuid not null,
+          seq integer not null,
+          user_id uuid not null references users(id) on delete cascade,
+          created timestamptz not null,
+          item_id text collate "C" not null,
+          item text not null,
+          staged_at timestamptz not null default now(),
+          primary key (export_id, seq)
+        )`);
+      await knex.raw('create index export_staging_order_idx on export_staging (export_id, created, item_id, seq)');
+      await knex.raw('create index export_staging_staged_at_idx on export_staging (staged_at)');
+    },
+    async down(knex: Knex) {
+      await knex.schema.dropTableIfExists('export_staging');
+    },
+  },
 ];

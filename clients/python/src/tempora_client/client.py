@@ -2,7 +2,7 @@ import json
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
@@ -52,6 +52,7 @@ class Tempora:
         on_tokens: Callable[[models.GatewayTokenPair | None], None] | None = None,
         retry: RetryPolicy = RetryPolicy(),
         http: httpx.Client | None = None,
+        headers: Mapping[str, str] | None = None,
     ) -> None:
         self.api = Api(self)
         self.retry = retry
@@ -59,6 +60,9 @@ class Tempora:
         self._tokens = tokens
         self._api_key = api_key
         self._on_tokens = on_tokens
+        # Sent with every request, retries and streams included (an X-Request-ID, a forwarded Authorization);
+        # an operation's own header of the same name takes the place of one of them.
+        self._headers = httpx.Headers(headers or {})
         self._rotation = threading.Lock()
         # Streams wait as long as the server keeps them open; a plain answer gets a minute.
         self._http = http or httpx.Client(timeout=httpx.Timeout(60.0, read=300.0))
@@ -193,7 +197,8 @@ class Tempora:
         url = self._base_url + operation.path
         for param in operation.path_params:
             url = url.replace(f"{{{param}}}", quote(str(path[param]), safe=""))
-        headers = {key: str(value) for key, value in (header or {}).items() if value is not None}
+        headers = self._headers.copy()
+        headers.update({key: str(value) for key, value in (header or {}).items() if value is not None})
         if name in KEYED and "idempotency-key" not in headers:
             headers["idempotency-key"] = str(uuid.uuid4())
         content = None
@@ -249,9 +254,14 @@ class Tempora:
         return self._http.send(request, stream=True)
 
     def _credential(self, request: httpx.Request) -> str | None:
-        """Sets the current credential; the access token when it is one (a 401 to it may be rotated away)."""
-        request.headers.pop("authorization", None)
-        request.headers.pop("x-api-key", None)
+        """Sets the current credential; the access token when it is one (a 401 to it may be rotated away).
+
+        One among the default headers is sent as given (in place of `api_key`), but for a Bearer one while
+        the client holds a pair, whose access token takes its place (as it does that of a spent one, on a retry).
+        """
+        given = "authorization" in request.headers or "x-api-key" in request.headers
+        if given and (self._tokens is None or not request.headers.get("authorization", "").startswith("Bearer ")):
+            return None
         if self._tokens is not None:
             request.headers["authorization"] = f"Bearer {self._tokens.access_token}"
             return self._tokens.access_token if self._tokens.refresh_token else None

@@ -39,11 +39,7 @@ export class PlatformPeer {
   private readonly peer: string;
 
   constructor(baseUrl: string, serviceKey: string | undefined, timeoutMs: number, peer: string) {
-    const send = (request: Request) => {
-      if (serviceKey) request.headers.set('X-Service-Key', serviceKey);
-      return globalThis.fetch(request);
-    };
-    this.api = new Tempora({ baseUrl, fetch: send, retry: RETRY }).api;
+    this.api = new Tempora({ baseUrl, retry: RETRY, headers: serviceKey ? { 'X-Service-Key': serviceKey } : {} }).api;
     this.timeoutMs = timeoutMs;
     this.peer = peer;
   }

@@ -59,7 +59,8 @@ export class ApiKeys {
       .update({ last_used_at: this.knex.fn.now() });
   }
 
+  /** Oldest first, ties by id: the export's order (docs/accounts.md), the same on every read. */
   async apiKeysOf(userId: string): Promise<ApiKeyRow[]> {
-    return this.knex<ApiKeyRow>('api_keys').where({ user_id: userId }).orderBy('created_at');
+    return this.knex<ApiKeyRow>('api_keys').where({ user_id: userId }).orderBy(['created_at', 'id']);
   }
 }

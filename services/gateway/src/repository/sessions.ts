@@ -54,7 +54,8 @@ export class Sessions {
     await this.knex('revoked_access_tokens').where('expires_at', '<', this.knex.fn.now()).delete();
   }
 
+  /** Oldest first, ties by id: the export's order (docs/accounts.md), the same on every read. */
   async sessionsOf(userId: string): Promise<RefreshTokenRow[]> {
-    return this.knex<RefreshTokenRow>('refresh_tokens').where({ user_id: userId }).orderBy('created_at');
+    return this.knex<RefreshTokenRow>('refresh_tokens').where({ user_id: userId }).orderBy(['created_at', 'id']);
   }
 }

@@ -57,8 +57,9 @@ export class Users {
     return { user, revoked };
   }
 
+  /** Oldest first, ties by (provider, subject), their key: the export's order (docs/accounts.md), the same on every read. */
   async identitiesOf(userId: string): Promise<IdentityRow[]> {
-    return this.knex<IdentityRow>('identities').where({ user_id: userId }).orderBy('created_at');
+    return this.knex<IdentityRow>('identities').where({ user_id: userId }).orderBy(['created_at', 'provider', 'subject']);
   }
 
   /**

@@ -96,7 +96,7 @@ export function userRoutes(deps: GatewayRouteDeps): RouteDefinition[] {
       operationId: 'exportMyData',
       summary: "Every piece of the user's data, from every service, as one JSON document",
       description:
-        'Streamed: the profile, identities, sessions, API keys and the whole ledger, then under `services` each service\'s data by kind (generation: timepoints and jobs; graph: render jobs; simulation; conductor; billing). Nothing is truncated: a service that cannot answer is named in `errors` and the document ends with `"complete": false`. Format: docs/accounts.md.',
+        'Streamed: the profile, identities, sessions, API keys and the whole ledger, then under `services` each service\'s data by kind (generation: timepoints and jobs; graph: render jobs; simulation; conductor; billing). Every list has a fixed order: identities, sessions, API keys and each service\'s kinds oldest first (`created_at`, else `at`), then by id (`id`, else `job_id`, else `key`), the ledger in booking order. Nothing is truncated: a service that cannot answer is named in `errors` and the document ends with `"complete": false`. Format: docs/accounts.md.',
       tags: ['users'],
       security: [BEARER],
       responses: {
