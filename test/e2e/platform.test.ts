@@ -2,7 +2,8 @@
 // turns a TemporaGateway, four GraphWorkers and an AgentPool into pods of our images; the test then uses the
 // platform through the gateway's Service as a client would (sign-in, graph, a scene whose agents run on
 // the pool's pods, credits, per-client rate limits), runs the daily CronJob by hand, deletes a pod and
-// rolls out a new image tag while requests keep coming, and deletes the TemporaGateway.
+// rolls out a new image tag while requests keep coming, rolls it back while generations and simulations
+// run on a slow model, and deletes the TemporaGateway.
 //
 // The node needs Linux, root and cgroups; elsewhere the suite is skipped and says why.
 import assert from 'node:assert/strict';
@@ -16,6 +17,7 @@ import { skipWithoutNode } from '../k8s/node.ts';
 import { signatureFor } from '../support/stand-ins/stripe.ts';
 import { waitFor } from '../support/wait.ts';
 import { ensureTraefik, INGRESS_CLASS, type Ingress, startTraefik } from './ingress.ts';
+import { type ModelVendor, startModelVendor } from './model-vendor.ts';
 import {
   type Answer,
   agentPoolResource,
@@ -32,6 +34,8 @@ import {
 } from './platform.ts';
 
 const GATEWAY = 'tempora';
+/** The providers Secret naming the model vendor of the rollback test. */
+const VENDOR_SECRET = 'tempora-model-vendor';
 const TAG = 'e2e-1';
 const NEXT_TAG = 'e2e-2';
 const WORKERS = ['renderer', 'expander', 'judge', 'daily'] as const;
@@ -101,6 +105,7 @@ describe('the platform on a real node: operator, CRs, pods, traffic (test/e2e)',
   let platform: Platform | undefined;
   let ingress: Ingress | undefined;
   let gw = '';
+  let vendor: ModelVendor | undefined;
   const entrances = [serviceEntrance(() => gw), ingressEntrance(() => ingress!)];
   /** Per entrance: its user's client address, access token and scene. */
   const users = new Map<Entrance, { client: string; token: string; sceneId: string }>();
@@ -115,8 +120,9 @@ describe('the platform on a real node: operator, CRs, pods, traffic (test/e2e)',
   const explained = async (err: unknown): Promise<never> => {
     throw new Error(`${String(err)}\n${await platform!.report().catch((e: unknown) => `(no report: ${String(e)})`)}`);
   };
-  const podsOf = async (owner: KubeObject) =>
-    (await admin().list(R.Pod, { labelSelector: `tempora.dev/owner-uid=${owner.metadata.uid}` }, NAMESPACE)).items.filter((p) => !p.metadata.deletionTimestamp);
+  /** The pods `owner` made, those stopping too. */
+  const allPodsOf = async (owner: KubeObject) => (await admin().list(R.Pod, { labelSelector: `tempora.dev/owner-uid=${owner.metadata.uid}` }, NAMESPACE)).items;
+  const podsOf = async (owner: KubeObject) => (await allPodsOf(owner)).filter((p) => !p.metadata.deletionTimestamp);
 
   before(async function () {
     skipWithoutNode(this);
@@ -131,6 +137,7 @@ describe('the platform on a real node: operator, CRs, pods, traffic (test/e2e)',
   after(async function () {
     this.timeout(120_000);
     await ingress?.stop();
+    await vendor?.stop();
     if (platform) assert.deepEqual(await platform.stop(), [], 'the node left the host as it was');
   });
 
@@ -537,35 +544,217 @@ describe('the platform on a real node: operator, CRs, pods, traffic (test/e2e)',
     assert.ok(traffic.answered > 10);
   });
 
+  /** The Secrets a TemporaGateway below names for its model providers (spec.secrets.providers). */
+  const PROVIDER_SECRETS = ['tempora-providers', VENDOR_SECRET];
+  const secretsOf = (pod: KubeObject) =>
+    ((pod.spec as { containers: { envFrom?: { secretRef?: { name: string } }[] }[] }).containers[0]!.envFrom ?? []).flatMap((e) =>
+      e.secretRef ? [e.secretRef.name] : [],
+    );
+
+  /**
+   * Applies the TemporaGateway `resource` and waits until it is Ready at its new generation with only pods
+   * of `tag` left, those calling models given the `providers` Secret; the seconds it took.
+   */
+  async function rollOut(resource: KubeObject, tag: string, providers = 'tempora-providers'): Promise<number> {
+    const updated = await applyAs(admin(), resource);
+    const started = Date.now();
+    await waitReady(admin(), R.TemporaGateway, NAMESPACE, GATEWAY, 10 * 60_000).catch(explained);
+    // Ready at the new generation means every Deployment rolled out. The old pods may still be stopping: a
+    // stopping pod serves through its preStop sleep (a client's kept-alive connection reaches it), so they
+    // are waited out too.
+    const owner = await admin().get(R.TemporaGateway, NAMESPACE, GATEWAY);
+    assert.ok(owner.metadata.generation! >= updated.metadata.generation!);
+    const pods = () => allPodsOf(owner);
+    const current = (p: KubeObject) =>
+      podReady(p) && podImage(p).endsWith(`:${tag}`) && secretsOf(p).every((s) => s === providers || !PROVIDER_SECRETS.includes(s));
+    await waitFor(
+      'only new pods left',
+      async () => {
+        const now = await pods();
+        return now.length === DEPLOYED_SERVICES.length + 1 && now.every(current);
+      },
+      { timeoutMs: 3 * 60_000, intervalMs: 1000 },
+    ).catch(async (err: unknown) => {
+      throw new Error(`${String(err)}: ${(await pods()).map((p) => `${p.metadata.name} ${podImage(p)} ready=${podReady(p)} ${secretsOf(p)}`).join(', ')}`);
+    });
+    return (Date.now() - started) / 1000;
+  }
+
   it('rolls a new image tag out to every service with no failed request', async function () {
     this.timeout(15 * 60_000);
     await platform!.buildServiceImages(NEXT_TAG);
-    const rollout = (async () => {
-      const updated = await applyAs(admin(), gatewayResource(GATEWAY, NEXT_TAG, GATEWAY_OPTIONS));
-      const started = Date.now();
-      await waitReady(admin(), R.TemporaGateway, NAMESPACE, GATEWAY, 10 * 60_000).catch(explained);
-      // Ready at the new generation means every Deployment rolled out; the old pods are gone too.
-      const owner = await admin().get(R.TemporaGateway, NAMESPACE, GATEWAY);
-      assert.ok(owner.metadata.generation! >= updated.metadata.generation!);
-      const pods = () => podsOf(owner);
-      await waitFor(
-        'only new pods left',
-        async () => {
-          const now = await pods();
-          return now.length === DEPLOYED_SERVICES.length + 1 && now.every((p) => podReady(p) && podImage(p).endsWith(`:${NEXT_TAG}`));
-        },
-        { timeoutMs: 3 * 60_000, intervalMs: 1000 },
-      ).catch(async (err: unknown) => {
-        throw new Error(`${String(err)}: ${(await pods()).map((p) => `${p.metadata.name} ${podImage(p)} ready=${podReady(p)}`).join(', ')}`);
-      });
-      return (Date.now() - started) / 1000;
-    })();
+    const rollout = rollOut(gatewayResource(GATEWAY, NEXT_TAG, GATEWAY_OPTIONS), NEXT_TAG);
     const traffic = await trafficDuring(rollout.then(() => new Promise((r) => setTimeout(r, 3_000))));
     console.log(`      rolled out in ${(await rollout).toFixed(0)} s; ${traffic.answered} requests answered meanwhile`);
     assert.deepEqual(traffic.failures, []);
     // Only the TemporaGateway changed: the workers and the pool keep their tag.
     const poolPods = await podsOf(await admin().get(R.AgentPool, NAMESPACE, POOL));
     assert.ok(poolPods.every((p) => podImage(p).endsWith(`:${TAG}`)));
+  });
+
+  it('rolls back while 5 async generations and 3 simulations run on a slow model: each completes once, charged once', async function () {
+    this.timeout(20 * 60_000);
+    // A model vendor slow enough that the work outlasts a rollout's start: 20 s a generation agent's call
+    // (a scene stays within its 300 s deadline), 40 s a simulation's; each below the callers' 60 s timeout,
+    // so nothing is retried for its slowness. The pool's agents and the services call it from now on; the
+    // graph workers stay offline.
+    vendor = await startModelVendor({ slowMs: { agents: 20_000, others: 40_000 }, fastMs: 200 });
+    const address = await platform!.node.exposeHostPort('model-vendor', vendor.port, NAMESPACE);
+    await applyAs(admin(), {
+      apiVersion: 'v1',
+      kind: 'Secret',
+      metadata: { name: VENDOR_SECRET, namespace: NAMESPACE },
+      type: 'Opaque',
+      stringData: { FREE_IMAGE_ENABLED: 'false', OPENROUTER_BASE_URL: `http://${address}/api/v1`, OPENROUTER_API_KEY: 'sk-or-e2e-0123456789' },
+    } as KubeObject);
+    // Built by the test above; cached, when it did not run, in seconds.
+    await platform!.buildServiceImages(NEXT_TAG);
+    // A pod reads its Secrets' variables when it starts: naming another Secret rolls the pods that call models.
+    const poolWith = await applyAs(admin(), agentPoolResource(POOL, GATEWAY, TAG, [VENDOR_SECRET]));
+    const withVendor = { ...GATEWAY_OPTIONS, providers: VENDOR_SECRET };
+    await rollOut(gatewayResource(GATEWAY, NEXT_TAG, withVendor), NEXT_TAG, VENDOR_SECRET);
+    await waitFor(
+      "the pool's pods given the vendor, the old ones gone",
+      async () => {
+        const pods = await allPodsOf(poolWith);
+        return pods.length > 0 && pods.every((p) => podReady(p) && secretsOf(p).includes(VENDOR_SECRET));
+      },
+      { timeoutMs: 3 * 60_000, intervalMs: 1000 },
+    ).catch(explained);
+
+    // A new user's work, through the gateway: 5 asynchronous generations and 3 simulations.
+    vendor.slow('agents');
+    vendor.slow('others');
+    const entrance = entrances[0]!;
+    const client = entrance.newClient();
+    const signIn = await entrance.request('/api/v1/auth/demo', client, { body: {} });
+    assert.equal(signIn.status, 201, signIn.body);
+    const auth = { authorization: `Bearer ${signIn.json<{ access_token: string }>().access_token}` };
+    const send = (path: string, options: Parameters<Entrance['request']>[2] = {}) =>
+      entrance.request(path, client, { ...options, headers: { ...auth, ...options.headers } });
+    const balance = async () => ok(await send('/api/v1/credits/balance'), 'balance').json<{ balance: number }>().balance;
+    const before = await balance();
+    const submit = async (path: string, body: unknown) => {
+      const answer = await send(path, { body, headers: { 'idempotency-key': randomUUID() } });
+      assert.equal(answer.status, 202, `${path}: ${answer.status} ${answer.body.slice(0, 500)}`);
+      const charged = Number(answer.headers['x-credits-charged']);
+      assert.ok(charged > 0, `${path} charged ${charged}`);
+      const { job_id, id } = answer.json<{ job_id?: string; id?: string }>();
+      return { id: (job_id ?? id)!, charged };
+    };
+    const jobs: { id: string; charged: number }[] = [];
+    const queries = ['Kitty Hawk, 1903', 'Magellan reaches the Pacific, 1520', 'The Rosetta Stone found, 1799', 'Curie isolates radium, 1902', 'Morse, 1844'];
+    // The aggregator's model by name: refused (422) where the generation pod has no aggregator.
+    for (const query of queries) jobs.push(await submit('/api/v1/timepoints/generate', { query, text_model: 'google/gemini-2.5-flash' }));
+    const runs: { id: string; charged: number }[] = [];
+    for (let i = 0; i < 3; i++) runs.push(await submit('/api/v1/simulate', { template: 'athens-war-council', fidelity: 1, mechanisms: [] }));
+
+    type Job = { status: string; timepoint_id: string | null; finished_at: string | null; error: unknown };
+    type Run = { status: string; progress: { steps_done: number; steps_total: number; percent: number }; finished_at: string | null };
+    const jobOf = async (id: string) => ok(await send(`/api/v1/timepoints/jobs/${id}`), `job ${id}`).json<Job>();
+    const ENDED = ['completed', 'failed', 'stopped', 'cancelled'];
+    // One read of the user's runs and one per job: within the user's rate limit at a look every 3 s.
+    let last: { jobs: Job[]; runs: (Run & { id: string })[] } = { jobs: [], runs: [] };
+    const look = async () => {
+      const listed = ok(await send('/api/v1/simulations?limit=10'), 'runs').json<{ items: (Run & { id: string })[] }>().items;
+      last = { jobs: await Promise.all(jobs.map((j) => jobOf(j.id))), runs: runs.map((r) => listed.find((l) => l.id === r.id)!) };
+      return last;
+    };
+    const unfinished = async () => {
+      const now = await look();
+      return { jobs: now.jobs.filter((j) => !ENDED.includes(j.status)).length, runs: now.runs.filter((r) => !ENDED.includes(r.status)).length };
+    };
+    /** Rethrows a failed wait with the work's states and the vendor's counts. */
+    const stated = (err: unknown) =>
+      explained(
+        `${String(err)}\njobs: ${JSON.stringify(last.jobs.map((j) => [j.status, j.error]))}\nruns: ${JSON.stringify(last.runs.map((r) => [r?.status, r?.progress]))}` +
+          `\nvendor: answered ${JSON.stringify(vendor!.answered)}, waiting ${JSON.stringify(vendor!.waiting)}, abandoned ${JSON.stringify(vendor!.abandoned)}`,
+      );
+    // Under way: every job and run running, waiting on the vendor.
+    await waitFor(
+      'every job and run running, waiting on the model',
+      async () => {
+        const now = await look();
+        return [...now.jobs, ...now.runs].every((s) => s?.status === 'running') && vendor!.waiting.agents > 0 && vendor!.waiting.others > 0;
+      },
+      { timeoutMs: 2 * 60_000, intervalMs: 3000 },
+    ).catch(stated);
+
+    // Roll back to the previous tag (what `helm rollback` does to the images). Each stopping pod's SIGTERM is
+    // seen when it stops answering (its preStop sleep keeps it serving until then); the vendor is made fast
+    // then, so what runs there may finish in its grace or be handed back.
+    const owner = await admin().get(R.TemporaGateway, NAMESPACE, GATEWAY);
+    const serviceOf = async (name: string) => {
+      const [pod] = (await podsOf(owner)).filter((p) => p.metadata.labels?.['app.kubernetes.io/name'] === name);
+      const port = (pod!.spec as { containers: { ports: { name: string; containerPort: number }[] }[] }).containers[0]!.ports.find((p) => p.name === 'http')!;
+      return { name: pod!.metadata.name, health: `http://${podStatus(pod!).podIP}:${port.containerPort}/health` };
+    };
+    const [oldGeneration, oldSimulation] = [await serviceOf('generation'), await serviceOf('simulation')];
+    const answering = async (url: string) => (await call(url, { timeoutMs: 1000 }).catch(() => undefined))?.status === 200;
+    /** Resolves when the pod stops answering (SIGTERM), with what was unfinished then; `gone` when the pod is deleted. */
+    const stopping = async (pod: { name: string; health: string }, caller: 'agents' | 'others') => {
+      await waitFor(`${pod.name} stopping`, async () => !(await answering(pod.health)), { timeoutMs: 10 * 60_000, intervalMs: 250 });
+      const atSigterm = await unfinished();
+      vendor!.fast(caller);
+      await waitFor(`${pod.name} gone`, async () => !(await admin().list(R.Pod, {}, NAMESPACE)).items.some((p) => p.metadata.name === pod.name), {
+        timeoutMs: 3 * 60_000,
+        intervalMs: 500,
+      });
+      return { atSigterm, gone: Date.now() };
+    };
+    const generationStopped = stopping(oldGeneration, 'agents');
+    const simulationStopped = stopping(oldSimulation, 'others');
+    // Awaited below, after the rollout: a failure meanwhile is not unhandled.
+    for (const watch of [generationStopped, simulationStopped]) watch.catch(() => undefined);
+    const seconds = await rollOut(gatewayResource(GATEWAY, TAG, withVendor), TAG, VENDOR_SECRET);
+    const [generationStop, simulationStop] = await Promise.all([generationStopped, simulationStopped]);
+
+    const ended = await waitFor(
+      'every job and run ended',
+      async () => {
+        const now = await look();
+        return [...now.jobs, ...now.runs].every((s) => s && ENDED.includes(s.status)) ? now : undefined;
+      },
+      { timeoutMs: 6 * 60_000, intervalMs: 3000 },
+    ).catch(stated);
+    const drained = ended.jobs.filter((j) => j.finished_at && Date.parse(j.finished_at) < generationStop.gone).length;
+    console.log(
+      `      rolled back in ${seconds.toFixed(0)} s; in flight at SIGTERM: ${generationStop.atSigterm.jobs}/5 generations, ` +
+        `${simulationStop.atSigterm.runs}/3 simulations; ${drained} generations finished before the stopping pod was gone; ` +
+        `${vendor.abandoned.others} simulation model calls cut by the stopping pod`,
+    );
+    // Really in flight when the old pods were told to stop.
+    assert.ok(generationStop.atSigterm.jobs >= 1, `generations unfinished at the generation pod's SIGTERM: ${generationStop.atSigterm.jobs}`);
+    assert.ok(simulationStop.atSigterm.runs >= 1, `runs unfinished at the simulation pod's SIGTERM: ${simulationStop.atSigterm.runs}`);
+
+    // Each completed once: one scene per job, every run's steps done once, nothing else running.
+    for (const job of ended.jobs) assert.equal(job.status, 'completed', JSON.stringify(job).slice(0, 500));
+    const scenes = ended.jobs.map((j) => j.timepoint_id!);
+    assert.equal(new Set(scenes).size, 5, `scenes: ${scenes.join(', ')}`);
+    for (const scene of scenes) ok(await send(`/api/v1/timepoints/${scene}`), `scene ${scene}`);
+    for (const run of ended.runs) {
+      assert.equal(run.status, 'completed', JSON.stringify(run).slice(0, 500));
+      assert.equal(run.progress.steps_done, run.progress.steps_total);
+      assert.equal(run.progress.percent, 100);
+    }
+    const listed = ok(await send('/api/v1/simulations?limit=10'), 'runs').json<{ items: { id: string }[] }>().items;
+    assert.deepEqual(listed.map((r) => r.id).sort(), runs.map((r) => r.id).sort());
+
+    // Charged once each: the ledger holds the 8 charges, no refund, and the balance is what they leave.
+    const charges = [...jobs, ...runs].map((w) => w.charged);
+    assert.equal(await balance(), before - charges.reduce((a, b) => a + b, 0));
+    const entries = ok(await send('/api/v1/credits/history?limit=50'), 'history').json<{ items: { amount: number; refund_of: string | null }[] }>().items;
+    assert.deepEqual(
+      entries.filter((e) => e.refund_of !== null),
+      [],
+    );
+    assert.deepEqual(
+      entries
+        .filter((e) => e.amount < 0)
+        .map((e) => -e.amount)
+        .sort((a, b) => a - b),
+      charges.sort((a, b) => a - b),
+    );
   });
 
   it('deletes an account with data in every service and a paid plan: the report names each, and nothing of it is left', async function () {

@@ -224,10 +224,16 @@ export interface GatewayOptions {
   ingress?: { host: string; className: string };
   /** The users' limits (spec.rateLimits.tiers). */
   tiers?: { name: string; requestsPerMinute: number; dailyLimit?: number }[];
+  /** The Secret of model provider settings (spec.secrets.providers); default `tempora-providers`. */
+  providers?: string;
 }
 
 /** A TemporaGateway on the namespace's PostgreSQL, Redis and Secrets. */
-export function gatewayResource(name: string, tag: string, { replicas = {}, databaseSecret = 'tempora-db', ingress, tiers }: GatewayOptions = {}): KubeObject {
+export function gatewayResource(
+  name: string,
+  tag: string,
+  { replicas = {}, databaseSecret = 'tempora-db', ingress, tiers, providers = 'tempora-providers' }: GatewayOptions = {},
+): KubeObject {
   return {
     apiVersion: 'tempora.dev/v1alpha1',
     kind: 'TemporaGateway',
@@ -235,7 +241,7 @@ export function gatewayResource(name: string, tag: string, { replicas = {}, data
     spec: {
       image: { registry: 'local', version: tag, pullPolicy: 'Never' },
       logLevel: 'info',
-      secrets: { keys: 'tempora-keys', providers: 'tempora-providers', billing: 'tempora-billing' },
+      secrets: { keys: 'tempora-keys', providers, billing: 'tempora-billing' },
       database: { secretName: databaseSecret },
       redis: { secretName: 'tempora-redis' },
       // One proxy appends the client's address to X-Forwarded-For: the ingress, or the test where it calls
@@ -258,12 +264,15 @@ export function graphWorkerResource(name: string, role: string, gatewayRef: stri
       gatewayRef,
       image: { registry: 'local', version: tag, pullPolicy: 'Never' },
       resources: POD_RESOURCES,
+      // Offline whatever model provider the TemporaGateway's services are given.
+      providersSecret: 'tempora-providers',
       ...(role === 'daily' ? {} : { replicas: 1 }),
     },
   };
 }
 
-export function agentPoolResource(name: string, gatewayRef: string, tag: string): KubeObject {
+/** `providerSecrets`: the pool's own model provider settings; unset, the TemporaGateway's. */
+export function agentPoolResource(name: string, gatewayRef: string, tag: string, providerSecrets?: string[]): KubeObject {
   return {
     apiVersion: 'tempora.dev/v1alpha1',
     kind: 'AgentPool',
@@ -275,6 +284,7 @@ export function agentPoolResource(name: string, gatewayRef: string, tag: string)
       maxReplicas: 2,
       concurrency: 8,
       models: { presets: [{ name: 'balanced', provider: 'offline', model: 'offline' }], policy: { default: 'balanced' } },
+      ...(providerSecrets ? { providerSecrets } : {}),
       resources: POD_RESOURCES,
     },
   };
