@@ -6,15 +6,30 @@ import { join } from 'node:path';
 import type { KubeClient } from '../../operator/src/kube/client.ts';
 import type { KubeObject } from '../../operator/src/kube/object.ts';
 import type { Operator } from '../../operator/src/operator.ts';
-import { applyAs, CRD_DIR, manifests, newOperator, OPERATOR_USER } from '../../operator/test/cluster.ts';
+import { applyAs, CRD_DIR, clientFor, manifests, newOperator, OPERATOR_USER } from '../../operator/test/cluster.ts';
 import { startRedis } from '../../scripts/infra.ts';
-import { type KubeNode, NODE_ADDRESS } from '../k8s/node.ts';
+import { KubeNode, NODE_ADDRESS } from '../k8s/node.ts';
 
 /** No node has this label: the scheduler can place no pod that requires it. */
 export const NOWHERE = { 'example.com/node-pool': 'gpu' };
 
+/**
+ * A node with the generation image built under `tag`, the operator's kinds installed (installOperatorKinds) and
+ * the pool's Redis (poolRedis) for an AgentPool in `namespace`.
+ */
+export async function startPoolNode(
+  namespace: string,
+  tag: string,
+): Promise<{ node: KubeNode; admin: KubeClient; redis: { url: string; stop(): Promise<void> } }> {
+  const node = await KubeNode.start();
+  const admin = clientFor(node.kubeconfigPath);
+  await node.buildImage({ dockerfile: 'services/generation/Dockerfile', name: 'generation', tag });
+  await installOperatorKinds(node, admin, namespace);
+  return { node, admin, redis: await poolRedis(node, admin, namespace) };
+}
+
 /** The CRDs, the operator's namespace and RBAC, and `namespace` with its default ServiceAccount. */
-export async function installOperatorKinds(node: KubeNode, admin: KubeClient, namespace: string): Promise<void> {
+async function installOperatorKinds(node: KubeNode, admin: KubeClient, namespace: string): Promise<void> {
   for (const file of readdirSync(CRD_DIR).filter((f) => f.endsWith('.yaml'))) for (const m of manifests(join(CRD_DIR, file))) await applyAs(admin, m);
   // The operator's ServiceAccount lives in tempora-system, the pool in a namespace of its own.
   for (const name of ['tempora-system', namespace]) await applyAs(admin, { apiVersion: 'v1', kind: 'Namespace', metadata: { name } });
@@ -23,7 +38,7 @@ export async function installOperatorKinds(node: KubeNode, admin: KubeClient, na
 }
 
 /** A Redis on the host, reached by the pods through the Secret `tempora-redis` (key `url`). */
-export async function poolRedis(node: KubeNode, admin: KubeClient, namespace: string): Promise<{ url: string; stop(): Promise<void> }> {
+async function poolRedis(node: KubeNode, admin: KubeClient, namespace: string): Promise<{ url: string; stop(): Promise<void> }> {
   const redis = await startRedis({ host: NODE_ADDRESS });
   const service = await node.exposeHostPort('redis', Number(new URL(redis.url).port), namespace);
   await applyAs(admin, {

@@ -12,11 +12,11 @@ import type { KubeObject } from '../../operator/src/kube/object.ts';
 import * as R from '../../operator/src/kube/resources.ts';
 import type { Operator } from '../../operator/src/operator.ts';
 import { OWNER_UID_LABEL } from '../../operator/src/reconcilers/context.ts';
-import { applyAs, clientFor, condition, waitReady } from '../../operator/test/cluster.ts';
-import { KubeNode, NODE_NAME, skipWithoutNode } from '../k8s/node.ts';
+import { applyAs, condition, waitReady } from '../../operator/test/cluster.ts';
+import { type KubeNode, NODE_NAME, skipWithoutNode } from '../k8s/node.ts';
 import { waitFor } from '../support/wait.ts';
 import { POD_RESOURCES } from './platform.ts';
-import { installOperatorKinds, NOWHERE, poolRedis, startOperatorOnNode } from './pool-node.ts';
+import { NOWHERE, startOperatorOnNode, startPoolNode } from './pool-node.ts';
 
 const NS = 'tempora-scheduling';
 const TAG = 'scheduling';
@@ -57,11 +57,7 @@ describe('scheduling and pulling on the real node', function () {
   before(async function () {
     skipWithoutNode(this);
     this.timeout(30 * 60_000);
-    node = await KubeNode.start();
-    admin = clientFor(node.kubeconfigPath);
-    await node.buildImage({ dockerfile: 'services/generation/Dockerfile', name: 'generation', tag: TAG });
-    await installOperatorKinds(node, admin, NS);
-    redis = await poolRedis(node, admin, NS);
+    ({ node, admin, redis } = await startPoolNode(NS, TAG));
     // A private registry's credentials, as `kubectl create secret docker-registry` makes them. The image is
     // local (pullPolicy Never), so the kubelet never uses them: what is shown is that they reach the pod.
     const auth = Buffer.from('robot:token').toString('base64');
