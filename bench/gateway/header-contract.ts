@@ -6,6 +6,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { Agent } from 'undici';
 
 const agent = new Agent({ connections: 256, keepAliveTimeout: 30_000, pipelining: 1 });
@@ -62,4 +63,4 @@ const server = createServer((req, res) => {
   );
 });
 server.keepAliveTimeout = 65_000;
-server.listen(Number(process.env.PORT), '127.0.0.1', () => process.stdout.write('ready\n'));
+server.listen(0, '127.0.0.1', () => process.stdout.write(`ready ${(server.address() as AddressInfo).port}\n`));

@@ -7,7 +7,6 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Agent, request } from 'undici';
-import { freePort } from '../../scripts/infra.ts';
 import { createDatabase } from '../../test/support/database.ts';
 import { announced, serviceListening } from '../../test/support/platform.ts';
 import { ensureBenchPeers } from '../support/peers.ts';
@@ -30,8 +29,8 @@ export type Wrap = (name: string) => string[];
 interface Spawned {
   child: ChildProcess;
   env: NodeJS.ProcessEnv;
-  /** Settles when the script prints `ready` (rejects if it exits first). */
-  ready: Promise<void>;
+  /** The port the script listens on, once it prints `ready <port>` (rejects if it exits first). */
+  ready: Promise<number>;
 }
 
 export class Targets {
@@ -47,9 +46,10 @@ export class Targets {
     const command = [...(this.wrap?.(name) ?? []), process.execPath, script];
     const child = spawn(command[0]!, command.slice(1), { env: fullEnv, stdio: ['ignore', 'pipe', 'inherit'] });
     this.children.push(child);
-    const ready = new Promise<void>((resolve, reject) => {
+    const ready = new Promise<number>((resolve, reject) => {
       child.stdout!.on('data', (chunk: Buffer) => {
-        if (String(chunk).includes('ready')) resolve();
+        const port = /ready (\d+)/.exec(String(chunk))?.[1];
+        if (port) resolve(Number(port));
       });
       child.once('exit', (code) => reject(new Error(`${name} exited with ${code}`)));
     });
@@ -61,14 +61,13 @@ export class Targets {
    * A script that prints `ready` is taken at its word rather than polled over HTTP: in the full run, peers
    * polled by the bench before wrk measured up to a third slower (bench/gateway/README.md).
    */
-  private async said(name: string, url: string, spawned: Spawned): Promise<Target> {
-    await spawned.ready;
-    return { name, url, headers: {}, process: spawned.child, env: spawned.env };
+  private async said(name: string, spawned: Spawned): Promise<Target> {
+    const port = await spawned.ready;
+    return { name, url: `http://127.0.0.1:${port}/api/v1/bench`, headers: {}, process: spawned.child, env: spawned.env };
   }
 
   async backend(): Promise<Target> {
-    const port = await freePort();
-    return this.said('backend, direct', `http://127.0.0.1:${port}/api/v1/bench`, this.spawnNode('backend', join(here, 'backend.ts'), { PORT: String(port) }));
+    return this.said('backend, direct', this.spawnNode('backend', join(here, 'backend.ts'), {}));
   }
 
   /** The gateway on a database of its own, with a dev token for an enterprise user; `env` adds to its settings. */
@@ -113,21 +112,11 @@ export class Targets {
 
   async fastGateway(backend: string): Promise<Target> {
     ensureBenchPeers();
-    const port = await freePort();
-    return this.said(
-      'fast-gateway',
-      `http://127.0.0.1:${port}/api/v1/bench`,
-      this.spawnNode('fast-gateway', join(here, 'fast-gateway.ts'), { PORT: String(port), TARGET: backend }),
-    );
+    return this.said('fast-gateway', this.spawnNode('fast-gateway', join(here, 'fast-gateway.ts'), { TARGET: backend }));
   }
 
   async headerContract(backend: string): Promise<Target> {
-    const port = await freePort();
-    return this.said(
-      'bare proxy with the header contract only',
-      `http://127.0.0.1:${port}/api/v1/bench`,
-      this.spawnNode('header-contract', join(here, 'header-contract.ts'), { PORT: String(port), TARGET: backend }),
-    );
+    return this.said('bare proxy with the header contract only', this.spawnNode('header-contract', join(here, 'header-contract.ts'), { TARGET: backend }));
   }
 
   /** Stops one target, waiting for its exit (callgrind writes its last figures then). */
