@@ -153,9 +153,11 @@ describe('helm chart tempora (the platform)', function () {
       assert.deepEqual(undocumented, [], 'values missing from charts/tempora/README.md');
     });
 
-    it('reads the dashboards and the rules of dashboards/ through links, not copies', function () {
+    it('reads the dashboards and the rules of dashboards/ through links, not copies, beside the prometheus-adapter rules', function () {
       const files = join(CHART, 'files');
-      assert.deepEqual(readdirSync(files).sort(), ['dashboards', 'tempora.rules.yaml']);
+      assert.deepEqual(readdirSync(files).sort(), ['dashboards', 'prometheus-adapter-values.yaml', 'tempora.rules.yaml']);
+      // Values for another chart (docs/operator.md, "Autoscaling"), which test/e2e/autoscaling.test.ts runs.
+      assert.ok(lstatSync(join(files, 'prometheus-adapter-values.yaml')).isFile());
       assert.ok(lstatSync(join(files, 'dashboards')).isSymbolicLink());
       assert.equal(readlinkSync(join(files, 'dashboards')), '../../../dashboards/grafana', 'a relative link, valid in any clone');
       assert.equal(realpathSync(join(files, 'dashboards')), realpathSync(DASHBOARDS));
@@ -175,6 +177,8 @@ describe('helm chart tempora (the platform)', function () {
           assert.equal(readFileSync(join(packaged, 'dashboards', f), 'utf8'), readFileSync(join(DASHBOARDS, f), 'utf8'), f);
         }
         assert.equal(readFileSync(join(packaged, 'tempora.rules.yaml'), 'utf8'), readFileSync(RULES, 'utf8'));
+        const adapterValues = 'prometheus-adapter-values.yaml';
+        assert.equal(readFileSync(join(packaged, adapterValues), 'utf8'), readFileSync(join(CHART, 'files', adapterValues), 'utf8'));
         assert.deepEqual(readdirSync(join(out, 'tempora', 'examples')).sort(), examples);
         // Nothing is drawn at render time (the operator generates the Secrets' keys), so the bytes are the same.
         const args = ['--namespace', NAMESPACE, '--api-versions', PROMETHEUS_RULE_API];
