@@ -4,19 +4,17 @@
 // its IngressClass and sends each request straight to the Service's ready endpoints (pod addresses, which
 // the host reaches over the node's bridge), appending the client's address to X-Forwarded-For and
 // dropping what an untrusted client wrote there: what a cluster's ingress does in front of the gateway.
-import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { closeSync, openSync, writeFileSync } from 'node:fs';
-import { homedir } from 'node:os';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
 import type { KubeClient } from '../../operator/src/kube/client.ts';
 import type { KubeObject } from '../../operator/src/kube/object.ts';
 import { applyAs } from '../../operator/test/cluster.ts';
 import { freePort } from '../../scripts/infra.ts';
+import { buildGoTool, type GoTool, goToolPath } from '../k8s/go-tool.ts';
 import type { KubeNode } from '../k8s/node.ts';
 import { waitFor } from '../support/wait.ts';
 
-const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 /**
  * The newest release whose every module the Go module proxy serves here: v3.7's lego DNS providers and
  * its fork of go-http-auth answer 403 "not available" (docs/operator.md, "End to end").
@@ -25,18 +23,19 @@ export const TRAEFIK_VERSION = 'v3.6.12';
 export const INGRESS_CLASS = 'traefik';
 const NAMESPACE = 'traefik';
 
+const TRAEFIK: GoTool = {
+  name: 'traefik',
+  version: TRAEFIK_VERSION,
+  module: 'github.com/traefik/traefik/v3',
+  packages: ['github.com/traefik/traefik/v3/cmd/traefik'],
+  buildHint: '10-12 min',
+  extraLdflags: `-X github.com/traefik/traefik/v3/pkg/version.Version=${TRAEFIK_VERSION}`,
+};
+
 /** Builds Traefik once per version into the cache (about 11 min on 2 busy cores, 3.2 GB at its peak). */
 export function ensureTraefik(): string {
-  const r = spawnSync(
-    'bash',
-    [join(ROOT, 'test', 'k8s', 'build-go-tool.sh'), 'traefik', TRAEFIK_VERSION, 'github.com/traefik/traefik/v3', 'github.com/traefik/traefik/v3/cmd/traefik'],
-    {
-      stdio: ['ignore', 'inherit', 'inherit'],
-      env: { ...process.env, BUILD_HINT: '10-12 min', EXTRA_LDFLAGS: `-X github.com/traefik/traefik/v3/pkg/version.Version=${TRAEFIK_VERSION}` },
-    },
-  );
-  if (r.status !== 0) throw new Error(`building Traefik ${TRAEFIK_VERSION} failed (exit ${r.status})`);
-  return join(process.env.TEMPORA_CACHE_DIR ?? join(homedir(), '.cache', 'tempora'), 'traefik', TRAEFIK_VERSION, 'traefik');
+  buildGoTool(TRAEFIK);
+  return goToolPath(TRAEFIK, 'traefik');
 }
 
 export interface Ingress {

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # build-go-tool.sh NAME VERSION MODULE PACKAGE...: builds commands of a Go module from the Go module proxy
 # into ${TEMPORA_CACHE_DIR:-~/.cache/tempora}/NAME/VERSION (one binary per package, named after its last
-# path element), once per version. The node's tools come this way: BuildKit (buildkitd, buildctl) and
-# CoreDNS.
+# path element), once per version; go-tool.ts calls it for every Go program the tests run (BuildKit, CoreDNS,
+# the registry, kube-router, Traefik, prometheus-adapter, KEDA).
 # `go install MODULE/cmd/x@VERSION` refuses modules whose go.mod has replace or exclude directives (BuildKit
 # has excludes). A wrapper module whose go.mod is the module's own, renamed and requiring the module itself,
 # keeps those directives in force and builds the same code.

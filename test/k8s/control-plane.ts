@@ -7,16 +7,17 @@
 import { type ChildProcess, execFileSync, spawn, spawnSync } from 'node:child_process';
 import { appendFileSync, closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { request } from 'node:https';
-import { homedir, tmpdir } from 'node:os';
+import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { aptInstall, freePort } from '../../scripts/infra.ts';
+import { cacheRoot } from '../support/cache.ts';
 
 export const K8S_VERSION = process.env.K8S_VERSION ?? 'v1.33.13';
 const HERE = dirname(fileURLToPath(import.meta.url));
 
 export function binaryDir(): string {
-  return join(process.env.TEMPORA_CACHE_DIR ?? join(homedir(), '.cache', 'tempora'), 'k8s', K8S_VERSION);
+  return join(cacheRoot(), 'k8s', K8S_VERSION);
 }
 
 /** Builds the binaries when the cache lacks them (minutes, once per machine) and installs etcd and openssl if absent. */

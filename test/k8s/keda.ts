@@ -7,25 +7,27 @@
 //
 // Cold, the build downloads and compiles KEDA's every scaler's SDK (Azure, AWS, GCP, ...): see
 // kedaUnavailableReason.
-import { execFileSync, spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { homedir } from 'node:os';
+import { execFileSync } from 'node:child_process';
+import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { parseAllDocuments } from 'yaml';
 import { freePort } from '../../scripts/infra.ts';
 import { waitFor } from '../support/wait.ts';
 import { type ExternalMetricsServer, serveExternalMetrics } from './external-metrics.ts';
+import { buildGoTool, type GoTool, goToolCached, goToolPath } from './go-tool.ts';
 import type { KubeNode } from './node.ts';
 
-const HERE = dirname(fileURLToPath(import.meta.url));
 const KEDA_VERSION = 'v2.21.0';
 const MODULE = 'github.com/kedacore/keda/v2';
+/** The operator and the metrics API server. */
+const KEDA: GoTool = {
+  name: 'keda',
+  version: KEDA_VERSION,
+  module: MODULE,
+  packages: [`${MODULE}/cmd/operator`, `${MODULE}/cmd/adapter`],
+  buildHint: 'about 50 min and 7 GB',
+};
 const NAMESPACE = 'keda';
-
-function cacheDir(): string {
-  return join(process.env.TEMPORA_CACHE_DIR ?? join(homedir(), '.cache', 'tempora'), 'keda', KEDA_VERSION);
-}
 
 /**
  * Why a test should not start KEDA, or undefined. A cold build of both commands compiles about 3,450 packages
@@ -33,19 +35,8 @@ function cacheDir(): string {
  * than a CI run can spend: the build happens where the binaries are cached already or TEMPORA_BUILD_KEDA=1 asks.
  */
 export function kedaUnavailableReason(): string | undefined {
-  if (process.env.TEMPORA_BUILD_KEDA === '1') return undefined;
-  if (['operator', 'adapter'].every((b) => existsSync(join(cacheDir(), b)))) return undefined;
-  return `KEDA ${KEDA_VERSION} is not built in ${cacheDir()}; TEMPORA_BUILD_KEDA=1 builds it (a cold build takes over 45 min)`;
-}
-
-/** The operator and the metrics API server, built once per version into the tests' cache. */
-function binaries(): { operator: string; adapter: string } {
-  const built = spawnSync('bash', [join(HERE, 'build-go-tool.sh'), 'keda', KEDA_VERSION, MODULE, `${MODULE}/cmd/operator`, `${MODULE}/cmd/adapter`], {
-    stdio: ['ignore', 'inherit', 'inherit'],
-    env: { ...process.env, BUILD_HINT: 'about 50 min and 7 GB' },
-  });
-  if (built.status !== 0) throw new Error(`building KEDA ${KEDA_VERSION} failed`);
-  return { operator: join(cacheDir(), 'operator'), adapter: join(cacheDir(), 'adapter') };
+  if (process.env.TEMPORA_BUILD_KEDA === '1' || goToolCached(KEDA)) return undefined;
+  return `KEDA ${KEDA_VERSION} is not built in ${dirname(goToolPath(KEDA, 'operator'))}; TEMPORA_BUILD_KEDA=1 builds it (a cold build takes over 45 min)`;
 }
 
 /** KEDA's CRDs as its release ships them, from the module's source in the Go module cache (a 3 MB download, no build). */
@@ -73,7 +64,7 @@ function grpcCertificates(dir: string): void {
 
 /** Installs KEDA's CRDs, starts its operator and metrics server, and resolves once the external metrics API is Available. */
 export async function startKeda(node: KubeNode): Promise<ExternalMetricsServer> {
-  const bin = binaries();
+  buildGoTool(KEDA);
   const admin = node.controlPlane.kubeconfigPath;
   const crdPath = (name: string) => `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${name}`;
   const names: string[] = [];
@@ -100,7 +91,7 @@ export async function startKeda(node: KubeNode): Promise<ExternalMetricsServer> 
     processes: [
       {
         name: 'keda-operator',
-        binary: bin.operator,
+        binary: goToolPath(KEDA, 'operator'),
         args: [
           `--kubeconfig=${admin}`,
           '--leader-elect=false',
@@ -118,7 +109,7 @@ export async function startKeda(node: KubeNode): Promise<ExternalMetricsServer> 
       },
       {
         name: 'keda-metrics-apiserver',
-        binary: bin.adapter,
+        binary: goToolPath(KEDA, 'adapter'),
         args: [
           `--lister-kubeconfig=${admin}`,
           `--authentication-kubeconfig=${admin}`,

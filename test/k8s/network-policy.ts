@@ -8,27 +8,23 @@
 // reported against it: it runs here only, as a test's enforcer on a loopback-only node, never shipped.
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { closeSync, openSync } from 'node:fs';
-import { homedir } from 'node:os';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
+import { buildGoTool, type GoTool, goToolPath } from './go-tool.ts';
 import type { KubeNode } from './node.ts';
 import { NODE_NAME } from './node.ts';
 
-const HERE = dirname(fileURLToPath(import.meta.url));
 export const KUBE_ROUTER_VERSION = 'v2.1.0';
 const MODULE = 'github.com/cloudnativelabs/kube-router/v2';
+const KUBE_ROUTER: GoTool = {
+  name: 'kube-router',
+  version: KUBE_ROUTER_VERSION,
+  module: MODULE,
+  packages: [`${MODULE}/cmd/kube-router`],
+  buildHint: 'about 8 min',
+};
 
 export interface PolicyEnforcer {
   stop(): Promise<void>;
-}
-
-function binary(): string {
-  const built = spawnSync('bash', [join(HERE, 'build-go-tool.sh'), 'kube-router', KUBE_ROUTER_VERSION, MODULE, `${MODULE}/cmd/kube-router`], {
-    stdio: ['ignore', 'inherit', 'inherit'],
-    env: { ...process.env, BUILD_HINT: 'about 8 min' },
-  });
-  if (built.status !== 0) throw new Error(`building kube-router ${KUBE_ROUTER_VERSION} failed`);
-  return join(process.env.TEMPORA_CACHE_DIR ?? join(homedir(), '.cache', 'tempora'), 'kube-router', KUBE_ROUTER_VERSION, 'kube-router');
 }
 
 /** The ipsets kube-router made: iptables is restored by the node, the sets are not. */
@@ -39,7 +35,8 @@ function destroyIpsets(): void {
 
 /** Starts enforcing; resolves once kube-router's filter chains exist. */
 export async function startPolicyEnforcer(node: KubeNode): Promise<PolicyEnforcer> {
-  const kubeRouter = binary();
+  buildGoTool(KUBE_ROUTER);
+  const kubeRouter = goToolPath(KUBE_ROUTER, 'kube-router');
   const args = [
     '--run-firewall=true',
     '--run-router=false',

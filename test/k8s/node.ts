@@ -23,12 +23,14 @@ import {
 } from 'node:fs';
 import { request } from 'node:https';
 import { connect } from 'node:net';
-import { homedir, tmpdir, userInfo } from 'node:os';
+import { tmpdir, userInfo } from 'node:os';
 import { basename, dirname, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { buildctlBaseArgs, LAYOUT_NAME } from '../../scripts/base-image.ts';
 import { aptInstall, freePort } from '../../scripts/infra.ts';
+import { cacheRoot } from '../support/cache.ts';
 import { binaryDir, ControlPlane, firstAddress, K8S_VERSION } from './control-plane.ts';
+import { buildGoTool, type GoTool, goToolPath } from './go-tool.ts';
 import { alive, type HostSnapshot, killAndWait, type RestoreScope, restoreHost, snapshotHost } from './host-state.ts';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
@@ -63,7 +65,21 @@ const DEBIAN_PACKAGES: Record<string, string> = {
   openssl: 'openssl',
 };
 
-const cacheRoot = () => process.env.TEMPORA_CACHE_DIR ?? join(homedir(), '.cache', 'tempora');
+const BUILDKIT: GoTool = {
+  name: 'buildkit',
+  version: BUILDKIT_VERSION,
+  module: 'github.com/moby/buildkit',
+  packages: ['github.com/moby/buildkit/cmd/buildkitd', 'github.com/moby/buildkit/cmd/buildctl'],
+  buildHint: '7-8 min',
+  extraLdflags: `-X github.com/moby/buildkit/version.Version=${BUILDKIT_VERSION}`,
+};
+const COREDNS: GoTool = {
+  name: 'coredns',
+  version: COREDNS_VERSION,
+  module: 'github.com/coredns/coredns',
+  packages: ['github.com/coredns/coredns'],
+  buildHint: '3-4 min',
+};
 const log = (message: string) => process.stderr.write(`[node] ${message}\n`);
 
 /** Why this machine cannot run the node, or undefined when it can. */
@@ -140,15 +156,8 @@ export function ensureNodeArtifacts(): NodeArtifacts {
   ];
   if (missing.length > 0) aptInstall(...missing);
   runScript('build-binaries.sh', ['kube-apiserver', 'kube-controller-manager', 'kubelet', 'kube-scheduler', 'kube-proxy'], { K8S_VERSION });
-  runScript(
-    'build-go-tool.sh',
-    ['buildkit', BUILDKIT_VERSION, 'github.com/moby/buildkit', 'github.com/moby/buildkit/cmd/buildkitd', 'github.com/moby/buildkit/cmd/buildctl'],
-    {
-      BUILD_HINT: '7-8 min',
-      EXTRA_LDFLAGS: `-X github.com/moby/buildkit/version.Version=${BUILDKIT_VERSION}`,
-    },
-  );
-  runScript('build-go-tool.sh', ['coredns', COREDNS_VERSION, 'github.com/coredns/coredns', 'github.com/coredns/coredns'], { BUILD_HINT: '3-4 min' });
+  buildGoTool(BUILDKIT);
+  buildGoTool(COREDNS);
 
   const images = join(cacheRoot(), 'images');
   const pauseSource = readFileSync(join(HERE, 'pause', 'main.go'), 'utf8');
@@ -377,7 +386,7 @@ export class KubeNode {
   readonly containerdSocket: string;
   readonly buildkitSocket: string;
   /** Where `buildctl` (and buildkitd) are: put it on PATH to build with this node's BuildKit. */
-  readonly buildkitBinaryDir = join(cacheRoot(), 'buildkit', BUILDKIT_VERSION);
+  readonly buildkitBinaryDir = dirname(goToolPath(BUILDKIT, 'buildctl'));
   readonly artifacts: NodeArtifacts;
   #before: HostSnapshot | undefined;
   #children = new Map<string, ChildProcess>();
@@ -467,10 +476,10 @@ export class KubeNode {
     this.#importImage(`docker.io/${LAYOUT_NAME}`, this.artifacts.base.layout, this.artifacts.base.digest);
 
     writeFileSync(join(run, 'buildkitd.toml'), buildkitdConfig(run, join(this.stateDir, 'buildkit'), this.containerdSocket));
-    this.#spawn('buildkitd', join(cacheRoot(), 'buildkit', BUILDKIT_VERSION, 'buildkitd'), ['--config', join(run, 'buildkitd.toml')]);
+    this.#spawn('buildkitd', goToolPath(BUILDKIT, 'buildkitd'), ['--config', join(run, 'buildkitd.toml')]);
 
     writeFileSync(join(run, 'Corefile'), corefile(kubeconfig));
-    this.#spawn('coredns', join(cacheRoot(), 'coredns', COREDNS_VERSION, 'coredns'), ['-conf', join(run, 'Corefile')]);
+    this.#spawn('coredns', goToolPath(COREDNS, 'coredns'), ['-conf', join(run, 'Corefile')]);
 
     const bin = binaryDir();
     this.#spawn('kube-scheduler', join(bin, 'kube-scheduler'), [
@@ -557,7 +566,7 @@ export class KubeNode {
     const progress = setInterval(() => log(`building ${ref}: ${Math.round((Date.now() - started) / 1000)} s, at ${step.slice(0, 100)}`), 15_000);
     const code = await new Promise<number>((resolve) => {
       const out = createWriteStream(logFile);
-      const child = spawn(join(cacheRoot(), 'buildkit', BUILDKIT_VERSION, 'buildctl'), args, { stdio: ['ignore', 'pipe', 'pipe'] });
+      const child = spawn(goToolPath(BUILDKIT, 'buildctl'), args, { stdio: ['ignore', 'pipe', 'pipe'] });
       child.stdout.pipe(out);
       child.stderr.pipe(out);
       child.stderr.on('data', (chunk: Buffer) => {

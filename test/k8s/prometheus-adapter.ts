@@ -2,37 +2,28 @@
 // that answers external.metrics.k8s.io from PromQL, with the rules the platform chart ships
 // (charts/tempora/files/prometheus-adapter-values.yaml). Built from the Go module proxy like the node's other
 // tools; external-metrics.ts registers it with the API server.
-import { spawnSync } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
-import { homedir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parse, stringify } from 'yaml';
 import { freePort } from '../../scripts/infra.ts';
 import { type ExternalMetricsServer, serveExternalMetrics } from './external-metrics.ts';
+import { buildGoTool, type GoTool, goToolPath } from './go-tool.ts';
 import type { KubeNode } from './node.ts';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
-const VERSION = 'v0.12.0';
 const MODULE = 'sigs.k8s.io/prometheus-adapter';
+const ADAPTER: GoTool = { name: 'prometheus-adapter', version: 'v0.12.0', module: MODULE, packages: [`${MODULE}/cmd/adapter`], buildHint: 'about 10 min' };
 /** The values the platform chart ships for the prometheus-community/prometheus-adapter chart. */
 const SHIPPED_VALUES = join(HERE, '..', '..', 'charts', 'tempora', 'files', 'prometheus-adapter-values.yaml');
-
-function binary(): string {
-  const built = spawnSync('bash', [join(HERE, 'build-go-tool.sh'), 'prometheus-adapter', VERSION, MODULE, `${MODULE}/cmd/adapter`], {
-    stdio: ['ignore', 'inherit', 'inherit'],
-    env: { ...process.env, BUILD_HINT: 'about 10 min' },
-  });
-  if (built.status !== 0) throw new Error(`building prometheus-adapter ${VERSION} failed`);
-  return join(process.env.TEMPORA_CACHE_DIR ?? join(homedir(), '.cache', 'tempora'), 'prometheus-adapter', VERSION, 'adapter');
-}
 
 /**
  * Starts prometheus-adapter against `prometheusUrl` with the shipped rules (the chart's `rules.external` is the
  * adapter's `externalRules`), and resolves once the external metrics API is Available.
  */
 export async function startPrometheusAdapter(node: KubeNode, prometheusUrl: string): Promise<ExternalMetricsServer> {
-  const adapter = binary();
+  buildGoTool(ADAPTER);
+  const adapter = goToolPath(ADAPTER, 'adapter');
   const values = parse(readFileSync(SHIPPED_VALUES, 'utf8')) as { rules: { external: unknown[] } };
   const config = join(node.runDir, 'prometheus-adapter.yaml');
   writeFileSync(config, stringify({ externalRules: values.rules.external }));

@@ -2,16 +2,23 @@
 // plain HTTP at LOCAL_REGISTRY (localhost:5001), where kind's local-registry recipe puts one and where the
 // node's containerd and BuildKit expect it (test/k8s/node.ts). Images and charts pushed to it are what the
 // node pulls.
-import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { closeSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { homedir, tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { buildGoTool, type GoTool, goToolPath } from './go-tool.ts';
 import { LOCAL_REGISTRY } from './node.ts';
 
-const HERE = dirname(fileURLToPath(import.meta.url));
 export const DISTRIBUTION_VERSION = 'v3.1.2';
 const MODULE = 'github.com/distribution/distribution/v3';
+/** CNCF Distribution's `registry` (about 4 min on 2 cores the first time). */
+const DISTRIBUTION: GoTool = {
+  name: 'registry',
+  version: DISTRIBUTION_VERSION,
+  module: MODULE,
+  packages: [`${MODULE}/cmd/registry`],
+  buildHint: 'about 4 min',
+};
 
 export interface Registry {
   /** `localhost:5001`: the host part of the references pushed to it. */
@@ -19,19 +26,10 @@ export interface Registry {
   stop(): Promise<void>;
 }
 
-/** Builds `registry` once per version into the tests' cache (about 4 min on 2 cores the first time). */
-function ensureDistribution(): string {
-  const built = spawnSync('bash', [join(HERE, 'build-go-tool.sh'), 'registry', DISTRIBUTION_VERSION, MODULE, `${MODULE}/cmd/registry`], {
-    stdio: ['ignore', 'inherit', 'inherit'],
-    env: { ...process.env, BUILD_HINT: 'about 4 min' },
-  });
-  if (built.status !== 0) throw new Error('building the Distribution registry failed');
-  return join(process.env.TEMPORA_CACHE_DIR ?? join(homedir(), '.cache', 'tempora'), 'registry', DISTRIBUTION_VERSION, 'registry');
-}
-
 /** Starts an empty registry at LOCAL_REGISTRY, storing into a temporary folder that stop() removes. */
 export async function startRegistry(): Promise<Registry> {
-  const binary = ensureDistribution();
+  buildGoTool(DISTRIBUTION);
+  const binary = goToolPath(DISTRIBUTION, 'registry');
   const dir = mkdtempSync(join(tmpdir(), 'tempora-registry-'));
   const port = LOCAL_REGISTRY.split(':')[1];
   writeFileSync(

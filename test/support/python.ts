@@ -1,7 +1,7 @@
 import { type ExecFileSyncOptions, execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, rmdirSync, statSync, writeFileSync } from 'node:fs';
-import { homedir } from 'node:os';
 import { join } from 'node:path';
+import { cacheRoot } from './cache.ts';
 
 export interface PythonTool {
   /** The venv's directory. */
@@ -19,7 +19,7 @@ const sleep = (ms: number) => Atomics.wait(new Int32Array(new SharedArrayBuffer(
  * keeps two suites from building the same venv at once. PYTHON names the interpreter (default python3).
  */
 export function pythonTool(name: string, pins: string[]): PythonTool {
-  const root = join(process.env.TEMPORA_CACHE_DIR ?? join(homedir(), '.cache', 'tempora'), 'python');
+  const root = join(cacheRoot(), 'python');
   const dir = join(root, name);
   const tool = { dir, bin: (executable: string) => join(dir, 'bin', executable) };
   const requirements = `${pins.join('\n')}\n`;
