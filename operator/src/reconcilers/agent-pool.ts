@@ -53,47 +53,61 @@ function scalesWithKeda(pool: AgentPool, features: AgentPoolFeatures): boolean {
   return features.keda && pool.spec.autoscaling?.prometheusAddress !== undefined;
 }
 
-/** The pool's autoscaler: KEDA's ScaledObject, or the operator's own HPA. */
-function autoscaler(pool: AgentPool, features: AgentPoolFeatures, labels: Record<string, string>): DesiredChild {
-  const { spec } = pool;
+/**
+ * What both autoscalers share: the pool's Deployment as their target, its bounds, and how long a lower
+ * recommendation must hold before the pool shrinks (the HPA's default when the pool does not say).
+ */
+function scaling(pool: AgentPool) {
   const name = pool.metadata.name;
-  const address = spec.autoscaling?.prometheusAddress;
-  if (address !== undefined && scalesWithKeda(pool, features)) {
-    const triggers: ScaledObjectTrigger[] = [
-      {
-        type: 'prometheus',
-        metricType: 'AverageValue',
-        metadata: { serverAddress: address, query: queueDepthQuery(pool), threshold: String(spec.queueDepthTarget) },
+  const stabilization = pool.spec.autoscaling?.scaleDownStabilizationSeconds;
+  return {
+    scaleTargetRef: { apiVersion: 'apps/v1', kind: 'Deployment', name },
+    minReplicas: pool.spec.minReplicas,
+    maxReplicas: pool.spec.maxReplicas,
+    behavior: stabilization === undefined ? undefined : { scaleDown: { stabilizationWindowSeconds: stabilization } },
+  };
+}
+
+/** KEDA's ScaledObject on the queue depth Prometheus reports, and on CPU where the pods request it. */
+function scaledObject(pool: AgentPool, prometheusAddress: string, labels: Record<string, string>): DesiredChild {
+  const { spec } = pool;
+  const { scaleTargetRef, minReplicas, maxReplicas, behavior } = scaling(pool);
+  const triggers: ScaledObjectTrigger[] = [
+    {
+      type: 'prometheus',
+      metricType: 'AverageValue',
+      metadata: { serverAddress: prometheusAddress, query: queueDepthQuery(pool), threshold: String(spec.queueDepthTarget) },
+    },
+  ];
+  // A utilization is a share of the pods' CPU request: without one the metric fails, and a failing metric
+  // stops KEDA's HPA from ever scaling down, so CPU counts only where the pods request it.
+  if (spec.resources?.requests?.cpu !== undefined)
+    triggers.push({ type: 'cpu', metricType: 'Utilization', metadata: { value: String(spec.cpuTargetPercent) } });
+  return child(
+    R.ScaledObject,
+    { name: pool.metadata.name, labels },
+    {
+      spec: {
+        scaleTargetRef,
+        minReplicaCount: minReplicas,
+        maxReplicaCount: maxReplicas,
+        ...(behavior === undefined ? {} : { advanced: { horizontalPodAutoscalerConfig: { behavior } } }),
+        triggers,
       },
-    ];
-    // A utilization is a share of the pods' CPU request: without one the metric fails, and a failing metric
-    // stops KEDA's HPA from ever scaling down, so CPU counts only where the pods request it.
-    if (spec.resources?.requests?.cpu !== undefined)
-      triggers.push({ type: 'cpu', metricType: 'Utilization', metadata: { value: String(spec.cpuTargetPercent) } });
-    return child(
-      R.ScaledObject,
-      { name, labels },
-      {
-        spec: {
-          scaleTargetRef: { apiVersion: 'apps/v1', kind: 'Deployment', name },
-          minReplicaCount: spec.minReplicas,
-          maxReplicaCount: spec.maxReplicas,
-          advanced: {
-            horizontalPodAutoscalerConfig: {
-              behavior: { scaleDown: { stabilizationWindowSeconds: spec.autoscaling?.scaleDownStabilizationSeconds } },
-            },
-          },
-          triggers,
-        },
-      },
-    );
-  }
+    },
+  );
+}
+
+/** The operator's own HPA: on the queue depth an external metrics API serves, and on CPU. */
+function horizontalPodAutoscaler(pool: AgentPool, features: AgentPoolFeatures, labels: Record<string, string>): DesiredChild {
+  const { spec } = pool;
+  const { behavior, ...bounds } = scaling(pool);
   const metrics: Json<V2MetricSpec>[] = [];
   if (features.queueMetric) {
     metrics.push({
       type: 'External',
       external: {
-        metric: { name: QUEUE_DEPTH_METRIC, selector: { matchLabels: { pool: name } } },
+        metric: { name: QUEUE_DEPTH_METRIC, selector: { matchLabels: { pool: pool.metadata.name } } },
         target: { type: 'AverageValue', averageValue: String(spec.queueDepthTarget) },
       },
     });
@@ -102,20 +116,17 @@ function autoscaler(pool: AgentPool, features: AgentPoolFeatures, labels: Record
   // queue metric, since an HPA without metrics gets CPU anyway.
   if (spec.resources?.requests?.cpu !== undefined || metrics.length === 0)
     metrics.unshift({ type: 'Resource', resource: { name: 'cpu', target: { type: 'Utilization', averageUtilization: spec.cpuTargetPercent } } });
-  const stabilization = spec.autoscaling?.scaleDownStabilizationSeconds;
   return child(
     R.HorizontalPodAutoscaler,
-    { name, labels },
-    {
-      spec: {
-        scaleTargetRef: { apiVersion: 'apps/v1', kind: 'Deployment', name },
-        minReplicas: spec.minReplicas,
-        maxReplicas: spec.maxReplicas,
-        metrics,
-        ...(stabilization === undefined ? {} : { behavior: { scaleDown: { stabilizationWindowSeconds: stabilization } } }),
-      },
-    },
+    { name: pool.metadata.name, labels },
+    { spec: { ...bounds, metrics, ...(behavior === undefined ? {} : { behavior }) } },
   );
+}
+
+/** The pool's autoscaler: KEDA's ScaledObject, or the operator's own HPA. */
+function autoscaler(pool: AgentPool, features: AgentPoolFeatures, labels: Record<string, string>): DesiredChild {
+  const address = pool.spec.autoscaling?.prometheusAddress;
+  return address !== undefined && scalesWithKeda(pool, features) ? scaledObject(pool, address, labels) : horizontalPodAutoscaler(pool, features, labels);
 }
 
 /** `gateway`: the TemporaGateway the pool serves, which lends what the pool does not set (its monitor labels too). */
