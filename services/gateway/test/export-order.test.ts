@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import type { ServerResponse } from 'node:http';
+import { ACCOUNT_SERVICES } from '../src/accounts/account-services.ts';
 import { type GatewayHarness, useGateway } from './harness.ts';
 
 /**
@@ -94,6 +95,33 @@ describe('gateway: the export puts every list in a fixed order', function () {
     assert.deepEqual(reply.body.services.simulation, { runs: [earlier, later] });
     assert.match(reply.body.errors.simulation, /simulation service answered 503/);
     assert.equal(reply.body.complete, false);
+    assert.equal(await stagedRows(), 0);
+  });
+
+  it('ends an export whose account is deleted while it streams as incomplete, never a 500, and stages nothing', async () => {
+    const user = await gw.user();
+    let deleted = false;
+    gw.upstreams.generation.on('GET /api/v1/users/*', async (req, res: ServerResponse) => {
+      const at = Number(new URL(req.url!, 'http://x').searchParams.get('cursor') ?? 0);
+      // Between the first page and the second, the account's deletion commits.
+      if (at === 1 && !deleted) {
+        await gw.instance.repository.deletions.record(user.userId, ACCOUNT_SERVICES);
+        deleted = true;
+      }
+      res.writeHead(200, { 'content-type': 'application/json' });
+      const items = [{ id: randomUUID(), created_at: `2026-01-0${at + 1}T00:00:00Z` }];
+      res.end(JSON.stringify({ service: 'generation', kind: 'timepoints', items, next_cursor: at < 2 ? String(at + 1) : null }));
+    });
+    const reply = await gw.call('GET', '/api/v1/users/me/export', { headers: user.headers });
+    assert.equal(reply.status, 200, 'the document had begun');
+    assert.ok(deleted);
+    assert.equal(reply.body.complete, false);
+    assert.deepEqual(
+      reply.body.errors,
+      Object.fromEntries(ACCOUNT_SERVICES.map((service) => [service, 'not exported: the account was deleted during the export'])),
+    );
+    // The page staged before the deletion went with the account; the services after it are not asked.
+    assert.deepEqual(reply.body.services, { generation: { timepoints: [] }, graph: {}, simulation: {}, conductor: {}, billing: {} });
     assert.equal(await stagedRows(), 0);
   });
 

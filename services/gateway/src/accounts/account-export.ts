@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { Logger } from '@tempora/kit/observability';
-import type { ExportStaging, GatewayRepository, StagedPosition, UserRow } from '../repository/index.ts';
+import { ExportAccountGone, type ExportStaging, type GatewayRepository, type StagedPosition, type UserRow } from '../repository/index.ts';
 import { apiKeyView, identityView, ledgerView, sessionView, userView } from '../views.ts';
 import { ACCOUNT_SERVICES, AccountServiceError, type AccountServices } from './account-services.ts';
 import { staged as stagedItem } from './export-order.ts';
@@ -15,6 +15,8 @@ export const EXPORT_FORMAT = 'tempora-user-export';
 export const EXPORT_VERSION = 2;
 
 const json = (value: unknown) => JSON.stringify(value);
+/** What `errors` says of each service not (fully) exported because the account's deletion committed meanwhile. */
+const ACCOUNT_GONE = 'not exported: the account was deleted during the export';
 
 /** The staged kind's items in order (export-order.ts), comma-separated, then its closing bracket; the stage is emptied for the next kind. */
 async function* sortedKind(staging: ExportStaging, exportId: string): AsyncGenerator<string> {
@@ -37,7 +39,8 @@ async function* sortedKind(staging: ExportStaging, exportId: string): AsyncGener
  * page at a time, then each service's pages by kind, every list in a fixed order (oldest first, then by id;
  * a service's kind is staged in PostgreSQL to be put in that order). Nothing is held whole in memory and
  * nothing is cut short: a service that fails midway has its part closed where it stopped, named in `errors`, and the
- * document ends with `"complete": false`.
+ * document ends with `"complete": false`. Once the account's deletion commits, no service is asked further: their
+ * data is being deleted too.
  */
 export async function* exportDocument(
   user: UserRow,
@@ -72,6 +75,10 @@ export async function* exportDocument(
   try {
     for (const [index, service] of ACCOUNT_SERVICES.entries()) {
       yield `${index === 0 ? '' : ','}${json(service)}:{`;
+      if (errors[service] === ACCOUNT_GONE) {
+        yield '}';
+        continue;
+      }
       // A kind is staged as its pages arrive and written out in order once it ends (or its service fails).
       let kind: string | undefined;
       let staged = 0;
@@ -91,8 +98,12 @@ export async function* exportDocument(
           cursor = page.next_cursor;
         }
       } catch (error) {
-        errors[service] = error instanceof AccountServiceError ? error.message : `the ${service} service's export failed`;
-        if (!(error instanceof AccountServiceError)) deps.logger.error({ err: error, service }, 'export failed');
+        if (error instanceof ExportAccountGone) for (const gone of ACCOUNT_SERVICES.slice(index)) errors[gone] = ACCOUNT_GONE;
+        else if (error instanceof AccountServiceError) errors[service] = error.message;
+        else {
+          errors[service] = `the ${service} service's export failed`;
+          deps.logger.error({ err: error, service }, 'export failed');
+        }
       }
       if (kind !== undefined) yield* sortedKind(staging, exportId);
       yield '}';

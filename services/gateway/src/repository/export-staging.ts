@@ -15,6 +15,13 @@ export interface StagedPosition {
   seq: number;
 }
 
+/** The export's account was deleted while it ran: its staged rows went with it, and no more can be staged. */
+export class ExportAccountGone extends Error {
+  override name = 'ExportAccountGone';
+}
+
+const isForeignKeyViolation = (error: unknown) => (error as { code?: string }).code === '23503';
+
 /** Staged rows of an export that never finished (the gateway stopped midway) go after this long. */
 const STALE_AFTER = '1 day';
 
@@ -31,16 +38,21 @@ export class ExportStaging {
   /** Stages `items` of the export, numbered from `seq` (the order they arrived in, the last tie-break). */
   async stage(exportId: string, userId: string, seq: number, items: readonly StagedItem[]): Promise<void> {
     if (items.length === 0) return;
-    await this.knex('export_staging').insert(
-      items.map((item, index) => ({
-        export_id: exportId,
-        seq: seq + index,
-        user_id: userId,
-        created: item.created,
-        item_id: item.id,
-        item: item.json,
-      })),
-    );
+    try {
+      await this.knex('export_staging').insert(
+        items.map((item, index) => ({
+          export_id: exportId,
+          seq: seq + index,
+          user_id: userId,
+          created: item.created,
+          item_id: item.id,
+          item: item.json,
+        })),
+      );
+    } catch (error) {
+      if (isForeignKeyViolation(error)) throw new ExportAccountGone();
+      throw error;
+    }
   }
 
   /** Up to `limit` staged items after `after`, by creation time, then id, then arrival. */

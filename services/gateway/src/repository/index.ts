@@ -11,7 +11,7 @@ import { Users } from './users.ts';
 export type { DeletionRow, DeletionStepRow } from './account-deletions.ts';
 export type { ApiKeyRow } from './api-keys.ts';
 export type { ChargedJobRow, ChargedJobRows, ChargeStanding } from './charged-jobs.ts';
-export type { ExportStaging, StagedItem, StagedPosition } from './export-staging.ts';
+export { ExportAccountGone, type ExportStaging, type StagedItem, type StagedPosition } from './export-staging.ts';
 export { IdempotencyConflict, InsufficientCredits, type LedgerOutcome, type LedgerRow, UnknownUser } from './ledger.ts';
 export type { RefreshTokenRow } from './sessions.ts';
 export type { IdentityRow, UserRow } from './users.ts';
