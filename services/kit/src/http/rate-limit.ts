@@ -101,10 +101,13 @@ export class RateLimiter {
   private readonly redis: RedisClient | undefined;
   private readonly prefix: string;
   private readonly maxLease: number;
+  /** The clock a key's pace is read from (a test's own, to make a pace exact). */
+  private readonly now: () => number;
 
-  constructor(options: { redis: RedisClient | undefined; prefix: string; maxLease?: number }) {
+  constructor(options: { redis: RedisClient | undefined; prefix: string; maxLease?: number; now?: () => number }) {
     this.redis = options.redis;
     this.prefix = options.prefix;
+    this.now = options.now ?? Date.now;
     // Memory is as cheap to count in as a lease, so without Redis nothing is reserved.
     this.maxLease = this.redis ? Math.max(1, options.maxLease ?? 10_000) : 1;
   }
@@ -159,7 +162,7 @@ export class RateLimiter {
   }
 
   /** A point from this replica's reserve, or the refusal it remembers, without asking Redis. */
-  private fromLease(id: string, window: RateWindow, now = Date.now()): Outcome | undefined {
+  private fromLease(id: string, window: RateWindow, now = this.now()): Outcome | undefined {
     const lease = this.leases.get(id);
     if (!lease || lease.resetAt <= now) return undefined;
     if (lease.left > 0) {
@@ -190,7 +193,7 @@ export class RateLimiter {
   }
 
   private async reserve(id: string, window: RateWindow): Promise<void> {
-    const reservedAt = Date.now();
+    const reservedAt = this.now();
     const batch = this.batchFor(window, this.leases.get(id), reservedAt);
     let res: RateLimiterRes;
     try {
@@ -202,7 +205,7 @@ export class RateLimiter {
     // rate-limiter-flexible counts a refused batch whole: the part of it still under the limit is granted.
     const granted = Math.max(0, batch - Math.max(0, res.consumedPoints - window.points));
     const remaining = Math.max(0, window.points - res.consumedPoints);
-    const now = Date.now();
+    const now = this.now();
     const resetAt = now + res.msBeforeNext;
     if (this.leases.size >= 10_000) this.sweep(now);
     // Points left from before count on while their window lasts (a reservation in the same window ends
@@ -227,7 +230,7 @@ export class RateLimiter {
    * one to give; otherwise consumes nothing and returns undefined (the caller then uses `consume`).
    */
   private consumeLocally(windows: RateWindow[]): RateState | undefined {
-    const now = Date.now();
+    const now = this.now();
     for (const window of windows) {
       const lease = this.leases.get(this.idOf(window));
       if (!lease || lease.left <= 0 || lease.resetAt <= now) return undefined;
@@ -255,7 +258,7 @@ export class RateLimiter {
    * (or memory) has counted.
    */
   async peek(windows: RateWindow[]): Promise<Record<string, string>> {
-    const now = Date.now();
+    const now = this.now();
     const outcomes = await Promise.all(
       windows.map(async (window): Promise<Outcome> => {
         const lease = this.leases.get(this.idOf(window));
