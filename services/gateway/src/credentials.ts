@@ -143,8 +143,11 @@ export interface Authentication {
   cachedUser(authorization: string | undefined, apiKey: string | undefined, connection?: object): UserPrincipal | undefined;
 }
 
-export function authenticate(deps: AuthDeps): Authentication {
-  // Long on purpose: one middleware whose closures share the verifier and the credential caches.
+/** What the cache already knows of a credential's user, and since when. */
+type CachedUser = { value: UserPrincipal; since: number };
+
+/** Access tokens: a verifier and the cache of verified tokens and their users, shared by the middleware and `cachedUser`. */
+function bearerCredentials(deps: AuthDeps) {
   const verifyJwt = koaJwt({
     secret: (async (header: { kid?: string }) => deps.keys.publicKey(header.kid)) as never,
     algorithms: ['ES256'],
@@ -154,16 +157,6 @@ export function authenticate(deps: AuthDeps): Authentication {
     key: 'jwt',
     clockTolerance: ACCESS_TOKEN_CLOCK_TOLERANCE_SECONDS,
   } as koaJwt.Options);
-  const keyed: Authenticator[] = [serviceKeyAuth(deps.serviceKeys), adminKeyAuth(deps.adminKey)];
-  // last_used_at is written at most once a minute per key: remembered here so a busy key costs no write.
-  const touched = new Map<string, number>();
-  const touch = (id: string) => {
-    const now = Date.now();
-    if ((touched.get(id) ?? 0) > now - 60_000) return;
-    touched.set(id, now);
-    if (touched.size > 10_000) touched.clear();
-    void deps.repository.apiKeys.touchApiKey(id).catch(() => undefined);
-  };
   const tokenUserKey = (claims: AccessClaims) => `jwt:${claims.sub}:${claims.jti}`;
 
   async function bearer(ctx: Context, authorization: string, principals: Map<string, Principal>) {
@@ -196,6 +189,31 @@ export function authenticate(deps: AuthDeps): Authentication {
     principals.set(BEARER, tokenPrincipal(claims, found));
   }
 
+  /** The user of a Bearer header from the cache's fresh entries; undefined for anything the middleware must decide. */
+  function cachedTokenUser(authorization: string): CachedUser | undefined {
+    const claims = deps.cache.peek<AccessClaims | undefined>(`sig:${bearerToken(authorization)}`);
+    if (!claims) return undefined;
+    const checked = checkClaims(claims.value);
+    if (isServiceToken(checked)) return undefined;
+    const found = deps.cache.peek<TokenUser | undefined>(tokenUserKey(checked));
+    return found?.value ? { value: tokenPrincipal(checked, found.value), since: Math.min(claims.at, found.at) } : undefined;
+  }
+
+  return { bearer, cachedTokenUser };
+}
+
+/** API keys: their lookup by hash through the cache, and the key's last use, shared by the middleware and `cachedUser`. */
+function apiKeyCredentials(deps: AuthDeps) {
+  // last_used_at is written at most once a minute per key: remembered here so a busy key costs no write.
+  const touched = new Map<string, number>();
+  const touch = (id: string) => {
+    const now = Date.now();
+    if ((touched.get(id) ?? 0) > now - 60_000) return;
+    touched.set(id, now);
+    if (touched.size > 10_000) touched.clear();
+    void deps.repository.apiKeys.touchApiKey(id).catch(() => undefined);
+  };
+
   async function apiKeyPrincipal(presented: string, principals: Map<string, Principal>) {
     const refused = () => unauthorized('the X-API-Key header does not hold a valid API key', API_KEY_CHALLENGE);
     if (!acceptableApiKey(presented)) throw refused();
@@ -206,21 +224,19 @@ export function authenticate(deps: AuthDeps): Authentication {
     principals.set(API_KEY, keyPrincipal(found));
   }
 
-  /** The user of a Bearer header from the cache's fresh entries; undefined for anything the middleware must decide. */
-  function cachedTokenUser(authorization: string): { value: UserPrincipal; since: number } | undefined {
-    const claims = deps.cache.peek<AccessClaims | undefined>(`sig:${bearerToken(authorization)}`);
-    if (!claims) return undefined;
-    const checked = checkClaims(claims.value);
-    if (isServiceToken(checked)) return undefined;
-    const found = deps.cache.peek<TokenUser | undefined>(tokenUserKey(checked));
-    return found?.value ? { value: tokenPrincipal(checked, found.value), since: Math.min(claims.at, found.at) } : undefined;
-  }
-
-  function cachedKeyUser(apiKey: string): { value: UserPrincipal; since: number } | undefined {
+  function cachedKeyUser(apiKey: string): CachedUser | undefined {
     if (!acceptableApiKey(apiKey)) return undefined;
     const found = deps.cache.peek<KeyUser | undefined>(`key:${sha256(apiKey)}`);
     return found?.value ? { value: keyPrincipal(found.value), since: found.at } : undefined;
   }
+
+  return { apiKeyPrincipal, cachedKeyUser, touch };
+}
+
+export function authenticate(deps: AuthDeps): Authentication {
+  const keyed: Authenticator[] = [serviceKeyAuth(deps.serviceKeys), adminKeyAuth(deps.adminKey)];
+  const { bearer, cachedTokenUser } = bearerCredentials(deps);
+  const { apiKeyPrincipal, cachedKeyUser, touch } = apiKeyCredentials(deps);
 
   function cachedUser(authorization: string | undefined, apiKey: string | undefined, connection?: object): UserPrincipal | undefined {
     try {

@@ -49,33 +49,37 @@ const signInResponses = {
   503: { description: 'This provider is not configured' },
 };
 
+/** The answer to a sign-in: 201 with a new account, 200 with an existing one. */
+function signedIn(ctx: Context, { pair, user, identities, created }: SignedIn) {
+  ctx.status = created ? 201 : 200;
+  ctx.set('Cache-Control', 'no-store');
+  return { ...pair, user: userView(user, identities), new_user: created };
+}
+
 export function authRoutes(deps: GatewayRouteDeps): RouteDefinition[] {
-  // Long on purpose: a table of routes, one block per route, each handler short.
-  const { auth, accounts, config } = deps;
+  return [jwksRoute(deps), ...providerSignInRoutes(deps), demoSignInRoute(deps), ...sessionRoutes(deps), ...accountRoutes(deps), ...adminTokenRoutes(deps)];
+}
+
+function jwksRoute({ auth }: GatewayRouteDeps): RouteDefinition {
+  return defineRoute({
+    method: 'get',
+    path: '/.well-known/jwks.json',
+    operationId: 'getJwks',
+    security: [],
+    summary: 'The public keys that verify gateway access tokens',
+    description: 'ES256 keys. During a rotation the previous key stays listed until every token it signed has expired.',
+    tags: ['auth'],
+    responses: { 200: { description: 'A JWK Set', schema: JwksSchema } },
+    handler: (ctx) => {
+      ctx.set('Cache-Control', 'public, max-age=300');
+      return auth.jwks();
+    },
+  });
+}
+
+function providerSignInRoutes({ auth }: GatewayRouteDeps): RouteDefinition[] {
   const { providers } = auth;
-
-  /** The answer to a sign-in: 201 with a new account, 200 with an existing one. */
-  function signedIn(ctx: Context, { pair, user, identities, created }: SignedIn) {
-    ctx.status = created ? 201 : 200;
-    ctx.set('Cache-Control', 'no-store');
-    return { ...pair, user: userView(user, identities), new_user: created };
-  }
-
   return [
-    defineRoute({
-      method: 'get',
-      path: '/.well-known/jwks.json',
-      operationId: 'getJwks',
-      security: [],
-      summary: 'The public keys that verify gateway access tokens',
-      description: 'ES256 keys. During a rotation the previous key stays listed until every token it signed has expired.',
-      tags: ['auth'],
-      responses: { 200: { description: 'A JWK Set', schema: JwksSchema } },
-      handler: (ctx) => {
-        ctx.set('Cache-Control', 'public, max-age=300');
-        return auth.jwks();
-      },
-    }),
     defineRoute({
       method: 'post',
       path: '/api/v1/auth/apple',
@@ -111,35 +115,43 @@ export function authRoutes(deps: GatewayRouteDeps): RouteDefinition[] {
       handler: async (ctx, { body }) =>
         signedIn(ctx, await auth.signIn('github', () => providers.github.verify(body.code, body.redirect_uri, body.code_verifier))),
     }),
-    defineRoute({
-      method: 'post',
-      path: '/api/v1/auth/demo',
-      operationId: 'signInDemo',
-      security: [],
-      summary: 'Demo sign-in (store review)',
-      description: `Creates a fresh demo account with ${config.DEMO_CREDITS} credits and signs it in. Limited to ${config.DEMO_SIGNINS_PER_HOUR} per IP address per hour${
-        config.DEMO_SIGNINS_PER_HOUR_LOOPBACK === undefined ? '' : ` (${config.DEMO_SIGNINS_PER_HOUR_LOOPBACK} from a loopback address)`
-      }; the rate-limit headers then describe that window.`,
-      tags: ['auth'],
-      responses: {
-        201: { description: 'A new demo account and its token pair', schema: SignInSchema },
-        403: { description: 'Demo sign-in is disabled' },
-        429: { description: 'This address has used its demo sign-ins of the hour (retry_after, retry_at and Retry-After say when the next is possible)' },
-      },
-      handler: async (ctx) => {
-        const demo = await auth.demoSignIn(ctx.ip, (state) => {
-          // The tighter window is the one to report: nearly always this one.
-          if (state.remaining <= Number(ctx.response.get('X-RateLimit-Remaining') || Infinity)) {
-            ctx.set({
-              'X-RateLimit-Limit': String(state.limit),
-              'X-RateLimit-Remaining': String(state.remaining),
-              'X-RateLimit-Reset': String(state.resetSeconds),
-            });
-          }
-        });
-        return signedIn(ctx, demo);
-      },
-    }),
+  ];
+}
+
+function demoSignInRoute({ auth, config }: GatewayRouteDeps): RouteDefinition {
+  return defineRoute({
+    method: 'post',
+    path: '/api/v1/auth/demo',
+    operationId: 'signInDemo',
+    security: [],
+    summary: 'Demo sign-in (store review)',
+    description: `Creates a fresh demo account with ${config.DEMO_CREDITS} credits and signs it in. Limited to ${config.DEMO_SIGNINS_PER_HOUR} per IP address per hour${
+      config.DEMO_SIGNINS_PER_HOUR_LOOPBACK === undefined ? '' : ` (${config.DEMO_SIGNINS_PER_HOUR_LOOPBACK} from a loopback address)`
+    }; the rate-limit headers then describe that window.`,
+    tags: ['auth'],
+    responses: {
+      201: { description: 'A new demo account and its token pair', schema: SignInSchema },
+      403: { description: 'Demo sign-in is disabled' },
+      429: { description: 'This address has used its demo sign-ins of the hour (retry_after, retry_at and Retry-After say when the next is possible)' },
+    },
+    handler: async (ctx) => {
+      const demo = await auth.demoSignIn(ctx.ip, (state) => {
+        // The tighter window is the one to report: nearly always this one.
+        if (state.remaining <= Number(ctx.response.get('X-RateLimit-Remaining') || Infinity)) {
+          ctx.set({
+            'X-RateLimit-Limit': String(state.limit),
+            'X-RateLimit-Remaining': String(state.remaining),
+            'X-RateLimit-Reset': String(state.resetSeconds),
+          });
+        }
+      });
+      return signedIn(ctx, demo);
+    },
+  });
+}
+
+function sessionRoutes({ auth }: GatewayRouteDeps): RouteDefinition[] {
+  return [
     defineRoute({
       method: 'post',
       path: '/api/v1/auth/refresh',
@@ -176,6 +188,11 @@ export function authRoutes(deps: GatewayRouteDeps): RouteDefinition[] {
         return undefined;
       },
     }),
+  ];
+}
+
+function accountRoutes({ accounts }: GatewayRouteDeps): RouteDefinition[] {
+  return [
     defineRoute({
       method: 'get',
       path: '/api/v1/auth/me',
@@ -214,6 +231,11 @@ export function authRoutes(deps: GatewayRouteDeps): RouteDefinition[] {
         return report;
       },
     }),
+  ];
+}
+
+function adminTokenRoutes({ auth }: GatewayRouteDeps): RouteDefinition[] {
+  return [
     defineRoute({
       method: 'post',
       path: '/api/v1/auth/dev/token',

@@ -48,8 +48,10 @@ const ChargeStandingSchema = z
  * and the jobs a service's charges paid for, which the gateway follows and settles (charged-jobs.ts).
  */
 export function billingLedgerRoutes(deps: GatewayRouteDeps): RouteDefinition[] {
-  // Long on purpose: a table of routes, one block per route, each handler short.
-  const { ledger } = deps;
+  return [...paymentBookingRoutes(deps), ...chargedJobRoutes(deps)];
+}
+
+function paymentBookingRoutes({ ledger }: GatewayRouteDeps): RouteDefinition[] {
   return [
     defineRoute({
       method: 'post',
@@ -94,6 +96,11 @@ export function billingLedgerRoutes(deps: GatewayRouteDeps): RouteDefinition[] {
         return { entry: ledgerView(outcome.entry), balance: outcome.balance, replayed: outcome.replayed, taken: outcome.taken };
       },
     }),
+  ];
+}
+
+function chargedJobRoutes({ ledger }: GatewayRouteDeps): RouteDefinition[] {
+  return [
     defineRoute({
       method: 'post',
       path: '/api/v1/credits/follow',

@@ -35,8 +35,10 @@ const BalanceSchema = z.object({ user_id: z.string(), balance: z.number().int(),
 const outcomeView = (outcome: LedgerOutcome) => ({ entry: ledgerView(outcome.entry), balance: outcome.balance, replayed: outcome.replayed });
 
 export function creditRoutes(deps: GatewayRouteDeps): RouteDefinition[] {
-  // Long on purpose: a table of routes, one block per route, each handler short.
-  const { ledger } = deps;
+  return [...accountReadRoutes(deps), ...bookingRoutes(deps)];
+}
+
+function accountReadRoutes({ ledger }: GatewayRouteDeps): RouteDefinition[] {
   return [
     defineRoute({
       method: 'get',
@@ -79,6 +81,11 @@ export function creditRoutes(deps: GatewayRouteDeps): RouteDefinition[] {
         return ledger.costs();
       },
     }),
+  ];
+}
+
+function bookingRoutes({ ledger }: GatewayRouteDeps): RouteDefinition[] {
+  return [
     defineRoute({
       method: 'post',
       path: '/api/v1/credits/admin/grant',

@@ -32,8 +32,10 @@ const CreatedKeySchema = ApiKeySchema.extend({ key: z.string().meta({ descriptio
 });
 
 export function userRoutes(deps: GatewayRouteDeps): RouteDefinition[] {
-  // Long on purpose: a table of routes, one block per route, each handler short.
-  const { accounts } = deps;
+  return [...userAdminRoutes(deps), ...ownDataRoutes(deps), ...apiKeyRoutes(deps)];
+}
+
+function userAdminRoutes({ accounts }: GatewayRouteDeps): RouteDefinition[] {
   return [
     defineRoute({
       method: 'post',
@@ -72,6 +74,11 @@ export function userRoutes(deps: GatewayRouteDeps): RouteDefinition[] {
         return userView(user, identities);
       },
     }),
+  ];
+}
+
+function ownDataRoutes({ accounts, proxy }: GatewayRouteDeps): RouteDefinition[] {
+  return [
     defineRoute({
       method: 'get',
       path: '/api/v1/users/me/timepoints',
@@ -86,7 +93,7 @@ export function userRoutes(deps: GatewayRouteDeps): RouteDefinition[] {
         504: { description: 'Generation timed out' },
       },
       handler: async (ctx) => {
-        await deps.proxy.forwardContext(ctx, { upstream: 'generation', user: currentUser(ctx), chargeable: false }, '/api/v1/users/me/timepoints');
+        await proxy.forwardContext(ctx, { upstream: 'generation', user: currentUser(ctx), chargeable: false }, '/api/v1/users/me/timepoints');
         return undefined;
       },
     }),
@@ -113,6 +120,11 @@ export function userRoutes(deps: GatewayRouteDeps): RouteDefinition[] {
         return undefined;
       },
     }),
+  ];
+}
+
+function apiKeyRoutes({ accounts }: GatewayRouteDeps): RouteDefinition[] {
+  return [
     defineRoute({
       method: 'post',
       path: '/api/v1/users/me/api-keys',
