@@ -1,5 +1,5 @@
-import { openDatabase } from '@tempora/kit/data';
-import { adminKeyAuth, createApp, serviceKeyAuth } from '@tempora/kit/http';
+import { type Database, openDatabase } from '@tempora/kit/data';
+import { adminKeyAuth, createApp, type ServiceDefinition, serviceKeyAuth } from '@tempora/kit/http';
 import { createLogger, type Logger, Metrics } from '@tempora/kit/observability';
 import { sizeInBytes } from '@tempora/kit/runtime';
 import type Koa from 'koa';
@@ -49,13 +49,39 @@ const LAPSE_EVERY_MS = 60_000;
 const LEASE_MARGIN_MS = 5_000;
 
 export async function createBillingService(config: BillingConfig, logger = createLogger('billing', config.LOG_LEVEL)): Promise<BillingInstance> {
-  // Long on purpose: wiring, one statement per dependency or route group, read top to bottom.
   const database = await openDatabase({ service: 'billing', url: config.DATABASE_URL, dataDir: config.TEMPORA_DATA_DIR, migrations, logger });
   // A delivery's lease covers its gateway call (cut at GATEWAY_TIMEOUT_MS) and the statements around it;
   // an entry whose process was killed mid-call is delivered again by another once the lease runs out.
   const repository = new BillingRepository(database.knex, config.GATEWAY_TIMEOUT_MS + LEASE_MARGIN_MS);
-  const catalogue = new Catalogue(config.BILLING_CATALOGUE);
   const metrics = new Metrics('billing');
+  const { book, outbox, deps } = applicationLayer(config, logger, repository, metrics);
+  const { app, openapi, drain } = createApp(appDefinition(config, logger, { database, repository, metrics, deps }));
+  outbox.start();
+
+  return {
+    app,
+    openapi,
+    logger,
+    metrics,
+    repository,
+    book,
+    outbox,
+    drain,
+    close: async () => {
+      await outbox.stop();
+      await database.close();
+    },
+  };
+}
+
+/** The book, the outbox to the gateway, the two payment channels and the application services the routes call. */
+function applicationLayer(
+  config: BillingConfig,
+  logger: Logger,
+  repository: BillingRepository,
+  metrics: Metrics,
+): { book: Book; outbox: Outbox; deps: BillingRouteDeps } {
+  const catalogue = new Catalogue(config.BILLING_CATALOGUE);
   const billingMetrics = new BillingMetrics(metrics, repository.outbox);
   const graceMs = config.PAST_DUE_GRACE_DAYS * 86_400_000;
   const book = new Book(repository, catalogue, graceMs);
@@ -92,12 +118,17 @@ export async function createBillingService(config: BillingConfig, logger = creat
     metrics: billingMetrics,
     logger,
   };
+  return { book, outbox, deps };
+}
 
-  const {
-    app,
-    openapi,
-    drain: drainApp,
-  } = createApp({
+/** The HTTP side: who may call, the raw bodies the webhooks verify, the route groups and what /health reports. */
+function appDefinition(
+  config: BillingConfig,
+  logger: Logger,
+  { database, repository, metrics, deps }: { database: Database; repository: BillingRepository; metrics: Metrics; deps: BillingRouteDeps },
+): ServiceDefinition {
+  const { configured } = deps;
+  return {
     name: 'billing',
     version: VERSION,
     title: 'Tempora billing service',
@@ -126,22 +157,6 @@ export async function createBillingService(config: BillingConfig, logger = creat
         apple: configured.apple,
         outbox: backlog ? { pending: backlog.pending, failed: backlog.failed } : null,
       };
-    },
-  });
-  outbox.start();
-
-  return {
-    app,
-    openapi,
-    logger,
-    metrics,
-    repository,
-    book,
-    outbox,
-    drain: drainApp,
-    close: async () => {
-      await outbox.stop();
-      await database.close();
     },
   };
 }

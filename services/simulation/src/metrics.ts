@@ -1,5 +1,5 @@
 import { type Metrics, zeroed } from '@tempora/kit/observability';
-import { Counter, Gauge, Histogram } from 'prom-client';
+import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
 import { MODES } from './domain/vocabulary.ts';
 import { TERMINAL } from './repository/index.ts';
 
@@ -10,6 +10,12 @@ export interface BudgetFigures {
   spentUsd: number;
   reservedUsd: number;
   remainingUsd: number;
+}
+
+/** Where the gauges read their figures when scraped. */
+interface LiveFigures {
+  activeRuns: () => number;
+  budgets: () => Promise<BudgetFigures[]>;
 }
 
 /** Runs by outcome, model calls, tokens and dollars by model, and every budget's figures for its current period. */
@@ -24,8 +30,7 @@ export class SimulationMetrics {
   readonly budgetRefusals: Counter<'budget'>;
   readonly exposureRefusals: Counter;
 
-  constructor(metrics: Metrics, live: { activeRuns: () => number; budgets: () => Promise<BudgetFigures[]> }) {
-    // Long on purpose: a table of metrics, one definition per statement.
+  constructor(metrics: Metrics, live: LiveFigures) {
     const registers = [metrics.registry];
     this.runsStarted = new Counter({
       name: 'simulation_runs_started_total',
@@ -83,28 +88,33 @@ export class SimulationMetrics {
     zeroed(this.runsStarted, { mode: MODES });
     zeroed(this.runsFinished, { mode: MODES, status: TERMINAL });
     zeroed(this.runDuration, { mode: MODES, status: TERMINAL });
+    liveGauges(registers, live);
+  }
+}
+
+/** The gauges read at each scrape: runs in this process and every budget's figures for its current period. */
+function liveGauges(registers: Registry[], live: LiveFigures): void {
+  new Gauge({
+    name: 'simulation_runs_active',
+    help: 'Runs executing in this process',
+    registers,
+    collect() {
+      this.set(live.activeRuns());
+    },
+  });
+  const budgetGauge = (name: string, help: string, field: keyof Omit<BudgetFigures, 'budget' | 'period'>) =>
     new Gauge({
-      name: 'simulation_runs_active',
-      help: 'Runs executing in this process',
+      name,
+      help,
+      labelNames: ['budget', 'period'],
       registers,
-      collect() {
-        this.set(live.activeRuns());
+      async collect() {
+        this.reset();
+        for (const figures of await live.budgets()) this.set({ budget: figures.budget, period: figures.period }, figures[field]);
       },
     });
-    const budgetGauge = (name: string, help: string, field: keyof Omit<BudgetFigures, 'budget' | 'period'>) =>
-      new Gauge({
-        name,
-        help,
-        labelNames: ['budget', 'period'],
-        registers,
-        async collect() {
-          this.reset();
-          for (const figures of await live.budgets()) this.set({ budget: figures.budget, period: figures.period }, figures[field]);
-        },
-      });
-    budgetGauge('simulation_budget_limit_usd', "Each budget's limit for its current period", 'limitUsd');
-    budgetGauge('simulation_budget_spent_usd', 'What settled runs spent against each budget in its current period', 'spentUsd');
-    budgetGauge('simulation_budget_reserved_usd', 'What runs in flight hold against each budget', 'reservedUsd');
-    budgetGauge('simulation_budget_remaining_usd', 'Limit less spent less reserved, per budget', 'remainingUsd');
-  }
+  budgetGauge('simulation_budget_limit_usd', "Each budget's limit for its current period", 'limitUsd');
+  budgetGauge('simulation_budget_spent_usd', 'What settled runs spent against each budget in its current period', 'spentUsd');
+  budgetGauge('simulation_budget_reserved_usd', 'What runs in flight hold against each budget', 'reservedUsd');
+  budgetGauge('simulation_budget_remaining_usd', 'Limit less spent less reserved, per budget', 'remainingUsd');
 }

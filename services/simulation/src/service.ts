@@ -1,6 +1,6 @@
 import { join, resolve } from 'node:path';
-import { connectRedis, type Knex, openDatabase } from '@tempora/kit/data';
-import { createApp, gatewayCaller, gatewayCallerOptions, RateLimiter, type RateWindow } from '@tempora/kit/http';
+import { connectRedis, type Database, type Knex, openDatabase, type RedisClient } from '@tempora/kit/data';
+import { createApp, gatewayCaller, gatewayCallerOptions, RateLimiter, type RateWindow, type ServiceDefinition } from '@tempora/kit/http';
 import { createLogger, type Logger, Metrics } from '@tempora/kit/observability';
 import { textProviders } from '@tempora/kit/providers';
 import type Koa from 'koa';
@@ -52,8 +52,20 @@ function windows(config: SimulationConfig) {
   };
 }
 
+/** What the wiring steps below hand one another. */
+interface Parts {
+  catalog: TemplateCatalog;
+  database: Database;
+  redis: RedisClient | undefined;
+  repository: SimulationRepository;
+  budgets: BudgetSource;
+  standing: BudgetStanding;
+  metrics: Metrics;
+  runner: Runner;
+  simulations: Simulations;
+}
+
 export async function createSimulationService(config: SimulationConfig, logger = createLogger('simulation', config.LOG_LEVEL)): Promise<SimulationInstance> {
-  // Long on purpose: wiring, one statement per dependency or route group, read top to bottom.
   const catalog = TemplateCatalog.load(TEMPLATE_DIRECTORY);
   const database = await openDatabase({
     service: 'simulation',
@@ -68,9 +80,44 @@ export async function createSimulationService(config: SimulationConfig, logger =
   // Unset: a file in the data directory, read if it exists (npm start's local budgets).
   const budgets = new BudgetSource(config.SIMULATION_BUDGETS_PATH ?? join(resolve(config.TEMPORA_DATA_DIR), 'simulation-budgets.json'), logger);
   await budgets.start(config.BUDGETS_RELOAD_MS);
-
   const standing = new BudgetStanding({ ledger: repository.budgets, source: budgets });
 
+  const { metrics, runner, simulations } = runMachinery(config, logger, { repository, catalog, budgets, standing });
+  const parts: Parts = { catalog, database, redis, repository, budgets, standing, metrics, runner, simulations };
+  const { app, openapi, drain } = createApp(appDefinition(config, logger, parts));
+  runner.start();
+
+  let stopping: Promise<void> | undefined;
+  const stopRunner = () => (stopping ??= runner.stop(config.SHUTDOWN_GRACE_MS));
+  return {
+    app,
+    openapi,
+    logger,
+    metrics,
+    runner,
+    budgets,
+    simulations,
+    repository,
+    knex: database.knex,
+    drain: () => {
+      drain();
+      void stopRunner();
+    },
+    close: async () => {
+      await stopRunner();
+      budgets.stop();
+      await redis?.quit().catch(() => undefined);
+      await database.close();
+    },
+  };
+}
+
+/** What runs and follows runs: the runner, its metrics (which read the runner's and the budgets' live figures) and the runs' application service. */
+function runMachinery(
+  config: SimulationConfig,
+  logger: Logger,
+  { repository, catalog, budgets, standing }: Pick<Parts, 'repository' | 'catalog' | 'budgets' | 'standing'>,
+): Pick<Parts, 'metrics' | 'runner' | 'simulations'> {
   const metrics = new Metrics('simulation');
   let runner: Runner | undefined;
   const simulationMetrics = new SimulationMetrics(metrics, { activeRuns: () => runner?.activeRuns ?? 0, budgets: () => standing.figures() });
@@ -96,28 +143,34 @@ export async function createSimulationService(config: SimulationConfig, logger =
     pollMs: config.STREAM_POLL_MS,
     ...(config.SIMULATION_TEXT_MODEL ? { defaultModel: config.SIMULATION_TEXT_MODEL } : {}),
   });
+  return { metrics, runner, simulations };
+}
+
+/** The HTTP side: who may call, how often, the route groups and what /health reports. */
+function appDefinition(config: SimulationConfig, logger: Logger, parts: Parts): ServiceDefinition {
+  const { catalog, database, redis, repository, budgets, runner } = parts;
   const runRoutes = simulationRoutes({
-    simulations,
+    simulations: parts.simulations,
     version: VERSION,
     maxWaitSeconds: config.MAX_WAIT_SECONDS,
     heartbeatMs: config.STREAM_HEARTBEAT_MS,
     gatewayUrl: config.GATEWAY_URL,
     serviceKeys: config.SERVICE_KEY,
   });
-  const { app, openapi, drain } = createApp({
+  return {
     name: 'simulation',
     version: VERSION,
     title: 'Tempora simulation service',
     description: `Multi-entity simulations from ${catalog.templates.size} templates or a prompt, in five temporal modes, at fidelity 1–5, with mechanisms M1–M19, durable runs, progress streams, TDF export and enforced budgets (docs/simulation.md). Credentials: ${ANY_CALLER.join(', ')}.`,
     config,
     logger,
-    metrics,
+    metrics: parts.metrics,
     // Who is calling: the kit's rules for every service behind the gateway (docs/reliability.md, "Who gets in"), with the simulation API key.
     ...gatewayCaller({ ...gatewayCallerOptions(config), apiKey: simulationApiKeyAuth(config.SIMULATION_API_KEYS) }),
     rateLimit: { limiter: new RateLimiter({ redis, prefix: `${config.REDIS_KEY_PREFIX}:simulation` }), windows: windows(config) },
     routes: [
       ...templateRoutes(catalog),
-      ...budgetRoutes(standing),
+      ...budgetRoutes(parts.standing),
       ...runRoutes,
       ...accountDataRoutes(new AccountData({ accounts: repository.accounts, runner, budgets })),
     ],
@@ -131,31 +184,6 @@ export async function createSimulationService(config: SimulationConfig, logger =
         templates: catalog.templates.size,
         budgets: budgets.all.length,
       };
-    },
-  });
-  runner.start();
-
-  let stopping: Promise<void> | undefined;
-  const stopRunner = () => (stopping ??= runner.stop(config.SHUTDOWN_GRACE_MS));
-  return {
-    app,
-    openapi,
-    logger,
-    metrics,
-    runner,
-    budgets,
-    simulations,
-    repository,
-    knex: database.knex,
-    drain: () => {
-      drain();
-      void stopRunner();
-    },
-    close: async () => {
-      await stopRunner();
-      budgets.stop();
-      await redis?.quit().catch(() => undefined);
-      await database.close();
     },
   };
 }
