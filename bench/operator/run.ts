@@ -18,7 +18,7 @@ import { applyAs, type Cluster, clientFor, startCluster } from '../../operator/t
 import { agentPool, gateway, graphWorker, simulationBudget } from '../../operator/test/fixtures.ts';
 import { KubeletStandIn } from '../../operator/test/kubelet-stand-in.ts';
 import { tlsSecret } from '../../operator/test/tls-secret.ts';
-import { freePort } from '../../scripts/infra.ts';
+import { announced, shownAt } from '../../test/support/platform.ts';
 import { waitFor } from '../../test/support/wait.ts';
 import { controlPlaneFloor, type FloorFigures } from './floor.ts';
 
@@ -130,24 +130,34 @@ const floorRun = (): Promise<FloorFigures> =>
 
 const operatorRun = () =>
   withCluster(async (cluster) => {
-    const port = await freePort();
     // The image's command line (operator/Dockerfile's CMD), V8 flags included, as in a cluster.
     const [, ...cmdArgs] = JSON.parse(/^CMD (\[.*\])$/m.exec(readFileSync(join(ROOT, 'operator', 'Dockerfile'), 'utf8'))![1]!) as string[];
     const operator = spawn(process.execPath, [...cmdArgs.slice(0, -1), join(ROOT, cmdArgs.at(-1)!)], {
       env: {
         ...process.env,
         KUBECONFIG: cluster.operatorKubeconfig,
-        OPERATOR_PORT: String(port),
+        // Bound at once; the port is read from the operator's start line.
+        OPERATOR_PORT: '0',
         LEADER_ELECTION_NAMESPACE: 'tempora-system',
         POD_NAME: 'bench',
-        LOG_LEVEL: 'error',
+        LOG_LEVEL: 'info',
         RESYNC_SECONDS: '0',
       },
-      stdio: ['ignore', 'inherit', 'inherit'],
+      stdio: ['ignore', 'pipe', 'pipe'],
     });
+    // Its start line names the port; of the rest, only what LOG_LEVEL=error would have shown is passed on.
+    const listening = announced(
+      operator,
+      (line) => {
+        const entry = JSON.parse(line.startsWith('{') ? line : '{}') as { msg?: string; port?: number };
+        return entry.msg === 'operator started' ? entry.port : undefined;
+      },
+      shownAt('error', (line) => process.stderr.write(`${line}\n`)),
+    );
     const kill = () => operator.kill('SIGKILL');
     process.once('exit', kill);
     try {
+      const port = await listening;
       await waitFor('operator ready', async () => (await fetch(`http://127.0.0.1:${port}/readyz`)).ok, { timeoutMs: 30_000, intervalMs: 200 });
       await waitFor('operator leading', async () => (await scrape(port)).get('leader_election_master_status') === 1, { timeoutMs: 30_000, intervalMs: 200 });
       const objs = resources(count, gatewayEvery);
