@@ -177,54 +177,75 @@ export function selectModels(
   providers: ProviderSet,
   defaults: SelectionDefaults,
 ): { selection?: Selection; errors: ProblemFieldError[] } {
-  // Long on purpose: the selection's precedence, read top to bottom in one place.
-  const errors: ProblemFieldError[] = [];
-  const warnings: string[] = [];
-  const configured = (kind: ProviderKind) => Boolean(kind === 'offline' || providers.text[kind] || providers.image[kind]);
   const permissive = request.model_policy === 'permissive';
   const preset: Preset = request.preset ?? defaults.defaultPreset ?? 'balanced';
-  const presetModels = PRESET_MODELS[preset];
+  const asked: SelectionContext = {
+    request,
+    defaults,
+    configured: (kind) => Boolean(kind === 'offline' || providers.text[kind] || providers.image[kind]),
+    permissive,
+    preset,
+    errors: [],
+    warnings: [],
+  };
+  const { errors, warnings } = asked;
   if (request.preset && defaults.allowed && !defaults.allowed.includes(request.preset)) {
     errors.push({ path: 'body.preset', message: `this server allows the presets ${defaults.allowed.join(', ')}` });
   }
+  const { text, used } = selectText(asked);
+  const override = text?.source === 'preset' || text?.source === 'default' ? defaults.presets?.[used] : undefined;
+  // Images only when asked for, but the chain is still reported.
+  const images = selectImages(asked);
 
-  /** A preset's text model on a configured provider: the operator's override, else native, else its aggregator twin. */
-  const presetText = (name: Preset): ModelChoice | undefined => {
-    const override = defaults.presets?.[name];
-    if (override) return configured(override.provider) ? { provider: override.provider, model: override.model } : undefined;
-    if (configured('native')) return { provider: 'native', model: PRESET_MODELS[name].native };
-    if (configured('aggregator')) return { provider: 'aggregator', model: PRESET_MODELS[name].aggregator };
-    return undefined;
+  if (errors.length > 0 || !text) return { errors };
+  return {
+    errors,
+    selection: {
+      text,
+      images,
+      grounding: !permissive,
+      preset,
+      policy: permissive ? 'permissive' : null,
+      max_tokens: request.llm_params?.max_tokens ?? override?.max_tokens ?? PRESET_MODELS[preset].max_tokens,
+      ...(override?.temperature !== undefined ? { temperature: override.temperature } : {}),
+      warnings,
+    },
   };
-  let used: Preset = preset;
-  const resolvePreset = (): ModelChoice | undefined => {
-    for (const name of [preset, ...(defaults.fallback ?? []).filter((name) => name !== preset)]) {
-      const choice = presetText(name);
-      if (choice) {
-        used = name;
-        if (name !== preset) warnings.push(`preset ${preset}: its provider is not configured, so the fallback preset ${name} was used`);
-        return choice;
-      }
-    }
-    return undefined;
-  };
+}
 
-  // Text.
+/** What each step of the selection reads, and where it records the request's refusals and the scene's warnings. */
+interface SelectionContext {
+  request: GenerateRequest;
+  defaults: SelectionDefaults;
+  configured: (kind: ProviderKind) => boolean;
+  permissive: boolean;
+  /** The preset asked for, else the server's default. */
+  preset: Preset;
+  errors: ProblemFieldError[];
+  warnings: string[];
+}
+
+/** The text model, and the preset whose operator override applies to it (the fallback preset when one was used). */
+function selectText(asked: SelectionContext): { text: Selection['text'] | undefined; used: Preset } {
+  const { request, defaults, configured, errors, warnings, preset } = asked;
   let text: Selection['text'] | undefined;
+  let used: Preset = preset;
   if (request.text_model) {
     const provider = textProviderOf(request.text_model);
     if (!provider) errors.push({ path: 'body.text_model', message: 'use `org/model` (aggregator) or a native model ID beginning `gemini-`' });
     else if (!configured(provider))
       errors.push({ path: 'body.text_model', message: `${request.text_model} needs ${NAMES[provider]}, which is not configured` });
     else text = { provider, model: request.text_model, source: 'explicit' };
-  } else if (permissive) {
+  } else if (asked.permissive) {
     if (!configured('aggregator'))
       errors.push({ path: 'body.model_policy', message: `permissive generation uses open-weight models through ${NAMES.aggregator}, which is not configured` });
     else text = { provider: 'aggregator', model: defaults.permissiveTextModel, source: 'policy' };
   } else if (request.preset) {
-    const choice = resolvePreset();
-    if (choice) text = { ...choice, source: 'preset' };
-    else {
+    const found = resolvePreset(asked);
+    if (found) {
+      used = found.name;
+      text = { ...found.choice, source: 'preset' };
+    } else {
       text = { provider: 'offline', model: OFFLINE_MODEL, source: 'preset' };
       warnings.push(`preset ${preset}: no model provider is configured, so the offline provider rendered this scene`);
     }
@@ -232,12 +253,38 @@ export function selectModels(
     const provider = textProviderOf(defaults.defaultTextModel) ?? 'offline';
     text = { provider, model: defaults.defaultTextModel, source: 'default' };
   } else {
-    const choice = resolvePreset();
-    text = choice ? { ...choice, source: 'default' } : { provider: 'offline', model: OFFLINE_MODEL, source: 'default' };
+    const found = resolvePreset(asked);
+    if (found) used = found.name;
+    text = found ? { ...found.choice, source: 'default' } : { provider: 'offline', model: OFFLINE_MODEL, source: 'default' };
   }
-  const override = text?.source === 'preset' || text?.source === 'default' ? defaults.presets?.[used] : undefined;
+  return { text, used };
+}
 
-  // Images (only when asked for; the chain is still reported).
+/** The first of the preset and then the fallback presets whose text model has a configured provider. */
+function resolvePreset(asked: SelectionContext): { name: Preset; choice: ModelChoice } | undefined {
+  const { preset, defaults } = asked;
+  for (const name of [preset, ...(defaults.fallback ?? []).filter((name) => name !== preset)]) {
+    const choice = presetText(asked, name);
+    if (choice) {
+      if (name !== preset) asked.warnings.push(`preset ${preset}: its provider is not configured, so the fallback preset ${name} was used`);
+      return { name, choice };
+    }
+  }
+  return undefined;
+}
+
+/** A preset's text model on a configured provider: the operator's override, else native, else its aggregator twin. */
+function presetText({ defaults, configured }: SelectionContext, name: Preset): ModelChoice | undefined {
+  const override = defaults.presets?.[name];
+  if (override) return configured(override.provider) ? { provider: override.provider, model: override.model } : undefined;
+  if (configured('native')) return { provider: 'native', model: PRESET_MODELS[name].native };
+  if (configured('aggregator')) return { provider: 'aggregator', model: PRESET_MODELS[name].aggregator };
+  return undefined;
+}
+
+/** The chain ImageGen tries; an unconfigured provider is refused only when the request generates an image. */
+function selectImages({ request, defaults, configured, permissive, preset, errors, warnings }: SelectionContext): Selection['images'] {
+  const presetModels = PRESET_MODELS[preset];
   const images: Selection['images'] = [];
   if (request.image_model) {
     const provider = imageProviderOf(request.image_model);
@@ -271,19 +318,5 @@ export function selectModels(
       if (request.preset && request.generate_image) warnings.push(`preset ${preset}: no image provider is configured, so the offline provider drew the image`);
     }
   }
-
-  if (errors.length > 0 || !text) return { errors };
-  return {
-    errors,
-    selection: {
-      text,
-      images,
-      grounding: !permissive,
-      preset,
-      policy: permissive ? 'permissive' : null,
-      max_tokens: request.llm_params?.max_tokens ?? override?.max_tokens ?? presetModels.max_tokens,
-      ...(override?.temperature !== undefined ? { temperature: override.temperature } : {}),
-      warnings,
-    },
-  };
+  return images;
 }

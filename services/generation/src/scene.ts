@@ -76,62 +76,14 @@ export function buildScene(input: {
   imageUrl: string | null;
   now: Date;
 }): SceneRecord {
-  // Long on purpose: the scene document assembled field by field from the agents' outputs.
   const { request, selection, result, graphMoment } = input;
   const o = result.outputs;
   const timeline = o.timeline;
-  const bios = o.bios;
-  const characters = o.characters.characters.map((person, index) => ({
-    ...person,
-    bio: bios[index]?.bio ?? '',
-    appearance: bios[index]?.appearance ?? '',
-    motivation: bios[index]?.motivation ?? '',
-    speaking_style: bios[index]?.speaking_style ?? '',
-  }));
+  const characters = withBios(o.characters.characters, o.bios);
   const location = timeline.location;
   const slug = slugify(timeline.event_name || request.query);
-  const path = [
-    timeline.year,
-    MONTHS[timeline.month - 1],
-    timeline.day,
-    timeline.time,
-    slugify(location.country),
-    slugify(location.region),
-    slugify(location.city),
-    slug,
-  ].join('/');
-
-  const sources: SceneRecord['sources'] = [];
-  const seen = new Set<string>();
-  const add = (source: Citation, kind: SceneRecord['sources'][number]['kind']) => {
-    if (!source.url || seen.has(source.url)) return;
-    seen.add(source.url);
-    sources.push({ title: source.title, url: source.url, kind });
-  };
-  if (graphMoment) add({ title: `Tempora graph: ${graphMoment.event_name}`, url: graphMoment.url }, 'graph');
-  for (const source of o.grounding?.sources ?? []) add(source, 'grounding');
-  for (const citation of result.citations) add(citation, 'citation');
-
-  const critique = o.critique;
-  const grounding = o.grounding ? (o.grounding.verified ? 0.9 : 0.45) : null;
-  const temporal = round((PRECISION[timeline.date_precision] ?? 0.5) + (o.grounding?.verified ? 0.05 : 0));
-  const knownPlace = !(location.latitude === 0 && location.longitude === 0);
-  const locationScore = round(graphMoment ? 0.9 : knownPlace ? 0.75 : 0.3);
-  const historical = characters.filter((person) => person.is_historical).length;
-  const characterScore = round(characters.length ? 0.4 + 0.5 * (historical / characters.length) : 0.3);
-  const dialogScore = round(critique?.dialog_quality ?? 0.5);
-  const parts = [temporal, locationScore, characterScore, dialogScore, ...(grounding === null ? [] : [grounding])];
-  const mean = parts.reduce((sum, value) => sum + value, 0) / parts.length;
-  const overall = round(critique ? (mean + critique.score) / 2 : mean);
-
-  const agents: SceneRecord['models']['agents'] = {};
-  const agentMs: Record<string, number> = {};
-  for (const step of result.steps) {
-    agents[step.agent] ??= { provider: step.provider, model: step.model };
-    agentMs[step.agent] =
-      Math.max(agentMs[step.agent] ?? 0, step.started_ms + step.duration_ms) -
-      Math.min(...result.steps.filter((s) => s.agent === step.agent).map((s) => s.started_ms));
-  }
+  const confidence = confidenceOf(o, characters, graphMoment);
+  const { agents, agentMs } = agentTimings(result.steps);
   const providersUsed = new Set(result.steps.filter((step) => step.status === 'completed').map((step) => step.provider));
 
   const record: SceneRecord = {
@@ -147,7 +99,7 @@ export function buildScene(input: {
     time: timeline.time,
     era: timeline.era,
     date_precision: timeline.date_precision,
-    path,
+    path: scenePath(timeline, slug),
     location,
     scene: o.scene,
     characters,
@@ -157,11 +109,11 @@ export function buildScene(input: {
     moment: o.moment,
     camera: o.camera,
     dialog: o.dialog.lines,
-    critique,
+    critique: o.critique,
     image_prompt: o.optimizer?.prompt ?? o.image_prompt?.prompt ?? null,
     image_negative_prompt: o.optimizer?.negative_prompt ?? o.image_prompt?.negative_prompt ?? null,
-    confidence: { overall, temporal, location: locationScore, characters: characterScore, dialog: dialogScore, grounding },
-    sources,
+    confidence,
+    sources: sourcesOf(graphMoment, o.grounding, result.citations),
     facts: o.grounding?.facts ?? [],
     model_provider: providersUsed.size === 1 ? ([...providersUsed][0] as ProviderKind) : 'mixed',
     models: {
@@ -186,6 +138,76 @@ export function buildScene(input: {
   // Image URLs appear only when generate_image is true (platform-interface.md).
   if (request.generate_image) record.image_url = input.imageUrl;
   return record;
+}
+
+/** Each character's entry merged with its bio (one per character, in the same order). */
+function withBios(characters: AgentOutput<'Characters'>['characters'], bios: SceneOutputs['bios']): SceneRecord['characters'] {
+  return characters.map((person, index) => ({
+    ...person,
+    bio: bios[index]?.bio ?? '',
+    appearance: bios[index]?.appearance ?? '',
+    motivation: bios[index]?.motivation ?? '',
+    speaking_style: bios[index]?.speaking_style ?? '',
+  }));
+}
+
+/** The scene's place in the browsable tree: date, time, country, region, city, then the event. */
+function scenePath(timeline: SceneOutputs['timeline'], slug: string): string {
+  const location = timeline.location;
+  return [
+    timeline.year,
+    MONTHS[timeline.month - 1],
+    timeline.day,
+    timeline.time,
+    slugify(location.country),
+    slugify(location.region),
+    slugify(location.city),
+    slug,
+  ].join('/');
+}
+
+/** The graph's moment, Grounding's sources, then the providers' citations, each URL once. */
+function sourcesOf(graphMoment: GraphMoment | null, grounding: SceneOutputs['grounding'], citations: Citation[]): SceneRecord['sources'] {
+  const sources: SceneRecord['sources'] = [];
+  const seen = new Set<string>();
+  const add = (source: Citation, kind: SceneRecord['sources'][number]['kind']) => {
+    if (!source.url || seen.has(source.url)) return;
+    seen.add(source.url);
+    sources.push({ title: source.title, url: source.url, kind });
+  };
+  if (graphMoment) add({ title: `Tempora graph: ${graphMoment.event_name}`, url: graphMoment.url }, 'graph');
+  for (const source of grounding?.sources ?? []) add(source, 'grounding');
+  for (const citation of citations) add(citation, 'citation');
+  return sources;
+}
+
+function confidenceOf(o: SceneOutputs, characters: SceneRecord['characters'], graphMoment: GraphMoment | null): SceneRecord['confidence'] {
+  const { critique, timeline } = o;
+  const location = timeline.location;
+  const grounding = o.grounding ? (o.grounding.verified ? 0.9 : 0.45) : null;
+  const temporal = round((PRECISION[timeline.date_precision] ?? 0.5) + (o.grounding?.verified ? 0.05 : 0));
+  const knownPlace = !(location.latitude === 0 && location.longitude === 0);
+  const locationScore = round(graphMoment ? 0.9 : knownPlace ? 0.75 : 0.3);
+  const historical = characters.filter((person) => person.is_historical).length;
+  const characterScore = round(characters.length ? 0.4 + 0.5 * (historical / characters.length) : 0.3);
+  const dialogScore = round(critique?.dialog_quality ?? 0.5);
+  const parts = [temporal, locationScore, characterScore, dialogScore, ...(grounding === null ? [] : [grounding])];
+  const mean = parts.reduce((sum, value) => sum + value, 0) / parts.length;
+  const overall = round(critique ? (mean + critique.score) / 2 : mean);
+  return { overall, temporal, location: locationScore, characters: characterScore, dialog: dialogScore, grounding };
+}
+
+/** Each agent's first provider and model, and its wall time from its first call's start to its last call's end. */
+function agentTimings(steps: StepRecord[]): { agents: SceneRecord['models']['agents']; agentMs: Record<string, number> } {
+  const agents: SceneRecord['models']['agents'] = {};
+  const agentMs: Record<string, number> = {};
+  for (const step of steps) {
+    agents[step.agent] ??= { provider: step.provider, model: step.model };
+    agentMs[step.agent] =
+      Math.max(agentMs[step.agent] ?? 0, step.started_ms + step.duration_ms) -
+      Math.min(...steps.filter((s) => s.agent === step.agent).map((s) => s.started_ms));
+  }
+  return { agents, agentMs };
 }
 
 /** The record as a TDF envelope, hashed with the kit's RFC 8785 canonicalisation (same as the graph service). */

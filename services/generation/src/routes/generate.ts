@@ -11,10 +11,11 @@ import {
   ServerSentEventSchema,
 } from '@tempora/kit/http';
 import type { ProviderKind } from '@tempora/kit/providers';
+import type { Context } from 'koa';
 import { z } from 'zod';
 import type { AgentEvent } from '../pipeline/events.ts';
 import { problemOf } from '../problems.ts';
-import { GenerateRequestSchema, PRESETS, SceneSchema } from '../schemas.ts';
+import { type GenerateRequest, GenerateRequestSchema, PRESETS, SceneSchema } from '../schemas.ts';
 import { jobView } from '../views.ts';
 import { isService, type RouteDeps, userOf } from './context.ts';
 
@@ -73,149 +74,163 @@ const NotResumedSchema = LastEventIdSchema.refine((id) => id === 0, {
 const DRAINING = 'This replica is shutting down (Retry-After): another replica takes the request';
 
 export function generateRoutes(deps: RouteDeps): RouteDefinition[] {
-  // Long on purpose: a table of routes, one block per route, each handler short.
-  const { generations } = deps;
-  return [
-    defineRoute({
-      method: 'post',
-      path: '/api/v1/timepoints/generate/sync',
-      operationId: 'generateSync',
-      security: [],
-      summary: 'Generate a scene and wait for it',
-      description: 'Runs the 14-agent pipeline and returns the stored scene. The owner is X-User-ID (set by the gateway).',
-      tags: ['generation'],
-      body: GenerateRequestSchema,
-      responses: {
-        200: {
-          description: 'The scene record',
-          schema: SceneSchema,
-          links: linksTo({ id: '$response.body#/id' }, 'getTimepoint', 'getTimepointImage', 'setTimepointVisibility', 'deleteTimepoint'),
-        },
-        422: { description: 'Invalid field, unavailable model, or the Judge rejected the query' },
-        502: { description: 'A required agent failed' },
-        503: { description: DRAINING },
-        504: { description: 'The pipeline did not finish in time' },
+  return [generateSyncRoute(deps), generateStreamRoute(deps), generateAsyncRoute(deps), listModelsRoute(deps), getJobRoute(deps)];
+}
+
+/** The owner and the models a generation request gets, checked before the gateway's price is, as each route does first. */
+function admitted(ctx: Context, deps: RouteDeps, body: GenerateRequest) {
+  const owner = userOf(ctx);
+  const selection = deps.generations.admit(body, owner);
+  requirePricedAs(ctx, generationOperation(body.preset ?? DEFAULT_GENERATION_PRESET, body.generate_image), deps.serviceKeys);
+  return { owner, selection };
+}
+
+function generateSyncRoute(deps: RouteDeps): RouteDefinition {
+  return defineRoute({
+    method: 'post',
+    path: '/api/v1/timepoints/generate/sync',
+    operationId: 'generateSync',
+    security: [],
+    summary: 'Generate a scene and wait for it',
+    description: 'Runs the 14-agent pipeline and returns the stored scene. The owner is X-User-ID (set by the gateway).',
+    tags: ['generation'],
+    body: GenerateRequestSchema,
+    responses: {
+      200: {
+        description: 'The scene record',
+        schema: SceneSchema,
+        links: linksTo({ id: '$response.body#/id' }, 'getTimepoint', 'getTimepointImage', 'setTimepointVisibility', 'deleteTimepoint'),
       },
-      handler: async (ctx, { body }) => {
-        const owner = userOf(ctx);
-        const selection = generations.admit(body, owner);
-        requirePricedAs(ctx, generationOperation(body.preset ?? DEFAULT_GENERATION_PRESET, body.generate_image), deps.serviceKeys);
-        const controller = new AbortController();
-        // The response closing before it was written means the client went away: cancel the remaining agents.
-        ctx.res.on('close', () => {
-          if (!ctx.res.writableFinished) controller.abort();
+      422: { description: 'Invalid field, unavailable model, or the Judge rejected the query' },
+      502: { description: 'A required agent failed' },
+      503: { description: DRAINING },
+      504: { description: 'The pipeline did not finish in time' },
+    },
+    handler: async (ctx, { body }) => {
+      const { owner, selection } = admitted(ctx, deps, body);
+      const controller = new AbortController();
+      // The response closing before it was written means the client went away: cancel the remaining agents.
+      ctx.res.on('close', () => {
+        if (!ctx.res.writableFinished) controller.abort();
+      });
+      try {
+        return await deps.generations.generate(body, selection, owner, 'sync', { signal: controller.signal });
+      } catch (error) {
+        throw problemOf(error);
+      }
+    },
+  });
+}
+
+function generateStreamRoute(deps: RouteDeps): RouteDefinition {
+  return defineRoute({
+    method: 'post',
+    path: '/api/v1/timepoints/generate/stream',
+    operationId: 'generateStream',
+    security: [],
+    summary: 'Generate a scene, reporting each agent as it completes (Server-Sent Events)',
+    description:
+      'Events: `start` (models chosen), one `agent` event per reported agent in the order Judge, Timeline, Grounding, Scene, Characters, Moment, Camera, Dialog, Critique, ImagePrompt, Optimizer, ImageGen (status completed, skipped or failed, with timing, model and tokens), then `done` carrying the scene id and the scene, or `error` carrying a problem. Events are numbered from 1 (`id`). Comment heartbeats keep the connection open. Closing the connection cancels the remaining agents, so a stream cannot be resumed: a `Last-Event-ID` other than 0 is refused (422) rather than answered with another render under ids the client already holds.',
+    tags: ['generation'],
+    headers: z.object({ 'last-event-id': NotResumedSchema.optional() }),
+    body: GenerateRequestSchema,
+    responses: {
+      200: { description: 'text/event-stream', contentType: 'text/event-stream', schema: ServerSentEventSchema },
+      422: { description: 'Invalid field or unavailable model, or a Last-Event-ID after an event (before the stream starts)' },
+      503: { description: DRAINING },
+    },
+    handler: async (ctx, { body }) => {
+      const { owner, selection } = admitted(ctx, deps, body);
+      const stream = openEventStream(ctx, { heartbeatMs: deps.heartbeatMs });
+      stream.send('start', {
+        request_id: ctx.state.requestId,
+        query: body.query,
+        preset: selection.preset,
+        model_policy: selection.policy,
+        text_model: selection.text,
+        image_chain: body.generate_image ? selection.images : [],
+        warnings: selection.warnings,
+      });
+      try {
+        const scene = await deps.generations.generate(body, selection, owner, 'stream', {
+          signal: stream.signal,
+          onEvent: (event: AgentEvent) => stream.send('agent', event),
         });
-        try {
-          return await generations.generate(body, selection, owner, 'sync', { signal: controller.signal });
-        } catch (error) {
-          throw problemOf(error);
-        }
+        stream.send('done', { id: scene.id, timepoint_id: scene.id, url: `/api/v1/timepoints/${scene.id}`, scene });
+      } catch (error) {
+        stream.send('error', problemOf(error).toJSON(ctx.path));
+      } finally {
+        stream.end();
+      }
+    },
+  });
+}
+
+function generateAsyncRoute(deps: RouteDeps): RouteDefinition {
+  return defineRoute({
+    method: 'post',
+    path: '/api/v1/timepoints/generate',
+    operationId: 'generateAsync',
+    security: [],
+    summary: 'Start an asynchronous generation',
+    description:
+      'Answers 202 with a job at once. With `callback_url`, the result is POSTed there when the job ends: body `{job_id, status, timepoint_id, timepoint | error, request_context}`, headers `X-Tempora-Timestamp` (Unix seconds) and `X-Tempora-Signature: sha256=<hex HMAC-SHA256 of "<timestamp>.<body>" keyed with CALLBACK_SECRET>`, retried with exponential back-off on network errors, 408, 429 and 5xx. Loopback and private callback hosts are refused unless allow-listed. With an `Idempotency-Key` (draft-ietf-httpapi-idempotency-key-header, per X-User-ID), a retry is given the job its key submitted, as it stands now, instead of a second job; a request arriving while another with its key is being submitted waits for it.',
+    tags: ['generation'],
+    headers: z.object({ 'idempotency-key': IdempotencyKeySchema.optional().meta({ description: IdempotencyKeySchema.description }) }),
+    body: GenerateRequestSchema,
+    responses: {
+      202: {
+        description: 'The job (queued when submitted; as it stands now on a replay, marked `Idempotent-Replayed: true`)',
+        schema: JobSchema,
+        links: linksTo({ job_id: '$response.body#/job_id' }, 'getJob'),
+        headers: z.object({
+          Location: z.string().meta({ description: 'the job' }),
+          'Idempotent-Replayed': z
+            .literal('true')
+            .optional()
+            .meta({ description: 'present on the answer to a retry under an Idempotency-Key: the job that key submitted' }),
+        }),
       },
-    }),
-    defineRoute({
-      method: 'post',
-      path: '/api/v1/timepoints/generate/stream',
-      operationId: 'generateStream',
-      security: [],
-      summary: 'Generate a scene, reporting each agent as it completes (Server-Sent Events)',
-      description:
-        'Events: `start` (models chosen), one `agent` event per reported agent in the order Judge, Timeline, Grounding, Scene, Characters, Moment, Camera, Dialog, Critique, ImagePrompt, Optimizer, ImageGen (status completed, skipped or failed, with timing, model and tokens), then `done` carrying the scene id and the scene, or `error` carrying a problem. Events are numbered from 1 (`id`). Comment heartbeats keep the connection open. Closing the connection cancels the remaining agents, so a stream cannot be resumed: a `Last-Event-ID` other than 0 is refused (422) rather than answered with another render under ids the client already holds.',
-      tags: ['generation'],
-      headers: z.object({ 'last-event-id': NotResumedSchema.optional() }),
-      body: GenerateRequestSchema,
-      responses: {
-        200: { description: 'text/event-stream', contentType: 'text/event-stream', schema: ServerSentEventSchema },
-        422: { description: 'Invalid field or unavailable model, or a Last-Event-ID after an event (before the stream starts)' },
-        503: { description: DRAINING },
+      422: {
+        description: 'Invalid field, unavailable model, refused callback_url, an invalid Idempotency-Key, or one already used with a different request',
       },
-      handler: async (ctx, { body }) => {
-        const owner = userOf(ctx);
-        const selection = generations.admit(body, owner);
-        requirePricedAs(ctx, generationOperation(body.preset ?? DEFAULT_GENERATION_PRESET, body.generate_image), deps.serviceKeys);
-        const stream = openEventStream(ctx, { heartbeatMs: deps.heartbeatMs });
-        stream.send('start', {
-          request_id: ctx.state.requestId,
-          query: body.query,
-          preset: selection.preset,
-          model_policy: selection.policy,
-          text_model: selection.text,
-          image_chain: body.generate_image ? selection.images : [],
-          warnings: selection.warnings,
-        });
-        try {
-          const scene = await generations.generate(body, selection, owner, 'stream', {
-            signal: stream.signal,
-            onEvent: (event: AgentEvent) => stream.send('agent', event),
-          });
-          stream.send('done', { id: scene.id, timepoint_id: scene.id, url: `/api/v1/timepoints/${scene.id}`, scene });
-        } catch (error) {
-          stream.send('error', problemOf(error).toJSON(ctx.path));
-        } finally {
-          stream.end();
-        }
-      },
-    }),
-    defineRoute({
-      method: 'post',
-      path: '/api/v1/timepoints/generate',
-      operationId: 'generateAsync',
-      security: [],
-      summary: 'Start an asynchronous generation',
-      description:
-        'Answers 202 with a job at once. With `callback_url`, the result is POSTed there when the job ends: body `{job_id, status, timepoint_id, timepoint | error, request_context}`, headers `X-Tempora-Timestamp` (Unix seconds) and `X-Tempora-Signature: sha256=<hex HMAC-SHA256 of "<timestamp>.<body>" keyed with CALLBACK_SECRET>`, retried with exponential back-off on network errors, 408, 429 and 5xx. Loopback and private callback hosts are refused unless allow-listed. With an `Idempotency-Key` (draft-ietf-httpapi-idempotency-key-header, per X-User-ID), a retry is given the job its key submitted, as it stands now, instead of a second job; a request arriving while another with its key is being submitted waits for it.',
-      tags: ['generation'],
-      headers: z.object({ 'idempotency-key': IdempotencyKeySchema.optional().meta({ description: IdempotencyKeySchema.description }) }),
-      body: GenerateRequestSchema,
-      responses: {
-        202: {
-          description: 'The job (queued when submitted; as it stands now on a replay, marked `Idempotent-Replayed: true`)',
-          schema: JobSchema,
-          links: linksTo({ job_id: '$response.body#/job_id' }, 'getJob'),
-          headers: z.object({
-            Location: z.string().meta({ description: 'the job' }),
-            'Idempotent-Replayed': z
-              .literal('true')
-              .optional()
-              .meta({ description: 'present on the answer to a retry under an Idempotency-Key: the job that key submitted' }),
-          }),
-        },
-        422: {
-          description: 'Invalid field, unavailable model, refused callback_url, an invalid Idempotency-Key, or one already used with a different request',
-        },
-        503: { description: DRAINING },
-      },
-      handler: async (ctx, { body, headers }) => {
-        const owner = userOf(ctx);
-        generations.admit(body, owner);
-        requirePricedAs(ctx, generationOperation(body.preset ?? DEFAULT_GENERATION_PRESET, body.generate_image), deps.serviceKeys);
-        const { job, replayed } = await generations.submit(body, owner, headers['idempotency-key']);
-        ctx.status = 202;
-        ctx.set('Location', `/api/v1/timepoints/jobs/${job.id}`);
-        if (replayed) ctx.set('Idempotent-Replayed', 'true');
-        return jobView(job);
-      },
-    }),
-    defineRoute({
-      method: 'get',
-      path: '/api/v1/models',
-      operationId: 'listModels',
-      security: [],
-      summary: 'Presets, providers and image models this server offers',
-      tags: ['generation'],
-      responses: { 200: { description: 'What text_model, image_model, preset and model_policy may name here', schema: ModelsSchema } },
-      handler: () => generations.models(),
-    }),
-    defineRoute({
-      method: 'get',
-      path: '/api/v1/timepoints/jobs/{job_id}',
-      operationId: 'getJob',
-      security: [],
-      summary: 'Status of an asynchronous generation',
-      description: 'States: queued → running → completed | failed. A job with an owner is visible to that X-User-ID (and service-key callers) only.',
-      tags: ['generation'],
-      params: z.object({ job_id: z.uuid() }),
-      responses: { 200: { description: 'The job', schema: JobSchema }, 404: { description: 'No such job' } },
-      handler: async (ctx, { params }) => jobView(await generations.job(params.job_id, { user: userOf(ctx), service: isService(ctx) })),
-    }),
-  ];
+      503: { description: DRAINING },
+    },
+    handler: async (ctx, { body, headers }) => {
+      const { owner } = admitted(ctx, deps, body);
+      const { job, replayed } = await deps.generations.submit(body, owner, headers['idempotency-key']);
+      ctx.status = 202;
+      ctx.set('Location', `/api/v1/timepoints/jobs/${job.id}`);
+      if (replayed) ctx.set('Idempotent-Replayed', 'true');
+      return jobView(job);
+    },
+  });
+}
+
+function listModelsRoute({ generations }: RouteDeps): RouteDefinition {
+  return defineRoute({
+    method: 'get',
+    path: '/api/v1/models',
+    operationId: 'listModels',
+    security: [],
+    summary: 'Presets, providers and image models this server offers',
+    tags: ['generation'],
+    responses: { 200: { description: 'What text_model, image_model, preset and model_policy may name here', schema: ModelsSchema } },
+    handler: () => generations.models(),
+  });
+}
+
+function getJobRoute({ generations }: RouteDeps): RouteDefinition {
+  return defineRoute({
+    method: 'get',
+    path: '/api/v1/timepoints/jobs/{job_id}',
+    operationId: 'getJob',
+    security: [],
+    summary: 'Status of an asynchronous generation',
+    description: 'States: queued → running → completed | failed. A job with an owner is visible to that X-User-ID (and service-key callers) only.',
+    tags: ['generation'],
+    params: z.object({ job_id: z.uuid() }),
+    responses: { 200: { description: 'The job', schema: JobSchema }, 404: { description: 'No such job' } },
+    handler: async (ctx, { params }) => jobView(await generations.job(params.job_id, { user: userOf(ctx), service: isService(ctx) })),
+  });
 }

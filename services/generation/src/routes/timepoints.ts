@@ -46,115 +46,127 @@ const ListQuery = z.object({
 });
 
 export function timepointRoutes(deps: RouteDeps): RouteDefinition[] {
-  // Long on purpose: a table of routes, one block per route, each handler short.
-  const { timepoints } = deps;
-  return [
-    defineRoute({
-      method: 'get',
-      path: '/api/v1/users/me/timepoints',
-      aliases: ['/users/me/timepoints', '/api/v1/timepoints'],
-      operationId: 'listMyTimepoints',
-      summary: "The caller's scenes, newest first",
-      description: 'The owner is X-User-ID; the gateway proxies `/users/me/timepoints` here. Public and private scenes of that owner, in the list envelope.',
-      tags: ['timepoints'],
-      security: ['UserId'],
-      query: ListQuery,
-      responses: {
-        200: {
-          description: 'A page of scene summaries',
-          schema: z.object({ items: z.array(z.record(z.string(), z.unknown())), total: z.number(), limit: z.number(), offset: z.number() }),
-        },
-        401: { description: 'No X-User-ID' },
+  return [listRoute(deps), getRoute(deps), imageRoute(deps), visibilityRoute(deps), deleteRoute(deps)];
+}
+
+function listRoute({ timepoints }: RouteDeps): RouteDefinition {
+  return defineRoute({
+    method: 'get',
+    path: '/api/v1/users/me/timepoints',
+    aliases: ['/users/me/timepoints', '/api/v1/timepoints'],
+    operationId: 'listMyTimepoints',
+    summary: "The caller's scenes, newest first",
+    description: 'The owner is X-User-ID; the gateway proxies `/users/me/timepoints` here. Public and private scenes of that owner, in the list envelope.',
+    tags: ['timepoints'],
+    security: ['UserId'],
+    query: ListQuery,
+    responses: {
+      200: {
+        description: 'A page of scene summaries',
+        schema: z.object({ items: z.array(z.record(z.string(), z.unknown())), total: z.number(), limit: z.number(), offset: z.number() }),
       },
-      handler: async (ctx, { query }) => {
-        // The account export pages everything through GET /api/v1/users/{user_id}/data (account-data.ts).
-        const limit = Math.min(query.limit, 100);
-        const page = await timepoints.list(userOf(ctx) as string, limit, query.offset);
-        return { ...page, limit, offset: query.offset };
+      401: { description: 'No X-User-ID' },
+    },
+    handler: async (ctx, { query }) => {
+      // The account export pages everything through GET /api/v1/users/{user_id}/data (account-data.ts).
+      const limit = Math.min(query.limit, 100);
+      const page = await timepoints.list(userOf(ctx) as string, limit, query.offset);
+      return { ...page, limit, offset: query.offset };
+    },
+  });
+}
+
+function getRoute({ timepoints }: RouteDeps): RouteDefinition {
+  return defineRoute({
+    method: 'get',
+    path: '/api/v1/timepoints/{id}',
+    operationId: 'getTimepoint',
+    security: [],
+    summary: 'One scene',
+    description: 'Public scenes to anyone; private scenes only to their owner (X-User-ID). `format=tdf` returns the TDF envelope.',
+    tags: ['timepoints'],
+    params: idParams,
+    query: z.object({ format }),
+    responses: {
+      200: { description: 'The scene record, or with `format=tdf` its TDF envelope', schema: z.union([SceneSchema, TdfRecordSchema]) },
+      404: { description: 'No such scene (or private to someone else)' },
+    },
+    handler: (ctx, { params, query }) => timepoints.scene(params.id, userOf(ctx), query.format),
+  });
+}
+
+function imageRoute({ timepoints }: RouteDeps): RouteDefinition {
+  return defineRoute({
+    method: 'get',
+    path: '/api/v1/timepoints/{id}/image',
+    operationId: 'getTimepointImage',
+    security: [],
+    summary: "A scene's generated image",
+    description:
+      "Public scenes' images to anyone, without a credential, cacheable (Cache-Control, a strong ETag of the bytes, Last-Modified; a conditional request is answered 304); private scenes' images only to their owner (X-User-ID), `private, no-cache`.",
+    tags: ['timepoints'],
+    params: idParams,
+    responses: {
+      200: {
+        description: 'The image bytes, as the image model made them (Content-Type: their media type)',
+        contentType: 'image/*',
+        schema: ImageBytesSchema,
       },
-    }),
-    defineRoute({
-      method: 'get',
-      path: '/api/v1/timepoints/{id}',
-      operationId: 'getTimepoint',
-      security: [],
-      summary: 'One scene',
-      description: 'Public scenes to anyone; private scenes only to their owner (X-User-ID). `format=tdf` returns the TDF envelope.',
-      tags: ['timepoints'],
-      params: idParams,
-      query: z.object({ format }),
-      responses: {
-        200: { description: 'The scene record, or with `format=tdf` its TDF envelope', schema: z.union([SceneSchema, TdfRecordSchema]) },
-        404: { description: 'No such scene (or private to someone else)' },
-      },
-      handler: (ctx, { params, query }) => timepoints.scene(params.id, userOf(ctx), query.format),
-    }),
-    defineRoute({
-      method: 'get',
-      path: '/api/v1/timepoints/{id}/image',
-      operationId: 'getTimepointImage',
-      security: [],
-      summary: "A scene's generated image",
-      description:
-        "Public scenes' images to anyone, without a credential, cacheable (Cache-Control, a strong ETag of the bytes, Last-Modified; a conditional request is answered 304); private scenes' images only to their owner (X-User-ID), `private, no-cache`.",
-      tags: ['timepoints'],
-      params: idParams,
-      responses: {
-        200: {
-          description: 'The image bytes, as the image model made them (Content-Type: their media type)',
-          contentType: 'image/*',
-          schema: ImageBytesSchema,
-        },
-        304: { description: "Not modified: the ETag in If-None-Match is the image's" },
-        404: { description: 'No such scene, a private scene of someone else, or no stored image' },
-      },
-      handler: async (ctx, { params }) => {
-        const { scene: row, image } = await timepoints.image(params.id, userOf(ctx));
-        const etag = `"${createHash('sha256').update(image.data).digest('base64url')}"`;
-        const created = new Date(row.created_at);
-        ctx.set('Cache-Control', imageCaching(row));
-        ctx.set('ETag', etag);
-        ctx.lastModified = created;
-        if (notModified(ctx, etag, created)) {
-          ctx.status = 304;
-          return undefined;
-        }
-        ctx.type = image.mime_type;
-        ctx.body = image.data;
+      304: { description: "Not modified: the ETag in If-None-Match is the image's" },
+      404: { description: 'No such scene, a private scene of someone else, or no stored image' },
+    },
+    handler: async (ctx, { params }) => {
+      const { scene: row, image } = await timepoints.image(params.id, userOf(ctx));
+      const etag = `"${createHash('sha256').update(image.data).digest('base64url')}"`;
+      const created = new Date(row.created_at);
+      ctx.set('Cache-Control', imageCaching(row));
+      ctx.set('ETag', etag);
+      ctx.lastModified = created;
+      if (notModified(ctx, etag, created)) {
+        ctx.status = 304;
         return undefined;
-      },
-    }),
-    defineRoute({
-      method: 'patch',
-      path: '/api/v1/timepoints/{id}',
-      operationId: 'setTimepointVisibility',
-      summary: "Change a scene's visibility",
-      description: 'public ⇄ private, by the owner only. A scene without an owner cannot be changed.',
-      tags: ['timepoints'],
-      security: ['UserId'],
-      params: idParams,
-      body: VisibilityBodySchema,
-      responses: {
-        200: { description: 'The updated scene', schema: SceneSchema },
-        403: { description: 'Not the owner' },
-        404: { description: 'No such scene' },
-      },
-      handler: (ctx, { params, body }) => timepoints.setVisibility(params.id, userOf(ctx), body.visibility),
-    }),
-    defineRoute({
-      method: 'delete',
-      path: '/api/v1/timepoints/{id}',
-      operationId: 'deleteTimepoint',
-      summary: 'Delete a scene (owner only)',
-      tags: ['timepoints'],
-      security: ['UserId'],
-      params: idParams,
-      responses: { 204: { description: 'Deleted' }, 403: { description: 'Not the owner' }, 404: { description: 'No such scene' } },
-      handler: async (ctx, { params }) => {
-        await timepoints.delete(params.id, userOf(ctx));
-        ctx.status = 204;
-        return undefined;
-      },
-    }),
-  ];
+      }
+      ctx.type = image.mime_type;
+      ctx.body = image.data;
+      return undefined;
+    },
+  });
+}
+
+function visibilityRoute({ timepoints }: RouteDeps): RouteDefinition {
+  return defineRoute({
+    method: 'patch',
+    path: '/api/v1/timepoints/{id}',
+    operationId: 'setTimepointVisibility',
+    summary: "Change a scene's visibility",
+    description: 'public ⇄ private, by the owner only. A scene without an owner cannot be changed.',
+    tags: ['timepoints'],
+    security: ['UserId'],
+    params: idParams,
+    body: VisibilityBodySchema,
+    responses: {
+      200: { description: 'The updated scene', schema: SceneSchema },
+      403: { description: 'Not the owner' },
+      404: { description: 'No such scene' },
+    },
+    handler: (ctx, { params, body }) => timepoints.setVisibility(params.id, userOf(ctx), body.visibility),
+  });
+}
+
+function deleteRoute({ timepoints }: RouteDeps): RouteDefinition {
+  return defineRoute({
+    method: 'delete',
+    path: '/api/v1/timepoints/{id}',
+    operationId: 'deleteTimepoint',
+    summary: 'Delete a scene (owner only)',
+    tags: ['timepoints'],
+    security: ['UserId'],
+    params: idParams,
+    responses: { 204: { description: 'Deleted' }, 403: { description: 'Not the owner' }, 404: { description: 'No such scene' } },
+    handler: async (ctx, { params }) => {
+      await timepoints.delete(params.id, userOf(ctx));
+      ctx.status = 204;
+      return undefined;
+    },
+  });
 }
