@@ -1,5 +1,6 @@
 import { baseConfigSchema, csv } from '@tempora/kit/runtime';
 import { z } from 'zod';
+import { JwkSetSchema } from './domain/keys.ts';
 import { TIER_LIMITS } from './domain/limits.ts';
 
 const optional = z
@@ -23,26 +24,32 @@ const TierLimitsSchema = z.array(
   }),
 );
 
+/** A variable holding JSON, parsed with `schema`; `example` is what the error shows a value that is not JSON. */
+const jsonText = <S extends z.ZodType>(schema: S, example: string) =>
+  optional.transform((text, ctx): z.output<S> | undefined => {
+    if (!text) return undefined;
+    let json: unknown;
+    try {
+      json = JSON.parse(text);
+    } catch {
+      ctx.addIssue({ code: 'custom', message: `not JSON: expected ${example}` });
+      return z.NEVER;
+    }
+    const parsed = schema.safeParse(json);
+    if (!parsed.success) {
+      for (const issue of parsed.error.issues) ctx.addIssue({ code: 'custom', message: `${issue.path.join('.') || '(value)'}: ${issue.message}` });
+      return z.NEVER;
+    }
+    return parsed.data;
+  });
+
 /**
  * RATE_LIMIT_TIERS: JSON `[{name, requestsPerMinute, dailyLimit?}]`, as the operator's Gateway writes its
  * spec.rateLimits.tiers. A tier (or a daily limit) left out keeps its default (TIER_LIMITS).
  */
-const tierLimits = optional.transform((text, ctx) => {
+const tierLimits = jsonText(TierLimitsSchema, '[{"name": "free", "requestsPerMinute": 10, "dailyLimit": 100}, ...]').transform((tiers) => {
   const limits = structuredClone(TIER_LIMITS);
-  if (!text) return limits;
-  let json: unknown;
-  try {
-    json = JSON.parse(text);
-  } catch {
-    ctx.addIssue({ code: 'custom', message: 'not JSON: expected [{"name": "free", "requestsPerMinute": 10, "dailyLimit": 100}, ...]' });
-    return z.NEVER;
-  }
-  const parsed = TierLimitsSchema.safeParse(json);
-  if (!parsed.success) {
-    for (const issue of parsed.error.issues) ctx.addIssue({ code: 'custom', message: `${issue.path.join('.') || '(value)'}: ${issue.message}` });
-    return z.NEVER;
-  }
-  for (const tier of parsed.data) limits[tier.name] = { perMinute: tier.requestsPerMinute, perDay: tier.dailyLimit ?? limits[tier.name].perDay };
+  for (const tier of tiers ?? []) limits[tier.name] = { perMinute: tier.requestsPerMinute, perDay: tier.dailyLimit ?? limits[tier.name].perDay };
   return limits;
 });
 
@@ -54,7 +61,7 @@ export const GatewayConfigSchema = baseConfigSchema('gateway').extend({
   /** ES256 signing key as a PKCS#8 PEM or a private JWK (JSON). Unset: generated and kept in TEMPORA_DATA_DIR/gateway-keys/signing-keys.json. */
   JWT_PRIVATE_KEY: optional,
   /** Public keys (a JWK Set as JSON) still published after an operator rotated JWT_PRIVATE_KEY. */
-  JWT_PREVIOUS_KEYS: optional,
+  JWT_PREVIOUS_KEYS: jsonText(JwkSetSchema, '{"keys": [{"kty": "EC", "crv": "P-256", "x": "...", "y": "..."}]}'),
   /** Generated keys are replaced after this many days; the old one stays published until its tokens expire. */
   JWT_ROTATION_DAYS: z.coerce.number().min(0.0001).default(30),
   ACCESS_TOKEN_TTL_SECONDS: positiveInt(900),

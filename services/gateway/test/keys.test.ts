@@ -1,9 +1,11 @@
 import assert from 'node:assert/strict';
 import { generateKeyPairSync } from 'node:crypto';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { KeyStore, thumbprint } from '../src/domain/keys.ts';
+import { ConfigError, loadConfig } from '@tempora/kit/runtime';
+import { GatewayConfigSchema } from '../src/config.ts';
+import { JwkSetSchema, KeyStore, thumbprint } from '../src/domain/keys.ts';
 
 describe('gateway: signing keys', () => {
   let dir: string;
@@ -19,7 +21,7 @@ describe('gateway: signing keys', () => {
     const file = join(dir, 'k.json');
     const store = new KeyStore({
       configuredKey: current.privateKey.export({ type: 'pkcs8', format: 'pem' }).toString(),
-      previousKeys: JSON.stringify({ keys: [previousJwk] }),
+      previousKeys: JwkSetSchema.parse({ keys: [previousJwk] }),
       file,
       rotationMs: 1,
       retainMs: 1000,
@@ -78,5 +80,32 @@ describe('gateway: signing keys', () => {
     );
     assert.equal(store.publicKey(first), undefined);
     assert.equal(new KeyStore({ file, rotationMs: 10_000, retainMs: 5_000, now: () => now }).signingKey().kid, second, 'persisted');
+  });
+
+  it('refuses a keys file it did not write, naming the file, and leaves it as it is', () => {
+    const file = join(dir, 'k.json');
+    for (const content of [
+      'not json',
+      '{"keys": [{"kid": "a"}]}',
+      '{"keys": [{"kid": "a", "private_jwk": {"kty": "RSA"}, "created_at": 1, "retired_at": null}]}',
+    ]) {
+      writeFileSync(file, content);
+      assert.throws(
+        () => new KeyStore({ file, rotationMs: 1e9, retainMs: 1000 }),
+        (err: Error) => err.message.startsWith(file),
+      );
+    }
+  });
+
+  it('refuses a JWT_PREVIOUS_KEYS that is not a JWK Set of P-256 keys, naming the variable', () => {
+    const { publicKey } = generateKeyPairSync('ec', { namedCurve: 'P-256' });
+    const jwk = publicKey.export({ format: 'jwk' });
+    assert.deepEqual(loadConfig(GatewayConfigSchema, { JWT_PREVIOUS_KEYS: JSON.stringify({ keys: [jwk] }) }).JWT_PREVIOUS_KEYS, { keys: [jwk] });
+    for (const value of ['kid-1', JSON.stringify([jwk]), JSON.stringify({ keys: [{ ...jwk, crv: 'P-384' }] })]) {
+      assert.throws(
+        () => loadConfig(GatewayConfigSchema, { JWT_PREVIOUS_KEYS: value }),
+        (err: Error) => err instanceof ConfigError && /JWT_PREVIOUS_KEYS/.test(err.message),
+      );
+    }
   });
 });

@@ -1,6 +1,7 @@
-import { createHash, createPrivateKey, createPublicKey, generateKeyPairSync, type JsonWebKey, type KeyObject } from 'node:crypto';
+import { createHash, createPrivateKey, createPublicKey, generateKeyPairSync, type KeyObject } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
+import { z } from 'zod';
 
 /** A public key as published in the JWK Set. */
 export interface PublicJwk {
@@ -13,12 +14,40 @@ export interface PublicJwk {
   use: 'sig';
 }
 
-interface StoredKey {
-  kid: string;
-  private_jwk: JsonWebKey;
-  created_at: number;
-  /** When it stopped signing; published until every token it signed has expired. */
-  retired_at: number | null;
+/** An EC P-256 public key as a JWK: the only kind of key the gateway signs with or publishes. */
+const EcJwkSchema = z.looseObject({ kty: z.literal('EC'), crv: z.literal('P-256'), x: z.string().min(1), y: z.string().min(1) });
+const PrivateEcJwkSchema = EcJwkSchema.extend({ d: z.string().min(1) });
+
+/** JWT_PREVIOUS_KEYS: public keys still published after an operator replaced JWT_PRIVATE_KEY. */
+export const JwkSetSchema = z.object({ keys: z.array(EcJwkSchema) });
+type JwkSet = z.infer<typeof JwkSetSchema>;
+
+/** The file generated keys are kept in, read back at start-up: it may be damaged or another program's. */
+const StoredKeysSchema = z.object({
+  keys: z.array(
+    z.object({
+      kid: z.string(),
+      private_jwk: PrivateEcJwkSchema,
+      created_at: z.number(),
+      /** When it stopped signing; published until every token it signed has expired. */
+      retired_at: z.number().nullable(),
+    }),
+  ),
+});
+type StoredKey = z.infer<typeof StoredKeysSchema>['keys'][number];
+
+/** `text` as `schema` says, else an error that names `what` and the first mismatch. */
+function parsedJson<S extends z.ZodType>(schema: S, text: string, what: string): z.output<S> {
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    throw new Error(`${what} is not JSON`);
+  }
+  const parsed = schema.safeParse(json);
+  if (parsed.success) return parsed.data;
+  const issue = parsed.error.issues[0]!;
+  throw new Error(`${what} is not what the gateway wrote or expects: ${issue.path.join('.') || '(value)'}: ${issue.message}`);
 }
 
 interface LoadedKey {
@@ -53,7 +82,7 @@ function load(privateOrPublic: KeyObject, createdAt: number, retiredAt: number |
 
 function parsePrivateKey(text: string): KeyObject {
   const trimmed = text.trim();
-  if (trimmed.startsWith('{')) return createPrivateKey({ key: JSON.parse(trimmed) as JsonWebKey, format: 'jwk' });
+  if (trimmed.startsWith('{')) return createPrivateKey({ key: parsedJson(PrivateEcJwkSchema, trimmed, 'JWT_PRIVATE_KEY (a JWK)'), format: 'jwk' });
   return createPrivateKey(trimmed.replace(/\\n/g, '\n'));
 }
 
@@ -61,7 +90,7 @@ export interface KeyStoreOptions {
   /** PEM or JWK from JWT_PRIVATE_KEY; when set, nothing is generated or written. */
   configuredKey?: string | undefined;
   /** A JWK Set of public keys still to publish (an operator's previous key). */
-  previousKeys?: string | undefined;
+  previousKeys?: JwkSet | undefined;
   /** File holding generated keys (TEMPORA_DATA_DIR/gateway-keys/signing-keys.json). */
   file: string;
   rotationMs: number;
@@ -87,12 +116,11 @@ export class KeyStore {
     if (options.configuredKey) {
       this.keys.push(load(parsePrivateKey(options.configuredKey), this.now(), null));
     } else if (existsSync(options.file)) {
-      const stored = JSON.parse(readFileSync(options.file, 'utf8')) as { keys: StoredKey[] };
+      const stored = parsedJson(StoredKeysSchema, readFileSync(options.file, 'utf8'), options.file);
       this.keys = stored.keys.map((key) => load(createPrivateKey({ key: key.private_jwk, format: 'jwk' }), key.created_at, key.retired_at));
     }
     if (options.previousKeys) {
-      const set = JSON.parse(options.previousKeys) as { keys: JsonWebKey[] };
-      for (const jwk of set.keys ?? []) {
+      for (const jwk of options.previousKeys.keys) {
         const key = load(createPublicKey({ key: jwk, format: 'jwk' }), 0, this.now());
         if (!this.keys.some((k) => k.kid === key.kid)) this.keys.push({ ...key, retiredAt: Number.MAX_SAFE_INTEGER - options.retainMs });
       }
@@ -120,7 +148,12 @@ export class KeyStore {
   private persist(): void {
     const stored: StoredKey[] = this.keys
       .filter((key) => key.privateKey)
-      .map((key) => ({ kid: key.kid, private_jwk: key.privateKey!.export({ format: 'jwk' }), created_at: key.createdAt, retired_at: key.retiredAt }));
+      .map((key) => ({
+        kid: key.kid,
+        private_jwk: PrivateEcJwkSchema.parse(key.privateKey!.export({ format: 'jwk' })),
+        created_at: key.createdAt,
+        retired_at: key.retiredAt,
+      }));
     mkdirSync(dirname(this.options.file), { recursive: true });
     const temporary = `${this.options.file}.${process.pid}.tmp`;
     writeFileSync(temporary, JSON.stringify({ keys: stored }, null, 2), { mode: 0o600 });
