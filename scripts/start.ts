@@ -140,52 +140,11 @@ export function plan(base: NodeJS.ProcessEnv): Plan {
 }
 
 /** Starts every unit of the plan, services before workers, and stops them all on Ctrl-C or when one exits. */
-async function run({ env, applied, services, units, url }: Plan): Promise<void> {
-  // Long on purpose: a supervisor whose handlers share the children map and the stopping flag.
-  const children = new Map<string, ChildProcess>();
-  let stopping = false;
-
-  function stopAll(code: number): void {
-    if (stopping) return;
-    stopping = true;
-    console.log('\nstopping the platform…');
-    for (const child of children.values()) if (child.exitCode === null) child.kill('SIGTERM');
-    const force = setTimeout(() => {
-      for (const child of children.values()) if (child.exitCode === null) child.kill('SIGKILL');
-    }, 15_000);
-    force.unref();
-    void Promise.all([...children.values()].map((child) => (child.exitCode === null ? new Promise((resolve) => child.once('exit', resolve)) : undefined))).then(
-      () => process.exit(code),
-    );
-  }
-
-  process.on('SIGINT', () => stopAll(0));
-  process.on('SIGTERM', () => stopAll(0));
-
-  async function healthy(unit: Unit, timeoutMs: number): Promise<boolean> {
-    const deadline = Date.now() + timeoutMs;
-    while (Date.now() < deadline && !stopping) {
-      const ok = await fetch(`${unit.url}${unit.readyPath ?? '/health'}`).then(
-        (r) => r.ok,
-        () => false,
-      );
-      if (ok) return true;
-      if (children.get(unit.name)?.exitCode !== null) return false;
-      await new Promise((resolve) => setTimeout(resolve, 250));
-    }
-    return false;
-  }
-
-  function launch(unit: Unit): void {
-    const child = spawn(process.execPath, [unit.script, ...unit.args], { cwd: root, env: { ...env, ...unit.env }, stdio: ['ignore', 'inherit', 'inherit'] });
-    children.set(unit.name, child);
-    child.once('exit', (code, signal) => {
-      if (!stopping) {
-        console.error(`${unit.name} exited (${signal ?? code}); stopping the platform`);
-        stopAll(1);
-      }
-    });
-  }
+async function run(started: Plan): Promise<void> {
+  const { env, units } = started;
+  const supervisor = new Supervisor(env);
+  process.on('SIGINT', () => supervisor.stopAll(0));
+  process.on('SIGTERM', () => supervisor.stopAll(0));
 
   const workers = units.filter((unit) => unit.env.WORKER_PORT !== undefined);
   console.log(
@@ -193,47 +152,104 @@ async function run({ env, applied, services, units, url }: Plan): Promise<void> 
   );
   // Services first (the graph seeds its database), then the workers that share it.
   for (const group of [units.filter((unit) => !workers.includes(unit)), workers]) {
-    for (const unit of group) launch(unit);
+    for (const unit of group) supervisor.launch(unit);
     for (const unit of group) {
-      if (!(await healthy(unit, 300_000))) {
-        if (!stopping) {
+      if (!(await supervisor.healthy(unit, 300_000))) {
+        if (!supervisor.stopping) {
           console.error(`${unit.name} did not answer ${unit.url}${unit.readyPath ?? '/health'} within 5 minutes; stopping the platform`);
-          stopAll(1);
+          supervisor.stopAll(1);
         }
         break;
       }
     }
   }
-  if (!stopping) {
-    console.log('\nTempora is running:');
-    for (const unit of units)
-      if (unit.metricsUrl) console.log(`  ${unit.name.padEnd(17)} ${unit.url}   docs ${unit.url}/docs   metrics ${unit.metricsUrl}/metrics`);
-    if (services.includes('graph')) {
-      // The public host's address first: free read tools with no credential, as a consumer's client meets them.
-      if (services.includes('gateway'))
-        console.log(`  ${'MCP'.padEnd(17)} ${url('gateway')}/api/v1/graph/mcp   (the graph's, on the public host; also ${url('graph')}/mcp/)`);
-      else console.log(`  ${'MCP'.padEnd(17)} ${url('graph')}/mcp/`);
-    }
-    for (const unit of workers) console.log(`  ${unit.name.padEnd(17)} ${unit.url}/metrics`);
-    if (units.some((unit) => unit.name === 'stripe-stand-in'))
-      console.log(`  ${'Stripe stand-in'.padEnd(17)} ${env.STRIPE_API_URL}   (billing in test mode: no real payments)`);
-    if (services.includes('graph')) {
-      const inside = env.GRAPH_WORKERS ?? 'renderer,expander,judge,daily';
-      console.log(
-        `  (graph workers inside the graph service: ${inside === 'none' ? 'none' : inside.split(',').join(', ')}${env.DATABASE_URL ? '' : ', on the embedded database; set DATABASE_URL and REDIS_URL to run them as processes'})`,
-      );
-      if (!env.GEMINI_API_KEY && !env.OPENROUTER_API_KEY && !env.OPENROUTER_BASE_URL) {
-        console.log(
-          "  (no model key: every model is the offline provider; the Expander's metadata and proposals are labelled placeholders, the Daily job draws real events from its curated set, and the Judge refuses only plain spam)",
-        );
-      }
-    }
-    if (applied.length > 0) {
-      console.log('\ndevelopment credentials (set these variables to use your own):');
-      for (const name of applied.filter((name) => /KEY|TOKENS|SECRET/.test(name))) console.log(`  ${name}=${env[name]}`);
-    }
-    console.log('\nCtrl-C stops everything.');
+  if (!supervisor.stopping) printRunning(started, workers);
+}
+
+/** The platform's processes: launched with the plan's environment, and all stopped as soon as one exits. */
+class Supervisor {
+  private readonly children = new Map<string, ChildProcess>();
+  private readonly env: NodeJS.ProcessEnv;
+  stopping = false;
+
+  constructor(env: NodeJS.ProcessEnv) {
+    this.env = env;
   }
+
+  stopAll(code: number): void {
+    if (this.stopping) return;
+    this.stopping = true;
+    console.log('\nstopping the platform…');
+    for (const child of this.children.values()) if (child.exitCode === null) child.kill('SIGTERM');
+    const force = setTimeout(() => {
+      for (const child of this.children.values()) if (child.exitCode === null) child.kill('SIGKILL');
+    }, 15_000);
+    force.unref();
+    void Promise.all(
+      [...this.children.values()].map((child) => (child.exitCode === null ? new Promise((resolve) => child.once('exit', resolve)) : undefined)),
+    ).then(() => process.exit(code));
+  }
+
+  async healthy(unit: Unit, timeoutMs: number): Promise<boolean> {
+    const deadline = Date.now() + timeoutMs;
+    while (Date.now() < deadline && !this.stopping) {
+      const ok = await fetch(`${unit.url}${unit.readyPath ?? '/health'}`).then(
+        (r) => r.ok,
+        () => false,
+      );
+      if (ok) return true;
+      if (this.children.get(unit.name)?.exitCode !== null) return false;
+      await new Promise((resolve) => setTimeout(resolve, 250));
+    }
+    return false;
+  }
+
+  launch(unit: Unit): void {
+    const child = spawn(process.execPath, [unit.script, ...unit.args], {
+      cwd: root,
+      env: { ...this.env, ...unit.env },
+      stdio: ['ignore', 'inherit', 'inherit'],
+    });
+    this.children.set(unit.name, child);
+    child.once('exit', (code, signal) => {
+      if (!this.stopping) {
+        console.error(`${unit.name} exited (${signal ?? code}); stopping the platform`);
+        this.stopAll(1);
+      }
+    });
+  }
+}
+
+/** Where everything answers once it is up, and the development credentials that were made up. */
+function printRunning({ env, applied, services, units, url }: Plan, workers: Unit[]): void {
+  console.log('\nTempora is running:');
+  for (const unit of units)
+    if (unit.metricsUrl) console.log(`  ${unit.name.padEnd(17)} ${unit.url}   docs ${unit.url}/docs   metrics ${unit.metricsUrl}/metrics`);
+  if (services.includes('graph')) {
+    // The public host's address first: free read tools with no credential, as a consumer's client meets them.
+    if (services.includes('gateway'))
+      console.log(`  ${'MCP'.padEnd(17)} ${url('gateway')}/api/v1/graph/mcp   (the graph's, on the public host; also ${url('graph')}/mcp/)`);
+    else console.log(`  ${'MCP'.padEnd(17)} ${url('graph')}/mcp/`);
+  }
+  for (const unit of workers) console.log(`  ${unit.name.padEnd(17)} ${unit.url}/metrics`);
+  if (units.some((unit) => unit.name === 'stripe-stand-in'))
+    console.log(`  ${'Stripe stand-in'.padEnd(17)} ${env.STRIPE_API_URL}   (billing in test mode: no real payments)`);
+  if (services.includes('graph')) {
+    const inside = env.GRAPH_WORKERS ?? 'renderer,expander,judge,daily';
+    console.log(
+      `  (graph workers inside the graph service: ${inside === 'none' ? 'none' : inside.split(',').join(', ')}${env.DATABASE_URL ? '' : ', on the embedded database; set DATABASE_URL and REDIS_URL to run them as processes'})`,
+    );
+    if (!env.GEMINI_API_KEY && !env.OPENROUTER_API_KEY && !env.OPENROUTER_BASE_URL) {
+      console.log(
+        "  (no model key: every model is the offline provider; the Expander's metadata and proposals are labelled placeholders, the Daily job draws real events from its curated set, and the Judge refuses only plain spam)",
+      );
+    }
+  }
+  if (applied.length > 0) {
+    console.log('\ndevelopment credentials (set these variables to use your own):');
+    for (const name of applied.filter((name) => /KEY|TOKENS|SECRET/.test(name))) console.log(`  ${name}=${env[name]}`);
+  }
+  console.log('\nCtrl-C stops everything.');
 }
 
 if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) await run(plan(process.env));

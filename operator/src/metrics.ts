@@ -79,12 +79,23 @@ export function zeroController(metrics: OperatorMetrics, name: string): void {
 }
 
 export function createMetrics(): OperatorMetrics {
-  // Long on purpose: a table of metrics, one definition per statement.
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
   const registers = [registry];
   const metrics: OperatorMetrics = {
     registry,
+    ...controllerMetrics(registers),
+    ...workqueueMetrics(registers),
+    ...apiMetrics(registers),
+    ...gatewaySecretMetrics(registers),
+  };
+  zeroWrites(metrics.apiWrites);
+  return metrics;
+}
+
+/** controller-runtime's: reconciles by controller and result, their errors and duration, and busy workers. */
+function controllerMetrics(registers: Registry[]): Pick<OperatorMetrics, 'reconcileTotal' | 'reconcileErrors' | 'reconcileTime' | 'activeWorkers'> {
+  return {
     reconcileTotal: new Counter({
       name: 'controller_runtime_reconcile_total',
       help: 'Total number of reconciliations per controller',
@@ -110,6 +121,12 @@ export function createMetrics(): OperatorMetrics {
       labelNames: ['controller'],
       registers,
     }),
+  };
+}
+
+/** client-go's workqueue's, by queue name: depth, adds, retries, time waiting and time in work. */
+function workqueueMetrics(registers: Registry[]): Pick<OperatorMetrics, 'queueDepth' | 'queueAdds' | 'queueRetries' | 'queueLatency' | 'workDuration'> {
+  return {
     queueDepth: new Gauge({ name: 'workqueue_depth', help: 'Current depth of workqueue', labelNames: ['name'], registers }),
     queueAdds: new Counter({
       name: 'workqueue_adds_total',
@@ -137,6 +154,12 @@ export function createMetrics(): OperatorMetrics {
       buckets: DURATION_BUCKETS,
       registers,
     }),
+  };
+}
+
+/** The operator's dealings with the Kubernetes API: writes, informer relists and restarts, and the leader lease. */
+function apiMetrics(registers: Registry[]): Pick<OperatorMetrics, 'apiWrites' | 'informerRelists' | 'informerRestarts' | 'leaderStatus'> {
+  return {
     apiWrites: new Counter({
       name: 'tempora_operator_api_writes_total',
       help: 'Mutating requests sent to the Kubernetes API, by verb and resource',
@@ -161,6 +184,12 @@ export function createMetrics(): OperatorMetrics {
       labelNames: ['name'],
       registers,
     }),
+  };
+}
+
+/** The Secrets a TemporaGateway names: its TLS certificate's expiry, and which are missing. */
+function gatewaySecretMetrics(registers: Registry[]): Pick<OperatorMetrics, 'certificateExpiry' | 'secretMissing'> {
+  return {
     // Named like cert-manager's certmanager_certificate_expiration_timestamp_seconds, so alerts read it the same way.
     certificateExpiry: new Gauge({
       name: 'tempora_operator_certificate_expiry_timestamp_seconds',
@@ -175,6 +204,4 @@ export function createMetrics(): OperatorMetrics {
       registers,
     }),
   };
-  zeroWrites(metrics.apiWrites);
-  return metrics;
 }

@@ -109,18 +109,28 @@ export interface McpCaller {
 export type McpCallCounter = (tool: string, outcome: 'ok' | 'invalid' | 'failed') => void;
 
 export function buildMcpServer(graph: GraphService, caller: McpCaller, count: McpCallCounter = () => {}): McpServer {
-  // Long on purpose: a table of MCP tools, one registration per tool.
   const server = new McpServer({ name: 'tempora-graph', version: MCP_INTERFACE_VERSION }, { capabilities: { tools: {} } });
   const registered: Record<string, RegisteredTool> = {};
+  const tool = toolRegistrar(server, registered, count);
+  registerReadTools(tool, graph, caller);
+  registerWriteTools(tool, graph, caller);
+  listToolsIn2020(server, registered);
+  return server;
+}
 
-  const tool = <S extends z.ZodObject>(
-    name: string,
-    description: string,
-    input: S,
-    output: z.ZodObject,
-    run: (args: z.output<S>) => Promise<object>,
-    readOnly = true,
-  ) => {
+/** Registers one tool: its `run` is given parsed arguments, and its expected failures answer `{error, suggestion}`. */
+type RegisterTool = <S extends z.ZodObject>(
+  name: string,
+  description: string,
+  input: S,
+  output: z.ZodObject,
+  run: (args: z.output<S>) => Promise<object>,
+  readOnly?: boolean,
+) => void;
+
+/** Registers tools on `server` (recorded in `registered`), each call counted by outcome. */
+function toolRegistrar(server: McpServer, registered: Record<string, RegisteredTool>, count: McpCallCounter): RegisterTool {
+  return (name, description, input, output, run, readOnly = true) => {
     registered[name] = server.registerTool(
       name,
       { description, inputSchema: lenient(input), outputSchema: orError(output).shape, annotations: { readOnlyHint: readOnly, openWorldHint: false } },
@@ -148,7 +158,10 @@ export function buildMcpServer(graph: GraphService, caller: McpCaller, count: Mc
       },
     );
   };
+}
 
+/** The free reads: statistics, search, one moment, its neighbours, traversal and shortest paths. */
+function registerReadTools(tool: RegisterTool, graph: GraphService, caller: McpCaller): void {
   tool('graph_stats', 'Graph statistics: counts of moments and edges by layer, edge type and source, date range.', z.object({}), StatsSchema, () =>
     graph.stats(),
   );
@@ -197,7 +210,10 @@ export function buildMcpServer(graph: GraphService, caller: McpCaller, count: Mc
   tool('find_path', 'Shortest chain of edges between two moments; found is false when none exists within max_hops.', inputs.find_path, PathSchema, (args) =>
     graph.path(args.from_path, args.to_path, { maxHops: args.max_hops, types: [...PATH_DEFAULT_TYPES] }),
   );
+}
 
+/** Writes: rendering a new moment, for writer tokens and services calling for themselves. */
+function registerWriteTools(tool: RegisterTool, graph: GraphService, caller: McpCaller): void {
   tool(
     'gen_render',
     'Render a new moment: records it at layer 0 and queues a render job (needs a writer token or service key).',
@@ -211,8 +227,6 @@ export function buildMcpServer(graph: GraphService, caller: McpCaller, count: Mc
     },
     false,
   );
-  listToolsIn2020(server, registered);
-  return server;
 }
 
 /** An expected failure of a tool call, answered as `{error, suggestion}`. */

@@ -1,12 +1,12 @@
-import { connectRedis, openDatabase } from '@tempora/kit/data';
-import { adminKeyAuth, createApp, RateLimiter, serviceKeyAuth, writerTokenAuth } from '@tempora/kit/http';
+import { connectRedis, type Database, openDatabase, type RedisClient } from '@tempora/kit/data';
+import { adminKeyAuth, createApp, RateLimiter, type ServiceApp, serviceKeyAuth, writerTokenAuth } from '@tempora/kit/http';
 import { createLogger, type Logger, Metrics, zeroed } from '@tempora/kit/observability';
 import type Koa from 'koa';
 import { Counter, Gauge } from 'prom-client';
 import { localChangeFeed, PostgresChangeFeed } from './change-feed.ts';
 import type { GraphConfig } from './config.ts';
 import { GraphService } from './graph-service.ts';
-import { MCP_TOOLS, mountMcp } from './mcp.ts';
+import { MCP_TOOLS, type McpCallCounter, mountMcp } from './mcp.ts';
 import { migrations } from './migrations.ts';
 import { GraphRateLimits } from './rate-limits.ts';
 import { GraphRepository } from './repository/index.ts';
@@ -36,7 +36,32 @@ export interface GraphInstance {
 }
 
 export async function createGraphService(config: GraphConfig, logger = createLogger('graph', config.LOG_LEVEL)): Promise<GraphInstance> {
-  // Long on purpose: wiring, one statement per dependency or route group, read top to bottom.
+  const { database, redis, feed, graph } = await openGraph(config, logger);
+  const { metrics, workerMetrics, countMcpCall } = graphMetrics(config, graph);
+  const { app, openapi, drain: drainApp } = graphApp(config, logger, { database, redis, graph, metrics, countMcpCall });
+  const { workers, stop: stopWorkers } = startWorkers(config, graph, logger, workerMetrics);
+  return {
+    app,
+    graph,
+    workers,
+    openapi,
+    logger,
+    metrics,
+    drain: () => {
+      drainApp();
+      void stopWorkers();
+    },
+    close: async () => {
+      await stopWorkers();
+      await feed.close();
+      await redis?.quit().catch(() => {});
+      await database.close();
+    },
+  };
+}
+
+/** The stores and the graph over them: figure keys re-derived, the seed written when asked for, the index loading. */
+async function openGraph(config: GraphConfig, logger: Logger) {
   const database = await openDatabase({ service: 'graph', url: config.DATABASE_URL, dataDir: config.TEMPORA_DATA_DIR, migrations, logger });
   const redis = await connectRedis(config.REDIS_URL, logger);
   const repository = new GraphRepository(database.knex);
@@ -49,7 +74,11 @@ export async function createGraphService(config: GraphConfig, logger = createLog
     if (seeded.written) logger.info({ moments: seeded.moments }, 'graph seeded');
   }
   await graph.start();
+  return { database, redis, feed, graph };
+}
 
+/** The service's metrics beyond the kit's: the in-memory index's gauges and the MCP tool calls. */
+function graphMetrics(config: GraphConfig, graph: GraphService) {
   // With workers in this process, their graph_worker_* series are served beside the service's own.
   const workerMetrics = config.GRAPH_WORKERS.length > 0 ? new GraphWorkerMetrics('graph') : undefined;
   const metrics = workerMetrics ?? new Metrics('graph');
@@ -76,15 +105,24 @@ export async function createGraphService(config: GraphConfig, logger = createLog
       },
     });
   }
+  const countMcpCall: McpCallCounter = (tool, outcome) => mcpCalls.inc({ tool, outcome });
+  return { metrics, workerMetrics, countMcpCall };
+}
 
+interface GraphAppParts {
+  database: Database;
+  redis: RedisClient | undefined;
+  graph: GraphService;
+  metrics: Metrics;
+  countMcpCall: McpCallCounter;
+}
+
+/** The HTTP API: every route group, MCP beside them, rate limits, credentials and health. */
+function graphApp(config: GraphConfig, logger: Logger, { database, redis, graph, metrics, countMcpCall }: GraphAppParts): ServiceApp {
   const deps = { graph, version: VERSION };
   const limiter = new RateLimiter({ redis, prefix: `${config.REDIS_KEY_PREFIX}:graph` });
   const limits = new GraphRateLimits(config, limiter);
-  const {
-    app,
-    openapi,
-    drain: drainApp,
-  } = createApp({
+  return createApp({
     name: 'graph',
     version: VERSION,
     title: 'Tempora graph service',
@@ -96,15 +134,19 @@ export async function createGraphService(config: GraphConfig, logger = createLog
     authenticators: [serviceKeyAuth(config.SERVICE_KEY), writerTokenAuth(config.WRITER_TOKENS), adminKeyAuth(config.ADMIN_KEY)],
     rateLimit: { limiter, windows: limits.windows },
     routes: [...momentRoutes(deps), ...discoveryRoutes(deps), ...traversalRoutes(deps), ...writeRoutes(deps), ...accountDataRoutes(deps)],
-    extend: (router) => mountMcp(router, graph, limits, config.MCP_ALLOWED_HOSTS, (tool, outcome) => mcpCalls.inc({ tool, outcome })),
+    extend: (router) => mountMcp(router, graph, limits, config.MCP_ALLOWED_HOSTS, countMcpCall),
     health: async () => {
       const db = await database.ping();
       return { status: db ? 'ok' : 'degraded', database: db, redis: redis ? redis.isReady : null, index: graph.indexStats.loaded ? 'loaded' : 'loading' };
     },
   });
+}
 
-  // GRAPH_WORKERS (every role by default on the embedded database, which no worker process can share):
-  // this process runs those roles itself, through the same GraphService, so its index sees their writes.
+/**
+ * GRAPH_WORKERS (every role by default on the embedded database, which no worker process can share):
+ * this process runs those roles itself, through the same GraphService, so its index sees their writes.
+ */
+function startWorkers(config: GraphConfig, graph: GraphService, logger: Logger, workerMetrics: GraphWorkerMetrics | undefined) {
   const workers = new Map<string, RunningWorker>();
   for (const role of config.GRAPH_WORKERS) workers.set(role, runRole(role, graph, config, logger.child({ worker: role }), workerMetrics!));
   if (workers.size > 0)
@@ -113,25 +155,7 @@ export async function createGraphService(config: GraphConfig, logger = createLog
       'in-process workers started',
     );
   // They stop taking work as soon as the shutdown begins; work in flight gets SHUTDOWN_GRACE_MS, then goes back to the queue.
-  let workersStopped: Promise<unknown> | undefined;
-  const stopWorkers = () => (workersStopped ??= Promise.all([...workers.values()].map((worker) => worker.stop(config.SHUTDOWN_GRACE_MS))));
-
-  return {
-    app,
-    graph,
-    workers,
-    openapi,
-    logger,
-    metrics,
-    drain: () => {
-      drainApp();
-      void stopWorkers();
-    },
-    close: async () => {
-      await stopWorkers();
-      await feed.close();
-      await redis?.quit().catch(() => {});
-      await database.close();
-    },
-  };
+  let stopped: Promise<unknown> | undefined;
+  const stop = () => (stopped ??= Promise.all([...workers.values()].map((worker) => worker.stop(config.SHUTDOWN_GRACE_MS))));
+  return { workers, stop };
 }
