@@ -6,6 +6,7 @@ import { Resolver } from 'node:dns/promises';
 import { existsSync } from 'node:fs';
 import { createServer, request } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { waitFor } from '../support/wait.ts';
 import { K8S_VERSION } from './control-plane.ts';
 import { diffHost, type HostSnapshot, processesMentioning, snapshotHost } from './host-state.ts';
 import { KubeNode, NODE_ADDRESS, skipWithoutNode } from './node.ts';
@@ -21,21 +22,6 @@ function get(url: string): Promise<{ status: number; body: string }> {
     req.on('timeout', () => req.destroy(new Error(`GET ${url} timed out`)));
     req.end();
   });
-}
-
-async function eventually<T>(what: string, fn: () => Promise<T | undefined>, timeoutMs: number): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last: unknown;
-  for (;;) {
-    try {
-      const v = await fn();
-      if (v !== undefined) return v;
-    } catch (err) {
-      last = err;
-    }
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}${last ? `: ${String(last)}` : ''}`);
-    await new Promise((r) => setTimeout(r, 250));
-  }
 }
 
 interface Deployment {
@@ -111,17 +97,17 @@ describe('a real one-node cluster (test/k8s/node.ts)', function () {
       metadata: { name: 'graph', namespace: 'default' },
       spec: { selector: labels, ports: [{ name: 'http', port: 80, targetPort: 'http' }] },
     } as never);
-    await eventually(
+    await waitFor(
       'the graph Deployment available',
       async () => {
         const d = await node!.api<Deployment>('GET', '/apis/apps/v1/namespaces/default/deployments/graph');
         return d.status?.observedGeneration === d.metadata.generation && d.status?.availableReplicas === 1 ? d : undefined;
       },
-      5 * 60_000,
+      { timeoutMs: 5 * 60_000, intervalMs: 250 },
     );
 
     // kube-proxy programs the Service's rules within a second or so of its endpoints becoming ready.
-    const viaClusterIp = await eventually('the Service answering', () => get(`http://${service.spec.clusterIP}/health`), 30_000);
+    const viaClusterIp = await waitFor('the Service answering', () => get(`http://${service.spec.clusterIP}/health`), { timeoutMs: 30_000, intervalMs: 250 });
     assert.equal(viaClusterIp.status, 200, viaClusterIp.body);
     assert.equal((JSON.parse(viaClusterIp.body) as { status: string }).status, 'ok');
 
@@ -170,13 +156,13 @@ describe('a real one-node cluster (test/k8s/node.ts)', function () {
         ],
       },
     } as never);
-    const phase = await eventually(
+    const phase = await waitFor(
       'the probe pod finished',
       async () => {
         const p = await node!.api<{ status?: { phase?: string } }>('GET', '/api/v1/namespaces/default/pods/probe');
         return p.status?.phase === 'Succeeded' || p.status?.phase === 'Failed' ? p.status.phase : undefined;
       },
-      60_000,
+      { timeoutMs: 60_000, intervalMs: 250 },
     );
     const logs = await node!.api<string>('GET', '/api/v1/namespaces/default/pods/probe/log');
     assert.equal(phase, 'Succeeded', logs);

@@ -29,6 +29,7 @@ import { fileURLToPath } from 'node:url';
 import { buildctlBaseArgs, LAYOUT_NAME } from '../../scripts/base-image.ts';
 import { aptInstall, freePort } from '../../scripts/infra.ts';
 import { cacheRoot } from '../support/cache.ts';
+import { waitFor } from '../support/wait.ts';
 import { binaryDir, ControlPlane, firstAddress, K8S_VERSION } from './control-plane.ts';
 import { buildGoTool, type GoTool, goToolPath } from './go-tool.ts';
 import { alive, type HostSnapshot, killAndWait, type RestoreScope, restoreHost, snapshotHost } from './host-state.ts';
@@ -531,11 +532,10 @@ export class KubeNode {
 
   /** Pods are refused until their namespace's `default` ServiceAccount exists (kube-controller-manager creates it). */
   async waitForServiceAccount(namespace: string, name = 'default'): Promise<void> {
-    await waitUntil(
-      `ServiceAccount ${namespace}/${name}`,
-      async () => (await this.api('GET', `/api/v1/namespaces/${namespace}/serviceaccounts/${name}`).catch(() => undefined)) !== undefined,
-      60_000,
-    );
+    await waitFor(`ServiceAccount ${namespace}/${name}`, () => this.api('GET', `/api/v1/namespaces/${namespace}/serviceaccounts/${name}`), {
+      timeoutMs: 60_000,
+      intervalMs: 200,
+    });
   }
 
   /**
@@ -665,7 +665,7 @@ export class KubeNode {
     );
     // A pod started before kube-proxy programs the Service would find its ClusterIP unroutable
     // (EHOSTUNREACH, seen in CI): the Service is handed out once the host reaches the process through it.
-    await waitUntil(`kube-proxy routing Service ${namespace}/${name}`, () => connects(service.spec.clusterIP, port), 30_000);
+    await waitFor(`kube-proxy routing Service ${namespace}/${name}`, () => connects(service.spec.clusterIP, port), { timeoutMs: 30_000, intervalMs: 200 });
     return `${name}.${namespace}.svc:${port}`;
   }
 
@@ -744,7 +744,7 @@ export class KubeNode {
     return child;
   }
 
-  /** Throws with the log's end when a component has exited. */
+  /** Throws ComponentExited with the log's end when a component has exited. */
   #checkRunning(): void {
     for (const [name, child] of this.#children) {
       if (child.exitCode === null && child.signalCode === null) continue;
@@ -752,18 +752,19 @@ export class KubeNode {
         .split('\n')
         .slice(-15)
         .join('\n');
-      throw new Error(`${name} exited (${child.exitCode ?? child.signalCode}); ${join(this.runDir, `${name}.log`)}:\n${tail}`);
+      throw new ComponentExited(`${name} exited (${child.exitCode ?? child.signalCode}); ${join(this.runDir, `${name}.log`)}:\n${tail}`);
     }
   }
 
+  /** Waits for `check` while every component runs: one that exits ends the wait with its log. */
   async #waitUntil(what: string, check: () => boolean | Promise<boolean>, timeoutMs: number): Promise<void> {
-    await waitUntil(
+    await waitFor(
       what,
       async () => {
         this.#checkRunning();
         return check();
       },
-      timeoutMs,
+      { timeoutMs, intervalMs: 200, fatal: (error) => error instanceof ComponentExited },
     );
   }
 
@@ -836,10 +837,5 @@ function connects(host: string, port: number): Promise<boolean> {
   });
 }
 
-async function waitUntil(what: string, check: () => boolean | Promise<boolean>, timeoutMs: number): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs / 1000} s waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 200));
-  }
-}
+/** A process of the node exited: nothing that waits on the node can come true any more. */
+class ComponentExited extends Error {}

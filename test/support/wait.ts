@@ -5,6 +5,8 @@ export interface WaitOptions {
   timeoutMs?: number;
   /** The pause between two looks (default 50 ms). */
   intervalMs?: number;
+  /** Whether an error a look threw means the condition can never come true (a process it needs exited): the wait ends with it at once. */
+  fatal?: (error: unknown) => boolean;
 }
 
 /**
@@ -15,7 +17,7 @@ export interface WaitOptions {
 export async function waitFor<T>(
   what: string,
   condition: () => T | Promise<T>,
-  { timeoutMs = 20_000, intervalMs = 50 }: WaitOptions = {},
+  { timeoutMs = 20_000, intervalMs = 50, fatal = () => false }: WaitOptions = {},
 ): Promise<Exclude<T, undefined | null | false>> {
   const deadline = Date.now() + timeoutMs;
   let lastError: unknown;
@@ -25,6 +27,7 @@ export async function waitFor<T>(
       if (value !== undefined && value !== null && value !== false) return value as Exclude<T, undefined | null | false>;
       lastError = undefined;
     } catch (error) {
+      if (fatal(error)) throw error;
       lastError = error;
     }
     if (Date.now() >= deadline)

@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { notificationBody, signJws, transaction } from '../../../test/support/stand-ins/apple.ts';
 import { paidPackSession, stripeEvent } from '../../../test/support/stand-ins/stripe.ts';
+import { waitFor } from '../../../test/support/wait.ts';
 import { asUser, type BillingHarness, useBilling } from './harness.ts';
 
 const subscriptionObject = (id: string, userId: string, fields: Record<string, unknown> = {}) => ({
@@ -108,7 +109,10 @@ describe('billing: exactly once', function () {
       assert.equal((await h.stripeEvent(event)).body.outcome, 'duplicate');
       const state = await h.call('GET', '/api/v1/billing/subscription', { headers: asUser(userId) });
       assert.equal(state.body.pending_credits, 100, 'the grant waits in the outbox');
-      await new Promise((resolve) => setTimeout(resolve, 600));
+      await waitFor('the outbox to try the stopped gateway', async () => {
+        const operator = await h.call('GET', `/api/v1/billing/users/${userId}`, { headers: { 'X-Service-Key': 'billing-service-key-0123456789' } });
+        return operator.body.outbox[0]?.attempts >= 1;
+      });
     } finally {
       await h.startGateway();
     }

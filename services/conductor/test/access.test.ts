@@ -4,6 +4,7 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { generateKeyPair, SignJWT } from 'jose';
 import { pythonTool } from '../../../test/support/python.ts';
+import { waitFor } from '../../../test/support/wait.ts';
 import { scrape } from '../../kit/test/metrics-support.ts';
 import { asUser, SERVICE_KEY as SIMULATION_KEY, type SimulationHarness, startSimulation } from '../../simulation/test/harness.ts';
 import { ADMIN_KEY, CONDUCTOR_KEY, conductorEntries, mcpClient, type Platform, README_REQUEST, startPlatform, type ToolReply, type User } from './harness.ts';
@@ -171,16 +172,14 @@ describe('conductor access: credentials, bad input, the gateway route, MCP', fun
     assert.equal(own.body.fidelity, 3);
     const followed = started.tools_called.find((call: { tool: string }) => call.tool === 'follow_simulation');
     assert.equal(followed.output.id, id);
-    for (
-      let waited = 0;
-      !['completed', 'stopped', 'failed', 'cancelled'].includes(
-        (await simulation.call('GET', `/api/v1/simulations/${id}`, { headers: asUser(customer.id) })).body.status,
-      );
-      waited += 1
-    ) {
-      assert.ok(waited < 300, 'the simulation did not end within 30 s');
-      await new Promise((resolve) => setTimeout(resolve, 100));
-    }
+    await waitFor(
+      'the simulation to end',
+      async () =>
+        ['completed', 'stopped', 'failed', 'cancelled'].includes(
+          (await simulation.call('GET', `/api/v1/simulations/${id}`, { headers: asUser(customer.id) })).body.status,
+        ),
+      { timeoutMs: 30_000, intervalMs: 100 },
+    );
     const summary = (await post(customer.headers, { content: 'Summarize the results of the simulation', conversation_id: started.conversation_id })).body;
     const summarized = summary.tools_called.find((call: { tool: string }) => call.tool === 'summarize_simulation');
     assert.equal(summarized.status, 'ok', summarized.note);

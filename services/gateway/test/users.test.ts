@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { waitFor } from '../../../test/support/wait.ts';
 import { scrape } from '../../kit/test/metrics-support.ts';
 import { type GatewayHarness, useGateway } from './harness.ts';
 
@@ -24,8 +25,11 @@ describe('gateway: API keys, export, CORS, health and metrics', function () {
       const viaKey = await gw.call('GET', '/api/v1/auth/me', { headers: { 'X-API-Key': created.body.key } });
       assert.equal(viaKey.status, 200);
       assert.equal(viaKey.body.id, user.userId);
-      await new Promise((resolve) => setTimeout(resolve, 100));
-      const list = await gw.call('GET', '/api/v1/users/me/api-keys', { headers: user.headers });
+      // A key's use is recorded after its request is answered.
+      const list = await waitFor('the key use recorded', async () => {
+        const listed = await gw.call('GET', '/api/v1/users/me/api-keys', { headers: user.headers });
+        return listed.body.items?.[0]?.last_used_at ? listed : undefined;
+      });
       assert.equal(list.status, 200);
       assert.equal(list.body.total, 1);
       assert.equal(list.body.items[0].key, undefined);

@@ -3,6 +3,7 @@ import { createServer, type Server } from 'node:http';
 import { fileURLToPath } from 'node:url';
 import { createDatabase, dropDatabase } from '../../../test/support/database.ts';
 import { launch, serviceListening } from '../../../test/support/platform.ts';
+import { waitFor } from '../../../test/support/wait.ts';
 
 const graphMain = fileURLToPath(new URL('../../graph/src/main.ts', import.meta.url));
 
@@ -56,20 +57,20 @@ describe('kit tracing', function () {
     try {
       const { url } = await announced;
       const traceId = '4bf92f3577b34da6a3ce929d0e0e4736';
-      let status = 0;
-      for (let attempt = 0; attempt < 200 && status !== 200; attempt += 1) {
-        status = await fetch(`${url}/api/v1/stats`, { headers: { traceparent: `00-${traceId}-00f067aa0ba902b7-01` } }).then(
-          (r) => r.status,
-          () => 0,
-        );
-        if (status !== 200) await new Promise((resolve) => setTimeout(resolve, 100));
-      }
-      assert.equal(status, 200);
-      const deadline = Date.now() + 10_000;
+      await waitFor(
+        'the service to answer',
+        async () => (await fetch(`${url}/api/v1/stats`, { headers: { traceparent: `00-${traceId}-00f067aa0ba902b7-01` } })).status === 200,
+        { timeoutMs: 20_000, intervalMs: 100 },
+      );
       const ours = () => spans.filter((span) => span.traceId === traceId);
-      while (Date.now() < deadline && !(ours().some((s) => /pg|select/i.test(s.name)) && ours().some((s) => /koa|router|middleware/i.test(s.name)))) {
-        await new Promise((resolve) => setTimeout(resolve, 100));
-      }
+      await waitFor(
+        'a database span and a Koa span of the request',
+        () => ours().some((s) => /pg|select/i.test(s.name)) && ours().some((s) => /koa|router|middleware/i.test(s.name)),
+        {
+          timeoutMs: 10_000,
+          intervalMs: 100,
+        },
+      );
       const names = ours().map((span) => span.name);
       assert.ok(
         names.some((name) => /^GET/.test(name)),
