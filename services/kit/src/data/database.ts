@@ -117,3 +117,21 @@ async function embedded(directory: string): Promise<Knex> {
     connection: () => ({ pglite }) as object,
   } as Knex.Config);
 }
+
+/**
+ * `column` (a timestamptz) as `position_at`: UTC to the microsecond, `YYYY-MM-DDTHH:MI:SS.ffffffZ`, the time of
+ * a keyset position (an account export's, services/kit/src/http/account-data.ts). A JavaScript Date would cut
+ * it to the millisecond, and the next page would then begin among rows already given.
+ */
+export function positionTime(knex: Knex, column: string): Knex.Raw {
+  return knex.raw(`to_char(?? at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') as position_at`, [column]);
+}
+
+/**
+ * `query` oldest first, after `after`: ordered by `order` (SQL expressions of this service's own columns, the
+ * creation time first, then what makes a row unique), and past the row whose values of them `after` holds.
+ */
+export function oldestFirst<Q extends Knex.QueryBuilder>(query: Q, order: readonly string[], after: readonly (string | number)[] | undefined): Q {
+  if (after) query.whereRaw(`(${order.join(', ')}) > (${order.map(() => '?').join(', ')})`, [...after]);
+  return query.orderByRaw(order.join(', '));
+}

@@ -88,8 +88,27 @@ export class InvalidExportPosition extends Error {
   }
 }
 
-/** The positions of a kind read by UUID: the ids the services key a user's rows by. */
-export const UUID_POSITION = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+/** The ids the services key a user's rows by. */
+export const UUID_ID = /[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/i;
+
+/**
+ * Every kind is listed oldest first: by its rows' creation time, to the microsecond, then by their id
+ * (docs/accounts.md, "Export"), so that the same data exports the same way every time and the gateway
+ * writes each service's pages out as they come. A position in that order is the last row's time as the
+ * kit's `positionTime` selects it (UTC, six decimals: 27 characters), a slash, then its id in the form `id`
+ * gives (unanchored); a kind read this way passes `oldestFirstAfter(id)` as its reader's `after`.
+ */
+export function oldestFirstAfter(id: RegExp): RegExp {
+  return new RegExp(`^\\d{4}-\\d{2}-\\d{2}T\\d{2}:\\d{2}:\\d{2}\\.\\d{6}Z/(?:${id.source})$`, id.flags);
+}
+
+/** A row's position oldest first: its `position_at` (the kit's `positionTime`) and its id. */
+export const oldestFirstPosition = (positionAt: string, id: string): string => `${positionAt}/${id}`;
+
+/** The time and the id of a position `oldestFirstAfter` admitted; undefined for a kind's first page (''). */
+export function oldestFirstParts(after: string): { at: string; id: string } | undefined {
+  return after === '' ? undefined : { at: after.slice(0, 27), id: after.slice(28) };
+}
 
 /** One kind of a service's export, in the order its `exportPage` serves them. */
 export interface ExportReader {
