@@ -1,10 +1,14 @@
 import assert from 'node:assert/strict';
 import { type ChildProcess, spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
+import { connectRedis, type RedisClient } from '@tempora/kit/data';
+import { createLogger } from '@tempora/kit/observability';
 import { FakeVendors } from '../../../test/support/stand-ins/model-vendors.ts';
 import { waitFor } from '../../../test/support/wait.ts';
 import { scrape } from '../../kit/test/metrics-support.ts';
 import { EVENT_ORDER } from '../src/agents/types.ts';
+import { PoolCoordinator } from '../src/pool/coordinator.ts';
+import { fieldsOf, poolKeys, type StreamEntry, streamsOf } from '../src/pool/protocol.ts';
 import { type GenerationHarness, QUERY, readSse, startGeneration, vendorEnv } from './harness.ts';
 
 const WORKER = fileURLToPath(new URL('../src/worker.ts', import.meta.url));
@@ -45,6 +49,7 @@ describe('generation: agent pool on Redis streams', function () {
   this.timeout(60_000);
   const fake = new FakeVendors();
   let gen: GenerationHarness;
+  let redis: RedisClient;
   const workers: Worker[] = [];
 
   before(async () => {
@@ -70,10 +75,12 @@ describe('generation: agent pool on Redis streams', function () {
     };
     workers.push(startWorker(env), startWorker(env));
     await waitFor('every worker started', async () => workers.every((worker) => said(worker, 'agent pool worker started').length === 1), { timeoutMs: 20_000 });
+    redis = (await connectRedis(process.env.REDIS_URL, createLogger('test', 'silent')))!;
   });
   after(async () => {
     for (const worker of workers) if (!worker.exited) worker.child.kill('SIGTERM');
     await waitFor('every worker exited', async () => workers.every((worker) => worker.exited), { timeoutMs: 10_000 }).catch(() => {});
+    await redis?.quit().catch(() => {});
     await gen.stop();
     await fake.stop();
   });
@@ -163,5 +170,57 @@ describe('generation: agent pool on Redis streams', function () {
     assert.ok(Math.max(...ages) >= 0.3, `the oldest task aged while the vendor answered in 400 ms: ${Math.max(...ages)} s`);
     metrics = await scrape(gen);
     assert.match(metrics, /generation_agent_pool_waiting_tasks\{[^}]*pool="agents"[^}]*\} \d+/);
+  });
+
+  it("answers a task entry of another shape with a 'malformed' failure, and drops one it cannot answer", async () => {
+    const keys = poolKeys(gen.prefix);
+    const replyTo = keys.results('probe');
+    // A coordinator of another version, say: an agent this worker does not know, and a brief without its query.
+    const task = JSON.stringify({ id: 'probe-task', agent: 'Oracle', brief: { graph_moment: null } });
+    const answerable = String(await redis.sendCommand(['XADD', keys.tasks, '*', 'task_id', 'probe-task', 'reply_to', replyTo, 'task', task]));
+    const unanswerable = String(await redis.sendCommand(['XADD', keys.tasks, '*', 'task', '{"id":']));
+    const [, flat] = await waitFor(
+      'the answer on the reply stream',
+      async () => streamsOf(await redis.sendCommand(['XREAD', 'STREAMS', replyTo, '0']))[0]?.[1]?.[0],
+      { timeoutMs: 10_000, intervalMs: 50 },
+    );
+    const fields = fieldsOf(flat);
+    assert.equal(fields.task_id, 'probe-task');
+    const outcome = JSON.parse(fields.outcome!);
+    assert.equal(outcome.ok, false);
+    assert.equal(outcome.error.code, 'malformed');
+    assert.match(outcome.error.message, /agent: .*brief: /);
+    // Both are logged at warn with their entries' ids, and neither is left in the stream to go round again.
+    const dropped = (entry: string) =>
+      workers.flatMap((worker) => said(worker, 'agent pool: malformed task dropped')).find((line) => line.entry === entry && line.level === 40);
+    await waitFor('both drops logged', async () => dropped(answerable) && dropped(unanswerable), { timeoutMs: 10_000 });
+    assert.match(dropped(unanswerable).mismatch, /not JSON/);
+    for (const entry of [answerable, unanswerable]) assert.deepEqual(await redis.sendCommand(['XRANGE', keys.tasks, entry, entry]), []);
+    await redis.sendCommand(['DEL', replyTo]);
+  });
+
+  it("resolves a call whose outcome is of another shape as a 'malformed' failure", async () => {
+    // A coordinator in a namespace no worker reads, so the outcome written here is the only one.
+    const prefix = `${gen.prefix}-outcome`;
+    const keys = poolKeys(prefix);
+    const coordinator = new PoolCoordinator(redis, prefix, 20_000, 2_000, createLogger('generation', 'silent'));
+    await coordinator.start();
+    try {
+      const call = coordinator.run({ id: 'probe-call', agent: 'Judge', brief: { query: QUERY, graph_moment: null } }, new AbortController().signal);
+      const [, flat] = await waitFor('the task entry', async () => ((await redis.sendCommand(['XRANGE', keys.tasks, '-', '+'])) as StreamEntry[])[0], {
+        timeoutMs: 10_000,
+        intervalMs: 50,
+      });
+      // A worker of another version, say: a success without its model, usage or attempts.
+      const outcome = JSON.stringify({ ok: true, output: { valid: true }, provider: 'native', warnings: [] });
+      await redis.sendCommand(['XADD', fieldsOf(flat).reply_to!, '*', 'task_id', 'probe-call', 'outcome', outcome]);
+      const result = await call;
+      assert.equal(result.ok, false);
+      assert.ok(!result.ok && result.error.code === 'malformed', JSON.stringify(result));
+      assert.match(result.error.message, /model: .*usage: /);
+    } finally {
+      await coordinator.close();
+      await redis.sendCommand(['DEL', keys.tasks]);
+    }
   });
 });

@@ -1,63 +1,120 @@
-import { addUsage, type Citation, emptyUsage, extractJson, ProviderError, type ProviderKind, type SamplingParams, type Usage } from '@tempora/kit/providers';
+import {
+  addUsage,
+  type Citation,
+  emptyUsage,
+  extractJson,
+  GEN_AI_PROVIDER_NAMES,
+  ProviderError,
+  type ProviderKind,
+  type SamplingParams,
+  type Usage,
+} from '@tempora/kit/providers';
+import { z } from 'zod';
 import { type ImageGenOutput, TEXT_AGENTS } from '../agents/index.ts';
-import type { AgentName, Brief, TextAgent, TextAgentName } from '../agents/types.ts';
+import { AGENT_NAMES, type Brief, type TextAgent, type TextAgentName } from '../agents/types.ts';
 import type { ModelChoice } from '../models.ts';
 import type { ProviderSet } from '../providers.ts';
 import { systemPrompt } from './params.ts';
 
+/** The provider kinds, from the kit's record of every kind (so the list cannot fall behind ProviderKind). */
+const ProviderKindSchema = z.enum(Object.keys(GEN_AI_PROVIDER_NAMES) as [ProviderKind, ...ProviderKind[]]);
+
+const ModelChoiceSchema = z.object({ provider: ProviderKindSchema, model: z.string() }) satisfies z.ZodType<ModelChoice>;
+
+/** Types only: the request's llm_params were checked at its route, and presets may set values outside those ranges. */
+const SamplingParamsSchema = z.object({
+  temperature: z.number().optional(),
+  max_tokens: z.number().int().optional(),
+  top_p: z.number().optional(),
+  top_k: z.number().int().optional(),
+  stop: z.array(z.string()).optional(),
+  frequency_penalty: z.number().optional(),
+  presence_penalty: z.number().optional(),
+  repetition_penalty: z.number().optional(),
+  thinking_level: z.enum(['none', 'low', 'medium', 'high']).optional(),
+}) satisfies z.ZodType<SamplingParams>;
+
+const isRecord = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value);
+
+/** The brief stays loose: each agent reads what its prompt needs from it, and its output is checked by its schema. */
+const BriefSchema = z.custom<Brief>(
+  (value) => isRecord(value) && typeof value.query === 'string' && (value.graph_moment === null || isRecord(value.graph_moment)),
+  'a brief is an object with a query and a graph_moment (an object or null)',
+);
+
 /**
  * One agent call as a self-contained, JSON-serialisable task: what the in-process runner executes
- * directly and what the Redis agent pool carries to its workers.
+ * directly and what the Redis agent pool carries to its workers, which parse it with this schema.
  */
-export interface AgentTask {
-  id: string;
-  agent: AgentName;
-  brief: Brief;
-  text?: ModelChoice;
-  params?: SamplingParams;
-  system_prefix?: string;
-  system_suffix?: string;
-  repair_attempts?: number;
-  grounding?: boolean;
-  images?: ModelChoice[];
-  image?: { prompt: string; negative_prompt?: string; aspect_ratio?: string; seed?: number };
+export const AgentTaskSchema = z.object({
+  id: z.string().min(1),
+  agent: z.enum(AGENT_NAMES),
+  brief: BriefSchema,
+  text: ModelChoiceSchema.optional(),
+  params: SamplingParamsSchema.optional(),
+  system_prefix: z.string().optional(),
+  system_suffix: z.string().optional(),
+  repair_attempts: z.number().int().min(0).optional(),
+  grounding: z.boolean().optional(),
+  images: z.array(ModelChoiceSchema).optional(),
+  image: z.object({ prompt: z.string(), negative_prompt: z.string().optional(), aspect_ratio: z.string().optional(), seed: z.number().optional() }).optional(),
   /** W3C trace context of the coordinator's agent span. */
-  trace?: Record<string, string>;
-}
+  trace: z.record(z.string(), z.string()).optional(),
+});
+export type AgentTask = z.output<typeof AgentTaskSchema>;
+
+const UsageSchema = z.object({
+  input_tokens: z.number(),
+  output_tokens: z.number(),
+  thinking_tokens: z.number(),
+  total_tokens: z.number(),
+}) satisfies z.ZodType<Usage>;
 
 /** A provider failure the image chain absorbed by going on to the next provider. */
-export interface Fallback {
-  from: ProviderKind;
-  to: ProviderKind;
+const FallbackSchema = z.object({
+  from: ProviderKindSchema,
+  to: ProviderKindSchema,
   /** The failed call's error code, as generation_agent_errors_total counts it. */
-  code: string;
-}
+  code: z.string(),
+});
+type Fallback = z.output<typeof FallbackSchema>;
 
-export interface AgentSuccess {
-  ok: true;
-  /** Valid by the agent's schema (AgentOutput); plain JSON, as it crosses the agent pool. */
-  output: unknown;
-  provider: ProviderKind;
-  model: string;
-  usage: Usage;
-  attempts: number;
-  duration_ms: number;
-  citations?: Citation[];
-  warnings: string[];
-  fallbacks?: Fallback[];
+const AgentSuccessSchema = z.object({
+  ok: z.literal(true),
+  /** Valid by the agent's schema (AgentOutput), which checked it where it ran; plain JSON, as it crosses the agent pool. */
+  output: z.unknown().refine((output): boolean => output !== undefined, 'an output is required'),
+  provider: ProviderKindSchema,
+  model: z.string(),
+  usage: UsageSchema,
+  attempts: z.number().int(),
+  duration_ms: z.number(),
+  citations: z.array(z.object({ title: z.string(), url: z.string() }) satisfies z.ZodType<Citation>).optional(),
+  warnings: z.array(z.string()),
+  fallbacks: z.array(FallbackSchema).optional(),
   /** ImageGen: the image bytes, base64 (or a remote URL). */
-  image?: { data?: string; url?: string; mime_type: string };
-}
+  image: z.object({ data: z.string().optional(), url: z.string().optional(), mime_type: z.string() }).optional(),
+});
+export type AgentSuccess = z.output<typeof AgentSuccessSchema>;
 
-export interface AgentFailure {
-  ok: false;
-  error: { message: string; code: string; provider?: ProviderKind; status?: number };
-  usage: Usage;
-  duration_ms: number;
-  fallbacks?: Fallback[];
-}
+const AgentFailureSchema = z.object({
+  ok: z.literal(false),
+  error: z.object({ message: z.string(), code: z.string(), provider: ProviderKindSchema.optional(), status: z.number().optional() }),
+  usage: UsageSchema,
+  duration_ms: z.number(),
+  fallbacks: z.array(FallbackSchema).optional(),
+});
+type AgentFailure = z.output<typeof AgentFailureSchema>;
 
-export type AgentOutcome = AgentSuccess | AgentFailure;
+/** What a task comes to; a pool worker sends it back as JSON, and the coordinator parses it with this schema. */
+export const AgentOutcomeSchema = z.discriminatedUnion('ok', [AgentSuccessSchema, AgentFailureSchema]);
+export type AgentOutcome = z.output<typeof AgentOutcomeSchema>;
+
+/** Why a value does not fit a schema, in one short line: the first few issues with their paths. */
+export const mismatchOf = (error: z.ZodError, limit = 4): string =>
+  error.issues
+    .slice(0, limit)
+    .map((issue) => `${issue.path.join('.') || '(root)'}: ${issue.message}`)
+    .join('; ');
 
 const codeOf = (error: unknown): string =>
   error instanceof ProviderError
@@ -126,10 +183,7 @@ async function runText(task: AgentTask, providers: ProviderSet, signal: AbortSig
             warnings: [],
           };
         }
-        lastProblem = checked.error.issues
-          .slice(0, 8)
-          .map((issue) => `${issue.path.join('.') || '(root)'}: ${issue.message}`)
-          .join('; ');
+        lastProblem = mismatchOf(checked.error, 8);
       }
       prompt = `${basePrompt}\n\nYour previous reply was invalid: ${lastProblem}.\nPrevious reply (truncated): ${result.text.slice(0, 1500)}\nReply again with only the corrected JSON object.`;
     }

@@ -4,8 +4,8 @@ import { context as otelContext, propagation, SpanKind, SpanStatusCode, trace } 
 import type { RedisClient } from '@tempora/kit/data';
 import type { Logger } from '@tempora/kit/observability';
 import type { AgentRunner } from '../pipeline/runner.ts';
-import type { AgentOutcome, AgentTask } from '../pipeline/task.ts';
-import { ensureGroup, failureOf, fieldsOf, messagingAttributes, type PoolKeys, poolKeys, queueDepth, streamsOf } from './protocol.ts';
+import { type AgentOutcome, AgentOutcomeSchema, type AgentTask } from '../pipeline/task.ts';
+import { ensureGroup, failureOf, fieldsOf, messagingAttributes, type PoolKeys, parseField, poolKeys, queueDepth, streamsOf } from './protocol.ts';
 import { type PoolStats, poolStats } from './stats.ts';
 
 const tracer = trace.getTracer('tempora-generation');
@@ -54,7 +54,7 @@ export class PoolCoordinator implements AgentRunner {
             last = id;
             const fields = fieldsOf(flat);
             const resolve = this.waiting.get(fields.task_id ?? '');
-            if (resolve) resolve(JSON.parse(fields.outcome ?? 'null') as AgentOutcome);
+            if (resolve) resolve(this.outcomeOf(id, fields));
             await this.redis.sendCommand(['XDEL', stream, id]).catch(() => {});
           }
         }
@@ -67,6 +67,14 @@ export class PoolCoordinator implements AgentRunner {
         await new Promise((resolve) => setTimeout(resolve, 250));
       }
     }
+  }
+
+  /** A worker's outcome; one that does not parse (a worker of another version, say) fails its task as any failed call does. */
+  private outcomeOf(entry: string, fields: Record<string, string>): AgentOutcome {
+    const read = parseField(AgentOutcomeSchema, fields.outcome);
+    if (read.ok) return read.value;
+    this.logger.warn({ entry, task: fields.task_id, mismatch: read.mismatch }, 'agent pool: malformed outcome');
+    return failureOf('malformed', `the agent pool's outcome does not parse: ${read.mismatch}`);
   }
 
   async run(task: AgentTask, signal: AbortSignal): Promise<AgentOutcome> {

@@ -1,10 +1,13 @@
 /**
  * The agent pool's wire protocol on Redis streams, shared by the coordinator (coordinator.ts) and the
  * workers (worker.ts): key names, entry fields, the consumer group, and the outcome of a task no worker ran.
+ * The task and the outcome are JSON, parsed with their schemas (pipeline/task.ts) where they arrive: in a
+ * rolling update the two ends may be different versions.
  */
 import type { RedisClient } from '@tempora/kit/data';
 import { emptyUsage } from '@tempora/kit/providers';
-import type { AgentOutcome } from '../pipeline/task.ts';
+import type { z } from 'zod';
+import { type AgentOutcome, mismatchOf } from '../pipeline/task.ts';
 
 export interface PoolKeys {
   /** Tasks, read by the consumer group. */
@@ -69,6 +72,19 @@ export async function queueDepth(redis: RedisClient, keys: PoolKeys): Promise<nu
   } catch {
     return 0;
   }
+}
+
+/** An entry's JSON field read with its schema: the value, or why it is not one, in a line for a log or a failure. */
+export function parseField<S extends z.ZodType>(schema: S, raw: string | undefined): { ok: true; value: z.output<S> } | { ok: false; mismatch: string } {
+  if (raw === undefined) return { ok: false, mismatch: 'the field is missing' };
+  let json: unknown;
+  try {
+    json = JSON.parse(raw);
+  } catch (error) {
+    return { ok: false, mismatch: `not JSON (${(error as Error).message})` };
+  }
+  const parsed = schema.safeParse(json);
+  return parsed.success ? { ok: true, value: parsed.data } : { ok: false, mismatch: mismatchOf(parsed.error) };
 }
 
 /** A task's result entry on the requesting replica's results stream. */

@@ -3,7 +3,7 @@ import { hostname } from 'node:os';
 import { context as otelContext, propagation, SpanKind, SpanStatusCode, trace } from '@opentelemetry/api';
 import type { RedisClient } from '@tempora/kit/data';
 import type { Logger } from '@tempora/kit/observability';
-import { type AgentOutcome, type AgentTask, executeTask } from '../pipeline/task.ts';
+import { type AgentOutcome, type AgentTask, AgentTaskSchema, executeTask } from '../pipeline/task.ts';
 import type { ProviderSet } from '../providers.ts';
 import {
   ensureGroup,
@@ -12,6 +12,7 @@ import {
   MAX_DELIVERIES,
   messagingAttributes,
   type PoolKeys,
+  parseField,
   poolKeys,
   resultEntry,
   type StreamEntry,
@@ -34,6 +35,19 @@ export interface WorkerOptions {
  * not keep a worker slot, and its retries do not go on, long after the request ended.
  */
 const CANCEL_CHECK_MS = 500;
+
+/** Sends a task's outcome to the replica that asked for it. */
+async function answer(redis: RedisClient, replyTo: string, taskId: string, outcome: AgentOutcome): Promise<void> {
+  await redis.sendCommand(['XADD', replyTo, ...resultEntry(taskId, outcome)]);
+  // A replica that died never deletes its results stream: let Redis drop it an hour after the last result.
+  await redis.sendCommand(['EXPIRE', replyTo, '3600']).catch(() => {});
+}
+
+/** A task done with (run, refused or abandoned) leaves the group's pending list and the stream. */
+async function retire(redis: RedisClient, keys: PoolKeys, id: string): Promise<void> {
+  await redis.sendCommand(['XACK', keys.tasks, keys.group, id]).catch(() => {});
+  await redis.sendCommand(['XDEL', keys.tasks, id]).catch(() => {});
+}
 
 /** An agent pool worker: consumes tasks through the consumer group, heartbeats them, returns outcomes. */
 export class PoolWorker {
@@ -105,10 +119,9 @@ export class PoolWorker {
     this.options.logger.error({ entry: id, deliveries }, 'agent pool: task abandoned after repeated redelivery');
     if (fields.reply_to && fields.task_id) {
       const outcome = failureOf('worker_lost', `the agent task was abandoned after ${deliveries - 1} workers stopped while running it`);
-      await connection.sendCommand(['XADD', fields.reply_to, ...resultEntry(fields.task_id, outcome)]).catch(() => {});
+      await answer(connection, fields.reply_to, fields.task_id, outcome).catch(() => {});
     }
-    await connection.sendCommand(['XACK', this.keys.tasks, this.keys.group, id]).catch(() => {});
-    await connection.sendCommand(['XDEL', this.keys.tasks, id]).catch(() => {});
+    await retire(connection, this.keys, id);
     return true;
   }
 
@@ -132,73 +145,90 @@ export class PoolWorker {
   private async process([id, flat]: StreamEntry): Promise<void> {
     const fields = fieldsOf(flat);
     const redis = this.options.redis;
+    const read = parseField(AgentTaskSchema, fields.task);
+    if (!read.ok || !fields.reply_to) return this.drop(redis, id, fields, read.ok ? 'the entry has no reply_to' : read.mismatch);
+    const task = read.value;
     const heartbeat = setInterval(
       () => {
         void redis.sendCommand(['XCLAIM', this.keys.tasks, this.keys.group, this.consumer, '0', id, 'JUSTID']).catch(() => {});
       },
       Math.max(50, Math.floor(this.options.claimIdleMs / 3)),
     );
-    const cancelled = new AbortController();
-    let watch: NodeJS.Timeout | undefined;
     try {
-      const task = JSON.parse(fields.task ?? 'null') as AgentTask | null;
-      if (!task || !fields.reply_to) throw new Error('malformed task entry');
-      let outcome: AgentOutcome;
-      if (await redis.sendCommand(['EXISTS', this.keys.cancelled(task.id)]).then(Number)) {
-        outcome = failureOf('cancelled', 'the request was cancelled');
-      } else {
-        this.options.logger.info({ task: task.id, agent: task.agent, entry: id }, 'agent task started');
-        // The coordinator marks a request's tasks cancelled when it ends without them.
-        watch = setInterval(() => {
-          void redis
-            .sendCommand(['EXISTS', this.keys.cancelled(task.id)])
-            .then((found) => {
-              if (Number(found) && !cancelled.signal.aborted) {
-                this.options.logger.info({ task: task.id, agent: task.agent }, 'agent task cancelled: its request has ended');
-                cancelled.abort(new Error('the request was cancelled'));
-              }
-            })
-            .catch(() => {});
-        }, CANCEL_CHECK_MS);
-        // The coordinator's producer span is the parent, and a link as the messaging conventions ask of a process span.
-        const parent = propagation.extract(otelContext.active(), task.trace ?? {});
-        const producer = trace.getSpanContext(parent);
-        const attributes = {
-          ...messagingAttributes(this.keys, 'process'),
-          'messaging.message.id': id,
-          'messaging.consumer.group.name': this.keys.group,
-          'messaging.client.id': this.consumer,
-          'gen_ai.agent.name': task.agent,
-        };
-        outcome = await trace
-          .getTracer('tempora-generation')
-          .startActiveSpan(
-            `process ${this.keys.tasks}`,
-            { kind: SpanKind.CONSUMER, attributes, links: producer ? [{ context: producer }] : [] },
-            parent,
-            async (span) => {
-              try {
-                const result = await executeTask(task, this.options.providers, cancelled.signal);
-                if (!result.ok) span.setStatus({ code: SpanStatusCode.ERROR, message: result.error.message });
-                return result;
-              } finally {
-                span.end();
-              }
-            },
-          );
-      }
-      await redis.sendCommand(['XADD', fields.reply_to, ...resultEntry(task.id, outcome)]);
-      // A replica that died never deletes its results stream: let Redis drop it an hour after the last result.
-      await redis.sendCommand(['EXPIRE', fields.reply_to, '3600']).catch(() => {});
+      const outcome = (await redis.sendCommand(['EXISTS', this.keys.cancelled(task.id)]).then(Number))
+        ? failureOf('cancelled', 'the request was cancelled')
+        : await this.run(id, task);
+      await answer(redis, fields.reply_to, task.id, outcome);
       this.processed += 1;
       this.options.logger.info({ task: task.id, agent: task.agent, ok: outcome.ok }, 'agent task finished');
     } catch (error) {
       this.options.logger.error({ err: error, entry: id }, 'agent pool: task failed');
     } finally {
       clearInterval(heartbeat);
+      await retire(redis, this.keys, id);
+    }
+  }
+
+  /**
+   * A task entry that does not parse (from a coordinator of another version, say) is dropped; when the entry
+   * says where and for which task, its coordinator is answered with a 'malformed' failure at once rather than
+   * left waiting for its timeout.
+   */
+  private async drop(redis: RedisClient, id: string, fields: Record<string, string>, mismatch: string): Promise<void> {
+    this.options.logger.warn({ entry: id, task: fields.task_id, mismatch }, 'agent pool: malformed task dropped');
+    if (fields.reply_to && fields.task_id) {
+      const outcome = failureOf('malformed', `the agent pool worker could not read the task: ${mismatch}`);
+      await answer(redis, fields.reply_to, fields.task_id, outcome).catch(() => {});
+    }
+    await retire(redis, this.keys, id);
+  }
+
+  /** Runs a task under a consumer span, aborting its model calls once its request has ended. */
+  private async run(id: string, task: AgentTask): Promise<AgentOutcome> {
+    const redis = this.options.redis;
+    this.options.logger.info({ task: task.id, agent: task.agent, entry: id }, 'agent task started');
+    const cancelled = new AbortController();
+    // The coordinator marks a request's tasks cancelled when it ends without them.
+    const watch = setInterval(() => {
+      void redis
+        .sendCommand(['EXISTS', this.keys.cancelled(task.id)])
+        .then((found) => {
+          if (Number(found) && !cancelled.signal.aborted) {
+            this.options.logger.info({ task: task.id, agent: task.agent }, 'agent task cancelled: its request has ended');
+            cancelled.abort(new Error('the request was cancelled'));
+          }
+        })
+        .catch(() => {});
+    }, CANCEL_CHECK_MS);
+    // The coordinator's producer span is the parent, and a link as the messaging conventions ask of a process span.
+    const parent = propagation.extract(otelContext.active(), task.trace ?? {});
+    const producer = trace.getSpanContext(parent);
+    const attributes = {
+      ...messagingAttributes(this.keys, 'process'),
+      'messaging.message.id': id,
+      'messaging.consumer.group.name': this.keys.group,
+      'messaging.client.id': this.consumer,
+      'gen_ai.agent.name': task.agent,
+    };
+    try {
+      return await trace
+        .getTracer('tempora-generation')
+        .startActiveSpan(
+          `process ${this.keys.tasks}`,
+          { kind: SpanKind.CONSUMER, attributes, links: producer ? [{ context: producer }] : [] },
+          parent,
+          async (span) => {
+            try {
+              const result = await executeTask(task, this.options.providers, cancelled.signal);
+              if (!result.ok) span.setStatus({ code: SpanStatusCode.ERROR, message: result.error.message });
+              return result;
+            } finally {
+              span.end();
+            }
+          },
+        );
+    } finally {
       clearInterval(watch);
-      await redis.sendCommand(['XACK', this.keys.tasks, this.keys.group, id]).catch(() => {});
-      await redis.sendCommand(['XDEL', this.keys.tasks, id]).catch(() => {});
     }
   }
 
