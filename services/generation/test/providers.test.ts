@@ -166,6 +166,38 @@ describe('generation: model providers (kit/providers) against local vendor serve
     await assert.rejects(native.generateText({ model: 'gemini-x', system, prompt: 'p' }), (error: ProviderError) => error.code === 'malformed');
   });
 
+  /** A 200 whose body is JSON, of another shape than the vendor's protocol. */
+  const reshaped = (value: unknown) => ({ kind: 'status' as const, status: 200, body: JSON.stringify(value) });
+  /** Malformed on the first reply (asking again would get the same), naming where the reply differs. */
+  const malformedAt = (where: RegExp) => (error: ProviderError) => error.code === 'malformed' && error.attempts === 1 && where.test(error.message);
+
+  it('native: a reply of another shape is malformed at once, naming where', async () => {
+    fake.fail('native', 'Scene', reshaped({ candidates: [{ content: { parts: [null] } }], usageMetadata: { totalTokenCount: 'many' } }));
+    const native = new GeminiProvider({ ...http, apiKey: 'k', baseUrl: fake.url });
+    await assert.rejects(
+      native.generateText({ model: 'gemini-x', system, prompt: 'p' }),
+      malformedAt(/^native sent a reply of another shape: candidates\.0\.content\.parts\.0: Invalid input: expected object, received null \(and 1 more\)$/),
+    );
+    assert.equal(fake.of('native').length, 1);
+  });
+
+  it('aggregator: a reply of another shape is malformed at once, naming where', async () => {
+    fake.fail('aggregator', 'Scene', reshaped({ choices: [{ message: { role: 'assistant', content: 42 } }] }));
+    const aggregator = new OpenRouterProvider({ ...http, apiKey: 'k', baseUrl: `${fake.url}/api/v1` });
+    await assert.rejects(aggregator.generateText({ model: 'a/b', system, prompt: 'p' }), malformedAt(/: choices\.0\.message\.content: Invalid input/));
+    assert.equal(fake.of('aggregator').length, 1);
+  });
+
+  it('image vendor: a reply of another shape is malformed at once, naming where', async () => {
+    fake.fail('image_vendor', 'ImageGen', reshaped({ image: 42, finish_reason: 'SUCCESS' }));
+    const vendor = new StabilityProvider({ ...http, apiKey: 'st', baseUrl: fake.url });
+    await assert.rejects(
+      vendor.generateImage({ model: 'stability/sd3.5-large', prompt: 'a scene' }),
+      malformedAt(/: image: Invalid input: expected string, received number$/),
+    );
+    assert.equal(fake.of('image_vendor').length, 1);
+  });
+
   it('a cancelled call stops at once', async () => {
     fake.fail('native', 'Scene', { kind: 'hang' });
     const native = new GeminiProvider({ ...http, timeoutMs: 5000, apiKey: 'k', baseUrl: fake.url });

@@ -1,3 +1,4 @@
+import { z } from 'zod';
 import { callProvider, type ProviderHttpSettings } from './http.ts';
 import { traceModelCalls } from './telemetry.ts';
 import {
@@ -31,27 +32,44 @@ export interface GeminiOptions extends ProviderHttpSettings {
   apiVersion?: string;
 }
 
-interface GeminiPart {
-  text?: string;
-  thought?: boolean;
-  inlineData?: { mimeType?: string; data?: string };
-  functionCall?: { name?: string; args?: unknown; id?: string };
-  functionResponse?: { name: string; response: Record<string, unknown>; id?: string };
-  thoughtSignature?: string;
-}
+const nullishString = z.string().nullish();
+const nullishCount = z.number().nullish();
+
+/** A part of a reply's content: the fields the adapter reads. Parts sent back in later turns have this shape too. */
+const GeminiPart = z.looseObject({
+  text: nullishString,
+  thought: z.boolean().nullish(),
+  inlineData: z.looseObject({ mimeType: nullishString, data: nullishString }).nullish(),
+  functionCall: z.looseObject({ name: nullishString, args: z.unknown(), id: nullishString }).nullish(),
+  thoughtSignature: nullishString,
+});
+type GeminiPart = z.infer<typeof GeminiPart>;
+/** A part the platform sends: one of the model's, or the answer to one of its function calls. */
+type SentPart = GeminiPart & { functionResponse?: { name: string; response: Record<string, unknown>; id?: string } };
 interface GeminiContent {
   role: 'user' | 'model';
-  parts: GeminiPart[];
+  parts: SentPart[];
 }
-interface GeminiResponse {
-  candidates?: Array<{
-    content?: { parts?: GeminiPart[] };
-    finishReason?: string;
-    groundingMetadata?: { groundingChunks?: Array<{ web?: { uri?: string; title?: string } }> };
-  }>;
-  usageMetadata?: { promptTokenCount?: number; candidatesTokenCount?: number; thoughtsTokenCount?: number; totalTokenCount?: number };
-  promptFeedback?: { blockReason?: string };
-}
+
+/** The fields of a generateContent reply the adapter reads. */
+const GeminiReply = z.looseObject({
+  candidates: z
+    .array(
+      z.looseObject({
+        content: z.looseObject({ parts: z.array(GeminiPart).nullish() }).nullish(),
+        finishReason: nullishString,
+        groundingMetadata: z
+          .looseObject({ groundingChunks: z.array(z.looseObject({ web: z.looseObject({ uri: nullishString, title: nullishString }).nullish() })).nullish() })
+          .nullish(),
+      }),
+    )
+    .nullish(),
+  usageMetadata: z
+    .looseObject({ promptTokenCount: nullishCount, candidatesTokenCount: nullishCount, thoughtsTokenCount: nullishCount, totalTokenCount: nullishCount })
+    .nullish(),
+  promptFeedback: z.looseObject({ blockReason: nullishString }).nullish(),
+});
+type GeminiReply = z.infer<typeof GeminiReply>;
 
 /** thinking_level onto Gemini's thinkingConfig: `none` turns thinking off (budget 0), the others name a level. */
 export function thinkingConfig(level: SamplingParams['thinking_level']) {
@@ -73,9 +91,10 @@ export class GeminiProvider implements ToolCallingProvider, ImageProvider {
     return `${base}/${this.options.apiVersion ?? 'v1beta'}/models/${encodeURIComponent(model)}:generateContent`;
   }
 
-  private async call(model: string, body: unknown, signal: AbortSignal | undefined): Promise<GeminiResponse> {
-    const reply = await callProvider<GeminiResponse>({
+  private async call(model: string, body: unknown, signal: AbortSignal | undefined): Promise<GeminiReply> {
+    const reply = await callProvider({
       provider: 'native',
+      schema: GeminiReply,
       url: this.url(model),
       headers: { 'x-goog-api-key': this.options.apiKey },
       json: body,
@@ -85,7 +104,6 @@ export class GeminiProvider implements ToolCallingProvider, ImageProvider {
       maxBackoffMs: this.options.maxBackoffMs,
       signal,
     });
-    if (!reply.body || typeof reply.body !== 'object') throw new ProviderError('native', 'malformed', 'the native provider sent an unexpected reply');
     if (reply.body.promptFeedback?.blockReason) {
       throw new ProviderError('native', 'refused', `the native provider blocked the prompt: ${reply.body.promptFeedback.blockReason}`);
     }
@@ -224,7 +242,7 @@ function samplingConfig(params: SamplingParams): Record<string, unknown> {
 }
 
 /** The reply's token counts (thoughts are output), estimated from the text where the reply has none. */
-function usageOf(reply: GeminiResponse, sent: string, text: string): Usage {
+function usageOf(reply: GeminiReply, sent: string, text: string): Usage {
   const usage = reply.usageMetadata ?? {};
   const input = usage.promptTokenCount ?? estimateTokens(sent);
   const thoughts = usage.thoughtsTokenCount ?? 0;
@@ -243,7 +261,7 @@ function wireContents(messages: ChatMessage[]): GeminiContent[] {
     if (message.role === 'user') {
       contents.push({ role: 'user', parts: [{ text: message.content }] });
     } else if (message.role === 'assistant') {
-      const parts: GeminiPart[] = message.content ? [{ text: message.content }] : [];
+      const parts: SentPart[] = message.content ? [{ text: message.content }] : [];
       for (const call of message.tool_calls ?? []) {
         parts.push({
           functionCall: { name: call.name, args: call.arguments, ...(call.synthetic_id ? {} : { id: call.id }) },
@@ -253,7 +271,7 @@ function wireContents(messages: ChatMessage[]): GeminiContent[] {
       contents.push({ role: 'model', parts });
     } else {
       const call = findCall(messages, message.tool_call_id);
-      const part: GeminiPart = {
+      const part: SentPart = {
         functionResponse: { name: message.name, response: toolResultObject(message.content), ...(call && !call.synthetic_id ? { id: call.id } : {}) },
       };
       const last = contents[contents.length - 1];

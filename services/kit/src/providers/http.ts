@@ -1,3 +1,4 @@
+import type { z } from 'zod';
 import { ProviderError, type ProviderKind } from './types.ts';
 
 export interface HttpCallOptions {
@@ -10,16 +11,19 @@ export interface HttpCallOptions {
   body?: FormData | string;
   /** Per attempt. */
   timeoutMs: number;
-  /** Further attempts after the first, on 429, 5xx, timeouts, network errors and malformed JSON. */
+  /** Further attempts after the first, on 429, 5xx, timeouts, network errors and a 200 whose body is not JSON. */
   retries: number;
   /** First back-off; doubles each attempt, with jitter, unless the server sent Retry-After. */
   backoffMs?: number;
   /** Upper bound on any single wait, Retry-After included. */
   maxBackoffMs?: number;
   signal?: AbortSignal;
-  /** How to read the reply: JSON (default) or raw bytes. */
-  expect?: 'json' | 'bytes';
 }
+
+/** A call whose reply is JSON (the default), read with the schema of the fields the caller uses. */
+type JsonCall<S extends z.ZodType> = HttpCallOptions & { expect?: 'json'; schema: S };
+/** A call whose reply is kept as raw bytes. */
+type BytesCall = HttpCallOptions & { expect: 'bytes' };
 
 export interface HttpReply<T> {
   status: number;
@@ -55,10 +59,13 @@ const RETRYABLE_STATUS = (status: number) => status === 429 || status === 408 ||
 
 /**
  * One provider HTTP call with a per-attempt timeout and bounded retries. Retries 429/408/5xx (honouring
- * Retry-After), timeouts, connection failures and unparseable JSON; any other 4xx fails at once. The
+ * Retry-After), timeouts, connection failures and unparseable JSON; any other 4xx fails at once, and so
+ * does JSON of another shape than the schema's (malformed, as the adapters' own checks of a reply are). The
  * caller's signal cancels the call and any wait between attempts.
  */
-export async function callProvider<T = unknown>(options: HttpCallOptions): Promise<HttpReply<T>> {
+export function callProvider<S extends z.ZodType>(options: JsonCall<S>): Promise<HttpReply<z.output<S>>>;
+export function callProvider(options: BytesCall): Promise<HttpReply<Buffer>>;
+export async function callProvider(options: JsonCall<z.ZodType> | BytesCall): Promise<HttpReply<unknown>> {
   const backoff = options.backoffMs ?? 500;
   const maxBackoff = options.maxBackoffMs ?? 30_000;
   const headers: Record<string, string> = { accept: options.expect === 'bytes' ? '*/*' : 'application/json', ...options.headers };
@@ -85,17 +92,11 @@ export async function callProvider<T = unknown>(options: HttpCallOptions): Promi
         waitMs = retryAfterMs(response.headers.get('retry-after'));
       } else if (options.expect === 'bytes') {
         const bytes = Buffer.from(await response.arrayBuffer());
-        return { status: response.status, body: bytes as T, headers: response.headers, attempts: attempt };
+        return { status: response.status, body: bytes, headers: response.headers, attempts: attempt };
       } else {
-        const text = await response.text();
-        try {
-          return { status: response.status, body: JSON.parse(text) as T, headers: response.headers, attempts: attempt };
-        } catch {
-          lastError = new ProviderError(options.provider, 'malformed', `${options.provider} sent a reply that is not JSON: ${summarise(text)}`, {
-            status: response.status,
-            attempts: attempt,
-          });
-        }
+        const read = readJson(options, response.status, await response.text(), attempt);
+        if (read instanceof ProviderError) lastError = read;
+        else return { status: response.status, body: read.value, headers: response.headers, attempts: attempt };
       }
     } catch (error) {
       if (error instanceof ProviderError) throw error;
@@ -118,6 +119,28 @@ export async function callProvider<T = unknown>(options: HttpCallOptions): Promi
     }
   }
   throw lastError ?? new ProviderError(options.provider, 'network', `${options.provider} call failed`);
+}
+
+/**
+ * A 200 reply read with the call's schema. Text that is not JSON comes back as the error, to be retried (a
+ * reply cut short, a proxy's page); JSON of another shape is thrown, as asking again would get it again.
+ */
+function readJson(options: JsonCall<z.ZodType>, status: number, text: string, attempts: number): { value: unknown } | ProviderError {
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    return new ProviderError(options.provider, 'malformed', `${options.provider} sent a reply that is not JSON: ${summarise(text)}`, { status, attempts });
+  }
+  const parsed = options.schema.safeParse(json);
+  if (parsed.success) return { value: parsed.data };
+  const issue = parsed.error.issues[0]!;
+  const where = issue.path.length ? issue.path.join('.') : 'the body';
+  const others = parsed.error.issues.length > 1 ? ` (and ${parsed.error.issues.length - 1} more)` : '';
+  throw new ProviderError(options.provider, 'malformed', `${options.provider} sent a reply of another shape: ${where}: ${issue.message}${others}`, {
+    status,
+    attempts,
+  });
 }
 
 function summarise(text: string): string {

@@ -1,3 +1,4 @@
+import { z } from 'zod';
 import { callProvider, type ProviderHttpSettings } from './http.ts';
 import { traceModelCalls } from './telemetry.ts';
 import {
@@ -31,24 +32,39 @@ export interface OpenRouterOptions extends ProviderHttpSettings {
   title?: string;
 }
 
-interface WireToolCall {
-  id?: string;
-  type?: string;
-  function?: { name?: string; arguments?: unknown };
-}
+const nullishString = z.string().nullish();
+const nullishCount = z.number().nullish();
 
-interface ChatResponse {
-  choices?: Array<{
-    message?: {
-      content?: string | null | Array<{ type?: string; text?: string }>;
-      images?: Array<{ image_url?: { url?: string } }>;
-      tool_calls?: WireToolCall[];
-    };
-    finish_reason?: string;
-  }>;
-  usage?: { prompt_tokens?: number; completion_tokens?: number; total_tokens?: number; completion_tokens_details?: { reasoning_tokens?: number } };
-  error?: { message?: string; code?: number };
-}
+/** The fields of a chat-completions reply the adapter reads. */
+const ChatReply = z.looseObject({
+  choices: z
+    .array(
+      z.looseObject({
+        message: z
+          .looseObject({
+            content: z.union([z.string(), z.array(z.looseObject({ text: nullishString }))]).nullish(),
+            images: z.array(z.looseObject({ image_url: z.looseObject({ url: nullishString }).nullish() })).nullish(),
+            tool_calls: z
+              .array(z.looseObject({ id: nullishString, function: z.looseObject({ name: nullishString, arguments: z.unknown() }).nullish() }))
+              .nullish(),
+          })
+          .nullish(),
+        finish_reason: nullishString,
+      }),
+    )
+    .nullish(),
+  usage: z
+    .looseObject({
+      prompt_tokens: nullishCount,
+      completion_tokens: nullishCount,
+      total_tokens: nullishCount,
+      completion_tokens_details: z.looseObject({ reasoning_tokens: nullishCount }).nullish(),
+    })
+    .nullish(),
+  // OpenRouter's numeric code; other OpenAI-compatible servers put a string there.
+  error: z.looseObject({ message: nullishString, code: z.union([z.number(), z.string()]).nullish() }).nullish(),
+});
+type ChatReply = z.infer<typeof ChatReply>;
 
 export class OpenRouterProvider implements ToolCallingProvider, ImageProvider {
   readonly kind = 'aggregator' as const;
@@ -58,13 +74,14 @@ export class OpenRouterProvider implements ToolCallingProvider, ImageProvider {
     this.options = options;
   }
 
-  private async completions(body: Record<string, unknown>, signal: AbortSignal | undefined): Promise<ChatResponse> {
+  private async completions(body: Record<string, unknown>, signal: AbortSignal | undefined): Promise<ChatReply> {
     const headers: Record<string, string> = {};
     if (this.options.apiKey) headers.authorization = `Bearer ${this.options.apiKey}`;
     if (this.options.referer) headers['http-referer'] = this.options.referer;
     if (this.options.title) headers['x-title'] = this.options.title;
-    const reply = await callProvider<ChatResponse>({
+    const reply = await callProvider({
       provider: 'aggregator',
+      schema: ChatReply,
       url: `${(this.options.baseUrl ?? 'https://openrouter.ai/api/v1').replace(/\/$/, '')}/chat/completions`,
       headers,
       json: body,
@@ -74,10 +91,12 @@ export class OpenRouterProvider implements ToolCallingProvider, ImageProvider {
       maxBackoffMs: this.options.maxBackoffMs,
       signal,
     });
-    if (!reply.body || typeof reply.body !== 'object') throw new ProviderError('aggregator', 'malformed', 'the aggregator sent an unexpected reply');
     // OpenRouter reports some upstream failures as 200 with an error object.
-    if (reply.body.error)
-      throw new ProviderError('aggregator', 'http', `the aggregator reported: ${reply.body.error.message ?? 'an error'}`, { status: reply.body.error.code });
+    const { error } = reply.body;
+    if (error) {
+      const status = typeof error.code === 'number' ? error.code : undefined;
+      throw new ProviderError('aggregator', 'http', `the aggregator reported: ${error.message ?? 'an error'}`, { status });
+    }
     return reply.body;
   }
 

@@ -36,7 +36,7 @@ export class PollinationsProvider implements ImageProvider {
     // The prompt travels in the URL, which an HTTP client span records (url.full): the call makes none;
     // its model-call span (telemetry.ts) records it without the prompt.
     const reply = await context.with(suppressTracing(context.active()), () =>
-      callProvider<Buffer>({
+      callProvider({
         provider: 'free_image',
         method: 'GET',
         url: `${base}/prompt/${encodeURIComponent(request.prompt.slice(0, 1500))}?${query}`,

@@ -1,3 +1,4 @@
+import { z } from 'zod';
 import { callProvider, type ProviderHttpSettings } from './http.ts';
 import { traceModelCalls } from './telemetry.ts';
 import { estimateTokens, type ImageProvider, type ImageRequest, type ImageResult, ProviderError } from './types.ts';
@@ -16,11 +17,8 @@ export interface StabilityOptions extends ProviderHttpSettings {
   baseUrl?: string;
 }
 
-interface StabilityResponse {
-  image?: string;
-  finish_reason?: string;
-  seed?: number;
-}
+/** The fields of the SD3 reply the adapter reads. */
+const StabilityReply = z.looseObject({ image: z.string().nullish(), finish_reason: z.string().nullish() });
 
 /** `stability/sd3.5-large` → `sd3.5-large`; undefined when the ID is not one of the vendor's models. */
 export function vendorModel(id: string): string | undefined {
@@ -47,8 +45,9 @@ export class StabilityProvider implements ImageProvider {
     if (request.seed !== undefined) form.set('seed', String(request.seed));
     // Turbo ignores negative prompts.
     if (request.negative_prompt && model !== 'sd3.5-large-turbo') form.set('negative_prompt', request.negative_prompt);
-    const reply = await callProvider<StabilityResponse>({
+    const reply = await callProvider({
       provider: 'image_vendor',
+      schema: StabilityReply,
       url: `${(this.options.baseUrl ?? 'https://api.stability.ai').replace(/\/$/, '')}/v2beta/stable-image/generate/sd3`,
       headers: { authorization: `Bearer ${this.options.apiKey}` },
       body: form,
@@ -58,7 +57,7 @@ export class StabilityProvider implements ImageProvider {
       maxBackoffMs: this.options.maxBackoffMs,
       signal: request.signal,
     });
-    if (!reply.body?.image) throw new ProviderError('image_vendor', 'malformed', 'the image vendor returned no image');
+    if (!reply.body.image) throw new ProviderError('image_vendor', 'malformed', 'the image vendor returned no image');
     if (reply.body.finish_reason === 'CONTENT_FILTERED') throw new ProviderError('image_vendor', 'refused', 'the image vendor filtered the image');
     const input = estimateTokens(request.prompt);
     return {
