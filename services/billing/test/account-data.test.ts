@@ -27,6 +27,25 @@ describe('billing: account data (deletion and export)', function () {
     assert.equal(reply.status, 200, JSON.stringify(reply.body));
     return AccountDeletionSchema.parse(reply.body);
   };
+  /** Every page of a user's export, `limit` items a page, as the gateway reads them: the items by kind. */
+  const exportAll = async (userId: string, limit: number) => {
+    const seen: Record<string, Record<string, unknown>[]> = {};
+    let cursor: string | null | undefined;
+    let pages = 0;
+    do {
+      const query = cursor ? `?limit=${limit}&cursor=${encodeURIComponent(cursor)}` : `?limit=${limit}`;
+      const reply = await h.call('GET', `${DATA(userId)}${query}`, { headers: service });
+      assert.equal(reply.status, 200, JSON.stringify(reply.body));
+      const page = AccountExportPageSchema.parse(reply.body);
+      assert.equal(page.service, 'billing');
+      assert.ok(page.items.length <= limit);
+      (seen[page.kind] ??= []).push(...page.items);
+      cursor = page.next_cursor;
+      pages += 1;
+      assert.ok(pages < 50, 'the export ends');
+    } while (cursor);
+    return seen;
+  };
 
   it('deletes a subscriber: the plan cancelled at Stripe, payments kept without the user, the rest gone; later events change nothing', async () => {
     const userId = await h.user();
@@ -178,21 +197,7 @@ describe('billing: account data (deletion and export)', function () {
     const expected = await rowsOf(userId);
     assert.equal(expected.billing_payments, 4);
 
-    const seen: Record<string, Record<string, unknown>[]> = {};
-    let cursor: string | null | undefined;
-    let pages = 0;
-    do {
-      const query = cursor ? `?limit=2&cursor=${encodeURIComponent(cursor)}` : '?limit=2';
-      const reply = await h.call('GET', `${DATA(userId)}${query}`, { headers: service });
-      assert.equal(reply.status, 200, JSON.stringify(reply.body));
-      const page = AccountExportPageSchema.parse(reply.body);
-      assert.equal(page.service, 'billing');
-      assert.ok(page.items.length <= 2);
-      (seen[page.kind] ??= []).push(...page.items);
-      cursor = page.next_cursor;
-      pages += 1;
-      assert.ok(pages < 50, 'the export ends');
-    } while (cursor);
+    const seen = await exportAll(userId, 2);
     assert.deepEqual(Object.keys(seen), ['payments', 'subscriptions', 'history']);
     assert.equal(seen.payments!.length, 4);
     assert.equal(new Set(seen.payments!.map((item) => `${item.provider}:${item.ref}`)).size, 4);
@@ -207,6 +212,71 @@ describe('billing: account data (deletion and export)', function () {
     const empty = await h.call('GET', DATA(userId), { headers: service });
     assert.equal(empty.body.kind, 'payments');
     assert.deepEqual(empty.body.items, []);
+  });
+
+  it('exports each kind oldest first, to the microsecond, then by provider and ref byte by byte (history: by id as a number)', async () => {
+    const userId = await h.user();
+    // T1 and T2 are one microsecond apart, within one millisecond; several rows share T2.
+    const [T0, T1, T2, T3] = ['2026-03-01T09:00:00.000000Z', '2026-03-01T10:00:00.000499Z', '2026-03-01T10:00:00.000500Z', '2026-03-01T10:00:01.000000Z'];
+    const payments = [
+      ['stripe', 'pi_zz', T3],
+      ['stripe', 'pi_b', T2],
+      ['stripe', 'x:y', T2],
+      ['stripe', 'x:z', T2],
+      ['apple', '900', T2],
+      ['stripe', 'pi_B', T2],
+      ['apple', '100', T1],
+      ['stripe', 'pi_a', T0],
+    ] as const;
+    await h.db('billing_payments').insert(payments.map(([provider, ref, created_at]) => ({ provider, ref, created_at, user_id: userId, credits: 1 })));
+    const subscriptions = [
+      ['stripe', 'sub_a', T3],
+      ['stripe', 'sub_c', T2],
+      ['apple', '5', T2],
+      ['stripe', 'sub_b', T1],
+    ] as const;
+    await h
+      .db('billing_subscriptions')
+      .insert(subscriptions.map(([provider, ref, created_at]) => ({ provider, ref, created_at, user_id: userId, status: 'canceled', version: 1 })));
+    // Ids of different lengths: as text, 100000000 would come before 99000000.
+    const history = [
+      [99_999, T3],
+      [100_000_000, T2],
+      [99_000_001, T2],
+      [99_000_000, T2],
+      [1_000_000_000, T1],
+    ] as const;
+    await h.db('billing_history').insert(history.map(([id, created_at]) => ({ id, created_at, user_id: userId, kind: 'test', description: `entry ${id}` })));
+
+    const seen = await exportAll(userId, 2);
+    assert.deepEqual(
+      seen.payments!.map((item) => `${item.provider}:${item.ref}`),
+      ['stripe:pi_a', 'apple:100', 'apple:900', 'stripe:pi_B', 'stripe:pi_b', 'stripe:x:y', 'stripe:x:z', 'stripe:pi_zz'],
+    );
+    assert.deepEqual(
+      seen.payments!.map((item) => item.created_at),
+      [T0, T1, T2, T2, T2, T2, T2, T3].map((at) => new Date(at).toISOString()),
+    );
+    assert.deepEqual(
+      seen.subscriptions!.map((item) => `${item.provider}:${item.id}`),
+      ['stripe:sub_b', 'apple:5', 'stripe:sub_c', 'stripe:sub_a'],
+    );
+    assert.deepEqual(
+      seen.history!.map((item) => item.id),
+      ['1000000000', '99000000', '99000001', '100000000', '99999'],
+    );
+    for (const item of Object.values(seen).flat()) assert.ok(!('position_at' in item), 'items keep their shape');
+
+    // A position of the old form (an id alone) is not one this export hands out any more.
+    for (const [kind, after] of [
+      [0, 'stripe:pi_a'],
+      [0, randomUUID()],
+      [1, 'stripe:sub_b'],
+      [2, '99999'],
+    ] as const) {
+      const reply = await h.call('GET', `${DATA(userId)}?cursor=${encodeExportCursor({ kind, after })}`, { headers: service });
+      assert.equal(reply.status, 400, `${kind} ${after}`);
+    }
   });
 
   it('refuses what the contract does not allow', async () => {

@@ -1,9 +1,12 @@
-import { type AccountDeletion, type ExportReader, keysetPage, UUID_POSITION } from '@tempora/kit/http';
+import { type AccountDeletion, type ExportReader, keysetPage, oldestFirstAfter, oldestFirstParts, oldestFirstPosition, UUID_ID } from '@tempora/kit/http';
 import { z } from 'zod';
 import type { ConductorRepository } from './repository.ts';
 
 /** The conductor's users are the gateway's, named by UUID: any other id holds nothing here. */
 const isUserId = (id: string) => z.uuid().safeParse(id).success;
+
+/** A conversation's or message's position: its creation time, then its id. */
+const POSITION = oldestFirstAfter(UUID_ID);
 
 const iso = (value: Date | string) => (value instanceof Date ? value.toISOString() : value);
 
@@ -29,7 +32,8 @@ export class AccountData {
 
   /**
    * A user's export, kinds in this order: `settings` (as stored; none when never set, in one page),
-   * `conversations`, `messages` (each with its tool calls as the journal holds them), each by id.
+   * `conversations`, `messages` (each with its tool calls as the journal holds them), each oldest first, then
+   * by id (docs/accounts.md, "Export").
    */
   exportReaders(userId: string): ExportReader[] {
     const { repository } = this;
@@ -42,23 +46,23 @@ export class AccountData {
       },
       {
         kind: 'conversations',
-        after: UUID_POSITION,
+        after: POSITION,
         read: async (after, size) =>
           keysetPage(
-            holds ? await repository.conversationsAfter(user, after, size + 1) : [],
+            holds ? await repository.conversationsAfter(user, oldestFirstParts(after), size + 1) : [],
             size,
-            (row) => row.id,
+            (row) => oldestFirstPosition(row.position_at, row.id),
             (row) => ({ id: row.id, title: row.title, created_at: iso(row.created_at), updated_at: iso(row.updated_at) }),
           ),
       },
       {
         kind: 'messages',
-        after: UUID_POSITION,
+        after: POSITION,
         read: async (after, size) =>
           keysetPage(
-            holds ? await repository.messagesAfter(user, after, size + 1) : [],
+            holds ? await repository.messagesAfter(user, oldestFirstParts(after), size + 1) : [],
             size,
-            (row) => row.message.id,
+            (row) => oldestFirstPosition(row.position_at, row.message.id),
             ({ message, calls }) => ({
               id: message.id,
               conversation_id: message.conversation_id,

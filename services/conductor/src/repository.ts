@@ -1,4 +1,4 @@
-import type { Knex } from '@tempora/kit/data';
+import { type Knex, oldestFirst, positionTime } from '@tempora/kit/data';
 import type { Decision } from './domain/decision.ts';
 import type { CallJournal, CallRecord, JobState, RunState } from './domain/run-types.ts';
 import { type ConductorSettings, DEFAULT_SETTINGS, type SettingsPatch } from './domain/settings.ts';
@@ -338,19 +338,25 @@ export class ConductorRepository {
     return this.knex('conductor_settings').where({ user_id: userId }).select('autonomy', 'verbosity', 'spend_ceiling', 'default_render', 'updated_at');
   }
 
-  /** Up to `limit` of the user's conversations after the id `after` (ids in order; '' from the start). */
-  async conversationsAfter(userId: string, after: string, limit: number): Promise<ConversationRow[]> {
-    const query = this.knex<ConversationRow>('conductor_conversations').where({ user_id: userId }).orderBy('id').limit(limit);
-    if (after) query.andWhere('id', '>', after);
-    return query;
+  /** Up to `limit` of the user's conversations past `after`, oldest first, then by id (an export's keyset pages). */
+  async conversationsAfter(
+    userId: string,
+    after: { at: string; id: string } | undefined,
+    limit: number,
+  ): Promise<Array<ConversationRow & { position_at: string }>> {
+    const query = this.knex('conductor_conversations').select('*', positionTime(this.knex, 'created_at')).where({ user_id: userId }).limit(limit);
+    return oldestFirst(query, ['created_at', 'id'], after && [after.at, after.id]);
   }
 
-  /** Up to `limit` of the user's messages after the id `after`, each with its calls. */
-  async messagesAfter(userId: string, after: string, limit: number): Promise<Array<{ message: MessageRow; calls: ToolCallRow[] }>> {
-    const query = this.knex<MessageRow>('conductor_messages').where({ user_id: userId }).orderBy('id').limit(limit);
-    if (after) query.andWhere('id', '>', after);
-    const messages = await query;
-    const calls = await this.toolCallsOf(messages.map((message) => message.id));
-    return messages.map((message) => ({ message, calls: calls.filter((call) => call.message_id === message.id) }));
+  /** Up to `limit` of the user's messages past `after`, oldest first, then by id, each with its calls. */
+  async messagesAfter(
+    userId: string,
+    after: { at: string; id: string } | undefined,
+    limit: number,
+  ): Promise<Array<{ message: MessageRow; calls: ToolCallRow[]; position_at: string }>> {
+    const query = this.knex('conductor_messages').select('*', positionTime(this.knex, 'created_at')).where({ user_id: userId }).limit(limit);
+    const rows: Array<MessageRow & { position_at: string }> = await oldestFirst(query, ['created_at', 'id'], after && [after.at, after.id]);
+    const calls = await this.toolCallsOf(rows.map((row) => row.id));
+    return rows.map(({ position_at, ...message }) => ({ message, calls: calls.filter((call) => call.message_id === message.id), position_at }));
   }
 }

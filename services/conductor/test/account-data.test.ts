@@ -100,6 +100,70 @@ describe('conductor account data', function () {
     }
   });
 
+  it('pages conversations and messages oldest first, to the microsecond, then by id; a cursor of the old form (an id alone) is 400', async () => {
+    const { user, conversations } = await userWithData();
+    // T1 and T2 are one microsecond apart, within one millisecond; several rows share T2.
+    const [T0, T1, T2, T3] = ['2026-03-01T09:00:00.000000Z', '2026-03-01T10:00:00.000499Z', '2026-03-01T10:00:00.000500Z', '2026-03-01T10:00:01.000000Z'];
+    const id = (head: string, tail: string) => `${head}-0000-4000-8000-${tail.padStart(12, '0')}`;
+    // Ids in an order other than their times': the smallest is the newest, the largest the oldest.
+    const added = { first: id('ffffffff', 'c0'), second: id('7fffffff', 'c1'), shared: id('80000000', 'c2'), last: id('00000000', 'c3') };
+    const messages = { second: id('80000000', 'e1'), shared: id('ffffffff', 'e2'), last: id('00000000', 'e3') };
+    const db = new pg.Client({ connectionString: platform.conductor.databaseUrl });
+    await db.connect();
+    let sent: string[];
+    try {
+      await db.query('update conductor_conversations set created_at = $2 where user_id = $1', [user.id, T2]);
+      await db.query('update conductor_messages set created_at = $2 where user_id = $1', [user.id, T2]);
+      sent = (await db.query('select id from conductor_messages where user_id = $1', [user.id])).rows.map((row) => row.id);
+      for (const [key, at] of [
+        ['first', T0],
+        ['second', T1],
+        ['shared', T2],
+        ['last', T3],
+      ] as const)
+        await db.query('insert into conductor_conversations (id, user_id, title, created_at) values ($1, $2, $3, $4)', [added[key], user.id, key, at]);
+      for (const [key, at] of [
+        ['second', T1],
+        ['shared', T2],
+        ['last', T3],
+      ] as const)
+        await db.query(
+          `insert into conductor_messages (id, conversation_id, user_id, content, status, created_at) values ($1, $2, $3, 'added', 'completed', $4)`,
+          [messages[key], added.first, user.id, at],
+        );
+    } finally {
+      await db.end();
+    }
+
+    const pages = await exportAll(user.id, 2);
+    const items = (kind: string) => pages.filter((page) => page.kind === kind).flatMap((page) => page.items);
+    assert.equal(items('settings').length, 1);
+    assert.deepEqual(
+      items('conversations').map((item) => item.id),
+      [added.first, added.second, ...[...conversations, added.shared].sort(), added.last],
+    );
+    const exported = items('messages');
+    assert.deepEqual(
+      exported.map((item) => item.id),
+      [messages.second, ...[...sent, messages.shared].sort(), messages.last],
+    );
+    assert.deepEqual(
+      exported.map((item) => item.created_at),
+      [T1, T2, T2, T2, T3].map((at) => new Date(at).toISOString()),
+    );
+    // Each message keeps its tool calls, and no item carries the position it was paged by.
+    assert.deepEqual(
+      exported.find((item) => item.status === 'completed' && item.content === SIMULATE)!.tool_calls.map((call: Record<string, any>) => call.tool),
+      ['start_simulation', 'follow_simulation'],
+    );
+    for (const item of pages.flatMap((page) => page.items)) assert.ok(!('position_at' in item));
+
+    for (const cursor of [encodeExportCursor({ kind: 1, after: conversations[0]! }), encodeExportCursor({ kind: 2, after: sent[0]! })]) {
+      const reply = await exportCall(user.id, `?cursor=${encodeURIComponent(cursor)}`);
+      assert.equal(reply.status, 400, cursor);
+    }
+  });
+
   it('refuses a cursor it did not issue (400), a bad limit (422), users and a user named by X-User-ID (403), and no key (401)', async () => {
     const user = await platform.user(10);
     for (const cursor of [

@@ -160,7 +160,7 @@ describe('generation: account data (deletion and export for the gateway)', funct
     );
   });
 
-  it('pages 2,500 scenes without loss or duplicate, keyset by id', async () => {
+  it('pages 2,500 scenes of one creation time without loss or duplicate, by id', async () => {
     const { repository } = gen.instance;
     const ids = new Set<string>();
     for (let batch = 0; batch < 50; batch += 1) {
@@ -182,7 +182,7 @@ describe('generation: account data (deletion and export for the gateway)', funct
     assert.equal(seen.length, 2500);
     assert.equal(new Set(seen).size, 2500, 'no duplicate');
     assert.deepEqual(new Set(seen), ids, 'no loss');
-    assert.deepEqual(seen, [...seen].sort(), 'by id');
+    assert.deepEqual(seen, [...seen].sort(), 'one creation time: by id');
     assert.ok(
       scenes.every((page) => page.items.every((item) => item.owner === userId('many') && Array.isArray(item.characters))),
       'full scene records',
@@ -195,6 +195,46 @@ describe('generation: account data (deletion and export for the gateway)', funct
       seen,
     );
     assert.equal((await gen.send('DELETE', data('many'), undefined, serviceKey)).body.deleted.timepoints, 2500);
+  });
+
+  it('pages each kind oldest first, then by id, each row once where rows share a creation time', async () => {
+    const { knex, repository } = gen.instance;
+    // The ids of `kind` in `name`'s export, two to a page: a page ends inside the rows sharing a microsecond.
+    const exported = async (name: string, kind: string) =>
+      (await exportAll(gen, name, 2)).filter((page) => page.kind === kind).flatMap((page) => page.items.map((item) => item.id ?? item.job_id));
+    const at = (microseconds: number) => `2026-03-01T00:00:00.${String(microseconds).padStart(6, '0')}Z`;
+    const setTimes = (table: string, times: Array<[string, string]>) =>
+      Promise.all(times.map(([id, time]) => knex(table).where({ id }).update({ created_at: time })));
+
+    // Ids a < b < c < d < e; by time e comes first, b last, and a, c, d share one microsecond.
+    const scenes = Array.from({ length: 5 }, () => randomUUID()).sort();
+    for (const id of scenes) assert.ok(await repository.timepoints.insert({ ...template, id, owner: userId('olga') }, null));
+    const [a, b, c, d, e] = scenes as [string, string, string, string, string];
+    await setTimes('timepoints', [
+      [e, at(1)],
+      [a, at(2)],
+      [c, at(2)],
+      [d, at(2)],
+      [b, at(900)],
+    ]);
+    assert.deepEqual(await exported('olga', 'timepoints'), [e, a, c, d, b], 'by creation time, then by id, each once');
+
+    const jobs: string[] = [];
+    for (const key of ['order-1', 'order-2', 'order-3']) jobs.push((await submit(user('pete'), key)).body.job_id);
+    for (const id of jobs) await finished(id, 'pete');
+    const [x, y, z] = [...jobs].sort() as [string, string, string];
+    await setTimes('generation_jobs', [
+      [z, at(5)],
+      [x, at(7)],
+      [y, at(7)],
+    ]);
+    assert.deepEqual(await exported('pete', 'jobs'), [z, x, y], 'jobs likewise');
+
+    // A cursor of the old form (an id alone) is a position this service no longer hands out.
+    for (const kind of [0, 1]) {
+      const old = encodeExportCursor({ kind, after: a });
+      assert.equal((await gen.get(data('olga', `?cursor=${old}`), serviceKey)).status, 400, `kind ${kind}`);
+    }
   });
 
   it('answers 400 to a cursor it did not issue, and 422 to a limit out of range', async () => {

@@ -1,11 +1,14 @@
 import assert from 'node:assert/strict';
+import { openDatabase } from '@tempora/kit/data';
 import { AccountDeletionSchema, AccountExportPageSchema, encodeExportCursor } from '@tempora/kit/http';
+import { createLogger } from '@tempora/kit/observability';
 import { request } from '../../../test/support/http.ts';
 import { GenerateBody, queueGenerate } from '../src/routes/writes.ts';
 import { ADMIN_KEY, type GraphHarness, serviceKey, startGraph, writer } from './harness.ts';
 
 const ALICE = '7b0d2a4e-4a8f-4c1e-9d55-0f6a3c2b1e90';
 const BOB = '0c4f5e1a-2b3d-4e6f-8a9b-1c2d3e4f5a6b';
+const CAROL = '5d6e7f80-9a1b-4c2d-8e3f-4a5b6c7d8e9f';
 const data = (userId: string, query = '') => `/api/v1/users/${encodeURIComponent(userId)}/data${query}`;
 
 describe('graph: account data (deletion and export for the gateway)', function () {
@@ -93,7 +96,7 @@ describe('graph: account data (deletion and export for the gateway)', function (
     }
   });
 
-  it("pages the user's render jobs by id, without loss or duplicate", async () => {
+  it("pages the user's render jobs oldest first, without loss or duplicate", async () => {
     const queued = [];
     for (let index = 100; index < 125; index += 1) queued.push((await queue(BOB, index)).id);
     const ids = new Set([...queued]);
@@ -110,7 +113,7 @@ describe('graph: account data (deletion and export for the gateway)', function (
     const seen = pages.flatMap((page) => page.items.map((item) => item.id as string));
     assert.equal(new Set(seen).size, seen.length, 'no duplicate');
     for (const id of ids) assert.ok(seen.includes(id), `${id} exported`);
-    assert.deepEqual(seen, [...seen].sort(), 'by id');
+    assert.deepEqual(seen.slice(-25), queued, 'oldest first: in the order they were queued');
     const one = pages[0]!.items[0]!;
     assert.deepEqual(one, (await h.get(`/api/v1/graph/jobs/${one.id}`, serviceKey)).body, 'as the job route answers it');
     assert.equal(one.requested_by, BOB);
@@ -120,6 +123,35 @@ describe('graph: account data (deletion and export for the gateway)', function (
       (await exportAll(ALICE)).map((page) => [page.kind, page.items.length, page.next_cursor]),
       [['render_jobs', 0, null]],
     );
+  });
+
+  it('pages render jobs sharing a creation time by id, each once, and refuses a cursor of the old form', async () => {
+    const queued = [];
+    for (let index = 200; index < 205; index += 1) queued.push((await queue(CAROL, index)).id);
+    // Ids a < b < c < d < e; by time e comes first, b last, and a, c, d share one microsecond.
+    const [a, b, c, d, e] = queued.sort() as [string, string, string, string, string];
+    const at = (microseconds: number) => `2026-03-01T00:00:00.${String(microseconds).padStart(6, '0')}Z`;
+    const times: Array<[string, string]> = [
+      [e, at(1)],
+      [a, at(2)],
+      [c, at(2)],
+      [d, at(2)],
+      [b, at(900)],
+    ];
+    const database = await openDatabase({ service: 'graph', url: h.databaseUrl, dataDir: '', migrations: [], logger: createLogger('graph-test', 'silent') });
+    try {
+      await Promise.all(times.map(([id, time]) => database.knex('render_jobs').where({ id }).update({ created_at: time })));
+    } finally {
+      await database.close();
+    }
+    const pages = await exportAll(CAROL, 2);
+    assert.deepEqual(
+      pages.map((page) => page.items.map((item) => item.id)),
+      [[e, a], [c, d], [b]],
+      'by creation time, then by id, each once, a page ending among the rows sharing a microsecond',
+    );
+    const old = encodeExportCursor({ kind: 0, after: a });
+    assert.equal((await h.get(data(CAROL, `?cursor=${old}`), serviceKey)).status, 400, 'an id alone is no longer a position');
   });
 
   it('answers 400 to a cursor it did not issue, and 422 to a limit out of range', async () => {

@@ -85,7 +85,7 @@ describe('account export pages oldest first', function () {
   it('admits only positions of its form', () => {
     const form = oldestFirstAfter(UUID_ID);
     assert.ok(form.test(`2026-01-01T00:00:00.000001Z/${ids[0]}`));
-    for (const bad of ['', ids[0], `2026-01-01T00:00:00.001Z/${ids[0]}`, '2026-01-01T00:00:00.000001Z/not-a-uuid', `2026-01-01T00:00:00.000001Z/${ids[0]}x`])
+    for (const bad of ['', ids[0]!, `2026-01-01T00:00:00.001Z/${ids[0]}`, '2026-01-01T00:00:00.000001Z/not-a-uuid', `2026-01-01T00:00:00.000001Z/${ids[0]}x`])
       assert.equal(form.test(bad), false, bad);
   });
 });

@@ -1,4 +1,4 @@
-import { type AccountDeletion, type ExportReader, keysetPage, UUID_POSITION } from '@tempora/kit/http';
+import { type AccountDeletion, type ExportReader, keysetPage, oldestFirstAfter, oldestFirstParts, oldestFirstPosition, UUID_ID } from '@tempora/kit/http';
 import type { BudgetSource } from './budget-source.ts';
 import type { Accounts } from './repository/index.ts';
 import type { Runner } from './runner.ts';
@@ -7,11 +7,12 @@ import { runView, stepView } from './views.ts';
 const SERVICE = 'simulation';
 const iso = (value: Date) => new Date(value).toISOString();
 
-/** A step's position, `<run id>/<seq>`: undefined on the kind's first page. */
-function stepAfter(after: string): { runId: string; seq: number } | undefined {
-  if (after === '') return undefined;
-  const [runId = '', seq = ''] = after.split('/');
-  return { runId, seq: Number(seq) };
+/** A step's position, `<time>/<run id>/<seq>`: undefined on the kind's first page. */
+function stepAfter(after: string): { at: string; runId: string; seq: number } | undefined {
+  const parts = oldestFirstParts(after);
+  if (!parts) return undefined;
+  const [runId = '', seq = ''] = parts.id.split('/');
+  return { at: parts.at, runId, seq: Number(seq) };
 }
 
 /**
@@ -43,52 +44,52 @@ export class AccountData {
     return { service: SERVICE, deleted, kept: {}, notes: [] };
   }
 
-  /** The user's data: runs, steps, calls, idempotency keys, in that order, each by its key. */
+  /** The user's data: runs, steps, calls, idempotency keys, in that order, each oldest first, then by its key. */
   readers(userId: string): ExportReader[] {
     const { accounts } = this;
     return [
       {
         kind: 'runs',
-        after: UUID_POSITION,
+        after: oldestFirstAfter(UUID_ID),
         read: async (after, limit) =>
           keysetPage(
-            await accounts.ownerRuns(userId, after || undefined, limit + 1),
+            await accounts.ownerRuns(userId, oldestFirstParts(after), limit + 1),
             limit,
-            (row) => row.id,
+            (row) => oldestFirstPosition(row.position_at, row.id),
             (row) => ({ ...runView(row), plan: row.plan, result: row.result }),
           ),
       },
       {
         kind: 'steps',
-        after: /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\/\d{1,9}$/i,
+        after: oldestFirstAfter(new RegExp(`${UUID_ID.source}/\\d{1,9}`, UUID_ID.flags)),
         read: async (after, limit) =>
           keysetPage(
             await accounts.ownerSteps(userId, stepAfter(after), limit + 1),
             limit,
-            (step) => `${step.run_id}/${step.seq}`,
+            (step) => oldestFirstPosition(step.position_at, `${step.run_id}/${step.seq}`),
             (step) => ({ run_id: step.run_id, ...stepView(step) }),
           ),
       },
       {
         kind: 'calls',
-        after: /^\d{1,18}$/,
+        after: oldestFirstAfter(/\d{1,18}/),
         read: async (after, limit) =>
           keysetPage(
-            await accounts.ownerCalls(userId, after || undefined, limit + 1),
+            await accounts.ownerCalls(userId, oldestFirstParts(after), limit + 1),
             limit,
-            (call) => call.id,
-            ({ cost_micros, created_at, ...call }) => ({ ...call, cost_usd: cost_micros / 1e6, at: iso(created_at) }),
+            (call) => oldestFirstPosition(call.position_at, call.id),
+            ({ cost_micros, created_at, position_at: _position, ...call }) => ({ ...call, cost_usd: cost_micros / 1e6, at: iso(created_at) }),
           ),
       },
       {
         kind: 'idempotency_keys',
         // Idempotency-Key values are printable ASCII (the kit's idempotencyKeyOf).
-        after: /^[\x20-\x7E]{1,255}$/,
+        after: oldestFirstAfter(/[\x20-\x7E]{1,255}/),
         read: async (after, limit) =>
           keysetPage(
-            await accounts.ownerIdempotencyKeys(userId, after || undefined, limit + 1),
+            await accounts.ownerIdempotencyKeys(userId, oldestFirstParts(after), limit + 1),
             limit,
-            (row) => row.key,
+            (row) => oldestFirstPosition(row.position_at, row.key),
             (row) => ({ key: row.key, run_id: row.run_id, created_at: iso(row.created_at) }),
           ),
       },

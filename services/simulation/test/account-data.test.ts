@@ -9,6 +9,25 @@ import { waitFor } from '../../../test/support/wait.ts';
 import { apiKey, asUser, type SimulationHarness, service, startSimulation, userId } from './harness.ts';
 
 const data = (user: string, query = '') => `/api/v1/users/${userId(user)}/data${query}`;
+/** A creation time as an export position holds it, to the microsecond. */
+const MICROS = '2026-01-01T00:00:00.000001Z';
+/** A finished run of `user`, written directly: its steps, calls and keys are what a test is about. */
+const runRow = (id: string, user: string, index: number) => ({
+  id,
+  owner: userId(user),
+  caller: 'test',
+  status: 'completed',
+  mode: 'FORWARD',
+  fidelity: 1,
+  prompt: `scenario ${index}`,
+  mechanisms: '[]',
+  plan: '{}',
+  steps_total: 1,
+  steps_done: 1,
+  estimate_micros: 1,
+  cap_micros: 1,
+  result: JSON.stringify({ n: index }),
+});
 
 describe('simulation account data: deletion and export', function () {
   this.timeout(120_000);
@@ -188,24 +207,7 @@ describe('simulation account data: deletion and export', function () {
     // Many more runs than one page holds, written directly: executing 600 runs would prove nothing more.
     const knex = sim.instance.knex;
     const ids = Array.from({ length: 600 }, () => randomUUID());
-    await knex('simulation_runs').insert(
-      ids.map((id, index) => ({
-        id,
-        owner: userId('frank'),
-        caller: 'test',
-        status: 'completed',
-        mode: 'FORWARD',
-        fidelity: 1,
-        prompt: `scenario ${index}`,
-        mechanisms: '[]',
-        plan: '{}',
-        steps_total: 1,
-        steps_done: 1,
-        estimate_micros: 1,
-        cap_micros: 1,
-        result: JSON.stringify({ n: index }),
-      })),
-    );
+    await knex('simulation_runs').insert(ids.map((id, index) => runRow(id, 'frank', index)));
     await knex('simulation_steps').insert(
       ids.slice(0, 300).map((id) => ({ run_id: id, seq: 0, kind: 'timepoint', label: 't1', detail: '{}', cost_micros: 1 })),
     );
@@ -265,6 +267,87 @@ describe('simulation account data: deletion and export', function () {
     );
   });
 
+  it('exports each kind oldest first, then by its key, page by page, each item once', async () => {
+    const knex = sim.instance.knex;
+    // Times a millisecond cannot tell apart, the middle one shared; keys in an order other than their times'.
+    const [t0, t1, t2] = [MICROS, '2026-01-01T00:00:00.000002Z', '2026-01-01T00:00:00.000900Z'];
+    const u = Array.from({ length: 5 }, () => randomUUID()).sort();
+    const runs: Array<[number, string]> = [
+      [3, t1],
+      [1, t2],
+      [0, t1],
+      [4, t0],
+      [2, t1],
+    ];
+    await knex('simulation_runs').insert(runs.map(([n, at]) => ({ ...runRow(u[n]!, 'grace', n), created_at: at })));
+    const steps: Array<[number, number, string]> = [
+      [3, 0, t1],
+      [0, 10, t1],
+      [0, 2, t0],
+      [0, 9, t1],
+      [3, 1, t0],
+      [0, 0, t1],
+    ];
+    const step = { kind: 'timepoint', label: 't1', detail: '{}', cost_micros: 1 };
+    await knex('simulation_steps').insert(steps.map(([n, seq, at]) => ({ ...step, run_id: u[n], seq, created_at: at })));
+    // Ids past where the sequence gets to, around a power of ten: they compare as numbers, not as text.
+    const calls: Array<[string, string]> = [
+      ['10000000000000000', t1],
+      ['9000000000000000', t2],
+      ['9000000000000002', t0],
+      ['9000000000000001', t1],
+    ];
+    const call = { step: 0, action: 'plan', provider: 'offline', model: 'm', priced_as: 'm', input_tokens: 1, output_tokens: 1, thinking_tokens: 0 };
+    await knex('simulation_calls').insert(calls.map(([id, at]) => ({ ...call, id, run_id: u[0], cost_micros: 1, duration_ms: 1, created_at: at })));
+    const keys: Array<[string, string]> = [
+      ['a', t1],
+      ['z', t0],
+      ['_a', t1],
+      ['a/b', t1],
+      ['B', t1],
+    ];
+    await knex('simulation_idempotency_keys').insert(
+      keys.map(([key, at], index) => ({ owner: userId('grace'), key, fingerprint: 'f', run_id: u[index], created_at: at })),
+    );
+
+    for (const limit of [1, 2, 3]) {
+      const pages = await exportAll('grace', limit);
+      assert.ok(pages.every((page) => page.items.length <= limit));
+      assert.ok(
+        pages.every((page) => page.items.every((item) => !('position_at' in item))),
+        'items keep their shape',
+      );
+      const of = (kind: string) => pages.filter((page) => page.kind === kind).flatMap((page) => page.items);
+      assert.deepEqual(
+        of('runs').map((run) => run.id),
+        [4, 0, 2, 3, 1].map((n) => u[n]),
+        `runs by limit ${limit}`,
+      );
+      assert.deepEqual(
+        of('steps').map((item) => [item.run_id, item.seq]),
+        [
+          [u[0], 2],
+          [u[3], 1],
+          [u[0], 0],
+          [u[0], 9],
+          [u[0], 10],
+          [u[3], 0],
+        ],
+        `steps by limit ${limit}`,
+      );
+      assert.deepEqual(
+        of('calls').map((item) => item.id),
+        ['9000000000000002', '9000000000000001', '10000000000000000', '9000000000000000'],
+        `calls by limit ${limit}`,
+      );
+      assert.deepEqual(
+        of('idempotency_keys').map((item) => item.key),
+        ['z', 'B', '_a', 'a', 'a/b'],
+        `keys by limit ${limit}, byte by byte`,
+      );
+    }
+  });
+
   it('refuses a cursor it did not give out with 400', async () => {
     const cursors = [
       'not-a-cursor',
@@ -274,6 +357,12 @@ describe('simulation account data: deletion and export', function () {
       encodeExportCursor({ kind: 1, after: `${randomUUID()}/x` }),
       encodeExportCursor({ kind: 1, after: `${randomUUID()}/1/2` }),
       encodeExportCursor({ kind: 2, after: '12; drop table simulation_runs' }),
+      // Positions of the old form, by key alone: this service no longer hands them out.
+      encodeExportCursor({ kind: 0, after: randomUUID() }),
+      encodeExportCursor({ kind: 1, after: `${randomUUID()}/3` }),
+      encodeExportCursor({ kind: 2, after: '12' }),
+      encodeExportCursor({ kind: 3, after: 'key-1' }),
+      encodeExportCursor({ kind: 0, after: `2026-01-01T00:00:00.001Z/${randomUUID()}` }),
     ];
     for (const cursor of cursors) {
       const reply = await sim.call('GET', data('anyone', `?cursor=${encodeURIComponent(cursor)}`), { headers: service });
@@ -281,7 +370,9 @@ describe('simulation account data: deletion and export', function () {
       assert.match(reply.headers.get('content-type') ?? '', /application\/problem\+json/);
       assert.match(reply.body.detail, /cursor/);
     }
-    const valid = await sim.call('GET', data('anyone', `?cursor=${encodeExportCursor({ kind: 1, after: `${randomUUID()}/3` })}`), { headers: service });
+    const valid = await sim.call('GET', data('anyone', `?cursor=${encodeExportCursor({ kind: 1, after: `${MICROS}/${randomUUID()}/3` })}`), {
+      headers: service,
+    });
     assert.equal(valid.status, 200);
     assert.equal(valid.body.kind, 'steps');
   });

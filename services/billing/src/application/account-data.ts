@@ -1,4 +1,13 @@
-import { type AccountDeletion, type AccountExportPage, type ExportPosition, exportPage, keysetPage } from '@tempora/kit/http';
+import {
+  type AccountDeletion,
+  type AccountExportPage,
+  type ExportPosition,
+  exportPage,
+  keysetPage,
+  oldestFirstAfter,
+  oldestFirstParts,
+  oldestFirstPosition,
+} from '@tempora/kit/http';
 import type { Logger } from '@tempora/kit/observability';
 import type { Catalogue } from '../domain/catalogue.ts';
 import { appleRenewsNote, chargeableAtStripe, PAYMENT_RETENTION, renewsAtApple, stripeCancelledNote } from '../domain/erasure.ts';
@@ -11,15 +20,21 @@ const SERVICE = 'billing';
 /** What a deletion removes, by kind (payments are kept, anonymised). */
 const DELETED_KINDS = ['subscriptions', 'accounts', 'outbox', 'history', 'events'] as const;
 
-/** `provider:ref`, the position after a payment or subscription in (provider, ref) order. */
-const keyOf = (row: { provider: string; ref: string }) => `${row.provider}:${row.ref}`;
-/** Such a position: a provider, a colon, the provider's ref. */
-const KEY_POSITION = /^[^:]+:/;
-function afterKey(after: string): ProviderRef | null {
-  if (after === '') return null;
-  const colon = after.indexOf(':');
-  return { provider: after.slice(0, colon), ref: after.slice(colon + 1) };
+/**
+ * A payment's or subscription's position oldest first: its time, then `provider:ref` (providers hold no colon),
+ * the order the repository pages them in.
+ */
+const keyOf = (row: ProviderRef & { position_at: string }) => oldestFirstPosition(row.position_at, `${row.provider}:${row.ref}`);
+/** Such a position: the time, a slash, a provider, a colon, the provider's ref. */
+const KEY_POSITION = oldestFirstAfter(/[^:]+:.*/s);
+function afterKey(after: string): (ProviderRef & { at: string }) | undefined {
+  const parts = oldestFirstParts(after);
+  if (!parts) return undefined;
+  const colon = parts.id.indexOf(':');
+  return { at: parts.at, provider: parts.id.slice(0, colon), ref: parts.id.slice(colon + 1) };
 }
+/** A history entry's position oldest first: its time, then its id (a bigint). */
+const HISTORY_POSITION = oldestFirstAfter(/\d{1,18}/);
 
 /**
  * The account-data contract (services/kit/src/http/account-data.ts) for billing: deleting a user's
@@ -72,9 +87,9 @@ export class AccountData {
   }
 
   /**
-   * One page of the user's billing data: payments, then subscriptions, then the history. A cursor past the
-   * last kind is an empty, final page; one at a position this export never hands out throws the kit's
-   * InvalidExportPosition.
+   * One page of the user's billing data: payments, then subscriptions, then the history, each oldest first
+   * (docs/accounts.md, "Export"). A cursor past the last kind is an empty, final page; one at a position
+   * this export never hands out throws the kit's InvalidExportPosition.
    */
   async exportPage(id: string, position: ExportPosition, limit: number): Promise<AccountExportPage> {
     const userId = asUserId(id);
@@ -98,9 +113,14 @@ export class AccountData {
         },
         {
           kind: 'history',
-          after: /^\d{1,18}$/,
+          after: HISTORY_POSITION,
           read: async (after, count) =>
-            keysetPage(userId ? await this.repository.history.after(userId, after || null, count + 1) : [], count, (row) => String(row.id), historyView),
+            keysetPage(
+              userId ? await this.repository.history.after(userId, oldestFirstParts(after), count + 1) : [],
+              count,
+              (row) => oldestFirstPosition(row.position_at, String(row.id)),
+              historyView,
+            ),
         },
       ],
       position,

@@ -1,4 +1,4 @@
-import type { Knex } from '@tempora/kit/data';
+import { type Knex, oldestFirst, positionTime } from '@tempora/kit/data';
 import type { HistoryRow, NewHistoryEntry } from './rows.ts';
 
 /** What a user sees of their billing (`billing_history`): purchases, renewals, refunds, tier changes, debt. */
@@ -23,10 +23,12 @@ export class History {
     return { items: items as HistoryRow[], total: Number(count?.count ?? 0) };
   }
 
-  /** A user's history after the entry `afterId` (oldest first), `limit` of it. */
-  async after(userId: string, afterId: string | null, limit: number): Promise<HistoryRow[]> {
-    const query = this.knex<HistoryRow>('billing_history').where({ user_id: userId }).orderBy('id').limit(limit);
-    if (afterId !== null) query.where('id', '>', afterId);
-    return query;
+  /**
+   * Up to `limit` of a user's history past `after`, oldest first, then by id (an export's keyset pages),
+   * each entry with its creation time as the kit's positionTime selects it.
+   */
+  async after(userId: string, after: { at: string; id: string } | undefined, limit: number): Promise<Array<HistoryRow & { position_at: string }>> {
+    const query = this.knex('billing_history').select('*', positionTime(this.knex, 'created_at')).where({ user_id: userId }).limit(limit);
+    return oldestFirst(query, ['created_at', 'id'], after && [after.at, after.id]);
   }
 }

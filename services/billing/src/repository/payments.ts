@@ -1,4 +1,4 @@
-import type { Knex } from '@tempora/kit/data';
+import { type Knex, oldestFirst, positionTime } from '@tempora/kit/data';
 import type { Provider } from '../domain/intents.ts';
 import type { PaymentRow, ProviderRef } from './rows.ts';
 
@@ -31,13 +31,14 @@ export class Payments {
     return this.knex<PaymentRow>('billing_payments').where({ user_id: userId }).orderBy('created_at', 'desc').limit(limit);
   }
 
-  /** A user's payments after `after` ((provider, ref) order), `limit` of them. */
-  async after(userId: string, after: ProviderRef | null, limit: number): Promise<PaymentRow[]> {
-    const query = this.knex<PaymentRow>('billing_payments')
-      .where({ user_id: userId })
-      .orderBy([{ column: 'provider' }, { column: 'ref' }])
-      .limit(limit);
-    if (after) query.whereRaw('(provider, ref) > (?, ?)', [after.provider, after.ref]);
-    return query;
+  /**
+   * Up to `limit` of a user's payments past `after`, oldest first, then by provider and ref byte by byte
+   * (an export's keyset pages), each with its creation time as the kit's positionTime selects it.
+   */
+  async after(userId: string, after: (ProviderRef & { at: string }) | undefined, limit: number): Promise<Array<PaymentRow & { position_at: string }>> {
+    const query = this.knex('billing_payments').select('*', positionTime(this.knex, 'created_at')).where({ user_id: userId }).limit(limit);
+    // Collation "C": the order of the bytes, whatever the database's locale would make of case and punctuation.
+    const order = ['created_at', 'provider collate "C"', 'ref collate "C"'];
+    return oldestFirst(query, order, after && [after.at, after.provider, after.ref]);
   }
 }

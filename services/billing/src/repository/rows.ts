@@ -94,7 +94,7 @@ export interface HistoryRow {
 export type NewOutboxEntry = Pick<OutboxRow, 'user_id' | 'kind' | 'amount' | 'idempotency_key' | 'operation' | 'provider' | 'payment_ref'>;
 export type NewHistoryEntry = Omit<HistoryRow, 'id' | 'created_at'>;
 
-/** A position in (provider, ref) order, the order a user's payments and subscriptions are exported in. */
+/** A payment's or subscription's key: its provider and the provider's ref. */
 export interface ProviderRef {
   provider: string;
   ref: string;

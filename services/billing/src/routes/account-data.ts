@@ -30,7 +30,7 @@ export function accountDataRoutes(deps: BillingRouteDeps): RouteDefinition[] {
       export: {
         summary: "One page of a user's billing data (the gateway, for the user's export)",
         description:
-          'Kinds in this order: `payments` (provider and ref order), `subscriptions`, `history` (oldest first). Pass `next_cursor` as `cursor` until it is null; a cursor this service did not issue is 400.',
+          'Kinds in this order: `payments`, `subscriptions`, `history`, each oldest first (`created_at`, to the microsecond), then by provider and ref (history: by id). Pass `next_cursor` as `cursor` until it is null; a cursor this service did not issue is 400.',
       },
     },
     extraResponses: {

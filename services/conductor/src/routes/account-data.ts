@@ -16,7 +16,7 @@ export function accountDataRoutes({ service }: ConductorRouteDeps): RouteDefinit
       export: {
         summary: "One page of a user's data (account export)",
         description:
-          'Called by the gateway with X-Service-Key alone. Kinds in this order: `settings` (as set; no item when never set), `conversations`, then `messages` (the request, its status and reply, and its `tool_calls` as the journal holds them: arguments, status, credits net of refunds, note, output); each by id. `next_cursor` is null after the last page; a cursor this service did not issue is 400.',
+          'Called by the gateway with X-Service-Key alone. Kinds in this order: `settings` (as set; no item when never set), `conversations`, then `messages` (the request, its status and reply, and its `tool_calls` as the journal holds them: arguments, status, credits net of refunds, note, output); conversations and messages oldest first (`created_at`, to the microsecond), then by id. `next_cursor` is null after the last page; a cursor this service did not issue is 400.',
       },
     },
   });

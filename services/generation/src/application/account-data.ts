@@ -1,4 +1,4 @@
-import { keysetPage } from '@tempora/kit/http';
+import { keysetPage, oldestFirstParts, oldestFirstPosition } from '@tempora/kit/http';
 import type { Generator } from '../generator.ts';
 import type { GenerationRepository, OwnerErasure } from '../repository/index.ts';
 import { jobView } from '../views.ts';
@@ -20,17 +20,23 @@ export class AccountData {
     return this.generator.eraseOwner(owner);
   }
 
-  /** A page of the owner's scene records after `after`, by id. */
+  /** A page of the owner's scene records past `after`, oldest first (then by id): the records as stored. */
   async timepoints(owner: string, after: string, limit: number) {
-    return keysetPage(await this.repository.timepoints.exportOf(owner, after, limit + 1), limit, (scene) => scene.id);
+    const rows = await this.repository.timepoints.exportOf(owner, oldestFirstParts(after), limit + 1);
+    return keysetPage(
+      rows,
+      limit,
+      (row) => oldestFirstPosition(row.position_at, row.id),
+      (row) => row.record,
+    );
   }
 
-  /** A page of the owner's jobs after `after`, by id, with the request as sent and its Idempotency-Key. */
+  /** A page of the owner's jobs past `after`, oldest first (then by id), with the request as sent and its Idempotency-Key. */
   async jobs(owner: string, after: string, limit: number) {
     return keysetPage(
-      await this.repository.jobs.exportOf(owner, after, limit + 1),
+      await this.repository.jobs.exportOf(owner, oldestFirstParts(after), limit + 1),
       limit,
-      (job) => job.id,
+      (job) => oldestFirstPosition(job.position_at, job.id),
       (job) => ({ ...jobView(job), request: job.request, idempotency_key: job.idempotency_key }),
     );
   }

@@ -1,4 +1,4 @@
-import { claimIdempotencyKey, type IdempotencyKey, type Knex } from '@tempora/kit/data';
+import { claimIdempotencyKey, type IdempotencyKey, type Knex, oldestFirst, positionTime } from '@tempora/kit/data';
 import type { GenerateRequest } from '../schemas.ts';
 import type { ExportedJob, JobCreation, JobLease, JobRow, LeaseHolder } from './rows.ts';
 
@@ -142,15 +142,16 @@ export class Jobs {
     return rows;
   }
 
-  /** The account export: up to `limit` of the owner's jobs with ids after `after` (all when ''), by id. */
-  async exportOf(owner: string, after: string, limit: number): Promise<ExportedJob[]> {
+  /**
+   * The account export: up to `limit` of the owner's jobs past `after` (from the first when undefined),
+   * oldest first by the row's creation time, then its id.
+   */
+  async exportOf(owner: string, after: { at: string; id: string } | undefined, limit: number): Promise<Array<ExportedJob & { position_at: string }>> {
     const query = this.knex('generation_jobs as j')
       .leftJoin('generation_idempotency_keys as k', 'k.job_id', 'j.id')
-      .select('j.*', 'k.key as idempotency_key')
+      .select('j.*', 'k.key as idempotency_key', positionTime(this.knex, 'j.created_at'))
       .where('j.owner', owner)
-      .orderBy('j.id')
       .limit(limit);
-    if (after) query.andWhere('j.id', '>', after);
-    return query;
+    return oldestFirst(query, ['j.created_at', 'j.id'], after && [after.at, after.id]);
   }
 }

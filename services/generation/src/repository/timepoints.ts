@@ -1,8 +1,11 @@
-import type { Knex } from '@tempora/kit/data';
+import { type Knex, oldestFirst, positionTime } from '@tempora/kit/data';
 import type { SceneRecord } from '../scene.ts';
 import { erased } from './erasures.ts';
 import { fenced } from './jobs.ts';
 import type { JobLease, TimepointRow } from './rows.ts';
+
+/** A scene record as the account export reads it: stored unchanged, with its row's id and position. */
+type ExportedTimepoint = { id: string; record: Record<string, unknown>; position_at: string };
 
 /** Rolls back a scene whose job is no longer this process's (Timepoints.insert). */
 class LeaseLost extends Error {}
@@ -104,10 +107,12 @@ export class Timepoints {
     return (await this.knex('timepoints').where({ id }).delete()) > 0;
   }
 
-  /** The account export: up to `limit` of the owner's scene records with ids after `after` (all when ''), by id. */
-  async exportOf(owner: string, after: string, limit: number): Promise<Array<Pick<SceneRecord, 'id'> & Record<string, unknown>>> {
-    const query = this.knex('timepoints').select('record').where({ owner }).orderBy('id').limit(limit);
-    if (after) query.andWhere('id', '>', after);
-    return ((await query) as Array<{ record: Pick<SceneRecord, 'id'> & Record<string, unknown> }>).map((row) => row.record);
+  /**
+   * The account export: up to `limit` of the owner's scene records past `after` (from the first when
+   * undefined), oldest first by the row's creation time, then its id.
+   */
+  async exportOf(owner: string, after: { at: string; id: string } | undefined, limit: number): Promise<ExportedTimepoint[]> {
+    const query = this.knex('timepoints').select('id', 'record', positionTime(this.knex, 'created_at')).where({ owner }).limit(limit);
+    return oldestFirst(query, ['created_at', 'id'], after && [after.at, after.id]);
   }
 }

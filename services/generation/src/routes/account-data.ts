@@ -1,5 +1,8 @@
-import { defineAccountDataRoutes, type RouteDefinition, UUID_POSITION } from '@tempora/kit/http';
+import { defineAccountDataRoutes, oldestFirstAfter, type RouteDefinition, UUID_ID } from '@tempora/kit/http';
 import type { RouteDeps } from './context.ts';
+
+/** The positions both kinds hand out: a row's creation time and its id. */
+const POSITION = oldestFirstAfter(UUID_ID);
 
 /** The account-data contract (services/kit/src/http/account-data.ts) for the generation service. */
 export function accountDataRoutes({ accountData }: RouteDeps): RouteDefinition[] {
@@ -7,8 +10,8 @@ export function accountDataRoutes({ accountData }: RouteDeps): RouteDefinition[]
     service: 'generation',
     erase: async (owner) => ({ deleted: { ...(await accountData.erase(owner)) } }),
     readers: (owner) => [
-      { kind: 'timepoints', after: UUID_POSITION, read: (after, limit) => accountData.timepoints(owner, after, limit) },
-      { kind: 'jobs', after: UUID_POSITION, read: (after, limit) => accountData.jobs(owner, after, limit) },
+      { kind: 'timepoints', after: POSITION, read: (after, limit) => accountData.timepoints(owner, after, limit) },
+      { kind: 'jobs', after: POSITION, read: (after, limit) => accountData.jobs(owner, after, limit) },
     ],
     describe: {
       deletion: {
@@ -19,7 +22,7 @@ export function accountDataRoutes({ accountData }: RouteDeps): RouteDefinition[]
       export: {
         summary: "One page of a user's data (account export)",
         description:
-          'Called by the gateway with X-Service-Key alone. Kinds in this order: `timepoints` (the full scene records, public and private, as `GET /api/v1/timepoints/{id}` answers them), then `jobs` (asynchronous generations with their request and Idempotency-Key); each by id. `next_cursor` is null after the last page; a cursor this service did not issue is 400.',
+          'Called by the gateway with X-Service-Key alone. Kinds in this order: `timepoints` (the full scene records, public and private, as `GET /api/v1/timepoints/{id}` answers them), then `jobs` (asynchronous generations with their request and Idempotency-Key); each oldest first, then by id. `next_cursor` is null after the last page; a cursor this service did not issue is 400.',
       },
     },
   });

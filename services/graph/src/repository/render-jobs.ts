@@ -1,4 +1,4 @@
-import type { Knex } from '@tempora/kit/data';
+import { type Knex, oldestFirst, positionTime } from '@tempora/kit/data';
 import type { ClaimedRenderJob, RenderJobRow } from './rows.ts';
 
 /** The render jobs' lifecycle after they are queued (MomentWrites.queueRender): read, claim, finish, retry, reclaim. */
@@ -16,16 +16,17 @@ export class RenderJobs {
     return row && { ...row, moment_id: Number(row.moment_id) };
   }
 
-  /** The account export: up to `limit` of the jobs `requester` asked for, with ids after `after` (all when ''), by id. */
-  async requestedBy(requester: string, after: string, limit: number): Promise<RenderJobRow[]> {
+  /**
+   * The account export: up to `limit` of the jobs `requester` asked for past `after` (from the first when
+   * undefined), oldest first by the row's creation time, then its id.
+   */
+  async requestedBy(requester: string, after: { at: string; id: string } | undefined, limit: number): Promise<Array<RenderJobRow & { position_at: string }>> {
     const query = this.knex('render_jobs as j')
       .join('moments as m', 'm.id', 'j.moment_id')
       .where('j.requested_by', requester)
-      .orderBy('j.id')
       .limit(limit)
-      .select('j.*', 'm.path');
-    if (after) query.andWhere('j.id', '>', after);
-    const rows = (await query) as RenderJobRow[];
+      .select('j.*', 'm.path', positionTime(this.knex, 'j.created_at'));
+    const rows = (await oldestFirst(query, ['j.created_at', 'j.id'], after && [after.at, after.id])) as Array<RenderJobRow & { position_at: string }>;
     return rows.map((row) => ({ ...row, moment_id: Number(row.moment_id) }));
   }
 

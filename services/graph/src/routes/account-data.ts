@@ -1,4 +1,13 @@
-import { defineAccountDataRoutes, keysetPage, type RouteDefinition, UUID_POSITION, unprocessable } from '@tempora/kit/http';
+import {
+  defineAccountDataRoutes,
+  keysetPage,
+  oldestFirstAfter,
+  oldestFirstParts,
+  oldestFirstPosition,
+  type RouteDefinition,
+  UUID_ID,
+  unprocessable,
+} from '@tempora/kit/http';
 import { WORKER_ROLES } from '../config.ts';
 import type { GraphRouteDeps } from './context.ts';
 import { jobView } from './writes.ts';
@@ -27,8 +36,11 @@ export function accountDataRoutes(deps: GraphRouteDeps): RouteDefinition[] {
       return [
         {
           kind: 'render_jobs',
-          after: UUID_POSITION,
-          read: async (after, limit) => keysetPage(await jobs.requestedBy(user, after, limit + 1), limit, (job) => job.id, jobView),
+          after: oldestFirstAfter(UUID_ID),
+          read: async (after, limit) => {
+            const rows = await jobs.requestedBy(user, oldestFirstParts(after), limit + 1);
+            return keysetPage(rows, limit, (job) => oldestFirstPosition(job.position_at, job.id), jobView);
+          },
         },
       ];
     },
@@ -41,7 +53,7 @@ export function accountDataRoutes(deps: GraphRouteDeps): RouteDefinition[] {
       export: {
         summary: "One page of a user's data (account export)",
         description:
-          'Called by the gateway with X-Service-Key alone. One kind, `render_jobs`: the jobs the user asked for, as `GET /api/v1/graph/jobs/{id}` answers them, by id. `next_cursor` is null after the last page; a cursor this service did not issue is 400.',
+          'Called by the gateway with X-Service-Key alone. One kind, `render_jobs`: the jobs the user asked for, as `GET /api/v1/graph/jobs/{id}` answers them, oldest first, then by id. `next_cursor` is null after the last page; a cursor this service did not issue is 400.',
       },
     },
     extraResponses: { deletion: notAUser, export: notAUser },

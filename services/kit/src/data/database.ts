@@ -133,5 +133,6 @@ export function positionTime(knex: Knex, column: string): Knex.Raw {
  */
 export function oldestFirst<Q extends Knex.QueryBuilder>(query: Q, order: readonly string[], after: readonly (string | number)[] | undefined): Q {
   if (after) query.whereRaw(`(${order.join(', ')}) > (${order.map(() => '?').join(', ')})`, [...after]);
-  return query.orderByRaw(order.join(', '));
+  query.orderByRaw(order.join(', '));
+  return query;
 }

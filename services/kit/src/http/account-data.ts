@@ -90,8 +90,6 @@ export class InvalidExportPosition extends Error {
 
 /** The ids the services key a user's rows by. */
 export const UUID_ID = /[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/i;
-/** The positions of a kind read by UUID alone. */
-export const UUID_POSITION = new RegExp(`^${UUID_ID.source}$`, 'i');
 
 /**
  * Every kind is listed oldest first: by its rows' creation time, to the microsecond, then by their id

@@ -1,7 +1,14 @@
-import type { Knex } from '@tempora/kit/data';
+import { type Knex, oldestFirst, positionTime } from '@tempora/kit/data';
 import type { CallRecord } from '../domain/model.ts';
 import { settle } from './budgets.ts';
 import { numbers, type RunRow, type StepRow } from './rows.ts';
+
+/** Where an export's page starts: past the row created at `at` (the kit's positionTime) with this id. */
+type Position = { at: string; id: string };
+/** A row with its creation time as the kit's positionTime selects it, for the row's export position. */
+type Positioned<T> = T & { position_at: string };
+type CallRow = CallRecord & { id: string; run_id: string; created_at: Date };
+type KeyRow = { key: string; run_id: string; created_at: Date };
 
 /** Everything held of one owner (an account): deleted at once, exported in keyset pages. */
 export class Accounts {
@@ -39,41 +46,41 @@ export class Accounts {
     });
   }
 
-  /** Up to `limit` of the owner's runs after the id `after`, by id (an export's keyset pages). */
-  async ownerRuns(owner: string, after: string | undefined, limit: number): Promise<RunRow[]> {
-    const query = this.knex('simulation_runs').where({ owner }).orderBy('id').limit(limit);
-    if (after) query.andWhere('id', '>', after);
-    return ((await query) as RunRow[]).map(numbers);
+  /** Up to `limit` of the owner's runs after the position `after`, oldest first (an export's keyset pages). */
+  async ownerRuns(owner: string, after: Position | undefined, limit: number): Promise<Positioned<RunRow>[]> {
+    const query = this.knex('simulation_runs').select('*', positionTime(this.knex, 'created_at')).where({ owner }).limit(limit);
+    return ((await oldestFirst(query, ['created_at', 'id'], after && [after.at, after.id])) as Positioned<RunRow>[]).map(numbers);
   }
 
-  /** Up to `limit` steps of the owner's runs after the step `after`, by run and sequence. */
-  async ownerSteps(owner: string, after: { runId: string; seq: number } | undefined, limit: number): Promise<StepRow[]> {
+  /** Up to `limit` steps of the owner's runs after the step `after`, oldest first, then by run and sequence. */
+  async ownerSteps(owner: string, after: { at: string; runId: string; seq: number } | undefined, limit: number): Promise<Positioned<StepRow>[]> {
     const query = this.knex('simulation_steps as s')
       .join('simulation_runs as r', 'r.id', 's.run_id')
       .where('r.owner', owner)
-      .select('s.*')
-      .orderBy([{ column: 's.run_id' }, { column: 's.seq' }])
+      .select('s.*', positionTime(this.knex, 's.created_at'))
       .limit(limit);
-    if (after) query.andWhereRaw('(s.run_id, s.seq) > (?::uuid, ?)', [after.runId, after.seq]);
-    return ((await query) as StepRow[]).map(numbers);
+    const steps = await oldestFirst(query, ['s.created_at', 's.run_id', 's.seq'], after && [after.at, after.runId, after.seq]);
+    return (steps as Positioned<StepRow>[]).map(numbers);
   }
 
-  /** Up to `limit` metered calls of the owner's runs after the call id `after`, by id. */
-  async ownerCalls(owner: string, after: string | undefined, limit: number): Promise<Array<CallRecord & { id: string; run_id: string; created_at: Date }>> {
+  /** Up to `limit` metered calls of the owner's runs after the position `after`, oldest first, then by id. */
+  async ownerCalls(owner: string, after: Position | undefined, limit: number): Promise<Positioned<CallRow>[]> {
     const query = this.knex('simulation_calls as c')
       .join('simulation_runs as r', 'r.id', 'c.run_id')
       .where('r.owner', owner)
-      .select('c.*')
-      .orderBy('c.id')
+      .select('c.*', positionTime(this.knex, 'c.created_at'))
       .limit(limit);
-    if (after) query.andWhere('c.id', '>', after);
-    return ((await query) as Array<CallRecord & { id: string; run_id: string; created_at: Date }>).map(numbers);
+    const calls = await oldestFirst(query, ['c.created_at', 'c.id'], after && [after.at, after.id]);
+    return (calls as Positioned<CallRow>[]).map(numbers);
   }
 
-  /** Up to `limit` of the owner's idempotency keys after the key `after`, by key. */
-  async ownerIdempotencyKeys(owner: string, after: string | undefined, limit: number): Promise<Array<{ key: string; run_id: string; created_at: Date }>> {
-    const query = this.knex('simulation_idempotency_keys').where({ owner }).select('key', 'run_id', 'created_at').orderBy('key').limit(limit);
-    if (after !== undefined) query.andWhere('key', '>', after);
-    return (await query) as Array<{ key: string; run_id: string; created_at: Date }>;
+  /** Up to `limit` of the owner's idempotency keys after the position `after`, oldest first, then by key byte by byte. */
+  async ownerIdempotencyKeys(owner: string, after: Position | undefined, limit: number): Promise<Positioned<KeyRow>[]> {
+    const query = this.knex('simulation_idempotency_keys')
+      .where({ owner })
+      .select('key', 'run_id', 'created_at', positionTime(this.knex, 'created_at'))
+      .limit(limit);
+    // Collation "C": the order of the bytes, whatever the database's locale would make of case and punctuation.
+    return (await oldestFirst(query, ['created_at', 'key collate "C"'], after && [after.at, after.id])) as Positioned<KeyRow>[];
   }
 }

@@ -17,7 +17,7 @@ export function accountDataRoutes(accounts: AccountData): RouteDefinition[] {
         description: `${who} Runs in flight are ended first (their budgets settled at what they spent) and stopped wherever they execute; nothing of them is written back. Idempotent: a second call answers zero counts.`,
       },
       export: {
-        summary: "One page of a user's data: `runs`, then `steps`, `calls`, `idempotency_keys`, each in key order",
+        summary: "One page of a user's data: `runs`, then `steps`, `calls`, `idempotency_keys`, each oldest first, then by key",
         description: `${who} Follow \`next_cursor\` until it is null: every item comes exactly once, none is left out; a cursor this service did not issue is 400.`,
       },
     },
