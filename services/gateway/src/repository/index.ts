@@ -2,7 +2,6 @@ import type { Knex } from '@tempora/kit/data';
 import { DeletionsRepository } from './account-deletions.ts';
 import { ApiKeys } from './api-keys.ts';
 import { ChargedJobRows } from './charged-jobs.ts';
-import { ExportStaging } from './export-staging.ts';
 import { Ledger } from './ledger.ts';
 import { OpenCharges } from './open-charges.ts';
 import { Sessions } from './sessions.ts';
@@ -11,7 +10,6 @@ import { Users } from './users.ts';
 export type { DeletionRow, DeletionStepRow } from './account-deletions.ts';
 export type { ApiKeyRow } from './api-keys.ts';
 export type { ChargedJobRow, ChargedJobRows, ChargeStanding } from './charged-jobs.ts';
-export { ExportAccountGone, type ExportStaging, type StagedItem, type StagedPosition } from './export-staging.ts';
 export { IdempotencyConflict, InsufficientCredits, type LedgerOutcome, type LedgerRow, UnknownUser } from './ledger.ts';
 export type { RefreshTokenRow } from './sessions.ts';
 export type { IdentityRow, UserRow } from './users.ts';
@@ -29,7 +27,6 @@ export class GatewayRepository {
   readonly openCharges: OpenCharges;
   readonly chargedJobs: ChargedJobRows;
   readonly deletions: DeletionsRepository;
-  readonly exportStaging: ExportStaging;
 
   constructor(knex: Knex) {
     this.users = new Users(knex);
@@ -39,6 +36,5 @@ export class GatewayRepository {
     this.openCharges = new OpenCharges(knex);
     this.chargedJobs = new ChargedJobRows(knex);
     this.deletions = new DeletionsRepository(knex);
-    this.exportStaging = new ExportStaging(knex);
   }
 }
