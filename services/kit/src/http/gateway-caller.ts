@@ -86,14 +86,16 @@ export type TokenIntrospector = (token: string, claims: Pick<AccessTokenClaims, 
 export class Reuse<T> {
   private readonly entries = new Map<string, { until: number; value: Promise<T> }>();
   private readonly maxEntries: number;
+  private readonly now: () => number;
 
-  constructor(maxEntries = 50_000) {
+  constructor(maxEntries = 50_000, now: () => number = Date.now) {
     this.maxEntries = maxEntries;
+    this.now = now;
   }
 
   /** The kept answer for `key`, or `load()`'s, kept until `until` (epoch ms). */
   get(key: string, until: number, load: () => Promise<T>): Promise<T> {
-    const now = Date.now();
+    const now = this.now();
     const kept = this.entries.get(key);
     if (kept && kept.until > now) return kept.value;
     if (this.entries.size >= this.maxEntries) this.entries.clear();
@@ -113,6 +115,8 @@ export interface IntrospectionOptions {
   /** How long an answer is reused (never past the token's expiry): a revoked token works here at most this long after. */
   cacheMs: number;
   timeoutMs: number;
+  /** The clock answers are kept by (a test's own, to pass a token's expiry without waiting for it). */
+  now?: () => number;
 }
 
 /**
@@ -123,7 +127,8 @@ export interface IntrospectionOptions {
  */
 export function gatewayIntrospector(gatewayUrl: string, serviceKey: string | undefined, options: IntrospectionOptions): TokenIntrospector {
   const client = new ServiceClient(gatewayUrl, serviceKey, options.timeoutMs, 'the gateway');
-  const answers = new Reuse<TokenState>();
+  const now = options.now ?? Date.now;
+  const answers = new Reuse<TokenState>(undefined, now);
   const ask = async (token: string, requestId: string): Promise<TokenState> => {
     let reply;
     try {
@@ -140,7 +145,7 @@ export function gatewayIntrospector(gatewayUrl: string, serviceKey: string | und
     }
     return { active: body.active, ...(typeof body.tier === 'string' && TIERS.has(body.tier) ? { tier: body.tier as Tier } : {}) };
   };
-  return (token, claims, requestId) => answers.get(claims.jti, Math.min(Date.now() + options.cacheMs, claims.exp * 1000), () => ask(token, requestId));
+  return (token, claims, requestId) => answers.get(claims.jti, Math.min(now() + options.cacheMs, claims.exp * 1000), () => ask(token, requestId));
 }
 
 /** The settings every service behind the gateway reads to know its callers (spread into its config schema). */
