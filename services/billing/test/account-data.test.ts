@@ -273,6 +273,9 @@ describe('billing: account data (deletion and export)', function () {
       [0, randomUUID()],
       [1, 'stripe:sub_b'],
       [2, '99999'],
+      // Of the new form, but with what PostgreSQL cannot take: a NUL in a ref, year 0.
+      [0, '2026-01-01T00:00:00.000000Z/stripe:pi_\u0000'],
+      [2, '0000-01-01T00:00:00.000000Z/1'],
     ] as const) {
       const reply = await h.call('GET', `${DATA(userId)}?cursor=${encodeExportCursor({ kind, after })}`, { headers: service });
       assert.equal(reply.status, 400, `${kind} ${after}`);

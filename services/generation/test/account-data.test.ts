@@ -243,6 +243,9 @@ describe('generation: account data (deletion and export for the gateway)', funct
       Buffer.from('{"kind":"x"}').toString('base64url'),
       encodeExportCursor({ kind: 2, after: '' }),
       encodeExportCursor({ kind: 0, after: "'; drop table timepoints; --" }),
+      // Of the position's form, but no instant: PostgreSQL would refuse it as a timestamp.
+      encodeExportCursor({ kind: 0, after: '2026-02-30T25:61:00.000000Z/aaaaaaaa-0000-4000-8000-000000000000' }),
+      encodeExportCursor({ kind: 1, after: '2026-13-01T00:00:00.000000Z/aaaaaaaa-0000-4000-8000-000000000000' }),
     ];
     for (const cursor of bad) {
       const reply = await gen.get(data('ivy', `?cursor=${encodeURIComponent(cursor)}`), serviceKey);

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createDatabase, dropDatabase } from '../../../test/support/database.ts';
 import { type Database, oldestFirst, openDatabase, positionTime } from '../src/data/index.ts';
-import { keysetPage, oldestFirstAfter, oldestFirstParts, oldestFirstPosition, UUID_ID } from '../src/http/account-data.ts';
+import { InvalidExportPosition, keysetPage, oldestFirstAfter, oldestFirstParts, oldestFirstPosition, UUID_ID } from '../src/http/account-data.ts';
 import { createLogger } from '../src/observability/logger.ts';
 
 /**
@@ -87,5 +87,8 @@ describe('account export pages oldest first', function () {
     assert.ok(form.test(`2026-01-01T00:00:00.000001Z/${ids[0]}`));
     for (const bad of ['', ids[0]!, `2026-01-01T00:00:00.001Z/${ids[0]}`, '2026-01-01T00:00:00.000001Z/not-a-uuid', `2026-01-01T00:00:00.000001Z/${ids[0]}x`])
       assert.equal(form.test(bad), false, bad);
+    assert.deepEqual(oldestFirstParts(`2026-01-01T00:00:00.000001Z/${ids[0]}`), { at: '2026-01-01T00:00:00.000001Z', id: ids[0] });
+    for (const impossible of ['2026-02-30T00:00:00.000000Z', '2026-01-01T24:00:00.000000Z', '0000-01-01T00:00:00.000000Z'])
+      assert.throws(() => oldestFirstParts(`${impossible}/${ids[0]}`), InvalidExportPosition, `${impossible} is of the form but no instant`);
   });
 });

@@ -25,8 +25,11 @@ const DELETED_KINDS = ['subscriptions', 'accounts', 'outbox', 'history', 'events
  * the order the repository pages them in.
  */
 const keyOf = (row: ProviderRef & { position_at: string }) => oldestFirstPosition(row.position_at, `${row.provider}:${row.ref}`);
-/** Such a position: the time, a slash, a provider, a colon, the provider's ref. */
-const KEY_POSITION = oldestFirstAfter(/[^:]+:.*/s);
+/**
+ * Such a position: the time, a slash, a provider, a colon, the provider's ref; printable ASCII, as Stripe's
+ * and Apple's ids are (a NUL, which PostgreSQL's text refuses, is not one of them).
+ */
+const KEY_POSITION = oldestFirstAfter(/[!-9;-~]+:[ -~]*/);
 function afterKey(after: string): (ProviderRef & { at: string }) | undefined {
   const parts = oldestFirstParts(after);
   if (!parts) return undefined;

@@ -105,9 +105,19 @@ export function oldestFirstAfter(id: RegExp): RegExp {
 /** A row's position oldest first: its `position_at` (the kit's `positionTime`) and its id. */
 export const oldestFirstPosition = (positionAt: string, id: string): string => `${positionAt}/${id}`;
 
-/** The time and the id of a position `oldestFirstAfter` admitted; undefined for a kind's first page (''). */
+/**
+ * The time and the id of a position `oldestFirstAfter` admitted; undefined for a kind's first page ('').
+ * A time of the form that names no instant (February 30th, hour 25, year 0) was never handed out: it throws
+ * InvalidExportPosition (a 400), where PostgreSQL would refuse it as a timestamp.
+ */
 export function oldestFirstParts(after: string): { at: string; id: string } | undefined {
-  return after === '' ? undefined : { at: after.slice(0, 27), id: after.slice(28) };
+  if (after === '') return undefined;
+  const at = after.slice(0, 27);
+  const instant = new Date(at);
+  // Year 0 is a date to JavaScript, not to PostgreSQL.
+  if (Number.isNaN(instant.getTime()) || instant.getUTCFullYear() < 1 || instant.toISOString().slice(0, 23) !== at.slice(0, 23))
+    throw new InvalidExportPosition();
+  return { at, id: after.slice(28) };
 }
 
 /** One kind of a service's export, in the order its `exportPage` serves them. */
