@@ -46,14 +46,11 @@ export class Targets {
     const command = [...(this.wrap?.(name) ?? []), process.execPath, script];
     const child = spawn(command[0]!, command.slice(1), { env: fullEnv, stdio: ['ignore', 'pipe', 'inherit'] });
     this.children.push(child);
-    const ready = new Promise<number>((resolve, reject) => {
-      child.stdout!.on('data', (chunk: Buffer) => {
-        const port = /ready (\d+)/.exec(String(chunk))?.[1];
-        if (port) resolve(Number(port));
-      });
-      child.once('exit', (code) => reject(new Error(`${name} exited with ${code}`)));
+    // Read by whole lines: a chunk may end inside `ready <port>`.
+    const ready = announced(child, (line) => {
+      const port = /^ready (\d+)$/.exec(line)?.[1];
+      return port === undefined ? undefined : Number(port);
     });
-    ready.catch(() => undefined);
     return { child, env: fullEnv, ready };
   }
 

@@ -18,7 +18,7 @@ import { applyAs, type Cluster, clientFor, startCluster } from '../../operator/t
 import { agentPool, gateway, graphWorker, simulationBudget } from '../../operator/test/fixtures.ts';
 import { KubeletStandIn } from '../../operator/test/kubelet-stand-in.ts';
 import { tlsSecret } from '../../operator/test/tls-secret.ts';
-import { announced, shownAt } from '../../test/support/platform.ts';
+import { announced, asJson, shownAt } from '../../test/support/platform.ts';
 import { waitFor } from '../../test/support/wait.ts';
 import { controlPlaneFloor, type FloorFigures } from './floor.ts';
 
@@ -149,8 +149,8 @@ const operatorRun = () =>
     const listening = announced(
       operator,
       (line) => {
-        const entry = JSON.parse(line.startsWith('{') ? line : '{}') as { msg?: string; port?: number };
-        return entry.msg === 'operator started' ? entry.port : undefined;
+        const entry = asJson(line);
+        return entry?.msg === 'operator started' ? Number(entry.port) : undefined;
       },
       shownAt('error', (line) => process.stderr.write(`${line}\n`)),
     );

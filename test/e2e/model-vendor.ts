@@ -113,6 +113,11 @@ export async function startModelVendor({ slowMs, fastMs }: { slowMs: Record<Call
       for (const wake of [...sleepers[caller]]) wake();
     },
     async stop() {
+      // Calls held slow are woken, so that no timer of theirs outlives the stand-in.
+      for (const caller of ['agents', 'others'] as const) {
+        slow.delete(caller);
+        for (const wake of [...sleepers[caller]]) wake();
+      }
       for (const socket of sockets) socket.destroy();
       await new Promise<void>((resolve) => server.close(() => resolve()));
       await Promise.all([vendors.stop(), model.stop()]);

@@ -22,10 +22,16 @@ export async function startPoolNode(
   tag: string,
 ): Promise<{ node: KubeNode; admin: KubeClient; redis: { url: string; stop(): Promise<void> } }> {
   const node = await KubeNode.start();
-  const admin = clientFor(node.kubeconfigPath);
-  await node.buildImage({ dockerfile: 'services/generation/Dockerfile', name: 'generation', tag });
-  await installOperatorKinds(node, admin, namespace);
-  return { node, admin, redis: await poolRedis(node, admin, namespace) };
+  try {
+    const admin = clientFor(node.kubeconfigPath);
+    await node.buildImage({ dockerfile: 'services/generation/Dockerfile', name: 'generation', tag });
+    await installOperatorKinds(node, admin, namespace);
+    return { node, admin, redis: await poolRedis(node, admin, namespace) };
+  } catch (error) {
+    // The caller's after() never learns of a node it was not given: stopped here, so the next suite can start one.
+    await node.stop();
+    throw error;
+  }
 }
 
 /** The CRDs, the operator's namespace and RBAC, and `namespace` with its default ServiceAccount. */

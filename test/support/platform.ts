@@ -24,7 +24,11 @@ interface Launched<T> {
   announced: Promise<T>;
 }
 
-const asJson = (line: string): Record<string, unknown> | undefined => {
+/** A process of the platform exited while it was waited for: nothing it would answer can come. */
+class Exited extends Error {}
+
+/** A log line of pino's as its object, or undefined for a line that is not one. */
+export const asJson = (line: string): Record<string, unknown> | undefined => {
   if (!line.startsWith('{')) return undefined;
   try {
     return JSON.parse(line) as Record<string, unknown>;
@@ -170,15 +174,14 @@ class Processes {
         const { url } = await this.#start(unit);
         const child = this.#children.get(unit.name)!;
         const ready = `${url}${unit.readyPath ?? '/health'}`;
-        const answer = await waitFor(
+        await waitFor(
           `${unit.name} at ${ready}`,
-          async () => (child.exitCode !== null || child.signalCode !== null ? 'exited' : (await fetch(ready)).ok),
-          {
-            timeoutMs: 300_000,
-            intervalMs: 250,
+          async () => {
+            if (child.exitCode !== null || child.signalCode !== null) throw new Exited(`${unit.name} exited before it answered ${ready}`);
+            return (await fetch(ready)).ok;
           },
+          { timeoutMs: 300_000, intervalMs: 250, fatal: (error) => error instanceof Exited },
         );
-        if (answer === 'exited') throw new Error(`${unit.name} exited before it answered ${ready}`);
       }),
     );
   }
